@@ -1,0 +1,272 @@
+//! Stage 4: collect. plait, not the agent, turns a worktree into a commit on the task's
+//! branch. The worktree is walked file by file — a write to a path that is not checked out
+//! is invisible to `git status` — and compared with the branch's tree. Changes to owned
+//! paths are committed; every other change is a violation: left uncommitted where it is,
+//! and reported by path.
+
+use std::collections::{HashMap, HashSet};
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use git2::{build::TreeUpdateBuilder, FileMode, ObjectType, Oid, Repository};
+
+use crate::git::{branch_ref, flatten_tree, mode, signature, TreeFile};
+use crate::plan::globs::Globs;
+use crate::state::{ChangeKind, FileChange};
+use crate::workspace::index;
+
+/// Why a worktree could not be collected.
+#[derive(Debug, thiserror::Error)]
+pub enum CollectError {
+    #[error("worktree {path} is missing or not a git worktree: {source}")]
+    NotAWorktree { path: PathBuf, source: git2::Error },
+    #[error("branch {branch} moved while its task was running (expected {expected})")]
+    BranchMoved { branch: String, expected: Oid },
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("git: {0}")]
+    Git(#[from] git2::Error),
+}
+
+const SKIP_WORKTREE: u16 = 0x4000;
+
+/// A difference between the worktree and the branch's tree.
+#[derive(Debug, Clone)]
+pub struct Change {
+    pub path: String,
+    pub kind: ChangeKind,
+    /// The new content and mode; `None` for a deletion.
+    pub content: Option<(Vec<u8>, u32)>,
+}
+
+/// What a walk of a worktree found.
+#[derive(Debug, Default)]
+pub struct Scan {
+    /// The commit the worktree's branch points at.
+    pub head: Option<Oid>,
+    pub changes: Vec<Change>,
+    /// Every file present in the worktree, tracked or not (ignored files left out).
+    pub present: HashSet<String>,
+    /// Tracked paths the index does not mark skip-worktree.
+    checked_out: HashSet<String>,
+}
+
+/// Walks `worktree` and lists every change against its branch's tree.
+pub fn scan(worktree: &Path) -> Result<Scan, CollectError> {
+    let wt = Repository::open(worktree).map_err(|source| CollectError::NotAWorktree {
+        path: worktree.to_path_buf(),
+        source,
+    })?;
+    let head = wt.head()?.peel_to_commit()?;
+    let files = flatten_tree(&head.tree()?)?;
+    let checked_out: HashSet<String> = wt
+        .index()?
+        .iter()
+        .filter(|e| e.flags_extended & SKIP_WORKTREE == 0)
+        .filter_map(|e| String::from_utf8(e.path).ok())
+        .collect();
+    let tracked: HashMap<&str, &TreeFile> = files.iter().map(|f| (f.path.as_str(), f)).collect();
+    let tracked_dirs: HashSet<&str> = files
+        .iter()
+        .flat_map(|f| f.path.match_indices('/').map(move |(i, _)| &f.path[..i]))
+        .collect();
+
+    let mut changes = Vec::new();
+    let mut present = HashSet::new();
+    let mut walker = walkdir::WalkDir::new(worktree)
+        .min_depth(1)
+        .follow_links(false)
+        .sort_by_file_name()
+        .into_iter();
+    while let Some(entry) = walker.next() {
+        let entry = entry.map_err(|e| CollectError::Io {
+            path: e.path().unwrap_or(worktree).to_path_buf(),
+            source: e.into(),
+        })?;
+        let Some(rel) = relative(worktree, entry.path()) else {
+            continue;
+        };
+        let file_type = entry.file_type();
+        if file_type.is_dir() {
+            let gitlink = tracked.get(rel.as_str()).is_some_and(|f| !f.is_blob());
+            let ignored = !tracked_dirs.contains(rel.as_str())
+                && wt.is_path_ignored(&rel).unwrap_or(false);
+            if rel == ".git" || gitlink || ignored {
+                walker.skip_current_dir();
+            }
+            continue;
+        }
+        if rel == ".git" {
+            continue;
+        }
+        let known = tracked.get(rel.as_str()).copied();
+        if known.is_none() && wt.is_path_ignored(&rel).unwrap_or(false) {
+            continue;
+        }
+        let Some((bytes, file_mode)) = read_entry(entry.path(), file_type)? else {
+            continue;
+        };
+        present.insert(rel.clone());
+        let oid = Oid::hash_object(ObjectType::Blob, &bytes)?;
+        let kind = match known {
+            None => ChangeKind::Added,
+            Some(f) if f.oid != oid || f.mode != file_mode => ChangeKind::Modified,
+            Some(_) => continue,
+        };
+        changes.push(Change {
+            path: rel,
+            kind,
+            content: Some((bytes, file_mode)),
+        });
+    }
+    for file in files.iter().filter(|f| f.is_blob()) {
+        if checked_out.contains(&file.path) && !present.contains(&file.path) {
+            changes.push(Change {
+                path: file.path.clone(),
+                kind: ChangeKind::Deleted,
+                content: None,
+            });
+        }
+    }
+    changes.sort_by(|a, b| a.path.cmp(&b.path));
+    Ok(Scan {
+        head: Some(head.id()),
+        changes,
+        present,
+        checked_out,
+    })
+}
+
+fn relative(root: &Path, path: &Path) -> Option<String> {
+    let rel = path.strip_prefix(root).ok()?;
+    let parts: Option<Vec<&str>> = rel.components().map(|c| c.as_os_str().to_str()).collect();
+    Some(parts?.join("/"))
+}
+
+/// Reads a file or symlink as git would store it; other kinds of entries are skipped.
+fn read_entry(path: &Path, file_type: fs::FileType) -> Result<Option<(Vec<u8>, u32)>, CollectError> {
+    let io = |source| CollectError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    if file_type.is_symlink() {
+        let target = fs::read_link(path).map_err(io)?;
+        return Ok(Some((target.into_os_string().into_encoded_bytes(), mode::LINK)));
+    }
+    if !file_type.is_file() {
+        return Ok(None);
+    }
+    let bytes = fs::read(path).map_err(io)?;
+    let perms = fs::symlink_metadata(path).map_err(io)?.permissions().mode();
+    let file_mode = if perms & 0o111 != 0 { mode::EXEC } else { mode::FILE };
+    Ok(Some((bytes, file_mode)))
+}
+
+/// What collecting a task produced.
+#[derive(Debug, Clone, Default)]
+pub struct CollectOutcome {
+    /// The new commit on the task's branch; `None` when no owned file changed.
+    pub commit: Option<Oid>,
+    pub changes: Vec<FileChange>,
+    pub violations: Vec<FileChange>,
+}
+
+/// What to commit and how to name it.
+pub struct CollectSettings<'a> {
+    pub worktree: &'a Path,
+    pub branch: &'a str,
+    pub owns: &'a Globs,
+    pub message: String,
+}
+
+/// Commits the owned changes of a worktree on its branch and reports the others.
+pub fn collect(repo: &Repository, settings: &CollectSettings<'_>) -> Result<CollectOutcome, CollectError> {
+    let scan = scan(settings.worktree)?;
+    let (owned, violations): (Vec<&Change>, Vec<&Change>) = scan
+        .changes
+        .iter()
+        .partition(|c| settings.owns.matches(&c.path));
+    let outcome = CollectOutcome {
+        commit: None,
+        changes: owned.iter().map(|c| record(c)).collect(),
+        violations: violations.iter().map(|c| record(c)).collect(),
+    };
+    let head = scan.head.ok_or_else(|| git2::Error::from_str("worktree has no HEAD"))?;
+    if owned.is_empty() {
+        return Ok(outcome);
+    }
+    let parent = repo.find_commit(head)?;
+    let parent_tree = parent.tree()?;
+    let mut update = TreeUpdateBuilder::new();
+    for change in &owned {
+        match &change.content {
+            Some((bytes, file_mode)) => {
+                let blob = repo.blob(bytes)?;
+                update.upsert(&change.path, blob, file_mode_of(*file_mode));
+            }
+            None => {
+                update.remove(&change.path);
+            }
+        }
+    }
+    let tree_id = update.create_updated(repo, &parent_tree)?;
+    let tree = repo.find_tree(tree_id)?;
+    let sig = signature(repo)?;
+    let commit = repo.commit(None, &sig, &sig, &settings.message, &tree, &[&parent])?;
+    let refname = branch_ref(settings.branch);
+    repo.reference_matching(&refname, commit, true, head, "plait: collect")
+        .map_err(|_| CollectError::BranchMoved {
+            branch: settings.branch.to_string(),
+            expected: head,
+        })?;
+    refresh_index(settings.worktree, &tree, &scan)?;
+    Ok(CollectOutcome {
+        commit: Some(commit),
+        ..outcome
+    })
+}
+
+/// Rewrites the worktree's index for its new tree, so `git status` shows only what was
+/// left uncommitted.
+fn refresh_index(worktree: &Path, tree: &git2::Tree<'_>, scan: &Scan) -> Result<(), CollectError> {
+    let files = flatten_tree(tree)?;
+    let wt = Repository::open(worktree)?;
+    let index_path = wt.path().join("index");
+    let keep = |f: &TreeFile| {
+        f.is_blob() && (scan.checked_out.contains(&f.path) || scan.present.contains(&f.path))
+    };
+    index::write(&index_path, worktree, &files, keep).map_err(|source| CollectError::Io {
+        path: index_path.clone(),
+        source,
+    })?;
+    Ok(())
+}
+
+fn record(change: &Change) -> FileChange {
+    FileChange {
+        path: change.path.clone(),
+        kind: change.kind,
+    }
+}
+
+fn file_mode_of(m: u32) -> FileMode {
+    match m {
+        mode::EXEC => FileMode::BlobExecutable,
+        mode::LINK => FileMode::Link,
+        _ => FileMode::Blob,
+    }
+}
+
+/// The commit message for a task: `plait(<task>): <first line of prompt>` and a trailer.
+pub fn commit_message(run: &str, task: &str, prompt: &str) -> String {
+    let first = prompt.lines().find(|l| !l.trim().is_empty()).unwrap_or("").trim();
+    let mut subject: String = first.chars().take(72).collect();
+    if first.chars().count() > 72 {
+        subject.push('…');
+    }
+    format!("plait({task}): {subject}\n\nPlait-Run: {run}\n")
+}

@@ -1,0 +1,164 @@
+//! Repository helpers every stage shares: opening the user's repository with clear errors,
+//! the base tree as a flat list of files, and running the git CLI where it is the better
+//! engine (`merge-tree`, `merge --ff-only`).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use git2::{ErrorCode, ObjectType, Oid, Repository, Tree, TreeWalkMode, TreeWalkResult};
+
+/// Why a repository cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum RepoError {
+    #[error("{path} is not inside a git repository")]
+    NotARepo { path: PathBuf },
+    #[error("{path} is a bare repository; plait needs a repository with a working tree")]
+    Bare { path: PathBuf },
+    #[error("the repository at {path} has no commits yet; commit something first")]
+    NoCommits { path: PathBuf },
+    #[error("git: {0}")]
+    Git(#[from] git2::Error),
+}
+
+/// File modes as git stores them in trees and the index.
+pub mod mode {
+    pub const FILE: u32 = 0o100644;
+    pub const EXEC: u32 = 0o100755;
+    pub const LINK: u32 = 0o120000;
+    pub const GITLINK: u32 = 0o160000;
+}
+
+/// Opens the repository containing `path`, refusing bare repositories and unborn ones.
+pub fn open(path: &Path) -> Result<Repository, RepoError> {
+    let repo = Repository::discover(path).map_err(|e| match e.code() {
+        ErrorCode::NotFound => RepoError::NotARepo {
+            path: path.to_path_buf(),
+        },
+        _ => RepoError::Git(e),
+    })?;
+    if repo.is_bare() {
+        return Err(RepoError::Bare {
+            path: repo.path().to_path_buf(),
+        });
+    }
+    let head = repo.head().map(|_| ()).map_err(|e| e.code());
+    match head {
+        Ok(()) => Ok(repo),
+        Err(ErrorCode::UnbornBranch | ErrorCode::NotFound) => Err(RepoError::NoCommits {
+            path: workdir(&repo),
+        }),
+        Err(_) => Err(RepoError::Git(repo.head().err().unwrap_or_else(|| {
+            git2::Error::from_str("cannot read HEAD")
+        }))),
+    }
+}
+
+/// The working directory of a non-bare repository (its git dir for a bare one).
+pub fn workdir(repo: &Repository) -> PathBuf {
+    repo.workdir().unwrap_or_else(|| repo.path()).to_path_buf()
+}
+
+/// Where plait keeps its state: `<git-common-dir>/plait`, shared by every worktree.
+pub fn plait_dir(repo: &Repository) -> PathBuf {
+    repo.commondir().join("plait")
+}
+
+/// One non-tree entry of a tree, with its full slash-separated path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TreeFile {
+    pub path: String,
+    pub mode: u32,
+    pub oid: Oid,
+}
+
+impl TreeFile {
+    /// Whether the entry is a file or symlink (not a submodule).
+    pub fn is_blob(&self) -> bool {
+        self.mode != mode::GITLINK
+    }
+}
+
+/// Lists every non-tree entry of `tree`, sorted by path bytes (the index's order).
+pub fn flatten_tree(tree: &Tree<'_>) -> Result<Vec<TreeFile>, git2::Error> {
+    let mut files = Vec::new();
+    let mut bad_name = None;
+    tree.walk(TreeWalkMode::PreOrder, |root, entry| {
+        if entry.kind() == Some(ObjectType::Tree) {
+            return TreeWalkResult::Ok;
+        }
+        match entry.name() {
+            Ok(name) => files.push(TreeFile {
+                path: format!("{root}{name}"),
+                mode: entry.filemode() as u32,
+                oid: entry.id(),
+            }),
+            Err(_) => {
+                bad_name = Some(format!("{root}{}", String::from_utf8_lossy(entry.name_bytes())));
+                return TreeWalkResult::Abort;
+            }
+        }
+        TreeWalkResult::Ok
+    })
+    .or_else(|e| if bad_name.is_some() { Ok(()) } else { Err(e) })?;
+    if let Some(path) = bad_name {
+        return Err(git2::Error::from_str(&format!(
+            "the path {path:?} is not valid UTF-8; plait handles UTF-8 paths only"
+        )));
+    }
+    files.sort_unstable_by(|a, b| a.path.as_bytes().cmp(b.path.as_bytes()));
+    Ok(files)
+}
+
+/// A failed git CLI invocation.
+#[derive(Debug, thiserror::Error)]
+pub enum GitCliError {
+    #[error("could not run git ({0}); is git installed and on PATH?")]
+    Spawn(std::io::Error),
+    #[error("`git {args}` failed: {stderr}")]
+    Failed { args: String, stderr: String },
+}
+
+/// A `git` command in `dir` that ignores environment variables pointing it elsewhere.
+pub fn git_command(dir: &Path) -> Command {
+    let mut cmd = Command::new("git");
+    cmd.current_dir(dir);
+    for var in [
+        "GIT_DIR",
+        "GIT_WORK_TREE",
+        "GIT_INDEX_FILE",
+        "GIT_COMMON_DIR",
+        "GIT_OBJECT_DIRECTORY",
+    ] {
+        cmd.env_remove(var);
+    }
+    cmd
+}
+
+/// Runs git in `dir` and returns its output; a non-zero exit is an error unless `allowed`
+/// lists that code.
+pub fn run_git(dir: &Path, args: &[&str], allowed: &[i32]) -> Result<Output, GitCliError> {
+    let out = git_command(dir)
+        .args(args)
+        .output()
+        .map_err(GitCliError::Spawn)?;
+    let code = out.status.code().unwrap_or(-1);
+    if out.status.success() || allowed.contains(&code) {
+        Ok(out)
+    } else {
+        Err(GitCliError::Failed {
+            args: args.join(" "),
+            stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        })
+    }
+}
+
+/// The signature plait commits with: the user's, else `plait <plait@localhost>`.
+pub fn signature(repo: &Repository) -> Result<git2::Signature<'static>, git2::Error> {
+    repo.signature()
+        .or_else(|_| git2::Signature::now("plait", "plait@localhost"))
+}
+
+/// The name of a local branch's ref.
+pub fn branch_ref(branch: &str) -> String {
+    format!("refs/heads/{branch}")
+}

@@ -1,0 +1,1 @@
+//! Stage 7: land (placeholder until written).

@@ -1,0 +1,394 @@
+//! Stage 6: merge. All successful task branches are combined into `plait/<run>/merged`.
+//! Changes to paths no other branch touched are applied straight onto the base tree, so
+//! their order does not matter and no file is merged twice. A branch that touches a path
+//! an earlier branch changed goes through `git merge-tree --write-tree`, git's own merge
+//! engine, so the result is exactly git's; a conflict keeps that branch out of the merged
+//! tree and is reported with its path, kind, tasks and marked-up hunks. Conflicted content
+//! is never committed.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+
+use git2::{build::TreeUpdateBuilder, Delta, FileMode, Oid, Repository, Tree};
+use serde::{Deserialize, Serialize};
+
+use crate::git::{branch_ref, mode, run_git, signature, GitCliError};
+
+/// Why plait could not merge (a conflict is not an error: it is in the outcome).
+#[derive(Debug, thiserror::Error)]
+pub enum MergeError {
+    #[error(transparent)]
+    Cli(#[from] GitCliError),
+    #[error("could not read the output of git merge-tree: {0}")]
+    Parse(String),
+    #[error("git: {0}")]
+    Git(#[from] git2::Error),
+}
+
+/// A path two sides could not agree on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Conflict {
+    pub path: String,
+    /// `content`, `add/add`, `modify/delete`, or git's own name for rarer kinds.
+    pub kind: String,
+    /// The tasks whose changes meet here.
+    pub tasks: Vec<String>,
+    /// The conflicting regions with git's markers, when the file has any.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub hunks: String,
+    /// What git said about it.
+    pub message: String,
+}
+
+/// The result of merging a run's branches.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct MergeOutcome {
+    pub branch: String,
+    pub commit: String,
+    /// Tasks whose changes are in the merged branch.
+    pub included: Vec<String>,
+    /// Tasks left out because their changes conflict.
+    pub excluded: Vec<String>,
+    pub conflicts: Vec<Conflict>,
+}
+
+impl MergeOutcome {
+    pub fn is_clean(&self) -> bool {
+        self.conflicts.is_empty()
+    }
+}
+
+/// One branch to merge.
+#[derive(Debug, Clone)]
+pub struct BranchInput {
+    pub task: String,
+    pub branch: String,
+    pub commit: Oid,
+}
+
+/// What to merge and where to put it.
+pub struct MergeSettings<'a> {
+    /// The repository's working directory, where the git CLI runs.
+    pub workdir: &'a Path,
+    /// The branch to write, `plait/<run>/merged`.
+    pub branch: &'a str,
+    pub base: Oid,
+    pub branches: &'a [BranchInput],
+    pub message: String,
+}
+
+type Entry = Option<(Oid, u32)>;
+
+/// Merges `settings.branches` onto the base in order and writes the merged branch.
+pub fn merge(repo: &Repository, settings: &MergeSettings<'_>) -> Result<MergeOutcome, MergeError> {
+    let base = repo.find_commit(settings.base)?;
+    let base_tree = base.tree()?;
+    // Path → its entry in the merged tree (None: deleted), and who changed it.
+    let mut merged: BTreeMap<String, Entry> = BTreeMap::new();
+    let mut touched: HashMap<String, Vec<String>> = HashMap::new();
+    let mut included: Vec<&BranchInput> = Vec::new();
+    let mut excluded = Vec::new();
+    let mut conflicts = Vec::new();
+
+    for input in settings.branches {
+        let tree = repo.find_commit(input.commit)?.tree()?;
+        let changes = tree_changes(repo, &base_tree, &tree)?;
+        if changes.is_empty() {
+            continue;
+        }
+        if !changes.keys().any(|p| overlaps(&merged, p)) {
+            for (path, entry) in changes {
+                touched.entry(path.clone()).or_default().push(input.task.clone());
+                merged.insert(path, entry);
+            }
+            included.push(input);
+            continue;
+        }
+        // Slow path: git's engine merges what is merged so far with this branch.
+        let ours = write_tree(repo, &base_tree, &merged)?;
+        let sig = signature(repo)?;
+        let ours_commit = repo.commit(
+            None,
+            &sig,
+            &sig,
+            "plait: merge in progress",
+            &repo.find_tree(ours)?,
+            &[&base],
+        )?;
+        repo.reference(&branch_ref(settings.branch), ours_commit, true, "plait: merge in progress")?;
+        let result = merge_tree(settings.workdir, Some(settings.base), settings.branch, &input.branch)?;
+        if result.conflicts.is_empty() {
+            let result_tree = repo.find_tree(result.tree)?;
+            merged = tree_changes(repo, &base_tree, &result_tree)?;
+            for path in changes.keys() {
+                touched.entry(path.clone()).or_default().push(input.task.clone());
+            }
+            included.push(input);
+        } else {
+            for raw in result.conflicts {
+                let mut tasks = touched.get(&raw.path).cloned().unwrap_or_default();
+                if tasks.is_empty() {
+                    tasks = tasks_near(&touched, &raw.path);
+                }
+                tasks.push(input.task.clone());
+                conflicts.push(Conflict {
+                    hunks: conflict_hunks(repo, result.tree, &raw.path),
+                    tasks,
+                    ..raw.into_conflict()
+                });
+            }
+            excluded.push(input.task.clone());
+        }
+    }
+
+    let commit = if included.is_empty() {
+        settings.base
+    } else if included.len() == 1 {
+        // One branch merged onto its own base is that branch.
+        included[0].commit
+    } else {
+        let tree = repo.find_tree(write_tree(repo, &base_tree, &merged)?)?;
+        let mut parents = vec![base.clone()];
+        for input in &included {
+            parents.push(repo.find_commit(input.commit)?);
+        }
+        let parents: Vec<&git2::Commit<'_>> = parents.iter().collect();
+        let sig = signature(repo)?;
+        repo.commit(None, &sig, &sig, &settings.message, &tree, &parents)?
+    };
+    repo.reference(&branch_ref(settings.branch), commit, true, "plait: merged")?;
+    Ok(MergeOutcome {
+        branch: settings.branch.to_string(),
+        commit: commit.to_string(),
+        included: included.iter().map(|i| i.task.clone()).collect(),
+        excluded,
+        conflicts,
+    })
+}
+
+/// Whether changing `path` meets a change already merged: the same path, a file where
+/// the other has a directory, or the reverse.
+fn overlaps(merged: &BTreeMap<String, Entry>, path: &str) -> bool {
+    if merged.contains_key(path) {
+        return true;
+    }
+    let below = format!("{path}/");
+    if merged
+        .range(below.clone()..)
+        .next()
+        .is_some_and(|(k, _)| k.starts_with(&below))
+    {
+        return true;
+    }
+    path.match_indices('/').any(|(i, _)| merged.contains_key(&path[..i]))
+}
+
+/// The tasks that touched a path inside or around `path`.
+fn tasks_near(touched: &HashMap<String, Vec<String>>, path: &str) -> Vec<String> {
+    let mut tasks: Vec<String> = touched
+        .iter()
+        .filter(|(p, _)| {
+            p.starts_with(&format!("{path}/")) || path.starts_with(&format!("{p}/"))
+        })
+        .flat_map(|(_, t)| t.iter().cloned())
+        .collect();
+    tasks.sort();
+    tasks.dedup();
+    tasks
+}
+
+/// Every path that differs between two trees, with its entry in `to` (None: deleted).
+pub fn tree_changes(repo: &Repository, from: &Tree<'_>, to: &Tree<'_>) -> Result<BTreeMap<String, Entry>, MergeError> {
+    let diff = repo.diff_tree_to_tree(Some(from), Some(to), None)?;
+    let mut out = BTreeMap::new();
+    for delta in diff.deltas() {
+        let file = if delta.status() == Delta::Deleted {
+            delta.old_file()
+        } else {
+            delta.new_file()
+        };
+        let path = file
+            .path()
+            .and_then(|p| p.to_str())
+            .ok_or_else(|| MergeError::Parse("a path is not valid UTF-8".to_string()))?
+            .to_string();
+        let entry = match delta.status() {
+            Delta::Deleted => None,
+            _ => Some((delta.new_file().id(), u32::from(delta.new_file().mode()))),
+        };
+        out.insert(path, entry);
+    }
+    Ok(out)
+}
+
+/// Writes the tree `base` with `changes` applied.
+pub fn write_tree(repo: &Repository, base: &Tree<'_>, changes: &BTreeMap<String, Entry>) -> Result<Oid, MergeError> {
+    if changes.is_empty() {
+        return Ok(base.id());
+    }
+    let mut update = TreeUpdateBuilder::new();
+    for (path, entry) in changes {
+        match entry {
+            Some((oid, m)) => {
+                update.upsert(path, *oid, file_mode(*m));
+            }
+            None => {
+                update.remove(path);
+            }
+        }
+    }
+    Ok(update.create_updated(repo, base)?)
+}
+
+fn file_mode(m: u32) -> FileMode {
+    match m {
+        mode::EXEC => FileMode::BlobExecutable,
+        mode::LINK => FileMode::Link,
+        mode::GITLINK => FileMode::Commit,
+        _ => FileMode::Blob,
+    }
+}
+
+/// A conflict as `git merge-tree` reports it.
+#[derive(Debug, Clone)]
+pub struct RawConflict {
+    pub path: String,
+    pub stages: Vec<u8>,
+    pub types: Vec<String>,
+    pub messages: Vec<String>,
+}
+
+impl RawConflict {
+    fn kind(&self) -> String {
+        let named = self
+            .types
+            .iter()
+            .map(|t| t.trim_start_matches("CONFLICT (").trim_end_matches(')'))
+            .find(|t| *t != "contents");
+        match (named, self.stages.as_slice()) {
+            (Some(t), _) => t.to_string(),
+            (None, [2, 3]) => "add/add".to_string(),
+            (None, [1, 2]) | (None, [1, 3]) => "modify/delete".to_string(),
+            _ => "content".to_string(),
+        }
+    }
+
+    /// The conflict without tasks or hunks, which only the caller knows.
+    pub fn into_conflict(self) -> Conflict {
+        Conflict {
+            kind: self.kind(),
+            message: self.messages.join("\n"),
+            path: self.path,
+            tasks: Vec::new(),
+            hunks: String::new(),
+        }
+    }
+}
+
+/// The result of `git merge-tree --write-tree`: the tree (with markers where conflicted)
+/// and the conflicts.
+#[derive(Debug, Clone)]
+pub struct TreeMerge {
+    pub tree: Oid,
+    pub conflicts: Vec<RawConflict>,
+}
+
+/// Runs `git merge-tree --write-tree` on two commit-ishes, with `base` as the merge base
+/// when given.
+pub fn merge_tree(workdir: &Path, base: Option<Oid>, ours: &str, theirs: &str) -> Result<TreeMerge, MergeError> {
+    let base_arg = base.map(|b| format!("--merge-base={b}"));
+    let mut args = vec!["merge-tree", "-z", "--write-tree"];
+    if let Some(b) = &base_arg {
+        args.push(b);
+    }
+    args.extend([ours, theirs]);
+    let out = run_git(workdir, &args, &[1])?;
+    parse_merge_tree(&out.stdout)
+}
+
+fn parse_merge_tree(stdout: &[u8]) -> Result<TreeMerge, MergeError> {
+    let text = String::from_utf8_lossy(stdout);
+    let mut tokens = text.split('\0');
+    let bad = |what: &str| MergeError::Parse(what.to_string());
+    let tree = tokens.next().ok_or_else(|| bad("no tree id"))?;
+    let tree = Oid::from_str(tree.trim()).map_err(|_| bad("bad tree id"))?;
+    let mut by_path: BTreeMap<String, RawConflict> = BTreeMap::new();
+    for token in tokens.by_ref() {
+        if token.is_empty() {
+            break;
+        }
+        let (meta, path) = token.split_once('\t').ok_or_else(|| bad("bad conflict entry"))?;
+        let stage = meta
+            .rsplit(' ')
+            .next()
+            .and_then(|s| s.parse::<u8>().ok())
+            .ok_or_else(|| bad("bad stage"))?;
+        by_path
+            .entry(path.to_string())
+            .or_insert_with(|| RawConflict {
+                path: path.to_string(),
+                stages: Vec::new(),
+                types: Vec::new(),
+                messages: Vec::new(),
+            })
+            .stages
+            .push(stage);
+    }
+    let rest: Vec<&str> = tokens.collect();
+    let mut i = 0;
+    while i < rest.len() && !rest[i].is_empty() {
+        let n: usize = rest[i].parse().map_err(|_| bad("bad message count"))?;
+        let paths = rest.get(i + 1..i + 1 + n).ok_or_else(|| bad("short message"))?;
+        let kind = rest.get(i + 1 + n).ok_or_else(|| bad("short message"))?;
+        let message = rest.get(i + 2 + n).ok_or_else(|| bad("short message"))?;
+        if kind.starts_with("CONFLICT") {
+            for path in paths {
+                if let Some(c) = by_path.get_mut(*path) {
+                    c.types.push(kind.to_string());
+                    c.messages.push(message.trim_end().to_string());
+                }
+            }
+        }
+        i += 3 + n;
+    }
+    Ok(TreeMerge {
+        tree,
+        conflicts: by_path.into_values().collect(),
+    })
+}
+
+/// The marked-up regions of a conflicted file in `tree`, with three lines of context.
+fn conflict_hunks(repo: &Repository, tree: Oid, path: &str) -> String {
+    let Ok(entry) = repo.find_tree(tree).and_then(|t| t.get_path(Path::new(path))) else {
+        return String::new();
+    };
+    let Ok(blob) = repo.find_blob(entry.id()) else {
+        return String::new();
+    };
+    let text = String::from_utf8_lossy(blob.content());
+    let lines: Vec<&str> = text.lines().collect();
+    let mut keep = vec![false; lines.len()];
+    let mut open: Option<usize> = None;
+    for (i, line) in lines.iter().enumerate() {
+        if line.starts_with("<<<<<<< ") {
+            open = Some(i);
+        } else if line.starts_with(">>>>>>> ") {
+            if let Some(start) = open.take() {
+                let from = start.saturating_sub(3);
+                let to = (i + 3).min(lines.len() - 1);
+                keep[from..=to].iter_mut().for_each(|k| *k = true);
+            }
+        }
+    }
+    let mut out = String::new();
+    for (i, line) in lines.iter().enumerate() {
+        if keep[i] {
+            if i > 0 && !keep[i - 1] && !out.is_empty() {
+                out.push_str("...\n");
+            }
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    out
+}

@@ -1,0 +1,408 @@
+//! The orchestrator: drives a run's tasks through workspace → agent → collect with at most
+//! `jobs` tasks at once, then merges. One tokio runtime; all git2 work runs on blocking
+//! threads, each opening its own `Repository` (git2 handles are not `Sync`).
+//!
+//! Message flow: each task is a future in a `JoinSet`, gated by a semaphore of `jobs`
+//! permits held from `preparing` to the end of `collecting`. A task changes state only
+//! through [`Shared::update`], which edits the in-memory `RunState` under a mutex, sends
+//! an [`Event`] on the unbounded channel the caller may listen on, and wakes the state
+//! writer. The writer saves the newest snapshot atomically; transitions that arrive while
+//! it writes are folded into its next write, so a slow disk never blocks a task, and the
+//! final state is written synchronously before the run returns. No lock is held across an
+//! `.await`. A task's failure is recorded on the task; only failures of plait itself
+//! (state, merge) end the run with an error.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::{mpsc, Notify, Semaphore};
+use tokio::task::JoinSet;
+
+use crate::agent::{self, AgentOutcome, TaskContext};
+use crate::collect::{self, CollectSettings};
+use crate::git::{self, RepoError};
+use crate::merge::{self, BranchInput, MergeError, MergeSettings};
+use crate::plan::ResolvedPlan;
+use crate::state::{
+    self, now_ms, RunLock, RunPhase, RunState, StateError, Store, TaskRecord, TaskState,
+};
+use crate::workspace::{self, WorktreeSpec};
+
+/// Why a run could not proceed.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error(transparent)]
+    Repo(#[from] RepoError),
+    #[error(transparent)]
+    State(#[from] StateError),
+    #[error("merge failed: {0}")]
+    Merge(#[from] MergeError),
+    #[error("{0}")]
+    Internal(String),
+}
+
+/// How to run a plan.
+#[derive(Debug, Clone)]
+pub struct RunSettings {
+    /// A directory inside the repository.
+    pub repo: PathBuf,
+    pub plan: Arc<ResolvedPlan>,
+    /// Where the plan came from, and its text, kept with the run.
+    pub plan_path: PathBuf,
+    pub plan_text: String,
+    /// Tasks at once.
+    pub jobs: usize,
+    /// Where worktrees go (default: the run's directory under the git directory).
+    pub worktree_root: Option<PathBuf>,
+}
+
+/// A change of a task's state, for progress displays.
+#[derive(Debug, Clone)]
+pub struct Event {
+    pub run: String,
+    pub task: String,
+    pub state: TaskState,
+    /// One line of detail: the failure reason, or what was collected.
+    pub detail: Option<String>,
+}
+
+/// A run that has started: its id is known and its state is on disk.
+pub struct Prepared {
+    settings: RunSettings,
+    store: Store,
+    lock: RunLock,
+    state: RunState,
+}
+
+impl Prepared {
+    pub fn id(&self) -> &str {
+        &self.state.id
+    }
+}
+
+/// Takes the repository lock, makes the run's id and directory and writes its first state.
+pub fn prepare(settings: RunSettings) -> Result<Prepared, RunError> {
+    let repo = git::open(&settings.repo)?;
+    let store = Store::new(git::plait_dir(&repo));
+    let lock = store.lock()?;
+    let run = store.create_run()?;
+    lock.set_run(&run)?;
+    let run_dir = store.run_dir(&run);
+    let worktree_root = match &settings.worktree_root {
+        Some(root) => root.join(&run),
+        None => run_dir.join("worktrees"),
+    };
+    let io = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| StateError::Io { path, source }
+    };
+    let plan_copy = run_dir.join("plan.toml");
+    fs::write(&plan_copy, &settings.plan_text).map_err(io(&plan_copy))?;
+    let plan = &settings.plan;
+    let mut tasks = Vec::with_capacity(plan.tasks.len());
+    for task in &plan.tasks {
+        let dir = store.task_dir(&run, &task.id);
+        fs::create_dir_all(&dir).map_err(io(&dir))?;
+        let owned_list = dir.join("owned.txt");
+        let mut list = task.owned.join("\n");
+        list.push('\n');
+        fs::write(&owned_list, list).map_err(io(&owned_list))?;
+        tasks.push(TaskRecord {
+            id: task.id.clone(),
+            branch: state::task_branch(&run, &task.id),
+            worktree: worktree_root.join(&task.id),
+            state: TaskState::Pending,
+            owned: task.owned.len(),
+            started_at: None,
+            finished_at: None,
+            exit_code: None,
+            error: None,
+            commit: None,
+            changes: Vec::new(),
+            violations: Vec::new(),
+            log: dir.join("agent.log"),
+        });
+    }
+    let state = RunState {
+        version: state::STATE_VERSION,
+        id: run.clone(),
+        goal: plan.goal.clone(),
+        plan: settings.plan_path.clone(),
+        base: plan.base.to_string(),
+        base_name: plan.base_name.clone(),
+        worktree_root,
+        phase: RunPhase::Running,
+        pid: std::process::id(),
+        created_at: now_ms(),
+        finished_at: None,
+        tasks,
+        merge: None,
+        landed: Vec::new(),
+        cleaned: false,
+    };
+    store.save(&state)?;
+    Ok(Prepared {
+        settings,
+        store,
+        lock,
+        state,
+    })
+}
+
+/// State shared by the tasks of a run.
+struct Shared {
+    store: Store,
+    state: Mutex<RunState>,
+    dirty: Notify,
+    events: Option<mpsc::UnboundedSender<Event>>,
+    repo: PathBuf,
+    plan: Arc<ResolvedPlan>,
+}
+
+impl Shared {
+    /// Applies `change` to task `index`, reports it and schedules a save.
+    fn update(&self, index: usize, change: impl FnOnce(&mut TaskRecord)) {
+        let event = {
+            let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+            let run = state.id.clone();
+            let task = &mut state.tasks[index];
+            change(task);
+            Event {
+                run,
+                task: task.id.clone(),
+                state: task.state,
+                detail: task.error.clone(),
+            }
+        };
+        if let Some(tx) = &self.events {
+            let _ = tx.send(event);
+        }
+        self.dirty.notify_one();
+    }
+
+    fn snapshot(&self) -> RunState {
+        self.state.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+}
+
+/// Runs every task, merges the results and returns the final state.
+pub async fn execute(
+    prepared: Prepared,
+    events: Option<mpsc::UnboundedSender<Event>>,
+) -> Result<RunState, RunError> {
+    let Prepared {
+        settings,
+        store,
+        lock,
+        state,
+    } = prepared;
+    let shared = Arc::new(Shared {
+        store,
+        state: Mutex::new(state),
+        dirty: Notify::new(),
+        events,
+        repo: settings.repo.clone(),
+        plan: settings.plan.clone(),
+    });
+    let stop_writer = Arc::new(Notify::new());
+    let writer = tokio::spawn(write_states(shared.clone(), stop_writer.clone()));
+
+    let permits = Arc::new(Semaphore::new(settings.jobs.max(1)));
+    let mut set = JoinSet::new();
+    for index in 0..shared.plan.tasks.len() {
+        let shared = shared.clone();
+        let permits = permits.clone();
+        set.spawn(async move {
+            let Ok(_permit) = permits.acquire_owned().await else {
+                return;
+            };
+            run_task(&shared, index).await;
+        });
+    }
+    while let Some(joined) = set.join_next().await {
+        if let Err(e) = joined {
+            return Err(RunError::Internal(format!("a task panicked: {e}")));
+        }
+    }
+
+    {
+        let mut state = shared.state.lock().unwrap_or_else(|e| e.into_inner());
+        state.phase = RunPhase::Merging;
+    }
+    shared.dirty.notify_one();
+    let outcome = merge_run(shared.clone()).await?;
+    stop_writer.notify_one();
+    let _ = writer.await;
+    let mut state = shared.snapshot();
+    state.merge = Some(outcome);
+    state.phase = RunPhase::Finished;
+    state.finished_at = Some(now_ms());
+    shared.store.save(&state)?;
+    drop(lock);
+    Ok(state)
+}
+
+/// Saves the newest state each time a task changes, until told to stop.
+async fn write_states(shared: Arc<Shared>, stop: Arc<Notify>) {
+    loop {
+        tokio::select! {
+            biased;
+            _ = stop.notified() => return,
+            _ = shared.dirty.notified() => {}
+        }
+        let snapshot = shared.snapshot();
+        let store = shared.store.clone();
+        let saved = tokio::task::spawn_blocking(move || store.save(&snapshot)).await;
+        if let Ok(Err(e)) = saved {
+            tracing::warn!("could not save run state: {e}");
+        }
+    }
+}
+
+async fn run_task(shared: &Arc<Shared>, index: usize) {
+    let task = &shared.plan.tasks[index];
+    let record = shared.snapshot().tasks[index].clone();
+    shared.update(index, |t| {
+        t.state = TaskState::Preparing;
+        t.started_at = Some(now_ms());
+    });
+    let fail = |reason: String, exit_code: Option<i32>| {
+        shared.update(index, |t| {
+            t.state = TaskState::Failed;
+            t.error = Some(reason);
+            t.exit_code = exit_code;
+            t.finished_at = Some(now_ms());
+        })
+    };
+
+    let prepared = {
+        let shared = shared.clone();
+        let record = record.clone();
+        let run = shared.snapshot().id;
+        tokio::task::spawn_blocking(move || prepare_worktree(&shared, index, &run, &record)).await
+    };
+    match prepared {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => return fail(format!("could not create the worktree: {e}"), None),
+        Err(e) => return fail(format!("worktree creation panicked: {e}"), None),
+    }
+
+    shared.update(index, |t| t.state = TaskState::Running);
+    let agent = match agent::from_spec(&task.agent) {
+        Ok(a) => a,
+        Err(e) => return fail(e, None),
+    };
+    let context = TaskContext {
+        run: shared.snapshot().id,
+        task: task.id.clone(),
+        goal: shared.plan.goal.clone(),
+        prompt: task.prompt.clone(),
+        base: shared.plan.base.to_string(),
+        worktree: record.worktree.clone(),
+        owned_list: record.log.with_file_name("owned.txt"),
+        single_file: task.single_file().map(str::to_string),
+        log: record.log.clone(),
+        timeout: task.timeout,
+    };
+    if let AgentOutcome::Failed { reason, exit_code } = agent.run(&context).await {
+        return fail(reason, exit_code);
+    }
+
+    shared.update(index, |t| t.state = TaskState::Collecting);
+    let collected = {
+        let shared = shared.clone();
+        let record = record.clone();
+        let run = context.run.clone();
+        tokio::task::spawn_blocking(move || {
+            let repo = git::open(&shared.repo).map_err(|e| e.to_string())?;
+            let task = &shared.plan.tasks[index];
+            let settings = CollectSettings {
+                worktree: &record.worktree,
+                branch: &record.branch,
+                owns: &task.owns,
+                message: collect::commit_message(&run, &task.id, &task.prompt),
+            };
+            collect::collect(&repo, &settings).map_err(|e| e.to_string())
+        })
+        .await
+    };
+    match collected {
+        Ok(Ok(outcome)) => shared.update(index, |t| {
+            t.state = TaskState::Done;
+            t.commit = outcome.commit.map(|c| c.to_string());
+            t.changes = outcome.changes;
+            t.violations = outcome.violations;
+            t.finished_at = Some(now_ms());
+        }),
+        Ok(Err(e)) => fail(format!("could not collect the worktree: {e}"), None),
+        Err(e) => fail(format!("collecting panicked: {e}"), None),
+    }
+}
+
+fn prepare_worktree(shared: &Shared, index: usize, run: &str, record: &TaskRecord) -> Result<(), String> {
+    let repo = git::open(&shared.repo).map_err(|e| e.to_string())?;
+    let task = &shared.plan.tasks[index];
+    let admin_name = admin_name(run, &task.id);
+    let spec = WorktreeSpec {
+        branch: &record.branch,
+        admin_name: &admin_name,
+        path: &record.worktree,
+        base: shared.plan.base,
+        files: &shared.plan.files,
+    };
+    workspace::create(&repo, &spec, &|path| task.checks_out(path)).map_err(|e| e.to_string())
+}
+
+/// The name of a task's directory under `<git-common-dir>/worktrees/`.
+pub fn admin_name(run: &str, task: &str) -> String {
+    format!("plait-{run}-{task}")
+}
+
+async fn merge_run(shared: Arc<Shared>) -> Result<merge::MergeOutcome, RunError> {
+    let state = shared.snapshot();
+    let branches: Vec<BranchInput> = state
+        .tasks
+        .iter()
+        .filter(|t| t.state == TaskState::Done)
+        .filter_map(|t| {
+            let commit = git2::Oid::from_str(t.commit.as_deref()?).ok()?;
+            Some(BranchInput {
+                task: t.id.clone(),
+                branch: t.branch.clone(),
+                commit,
+            })
+        })
+        .collect();
+    let repo_path = shared.repo.clone();
+    let base = shared.plan.base;
+    let message = merge_message(&state, &branches);
+    let branch = state.merged_branch();
+    tokio::task::spawn_blocking(move || {
+        let repo = git::open(&repo_path)?;
+        let workdir = git::workdir(&repo);
+        let settings = MergeSettings {
+            workdir: &workdir,
+            branch: &branch,
+            base,
+            branches: &branches,
+            message,
+        };
+        merge::merge(&repo, &settings).map_err(RunError::from)
+    })
+    .await
+    .map_err(|e| RunError::Internal(format!("merge panicked: {e}")))?
+}
+
+fn merge_message(state: &RunState, branches: &[BranchInput]) -> String {
+    let goal = state.goal.lines().next().unwrap_or("").trim();
+    let mut msg = format!("plait: merge run {}", state.id);
+    if !goal.is_empty() {
+        msg.push_str(&format!(": {goal}"));
+    }
+    msg.push_str("\n\n");
+    let tasks: Vec<&str> = branches.iter().map(|b| b.task.as_str()).collect();
+    msg.push_str(&format!("Tasks: {}\n", tasks.join(", ")));
+    msg.push_str(&format!("Plait-Run: {}\n", state.id));
+    msg
+}

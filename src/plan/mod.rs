@@ -1,0 +1,200 @@
+//! Stage 1: the plan. What the run should achieve, from which commit, and the tasks with the
+//! files each one owns. A plan comes from a TOML file or a split rule and is validated
+//! against the repository before anything is created.
+
+pub mod globs;
+pub mod split;
+mod validate;
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::de::{self, MapAccess, Visitor};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+pub use validate::{resolve, ResolvedPlan, ResolvedTask};
+
+/// How long an agent may run when the plan does not say.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30 * 60);
+
+/// A plan as written in TOML.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PlanFile {
+    /// What the whole run should achieve; every agent sees it.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub goal: String,
+    /// Branch or commit the tasks start from (default: HEAD).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base: Option<String>,
+    #[serde(default, skip_serializing_if = "Defaults::is_empty")]
+    pub defaults: Defaults,
+    #[serde(default, rename = "task")]
+    pub tasks: Vec<TaskFile>,
+}
+
+/// Settings every task inherits unless it sets its own.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Defaults {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<AgentSpec>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkout: Option<Checkout>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<Vec<String>>,
+    /// How long an agent may run, such as `"90s"` or `"10m"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<String>,
+}
+
+impl Defaults {
+    fn is_empty(&self) -> bool {
+        self.agent.is_none()
+            && self.checkout.is_none()
+            && self.context.is_none()
+            && self.timeout.is_none()
+    }
+}
+
+/// One `[[task]]` entry.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TaskFile {
+    pub id: String,
+    pub prompt: String,
+    /// Gitignore-style globs of the files this task may change.
+    pub owns: Vec<String>,
+    /// Globs of files checked out read-only for the agent to look at.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkout: Option<Checkout>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<AgentSpec>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<String>,
+}
+
+/// Which files a task's worktree holds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Checkout {
+    /// The owned files, the context files and the repository's `.gitignore` files.
+    #[default]
+    Owned,
+    /// Every tracked file.
+    Full,
+}
+
+/// The agent a task runs: a name, `{ exec = "CMD" }` or `{ cli = [...] }`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AgentSpec {
+    Named(String),
+    Exec(String),
+    Cli(Vec<String>),
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AgentTable {
+    exec: Option<String>,
+    cli: Option<Vec<String>>,
+}
+
+impl<'de> Deserialize<'de> for AgentSpec {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct SpecVisitor;
+        impl<'de> Visitor<'de> for SpecVisitor {
+            type Value = AgentSpec;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an agent name, or a table { exec = \"CMD\" } or { cli = [...] }")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<AgentSpec, E> {
+                Ok(AgentSpec::Named(v.to_string()))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<AgentSpec, A::Error> {
+                let table = AgentTable::deserialize(de::value::MapAccessDeserializer::new(map))?;
+                match (table.exec, table.cli) {
+                    (Some(cmd), None) => Ok(AgentSpec::Exec(cmd)),
+                    (None, Some(argv)) => Ok(AgentSpec::Cli(argv)),
+                    _ => Err(de::Error::custom(
+                        "an agent table needs exactly one of `exec` or `cli`",
+                    )),
+                }
+            }
+        }
+        deserializer.deserialize_any(SpecVisitor)
+    }
+}
+
+impl Serialize for AgentSpec {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        match self {
+            AgentSpec::Named(name) => serializer.serialize_str(name),
+            AgentSpec::Exec(cmd) => {
+                let mut map = serializer.serialize_map(Some(1))?;
+                map.serialize_entry("exec", cmd)?;
+                map.end()
+            }
+            AgentSpec::Cli(argv) => {
+                let mut map = serializer.serialize_map(Some(1))?;
+                map.serialize_entry("cli", argv)?;
+                map.end()
+            }
+        }
+    }
+}
+
+/// Why a plan cannot be used. Nothing has been created when one is returned.
+#[derive(Debug, thiserror::Error)]
+pub enum PlanError {
+    #[error("cannot read plan {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("plan {path} is not valid: {message}")]
+    Parse { path: PathBuf, message: String },
+    #[error("plan {path}: base `{base}` is not a branch or commit in this repository")]
+    BaseNotFound { path: PathBuf, base: String },
+    #[error("plan {path} has {} problem{}:\n{}", problems.len(), if problems.len() == 1 { "" } else { "s" }, problems.iter().map(|p| format!("  - {p}")).collect::<Vec<_>>().join("\n"))]
+    Invalid { path: PathBuf, problems: Vec<String> },
+    #[error("bad split rule `{spec}`: {reason}")]
+    Split { spec: String, reason: String },
+    #[error("git: {0}")]
+    Git(#[from] git2::Error),
+}
+
+/// Reads and parses a plan file; unknown keys are refused with their line.
+pub fn load(path: &Path) -> Result<PlanFile, PlanError> {
+    let text = std::fs::read_to_string(path).map_err(|source| PlanError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    parse(&text, path)
+}
+
+/// Parses plan text; `path` is only used in messages.
+pub fn parse(text: &str, path: &Path) -> Result<PlanFile, PlanError> {
+    toml::from_str(text).map_err(|e| PlanError::Parse {
+        path: path.to_path_buf(),
+        message: e.to_string().trim_end().to_string(),
+    })
+}
+
+/// Renders a plan as TOML, with a comment saying how it was made.
+pub fn to_toml(plan: &PlanFile, header: &str) -> String {
+    let body = toml::to_string_pretty(plan).unwrap_or_else(|e| format!("# could not render: {e}\n"));
+    let mut out = String::new();
+    for line in header.lines() {
+        out.push_str("# ");
+        out.push_str(line);
+        out.push('\n');
+    }
+    out.push('\n');
+    out.push_str(&body);
+    out
+}

@@ -1,0 +1,284 @@
+//! Checking a plan against the repository: ids that can be branch names, agents that exist,
+//! globs that match tracked files, and ownership that no two tasks share.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use git2::{Oid, Repository};
+
+use super::globs::Globs;
+use super::{AgentSpec, Checkout, PlanError, PlanFile, TaskFile, DEFAULT_TIMEOUT};
+use crate::git::{flatten_tree, TreeFile};
+
+/// Task ids that would collide with branches plait makes itself.
+const RESERVED_IDS: &[&str] = &["merged"];
+
+/// A plan checked against the repository, ready to run.
+#[derive(Debug, Clone)]
+pub struct ResolvedPlan {
+    pub goal: String,
+    /// The commit every task starts from.
+    pub base: Oid,
+    /// How the plan named the base (`HEAD` when it did not).
+    pub base_name: String,
+    pub tasks: Vec<ResolvedTask>,
+    /// Every entry of the base commit's tree, sorted by path.
+    pub files: Arc<Vec<TreeFile>>,
+}
+
+/// One task with its settings resolved and its owned files listed.
+#[derive(Debug, Clone)]
+pub struct ResolvedTask {
+    pub id: String,
+    pub prompt: String,
+    pub agent: AgentSpec,
+    pub checkout: Checkout,
+    pub timeout: Duration,
+    pub owns: Globs,
+    pub context: Globs,
+    /// Tracked files of the base that this task owns, sorted.
+    pub owned: Vec<String>,
+}
+
+impl ResolvedTask {
+    /// The task's single owned file, when it owns exactly one.
+    pub fn single_file(&self) -> Option<&str> {
+        match self.owned.as_slice() {
+            [one] => Some(one),
+            _ => None,
+        }
+    }
+
+    /// Whether the worktree should hold `path` (a tracked file of the base).
+    pub fn checks_out(&self, path: &str) -> bool {
+        self.checkout == Checkout::Full
+            || self.owns.matches(path)
+            || self.context.matches(path)
+            || is_ignore_file(path)
+    }
+}
+
+/// `.gitignore` files are checked out everywhere so tools and git agree on what is ignored.
+fn is_ignore_file(path: &str) -> bool {
+    path == ".gitignore" || path.ends_with("/.gitignore")
+}
+
+/// Validates `plan` (read from `source`) against `repo`, collecting every problem.
+pub fn resolve(
+    repo: &Repository,
+    plan: PlanFile,
+    source: &Path,
+) -> Result<ResolvedPlan, PlanError> {
+    let base_name = plan.base.clone().unwrap_or_else(|| "HEAD".to_string());
+    let base = repo
+        .revparse_single(&base_name)
+        .and_then(|o| o.peel_to_commit())
+        .map_err(|_| PlanError::BaseNotFound {
+            path: source.to_path_buf(),
+            base: base_name.clone(),
+        })?;
+    let files = flatten_tree(&base.tree()?)?;
+
+    let mut problems = Vec::new();
+    if plan.tasks.is_empty() {
+        problems.push("it has no [[task]] entries".to_string());
+    }
+    check_ids(&plan.tasks, &mut problems);
+
+    let mut tasks = Vec::with_capacity(plan.tasks.len());
+    for task in &plan.tasks {
+        if let Some(resolved) = resolve_task(&plan, task, &files, &mut problems) {
+            tasks.push(resolved);
+        }
+    }
+    if problems.is_empty() {
+        assign_owners(&mut tasks, &files, &mut problems);
+    }
+    if !problems.is_empty() {
+        return Err(PlanError::Invalid {
+            path: source.to_path_buf(),
+            problems,
+        });
+    }
+    Ok(ResolvedPlan {
+        goal: plan.goal.clone(),
+        base: base.id(),
+        base_name,
+        tasks,
+        files: Arc::new(files),
+    })
+}
+
+/// Why `id` cannot name a task, if it cannot.
+pub fn id_problem(id: &str) -> Option<String> {
+    let why = if id.is_empty() {
+        "is empty"
+    } else if id.len() > 64 {
+        "is longer than 64 characters"
+    } else if !id.starts_with(|c: char| c.is_ascii_alphanumeric()) {
+        "must start with a letter or digit"
+    } else if !id
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+    {
+        "may only hold letters, digits, `-`, `_` and `.`"
+    } else if id.contains("..") || id.ends_with('.') || id.ends_with(".lock") {
+        "cannot contain `..` or end in `.` or `.lock` (it becomes a branch name)"
+    } else if RESERVED_IDS.contains(&id) || id.starts_with("group-") {
+        "is reserved for plait's own branches"
+    } else {
+        return None;
+    };
+    Some(format!("task id `{id}` {why}"))
+}
+
+fn check_ids(tasks: &[TaskFile], problems: &mut Vec<String>) {
+    let mut seen: HashMap<String, &str> = HashMap::new();
+    for task in tasks {
+        if let Some(p) = id_problem(&task.id) {
+            problems.push(p);
+            continue;
+        }
+        let folded = task.id.to_ascii_lowercase();
+        if let Some(first) = seen.insert(folded, &task.id) {
+            if first == task.id {
+                problems.push(format!("task id `{}` is used twice", task.id));
+            } else {
+                problems.push(format!(
+                    "task ids `{first}` and `{}` differ only in case (they become branch names)",
+                    task.id
+                ));
+            }
+        }
+    }
+}
+
+fn resolve_task(
+    plan: &PlanFile,
+    task: &TaskFile,
+    files: &[TreeFile],
+    problems: &mut Vec<String>,
+) -> Option<ResolvedTask> {
+    let before = problems.len();
+    let id = &task.id;
+    if task.prompt.trim().is_empty() {
+        problems.push(format!("task `{id}` has an empty prompt"));
+    }
+    let agent = task.agent.clone().or_else(|| plan.defaults.agent.clone());
+    match &agent {
+        None => problems.push(format!(
+            "task `{id}` has no agent: set `agent` on the task or under [defaults], \
+             e.g. agent = {{ exec = \"CMD\" }}"
+        )),
+        Some(AgentSpec::Exec(cmd)) if cmd.trim().is_empty() => {
+            problems.push(format!("task `{id}`: the exec command is empty"))
+        }
+        Some(AgentSpec::Exec(_)) => {}
+        Some(AgentSpec::Named(name)) => problems.push(format!(
+            "task `{id}`: agent `{name}` is not available in this version of plait; \
+             use agent = {{ exec = \"CMD\" }}"
+        )),
+        Some(AgentSpec::Cli(_)) => problems.push(format!(
+            "task `{id}`: `cli` agents are not available in this version of plait; \
+             use agent = {{ exec = \"CMD\" }}"
+        )),
+    }
+    let timeout = match task.timeout.as_ref().or(plan.defaults.timeout.as_ref()) {
+        None => DEFAULT_TIMEOUT,
+        Some(text) => match humantime::parse_duration(text) {
+            Ok(d) if !d.is_zero() => d,
+            _ => {
+                problems.push(format!(
+                    "task `{id}`: timeout `{text}` is not a duration such as \"90s\" or \"10m\""
+                ));
+                DEFAULT_TIMEOUT
+            }
+        },
+    };
+    if task.owns.is_empty() {
+        problems.push(format!("task `{id}` owns nothing: give it `owns` globs"));
+    }
+    let owns = compile(id, "owns", &task.owns, files, problems);
+    let context_globs = task
+        .context
+        .as_ref()
+        .or(plan.defaults.context.as_ref())
+        .cloned()
+        .unwrap_or_default();
+    let context = compile(id, "context", &context_globs, files, problems);
+    if problems.len() > before {
+        return None;
+    }
+    Some(ResolvedTask {
+        id: id.clone(),
+        prompt: task.prompt.clone(),
+        agent: agent?,
+        checkout: task.checkout.or(plan.defaults.checkout).unwrap_or_default(),
+        timeout,
+        owns: owns?,
+        context: context?,
+        owned: Vec::new(),
+    })
+}
+
+/// Compiles one task's globs and checks that each pattern matches a tracked file.
+fn compile(
+    id: &str,
+    field: &str,
+    patterns: &[String],
+    files: &[TreeFile],
+    problems: &mut Vec<String>,
+) -> Option<Globs> {
+    let globs = match Globs::new(patterns) {
+        Ok(g) => g,
+        Err(e) => {
+            problems.push(format!("task `{id}` {field}: {e}"));
+            return None;
+        }
+    };
+    for pattern in patterns.iter().filter(|p| !p.starts_with('!')) {
+        let single = Globs::new(std::slice::from_ref(pattern)).ok()?;
+        if !files.iter().any(|f| f.is_blob() && single.matches(&f.path)) {
+            problems.push(format!(
+                "task `{id}` {field}: glob `{pattern}` matches no tracked file at the base"
+            ));
+        }
+    }
+    Some(globs)
+}
+
+/// Lists each task's owned files, and names every file that two tasks both own.
+fn assign_owners(tasks: &mut [ResolvedTask], files: &[TreeFile], problems: &mut Vec<String>) {
+    let mut shared: BTreeMap<(usize, usize), Vec<&str>> = BTreeMap::new();
+    for file in files.iter().filter(|f| f.is_blob()) {
+        let owners: Vec<usize> = (0..tasks.len())
+            .filter(|&i| tasks[i].owns.matches(&file.path))
+            .collect();
+        for &i in &owners {
+            tasks[i].owned.push(file.path.clone());
+        }
+        for (k, &a) in owners.iter().enumerate() {
+            for &b in &owners[k + 1..] {
+                shared.entry((a, b)).or_default().push(&file.path);
+            }
+        }
+    }
+    for ((a, b), paths) in shared {
+        let shown: Vec<&str> = paths.iter().take(5).copied().collect();
+        let more = if paths.len() > 5 {
+            format!(" and {} more", paths.len() - 5)
+        } else {
+            String::new()
+        };
+        problems.push(format!(
+            "tasks `{}` and `{}` both own {} file{}: {}{more}; make their `owns` globs disjoint",
+            tasks[a].id,
+            tasks[b].id,
+            paths.len(),
+            if paths.len() == 1 { "" } else { "s" },
+            shown.join(", "),
+        ));
+    }
+}

@@ -1,0 +1,138 @@
+//! Stage 2: workspaces. Each task gets a branch `plait/<run>/<task>` at the base commit and
+//! a real git worktree holding only the files it owns plus its context. `git worktree add`
+//! would check out every file, and libgit2 has no sparse checkout, so plait lays the
+//! worktree out itself, as git does: the administrative directory under
+//! `<git-common-dir>/worktrees/`, the `.git` file, the chosen files, and an index in which
+//! every other entry carries the skip-worktree bit. `git status`, `git diff` and
+//! `git worktree list` work in it as in any worktree.
+
+pub mod index;
+
+use std::fs;
+use std::io;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use git2::{Oid, Repository};
+
+use crate::git::{branch_ref, mode, TreeFile};
+
+/// Why a worktree could not be created or removed.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkspaceError {
+    #[error("branch {branch} already exists; pick another run or delete the branch")]
+    BranchExists { branch: String },
+    #[error("worktree path {path} already exists")]
+    PathExists { path: PathBuf },
+    #[error("{path}: {source}")]
+    Io { path: PathBuf, source: io::Error },
+    #[error("git: {0}")]
+    Git(#[from] git2::Error),
+}
+
+fn io_err(path: &Path) -> impl FnOnce(io::Error) -> WorkspaceError + '_ {
+    move |source| WorkspaceError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// What to lay out for one task.
+pub struct WorktreeSpec<'a> {
+    /// Branch to create at `base` and check out.
+    pub branch: &'a str,
+    /// Name of the administrative directory under `<git-common-dir>/worktrees/`.
+    pub admin_name: &'a str,
+    pub path: &'a Path,
+    pub base: Oid,
+    /// Every entry of the base tree, sorted by path.
+    pub files: &'a [TreeFile],
+}
+
+/// The administrative directory of a linked worktree.
+pub fn admin_dir(repo: &Repository, admin_name: &str) -> PathBuf {
+    repo.commondir().join("worktrees").join(admin_name)
+}
+
+/// Creates the branch and the worktree, writing only the files `checks_out` selects.
+pub fn create(
+    repo: &Repository,
+    spec: &WorktreeSpec<'_>,
+    checks_out: &dyn Fn(&str) -> bool,
+) -> Result<(), WorkspaceError> {
+    let refname = branch_ref(spec.branch);
+    if repo.find_reference(&refname).is_ok() {
+        return Err(WorkspaceError::BranchExists {
+            branch: spec.branch.to_string(),
+        });
+    }
+    if spec.path.exists() {
+        return Err(WorkspaceError::PathExists {
+            path: spec.path.to_path_buf(),
+        });
+    }
+    let admin = admin_dir(repo, spec.admin_name);
+    if admin.exists() {
+        return Err(WorkspaceError::PathExists { path: admin });
+    }
+    repo.reference(&refname, spec.base, false, "plait: create task branch")?;
+
+    fs::create_dir_all(spec.path).map_err(io_err(spec.path))?;
+    let path = spec.path.canonicalize().map_err(io_err(spec.path))?;
+    fs::create_dir_all(&admin).map_err(io_err(&admin))?;
+    let admin = admin.canonicalize().map_err(io_err(&admin))?;
+    write_file(&admin.join("commondir"), b"../..\n")?;
+    write_file(
+        &admin.join("gitdir"),
+        format!("{}\n", path.join(".git").display()).as_bytes(),
+    )?;
+    write_file(&admin.join("HEAD"), format!("ref: {refname}\n").as_bytes())?;
+    write_file(
+        &path.join(".git"),
+        format!("gitdir: {}\n", admin.display()).as_bytes(),
+    )?;
+
+    for file in spec.files.iter().filter(|f| f.is_blob() && checks_out(&f.path)) {
+        checkout_file(repo, &path, file)?;
+    }
+    let index = admin.join("index");
+    index::write(&index, &path, spec.files, |f| {
+        f.is_blob() && checks_out(&f.path)
+    })
+    .map_err(io_err(&index))
+}
+
+/// Writes one blob from the object database into the worktree.
+pub fn checkout_file(repo: &Repository, root: &Path, file: &TreeFile) -> Result<(), WorkspaceError> {
+    let dest = root.join(&file.path);
+    if let Some(dir) = dest.parent() {
+        fs::create_dir_all(dir).map_err(io_err(dir))?;
+    }
+    let blob = repo.find_blob(file.oid)?;
+    if file.mode == mode::LINK {
+        let target = String::from_utf8_lossy(blob.content()).into_owned();
+        std::os::unix::fs::symlink(target, &dest).map_err(io_err(&dest))?;
+    } else {
+        fs::write(&dest, blob.content()).map_err(io_err(&dest))?;
+        if file.mode == mode::EXEC {
+            fs::set_permissions(&dest, fs::Permissions::from_mode(0o755)).map_err(io_err(&dest))?;
+        }
+    }
+    Ok(())
+}
+
+fn write_file(path: &Path, bytes: &[u8]) -> Result<(), WorkspaceError> {
+    fs::write(path, bytes).map_err(io_err(path))
+}
+
+/// Removes a worktree and its administrative directory (not its branch).
+pub fn remove(repo: &Repository, admin_name: &str, path: &Path) -> Result<(), WorkspaceError> {
+    for dir in [path.to_path_buf(), admin_dir(repo, admin_name)] {
+        match fs::remove_dir_all(&dir) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(io_err(&dir)(e)),
+        }
+    }
+    Ok(())
+}
