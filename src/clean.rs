@@ -1,1 +1,151 @@
-//! clean (placeholder until written).
+//! Removing what a run created: its worktrees and branches. Nothing unsaved is lost: a
+//! worktree holding uncommitted or uncollected work, or a branch whose commits reached no
+//! other branch, stops the whole clean unless forced; every deleted branch is named with
+//! its tip so it can be restored.
+
+use std::path::Path;
+
+use git2::{BranchType, Oid, Repository};
+
+use crate::collect;
+use crate::orchestrator::admin_name;
+use crate::state::{RunState, TaskState};
+use crate::workspace::{self, WorkspaceError};
+
+/// Why a clean could not finish.
+#[derive(Debug, thiserror::Error)]
+pub enum CleanError {
+    #[error("run {run} is still in progress; wait for it to finish")]
+    InProgress { run: String },
+    #[error(transparent)]
+    Workspace(#[from] WorkspaceError),
+    #[error("git: {0}")]
+    Git(#[from] git2::Error),
+}
+
+/// Something that would be lost.
+#[derive(Debug, Clone)]
+pub struct AtRisk {
+    /// The task or branch concerned.
+    pub what: String,
+    pub reason: String,
+}
+
+/// A branch that was deleted.
+#[derive(Debug, Clone)]
+pub struct DeletedBranch {
+    pub name: String,
+    pub tip: String,
+    /// Whether its commits are on a branch outside the run.
+    pub landed: bool,
+}
+
+/// What a clean did, or why it did nothing.
+#[derive(Debug, Clone, Default)]
+pub struct CleanOutcome {
+    /// Non-empty when the clean was refused; nothing was removed then.
+    pub at_risk: Vec<AtRisk>,
+    pub removed_worktrees: Vec<String>,
+    pub deleted_branches: Vec<DeletedBranch>,
+}
+
+/// Removes the run's worktrees and branches; `force` accepts losing work.
+pub fn clean(repo: &Repository, state: &mut RunState, live: bool, force: bool) -> Result<CleanOutcome, CleanError> {
+    if live {
+        return Err(CleanError::InProgress { run: state.id.clone() });
+    }
+    let mut outcome = CleanOutcome::default();
+    let base = Oid::from_str(&state.base)?;
+    for task in &state.tasks {
+        if !task.worktree.exists() {
+            continue;
+        }
+        match collect::scan(&task.worktree) {
+            Ok(scan) if !scan.changes.is_empty() => {
+                let paths: Vec<&str> = scan.changes.iter().map(|c| c.path.as_str()).collect();
+                let what = if task.state == TaskState::Done {
+                    "uncommitted changes"
+                } else {
+                    "uncollected work"
+                };
+                outcome.at_risk.push(AtRisk {
+                    what: format!("task {} ({})", task.id, task.worktree.display()),
+                    reason: format!("{what}: {}", list(&paths)),
+                });
+            }
+            Ok(_) => {}
+            Err(e) => outcome.at_risk.push(AtRisk {
+                what: format!("task {}", task.id),
+                reason: format!("its worktree cannot be read: {e}"),
+            }),
+        }
+    }
+    let prefix = format!("plait/{}/", state.id);
+    let mut branches = Vec::new();
+    for name in state.tasks.iter().map(|t| t.branch.clone()).chain([state.merged_branch()]) {
+        let Ok(branch) = repo.find_branch(&name, BranchType::Local) else {
+            continue;
+        };
+        let Some(tip) = branch.get().target() else {
+            continue;
+        };
+        let landed = tip == base || reachable_elsewhere(repo, tip, &prefix)?;
+        if !landed {
+            outcome.at_risk.push(AtRisk {
+                what: format!("branch {name}"),
+                reason: format!("holds work ({}) that is on no other branch", &tip.to_string()[..8]),
+            });
+        }
+        branches.push((name, tip, landed));
+    }
+    if !force && !outcome.at_risk.is_empty() {
+        return Ok(outcome);
+    }
+    for task in &state.tasks {
+        if task.worktree.exists() || workspace::admin_dir(repo, &admin_name(&state.id, &task.id)).exists() {
+            workspace::remove(repo, &admin_name(&state.id, &task.id), &task.worktree)?;
+            outcome.removed_worktrees.push(task.id.clone());
+        }
+    }
+    remove_empty_dir(&state.worktree_root);
+    for (name, tip, landed) in branches {
+        repo.find_branch(&name, BranchType::Local)?.delete()?;
+        outcome.deleted_branches.push(DeletedBranch {
+            name,
+            tip: tip.to_string(),
+            landed,
+        });
+    }
+    state.cleaned = true;
+    Ok(outcome)
+}
+
+/// Whether `commit` is contained in a local branch not under `prefix`.
+fn reachable_elsewhere(repo: &Repository, commit: Oid, prefix: &str) -> Result<bool, git2::Error> {
+    for branch in repo.branches(Some(BranchType::Local))? {
+        let (branch, _) = branch?;
+        let Some(name) = branch.name()? else { continue };
+        if name.starts_with(prefix) {
+            continue;
+        }
+        if let Some(tip) = branch.get().target() {
+            if tip == commit || repo.graph_descendant_of(tip, commit)? {
+                return Ok(true);
+            }
+        }
+    }
+    Ok(false)
+}
+
+fn list(paths: &[&str]) -> String {
+    let shown: Vec<&str> = paths.iter().take(5).copied().collect();
+    if paths.len() > 5 {
+        format!("{} and {} more", shown.join(", "), paths.len() - 5)
+    } else {
+        shown.join(", ")
+    }
+}
+
+fn remove_empty_dir(dir: &Path) {
+    let _ = std::fs::remove_dir(dir);
+}

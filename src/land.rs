@@ -1,1 +1,210 @@
-//! Stage 7: land (placeholder until written).
+//! Stage 7: land. Moves the user's branch to the run's merged result — only when the run
+//! finished with a clean merge (or `partial` asks for the clean subset). A fast-forward when
+//! the branch has not moved since the base; otherwise a merge commit after a clean
+//! three-way merge against it. When the branch is checked out, git itself updates that
+//! worktree (`merge --ff-only`), and uncommitted changes in paths the landing would change
+//! stop it first. Never forced, never a rewrite of history.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use git2::{Oid, Repository};
+
+use crate::git::{branch_ref, run_git, signature, GitCliError};
+use crate::merge::{self, tree_changes, Conflict, MergeError};
+use crate::report::attention;
+use crate::state::{now_ms, LandRecord, RunPhase, RunState};
+
+/// Why plait could not land (a refusal is not an error: it is the outcome).
+#[derive(Debug, thiserror::Error)]
+pub enum LandError {
+    #[error("branch `{branch}` does not exist; name an existing local branch with --into")]
+    NoBranch { branch: String },
+    #[error(transparent)]
+    Merge(#[from] MergeError),
+    #[error(transparent)]
+    Cli(#[from] GitCliError),
+    #[error("git: {0}")]
+    Git(#[from] git2::Error),
+}
+
+/// Why a landing was refused.
+#[derive(Debug, Clone)]
+pub enum Refusal {
+    /// The run is not finished, was cleaned, or needs attention.
+    Gate(Vec<String>),
+    /// The target moved on and its changes conflict with the run's.
+    Conflicts(Vec<Conflict>),
+    /// The target is checked out with uncommitted changes the landing would overwrite.
+    Dirty { worktree: PathBuf, paths: Vec<String> },
+}
+
+/// How a landing ended.
+#[derive(Debug, Clone)]
+pub enum LandOutcome {
+    Landed(LandRecord),
+    /// The target already holds the merged result.
+    AlreadyLanded { branch: String },
+    Refused(Refusal),
+}
+
+/// What to land where.
+pub struct LandSettings<'a> {
+    pub workdir: &'a Path,
+    pub into: &'a str,
+    /// Land the merged branch even though some tasks failed, violated or conflicted.
+    pub partial: bool,
+}
+
+/// The gate: what keeps this run from landing.
+pub fn gate(state: &RunState, partial: bool) -> Vec<String> {
+    let mut why = Vec::new();
+    if state.phase != RunPhase::Finished {
+        why.push(format!("run {} has not finished", state.id));
+    }
+    if state.cleaned {
+        why.push(format!("run {} was cleaned; its branches are gone", state.id));
+    }
+    if state.merge.is_none() {
+        why.push(format!("run {} has no merged result", state.id));
+    }
+    if !partial {
+        why.extend(attention(state));
+    }
+    why
+}
+
+/// Lands the run's merged result into `settings.into`, recording it in `state`.
+pub fn land(repo: &Repository, state: &mut RunState, settings: &LandSettings<'_>) -> Result<LandOutcome, LandError> {
+    let why = gate(state, settings.partial);
+    if !why.is_empty() {
+        return Ok(LandOutcome::Refused(Refusal::Gate(why)));
+    }
+    let Some(merged) = state.merge.as_ref() else {
+        return Ok(LandOutcome::Refused(Refusal::Gate(vec!["no merged result".into()])));
+    };
+    let merged = Oid::from_str(&merged.commit)?;
+    let refname = branch_ref(settings.into);
+    let target = repo
+        .find_reference(&refname)
+        .and_then(|r| r.peel_to_commit())
+        .map_err(|_| LandError::NoBranch {
+            branch: settings.into.to_string(),
+        })?
+        .id();
+    if target == merged || repo.graph_descendant_of(target, merged)? {
+        return Ok(LandOutcome::AlreadyLanded {
+            branch: settings.into.to_string(),
+        });
+    }
+    let fast_forward = repo.graph_descendant_of(merged, target)?;
+    let new = if fast_forward {
+        merged
+    } else {
+        let result = merge::merge_tree(settings.workdir, None, settings.into, &state.merged_branch())?;
+        if !result.conflicts.is_empty() {
+            let conflicts = result
+                .conflicts
+                .into_iter()
+                .map(|raw| {
+                    let tasks = state
+                        .tasks
+                        .iter()
+                        .filter(|t| t.changes.iter().any(|c| c.path == raw.path))
+                        .map(|t| t.id.clone())
+                        .collect();
+                    Conflict {
+                        tasks,
+                        ..raw.into_conflict()
+                    }
+                })
+                .collect();
+            return Ok(LandOutcome::Refused(Refusal::Conflicts(conflicts)));
+        }
+        let tree = repo.find_tree(result.tree)?;
+        let sig = signature(repo)?;
+        let message = format!(
+            "plait: land run {} into {}\n\nPlait-Run: {}\n",
+            state.id, settings.into, state.id
+        );
+        let parents = [&repo.find_commit(target)?, &repo.find_commit(merged)?];
+        repo.commit(None, &sig, &sig, &message, &tree, &parents)?
+    };
+
+    match checked_out_at(settings.workdir, &refname)? {
+        Some(worktree) => {
+            let changing: BTreeSet<String> = tree_changes(
+                repo,
+                &repo.find_commit(target)?.tree()?,
+                &repo.find_commit(new)?.tree()?,
+            )?
+            .into_keys()
+            .collect();
+            let dirty = dirty_paths(&worktree)?;
+            let blocked: Vec<String> = dirty
+                .into_iter()
+                .filter(|p| changing.contains(p) || changing.iter().any(|c| c.starts_with(&format!("{p}/")) || p.starts_with(&format!("{c}/"))))
+                .collect();
+            if !blocked.is_empty() {
+                return Ok(LandOutcome::Refused(Refusal::Dirty {
+                    worktree,
+                    paths: blocked,
+                }));
+            }
+            let new_hex = new.to_string();
+            run_git(&worktree, &["merge", "--ff-only", "--no-edit", "-q", &new_hex], &[])?;
+        }
+        None => {
+            repo.reference_matching(&refname, new, true, target, &format!("plait: land run {}", state.id))?;
+        }
+    }
+    let record = LandRecord {
+        branch: settings.into.to_string(),
+        from: target.to_string(),
+        to: new.to_string(),
+        fast_forward,
+        at: now_ms(),
+    };
+    state.landed.push(record.clone());
+    Ok(LandOutcome::Landed(record))
+}
+
+/// The worktree that has `refname` checked out, if any.
+fn checked_out_at(workdir: &Path, refname: &str) -> Result<Option<PathBuf>, GitCliError> {
+    let out = run_git(workdir, &["worktree", "list", "--porcelain", "-z"], &[])?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut current: Option<PathBuf> = None;
+    for field in text.split('\0') {
+        if let Some(path) = field.strip_prefix("worktree ") {
+            current = Some(PathBuf::from(path));
+        } else if field.strip_prefix("branch ") == Some(refname) {
+            return Ok(current);
+        }
+    }
+    Ok(None)
+}
+
+/// Paths with uncommitted changes (staged, unstaged or untracked) in a worktree.
+fn dirty_paths(worktree: &Path) -> Result<Vec<String>, GitCliError> {
+    let out = run_git(
+        worktree,
+        &["status", "--porcelain=v1", "-z", "--untracked-files=all"],
+        &[],
+    )?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut paths = Vec::new();
+    let mut fields = text.split('\0');
+    while let Some(entry) = fields.next() {
+        if entry.len() < 4 {
+            continue;
+        }
+        let (status, path) = entry.split_at(3);
+        paths.push(path.to_string());
+        if status.starts_with('R') || status.starts_with('C') {
+            if let Some(orig) = fields.next() {
+                paths.push(orig.to_string());
+            }
+        }
+    }
+    Ok(paths)
+}

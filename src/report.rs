@@ -1,1 +1,318 @@
-//! Stage 8: report (placeholder until written).
+//! Stage 8: report. What happened, per task and for the run — state, changes, violations,
+//! conflicts, time — as text for people and as JSON for scripts, and a task's diff.
+//! These functions build strings; only the CLI prints them.
+
+use std::fmt::Write as _;
+
+use git2::{Oid, Repository, Tree};
+use serde::Serialize;
+use similar::{ChangeTag, TextDiff};
+
+use crate::merge::tree_changes;
+use crate::state::{RunPhase, RunState, TaskState};
+
+/// What in a run needs a person's attention; empty when all is well.
+pub fn attention(state: &RunState) -> Vec<String> {
+    let mut out = Vec::new();
+    let failed: Vec<&str> = state
+        .tasks
+        .iter()
+        .filter(|t| t.state == TaskState::Failed)
+        .map(|t| t.id.as_str())
+        .collect();
+    if !failed.is_empty() {
+        out.push(format!("{} task(s) failed: {}", failed.len(), failed.join(", ")));
+    }
+    let unfinished = state.tasks.iter().filter(|t| !t.state.is_final()).count();
+    if unfinished > 0 && state.phase == RunPhase::Finished {
+        out.push(format!("{unfinished} task(s) did not finish"));
+    }
+    let violating: Vec<&str> = state
+        .tasks
+        .iter()
+        .filter(|t| !t.violations.is_empty())
+        .map(|t| t.id.as_str())
+        .collect();
+    if !violating.is_empty() {
+        out.push(format!(
+            "{} task(s) changed files they do not own: {}",
+            violating.len(),
+            violating.join(", ")
+        ));
+    }
+    if let Some(merge) = &state.merge {
+        if !merge.conflicts.is_empty() {
+            out.push(format!(
+                "{} conflict(s); left out of the merge: {}",
+                merge.conflicts.len(),
+                merge.excluded.join(", ")
+            ));
+        }
+    }
+    out
+}
+
+/// The JSON `plait status --json` prints: the run's state plus what needs attention.
+#[derive(Serialize)]
+pub struct StatusJson<'a> {
+    #[serde(flatten)]
+    pub state: &'a RunState,
+    pub attention: Vec<String>,
+}
+
+fn short(oid: &str) -> &str {
+    &oid[..oid.len().min(8)]
+}
+
+fn seconds(ms: u64) -> String {
+    if ms < 10_000 {
+        format!("{:.1}s", ms as f64 / 1000.0)
+    } else if ms < 600_000 {
+        format!("{}s", ms / 1000)
+    } else {
+        format!("{}m{:02}s", ms / 60_000, (ms / 1000) % 60)
+    }
+}
+
+/// A table of the run's tasks with a header line and, below it, what needs attention.
+pub fn status_text(state: &RunState) -> String {
+    let mut out = String::new();
+    let phase = match state.phase {
+        RunPhase::Running => "running",
+        RunPhase::Merging => "merging",
+        RunPhase::Finished if state.cleaned => "finished, cleaned",
+        RunPhase::Finished => "finished",
+    };
+    let _ = writeln!(
+        out,
+        "run {} · {} · base {} ({}) · {} task(s)",
+        state.id,
+        phase,
+        state.base_name,
+        short(&state.base),
+        state.tasks.len()
+    );
+    if !state.goal.is_empty() {
+        let _ = writeln!(out, "goal: {}", state.goal.lines().next().unwrap_or(""));
+    }
+    let conflicted: Vec<&str> = state
+        .merge
+        .iter()
+        .flat_map(|m| m.excluded.iter().map(String::as_str))
+        .collect();
+    let width = state.tasks.iter().map(|t| t.id.len()).max().unwrap_or(4).max(4);
+    let _ = writeln!(
+        out,
+        "\n{:<width$}  {:<10}  {:>5}  {:>5}  {:>7}  NOTE",
+        "TASK", "STATE", "FILES", "VIOL", "TIME"
+    );
+    for task in &state.tasks {
+        let mut note = task.error.clone().unwrap_or_default();
+        if conflicted.contains(&task.id.as_str()) {
+            note = "conflict: left out of the merge".to_string();
+        } else if task.state == TaskState::Done && task.commit.is_none() {
+            note = "no changes".to_string();
+        }
+        let _ = writeln!(
+            out,
+            "{:<width$}  {:<10}  {:>5}  {:>5}  {:>7}  {}",
+            task.id,
+            task.state.as_str(),
+            task.changes.len(),
+            task.violations.len(),
+            task.elapsed_ms().map(seconds).unwrap_or_else(|| "-".to_string()),
+            note
+        );
+    }
+    for task in state.tasks.iter().filter(|t| !t.violations.is_empty()) {
+        let _ = writeln!(out, "\nviolations in {} (not committed, left in {}):", task.id, task.worktree.display());
+        for v in &task.violations {
+            let _ = writeln!(out, "  {} {}", v.kind.letter(), v.path);
+        }
+    }
+    if let Some(merge) = &state.merge {
+        let _ = writeln!(
+            out,
+            "\nmerged: {} at {} with {} task(s)",
+            merge.branch,
+            short(&merge.commit),
+            merge.included.len()
+        );
+        for c in &merge.conflicts {
+            let _ = writeln!(out, "\nconflict ({}) in {} between {}", c.kind, c.path, c.tasks.join(", "));
+            if !c.message.is_empty() {
+                let _ = writeln!(out, "  {}", c.message.replace('\n', "\n  "));
+            }
+            for line in c.hunks.lines().take(40) {
+                let _ = writeln!(out, "    {line}");
+            }
+        }
+    }
+    for land in &state.landed {
+        let _ = writeln!(
+            out,
+            "landed: {} {} → {}{}",
+            land.branch,
+            short(&land.from),
+            short(&land.to),
+            if land.fast_forward { " (fast-forward)" } else { " (merge commit)" }
+        );
+    }
+    let attention = attention(state);
+    if !attention.is_empty() {
+        let _ = writeln!(out, "\nneeds attention:");
+        for a in &attention {
+            let _ = writeln!(out, "  - {a}");
+        }
+    }
+    out
+}
+
+/// One line per run for `plait runs`.
+pub fn run_line(state: &RunState) -> String {
+    let done = state.tasks.iter().filter(|t| t.state == TaskState::Done).count();
+    let failed = state.tasks.iter().filter(|t| t.state == TaskState::Failed).count();
+    let phase = match state.phase {
+        RunPhase::Finished if state.cleaned => "cleaned",
+        RunPhase::Finished if !state.landed.is_empty() => "landed",
+        RunPhase::Finished => "finished",
+        RunPhase::Running => "running",
+        RunPhase::Merging => "merging",
+    };
+    let conflicts = state.merge.as_ref().map_or(0, |m| m.conflicts.len());
+    format!(
+        "{}  {:<9} {:>4} tasks  {:>4} done  {:>3} failed  {:>3} conflicts  {}",
+        state.id,
+        phase,
+        state.tasks.len(),
+        done,
+        failed,
+        conflicts,
+        state.goal.lines().next().unwrap_or("")
+    )
+}
+
+/// How to show a diff.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct DiffStyle {
+    pub color: bool,
+    pub stat: bool,
+}
+
+const RED: &str = "\x1b[31m";
+const GREEN: &str = "\x1b[32m";
+const CYAN: &str = "\x1b[36m";
+const BOLD: &str = "\x1b[1m";
+const RESET: &str = "\x1b[0m";
+
+/// The unified diff (or `--stat` summary) between two commits' trees.
+pub fn diff_text(repo: &Repository, from: Oid, to: Oid, style: DiffStyle) -> Result<String, git2::Error> {
+    let from_tree = repo.find_commit(from)?.tree()?;
+    let to_tree = repo.find_commit(to)?.tree()?;
+    let changes = tree_changes(repo, &from_tree, &to_tree).map_err(|e| git2::Error::from_str(&e.to_string()))?;
+    let mut out = String::new();
+    let mut stats = Vec::new();
+    for path in changes.keys() {
+        let old = blob_text(repo, &from_tree, path)?;
+        let new = blob_text(repo, &to_tree, path)?;
+        let (old_bytes, new_bytes) = (old.clone().unwrap_or_default(), new.clone().unwrap_or_default());
+        if old_bytes.contains(&0) || new_bytes.contains(&0) {
+            stats.push((path.clone(), None));
+            if !style.stat {
+                let _ = writeln!(out, "{}diff --git a/{path} b/{path}{}", paint(style, BOLD), reset(style));
+                let _ = writeln!(out, "Binary files differ");
+            }
+            continue;
+        }
+        let old_text = String::from_utf8_lossy(&old_bytes);
+        let new_text = String::from_utf8_lossy(&new_bytes);
+        let diff = TextDiff::from_lines(old_text.as_ref(), new_text.as_ref());
+        let (mut plus, mut minus) = (0usize, 0usize);
+        for change in diff.iter_all_changes() {
+            match change.tag() {
+                ChangeTag::Insert => plus += 1,
+                ChangeTag::Delete => minus += 1,
+                ChangeTag::Equal => {}
+            }
+        }
+        stats.push((path.clone(), Some((plus, minus))));
+        if style.stat {
+            continue;
+        }
+        let _ = writeln!(out, "{}diff --git a/{path} b/{path}", paint(style, BOLD));
+        let _ = writeln!(out, "--- {}", if old.is_some() { format!("a/{path}") } else { "/dev/null".into() });
+        let _ = writeln!(out, "+++ {}{}", if new.is_some() { format!("b/{path}") } else { "/dev/null".into() }, reset(style));
+        for hunk in diff.unified_diff().context_radius(3).iter_hunks() {
+            let _ = writeln!(out, "{}{}{}", paint(style, CYAN), hunk.header(), reset(style));
+            for change in hunk.iter_changes() {
+                let (sign, color) = match change.tag() {
+                    ChangeTag::Insert => ('+', GREEN),
+                    ChangeTag::Delete => ('-', RED),
+                    ChangeTag::Equal => (' ', ""),
+                };
+                let line = change.value();
+                let colored = change.tag() != ChangeTag::Equal;
+                let _ = write!(out, "{}{sign}{}", if colored { paint(style, color) } else { "" }, line.trim_end_matches('\n'));
+                let _ = writeln!(out, "{}", if colored { reset(style) } else { "" });
+                if change.missing_newline() {
+                    let _ = writeln!(out, "\\ No newline at end of file");
+                }
+            }
+        }
+    }
+    if style.stat {
+        let width = stats.iter().map(|(p, _)| p.len()).max().unwrap_or(0);
+        let (mut total_plus, mut total_minus) = (0, 0);
+        for (path, counts) in &stats {
+            match counts {
+                Some((plus, minus)) => {
+                    total_plus += plus;
+                    total_minus += minus;
+                    let bar_plus = "+".repeat((*plus).min(40));
+                    let bar_minus = "-".repeat((*minus).min(40));
+                    let _ = writeln!(
+                        out,
+                        " {path:<width$} | {:>4} {}{bar_plus}{}{}{bar_minus}{}",
+                        plus + minus,
+                        paint(style, GREEN),
+                        reset(style),
+                        paint(style, RED),
+                        reset(style)
+                    );
+                }
+                None => {
+                    let _ = writeln!(out, " {path:<width$} | Bin");
+                }
+            }
+        }
+        let _ = writeln!(
+            out,
+            " {} file(s) changed, {total_plus} insertion(s)(+), {total_minus} deletion(s)(-)",
+            stats.len()
+        );
+    }
+    Ok(out)
+}
+
+fn paint(style: DiffStyle, code: &'static str) -> &'static str {
+    if style.color {
+        code
+    } else {
+        ""
+    }
+}
+
+fn reset(style: DiffStyle) -> &'static str {
+    paint(style, RESET)
+}
+
+fn blob_text(repo: &Repository, tree: &Tree<'_>, path: &str) -> Result<Option<Vec<u8>>, git2::Error> {
+    match tree.get_path(std::path::Path::new(path)) {
+        Ok(entry) => match entry.to_object(repo)?.into_blob() {
+            Ok(blob) => Ok(Some(blob.content().to_vec())),
+            Err(_) => Ok(Some(Vec::new())),
+        },
+        Err(e) if e.code() == git2::ErrorCode::NotFound => Ok(None),
+        Err(e) => Err(e),
+    }
+}

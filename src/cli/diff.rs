@@ -1,0 +1,72 @@
+//! `plait diff`: what one task's agent did.
+
+use std::io::IsTerminal;
+use std::path::Path;
+
+use clap::{Args, ValueEnum};
+use git2::Oid;
+
+use super::{open_store, CommandError};
+use crate::report::{self, DiffStyle};
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum Color {
+    Auto,
+    Always,
+    Never,
+}
+
+/// Show what a task changed on its branch, as a unified diff against the base
+#[derive(Debug, Args)]
+#[command(after_help = "\
+TASK may also be `merged`, for the whole merged result.
+
+Examples:
+  plait diff 0abc12 lib-a
+  plait diff 0abc12 merged --stat")]
+pub struct DiffArgs {
+    /// The run
+    pub run: String,
+    /// The task, or `merged`
+    pub task: String,
+    /// Show changed files with counts of added and removed lines
+    #[arg(long)]
+    pub stat: bool,
+    /// When to colour the output
+    #[arg(long, value_enum, default_value = "auto")]
+    pub color: Color,
+}
+
+pub fn cmd_diff(dir: &Path, args: DiffArgs) -> Result<(), CommandError> {
+    let (repo, store) = open_store(dir)?;
+    let run = store.find(Some(&args.run))?;
+    let state = store.load(&run)?;
+    let base = Oid::from_str(&state.base).map_err(|e| CommandError::internal(e.to_string()))?;
+    let tip = if args.task == "merged" {
+        match &state.merge {
+            Some(m) => Some(m.commit.clone()),
+            None => return Err(CommandError::usage(format!("run {run} has not merged yet"))),
+        }
+    } else {
+        let Some(task) = state.task(&args.task) else {
+            let ids: Vec<&str> = state.tasks.iter().map(|t| t.id.as_str()).take(10).collect();
+            return Err(CommandError::usage(format!("run {run} has no task `{}`", args.task))
+                .hint(format!("its tasks include: {}", ids.join(", "))));
+        };
+        task.commit.clone()
+    };
+    let Some(tip) = tip else {
+        eprintln!("task {} committed no changes", args.task);
+        return Ok(());
+    };
+    let tip = Oid::from_str(&tip).map_err(|e| CommandError::internal(e.to_string()))?;
+    let color = match args.color {
+        Color::Always => true,
+        Color::Never => false,
+        Color::Auto => std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none(),
+    };
+    let text = report::diff_text(&repo, base, tip, DiffStyle { color, stat: args.stat })
+        .map_err(|e| CommandError::internal(format!("cannot diff: {e}")))?;
+    print!("{text}");
+    Ok(())
+}

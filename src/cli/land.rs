@@ -1,0 +1,97 @@
+//! `plait land`: move a branch to the run's merged result.
+
+use std::path::Path;
+
+use clap::Args;
+
+use super::{open_store, CommandError};
+use crate::git;
+use crate::land::{self, LandError, LandOutcome, LandSettings, Refusal};
+
+/// Advance a branch to the run's merged result, only when the merge is clean
+#[derive(Debug, Args)]
+#[command(after_help = "\
+A fast-forward when BRANCH has not moved since the run's base; otherwise a merge commit,
+made only when merging BRANCH with the run's result is clean. If BRANCH is checked out, its
+worktree is updated too, unless it has uncommitted changes in paths the landing changes.
+Never forced; history is never rewritten.
+
+Examples:
+  plait land 0abc12 --into main
+  plait land 0abc12 --into main --partial   # land the tasks that merged cleanly")]
+pub struct LandArgs {
+    /// The run
+    pub run: String,
+    /// The branch to advance
+    #[arg(long, value_name = "BRANCH")]
+    pub into: String,
+    /// Land the merged result even though some tasks failed, changed files they do not
+    /// own, or conflicted (they are not in it)
+    #[arg(long)]
+    pub partial: bool,
+}
+
+pub fn cmd_land(dir: &Path, args: LandArgs) -> Result<(), CommandError> {
+    let (repo, store) = open_store(dir)?;
+    let run = store.find(Some(&args.run))?;
+    let mut state = store.load(&run)?;
+    let workdir = git::workdir(&repo);
+    let settings = LandSettings {
+        workdir: &workdir,
+        into: &args.into,
+        partial: args.partial,
+    };
+    let outcome = land::land(&repo, &mut state, &settings).map_err(|e| match e {
+        LandError::NoBranch { .. } => CommandError::usage(e.to_string()),
+        other => CommandError::internal(other.to_string()),
+    })?;
+    match outcome {
+        LandOutcome::Landed(record) => {
+            store.save(&state)?;
+            println!(
+                "landed run {run} into {}: {} → {} ({})",
+                record.branch,
+                &record.from[..8],
+                &record.to[..8],
+                if record.fast_forward { "fast-forward" } else { "merge commit" }
+            );
+            Ok(())
+        }
+        LandOutcome::AlreadyLanded { branch } => {
+            println!("{branch} already contains run {run}'s result");
+            Ok(())
+        }
+        LandOutcome::Refused(Refusal::Gate(why)) => {
+            let mut msg = format!("not landing run {run}:");
+            for w in &why {
+                msg.push_str(&format!("\n  - {w}"));
+            }
+            Err(CommandError::attention(msg).hint(format!(
+                "`plait status {run}` shows the details; --partial lands only the tasks that merged cleanly"
+            )))
+        }
+        LandOutcome::Refused(Refusal::Conflicts(conflicts)) => {
+            let mut msg = format!("not landing run {run}: {} moved on and conflicts with it:", args.into);
+            for c in &conflicts {
+                let tasks = if c.tasks.is_empty() { String::new() } else { format!(" (tasks {})", c.tasks.join(", ")) };
+                msg.push_str(&format!("\n  - {} ({}){tasks}", c.path, c.kind));
+            }
+            Err(CommandError::attention(msg).hint(format!(
+                "merge {} into {} by hand, or rebase the run's work onto it",
+                state.merged_branch(),
+                args.into
+            )))
+        }
+        LandOutcome::Refused(Refusal::Dirty { worktree, paths }) => {
+            let mut msg = format!(
+                "not landing run {run}: {} is checked out in {} with uncommitted changes the landing would overwrite:",
+                args.into,
+                worktree.display()
+            );
+            for p in &paths {
+                msg.push_str(&format!("\n  - {p}"));
+            }
+            Err(CommandError::attention(msg).hint("commit or stash those changes, then land again"))
+        }
+    }
+}

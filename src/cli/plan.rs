@@ -1,0 +1,101 @@
+//! `plait plan`: write a plan from a split rule.
+
+use std::path::{Path, PathBuf};
+
+use clap::Args;
+
+use super::CommandError;
+use crate::git::{self, flatten_tree};
+use crate::plan::split::{split, SplitRule, SplitSettings};
+use crate::plan::{self, AgentSpec};
+
+/// Write a plan: one task per directory or file matching a split rule
+#[derive(Debug, Args)]
+#[command(after_help = "\
+Examples:
+  plait plan --split 'dir:src/*' --prompt 'Move {path} from log to tracing' --exec './migrate.sh' -o plait.toml
+  plait plan --split 'file:lib/**/*.py' --prompt 'Format {path}' --exec 'ruff format \"$PLAIT_FILE\"' > plait.toml
+
+SPEC is dir:GLOB (a task per matching directory; a matching directory inside another gets
+its own task) or file:GLOB (a task per tracked file). Globs match repository-relative
+paths; `*` stays within one directory, `**` crosses directories. TEMPLATE may use {path}
+(the task's directory or file) and {id}.")]
+pub struct PlanArgs {
+    /// How to cut the repository into tasks: dir:GLOB or file:GLOB
+    #[arg(long, value_name = "SPEC")]
+    pub split: Option<String>,
+    /// Prompt template for every task; {path} and {id} are filled in
+    #[arg(long, value_name = "TEMPLATE")]
+    pub prompt: Option<String>,
+    /// Shell command every task runs (the exec agent)
+    #[arg(long, value_name = "CMD", conflicts_with = "agent")]
+    pub exec: Option<String>,
+    /// Name of the agent every task runs
+    #[arg(long, value_name = "NAME")]
+    pub agent: Option<String>,
+    /// What the whole run should achieve (default: the prompt template)
+    #[arg(long, value_name = "TEXT")]
+    pub goal: Option<String>,
+    /// Branch or commit the tasks start from (default: HEAD)
+    #[arg(long, value_name = "REV")]
+    pub base: Option<String>,
+    /// Write the plan to FILE instead of stdout
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    pub output: Option<PathBuf>,
+}
+
+pub fn cmd_plan(dir: &Path, args: PlanArgs) -> Result<(), CommandError> {
+    let Some(spec) = &args.split else {
+        return Err(CommandError::usage("`plait plan` needs --split SPEC")
+            .hint("e.g. plait plan --split 'dir:src/*' --prompt 'Migrate {path}' --exec CMD"));
+    };
+    let Some(template) = &args.prompt else {
+        return Err(CommandError::usage("`plait plan --split` needs --prompt TEMPLATE")
+            .hint("e.g. --prompt 'Format {path}'"));
+    };
+    let rule = SplitRule::parse(spec)?;
+    let repo = git::open(dir)?;
+    let base_name = args.base.clone().unwrap_or_else(|| "HEAD".to_string());
+    let base = repo
+        .revparse_single(&base_name)
+        .and_then(|o| o.peel_to_commit())
+        .map_err(|_| CommandError::usage(format!("--base `{base_name}` is not a branch or commit in this repository")))?;
+    let files = flatten_tree(&base.tree().map_err(|e| CommandError::internal(e.to_string()))?)
+        .map_err(|e| CommandError::internal(e.to_string()))?;
+    let agent = match (&args.exec, &args.agent) {
+        (Some(cmd), _) => Some(AgentSpec::Exec(cmd.clone())),
+        (None, Some(name)) => Some(AgentSpec::Named(name.clone())),
+        (None, None) => None,
+    };
+    let settings = SplitSettings {
+        rule,
+        template: template.clone(),
+        goal: args.goal.clone().unwrap_or_else(|| default_goal(template, spec)),
+        agent,
+        base: args.base.clone(),
+    };
+    let plan = split(&files, &settings)?;
+    let header = format!(
+        "plait plan, made by --split '{spec}'\n{} task(s); edit freely, then: plait run <this file>",
+        plan.tasks.len()
+    );
+    let text = plan::to_toml(&plan, &header);
+    if settings.agent.is_none() {
+        eprintln!("note: the plan has no agent; set `agent` under [defaults] before running it");
+    }
+    match &args.output {
+        Some(path) => {
+            std::fs::write(path, &text)
+                .map_err(|e| CommandError::usage(format!("cannot write {}: {e}", path.display())))?;
+            eprintln!("wrote {} with {} task(s)", path.display(), plan.tasks.len());
+        }
+        None => print!("{text}"),
+    }
+    Ok(())
+}
+
+/// The goal of a split plan when none is given: the template, said of the whole glob.
+fn default_goal(template: &str, spec: &str) -> String {
+    let glob = spec.split_once(':').map_or(spec, |(_, g)| g);
+    template.replace("{path}", glob).replace("{id}", "each task")
+}

@@ -1,0 +1,133 @@
+//! `plait run`: run a plan from start to merged branch.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use clap::Args;
+use tokio::sync::mpsc;
+
+use super::CommandError;
+use crate::git;
+use crate::orchestrator::{self, Event, RunError, RunSettings};
+use crate::plan;
+use crate::report::{self, StatusJson};
+use crate::state::TaskState;
+
+/// Run a plan: a branch and worktree per task, the agents, commits, and the merge
+#[derive(Debug, Args)]
+#[command(after_help = "\
+Prints the run id on stdout (the state as JSON with --json); progress and the summary go
+to stderr. Each task gets branch plait/<run>/<task>; the result is plait/<run>/merged.
+State lives under <git-common-dir>/plait/runs/<run>/.
+
+Examples:
+  plait run plait.toml -j 8
+  RUN=$(plait run plait.toml) && plait land \"$RUN\" --into main")]
+pub struct RunArgs {
+    /// The plan file (TOML)
+    pub plan: PathBuf,
+    /// How many tasks run at once (default: the number of CPUs)
+    #[arg(short = 'j', long = "jobs", value_name = "N")]
+    pub jobs: Option<usize>,
+    /// Print the final state as JSON on stdout instead of the run id
+    #[arg(long)]
+    pub json: bool,
+    /// Put the worktrees under DIR/<run>/ instead of the repository's git directory
+    #[arg(long, value_name = "DIR")]
+    pub worktree_dir: Option<PathBuf>,
+}
+
+pub fn cmd_run(dir: &Path, args: RunArgs) -> Result<(), CommandError> {
+    if args.jobs == Some(0) {
+        return Err(CommandError::usage("-j must be at least 1"));
+    }
+    let repo = git::open(dir)?;
+    let plan_text = std::fs::read_to_string(&args.plan).map_err(|e| {
+        CommandError::usage(format!("cannot read plan {}: {e}", args.plan.display()))
+    })?;
+    let parsed = plan::parse(&plan_text, &args.plan)?;
+    let resolved = plan::resolve(&repo, parsed, &args.plan)?;
+    drop(repo);
+    let jobs = args.jobs.unwrap_or_else(|| {
+        std::thread::available_parallelism().map_or(4, |n| n.get())
+    });
+    let worktree_root = match &args.worktree_dir {
+        Some(d) => Some(std::path::absolute(d).map_err(|e| CommandError::usage(format!("--worktree-dir {}: {e}", d.display())))?),
+        None => None,
+    };
+    let total = resolved.tasks.len();
+    let settings = RunSettings {
+        repo: std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf()),
+        plan: Arc::new(resolved),
+        plan_path: std::path::absolute(&args.plan).unwrap_or_else(|_| args.plan.clone()),
+        plan_text,
+        jobs,
+        worktree_root,
+    };
+    let prepared = orchestrator::prepare(settings).map_err(run_error)?;
+    let run_id = prepared.id().to_string();
+    eprintln!("run {run_id}: {total} task(s), {jobs} at a time");
+
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| CommandError::internal(format!("cannot start the async runtime: {e}")))?;
+    let state = runtime.block_on(async {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let printer = tokio::spawn(print_progress(rx, total));
+        let result = orchestrator::execute(prepared, Some(tx)).await;
+        let _ = printer.await;
+        result
+    });
+    let state = state.map_err(run_error)?;
+    eprintln!();
+    eprint!("{}", report::status_text(&state));
+    let attention = report::attention(&state);
+    if args.json {
+        let json = StatusJson {
+            state: &state,
+            attention: attention.clone(),
+        };
+        println!("{}", serde_json::to_string_pretty(&json).unwrap_or_default());
+    } else {
+        println!("{run_id}");
+    }
+    if attention.is_empty() {
+        eprintln!("\nnext: plait diff {run_id} merged --stat; plait land {run_id} --into {}", land_target(&state.base_name));
+        Ok(())
+    } else {
+        Err(CommandError::attention(format!("run {run_id} needs attention (see above)"))
+            .hint(format!("plait status {run_id} shows it again; plait diff {run_id} TASK shows a task's work")))
+    }
+}
+
+fn land_target(base_name: &str) -> &str {
+    if base_name == "HEAD" {
+        "BRANCH"
+    } else {
+        base_name
+    }
+}
+
+async fn print_progress(mut rx: mpsc::UnboundedReceiver<Event>, total: usize) {
+    let mut finished = 0;
+    while let Some(event) = rx.recv().await {
+        if !event.state.is_final() {
+            continue;
+        }
+        finished += 1;
+        let detail = match (event.state, &event.detail) {
+            (TaskState::Failed, Some(reason)) => format!(": {reason}"),
+            _ => String::new(),
+        };
+        eprintln!("[{finished:>width$}/{total}] {:<7} {}{detail}", event.state.as_str(), event.task, width = total.to_string().len());
+    }
+}
+
+fn run_error(e: RunError) -> CommandError {
+    match e {
+        RunError::Repo(e) => e.into(),
+        RunError::State(e) => e.into(),
+        other => CommandError::internal(other.to_string()),
+    }
+}

@@ -1,0 +1,34 @@
+//! `plait runs`: every run of this repository.
+
+use std::path::Path;
+
+use clap::Args;
+
+use super::{open_store, CommandError};
+use crate::report;
+
+/// List the runs of this repository, oldest first
+#[derive(Debug, Args)]
+pub struct RunsArgs {
+    /// Print the run states as a JSON array
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn cmd_runs(dir: &Path, args: RunsArgs) -> Result<(), CommandError> {
+    let (_repo, store) = open_store(dir)?;
+    let mut states = Vec::new();
+    for id in store.list()? {
+        states.push(store.load(&id)?);
+    }
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&states).unwrap_or_default());
+    } else if states.is_empty() {
+        eprintln!("no runs yet; start one with `plait run PLAN`");
+    } else {
+        for state in &states {
+            println!("{}", report::run_line(state));
+        }
+    }
+    Ok(())
+}
