@@ -1,0 +1,165 @@
+//! Stages 3 and 6: exec agents run in their worktrees, at most `-j` at once, and a failure
+//! of one task never stops the others.
+
+use std::fs;
+use std::time::{Duration, Instant};
+
+use plait::state::{RunPhase, TaskState};
+
+use crate::support::{stdout, TestRepo};
+
+fn repo_with_dirs(n: usize) -> TestRepo {
+    let files: Vec<(String, String)> = (0..n)
+        .map(|i| (format!("pkg/m{i}/mod.py"), format!("v = {i}\n")))
+        .collect();
+    let refs: Vec<(&str, &str)> = files.iter().map(|(p, c)| (p.as_str(), c.as_str())).collect();
+    TestRepo::with_files(&refs)
+}
+
+fn dir_plan(n: usize, exec: &str, extra: &str) -> String {
+    let mut toml = format!("goal = \"the goal\"\n[defaults]\nagent = {{ exec = '''{exec}''' }}\n{extra}\n");
+    for i in 0..n {
+        toml.push_str(&format!("[[task]]\nid = \"m{i}\"\nprompt = \"Edit m{i}\"\nowns = [\"/pkg/m{i}/\"]\n"));
+    }
+    toml
+}
+
+#[test]
+fn the_agent_gets_its_task_in_the_environment_and_its_output_is_logged() {
+    let repo = TestRepo::with_files(&[("pkg/one.py", "1\n"), ("pkg/two.py", "2\n")]);
+    let toml = "goal = \"the goal\"\n[defaults]\nagent = { exec = 'env | grep ^PLAIT_ | sort; cat \"$PLAIT_OWNED\"; echo oops >&2' }\n\
+                [[task]]\nid = \"one\"\nprompt = \"Do one\"\nowns = [\"pkg/one.py\"]\n\
+                [[task]]\nid = \"two\"\nprompt = \"Do two\"\nowns = [\"pkg/two.py\"]\n";
+    let state = repo.run(toml, 2);
+    let one = state.task("one").unwrap();
+    let log = fs::read_to_string(&one.log).unwrap();
+    for line in [
+        "PLAIT_TASK=one".to_string(),
+        "PLAIT_GOAL=the goal".to_string(),
+        "PLAIT_PROMPT=Do one".to_string(),
+        format!("PLAIT_BASE={}", state.base),
+        format!("PLAIT_RUN={}", state.id),
+        "PLAIT_FILE=pkg/one.py".to_string(),
+        format!("PLAIT_WORKTREE={}", one.worktree.display()),
+        "pkg/one.py".to_string(),
+        "oops".to_string(),
+    ] {
+        assert!(log.lines().any(|l| l == line), "missing {line:?} in log:\n{log}");
+    }
+    assert!(log.contains("PLAIT_OWNED="), "{log}");
+}
+
+#[test]
+fn at_most_jobs_agents_run_at_once_and_all_finish() {
+    let repo = repo_with_dirs(6);
+    let marks = tempfile::tempdir().unwrap();
+    let m = marks.path().display();
+    // Each agent leaves a marker while it runs and records how many it saw.
+    let exec = format!(
+        "touch {m}/run.$PLAIT_TASK; sleep 0.3; ls {m} | grep -c '^run\\.' > {m}/seen.$PLAIT_TASK; rm {m}/run.$PLAIT_TASK; echo done >> pkg/$PLAIT_TASK/mod.py"
+    );
+    let state = repo.run(&dir_plan(6, &exec, ""), 2);
+    assert!(state.tasks.iter().all(|t| t.state == TaskState::Done), "{:?}", state.tasks);
+    let mut max_seen = 0;
+    for i in 0..6 {
+        let seen: usize = fs::read_to_string(marks.path().join(format!("seen.m{i}"))).unwrap().trim().parse().unwrap();
+        max_seen = max_seen.max(seen);
+    }
+    assert!(max_seen <= 2, "saw {max_seen} agents at once with -j 2");
+    assert!(max_seen == 2, "two agents should overlap with -j 2");
+    assert_eq!(state.merge.as_ref().unwrap().included.len(), 6);
+}
+
+#[test]
+fn a_failing_task_does_not_stop_the_others_and_keeps_its_worktree() {
+    let repo = repo_with_dirs(3);
+    let exec = "echo changed >> pkg/$PLAIT_TASK/mod.py; if [ $PLAIT_TASK = m1 ]; then echo broken >&2; exit 7; fi";
+    let state = repo.run(&dir_plan(3, exec, ""), 3);
+    let failed = state.task("m1").unwrap();
+    assert_eq!(failed.state, TaskState::Failed);
+    assert_eq!(failed.exit_code, Some(7));
+    assert_eq!(failed.error.as_deref(), Some("command exited with status 7"));
+    assert!(failed.worktree.join("pkg/m1/mod.py").is_file(), "failed worktree kept");
+    assert!(fs::read_to_string(&failed.log).unwrap().contains("broken"));
+    assert_eq!(state.task("m0").unwrap().state, TaskState::Done);
+    assert_eq!(state.task("m2").unwrap().state, TaskState::Done);
+    let merge = state.merge.as_ref().unwrap();
+    assert_eq!(merge.included, ["m0", "m2"]);
+    let merged = repo.tree_files(&merge.branch);
+    assert_eq!(merged["pkg/m1/mod.py"], "v = 1\n");
+    assert_eq!(merged["pkg/m0/mod.py"], "v = 0\nchanged\n");
+}
+
+#[test]
+fn a_timeout_kills_the_agent_and_its_children() {
+    let repo = repo_with_dirs(1);
+    let marks = tempfile::tempdir().unwrap();
+    let late = marks.path().join("late");
+    let exec = format!("(sleep 2; touch {}) & sleep 30", late.display());
+    let started = Instant::now();
+    let state = repo.run(&dir_plan(1, &exec, "timeout = \"500ms\""), 1);
+    assert!(started.elapsed() < Duration::from_secs(10));
+    let task = state.task("m0").unwrap();
+    assert_eq!(task.state, TaskState::Failed);
+    assert!(task.error.as_deref().unwrap().starts_with("timed out after 500ms"), "{:?}", task.error);
+    std::thread::sleep(Duration::from_millis(2500));
+    assert!(!late.exists(), "a grandchild outlived the timeout");
+}
+
+#[test]
+fn the_state_is_readable_from_another_process_while_the_run_goes_on() {
+    let repo = repo_with_dirs(2);
+    let gate = tempfile::tempdir().unwrap();
+    let open = gate.path().join("open");
+    let exec = format!("while [ ! -e {} ]; do sleep 0.05; done; echo x >> pkg/$PLAIT_TASK/mod.py", open.display());
+    let plan = repo.plan(&dir_plan(2, &exec, ""));
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_plait"))
+        .args(["run", plan.to_str().unwrap(), "-j", "2"])
+        .current_dir(&repo.path)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Wait until both agents are running, as seen by `plait status --json`.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut live = None;
+    while Instant::now() < deadline {
+        let out = repo.plait(&["status", "--json"]);
+        if out.status.success() {
+            let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+            let running = json["tasks"].as_array().unwrap().iter().filter(|t| t["state"] == "running").count();
+            if running == 2 {
+                live = Some(json);
+                break;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let live = live.expect("status never showed two running tasks");
+    assert_eq!(live["phase"], "running");
+    // A second run is refused while this one holds the lock.
+    let second = repo.plait(&["run", plan.to_str().unwrap()]);
+    assert_eq!(second.status.code(), Some(2));
+    assert!(crate::support::stderr(&second).contains("is in progress"), "{}", crate::support::stderr(&second));
+
+    fs::write(&open, "").unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let run = stdout(&out).trim().to_string();
+    let state: serde_json::Value = serde_json::from_slice(&repo.plait(&["status", &run, "--json"]).stdout).unwrap();
+    assert_eq!(state["phase"], "finished");
+    assert_eq!(state["merge"]["included"].as_array().unwrap().len(), 2);
+    let _ = RunPhase::Finished;
+}
+
+#[test]
+fn a_stale_lock_from_a_dead_process_is_taken_over() {
+    let repo = repo_with_dirs(1);
+    let lock_dir = repo.path.join(".git/plait");
+    fs::create_dir_all(&lock_dir).unwrap();
+    // PID 2^22+1 is above Linux's pid_max default and is never alive.
+    fs::write(lock_dir.join("lock"), "4194305 0dead0\n").unwrap();
+    let state = repo.run(&dir_plan(1, "echo y >> pkg/m0/mod.py", ""), 1);
+    assert_eq!(state.task("m0").unwrap().state, TaskState::Done);
+    assert!(!lock_dir.join("lock").exists(), "lock released after the run");
+}

@@ -1,0 +1,234 @@
+//! Hermetic test repositories: a temp dir, `git init`, no global or system git config,
+//! fixed author and dates, and helpers to run the library and the real binary.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::{Arc, Once};
+
+use plait::orchestrator::{self, RunSettings};
+use plait::plan;
+use plait::state::RunState;
+use tempfile::TempDir;
+
+static INIT: Once = Once::new();
+
+/// Makes git and libgit2 ignore this machine's configuration. Every test calls it first.
+pub fn init() {
+    INIT.call_once(|| {
+        for (k, v) in [
+            ("GIT_CONFIG_GLOBAL", "/dev/null"),
+            ("GIT_CONFIG_NOSYSTEM", "1"),
+            ("GIT_AUTHOR_NAME", "Test Author"),
+            ("GIT_AUTHOR_EMAIL", "author@example.com"),
+            ("GIT_COMMITTER_NAME", "Test Author"),
+            ("GIT_COMMITTER_EMAIL", "author@example.com"),
+            ("GIT_AUTHOR_DATE", "2026-01-01T00:00:00Z"),
+            ("GIT_COMMITTER_DATE", "2026-01-01T00:00:00Z"),
+            ("GIT_TERMINAL_PROMPT", "0"),
+        ] {
+            std::env::set_var(k, v);
+        }
+        let empty = std::env::temp_dir().join("plait-tests-no-config");
+        let _ = fs::create_dir_all(&empty);
+        for level in [
+            git2::ConfigLevel::Global,
+            git2::ConfigLevel::XDG,
+            git2::ConfigLevel::System,
+            git2::ConfigLevel::ProgramData,
+        ] {
+            // SAFETY: called once, before any repository is opened by the tests.
+            unsafe {
+                let _ = git2::opts::set_search_path(level, &empty);
+            }
+        }
+    });
+}
+
+/// The project's root, where `fixtures/` lives.
+pub fn project_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// A git repository in a temp dir. The repository is at `path`; `scratch` is beside it for
+/// plans and other files that must not be in the repository.
+pub struct TestRepo {
+    _dir: TempDir,
+    pub path: PathBuf,
+    pub scratch: PathBuf,
+}
+
+impl TestRepo {
+    /// An initialised repository on branch `main`, without commits.
+    pub fn empty() -> TestRepo {
+        init();
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("repo");
+        let scratch = dir.path().join("scratch");
+        fs::create_dir_all(&path).unwrap();
+        fs::create_dir_all(&scratch).unwrap();
+        let repo = TestRepo {
+            _dir: dir,
+            path,
+            scratch,
+        };
+        repo.git(&["init", "-q", "-b", "main"]);
+        repo
+    }
+
+    /// A repository whose first commit holds `files` (path → content).
+    pub fn with_files(files: &[(&str, &str)]) -> TestRepo {
+        let repo = TestRepo::empty();
+        for (path, content) in files {
+            repo.write(path, content);
+        }
+        repo.commit_all("base");
+        repo
+    }
+
+    /// A repository whose first commit holds `fixtures/repos/<name>`.
+    pub fn fixture(name: &str) -> TestRepo {
+        let repo = TestRepo::empty();
+        let src = project_root().join("fixtures/repos").join(name);
+        copy_dir(&src, &repo.path);
+        repo.commit_all("base");
+        repo
+    }
+
+    pub fn write(&self, path: &str, content: &str) {
+        let full = self.path.join(path);
+        fs::create_dir_all(full.parent().unwrap()).unwrap();
+        fs::write(full, content).unwrap();
+    }
+
+    pub fn read(&self, path: &str) -> String {
+        fs::read_to_string(self.path.join(path)).unwrap()
+    }
+
+    /// Stages everything and commits; returns the commit id.
+    pub fn commit_all(&self, message: &str) -> String {
+        self.git(&["add", "-A"]);
+        self.git(&["commit", "-q", "--allow-empty", "-m", message]);
+        self.git(&["rev-parse", "HEAD"])
+    }
+
+    /// Runs git in the repository, asserting success; returns trimmed stdout.
+    pub fn git(&self, args: &[&str]) -> String {
+        git_in(&self.path, args)
+    }
+
+    pub fn repo(&self) -> git2::Repository {
+        git2::Repository::open(&self.path).unwrap()
+    }
+
+    /// Writes a plan file in the scratch dir and returns its path.
+    pub fn plan(&self, toml: &str) -> PathBuf {
+        let path = self.scratch.join("plait.toml");
+        fs::write(&path, toml).unwrap();
+        path
+    }
+
+    /// Runs the real `plait` binary in the repository.
+    pub fn plait(&self, args: &[&str]) -> Output {
+        plait_in(&self.path, args)
+    }
+
+    /// Validates and runs a plan through the library; returns the final state.
+    pub fn run(&self, toml: &str, jobs: usize) -> RunState {
+        let plan_path = self.plan(toml);
+        let repo = plait::git::open(&self.path).unwrap();
+        let parsed = plan::parse(toml, &plan_path).unwrap();
+        let resolved = plan::resolve(&repo, parsed, &plan_path).unwrap();
+        let settings = RunSettings {
+            repo: self.path.clone(),
+            plan: Arc::new(resolved),
+            plan_path,
+            plan_text: toml.to_string(),
+            jobs,
+            worktree_root: None,
+        };
+        let prepared = orchestrator::prepare(settings).unwrap();
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(orchestrator::execute(prepared, None)).unwrap()
+    }
+
+    /// Files in a commit's tree: path → content.
+    pub fn tree_files(&self, rev: &str) -> BTreeMap<String, String> {
+        let repo = self.repo();
+        let tree = repo.revparse_single(rev).unwrap().peel_to_tree().unwrap();
+        let mut out = BTreeMap::new();
+        tree.walk(git2::TreeWalkMode::PreOrder, |root, entry| {
+            if let Ok(blob) = entry.to_object(&repo).and_then(|o| o.peel_to_blob()) {
+                out.insert(
+                    format!("{root}{}", entry.name().unwrap()),
+                    String::from_utf8_lossy(blob.content()).into_owned(),
+                );
+            }
+            git2::TreeWalkResult::Ok
+        })
+        .unwrap();
+        out
+    }
+
+    /// Local branch names.
+    pub fn branches(&self) -> Vec<String> {
+        self.git(&["for-each-ref", "--format=%(refname:short)", "refs/heads/"])
+            .lines()
+            .map(str::to_string)
+            .collect()
+    }
+}
+
+/// Runs git in `dir`, asserting success; returns trimmed stdout.
+pub fn git_in(dir: &Path, args: &[&str]) -> String {
+    init();
+    let out = Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("run git");
+    assert!(
+        out.status.success(),
+        "git {args:?} failed in {}: {}",
+        dir.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// Runs the real `plait` binary in `dir`.
+pub fn plait_in(dir: &Path, args: &[&str]) -> Output {
+    init();
+    Command::new(env!("CARGO_BIN_EXE_plait"))
+        .args(args)
+        .current_dir(dir)
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("run plait")
+}
+
+pub fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+pub fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn copy_dir(src: &Path, dest: &Path) {
+    for entry in walkdir::WalkDir::new(src).min_depth(1) {
+        let entry = entry.unwrap();
+        let rel = entry.path().strip_prefix(src).unwrap();
+        let target = dest.join(rel);
+        if entry.file_type().is_dir() {
+            fs::create_dir_all(&target).unwrap();
+        } else {
+            fs::copy(entry.path(), &target).unwrap();
+        }
+    }
+}
