@@ -50,9 +50,16 @@ pub struct CleanOutcome {
 }
 
 /// Removes the run's worktrees and branches; `force` accepts losing work.
-pub fn clean(repo: &Repository, state: &mut RunState, live: bool, force: bool) -> Result<CleanOutcome, CleanError> {
+pub fn clean(
+    repo: &Repository,
+    state: &mut RunState,
+    live: bool,
+    force: bool,
+) -> Result<CleanOutcome, CleanError> {
     if live {
-        return Err(CleanError::InProgress { run: state.id.clone() });
+        return Err(CleanError::InProgress {
+            run: state.id.clone(),
+        });
     }
     let mut outcome = CleanOutcome::default();
     let base = Oid::from_str(&state.base)?;
@@ -82,7 +89,12 @@ pub fn clean(repo: &Repository, state: &mut RunState, live: bool, force: bool) -
     }
     let prefix = format!("plait/{}/", state.id);
     let mut branches = Vec::new();
-    for name in state.tasks.iter().map(|t| t.branch.clone()).chain([state.merged_branch()]) {
+    for name in state
+        .tasks
+        .iter()
+        .map(|t| t.branch.clone())
+        .chain([state.merged_branch()])
+    {
         let Ok(branch) = repo.find_branch(&name, BranchType::Local) else {
             continue;
         };
@@ -93,7 +105,10 @@ pub fn clean(repo: &Repository, state: &mut RunState, live: bool, force: bool) -
         if !landed {
             outcome.at_risk.push(AtRisk {
                 what: format!("branch {name}"),
-                reason: format!("holds work ({}) that is on no other branch", &tip.to_string()[..8]),
+                reason: format!(
+                    "holds work ({}) that is on no other branch",
+                    &tip.to_string()[..8]
+                ),
             });
         }
         branches.push((name, tip, landed));
@@ -102,7 +117,9 @@ pub fn clean(repo: &Repository, state: &mut RunState, live: bool, force: bool) -
         return Ok(outcome);
     }
     for task in &state.tasks {
-        if task.worktree.exists() || workspace::admin_dir(repo, &admin_name(&state.id, &task.id)).exists() {
+        if task.worktree.exists()
+            || workspace::admin_dir(repo, &admin_name(&state.id, &task.id)).exists()
+        {
             workspace::remove(repo, &admin_name(&state.id, &task.id), &task.worktree)?;
             outcome.removed_worktrees.push(task.id.clone());
         }

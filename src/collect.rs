@@ -93,8 +93,8 @@ pub fn scan(worktree: &Path) -> Result<Scan, CollectError> {
         let file_type = entry.file_type();
         if file_type.is_dir() {
             let gitlink = tracked.get(rel.as_str()).is_some_and(|f| !f.is_blob());
-            let ignored = !tracked_dirs.contains(rel.as_str())
-                && wt.is_path_ignored(&rel).unwrap_or(false);
+            let ignored =
+                !tracked_dirs.contains(rel.as_str()) && wt.is_path_ignored(&rel).unwrap_or(false);
             if rel == ".git" || gitlink || ignored {
                 walker.skip_current_dir();
             }
@@ -148,21 +148,31 @@ fn relative(root: &Path, path: &Path) -> Option<String> {
 }
 
 /// Reads a file or symlink as git would store it; other kinds of entries are skipped.
-fn read_entry(path: &Path, file_type: fs::FileType) -> Result<Option<(Vec<u8>, u32)>, CollectError> {
+fn read_entry(
+    path: &Path,
+    file_type: fs::FileType,
+) -> Result<Option<(Vec<u8>, u32)>, CollectError> {
     let io = |source| CollectError::Io {
         path: path.to_path_buf(),
         source,
     };
     if file_type.is_symlink() {
         let target = fs::read_link(path).map_err(io)?;
-        return Ok(Some((target.into_os_string().into_encoded_bytes(), mode::LINK)));
+        return Ok(Some((
+            target.into_os_string().into_encoded_bytes(),
+            mode::LINK,
+        )));
     }
     if !file_type.is_file() {
         return Ok(None);
     }
     let bytes = fs::read(path).map_err(io)?;
     let perms = fs::symlink_metadata(path).map_err(io)?.permissions().mode();
-    let file_mode = if perms & 0o111 != 0 { mode::EXEC } else { mode::FILE };
+    let file_mode = if perms & 0o111 != 0 {
+        mode::EXEC
+    } else {
+        mode::FILE
+    };
     Ok(Some((bytes, file_mode)))
 }
 
@@ -184,7 +194,10 @@ pub struct CollectSettings<'a> {
 }
 
 /// Commits the owned changes of a worktree on its branch and reports the others.
-pub fn collect(repo: &Repository, settings: &CollectSettings<'_>) -> Result<CollectOutcome, CollectError> {
+pub fn collect(
+    repo: &Repository,
+    settings: &CollectSettings<'_>,
+) -> Result<CollectOutcome, CollectError> {
     let scan = scan(settings.worktree)?;
     let (owned, violations): (Vec<&Change>, Vec<&Change>) = scan
         .changes
@@ -195,7 +208,9 @@ pub fn collect(repo: &Repository, settings: &CollectSettings<'_>) -> Result<Coll
         changes: owned.iter().map(|c| record(c)).collect(),
         violations: violations.iter().map(|c| record(c)).collect(),
     };
-    let head = scan.head.ok_or_else(|| git2::Error::from_str("worktree has no HEAD"))?;
+    let head = scan
+        .head
+        .ok_or_else(|| git2::Error::from_str("worktree has no HEAD"))?;
     if owned.is_empty() {
         return Ok(outcome);
     }
@@ -263,7 +278,11 @@ fn file_mode_of(m: u32) -> FileMode {
 
 /// The commit message for a task: `plait(<task>): <first line of prompt>` and a trailer.
 pub fn commit_message(run: &str, task: &str, prompt: &str) -> String {
-    let first = prompt.lines().find(|l| !l.trim().is_empty()).unwrap_or("").trim();
+    let first = prompt
+        .lines()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("")
+        .trim();
     let mut subject: String = first.chars().take(72).collect();
     if first.chars().count() > 72 {
         subject.push('…');

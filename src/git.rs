@@ -47,9 +47,11 @@ pub fn open(path: &Path) -> Result<Repository, RepoError> {
         Err(ErrorCode::UnbornBranch | ErrorCode::NotFound) => Err(RepoError::NoCommits {
             path: workdir(&repo),
         }),
-        Err(_) => Err(RepoError::Git(repo.head().err().unwrap_or_else(|| {
-            git2::Error::from_str("cannot read HEAD")
-        }))),
+        Err(_) => {
+            Err(RepoError::Git(repo.head().err().unwrap_or_else(|| {
+                git2::Error::from_str("cannot read HEAD")
+            })))
+        }
     }
 }
 
@@ -93,7 +95,10 @@ pub fn flatten_tree(tree: &Tree<'_>) -> Result<Vec<TreeFile>, git2::Error> {
                 oid: entry.id(),
             }),
             Err(_) => {
-                bad_name = Some(format!("{root}{}", String::from_utf8_lossy(entry.name_bytes())));
+                bad_name = Some(format!(
+                    "{root}{}",
+                    String::from_utf8_lossy(entry.name_bytes())
+                ));
                 return TreeWalkResult::Abort;
             }
         }

@@ -36,7 +36,10 @@ pub enum Refusal {
     /// The target moved on and its changes conflict with the run's.
     Conflicts(Vec<Conflict>),
     /// The target is checked out with uncommitted changes the landing would overwrite.
-    Dirty { worktree: PathBuf, paths: Vec<String> },
+    Dirty {
+        worktree: PathBuf,
+        paths: Vec<String>,
+    },
 }
 
 /// How a landing ended.
@@ -44,7 +47,9 @@ pub enum Refusal {
 pub enum LandOutcome {
     Landed(LandRecord),
     /// The target already holds the merged result.
-    AlreadyLanded { branch: String },
+    AlreadyLanded {
+        branch: String,
+    },
     Refused(Refusal),
 }
 
@@ -63,7 +68,10 @@ pub fn gate(state: &RunState, partial: bool) -> Vec<String> {
         why.push(format!("run {} has not finished", state.id));
     }
     if state.cleaned {
-        why.push(format!("run {} was cleaned; its branches are gone", state.id));
+        why.push(format!(
+            "run {} was cleaned; its branches are gone",
+            state.id
+        ));
     }
     if state.merge.is_none() {
         why.push(format!("run {} has no merged result", state.id));
@@ -75,13 +83,19 @@ pub fn gate(state: &RunState, partial: bool) -> Vec<String> {
 }
 
 /// Lands the run's merged result into `settings.into`, recording it in `state`.
-pub fn land(repo: &Repository, state: &mut RunState, settings: &LandSettings<'_>) -> Result<LandOutcome, LandError> {
+pub fn land(
+    repo: &Repository,
+    state: &mut RunState,
+    settings: &LandSettings<'_>,
+) -> Result<LandOutcome, LandError> {
     let why = gate(state, settings.partial);
     if !why.is_empty() {
         return Ok(LandOutcome::Refused(Refusal::Gate(why)));
     }
     let Some(merged) = state.merge.as_ref() else {
-        return Ok(LandOutcome::Refused(Refusal::Gate(vec!["no merged result".into()])));
+        return Ok(LandOutcome::Refused(Refusal::Gate(vec![
+            "no merged result".into(),
+        ])));
     };
     let merged = Oid::from_str(&merged.commit)?;
     let refname = branch_ref(settings.into);
@@ -101,7 +115,12 @@ pub fn land(repo: &Repository, state: &mut RunState, settings: &LandSettings<'_>
     let new = if fast_forward {
         merged
     } else {
-        let result = merge::merge_tree(settings.workdir, None, settings.into, &state.merged_branch())?;
+        let result = merge::merge_tree(
+            settings.workdir,
+            None,
+            settings.into,
+            &state.merged_branch(),
+        )?;
         if !result.conflicts.is_empty() {
             let conflicts = result
                 .conflicts
@@ -143,7 +162,12 @@ pub fn land(repo: &Repository, state: &mut RunState, settings: &LandSettings<'_>
             let dirty = dirty_paths(&worktree)?;
             let blocked: Vec<String> = dirty
                 .into_iter()
-                .filter(|p| changing.contains(p) || changing.iter().any(|c| c.starts_with(&format!("{p}/")) || p.starts_with(&format!("{c}/"))))
+                .filter(|p| {
+                    changing.contains(p)
+                        || changing.iter().any(|c| {
+                            c.starts_with(&format!("{p}/")) || p.starts_with(&format!("{c}/"))
+                        })
+                })
                 .collect();
             if !blocked.is_empty() {
                 return Ok(LandOutcome::Refused(Refusal::Dirty {
@@ -152,10 +176,20 @@ pub fn land(repo: &Repository, state: &mut RunState, settings: &LandSettings<'_>
                 }));
             }
             let new_hex = new.to_string();
-            run_git(&worktree, &["merge", "--ff-only", "--no-edit", "-q", &new_hex], &[])?;
+            run_git(
+                &worktree,
+                &["merge", "--ff-only", "--no-edit", "-q", &new_hex],
+                &[],
+            )?;
         }
         None => {
-            repo.reference_matching(&refname, new, true, target, &format!("plait: land run {}", state.id))?;
+            repo.reference_matching(
+                &refname,
+                new,
+                true,
+                target,
+                &format!("plait: land run {}", state.id),
+            )?;
         }
     }
     let record = LandRecord {

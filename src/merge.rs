@@ -98,7 +98,10 @@ pub fn merge(repo: &Repository, settings: &MergeSettings<'_>) -> Result<MergeOut
         }
         if !changes.keys().any(|p| overlaps(&merged, p)) {
             for (path, entry) in changes {
-                touched.entry(path.clone()).or_default().push(input.task.clone());
+                touched
+                    .entry(path.clone())
+                    .or_default()
+                    .push(input.task.clone());
                 merged.insert(path, entry);
             }
             included.push(input);
@@ -115,13 +118,26 @@ pub fn merge(repo: &Repository, settings: &MergeSettings<'_>) -> Result<MergeOut
             &repo.find_tree(ours)?,
             &[&base],
         )?;
-        repo.reference(&branch_ref(settings.branch), ours_commit, true, "plait: merge in progress")?;
-        let result = merge_tree(settings.workdir, Some(settings.base), settings.branch, &input.branch)?;
+        repo.reference(
+            &branch_ref(settings.branch),
+            ours_commit,
+            true,
+            "plait: merge in progress",
+        )?;
+        let result = merge_tree(
+            settings.workdir,
+            Some(settings.base),
+            settings.branch,
+            &input.branch,
+        )?;
         if result.conflicts.is_empty() {
             let result_tree = repo.find_tree(result.tree)?;
             merged = tree_changes(repo, &base_tree, &result_tree)?;
             for path in changes.keys() {
-                touched.entry(path.clone()).or_default().push(input.task.clone());
+                touched
+                    .entry(path.clone())
+                    .or_default()
+                    .push(input.task.clone());
             }
             included.push(input);
         } else {
@@ -180,16 +196,15 @@ fn overlaps(merged: &BTreeMap<String, Entry>, path: &str) -> bool {
     {
         return true;
     }
-    path.match_indices('/').any(|(i, _)| merged.contains_key(&path[..i]))
+    path.match_indices('/')
+        .any(|(i, _)| merged.contains_key(&path[..i]))
 }
 
 /// The tasks that touched a path inside or around `path`.
 fn tasks_near(touched: &HashMap<String, Vec<String>>, path: &str) -> Vec<String> {
     let mut tasks: Vec<String> = touched
         .iter()
-        .filter(|(p, _)| {
-            p.starts_with(&format!("{path}/")) || path.starts_with(&format!("{p}/"))
-        })
+        .filter(|(p, _)| p.starts_with(&format!("{path}/")) || path.starts_with(&format!("{p}/")))
         .flat_map(|(_, t)| t.iter().cloned())
         .collect();
     tasks.sort();
@@ -198,7 +213,11 @@ fn tasks_near(touched: &HashMap<String, Vec<String>>, path: &str) -> Vec<String>
 }
 
 /// Every path that differs between two trees, with its entry in `to` (None: deleted).
-pub fn tree_changes(repo: &Repository, from: &Tree<'_>, to: &Tree<'_>) -> Result<BTreeMap<String, Entry>, MergeError> {
+pub fn tree_changes(
+    repo: &Repository,
+    from: &Tree<'_>,
+    to: &Tree<'_>,
+) -> Result<BTreeMap<String, Entry>, MergeError> {
     let diff = repo.diff_tree_to_tree(Some(from), Some(to), None)?;
     let mut out = BTreeMap::new();
     for delta in diff.deltas() {
@@ -222,7 +241,11 @@ pub fn tree_changes(repo: &Repository, from: &Tree<'_>, to: &Tree<'_>) -> Result
 }
 
 /// Writes the tree `base` with `changes` applied.
-pub fn write_tree(repo: &Repository, base: &Tree<'_>, changes: &BTreeMap<String, Entry>) -> Result<Oid, MergeError> {
+pub fn write_tree(
+    repo: &Repository,
+    base: &Tree<'_>,
+    changes: &BTreeMap<String, Entry>,
+) -> Result<Oid, MergeError> {
     if changes.is_empty() {
         return Ok(base.id());
     }
@@ -295,7 +318,12 @@ pub struct TreeMerge {
 
 /// Runs `git merge-tree --write-tree` on two commit-ishes, with `base` as the merge base
 /// when given.
-pub fn merge_tree(workdir: &Path, base: Option<Oid>, ours: &str, theirs: &str) -> Result<TreeMerge, MergeError> {
+pub fn merge_tree(
+    workdir: &Path,
+    base: Option<Oid>,
+    ours: &str,
+    theirs: &str,
+) -> Result<TreeMerge, MergeError> {
     let base_arg = base.map(|b| format!("--merge-base={b}"));
     let mut args = vec!["merge-tree", "-z", "--write-tree"];
     if let Some(b) = &base_arg {
@@ -317,7 +345,9 @@ fn parse_merge_tree(stdout: &[u8]) -> Result<TreeMerge, MergeError> {
         if token.is_empty() {
             break;
         }
-        let (meta, path) = token.split_once('\t').ok_or_else(|| bad("bad conflict entry"))?;
+        let (meta, path) = token
+            .split_once('\t')
+            .ok_or_else(|| bad("bad conflict entry"))?;
         let stage = meta
             .rsplit(' ')
             .next()
@@ -338,7 +368,9 @@ fn parse_merge_tree(stdout: &[u8]) -> Result<TreeMerge, MergeError> {
     let mut i = 0;
     while i < rest.len() && !rest[i].is_empty() {
         let n: usize = rest[i].parse().map_err(|_| bad("bad message count"))?;
-        let paths = rest.get(i + 1..i + 1 + n).ok_or_else(|| bad("short message"))?;
+        let paths = rest
+            .get(i + 1..i + 1 + n)
+            .ok_or_else(|| bad("short message"))?;
         let kind = rest.get(i + 1 + n).ok_or_else(|| bad("short message"))?;
         let message = rest.get(i + 2 + n).ok_or_else(|| bad("short message"))?;
         if kind.starts_with("CONFLICT") {
@@ -359,7 +391,10 @@ fn parse_merge_tree(stdout: &[u8]) -> Result<TreeMerge, MergeError> {
 
 /// The marked-up regions of a conflicted file in `tree`, with three lines of context.
 fn conflict_hunks(repo: &Repository, tree: Oid, path: &str) -> String {
-    let Ok(entry) = repo.find_tree(tree).and_then(|t| t.get_path(Path::new(path))) else {
+    let Ok(entry) = repo
+        .find_tree(tree)
+        .and_then(|t| t.get_path(Path::new(path)))
+    else {
         return String::new();
     };
     let Ok(blob) = repo.find_blob(entry.id()) else {

@@ -340,7 +340,12 @@ async fn run_task(shared: &Arc<Shared>, index: usize) {
     }
 }
 
-fn prepare_worktree(shared: &Shared, index: usize, run: &str, record: &TaskRecord) -> Result<(), String> {
+fn prepare_worktree(
+    shared: &Shared,
+    index: usize,
+    run: &str,
+    record: &TaskRecord,
+) -> Result<(), String> {
     let repo = git::open(&shared.repo).map_err(|e| e.to_string())?;
     let task = &shared.plan.tasks[index];
     let admin_name = admin_name(run, &task.id);

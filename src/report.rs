@@ -21,7 +21,11 @@ pub fn attention(state: &RunState) -> Vec<String> {
         .map(|t| t.id.as_str())
         .collect();
     if !failed.is_empty() {
-        out.push(format!("{} task(s) failed: {}", failed.len(), failed.join(", ")));
+        out.push(format!(
+            "{} task(s) failed: {}",
+            failed.len(),
+            failed.join(", ")
+        ));
     }
     let unfinished = state.tasks.iter().filter(|t| !t.state.is_final()).count();
     if unfinished > 0 && state.phase == RunPhase::Finished {
@@ -75,9 +79,11 @@ fn seconds(ms: u64) -> String {
 }
 
 /// A table of the run's tasks with a header line and, below it, what needs attention.
-pub fn status_text(state: &RunState) -> String {
+/// `live` says whether a plait process is still working on an unfinished run.
+pub fn status_text(state: &RunState, live: bool) -> String {
     let mut out = String::new();
     let phase = match state.phase {
+        RunPhase::Running | RunPhase::Merging if !live => "interrupted (its plait process is gone)",
         RunPhase::Running => "running",
         RunPhase::Merging => "merging",
         RunPhase::Finished if state.cleaned => "finished, cleaned",
@@ -100,7 +106,13 @@ pub fn status_text(state: &RunState) -> String {
         .iter()
         .flat_map(|m| m.excluded.iter().map(String::as_str))
         .collect();
-    let width = state.tasks.iter().map(|t| t.id.len()).max().unwrap_or(4).max(4);
+    let width = state
+        .tasks
+        .iter()
+        .map(|t| t.id.len())
+        .max()
+        .unwrap_or(4)
+        .max(4);
     let _ = writeln!(
         out,
         "\n{:<width$}  {:<10}  {:>5}  {:>5}  {:>7}  NOTE",
@@ -120,12 +132,19 @@ pub fn status_text(state: &RunState) -> String {
             task.state.as_str(),
             task.changes.len(),
             task.violations.len(),
-            task.elapsed_ms().map(seconds).unwrap_or_else(|| "-".to_string()),
+            task.elapsed_ms()
+                .map(seconds)
+                .unwrap_or_else(|| "-".to_string()),
             note
         );
     }
     for task in state.tasks.iter().filter(|t| !t.violations.is_empty()) {
-        let _ = writeln!(out, "\nviolations in {} (not committed, left in {}):", task.id, task.worktree.display());
+        let _ = writeln!(
+            out,
+            "\nviolations in {} (not committed, left in {}):",
+            task.id,
+            task.worktree.display()
+        );
         for v in &task.violations {
             let _ = writeln!(out, "  {} {}", v.kind.letter(), v.path);
         }
@@ -139,7 +158,13 @@ pub fn status_text(state: &RunState) -> String {
             merge.included.len()
         );
         for c in &merge.conflicts {
-            let _ = writeln!(out, "\nconflict ({}) in {} between {}", c.kind, c.path, c.tasks.join(", "));
+            let _ = writeln!(
+                out,
+                "\nconflict ({}) in {} between {}",
+                c.kind,
+                c.path,
+                c.tasks.join(", ")
+            );
             if !c.message.is_empty() {
                 let _ = writeln!(out, "  {}", c.message.replace('\n', "\n  "));
             }
@@ -155,7 +180,11 @@ pub fn status_text(state: &RunState) -> String {
             land.branch,
             short(&land.from),
             short(&land.to),
-            if land.fast_forward { " (fast-forward)" } else { " (merge commit)" }
+            if land.fast_forward {
+                " (fast-forward)"
+            } else {
+                " (merge commit)"
+            }
         );
     }
     let attention = attention(state);
@@ -170,8 +199,16 @@ pub fn status_text(state: &RunState) -> String {
 
 /// One line per run for `plait runs`.
 pub fn run_line(state: &RunState) -> String {
-    let done = state.tasks.iter().filter(|t| t.state == TaskState::Done).count();
-    let failed = state.tasks.iter().filter(|t| t.state == TaskState::Failed).count();
+    let done = state
+        .tasks
+        .iter()
+        .filter(|t| t.state == TaskState::Done)
+        .count();
+    let failed = state
+        .tasks
+        .iter()
+        .filter(|t| t.state == TaskState::Failed)
+        .count();
     let phase = match state.phase {
         RunPhase::Finished if state.cleaned => "cleaned",
         RunPhase::Finished if !state.landed.is_empty() => "landed",
@@ -206,20 +243,34 @@ const BOLD: &str = "\x1b[1m";
 const RESET: &str = "\x1b[0m";
 
 /// The unified diff (or `--stat` summary) between two commits' trees.
-pub fn diff_text(repo: &Repository, from: Oid, to: Oid, style: DiffStyle) -> Result<String, git2::Error> {
+pub fn diff_text(
+    repo: &Repository,
+    from: Oid,
+    to: Oid,
+    style: DiffStyle,
+) -> Result<String, git2::Error> {
     let from_tree = repo.find_commit(from)?.tree()?;
     let to_tree = repo.find_commit(to)?.tree()?;
-    let changes = tree_changes(repo, &from_tree, &to_tree).map_err(|e| git2::Error::from_str(&e.to_string()))?;
+    let changes = tree_changes(repo, &from_tree, &to_tree)
+        .map_err(|e| git2::Error::from_str(&e.to_string()))?;
     let mut out = String::new();
     let mut stats = Vec::new();
     for path in changes.keys() {
         let old = blob_text(repo, &from_tree, path)?;
         let new = blob_text(repo, &to_tree, path)?;
-        let (old_bytes, new_bytes) = (old.clone().unwrap_or_default(), new.clone().unwrap_or_default());
+        let (old_bytes, new_bytes) = (
+            old.clone().unwrap_or_default(),
+            new.clone().unwrap_or_default(),
+        );
         if old_bytes.contains(&0) || new_bytes.contains(&0) {
             stats.push((path.clone(), None));
             if !style.stat {
-                let _ = writeln!(out, "{}diff --git a/{path} b/{path}{}", paint(style, BOLD), reset(style));
+                let _ = writeln!(
+                    out,
+                    "{}diff --git a/{path} b/{path}{}",
+                    paint(style, BOLD),
+                    reset(style)
+                );
                 let _ = writeln!(out, "Binary files differ");
             }
             continue;
@@ -240,10 +291,33 @@ pub fn diff_text(repo: &Repository, from: Oid, to: Oid, style: DiffStyle) -> Res
             continue;
         }
         let _ = writeln!(out, "{}diff --git a/{path} b/{path}", paint(style, BOLD));
-        let _ = writeln!(out, "--- {}", if old.is_some() { format!("a/{path}") } else { "/dev/null".into() });
-        let _ = writeln!(out, "+++ {}{}", if new.is_some() { format!("b/{path}") } else { "/dev/null".into() }, reset(style));
+        let _ = writeln!(
+            out,
+            "--- {}",
+            if old.is_some() {
+                format!("a/{path}")
+            } else {
+                "/dev/null".into()
+            }
+        );
+        let _ = writeln!(
+            out,
+            "+++ {}{}",
+            if new.is_some() {
+                format!("b/{path}")
+            } else {
+                "/dev/null".into()
+            },
+            reset(style)
+        );
         for hunk in diff.unified_diff().context_radius(3).iter_hunks() {
-            let _ = writeln!(out, "{}{}{}", paint(style, CYAN), hunk.header(), reset(style));
+            let _ = writeln!(
+                out,
+                "{}{}{}",
+                paint(style, CYAN),
+                hunk.header(),
+                reset(style)
+            );
             for change in hunk.iter_changes() {
                 let (sign, color) = match change.tag() {
                     ChangeTag::Insert => ('+', GREEN),
@@ -252,7 +326,12 @@ pub fn diff_text(repo: &Repository, from: Oid, to: Oid, style: DiffStyle) -> Res
                 };
                 let line = change.value();
                 let colored = change.tag() != ChangeTag::Equal;
-                let _ = write!(out, "{}{sign}{}", if colored { paint(style, color) } else { "" }, line.trim_end_matches('\n'));
+                let _ = write!(
+                    out,
+                    "{}{sign}{}",
+                    if colored { paint(style, color) } else { "" },
+                    line.trim_end_matches('\n')
+                );
                 let _ = writeln!(out, "{}", if colored { reset(style) } else { "" });
                 if change.missing_newline() {
                     let _ = writeln!(out, "\\ No newline at end of file");
@@ -306,7 +385,11 @@ fn reset(style: DiffStyle) -> &'static str {
     paint(style, RESET)
 }
 
-fn blob_text(repo: &Repository, tree: &Tree<'_>, path: &str) -> Result<Option<Vec<u8>>, git2::Error> {
+fn blob_text(
+    repo: &Repository,
+    tree: &Tree<'_>,
+    path: &str,
+) -> Result<Option<Vec<u8>>, git2::Error> {
     match tree.get_path(std::path::Path::new(path)) {
         Ok(entry) => match entry.to_object(repo)?.into_blob() {
             Ok(blob) => Ok(Some(blob.content().to_vec())),

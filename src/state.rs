@@ -62,7 +62,10 @@ pub enum TaskState {
 impl TaskState {
     /// Whether the task has reached an end state.
     pub fn is_final(self) -> bool {
-        matches!(self, TaskState::Done | TaskState::Failed | TaskState::Rejected)
+        matches!(
+            self,
+            TaskState::Done | TaskState::Failed | TaskState::Rejected
+        )
     }
 
     pub fn as_str(self) -> &'static str {
@@ -138,7 +141,11 @@ impl TaskRecord {
     /// Milliseconds between start and finish (or now, while running).
     pub fn elapsed_ms(&self) -> Option<u64> {
         let start = self.started_at?;
-        Some(self.finished_at.unwrap_or_else(now_ms).saturating_sub(start))
+        Some(
+            self.finished_at
+                .unwrap_or_else(now_ms)
+                .saturating_sub(start),
+        )
     }
 }
 
@@ -324,7 +331,11 @@ impl Store {
             }),
             many => Err(StateError::Ambiguous {
                 run: want.to_string(),
-                matches: many.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", "),
+                matches: many
+                    .iter()
+                    .map(|s| s.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", "),
             }),
         }
     }
@@ -335,7 +346,11 @@ impl Store {
         fs::create_dir_all(&self.root).map_err(io_err(&self.root))?;
         let path = self.root.join("lock");
         for _ in 0..3 {
-            match fs::OpenOptions::new().write(true).create_new(true).open(&path) {
+            match fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&path)
+            {
                 Ok(mut file) => {
                     let body = format!("{} {}\n", std::process::id(), run);
                     file.write_all(body.as_bytes()).map_err(io_err(&path))?;
@@ -379,7 +394,10 @@ pub struct RunLock {
 impl RunLock {
     /// Records which run holds the lock.
     pub fn set_run(&self, run: &str) -> Result<(), StateError> {
-        write_atomic(&self.path, format!("{} {}\n", std::process::id(), run).as_bytes())
+        write_atomic(
+            &self.path,
+            format!("{} {}\n", std::process::id(), run).as_bytes(),
+        )
     }
 }
 

@@ -40,8 +40,9 @@ pub fn cmd_clean(dir: &Path, args: CleanArgs) -> Result<(), CommandError> {
         for risk in &outcome.at_risk {
             msg.push_str(&format!("\n  - {}: {}", risk.what, risk.reason));
         }
-        return Err(CommandError::attention(msg)
-            .hint(format!("land the run, commit or copy the work, or run `plait clean {run} --force`")));
+        return Err(CommandError::attention(msg).hint(format!(
+            "land the run, commit or copy the work, or run `plait clean {run} --force`"
+        )));
     }
     for risk in &outcome.at_risk {
         eprintln!("discarding {}: {}", risk.what, risk.reason);

@@ -50,8 +50,10 @@ pub fn cmd_diff(dir: &Path, args: DiffArgs) -> Result<(), CommandError> {
     } else {
         let Some(task) = state.task(&args.task) else {
             let ids: Vec<&str> = state.tasks.iter().map(|t| t.id.as_str()).take(10).collect();
-            return Err(CommandError::usage(format!("run {run} has no task `{}`", args.task))
-                .hint(format!("its tasks include: {}", ids.join(", "))));
+            return Err(
+                CommandError::usage(format!("run {run} has no task `{}`", args.task))
+                    .hint(format!("its tasks include: {}", ids.join(", "))),
+            );
         };
         task.commit.clone()
     };
@@ -65,8 +67,16 @@ pub fn cmd_diff(dir: &Path, args: DiffArgs) -> Result<(), CommandError> {
         Color::Never => false,
         Color::Auto => std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none(),
     };
-    let text = report::diff_text(&repo, base, tip, DiffStyle { color, stat: args.stat })
-        .map_err(|e| CommandError::internal(format!("cannot diff: {e}")))?;
+    let text = report::diff_text(
+        &repo,
+        base,
+        tip,
+        DiffStyle {
+            color,
+            stat: args.stat,
+        },
+    )
+    .map_err(|e| CommandError::internal(format!("cannot diff: {e}")))?;
     print!("{text}");
     Ok(())
 }

@@ -53,7 +53,11 @@ pub fn cmd_land(dir: &Path, args: LandArgs) -> Result<(), CommandError> {
                 record.branch,
                 &record.from[..8],
                 &record.to[..8],
-                if record.fast_forward { "fast-forward" } else { "merge commit" }
+                if record.fast_forward {
+                    "fast-forward"
+                } else {
+                    "merge commit"
+                }
             );
             Ok(())
         }
@@ -71,9 +75,16 @@ pub fn cmd_land(dir: &Path, args: LandArgs) -> Result<(), CommandError> {
             )))
         }
         LandOutcome::Refused(Refusal::Conflicts(conflicts)) => {
-            let mut msg = format!("not landing run {run}: {} moved on and conflicts with it:", args.into);
+            let mut msg = format!(
+                "not landing run {run}: {} moved on and conflicts with it:",
+                args.into
+            );
             for c in &conflicts {
-                let tasks = if c.tasks.is_empty() { String::new() } else { format!(" (tasks {})", c.tasks.join(", ")) };
+                let tasks = if c.tasks.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (tasks {})", c.tasks.join(", "))
+                };
                 msg.push_str(&format!("\n  - {} ({}){tasks}", c.path, c.kind));
             }
             Err(CommandError::attention(msg).hint(format!(

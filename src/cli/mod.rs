@@ -110,9 +110,8 @@ impl From<RepoError> for CommandError {
     fn from(e: RepoError) -> Self {
         match e {
             RepoError::Git(_) => CommandError::internal(e.to_string()),
-            RepoError::NotARepo { .. } => {
-                CommandError::usage(e.to_string()).hint("run plait inside a git repository, or pass -C DIR")
-            }
+            RepoError::NotARepo { .. } => CommandError::usage(e.to_string())
+                .hint("run plait inside a git repository, or pass -C DIR"),
             _ => CommandError::usage(e.to_string()),
         }
     }
@@ -121,8 +120,12 @@ impl From<RepoError> for CommandError {
 impl From<PlanError> for CommandError {
     fn from(e: PlanError) -> Self {
         let hint = match &e {
-            PlanError::Parse { .. } => Some("see README.md, \"Plan format\", for the keys a plan may hold"),
-            PlanError::BaseNotFound { .. } => Some("set `base` to an existing branch or commit, or leave it out for HEAD"),
+            PlanError::Parse { .. } => {
+                Some("see README.md, \"Plan format\", for the keys a plan may hold")
+            }
+            PlanError::BaseNotFound { .. } => {
+                Some("set `base` to an existing branch or commit, or leave it out for HEAD")
+            }
             _ => None,
         };
         let err = CommandError::usage(e.to_string());

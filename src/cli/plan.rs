@@ -50,8 +50,10 @@ pub fn cmd_plan(dir: &Path, args: PlanArgs) -> Result<(), CommandError> {
             .hint("e.g. plait plan --split 'dir:src/*' --prompt 'Migrate {path}' --exec CMD"));
     };
     let Some(template) = &args.prompt else {
-        return Err(CommandError::usage("`plait plan --split` needs --prompt TEMPLATE")
-            .hint("e.g. --prompt 'Format {path}'"));
+        return Err(
+            CommandError::usage("`plait plan --split` needs --prompt TEMPLATE")
+                .hint("e.g. --prompt 'Format {path}'"),
+        );
     };
     let rule = SplitRule::parse(spec)?;
     let repo = git::open(dir)?;
@@ -59,9 +61,17 @@ pub fn cmd_plan(dir: &Path, args: PlanArgs) -> Result<(), CommandError> {
     let base = repo
         .revparse_single(&base_name)
         .and_then(|o| o.peel_to_commit())
-        .map_err(|_| CommandError::usage(format!("--base `{base_name}` is not a branch or commit in this repository")))?;
-    let files = flatten_tree(&base.tree().map_err(|e| CommandError::internal(e.to_string()))?)
-        .map_err(|e| CommandError::internal(e.to_string()))?;
+        .map_err(|_| {
+            CommandError::usage(format!(
+                "--base `{base_name}` is not a branch or commit in this repository"
+            ))
+        })?;
+    let files = flatten_tree(
+        &base
+            .tree()
+            .map_err(|e| CommandError::internal(e.to_string()))?,
+    )
+    .map_err(|e| CommandError::internal(e.to_string()))?;
     let agent = match (&args.exec, &args.agent) {
         (Some(cmd), _) => Some(AgentSpec::Exec(cmd.clone())),
         (None, Some(name)) => Some(AgentSpec::Named(name.clone())),
@@ -70,7 +80,10 @@ pub fn cmd_plan(dir: &Path, args: PlanArgs) -> Result<(), CommandError> {
     let settings = SplitSettings {
         rule,
         template: template.clone(),
-        goal: args.goal.clone().unwrap_or_else(|| default_goal(template, spec)),
+        goal: args
+            .goal
+            .clone()
+            .unwrap_or_else(|| default_goal(template, spec)),
         agent,
         base: args.base.clone(),
     };
@@ -85,8 +98,9 @@ pub fn cmd_plan(dir: &Path, args: PlanArgs) -> Result<(), CommandError> {
     }
     match &args.output {
         Some(path) => {
-            std::fs::write(path, &text)
-                .map_err(|e| CommandError::usage(format!("cannot write {}: {e}", path.display())))?;
+            std::fs::write(path, &text).map_err(|e| {
+                CommandError::usage(format!("cannot write {}: {e}", path.display()))
+            })?;
             eprintln!("wrote {} with {} task(s)", path.display(), plan.tasks.len());
         }
         None => print!("{text}"),
@@ -97,5 +111,7 @@ pub fn cmd_plan(dir: &Path, args: PlanArgs) -> Result<(), CommandError> {
 /// The goal of a split plan when none is given: the template, said of the whole glob.
 fn default_goal(template: &str, spec: &str) -> String {
     let glob = spec.split_once(':').map_or(spec, |(_, g)| g);
-    template.replace("{path}", glob).replace("{id}", "each task")
+    template
+        .replace("{path}", glob)
+        .replace("{id}", "each task")
 }

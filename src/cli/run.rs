@@ -48,11 +48,14 @@ pub fn cmd_run(dir: &Path, args: RunArgs) -> Result<(), CommandError> {
     let parsed = plan::parse(&plan_text, &args.plan)?;
     let resolved = plan::resolve(&repo, parsed, &args.plan)?;
     drop(repo);
-    let jobs = args.jobs.unwrap_or_else(|| {
-        std::thread::available_parallelism().map_or(4, |n| n.get())
-    });
+    let jobs = args
+        .jobs
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(4, |n| n.get()));
     let worktree_root = match &args.worktree_dir {
-        Some(d) => Some(std::path::absolute(d).map_err(|e| CommandError::usage(format!("--worktree-dir {}: {e}", d.display())))?),
+        Some(d) => Some(
+            std::path::absolute(d)
+                .map_err(|e| CommandError::usage(format!("--worktree-dir {}: {e}", d.display())))?,
+        ),
         None => None,
     };
     let total = resolved.tasks.len();
@@ -81,19 +84,25 @@ pub fn cmd_run(dir: &Path, args: RunArgs) -> Result<(), CommandError> {
     });
     let state = state.map_err(run_error)?;
     eprintln!();
-    eprint!("{}", report::status_text(&state));
+    eprint!("{}", report::status_text(&state, false));
     let attention = report::attention(&state);
     if args.json {
         let json = StatusJson {
             state: &state,
             attention: attention.clone(),
         };
-        println!("{}", serde_json::to_string_pretty(&json).unwrap_or_default());
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&json).unwrap_or_default()
+        );
     } else {
         println!("{run_id}");
     }
     if attention.is_empty() {
-        eprintln!("\nnext: plait diff {run_id} merged --stat; plait land {run_id} --into {}", land_target(&state.base_name));
+        eprintln!(
+            "\nnext: plait diff {run_id} merged --stat; plait land {run_id} --into {}",
+            land_target(&state.base_name)
+        );
         Ok(())
     } else {
         Err(CommandError::attention(format!("run {run_id} needs attention (see above)"))
@@ -120,7 +129,12 @@ async fn print_progress(mut rx: mpsc::UnboundedReceiver<Event>, total: usize) {
             (TaskState::Failed, Some(reason)) => format!(": {reason}"),
             _ => String::new(),
         };
-        eprintln!("[{finished:>width$}/{total}] {:<7} {}{detail}", event.state.as_str(), event.task, width = total.to_string().len());
+        eprintln!(
+            "[{finished:>width$}/{total}] {:<7} {}{detail}",
+            event.state.as_str(),
+            event.task,
+            width = total.to_string().len()
+        );
     }
 }
 

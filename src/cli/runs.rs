@@ -22,7 +22,10 @@ pub fn cmd_runs(dir: &Path, args: RunsArgs) -> Result<(), CommandError> {
         states.push(store.load(&id)?);
     }
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&states).unwrap_or_default());
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&states).unwrap_or_default()
+        );
     } else if states.is_empty() {
         eprintln!("no runs yet; start one with `plait run PLAN`");
     } else {

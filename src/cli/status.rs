@@ -33,9 +33,13 @@ pub fn cmd_status(dir: &Path, args: StatusArgs) -> Result<(), CommandError> {
             state: &state,
             attention: report::attention(&state),
         };
-        println!("{}", serde_json::to_string_pretty(&json).unwrap_or_default());
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&json).unwrap_or_default()
+        );
     } else {
-        print!("{}", report::status_text(&state));
+        let live = store.lock_holder().is_some_and(|(_, run)| run == state.id);
+        print!("{}", report::status_text(&state, live));
     }
     Ok(())
 }

@@ -161,7 +161,10 @@ pub enum PlanError {
     #[error("plan {path}: base `{base}` is not a branch or commit in this repository")]
     BaseNotFound { path: PathBuf, base: String },
     #[error("plan {path} has {} problem{}:\n{}", problems.len(), if problems.len() == 1 { "" } else { "s" }, problems.iter().map(|p| format!("  - {p}")).collect::<Vec<_>>().join("\n"))]
-    Invalid { path: PathBuf, problems: Vec<String> },
+    Invalid {
+        path: PathBuf,
+        problems: Vec<String>,
+    },
     #[error("bad split rule `{spec}`: {reason}")]
     Split { spec: String, reason: String },
     #[error("git: {0}")]
@@ -187,7 +190,8 @@ pub fn parse(text: &str, path: &Path) -> Result<PlanFile, PlanError> {
 
 /// Renders a plan as TOML, with a comment saying how it was made.
 pub fn to_toml(plan: &PlanFile, header: &str) -> String {
-    let body = toml::to_string_pretty(plan).unwrap_or_else(|e| format!("# could not render: {e}\n"));
+    let body =
+        toml::to_string_pretty(plan).unwrap_or_else(|e| format!("# could not render: {e}\n"));
     let mut out = String::new();
     for line in header.lines() {
         out.push_str("# ");

@@ -21,7 +21,7 @@ pub struct ResolvedPlan {
     pub goal: String,
     /// The commit every task starts from.
     pub base: Oid,
-    /// How the plan named the base (`HEAD` when it did not).
+    /// How the plan named the base; without one, the current branch (or `HEAD` if detached).
     pub base_name: String,
     pub tasks: Vec<ResolvedTask>,
     /// Every entry of the base commit's tree, sorted by path.
@@ -71,7 +71,10 @@ pub fn resolve(
     plan: PlanFile,
     source: &Path,
 ) -> Result<ResolvedPlan, PlanError> {
-    let base_name = plan.base.clone().unwrap_or_else(|| "HEAD".to_string());
+    let base_name = match &plan.base {
+        Some(base) => base.clone(),
+        None => current_branch(repo).unwrap_or_else(|| "HEAD".to_string()),
+    };
     let base = repo
         .revparse_single(&base_name)
         .and_then(|o| o.peel_to_commit())
@@ -109,6 +112,16 @@ pub fn resolve(
         tasks,
         files: Arc::new(files),
     })
+}
+
+/// The branch HEAD points at, if it points at one.
+fn current_branch(repo: &Repository) -> Option<String> {
+    let head = repo.head().ok()?;
+    if head.is_branch() {
+        head.shorthand().ok().map(str::to_string)
+    } else {
+        None
+    }
 }
 
 /// Why `id` cannot name a task, if it cannot.

@@ -86,7 +86,12 @@ where
 
 /// Writes an index for `files` at `index_path`: entries present under `worktree` get their
 /// stat data, entries for which `checked_out` is false are marked skip-worktree.
-pub fn write<F>(index_path: &Path, worktree: &Path, files: &[TreeFile], checked_out: F) -> io::Result<()>
+pub fn write<F>(
+    index_path: &Path,
+    worktree: &Path,
+    files: &[TreeFile],
+    checked_out: F,
+) -> io::Result<()>
 where
     F: Fn(&TreeFile) -> bool,
 {

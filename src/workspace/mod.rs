@@ -92,7 +92,11 @@ pub fn create(
         format!("gitdir: {}\n", admin.display()).as_bytes(),
     )?;
 
-    for file in spec.files.iter().filter(|f| f.is_blob() && checks_out(&f.path)) {
+    for file in spec
+        .files
+        .iter()
+        .filter(|f| f.is_blob() && checks_out(&f.path))
+    {
         checkout_file(repo, &path, file)?;
     }
     let index = admin.join("index");
@@ -103,7 +107,11 @@ pub fn create(
 }
 
 /// Writes one blob from the object database into the worktree.
-pub fn checkout_file(repo: &Repository, root: &Path, file: &TreeFile) -> Result<(), WorkspaceError> {
+pub fn checkout_file(
+    repo: &Repository,
+    root: &Path,
+    file: &TreeFile,
+) -> Result<(), WorkspaceError> {
     let dest = root.join(&file.path);
     if let Some(dir) = dest.parent() {
         fs::create_dir_all(dir).map_err(io_err(dir))?;

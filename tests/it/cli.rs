@@ -23,16 +23,28 @@ fn the_example_job_runs_lands_and_cleans_with_exit_code_zero() {
     let run = stdout(&out).trim().to_string();
     assert_eq!(run.len(), 6, "stdout is the run id alone: {run:?}");
     let err = stderr(&out);
-    assert!(err.contains("src-billing") && err.contains("merged: plait/"), "{err}");
+    assert!(
+        err.contains("src-billing") && err.contains("merged: plait/"),
+        "{err}"
+    );
 
-    let status: serde_json::Value = serde_json::from_slice(&repo.plait(&["status", &run, "--json"]).stdout).unwrap();
+    let status: serde_json::Value =
+        serde_json::from_slice(&repo.plait(&["status", &run, "--json"]).stdout).unwrap();
     assert_eq!(status["tasks"].as_array().unwrap().len(), 3);
     assert!(status["attention"].as_array().unwrap().is_empty());
 
     let diff = stdout(&repo.plait(&["diff", &run, "src-billing"]));
-    assert!(diff.contains("-        self.assertEquals(total([]), 0)\n+        self.assertEqual(total([]), 0)"), "{diff}");
+    assert!(
+        diff.contains(
+            "-        self.assertEquals(total([]), 0)\n+        self.assertEqual(total([]), 0)"
+        ),
+        "{diff}"
+    );
     let stat = stdout(&repo.plait(&["diff", &run, "merged", "--stat"]));
-    assert!(stat.contains("3 file(s) changed, 5 insertion(s)(+), 5 deletion(s)(-)"), "{stat}");
+    assert!(
+        stat.contains("3 file(s) changed, 5 insertion(s)(+), 5 deletion(s)(-)"),
+        "{stat}"
+    );
 
     let out = repo.plait(&["land", &run, "--into", "main"]);
     assert!(out.status.success(), "{}", stderr(&out));
@@ -51,13 +63,20 @@ fn exit_codes_say_what_went_wrong() {
     let failing = repo.plan("[defaults]\nagent = { exec = 'exit 3' }\n[[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"a.txt\"]\n");
     let out = repo.plait(&["run", failing.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
-    assert!(stderr(&out).contains("1 task(s) failed: a"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("1 task(s) failed: a"),
+        "{}",
+        stderr(&out)
+    );
 
     let bad = repo.plan("[[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"zzz\"]\n");
     let out = repo.plait(&["run", bad.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(2));
     let err = stderr(&out);
-    assert!(err.starts_with("error: plan ") && err.contains("glob `zzz` matches no tracked file"), "{err}");
+    assert!(
+        err.starts_with("error: plan ") && err.contains("glob `zzz` matches no tracked file"),
+        "{err}"
+    );
 
     let out = repo.plait(&["status", "nosuchrun"]);
     assert_eq!(out.status.code(), Some(2));
@@ -80,7 +99,11 @@ fn a_refused_plan_creates_nothing() {
     );
     let out = repo.plait(&["run", overlap.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(stderr(&out).contains("tasks `one` and `two` both own 1 file: a/x"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("tasks `one` and `two` both own 1 file: a/x"),
+        "{}",
+        stderr(&out)
+    );
     assert_eq!(repo.branches(), ["main"]);
     assert!(!repo.path.join(".git/plait/runs").exists());
     assert_eq!(repo.git(&["worktree", "list"]).lines().count(), 1);
@@ -100,19 +123,36 @@ fn clean_refuses_to_lose_work_until_forced() {
     let out = repo.plait(&["clean", &run]);
     assert_eq!(out.status.code(), Some(1));
     let err = stderr(&out);
-    assert!(err.contains("task a") && err.contains("uncommitted changes: notes.md"), "{err}");
-    assert!(err.contains(&format!("branch plait/{run}/a")) && err.contains("on no other branch"), "{err}");
+    assert!(
+        err.contains("task a") && err.contains("uncommitted changes: notes.md"),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!("branch plait/{run}/a")) && err.contains("on no other branch"),
+        "{err}"
+    );
     assert_eq!(repo.branches().len(), 3, "nothing was removed");
     let wt = repo.path.join(format!(".git/plait/runs/{run}/worktrees/a"));
-    assert_eq!(std::fs::read_to_string(wt.join("notes.md")).unwrap(), "mine\n");
+    assert_eq!(
+        std::fs::read_to_string(wt.join("notes.md")).unwrap(),
+        "mine\n"
+    );
     assert!(git_in(&wt, &["status", "--porcelain"]).contains("notes.md"));
 
     let out = repo.plait(&["clean", &run, "--force"]);
     assert!(out.status.success(), "{}", stderr(&out));
     let said = stdout(&out);
-    assert!(said.contains(&format!("deleted branch plait/{run}/a (was ")) && said.contains("not landed; restore with: git branch"), "{said}");
+    assert!(
+        said.contains(&format!("deleted branch plait/{run}/a (was "))
+            && said.contains("not landed; restore with: git branch"),
+        "{said}"
+    );
     assert!(!wt.exists());
     assert_eq!(repo.branches(), ["main"]);
     assert_eq!(repo.git(&["worktree", "list"]).lines().count(), 1);
-    assert_eq!(repo.read("notes.md"), "n\n", "the user's own files are untouched");
+    assert_eq!(
+        repo.read("notes.md"),
+        "n\n",
+        "the user's own files are untouched"
+    );
 }

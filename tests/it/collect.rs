@@ -44,15 +44,30 @@ fn owned_additions_changes_and_deletions_are_committed() {
             change("lib/a/old.py", ChangeKind::Deleted),
         ]
     );
-    assert!(task.violations.is_empty(), "ignored files are not violations: {:?}", task.violations);
+    assert!(
+        task.violations.is_empty(),
+        "ignored files are not violations: {:?}",
+        task.violations
+    );
     let files = repo.tree_files(&task.branch);
     assert_eq!(files["lib/a/mod.py"], "a = 2\n");
     assert_eq!(files["lib/a/new.py"], "new\n");
     assert!(!files.contains_key("lib/a/old.py"));
-    assert_eq!(repo.git(&["ls-tree", &task.branch, "lib/a/new.py"]).split(' ').next(), Some("100755"));
+    assert_eq!(
+        repo.git(&["ls-tree", &task.branch, "lib/a/new.py"])
+            .split(' ')
+            .next(),
+        Some("100755")
+    );
     let message = repo.git(&["log", "-1", "--format=%B", &task.branch]);
-    assert_eq!(message, format!("plait(a): Rewrite lib/a\n\nPlait-Run: {}", state.id));
-    assert_eq!(repo.git(&["rev-parse", &format!("{}~1", task.branch)]), state.base);
+    assert_eq!(
+        message,
+        format!("plait(a): Rewrite lib/a\n\nPlait-Run: {}", state.id)
+    );
+    assert_eq!(
+        repo.git(&["rev-parse", &format!("{}~1", task.branch)]),
+        state.base
+    );
     // Only the ignored file remains untracked; the index matches the new commit.
     assert_eq!(git_in(&task.worktree, &["status", "--porcelain"]), "");
 }
@@ -81,7 +96,10 @@ fn changes_outside_ownership_are_violations_left_uncommitted() {
     assert_eq!(files["lib/b/mod.py"], "b = 1\n");
     assert!(!files.contains_key("stray.txt"));
     // The violations are still in the worktree, and git status shows them.
-    assert_eq!(fs::read_to_string(task.worktree.join("stray.txt")).unwrap(), "x\n");
+    assert_eq!(
+        fs::read_to_string(task.worktree.join("stray.txt")).unwrap(),
+        "x\n"
+    );
     let status = git_in(&task.worktree, &["status", "--porcelain"]);
     assert!(status.contains("M docs/guide.md"), "{status}");
     assert!(status.contains(" M lib/b/mod.py"), "{status}");
@@ -97,7 +115,10 @@ fn deleting_a_context_file_is_a_violation() {
     let repo = sample();
     let state = repo.run(&plan("rm docs/guide.md"), 1);
     let task = state.task("a").unwrap();
-    assert_eq!(task.violations, [change("docs/guide.md", ChangeKind::Deleted)]);
+    assert_eq!(
+        task.violations,
+        [change("docs/guide.md", ChangeKind::Deleted)]
+    );
     assert!(task.changes.is_empty());
     assert!(task.commit.is_none());
 }

@@ -7,7 +7,11 @@ use plait::state::RunState;
 use crate::support::TestRepo;
 
 fn sample() -> TestRepo {
-    TestRepo::with_files(&[("lib/a.py", "a\n"), ("lib/b.py", "b\n"), ("README.md", "readme\n")])
+    TestRepo::with_files(&[
+        ("lib/a.py", "a\n"),
+        ("lib/b.py", "b\n"),
+        ("README.md", "readme\n"),
+    ])
 }
 
 const PLAN: &str = "[defaults]\nagent = { exec = 'echo changed >> lib/$PLAIT_TASK.py' }\n\
@@ -39,7 +43,10 @@ fn an_unmoved_checked_out_target_is_fast_forwarded_with_its_worktree() {
     assert_eq!(repo.read("lib/a.py"), "a\nchanged\n");
     assert_eq!(repo.read("README.md"), "my notes\n");
     assert_eq!(repo.git(&["status", "--porcelain"]), "M README.md");
-    assert!(matches!(land(&repo, &mut state, "main", false), LandOutcome::AlreadyLanded { .. }));
+    assert!(matches!(
+        land(&repo, &mut state, "main", false),
+        LandOutcome::AlreadyLanded { .. }
+    ));
 }
 
 #[test]
@@ -68,11 +75,16 @@ fn a_moved_target_that_conflicts_is_refused_and_left_alone() {
     let mut state = repo.run(PLAN, 2);
     repo.write("lib/a.py", "a\nmine\n");
     let moved = repo.commit_all("conflicting");
-    let LandOutcome::Refused(Refusal::Conflicts(conflicts)) = land(&repo, &mut state, "main", false) else {
+    let LandOutcome::Refused(Refusal::Conflicts(conflicts)) =
+        land(&repo, &mut state, "main", false)
+    else {
         panic!("not refused")
     };
     assert_eq!(conflicts.len(), 1);
-    assert_eq!((conflicts[0].path.as_str(), conflicts[0].kind.as_str()), ("lib/a.py", "content"));
+    assert_eq!(
+        (conflicts[0].path.as_str(), conflicts[0].kind.as_str()),
+        ("lib/a.py", "content")
+    );
     assert_eq!(conflicts[0].tasks, ["a"]);
     assert_eq!(repo.git(&["rev-parse", "main"]), moved);
     assert!(state.landed.is_empty());
@@ -84,7 +96,8 @@ fn uncommitted_changes_in_paths_the_landing_changes_stop_it() {
     let mut state = repo.run(PLAN, 2);
     let before = repo.git(&["rev-parse", "main"]);
     repo.write("lib/a.py", "my own edit\n");
-    let LandOutcome::Refused(Refusal::Dirty { paths, .. }) = land(&repo, &mut state, "main", false) else {
+    let LandOutcome::Refused(Refusal::Dirty { paths, .. }) = land(&repo, &mut state, "main", false)
+    else {
         panic!("not refused")
     };
     assert_eq!(paths, ["lib/a.py"]);
@@ -101,22 +114,40 @@ fn a_branch_that_is_not_checked_out_is_moved_by_compare_and_swap() {
         panic!("not landed")
     };
     assert!(record.fast_forward);
-    assert_eq!(repo.git(&["rev-parse", "release"]), repo.git(&["rev-parse", &state.merged_branch()]));
-    assert_eq!(repo.read("lib/a.py"), "a\n", "the checked-out main is untouched");
+    assert_eq!(
+        repo.git(&["rev-parse", "release"]),
+        repo.git(&["rev-parse", &state.merged_branch()])
+    );
+    assert_eq!(
+        repo.read("lib/a.py"),
+        "a\n",
+        "the checked-out main is untouched"
+    );
 }
 
 #[test]
 fn the_gate_refuses_a_run_that_needs_attention_unless_partial() {
     let repo = sample();
-    let plan = PLAN.replace("owns = [\"lib/b.py\"]", "owns = [\"lib/b.py\"]\nagent = { exec = 'echo x >> lib/b.py; echo stray > README.md' }");
+    let plan = PLAN.replace(
+        "owns = [\"lib/b.py\"]",
+        "owns = [\"lib/b.py\"]\nagent = { exec = 'echo x >> lib/b.py; echo stray > README.md' }",
+    );
     let mut state = repo.run(&plan, 2);
     let LandOutcome::Refused(Refusal::Gate(why)) = land(&repo, &mut state, "main", false) else {
         panic!("not refused")
     };
-    assert!(why.iter().any(|w| w.contains("changed files they do not own: b")), "{why:?}");
+    assert!(
+        why.iter()
+            .any(|w| w.contains("changed files they do not own: b")),
+        "{why:?}"
+    );
     let LandOutcome::Landed(_) = land(&repo, &mut state, "main", true) else {
         panic!("--partial did not land")
     };
-    assert_eq!(repo.read("README.md"), "readme\n", "the violation is not landed");
+    assert_eq!(
+        repo.read("README.md"),
+        "readme\n",
+        "the violation is not landed"
+    );
     assert_eq!(repo.read("lib/b.py"), "b\nx\n");
 }

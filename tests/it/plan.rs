@@ -44,23 +44,35 @@ fn a_valid_plan_lists_each_tasks_owned_files() {
     let git = plait::git::open(&repo.path).unwrap();
     let resolved = plan::resolve(&git, plan::parse(&toml, &path).unwrap(), &path).unwrap();
     assert_eq!(resolved.tasks[0].owned, ["lib/a/mod.py", "lib/a/util.py"]);
-    assert_eq!(resolved.tasks[1].owned, ["lib/b/mod.py"], "`!deep/` excludes lib/b/deep");
+    assert_eq!(
+        resolved.tasks[1].owned,
+        ["lib/b/mod.py"],
+        "`!deep/` excludes lib/b/deep"
+    );
     assert!(resolved.tasks[1].checks_out("docs/guide.md"));
     assert!(resolved.tasks[1].checks_out(".gitignore"));
     assert!(!resolved.tasks[1].checks_out("lib/a/mod.py"));
-    assert_eq!(resolved.base_name, "HEAD");
+    assert_eq!(resolved.base_name, "main");
 }
 
 #[test]
 fn unknown_keys_are_refused_with_their_name_and_line() {
     let repo = sample();
-    let errs = problems(&repo, &format!("{AGENT}\n[[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"lib/a/\"]\nowner = \"me\"\n"));
+    let errs = problems(
+        &repo,
+        &format!(
+            "{AGENT}\n[[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"lib/a/\"]\nowner = \"me\"\n"
+        ),
+    );
     assert_eq!(errs.len(), 1);
     assert!(errs[0].contains("unknown field `owner`"), "{errs:?}");
     assert!(errs[0].contains("line 8"), "{errs:?}");
     let errs = problems(&repo, "goall = \"x\"\n");
     assert!(errs[0].contains("unknown field `goall`"), "{errs:?}");
-    let errs = problems(&repo, "[defaults]\nagent = { exec = \"x\", shell = \"bash\" }\n");
+    let errs = problems(
+        &repo,
+        "[defaults]\nagent = { exec = \"x\", shell = \"bash\" }\n",
+    );
     assert!(errs[0].contains("unknown field `shell`"), "{errs:?}");
 }
 
@@ -75,7 +87,10 @@ fn bad_and_duplicate_ids_are_refused() {
         ("a..b", "`..`"),
         ("", "is empty"),
     ] {
-        let errs = problems(&repo, &format!("{AGENT}\n[[task]]\nid = \"{id}\"\nprompt = \"p\"\nowns = [\"lib/a/\"]\n"));
+        let errs = problems(
+            &repo,
+            &format!("{AGENT}\n[[task]]\nid = \"{id}\"\nprompt = \"p\"\nowns = [\"lib/a/\"]\n"),
+        );
         assert!(errs.iter().any(|e| e.contains(why)), "id {id:?}: {errs:?}");
     }
     let errs = problems(
@@ -95,8 +110,14 @@ fn a_glob_matching_no_tracked_file_is_named() {
     let repo = sample();
     let errs = problems(&repo, &format!("{AGENT}\n[[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"lib/a/\", \"src/**\"]\ncontext = [\"nothing/*\"]\n"));
     assert_eq!(errs.len(), 2, "{errs:?}");
-    assert!(errs[0].contains("task `a` owns: glob `src/**` matches no tracked file"), "{errs:?}");
-    assert!(errs[1].contains("task `a` context: glob `nothing/*`"), "{errs:?}");
+    assert!(
+        errs[0].contains("task `a` owns: glob `src/**` matches no tracked file"),
+        "{errs:?}"
+    );
+    assert!(
+        errs[1].contains("task `a` context: glob `nothing/*`"),
+        "{errs:?}"
+    );
 }
 
 #[test]
@@ -107,16 +128,25 @@ fn overlapping_ownership_names_the_files_and_both_tasks() {
         &format!("{AGENT}\n[[task]]\nid = \"py\"\nprompt = \"p\"\nowns = [\"*.py\"]\n[[task]]\nid = \"b\"\nprompt = \"p\"\nowns = [\"lib/b/\"]\n"),
     );
     assert_eq!(errs.len(), 1, "{errs:?}");
-    assert!(errs[0].contains("tasks `py` and `b` both own 2 files: lib/b/deep/x.py, lib/b/mod.py"), "{errs:?}");
+    assert!(
+        errs[0].contains("tasks `py` and `b` both own 2 files: lib/b/deep/x.py, lib/b/mod.py"),
+        "{errs:?}"
+    );
 }
 
 #[test]
 fn missing_agent_empty_prompt_and_bad_timeout_are_refused() {
     let repo = sample();
-    let errs = problems(&repo, "[[task]]\nid = \"a\"\nprompt = \" \"\nowns = [\"lib/a/\"]\ntimeout = \"soon\"\n");
+    let errs = problems(
+        &repo,
+        "[[task]]\nid = \"a\"\nprompt = \" \"\nowns = [\"lib/a/\"]\ntimeout = \"soon\"\n",
+    );
     assert!(errs.iter().any(|e| e.contains("has no agent")), "{errs:?}");
     assert!(errs.iter().any(|e| e.contains("empty prompt")), "{errs:?}");
-    assert!(errs.iter().any(|e| e.contains("timeout `soon`")), "{errs:?}");
+    assert!(
+        errs.iter().any(|e| e.contains("timeout `soon`")),
+        "{errs:?}"
+    );
     let errs = problems(&repo, "");
     assert!(errs.iter().any(|e| e.contains("no [[task]]")), "{errs:?}");
 }
@@ -125,7 +155,10 @@ fn missing_agent_empty_prompt_and_bad_timeout_are_refused() {
 fn a_missing_base_is_refused() {
     let repo = sample();
     let errs = problems(&repo, &format!("base = \"release\"\n{AGENT}\n[[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"lib/a/\"]\n"));
-    assert!(errs[0].contains("base `release` is not a branch or commit"), "{errs:?}");
+    assert!(
+        errs[0].contains("base `release` is not a branch or commit"),
+        "{errs:?}"
+    );
 }
 
 #[test]
@@ -149,7 +182,10 @@ fn repositories_plait_cannot_use_are_refused() {
     let plain = tempfile::tempdir().unwrap();
     crate::support::init();
     let err = plait::git::open(plain.path()).err().unwrap();
-    assert!(err.to_string().contains("is not inside a git repository"), "{err}");
+    assert!(
+        err.to_string().contains("is not inside a git repository"),
+        "{err}"
+    );
 
     let empty = TestRepo::empty();
     let err = plait::git::open(&empty.path).err().unwrap();
@@ -164,7 +200,8 @@ fn repositories_plait_cannot_use_are_refused() {
 #[test]
 fn split_by_directory_gives_nested_directories_their_own_task() {
     let repo = sample();
-    let files = plait::git::flatten_tree(&repo.repo().head().unwrap().peel_to_tree().unwrap()).unwrap();
+    let files =
+        plait::git::flatten_tree(&repo.repo().head().unwrap().peel_to_tree().unwrap()).unwrap();
     let settings = split::SplitSettings {
         rule: split::SplitRule::parse("dir:lib/**").unwrap(),
         template: "Fix {path} ({id})".into(),
@@ -188,8 +225,13 @@ fn split_by_directory_gives_nested_directories_their_own_task() {
 
 #[test]
 fn split_by_file_escapes_glob_characters_in_paths() {
-    let repo = TestRepo::with_files(&[("src/[weird]*.py", "w\n"), ("src/plain.py", "p\n"), ("src/x/no.py", "n\n")]);
-    let files = plait::git::flatten_tree(&repo.repo().head().unwrap().peel_to_tree().unwrap()).unwrap();
+    let repo = TestRepo::with_files(&[
+        ("src/[weird]*.py", "w\n"),
+        ("src/plain.py", "p\n"),
+        ("src/x/no.py", "n\n"),
+    ]);
+    let files =
+        plait::git::flatten_tree(&repo.repo().head().unwrap().peel_to_tree().unwrap()).unwrap();
     let settings = split::SplitSettings {
         rule: split::SplitRule::parse("file:src/*.py").unwrap(),
         template: "Format {path}".into(),
@@ -210,7 +252,11 @@ fn split_by_file_escapes_glob_characters_in_paths() {
 
 #[test]
 fn bad_split_rules_are_refused() {
-    for (spec, why) in [("src/*", "dir:GLOB or file:GLOB"), ("mod:src", "`dir` or `file`"), ("dir:", "empty")] {
+    for (spec, why) in [
+        ("src/*", "dir:GLOB or file:GLOB"),
+        ("mod:src", "`dir` or `file`"),
+        ("dir:", "empty"),
+    ] {
         let err = split::SplitRule::parse(spec).unwrap_err().to_string();
         assert!(err.contains(why), "{spec}: {err}");
     }

@@ -12,14 +12,20 @@ fn repo_with_dirs(n: usize) -> TestRepo {
     let files: Vec<(String, String)> = (0..n)
         .map(|i| (format!("pkg/m{i}/mod.py"), format!("v = {i}\n")))
         .collect();
-    let refs: Vec<(&str, &str)> = files.iter().map(|(p, c)| (p.as_str(), c.as_str())).collect();
+    let refs: Vec<(&str, &str)> = files
+        .iter()
+        .map(|(p, c)| (p.as_str(), c.as_str()))
+        .collect();
     TestRepo::with_files(&refs)
 }
 
 fn dir_plan(n: usize, exec: &str, extra: &str) -> String {
-    let mut toml = format!("goal = \"the goal\"\n[defaults]\nagent = {{ exec = '''{exec}''' }}\n{extra}\n");
+    let mut toml =
+        format!("goal = \"the goal\"\n[defaults]\nagent = {{ exec = '''{exec}''' }}\n{extra}\n");
     for i in 0..n {
-        toml.push_str(&format!("[[task]]\nid = \"m{i}\"\nprompt = \"Edit m{i}\"\nowns = [\"/pkg/m{i}/\"]\n"));
+        toml.push_str(&format!(
+            "[[task]]\nid = \"m{i}\"\nprompt = \"Edit m{i}\"\nowns = [\"/pkg/m{i}/\"]\n"
+        ));
     }
     toml
 }
@@ -44,7 +50,10 @@ fn the_agent_gets_its_task_in_the_environment_and_its_output_is_logged() {
         "pkg/one.py".to_string(),
         "oops".to_string(),
     ] {
-        assert!(log.lines().any(|l| l == line), "missing {line:?} in log:\n{log}");
+        assert!(
+            log.lines().any(|l| l == line),
+            "missing {line:?} in log:\n{log}"
+        );
     }
     assert!(log.contains("PLAIT_OWNED="), "{log}");
 }
@@ -59,10 +68,18 @@ fn at_most_jobs_agents_run_at_once_and_all_finish() {
         "touch {m}/run.$PLAIT_TASK; sleep 0.3; ls {m} | grep -c '^run\\.' > {m}/seen.$PLAIT_TASK; rm {m}/run.$PLAIT_TASK; echo done >> pkg/$PLAIT_TASK/mod.py"
     );
     let state = repo.run(&dir_plan(6, &exec, ""), 2);
-    assert!(state.tasks.iter().all(|t| t.state == TaskState::Done), "{:?}", state.tasks);
+    assert!(
+        state.tasks.iter().all(|t| t.state == TaskState::Done),
+        "{:?}",
+        state.tasks
+    );
     let mut max_seen = 0;
     for i in 0..6 {
-        let seen: usize = fs::read_to_string(marks.path().join(format!("seen.m{i}"))).unwrap().trim().parse().unwrap();
+        let seen: usize = fs::read_to_string(marks.path().join(format!("seen.m{i}")))
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
         max_seen = max_seen.max(seen);
     }
     assert!(max_seen <= 2, "saw {max_seen} agents at once with -j 2");
@@ -78,8 +95,14 @@ fn a_failing_task_does_not_stop_the_others_and_keeps_its_worktree() {
     let failed = state.task("m1").unwrap();
     assert_eq!(failed.state, TaskState::Failed);
     assert_eq!(failed.exit_code, Some(7));
-    assert_eq!(failed.error.as_deref(), Some("command exited with status 7"));
-    assert!(failed.worktree.join("pkg/m1/mod.py").is_file(), "failed worktree kept");
+    assert_eq!(
+        failed.error.as_deref(),
+        Some("command exited with status 7")
+    );
+    assert!(
+        failed.worktree.join("pkg/m1/mod.py").is_file(),
+        "failed worktree kept"
+    );
     assert!(fs::read_to_string(&failed.log).unwrap().contains("broken"));
     assert_eq!(state.task("m0").unwrap().state, TaskState::Done);
     assert_eq!(state.task("m2").unwrap().state, TaskState::Done);
@@ -101,7 +124,14 @@ fn a_timeout_kills_the_agent_and_its_children() {
     assert!(started.elapsed() < Duration::from_secs(10));
     let task = state.task("m0").unwrap();
     assert_eq!(task.state, TaskState::Failed);
-    assert!(task.error.as_deref().unwrap().starts_with("timed out after 500ms"), "{:?}", task.error);
+    assert!(
+        task.error
+            .as_deref()
+            .unwrap()
+            .starts_with("timed out after 500ms"),
+        "{:?}",
+        task.error
+    );
     std::thread::sleep(Duration::from_millis(2500));
     assert!(!late.exists(), "a grandchild outlived the timeout");
 }
@@ -111,7 +141,10 @@ fn the_state_is_readable_from_another_process_while_the_run_goes_on() {
     let repo = repo_with_dirs(2);
     let gate = tempfile::tempdir().unwrap();
     let open = gate.path().join("open");
-    let exec = format!("while [ ! -e {} ]; do sleep 0.05; done; echo x >> pkg/$PLAIT_TASK/mod.py", open.display());
+    let exec = format!(
+        "while [ ! -e {} ]; do sleep 0.05; done; echo x >> pkg/$PLAIT_TASK/mod.py",
+        open.display()
+    );
     let plan = repo.plan(&dir_plan(2, &exec, ""));
     let child = std::process::Command::new(env!("CARGO_BIN_EXE_plait"))
         .args(["run", plan.to_str().unwrap(), "-j", "2"])
@@ -127,7 +160,12 @@ fn the_state_is_readable_from_another_process_while_the_run_goes_on() {
         let out = repo.plait(&["status", "--json"]);
         if out.status.success() {
             let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-            let running = json["tasks"].as_array().unwrap().iter().filter(|t| t["state"] == "running").count();
+            let running = json["tasks"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|t| t["state"] == "running")
+                .count();
             if running == 2 {
                 live = Some(json);
                 break;
@@ -140,13 +178,18 @@ fn the_state_is_readable_from_another_process_while_the_run_goes_on() {
     // A second run is refused while this one holds the lock.
     let second = repo.plait(&["run", plan.to_str().unwrap()]);
     assert_eq!(second.status.code(), Some(2));
-    assert!(crate::support::stderr(&second).contains("is in progress"), "{}", crate::support::stderr(&second));
+    assert!(
+        crate::support::stderr(&second).contains("is in progress"),
+        "{}",
+        crate::support::stderr(&second)
+    );
 
     fs::write(&open, "").unwrap();
     let out = child.wait_with_output().unwrap();
     assert!(out.status.success());
     let run = stdout(&out).trim().to_string();
-    let state: serde_json::Value = serde_json::from_slice(&repo.plait(&["status", &run, "--json"]).stdout).unwrap();
+    let state: serde_json::Value =
+        serde_json::from_slice(&repo.plait(&["status", &run, "--json"]).stdout).unwrap();
     assert_eq!(state["phase"], "finished");
     assert_eq!(state["merge"]["included"].as_array().unwrap().len(), 2);
     let _ = RunPhase::Finished;
@@ -161,5 +204,8 @@ fn a_stale_lock_from_a_dead_process_is_taken_over() {
     fs::write(lock_dir.join("lock"), "4194305 0dead0\n").unwrap();
     let state = repo.run(&dir_plan(1, "echo y >> pkg/m0/mod.py", ""), 1);
     assert_eq!(state.task("m0").unwrap().state, TaskState::Done);
-    assert!(!lock_dir.join("lock").exists(), "lock released after the run");
+    assert!(
+        !lock_dir.join("lock").exists(),
+        "lock released after the run"
+    );
 }

@@ -154,7 +154,9 @@ impl TestRepo {
             .enable_all()
             .build()
             .unwrap();
-        runtime.block_on(orchestrator::execute(prepared, None)).unwrap()
+        runtime
+            .block_on(orchestrator::execute(prepared, None))
+            .unwrap()
     }
 
     /// Files in a commit's tree: path → content.

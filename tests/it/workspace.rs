@@ -15,7 +15,11 @@ fn sample() -> TestRepo {
         (".gitignore", "*.pyc\n"),
         ("lib/.gitignore", "build/\n"),
     ]);
-    fs::set_permissions(repo.path.join("lib/a/run.sh"), fs::Permissions::from_mode(0o755)).unwrap();
+    fs::set_permissions(
+        repo.path.join("lib/a/run.sh"),
+        fs::Permissions::from_mode(0o755),
+    )
+    .unwrap();
     std::os::unix::fs::symlink("mod.py", repo.path.join("lib/a/link.py")).unwrap();
     repo.commit_all("exec bit and symlink");
     repo
@@ -43,7 +47,13 @@ fn files_in(dir: &std::path::Path) -> Vec<String> {
         .into_iter()
         .filter_map(Result::ok)
         .filter(|e| !e.file_type().is_dir())
-        .map(|e| e.path().strip_prefix(dir).unwrap().to_string_lossy().into_owned())
+        .map(|e| {
+            e.path()
+                .strip_prefix(dir)
+                .unwrap()
+                .to_string_lossy()
+                .into_owned()
+        })
         .filter(|p| p != ".git")
         .collect();
     out.sort();
@@ -57,22 +67,47 @@ fn worktrees_hold_owned_context_and_ignore_files_only_and_git_sees_them_clean() 
     let a = state.task("a").unwrap();
     assert_eq!(
         files_in(&a.worktree),
-        [".gitignore", "docs/guide.md", "lib/.gitignore", "lib/a/link.py", "lib/a/mod.py", "lib/a/run.sh"]
+        [
+            ".gitignore",
+            "docs/guide.md",
+            "lib/.gitignore",
+            "lib/a/link.py",
+            "lib/a/mod.py",
+            "lib/a/run.sh"
+        ]
     );
     // The worktree lives under the git directory and git knows it.
-    assert!(a.worktree.starts_with(repo.path.join(".git/plait/runs").canonicalize().unwrap()) || a.worktree.starts_with(repo.path.join(".git/plait/runs")));
+    assert!(
+        a.worktree
+            .starts_with(repo.path.join(".git/plait/runs").canonicalize().unwrap())
+            || a.worktree.starts_with(repo.path.join(".git/plait/runs"))
+    );
     let list = repo.git(&["worktree", "list", "--porcelain"]);
-    assert!(list.contains(&format!("branch refs/heads/plait/{}/a", state.id)), "{list}");
+    assert!(
+        list.contains(&format!("branch refs/heads/plait/{}/a", state.id)),
+        "{list}"
+    );
     assert_eq!(git_in(&a.worktree, &["status", "--porcelain"]), "");
-    assert_eq!(git_in(&a.worktree, &["rev-parse", "--abbrev-ref", "HEAD"]), format!("plait/{}/a", state.id));
+    assert_eq!(
+        git_in(&a.worktree, &["rev-parse", "--abbrev-ref", "HEAD"]),
+        format!("plait/{}/a", state.id)
+    );
     // Not-checked-out files are skip-worktree entries, not deletions.
     let entries = git_in(&a.worktree, &["ls-files", "-v"]);
     assert!(entries.contains("S lib/b/mod.py"), "{entries}");
     assert!(entries.contains("H lib/a/mod.py"), "{entries}");
     // Modes and symlinks survive.
-    let mode = fs::metadata(a.worktree.join("lib/a/run.sh")).unwrap().permissions().mode();
+    let mode = fs::metadata(a.worktree.join("lib/a/run.sh"))
+        .unwrap()
+        .permissions()
+        .mode();
     assert_eq!(mode & 0o111, 0o111);
-    assert_eq!(fs::read_link(a.worktree.join("lib/a/link.py")).unwrap().to_str(), Some("mod.py"));
+    assert_eq!(
+        fs::read_link(a.worktree.join("lib/a/link.py"))
+            .unwrap()
+            .to_str(),
+        Some("mod.py")
+    );
     // git diff works in it.
     fs::write(a.worktree.join("lib/a/mod.py"), "a = 2\n").unwrap();
     let diff = git_in(&a.worktree, &["diff"]);
@@ -91,7 +126,12 @@ fn worktrees_can_live_outside_the_git_directory() {
     let repo = sample();
     let outside = tempfile::tempdir().unwrap();
     let plan_path = repo.plan(PLAN);
-    let out = repo.plait(&["run", plan_path.to_str().unwrap(), "--worktree-dir", outside.path().to_str().unwrap()]);
+    let out = repo.plait(&[
+        "run",
+        plan_path.to_str().unwrap(),
+        "--worktree-dir",
+        outside.path().to_str().unwrap(),
+    ]);
     assert!(out.status.success(), "{}", crate::support::stderr(&out));
     let run = crate::support::stdout(&out).trim().to_string();
     let wt = outside.path().join(&run).join("a");
