@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::{mpsc, Notify, Semaphore};
 use tokio::task::JoinSet;
 
-use crate::agent::{self, AgentOutcome, TaskContext};
+use crate::agent::{self, AgentOutcome, Cancel, TaskContext};
 use crate::collect::{self, CollectSettings};
 use crate::git::{self, RepoError};
 use crate::merge::{self, BranchInput, MergeError, MergeSettings};
@@ -152,12 +152,14 @@ pub fn prepare(settings: RunSettings) -> Result<Prepared, RunError> {
 
 /// State shared by the tasks of a run.
 struct Shared {
+    run: String,
     store: Store,
     state: Mutex<RunState>,
     dirty: Notify,
     events: Option<mpsc::UnboundedSender<Event>>,
     repo: PathBuf,
     plan: Arc<ResolvedPlan>,
+    cancel: Cancel,
 }
 
 impl Shared {
@@ -184,9 +186,17 @@ impl Shared {
     fn snapshot(&self) -> RunState {
         self.state.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
+
+    fn record(&self, index: usize) -> TaskRecord {
+        self.state.lock().unwrap_or_else(|e| e.into_inner()).tasks[index].clone()
+    }
 }
 
 /// Runs every task, merges the results and returns the final state.
+///
+/// The first Ctrl-C or SIGTERM stops launching tasks and stops running agents (killing
+/// their process groups); the run is saved as interrupted, without a merge. A second one
+/// exits at once; the state on disk is still whole, since every write is atomic.
 pub async fn execute(
     prepared: Prepared,
     events: Option<mpsc::UnboundedSender<Event>>,
@@ -197,13 +207,17 @@ pub async fn execute(
         lock,
         state,
     } = prepared;
+    let (interrupt, cancel) = Cancel::new();
+    let signals = tokio::spawn(watch_signals(interrupt));
     let shared = Arc::new(Shared {
+        run: state.id.clone(),
         store,
         state: Mutex::new(state),
         dirty: Notify::new(),
         events,
         repo: settings.repo.clone(),
         plan: settings.plan.clone(),
+        cancel,
     });
     let stop_writer = Arc::new(Notify::new());
     let writer = tokio::spawn(write_states(shared.clone(), stop_writer.clone()));
@@ -226,21 +240,53 @@ pub async fn execute(
         }
     }
 
-    {
-        let mut state = shared.state.lock().unwrap_or_else(|e| e.into_inner());
-        state.phase = RunPhase::Merging;
-    }
-    shared.dirty.notify_one();
-    let outcome = merge_run(shared.clone()).await?;
+    let outcome = if shared.cancel.is_cancelled() {
+        None
+    } else {
+        {
+            let mut state = shared.state.lock().unwrap_or_else(|e| e.into_inner());
+            state.phase = RunPhase::Merging;
+        }
+        shared.dirty.notify_one();
+        Some(merge_run(shared.clone()).await?)
+    };
+    signals.abort();
     stop_writer.notify_one();
     let _ = writer.await;
     let mut state = shared.snapshot();
-    state.merge = Some(outcome);
-    state.phase = RunPhase::Finished;
+    state.phase = if outcome.is_some() {
+        RunPhase::Finished
+    } else {
+        RunPhase::Interrupted
+    };
+    state.merge = outcome;
     state.finished_at = Some(now_ms());
     shared.store.save(&state)?;
     drop(lock);
     Ok(state)
+}
+
+/// Fires `interrupt` on the first Ctrl-C or SIGTERM and exits the process on the second.
+async fn watch_signals(interrupt: tokio::sync::watch::Sender<bool>) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut int), Ok(mut term)) = (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+    ) else {
+        return;
+    };
+    for round in 0..2 {
+        tokio::select! {
+            _ = int.recv() => {}
+            _ = term.recv() => {}
+        }
+        if round == 0 {
+            tracing::warn!("interrupted: stopping the agents; press Ctrl-C again to exit at once");
+            let _ = interrupt.send(true);
+        } else {
+            std::process::exit(130);
+        }
+    }
 }
 
 /// Saves the newest state each time a task changes, until told to stop.
@@ -261,8 +307,11 @@ async fn write_states(shared: Arc<Shared>, stop: Arc<Notify>) {
 }
 
 async fn run_task(shared: &Arc<Shared>, index: usize) {
+    if shared.cancel.is_cancelled() {
+        return;
+    }
     let task = &shared.plan.tasks[index];
-    let record = shared.snapshot().tasks[index].clone();
+    let record = shared.record(index);
     shared.update(index, |t| {
         t.state = TaskState::Preparing;
         t.started_at = Some(now_ms());
@@ -279,8 +328,7 @@ async fn run_task(shared: &Arc<Shared>, index: usize) {
     let prepared = {
         let shared = shared.clone();
         let record = record.clone();
-        let run = shared.snapshot().id;
-        tokio::task::spawn_blocking(move || prepare_worktree(&shared, index, &run, &record)).await
+        tokio::task::spawn_blocking(move || prepare_worktree(&shared, index, &record)).await
     };
     match prepared {
         Ok(Ok(())) => {}
@@ -294,7 +342,7 @@ async fn run_task(shared: &Arc<Shared>, index: usize) {
         Err(e) => return fail(e, None),
     };
     let context = TaskContext {
-        run: shared.snapshot().id,
+        run: shared.run.clone(),
         task: task.id.clone(),
         goal: shared.plan.goal.clone(),
         prompt: task.prompt.clone(),
@@ -304,6 +352,7 @@ async fn run_task(shared: &Arc<Shared>, index: usize) {
         single_file: task.single_file().map(str::to_string),
         log: record.log.clone(),
         timeout: task.timeout,
+        cancel: shared.cancel.clone(),
     };
     if let AgentOutcome::Failed { reason, exit_code } = agent.run(&context).await {
         return fail(reason, exit_code);
@@ -340,15 +389,10 @@ async fn run_task(shared: &Arc<Shared>, index: usize) {
     }
 }
 
-fn prepare_worktree(
-    shared: &Shared,
-    index: usize,
-    run: &str,
-    record: &TaskRecord,
-) -> Result<(), String> {
+fn prepare_worktree(shared: &Shared, index: usize, record: &TaskRecord) -> Result<(), String> {
     let repo = git::open(&shared.repo).map_err(|e| e.to_string())?;
     let task = &shared.plan.tasks[index];
-    let admin_name = admin_name(run, &task.id);
+    let admin_name = admin_name(&shared.run, &task.id);
     let spec = WorktreeSpec {
         branch: &record.branch,
         admin_name: &admin_name,

@@ -27,8 +27,11 @@ pub fn attention(state: &RunState) -> Vec<String> {
             failed.join(", ")
         ));
     }
+    if state.phase == RunPhase::Interrupted {
+        out.push("the run was interrupted".to_string());
+    }
     let unfinished = state.tasks.iter().filter(|t| !t.state.is_final()).count();
-    if unfinished > 0 && state.phase == RunPhase::Finished {
+    if unfinished > 0 && matches!(state.phase, RunPhase::Finished | RunPhase::Interrupted) {
         out.push(format!("{unfinished} task(s) did not finish"));
     }
     let violating: Vec<&str> = state
@@ -88,6 +91,7 @@ pub fn status_text(state: &RunState, live: bool) -> String {
         RunPhase::Merging => "merging",
         RunPhase::Finished if state.cleaned => "finished, cleaned",
         RunPhase::Finished => "finished",
+        RunPhase::Interrupted => "interrupted",
     };
     let _ = writeln!(
         out,
@@ -215,6 +219,7 @@ pub fn run_line(state: &RunState) -> String {
         RunPhase::Finished => "finished",
         RunPhase::Running => "running",
         RunPhase::Merging => "merging",
+        RunPhase::Interrupted => "interrupted",
     };
     let conflicts = state.merge.as_ref().map_or(0, |m| m.conflicts.len());
     format!(

@@ -156,6 +156,8 @@ pub enum RunPhase {
     Running,
     Merging,
     Finished,
+    /// Stopped by Ctrl-C or SIGTERM before it finished.
+    Interrupted,
 }
 
 /// A landing of the run's result onto a branch.

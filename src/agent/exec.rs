@@ -62,7 +62,17 @@ impl ExecAgent {
             Err(e) => return failed(format!("cannot start sh: {e}")),
         };
         let pid = child.id();
-        match tokio::time::timeout(task.timeout, child.wait()).await {
+        let waited = tokio::select! {
+            waited = tokio::time::timeout(task.timeout, child.wait()) => waited,
+            _ = task.cancel.cancelled() => {
+                if let Some(pid) = pid {
+                    kill_group(pid);
+                }
+                let _ = child.wait().await;
+                return failed("interrupted".to_string());
+            }
+        };
+        match waited {
             Ok(Ok(status)) if status.success() => AgentOutcome::Finished,
             Ok(Ok(status)) => AgentOutcome::Failed {
                 reason: match status.code() {

@@ -28,6 +28,32 @@ pub struct TaskContext {
     /// Where the agent's output goes.
     pub log: PathBuf,
     pub timeout: Duration,
+    /// Fires when the run is interrupted; the agent stops at once.
+    pub cancel: Cancel,
+}
+
+/// A signal that the run was interrupted, shared by every task.
+#[derive(Debug, Clone)]
+pub struct Cancel(tokio::sync::watch::Receiver<bool>);
+
+impl Cancel {
+    /// A signal and the sender that fires it.
+    pub fn new() -> (tokio::sync::watch::Sender<bool>, Cancel) {
+        let (tx, rx) = tokio::sync::watch::channel(false);
+        (tx, Cancel(rx))
+    }
+
+    pub fn is_cancelled(&self) -> bool {
+        *self.0.borrow()
+    }
+
+    /// Waits until the signal fires (forever if its sender is gone without firing).
+    pub async fn cancelled(&self) {
+        let mut rx = self.0.clone();
+        if rx.wait_for(|c| *c).await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    }
 }
 
 /// How an agent's work ended.

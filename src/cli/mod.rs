@@ -1,7 +1,7 @@
 //! The command line: the only part of plait that prints, reads the environment and picks
 //! exit codes. Each command has its own file with an `*Args` struct (its doc comment is the
 //! help) and a `cmd_*` handler. Exit codes: 0 all good; 1 finished but something needs
-//! attention; 2 bad usage, configuration or plan; 3 plait itself failed.
+//! attention; 2 bad usage, configuration or plan; 3 plait itself failed; 130 interrupted.
 
 mod clean;
 mod diff;
@@ -34,7 +34,8 @@ Examples:
   plait clean RUN
 
 Exit codes: 0 all good; 1 finished but needs attention (failed tasks, violations,
-conflicts, a refused landing); 2 bad usage, configuration or plan; 3 plait itself failed.
+conflicts, a refused landing); 2 bad usage, configuration or plan; 3 plait itself failed;
+130 the run was interrupted (Ctrl-C or SIGTERM).
 Set PLAIT_LOG (e.g. PLAIT_LOG=debug) for diagnostics on stderr.")]
 pub struct Cli {
     /// Run as if started in DIR (like git -C)
@@ -64,6 +65,8 @@ pub enum Kind {
     Usage,
     /// plait itself could not proceed (exit 3).
     Internal,
+    /// The run was stopped by Ctrl-C or SIGTERM (exit 130).
+    Interrupted,
 }
 
 /// A failed command: one line, an optional hint, and its kind.
@@ -86,6 +89,14 @@ impl CommandError {
     pub fn internal(message: impl Into<String>) -> CommandError {
         CommandError {
             kind: Kind::Internal,
+            message: message.into(),
+            hint: None,
+        }
+    }
+
+    pub fn interrupted(message: impl Into<String>) -> CommandError {
+        CommandError {
+            kind: Kind::Interrupted,
             message: message.into(),
             hint: None,
         }
@@ -165,7 +176,7 @@ pub fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             match e.kind {
-                Kind::Attention => eprintln!("{}", e.message),
+                Kind::Attention | Kind::Interrupted => eprintln!("{}", e.message),
                 _ => eprintln!("error: {}", e.message),
             }
             if let Some(hint) = e.hint {
@@ -175,6 +186,7 @@ pub fn main() -> ExitCode {
                 Kind::Attention => 1,
                 Kind::Usage => 2,
                 Kind::Internal => 3,
+                Kind::Interrupted => 130,
             })
         }
     }

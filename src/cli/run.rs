@@ -11,7 +11,7 @@ use crate::git;
 use crate::orchestrator::{self, Event, RunError, RunSettings};
 use crate::plan;
 use crate::report::{self, StatusJson};
-use crate::state::TaskState;
+use crate::state::{RunPhase, TaskState};
 
 /// Run a plan: a branch and worktree per task, the agents, commits, and the merge
 #[derive(Debug, Args)]
@@ -97,6 +97,13 @@ pub fn cmd_run(dir: &Path, args: RunArgs) -> Result<(), CommandError> {
         );
     } else {
         println!("{run_id}");
+    }
+    if state.phase == RunPhase::Interrupted {
+        return Err(
+            CommandError::interrupted(format!("run {run_id} was interrupted")).hint(format!(
+                "its worktrees and branches are kept; `plait clean {run_id} --force` removes them"
+            )),
+        );
     }
     if attention.is_empty() {
         eprintln!(

@@ -209,3 +209,75 @@ fn a_stale_lock_from_a_dead_process_is_taken_over() {
         "lock released after the run"
     );
 }
+
+#[test]
+fn ctrl_c_stops_the_agents_and_saves_the_run_as_interrupted() {
+    let repo = repo_with_dirs(3);
+    let marks = tempfile::tempdir().unwrap();
+    let late = marks.path().join("late");
+    let exec = format!("(sleep 3; touch {}) & sleep 30", late.display());
+    let plan = repo.plan(&dir_plan(3, &exec, ""));
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_plait"))
+        .args(["run", plan.to_str().unwrap(), "-j", "2"])
+        .current_dir(&repo.path)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        assert!(Instant::now() < deadline, "agents never started");
+        let out = repo.plait(&["status", "--json"]);
+        if out.status.success() {
+            let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+            if json["tasks"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|t| t["state"] == "running")
+                .count()
+                == 2
+            {
+                break;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let started = Instant::now();
+    // SAFETY: signalling the child we spawned.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let out = child.wait_with_output().unwrap();
+    assert!(started.elapsed() < Duration::from_secs(10));
+    assert_eq!(
+        out.status.code(),
+        Some(130),
+        "{}",
+        crate::support::stderr(&out)
+    );
+    let json: serde_json::Value =
+        serde_json::from_slice(&repo.plait(&["status", "--json"]).stdout).unwrap();
+    assert_eq!(json["phase"], "interrupted");
+    let mut states: Vec<(&str, &str)> = json["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            (
+                t["state"].as_str().unwrap(),
+                t["error"].as_str().unwrap_or(""),
+            )
+        })
+        .collect();
+    states.sort();
+    assert_eq!(
+        states,
+        [
+            ("failed", "interrupted"),
+            ("failed", "interrupted"),
+            ("pending", "")
+        ]
+    );
+    assert!(!repo.path.join(".git/plait/lock").exists(), "lock released");
+    std::thread::sleep(Duration::from_millis(3500));
+    assert!(!late.exists(), "an agent's child outlived the interrupt");
+}
