@@ -129,8 +129,7 @@ pub fn status_text(state: &RunState, live: bool) -> String {
         } else if task.state == TaskState::Done && task.commit.is_none() {
             note = "no changes".to_string();
         }
-        let _ = writeln!(
-            out,
+        let row = format!(
             "{:<width$}  {:<10}  {:>5}  {:>5}  {:>7}  {}",
             task.id,
             task.state.as_str(),
@@ -141,6 +140,7 @@ pub fn status_text(state: &RunState, live: bool) -> String {
                 .unwrap_or_else(|| "-".to_string()),
             note
         );
+        let _ = writeln!(out, "{}", row.trim_end());
     }
     for task in state.tasks.iter().filter(|t| !t.violations.is_empty()) {
         let _ = writeln!(

@@ -156,3 +156,33 @@ fn clean_refuses_to_lose_work_until_forced() {
         "the user's own files are untouched"
     );
 }
+
+#[test]
+fn the_run_summary_shows_failures_violations_and_conflicts() {
+    let repo = TestRepo::with_files(&[
+        ("shared/a-1", "1\n"),
+        ("shared/2-b", "2\n"),
+        ("lib/a.py", "a\n"),
+        ("lib/b.py", "b\n"),
+        ("lib/c.py", "c\n"),
+        ("README.md", "r\n"),
+    ]);
+    let plan = repo.plan(
+        "goal = \"Show every kind of trouble\"\n\
+         [[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"/lib/a.py\", \"/shared/a-*\"]\nagent = { exec = \"echo A > shared/a-b; echo a2 > lib/a.py\" }\n\
+         [[task]]\nid = \"b\"\nprompt = \"p\"\nowns = [\"/lib/b.py\", \"/shared/*-b\"]\nagent = { exec = \"echo B > shared/a-b; echo b2 > lib/b.py; echo mine > README.md\" }\n\
+         [[task]]\nid = \"c\"\nprompt = \"p\"\nowns = [\"/lib/c.py\"]\nagent = { exec = \"echo failing >&2; exit 4\" }\n",
+    );
+    let out = repo.plait(&["run", plan.to_str().unwrap(), "-j", "1"]);
+    assert_eq!(out.status.code(), Some(1));
+    let run = stdout(&out).trim().to_string();
+    let text = stdout(&repo.plait(&["status", &run]));
+    insta::with_settings!({filters => vec![
+        (run.as_str(), "[RUN]"),
+        (r"\b[0-9a-f]{8}\b", "[HASH]"),
+        (r"\s+\d+(\.\d)?s  ", " [TIME]  "),
+        (r"/\S+/\.git/plait", "[GITDIR]/plait"),
+    ]}, {
+        insta::assert_snapshot!(text);
+    });
+}
