@@ -1,0 +1,1084 @@
+//! Pipeline benchmark: prints figures, asserts nothing about time.
+//!
+//! In one run, against one generated repository (so the ratios are meaningful):
+//!
+//! 1. generate a repository of `dirs` × `files` small text files plus a `.gitignore`;
+//! 2. anchor A: `git worktree add` (full checkout), a handful of times;
+//! 3. anchor B: git CLI sparse worktrees (`worktree add --no-checkout`, `sparse-checkout
+//!    set`, `checkout`), non-cone and cone;
+//! 4. plait: one owned-file worktree per directory through `plait::workspace::create`,
+//!    sequentially, on 2 threads, and the way the orchestrator calls it; disk use;
+//! 5. merge: one commit per task branch, then `plait::merge::merge` against a loop of
+//!    `git merge-tree --write-tree`;
+//! 6. plan validation (`plait::plan::resolve`) of one task per directory.
+//!
+//! Scale with `PLAIT_BENCH_DIRS`, `PLAIT_BENCH_FILES`, `PLAIT_BENCH_REPS` (or `--dirs N`,
+//! `--files N`, `--reps N`, `--quick`); `PLAIT_BENCH_KEEP=1` keeps the temporary directory.
+//! Run it through `./bench` or `cargo bench --bench pipeline`.
+
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+use git2::build::{CheckoutBuilder, TreeUpdateBuilder};
+use git2::{FileMode, Oid, Repository, RepositoryInitOptions, Signature, Time};
+
+use plait::git::TreeFile;
+use plait::merge::{BranchInput, MergeSettings};
+use plait::plan::{AgentSpec, PlanFile, ResolvedPlan, TaskFile};
+use plait::workspace::{self, WorktreeSpec};
+
+const GITIGNORE: &str = "/target\n*.log\n*.tmp\n";
+const NAME: &str = "Plait Bench";
+const EMAIL: &str = "bench@plait.invalid";
+const DATE: &str = "1700000000 +0000";
+
+struct Config {
+    dirs: usize,
+    files: usize,
+    reps: usize,
+    full: usize,
+    sparse: usize,
+    keep: bool,
+}
+
+impl Config {
+    fn load() -> Result<Config> {
+        let env = |name: &str, default: usize| -> Result<usize> {
+            match std::env::var(name) {
+                Ok(v) => v.trim().parse().with_context(|| format!("{name}={v}")),
+                Err(_) => Ok(default),
+            }
+        };
+        let mut cfg = Config {
+            dirs: env("PLAIT_BENCH_DIRS", 100)?,
+            files: env("PLAIT_BENCH_FILES", 50)?,
+            reps: env("PLAIT_BENCH_REPS", 3)?,
+            full: 5,
+            sparse: 10,
+            keep: std::env::var_os("PLAIT_BENCH_KEEP").is_some_and(|v| v != "0"),
+        };
+        let mut args = std::env::args().skip(1);
+        while let Some(arg) = args.next() {
+            let (key, inline) = match arg.split_once('=') {
+                Some((k, v)) => (k.to_string(), Some(v.to_string())),
+                None => (arg.clone(), None),
+            };
+            let mut value = |key: &str| -> Result<usize> {
+                let v = match inline.clone() {
+                    Some(v) => v,
+                    None => args
+                        .next()
+                        .with_context(|| format!("{key} needs a value"))?,
+                };
+                v.parse().with_context(|| format!("{key} {v}"))
+            };
+            match key.as_str() {
+                "--dirs" => cfg.dirs = value("--dirs")?,
+                "--files" => cfg.files = value("--files")?,
+                "--reps" => cfg.reps = value("--reps")?,
+                "--quick" => {
+                    cfg.dirs = 20;
+                    cfg.reps = 1;
+                }
+                "--keep" => cfg.keep = true,
+                "-h" | "--help" => {
+                    println!(
+                        "usage: bench [--dirs N] [--files N] [--reps N] [--quick] [--keep]\n\
+                         env: PLAIT_BENCH_DIRS PLAIT_BENCH_FILES PLAIT_BENCH_REPS PLAIT_BENCH_KEEP"
+                    );
+                    std::process::exit(0);
+                }
+                // `cargo bench` passes `--bench`, and possibly a filter: ignore them.
+                _ => {}
+            }
+        }
+        if cfg.dirs == 0 || cfg.files == 0 || cfg.dirs > 1000 {
+            bail!("need 1..=1000 dirs and at least one file per dir");
+        }
+        cfg.reps = cfg.reps.max(1);
+        cfg.full = cfg.full.min(cfg.dirs);
+        cfg.sparse = cfg.sparse.min(cfg.dirs);
+        Ok(cfg)
+    }
+}
+
+/// Keeps git, the CLI and libgit2 alike, away from the user's configuration and identity.
+fn isolate_git(empty_dir: &Path) -> Result<()> {
+    for var in [
+        "GIT_DIR",
+        "GIT_WORK_TREE",
+        "GIT_INDEX_FILE",
+        "GIT_COMMON_DIR",
+        "GIT_OBJECT_DIRECTORY",
+        "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+        "GIT_CEILING_DIRECTORIES",
+    ] {
+        std::env::remove_var(var);
+    }
+    std::env::set_var("GIT_CONFIG_GLOBAL", "/dev/null");
+    std::env::set_var("GIT_CONFIG_NOSYSTEM", "1");
+    std::env::set_var("GIT_TERMINAL_PROMPT", "0");
+    for (var, value) in [
+        ("GIT_AUTHOR_NAME", NAME),
+        ("GIT_AUTHOR_EMAIL", EMAIL),
+        ("GIT_AUTHOR_DATE", DATE),
+        ("GIT_COMMITTER_NAME", NAME),
+        ("GIT_COMMITTER_EMAIL", EMAIL),
+        ("GIT_COMMITTER_DATE", DATE),
+    ] {
+        std::env::set_var(var, value);
+    }
+    // libgit2 does not read GIT_CONFIG_GLOBAL: point its search paths at an empty dir.
+    for level in [
+        git2::ConfigLevel::System,
+        git2::ConfigLevel::XDG,
+        git2::ConfigLevel::Global,
+    ] {
+        // SAFETY: called before any other thread exists or any repository is opened.
+        unsafe { git2::opts::set_search_path(level, empty_dir.as_os_str())? };
+    }
+    Ok(())
+}
+
+fn sig() -> Result<Signature<'static>> {
+    Ok(Signature::new(NAME, EMAIL, &Time::new(1_700_000_000, 0))?)
+}
+
+/// Runs git in `dir`; a non-zero exit is an error.
+fn git(dir: &Path, args: &[&str]) -> Result<String> {
+    let out = plait::git::git_command(dir)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .context("running git")?;
+    if !out.status.success() {
+        bail!(
+            "`git {}` in {} failed: {}",
+            args.join(" "),
+            dir.display(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+fn dir_name(d: usize) -> String {
+    format!("d{d:03}")
+}
+
+fn file_path(d: usize, f: usize) -> String {
+    format!("d{d:03}/f{f:03}.txt")
+}
+
+/// A few hundred bytes of text, different for every file.
+fn content(d: usize, f: usize) -> String {
+    let mut s = String::new();
+    for line in 0..8 {
+        let _ = writeln!(
+            s,
+            "dir {d:03} file {f:03} line {line}: the quick brown fox jumps over the lazy dog"
+        );
+    }
+    s
+}
+
+// ---------------------------------------------------------------------------------------
+// Timing and formatting.
+
+fn median(values: &[f64]) -> f64 {
+    let mut v = values.to_vec();
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
+}
+
+fn time<T>(f: impl FnOnce() -> Result<T>) -> Result<(f64, T)> {
+    let start = Instant::now();
+    let out = f()?;
+    Ok((start.elapsed().as_secs_f64(), out))
+}
+
+/// Median seconds of `n` runs of `f`.
+fn median_of(n: usize, mut f: impl FnMut() -> Result<()>) -> Result<f64> {
+    let mut times = Vec::with_capacity(n);
+    for _ in 0..n {
+        times.push(time(&mut f)?.0);
+    }
+    Ok(median(&times))
+}
+
+fn secs(s: f64) -> String {
+    if s >= 1.0 {
+        format!("{s:.2} s")
+    } else if s >= 0.01 {
+        format!("{:.0} ms", s * 1e3)
+    } else if s >= 0.001 {
+        format!("{:.1} ms", s * 1e3)
+    } else {
+        format!("{:.0} µs", s * 1e6)
+    }
+}
+
+fn bytes(b: u64) -> String {
+    if b >= 10 << 20 {
+        format!("{:.1} MiB", b as f64 / (1 << 20) as f64)
+    } else {
+        format!("{:.0} KiB", b as f64 / 1024.0)
+    }
+}
+
+fn ratio(slow: f64, fast: f64) -> String {
+    if fast >= slow {
+        format!("{:.1}x slower", fast / slow)
+    } else {
+        format!("{:.1}x faster", slow / fast)
+    }
+}
+
+/// Flushes dirty pages so one phase's writeback does not land in the next one's timing.
+fn settle() {
+    // SAFETY: sync(2) takes no arguments and cannot fail.
+    unsafe { libc::sync() };
+}
+
+fn stage(msg: &str) {
+    eprintln!("[bench] {msg}");
+}
+
+/// Apparent bytes, allocated bytes and number of files under `paths` (not following links).
+fn disk_use(paths: &[&Path]) -> Result<(u64, u64, usize)> {
+    let (mut apparent, mut allocated, mut files) = (0, 0, 0);
+    for path in paths {
+        for entry in walkdir::WalkDir::new(path).follow_links(false) {
+            let meta = entry?.metadata()?;
+            apparent += meta.len();
+            allocated += meta.blocks() * 512;
+            if !meta.is_dir() {
+                files += 1;
+            }
+        }
+    }
+    Ok((apparent, allocated, files))
+}
+
+/// The administrative directory a linked worktree's `.git` file points at.
+fn admin_of(worktree: &Path) -> Result<PathBuf> {
+    let text = std::fs::read_to_string(worktree.join(".git"))?;
+    let dir = text
+        .trim()
+        .strip_prefix("gitdir: ")
+        .context("not a linked worktree")?;
+    Ok(PathBuf::from(dir))
+}
+
+// ---------------------------------------------------------------------------------------
+// 1. The repository.
+
+/// `git init` + `git fast-import` (one pack) + `git reset --hard` (index and files).
+fn generate_fast_import(path: &Path, cfg: &Config) -> Result<()> {
+    std::fs::create_dir_all(path)?;
+    git(path, &["init", "-q", "-b", "main"])?;
+    git(path, &["config", "gc.auto", "0"])?;
+    git(path, &["config", "maintenance.auto", "false"])?;
+    let mut stream = String::with_capacity(cfg.dirs * cfg.files * 500);
+    let _ = write!(
+        stream,
+        "commit refs/heads/main\nauthor {NAME} <{EMAIL}> {DATE}\n\
+         committer {NAME} <{EMAIL}> {DATE}\ndata 5\nbase\n\n"
+    );
+    let mut add = |path: &str, text: &str| {
+        let _ = write!(
+            stream,
+            "M 100644 inline {path}\ndata {}\n{text}\n",
+            text.len()
+        );
+    };
+    add(".gitignore", GITIGNORE);
+    for d in 0..cfg.dirs {
+        for f in 0..cfg.files {
+            add(&file_path(d, f), &content(d, f));
+        }
+    }
+    let mut child = plait::git::git_command(path)
+        .args(["fast-import", "--quiet"])
+        .stdin(Stdio::piped())
+        .spawn()?;
+    child
+        .stdin
+        .take()
+        .context("no stdin")?
+        .write_all(stream.as_bytes())?;
+    if !child.wait()?.success() {
+        bail!("git fast-import failed");
+    }
+    git(path, &["reset", "-q", "--hard", "main"])?;
+    Ok(())
+}
+
+/// The same repository through git2: loose objects, tree builders, a forced checkout.
+fn generate_git2(path: &Path, cfg: &Config) -> Result<()> {
+    let repo = Repository::init_opts(path, RepositoryInitOptions::new().initial_head("main"))?;
+    let mut root = repo.treebuilder(None)?;
+    root.insert(".gitignore", repo.blob(GITIGNORE.as_bytes())?, 0o100644)?;
+    for d in 0..cfg.dirs {
+        let mut dir = repo.treebuilder(None)?;
+        for f in 0..cfg.files {
+            let blob = repo.blob(content(d, f).as_bytes())?;
+            dir.insert(format!("f{f:03}.txt"), blob, 0o100644)?;
+        }
+        root.insert(dir_name(d), dir.write()?, 0o040000)?;
+    }
+    let tree = repo.find_tree(root.write()?)?;
+    let sig = sig()?;
+    repo.commit(Some("HEAD"), &sig, &sig, "base\n", &tree, &[])?;
+    repo.checkout_head(Some(CheckoutBuilder::new().force()))?;
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------
+// 4. plait worktrees.
+
+#[derive(Clone, Copy, PartialEq)]
+enum Mode {
+    /// The brief's closure: owned prefix or a `.gitignore`; one repository per thread.
+    Prefix,
+    /// As `orchestrator::prepare_worktree`: `git::open` per task, `ResolvedTask::checks_out`.
+    Orchestrator,
+}
+
+struct PlaitRun<'a> {
+    repo: &'a Path,
+    root: &'a Path,
+    run: &'a str,
+    base: Oid,
+    dirs: usize,
+    plan: &'a ResolvedPlan,
+}
+
+impl PlaitRun<'_> {
+    fn worktree(&self, d: usize) -> PathBuf {
+        self.root.join(self.run).join(dir_name(d))
+    }
+
+    fn branch(&self, d: usize) -> String {
+        format!("plait/{}/{}", self.run, dir_name(d))
+    }
+
+    fn admin_name(&self, d: usize) -> String {
+        format!("plait-{}-{}", self.run, dir_name(d))
+    }
+
+    fn create_one(
+        &self,
+        repo: &Repository,
+        files: &[TreeFile],
+        d: usize,
+        mode: Mode,
+    ) -> Result<()> {
+        let branch = self.branch(d);
+        let admin = self.admin_name(d);
+        let path = self.worktree(d);
+        let own;
+        let repo = if mode == Mode::Orchestrator {
+            own = plait::git::open(self.repo)?;
+            &own
+        } else {
+            repo
+        };
+        let spec = WorktreeSpec {
+            branch: &branch,
+            admin_name: &admin,
+            path: &path,
+            base: self.base,
+            files,
+        };
+        match mode {
+            Mode::Prefix => {
+                let prefix = format!("{}/", dir_name(d));
+                let checks_out = |p: &str| {
+                    p.starts_with(&prefix) || p == ".gitignore" || p.ends_with("/.gitignore")
+                };
+                workspace::create(repo, &spec, &checks_out)?;
+            }
+            Mode::Orchestrator => {
+                let task = &self.plan.tasks[d];
+                workspace::create(repo, &spec, &|p| task.checks_out(p))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Creates every worktree on `threads` threads; returns the wall time, flatten included.
+    fn create_all(&self, threads: usize, mode: Mode) -> Result<f64> {
+        let start = Instant::now();
+        let repo = Repository::open(self.repo)?;
+        let files = plait::git::flatten_tree(&repo.find_commit(self.base)?.tree()?)?;
+        if threads <= 1 {
+            for d in 0..self.dirs {
+                self.create_one(&repo, &files, d, mode)?;
+            }
+        } else {
+            let next = AtomicUsize::new(0);
+            std::thread::scope(|s| -> Result<()> {
+                let workers: Vec<_> = (0..threads)
+                    .map(|_| {
+                        s.spawn(|| -> Result<()> {
+                            let repo = Repository::open(self.repo)?;
+                            loop {
+                                let d = next.fetch_add(1, Ordering::Relaxed);
+                                if d >= self.dirs {
+                                    return Ok(());
+                                }
+                                self.create_one(&repo, &files, d, mode)?;
+                            }
+                        })
+                    })
+                    .collect();
+                for w in workers {
+                    w.join().map_err(|_| anyhow::anyhow!("worker panicked"))??;
+                }
+                Ok(())
+            })?;
+        }
+        Ok(start.elapsed().as_secs_f64())
+    }
+
+    /// Removes the worktrees and branches (untimed clean-up between repetitions).
+    fn remove_all(&self) -> Result<()> {
+        let repo = Repository::open(self.repo)?;
+        for d in 0..self.dirs {
+            workspace::remove(&repo, &self.admin_name(d), &self.worktree(d))?;
+            repo.find_reference(&format!("refs/heads/{}", self.branch(d)))?
+                .delete()?;
+        }
+        Ok(())
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+
+struct Table {
+    rows: Vec<(String, String)>,
+}
+
+impl Table {
+    fn row(&mut self, label: impl Into<String>, value: impl Into<String>) {
+        let (label, value) = (label.into(), value.into());
+        eprintln!("[bench]   {label}: {value}");
+        self.rows.push((label, value));
+    }
+
+    fn gap(&mut self) {
+        self.rows.push((String::new(), String::new()));
+    }
+
+    fn print(&self) {
+        let width = self
+            .rows
+            .iter()
+            .map(|(l, _)| l.chars().count())
+            .max()
+            .unwrap_or(0);
+        for (label, value) in &self.rows {
+            if label.is_empty() {
+                println!();
+            } else {
+                println!("  {label:<width$}  {value}");
+            }
+        }
+    }
+}
+
+fn plan_file(dirs: usize) -> PlanFile {
+    PlanFile {
+        goal: "benchmark".to_string(),
+        base: None,
+        defaults: Default::default(),
+        tasks: (0..dirs)
+            .map(|d| TaskFile {
+                id: dir_name(d),
+                prompt: format!("edit {}", dir_name(d)),
+                owns: vec![format!("/{}/", dir_name(d))],
+                context: None,
+                checkout: None,
+                agent: Some(AgentSpec::Exec("true".into())),
+                timeout: None,
+            })
+            .collect(),
+    }
+}
+
+fn main() -> Result<()> {
+    let cfg = Config::load()?;
+    let tmp = tempfile::Builder::new().prefix("plait-bench-").tempdir()?;
+    let root = tmp.path().canonicalize()?;
+    let empty = root.join("empty-config");
+    std::fs::create_dir_all(&empty)?;
+    isolate_git(&empty)?;
+    let n = cfg.dirs;
+    let total_files = cfg.dirs * cfg.files + 1;
+    let git_version = git(&root, &["--version"])?;
+    println!(
+        "plait pipeline benchmark: {} dirs x {} files (+ .gitignore) = {total_files} files, \
+         {} repetition(s), {} cores, {}",
+        cfg.dirs,
+        cfg.files,
+        cfg.reps,
+        std::thread::available_parallelism().map_or(0, |n| n.get()),
+        git_version.trim()
+    );
+    println!("temporary directory: {}", root.display());
+    let mut t = Table { rows: Vec::new() };
+
+    // 1. Repository.
+    stage("1. generating the repository");
+    let repo_path = root.join("repo");
+    let (gen_fi, ()) = time(|| generate_fast_import(&repo_path, &cfg))?;
+    let (gen_g2, ()) = time(|| generate_git2(&root.join("repo-git2"), &cfg))?;
+    std::fs::remove_dir_all(root.join("repo-git2"))?;
+    t.row(
+        "repo: generate (git fast-import + reset --hard)",
+        format!("{}   (used: one pack, like a real clone)", secs(gen_fi)),
+    );
+    t.row(
+        "repo: generate (git2 blobs + treebuilder + checkout)",
+        format!("{}   (loose objects; for comparison only)", secs(gen_g2)),
+    );
+    let base = git(&repo_path, &["rev-parse", "HEAD"])?.trim().to_string();
+    let base_oid = Oid::from_str(&base)?;
+    let wt = root.join("wt");
+    std::fs::create_dir_all(&wt)?;
+
+    // 2. Anchor A: full worktrees.
+    stage("2. anchor A: git worktree add (full)");
+    let mut full_times = Vec::new();
+    settle();
+    for i in 0..cfg.full {
+        let path = wt.join(format!("full-{i}"));
+        let branch = format!("bench/full/{i}");
+        let p = path.to_str().context("path")?;
+        let (s, _) = time(|| {
+            git(
+                &repo_path,
+                &["worktree", "add", "-q", "-b", &branch, p, &base],
+            )
+        })?;
+        full_times.push(s);
+    }
+    let full_each = median(&full_times);
+    t.gap();
+    t.row(
+        "worktrees: git worktree add (full)",
+        format!(
+            "{} each, median of {}   ({} for {n}, extrapolated)",
+            secs(full_each),
+            cfg.full,
+            secs(full_each * n as f64)
+        ),
+    );
+
+    // 3. Anchor B: sparse worktrees through the CLI.
+    stage("3. anchor B: git CLI sparse worktrees");
+    let mut sparse_each = Vec::new();
+    for cone in [false, true] {
+        let mut times = Vec::new();
+        settle();
+        for i in 0..cfg.sparse {
+            let name = format!("sparse-{}-{i}", if cone { "cone" } else { "nocone" });
+            let path = wt.join(&name);
+            let p = path.to_str().context("path")?;
+            let branch = format!("bench/{name}");
+            let dir = dir_name((i * 7 + usize::from(cone)) % n);
+            let (s, _) = time(|| {
+                git(
+                    &repo_path,
+                    &[
+                        "worktree",
+                        "add",
+                        "-q",
+                        "--no-checkout",
+                        "-b",
+                        &branch,
+                        p,
+                        &base,
+                    ],
+                )?;
+                if cone {
+                    git(&path, &["sparse-checkout", "set", "--cone", &dir])?;
+                } else {
+                    let pattern = format!("/{dir}/");
+                    git(
+                        &path,
+                        &[
+                            "sparse-checkout",
+                            "set",
+                            "--no-cone",
+                            &pattern,
+                            "/.gitignore",
+                        ],
+                    )?;
+                }
+                git(&path, &["checkout", "-q"])
+            })?;
+            times.push(s);
+        }
+        let each = median(&times);
+        sparse_each.push(each);
+        t.row(
+            format!(
+                "worktrees: git CLI sparse ({})",
+                if cone { "cone" } else { "non-cone" }
+            ),
+            format!(
+                "{} each, median of {}   ({} for {n}, extrapolated)",
+                secs(each),
+                cfg.sparse,
+                secs(each * n as f64)
+            ),
+        );
+    }
+    let sparse_best = sparse_each.iter().copied().fold(f64::INFINITY, f64::min);
+    let sparse_total = sparse_best * n as f64;
+
+    // 6 (run early: read-only, and the orchestrator variant below needs the plan).
+    stage("6. plan validation");
+    let repo = Repository::open(&repo_path)?;
+    let plan = plan_file(n);
+    let mut resolved = None;
+    let mut resolve_times = Vec::new();
+    for _ in 0..cfg.reps {
+        let p = plan.clone();
+        settle();
+        let (s, r) = time(|| Ok(plait::plan::resolve(&repo, p, Path::new("bench.toml"))?))?;
+        resolve_times.push(s);
+        resolved = Some(r);
+    }
+    let resolved = resolved.context("no repetitions")?;
+    let resolve_s = median(&resolve_times);
+    let owned_ok = resolved
+        .tasks
+        .iter()
+        .all(|task| task.owned.len() == cfg.files);
+    let base_tree = repo.find_commit(base_oid)?.tree()?;
+    let flatten_s = median_of(cfg.reps.max(5), || {
+        plait::git::flatten_tree(&base_tree)?;
+        Ok(())
+    })?;
+    let files = plait::git::flatten_tree(&base_tree)?;
+    // Validation cost grows with tasks x files: a second point with many single-file tasks.
+    let singles = (5 * n).min(n * cfg.files);
+    let single_plan = PlanFile {
+        tasks: (0..singles)
+            .map(|i| {
+                let (d, f) = (i % n, (i / n) % cfg.files);
+                TaskFile {
+                    id: format!("t{i:04}"),
+                    prompt: "edit".to_string(),
+                    owns: vec![format!("/{}", file_path(d, f))],
+                    context: None,
+                    checkout: None,
+                    agent: Some(AgentSpec::Exec("true".into())),
+                    timeout: None,
+                }
+            })
+            .collect(),
+        ..plan_file(0)
+    };
+    let mut single_times = Vec::new();
+    for _ in 0..cfg.reps {
+        let p = single_plan.clone();
+        settle();
+        let (s, r) = time(|| Ok(plait::plan::resolve(&repo, p, Path::new("bench.toml"))?))?;
+        single_times.push(s);
+        std::hint::black_box(r.tasks.len());
+    }
+    let single_s = median(&single_times);
+
+    // 4. plait worktrees.
+    stage("4. plait worktrees");
+    let plait_root = wt.join("plait");
+    let mut kept = None;
+    let variants: [(&str, usize, Mode); 3] = [
+        ("seq", 1, Mode::Prefix),
+        ("par", 2, Mode::Prefix),
+        ("orch", 1, Mode::Orchestrator),
+    ];
+    // Repetitions outside, variants inside, so drift on a noisy machine hits all alike.
+    let mut times = vec![Vec::new(); variants.len()];
+    for rep in 0..cfg.reps {
+        for (v, &(tag, threads, mode)) in variants.iter().enumerate() {
+            let run = format!("{tag}{rep}");
+            let pr = PlaitRun {
+                repo: &repo_path,
+                root: &plait_root,
+                run: &run,
+                base: base_oid,
+                dirs: n,
+                plan: &resolved,
+            };
+            settle();
+            times[v].push(pr.create_all(threads, mode)?);
+            if tag == "seq" && rep + 1 == cfg.reps {
+                kept = Some(run);
+            } else {
+                pr.remove_all()?;
+            }
+        }
+    }
+    let results: Vec<f64> = times.iter().map(|t| median(t)).collect();
+    let kept_run = kept.context("no kept run")?;
+    let plait_seq = results[0];
+    t.gap();
+    for (s, label) in results.iter().zip([
+        format!("worktrees: plait, {n}, 1 thread"),
+        format!("worktrees: plait, {n}, 2 threads"),
+        format!("worktrees: plait, {n}, as orchestrator"),
+    ]) {
+        t.row(
+            label,
+            format!(
+                "{} total  ({} each)   {} than git CLI sparse x{n}",
+                secs(*s),
+                secs(s / n as f64),
+                ratio(sparse_total, *s)
+            ),
+        );
+    }
+    t.row(
+        "  note",
+        format!(
+            "median of {}; totals include one flatten_tree ({}); 'as orchestrator' = \
+             git::open per task + ResolvedTask::checks_out",
+            cfg.reps,
+            secs(flatten_s)
+        ),
+    );
+
+    // Where plait's time goes, per worktree.
+    let prefix = "d000/";
+    let by_prefix = |p: &str| p.starts_with(prefix) || p.ends_with(".gitignore");
+    let scan_prefix = median_of(20, || {
+        std::hint::black_box(files.iter().filter(|f| by_prefix(&f.path)).count());
+        Ok(())
+    })?;
+    let task0 = &resolved.tasks[0];
+    let scan_globs = median_of(5, || {
+        std::hint::black_box(files.iter().filter(|f| task0.checks_out(&f.path)).count());
+        Ok(())
+    })?;
+    let index_build = median_of(20, || {
+        let bytes = plait::workspace::index::build(&files, |f| {
+            by_prefix(&f.path).then(plait::workspace::index::Stat::default)
+        });
+        std::hint::black_box(bytes.len());
+        Ok(())
+    })?;
+    let open_s = median_of(20, || {
+        plait::git::open(&repo_path)?;
+        Ok(())
+    })?;
+    t.row(
+        "  per worktree: select files, prefix closure",
+        format!("{}   (scan of {} entries)", secs(scan_prefix), files.len()),
+    );
+    t.row(
+        "  per worktree: select files, ResolvedTask::checks_out",
+        format!("{}   (gitignore-glob match per entry)", secs(scan_globs)),
+    );
+    t.row(
+        "  per worktree: index::build (serialize + SHA-1)",
+        secs(index_build),
+    );
+    t.row("  per worktree: git::open (orchestrator)", secs(open_s));
+
+    // Disk use.
+    let kept_pr = PlaitRun {
+        repo: &repo_path,
+        root: &plait_root,
+        run: &kept_run,
+        base: base_oid,
+        dirs: n,
+        plan: &resolved,
+    };
+    let plait_wt = kept_pr.worktree(0);
+    let plait_admin = workspace::admin_dir(&repo, &kept_pr.admin_name(0));
+    let plait_disk = disk_use(&[&plait_wt, &plait_admin])?;
+    let disk_row = |t: &mut Table, label: &str, path: &Path| -> Result<(u64, u64, usize)> {
+        let admin = admin_of(path)?;
+        let d = disk_use(&[path, &admin])?;
+        t.row(
+            format!("disk: {label}"),
+            format!(
+                "{} allocated, {} apparent, {} files (worktree + admin dir)",
+                bytes(d.1),
+                bytes(d.0),
+                d.2
+            ),
+        );
+        Ok(d)
+    };
+    t.gap();
+    let full_disk = if cfg.full > 0 {
+        Some(disk_row(
+            &mut t,
+            "one git worktree add (full)",
+            &wt.join("full-0"),
+        )?)
+    } else {
+        None
+    };
+    if cfg.sparse > 0 {
+        disk_row(
+            &mut t,
+            "one git CLI sparse worktree",
+            &wt.join("sparse-nocone-0"),
+        )?;
+    }
+    disk_row(&mut t, "one plait worktree", &plait_wt)?;
+    if let Some(full) = full_disk {
+        t.row(
+            "disk: plait / full",
+            format!(
+                "{:.1}% allocated, {:.1}% apparent; plait's index alone: {}",
+                100.0 * plait_disk.1 as f64 / full.1 as f64,
+                100.0 * plait_disk.0 as f64 / full.0 as f64,
+                bytes(std::fs::metadata(plait_admin.join("index"))?.len())
+            ),
+        );
+    }
+
+    // Sanity checks: printed, not asserted.
+    stage("4b. sanity checks");
+    let (status_s, status) = time(|| git(&plait_wt, &["status", "--porcelain"]))?;
+    let (status2_s, _) = time(|| git(&plait_wt, &["status", "--porcelain"]))?;
+    let listed = git(&repo_path, &["worktree", "list", "--porcelain"])?
+        .lines()
+        .filter(|l| l.starts_with("worktree "))
+        .count();
+    let ls = git(&plait_wt, &["ls-files", "-t"])?;
+    let shown = ls.lines().filter(|l| l.starts_with("H ")).count();
+    let skipped = ls.lines().filter(|l| l.starts_with("S ")).count();
+    let on_disk = walkdir::WalkDir::new(&plait_wt)
+        .into_iter()
+        .filter_entry(|e| e.file_name() != ".git")
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_type().is_file())
+        .count();
+    t.gap();
+    t.row(
+        "check: git status --porcelain in a plait worktree",
+        format!(
+            "{}   (first run {}, second {})",
+            if status.trim().is_empty() {
+                "empty: OK".to_string()
+            } else {
+                format!(
+                    "NOT EMPTY: {:?}",
+                    status.lines().take(5).collect::<Vec<_>>()
+                )
+            },
+            secs(status_s),
+            secs(status2_s)
+        ),
+    );
+    t.row(
+        "check: git worktree list",
+        format!(
+            "{listed} worktrees   ({})",
+            if listed > n {
+                "OK"
+            } else {
+                "FEWER THAN EXPECTED"
+            }
+        ),
+    );
+    t.row(
+        "check: plait worktree contents",
+        format!(
+            "{on_disk} files on disk, index {shown} checked out + {skipped} skip-worktree (expected {} + {})",
+            cfg.files + 1,
+            total_files - cfg.files - 1
+        ),
+    );
+
+    // 5. Merge.
+    stage("5. merge: building one commit per task branch");
+    let sig = sig()?;
+    let base_commit = repo.find_commit(base_oid)?;
+    let mut branches = Vec::with_capacity(n);
+    let mut expected = Vec::with_capacity(n);
+    let (setup_s, ()) = time(|| {
+        for d in 0..n {
+            let path = file_path(d, 0);
+            let text = format!("{}changed by task {}\n", content(d, 0), dir_name(d));
+            let blob = repo.blob(text.as_bytes())?;
+            let tree = TreeUpdateBuilder::new()
+                .upsert(&path, blob, FileMode::Blob)
+                .create_updated(&repo, &base_tree)?;
+            let tree = repo.find_tree(tree)?;
+            let msg = format!("change {path}");
+            let commit = repo.commit(None, &sig, &sig, &msg, &tree, &[&base_commit])?;
+            let branch = kept_pr.branch(d);
+            repo.reference(
+                &format!("refs/heads/{branch}"),
+                commit,
+                true,
+                "bench: task change",
+            )?;
+            branches.push(BranchInput {
+                task: dir_name(d),
+                branch,
+                commit,
+            });
+            expected.push((path, blob));
+        }
+        Ok(())
+    })?;
+    stage("5. merge: plait::merge::merge");
+    let merged_branch = format!("plait/{kept_run}/merged");
+    let mut merge_times = Vec::new();
+    let mut outcome = None;
+    for _ in 0..cfg.reps {
+        settle();
+        let settings = MergeSettings {
+            workdir: &repo_path,
+            branch: &merged_branch,
+            base: base_oid,
+            branches: &branches,
+            message: "plait: merge run bench\n".to_string(),
+        };
+        let (s, o) = time(|| Ok(plait::merge::merge(&repo, &settings)?))?;
+        merge_times.push(s);
+        outcome = Some(o);
+    }
+    let outcome = outcome.context("no merge")?;
+    let merge_s = median(&merge_times);
+    let merged_commit = repo.find_commit(Oid::from_str(&outcome.commit)?)?;
+    let merged_tree = merged_commit.tree()?;
+    let present = expected
+        .iter()
+        .filter(|(path, blob)| {
+            merged_tree
+                .get_path(Path::new(path))
+                .is_ok_and(|e| e.id() == *blob)
+        })
+        .count();
+
+    stage("5. merge: git merge-tree --write-tree loop");
+    let mut cli_times = Vec::new();
+    let mut cli_tree = String::new();
+    let merge_base = format!("--merge-base={base}");
+    for _ in 0..cfg.reps {
+        settle();
+        let (s, tree) = time(|| {
+            let mut acc = base.clone();
+            for b in &branches {
+                let out = git(
+                    &repo_path,
+                    &["merge-tree", "--write-tree", &merge_base, &acc, &b.branch],
+                )?;
+                acc = out
+                    .lines()
+                    .next()
+                    .context("no tree from merge-tree")?
+                    .to_string();
+            }
+            let parents: Vec<String> = std::iter::once(base.clone())
+                .chain(branches.iter().map(|b| b.commit.to_string()))
+                .collect();
+            let mut args = vec!["commit-tree", acc.as_str(), "-m", "git CLI merge"];
+            for p in &parents {
+                args.extend(["-p", p.as_str()]);
+            }
+            git(&repo_path, &args)?;
+            Ok(acc)
+        })?;
+        cli_times.push(s);
+        cli_tree = tree;
+    }
+    let cli_s = median(&cli_times);
+    t.gap();
+    t.row(
+        format!("merge: setup, {n} task commits via git2 (untimed)"),
+        secs(setup_s),
+    );
+    t.row(
+        format!("merge: plait::merge::merge, {n} branches"),
+        format!(
+            "{}   ({} per branch; median of {})",
+            secs(merge_s),
+            secs(merge_s / n as f64),
+            cfg.reps
+        ),
+    );
+    t.row(
+        format!("merge: git merge-tree loop, {n} branches"),
+        format!(
+            "{}   ({} per branch; fold with --merge-base=BASE ACC_TREE BRANCH, then one commit-tree)   plait {}",
+            secs(cli_s),
+            secs(cli_s / n as f64),
+            ratio(cli_s, merge_s)
+        ),
+    );
+    t.row(
+        "check: merged tree",
+        format!(
+            "{present}/{n} changes present, {} included, {} conflicts, {} parents; {}",
+            outcome.included.len(),
+            outcome.conflicts.len(),
+            merged_commit.parent_count(),
+            if cli_tree == merged_tree.id().to_string() {
+                "same tree as the git CLI: OK"
+            } else {
+                "DIFFERS from the git CLI tree"
+            }
+        ),
+    );
+
+    t.gap();
+    t.row(
+        format!("plan: resolve, {n} tasks x {total_files} files"),
+        format!(
+            "{}   (median of {}; of which flatten_tree {}; owned lists {})",
+            secs(resolve_s),
+            cfg.reps,
+            secs(flatten_s),
+            if owned_ok { "OK" } else { "WRONG" }
+        ),
+    );
+    t.row(
+        format!("plan: resolve, {singles} single-file tasks x {total_files} files"),
+        format!(
+            "{}   ({:.0} ns per task x file pair, vs {:.0} ns above)",
+            secs(single_s),
+            single_s * 1e9 / (singles * total_files) as f64,
+            resolve_s * 1e9 / (n * total_files) as f64
+        ),
+    );
+    t.row(
+        "plan: resolve vs plait worktrees (1 thread)",
+        format!(
+            "{:.1}x the time of creating all {n} worktrees",
+            resolve_s / plait_seq
+        ),
+    );
+
+    println!();
+    println!("summary ({n} tasks; lower is better):");
+    t.print();
+
+    if cfg.keep {
+        let path = tmp.keep();
+        println!("\nkept {}", path.display());
+    }
+    Ok(())
+}
