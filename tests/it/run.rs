@@ -30,6 +30,42 @@ fn dir_plan(n: usize, exec: &str, extra: &str) -> String {
     toml
 }
 
+/// Starts `plait run PLAN -j 2` as a child process.
+fn spawn_run(repo: &TestRepo, plan: &std::path::Path) -> std::process::Child {
+    std::process::Command::new(env!("CARGO_BIN_EXE_plait"))
+        .args(["run", plan.to_str().unwrap(), "-j", "2"])
+        .current_dir(&repo.path)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Polls `plait status --json` until `n` tasks are running; returns that status.
+fn wait_for_running(repo: &TestRepo, n: usize) -> serde_json::Value {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        assert!(
+            Instant::now() < deadline,
+            "status never showed {n} running tasks"
+        );
+        let out = repo.plait(&["status", "--json"]);
+        if out.status.success() {
+            let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+            let running = json["tasks"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|t| t["state"] == "running")
+                .count();
+            if running == n {
+                return json;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 #[test]
 fn the_agent_gets_its_task_in_the_environment_and_its_output_is_logged() {
     let repo = TestRepo::with_files(&[("pkg/one.py", "1\n"), ("pkg/two.py", "2\n")]);
@@ -146,34 +182,9 @@ fn the_state_is_readable_from_another_process_while_the_run_goes_on() {
         open.display()
     );
     let plan = repo.plan(&dir_plan(2, &exec, ""));
-    let child = std::process::Command::new(env!("CARGO_BIN_EXE_plait"))
-        .args(["run", plan.to_str().unwrap(), "-j", "2"])
-        .current_dir(&repo.path)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    // Wait until both agents are running, as seen by `plait status --json`.
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let mut live = None;
-    while Instant::now() < deadline {
-        let out = repo.plait(&["status", "--json"]);
-        if out.status.success() {
-            let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-            let running = json["tasks"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .filter(|t| t["state"] == "running")
-                .count();
-            if running == 2 {
-                live = Some(json);
-                break;
-            }
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let live = live.expect("status never showed two running tasks");
+    let child = spawn_run(&repo, &plan);
+    // Both agents are running, as seen by `plait status --json` from another process.
+    let live = wait_for_running(&repo, 2);
     assert_eq!(live["phase"], "running");
     // A second run is refused while this one holds the lock.
     let second = repo.plait(&["run", plan.to_str().unwrap()]);
@@ -217,32 +228,8 @@ fn ctrl_c_stops_the_agents_and_saves_the_run_as_interrupted() {
     let late = marks.path().join("late");
     let exec = format!("(sleep 3; touch {}) & sleep 30", late.display());
     let plan = repo.plan(&dir_plan(3, &exec, ""));
-    let child = std::process::Command::new(env!("CARGO_BIN_EXE_plait"))
-        .args(["run", plan.to_str().unwrap(), "-j", "2"])
-        .current_dir(&repo.path)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        assert!(Instant::now() < deadline, "agents never started");
-        let out = repo.plait(&["status", "--json"]);
-        if out.status.success() {
-            let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-            if json["tasks"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .filter(|t| t["state"] == "running")
-                .count()
-                == 2
-            {
-                break;
-            }
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let child = spawn_run(&repo, &plan);
+    wait_for_running(&repo, 2);
     let started = Instant::now();
     // SAFETY: signalling the child we spawned.
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
