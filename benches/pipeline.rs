@@ -15,6 +15,12 @@
 //! Scale with `PLAIT_BENCH_DIRS`, `PLAIT_BENCH_FILES`, `PLAIT_BENCH_REPS` (or `--dirs N`,
 //! `--files N`, `--reps N`, `--quick`); `PLAIT_BENCH_KEEP=1` keeps the temporary directory.
 //! Run it through `./bench` or `cargo bench --bench pipeline`.
+//!
+//! Noise: every worktree figure is mostly file creation. On ext4, creating files within a
+//! few minutes of deleting many (a previous run's temporary directory, `plait clean`) is
+//! several times slower, because the inode allocator skips recently freed inodes; nothing
+//! is deleted before the end of a run for that reason, and the "fs probe" rows show how
+//! fast the file system was at the start and the end. Compare runs whose probes agree.
 
 use std::fmt::Write as _;
 use std::io::Write as _;
@@ -244,10 +250,34 @@ fn ratio(slow: f64, fast: f64) -> String {
     }
 }
 
+/// Seconds to create 1,000 files of 400 bytes in 20 new directories under `dir`: how fast
+/// the file system is right now, since every worktree figure depends on it.
+fn fs_probe(dir: &Path) -> Result<f64> {
+    settle();
+    let (s, ()) = time(|| {
+        for d in 0..20 {
+            let sub = dir.join(format!("p{d:02}"));
+            std::fs::create_dir_all(&sub)?;
+            for f in 0..50 {
+                std::fs::write(sub.join(format!("f{f:02}")), [b'x'; 400])?;
+            }
+        }
+        Ok(())
+    })?;
+    Ok(s)
+}
+
 /// Flushes dirty pages so one phase's writeback does not land in the next one's timing.
 fn settle() {
     // SAFETY: sync(2) takes no arguments and cannot fail.
     unsafe { libc::sync() };
+}
+
+/// The 1, 5 and 15 minute load averages: a busy machine makes every figure worse.
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "unknown".to_string())
 }
 
 fn stage(msg: &str) {
@@ -349,7 +379,7 @@ fn generate_git2(path: &Path, cfg: &Config) -> Result<()> {
 
 #[derive(Clone, Copy, PartialEq)]
 enum Mode {
-    /// The brief's closure: owned prefix or a `.gitignore`; one repository per thread.
+    /// A plain closure: the owned prefix or a `.gitignore`; one repository per thread.
     Prefix,
     /// As `orchestrator::prepare_worktree`: `git::open` per task, `ResolvedTask::checks_out`.
     Orchestrator,
@@ -451,17 +481,6 @@ impl PlaitRun<'_> {
         }
         Ok(start.elapsed().as_secs_f64())
     }
-
-    /// Removes the worktrees and branches (untimed clean-up between repetitions).
-    fn remove_all(&self) -> Result<()> {
-        let repo = Repository::open(self.repo)?;
-        for d in 0..self.dirs {
-            workspace::remove(&repo, &self.admin_name(d), &self.worktree(d))?;
-            repo.find_reference(&format!("refs/heads/{}", self.branch(d)))?
-                .delete()?;
-        }
-        Ok(())
-    }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -537,14 +556,15 @@ fn main() -> Result<()> {
         git_version.trim()
     );
     println!("temporary directory: {}", root.display());
+    println!("load average at start: {}", load_average());
     let mut t = Table { rows: Vec::new() };
+    let probe_start = fs_probe(&root.join("probe-start"))?;
 
     // 1. Repository.
     stage("1. generating the repository");
     let repo_path = root.join("repo");
     let (gen_fi, ()) = time(|| generate_fast_import(&repo_path, &cfg))?;
     let (gen_g2, ()) = time(|| generate_git2(&root.join("repo-git2"), &cfg))?;
-    std::fs::remove_dir_all(root.join("repo-git2"))?;
     t.row(
         "repo: generate (git fast-import + reset --hard)",
         format!("{}   (used: one pack, like a real clone)", secs(gen_fi)),
@@ -727,10 +747,10 @@ fn main() -> Result<()> {
             };
             settle();
             times[v].push(pr.create_all(threads, mode)?);
+            // Nothing is deleted until the end: on ext4, creating files soon after
+            // deleting many is slow (the allocator skips recently freed inodes).
             if tag == "seq" && rep + 1 == cfg.reps {
                 kept = Some(run);
-            } else {
-                pr.remove_all()?;
             }
         }
     }
@@ -757,7 +777,8 @@ fn main() -> Result<()> {
         "  note",
         format!(
             "median of {}; totals include one flatten_tree ({}); 'as orchestrator' = \
-             git::open per task + ResolvedTask::checks_out",
+             git::open per task + ResolvedTask::checks_out; ratios against the faster \
+             git CLI sparse variant, extrapolated to {n}",
             cfg.reps,
             secs(flatten_s)
         ),
@@ -1067,13 +1088,27 @@ fn main() -> Result<()> {
     t.row(
         "plan: resolve vs plait worktrees (1 thread)",
         format!(
-            "{:.1}x the time of creating all {n} worktrees",
-            resolve_s / plait_seq
+            "{:.0}% of the time to create all {n} worktrees",
+            100.0 * resolve_s / plait_seq
+        ),
+    );
+
+    let probe_end = fs_probe(&root.join("probe-end"))?;
+    t.gap();
+    t.row(
+        "fs probe: create 1,000 files of 400 B",
+        format!(
+            "{} at start, {} at end   (compare runs only when these are alike)",
+            secs(probe_start),
+            secs(probe_end)
         ),
     );
 
     println!();
-    println!("summary ({n} tasks; lower is better):");
+    println!(
+        "summary ({n} tasks; lower is better; load average at end: {}):",
+        load_average()
+    );
     t.print();
 
     if cfg.keep {
