@@ -251,10 +251,13 @@ fn refresh_index(worktree: &Path, tree: &git2::Tree<'_>, scan: &Scan) -> Result<
     let files = flatten_tree(tree)?;
     let wt = Repository::open(worktree)?;
     let index_path = wt.path().join("index");
-    let keep = |f: &TreeFile| {
-        f.is_blob() && (scan.checked_out.contains(&f.path) || scan.present.contains(&f.path))
-    };
-    index::write(&index_path, worktree, &files, keep).map_err(|source| CollectError::Io {
+    let keep: Vec<bool> = files
+        .iter()
+        .map(|f| {
+            f.is_blob() && (scan.checked_out.contains(&f.path) || scan.present.contains(&f.path))
+        })
+        .collect();
+    index::write(&index_path, worktree, &files, &keep).map_err(|source| CollectError::Io {
         path: index_path.clone(),
         source,
     })?;

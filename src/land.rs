@@ -118,8 +118,8 @@ pub fn land(
         let result = merge::merge_tree(
             settings.workdir,
             None,
-            settings.into,
-            &state.merged_branch(),
+            &refname,
+            &branch_ref(&state.merged_branch()),
         )?;
         if !result.conflicts.is_empty() {
             let conflicts = result

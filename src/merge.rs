@@ -124,11 +124,16 @@ pub fn merge(repo: &Repository, settings: &MergeSettings<'_>) -> Result<MergeOut
             true,
             "plait: merge in progress",
         )?;
+        // Full ref names label the conflict markers and cannot be mistaken for a tag.
+        let theirs = match repo.refname_to_id(&branch_ref(&input.branch)) {
+            Ok(id) if id == input.commit => branch_ref(&input.branch),
+            _ => input.commit.to_string(),
+        };
         let result = merge_tree(
             settings.workdir,
             Some(settings.base),
-            settings.branch,
-            &input.branch,
+            &branch_ref(settings.branch),
+            &theirs,
         )?;
         if result.conflicts.is_empty() {
             let result_tree = repo.find_tree(result.tree)?;

@@ -84,19 +84,17 @@ where
     out
 }
 
-/// Writes an index for `files` at `index_path`: entries present under `worktree` get their
-/// stat data, entries for which `checked_out` is false are marked skip-worktree.
-pub fn write<F>(
+/// Writes an index for `files` at `index_path`: entries whose `checked_out` flag is set
+/// get their stat data from `worktree`, the others are marked skip-worktree.
+pub fn write(
     index_path: &Path,
     worktree: &Path,
     files: &[TreeFile],
-    checked_out: F,
-) -> io::Result<()>
-where
-    F: Fn(&TreeFile) -> bool,
-{
+    checked_out: &[bool],
+) -> io::Result<()> {
+    let mut flags = checked_out.iter();
     let bytes = build(files, |f| {
-        if checked_out(f) {
+        if flags.next().copied().unwrap_or(false) {
             Some(Stat::of(&worktree.join(&f.path)).unwrap_or_default())
         } else {
             None

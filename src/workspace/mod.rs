@@ -55,6 +55,8 @@ pub fn admin_dir(repo: &Repository, admin_name: &str) -> PathBuf {
 }
 
 /// Creates the branch and the worktree, writing only the files `checks_out` selects.
+/// On failure nothing is left behind: the branch, the worktree and its administrative
+/// directory are removed again.
 pub fn create(
     repo: &Repository,
     spec: &WorktreeSpec<'_>,
@@ -76,34 +78,51 @@ pub fn create(
         return Err(WorkspaceError::PathExists { path: admin });
     }
     repo.reference(&refname, spec.base, false, "plait: create task branch")?;
+    let laid_out = lay_out(repo, spec, &admin, checks_out);
+    if laid_out.is_err() {
+        let _ = remove(repo, spec.admin_name, spec.path);
+        if let Ok(mut branch) = repo.find_reference(&refname) {
+            let _ = branch.delete();
+        }
+    }
+    laid_out
+}
 
+fn lay_out(
+    repo: &Repository,
+    spec: &WorktreeSpec<'_>,
+    admin: &Path,
+    checks_out: &dyn Fn(&str) -> bool,
+) -> Result<(), WorkspaceError> {
     fs::create_dir_all(spec.path).map_err(io_err(spec.path))?;
     let path = spec.path.canonicalize().map_err(io_err(spec.path))?;
-    fs::create_dir_all(&admin).map_err(io_err(&admin))?;
-    let admin = admin.canonicalize().map_err(io_err(&admin))?;
+    fs::create_dir_all(admin).map_err(io_err(admin))?;
+    let admin = admin.canonicalize().map_err(io_err(admin))?;
     write_file(&admin.join("commondir"), b"../..\n")?;
     write_file(
         &admin.join("gitdir"),
         format!("{}\n", path.join(".git").display()).as_bytes(),
     )?;
-    write_file(&admin.join("HEAD"), format!("ref: {refname}\n").as_bytes())?;
+    write_file(
+        &admin.join("HEAD"),
+        format!("ref: {}\n", branch_ref(spec.branch)).as_bytes(),
+    )?;
     write_file(
         &path.join(".git"),
         format!("gitdir: {}\n", admin.display()).as_bytes(),
     )?;
 
-    for file in spec
+    // One pass decides which entries are checked out; the index reuses the answer.
+    let selected: Vec<bool> = spec
         .files
         .iter()
-        .filter(|f| f.is_blob() && checks_out(&f.path))
-    {
+        .map(|f| f.is_blob() && checks_out(&f.path))
+        .collect();
+    for (file, _) in spec.files.iter().zip(&selected).filter(|(_, s)| **s) {
         checkout_file(repo, &path, file)?;
     }
     let index = admin.join("index");
-    index::write(&index, &path, spec.files, |f| {
-        f.is_blob() && checks_out(&f.path)
-    })
-    .map_err(io_err(&index))
+    index::write(&index, &path, spec.files, &selected).map_err(io_err(&index))
 }
 
 /// Writes one blob from the object database into the worktree.

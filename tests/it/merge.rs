@@ -194,7 +194,7 @@ fn a_content_conflict_is_reported_with_hunks_and_the_later_task_is_left_out() {
     assert_eq!(c.tasks, ["left", "right"]);
     assert!(
         c.hunks
-            .contains("<<<<<<< out/m\nLEFT\n=======\nRIGHT\n>>>>>>> t/right"),
+            .contains("<<<<<<< refs/heads/out/m\nLEFT\n=======\nRIGHT\n>>>>>>> refs/heads/t/right"),
         "{}",
         c.hunks
     );
@@ -204,8 +204,8 @@ fn a_content_conflict_is_reported_with_hunks_and_the_later_task_is_left_out() {
             "merge-tree",
             "--write-tree",
             &format!("--merge-base={base}"),
-            "out/m",
-            "t/right",
+            "refs/heads/out/m",
+            "refs/heads/t/right",
         ])
         .current_dir(&repo.path)
         .output()
