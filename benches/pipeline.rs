@@ -531,8 +531,10 @@ fn plan_file(dirs: usize) -> PlanFile {
                 checkout: None,
                 agent: Some(AgentSpec::Exec("true".into())),
                 timeout: None,
+                max_turns: None,
             })
             .collect(),
+        providers: Default::default(),
     }
 }
 
@@ -708,6 +710,7 @@ fn main() -> Result<()> {
                     checkout: None,
                     agent: Some(AgentSpec::Exec("true".into())),
                     timeout: None,
+                    max_turns: None,
                 }
             })
             .collect(),

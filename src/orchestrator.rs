@@ -122,6 +122,8 @@ pub fn prepare(settings: RunSettings) -> Result<Prepared, RunError> {
             changes: Vec::new(),
             violations: Vec::new(),
             log: dir.join("agent.log"),
+            usage: None,
+            summary: None,
         });
     }
     let state = RunState {
@@ -160,6 +162,8 @@ struct Shared {
     repo: PathBuf,
     plan: Arc<ResolvedPlan>,
     cancel: Cancel,
+    /// One HTTP client, so model agents share connections.
+    client: reqwest::Client,
 }
 
 impl Shared {
@@ -218,6 +222,7 @@ pub async fn execute(
         repo: settings.repo.clone(),
         plan: settings.plan.clone(),
         cancel,
+        client: http_client()?,
     });
     let stop_writer = Arc::new(Notify::new());
     let writer = tokio::spawn(write_states(shared.clone(), stop_writer.clone()));
@@ -264,6 +269,15 @@ pub async fn execute(
     shared.store.save(&state)?;
     drop(lock);
     Ok(state)
+}
+
+fn http_client() -> Result<reqwest::Client, RunError> {
+    reqwest::Client::builder()
+        .connect_timeout(std::time::Duration::from_secs(30))
+        .read_timeout(std::time::Duration::from_secs(300))
+        .user_agent(concat!("plait/", env!("CARGO_PKG_VERSION")))
+        .build()
+        .map_err(|e| RunError::Internal(format!("cannot set up HTTP: {e}")))
 }
 
 /// Fires `interrupt` on the first Ctrl-C or SIGTERM and exits the process on the second.
@@ -337,10 +351,7 @@ async fn run_task(shared: &Arc<Shared>, index: usize) {
     }
 
     shared.update(index, |t| t.state = TaskState::Running);
-    let agent = match agent::from_spec(&task.agent) {
-        Ok(a) => a,
-        Err(e) => return fail(e, None),
-    };
+    let agent = agent::from_config(&task.agent, &shared.client);
     let context = TaskContext {
         run: shared.run.clone(),
         task: task.id.clone(),
@@ -353,8 +364,21 @@ async fn run_task(shared: &Arc<Shared>, index: usize) {
         log: record.log.clone(),
         timeout: task.timeout,
         cancel: shared.cancel.clone(),
+        repo: shared.repo.clone(),
+        owns: task.owns.clone(),
+        owned: task.owned.clone(),
+        files: shared.plan.files.clone(),
+        transcript: record.log.with_file_name("transcript.jsonl"),
+        max_turns: task.max_turns,
     };
-    if let AgentOutcome::Failed { reason, exit_code } = agent.run(&context).await {
+    let report = agent.run(&context).await;
+    if report.usage.is_some() || report.summary.is_some() {
+        shared.update(index, |t| {
+            t.usage = report.usage.clone();
+            t.summary = report.summary.clone();
+        });
+    }
+    if let AgentOutcome::Failed { reason, exit_code } = report.outcome {
         return fail(reason, exit_code);
     }
 

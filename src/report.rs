@@ -9,7 +9,7 @@ use serde::Serialize;
 use similar::{ChangeTag, TextDiff};
 
 use crate::merge::tree_changes;
-use crate::state::{RunPhase, RunState, TaskState};
+use crate::state::{RunPhase, RunState, TaskState, Usage};
 
 /// What in a run needs a person's attention; empty when all is well.
 pub fn attention(state: &RunState) -> Vec<String> {
@@ -117,9 +117,15 @@ pub fn status_text(state: &RunState, live: bool) -> String {
         .max()
         .unwrap_or(4)
         .max(4);
+    let models = state.tasks.iter().any(|t| t.usage.is_some());
+    let model_header = if models {
+        format!("  {:>8}  {:>8}", "TOKENS", "COST")
+    } else {
+        String::new()
+    };
     let _ = writeln!(
         out,
-        "\n{:<width$}  {:<10}  {:>5}  {:>5}  {:>7}  NOTE",
+        "\n{:<width$}  {:<10}  {:>5}  {:>5}  {:>7}{model_header}  NOTE",
         "TASK", "STATE", "FILES", "VIOL", "TIME"
     );
     for task in &state.tasks {
@@ -129,8 +135,22 @@ pub fn status_text(state: &RunState, live: bool) -> String {
         } else if task.state == TaskState::Done && task.commit.is_none() {
             note = "no changes".to_string();
         }
+        let model_cells = match (&task.usage, models) {
+            (_, false) => String::new(),
+            (Some(u), true) => format!(
+                "  {:>8}  {:>8}",
+                tokens(
+                    u.input_tokens
+                        + u.output_tokens
+                        + u.cache_creation_input_tokens
+                        + u.cache_read_input_tokens
+                ),
+                cost(u.cost_usd)
+            ),
+            (None, true) => format!("  {:>8}  {:>8}", "-", "-"),
+        };
         let row = format!(
-            "{:<width$}  {:<10}  {:>5}  {:>5}  {:>7}  {}",
+            "{:<width$}  {:<10}  {:>5}  {:>5}  {:>7}{model_cells}  {}",
             task.id,
             task.state.as_str(),
             task.changes.len(),
@@ -141,6 +161,32 @@ pub fn status_text(state: &RunState, live: bool) -> String {
             note
         );
         let _ = writeln!(out, "{}", row.trim_end());
+    }
+    if let Some(total) = total_usage(state) {
+        let first: Vec<u64> = state
+            .tasks
+            .iter()
+            .filter_map(|t| t.usage.as_ref()?.first_token_ms)
+            .collect();
+        let mean_first = if first.is_empty() {
+            "-".to_string()
+        } else {
+            seconds(first.iter().sum::<u64>() / first.len() as u64)
+        };
+        let _ = writeln!(
+            out,
+            "\nmodel: {} request(s) ({} retried), {} input + {} output tokens, cache {} written / {} read; cost {}; first token {} (mean); model time {}{}",
+            total.requests,
+            total.retries,
+            total.input_tokens,
+            total.output_tokens,
+            total.cache_creation_input_tokens,
+            total.cache_read_input_tokens,
+            match total.cost_usd { Some(c) => format!("${c:.4}"), None => "unknown (no prices for the model)".to_string() },
+            mean_first,
+            seconds(total.model_ms),
+            if total.refused_writes > 0 { format!("; {} write(s) outside ownership refused", total.refused_writes) } else { String::new() },
+        );
     }
     for task in state.tasks.iter().filter(|t| !t.violations.is_empty()) {
         let _ = writeln!(
@@ -199,6 +245,41 @@ pub fn status_text(state: &RunState, live: bool) -> String {
         }
     }
     out
+}
+
+/// The model usage of all tasks together, if any task used a model.
+pub fn total_usage(state: &RunState) -> Option<Usage> {
+    let mut used = state
+        .tasks
+        .iter()
+        .filter_map(|t| t.usage.as_ref())
+        .peekable();
+    used.peek()?;
+    let mut total = Usage {
+        cost_usd: Some(0.0),
+        ..Usage::default()
+    };
+    for u in used {
+        total.add(u);
+    }
+    Some(total)
+}
+
+fn tokens(n: u64) -> String {
+    if n >= 1_000_000 {
+        format!("{:.1}M", n as f64 / 1e6)
+    } else if n >= 10_000 {
+        format!("{}k", n / 1000)
+    } else {
+        n.to_string()
+    }
+}
+
+fn cost(c: Option<f64>) -> String {
+    match c {
+        Some(c) => format!("${c:.4}"),
+        None => "?".to_string(),
+    }
 }
 
 /// One line per run for `plait runs`.

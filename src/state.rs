@@ -108,6 +108,47 @@ pub struct FileChange {
     pub kind: ChangeKind,
 }
 
+/// What a model agent used: requests, tokens, cost and time.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Usage {
+    pub requests: u64,
+    pub turns: u64,
+    /// Failed attempts that were retried.
+    pub retries: u64,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub cache_creation_input_tokens: u64,
+    pub cache_read_input_tokens: u64,
+    /// USD; `None` when the model's prices are unknown.
+    pub cost_usd: Option<f64>,
+    /// Time to the first token of the first request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_token_ms: Option<u64>,
+    /// Time spent waiting for the model, over all requests.
+    pub model_ms: u64,
+    /// Writes outside ownership the tools refused.
+    pub refused_writes: u64,
+}
+
+impl Usage {
+    /// Adds another task's usage; cost stays known only if both are known.
+    pub fn add(&mut self, other: &Usage) {
+        self.requests += other.requests;
+        self.turns += other.turns;
+        self.retries += other.retries;
+        self.input_tokens += other.input_tokens;
+        self.output_tokens += other.output_tokens;
+        self.cache_creation_input_tokens += other.cache_creation_input_tokens;
+        self.cache_read_input_tokens += other.cache_read_input_tokens;
+        self.cost_usd = match (self.cost_usd, other.cost_usd) {
+            (Some(a), Some(b)) => Some(a + b),
+            _ => None,
+        };
+        self.model_ms += other.model_ms;
+        self.refused_writes += other.refused_writes;
+    }
+}
+
 /// Everything recorded about one task.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct TaskRecord {
@@ -135,6 +176,12 @@ pub struct TaskRecord {
     #[serde(default)]
     pub violations: Vec<FileChange>,
     pub log: PathBuf,
+    /// Model usage, for model agents.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
+    /// The agent's closing words, for model agents.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary: Option<String>,
 }
 
 impl TaskRecord {

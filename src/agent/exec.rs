@@ -105,6 +105,6 @@ fn kill_group(pid: u32) {
 
 impl Agent for ExecAgent {
     fn run<'a>(&'a self, task: &'a TaskContext) -> AgentFuture<'a> {
-        Box::pin(self.run_task(task))
+        Box::pin(async move { self.run_task(task).await.into() })
     }
 }

@@ -3,13 +3,18 @@
 //! failure is an outcome recorded on the task, never an error of plait's.
 
 pub mod exec;
+pub mod model;
 
 use std::future::Future;
 use std::path::PathBuf;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::time::Duration;
 
-use crate::plan::AgentSpec;
+use crate::git::TreeFile;
+use crate::plan::globs::Globs;
+use crate::plan::AgentConfig;
+use crate::state::Usage;
 
 /// Everything an agent gets to know about its task.
 #[derive(Debug, Clone)]
@@ -30,6 +35,16 @@ pub struct TaskContext {
     pub timeout: Duration,
     /// Fires when the run is interrupted; the agent stops at once.
     pub cancel: Cancel,
+    /// The repository (a directory inside it), for reading the base commit.
+    pub repo: PathBuf,
+    /// The task's `owns` globs and the tracked files they match.
+    pub owns: Globs,
+    pub owned: Vec<String>,
+    /// Every entry of the base commit's tree, sorted.
+    pub files: Arc<Vec<TreeFile>>,
+    /// Where a model agent writes its requests and responses (JSON lines).
+    pub transcript: PathBuf,
+    pub max_turns: u32,
 }
 
 /// A signal that the run was interrupted, shared by every task.
@@ -68,8 +83,28 @@ pub enum AgentOutcome {
     },
 }
 
+/// What an agent's run produced.
+#[derive(Debug, Clone)]
+pub struct AgentReport {
+    pub outcome: AgentOutcome,
+    /// Requests, tokens, cost and time, for model agents.
+    pub usage: Option<Usage>,
+    /// The agent's closing words, if it had any.
+    pub summary: Option<String>,
+}
+
+impl From<AgentOutcome> for AgentReport {
+    fn from(outcome: AgentOutcome) -> AgentReport {
+        AgentReport {
+            outcome,
+            usage: None,
+            summary: None,
+        }
+    }
+}
+
 /// A future an agent returns.
-pub type AgentFuture<'a> = Pin<Box<dyn Future<Output = AgentOutcome> + Send + 'a>>;
+pub type AgentFuture<'a> = Pin<Box<dyn Future<Output = AgentReport> + Send + 'a>>;
 
 /// A worker that edits one task's worktree.
 pub trait Agent: Send + Sync {
@@ -77,11 +112,12 @@ pub trait Agent: Send + Sync {
     fn run<'a>(&'a self, task: &'a TaskContext) -> AgentFuture<'a>;
 }
 
-/// Builds the agent a plan names.
-pub fn from_spec(spec: &AgentSpec) -> Result<Box<dyn Agent>, String> {
-    match spec {
-        AgentSpec::Exec(command) => Ok(Box::new(exec::ExecAgent::new(command.clone()))),
-        AgentSpec::Named(name) => Err(format!("agent `{name}` is not available in this version")),
-        AgentSpec::Cli(_) => Err("`cli` agents are not available in this version".to_string()),
+/// Builds the agent a resolved plan names; model agents share `client`'s connections.
+pub fn from_config(config: &AgentConfig, client: &reqwest::Client) -> Box<dyn Agent> {
+    match config {
+        AgentConfig::Exec(command) => Box::new(exec::ExecAgent::new(command.clone())),
+        AgentConfig::Model(provider) => {
+            Box::new(model::ModelAgent::new(provider.clone(), client.clone()))
+        }
     }
 }

@@ -46,7 +46,8 @@ pub fn cmd_run(dir: &Path, args: RunArgs) -> Result<(), CommandError> {
         CommandError::usage(format!("cannot read plan {}: {e}", args.plan.display()))
     })?;
     let parsed = plan::parse(&plan_text, &args.plan)?;
-    let resolved = plan::resolve(&repo, parsed, &args.plan)?;
+    let resolved =
+        plan::resolve_with_env(&repo, parsed, &args.plan, &|name| std::env::var(name).ok())?;
     drop(repo);
     let jobs = args
         .jobs

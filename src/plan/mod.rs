@@ -3,9 +3,11 @@
 //! against the repository before anything is created.
 
 pub mod globs;
+pub mod providers;
 pub mod split;
 mod validate;
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -13,10 +15,14 @@ use std::time::Duration;
 use serde::de::{self, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-pub use validate::{resolve, ResolvedPlan, ResolvedTask};
+use providers::ProviderFile;
+pub use validate::{resolve, resolve_with_env, AgentConfig, ResolvedPlan, ResolvedTask};
 
 /// How long an agent may run when the plan does not say.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30 * 60);
+
+/// How many model turns a task may take when the plan does not say.
+pub const DEFAULT_MAX_TURNS: u32 = 30;
 
 /// A plan as written in TOML.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -32,6 +38,9 @@ pub struct PlanFile {
     pub defaults: Defaults,
     #[serde(default, rename = "task")]
     pub tasks: Vec<TaskFile>,
+    /// Named model providers, `[providers.NAME]`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub providers: BTreeMap<String, ProviderFile>,
 }
 
 /// Settings every task inherits unless it sets its own.
@@ -47,6 +56,9 @@ pub struct Defaults {
     /// How long an agent may run, such as `"90s"` or `"10m"`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout: Option<String>,
+    /// How many turns a model agent may take.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_turns: Option<u32>,
 }
 
 impl Defaults {
@@ -55,6 +67,7 @@ impl Defaults {
             && self.checkout.is_none()
             && self.context.is_none()
             && self.timeout.is_none()
+            && self.max_turns.is_none()
     }
 }
 
@@ -75,6 +88,8 @@ pub struct TaskFile {
     pub agent: Option<AgentSpec>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_turns: Option<u32>,
 }
 
 /// Which files a task's worktree holds.

@@ -111,6 +111,7 @@ pub fn split(files: &[TreeFile], settings: &SplitSettings) -> Result<PlanFile, P
                 checkout: None,
                 agent: None,
                 timeout: None,
+                max_turns: None,
             }
         })
         .collect();
@@ -122,6 +123,7 @@ pub fn split(files: &[TreeFile], settings: &SplitSettings) -> Result<PlanFile, P
             ..Defaults::default()
         },
         tasks,
+        providers: Default::default(),
     })
 }
 

@@ -9,7 +9,10 @@ use std::time::Duration;
 use git2::{Oid, Repository};
 
 use super::globs::Globs;
-use super::{AgentSpec, Checkout, PlanError, PlanFile, TaskFile, DEFAULT_TIMEOUT};
+use super::providers::{resolve_provider, ProviderSettings};
+use super::{
+    AgentSpec, Checkout, PlanError, PlanFile, TaskFile, DEFAULT_MAX_TURNS, DEFAULT_TIMEOUT,
+};
 use crate::git::{flatten_tree, TreeFile};
 
 /// Task ids that would collide with branches plait makes itself.
@@ -28,14 +31,24 @@ pub struct ResolvedPlan {
     pub files: Arc<Vec<TreeFile>>,
 }
 
+/// The agent a task runs, with everything it needs resolved.
+#[derive(Debug, Clone)]
+pub enum AgentConfig {
+    /// A shell command.
+    Exec(String),
+    /// A model over HTTP, with its tool loop.
+    Model(Arc<ProviderSettings>),
+}
+
 /// One task with its settings resolved and its owned files listed.
 #[derive(Debug, Clone)]
 pub struct ResolvedTask {
     pub id: String,
     pub prompt: String,
-    pub agent: AgentSpec,
+    pub agent: AgentConfig,
     pub checkout: Checkout,
     pub timeout: Duration,
+    pub max_turns: u32,
     pub owns: Globs,
     pub context: Globs,
     /// Tracked files of the base that this task owns, sorted.
@@ -65,11 +78,23 @@ fn is_ignore_file(path: &str) -> bool {
     path == ".gitignore" || path.ends_with("/.gitignore")
 }
 
-/// Validates `plan` (read from `source`) against `repo`, collecting every problem.
+/// Validates `plan` (read from `source`) against `repo`, collecting every problem; no
+/// environment variable is visible, so model providers without keys are refused.
 pub fn resolve(
     repo: &Repository,
     plan: PlanFile,
     source: &Path,
+) -> Result<ResolvedPlan, PlanError> {
+    resolve_with_env(repo, plan, source, &|_| None)
+}
+
+/// Validates `plan` against `repo`; `env` looks up environment variables (API keys and
+/// base URLs of model providers).
+pub fn resolve_with_env(
+    repo: &Repository,
+    plan: PlanFile,
+    source: &Path,
+    env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<ResolvedPlan, PlanError> {
     let base_name = match &plan.base {
         Some(base) => base.clone(),
@@ -90,9 +115,15 @@ pub fn resolve(
     }
     check_ids(&plan.tasks, &mut problems);
 
+    let mut providers: HashMap<String, Result<Arc<ProviderSettings>, String>> = HashMap::new();
     let mut tasks = Vec::with_capacity(plan.tasks.len());
     for task in &plan.tasks {
-        if let Some(resolved) = resolve_task(&plan, task, &files, &mut problems) {
+        let context = TaskInputs {
+            plan: &plan,
+            files: &files,
+            env,
+        };
+        if let Some(resolved) = resolve_task(&context, task, &mut providers, &mut problems) {
             tasks.push(resolved);
         }
     }
@@ -168,35 +199,75 @@ fn check_ids(tasks: &[TaskFile], problems: &mut Vec<String>) {
     }
 }
 
+struct TaskInputs<'a> {
+    plan: &'a PlanFile,
+    files: &'a [TreeFile],
+    env: &'a dyn Fn(&str) -> Option<String>,
+}
+
 fn resolve_task(
-    plan: &PlanFile,
+    inputs: &TaskInputs<'_>,
     task: &TaskFile,
-    files: &[TreeFile],
+    providers: &mut HashMap<String, Result<Arc<ProviderSettings>, String>>,
     problems: &mut Vec<String>,
 ) -> Option<ResolvedTask> {
+    let (plan, files) = (inputs.plan, inputs.files);
     let before = problems.len();
     let id = &task.id;
     if task.prompt.trim().is_empty() {
         problems.push(format!("task `{id}` has an empty prompt"));
     }
-    let agent = task.agent.clone().or_else(|| plan.defaults.agent.clone());
-    match &agent {
-        None => problems.push(format!(
-            "task `{id}` has no agent: set `agent` on the task or under [defaults], \
-             e.g. agent = {{ exec = \"CMD\" }}"
-        )),
-        Some(AgentSpec::Exec(cmd)) if cmd.trim().is_empty() => {
-            problems.push(format!("task `{id}`: the exec command is empty"))
+    let agent = match task.agent.as_ref().or(plan.defaults.agent.as_ref()) {
+        None => {
+            problems.push(format!(
+                "task `{id}` has no agent: set `agent` on the task or under [defaults], \
+                 e.g. agent = \"anthropic\" or agent = {{ exec = \"CMD\" }}"
+            ));
+            None
         }
-        Some(AgentSpec::Exec(_)) => {}
-        Some(AgentSpec::Named(name)) => problems.push(format!(
-            "task `{id}`: agent `{name}` is not available in this version of plait; \
-             use agent = {{ exec = \"CMD\" }}"
-        )),
-        Some(AgentSpec::Cli(_)) => problems.push(format!(
-            "task `{id}`: `cli` agents are not available in this version of plait; \
-             use agent = {{ exec = \"CMD\" }}"
-        )),
+        Some(AgentSpec::Exec(cmd)) if cmd.trim().is_empty() => {
+            problems.push(format!("task `{id}`: the exec command is empty"));
+            None
+        }
+        Some(AgentSpec::Exec(cmd)) => Some(AgentConfig::Exec(cmd.clone())),
+        Some(AgentSpec::Named(name)) => {
+            let known =
+                plan.providers.contains_key(name) || super::providers::builtin_kind(name).is_some();
+            if !known {
+                problems.push(format!(
+                    "task `{id}`: agent `{name}` is neither a built-in agent (anthropic, openai) \
+                     nor a [providers.{name}] table"
+                ));
+                None
+            } else {
+                let resolved = providers.entry(name.clone()).or_insert_with(|| {
+                    resolve_provider(name, plan.providers.get(name), inputs.env).map(Arc::new)
+                });
+                match resolved {
+                    Ok(settings) => Some(AgentConfig::Model(settings.clone())),
+                    Err(e) => {
+                        let e = e.clone();
+                        if !problems.contains(&e) {
+                            problems.push(e);
+                        }
+                        None
+                    }
+                }
+            }
+        }
+        Some(AgentSpec::Cli(_)) => {
+            problems.push(format!(
+                "task `{id}`: `cli` agents are not available in this version of plait"
+            ));
+            None
+        }
+    };
+    let max_turns = task
+        .max_turns
+        .or(plan.defaults.max_turns)
+        .unwrap_or(DEFAULT_MAX_TURNS);
+    if max_turns == 0 {
+        problems.push(format!("task `{id}`: max_turns must be at least 1"));
     }
     let timeout = match task.timeout.as_ref().or(plan.defaults.timeout.as_ref()) {
         None => DEFAULT_TIMEOUT,
@@ -228,6 +299,7 @@ fn resolve_task(
         id: id.clone(),
         prompt: task.prompt.clone(),
         agent: agent?,
+        max_turns,
         checkout: task.checkout.or(plan.defaults.checkout).unwrap_or_default(),
         timeout,
         owns: owns?,

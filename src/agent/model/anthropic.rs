@@ -1,0 +1,297 @@
+//! The Anthropic Messages API: request bodies, replies, and the streaming events that
+//! build a reply (`message_start`, `content_block_*`, `message_delta`, `message_stop`,
+//! `ping`, `error`; unknown events are ignored). The shared part of the system prompt is
+//! marked for prompt caching, so many agents that share it pay for it once.
+
+use serde_json::{json, Value};
+
+use super::conversation::{Block, Message, Reply, Role, Stop, System, ToolSpec, TurnUsage};
+use super::sse;
+use crate::plan::providers::ProviderSettings;
+
+/// The version header every request carries.
+pub const VERSION: &str = "2023-06-01";
+
+/// The editor tool Claude is trained on, declared by its type.
+pub const EDITOR_TYPE: &str = "text_editor_20250728";
+
+/// The JSON body of a request.
+pub fn request_body(
+    provider: &ProviderSettings,
+    system: &System,
+    tools: &[ToolSpec],
+    messages: &[Message],
+    stream: bool,
+) -> Value {
+    let tools: Vec<Value> = tools
+        .iter()
+        .map(|t| {
+            if t.name == super::tools::EDITOR {
+                json!({"type": EDITOR_TYPE, "name": t.name})
+            } else {
+                json!({"name": t.name, "description": t.description, "input_schema": t.schema})
+            }
+        })
+        .collect();
+    json!({
+        "model": provider.model,
+        "max_tokens": provider.max_tokens,
+        "system": [
+            {"type": "text", "text": system.shared, "cache_control": {"type": "ephemeral"}},
+            {"type": "text", "text": system.task},
+        ],
+        "messages": messages.iter().map(message).collect::<Vec<_>>(),
+        "tools": tools,
+        "stream": stream,
+    })
+}
+
+fn message(m: &Message) -> Value {
+    let content: Vec<Value> = m
+        .content
+        .iter()
+        .map(|b| match b {
+            Block::Text(text) => json!({"type": "text", "text": text}),
+            Block::ToolUse { id, name, input } => json!({
+                "type": "tool_use",
+                "id": id,
+                "name": name,
+                "input": input.clone().unwrap_or_else(|_| json!({})),
+            }),
+            Block::ToolResult {
+                id,
+                content,
+                is_error,
+            } => json!({
+                "type": "tool_result",
+                "tool_use_id": id,
+                "content": content,
+                "is_error": is_error,
+            }),
+        })
+        .collect();
+    let role = match m.role {
+        Role::User => "user",
+        Role::Assistant => "assistant",
+    };
+    json!({"role": role, "content": content})
+}
+
+fn stop(reason: Option<&str>) -> Stop {
+    match reason {
+        Some("end_turn") | Some("stop_sequence") | None => Stop::EndTurn,
+        Some("tool_use") => Stop::ToolUse,
+        Some("max_tokens") => Stop::MaxTokens,
+        Some("pause_turn") => Stop::PauseTurn,
+        Some("refusal") => Stop::Refusal,
+        Some("model_context_window_exceeded") => Stop::ContextWindow,
+        Some(other) => Stop::Other(other.to_string()),
+    }
+}
+
+fn usage(u: &Value, into: &mut TurnUsage) {
+    let get = |k: &str| u.get(k).and_then(Value::as_u64);
+    if let Some(v) = get("input_tokens") {
+        into.input = v;
+    }
+    if let Some(v) = get("output_tokens") {
+        into.output = v;
+    }
+    if let Some(v) = get("cache_creation_input_tokens") {
+        into.cache_creation = v;
+    }
+    if let Some(v) = get("cache_read_input_tokens") {
+        into.cache_read = v;
+    }
+}
+
+/// Reads a whole (non-streamed) reply.
+pub fn parse_reply(body: &Value) -> Result<Reply, String> {
+    let blocks = body
+        .get("content")
+        .and_then(Value::as_array)
+        .ok_or("the reply has no `content` array")?;
+    let mut content = Vec::new();
+    for b in blocks {
+        match b.get("type").and_then(Value::as_str) {
+            Some("text") => content.push(Block::Text(
+                b.get("text")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_string(),
+            )),
+            Some("tool_use") => content.push(Block::ToolUse {
+                id: b
+                    .get("id")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_string(),
+                name: b
+                    .get("name")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_string(),
+                input: Ok(b.get("input").cloned().unwrap_or_else(|| json!({}))),
+            }),
+            _ => {}
+        }
+    }
+    let mut u = TurnUsage::default();
+    if let Some(v) = body.get("usage") {
+        usage(v, &mut u);
+    }
+    Ok(Reply {
+        content,
+        stop: stop(body.get("stop_reason").and_then(Value::as_str)),
+        usage: u,
+    })
+}
+
+enum Partial {
+    Text(String),
+    Tool {
+        id: String,
+        name: String,
+        json: String,
+    },
+    Other,
+}
+
+/// A reply being assembled from streamed events.
+#[derive(Default)]
+pub struct Stream {
+    blocks: Vec<Partial>,
+    stop: Option<String>,
+    usage: TurnUsage,
+    done: bool,
+}
+
+/// What one event meant.
+pub enum Progress {
+    /// Nothing the model wrote.
+    Nothing,
+    /// The model produced text or tool input.
+    Content,
+    /// The reply is complete.
+    Done,
+}
+
+impl Stream {
+    /// Takes one event; an `error` event or unreadable data is an `Err`.
+    pub fn event(&mut self, event: &sse::Event) -> Result<Progress, String> {
+        if event.name == "ping" || (event.name.is_empty() && event.data.is_empty()) {
+            return Ok(Progress::Nothing);
+        }
+        let data: Value = serde_json::from_str(&event.data)
+            .map_err(|e| format!("a streamed `{}` event is not valid JSON: {e}", event.name))?;
+        let kind = data
+            .get("type")
+            .and_then(Value::as_str)
+            .unwrap_or(&event.name);
+        match kind {
+            "message_start" => {
+                if let Some(u) = data.pointer("/message/usage") {
+                    usage(u, &mut self.usage);
+                }
+                Ok(Progress::Nothing)
+            }
+            "content_block_start" => {
+                let block = data.get("content_block").cloned().unwrap_or(Value::Null);
+                let partial = match block.get("type").and_then(Value::as_str) {
+                    Some("text") => Partial::Text(
+                        block
+                            .get("text")
+                            .and_then(Value::as_str)
+                            .unwrap_or("")
+                            .to_string(),
+                    ),
+                    Some("tool_use") => Partial::Tool {
+                        id: block
+                            .get("id")
+                            .and_then(Value::as_str)
+                            .unwrap_or("")
+                            .to_string(),
+                        name: block
+                            .get("name")
+                            .and_then(Value::as_str)
+                            .unwrap_or("")
+                            .to_string(),
+                        json: String::new(),
+                    },
+                    _ => Partial::Other,
+                };
+                self.blocks.push(partial);
+                Ok(Progress::Nothing)
+            }
+            "content_block_delta" => {
+                let delta = data.get("delta").cloned().unwrap_or(Value::Null);
+                match (
+                    self.blocks.last_mut(),
+                    delta.get("type").and_then(Value::as_str),
+                ) {
+                    (Some(Partial::Text(text)), Some("text_delta")) => {
+                        text.push_str(delta.get("text").and_then(Value::as_str).unwrap_or(""));
+                    }
+                    (Some(Partial::Tool { json, .. }), Some("input_json_delta")) => {
+                        json.push_str(
+                            delta
+                                .get("partial_json")
+                                .and_then(Value::as_str)
+                                .unwrap_or(""),
+                        );
+                    }
+                    _ => {}
+                }
+                Ok(Progress::Content)
+            }
+            "message_delta" => {
+                if let Some(reason) = data.pointer("/delta/stop_reason").and_then(Value::as_str) {
+                    self.stop = Some(reason.to_string());
+                }
+                if let Some(u) = data.get("usage") {
+                    usage(u, &mut self.usage);
+                }
+                Ok(Progress::Nothing)
+            }
+            "message_stop" => {
+                self.done = true;
+                Ok(Progress::Done)
+            }
+            "error" => Err(format!(
+                "the stream reported an error: {}",
+                data.pointer("/error/message")
+                    .and_then(Value::as_str)
+                    .unwrap_or("no message")
+            )),
+            _ => Ok(Progress::Nothing),
+        }
+    }
+
+    /// The reply, if the stream reached `message_stop`.
+    pub fn finish(self) -> Result<Reply, String> {
+        if !self.done {
+            return Err("the stream ended before `message_stop`".to_string());
+        }
+        let content = self
+            .blocks
+            .into_iter()
+            .filter_map(|b| match b {
+                Partial::Text(text) => Some(Block::Text(text)),
+                Partial::Tool { id, name, json } => {
+                    let input = if json.trim().is_empty() {
+                        Ok(json!({}))
+                    } else {
+                        serde_json::from_str(&json).map_err(|_| json)
+                    };
+                    Some(Block::ToolUse { id, name, input })
+                }
+                Partial::Other => None,
+            })
+            .collect();
+        Ok(Reply {
+            content,
+            stop: stop(self.stop.as_deref()),
+            usage: self.usage,
+        })
+    }
+}

@@ -1,0 +1,90 @@
+//! The conversation in a provider-neutral form: what was said, which tools were called and
+//! what they answered, and a model's reply with its stop reason and token counts. Each
+//! provider module translates to and from its own wire format.
+
+use serde_json::Value;
+
+/// Who said something.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    User,
+    Assistant,
+}
+
+/// One piece of a message.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Block {
+    Text(String),
+    ToolUse {
+        id: String,
+        name: String,
+        /// The parsed input; `Err` holds the raw text when it was not valid JSON.
+        input: Result<Value, String>,
+    },
+    ToolResult {
+        id: String,
+        content: String,
+        is_error: bool,
+    },
+}
+
+/// One message of the conversation.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Message {
+    pub role: Role,
+    pub content: Vec<Block>,
+}
+
+impl Message {
+    pub fn user_text(text: impl Into<String>) -> Message {
+        Message {
+            role: Role::User,
+            content: vec![Block::Text(text.into())],
+        }
+    }
+}
+
+/// Why a model stopped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Stop {
+    EndTurn,
+    ToolUse,
+    MaxTokens,
+    PauseTurn,
+    Refusal,
+    ContextWindow,
+    Other(String),
+}
+
+/// Token counts of one reply.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TurnUsage {
+    pub input: u64,
+    pub output: u64,
+    pub cache_creation: u64,
+    pub cache_read: u64,
+}
+
+/// A model's answer to one request.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Reply {
+    pub content: Vec<Block>,
+    pub stop: Stop,
+    pub usage: TurnUsage,
+}
+
+/// What the system prompt holds: a part shared by every task of the run (cacheable) and
+/// the task's own part.
+#[derive(Debug, Clone)]
+pub struct System {
+    pub shared: String,
+    pub task: String,
+}
+
+/// A tool as offered to the model.
+#[derive(Debug, Clone)]
+pub struct ToolSpec {
+    pub name: &'static str,
+    pub description: &'static str,
+    pub schema: Value,
+}

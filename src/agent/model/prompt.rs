@@ -1,0 +1,53 @@
+//! The words a worker starts from: a system prompt whose first part — the rules and the
+//! run's goal — is the same for every task (so providers can cache it once), and whose
+//! second part is the task itself: its id, prompt and owned files.
+
+use super::conversation::System;
+
+const MAX_LISTED: usize = 200;
+
+/// The system prompt for one task.
+pub fn system(goal: &str, task: &str, prompt: &str, owns: &[String], owned: &[String]) -> System {
+    let goal = if goal.trim().is_empty() {
+        "(none given; follow your task)"
+    } else {
+        goal.trim()
+    };
+    let shared = format!(
+        "You are one of several coding agents working at the same time on one git repository. \
+Each agent has its own task and owns its own files; together the tasks reach one goal.\n\n\
+The goal of the whole run: {goal}\n\n\
+Rules:\n\
+- Change only files your task owns. A write to any other file is refused; do not try to work around it.\n\
+- You may read any file of the repository with the editor's `view` command, `list_files` and `search`.\n\
+- Use paths relative to the repository root, such as `src/main.rs`. Absolute paths, `..` and `.git` are refused.\n\
+- Make the change your task asks for, completely, and nothing else. Keep the project's style.\n\
+- Do not commit; the orchestrator commits your work when you finish.\n\
+- When the task is done, stop calling tools and reply with a short summary of what you changed."
+    );
+    let mut listed = owned
+        .iter()
+        .take(MAX_LISTED)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join("\n");
+    if owned.len() > MAX_LISTED {
+        listed.push_str(&format!("\n... and {} more", owned.len() - MAX_LISTED));
+    }
+    if listed.is_empty() {
+        listed = "(none yet)".to_string();
+    }
+    let task_part = format!(
+        "Task id: {task}\n\nYour task:\n{prompt}\n\nYou own the files matching: {}\n\nFiles you own now:\n{listed}",
+        owns.join(", ")
+    );
+    System {
+        shared,
+        task: task_part,
+    }
+}
+
+/// The first user message.
+pub fn first_message(prompt: &str) -> String {
+    format!("{prompt}\n\nStart by looking at the files you own, then make the change.")
+}
