@@ -136,10 +136,20 @@ impl TestRepo {
 
     /// Validates and runs a plan through the library; returns the final state.
     pub fn run(&self, toml: &str, jobs: usize) -> RunState {
+        self.run_with_env(toml, jobs, &|_| None)
+    }
+
+    /// Like [`TestRepo::run`], with `env` as the environment the plan sees.
+    pub fn run_with_env(
+        &self,
+        toml: &str,
+        jobs: usize,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> RunState {
         let plan_path = self.plan(toml);
         let repo = plait::git::open(&self.path).unwrap();
         let parsed = plan::parse(toml, &plan_path).unwrap();
-        let resolved = plan::resolve(&repo, parsed, &plan_path).unwrap();
+        let resolved = plan::resolve_with_env(&repo, parsed, &plan_path, env).unwrap();
         let settings = RunSettings {
             repo: self.path.clone(),
             plan: Arc::new(resolved),

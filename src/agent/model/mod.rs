@@ -123,10 +123,14 @@ impl ModelAgent {
                 })
                 .collect();
             let stop = reply.stop.clone();
-            messages.push(Message {
-                role: Role::Assistant,
-                content: reply.content,
-            });
+            // After `pause_turn` the model continues its own message: keep it one message.
+            match messages.last_mut() {
+                Some(last) if last.role == Role::Assistant => last.content.extend(reply.content),
+                _ => messages.push(Message {
+                    role: Role::Assistant,
+                    content: reply.content,
+                }),
+            }
             match stop {
                 Stop::Refusal => {
                     return report(failed("the model refused the task"), usage, summary)

@@ -1,0 +1,439 @@
+//! Model agents against the mock model server: the edit loop on both providers, streamed
+//! and not; ownership, path confinement, loops, broken answers and bad keys.
+
+use std::fs;
+
+use plait::state::{RunState, TaskState};
+use serde_json::json;
+
+use crate::mock::{edit, MockModel, Provider, ToolCall, Turn};
+use crate::support::TestRepo;
+
+const KEY: &str = "sk-test-secret-0123456789";
+
+fn sample() -> TestRepo {
+    let repo = TestRepo::with_files(&[
+        ("lib/a.py", "def f():\n    return 1\n"),
+        ("lib/b.py", "b = 1\n"),
+        ("docs/notes.md", "notes\n"),
+        ("lib/new/keep.txt", "\n"),
+    ]);
+    fs::write(repo.path.join("lib/blob.bin"), [0u8, 1, 2, 3, 0, 255]).unwrap();
+    std::os::unix::fs::symlink("../..", repo.path.join("lib/escape")).unwrap();
+    repo.commit_all("binary and symlink");
+    repo
+}
+
+fn plan(mock: &MockModel, provider: Provider, stream: bool, extra: &str) -> String {
+    let kind = match provider {
+        Provider::Anthropic => "anthropic",
+        Provider::OpenAi => "openai",
+    };
+    let model = match provider {
+        Provider::Anthropic => "claude-sonnet-4-5",
+        Provider::OpenAi => "gpt-4.1",
+    };
+    format!(
+        "goal = \"Make f return 2\"\n\
+         [providers.mock]\nkind = \"{kind}\"\nbase_url = \"{}\"\napi_key_env = \"PLAIT_TEST_KEY\"\nmodel = \"{model}\"\nmax_tokens = 1024\nstream = {stream}\n\
+         [defaults]\nagent = \"mock\"\ntimeout = \"60s\"\n{extra}\n\
+         [[task]]\nid = \"a\"\nprompt = \"Make f in lib/a.py return 2\"\nowns = [\"/lib/a.py\", \"/lib/blob.bin\", \"/lib/escape\", \"/lib/new/\"]\n\
+         [[task]]\nid = \"b\"\nprompt = \"Leave lib/b.py alone\"\nowns = [\"/lib/b.py\"]\n",
+        mock.url()
+    )
+}
+
+fn env(name: &str) -> Option<String> {
+    (name == "PLAIT_TEST_KEY").then(|| KEY.to_string())
+}
+
+fn run(
+    repo: &TestRepo,
+    mock: &MockModel,
+    provider: Provider,
+    stream: bool,
+    extra: &str,
+) -> RunState {
+    repo.run_with_env(&plan(mock, provider, stream, extra), 2, &env)
+}
+
+/// The text of every tool result the mock received for `task`, in order.
+fn tool_results(mock: &MockModel, task: &str) -> Vec<(String, bool)> {
+    let mut out = Vec::new();
+    for r in mock
+        .requests()
+        .iter()
+        .filter(|r| r.task.as_deref() == Some(task))
+    {
+        let Some(messages) = r.body["messages"].as_array() else {
+            continue;
+        };
+        let Some(last) = messages.last() else {
+            continue;
+        };
+        if let Some(blocks) = last["content"].as_array() {
+            for b in blocks.iter().filter(|b| b["type"] == "tool_result") {
+                out.push((
+                    b["content"].as_str().unwrap_or("").to_string(),
+                    b["is_error"] == true,
+                ));
+            }
+        }
+        // OpenAI: the tool messages after the last assistant message.
+        let tail: Vec<&serde_json::Value> = messages
+            .iter()
+            .rev()
+            .take_while(|m| m["role"] == "tool")
+            .collect();
+        for m in tail.into_iter().rev() {
+            let content = m["content"].as_str().unwrap_or("").to_string();
+            let is_error = content.starts_with("Error: ");
+            out.push((content, is_error));
+        }
+    }
+    out
+}
+
+fn assert_no_key_written(repo: &TestRepo) {
+    for entry in walkdir::WalkDir::new(repo.path.join(".git/plait"))
+        .into_iter()
+        .filter_map(Result::ok)
+    {
+        if entry.file_type().is_file() {
+            let text = fs::read(entry.path()).unwrap();
+            assert!(
+                !String::from_utf8_lossy(&text).contains(KEY),
+                "the API key was written to {}",
+                entry.path().display()
+            );
+        }
+    }
+}
+
+#[test]
+fn a_full_edit_loop_works_on_both_providers_streamed_and_not() {
+    for provider in [Provider::Anthropic, Provider::OpenAi] {
+        for stream in [true, false] {
+            let repo = sample();
+            let mock = MockModel::start(provider, KEY);
+            mock.script(
+                "a",
+                vec![
+                    Turn::Tools(vec![edit::view("lib/a.py")]),
+                    Turn::Tools(vec![
+                        edit::str_replace("lib/a.py", "return 1", "return 2"),
+                        ToolCall::new("search", json!({"pattern": "def f", "glob": "lib/*.py"})),
+                    ]),
+                    Turn::Text("f now returns 2".into()),
+                ],
+            );
+            mock.script("b", vec![Turn::Text("nothing to do".into())]);
+            let state = run(&repo, &mock, provider, stream, "");
+            let label = format!("{provider:?} stream={stream}");
+            assert_eq!(mock.problems(), Vec::<String>::new(), "{label}");
+            let a = state.task("a").unwrap();
+            assert_eq!(a.state, TaskState::Done, "{label}: {:?}", a.error);
+            assert_eq!(
+                repo.tree_files(&a.branch)["lib/a.py"],
+                "def f():\n    return 2\n",
+                "{label}"
+            );
+            assert_eq!(a.summary.as_deref(), Some("f now returns 2"), "{label}");
+            let usage = a.usage.as_ref().unwrap();
+            assert_eq!(
+                (
+                    usage.requests,
+                    usage.turns,
+                    usage.input_tokens,
+                    usage.output_tokens
+                ),
+                (3, 3, 300, 60),
+                "{label}"
+            );
+            let expected = match provider {
+                Provider::Anthropic => 3.0 * (100.0 * 3.0 + 20.0 * 15.0) / 1e6,
+                Provider::OpenAi => 3.0 * (100.0 * 2.0 + 20.0 * 8.0) / 1e6,
+            };
+            assert!(
+                (usage.cost_usd.unwrap() - expected).abs() < 1e-9,
+                "{label}: {usage:?}"
+            );
+            assert!(usage.first_token_ms.is_some());
+            let results = tool_results(&mock, "a");
+            assert!(
+                results[0].0.contains("     2\t    return 1"),
+                "{label}: {results:?}"
+            );
+            assert!(
+                results[2].0.contains("lib/a.py:1: def f():"),
+                "{label}: {results:?}"
+            );
+            assert_eq!(mock.count("a"), 3);
+            assert_eq!(state.task("b").unwrap().commit, None);
+            // Every request and response is kept, and the key is nowhere on disk.
+            let transcript = fs::read_to_string(a.log.with_file_name("transcript.jsonl")).unwrap();
+            assert_eq!(transcript.lines().count(), 3, "{label}");
+            assert_no_key_written(&repo);
+            let merged = repo.tree_files(&state.merged_branch());
+            assert_eq!(merged["lib/a.py"], "def f():\n    return 2\n");
+        }
+    }
+}
+
+#[test]
+fn writes_outside_ownership_are_refused_and_counted() {
+    let repo = sample();
+    let mock = MockModel::start(Provider::Anthropic, KEY);
+    mock.script(
+        "a",
+        vec![
+            Turn::Tools(vec![
+                edit::create("lib/b.py", "stolen = True\n"),
+                edit::str_replace("docs/notes.md", "notes", "mine"),
+                edit::create("lib/new/mod.py", "fresh = 1\n"),
+            ]),
+            Turn::Text("done".into()),
+        ],
+    );
+    let state = run(&repo, &mock, Provider::Anthropic, true, "");
+    assert!(mock.problems().is_empty(), "{:?}", mock.problems());
+    let a = state.task("a").unwrap();
+    assert_eq!(a.state, TaskState::Done);
+    assert_eq!(a.usage.as_ref().unwrap().refused_writes, 2);
+    let results = tool_results(&mock, "a");
+    assert!(
+        results[0].1 && results[0].0.contains("not owned by this task"),
+        "{results:?}"
+    );
+    assert!(
+        results[0]
+            .0
+            .contains("/lib/a.py, /lib/blob.bin, /lib/escape, /lib/new/"),
+        "{results:?}"
+    );
+    assert!(results[1].1);
+    assert!(!results[2].1, "{results:?}");
+    assert!(
+        a.violations.is_empty(),
+        "refused writes never reach the disk"
+    );
+    let files = repo.tree_files(&a.branch);
+    assert_eq!(files["lib/b.py"], "b = 1\n");
+    assert_eq!(files["lib/new/mod.py"], "fresh = 1\n");
+}
+
+#[test]
+fn paths_that_escape_and_binary_files_are_refused() {
+    let repo = sample();
+    let mock = MockModel::start(Provider::OpenAi, KEY);
+    mock.script(
+        "a",
+        vec![
+            Turn::Tools(vec![
+                edit::view("../outside.txt"),
+                edit::view("/etc/passwd"),
+                edit::create("lib/escape/pwned.txt", "x"),
+                edit::view(".git/config"),
+                edit::str_replace("lib/blob.bin", "a", "b"),
+                edit::view("docs/notes.md"),
+                ToolCall::new("no_such_tool", json!({})),
+            ]),
+            Turn::Text("done".into()),
+        ],
+    );
+    let state = run(&repo, &mock, Provider::OpenAi, false, "");
+    assert!(mock.problems().is_empty(), "{:?}", mock.problems());
+    let results = tool_results(&mock, "a");
+    let errors: Vec<bool> = results.iter().map(|r| r.1).collect();
+    assert_eq!(
+        errors,
+        [true, true, true, true, true, false, true],
+        "{results:?}"
+    );
+    assert!(results[0].0.contains("`..` may not leave the repository"));
+    assert!(results[1].0.contains("absolute path"));
+    assert!(
+        results[2]
+            .0
+            .contains("leads outside the worktree through a symlink"),
+        "{results:?}"
+    );
+    assert!(results[3].0.contains("`.git` is off limits"));
+    assert!(results[4].0.contains("binary file"));
+    assert!(
+        results[5].0.contains("notes"),
+        "non-owned files are read from the base"
+    );
+    assert!(!repo.path.parent().unwrap().join("pwned.txt").exists());
+    assert_eq!(state.task("a").unwrap().state, TaskState::Done);
+}
+
+#[test]
+fn a_looping_agent_is_stopped_by_max_turns() {
+    let repo = sample();
+    let mock = MockModel::start(Provider::Anthropic, KEY);
+    mock.script(
+        "a",
+        (0..10)
+            .map(|_| Turn::Tools(vec![edit::view("lib/a.py")]))
+            .collect(),
+    );
+    let state = run(&repo, &mock, Provider::Anthropic, true, "max_turns = 3");
+    let a = state.task("a").unwrap();
+    assert_eq!(a.state, TaskState::Failed);
+    assert_eq!(
+        a.error.as_deref(),
+        Some("max_turns (3) reached before the agent finished")
+    );
+    assert_eq!(mock.count("a"), 3);
+    assert_eq!(a.usage.as_ref().unwrap().turns, 3);
+}
+
+#[test]
+fn malformed_and_truncated_answers_are_retried() {
+    for provider in [Provider::Anthropic, Provider::OpenAi] {
+        for stream in [true, false] {
+            let repo = sample();
+            let mock = MockModel::start(provider, KEY);
+            mock.script(
+                "a",
+                vec![
+                    Turn::Malformed,
+                    Turn::Truncated,
+                    Turn::ErrorEvent,
+                    Turn::Tools(vec![edit::str_replace("lib/a.py", "return 1", "return 2")]),
+                    Turn::Text("done".into()),
+                ],
+            );
+            let state = run(&repo, &mock, provider, stream, "");
+            let label = format!("{provider:?} stream={stream}");
+            let a = state.task("a").unwrap();
+            assert_eq!(a.state, TaskState::Done, "{label}: {:?}", a.error);
+            let usage = a.usage.as_ref().unwrap();
+            assert_eq!(
+                (usage.retries, usage.turns, usage.requests),
+                (3, 2, 5),
+                "{label}"
+            );
+            assert_eq!(
+                repo.tree_files(&a.branch)["lib/a.py"],
+                "def f():\n    return 2\n"
+            );
+            let transcript = fs::read_to_string(a.log.with_file_name("transcript.jsonl")).unwrap();
+            assert_eq!(transcript.lines().count(), 5, "{label}");
+            assert!(transcript.contains("\"error\""), "{label}");
+        }
+    }
+}
+
+#[test]
+fn a_bad_key_fails_with_a_message_naming_the_variable() {
+    let repo = sample();
+    let mock = MockModel::start(Provider::Anthropic, "sk-the-right-key");
+    let state = run(&repo, &mock, Provider::Anthropic, true, "");
+    for task in &state.tasks {
+        assert_eq!(task.state, TaskState::Failed);
+        assert_eq!(
+            task.error.as_deref(),
+            Some("mock rejected the API key (401): check PLAIT_TEST_KEY")
+        );
+    }
+    assert_eq!(mock.count("a"), 1, "a 401 is not retried");
+    assert_no_key_written(&repo);
+}
+
+#[test]
+fn a_missing_key_is_refused_before_anything_is_created() {
+    let repo = sample();
+    let mock = MockModel::start(Provider::OpenAi, KEY);
+    let toml = plan(&mock, Provider::OpenAi, true, "");
+    let path = repo.plan(&toml);
+    let git = plait::git::open(&repo.path).unwrap();
+    let err = plait::plan::resolve_with_env(
+        &git,
+        plait::plan::parse(&toml, &path).unwrap(),
+        &path,
+        &|_| None,
+    )
+    .err()
+    .unwrap()
+    .to_string();
+    assert!(
+        err.contains(
+            "provider `mock` needs an API key: set the environment variable PLAIT_TEST_KEY"
+        ),
+        "{err}"
+    );
+    let out = repo.plait(&["run", path.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(crate::support::stderr(&out).contains("PLAIT_TEST_KEY"));
+    assert_eq!(repo.branches(), ["main"]);
+    assert_eq!(mock.requests().len(), 0);
+}
+
+#[test]
+fn refusals_fail_the_task_and_limits_continue_it() {
+    let repo = sample();
+    let mock = MockModel::start(Provider::Anthropic, KEY);
+    mock.script(
+        "a",
+        vec![
+            Turn::MaxTokens("I will now".into()),
+            Turn::PauseTurn,
+            Turn::Tools(vec![edit::insert("lib/a.py", 0, "# top")]),
+            Turn::Text("done".into()),
+        ],
+    );
+    mock.script("b", vec![Turn::Refusal]);
+    let state = run(&repo, &mock, Provider::Anthropic, true, "");
+    assert!(mock.problems().is_empty(), "{:?}", mock.problems());
+    let a = state.task("a").unwrap();
+    assert_eq!(a.state, TaskState::Done, "{:?}", a.error);
+    assert_eq!(
+        repo.tree_files(&a.branch)["lib/a.py"],
+        "# top\ndef f():\n    return 1\n"
+    );
+    assert_eq!(mock.count("a"), 4);
+    let b = state.task("b").unwrap();
+    assert_eq!(
+        (b.state, b.error.as_deref()),
+        (TaskState::Failed, Some("the model refused the task"))
+    );
+}
+
+#[test]
+fn the_system_prompt_carries_goal_task_and_ownership_and_is_cached() {
+    let repo = sample();
+    let mock = MockModel::start(Provider::Anthropic, KEY);
+    run(&repo, &mock, Provider::Anthropic, false, "");
+    let requests = mock.requests();
+    let a = requests
+        .iter()
+        .find(|r| r.task.as_deref() == Some("a"))
+        .unwrap();
+    let b = requests
+        .iter()
+        .find(|r| r.task.as_deref() == Some("b"))
+        .unwrap();
+    let system = &a.body["system"];
+    assert_eq!(system[0]["cache_control"]["type"], "ephemeral");
+    assert_eq!(
+        system[0], b.body["system"][0],
+        "the cached part is the same for every task"
+    );
+    assert!(system[0]["text"]
+        .as_str()
+        .unwrap()
+        .contains("Make f return 2"));
+    let task = system[1]["text"].as_str().unwrap();
+    assert!(
+        task.contains("Task id: a") && task.contains("Make f in lib/a.py return 2"),
+        "{task}"
+    );
+    assert!(
+        task.contains("/lib/a.py") && task.contains("lib/blob.bin"),
+        "{task}"
+    );
+    assert_eq!(a.headers["anthropic-version"], "2023-06-01");
+    assert_eq!(a.body["max_tokens"], 1024);
+}
