@@ -437,3 +437,24 @@ fn the_system_prompt_carries_goal_task_and_ownership_and_is_cached() {
     assert_eq!(a.headers["anthropic-version"], "2023-06-01");
     assert_eq!(a.body["max_tokens"], 1024);
 }
+
+#[test]
+fn an_unknown_model_has_an_unknown_cost_never_a_made_up_one() {
+    assert!(plait::plan::providers::default_prices("my-local-llama").is_none());
+    let known =
+        plait::plan::providers::default_prices("anthropic/claude-sonnet-4-5-20250929").unwrap();
+    assert_eq!((known.input, known.output), (3.0, 15.0));
+    let repo = sample();
+    let mock = MockModel::start(Provider::OpenAi, KEY);
+    let toml = plan(&mock, Provider::OpenAi, true, "")
+        .replace("model = \"gpt-4.1\"", "model = \"my-local-llama\"");
+    let state = repo.run_with_env(&toml, 2, &env);
+    let usage = state.task("a").unwrap().usage.clone().unwrap();
+    assert_eq!(usage.cost_usd, None);
+    assert_eq!(usage.input_tokens, 100);
+    let text = plait::report::status_text(&state, false);
+    assert!(
+        text.contains("cost unknown (no prices for the model)"),
+        "{text}"
+    );
+}

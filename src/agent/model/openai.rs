@@ -29,11 +29,18 @@ pub fn request_body(
         .collect();
     let mut body = json!({
         "model": provider.model,
-        "max_tokens": provider.max_tokens,
         "messages": wire,
         "tools": tools,
         "stream": stream,
     });
+    // OpenAI's own API wants the newer name (its reasoning models refuse `max_tokens`);
+    // compatible servers (OpenRouter, vLLM, Ollama) know `max_tokens`.
+    let limit = if provider.base_url.contains("://api.openai.com") {
+        "max_completion_tokens"
+    } else {
+        "max_tokens"
+    };
+    body[limit] = json!(provider.max_tokens);
     if stream {
         body["stream_options"] = json!({"include_usage": true});
     }
