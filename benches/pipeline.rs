@@ -535,6 +535,8 @@ fn plan_file(dirs: usize) -> PlanFile {
             })
             .collect(),
         providers: Default::default(),
+        checks: Default::default(),
+        review: None,
     }
 }
 

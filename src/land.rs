@@ -76,7 +76,12 @@ pub fn gate(state: &RunState, partial: bool) -> Vec<String> {
     if state.merge.is_none() {
         why.push(format!("run {} has no merged result", state.id));
     }
-    if !partial {
+    if partial {
+        // The merged branch holds only the clean tasks; it must still pass its checks.
+        for c in state.merged_checks.iter().filter(|c| !c.passed) {
+            why.push(format!("merged check `{}` failed", c.command));
+        }
+    } else {
         why.extend(attention(state));
     }
     why

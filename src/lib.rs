@@ -30,5 +30,7 @@ pub mod merge;
 pub mod orchestrator;
 pub mod plan;
 pub mod report;
+pub mod review;
+pub mod shell;
 pub mod state;
 pub mod workspace;

@@ -9,7 +9,7 @@ use serde::Serialize;
 use similar::{ChangeTag, TextDiff};
 
 use crate::merge::tree_changes;
-use crate::state::{RunPhase, RunState, TaskState, Usage};
+use crate::state::{RunPhase, RunState, TaskState, Usage, Verdict};
 
 /// What in a run needs a person's attention; empty when all is well.
 pub fn attention(state: &RunState) -> Vec<String> {
@@ -46,6 +46,41 @@ pub fn attention(state: &RunState) -> Vec<String> {
             violating.len(),
             violating.join(", ")
         ));
+    }
+    let unapproved: Vec<&str> = state
+        .tasks
+        .iter()
+        .filter(|t| t.state == TaskState::Done && t.verdict() == Some(Verdict::RequestChanges))
+        .map(|t| t.id.as_str())
+        .collect();
+    if !unapproved.is_empty() {
+        out.push(format!(
+            "{} task(s) not approved (changes still requested; left out of the merge): {}",
+            unapproved.len(),
+            unapproved.join(", ")
+        ));
+    }
+    let rejected: Vec<&str> = state
+        .tasks
+        .iter()
+        .filter(|t| t.state == TaskState::Rejected || t.verdict() == Some(Verdict::Reject))
+        .map(|t| t.id.as_str())
+        .collect();
+    if !rejected.is_empty() {
+        out.push(format!(
+            "{} task(s) rejected (left out of the merge): {}",
+            rejected.len(),
+            rejected.join(", ")
+        ));
+    }
+    let failing: Vec<&str> = state
+        .merged_checks
+        .iter()
+        .filter(|c| !c.passed)
+        .map(|c| c.command.as_str())
+        .collect();
+    if !failing.is_empty() {
+        out.push(format!("merged checks failed: {}", failing.join("; ")));
     }
     if let Some(merge) = &state.merge {
         if !merge.conflicts.is_empty() {
@@ -134,6 +169,16 @@ pub fn status_text(state: &RunState, live: bool) -> String {
             note = "conflict: left out of the merge".to_string();
         } else if task.state == TaskState::Done && task.commit.is_none() {
             note = "no changes".to_string();
+        } else if let Some(verdict) = task.verdict() {
+            let by = if task.decision.is_some() {
+                "person"
+            } else {
+                "review"
+            };
+            note = format!("{by}: {}", verdict.as_str());
+            if task.rounds > 0 {
+                note.push_str(&format!(" after {} round(s)", task.rounds));
+            }
         }
         let model_cells = match (&task.usage, models) {
             (_, false) => String::new(),
@@ -199,6 +244,58 @@ pub fn status_text(state: &RunState, live: bool) -> String {
             let _ = writeln!(out, "  {} {}", v.kind.letter(), v.path);
         }
     }
+    for task in &state.tasks {
+        let failed: Vec<_> = task.checks.iter().filter(|c| !c.passed).collect();
+        for c in failed {
+            let _ = writeln!(
+                out,
+                "\ncheck `{}` failed for {} (log: {}):",
+                c.command,
+                task.id,
+                c.log.display()
+            );
+            for line in c
+                .tail
+                .lines()
+                .rev()
+                .take(10)
+                .collect::<Vec<_>>()
+                .into_iter()
+                .rev()
+            {
+                let _ = writeln!(out, "    {line}");
+            }
+        }
+        if let Some(review) = task
+            .review
+            .as_ref()
+            .filter(|r| r.verdict != Verdict::Approve)
+        {
+            let _ = writeln!(
+                out,
+                "\nreview of {} ({}): {}: {}",
+                task.id,
+                review.by,
+                review.verdict.as_str(),
+                review.summary
+            );
+            if let Some(note) = &review.note {
+                let _ = writeln!(out, "  note: {note}");
+            }
+            for c in review.comments.iter().take(10) {
+                let place = if c.path.is_empty() {
+                    String::new()
+                } else {
+                    format!(
+                        "{}{}: ",
+                        c.path,
+                        c.line.map(|l| format!(":{l}")).unwrap_or_default()
+                    )
+                };
+                let _ = writeln!(out, "  - {place}{}", c.body.lines().next().unwrap_or(""));
+            }
+        }
+    }
     if let Some(merge) = &state.merge {
         let _ = writeln!(
             out,
@@ -219,6 +316,31 @@ pub fn status_text(state: &RunState, live: bool) -> String {
                 let _ = writeln!(out, "  {}", c.message.replace('\n', "\n  "));
             }
             for line in c.hunks.lines().take(40) {
+                let _ = writeln!(out, "    {line}");
+            }
+        }
+    }
+    for c in &state.merged_checks {
+        let _ = writeln!(
+            out,
+            "merged check `{}`: {}",
+            c.command,
+            if c.passed {
+                "passed".to_string()
+            } else {
+                format!("FAILED (log: {})", c.log.display())
+            }
+        );
+        if !c.passed {
+            for line in c
+                .tail
+                .lines()
+                .rev()
+                .take(10)
+                .collect::<Vec<_>>()
+                .into_iter()
+                .rev()
+            {
                 let _ = writeln!(out, "    {line}");
             }
         }

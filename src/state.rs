@@ -149,6 +149,74 @@ impl Usage {
     }
 }
 
+/// A reviewer's (or a person's) judgement of a task's branch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    Approve,
+    RequestChanges,
+    Reject,
+}
+
+impl Verdict {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Approve => "approve",
+            Verdict::RequestChanges => "request_changes",
+            Verdict::Reject => "reject",
+        }
+    }
+}
+
+/// One remark of a review.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Comment {
+    #[serde(default)]
+    pub path: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line: Option<u64>,
+    pub body: String,
+}
+
+/// A review of a task's branch.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Review {
+    pub verdict: Verdict,
+    pub summary: String,
+    #[serde(default)]
+    pub comments: Vec<Comment>,
+    /// `model`, `command` or `person`.
+    pub by: String,
+    /// The round it judged (0: the first try).
+    pub round: u32,
+    /// What plait adds, e.g. that the reviewer's answer was malformed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
+}
+
+/// The result of one check command.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CheckResult {
+    pub command: String,
+    pub passed: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    /// The last lines of its output.
+    pub tail: String,
+    /// Its whole output.
+    pub log: PathBuf,
+    pub ms: u64,
+}
+
+/// A person's decision on a task, which overrides the reviewer's for the gate.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Decision {
+    pub verdict: Verdict,
+    pub at: u64,
+}
+
 /// Everything recorded about one task.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct TaskRecord {
@@ -182,6 +250,33 @@ pub struct TaskRecord {
     /// The agent's closing words, for model agents.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub summary: Option<String>,
+    /// Rounds of changes the task got after its first try.
+    #[serde(default)]
+    pub rounds: u32,
+    /// The task checks of the last round.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub checks: Vec<CheckResult>,
+    /// The last review.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub review: Option<Review>,
+    /// A person's decision (`plait accept` / `plait reject`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decision: Option<Decision>,
+}
+
+impl TaskRecord {
+    /// The verdict that counts: a person's over the reviewer's; `None` when nobody judged.
+    pub fn verdict(&self) -> Option<Verdict> {
+        self.decision
+            .as_ref()
+            .map(|d| d.verdict)
+            .or_else(|| self.review.as_ref().map(|r| r.verdict))
+    }
+
+    /// Whether the task's checks of the last round all passed (true when there are none).
+    pub fn checks_pass(&self) -> bool {
+        self.checks.iter().all(|c| c.passed)
+    }
 }
 
 impl TaskRecord {
@@ -239,6 +334,9 @@ pub struct RunState {
     pub landed: Vec<LandRecord>,
     #[serde(default)]
     pub cleaned: bool,
+    /// The merged checks, run on the merged branch.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub merged_checks: Vec<CheckResult>,
 }
 
 impl RunState {

@@ -1,14 +1,10 @@
 //! The `exec` agent: a shell command run with `sh -c` in the task's worktree — codemods,
-//! formatters, scripts. It learns its task from `PLAIT_*` environment variables; its output
-//! goes to the task's log; a non-zero exit or a timeout fails the task. On timeout the
-//! whole process group is killed, so no grandchild keeps writing.
-
-use std::fs::OpenOptions;
-use std::process::Stdio;
-
-use tokio::process::Command;
+//! formatters, scripts. It learns its task from `PLAIT_*` environment variables (and, in a
+//! later round, what the checks or the reviewer asked for in `PLAIT_FEEDBACK`); its output
+//! goes to the task's log; a non-zero exit or a timeout fails the task.
 
 use super::{Agent, AgentFuture, AgentOutcome, TaskContext};
+use crate::shell::{self, ShellOutcome};
 
 /// Runs one shell command per task.
 #[derive(Debug, Clone)]
@@ -22,84 +18,42 @@ impl ExecAgent {
     }
 
     async fn run_task(&self, task: &TaskContext) -> AgentOutcome {
-        let failed = |reason: String| AgentOutcome::Failed {
-            reason,
-            exit_code: None,
-        };
-        let log = match OpenOptions::new().create(true).append(true).open(&task.log) {
-            Ok(f) => f,
-            Err(e) => return failed(format!("cannot open log {}: {e}", task.log.display())),
-        };
-        let log_err = match log.try_clone() {
-            Ok(f) => f,
-            Err(e) => return failed(format!("cannot open log {}: {e}", task.log.display())),
-        };
-        let mut cmd = Command::new("sh");
-        cmd.arg("-c")
-            .arg(&self.command)
-            .current_dir(&task.worktree)
-            .stdin(Stdio::null())
-            .stdout(log)
-            .stderr(log_err)
-            .env("PLAIT_RUN", &task.run)
-            .env("PLAIT_TASK", &task.task)
-            .env("PLAIT_GOAL", &task.goal)
-            .env("PLAIT_PROMPT", &task.prompt)
-            .env("PLAIT_BASE", &task.base)
-            .env("PLAIT_WORKTREE", &task.worktree)
-            .env("PLAIT_OWNED", &task.owned_list)
-            .env_remove("GIT_DIR")
-            .env_remove("GIT_WORK_TREE")
-            .env_remove("GIT_INDEX_FILE")
-            .process_group(0)
-            .kill_on_drop(true);
-        match &task.single_file {
-            Some(file) => cmd.env("PLAIT_FILE", file),
-            None => cmd.env_remove("PLAIT_FILE"),
-        };
-        let mut child = match cmd.spawn() {
-            Ok(c) => c,
-            Err(e) => return failed(format!("cannot start sh: {e}")),
-        };
-        let pid = child.id();
-        let waited = tokio::select! {
-            waited = tokio::time::timeout(task.timeout, child.wait()) => waited,
-            _ = task.cancel.cancelled() => {
-                if let Some(pid) = pid {
-                    kill_group(pid);
-                }
-                let _ = child.wait().await;
-                return failed("interrupted".to_string());
-            }
-        };
-        match waited {
-            Ok(Ok(status)) if status.success() => AgentOutcome::Finished,
-            Ok(Ok(status)) => AgentOutcome::Failed {
-                reason: match status.code() {
-                    Some(code) => format!("command exited with status {code}"),
-                    None => "command was killed by a signal".to_string(),
-                },
-                exit_code: status.code(),
-            },
-            Ok(Err(e)) => failed(format!("waiting for the command failed: {e}")),
-            Err(_) => {
-                if let Some(pid) = pid {
-                    kill_group(pid);
-                }
-                let _ = child.wait().await;
-                failed(format!(
-                    "timed out after {}",
-                    humantime::format_duration(task.timeout)
-                ))
-            }
+        let mut env = vec![
+            ("PLAIT_RUN", task.run.clone()),
+            ("PLAIT_TASK", task.task.clone()),
+            ("PLAIT_GOAL", task.goal.clone()),
+            ("PLAIT_PROMPT", task.prompt.clone()),
+            ("PLAIT_BASE", task.base.clone()),
+            ("PLAIT_WORKTREE", task.worktree.display().to_string()),
+            ("PLAIT_OWNED", task.owned_list.display().to_string()),
+            ("PLAIT_ROUND", task.round.to_string()),
+        ];
+        if let Some(file) = &task.single_file {
+            env.push(("PLAIT_FILE", file.clone()));
         }
-    }
-}
-
-fn kill_group(pid: u32) {
-    // SAFETY: signalling the process group the child leads; it was created by us.
-    unsafe {
-        libc::kill(-(pid as i32), libc::SIGKILL);
+        if let Some(feedback) = &task.feedback {
+            env.push(("PLAIT_FEEDBACK", feedback.clone()));
+        }
+        let outcome = shell::run(
+            &self.command,
+            &task.worktree,
+            &env,
+            &task.log,
+            task.timeout,
+            &task.cancel,
+        )
+        .await;
+        match outcome {
+            ShellOutcome::Exited(0) => AgentOutcome::Finished,
+            ShellOutcome::Exited(code) => AgentOutcome::Failed {
+                reason: outcome.describe(task.timeout),
+                exit_code: Some(code),
+            },
+            other => AgentOutcome::Failed {
+                reason: other.describe(task.timeout),
+                exit_code: None,
+            },
+        }
     }
 }
 

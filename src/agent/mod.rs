@@ -45,6 +45,10 @@ pub struct TaskContext {
     /// Where a model agent writes its requests and responses (JSON lines).
     pub transcript: PathBuf,
     pub max_turns: u32,
+    /// 0 for the first try; then each round of changes the checks or the reviewer asked for.
+    pub round: u32,
+    /// What the checks and the reviewer asked for, in later rounds.
+    pub feedback: Option<String>,
 }
 
 /// A signal that the run was interrupted, shared by every task.

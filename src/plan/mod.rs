@@ -16,7 +16,10 @@ use serde::de::{self, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use providers::ProviderFile;
-pub use validate::{resolve, resolve_with_env, AgentConfig, ResolvedPlan, ResolvedTask};
+pub use validate::{
+    resolve, resolve_with_env, AgentConfig, CheckSettings, ResolvedPlan, ResolvedTask,
+    ReviewSettings, Reviewer,
+};
 
 /// How long an agent may run when the plan does not say.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30 * 60);
@@ -41,6 +44,53 @@ pub struct PlanFile {
     /// Named model providers, `[providers.NAME]`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub providers: BTreeMap<String, ProviderFile>,
+    /// Commands that judge each task's branch and the merged result.
+    #[serde(default, skip_serializing_if = "ChecksFile::is_empty")]
+    pub checks: ChecksFile,
+    /// Who reviews each task's branch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub review: Option<ReviewFile>,
+}
+
+/// The `[checks]` table: shell commands, each run in a full checkout.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ChecksFile {
+    /// Run against each task's branch; a failure goes back to the worker.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub task: Vec<String>,
+    /// Run against the merged branch; a failure keeps the run from landing.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub merged: Vec<String>,
+    /// How many checks run at once (default: the number of CPUs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jobs: Option<usize>,
+    /// How long one check command may run (default 30m).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<String>,
+}
+
+impl ChecksFile {
+    fn is_empty(&self) -> bool {
+        self.task.is_empty()
+            && self.merged.is_empty()
+            && self.jobs.is_none()
+            && self.timeout.is_none()
+    }
+}
+
+/// The `[review]` table.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReviewFile {
+    /// `"off"`, a model provider (`"anthropic"`, `"openai"`, a `[providers]` name) or
+    /// `{ exec = "CMD" }` (exit 0 approve, 1 request changes, 2 reject). Default: the
+    /// worker's own model, or off for exec workers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<AgentSpec>,
+    /// Rounds of changes a task may get after its first try (default 2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rounds: Option<u32>,
 }
 
 /// Settings every task inherits unless it sets its own.

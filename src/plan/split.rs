@@ -124,6 +124,8 @@ pub fn split(files: &[TreeFile], settings: &SplitSettings) -> Result<PlanFile, P
         },
         tasks,
         providers: Default::default(),
+        checks: Default::default(),
+        review: None,
     })
 }
 

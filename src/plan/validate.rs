@@ -29,6 +29,50 @@ pub struct ResolvedPlan {
     pub tasks: Vec<ResolvedTask>,
     /// Every entry of the base commit's tree, sorted by path.
     pub files: Arc<Vec<TreeFile>>,
+    pub checks: CheckSettings,
+    pub review: ReviewSettings,
+}
+
+/// The commands that judge branches, resolved.
+#[derive(Debug, Clone)]
+pub struct CheckSettings {
+    pub task: Vec<String>,
+    pub merged: Vec<String>,
+    /// Checks at once.
+    pub jobs: usize,
+    /// How long one command may run.
+    pub timeout: Duration,
+}
+
+/// Who reviews a task's branch.
+#[derive(Debug, Clone)]
+pub enum Reviewer {
+    Off,
+    /// A shell command: exit 0 approve, 1 request changes, 2 reject.
+    Command(String),
+    /// A model, answering through `submit_review`.
+    Model(Arc<ProviderSettings>),
+    /// The task's own model; off for exec workers.
+    Worker,
+}
+
+/// How branches are reviewed, resolved.
+#[derive(Debug, Clone)]
+pub struct ReviewSettings {
+    pub reviewer: Reviewer,
+    /// Rounds of changes after the first try.
+    pub rounds: u32,
+}
+
+impl ReviewSettings {
+    /// The reviewer of `task`, with `Worker` resolved.
+    pub fn reviewer_for(&self, task: &ResolvedTask) -> Reviewer {
+        match (&self.reviewer, &task.agent) {
+            (Reviewer::Worker, AgentConfig::Model(p)) => Reviewer::Model(p.clone()),
+            (Reviewer::Worker, AgentConfig::Exec(_)) => Reviewer::Off,
+            (other, _) => other.clone(),
+        }
+    }
 }
 
 /// The agent a task runs, with everything it needs resolved.
@@ -127,6 +171,8 @@ pub fn resolve_with_env(
             tasks.push(resolved);
         }
     }
+    let checks = resolve_checks(&plan, &mut problems);
+    let review = resolve_review(&plan, env, &mut providers, &mut problems);
     if problems.is_empty() {
         assign_owners(&mut tasks, &files, &mut problems);
     }
@@ -142,7 +188,94 @@ pub fn resolve_with_env(
         base_name,
         tasks,
         files: Arc::new(files),
+        checks,
+        review,
     })
+}
+
+fn resolve_checks(plan: &PlanFile, problems: &mut Vec<String>) -> CheckSettings {
+    let file = &plan.checks;
+    for cmd in file.task.iter().chain(&file.merged) {
+        if cmd.trim().is_empty() {
+            problems.push("[checks]: a check command is empty".to_string());
+        }
+    }
+    let timeout = match &file.timeout {
+        None => DEFAULT_TIMEOUT,
+        Some(text) => match humantime::parse_duration(text) {
+            Ok(d) if !d.is_zero() => d,
+            _ => {
+                problems.push(format!(
+                    "[checks]: timeout `{text}` is not a duration such as \"10m\""
+                ));
+                DEFAULT_TIMEOUT
+            }
+        },
+    };
+    if file.jobs == Some(0) {
+        problems.push("[checks]: jobs must be at least 1".to_string());
+    }
+    CheckSettings {
+        task: file.task.clone(),
+        merged: file.merged.clone(),
+        jobs: file
+            .jobs
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()))
+            .max(1),
+        timeout,
+    }
+}
+
+fn resolve_review(
+    plan: &PlanFile,
+    env: &dyn Fn(&str) -> Option<String>,
+    providers: &mut HashMap<String, Result<Arc<ProviderSettings>, String>>,
+    problems: &mut Vec<String>,
+) -> ReviewSettings {
+    let file = plan.review.clone().unwrap_or_default();
+    let reviewer = match &file.agent {
+        None => Reviewer::Worker,
+        Some(AgentSpec::Named(name)) if name == "off" => Reviewer::Off,
+        Some(AgentSpec::Exec(cmd)) if cmd.trim().is_empty() => {
+            problems.push("[review]: the exec command is empty".to_string());
+            Reviewer::Off
+        }
+        Some(AgentSpec::Exec(cmd)) => Reviewer::Command(cmd.clone()),
+        Some(AgentSpec::Named(name)) => {
+            if !plan.providers.contains_key(name) && super::providers::builtin_kind(name).is_none()
+            {
+                problems.push(format!(
+                    "[review]: agent `{name}` is neither \"off\", a built-in model (anthropic, openai) nor a [providers.{name}] table"
+                ));
+                Reviewer::Off
+            } else {
+                let resolved = providers.entry(name.clone()).or_insert_with(|| {
+                    resolve_provider(name, plan.providers.get(name), env).map(Arc::new)
+                });
+                match resolved {
+                    Ok(p) => Reviewer::Model(p.clone()),
+                    Err(e) => {
+                        let e = e.clone();
+                        if !problems.contains(&e) {
+                            problems.push(e);
+                        }
+                        Reviewer::Off
+                    }
+                }
+            }
+        }
+        Some(AgentSpec::Cli(_)) => {
+            problems.push(
+                "[review]: `cli` reviewers are not available; use a model or { exec = \"CMD\" }"
+                    .to_string(),
+            );
+            Reviewer::Off
+        }
+    };
+    ReviewSettings {
+        reviewer,
+        rounds: file.rounds.unwrap_or(2),
+    }
 }
 
 /// The branch HEAD points at, if it points at one.

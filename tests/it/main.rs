@@ -8,6 +8,7 @@ mod mock;
 mod mock_selftest;
 mod model;
 mod plan;
+mod review;
 mod run;
 mod support;
 mod workspace;

@@ -36,6 +36,7 @@ fn plan(mock: &MockModel, provider: Provider, stream: bool, extra: &str) -> Stri
     format!(
         "goal = \"Make f return 2\"\n\
          [providers.mock]\nkind = \"{kind}\"\nbase_url = \"{}\"\napi_key_env = \"PLAIT_TEST_KEY\"\nmodel = \"{model}\"\nmax_tokens = 1024\nstream = {stream}\n\
+         [review]\nagent = \"off\"\n\
          [defaults]\nagent = \"mock\"\ntimeout = \"60s\"\n{extra}\n\
          [[task]]\nid = \"a\"\nprompt = \"Make f in lib/a.py return 2\"\nowns = [\"/lib/a.py\", \"/lib/blob.bin\", \"/lib/escape\", \"/lib/new/\"]\n\
          [[task]]\nid = \"b\"\nprompt = \"Leave lib/b.py alone\"\nowns = [\"/lib/b.py\"]\n",

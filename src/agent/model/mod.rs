@@ -50,7 +50,11 @@ impl ModelAgent {
         );
         let specs = tools::specs();
         let mut transcript = Transcript::open(&task.transcript);
-        let mut messages = vec![Message::user_text(prompt::first_message(&task.prompt))];
+        let first = match &task.feedback {
+            None => prompt::first_message(&task.prompt),
+            Some(feedback) => prompt::next_round(&task.prompt, task.round, feedback),
+        };
+        let mut messages = vec![Message::user_text(first)];
         let mut usage = Usage {
             cost_usd: provider.prices.map(|_| 0.0),
             ..Usage::default()
@@ -217,7 +221,12 @@ async fn run_tools(
     }
 }
 
-fn account(usage: &mut Usage, provider: &ProviderSettings, reply: &Reply, timing: &http::Timing) {
+pub(crate) fn account(
+    usage: &mut Usage,
+    provider: &ProviderSettings,
+    reply: &Reply,
+    timing: &http::Timing,
+) {
     let u = reply.usage;
     usage.requests += 1 + u64::from(timing.retries);
     usage.retries += u64::from(timing.retries);

@@ -51,3 +51,12 @@ Rules:\n\
 pub fn first_message(prompt: &str) -> String {
     format!("{prompt}\n\nStart by looking at the files you own, then make the change.")
 }
+
+/// The first user message of a later round: the worktree holds the earlier work.
+pub fn next_round(prompt: &str, round: u32, feedback: &str) -> String {
+    format!(
+        "{prompt}\n\nThis is round {round} of this task. Your earlier changes are already in the \
+worktree. The checks and the reviewer asked for more:\n\n{feedback}\n\nLook at the files again and \
+make the changes that answer this."
+    )
+}

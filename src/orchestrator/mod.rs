@@ -19,15 +19,16 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::{mpsc, Notify, Semaphore};
 use tokio::task::JoinSet;
 
-use crate::agent::{self, AgentOutcome, Cancel, TaskContext};
-use crate::collect::{self, CollectSettings};
+mod task;
+
+use crate::agent::Cancel;
 use crate::git::{self, RepoError};
 use crate::merge::{self, BranchInput, MergeError, MergeSettings};
 use crate::plan::ResolvedPlan;
+use crate::review::checks::{CheckJob, CheckPool};
 use crate::state::{
     self, now_ms, RunLock, RunPhase, RunState, StateError, Store, TaskRecord, TaskState,
 };
-use crate::workspace::{self, WorktreeSpec};
 
 /// Why a run could not proceed.
 #[derive(Debug, thiserror::Error)]
@@ -124,6 +125,10 @@ pub fn prepare(settings: RunSettings) -> Result<Prepared, RunError> {
             log: dir.join("agent.log"),
             usage: None,
             summary: None,
+            rounds: 0,
+            checks: Vec::new(),
+            review: None,
+            decision: None,
         });
     }
     let state = RunState {
@@ -142,6 +147,7 @@ pub fn prepare(settings: RunSettings) -> Result<Prepared, RunError> {
         merge: None,
         landed: Vec::new(),
         cleaned: false,
+        merged_checks: Vec::new(),
     };
     store.save(&state)?;
     Ok(Prepared {
@@ -164,6 +170,8 @@ struct Shared {
     cancel: Cancel,
     /// One HTTP client, so model agents share connections.
     client: reqwest::Client,
+    /// Full checkouts for checks.
+    checks: CheckPool,
 }
 
 impl Shared {
@@ -211,6 +219,7 @@ pub async fn execute(
         lock,
         state,
     } = prepared;
+    let store_run_dir = store.run_dir(&state.id);
     let (interrupt, cancel) = Cancel::new();
     let signals = tokio::spawn(watch_signals(interrupt));
     let shared = Arc::new(Shared {
@@ -223,6 +232,11 @@ pub async fn execute(
         plan: settings.plan.clone(),
         cancel,
         client: http_client()?,
+        checks: CheckPool::new(
+            store_run_dir.join("checks"),
+            settings.repo.clone(),
+            settings.plan.checks.jobs,
+        ),
     });
     let stop_writer = Arc::new(Notify::new());
     let writer = tokio::spawn(write_states(shared.clone(), stop_writer.clone()));
@@ -236,7 +250,7 @@ pub async fn execute(
             let Ok(_permit) = permits.acquire_owned().await else {
                 return;
             };
-            run_task(&shared, index).await;
+            task::run_task(&shared, index).await;
         });
     }
     while let Some(joined) = set.join_next().await {
@@ -255,6 +269,16 @@ pub async fn execute(
         shared.dirty.notify_one();
         Some(merge_run(shared.clone()).await?)
     };
+    let merged_checks = match &outcome {
+        Some(merge) if !shared.plan.checks.merged.is_empty() => {
+            run_merged_checks(&shared, merge).await
+        }
+        _ => Vec::new(),
+    };
+    {
+        let shared = shared.clone();
+        let _ = tokio::task::spawn_blocking(move || shared.checks.remove_all()).await;
+    }
     signals.abort();
     stop_writer.notify_one();
     let _ = writer.await;
@@ -265,6 +289,7 @@ pub async fn execute(
         RunPhase::Interrupted
     };
     state.merge = outcome;
+    state.merged_checks = merged_checks;
     state.finished_at = Some(now_ms());
     shared.store.save(&state)?;
     drop(lock);
@@ -320,113 +345,6 @@ async fn write_states(shared: Arc<Shared>, stop: Arc<Notify>) {
     }
 }
 
-async fn run_task(shared: &Arc<Shared>, index: usize) {
-    if shared.cancel.is_cancelled() {
-        return;
-    }
-    let task = &shared.plan.tasks[index];
-    let record = shared.record(index);
-    shared.update(index, |t| {
-        t.state = TaskState::Preparing;
-        t.started_at = Some(now_ms());
-    });
-    let fail = |reason: String, exit_code: Option<i32>| {
-        shared.update(index, |t| {
-            t.state = TaskState::Failed;
-            t.error = Some(reason);
-            t.exit_code = exit_code;
-            t.finished_at = Some(now_ms());
-        })
-    };
-
-    let prepared = {
-        let shared = shared.clone();
-        let record = record.clone();
-        tokio::task::spawn_blocking(move || prepare_worktree(&shared, index, &record)).await
-    };
-    match prepared {
-        Ok(Ok(())) => {}
-        Ok(Err(e)) => return fail(format!("could not create the worktree: {e}"), None),
-        Err(e) => return fail(format!("worktree creation panicked: {e}"), None),
-    }
-
-    shared.update(index, |t| t.state = TaskState::Running);
-    let agent = agent::from_config(&task.agent, &shared.client);
-    let context = TaskContext {
-        run: shared.run.clone(),
-        task: task.id.clone(),
-        goal: shared.plan.goal.clone(),
-        prompt: task.prompt.clone(),
-        base: shared.plan.base.to_string(),
-        worktree: record.worktree.clone(),
-        owned_list: record.log.with_file_name("owned.txt"),
-        single_file: task.single_file().map(str::to_string),
-        log: record.log.clone(),
-        timeout: task.timeout,
-        cancel: shared.cancel.clone(),
-        repo: shared.repo.clone(),
-        owns: task.owns.clone(),
-        owned: task.owned.clone(),
-        files: shared.plan.files.clone(),
-        transcript: record.log.with_file_name("transcript.jsonl"),
-        max_turns: task.max_turns,
-    };
-    let report = agent.run(&context).await;
-    if report.usage.is_some() || report.summary.is_some() {
-        shared.update(index, |t| {
-            t.usage = report.usage.clone();
-            t.summary = report.summary.clone();
-        });
-    }
-    if let AgentOutcome::Failed { reason, exit_code } = report.outcome {
-        return fail(reason, exit_code);
-    }
-
-    shared.update(index, |t| t.state = TaskState::Collecting);
-    let collected = {
-        let shared = shared.clone();
-        let record = record.clone();
-        let run = context.run.clone();
-        tokio::task::spawn_blocking(move || {
-            let repo = git::open(&shared.repo).map_err(|e| e.to_string())?;
-            let task = &shared.plan.tasks[index];
-            let settings = CollectSettings {
-                worktree: &record.worktree,
-                branch: &record.branch,
-                owns: &task.owns,
-                message: collect::commit_message(&run, &task.id, &task.prompt),
-            };
-            collect::collect(&repo, &settings).map_err(|e| e.to_string())
-        })
-        .await
-    };
-    match collected {
-        Ok(Ok(outcome)) => shared.update(index, |t| {
-            t.state = TaskState::Done;
-            t.commit = outcome.commit.map(|c| c.to_string());
-            t.changes = outcome.changes;
-            t.violations = outcome.violations;
-            t.finished_at = Some(now_ms());
-        }),
-        Ok(Err(e)) => fail(format!("could not collect the worktree: {e}"), None),
-        Err(e) => fail(format!("collecting panicked: {e}"), None),
-    }
-}
-
-fn prepare_worktree(shared: &Shared, index: usize, record: &TaskRecord) -> Result<(), String> {
-    let repo = git::open(&shared.repo).map_err(|e| e.to_string())?;
-    let task = &shared.plan.tasks[index];
-    let admin_name = admin_name(&shared.run, &task.id);
-    let spec = WorktreeSpec {
-        branch: &record.branch,
-        admin_name: &admin_name,
-        path: &record.worktree,
-        base: shared.plan.base,
-        files: &shared.plan.files,
-    };
-    workspace::create(&repo, &spec, &|path| task.checks_out(path)).map_err(|e| e.to_string())
-}
-
 /// The name of a task's directory under `<git-common-dir>/worktrees/`.
 pub fn admin_name(run: &str, task: &str) -> String {
     format!("plait-{run}-{task}")
@@ -437,7 +355,7 @@ async fn merge_run(shared: Arc<Shared>) -> Result<merge::MergeOutcome, RunError>
     let branches: Vec<BranchInput> = state
         .tasks
         .iter()
-        .filter(|t| t.state == TaskState::Done)
+        .filter(|t| mergeable(t))
         .filter_map(|t| {
             let commit = git2::Oid::from_str(t.commit.as_deref()?).ok()?;
             Some(BranchInput {
@@ -465,6 +383,47 @@ async fn merge_run(shared: Arc<Shared>) -> Result<merge::MergeOutcome, RunError>
     })
     .await
     .map_err(|e| RunError::Internal(format!("merge panicked: {e}")))?
+}
+
+/// Whether a task's branch may go into the merge: done, approved (or not reviewed), its
+/// checks green.
+pub fn mergeable(task: &TaskRecord) -> bool {
+    task.state == TaskState::Done
+        && task.checks_pass()
+        && matches!(task.verdict(), None | Some(crate::state::Verdict::Approve))
+}
+
+async fn run_merged_checks(
+    shared: &Arc<Shared>,
+    merge: &merge::MergeOutcome,
+) -> Vec<crate::state::CheckResult> {
+    let Ok(commit) = git2::Oid::from_str(&merge.commit) else {
+        return Vec::new();
+    };
+    let logs = shared.store.run_dir(&shared.run).join("merged-checks");
+    let job = CheckJob {
+        commit,
+        commands: &shared.plan.checks.merged,
+        env: vec![
+            ("PLAIT_RUN", shared.run.clone()),
+            ("PLAIT_TASK", "merged".to_string()),
+            ("PLAIT_BASE", shared.plan.base.to_string()),
+            ("PLAIT_COMMIT", merge.commit.clone()),
+        ],
+        logs: &logs,
+        timeout: shared.plan.checks.timeout,
+    };
+    match shared.checks.run(&job, &shared.cancel).await {
+        Ok(results) => results,
+        Err(e) => vec![crate::state::CheckResult {
+            command: "(prepare a checkout of the merged branch)".to_string(),
+            passed: false,
+            exit_code: None,
+            tail: e,
+            log: logs,
+            ms: 0,
+        }],
+    }
 }
 
 fn merge_message(state: &RunState, branches: &[BranchInput]) -> String {

@@ -1,0 +1,311 @@
+//! One task's way through the pipeline: its worktree, then rounds of agent → collect →
+//! checks and review, until the branch is approved, rejected, or out of rounds. Each step
+//! changes the task's state through `Shared::update`; a failure ends the task, never the
+//! run.
+
+use std::sync::Arc;
+
+use git2::Oid;
+
+use super::{admin_name, Shared};
+use crate::agent::{self, AgentOutcome, AgentReport, TaskContext};
+use crate::collect::{self, CollectSettings};
+use crate::git;
+use crate::merge::tree_changes;
+use crate::plan::Reviewer;
+use crate::report::{self, DiffStyle};
+use crate::review;
+use crate::review::checks::CheckJob;
+use crate::review::reviewer::{self, ReviewInput};
+use crate::state::{now_ms, ChangeKind, FileChange, TaskRecord, TaskState, Usage, Verdict};
+use crate::workspace::{self, WorktreeSpec};
+
+pub(super) async fn run_task(shared: &Arc<Shared>, index: usize) {
+    if shared.cancel.is_cancelled() {
+        return;
+    }
+    let task = &shared.plan.tasks[index];
+    let record = shared.record(index);
+    shared.update(index, |t| {
+        t.state = TaskState::Preparing;
+        t.started_at = Some(now_ms());
+    });
+    let fail = |reason: String, exit_code: Option<i32>| {
+        shared.update(index, |t| {
+            t.state = TaskState::Failed;
+            t.error = Some(reason);
+            t.exit_code = exit_code;
+            t.finished_at = Some(now_ms());
+        })
+    };
+    let finish = |state: TaskState| {
+        shared.update(index, |t| {
+            t.state = state;
+            t.finished_at = Some(now_ms());
+        })
+    };
+
+    let prepared = {
+        let shared = shared.clone();
+        let record = record.clone();
+        tokio::task::spawn_blocking(move || prepare_worktree(&shared, index, &record)).await
+    };
+    match prepared {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => return fail(format!("could not create the worktree: {e}"), None),
+        Err(e) => return fail(format!("worktree creation panicked: {e}"), None),
+    }
+
+    let agent = agent::from_config(&task.agent, &shared.client);
+    let reviewer = shared.plan.review.reviewer_for(task);
+    let mut feedback = None;
+    let mut round = 0;
+    loop {
+        shared.update(index, |t| {
+            t.state = TaskState::Running;
+            t.rounds = round;
+        });
+        let context = context(shared, index, &record, round, feedback.take());
+        let report = agent.run(&context).await;
+        record_report(shared, index, &report);
+        if let AgentOutcome::Failed { reason, exit_code } = report.outcome {
+            return fail(reason, exit_code);
+        }
+
+        shared.update(index, |t| t.state = TaskState::Collecting);
+        let tip = match collect_round(shared, index, &record).await {
+            Ok(tip) => tip,
+            Err(e) => return fail(format!("could not collect the worktree: {e}"), None),
+        };
+        let Some(tip) = tip else {
+            return finish(TaskState::Done);
+        };
+        if shared.plan.checks.task.is_empty() && matches!(reviewer, Reviewer::Off) {
+            return finish(TaskState::Done);
+        }
+
+        shared.update(index, |t| t.state = TaskState::Reviewing);
+        let checks = if shared.plan.checks.task.is_empty() {
+            Vec::new()
+        } else {
+            let logs = record.log.with_file_name(format!("checks-{round}"));
+            let job = CheckJob {
+                commit: tip,
+                commands: &shared.plan.checks.task,
+                env: vec![
+                    ("PLAIT_RUN", shared.run.clone()),
+                    ("PLAIT_TASK", task.id.clone()),
+                    ("PLAIT_BASE", shared.plan.base.to_string()),
+                    ("PLAIT_COMMIT", tip.to_string()),
+                ],
+                logs: &logs,
+                timeout: shared.plan.checks.timeout,
+            };
+            match shared.checks.run(&job, &shared.cancel).await {
+                Ok(results) => results,
+                Err(e) => return fail(format!("the task checks could not run: {e}"), None),
+            }
+        };
+        let diff = diff(shared, tip).await;
+        let input = ReviewInput {
+            run: &shared.run,
+            goal: &shared.plan.goal,
+            task: &task.id,
+            prompt: &task.prompt,
+            owns: task.owns.patterns(),
+            diff: &diff,
+            checks: &checks,
+            round,
+            base: shared.plan.base.to_string(),
+            commit: tip.to_string(),
+            worktree: record.worktree.clone(),
+            dir: record
+                .log
+                .parent()
+                .map(|p| p.to_path_buf())
+                .unwrap_or_default(),
+            timeout: shared.plan.checks.timeout,
+        };
+        let verdict = reviewer::review(&reviewer, &input, &shared.client, &shared.cancel).await;
+        let next = review::feedback(&checks, verdict.as_ref());
+        let rejected = verdict
+            .as_ref()
+            .is_some_and(|r| r.verdict == Verdict::Reject);
+        let checks_pass = checks.iter().all(|c| c.passed);
+        shared.update(index, |t| {
+            t.checks = checks;
+            if let Some(review) = verdict {
+                if let Some(u) = &review.usage {
+                    t.usage
+                        .get_or_insert_with(|| Usage {
+                            cost_usd: Some(0.0),
+                            ..Usage::default()
+                        })
+                        .add(u);
+                }
+                t.review = Some(review);
+            }
+        });
+        if shared.cancel.is_cancelled() {
+            return fail("interrupted".to_string(), None);
+        }
+        if rejected {
+            return finish(TaskState::Rejected);
+        }
+        match next {
+            None => return finish(TaskState::Done),
+            Some(text) if round < shared.plan.review.rounds => {
+                round += 1;
+                feedback = Some(text);
+            }
+            Some(_) if !checks_pass => {
+                return fail(
+                    format!("its checks still fail after {round} round(s) of changes"),
+                    None,
+                )
+            }
+            // Out of rounds with changes still requested: done, but not approved.
+            Some(_) => return finish(TaskState::Done),
+        }
+    }
+}
+
+fn context(
+    shared: &Shared,
+    index: usize,
+    record: &TaskRecord,
+    round: u32,
+    feedback: Option<String>,
+) -> TaskContext {
+    let task = &shared.plan.tasks[index];
+    TaskContext {
+        run: shared.run.clone(),
+        task: task.id.clone(),
+        goal: shared.plan.goal.clone(),
+        prompt: task.prompt.clone(),
+        base: shared.plan.base.to_string(),
+        worktree: record.worktree.clone(),
+        owned_list: record.log.with_file_name("owned.txt"),
+        single_file: task.single_file().map(str::to_string),
+        log: record.log.clone(),
+        timeout: task.timeout,
+        cancel: shared.cancel.clone(),
+        repo: shared.repo.clone(),
+        owns: task.owns.clone(),
+        owned: task.owned.clone(),
+        files: shared.plan.files.clone(),
+        transcript: record.log.with_file_name("transcript.jsonl"),
+        max_turns: task.max_turns,
+        round,
+        feedback,
+    }
+}
+
+/// Adds a round's usage to the task's and keeps the agent's last words.
+fn record_report(shared: &Shared, index: usize, report: &AgentReport) {
+    if report.usage.is_none() && report.summary.is_none() {
+        return;
+    }
+    shared.update(index, |t| {
+        if let Some(u) = &report.usage {
+            match &mut t.usage {
+                Some(total) => total.add(u),
+                None => t.usage = Some(u.clone()),
+            }
+        }
+        if report.summary.is_some() {
+            t.summary = report.summary.clone();
+        }
+    });
+}
+
+/// Commits the round's owned changes; returns the branch's tip when it differs from the
+/// base, and records what the branch changes as a whole.
+async fn collect_round(
+    shared: &Arc<Shared>,
+    index: usize,
+    record: &TaskRecord,
+) -> Result<Option<Oid>, String> {
+    let collected = {
+        let shared = shared.clone();
+        let record = record.clone();
+        tokio::task::spawn_blocking(move || -> Result<_, String> {
+            let repo = git::open(&shared.repo).map_err(|e| e.to_string())?;
+            let task = &shared.plan.tasks[index];
+            let settings = CollectSettings {
+                worktree: &record.worktree,
+                branch: &record.branch,
+                owns: &task.owns,
+                message: collect::commit_message(&shared.run, &task.id, &task.prompt),
+            };
+            let outcome = collect::collect(&repo, &settings).map_err(|e| e.to_string())?;
+            let tip = repo
+                .refname_to_id(&git::branch_ref(&record.branch))
+                .map_err(|e| e.to_string())?;
+            let changes =
+                branch_changes(&repo, shared.plan.base, tip).map_err(|e| e.to_string())?;
+            Ok((outcome, tip, changes))
+        })
+        .await
+        .map_err(|e| format!("collecting panicked: {e}"))?
+    };
+    let (outcome, tip, changes) = collected?;
+    let base = shared.plan.base;
+    shared.update(index, |t| {
+        t.commit = (tip != base).then(|| tip.to_string());
+        t.changes = changes;
+        t.violations = outcome.violations;
+    });
+    Ok((tip != base).then_some(tip))
+}
+
+/// What a branch changes against the base, path by path.
+fn branch_changes(
+    repo: &git2::Repository,
+    base: Oid,
+    tip: Oid,
+) -> Result<Vec<FileChange>, git2::Error> {
+    let base_tree = repo.find_commit(base)?.tree()?;
+    let tip_tree = repo.find_commit(tip)?.tree()?;
+    let changes = tree_changes(repo, &base_tree, &tip_tree)
+        .map_err(|e| git2::Error::from_str(&e.to_string()))?;
+    Ok(changes
+        .into_iter()
+        .map(|(path, entry)| {
+            let kind = match entry {
+                None => ChangeKind::Deleted,
+                Some(_) if base_tree.get_path(std::path::Path::new(&path)).is_ok() => {
+                    ChangeKind::Modified
+                }
+                Some(_) => ChangeKind::Added,
+            };
+            FileChange { path, kind }
+        })
+        .collect())
+}
+
+async fn diff(shared: &Arc<Shared>, tip: Oid) -> String {
+    let (repo_path, base) = (shared.repo.clone(), shared.plan.base);
+    tokio::task::spawn_blocking(move || {
+        let repo = git::open(&repo_path).map_err(|e| e.to_string())?;
+        report::diff_text(&repo, base, tip, DiffStyle::default()).map_err(|e| e.to_string())
+    })
+    .await
+    .map_err(|e| e.to_string())
+    .and_then(|d| d)
+    .unwrap_or_else(|e| format!("(the diff could not be made: {e})"))
+}
+
+fn prepare_worktree(shared: &Shared, index: usize, record: &TaskRecord) -> Result<(), String> {
+    let repo = git::open(&shared.repo).map_err(|e| e.to_string())?;
+    let task = &shared.plan.tasks[index];
+    let admin_name = admin_name(&shared.run, &task.id);
+    let spec = WorktreeSpec {
+        branch: &record.branch,
+        admin_name: &admin_name,
+        path: &record.worktree,
+        base: shared.plan.base,
+        files: &shared.plan.files,
+    };
+    workspace::create(&repo, &spec, &|path| task.checks_out(path)).map_err(|e| e.to_string())
+}

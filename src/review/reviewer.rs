@@ -1,0 +1,303 @@
+//! The reviewer: a model that must answer through the `submit_review` tool (forced tool
+//! choice) with `{verdict, summary, comments}`, or a command whose exit status is the
+//! verdict (0 approve, 1 request changes with its output as comments, 2 reject). A model's
+//! malformed answer is asked for again, then counts as a request for changes with a note.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use crate::agent::model::conversation::{Block, Message, System, ToolSpec};
+use crate::agent::model::http::{self, Transcript};
+use crate::agent::model::{anthropic, openai};
+use crate::agent::Cancel;
+use crate::plan::providers::{ProviderKind, ProviderSettings};
+use crate::plan::Reviewer;
+use crate::shell::{self, ShellOutcome};
+use crate::state::{CheckResult, Comment, Review, Usage, Verdict};
+
+/// The tool a model reviewer answers with.
+pub const SUBMIT_REVIEW: &str = "submit_review";
+const ATTEMPTS: u32 = 3;
+const MAX_DIFF: usize = 200_000;
+
+/// What a reviewer is shown.
+pub struct ReviewInput<'a> {
+    pub run: &'a str,
+    pub goal: &'a str,
+    pub task: &'a str,
+    pub prompt: &'a str,
+    pub owns: &'a [String],
+    pub diff: &'a str,
+    pub checks: &'a [CheckResult],
+    pub round: u32,
+    pub base: String,
+    pub commit: String,
+    /// The task's worktree, where a command reviewer runs.
+    pub worktree: PathBuf,
+    /// The task's directory for review files (diff, log, transcript).
+    pub dir: PathBuf,
+    pub timeout: Duration,
+}
+
+/// Reviews one round of a task; `None` when the reviewer is off.
+pub async fn review(
+    reviewer: &Reviewer,
+    input: &ReviewInput<'_>,
+    client: &reqwest::Client,
+    cancel: &Cancel,
+) -> Option<Review> {
+    match reviewer {
+        Reviewer::Off | Reviewer::Worker => None,
+        Reviewer::Command(command) => Some(by_command(command, input, cancel).await),
+        Reviewer::Model(provider) => Some(by_model(provider, input, client, cancel).await),
+    }
+}
+
+async fn by_command(command: &str, input: &ReviewInput<'_>, cancel: &Cancel) -> Review {
+    let diff_path = input.dir.join(format!("review-{}.diff", input.round));
+    let log = input.dir.join(format!("review-{}.log", input.round));
+    let _ = std::fs::write(&diff_path, input.diff);
+    let _ = std::fs::write(&log, "");
+    let env = vec![
+        ("PLAIT_RUN", input.run.to_string()),
+        ("PLAIT_TASK", input.task.to_string()),
+        ("PLAIT_GOAL", input.goal.to_string()),
+        ("PLAIT_PROMPT", input.prompt.to_string()),
+        ("PLAIT_ROUND", input.round.to_string()),
+        ("PLAIT_BASE", input.base.clone()),
+        ("PLAIT_COMMIT", input.commit.clone()),
+        ("PLAIT_DIFF", diff_path.display().to_string()),
+    ];
+    let outcome = shell::run(command, &input.worktree, &env, &log, input.timeout, cancel).await;
+    let output = shell::tail(&log, 60, 4000);
+    let comments = if output.trim().is_empty() {
+        Vec::new()
+    } else {
+        vec![Comment {
+            path: String::new(),
+            line: None,
+            body: output.trim().to_string(),
+        }]
+    };
+    let (verdict, note) = match outcome {
+        ShellOutcome::Exited(0) => (Verdict::Approve, None),
+        ShellOutcome::Exited(1) => (Verdict::RequestChanges, None),
+        ShellOutcome::Exited(2) => (Verdict::Reject, None),
+        other => (
+            Verdict::RequestChanges,
+            Some(format!(
+                "the reviewer command did not give a verdict: {}",
+                other.describe(input.timeout)
+            )),
+        ),
+    };
+    Review {
+        verdict,
+        summary: match verdict {
+            Verdict::Approve => "approved by the review command".to_string(),
+            Verdict::RequestChanges => "the review command asked for changes".to_string(),
+            Verdict::Reject => "rejected by the review command".to_string(),
+        },
+        comments,
+        by: "command".to_string(),
+        round: input.round,
+        note,
+        usage: None,
+    }
+}
+
+fn tool() -> ToolSpec {
+    ToolSpec {
+        name: SUBMIT_REVIEW,
+        description: "Submit your review of the task's diff. approve: it does what the task asks, \
+            correctly. request_changes: fixable problems; say exactly what to change in comments. \
+            reject: wrong approach or harmful; it must not be merged.",
+        schema: json!({
+            "type": "object",
+            "properties": {
+                "verdict": {"type": "string", "enum": ["approve", "request_changes", "reject"]},
+                "summary": {"type": "string"},
+                "comments": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "properties": {
+                            "path": {"type": "string"},
+                            "line": {"type": "integer"},
+                            "body": {"type": "string"}
+                        },
+                        "required": ["body"]
+                    }
+                }
+            },
+            "required": ["verdict", "summary"]
+        }),
+    }
+}
+
+fn system(input: &ReviewInput<'_>) -> System {
+    let goal = if input.goal.trim().is_empty() {
+        "(none given)"
+    } else {
+        input.goal.trim()
+    };
+    System {
+        shared: format!(
+            "You review the work of coding agents that change one git repository in parallel, each \
+             owning its own files. The goal of the whole run: {goal}\n\n\
+             Judge one task's diff: does it do what the task asks, completely and correctly, without \
+             unrelated changes, in the project's style? The checks' results are included. Answer only \
+             by calling {SUBMIT_REVIEW}."
+        ),
+        task: format!(
+            "Review of task: {}\n\nThe task's prompt:\n{}\n\nIt owns: {}",
+            input.task,
+            input.prompt,
+            input.owns.join(", ")
+        ),
+    }
+}
+
+fn message(input: &ReviewInput<'_>) -> String {
+    let mut text = String::new();
+    if input.checks.is_empty() {
+        text.push_str("No checks were run.\n");
+    }
+    for c in input.checks {
+        text.push_str(&format!(
+            "Check `{}`: {}\n",
+            c.command,
+            if c.passed {
+                "passed".to_string()
+            } else {
+                format!("FAILED\n{}", c.tail)
+            }
+        ));
+    }
+    let mut diff = input.diff.to_string();
+    if diff.len() > MAX_DIFF {
+        let cut = (0..=MAX_DIFF)
+            .rev()
+            .find(|&i| diff.is_char_boundary(i))
+            .unwrap_or(0);
+        diff.truncate(cut);
+        diff.push_str("\n[diff truncated]\n");
+    }
+    text.push_str(&format!(
+        "\nThe diff against the base:\n```diff\n{diff}```\n"
+    ));
+    text
+}
+
+async fn by_model(
+    provider: &ProviderSettings,
+    input: &ReviewInput<'_>,
+    client: &reqwest::Client,
+    cancel: &Cancel,
+) -> Review {
+    let system = system(input);
+    let tools = [tool()];
+    let messages = [Message::user_text(message(input))];
+    let mut transcript = Transcript::open(&input.dir.join("review.jsonl"));
+    let mut usage = Usage {
+        cost_usd: provider.prices.map(|_| 0.0),
+        ..Usage::default()
+    };
+    let mut problem = String::new();
+    for attempt in 1..=ATTEMPTS {
+        let mut body = match provider.kind {
+            ProviderKind::Anthropic => {
+                anthropic::request_body(provider, &system, &tools, &messages, provider.stream)
+            }
+            ProviderKind::Openai => {
+                openai::request_body(provider, &system, &tools, &messages, provider.stream)
+            }
+        };
+        body["tool_choice"] = match provider.kind {
+            ProviderKind::Anthropic => json!({"type": "tool", "name": SUBMIT_REVIEW}),
+            ProviderKind::Openai => {
+                json!({"type": "function", "function": {"name": SUBMIT_REVIEW}})
+            }
+        };
+        let (reply, timing) =
+            match http::call(client, provider, &body, attempt, &mut transcript, cancel).await {
+                Ok(r) => r,
+                Err(reason) => {
+                    problem = format!("the reviewer could not be reached: {reason}");
+                    break;
+                }
+            };
+        crate::agent::model::account(&mut usage, provider, &reply, &timing);
+        match parse(&reply.content) {
+            Ok((verdict, summary, comments)) => {
+                return Review {
+                    verdict,
+                    summary,
+                    comments,
+                    by: "model".to_string(),
+                    round: input.round,
+                    note: (attempt > 1).then(|| format!("answered on attempt {attempt}")),
+                    usage: Some(usage),
+                }
+            }
+            Err(e) => problem = e,
+        }
+    }
+    Review {
+        verdict: Verdict::RequestChanges,
+        summary: "the reviewer gave no usable verdict".to_string(),
+        comments: Vec::new(),
+        by: "model".to_string(),
+        round: input.round,
+        note: Some(format!("counted as request_changes: {problem}")),
+        usage: Some(usage),
+    }
+}
+
+/// Reads a `submit_review` call from a reply.
+pub fn parse(content: &[Block]) -> Result<(Verdict, String, Vec<Comment>), String> {
+    let Some(input) = content.iter().find_map(|b| match b {
+        Block::ToolUse { name, input, .. } if name == SUBMIT_REVIEW => Some(input),
+        _ => None,
+    }) else {
+        return Err(format!("the answer did not call {SUBMIT_REVIEW}"));
+    };
+    let input: &Value = input
+        .as_ref()
+        .map_err(|raw| format!("its input is not JSON: {raw}"))?;
+    let verdict = match input.get("verdict").and_then(Value::as_str) {
+        Some("approve") => Verdict::Approve,
+        Some("request_changes") => Verdict::RequestChanges,
+        Some("reject") => Verdict::Reject,
+        Some(other) => return Err(format!("unknown verdict `{other}`")),
+        None => return Err("the verdict is missing".to_string()),
+    };
+    let summary = input
+        .get("summary")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    let comments = input
+        .get("comments")
+        .and_then(Value::as_array)
+        .map(|items| {
+            items
+                .iter()
+                .filter_map(|c| {
+                    Some(Comment {
+                        body: c.get("body").and_then(Value::as_str)?.to_string(),
+                        path: c
+                            .get("path")
+                            .and_then(Value::as_str)
+                            .unwrap_or("")
+                            .to_string(),
+                        line: c.get("line").and_then(Value::as_u64),
+                    })
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    Ok((verdict, summary, comments))
+}

@@ -1,0 +1,127 @@
+//! Running a shell command the way every part of plait needs it: `sh -c` in a directory,
+//! with extra environment, its output appended to a log file, a timeout, and an interrupt;
+//! on either, its whole process group is killed so no grandchild keeps running. Exec
+//! agents, checks and command reviewers all go through here.
+
+use std::fs::OpenOptions;
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
+
+use tokio::process::Command;
+
+use crate::agent::Cancel;
+
+/// How a command ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ShellOutcome {
+    Exited(i32),
+    /// Killed by a signal it did not ask for.
+    Signalled,
+    TimedOut,
+    Interrupted,
+    /// It could not be started; the reason.
+    NotStarted(String),
+}
+
+impl ShellOutcome {
+    /// One line for a person.
+    pub fn describe(&self, timeout: Duration) -> String {
+        match self {
+            ShellOutcome::Exited(0) => "succeeded".to_string(),
+            ShellOutcome::Exited(code) => format!("command exited with status {code}"),
+            ShellOutcome::Signalled => "command was killed by a signal".to_string(),
+            ShellOutcome::TimedOut => {
+                format!("timed out after {}", humantime::format_duration(timeout))
+            }
+            ShellOutcome::Interrupted => "interrupted".to_string(),
+            ShellOutcome::NotStarted(why) => why.clone(),
+        }
+    }
+}
+
+/// Runs `sh -c command` in `dir` with `env`, appending its output to `log`.
+pub async fn run(
+    command: &str,
+    dir: &Path,
+    env: &[(&str, String)],
+    log: &Path,
+    timeout: Duration,
+    cancel: &Cancel,
+) -> ShellOutcome {
+    let open = || OpenOptions::new().create(true).append(true).open(log);
+    let (out, err) = match (open(), open()) {
+        (Ok(o), Ok(e)) => (o, e),
+        (Err(e), _) | (_, Err(e)) => {
+            return ShellOutcome::NotStarted(format!("cannot open log {}: {e}", log.display()))
+        }
+    };
+    let mut cmd = Command::new("sh");
+    cmd.arg("-c")
+        .arg(command)
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .stdout(out)
+        .stderr(err)
+        .env_remove("GIT_DIR")
+        .env_remove("GIT_WORK_TREE")
+        .env_remove("GIT_INDEX_FILE")
+        .process_group(0)
+        .kill_on_drop(true);
+    for (key, value) in env {
+        cmd.env(key, value);
+    }
+    let mut child = match cmd.spawn() {
+        Ok(c) => c,
+        Err(e) => return ShellOutcome::NotStarted(format!("cannot start sh: {e}")),
+    };
+    let pid = child.id();
+    let stop = |child_pid: Option<u32>| {
+        if let Some(pid) = child_pid {
+            kill_group(pid);
+        }
+    };
+    tokio::select! {
+        waited = tokio::time::timeout(timeout, child.wait()) => match waited {
+            Ok(Ok(status)) => match status.code() {
+                Some(code) => ShellOutcome::Exited(code),
+                None => ShellOutcome::Signalled,
+            },
+            Ok(Err(e)) => ShellOutcome::NotStarted(format!("waiting for the command failed: {e}")),
+            Err(_) => {
+                stop(pid);
+                let _ = child.wait().await;
+                ShellOutcome::TimedOut
+            }
+        },
+        _ = cancel.cancelled() => {
+            stop(pid);
+            let _ = child.wait().await;
+            ShellOutcome::Interrupted
+        }
+    }
+}
+
+fn kill_group(pid: u32) {
+    // SAFETY: signalling the process group the child leads; it was created by us.
+    unsafe {
+        libc::kill(-(pid as i32), libc::SIGKILL);
+    }
+}
+
+/// The last `lines` lines of a log file, at most `max` bytes.
+pub fn tail(log: &Path, lines: usize, max: usize) -> String {
+    let text = std::fs::read(log).unwrap_or_default();
+    let text = String::from_utf8_lossy(&text);
+    let all: Vec<&str> = text.lines().collect();
+    let start = all.len().saturating_sub(lines);
+    let mut out = all[start..].join("\n");
+    if out.len() > max {
+        let cut = out.len() - max;
+        let cut = (cut..out.len())
+            .find(|&i| out.is_char_boundary(i))
+            .unwrap_or(out.len());
+        out = format!("...{}", &out[cut..]);
+    }
+    out
+}

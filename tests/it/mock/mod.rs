@@ -1,0 +1,450 @@
+//! A mock model server for the model-agent tests: real HTTP on `127.0.0.1:0`.
+//!
+//! It speaks the Anthropic Messages API or OpenAI chat completions as the project's wire facts
+//! (API-FACTS.md) describe them. A request belongs to the task named by the `Task id: <id>` line
+//! of its system prompt and is answered with that task's next scripted [`Turn`]. Every request
+//! is recorded; whatever breaks the wire rules is answered 400 and listed by
+//! [`MockModel::problems`], so a test that ends with no problems has shown that its client speaks
+//! the protocol. Streams are written a few bytes at a time, so clients meet events split anywhere.
+//!
+//! This file holds the API the tests use and the path of one request: find its task, refuse what
+//! is not a request to this API, [`check`] it against the wire rules, play the task's next turn
+//! as an [`answer`], and send that as an HTTP [`reply`].
+
+mod answer;
+mod check;
+mod reply;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::sync::{Arc, LazyLock, Mutex, MutexGuard, PoisonError};
+use std::thread::JoinHandle;
+
+use axum::body::to_bytes;
+use axum::extract::{Request, State};
+use axum::http::Method;
+use axum::response::Response;
+use axum::Router;
+use regex::Regex;
+use serde_json::Value;
+use tokio::sync::oneshot;
+
+use answer::{play, Call};
+use check::{check_anthropic, check_openai, text_of};
+use reply::{error_reply, Reply};
+
+/// The API a mock speaks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Provider {
+    Anthropic,
+    OpenAi,
+}
+
+/// One tool call the scripted assistant makes.
+#[derive(Clone, Debug)]
+pub struct ToolCall {
+    pub name: String,
+    pub input: Value,
+}
+
+impl ToolCall {
+    pub fn new(name: &str, input: Value) -> ToolCall {
+        ToolCall {
+            name: name.to_string(),
+            input,
+        }
+    }
+}
+
+/// Calls of the editor tool, `str_replace_based_edit_tool`, one function per command.
+pub mod edit {
+    use serde_json::json;
+
+    use super::ToolCall;
+
+    const NAME: &str = "str_replace_based_edit_tool";
+
+    pub fn view(path: &str) -> ToolCall {
+        ToolCall::new(NAME, json!({"command": "view", "path": path}))
+    }
+
+    pub fn create(path: &str, text: &str) -> ToolCall {
+        ToolCall::new(
+            NAME,
+            json!({"command": "create", "path": path, "file_text": text}),
+        )
+    }
+
+    pub fn str_replace(path: &str, old: &str, new: &str) -> ToolCall {
+        let input = json!({"command": "str_replace", "path": path, "old_str": old, "new_str": new});
+        ToolCall::new(NAME, input)
+    }
+
+    pub fn insert(path: &str, line: u64, text: &str) -> ToolCall {
+        let input =
+            json!({"command": "insert", "path": path, "insert_line": line, "insert_text": text});
+        ToolCall::new(NAME, input)
+    }
+}
+
+/// One scripted answer of the mock.
+#[derive(Clone, Debug)]
+#[allow(clippy::enum_variant_names)] // PauseTurn is named after the API's "pause_turn".
+pub enum Turn {
+    /// The assistant calls these tools (Anthropic stop_reason "tool_use", after a short text
+    /// block; OpenAI finish_reason "tool_calls", content null).
+    Tools(Vec<ToolCall>),
+    /// Plain text and the end of the turn (Anthropic "end_turn"; OpenAI "stop").
+    Text(String),
+    /// Text cut off by the token limit (Anthropic "max_tokens"; OpenAI "length").
+    MaxTokens(String),
+    /// Anthropic "pause_turn" with some text (OpenAI: plain text and "stop").
+    PauseTurn,
+    /// Anthropic stop_reason "refusal"; OpenAI finish_reason "content_filter".
+    Refusal,
+    /// An HTTP error: status, raw body, extra headers (e.g. retry-after). An empty `body` becomes
+    /// the provider's error body for that status.
+    Status {
+        status: u16,
+        body: String,
+        headers: Vec<(String, String)>,
+    },
+    /// 200 with a body that is not valid JSON (non-stream), or a data line with broken JSON
+    /// amid an otherwise complete stream.
+    Malformed,
+    /// The answer stops early: a stream ends cleanly in the middle of an event, before
+    /// message_stop / [DONE]; a non-stream body claims its full content-length, sends half and
+    /// drops the connection.
+    Truncated,
+    /// Stream: a 200, a few events, then an error event (Anthropic `event: error` with
+    /// overloaded_error; OpenAI a `data: {"error": ...}` chunk). Non-stream: 529 (Anthropic) or
+    /// 500 (OpenAI) with the provider's error body.
+    ErrorEvent,
+}
+
+/// One request the mock received, and the status it answered.
+#[derive(Clone, Debug)]
+pub struct Recorded {
+    pub task: Option<String>,
+    pub method: String,
+    pub path: String,
+    /// Header names are lowercase.
+    pub headers: BTreeMap<String, String>,
+    /// The JSON body; a body that is not JSON is kept as a string.
+    pub body: Value,
+    pub status: u16,
+}
+
+/// A running mock model server; it stops on drop.
+pub struct MockModel {
+    url: String,
+    shared: Arc<Shared>,
+    stop: Option<oneshot::Sender<()>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl MockModel {
+    /// Starts a server for `provider` on its own thread and runtime, expecting `api_key`.
+    pub fn start(provider: Provider, api_key: &str) -> MockModel {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind the mock model");
+        listener
+            .set_nonblocking(true)
+            .expect("non-blocking listener");
+        let port = listener.local_addr().expect("mock address").port();
+        let shared = Arc::new(Shared {
+            provider,
+            api_key: api_key.to_string(),
+            state: Mutex::default(),
+        });
+        let app = Router::new().fallback(handle).with_state(shared.clone());
+        let (stop, stopped) = oneshot::channel::<()>();
+        let thread = std::thread::Builder::new()
+            .name("mock-model".to_string())
+            .spawn(move || {
+                let runtime = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .expect("mock runtime");
+                // Dropping the runtime afterwards ends every open connection.
+                runtime.block_on(async move {
+                    let listener = tokio::net::TcpListener::from_std(listener).expect("listener");
+                    tokio::select! {
+                        _ = async { axum::serve(listener, app).await } => {}
+                        _ = stopped => {}
+                    }
+                });
+            })
+            .expect("spawn the mock model thread");
+        let base = format!("http://127.0.0.1:{port}");
+        let url = match provider {
+            Provider::Anthropic => base,
+            Provider::OpenAi => format!("{base}/v1"),
+        };
+        MockModel {
+            url,
+            shared,
+            stop: Some(stop),
+            thread: Some(thread),
+        }
+    }
+
+    /// The base URL for a client: Anthropic without `/v1`, OpenAI with it.
+    pub fn url(&self) -> String {
+        self.url.clone()
+    }
+
+    /// Appends turns to `task`'s script; once it runs out the task is answered Text("done").
+    pub fn script(&self, task: &str, turns: Vec<Turn>) {
+        let mut state = self.shared.lock();
+        state
+            .tasks
+            .entry(task.to_string())
+            .or_default()
+            .turns
+            .extend(turns);
+    }
+
+    /// Sets the usage of every successful answer. OpenAI reports `prompt_tokens` = input +
+    /// cache_read (its prompt count includes cached tokens, also given as
+    /// `prompt_tokens_details.cached_tokens`) and `completion_tokens` = output.
+    pub fn set_usage(&self, input: u64, output: u64, cache_creation: u64, cache_read: u64) {
+        self.shared.lock().usage = Usage {
+            input,
+            output,
+            cache_creation,
+            cache_read,
+        };
+    }
+
+    pub fn requests(&self) -> Vec<Recorded> {
+        self.shared.lock().requests.clone()
+    }
+
+    /// Requests received for one task; `""` counts the requests without a task id.
+    pub fn count(&self, task: &str) -> usize {
+        let state = self.shared.lock();
+        let of_task = |r: &&Recorded| r.task.as_deref().unwrap_or("") == task;
+        state.requests.iter().filter(of_task).count()
+    }
+
+    /// Everything wrong in what the mock received; it answered those requests 400 (404 for a
+    /// wrong path).
+    pub fn problems(&self) -> Vec<String> {
+        self.shared.lock().problems.clone()
+    }
+}
+
+impl Drop for MockModel {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+type Headers = BTreeMap<String, String>;
+
+struct Shared {
+    provider: Provider,
+    api_key: String,
+    state: Mutex<MockState>,
+}
+
+#[derive(Default)]
+struct MockState {
+    tasks: HashMap<String, TaskScript>,
+    usage: Usage,
+    requests: Vec<Recorded>,
+    problems: Vec<String>,
+    serial: u64,
+}
+
+/// A task's remaining turns and the tool ids the mock gave it.
+#[derive(Default)]
+struct TaskScript {
+    turns: VecDeque<Turn>,
+    /// Every tool id sent to this task in a complete answer.
+    sent: BTreeSet<String>,
+    /// The ids of the last complete answer if it called tools: the next request must answer them.
+    pending: Vec<String>,
+    tools_sent: u64,
+}
+
+#[derive(Clone, Copy)]
+struct Usage {
+    input: u64,
+    output: u64,
+    cache_creation: u64,
+    cache_read: u64,
+}
+
+impl Default for Usage {
+    fn default() -> Usage {
+        Usage {
+            input: 100,
+            output: 20,
+            cache_creation: 0,
+            cache_read: 0,
+        }
+    }
+}
+
+static TASK_LINE: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"Task id: ([A-Za-z0-9._-]+)").expect("task line regex"));
+
+/// The server's one handler: every method and path comes here.
+async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response {
+    let (parts, body) = request.into_parts();
+    let raw = to_bytes(body, usize::MAX).await.unwrap_or_default();
+    let headers: Headers = parts
+        .headers
+        .iter()
+        .map(|(k, v)| {
+            (
+                k.as_str().to_string(),
+                String::from_utf8_lossy(v.as_bytes()).into(),
+            )
+        })
+        .collect();
+    shared
+        .reply(&parts.method, parts.uri.path(), headers, &raw)
+        .into_response()
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, MockState> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Checks and records one request and decides the answer.
+    fn reply(&self, method: &Method, path: &str, headers: Headers, raw: &[u8]) -> Reply {
+        let body = serde_json::from_slice::<Value>(raw).ok();
+        let task = body.as_ref().and_then(|b| task_id(self.provider, b));
+        let mut state = self.lock();
+        state.serial += 1;
+        let reply = self.decide(&mut state, method, path, &headers, body.as_ref(), &task);
+        let body = body.unwrap_or_else(|| Value::String(String::from_utf8_lossy(raw).into()));
+        state.requests.push(Recorded {
+            task,
+            method: method.to_string(),
+            path: path.to_string(),
+            headers,
+            body,
+            status: reply.status,
+        });
+        reply
+    }
+
+    /// Refuses a request to the wrong endpoint, with the wrong key or without a JSON body;
+    /// plays the next turn for any other.
+    fn decide(
+        &self,
+        state: &mut MockState,
+        method: &Method,
+        path: &str,
+        headers: &Headers,
+        body: Option<&Value>,
+        task: &Option<String>,
+    ) -> Reply {
+        let provider = self.provider;
+        let serial = state.serial;
+        let endpoint = match provider {
+            Provider::Anthropic => "/v1/messages",
+            Provider::OpenAi => "/v1/chat/completions",
+        };
+        if method != Method::POST || path != endpoint {
+            let problem = format!("{method} {path}: not this API's endpoint (POST {endpoint})");
+            state.problems.push(problem.clone());
+            return error_reply(provider, serial, 404, &problem);
+        }
+        if !self.authorized(headers) {
+            let message = match provider {
+                Provider::Anthropic => "invalid x-api-key",
+                Provider::OpenAi => "Incorrect API key provided",
+            };
+            return error_reply(provider, serial, 401, message);
+        }
+        let key = task.clone().unwrap_or_default();
+        let Some(body) = body else {
+            let problem = "the body is not JSON".to_string();
+            state
+                .problems
+                .push(format!("{}: {problem}", label(serial, &key)));
+            return error_reply(provider, serial, 400, &problem);
+        };
+        self.play_next(state, headers, body, &key)
+    }
+
+    /// Checks a JSON request against the wire rules and its task's tool ids, then plays the
+    /// task's next turn.
+    fn play_next(
+        &self,
+        state: &mut MockState,
+        headers: &Headers,
+        body: &Value,
+        key: &str,
+    ) -> Reply {
+        let provider = self.provider;
+        let serial = state.serial;
+        let script = state.tasks.entry(key.to_string()).or_default();
+        let problems = match provider {
+            Provider::Anthropic => check_anthropic(headers, body, script),
+            Provider::OpenAi => check_openai(headers, body, script),
+        };
+        if !problems.is_empty() {
+            let message = problems.join("; ");
+            let label = label(serial, key);
+            state
+                .problems
+                .extend(problems.iter().map(|p| format!("{label}: {p}")));
+            return error_reply(provider, serial, 400, &message);
+        }
+        let turn = script
+            .turns
+            .pop_front()
+            .unwrap_or_else(|| Turn::Text("done".into()));
+        let call = Call {
+            provider,
+            serial,
+            model: body["model"].as_str().unwrap_or("unknown").to_string(),
+            usage: state.usage,
+            stream: body["stream"] == true,
+            include_usage: body["stream_options"]["include_usage"] == true,
+        };
+        play(&call, turn, script, key)
+    }
+
+    fn authorized(&self, headers: &Headers) -> bool {
+        let key = Some(self.api_key.as_str());
+        let bearer = headers
+            .get("authorization")
+            .and_then(|v| v.strip_prefix("Bearer "));
+        match self.provider {
+            Provider::Anthropic => {
+                headers.get("x-api-key").map(String::as_str) == key || bearer == key
+            }
+            Provider::OpenAi => bearer == key,
+        }
+    }
+}
+
+/// How a problem names the request it was found in.
+fn label(serial: u64, task: &str) -> String {
+    format!("request {serial} (task {task:?})")
+}
+
+/// The task id in a request's system prompt.
+fn task_id(provider: Provider, body: &Value) -> Option<String> {
+    let system = match provider {
+        Provider::Anthropic => text_of(&body["system"]),
+        Provider::OpenAi => body["messages"]
+            .as_array()?
+            .iter()
+            .find(|m| m["role"] == "system")
+            .and_then(|m| text_of(&m["content"])),
+    }?;
+    let captures = TASK_LINE.captures(&system)?;
+    Some(captures[1].to_string())
+}

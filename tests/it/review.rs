@@ -1,0 +1,210 @@
+//! Stage 5: checks on each task's branch (in a full checkout), command reviewers, rounds of
+//! changes, checks on the merged branch, and the gate `land` obeys.
+
+use plait::land::{self, LandOutcome, LandSettings, Refusal};
+use plait::state::{TaskState, Verdict};
+
+use crate::support::TestRepo;
+
+fn sample() -> TestRepo {
+    TestRepo::with_files(&[
+        ("lib/a.txt", "a\n"),
+        ("lib/b.txt", "b\n"),
+        ("Makefile", "check:\n\ttest -f lib/a.txt\n"),
+    ])
+}
+
+fn plan(agent: &str, extra: &str) -> String {
+    format!(
+        "goal = \"g\"\n[defaults]\nagent = {{ exec = '''{agent}''' }}\n{extra}\n\
+         [[task]]\nid = \"a\"\nprompt = \"fix a\"\nowns = [\"lib/a.txt\"]\n\
+         [[task]]\nid = \"b\"\nprompt = \"fix b\"\nowns = [\"lib/b.txt\"]\n"
+    )
+}
+
+#[test]
+fn a_failing_task_check_goes_back_to_the_worker_until_it_passes() {
+    let repo = sample();
+    // Round 0 writes `bad`; a later round, told what failed, writes `good`.
+    let agent = "if [ \"$PLAIT_ROUND\" = 0 ]; then echo bad > lib/$PLAIT_TASK.txt; else printf '%s\\n' \"$PLAIT_FEEDBACK\"; echo good > lib/$PLAIT_TASK.txt; fi";
+    let state = repo.run(
+        &plan(
+            agent,
+            "[checks]\ntask = [\"grep -q good lib/$PLAIT_TASK.txt && test -f Makefile\"]\n",
+        ),
+        2,
+    );
+    for id in ["a", "b"] {
+        let t = state.task(id).unwrap();
+        assert_eq!(t.state, TaskState::Done, "{id}: {:?}", t.error);
+        assert_eq!(t.rounds, 1);
+        assert!(t.checks.iter().all(|c| c.passed), "{:?}", t.checks);
+        let log = std::fs::read_to_string(&t.log).unwrap();
+        assert!(
+            log.contains("The check `grep -q good"),
+            "the worker was told what failed: {log}"
+        );
+        assert_eq!(
+            repo.tree_files(&t.branch)[&format!("lib/{id}.txt")],
+            "good\n"
+        );
+    }
+    assert_eq!(state.merge.as_ref().unwrap().included, ["a", "b"]);
+    assert!(plait::report::attention(&state).is_empty());
+    // The check checkouts are gone after the run.
+    assert_eq!(
+        repo.git(&["worktree", "list"])
+            .lines()
+            .filter(|l| l.contains("/checks/"))
+            .count(),
+        0
+    );
+}
+
+#[test]
+fn checks_that_never_pass_fail_the_task_after_the_rounds() {
+    let repo = sample();
+    let state = repo.run(
+        &plan(
+            "echo bad > lib/$PLAIT_TASK.txt",
+            "[checks]\ntask = [\"echo nope; exit 1\"]\n[review]\nrounds = 1\n",
+        ),
+        2,
+    );
+    let a = state.task("a").unwrap();
+    assert_eq!(a.state, TaskState::Failed);
+    assert_eq!(
+        a.error.as_deref(),
+        Some("its checks still fail after 1 round(s) of changes")
+    );
+    assert_eq!(a.checks[0].tail.trim_end(), "$ echo nope; exit 1\nnope");
+    assert!(state.merge.as_ref().unwrap().included.is_empty());
+}
+
+#[test]
+fn merged_checks_catch_what_each_task_s_checks_miss() {
+    let repo = sample();
+    // Each task alone is fine; together they break the rule that only one may say `new`.
+    let state = repo.run(
+        &plan(
+            "echo new > lib/$PLAIT_TASK.txt",
+            "[checks]\ntask = [\"true\"]\nmerged = [\"test $(cat lib/a.txt lib/b.txt | grep -c new) -le 1\"]\n",
+        ),
+        2,
+    );
+    assert!(state
+        .tasks
+        .iter()
+        .all(|t| t.state == TaskState::Done && t.checks_pass()));
+    assert_eq!(state.merge.as_ref().unwrap().included, ["a", "b"]);
+    assert_eq!(state.merged_checks.len(), 1);
+    assert!(!state.merged_checks[0].passed);
+    let attention = plait::report::attention(&state);
+    assert!(
+        attention
+            .iter()
+            .any(|a| a.starts_with("merged checks failed")),
+        "{attention:?}"
+    );
+    let mut state = state;
+    for partial in [false, true] {
+        let settings = LandSettings {
+            workdir: &repo.path,
+            into: "main",
+            partial,
+        };
+        let outcome = land::land(&repo.repo(), &mut state, &settings).unwrap();
+        let LandOutcome::Refused(Refusal::Gate(why)) = outcome else {
+            panic!("landed with failing merged checks (partial={partial})")
+        };
+        assert!(why.iter().any(|w| w.contains("merged check")), "{why:?}");
+    }
+    assert_eq!(repo.read("lib/a.txt"), "a\n");
+}
+
+#[test]
+fn a_command_reviewer_approves_requests_changes_and_rejects() {
+    let repo = sample();
+    // a: v1 first, v2 when asked; b: rejected outright.
+    let agent = "if [ \"$PLAIT_ROUND\" = 0 ]; then echo v1 > lib/$PLAIT_TASK.txt; else echo v2 > lib/$PLAIT_TASK.txt; fi";
+    let reviewer = "if [ $PLAIT_TASK = b ]; then echo 'wrong approach'; exit 2; fi; \
+                    if grep -q '+v1' \"$PLAIT_DIFF\"; then echo 'lib/a.txt: say v2'; exit 1; fi; exit 0";
+    let state = repo.run(
+        &plan(
+            agent,
+            &format!("[review]\nagent = {{ exec = '''{reviewer}''' }}\n"),
+        ),
+        2,
+    );
+    let a = state.task("a").unwrap();
+    assert_eq!(a.state, TaskState::Done);
+    assert_eq!(a.rounds, 1);
+    let review = a.review.as_ref().unwrap();
+    assert_eq!(
+        (review.verdict, review.by.as_str(), review.round),
+        (Verdict::Approve, "command", 1)
+    );
+    let log = std::fs::read_to_string(a.log.with_file_name("review-0.log")).unwrap();
+    assert!(log.contains("say v2"), "{log}");
+    let b = state.task("b").unwrap();
+    assert_eq!(b.state, TaskState::Rejected);
+    assert_eq!(
+        b.review.as_ref().unwrap().comments[0].body,
+        "wrong approach"
+    );
+    let merge = state.merge.as_ref().unwrap();
+    assert_eq!(merge.included, ["a"]);
+    assert_eq!(repo.tree_files(&merge.branch)["lib/a.txt"], "v2\n");
+    assert_eq!(
+        repo.tree_files(&b.branch)["lib/b.txt"],
+        "v1\n",
+        "a rejected branch is kept"
+    );
+    let attention = plait::report::attention(&state);
+    assert!(
+        attention
+            .iter()
+            .any(|a| a.contains("rejected") && a.contains('b')),
+        "{attention:?}"
+    );
+}
+
+#[test]
+fn changes_requested_past_the_last_round_leave_the_task_out() {
+    let repo = sample();
+    let state = repo.run(
+        &plan(
+            "echo v1 > lib/$PLAIT_TASK.txt",
+            "[review]\nrounds = 0\nagent = { exec = \"echo never happy; exit 1\" }\n",
+        ),
+        2,
+    );
+    for t in &state.tasks {
+        assert_eq!(t.state, TaskState::Done);
+        assert_eq!(t.verdict(), Some(Verdict::RequestChanges));
+    }
+    assert!(state.merge.as_ref().unwrap().included.is_empty());
+    let attention = plait::report::attention(&state);
+    assert!(
+        attention.iter().any(|a| a.contains("not approved")),
+        "{attention:?}"
+    );
+}
+
+#[test]
+fn a_reviewer_command_without_a_verdict_counts_as_request_changes() {
+    let repo = sample();
+    let state = repo.run(
+        &plan(
+            "echo v1 > lib/$PLAIT_TASK.txt",
+            "[review]\nrounds = 0\nagent = { exec = \"exit 7\" }\n",
+        ),
+        2,
+    );
+    let review = state.task("a").unwrap().review.clone().unwrap();
+    assert_eq!(review.verdict, Verdict::RequestChanges);
+    assert_eq!(
+        review.note.as_deref(),
+        Some("the reviewer command did not give a verdict: command exited with status 7")
+    );
+}
