@@ -208,3 +208,157 @@ fn a_reviewer_command_without_a_verdict_counts_as_request_changes() {
         Some("the reviewer command did not give a verdict: command exited with status 7")
     );
 }
+
+mod model {
+    //! The model reviewer, against the mock model server.
+
+    use plait::state::{TaskState, Verdict};
+    use serde_json::json;
+
+    use crate::mock::{edit, MockModel, Provider, ToolCall, Turn};
+    use crate::support::TestRepo;
+
+    const KEY: &str = "sk-review-key";
+
+    fn submit(verdict: &str, summary: &str, comments: serde_json::Value) -> Turn {
+        Turn::Tools(vec![ToolCall::new(
+            "submit_review",
+            json!({"verdict": verdict, "summary": summary, "comments": comments}),
+        )])
+    }
+
+    fn run(provider: Provider, mock: &MockModel) -> (TestRepo, plait::state::RunState) {
+        let repo = TestRepo::with_files(&[("lib/a.py", "x = 1\n"), ("lib/b.py", "y = 1\n")]);
+        let kind = if provider == Provider::Anthropic {
+            "anthropic"
+        } else {
+            "openai"
+        };
+        let toml = format!(
+            "goal = \"Set everything to 2\"\n\
+             [providers.mock]\nkind = \"{kind}\"\nbase_url = \"{}\"\napi_key_env = \"K\"\nmodel = \"m\"\n\
+             [defaults]\nagent = \"mock\"\n\
+             [[task]]\nid = \"a\"\nprompt = \"Set x to 2\"\nowns = [\"lib/a.py\"]\n\
+             [[task]]\nid = \"b\"\nprompt = \"Set y to 2\"\nowns = [\"lib/b.py\"]\n",
+            mock.url()
+        );
+        let state = repo.run_with_env(&toml, 2, &|k| (k == "K").then(|| KEY.to_string()));
+        (repo, state)
+    }
+
+    #[test]
+    fn the_workers_model_reviews_requests_changes_then_approves() {
+        for provider in [Provider::Anthropic, Provider::OpenAi] {
+            let mock = MockModel::start(provider, KEY);
+            mock.script(
+                "a",
+                vec![
+                    Turn::Tools(vec![edit::str_replace("lib/a.py", "x = 1", "x = 3")]),
+                    Turn::Text("set x".into()),
+                    // Round 1, after the review asked for changes.
+                    Turn::Tools(vec![edit::str_replace("lib/a.py", "x = 3", "x = 2")]),
+                    Turn::Text("fixed".into()),
+                ],
+            );
+            mock.script(
+                "review:a",
+                vec![
+                    submit(
+                        "request_changes",
+                        "x must be 2",
+                        json!([{"path": "lib/a.py", "line": 1, "body": "use 2, not 3"}]),
+                    ),
+                    submit("approve", "good", json!([])),
+                ],
+            );
+            mock.script(
+                "b",
+                vec![
+                    Turn::Tools(vec![edit::str_replace("lib/b.py", "y = 1", "y = 2")]),
+                    Turn::Text("ok".into()),
+                ],
+            );
+            // A malformed answer, then a rejection.
+            mock.script(
+                "review:b",
+                vec![
+                    Turn::Tools(vec![ToolCall::new(
+                        "submit_review",
+                        json!({"summary": "no verdict"}),
+                    )]),
+                    submit("reject", "deletes the module's public API", json!([])),
+                ],
+            );
+            let (repo, state) = run(provider, &mock);
+            assert_eq!(mock.problems(), Vec::<String>::new(), "{provider:?}");
+            let a = state.task("a").unwrap();
+            assert_eq!(
+                (a.state, a.rounds),
+                (TaskState::Done, 1),
+                "{provider:?}: {:?}",
+                a.error
+            );
+            assert_eq!(a.review.as_ref().unwrap().verdict, Verdict::Approve);
+            assert_eq!(repo.tree_files(&a.branch)["lib/a.py"], "x = 2\n");
+            // The worker's second round was told what the reviewer said.
+            let round_one = mock
+                .requests()
+                .into_iter()
+                .filter(|r| r.task.as_deref() == Some("a"))
+                .nth(2)
+                .unwrap();
+            let text = round_one.body.to_string();
+            assert!(
+                text.contains("use 2, not 3") && text.contains("round 1"),
+                "{text}"
+            );
+            // The review request carried the diff and the goal.
+            let review = mock
+                .requests()
+                .into_iter()
+                .find(|r| r.task.as_deref() == Some("review:a"))
+                .unwrap();
+            let body = review.body.to_string();
+            assert!(
+                body.contains("+x = 3") && body.contains("Set everything to 2"),
+                "{body}"
+            );
+            let b = state.task("b").unwrap();
+            assert_eq!(b.state, TaskState::Rejected);
+            assert_eq!(
+                b.review.as_ref().unwrap().note.as_deref(),
+                Some("answered on attempt 2")
+            );
+            assert_eq!(state.merge.as_ref().unwrap().included, ["a"]);
+            let usage = a.usage.as_ref().unwrap();
+            assert_eq!(usage.turns, 6, "4 worker turns and 2 reviews: {usage:?}");
+        }
+    }
+
+    #[test]
+    fn a_reviewer_that_never_answers_properly_counts_as_request_changes() {
+        let mock = MockModel::start(Provider::Anthropic, KEY);
+        mock.script(
+            "a",
+            vec![
+                Turn::Tools(vec![edit::str_replace("lib/a.py", "x = 1", "x = 2")]),
+                Turn::Text("done".into()),
+            ],
+        );
+        mock.script("review:a", vec![Turn::Text("looks fine to me".into()); 3]);
+        mock.script("b", vec![Turn::Text("nothing".into())]);
+        let (_repo, state) = run(Provider::Anthropic, &mock);
+        let a = state.task("a").unwrap();
+        let review = a.review.as_ref().unwrap();
+        assert_eq!(review.verdict, Verdict::RequestChanges);
+        assert_eq!(
+            review.note.as_deref(),
+            Some("counted as request_changes: the answer did not call submit_review")
+        );
+        assert_eq!(
+            mock.count("review:a"),
+            3 * 3,
+            "three reviews of three attempts, one per round"
+        );
+    }
+}

@@ -34,7 +34,9 @@ pub(super) fn check_anthropic(headers: &Headers, body: &Value, task: &TaskScript
         }
         check_anthropic_content(i, &message["content"], &mut p);
     }
-    check_anthropic_tools(&body["tools"], &mut p);
+    if !check_review_tools(body, &mut p) {
+        check_anthropic_tools(&body["tools"], &mut p);
+    }
     check_tool_results(messages, task, &mut p);
     p
 }
@@ -69,6 +71,43 @@ fn check_anthropic_content(i: usize, content: &Value, p: &mut Vec<String>) {
             p.push(format!("{at} is not a well-formed block: {block}"));
         }
     }
+}
+
+/// A review request forces the `submit_review` tool (Anthropic `{type: "tool", name}`,
+/// OpenAI `{type: "function", function: {name}}`) and offers only it. Returns whether the
+/// request is one.
+fn check_review_tools(body: &Value, p: &mut Vec<String>) -> bool {
+    let choice = &body["tool_choice"];
+    let forced = choice["name"]
+        .as_str()
+        .or(choice["function"]["name"].as_str());
+    if forced != Some("submit_review") {
+        return false;
+    }
+    let tools = array(&body["tools"]);
+    let names: Vec<&str> = tools
+        .iter()
+        .filter_map(|t| t["name"].as_str().or(t["function"]["name"].as_str()))
+        .collect();
+    if names != ["submit_review"] {
+        p.push(format!(
+            "a review request offers {names:?}, not just submit_review"
+        ));
+    }
+    let schema = tools.first().map(|t| {
+        if t["input_schema"].is_null() {
+            &t["function"]["parameters"]
+        } else {
+            &t["input_schema"]
+        }
+    });
+    let required = schema.map(|s| s["required"].clone()).unwrap_or_default();
+    if required != serde_json::json!(["verdict", "summary"]) {
+        p.push(format!(
+            "submit_review must require verdict and summary, not {required}"
+        ));
+    }
+    true
 }
 
 fn check_anthropic_tools(tools: &Value, p: &mut Vec<String>) {
@@ -161,7 +200,9 @@ fn check_tool_results(messages: &[Value], task: &TaskScript, p: &mut Vec<String>
     }
     let last_user = messages.iter().rev().find(|m| m["role"] == "user");
     let answered = block_ids(last_user, "tool_result", "tool_use_id");
-    for id in &task.pending {
+    // A request without assistant messages starts a new conversation: nothing is owed.
+    let continues = messages.iter().any(|m| m["role"] == "assistant");
+    for id in task.pending.iter().filter(|_| continues) {
         if !answered.contains(id.as_str()) {
             p.push(format!(
                 "the last user message lacks a tool_result for {id:?} of the previous answer"
@@ -197,7 +238,9 @@ pub(super) fn check_openai(headers: &Headers, body: &Value, task: &TaskScript) -
             ));
         }
     }
-    check_openai_tools(&body["tools"], &mut p);
+    if !check_review_tools(body, &mut p) {
+        check_openai_tools(&body["tools"], &mut p);
+    }
     check_tool_messages(messages, task, &mut p);
     p
 }
@@ -244,7 +287,9 @@ fn check_tool_messages(messages: &[Value], task: &TaskScript, p: &mut Vec<String
     let answered: BTreeSet<_> = tool_messages
         .filter_map(|m| m["tool_call_id"].as_str())
         .collect();
-    for id in &task.pending {
+    // A request without assistant messages starts a new conversation: nothing is owed.
+    let continues = messages.iter().any(|m| m["role"] == "assistant");
+    for id in task.pending.iter().filter(|_| continues) {
         if !answered.contains(id.as_str()) {
             p.push(format!(
                 "no tool message answers {id:?} of the previous answer"

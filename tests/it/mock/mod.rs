@@ -294,6 +294,10 @@ impl Default for Usage {
 static TASK_LINE: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"Task id: ([A-Za-z0-9._-]+)").expect("task line regex"));
 
+/// A reviewer's request names the task it reviews; its script is `review:<id>`.
+static REVIEW_LINE: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"Review of task: ([A-Za-z0-9._-]+)").expect("review line regex"));
+
 /// The server's one handler: every method and path comes here.
 async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response {
     let (parts, body) = request.into_parts();
@@ -445,6 +449,9 @@ fn task_id(provider: Provider, body: &Value) -> Option<String> {
             .find(|m| m["role"] == "system")
             .and_then(|m| text_of(&m["content"])),
     }?;
+    if let Some(review) = REVIEW_LINE.captures(&system) {
+        return Some(format!("review:{}", &review[1]));
+    }
     let captures = TASK_LINE.captures(&system)?;
     Some(captures[1].to_string())
 }
