@@ -23,6 +23,8 @@ pub struct CheckPool {
     free: Mutex<Vec<PathBuf>>,
     made: Mutex<usize>,
     permits: Semaphore,
+    /// Held while `git worktree add` runs: concurrent adds race on `.git/worktrees`.
+    adding: std::sync::Arc<Mutex<()>>,
 }
 
 /// What to run and where its output goes.
@@ -45,6 +47,7 @@ impl CheckPool {
             free: Mutex::new(Vec::new()),
             made: Mutex::new(0),
             permits: Semaphore::new(jobs.max(1)),
+            adding: std::sync::Arc::new(Mutex::new(())),
         }
     }
 
@@ -58,7 +61,8 @@ impl CheckPool {
         let slot = self.take_slot();
         let prepared = {
             let (slot, workdir, commit) = (slot.clone(), self.workdir.clone(), job.commit);
-            tokio::task::spawn_blocking(move || prepare(&workdir, &slot, commit)).await
+            let adding = self.adding.clone();
+            tokio::task::spawn_blocking(move || prepare(&workdir, &slot, commit, &adding)).await
         };
         let result = match prepared {
             Ok(Ok(())) => Ok(self.run_commands(&slot, job, cancel).await),
@@ -150,10 +154,11 @@ fn append(path: &Path, text: &str) -> std::io::Result<()> {
 
 /// Puts `slot` at `commit`: a new detached worktree, or an existing one moved there with
 /// untracked files removed (ignored build output stays).
-fn prepare(workdir: &Path, slot: &Path, commit: Oid) -> Result<(), String> {
+fn prepare(workdir: &Path, slot: &Path, commit: Oid, adding: &Mutex<()>) -> Result<(), String> {
     let hex = commit.to_string();
     let path = slot.display().to_string();
     if !slot.exists() {
+        let _adding = adding.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(parent) = slot.parent() {
             std::fs::create_dir_all(parent).map_err(|e| format!("{}: {e}", parent.display()))?;
         }

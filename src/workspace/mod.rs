@@ -96,22 +96,34 @@ fn lay_out(
 ) -> Result<(), WorkspaceError> {
     fs::create_dir_all(spec.path).map_err(io_err(spec.path))?;
     let path = spec.path.canonicalize().map_err(io_err(spec.path))?;
-    fs::create_dir_all(admin).map_err(io_err(admin))?;
-    let admin = admin.canonicalize().map_err(io_err(admin))?;
-    write_file(&admin.join("commondir"), b"../..\n")?;
+    let worktrees = admin.parent().unwrap_or(admin);
+    fs::create_dir_all(worktrees).map_err(io_err(worktrees))?;
+    let admin = worktrees
+        .canonicalize()
+        .map_err(io_err(worktrees))?
+        .join(spec.admin_name);
+    // The administrative directory is filled elsewhere and renamed into place whole: a
+    // git command listing worktrees meanwhile must never see it half made.
+    let staging = repo
+        .commondir()
+        .join("plait")
+        .join("staging")
+        .join(spec.admin_name);
+    let _ = fs::remove_dir_all(&staging);
+    fs::create_dir_all(&staging).map_err(io_err(&staging))?;
+    write_file(&staging.join("commondir"), b"../..\n")?;
     write_file(
-        &admin.join("gitdir"),
+        &staging.join("gitdir"),
         format!("{}\n", path.join(".git").display()).as_bytes(),
     )?;
     write_file(
-        &admin.join("HEAD"),
+        &staging.join("HEAD"),
         format!("ref: {}\n", branch_ref(spec.branch)).as_bytes(),
     )?;
     write_file(
         &path.join(".git"),
         format!("gitdir: {}\n", admin.display()).as_bytes(),
     )?;
-
     // One pass decides which entries are checked out; the index reuses the answer.
     let selected: Vec<bool> = spec
         .files
@@ -121,8 +133,9 @@ fn lay_out(
     for (file, _) in spec.files.iter().zip(&selected).filter(|(_, s)| **s) {
         checkout_file(repo, &path, file)?;
     }
-    let index = admin.join("index");
-    index::write(&index, &path, spec.files, &selected).map_err(io_err(&index))
+    let index = staging.join("index");
+    index::write(&index, &path, spec.files, &selected).map_err(io_err(&index))?;
+    fs::rename(&staging, &admin).map_err(io_err(&admin))
 }
 
 /// Writes one blob from the object database into the worktree.

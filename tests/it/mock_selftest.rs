@@ -398,7 +398,17 @@ fn a_missing_tool_result_is_a_problem() {
             )
             .await;
             assert_eq!(first.status(), 200);
-            let again = json!([{"role": "user", "content": "Do it."}]);
+            // The history holds the tool call, but no answer to it follows.
+            let call = match provider {
+                Provider::Anthropic => json!({"role": "assistant", "content": [
+                    {"type": "tool_use", "id": "toolu_m_1", "name": "str_replace_based_edit_tool",
+                     "input": {"command": "view", "path": "a.txt"}}]}),
+                Provider::OpenAi => json!({"role": "assistant", "content": null, "tool_calls": [
+                    {"id": "call_m_1", "type": "function", "function": {
+                        "name": "str_replace_based_edit_tool",
+                        "arguments": "{\"command\":\"view\",\"path\":\"a.txt\"}"}}]}),
+            };
+            let again = json!([{"role": "user", "content": "Look."}, call, {"role": "user", "content": "Do it."}]);
             let second = post(&mock, provider, KEY, &body(provider, "m", again, false)).await;
             assert_eq!(second.status(), 400);
         });
