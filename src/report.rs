@@ -63,7 +63,7 @@ pub fn attention(state: &RunState) -> Vec<String> {
     let rejected: Vec<&str> = state
         .tasks
         .iter()
-        .filter(|t| t.state == TaskState::Rejected || t.verdict() == Some(Verdict::Reject))
+        .filter(|t| t.verdict() == Some(Verdict::Reject))
         .map(|t| t.id.as_str())
         .collect();
     if !rejected.is_empty() {
@@ -367,6 +367,79 @@ pub fn status_text(state: &RunState, live: bool) -> String {
         }
     }
     out
+}
+
+/// Task by task: the verdict, the comments, the checks and the diff, for `plait review`.
+pub fn review_text(
+    repo: &Repository,
+    state: &RunState,
+    style: DiffStyle,
+) -> Result<String, git2::Error> {
+    let mut out = String::new();
+    let base = Oid::from_str(&state.base)?;
+    for task in &state.tasks {
+        let verdict = match (task.verdict(), &task.decision) {
+            (Some(v), Some(_)) => format!("{} (by a person)", v.as_str()),
+            (Some(v), None) => format!(
+                "{} (by the {} reviewer)",
+                v.as_str(),
+                task.review.as_ref().map_or("", |r| r.by.as_str())
+            ),
+            (None, _) => "not reviewed".to_string(),
+        };
+        let passed = task.checks.iter().filter(|c| c.passed).count();
+        let _ = writeln!(
+            out,
+            "{}== {} · {} · {} · checks {passed}/{} passed · {} round(s) of changes{}",
+            paint(style, BOLD),
+            task.id,
+            task.state.as_str(),
+            verdict,
+            task.checks.len(),
+            task.rounds,
+            reset(style)
+        );
+        if let Some(review) = &task.review {
+            let _ = writeln!(out, "summary: {}", review.summary);
+            if let Some(note) = &review.note {
+                let _ = writeln!(out, "note: {note}");
+            }
+            for c in &review.comments {
+                let place = if c.path.is_empty() {
+                    String::new()
+                } else {
+                    format!(
+                        "{}{}: ",
+                        c.path,
+                        c.line.map(|l| format!(":{l}")).unwrap_or_default()
+                    )
+                };
+                let _ = writeln!(out, "  - {place}{}", c.body);
+            }
+        }
+        for c in task.checks.iter().filter(|c| !c.passed) {
+            let _ = writeln!(
+                out,
+                "check `{}` failed (log: {}):",
+                c.command,
+                c.log.display()
+            );
+            for line in c.tail.lines() {
+                let _ = writeln!(out, "    {line}");
+            }
+        }
+        if let Some(error) = &task.error {
+            let _ = writeln!(out, "error: {error}");
+        }
+        match task.commit.as_deref().map(Oid::from_str) {
+            Some(Ok(tip)) => out.push_str(&diff_text(repo, base, tip, style)?),
+            _ => {
+                let _ = writeln!(out, "(no changes)");
+            }
+        }
+        out.push('\n');
+    }
+    Ok(out)
 }
 
 /// The model usage of all tasks together, if any task used a model.

@@ -7,6 +7,7 @@ use clap::Args;
 use super::{open_store, CommandError};
 use crate::git;
 use crate::land::{self, LandError, LandOutcome, LandSettings, Refusal};
+use crate::orchestrator;
 
 /// Advance a branch to the run's merged result, only when the merge is clean
 #[derive(Debug, Args)]
@@ -36,6 +37,24 @@ pub fn cmd_land(dir: &Path, args: LandArgs) -> Result<(), CommandError> {
     let run = store.find(Some(&args.run))?;
     let mut state = store.load(&run)?;
     let workdir = git::workdir(&repo);
+    if state.phase == crate::state::RunPhase::Finished && orchestrator::merge_is_stale(&state) {
+        eprintln!("decisions changed which tasks belong in run {run}: merging again and re-running the merged checks");
+        let plan = crate::plan::load(&store.run_dir(&run).join("plan.toml"))?;
+        let checks = crate::plan::checks_of(&plan);
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| CommandError::internal(format!("cannot start the async runtime: {e}")))?;
+        runtime
+            .block_on(orchestrator::remerge(
+                workdir.clone(),
+                store.run_dir(&run),
+                &mut state,
+                &checks,
+            ))
+            .map_err(|e| CommandError::internal(format!("cannot merge again: {e}")))?;
+        store.save(&state)?;
+    }
     let settings = LandSettings {
         workdir: &workdir,
         into: &args.into,

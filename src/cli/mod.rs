@@ -7,6 +7,7 @@ mod clean;
 mod diff;
 mod land;
 mod plan;
+mod review;
 mod run;
 mod runs;
 mod status;
@@ -51,6 +52,9 @@ pub enum Command {
     Run(run::RunArgs),
     Status(status::StatusArgs),
     Diff(diff::DiffArgs),
+    Review(review::ReviewArgs),
+    Accept(review::AcceptArgs),
+    Reject(review::RejectArgs),
     Land(land::LandArgs),
     Clean(clean::CleanArgs),
     Runs(runs::RunsArgs),
@@ -168,6 +172,9 @@ pub fn main() -> ExitCode {
         Command::Run(args) => run::cmd_run(&dir, args),
         Command::Status(args) => status::cmd_status(&dir, args),
         Command::Diff(args) => diff::cmd_diff(&dir, args),
+        Command::Review(args) => review::cmd_review(&dir, args),
+        Command::Accept(args) => review::cmd_accept(&dir, args),
+        Command::Reject(args) => review::cmd_reject(&dir, args),
         Command::Land(args) => land::cmd_land(&dir, args),
         Command::Clean(args) => clean::cmd_clean(&dir, args),
         Command::Runs(args) => runs::cmd_runs(&dir, args),

@@ -24,7 +24,7 @@ mod task;
 use crate::agent::Cancel;
 use crate::git::{self, RepoError};
 use crate::merge::{self, BranchInput, MergeError, MergeSettings};
-use crate::plan::ResolvedPlan;
+use crate::plan::{CheckSettings, ResolvedPlan};
 use crate::review::checks::{CheckJob, CheckPool};
 use crate::state::{
     self, now_ms, RunLock, RunPhase, RunState, StateError, Store, TaskRecord, TaskState,
@@ -352,6 +352,14 @@ pub fn admin_name(run: &str, task: &str) -> String {
 
 async fn merge_run(shared: Arc<Shared>) -> Result<merge::MergeOutcome, RunError> {
     let state = shared.snapshot();
+    let repo_path = shared.repo.clone();
+    tokio::task::spawn_blocking(move || merge_tasks(&repo_path, &state))
+        .await
+        .map_err(|e| RunError::Internal(format!("merge panicked: {e}")))?
+}
+
+/// Merges the mergeable tasks of `state` into its merged branch (blocking).
+pub fn merge_tasks(repo_path: &Path, state: &RunState) -> Result<merge::MergeOutcome, RunError> {
     let branches: Vec<BranchInput> = state
         .tasks
         .iter()
@@ -365,30 +373,78 @@ async fn merge_run(shared: Arc<Shared>) -> Result<merge::MergeOutcome, RunError>
             })
         })
         .collect();
-    let repo_path = shared.repo.clone();
-    let base = shared.plan.base;
-    let message = merge_message(&state, &branches);
-    let branch = state.merged_branch();
-    tokio::task::spawn_blocking(move || {
-        let repo = git::open(&repo_path)?;
-        let workdir = git::workdir(&repo);
-        let settings = MergeSettings {
-            workdir: &workdir,
-            branch: &branch,
-            base,
-            branches: &branches,
-            message,
-        };
-        merge::merge(&repo, &settings).map_err(RunError::from)
-    })
-    .await
-    .map_err(|e| RunError::Internal(format!("merge panicked: {e}")))?
+    let base = git2::Oid::from_str(&state.base).map_err(|e| RunError::Internal(e.to_string()))?;
+    let repo = git::open(repo_path)?;
+    let workdir = git::workdir(&repo);
+    let settings = MergeSettings {
+        workdir: &workdir,
+        branch: &state.merged_branch(),
+        base,
+        branches: &branches,
+        message: merge_message(state, &branches),
+    };
+    merge::merge(&repo, &settings).map_err(RunError::from)
+}
+
+/// Whether decisions taken since the merge (`plait accept` / `plait reject`) change which
+/// tasks belong in it.
+pub fn merge_is_stale(state: &RunState) -> bool {
+    let Some(merge) = &state.merge else {
+        return false;
+    };
+    let mut want: Vec<&str> = state
+        .tasks
+        .iter()
+        .filter(|t| mergeable(t) && t.commit.is_some())
+        .map(|t| t.id.as_str())
+        .collect();
+    let mut have: Vec<&str> = merge
+        .included
+        .iter()
+        .chain(&merge.excluded)
+        .map(String::as_str)
+        .collect();
+    want.sort_unstable();
+    have.sort_unstable();
+    want != have
+}
+
+/// Merges the run again with the tasks that belong in it now and runs the merged checks
+/// on the result; the state is updated (not saved).
+pub async fn remerge(
+    repo: PathBuf,
+    run_dir: PathBuf,
+    state: &mut RunState,
+    checks: &CheckSettings,
+) -> Result<(), RunError> {
+    let snapshot = state.clone();
+    let repo_for_merge = repo.clone();
+    let outcome = tokio::task::spawn_blocking(move || merge_tasks(&repo_for_merge, &snapshot))
+        .await
+        .map_err(|e| RunError::Internal(format!("merge panicked: {e}")))??;
+    let merged_checks = if checks.merged.is_empty() {
+        Vec::new()
+    } else {
+        let pool = Arc::new(CheckPool::new(run_dir.join("checks"), repo, checks.jobs));
+        let (_interrupt, cancel) = Cancel::new();
+        let results = merged_checks(&pool, state, &outcome, checks, &run_dir, &cancel).await;
+        let _ = tokio::task::spawn_blocking(move || pool.remove_all()).await;
+        results
+    };
+    state.merge = Some(outcome);
+    state.merged_checks = merged_checks;
+    Ok(())
 }
 
 /// Whether a task's branch may go into the merge: done, approved (or not reviewed), its
 /// checks green.
 pub fn mergeable(task: &TaskRecord) -> bool {
-    task.state == TaskState::Done
+    let accepted_after_rejection = task.state == TaskState::Rejected
+        && task
+            .decision
+            .as_ref()
+            .is_some_and(|d| d.verdict == crate::state::Verdict::Approve);
+    (task.state == TaskState::Done || accepted_after_rejection)
         && task.checks_pass()
         && matches!(task.verdict(), None | Some(crate::state::Verdict::Approve))
 }
@@ -397,23 +453,44 @@ async fn run_merged_checks(
     shared: &Arc<Shared>,
     merge: &merge::MergeOutcome,
 ) -> Vec<crate::state::CheckResult> {
+    let state = shared.snapshot();
+    let run_dir = shared.store.run_dir(&shared.run);
+    merged_checks(
+        &shared.checks,
+        &state,
+        merge,
+        &shared.plan.checks,
+        &run_dir,
+        &shared.cancel,
+    )
+    .await
+}
+
+async fn merged_checks(
+    pool: &CheckPool,
+    state: &RunState,
+    merge: &merge::MergeOutcome,
+    checks: &CheckSettings,
+    run_dir: &Path,
+    cancel: &Cancel,
+) -> Vec<crate::state::CheckResult> {
     let Ok(commit) = git2::Oid::from_str(&merge.commit) else {
         return Vec::new();
     };
-    let logs = shared.store.run_dir(&shared.run).join("merged-checks");
+    let logs = run_dir.join("merged-checks");
     let job = CheckJob {
         commit,
-        commands: &shared.plan.checks.merged,
+        commands: &checks.merged,
         env: vec![
-            ("PLAIT_RUN", shared.run.clone()),
+            ("PLAIT_RUN", state.id.clone()),
             ("PLAIT_TASK", "merged".to_string()),
-            ("PLAIT_BASE", shared.plan.base.to_string()),
+            ("PLAIT_BASE", state.base.clone()),
             ("PLAIT_COMMIT", merge.commit.clone()),
         ],
         logs: &logs,
-        timeout: shared.plan.checks.timeout,
+        timeout: checks.timeout,
     };
-    match shared.checks.run(&job, &shared.cancel).await {
+    match pool.run(&job, cancel).await {
         Ok(results) => results,
         Err(e) => vec![crate::state::CheckResult {
             command: "(prepare a checkout of the merged branch)".to_string(),

@@ -17,7 +17,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use providers::ProviderFile;
 pub use validate::{
-    resolve, resolve_with_env, AgentConfig, CheckSettings, ResolvedPlan, ResolvedTask,
+    checks_of, resolve, resolve_with_env, AgentConfig, CheckSettings, ResolvedPlan, ResolvedTask,
     ReviewSettings, Reviewer,
 };
 

@@ -193,6 +193,11 @@ pub fn resolve_with_env(
     })
 }
 
+/// The `[checks]` of a plan, resolved; problems fall back to defaults.
+pub fn checks_of(plan: &PlanFile) -> CheckSettings {
+    resolve_checks(plan, &mut Vec::new())
+}
+
 fn resolve_checks(plan: &PlanFile, problems: &mut Vec<String>) -> CheckSettings {
     let file = &plan.checks;
     for cmd in file.task.iter().chain(&file.merged) {

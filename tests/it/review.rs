@@ -362,3 +362,69 @@ mod model {
         );
     }
 }
+
+#[test]
+fn a_person_overrules_the_reviewer_and_land_merges_again() {
+    let repo = sample();
+    let plan = repo.plan(&plan(
+        "echo v1 > lib/$PLAIT_TASK.txt",
+        "[review]\nagent = { exec = 'if [ $PLAIT_TASK = b ]; then echo too bold; exit 2; fi' }\n\
+         [checks]\nmerged = [\"cat lib/a.txt lib/b.txt\"]\n",
+    ));
+    let out = repo.plait(&["run", plan.to_str().unwrap()]);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "b was rejected: {}",
+        crate::support::stderr(&out)
+    );
+    let run = crate::support::stdout(&out).trim().to_string();
+
+    let review = crate::support::stdout(&repo.plait(&["review", &run]));
+    assert!(
+        review.contains("== b · rejected · reject (by the command reviewer)"),
+        "{review}"
+    );
+    assert!(
+        review.contains("too bold") && review.contains("+v1"),
+        "{review}"
+    );
+
+    let refused = repo.plait(&["land", &run, "--into", "main"]);
+    assert_eq!(refused.status.code(), Some(1));
+    assert!(crate::support::stderr(&refused).contains("rejected"));
+
+    let out = repo.plait(&["accept", &run, "b"]);
+    assert!(out.status.success(), "{}", crate::support::stderr(&out));
+    let out = repo.plait(&["land", &run, "--into", "main"]);
+    assert!(out.status.success(), "{}", crate::support::stderr(&out));
+    assert!(crate::support::stderr(&out).contains("merging again"));
+    assert_eq!(
+        (repo.read("lib/a.txt"), repo.read("lib/b.txt")),
+        ("v1\n".to_string(), "v1\n".to_string())
+    );
+    let status: serde_json::Value =
+        serde_json::from_slice(&repo.plait(&["status", &run, "--json"]).stdout).unwrap();
+    assert_eq!(status["merge"]["included"], serde_json::json!(["a", "b"]));
+    assert_eq!(status["merged_checks"][0]["passed"], true);
+    assert_eq!(status["tasks"][1]["decision"]["verdict"], "approve");
+}
+
+#[test]
+fn rejecting_by_hand_leaves_a_task_out_and_partial_lands_the_rest() {
+    let repo = sample();
+    let plan = repo.plan(&plan("echo v1 > lib/$PLAIT_TASK.txt", ""));
+    let out = repo.plait(&["run", plan.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", crate::support::stderr(&out));
+    let run = crate::support::stdout(&out).trim().to_string();
+    assert!(repo.plait(&["reject", &run, "a"]).status.success());
+    let refused = repo.plait(&["land", &run, "--into", "main"]);
+    assert_eq!(refused.status.code(), Some(1));
+    assert!(crate::support::stderr(&refused).contains("rejected (left out of the merge): a"));
+    let out = repo.plait(&["land", &run, "--into", "main", "--partial"]);
+    assert!(out.status.success(), "{}", crate::support::stderr(&out));
+    assert_eq!(
+        (repo.read("lib/a.txt"), repo.read("lib/b.txt")),
+        ("a\n".to_string(), "v1\n".to_string())
+    );
+}
