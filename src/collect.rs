@@ -14,7 +14,7 @@ use git2::{build::TreeUpdateBuilder, FileMode, ObjectType, Oid, Repository};
 use crate::git::{branch_ref, flatten_tree, mode, signature, TreeFile};
 use crate::plan::globs::Globs;
 use crate::state::{ChangeKind, FileChange};
-use crate::workspace::index;
+use crate::workspace::index::{self, Presence};
 
 /// Why a worktree could not be collected.
 #[derive(Debug, thiserror::Error)]
@@ -251,10 +251,18 @@ fn refresh_index(worktree: &Path, tree: &git2::Tree<'_>, scan: &Scan) -> Result<
     let files = flatten_tree(tree)?;
     let wt = Repository::open(worktree)?;
     let index_path = wt.path().join("index");
-    let keep: Vec<bool> = files
+    // Violations stay in the worktree uncommitted: their entries get no stat data, so
+    // `git status` looks at them and shows them.
+    let dirty: HashSet<&str> = scan.changes.iter().map(|c| c.path.as_str()).collect();
+    let keep: Vec<Presence> = files
         .iter()
         .map(|f| {
-            f.is_blob() && (scan.checked_out.contains(&f.path) || scan.present.contains(&f.path))
+            let present = scan.checked_out.contains(&f.path) || scan.present.contains(&f.path);
+            match (f.is_blob() && present, dirty.contains(f.path.as_str())) {
+                (false, _) => Presence::Skip,
+                (true, false) => Presence::Clean,
+                (true, true) => Presence::Dirty,
+            }
         })
         .collect();
     index::write(&index_path, worktree, &files, &keep).map_err(|source| CollectError::Io {

@@ -16,11 +16,13 @@
 //! 7. [`report`] — per task and per run: state, changes, violations, conflicts, time; diffs.
 //!
 //! [`orchestrator`] drives stages 2–5 for a run with bounded concurrency, persisting the
-//! run's [`state`] after every transition; [`clean`] removes what a run created. [`git`]
+//! run's [`state`] after every transition; [`clean`] removes what a run created; [`check`]
+//! is the gate for hooks and CI. [`git`]
 //! holds the repository helpers every stage shares. Only [`cli`] prints, reads the
 //! environment and chooses exit codes.
 
 pub mod agent;
+pub mod check;
 pub mod clean;
 pub mod cli;
 pub mod collect;

@@ -3,8 +3,10 @@
 //! help) and a `cmd_*` handler. Exit codes: 0 all good; 1 finished but something needs
 //! attention; 2 bad usage, configuration or plan; 3 plait itself failed; 130 interrupted.
 
+mod check;
 mod clean;
 mod diff;
+mod hook;
 mod land;
 mod plan;
 mod review;
@@ -56,6 +58,8 @@ pub enum Command {
     Accept(review::AcceptArgs),
     Reject(review::RejectArgs),
     Land(land::LandArgs),
+    Check(check::CheckArgs),
+    Hook(hook::HookArgs),
     Clean(clean::CleanArgs),
     Runs(runs::RunsArgs),
 }
@@ -176,6 +180,8 @@ pub fn main() -> ExitCode {
         Command::Accept(args) => review::cmd_accept(&dir, args),
         Command::Reject(args) => review::cmd_reject(&dir, args),
         Command::Land(args) => land::cmd_land(&dir, args),
+        Command::Check(args) => check::cmd_check(&dir, args),
+        Command::Hook(args) => hook::cmd_hook(&dir, args),
         Command::Clean(args) => clean::cmd_clean(&dir, args),
         Command::Runs(args) => runs::cmd_runs(&dir, args),
     };

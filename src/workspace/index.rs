@@ -84,20 +84,30 @@ where
     out
 }
 
-/// Writes an index for `files` at `index_path`: entries whose `checked_out` flag is set
-/// get their stat data from `worktree`, the others are marked skip-worktree.
+/// How an entry stands in the worktree.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Presence {
+    /// Not checked out: a skip-worktree entry.
+    Skip,
+    /// Checked out with the entry's content: its stat data lets git trust it.
+    Clean,
+    /// Checked out but changed and not committed: no stat data, so git looks at it.
+    Dirty,
+}
+
+/// Writes an index for `files` at `index_path`, one `presence` per file.
 pub fn write(
     index_path: &Path,
     worktree: &Path,
     files: &[TreeFile],
-    checked_out: &[bool],
+    presence: &[Presence],
 ) -> io::Result<()> {
-    let mut flags = checked_out.iter();
+    let mut each = presence.iter();
     let bytes = build(files, |f| {
-        if flags.next().copied().unwrap_or(false) {
-            Some(Stat::of(&worktree.join(&f.path)).unwrap_or_default())
-        } else {
-            None
+        match each.next().copied().unwrap_or(Presence::Skip) {
+            Presence::Skip => None,
+            Presence::Clean => Some(Stat::of(&worktree.join(&f.path)).unwrap_or_default()),
+            Presence::Dirty => Some(Stat::default()),
         }
     });
     let tmp = index_path.with_extension("plait-tmp");

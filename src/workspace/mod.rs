@@ -8,6 +8,8 @@
 
 pub mod index;
 
+use index::Presence;
+
 use std::fs;
 use std::io;
 use std::os::unix::fs::PermissionsExt;
@@ -125,12 +127,23 @@ fn lay_out(
         format!("gitdir: {}\n", admin.display()).as_bytes(),
     )?;
     // One pass decides which entries are checked out; the index reuses the answer.
-    let selected: Vec<bool> = spec
+    let selected: Vec<Presence> = spec
         .files
         .iter()
-        .map(|f| f.is_blob() && checks_out(&f.path))
+        .map(|f| {
+            if f.is_blob() && checks_out(&f.path) {
+                Presence::Clean
+            } else {
+                Presence::Skip
+            }
+        })
         .collect();
-    for (file, _) in spec.files.iter().zip(&selected).filter(|(_, s)| **s) {
+    for (file, _) in spec
+        .files
+        .iter()
+        .zip(&selected)
+        .filter(|(_, s)| **s == Presence::Clean)
+    {
         checkout_file(repo, &path, file)?;
     }
     let index = staging.join("index");

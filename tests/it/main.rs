@@ -1,5 +1,6 @@
 //! plait's integration tests: one binary, hermetic repositories in temp dirs.
 
+mod check;
 mod cli;
 mod collect;
 mod land;

@@ -1,0 +1,207 @@
+//! `plait check`: stages 4–6 as a gate on a run's existing branches, for git hooks and CI.
+//! Each task branch must change only what its task owns; the branches that belong in the
+//! result are merged with each other (again, if decisions or branches changed) and with the
+//! target branch; the merged checks run on that result; and the run's own gate must be
+//! green. Nothing is landed and no branch but the run's merged branch is written.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use git2::{Oid, Repository};
+use serde::Serialize;
+
+use crate::agent::Cancel;
+use crate::git::{self, branch_ref, signature};
+use crate::land::gate;
+use crate::merge::{self, tree_changes, Conflict};
+use crate::orchestrator::{self, RunError};
+use crate::plan::globs::Globs;
+use crate::plan::{CheckSettings, PlanFile};
+use crate::review::checks::{CheckJob, CheckPool};
+use crate::state::{CheckResult, RunState};
+
+/// What `plait check` found.
+#[derive(Debug, Clone, Serialize)]
+pub struct CheckReport {
+    pub run: String,
+    pub target: String,
+    pub pass: bool,
+    /// Paths a task branch changes outside its task's ownership, as `task: path`.
+    pub ownership: Vec<String>,
+    /// Conflicts between the run's result and the target.
+    pub conflicts: Vec<Conflict>,
+    /// The merged checks, on the result merged with the target.
+    pub checks: Vec<CheckResult>,
+    /// Whatever else keeps the run from landing.
+    pub gate: Vec<String>,
+}
+
+/// The owned globs of each task of a plan.
+pub fn owns_of(plan: &PlanFile) -> HashMap<String, Globs> {
+    plan.tasks
+        .iter()
+        .filter_map(|t| Some((t.id.clone(), Globs::new(&t.owns).ok()?)))
+        .collect()
+}
+
+/// Checks run `state` against branch `into`; `state` is updated when it had to merge again.
+pub async fn check_run(
+    workdir: PathBuf,
+    run_dir: PathBuf,
+    state: &mut RunState,
+    into: &str,
+    checks: &CheckSettings,
+    owns: &HashMap<String, Globs>,
+) -> Result<CheckReport, RunError> {
+    let (ownership, moved) = {
+        let (workdir, snapshot, owns) = (workdir.clone(), state.clone(), owns.clone());
+        tokio::task::spawn_blocking(move || ownership(&workdir, &snapshot, &owns))
+            .await
+            .map_err(|e| RunError::Internal(e.to_string()))??
+    };
+    if orchestrator::merge_is_stale(state) {
+        orchestrator::remerge(workdir.clone(), run_dir.clone(), state, checks).await?;
+    }
+    let mut report = CheckReport {
+        run: state.id.clone(),
+        target: into.to_string(),
+        pass: false,
+        ownership,
+        conflicts: Vec::new(),
+        checks: state.merged_checks.clone(),
+        gate: gate(state, false),
+    };
+    report.gate.extend(moved);
+    let Some(merged) = state.merge.as_ref().map(|m| m.commit.clone()) else {
+        return Ok(report);
+    };
+    let target = {
+        let (workdir, into, merged) = (workdir.clone(), into.to_string(), merged.clone());
+        tokio::task::spawn_blocking(move || with_target(&workdir, &into, &merged))
+            .await
+            .map_err(|e| RunError::Internal(e.to_string()))??
+    };
+    match target {
+        Target::Contains | Target::FastForward => {}
+        Target::Conflicts(conflicts) => report.conflicts = conflicts,
+        Target::Merged(commit) if !checks.merged.is_empty() => {
+            let pool = CheckPool::new(run_dir.join("checks"), workdir.clone(), checks.jobs);
+            let logs = run_dir.join("check-merged-with-target");
+            let job = CheckJob {
+                commit,
+                commands: &checks.merged,
+                env: vec![
+                    ("PLAIT_RUN", state.id.clone()),
+                    ("PLAIT_TASK", "merged".to_string()),
+                    ("PLAIT_BASE", state.base.clone()),
+                    ("PLAIT_COMMIT", commit.to_string()),
+                ],
+                logs: &logs,
+                timeout: checks.timeout,
+            };
+            let (_interrupt, cancel) = Cancel::new();
+            let results = pool.run(&job, &cancel).await;
+            pool.remove_all();
+            report.checks = results.map_err(RunError::Internal)?;
+        }
+        Target::Merged(_) => report.checks = Vec::new(),
+    }
+    report.pass = report.ownership.is_empty()
+        && report.conflicts.is_empty()
+        && report.checks.iter().all(|c| c.passed)
+        && report.gate.is_empty();
+    Ok(report)
+}
+
+/// Paths each task branch changes outside its ownership, and branches that moved since
+/// the run recorded them.
+fn ownership(
+    workdir: &Path,
+    state: &RunState,
+    owns: &HashMap<String, Globs>,
+) -> Result<(Vec<String>, Vec<String>), RunError> {
+    let repo = git::open(workdir)?;
+    let base = Oid::from_str(&state.base).map_err(|e| RunError::Internal(e.to_string()))?;
+    let base_tree = repo
+        .find_commit(base)
+        .and_then(|c| c.tree())
+        .map_err(|e| RunError::Internal(e.to_string()))?;
+    let mut outside = Vec::new();
+    let mut moved = Vec::new();
+    for task in &state.tasks {
+        let Ok(tip) = repo.refname_to_id(&branch_ref(&task.branch)) else {
+            continue;
+        };
+        if task.commit.as_deref().is_some_and(|c| c != tip.to_string()) {
+            moved.push(format!(
+                "branch {} moved since the run committed to it",
+                task.branch
+            ));
+        }
+        let Some(globs) = owns.get(&task.id) else {
+            continue;
+        };
+        let tree = repo
+            .find_commit(tip)
+            .and_then(|c| c.tree())
+            .map_err(|e| RunError::Internal(e.to_string()))?;
+        for path in tree_changes(&repo, &base_tree, &tree)?.into_keys() {
+            if !globs.matches(&path) {
+                outside.push(format!("{}: {path}", task.id));
+            }
+        }
+    }
+    Ok((outside, moved))
+}
+
+enum Target {
+    /// The target already holds the result.
+    Contains,
+    /// The result is a fast-forward of the target.
+    FastForward,
+    /// Merging them conflicts.
+    Conflicts(Vec<Conflict>),
+    /// A commit (on no branch) of the target merged with the result.
+    Merged(Oid),
+}
+
+fn with_target(workdir: &Path, into: &str, merged: &str) -> Result<Target, RunError> {
+    let repo = git::open(workdir)?;
+    let internal = |e: git2::Error| RunError::Internal(e.to_string());
+    let merged = Oid::from_str(merged).map_err(internal)?;
+    let target = repo
+        .refname_to_id(&branch_ref(into))
+        .map_err(|_| RunError::Internal(format!("branch `{into}` does not exist")))?;
+    if target == merged || repo.graph_descendant_of(target, merged).map_err(internal)? {
+        return Ok(Target::Contains);
+    }
+    if repo.graph_descendant_of(merged, target).map_err(internal)? {
+        return Ok(Target::FastForward);
+    }
+    let result = merge::merge_tree(workdir, None, &branch_ref(into), &merged.to_string())?;
+    if !result.conflicts.is_empty() {
+        return Ok(Target::Conflicts(
+            result
+                .conflicts
+                .into_iter()
+                .map(|c| c.into_conflict())
+                .collect(),
+        ));
+    }
+    Ok(Target::Merged(
+        commit_of(&repo, result.tree, target, merged).map_err(internal)?,
+    ))
+}
+
+fn commit_of(repo: &Repository, tree: Oid, target: Oid, merged: Oid) -> Result<Oid, git2::Error> {
+    let sig = signature(repo)?;
+    let parents = [&repo.find_commit(target)?, &repo.find_commit(merged)?];
+    repo.commit(
+        None,
+        &sig,
+        &sig,
+        "plait check: the run merged with its target",
+        &repo.find_tree(tree)?,
+        &parents,
+    )
+}

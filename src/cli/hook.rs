@@ -1,0 +1,225 @@
+//! `plait hook`: git hooks that run `plait check` before a plait branch is merged or pushed.
+
+use std::io::Read;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use clap::{Args, Subcommand};
+
+use super::check::{check_one, current_branch, text};
+use super::{open_store, CommandError};
+use crate::git;
+
+/// Install or remove the git hooks that check plait branches before a merge or a push
+#[derive(Debug, Args)]
+#[command(after_help = "\
+`install` sets up pre-merge-commit (a merge of a plait branch into the current branch) and
+pre-push (a push of plait branches); each runs `plait check` on the run the branch belongs
+to and stops the merge or push when it fails. A hook you already had is kept and runs
+first; `uninstall` puts it back.")]
+pub struct HookArgs {
+    #[command(subcommand)]
+    pub action: HookAction,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum HookAction {
+    /// Install the hooks
+    Install,
+    /// Remove the hooks and restore the ones they replaced
+    Uninstall,
+    /// Run a hook (git calls this)
+    #[command(hide = true)]
+    Run { name: String },
+}
+
+const HOOKS: [&str; 2] = ["pre-merge-commit", "pre-push"];
+const MARK: &str = "# Installed by `plait hook install`";
+
+pub fn cmd_hook(dir: &Path, args: HookArgs) -> Result<(), CommandError> {
+    match args.action {
+        HookAction::Install => install(dir),
+        HookAction::Uninstall => uninstall(dir),
+        HookAction::Run { name } => run(dir, &name),
+    }
+}
+
+fn hooks_dir(dir: &Path) -> Result<PathBuf, CommandError> {
+    let out = git::run_git(dir, &["rev-parse", "--git-path", "hooks"], &[])
+        .map_err(|e| CommandError::usage(e.to_string()))?;
+    let path = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+    Ok(if path.is_absolute() {
+        path
+    } else {
+        dir.join(path)
+    })
+}
+
+fn script(name: &str, plait: &Path) -> String {
+    let plait = plait.display().to_string().replace('\'', "'\\''");
+    let chained = format!("\"$(dirname \"$0\")/{name}.plait-chained\"");
+    let body = if name == "pre-push" {
+        format!(
+            "input=$(cat)\nif [ -x {chained} ]; then\n  printf '%s\\n' \"$input\" | {chained} \"$@\" || exit $?\nfi\n\
+             printf '%s\\n' \"$input\" | exec '{plait}' hook run {name}\n"
+        )
+    } else {
+        format!("if [ -x {chained} ]; then\n  {chained} \"$@\" || exit $?\nfi\nexec '{plait}' hook run {name}\n")
+    };
+    format!("#!/bin/sh\n{MARK}; `plait hook uninstall` restores any hook it replaced.\n{body}")
+}
+
+fn install(dir: &Path) -> Result<(), CommandError> {
+    let hooks = hooks_dir(dir)?;
+    std::fs::create_dir_all(&hooks)
+        .map_err(|e| CommandError::internal(format!("{}: {e}", hooks.display())))?;
+    let plait = std::env::current_exe()
+        .map_err(|e| CommandError::internal(format!("cannot find plait's own path: {e}")))?;
+    for name in HOOKS {
+        let path = hooks.join(name);
+        let chained = hooks.join(format!("{name}.plait-chained"));
+        let existing = std::fs::read_to_string(&path).ok();
+        if let Some(text) = &existing {
+            if !text.contains(MARK) {
+                if chained.exists() {
+                    return Err(CommandError::usage(format!(
+                        "{} exists and so does {}; move one of them away first",
+                        path.display(),
+                        chained.display()
+                    )));
+                }
+                std::fs::rename(&path, &chained)
+                    .map_err(|e| CommandError::internal(e.to_string()))?;
+                println!(
+                    "kept your {name} hook as {}; it runs first",
+                    chained.display()
+                );
+            }
+        }
+        std::fs::write(&path, script(name, &plait))
+            .map_err(|e| CommandError::internal(format!("{}: {e}", path.display())))?;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))
+            .map_err(|e| CommandError::internal(format!("{}: {e}", path.display())))?;
+        println!("installed {}", path.display());
+    }
+    Ok(())
+}
+
+fn uninstall(dir: &Path) -> Result<(), CommandError> {
+    let hooks = hooks_dir(dir)?;
+    for name in HOOKS {
+        let path = hooks.join(name);
+        let chained = hooks.join(format!("{name}.plait-chained"));
+        let ours = std::fs::read_to_string(&path).is_ok_and(|t| t.contains(MARK));
+        if ours {
+            std::fs::remove_file(&path).map_err(|e| CommandError::internal(e.to_string()))?;
+            println!("removed {}", path.display());
+        }
+        if chained.exists() && !path.exists() {
+            std::fs::rename(&chained, &path).map_err(|e| CommandError::internal(e.to_string()))?;
+            println!("restored your {name} hook");
+        }
+    }
+    Ok(())
+}
+
+/// The runs whose branches point at `commit`.
+fn runs_at(dir: &Path, commit: &str) -> Vec<String> {
+    let Ok(out) = git::run_git(
+        dir,
+        &[
+            "for-each-ref",
+            "--format=%(refname)",
+            "--points-at",
+            commit,
+            "refs/heads/plait/",
+        ],
+        &[],
+    ) else {
+        return Vec::new();
+    };
+    let mut runs: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|r| {
+            r.strip_prefix("refs/heads/plait/")?
+                .split('/')
+                .next()
+                .map(str::to_string)
+        })
+        .collect();
+    runs.sort();
+    runs.dedup();
+    runs
+}
+
+fn run(dir: &Path, name: &str) -> Result<(), CommandError> {
+    let (repo, store) = open_store(dir)?;
+    let mut targets: Vec<(String, String)> = Vec::new();
+    match name {
+        "pre-merge-commit" => {
+            let Some(into) = current_branch(&repo) else {
+                return Ok(());
+            };
+            // git names the commits being merged in GITHEAD_<sha> variables; MERGE_HEAD is
+            // not written yet when this hook runs.
+            let mut merging: Vec<String> = std::env::vars()
+                .filter_map(|(k, _)| k.strip_prefix("GITHEAD_").map(str::to_string))
+                .collect();
+            if let Ok(out) = git::run_git(dir, &["rev-parse", "-q", "--verify", "MERGE_HEAD"], &[])
+            {
+                merging.push(String::from_utf8_lossy(&out.stdout).trim().to_string());
+            }
+            for commit in merging.iter().filter(|c| !c.is_empty()) {
+                for run in runs_at(dir, commit) {
+                    targets.push((run, into.clone()));
+                }
+            }
+        }
+        "pre-push" => {
+            let mut input = String::new();
+            let _ = std::io::stdin().read_to_string(&mut input);
+            for line in input.lines() {
+                let fields: Vec<&str> = line.split_whitespace().collect();
+                let [local, sha, ..] = fields.as_slice() else {
+                    continue;
+                };
+                let Some(rest) = local.strip_prefix("refs/heads/plait/") else {
+                    continue;
+                };
+                if sha.chars().all(|c| c == '0') {
+                    continue;
+                }
+                let Some(run) = rest.split('/').next() else {
+                    continue;
+                };
+                if let Ok(state) = store.load(run) {
+                    let into = if state.base_name == "HEAD" {
+                        current_branch(&repo).unwrap_or_default()
+                    } else {
+                        state.base_name.clone()
+                    };
+                    targets.push((run.to_string(), into));
+                }
+            }
+        }
+        other => return Err(CommandError::usage(format!("unknown hook `{other}`"))),
+    }
+    targets.sort();
+    targets.dedup();
+    let mut failed = false;
+    for (run, into) in targets {
+        if store.load(&run).is_err() {
+            continue;
+        }
+        let report = check_one(&repo, &store, &run, &into)?;
+        eprint!("{}", text(&report));
+        failed |= !report.pass;
+    }
+    if failed {
+        Err(CommandError::attention(
+            "plait check failed; see above (bypass with --no-verify)",
+        ))
+    } else {
+        Ok(())
+    }
+}

@@ -1,0 +1,191 @@
+//! `plait check` and the git hooks that run it.
+
+use crate::support::{git_in, stderr, stdout, TestRepo};
+
+fn sample() -> TestRepo {
+    TestRepo::with_files(&[
+        ("x/a.txt", "a\n"),
+        ("x/b.txt", "b\n"),
+        ("shared/a-1", "1\n"),
+        ("shared/2-b", "2\n"),
+        ("notes.md", "n\n"),
+    ])
+}
+
+/// Runs a plan through the binary; returns the run id.
+fn run(repo: &TestRepo, toml: &str) -> String {
+    let plan = repo.plan(toml);
+    let out = repo.plait(&["run", plan.to_str().unwrap()]);
+    assert!(
+        out.status.code().is_some_and(|c| c <= 1),
+        "{}",
+        stderr(&out)
+    );
+    stdout(&out).trim().to_string()
+}
+
+const CLEAN: &str = "[defaults]\nagent = { exec = 'echo 2 >> x/$PLAIT_TASK.txt' }\n\
+    [checks]\nmerged = [\"grep -q 2 x/a.txt\"]\n\
+    [[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"/x/a.txt\"]\n\
+    [[task]]\nid = \"b\"\nprompt = \"p\"\nowns = [\"/x/b.txt\"]\n";
+
+/// Both tasks add shared/a-b, which both own, with different content.
+const CONFLICTING: &str =
+    "[defaults]\nagent = { exec = 'echo $PLAIT_TASK > shared/a-b; echo 3 >> x/$PLAIT_TASK.txt' }\n\
+    [[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"/x/a.txt\", \"/shared/a-*\"]\n\
+    [[task]]\nid = \"b\"\nprompt = \"p\"\nowns = [\"/x/b.txt\", \"/shared/*-b\"]\n";
+
+#[test]
+fn check_exit_codes_say_pass_fail_and_usage() {
+    let repo = sample();
+    let clean = run(&repo, CLEAN);
+    let out = repo.plait(&["check", &clean]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    assert!(
+        stdout(&out).contains(&format!("run {clean} into main: PASS")),
+        "{}",
+        stdout(&out)
+    );
+    assert!(stdout(&out).contains("merged check `grep -q 2 x/a.txt`: passed"));
+
+    let conflicting = run(&repo, CONFLICTING);
+    let out = repo.plait(&["check", &conflicting, "--json"]);
+    assert_eq!(out.status.code(), Some(1));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["pass"], false);
+    assert!(
+        report["gate"].to_string().contains("1 conflict(s)"),
+        "{report}"
+    );
+
+    let out = repo.plait(&["check", "nosuchrun"]);
+    assert_eq!(out.status.code(), Some(2));
+    let out = repo.plait(&["check", &clean, "--into", "nosuchbranch"]);
+    assert_ne!(out.status.code(), Some(0));
+}
+
+#[test]
+fn check_catches_a_target_that_moved_into_conflict_and_hand_edits_outside_ownership() {
+    let repo = sample();
+    let clean = run(&repo, CLEAN);
+    repo.write("x/a.txt", "a\nmine\n");
+    repo.commit_all("main moves on");
+    let out = repo.plait(&["check", &clean]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stdout(&out).contains("conflicts with main (content): x/a.txt"),
+        "{}",
+        stdout(&out)
+    );
+
+    // Someone commits to a task branch by hand, outside the task's files.
+    let repo = sample();
+    let clean = run(&repo, CLEAN);
+    let branch = format!("plait/{clean}/a");
+    let index = repo.scratch.join("hand-index");
+    let git = |args: &[&str]| {
+        let out = std::process::Command::new("git")
+            .args(args)
+            .current_dir(&repo.path)
+            .env("GIT_INDEX_FILE", &index)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    std::fs::write(repo.scratch.join("sneaky"), "sneaky\n").unwrap();
+    let blob = git(&[
+        "hash-object",
+        "-w",
+        repo.scratch.join("sneaky").to_str().unwrap(),
+    ]);
+    git(&["read-tree", &branch]);
+    git(&[
+        "update-index",
+        "--add",
+        "--cacheinfo",
+        &format!("100644,{blob},notes.md"),
+    ]);
+    let tree = git(&["write-tree"]);
+    let commit = git(&["commit-tree", &tree, "-p", &branch, "-m", "by hand"]);
+    git(&["update-ref", &format!("refs/heads/{branch}"), &commit]);
+    let out = repo.plait(&["check", &clean]);
+    assert_eq!(out.status.code(), Some(1));
+    let text = stdout(&out);
+    assert!(
+        text.contains("changes a file it does not own: a: notes.md"),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("branch plait/{clean}/a moved since the run")),
+        "{text}"
+    );
+}
+
+#[test]
+fn the_hook_blocks_a_merge_of_a_failing_run_lets_a_clean_one_through_and_chains() {
+    let repo = sample();
+    let hooks = repo.path.join(".git/hooks");
+    std::fs::create_dir_all(&hooks).unwrap();
+    let marker = repo.scratch.join("own-hook-ran");
+    std::fs::write(
+        hooks.join("pre-merge-commit"),
+        format!("#!/bin/sh\necho ran >> {}\n", marker.display()),
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        hooks.join("pre-merge-commit"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let out = repo.plait(&["hook", "install"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(hooks.join("pre-merge-commit.plait-chained").exists());
+
+    let clean = run(&repo, CLEAN);
+    let conflicting = run(&repo, CONFLICTING);
+    // main moves on, so merges make merge commits and the hook runs.
+    repo.write("notes.md", "n2\n");
+    repo.commit_all("main moves on");
+
+    let out = std::process::Command::new("git")
+        .args(["merge", "--no-edit", &format!("plait/{conflicting}/a")])
+        .current_dir(&repo.path)
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "the hook let a failing run through");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("FAIL"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    repo.git(&["merge", "--abort"]);
+    assert_eq!(repo.read("x/a.txt"), "a\n");
+
+    git_in(
+        &repo.path,
+        &["merge", "--no-edit", &format!("plait/{clean}/merged")],
+    );
+    assert_eq!(repo.read("x/a.txt"), "a\n2\n");
+    assert_eq!(
+        std::fs::read_to_string(&marker).unwrap().lines().count(),
+        2,
+        "the user's own hook ran first, both times"
+    );
+
+    let out = repo.plait(&["hook", "uninstall"]);
+    assert!(out.status.success());
+    let restored = std::fs::read_to_string(hooks.join("pre-merge-commit")).unwrap();
+    assert!(restored.contains("own-hook-ran"), "{restored}");
+    assert!(!hooks.join("pre-push").exists());
+}
