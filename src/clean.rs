@@ -53,6 +53,7 @@ pub struct CleanOutcome {
 pub fn clean(
     repo: &Repository,
     state: &mut RunState,
+    run_dir: &Path,
     live: bool,
     force: bool,
 ) -> Result<CleanOutcome, CleanError> {
@@ -125,6 +126,14 @@ pub fn clean(
         }
     }
     remove_empty_dir(&state.worktree_root);
+    // Check checkouts a crashed run left behind.
+    let checks = run_dir.join("checks");
+    if let Ok(entries) = std::fs::read_dir(&checks) {
+        for entry in entries.flatten() {
+            crate::review::checks::remove_slot(&crate::git::workdir(repo), &entry.path());
+        }
+    }
+    remove_empty_dir(&checks);
     for (name, tip, landed) in branches {
         repo.find_branch(&name, BranchType::Local)?.delete()?;
         outcome.deleted_branches.push(DeletedBranch {

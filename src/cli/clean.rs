@@ -31,10 +31,12 @@ pub fn cmd_clean(dir: &Path, args: CleanArgs) -> Result<(), CommandError> {
     let run = store.find(Some(&args.run))?;
     let mut state = store.load(&run)?;
     let live = store.lock_holder().is_some_and(|(_, holder)| holder == run);
-    let outcome = clean::clean(&repo, &mut state, live, args.force).map_err(|e| match e {
-        CleanError::InProgress { .. } => CommandError::usage(e.to_string()),
-        other => CommandError::internal(other.to_string()),
-    })?;
+    let outcome = clean::clean(&repo, &mut state, &store.run_dir(&run), live, args.force).map_err(
+        |e| match e {
+            CleanError::InProgress { .. } => CommandError::usage(e.to_string()),
+            other => CommandError::internal(other.to_string()),
+        },
+    )?;
     if !args.force && !outcome.at_risk.is_empty() {
         let mut msg = format!("not cleaning run {run}; this would be lost:");
         for risk in &outcome.at_risk {
