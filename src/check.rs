@@ -36,6 +36,137 @@ pub struct CheckReport {
     pub gate: Vec<String>,
 }
 
+/// A branch to check, and the task whose ownership it must keep to.
+#[derive(Debug, Clone)]
+pub struct TaskBranch {
+    pub task: String,
+    pub branch: String,
+}
+
+/// Checks branches made outside a run against a plan: ownership, their merge with each
+/// other onto `base` and with `into`, and the merged checks on the result.
+pub async fn check_branches(
+    workdir: PathBuf,
+    scratch: PathBuf,
+    base: Oid,
+    branches: &[TaskBranch],
+    into: &str,
+    checks: &CheckSettings,
+    owns: &HashMap<String, Globs>,
+) -> Result<CheckReport, RunError> {
+    let label = format!("{} branch(es)", branches.len());
+    let merged = {
+        let (workdir, branches, owns) = (workdir.clone(), branches.to_vec(), owns.clone());
+        tokio::task::spawn_blocking(move || merge_branches(&workdir, base, &branches, &owns))
+            .await
+            .map_err(|e| RunError::Internal(e.to_string()))??
+    };
+    let (ownership, outcome) = merged;
+    let mut report = CheckReport {
+        run: label,
+        target: into.to_string(),
+        pass: false,
+        ownership,
+        conflicts: outcome.conflicts.clone(),
+        checks: Vec::new(),
+        gate: Vec::new(),
+    };
+    if !report.conflicts.is_empty() {
+        report.gate.push(format!(
+            "left out of the merge by conflicts: {}",
+            outcome.excluded.join(", ")
+        ));
+    }
+    let target = {
+        let (workdir, into, merged) = (workdir.clone(), into.to_string(), outcome.commit.clone());
+        tokio::task::spawn_blocking(move || with_target(&workdir, &into, &merged))
+            .await
+            .map_err(|e| RunError::Internal(e.to_string()))??
+    };
+    let commit = match target {
+        Target::Conflicts(conflicts) => {
+            report.conflicts.extend(conflicts);
+            None
+        }
+        Target::Contains => None,
+        Target::FastForward => Oid::from_str(&outcome.commit).ok(),
+        Target::Merged(commit) => Some(commit),
+    };
+    if let (Some(commit), false) = (commit, checks.merged.is_empty()) {
+        let pool = CheckPool::new(scratch.join("checks"), workdir.clone(), checks.jobs);
+        let job = CheckJob {
+            commit,
+            commands: &checks.merged,
+            env: vec![
+                ("PLAIT_TASK", "merged".to_string()),
+                ("PLAIT_BASE", base.to_string()),
+                ("PLAIT_COMMIT", commit.to_string()),
+            ],
+            logs: &scratch.join("logs"),
+            timeout: checks.timeout,
+        };
+        let (_interrupt, cancel) = Cancel::new();
+        let results = pool.run(&job, &cancel).await;
+        pool.remove_all();
+        report.checks = results.map_err(RunError::Internal)?;
+    }
+    report.pass = report.ownership.is_empty()
+        && report.conflicts.is_empty()
+        && report.checks.iter().all(|c| c.passed);
+    Ok(report)
+}
+
+/// Ownership of each branch, then their merge onto `base` (on a scratch branch that is
+/// deleted again).
+fn merge_branches(
+    workdir: &Path,
+    base: Oid,
+    branches: &[TaskBranch],
+    owns: &HashMap<String, Globs>,
+) -> Result<(Vec<String>, merge::MergeOutcome), RunError> {
+    let repo = git::open(workdir)?;
+    let internal = |e: git2::Error| RunError::Internal(e.to_string());
+    let base_tree = repo
+        .find_commit(base)
+        .and_then(|c| c.tree())
+        .map_err(internal)?;
+    let mut outside = Vec::new();
+    let mut inputs = Vec::new();
+    for tb in branches {
+        let tip = repo
+            .refname_to_id(&branch_ref(&tb.branch))
+            .map_err(|_| RunError::Internal(format!("branch `{}` does not exist", tb.branch)))?;
+        let tree = repo
+            .find_commit(tip)
+            .and_then(|c| c.tree())
+            .map_err(internal)?;
+        let globs = owns.get(&tb.task);
+        for path in tree_changes(&repo, &base_tree, &tree)?.into_keys() {
+            if !globs.is_some_and(|g| g.matches(&path)) {
+                outside.push(format!("{}: {path}", tb.task));
+            }
+        }
+        inputs.push(merge::BranchInput {
+            task: tb.task.clone(),
+            branch: tb.branch.clone(),
+            commit: tip,
+        });
+    }
+    let scratch = format!("plait/check-{}/merged", std::process::id());
+    let settings = merge::MergeSettings {
+        workdir,
+        branch: &scratch,
+        base,
+        branches: &inputs,
+        message: "plait check: the branches merged".to_string(),
+    };
+    let outcome = merge::merge(&repo, &settings);
+    if let Ok(mut r) = repo.find_reference(&branch_ref(&scratch)) {
+        let _ = r.delete();
+    }
+    Ok((outside, outcome?))
+}
+
 /// The owned globs of each task of a plan.
 pub fn owns_of(plan: &PlanFile) -> HashMap<String, Globs> {
     plan.tasks

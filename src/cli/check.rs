@@ -1,6 +1,6 @@
 //! `plait check`: the gate, for git hooks and CI.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use clap::Args;
 
@@ -17,12 +17,25 @@ belong in the result with each other and with BRANCH, runs the plan's merged che
 result, and applies the run's gate (approvals, violations, conflicts). Prints a report.
 Exit codes: 0 pass, 1 fail, 2 usage.
 
+Without a run, --plan checks any branches against a plan's ownership and checks.
+
 Examples:
   plait check 0abc12
-  plait check 0abc12 --into release --json")]
+  plait check 0abc12 --into release --json
+  plait check --plan plait.toml --branch api=feature/api --branch feature/web --into main")]
 pub struct CheckArgs {
-    /// The run
-    pub run: String,
+    /// The run (leave out with --plan)
+    #[arg(required_unless_present = "plan")]
+    pub run: Option<String>,
+    /// Check branches against this plan instead of a run's branches
+    #[arg(long, value_name = "PLAN", conflicts_with = "run")]
+    pub plan: Option<PathBuf>,
+    /// With --plan: a branch to check, TASK=BRANCH or a branch whose last path component is a task id (repeat it)
+    #[arg(long = "branch", value_name = "[TASK=]BRANCH", requires = "plan")]
+    pub branches: Vec<String>,
+    /// With --plan: the commit the branches started from (default: the plan's base, else their merge base with the target)
+    #[arg(long, value_name = "REV", requires = "plan")]
+    pub base: Option<String>,
     /// The branch the result would land on (default: the current branch)
     #[arg(long, value_name = "BRANCH")]
     pub into: Option<String>,
@@ -33,14 +46,30 @@ pub struct CheckArgs {
 
 pub fn cmd_check(dir: &Path, args: CheckArgs) -> Result<(), CommandError> {
     let (repo, store) = open_store(dir)?;
-    let run = store.find(Some(&args.run))?;
-    let into = match args.into {
+    let into = match args.into.clone() {
         Some(b) => b,
         None => current_branch(&repo).ok_or_else(|| {
             CommandError::usage("HEAD is not on a branch; name the target with --into BRANCH")
         })?,
     };
-    let report = check_one(&repo, &store, &run, &into)?;
+    let (label, report) = match (&args.run, &args.plan) {
+        (Some(run), _) => {
+            let run = store.find(Some(run))?;
+            (
+                format!("run {run} does"),
+                check_one(&repo, &store, &run, &into)?,
+            )
+        }
+        (None, Some(plan)) => (
+            "the branches do".to_string(),
+            check_plan(&repo, &store, plan, &args, &into)?,
+        ),
+        (None, None) => {
+            return Err(CommandError::usage(
+                "name a run, or --plan PLAN with --branch",
+            ))
+        }
+    };
     if args.json {
         println!(
             "{}",
@@ -53,9 +82,83 @@ pub fn cmd_check(dir: &Path, args: CheckArgs) -> Result<(), CommandError> {
         Ok(())
     } else {
         Err(CommandError::attention(format!(
-            "run {run} does not pass the check"
+            "{label} not pass the check"
         )))
     }
+}
+
+fn check_plan(
+    repo: &git2::Repository,
+    store: &Store,
+    path: &Path,
+    args: &CheckArgs,
+    into: &str,
+) -> Result<CheckReport, CommandError> {
+    let plan = crate::plan::load(path)?;
+    if args.branches.is_empty() {
+        return Err(CommandError::usage(
+            "--plan needs at least one --branch [TASK=]BRANCH",
+        ));
+    }
+    let ids: Vec<&str> = plan.tasks.iter().map(|t| t.id.as_str()).collect();
+    let mut branches = Vec::new();
+    for spec in &args.branches {
+        let (task, branch) = match spec.split_once('=') {
+            Some((t, b)) => (t.to_string(), b.to_string()),
+            None => (
+                spec.rsplit('/').next().unwrap_or(spec).to_string(),
+                spec.clone(),
+            ),
+        };
+        if !ids.contains(&task.as_str()) {
+            return Err(CommandError::usage(format!(
+                "--branch {spec}: plan {} has no task `{task}`; write it as TASK=BRANCH",
+                path.display()
+            )));
+        }
+        if repo.find_reference(&git::branch_ref(&branch)).is_err() {
+            return Err(CommandError::usage(format!(
+                "--branch {spec}: no branch `{branch}`"
+            )));
+        }
+        branches.push(check::TaskBranch { task, branch });
+    }
+    let base = match args.base.as_ref().or(plan.base.as_ref()) {
+        Some(rev) => repo
+            .revparse_single(rev)
+            .and_then(|o| o.peel_to_commit())
+            .map(|c| c.id())
+            .map_err(|_| CommandError::usage(format!("base `{rev}` is not a branch or commit")))?,
+        None => {
+            let mut tips = vec![repo
+                .refname_to_id(&git::branch_ref(into))
+                .map_err(|_| CommandError::usage(format!("branch `{into}` does not exist")))?];
+            for b in &branches {
+                tips.extend(repo.refname_to_id(&git::branch_ref(&b.branch)).ok());
+            }
+            repo.merge_base_many(&tips).map_err(|_| {
+                CommandError::usage(
+                    "the branches share no history with the target; pass --base REV",
+                )
+            })?
+        }
+    };
+    let scratch = store.run_dir(&format!("check-{}", std::process::id()));
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| CommandError::internal(format!("cannot start the async runtime: {e}")))?;
+    let report = runtime.block_on(check::check_branches(
+        git::workdir(repo),
+        scratch.clone(),
+        base,
+        &branches,
+        into,
+        &crate::plan::checks_of(&plan),
+        &check::owns_of(&plan),
+    ));
+    let _ = std::fs::remove_dir_all(&scratch);
+    report.map_err(|e| CommandError::internal(format!("cannot check the branches: {e}")))
 }
 
 /// Checks one run against branch `into` and saves what it learned.

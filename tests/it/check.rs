@@ -189,3 +189,70 @@ fn the_hook_blocks_a_merge_of_a_failing_run_lets_a_clean_one_through_and_chains(
     assert!(restored.contains("own-hook-ran"), "{restored}");
     assert!(!hooks.join("pre-push").exists());
 }
+
+#[test]
+fn check_takes_branches_and_a_plan_without_a_run() {
+    let repo = sample();
+    let plan = repo.plan(
+        "[defaults]\nagent = { exec = 'true' }\n[checks]\nmerged = [\"test -f x/a.txt\"]\n\
+         [[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"/x/a.txt\", \"/shared/a-*\"]\n\
+         [[task]]\nid = \"b\"\nprompt = \"p\"\nowns = [\"/x/b.txt\", \"/shared/*-b\"]\n",
+    );
+    let branch = |name: &str, files: &[(&str, &str)]| {
+        repo.git(&["checkout", "-q", "-b", name, "main"]);
+        for (path, content) in files {
+            repo.write(path, content);
+        }
+        repo.commit_all(name);
+        repo.git(&["checkout", "-q", "main"]);
+    };
+    branch("feature/a", &[("x/a.txt", "a2\n")]);
+    branch("feature/b", &[("x/b.txt", "b2\n")]);
+    branch(
+        "feature/sneaky",
+        &[("x/b.txt", "b3\n"), ("notes.md", "mine\n")],
+    );
+    branch("feature/a-new", &[("shared/a-b", "A\n")]);
+    branch("feature/b-new", &[("shared/a-b", "B\n")]);
+    let plan = plan.to_str().unwrap();
+    let check = |branches: &[&str]| {
+        let mut args = vec!["check", "--plan", plan, "--json"];
+        for b in branches {
+            args.extend(["--branch", b]);
+        }
+        repo.plait(&args)
+    };
+
+    let out = check(&["feature/a", "feature/b"]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["checks"][0]["passed"], true, "{report}");
+
+    let out = check(&["a=feature/a", "b=feature/sneaky"]);
+    assert_eq!(out.status.code(), Some(1));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["ownership"], serde_json::json!(["b: notes.md"]));
+
+    let out = check(&["a=feature/a-new", "b=feature/b-new"]);
+    assert_eq!(out.status.code(), Some(1));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["conflicts"][0]["kind"], "add/add", "{report}");
+    assert_eq!(
+        repo.branches()
+            .iter()
+            .filter(|b| b.contains("check-"))
+            .count(),
+        0,
+        "no scratch branch is left"
+    );
+
+    let out = check(&["nosuchtask=feature/a"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("has no task `nosuchtask`"));
+}

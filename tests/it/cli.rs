@@ -180,7 +180,7 @@ fn the_run_summary_shows_failures_violations_and_conflicts() {
     insta::with_settings!({filters => vec![
         (run.as_str(), "[RUN]"),
         (r"\b[0-9a-f]{8}\b", "[HASH]"),
-        (r"\s+\d+(\.\d)?s  ", " [TIME]  "),
+        (r"(?m) +\d+(\.\d)?s( {2}|$)", " [TIME]${2}"),
         (r"/\S+/\.git/plait", "[GITDIR]/plait"),
     ]}, {
         insta::assert_snapshot!(text);
