@@ -116,12 +116,19 @@ pub trait Agent: Send + Sync {
     fn run<'a>(&'a self, task: &'a TaskContext) -> AgentFuture<'a>;
 }
 
-/// Builds the agent a resolved plan names; model agents share `client`'s connections.
-pub fn from_config(config: &AgentConfig, client: &reqwest::Client) -> Box<dyn Agent> {
+/// Builds the agent a resolved plan names; model agents share `client`'s connections and
+/// their provider's limiter.
+pub fn from_config(
+    config: &AgentConfig,
+    client: &reqwest::Client,
+    limiters: &model::limiter::Limiters,
+) -> Box<dyn Agent> {
     match config {
         AgentConfig::Exec(command) => Box::new(exec::ExecAgent::new(command.clone())),
-        AgentConfig::Model(provider) => {
-            Box::new(model::ModelAgent::new(provider.clone(), client.clone()))
-        }
+        AgentConfig::Model(provider) => Box::new(model::ModelAgent::new(
+            provider.clone(),
+            client.clone(),
+            limiters.get(provider),
+        )),
     }
 }

@@ -172,6 +172,8 @@ struct Shared {
     client: reqwest::Client,
     /// Full checkouts for checks.
     checks: CheckPool,
+    /// One limiter per model provider and key.
+    limiters: crate::agent::model::limiter::Limiters,
 }
 
 impl Shared {
@@ -237,6 +239,7 @@ pub async fn execute(
             settings.repo.clone(),
             settings.plan.checks.jobs,
         ),
+        limiters: Default::default(),
     });
     let stop_writer = Arc::new(Notify::new());
     let writer = tokio::spawn(write_states(shared.clone(), stop_writer.clone()));

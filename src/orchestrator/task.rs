@@ -56,7 +56,7 @@ pub(super) async fn run_task(shared: &Arc<Shared>, index: usize) {
         Err(e) => return fail(format!("worktree creation panicked: {e}"), None),
     }
 
-    let agent = agent::from_config(&task.agent, &shared.client);
+    let agent = agent::from_config(&task.agent, &shared.client, &shared.limiters);
     let reviewer = shared.plan.review.reviewer_for(task);
     let mut feedback = None;
     let mut round = 0;
@@ -126,7 +126,14 @@ pub(super) async fn run_task(shared: &Arc<Shared>, index: usize) {
                 .unwrap_or_default(),
             timeout: shared.plan.checks.timeout,
         };
-        let verdict = reviewer::review(&reviewer, &input, &shared.client, &shared.cancel).await;
+        let verdict = reviewer::review(
+            &reviewer,
+            &input,
+            &shared.client,
+            &shared.limiters,
+            &shared.cancel,
+        )
+        .await;
         let next = review::feedback(&checks, verdict.as_ref());
         let rejected = verdict
             .as_ref()

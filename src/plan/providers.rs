@@ -29,6 +29,39 @@ pub struct Prices {
     pub cache_read: Option<f64>,
 }
 
+/// How hard a provider may be pushed: in flight at once, and per minute.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Limits {
+    /// Requests in flight at once (default 32).
+    #[serde(default = "default_concurrency")]
+    pub concurrency: usize,
+    /// Requests per minute.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rpm: Option<u32>,
+    /// Input tokens per minute.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_tpm: Option<u64>,
+    /// Output tokens per minute.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_tpm: Option<u64>,
+}
+
+fn default_concurrency() -> usize {
+    32
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            concurrency: default_concurrency(),
+            rpm: None,
+            input_tpm: None,
+            output_tpm: None,
+        }
+    }
+}
+
 /// A `[providers.NAME]` table.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -50,6 +83,10 @@ pub struct ProviderFile {
     pub stream: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prices: Option<Prices>,
+    /// Rate limits the whole run keeps to for this provider and key; the server's limit
+    /// headers tighten them further.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits: Option<Limits>,
 }
 
 /// An API key. Its `Debug` and `Display` never show it.
@@ -88,6 +125,7 @@ pub struct ProviderSettings {
     pub stream: bool,
     /// `None`: unknown model, cost unknown.
     pub prices: Option<Prices>,
+    pub limits: Limits,
 }
 
 struct Builtin {
@@ -189,6 +227,7 @@ pub fn resolve_provider(
         model,
         max_tokens,
         stream: file.stream.unwrap_or(true),
+        limits: file.limits.unwrap_or_default(),
     })
 }
 

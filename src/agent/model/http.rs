@@ -16,6 +16,7 @@ use serde_json::{json, Value};
 
 use super::anthropic::{self, Progress};
 use super::conversation::Reply;
+use super::limiter::Limiter;
 use super::{openai, sse};
 use crate::agent::Cancel;
 use crate::plan::providers::{ProviderKind, ProviderSettings};
@@ -27,13 +28,35 @@ pub const MAX_ATTEMPTS: u32 = 5;
 /// Why a request failed.
 #[derive(Debug, Clone, PartialEq)]
 pub enum CallError {
-    /// Worth another attempt, after `wait` if the server said how long.
+    /// Worth another attempt, after `wait` if the server said how long; `limited` when
+    /// the server answered 429.
     Retryable {
         reason: String,
         wait: Option<Duration>,
+        limited: bool,
     },
     /// Not worth another attempt; the task fails with this reason.
     Fatal { reason: String },
+    /// The key was rejected: every request with it fails.
+    Auth { reason: String },
+}
+
+impl CallError {
+    fn reason(&self) -> &str {
+        match self {
+            CallError::Retryable { reason, .. }
+            | CallError::Fatal { reason }
+            | CallError::Auth { reason } => reason,
+        }
+    }
+
+    fn retry(reason: String) -> CallError {
+        CallError::Retryable {
+            reason,
+            wait: None,
+            limited: false,
+        }
+    }
 }
 
 /// Timing of one successful request.
@@ -65,25 +88,39 @@ impl Transcript {
     }
 }
 
-/// Sends `body`, retrying what is worth retrying, until a reply or a final failure.
+/// Sends `body` through the provider's shared `limiter`, retrying what is worth retrying,
+/// until a reply or a final failure.
 pub async fn call(
     client: &reqwest::Client,
     provider: &ProviderSettings,
+    limiter: &Limiter,
     body: &Value,
     turn: u32,
     transcript: &mut Transcript,
     cancel: &Cancel,
 ) -> Result<(Reply, Timing), String> {
     let mut retries = 0;
+    // About four bytes a token: enough to keep within a tokens-per-minute limit.
+    let estimate = (body.to_string().len() / 4) as u64;
     loop {
+        let permit = tokio::select! {
+            permit = limiter.acquire(estimate) => permit?,
+            _ = cancel.cancelled() => return Err("interrupted".to_string()),
+        };
         let started = Instant::now();
         let mut record =
             json!({"turn": turn, "attempt": retries + 1, "at": now_ms(), "request": body});
-        let result = attempt(client, provider, body, started, &mut record).await;
+        let mut headers = None;
+        let result = attempt(client, provider, body, started, &mut record, &mut headers).await;
         match &result {
-            Ok(_) => {}
-            Err(CallError::Retryable { reason, .. }) | Err(CallError::Fatal { reason }) => {
-                record["error"] = Value::String(reason.clone());
+            Ok((reply, _)) => {
+                let u = reply.usage;
+                let input = u.input + u.cache_creation + u.cache_read;
+                limiter.finish(permit, Some(input), u.output, headers.as_ref());
+            }
+            Err(e) => {
+                record["error"] = Value::String(e.reason().to_string());
+                limiter.finish(permit, None, 0, headers.as_ref());
             }
         }
         record["ms"] = json!(started.elapsed().as_millis() as u64);
@@ -98,12 +135,24 @@ pub async fn call(
                 return Ok((reply, timing));
             }
             Err(CallError::Fatal { reason }) => return Err(reason),
-            Err(CallError::Retryable { reason, wait }) => {
+            Err(CallError::Auth { reason }) => {
+                limiter.poison(&reason);
+                return Err(reason);
+            }
+            Err(CallError::Retryable {
+                reason,
+                wait,
+                limited,
+            }) => {
                 retries += 1;
+                let wait = wait.unwrap_or_else(|| backoff(retries));
+                if limited {
+                    // The whole provider waits, not just this agent.
+                    limiter.pause(wait);
+                }
                 if retries >= MAX_ATTEMPTS {
                     return Err(format!("{reason} (gave up after {MAX_ATTEMPTS} attempts)"));
                 }
-                let wait = wait.unwrap_or_else(|| backoff(retries));
                 tracing::info!(provider = %provider.name, "retrying in {wait:?}: {reason}");
                 tokio::select! {
                     _ = tokio::time::sleep(wait) => {}
@@ -138,6 +187,7 @@ async fn attempt(
     body: &Value,
     started: Instant,
     record: &mut Value,
+    headers_out: &mut Option<HeaderMap>,
 ) -> Result<(Reply, Duration), CallError> {
     let mut request = client.post(endpoint(provider)).json(body);
     request = match (provider.kind, &provider.api_key) {
@@ -148,12 +198,16 @@ async fn attempt(
     if provider.kind == ProviderKind::Anthropic {
         request = request.header("anthropic-version", anthropic::VERSION);
     }
-    let response = request.send().await.map_err(|e| CallError::Retryable {
-        reason: format!("cannot reach {}: {}", provider.base_url, without_url(&e)),
-        wait: None,
+    let response = request.send().await.map_err(|e| {
+        CallError::retry(format!(
+            "cannot reach {}: {}",
+            provider.base_url,
+            without_url(&e)
+        ))
     })?;
     let status = response.status().as_u16();
     record["status"] = json!(status);
+    *headers_out = Some(response.headers().clone());
     if let Some(id) = response
         .headers()
         .get("request-id")
@@ -172,24 +226,20 @@ async fn attempt(
     if streamed {
         read_stream(provider, response, started, record).await
     } else {
-        let bytes = response.bytes().await.map_err(|e| CallError::Retryable {
-            reason: format!("the response broke off: {}", without_url(&e)),
-            wait: None,
+        let bytes = response.bytes().await.map_err(|e| {
+            CallError::retry(format!("the response broke off: {}", without_url(&e)))
         })?;
         let first = started.elapsed();
         let value: Value = serde_json::from_slice(&bytes).map_err(|e| {
             record["response"] = Value::String(String::from_utf8_lossy(&bytes).into_owned());
-            CallError::Retryable {
-                reason: format!("the response is not valid JSON ({e})"),
-                wait: None,
-            }
+            CallError::retry(format!("the response is not valid JSON ({e})"))
         })?;
         record["response"] = value.clone();
         let reply = match provider.kind {
             ProviderKind::Anthropic => anthropic::parse_reply(&value),
             ProviderKind::Openai => openai::parse_reply(&value),
         }
-        .map_err(|reason| CallError::Retryable { reason, wait: None })?;
+        .map_err(CallError::retry)?;
         Ok((reply, first))
     }
 }
@@ -213,7 +263,7 @@ async fn read_stream(
     let mut events: Vec<Value> = Vec::new();
     let mut first: Option<Duration> = None;
     let mut bytes = response.bytes_stream();
-    let retry = |reason: String| CallError::Retryable { reason, wait: None };
+    let retry = CallError::retry;
     let mut finished = false;
     while let Some(chunk) = bytes.next().await {
         let chunk = match chunk {
@@ -313,7 +363,7 @@ pub fn classify(
         } else {
             format!("check {}", provider.key_env)
         };
-        return CallError::Fatal {
+        return CallError::Auth {
             reason: format!("{} rejected the API key (401): {fix}", provider.name),
         };
     }
@@ -324,13 +374,24 @@ pub fn classify(
             reason: format!("{reason} (quota or spend limit; not retried)"),
         };
     }
+    let limited = status == 429;
     match header("x-should-retry") {
-        Some("true") => return CallError::Retryable { reason, wait },
+        Some("true") => {
+            return CallError::Retryable {
+                reason,
+                wait,
+                limited,
+            }
+        }
         Some("false") => return CallError::Fatal { reason },
         _ => {}
     }
     if matches!(status, 408 | 409 | 429) || status >= 500 {
-        CallError::Retryable { reason, wait }
+        CallError::Retryable {
+            reason,
+            wait,
+            limited,
+        }
     } else {
         CallError::Fatal { reason }
     }

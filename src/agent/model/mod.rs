@@ -7,6 +7,7 @@
 pub mod anthropic;
 pub mod conversation;
 pub mod http;
+pub mod limiter;
 pub mod openai;
 pub mod prompt;
 pub mod sse;
@@ -26,11 +27,20 @@ use crate::state::Usage;
 pub struct ModelAgent {
     provider: Arc<ProviderSettings>,
     client: reqwest::Client,
+    limiter: Arc<limiter::Limiter>,
 }
 
 impl ModelAgent {
-    pub fn new(provider: Arc<ProviderSettings>, client: reqwest::Client) -> ModelAgent {
-        ModelAgent { provider, client }
+    pub fn new(
+        provider: Arc<ProviderSettings>,
+        client: reqwest::Client,
+        limiter: Arc<limiter::Limiter>,
+    ) -> ModelAgent {
+        ModelAgent {
+            provider,
+            client,
+            limiter,
+        }
     }
 
     async fn run_task(&self, task: &TaskContext) -> AgentReport {
@@ -90,6 +100,7 @@ impl ModelAgent {
             let call = http::call(
                 &self.client,
                 provider,
+                &self.limiter,
                 &body,
                 turn,
                 &mut transcript,
