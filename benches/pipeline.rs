@@ -532,6 +532,7 @@ fn plan_file(dirs: usize) -> PlanFile {
                 agent: Some(AgentSpec::Exec("true".into())),
                 timeout: None,
                 max_turns: None,
+                token_budget: None,
             })
             .collect(),
         providers: Default::default(),
@@ -713,6 +714,7 @@ fn main() -> Result<()> {
                     agent: Some(AgentSpec::Exec("true".into())),
                     timeout: None,
                     max_turns: None,
+                    token_budget: None,
                 }
             })
             .collect(),

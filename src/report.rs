@@ -47,6 +47,19 @@ pub fn attention(state: &RunState) -> Vec<String> {
             violating.join(", ")
         ));
     }
+    let stopped: Vec<&str> = state
+        .tasks
+        .iter()
+        .filter(|t| t.state == TaskState::Stopped)
+        .map(|t| t.id.as_str())
+        .collect();
+    if !stopped.is_empty() {
+        out.push(format!(
+            "{} task(s) stopped by a budget: {}",
+            stopped.len(),
+            stopped.join(", ")
+        ));
+    }
     let unapproved: Vec<&str> = state
         .tasks
         .iter()

@@ -57,6 +57,8 @@ pub enum TaskState {
     Done,
     Failed,
     Rejected,
+    /// Stopped by a budget (the run's cost or the task's tokens) at a turn boundary.
+    Stopped,
 }
 
 impl TaskState {
@@ -64,7 +66,7 @@ impl TaskState {
     pub fn is_final(self) -> bool {
         matches!(
             self,
-            TaskState::Done | TaskState::Failed | TaskState::Rejected
+            TaskState::Done | TaskState::Failed | TaskState::Rejected | TaskState::Stopped
         )
     }
 
@@ -78,6 +80,7 @@ impl TaskState {
             TaskState::Done => "done",
             TaskState::Failed => "failed",
             TaskState::Rejected => "rejected",
+            TaskState::Stopped => "stopped",
         }
     }
 }
@@ -337,6 +340,9 @@ pub struct RunState {
     /// The merged checks, run on the merged branch.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub merged_checks: Vec<CheckResult>,
+    /// The run's cost budget in USD, if it had one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_cost: Option<f64>,
 }
 
 impl RunState {

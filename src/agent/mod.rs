@@ -49,6 +49,39 @@ pub struct TaskContext {
     pub round: u32,
     /// What the checks and the reviewer asked for, in later rounds.
     pub feedback: Option<String>,
+    /// The run's cost budget, shared by every task.
+    pub budget: Arc<Budget>,
+    /// Tokens this task may use in all, for model agents.
+    pub token_budget: Option<u64>,
+}
+
+/// The run's cost budget: once it is spent no new model request starts.
+#[derive(Debug, Default)]
+pub struct Budget {
+    max_cost: Option<f64>,
+    spent: std::sync::Mutex<f64>,
+}
+
+impl Budget {
+    pub fn new(max_cost: Option<f64>) -> Budget {
+        Budget {
+            max_cost,
+            spent: std::sync::Mutex::new(0.0),
+        }
+    }
+
+    /// Counts `usd` as spent.
+    pub fn spend(&self, usd: f64) {
+        *self.spent.lock().unwrap_or_else(|e| e.into_inner()) += usd;
+    }
+
+    /// Why no more may be spent, if so.
+    pub fn exhausted(&self) -> Option<String> {
+        let max = self.max_cost?;
+        let spent = *self.spent.lock().unwrap_or_else(|e| e.into_inner());
+        (spent >= max)
+            .then(|| format!("stopped by budget: the run spent ${spent:.4} of its ${max:.2}"))
+    }
 }
 
 /// A signal that the run was interrupted, shared by every task.
@@ -85,6 +118,8 @@ pub enum AgentOutcome {
         reason: String,
         exit_code: Option<i32>,
     },
+    /// A budget stopped the agent at a turn boundary.
+    Stopped { reason: String },
 }
 
 /// What an agent's run produced.

@@ -35,11 +35,19 @@ pub struct RunArgs {
     /// Put the worktrees under DIR/<run>/ instead of the repository's git directory
     #[arg(long, value_name = "DIR")]
     pub worktree_dir: Option<PathBuf>,
+    /// Stop starting model requests once the run has cost this many US dollars
+    #[arg(long, value_name = "USD")]
+    pub max_cost: Option<f64>,
 }
 
 pub fn cmd_run(dir: &Path, args: RunArgs) -> Result<(), CommandError> {
     if args.jobs == Some(0) {
         return Err(CommandError::usage("-j must be at least 1"));
+    }
+    if args.max_cost.is_some_and(|c| !(c > 0.0)) {
+        return Err(CommandError::usage(
+            "--max-cost must be a positive amount of US dollars",
+        ));
     }
     let repo = git::open(dir)?;
     let plan_text = std::fs::read_to_string(&args.plan).map_err(|e| {
@@ -67,6 +75,7 @@ pub fn cmd_run(dir: &Path, args: RunArgs) -> Result<(), CommandError> {
         plan_text,
         jobs,
         worktree_root,
+        max_cost: args.max_cost,
     };
     let prepared = orchestrator::prepare(settings).map_err(run_error)?;
     let run_id = prepared.id().to_string();

@@ -56,6 +56,8 @@ pub struct RunSettings {
     pub jobs: usize,
     /// Where worktrees go (default: the run's directory under the git directory).
     pub worktree_root: Option<PathBuf>,
+    /// The run's budget in USD: once spent, no new model request starts.
+    pub max_cost: Option<f64>,
 }
 
 /// A change of a task's state, for progress displays.
@@ -148,6 +150,7 @@ pub fn prepare(settings: RunSettings) -> Result<Prepared, RunError> {
         landed: Vec::new(),
         cleaned: false,
         merged_checks: Vec::new(),
+        max_cost: settings.max_cost,
     };
     store.save(&state)?;
     Ok(Prepared {
@@ -174,6 +177,7 @@ struct Shared {
     checks: CheckPool,
     /// One limiter per model provider and key.
     limiters: crate::agent::model::limiter::Limiters,
+    budget: Arc<crate::agent::Budget>,
 }
 
 impl Shared {
@@ -240,6 +244,7 @@ pub async fn execute(
             settings.plan.checks.jobs,
         ),
         limiters: Default::default(),
+        budget: Arc::new(crate::agent::Budget::new(settings.max_cost)),
     });
     let stop_writer = Arc::new(Notify::new());
     let writer = tokio::spawn(write_states(shared.clone(), stop_writer.clone()));

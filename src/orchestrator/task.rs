@@ -68,8 +68,16 @@ pub(super) async fn run_task(shared: &Arc<Shared>, index: usize) {
         let context = context(shared, index, &record, round, feedback.take());
         let report = agent.run(&context).await;
         record_report(shared, index, &report);
-        if let AgentOutcome::Failed { reason, exit_code } = report.outcome {
-            return fail(reason, exit_code);
+        match report.outcome {
+            AgentOutcome::Finished => {}
+            AgentOutcome::Failed { reason, exit_code } => return fail(reason, exit_code),
+            AgentOutcome::Stopped { reason } => {
+                return shared.update(index, |t| {
+                    t.state = TaskState::Stopped;
+                    t.error = Some(reason);
+                    t.finished_at = Some(now_ms());
+                })
+            }
         }
 
         shared.update(index, |t| t.state = TaskState::Collecting);
@@ -205,6 +213,8 @@ fn context(
         max_turns: task.max_turns,
         round,
         feedback,
+        budget: shared.budget.clone(),
+        token_budget: task.token_budget,
     }
 }
 

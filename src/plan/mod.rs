@@ -109,6 +109,9 @@ pub struct Defaults {
     /// How many turns a model agent may take.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_turns: Option<u32>,
+    /// How many tokens (input, output and cache) a model agent may use in all.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_budget: Option<u64>,
 }
 
 impl Defaults {
@@ -118,6 +121,7 @@ impl Defaults {
             && self.context.is_none()
             && self.timeout.is_none()
             && self.max_turns.is_none()
+            && self.token_budget.is_none()
     }
 }
 
@@ -140,6 +144,8 @@ pub struct TaskFile {
     pub timeout: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_turns: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_budget: Option<u64>,
 }
 
 /// Which files a task's worktree holds.

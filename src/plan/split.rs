@@ -112,6 +112,7 @@ pub fn split(files: &[TreeFile], settings: &SplitSettings) -> Result<PlanFile, P
                 agent: None,
                 timeout: None,
                 max_turns: None,
+                token_budget: None,
             }
         })
         .collect();

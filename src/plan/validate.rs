@@ -93,6 +93,8 @@ pub struct ResolvedTask {
     pub checkout: Checkout,
     pub timeout: Duration,
     pub max_turns: u32,
+    /// Tokens a model agent may use in all.
+    pub token_budget: Option<u64>,
     pub owns: Globs,
     pub context: Globs,
     /// Tracked files of the base that this task owns, sorted.
@@ -438,6 +440,7 @@ fn resolve_task(
         prompt: task.prompt.clone(),
         agent: agent?,
         max_turns,
+        token_budget: task.token_budget.or(plan.defaults.token_budget),
         checkout: task.checkout.or(plan.defaults.checkout).unwrap_or_default(),
         timeout,
         owns: owns?,

@@ -461,3 +461,61 @@ fn an_unknown_model_has_an_unknown_cost_never_a_made_up_one() {
         "{text}"
     );
 }
+
+#[test]
+fn budgets_stop_tasks_at_a_turn_boundary() {
+    // The run's budget: one turn of task a ($0.0006) spends it; nothing else starts.
+    let repo = sample();
+    let mock = MockModel::start(Provider::Anthropic, KEY);
+    mock.script(
+        "a",
+        vec![
+            Turn::Tools(vec![edit::view("lib/a.py")]),
+            Turn::Text("done".into()),
+        ],
+    );
+    repo.max_cost.set(Some(0.0001));
+    let state = repo.run_with_env(&plan(&mock, Provider::Anthropic, true, ""), 1, &env);
+    let states: Vec<TaskState> = state.tasks.iter().map(|t| t.state).collect();
+    assert_eq!(states, [TaskState::Stopped, TaskState::Stopped]);
+    assert!(state
+        .task("a")
+        .unwrap()
+        .error
+        .as_deref()
+        .unwrap()
+        .starts_with("stopped by budget: the run spent $0.0006 of its $0.00"));
+    assert_eq!(mock.requests().len(), 1);
+    assert_eq!(state.max_cost, Some(0.0001));
+    let attention = plait::report::attention(&state);
+    assert!(
+        attention
+            .iter()
+            .any(|a| a == "2 task(s) stopped by a budget: a, b"),
+        "{attention:?}"
+    );
+
+    // A task's token budget: 120 tokens a turn, 150 allowed: a second turn, no third.
+    let repo = sample();
+    let mock = MockModel::start(Provider::Anthropic, KEY);
+    mock.script(
+        "a",
+        (0..5)
+            .map(|_| Turn::Tools(vec![edit::view("lib/a.py")]))
+            .collect(),
+    );
+    let state = run(
+        &repo,
+        &mock,
+        Provider::Anthropic,
+        true,
+        "token_budget = 150",
+    );
+    let a = state.task("a").unwrap();
+    assert_eq!(a.state, TaskState::Stopped);
+    assert_eq!(
+        a.error.as_deref(),
+        Some("stopped by budget: the task used 240 of its 150 tokens")
+    );
+    assert_eq!(mock.count("a"), 2);
+}

@@ -57,6 +57,8 @@ pub struct TestRepo {
     _dir: TempDir,
     pub path: PathBuf,
     pub scratch: PathBuf,
+    /// The `--max-cost` of runs started through [`TestRepo::run`].
+    pub max_cost: std::cell::Cell<Option<f64>>,
 }
 
 impl TestRepo {
@@ -72,6 +74,7 @@ impl TestRepo {
             _dir: dir,
             path,
             scratch,
+            max_cost: std::cell::Cell::new(None),
         };
         repo.git(&["init", "-q", "-b", "main"]);
         repo
@@ -157,6 +160,7 @@ impl TestRepo {
             plan_text: toml.to_string(),
             jobs,
             worktree_root: None,
+            max_cost: self.max_cost.get(),
         };
         let prepared = orchestrator::prepare(settings).unwrap();
         let runtime = tokio::runtime::Builder::new_multi_thread()

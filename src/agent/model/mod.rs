@@ -89,6 +89,18 @@ impl ModelAgent {
             if task.cancel.is_cancelled() {
                 return report(failed("interrupted"), usage, summary);
             }
+            if let Some(reason) = task.budget.exhausted() {
+                return report(AgentOutcome::Stopped { reason }, usage, summary);
+            }
+            let used = usage.input_tokens
+                + usage.output_tokens
+                + usage.cache_creation_input_tokens
+                + usage.cache_read_input_tokens;
+            if let Some(limit) = task.token_budget.filter(|l| used >= *l) {
+                let reason =
+                    format!("stopped by budget: the task used {used} of its {limit} tokens");
+                return report(AgentOutcome::Stopped { reason }, usage, summary);
+            }
             let body = match provider.kind {
                 ProviderKind::Anthropic => {
                     anthropic::request_body(provider, &system, &specs, &messages, provider.stream)
@@ -114,7 +126,9 @@ impl ModelAgent {
                 _ = task.cancel.cancelled() => return report(failed("interrupted"), usage, summary),
                 _ = tokio::time::sleep_until(deadline) => return report(timed_out(), usage, summary),
             };
+            let before = usage.cost_usd.unwrap_or(0.0);
             account(&mut usage, provider, &reply, &timing);
+            task.budget.spend(usage.cost_usd.unwrap_or(0.0) - before);
             let text: String = reply
                 .content
                 .iter()
