@@ -44,7 +44,7 @@ pub fn cmd_run(dir: &Path, args: RunArgs) -> Result<(), CommandError> {
     if args.jobs == Some(0) {
         return Err(CommandError::usage("-j must be at least 1"));
     }
-    if args.max_cost.is_some_and(|c| !(c > 0.0)) {
+    if args.max_cost.is_some_and(|c| c.is_nan() || c <= 0.0) {
         return Err(CommandError::usage(
             "--max-cost must be a positive amount of US dollars",
         ));
