@@ -47,6 +47,20 @@ pub fn attention(state: &RunState) -> Vec<String> {
             violating.join(", ")
         ));
     }
+    let interrupted: Vec<&str> = state
+        .tasks
+        .iter()
+        .filter(|t| t.state == TaskState::Interrupted)
+        .map(|t| t.id.as_str())
+        .collect();
+    if !interrupted.is_empty() {
+        out.push(format!(
+            "{} task(s) interrupted (their work so far is committed on their branches; `plait resume {}` goes on): {}",
+            interrupted.len(),
+            state.id,
+            interrupted.join(", ")
+        ));
+    }
     let stopped: Vec<&str> = state
         .tasks
         .iter()

@@ -59,6 +59,8 @@ pub enum TaskState {
     Rejected,
     /// Stopped by a budget (the run's cost or the task's tokens) at a turn boundary.
     Stopped,
+    /// Stopped by Ctrl-C or SIGTERM; its work so far is committed; `plait resume` goes on.
+    Interrupted,
 }
 
 impl TaskState {
@@ -81,6 +83,7 @@ impl TaskState {
             TaskState::Failed => "failed",
             TaskState::Rejected => "rejected",
             TaskState::Stopped => "stopped",
+            TaskState::Interrupted => "interrupted",
         }
     }
 }

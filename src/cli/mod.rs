@@ -9,6 +9,7 @@ mod diff;
 mod hook;
 mod land;
 mod plan;
+mod resume;
 mod review;
 mod run;
 mod runs;
@@ -52,6 +53,7 @@ pub struct Cli {
 pub enum Command {
     Plan(plan::PlanArgs),
     Run(run::RunArgs),
+    Resume(resume::ResumeArgs),
     Status(status::StatusArgs),
     Diff(diff::DiffArgs),
     Review(review::ReviewArgs),
@@ -174,6 +176,7 @@ pub fn main() -> ExitCode {
     let result = match cli.command {
         Command::Plan(args) => plan::cmd_plan(&dir, args),
         Command::Run(args) => run::cmd_run(&dir, args),
+        Command::Resume(args) => resume::cmd_resume(&dir, args),
         Command::Status(args) => status::cmd_status(&dir, args),
         Command::Diff(args) => diff::cmd_diff(&dir, args),
         Command::Review(args) => review::cmd_review(&dir, args),

@@ -78,9 +78,18 @@ pub fn cmd_run(dir: &Path, args: RunArgs) -> Result<(), CommandError> {
         max_cost: args.max_cost,
     };
     let prepared = orchestrator::prepare(settings).map_err(run_error)?;
-    let run_id = prepared.id().to_string();
-    eprintln!("run {run_id}: {total} task(s), {jobs} at a time");
+    eprintln!("run {}: {total} task(s), {jobs} at a time", prepared.id());
+    drive(prepared, total, args.json)
+}
 
+/// Runs a prepared run to its end, printing progress and the summary; the exit code says
+/// how it went.
+pub fn drive(
+    prepared: orchestrator::Prepared,
+    total: usize,
+    json: bool,
+) -> Result<(), CommandError> {
+    let run_id = prepared.id().to_string();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -96,7 +105,7 @@ pub fn cmd_run(dir: &Path, args: RunArgs) -> Result<(), CommandError> {
     eprintln!();
     eprint!("{}", report::status_text(&state, false));
     let attention = report::attention(&state);
-    if args.json {
+    if json {
         let json = StatusJson {
             state: &state,
             attention: attention.clone(),
@@ -111,7 +120,7 @@ pub fn cmd_run(dir: &Path, args: RunArgs) -> Result<(), CommandError> {
     if state.phase == RunPhase::Interrupted {
         return Err(
             CommandError::interrupted(format!("run {run_id} was interrupted")).hint(format!(
-                "its worktrees and branches are kept; `plait clean {run_id} --force` removes them"
+                "`plait resume {run_id}` carries on; `plait clean {run_id} --force` throws it away"
             )),
         );
     }
@@ -155,7 +164,7 @@ async fn print_progress(mut rx: mpsc::UnboundedReceiver<Event>, total: usize) {
     }
 }
 
-fn run_error(e: RunError) -> CommandError {
+pub fn run_error(e: RunError) -> CommandError {
     match e {
         RunError::Repo(e) => e.into(),
         RunError::State(e) => e.into(),

@@ -161,6 +161,38 @@ pub fn prepare(settings: RunSettings) -> Result<Prepared, RunError> {
     })
 }
 
+/// Takes the repository lock for an existing, unfinished run, to carry it on: finished
+/// tasks are kept, interrupted ones go on from their worktrees, pending ones start.
+pub fn prepare_resume(settings: RunSettings, run: &str) -> Result<Prepared, RunError> {
+    let repo = git::open(&settings.repo)?;
+    let store = Store::new(git::plait_dir(&repo));
+    let mut state = store.load(run)?;
+    if state.phase == RunPhase::Finished {
+        return Err(RunError::Internal(format!(
+            "run {run} has already finished; nothing to resume"
+        )));
+    }
+    let lock = store.lock()?;
+    lock.set_run(run)?;
+    let ids: Vec<&str> = settings.plan.tasks.iter().map(|t| t.id.as_str()).collect();
+    let recorded: Vec<&str> = state.tasks.iter().map(|t| t.id.as_str()).collect();
+    if ids != recorded {
+        return Err(RunError::Internal(format!(
+            "the plan kept with run {run} no longer matches its tasks"
+        )));
+    }
+    state.phase = RunPhase::Running;
+    state.pid = std::process::id();
+    state.finished_at = None;
+    store.save(&state)?;
+    Ok(Prepared {
+        settings,
+        store,
+        lock,
+        state,
+    })
+}
+
 /// State shared by the tasks of a run.
 struct Shared {
     run: String,

@@ -26,10 +26,17 @@ pub(super) async fn run_task(shared: &Arc<Shared>, index: usize) {
     }
     let task = &shared.plan.tasks[index];
     let record = shared.record(index);
-    shared.update(index, |t| {
-        t.state = TaskState::Preparing;
-        t.started_at = Some(now_ms());
-    });
+    // A resumed run: finished tasks stay as they are; interrupted ones go on from their
+    // worktrees; one caught while preparing starts again.
+    let resumed = match record.state {
+        s if s.is_final() => return,
+        TaskState::Pending => false,
+        TaskState::Preparing => {
+            discard_partial(shared, &record);
+            false
+        }
+        _ => record.worktree.join(".git").exists(),
+    };
     let fail = |reason: String, exit_code: Option<i32>| {
         shared.update(index, |t| {
             t.state = TaskState::Failed;
@@ -45,21 +52,32 @@ pub(super) async fn run_task(shared: &Arc<Shared>, index: usize) {
         })
     };
 
-    let prepared = {
-        let shared = shared.clone();
-        let record = record.clone();
-        tokio::task::spawn_blocking(move || prepare_worktree(&shared, index, &record)).await
-    };
-    match prepared {
-        Ok(Ok(())) => {}
-        Ok(Err(e)) => return fail(format!("could not create the worktree: {e}"), None),
-        Err(e) => return fail(format!("worktree creation panicked: {e}"), None),
+    if !resumed {
+        shared.update(index, |t| {
+            t.state = TaskState::Preparing;
+            t.started_at = Some(now_ms());
+            t.error = None;
+        });
+        let prepared = {
+            let shared = shared.clone();
+            let record = record.clone();
+            tokio::task::spawn_blocking(move || prepare_worktree(&shared, index, &record)).await
+        };
+        match prepared {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => return fail(format!("could not create the worktree: {e}"), None),
+            Err(e) => return fail(format!("worktree creation panicked: {e}"), None),
+        }
     }
 
     let agent = agent::from_config(&task.agent, &shared.client, &shared.limiters);
     let reviewer = shared.plan.review.reviewer_for(task);
-    let mut feedback = None;
-    let mut round = 0;
+    let mut round = record.rounds;
+    let mut feedback = resumed.then(|| {
+        "This task was interrupted. The worktree holds the work done so far (it is committed \
+         on the task's branch); look at it and carry on from there."
+            .to_string()
+    });
     loop {
         shared.update(index, |t| {
             t.state = TaskState::Running;
@@ -68,6 +86,21 @@ pub(super) async fn run_task(shared: &Arc<Shared>, index: usize) {
         let context = context(shared, index, &record, round, feedback.take());
         let report = agent.run(&context).await;
         record_report(shared, index, &report);
+        if shared.cancel.is_cancelled() {
+            // Keep what the agent wrote so far, committed but not merged.
+            let message = format!(
+                "plait({}): work in progress (interrupted)\n\nPlait-Run: {}\n",
+                task.id, shared.run
+            );
+            let kept = collect_round(shared, index, &record, message).await;
+            return shared.update(index, |t| {
+                t.state = TaskState::Interrupted;
+                t.error = match kept {
+                    Ok(_) => Some("interrupted".to_string()),
+                    Err(e) => Some(format!("interrupted; its work could not be committed: {e}")),
+                };
+            });
+        }
         match report.outcome {
             AgentOutcome::Finished => {}
             AgentOutcome::Failed { reason, exit_code } => return fail(reason, exit_code),
@@ -81,7 +114,8 @@ pub(super) async fn run_task(shared: &Arc<Shared>, index: usize) {
         }
 
         shared.update(index, |t| t.state = TaskState::Collecting);
-        let tip = match collect_round(shared, index, &record).await {
+        let message = collect::commit_message(&shared.run, &task.id, &task.prompt);
+        let tip = match collect_round(shared, index, &record, message).await {
             Ok(tip) => tip,
             Err(e) => return fail(format!("could not collect the worktree: {e}"), None),
         };
@@ -242,6 +276,7 @@ async fn collect_round(
     shared: &Arc<Shared>,
     index: usize,
     record: &TaskRecord,
+    message: String,
 ) -> Result<Option<Oid>, String> {
     let collected = {
         let shared = shared.clone();
@@ -253,7 +288,7 @@ async fn collect_round(
                 worktree: &record.worktree,
                 branch: &record.branch,
                 owns: &task.owns,
-                message: collect::commit_message(&shared.run, &task.id, &task.prompt),
+                message,
             };
             let outcome = collect::collect(&repo, &settings).map_err(|e| e.to_string())?;
             let tip = repo
@@ -311,6 +346,24 @@ async fn diff(shared: &Arc<Shared>, tip: Oid) -> String {
     .map_err(|e| e.to_string())
     .and_then(|d| d)
     .unwrap_or_else(|e| format!("(the diff could not be made: {e})"))
+}
+
+/// Removes what an interrupted preparation left: the worktree, its administrative
+/// directory, and the branch while it still points at the base.
+fn discard_partial(shared: &Shared, record: &TaskRecord) {
+    let Ok(repo) = git::open(&shared.repo) else {
+        return;
+    };
+    let name = admin_name(&shared.run, &record.id);
+    let _ = workspace::remove(&repo, &name, &record.worktree);
+    let at_base = repo
+        .refname_to_id(&git::branch_ref(&record.branch))
+        .is_ok_and(|tip| tip == shared.plan.base);
+    if at_base {
+        if let Ok(mut branch) = repo.find_reference(&git::branch_ref(&record.branch)) {
+            let _ = branch.delete();
+        }
+    }
 }
 
 fn prepare_worktree(shared: &Shared, index: usize, record: &TaskRecord) -> Result<(), String> {

@@ -259,12 +259,173 @@ fn ctrl_c_stops_the_agents_and_saves_the_run_as_interrupted() {
     assert_eq!(
         states,
         [
-            ("failed", "interrupted"),
-            ("failed", "interrupted"),
+            ("interrupted", "interrupted"),
+            ("interrupted", "interrupted"),
             ("pending", "")
         ]
     );
     assert!(!repo.path.join(".git/plait/lock").exists(), "lock released");
     std::thread::sleep(Duration::from_millis(3500));
     assert!(!late.exists(), "an agent's child outlived the interrupt");
+}
+
+/// An agent that writes `partial` and waits until `go` exists, then writes `done`.
+fn waiting_agent(go: &std::path::Path) -> String {
+    format!(
+        "if [ -e {go} ]; then echo done >> pkg/$PLAIT_TASK/mod.py; else echo partial >> pkg/$PLAIT_TASK/mod.py; sleep 30; fi",
+        go = go.display()
+    )
+}
+
+#[test]
+fn an_interrupted_run_keeps_its_work_and_resume_finishes_it() {
+    let repo = repo_with_dirs(3);
+    let marks = tempfile::tempdir().unwrap();
+    let go = marks.path().join("go");
+    let plan = repo.plan(&dir_plan(3, &waiting_agent(&go), ""));
+    let child = spawn_run(&repo, &plan);
+    wait_for_running(&repo, 2);
+    // SAFETY: signalling the child we spawned.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130));
+    let run = stdout(&out).trim().to_string();
+    let state: serde_json::Value =
+        serde_json::from_slice(&repo.plait(&["status", &run, "--json"]).stdout).unwrap();
+    let mut states: Vec<&str> = state["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["state"].as_str().unwrap())
+        .collect();
+    states.sort();
+    assert_eq!(states, ["interrupted", "interrupted", "pending"]);
+    // The work so far is committed on the interrupted tasks' branches, not merged.
+    for t in state["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["state"] == "interrupted")
+    {
+        let branch = t["branch"].as_str().unwrap();
+        let id = t["id"].as_str().unwrap();
+        let file = repo.tree_files(branch)[&format!("pkg/{id}/mod.py")].clone();
+        assert!(file.ends_with("partial\n"), "{file}");
+        assert!(repo
+            .git(&["log", "-1", "--format=%s", branch])
+            .ends_with("work in progress (interrupted)"));
+    }
+    assert!(state["merge"].is_null());
+
+    fs::write(&go, "").unwrap();
+    let out = repo.plait(&["resume", &run]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        crate::support::stderr(&out)
+    );
+    let state: serde_json::Value =
+        serde_json::from_slice(&repo.plait(&["status", &run, "--json"]).stdout).unwrap();
+    assert_eq!(state["phase"], "finished");
+    assert!(
+        state["tasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|t| t["state"] == "done"),
+        "{state}"
+    );
+    let merged = repo.tree_files(&format!("plait/{run}/merged"));
+    let contents: Vec<String> = (0..3)
+        .map(|i| merged[&format!("pkg/m{i}/mod.py")].clone())
+        .collect();
+    assert!(
+        contents
+            .iter()
+            .filter(|c| c.contains("partial\ndone"))
+            .count()
+            == 2,
+        "{contents:?}"
+    );
+    assert!(
+        contents.iter().filter(|c| !c.contains("partial")).count() == 1,
+        "{contents:?}"
+    );
+    let out = repo.plait(&["resume", &run]);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "a finished run has nothing to resume"
+    );
+}
+
+#[test]
+fn a_killed_run_is_finished_by_resume_without_losing_committed_work() {
+    let repo = repo_with_dirs(3);
+    let marks = tempfile::tempdir().unwrap();
+    let go = marks.path().join("go");
+    // m0 finishes at once; the others wait.
+    let agent = format!(
+        "if [ $PLAIT_TASK = m0 ]; then echo quick >> pkg/m0/mod.py; exit 0; fi; {}",
+        waiting_agent(&go)
+    );
+    let plan = repo.plan(&dir_plan(3, &agent, ""));
+    let mut child = spawn_run(&repo, &plan);
+    wait_for_running(&repo, 2);
+    let before: serde_json::Value =
+        serde_json::from_slice(&repo.plait(&["status", "--json"]).stdout).unwrap();
+    let run = before["id"].as_str().unwrap().to_string();
+    let m0 = before["tasks"][0]["commit"].as_str().unwrap().to_string();
+    child.kill().unwrap();
+    let _ = child.wait();
+
+    let status = repo.plait(&["status", &run]);
+    assert!(
+        stdout(&status).contains("interrupted (its plait process is gone)"),
+        "{}",
+        stdout(&status)
+    );
+    fs::write(&go, "").unwrap();
+    let out = repo.plait(&["resume", &run]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        crate::support::stderr(&out)
+    );
+    let after: serde_json::Value =
+        serde_json::from_slice(&repo.plait(&["status", &run, "--json"]).stdout).unwrap();
+    assert_eq!(
+        after["tasks"][0]["commit"].as_str(),
+        Some(m0.as_str()),
+        "committed work is kept as it was"
+    );
+    assert!(
+        after["tasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|t| t["state"] == "done"),
+        "{after}"
+    );
+    let merged = repo.tree_files(&format!("plait/{run}/merged"));
+    assert_eq!(merged["pkg/m0/mod.py"], "v = 0\nquick\n");
+    assert!(
+        merged["pkg/m1/mod.py"].ends_with("done\n") && merged["pkg/m2/mod.py"].ends_with("done\n")
+    );
+    for i in 1..3 {
+        assert_eq!(
+            git_status(&repo, &after["tasks"][i]["worktree"]),
+            "",
+            "worktree {i} is usable and clean"
+        );
+    }
+}
+
+fn git_status(_repo: &TestRepo, worktree: &serde_json::Value) -> String {
+    crate::support::git_in(
+        std::path::Path::new(worktree.as_str().unwrap()),
+        &["status", "--porcelain"],
+    )
 }

@@ -123,7 +123,7 @@ impl ModelAgent {
                     Ok(r) => r,
                     Err(reason) => return report(failed(&reason), usage, summary),
                 },
-                _ = task.cancel.cancelled() => return report(failed("interrupted"), usage, summary),
+                // An interrupt lets the turn in flight end; the loop stops before the next.
                 _ = tokio::time::sleep_until(deadline) => return report(timed_out(), usage, summary),
             };
             let before = usage.cost_usd.unwrap_or(0.0);

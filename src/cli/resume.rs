@@ -1,0 +1,80 @@
+//! `plait resume`: carry on a run that was interrupted or killed.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use clap::Args;
+
+use super::run::{drive, run_error};
+use super::{open_store, CommandError};
+use crate::orchestrator::{self, RunSettings};
+use crate::plan;
+use crate::state::RunPhase;
+
+/// Carry on an interrupted or killed run: finished tasks are kept, interrupted ones go on
+/// from their worktrees, pending ones start
+#[derive(Debug, Args)]
+#[command(after_help = "\
+The run's own copy of its plan is used, against the commit the run started from. An agent
+that was interrupted is told that its worktree holds its work so far.
+
+Examples:
+  plait resume 0abc12
+  plait resume 0abc12 -j 16")]
+pub struct ResumeArgs {
+    /// The run
+    pub run: String,
+    /// How many tasks run at once (default: the number of CPUs)
+    #[arg(short = 'j', long = "jobs", value_name = "N")]
+    pub jobs: Option<usize>,
+    /// Print the final state as JSON on stdout instead of the run id
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn cmd_resume(dir: &Path, args: ResumeArgs) -> Result<(), CommandError> {
+    if args.jobs == Some(0) {
+        return Err(CommandError::usage("-j must be at least 1"));
+    }
+    let (repo, store) = open_store(dir)?;
+    let run = store.find(Some(&args.run))?;
+    let state = store.load(&run)?;
+    if state.phase == RunPhase::Finished {
+        return Err(CommandError::usage(format!(
+            "run {run} has finished; there is nothing to resume"
+        ))
+        .hint(format!("`plait status {run}` shows it")));
+    }
+    if let Some((pid, holder)) = store.lock_holder() {
+        if holder == run {
+            return Err(CommandError::usage(format!(
+                "run {run} is still going (plait process {pid})"
+            )));
+        }
+    }
+    let copy = store.run_dir(&run).join("plan.toml");
+    let plan_text = std::fs::read_to_string(&copy)
+        .map_err(|e| CommandError::internal(format!("cannot read {}: {e}", copy.display())))?;
+    let mut parsed = plan::parse(&plan_text, &copy)?;
+    // The run goes on from the commit it started from, wherever its base branch is now.
+    parsed.base = Some(state.base.clone());
+    let resolved = plan::resolve_with_env(&repo, parsed, &copy, &|name| std::env::var(name).ok())?;
+    let total = resolved.tasks.len();
+    let jobs = args
+        .jobs
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(4, |n| n.get()));
+    let settings = RunSettings {
+        repo: std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf()),
+        plan: Arc::new(resolved),
+        plan_path: state.plan.clone(),
+        plan_text,
+        jobs,
+        // The tasks' worktrees are recorded in the state already.
+        worktree_root: None,
+        max_cost: state.max_cost,
+    };
+    let prepared = orchestrator::prepare_resume(settings, &run).map_err(run_error)?;
+    let left = state.tasks.iter().filter(|t| !t.state.is_final()).count();
+    eprintln!("resuming run {run}: {left} of {total} task(s) to go, {jobs} at a time");
+    drive(prepared, total, args.json)
+}
