@@ -9,6 +9,7 @@ mod diff;
 mod hook;
 mod land;
 mod plan;
+mod progress;
 mod resume;
 mod review;
 mod run;

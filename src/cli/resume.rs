@@ -27,7 +27,7 @@ pub struct ResumeArgs {
     /// How many tasks run at once (default: the number of CPUs)
     #[arg(short = 'j', long = "jobs", value_name = "N")]
     pub jobs: Option<usize>,
-    /// Print the final state as JSON on stdout instead of the run id
+    /// Print one JSON event per line on stdout instead of the run id
     #[arg(long)]
     pub json: bool,
 }

@@ -1,17 +1,18 @@
 //! `plait run`: run a plan from start to merged branch.
 
+use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use clap::Args;
 use tokio::sync::mpsc;
 
-use super::CommandError;
+use super::{progress, CommandError};
 use crate::git;
-use crate::orchestrator::{self, Event, RunError, RunSettings};
+use crate::orchestrator::{self, RunError, RunSettings};
 use crate::plan;
-use crate::report::{self, StatusJson};
-use crate::state::{RunPhase, TaskState};
+use crate::report;
+use crate::state::RunPhase;
 
 /// Run a plan: a branch and worktree per task, the agents, commits, and the merge
 #[derive(Debug, Args)]
@@ -29,7 +30,8 @@ pub struct RunArgs {
     /// How many tasks run at once (default: the number of CPUs)
     #[arg(short = 'j', long = "jobs", value_name = "N")]
     pub jobs: Option<usize>,
-    /// Print the final state as JSON on stdout instead of the run id
+    /// Print one JSON event per line on stdout (a task's change of state; last, the
+    /// finished run) instead of the run id
     #[arg(long)]
     pub json: bool,
     /// Put the worktrees under DIR/<run>/ instead of the repository's git directory
@@ -96,7 +98,14 @@ pub fn drive(
         .map_err(|e| CommandError::internal(format!("cannot start the async runtime: {e}")))?;
     let state = runtime.block_on(async {
         let (tx, rx) = mpsc::unbounded_channel();
-        let printer = tokio::spawn(print_progress(rx, total));
+        let mode = if json {
+            progress::Mode::Json
+        } else if std::io::stderr().is_terminal() {
+            progress::Mode::Live
+        } else {
+            progress::Mode::Lines
+        };
+        let printer = tokio::spawn(progress::show(rx, total, mode));
         let result = orchestrator::execute(prepared, Some(tx)).await;
         let _ = printer.await;
         result
@@ -106,14 +115,14 @@ pub fn drive(
     eprint!("{}", report::status_text(&state, false));
     let attention = report::attention(&state);
     if json {
-        let json = StatusJson {
-            state: &state,
-            attention: attention.clone(),
-        };
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&json).unwrap_or_default()
-        );
+        let json = serde_json::json!({
+            "event": "finished",
+            "run": run_id,
+            "phase": state.phase,
+            "merge": state.merge,
+            "attention": attention,
+        });
+        println!("{json}");
     } else {
         println!("{run_id}");
     }
@@ -141,26 +150,6 @@ fn land_target(base_name: &str) -> &str {
         "BRANCH"
     } else {
         base_name
-    }
-}
-
-async fn print_progress(mut rx: mpsc::UnboundedReceiver<Event>, total: usize) {
-    let mut finished = 0;
-    while let Some(event) = rx.recv().await {
-        if !event.state.is_final() {
-            continue;
-        }
-        finished += 1;
-        let detail = match (event.state, &event.detail) {
-            (TaskState::Failed, Some(reason)) => format!(": {reason}"),
-            _ => String::new(),
-        };
-        eprintln!(
-            "[{finished:>width$}/{total}] {:<7} {}{detail}",
-            event.state.as_str(),
-            event.task,
-            width = total.to_string().len()
-        );
     }
 }
 

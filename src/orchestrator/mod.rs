@@ -61,13 +61,15 @@ pub struct RunSettings {
 }
 
 /// A change of a task's state, for progress displays.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct Event {
     pub run: String,
     pub task: String,
     pub state: TaskState,
     /// One line of detail: the failure reason, or what was collected.
     pub detail: Option<String>,
+    /// The task's model usage so far.
+    pub usage: Option<crate::state::Usage>,
 }
 
 /// A run that has started: its id is known and its state is on disk.
@@ -225,6 +227,7 @@ impl Shared {
                 task: task.id.clone(),
                 state: task.state,
                 detail: task.error.clone(),
+                usage: task.usage.clone(),
             }
         };
         if let Some(tx) = &self.events {

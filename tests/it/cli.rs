@@ -186,3 +186,36 @@ fn the_run_summary_shows_failures_violations_and_conflicts() {
         insta::assert_snapshot!(text);
     });
 }
+
+#[test]
+fn run_json_writes_one_event_per_line() {
+    let repo = TestRepo::with_files(&[("a.txt", "a\n"), ("b.txt", "b\n")]);
+    let plan = repo.plan(
+        "[defaults]\nagent = { exec = 'echo x >> $PLAIT_TASK.txt' }\n\
+         [[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"a.txt\"]\n\
+         [[task]]\nid = \"b\"\nprompt = \"p\"\nowns = [\"b.txt\"]\n",
+    );
+    let out = repo.plait(&["run", plan.to_str().unwrap(), "--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let events: Vec<serde_json::Value> = stdout(&out)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("each line is JSON"))
+        .collect();
+    let last = events.last().unwrap();
+    assert_eq!(last["event"], "finished");
+    assert_eq!(last["phase"], "finished");
+    assert_eq!(last["merge"]["included"], serde_json::json!(["a", "b"]));
+    let done: Vec<&str> = events
+        .iter()
+        .filter(|e| e["event"] == "task" && e["task"]["state"] == "done")
+        .map(|e| e["task"]["task"].as_str().unwrap())
+        .collect();
+    assert_eq!(done.len(), 2);
+    let mut states: Vec<&str> = events
+        .iter()
+        .filter(|e| e["task"]["task"] == "a")
+        .map(|e| e["task"]["state"].as_str().unwrap())
+        .collect();
+    states.dedup();
+    assert_eq!(states, ["preparing", "running", "collecting", "done"]);
+}

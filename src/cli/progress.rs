@@ -1,0 +1,191 @@
+//! Showing a run as it goes: on a terminal, a live display — an overall bar with done,
+//! running and failed tasks, tokens, cost and an ETA, and a line per running agent; plain
+//! lines when stderr is not a terminal; with `--json`, one JSON event per line on stdout.
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::Duration;
+
+use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
+use tokio::sync::mpsc;
+
+use crate::orchestrator::Event;
+use crate::state::{TaskState, Usage};
+
+/// How to show progress.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    Live,
+    Lines,
+    Json,
+}
+
+/// Shows the events of a run until the channel closes.
+pub async fn show(mut rx: mpsc::UnboundedReceiver<Event>, total: usize, mode: Mode) {
+    let mut tally = Tally::default();
+    let mut live = (mode == Mode::Live).then(|| Live::new(total));
+    while let Some(event) = rx.recv().await {
+        let newly_final = tally.record(&event);
+        match mode {
+            Mode::Json => {
+                if let Ok(line) =
+                    serde_json::to_string(&serde_json::json!({"event": "task", "task": event}))
+                {
+                    println!("{line}");
+                }
+            }
+            Mode::Lines if newly_final => {
+                let detail = match (event.state, &event.detail) {
+                    (
+                        TaskState::Failed | TaskState::Stopped | TaskState::Interrupted,
+                        Some(reason),
+                    ) => {
+                        format!(": {reason}")
+                    }
+                    _ => String::new(),
+                };
+                eprintln!(
+                    "[{:>width$}/{total}] {:<11} {}{detail}",
+                    tally.finished,
+                    event.state.as_str(),
+                    event.task,
+                    width = total.to_string().len()
+                );
+            }
+            Mode::Lines => {}
+            Mode::Live => {
+                if let Some(live) = &mut live {
+                    live.update(&event, &tally);
+                }
+            }
+        }
+    }
+    if let Some(live) = live {
+        live.finish();
+    }
+}
+
+/// Counts of the run so far.
+#[derive(Default)]
+struct Tally {
+    states: HashMap<String, TaskState>,
+    usage: HashMap<String, Usage>,
+    finished: usize,
+}
+
+impl Tally {
+    /// Takes an event; true when it brought its task to an end.
+    fn record(&mut self, event: &Event) -> bool {
+        let before = self.states.insert(event.task.clone(), event.state);
+        if let Some(u) = &event.usage {
+            self.usage.insert(event.task.clone(), u.clone());
+        }
+        let newly = event.state.is_final() && !before.is_some_and(|s| s.is_final());
+        if newly {
+            self.finished += 1;
+        }
+        newly
+    }
+
+    fn count(&self, pred: impl Fn(TaskState) -> bool) -> usize {
+        self.states.values().filter(|s| pred(**s)).count()
+    }
+
+    fn summary(&self) -> String {
+        let done = self.count(|s| s == TaskState::Done);
+        let failed = self.count(|s| {
+            matches!(
+                s,
+                TaskState::Failed | TaskState::Rejected | TaskState::Stopped
+            )
+        });
+        let running =
+            self.count(|s| !s.is_final() && s != TaskState::Pending && s != TaskState::Interrupted);
+        let mut text = format!("{done} done · {running} running · {failed} failed");
+        if !self.usage.is_empty() {
+            let tokens: u64 = self
+                .usage
+                .values()
+                .map(|u| {
+                    u.input_tokens
+                        + u.output_tokens
+                        + u.cache_creation_input_tokens
+                        + u.cache_read_input_tokens
+                })
+                .sum();
+            let cost: Option<f64> = self.usage.values().map(|u| u.cost_usd).sum();
+            text.push_str(&format!(" · {tokens} tokens"));
+            text.push_str(&match cost {
+                Some(c) => format!(" · ${c:.4}"),
+                None => " · cost unknown".to_string(),
+            });
+        }
+        text
+    }
+}
+
+struct Live {
+    multi: MultiProgress,
+    overall: ProgressBar,
+    lines: BTreeMap<String, ProgressBar>,
+}
+
+impl Live {
+    fn new(total: usize) -> Live {
+        let multi = MultiProgress::with_draw_target(ProgressDrawTarget::stderr());
+        let overall = multi.add(ProgressBar::new(total as u64));
+        overall.set_style(
+            ProgressStyle::with_template("{bar:30} {pos}/{len} tasks  {msg}  eta {eta}")
+                .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        );
+        overall.enable_steady_tick(Duration::from_millis(250));
+        Live {
+            multi,
+            overall,
+            lines: BTreeMap::new(),
+        }
+    }
+
+    fn update(&mut self, event: &Event, tally: &Tally) {
+        self.overall.set_position(tally.finished as u64);
+        self.overall.set_message(tally.summary());
+        if event.state.is_final() || event.state == TaskState::Interrupted {
+            if let Some(line) = self.lines.remove(&event.task) {
+                line.finish_and_clear();
+                self.multi.remove(&line);
+            }
+            if event.state != TaskState::Done {
+                let reason = event.detail.clone().unwrap_or_default();
+                let _ = self.multi.println(format!(
+                    "{} {}: {reason}",
+                    event.task,
+                    event.state.as_str()
+                ));
+            }
+            return;
+        }
+        let line = self.lines.entry(event.task.clone()).or_insert_with(|| {
+            let bar = self.multi.add(ProgressBar::new_spinner());
+            bar.set_style(
+                ProgressStyle::with_template("  {spinner} {prefix:20} {msg} {elapsed}")
+                    .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+            );
+            bar.set_prefix(event.task.clone());
+            bar.enable_steady_tick(Duration::from_millis(120));
+            bar
+        });
+        let tokens = event
+            .usage
+            .as_ref()
+            .map(|u| format!(" · {} tokens", u.input_tokens + u.output_tokens))
+            .unwrap_or_default();
+        line.set_message(format!("{}{tokens}", event.state.as_str()));
+    }
+
+    fn finish(self) {
+        for line in self.lines.values() {
+            line.finish_and_clear();
+        }
+        self.overall.finish_and_clear();
+        let _ = self.multi.clear();
+    }
+}
