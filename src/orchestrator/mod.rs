@@ -5,8 +5,9 @@
 //! Message flow: each task is a future in a `JoinSet`, gated by a semaphore of `jobs`
 //! permits held from `preparing` to the end of `collecting`. A task changes state only
 //! through [`Shared::update`], which edits the in-memory `RunState` under a mutex, sends
-//! an [`Event`] on the unbounded channel the caller may listen on, and wakes the state
-//! writer. The writer saves the newest snapshot atomically; transitions that arrive while
+//! an [`Event`] on the unbounded channel the caller may listen on (under the mutex, so
+//! events keep the order of the changes; an unbounded send never blocks), and wakes the
+//! state writer. The writer saves the newest snapshot atomically; transitions that arrive while
 //! it writes are folded into its next write, so a slow disk never blocks a task, and the
 //! final state is written synchronously before the run returns. No lock is held across an
 //! `.await`. A task's failure is recorded on the task; only failures of plait itself
@@ -217,21 +218,22 @@ struct Shared {
 impl Shared {
     /// Applies `change` to task `index`, reports it and schedules a save.
     fn update(&self, index: usize, change: impl FnOnce(&mut TaskRecord)) {
-        let event = {
+        {
             let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
             let run = state.id.clone();
             let task = &mut state.tasks[index];
             change(task);
-            Event {
-                run,
-                task: task.id.clone(),
-                state: task.state,
-                detail: task.error.clone(),
-                usage: task.usage.clone(),
+            // Sent under the lock (an unbounded send never waits), so events arrive in
+            // the order the changes were made.
+            if let Some(tx) = &self.events {
+                let _ = tx.send(Event {
+                    run,
+                    task: task.id.clone(),
+                    state: task.state,
+                    detail: task.error.clone(),
+                    usage: task.usage.clone(),
+                });
             }
-        };
-        if let Some(tx) = &self.events {
-            let _ = tx.send(event);
         }
         self.dirty.notify_one();
     }
