@@ -9,96 +9,51 @@ use serde::Serialize;
 use similar::{ChangeTag, TextDiff};
 
 use crate::merge::tree_changes;
-use crate::state::{RunPhase, RunState, TaskState, Usage, Verdict};
+use crate::state::{RunPhase, RunState, TaskRecord, TaskState, Usage, Verdict};
 
 /// What in a run needs a person's attention; empty when all is well.
 pub fn attention(state: &RunState) -> Vec<String> {
     let mut out = Vec::new();
-    let failed: Vec<&str> = state
-        .tasks
-        .iter()
-        .filter(|t| t.state == TaskState::Failed)
-        .map(|t| t.id.as_str())
-        .collect();
-    if !failed.is_empty() {
-        out.push(format!(
-            "{} task(s) failed: {}",
-            failed.len(),
-            failed.join(", ")
-        ));
+    let resume = format!(
+        "interrupted (their work so far is committed on their branches; `plait resume {}` goes on)",
+        state.id
+    );
+    let kinds: [(&str, &dyn Fn(&TaskRecord) -> bool); 6] = [
+        ("failed", &|t| t.state == TaskState::Failed),
+        ("changed files they do not own", &|t| {
+            !t.violations.is_empty()
+        }),
+        (&resume, &|t| t.state == TaskState::Interrupted),
+        ("stopped by a budget", &|t| t.state == TaskState::Stopped),
+        (
+            "not approved (changes still requested; left out of the merge)",
+            &|t| t.state == TaskState::Done && t.verdict() == Some(Verdict::RequestChanges),
+        ),
+        ("rejected (left out of the merge)", &|t| {
+            t.verdict() == Some(Verdict::Reject)
+        }),
+    ];
+    for (what, applies) in kinds {
+        let ids: Vec<&str> = state
+            .tasks
+            .iter()
+            .filter(|t| applies(t))
+            .map(|t| t.id.as_str())
+            .collect();
+        if !ids.is_empty() {
+            out.push(format!("{} task(s) {what}: {}", ids.len(), ids.join(", ")));
+        }
     }
     if state.phase == RunPhase::Interrupted {
         out.push("the run was interrupted".to_string());
     }
-    let unfinished = state.tasks.iter().filter(|t| !t.state.is_final()).count();
+    let unfinished = state
+        .tasks
+        .iter()
+        .filter(|t| !t.state.is_final() && t.state != TaskState::Interrupted)
+        .count();
     if unfinished > 0 && matches!(state.phase, RunPhase::Finished | RunPhase::Interrupted) {
         out.push(format!("{unfinished} task(s) did not finish"));
-    }
-    let violating: Vec<&str> = state
-        .tasks
-        .iter()
-        .filter(|t| !t.violations.is_empty())
-        .map(|t| t.id.as_str())
-        .collect();
-    if !violating.is_empty() {
-        out.push(format!(
-            "{} task(s) changed files they do not own: {}",
-            violating.len(),
-            violating.join(", ")
-        ));
-    }
-    let interrupted: Vec<&str> = state
-        .tasks
-        .iter()
-        .filter(|t| t.state == TaskState::Interrupted)
-        .map(|t| t.id.as_str())
-        .collect();
-    if !interrupted.is_empty() {
-        out.push(format!(
-            "{} task(s) interrupted (their work so far is committed on their branches; `plait resume {}` goes on): {}",
-            interrupted.len(),
-            state.id,
-            interrupted.join(", ")
-        ));
-    }
-    let stopped: Vec<&str> = state
-        .tasks
-        .iter()
-        .filter(|t| t.state == TaskState::Stopped)
-        .map(|t| t.id.as_str())
-        .collect();
-    if !stopped.is_empty() {
-        out.push(format!(
-            "{} task(s) stopped by a budget: {}",
-            stopped.len(),
-            stopped.join(", ")
-        ));
-    }
-    let unapproved: Vec<&str> = state
-        .tasks
-        .iter()
-        .filter(|t| t.state == TaskState::Done && t.verdict() == Some(Verdict::RequestChanges))
-        .map(|t| t.id.as_str())
-        .collect();
-    if !unapproved.is_empty() {
-        out.push(format!(
-            "{} task(s) not approved (changes still requested; left out of the merge): {}",
-            unapproved.len(),
-            unapproved.join(", ")
-        ));
-    }
-    let rejected: Vec<&str> = state
-        .tasks
-        .iter()
-        .filter(|t| t.verdict() == Some(Verdict::Reject))
-        .map(|t| t.id.as_str())
-        .collect();
-    if !rejected.is_empty() {
-        out.push(format!(
-            "{} task(s) rejected (left out of the merge): {}",
-            rejected.len(),
-            rejected.join(", ")
-        ));
     }
     let failing: Vec<&str> = state
         .merged_checks
