@@ -11,6 +11,9 @@ use similar::{ChangeTag, TextDiff};
 use crate::merge::tree_changes;
 use crate::state::{RunPhase, RunState, TaskRecord, TaskState, Usage, Verdict};
 
+/// Whether a task is of some kind that needs attention.
+type TaskTest = dyn Fn(&TaskRecord) -> bool;
+
 /// What in a run needs a person's attention; empty when all is well.
 pub fn attention(state: &RunState) -> Vec<String> {
     let mut out = Vec::new();
@@ -18,7 +21,7 @@ pub fn attention(state: &RunState) -> Vec<String> {
         "interrupted (their work so far is committed on their branches; `plait resume {}` goes on)",
         state.id
     );
-    let kinds: [(&str, &dyn Fn(&TaskRecord) -> bool); 6] = [
+    let kinds: [(&str, &TaskTest); 6] = [
         ("failed", &|t| t.state == TaskState::Failed),
         ("changed files they do not own", &|t| {
             !t.violations.is_empty()
