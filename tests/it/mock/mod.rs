@@ -18,6 +18,7 @@ mod reply;
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::{Arc, LazyLock, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use axum::body::to_bytes;
 use axum::extract::{Request, State};
@@ -30,7 +31,7 @@ use tokio::sync::oneshot;
 
 use answer::{play, Call};
 use check::{check_anthropic, check_openai, text_of};
-use reply::{error_reply, Reply};
+use reply::{error_reply, InFlight, Reply};
 
 /// The API a mock speaks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -231,7 +232,102 @@ impl MockModel {
     pub fn problems(&self) -> Vec<String> {
         self.shared.lock().problems.clone()
     }
+
+    // Load mode, for the benchmarks: everything below is off by default.
+
+    /// Each answer (not a 429) waits `latency` before its first byte.
+    #[allow(dead_code)]
+    pub fn set_latency(&self, latency: Duration) {
+        self.shared.lock().load.latency = latency;
+    }
+
+    /// Enforces at most `concurrency` requests in flight and `rpm` requests accepted within
+    /// any trailing 60 s; beyond that a request is answered 429 `rate_limit_error` with a
+    /// `retry-after` header: for the rate, the whole seconds until the oldest accepted request
+    /// leaves the window (at least 1); for concurrency, `retry_after_secs` (at least 1).
+    /// A 429 is not counted in the window. 0 means no limit.
+    #[allow(dead_code)]
+    pub fn set_limits(&self, concurrency: usize, rpm: usize, retry_after_secs: u64) {
+        let mut state = self.shared.lock();
+        state.load.concurrency = concurrency;
+        state.load.rpm = rpm;
+        state.load.retry_after = retry_after_secs;
+    }
+
+    /// Answers a deterministic pseudo-random fraction of well-formed requests with a fault
+    /// instead of the task's next turn: 529 overloaded (`p529`), 500 (`p500`), or a 200
+    /// stream that ends in an error event mid-way (`p_midstream`; non-stream: 529). The draw
+    /// depends on `seed`, the task and how many requests that task made before.
+    #[allow(dead_code)]
+    pub fn set_faults(&self, p529: f64, p500: f64, p_midstream: f64, seed: u64) {
+        self.shared.lock().load.faults = Some(Faults {
+            p529,
+            p500,
+            p_midstream,
+            seed,
+        });
+    }
+
+    /// Whether request bodies are kept for [`MockModel::requests`] (default true); a load
+    /// test turns it off so the mock's memory does not grow with every request.
+    #[allow(dead_code)]
+    pub fn keep_bodies(&self, keep: bool) {
+        self.shared.lock().load.drop_bodies = !keep;
+    }
+
+    /// The load counters so far.
+    #[allow(dead_code)]
+    pub fn load_stats(&self) -> LoadStats {
+        self.shared.lock().load.stats
+    }
+
+    /// Zeroes the load counters (and forgets the rate window).
+    #[allow(dead_code)]
+    pub fn reset_load_stats(&self) {
+        let mut state = self.shared.lock();
+        state.load.stats = LoadStats::default();
+        state.load.window.clear();
+    }
 }
+
+/// What the mock did in load mode.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LoadStats {
+    /// Requests answered 200 with the task's turn (not a fault).
+    pub ok: u64,
+    /// Requests refused 429 by [`MockModel::set_limits`].
+    pub limited: u64,
+    /// Of those, refused for the rate (the rest: for concurrency).
+    pub limited_rpm: u64,
+    /// Faults injected by [`MockModel::set_faults`].
+    pub faults: u64,
+    /// The most requests in flight at once (received and not yet fully answered).
+    pub peak_in_flight: usize,
+    pub in_flight: usize,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Faults {
+    p529: f64,
+    p500: f64,
+    p_midstream: f64,
+    seed: u64,
+}
+
+#[derive(Default)]
+struct Load {
+    latency: Duration,
+    concurrency: usize,
+    rpm: usize,
+    retry_after: u64,
+    faults: Option<Faults>,
+    drop_bodies: bool,
+    /// When each accepted request arrived, within the last 60 s (only with an rpm limit).
+    window: VecDeque<Instant>,
+    stats: LoadStats,
+}
+
+const RATE_WINDOW: Duration = Duration::from_secs(60);
 
 impl Drop for MockModel {
     fn drop(&mut self) {
@@ -259,12 +355,15 @@ struct MockState {
     requests: Vec<Recorded>,
     problems: Vec<String>,
     serial: u64,
+    load: Load,
 }
 
 /// A task's remaining turns and the tool ids the mock gave it.
 #[derive(Default)]
 struct TaskScript {
     turns: VecDeque<Turn>,
+    /// Requests of this task that reached its script (for the fault draw).
+    played: u64,
     /// Every tool id sent to this task in a complete answer.
     sent: BTreeSet<String>,
     /// The ids of the last complete answer if it called tools: the next request must answer them.
@@ -312,14 +411,74 @@ async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response
             )
         })
         .collect();
-    shared
-        .reply(&parts.method, parts.uri.path(), headers, &raw)
-        .into_response()
+    let (guard, latency) = match shared.admit() {
+        Ok(admitted) => admitted,
+        Err(refusal) => {
+            let reply = shared.record(&parts.method, parts.uri.path(), headers, &raw, refusal);
+            return reply.into_response();
+        }
+    };
+    if !latency.is_zero() {
+        tokio::time::sleep(latency).await;
+    }
+    let mut reply = shared.reply(&parts.method, parts.uri.path(), headers, &raw);
+    reply.in_flight = guard;
+    reply.into_response()
 }
 
 impl Shared {
     fn lock(&self) -> MutexGuard<'_, MockState> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Load mode: admits a request (a guard that counts it in flight, and the latency to
+    /// wait) or refuses it with a 429.
+    fn admit(self: &Arc<Self>) -> Result<(Option<InFlight>, Duration), Reply> {
+        let mut state = self.lock();
+        let now = Instant::now();
+        let load = &mut state.load;
+        let latency = load.latency;
+        if load.concurrency == 0 && load.rpm == 0 && load.latency.is_zero() {
+            return Ok((None, latency));
+        }
+        while load
+            .window
+            .front()
+            .is_some_and(|t| now.duration_since(*t) >= RATE_WINDOW)
+        {
+            load.window.pop_front();
+        }
+        let refusal = if load.concurrency > 0 && load.stats.in_flight >= load.concurrency {
+            Some((load.retry_after.max(1), false))
+        } else if load.rpm > 0 && load.window.len() >= load.rpm {
+            let oldest = *load.window.front().expect("a full window");
+            let free = (oldest + RATE_WINDOW).saturating_duration_since(now);
+            Some((free.as_secs_f64().ceil().max(1.0) as u64, true))
+        } else {
+            None
+        };
+        if let Some((wait, rate)) = refusal {
+            load.stats.limited += 1;
+            load.stats.limited_rpm += u64::from(rate);
+            state.serial += 1;
+            let what = if rate {
+                "requests per minute"
+            } else {
+                "concurrent requests"
+            };
+            let message = format!("Number of {what} has exceeded your rate limit");
+            let mut reply = error_reply(self.provider, state.serial, 429, &message);
+            reply.headers.push(("retry-after".into(), wait.to_string()));
+            return Err(reply);
+        }
+        if load.rpm > 0 {
+            load.window.push_back(now);
+        }
+        load.stats.in_flight += 1;
+        load.stats.peak_in_flight = load.stats.peak_in_flight.max(load.stats.in_flight);
+        let shared = self.clone();
+        let guard = InFlight::new(move || shared.lock().load.stats.in_flight -= 1);
+        Ok((Some(guard), latency))
     }
 
     /// Checks and records one request and decides the answer.
@@ -330,14 +489,24 @@ impl Shared {
         state.serial += 1;
         let reply = self.decide(&mut state, method, path, &headers, body.as_ref(), &task);
         let body = body.unwrap_or_else(|| Value::String(String::from_utf8_lossy(raw).into()));
-        state.requests.push(Recorded {
-            task,
-            method: method.to_string(),
-            path: path.to_string(),
-            headers,
-            body,
-            status: reply.status,
-        });
+        push_record(&mut state, task, method, path, headers, body, reply.status);
+        reply
+    }
+
+    /// Records a request refused before it was read (a load-mode 429).
+    fn record(
+        &self,
+        method: &Method,
+        path: &str,
+        headers: Headers,
+        raw: &[u8],
+        reply: Reply,
+    ) -> Reply {
+        let body = serde_json::from_slice::<Value>(raw).ok();
+        let task = body.as_ref().and_then(|b| task_id(self.provider, b));
+        let body = body.unwrap_or_else(|| Value::String(String::from_utf8_lossy(raw).into()));
+        let mut state = self.lock();
+        push_record(&mut state, task, method, path, headers, body, reply.status);
         reply
     }
 
@@ -405,10 +574,19 @@ impl Shared {
                 .extend(problems.iter().map(|p| format!("{label}: {p}")));
             return error_reply(provider, serial, 400, &message);
         }
-        let turn = script
-            .turns
-            .pop_front()
-            .unwrap_or_else(|| Turn::Text("done".into()));
+        script.played += 1;
+        let fault = state
+            .load
+            .faults
+            .and_then(|f| draw_fault(f, key, script.played));
+        let faulted = fault.is_some();
+        let turn = match fault {
+            Some(turn) => turn,
+            None => script
+                .turns
+                .pop_front()
+                .unwrap_or_else(|| Turn::Text("done".into())),
+        };
         let call = Call {
             provider,
             serial,
@@ -417,7 +595,13 @@ impl Shared {
             stream: body["stream"] == true,
             include_usage: body["stream_options"]["include_usage"] == true,
         };
-        play(&call, turn, script, key)
+        let reply = play(&call, turn, script, key);
+        if faulted {
+            state.load.stats.faults += 1;
+        } else if reply.status == 200 {
+            state.load.stats.ok += 1;
+        }
+        reply
     }
 
     fn authorized(&self, headers: &Headers) -> bool {
@@ -431,6 +615,58 @@ impl Shared {
             }
             Provider::OpenAi => bearer == key,
         }
+    }
+}
+
+fn push_record(
+    state: &mut MockState,
+    task: Option<String>,
+    method: &Method,
+    path: &str,
+    headers: Headers,
+    body: Value,
+    status: u16,
+) {
+    let body = if state.load.drop_bodies {
+        Value::Null
+    } else {
+        body
+    };
+    state.requests.push(Recorded {
+        task,
+        method: method.to_string(),
+        path: path.to_string(),
+        headers,
+        body,
+        status,
+    });
+}
+
+/// The fault, if any, for the `n`-th request of task `key`: a splitmix64 draw of the seed,
+/// the task and `n`.
+fn draw_fault(faults: Faults, key: &str, n: u64) -> Option<Turn> {
+    let mut x = faults.seed ^ n.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    for b in key.bytes() {
+        x = (x ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+    }
+    x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^= x >> 31;
+    let u = (x >> 11) as f64 / (1u64 << 53) as f64;
+    let status = |status: u16| Turn::Status {
+        status,
+        body: String::new(),
+        headers: Vec::new(),
+    };
+    if u < faults.p529 {
+        Some(status(529))
+    } else if u < faults.p529 + faults.p500 {
+        Some(status(500))
+    } else if u < faults.p529 + faults.p500 + faults.p_midstream {
+        Some(Turn::ErrorEvent)
+    } else {
+        None
     }
 }
 

@@ -15,6 +15,25 @@ pub(super) struct Reply {
     pub(super) headers: Vec<(String, String)>,
     body: Vec<u8>,
     pub(super) delivery: Delivery,
+    /// Load mode: counts the request in flight until its body is sent or dropped.
+    pub(super) in_flight: Option<InFlight>,
+}
+
+/// Runs its closure once, when dropped.
+pub(super) struct InFlight(Option<Box<dyn FnOnce() + Send + Sync>>);
+
+impl InFlight {
+    pub(super) fn new(done: impl FnOnce() + Send + Sync + 'static) -> InFlight {
+        InFlight(Some(Box::new(done)))
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        if let Some(done) = self.0.take() {
+            done();
+        }
+    }
 }
 
 #[derive(Clone, Copy)]
@@ -34,6 +53,7 @@ impl Reply {
             headers: base_headers(call.provider, call.serial, content_type),
             body,
             delivery: Delivery::Whole,
+            in_flight: None,
         }
     }
 
@@ -42,8 +62,12 @@ impl Reply {
         for (name, value) in &self.headers {
             response = response.header(name, value);
         }
+        let in_flight = self.in_flight;
         let pieces = match self.delivery {
-            Delivery::Whole => return response.body(Body::from(self.body)).expect("a response"),
+            Delivery::Whole if in_flight.is_none() => {
+                return response.body(Body::from(self.body)).expect("a response")
+            }
+            Delivery::Whole => vec![Ok(Bytes::from(self.body))],
             Delivery::Trickle => trickle(self.body).into_iter().map(Ok).collect(),
             Delivery::CutShort => {
                 response = response.header("content-length", self.body.len());
@@ -57,6 +81,11 @@ impl Reply {
         let body = futures_util::stream::iter(pieces).then(|piece| async move {
             // Pending once, so the server flushes each piece by itself.
             tokio::task::yield_now().await;
+            piece
+        });
+        // The guard lives as long as the body: until it is sent, or dropped with the connection.
+        let body = body.map(move |piece| {
+            let _counted = &in_flight;
             piece
         });
         response.body(Body::from_stream(body)).expect("a response")
@@ -121,6 +150,7 @@ pub(super) fn error_reply(provider: Provider, serial: u64, status: u16, message:
             .to_string()
             .into_bytes(),
         delivery: Delivery::Whole,
+        in_flight: None,
     }
 }
 
