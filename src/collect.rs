@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 
 use git2::{build::TreeUpdateBuilder, FileMode, ObjectType, Oid, Repository};
 
-use crate::git::{branch_ref, flatten_tree, mode, signature, TreeFile};
+use crate::git::{branch_ref, mode, signature, TreeFile};
 use crate::plan::globs::Globs;
 use crate::state::{ChangeKind, FileChange};
 use crate::workspace::index::{self, Presence};
@@ -51,6 +51,8 @@ pub struct Scan {
     pub changes: Vec<Change>,
     /// Every file present in the worktree, tracked or not (ignored files left out).
     pub present: HashSet<String>,
+    /// The worktree's index entries (the branch's tree as plait last wrote it).
+    entries: Vec<TreeFile>,
     /// Tracked paths the index does not mark skip-worktree.
     checked_out: HashSet<String>,
 }
@@ -62,18 +64,36 @@ pub fn scan(worktree: &Path) -> Result<Scan, CollectError> {
         source,
     })?;
     let head = wt.head()?.peel_to_commit()?;
-    let files = flatten_tree(&head.tree()?)?;
-    let checked_out: HashSet<String> = wt
-        .index()?
+    let head_tree = head.tree()?;
+    // The index lists every tracked path with the skip-worktree bit on the ones not
+    // checked out; the tree is asked only about the paths met, so the cost follows the
+    // worktree, not the repository.
+    let index = wt.index()?;
+    let entries: Vec<TreeFile> = index
+        .iter()
+        .filter(|e| (e.flags >> 12) & 0x3 == 0)
+        .filter_map(|e| {
+            Some(TreeFile {
+                path: String::from_utf8(e.path).ok()?,
+                mode: e.mode,
+                oid: e.id,
+            })
+        })
+        .collect();
+    let checked_out: HashSet<String> = index
         .iter()
         .filter(|e| e.flags_extended & SKIP_WORKTREE == 0)
         .filter_map(|e| String::from_utf8(e.path).ok())
         .collect();
-    let tracked: HashMap<&str, &TreeFile> = files.iter().map(|f| (f.path.as_str(), f)).collect();
-    let tracked_dirs: HashSet<&str> = files
-        .iter()
-        .flat_map(|f| f.path.match_indices('/').map(move |(i, _)| &f.path[..i]))
-        .collect();
+    let in_head = |path: &str| -> Option<(Oid, u32)> {
+        let entry = head_tree.get_path(Path::new(path)).ok()?;
+        Some((entry.id(), entry.filemode() as u32))
+    };
+    let is_tracked_dir = |path: &str| {
+        head_tree
+            .get_path(Path::new(path))
+            .is_ok_and(|e| e.kind() == Some(ObjectType::Tree))
+    };
 
     let mut changes = Vec::new();
     let mut present = HashSet::new();
@@ -92,9 +112,8 @@ pub fn scan(worktree: &Path) -> Result<Scan, CollectError> {
         };
         let file_type = entry.file_type();
         if file_type.is_dir() {
-            let gitlink = tracked.get(rel.as_str()).is_some_and(|f| !f.is_blob());
-            let ignored =
-                !tracked_dirs.contains(rel.as_str()) && wt.is_path_ignored(&rel).unwrap_or(false);
+            let gitlink = in_head(&rel).is_some_and(|(_, m)| m == mode::GITLINK);
+            let ignored = !is_tracked_dir(&rel) && wt.is_path_ignored(&rel).unwrap_or(false);
             if rel == ".git" || gitlink || ignored {
                 walker.skip_current_dir();
             }
@@ -103,7 +122,7 @@ pub fn scan(worktree: &Path) -> Result<Scan, CollectError> {
         if rel == ".git" {
             continue;
         }
-        let known = tracked.get(rel.as_str()).copied();
+        let known = in_head(&rel);
         if known.is_none() && wt.is_path_ignored(&rel).unwrap_or(false) {
             continue;
         }
@@ -114,7 +133,9 @@ pub fn scan(worktree: &Path) -> Result<Scan, CollectError> {
         let oid = Oid::hash_object(ObjectType::Blob, &bytes)?;
         let kind = match known {
             None => ChangeKind::Added,
-            Some(f) if f.oid != oid || f.mode != file_mode => ChangeKind::Modified,
+            Some((known_oid, known_mode)) if known_oid != oid || known_mode != file_mode => {
+                ChangeKind::Modified
+            }
             Some(_) => continue,
         };
         changes.push(Change {
@@ -123,8 +144,11 @@ pub fn scan(worktree: &Path) -> Result<Scan, CollectError> {
             content: Some((bytes, file_mode)),
         });
     }
-    for file in files.iter().filter(|f| f.is_blob()) {
-        if checked_out.contains(&file.path) && !present.contains(&file.path) {
+    for file in entries.iter().filter(|f| f.is_blob()) {
+        if checked_out.contains(&file.path)
+            && !present.contains(&file.path)
+            && in_head(&file.path).is_some()
+        {
             changes.push(Change {
                 path: file.path.clone(),
                 kind: ChangeKind::Deleted,
@@ -135,6 +159,7 @@ pub fn scan(worktree: &Path) -> Result<Scan, CollectError> {
     changes.sort_by(|a, b| a.path.cmp(&b.path));
     Ok(Scan {
         head: Some(head.id()),
+        entries,
         changes,
         present,
         checked_out,
@@ -217,14 +242,17 @@ pub fn collect(
     let parent = repo.find_commit(head)?;
     let parent_tree = parent.tree()?;
     let mut update = TreeUpdateBuilder::new();
+    let mut committed: HashMap<&str, Option<(Oid, u32)>> = HashMap::new();
     for change in &owned {
         match &change.content {
             Some((bytes, file_mode)) => {
                 let blob = repo.blob(bytes)?;
                 update.upsert(&change.path, blob, file_mode_of(*file_mode));
+                committed.insert(&change.path, Some((blob, *file_mode)));
             }
             None => {
                 update.remove(&change.path);
+                committed.insert(&change.path, None);
             }
         }
     }
@@ -238,7 +266,7 @@ pub fn collect(
             branch: settings.branch.to_string(),
             expected: head,
         })?;
-    refresh_index(settings.worktree, &tree, &scan)?;
+    refresh_index(settings.worktree, &scan, &committed)?;
     Ok(CollectOutcome {
         commit: Some(commit),
         ..outcome
@@ -247,13 +275,38 @@ pub fn collect(
 
 /// Rewrites the worktree's index for its new tree, so `git status` shows only what was
 /// left uncommitted.
-fn refresh_index(worktree: &Path, tree: &git2::Tree<'_>, scan: &Scan) -> Result<(), CollectError> {
-    let files = flatten_tree(tree)?;
+fn refresh_index(
+    worktree: &Path,
+    scan: &Scan,
+    committed: &HashMap<&str, Option<(Oid, u32)>>,
+) -> Result<(), CollectError> {
+    // The new tree's entries: the index's, with what was just committed applied.
+    let mut files: Vec<TreeFile> = scan
+        .entries
+        .iter()
+        .filter(|f| !committed.contains_key(f.path.as_str()))
+        .cloned()
+        .collect();
+    for (path, entry) in committed {
+        if let Some((oid, mode)) = entry {
+            files.push(TreeFile {
+                path: path.to_string(),
+                mode: *mode,
+                oid: *oid,
+            });
+        }
+    }
+    files.sort_unstable_by(|a, b| a.path.as_bytes().cmp(b.path.as_bytes()));
     let wt = Repository::open(worktree)?;
     let index_path = wt.path().join("index");
     // Violations stay in the worktree uncommitted: their entries get no stat data, so
     // `git status` looks at them and shows them.
-    let dirty: HashSet<&str> = scan.changes.iter().map(|c| c.path.as_str()).collect();
+    let dirty: HashSet<&str> = scan
+        .changes
+        .iter()
+        .map(|c| c.path.as_str())
+        .filter(|p| !committed.contains_key(p))
+        .collect();
     let keep: Vec<Presence> = files
         .iter()
         .map(|f| {
