@@ -9,7 +9,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
-use git2::{build::TreeUpdateBuilder, Delta, FileMode, Oid, Repository, Tree};
+use git2::{build::TreeUpdateBuilder, FileMode, Oid, Repository, Tree};
 use serde::{Deserialize, Serialize};
 
 use crate::git::{branch_ref, mode, run_git, signature, GitCliError};
@@ -218,31 +218,76 @@ fn tasks_near(touched: &HashMap<String, Vec<String>>, path: &str) -> Vec<String>
 }
 
 /// Every path that differs between two trees, with its entry in `to` (None: deleted).
+/// Subtrees with the same id on both sides are skipped without being read, so the cost
+/// follows the change, not the size of the trees.
 pub fn tree_changes(
     repo: &Repository,
     from: &Tree<'_>,
     to: &Tree<'_>,
 ) -> Result<BTreeMap<String, Entry>, MergeError> {
-    let diff = repo.diff_tree_to_tree(Some(from), Some(to), None)?;
     let mut out = BTreeMap::new();
-    for delta in diff.deltas() {
-        let file = if delta.status() == Delta::Deleted {
-            delta.old_file()
-        } else {
-            delta.new_file()
-        };
-        let path = file
-            .path()
-            .and_then(|p| p.to_str())
-            .ok_or_else(|| MergeError::Parse("a path is not valid UTF-8".to_string()))?
-            .to_string();
-        let entry = match delta.status() {
-            Delta::Deleted => None,
-            _ => Some((delta.new_file().id(), u32::from(delta.new_file().mode()))),
-        };
-        out.insert(path, entry);
-    }
+    diff_trees(repo, Some(from), Some(to), "", &mut out)?;
     Ok(out)
+}
+
+/// An entry of a tree: its id, mode, and whether it is a tree.
+type Side = Option<(Oid, u32, bool)>;
+
+fn diff_trees(
+    repo: &Repository,
+    from: Option<&Tree<'_>>,
+    to: Option<&Tree<'_>>,
+    prefix: &str,
+    out: &mut BTreeMap<String, Entry>,
+) -> Result<(), MergeError> {
+    let mut names: BTreeMap<String, (Side, Side)> = BTreeMap::new();
+    let side = |e: &git2::TreeEntry<'_>| -> Side {
+        Some((
+            e.id(),
+            e.filemode() as u32,
+            e.kind() == Some(git2::ObjectType::Tree),
+        ))
+    };
+    for (tree, first) in [(from, true), (to, false)] {
+        for entry in tree.into_iter().flat_map(|t| t.iter()) {
+            let name = entry
+                .name()
+                .map_err(|_| MergeError::Parse("a path is not valid UTF-8".to_string()))?
+                .to_string();
+            let slot = names.entry(name).or_insert((None, None));
+            if first {
+                slot.0 = side(&entry);
+            } else {
+                slot.1 = side(&entry);
+            }
+        }
+    }
+    for (name, (a, b)) in names {
+        if a == b {
+            continue;
+        }
+        let path = format!("{prefix}{name}");
+        let sub = |s: Side| -> Result<Option<Tree<'_>>, MergeError> {
+            match s {
+                Some((oid, _, true)) => Ok(Some(repo.find_tree(oid)?)),
+                _ => Ok(None),
+            }
+        };
+        let (ta, tb) = (sub(a)?, sub(b)?);
+        if ta.is_some() || tb.is_some() {
+            diff_trees(repo, ta.as_ref(), tb.as_ref(), &format!("{path}/"), out)?;
+        }
+        match (a, b) {
+            (_, Some((oid, m, false))) => {
+                out.insert(path, Some((oid, m)));
+            }
+            (Some((_, _, false)), _) => {
+                out.insert(path, None);
+            }
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 /// Writes the tree `base` with `changes` applied.
