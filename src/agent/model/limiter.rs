@@ -17,7 +17,9 @@ use tokio::time::Instant;
 
 use crate::plan::providers::{Limits, ProviderSettings};
 
-const WINDOW: Duration = Duration::from_secs(60);
+/// The client counts a request from before it is sent, the server from when it arrives:
+/// a second of margin keeps the two minutes from overlapping at their edge.
+const WINDOW: Duration = Duration::from_secs(61);
 
 #[derive(Debug, Clone, Copy)]
 struct Sent {

@@ -23,6 +23,10 @@ use super::{Agent, AgentFuture, AgentOutcome, AgentReport, TaskContext};
 use crate::plan::providers::{ProviderKind, ProviderSettings};
 use crate::state::Usage;
 
+/// Retried requests one task may need in all before it gives up (each request is also
+/// bounded on its own, by `http::MAX_ATTEMPTS`).
+pub const MAX_TASK_RETRIES: u64 = 30;
+
 /// A worker backed by a model provider.
 pub struct ModelAgent {
     provider: Arc<ProviderSettings>,
@@ -129,6 +133,13 @@ impl ModelAgent {
             let before = usage.cost_usd.unwrap_or(0.0);
             account(&mut usage, provider, &reply, &timing);
             task.budget.spend(usage.cost_usd.unwrap_or(0.0) - before);
+            if usage.retries > MAX_TASK_RETRIES {
+                let reason = format!(
+                    "gave up after {} retried requests in this task",
+                    usage.retries
+                );
+                return report(failed(&reason), usage, summary);
+            }
             let text: String = reply
                 .content
                 .iter()
