@@ -519,3 +519,87 @@ fn budgets_stop_tasks_at_a_turn_boundary() {
     );
     assert_eq!(mock.count("a"), 2);
 }
+
+#[test]
+fn each_retry_rule_and_each_final_error_is_honoured() {
+    // (status, body, headers, retried?)
+    let cases: Vec<(u16, &str, Vec<(&str, &str)>, bool)> = vec![
+        (408, "", vec![], true),
+        (409, "", vec![], true),
+        (429, "", vec![("retry-after", "0")], true),
+        (429, "", vec![("retry-after-ms", "20")], true),
+        (500, "", vec![], true),
+        (503, "", vec![], true),
+        (529, "", vec![], true),
+        (400, "", vec![("x-should-retry", "true")], true),
+        (503, "", vec![("x-should-retry", "false")], false),
+        (400, "", vec![], false),
+        (403, "", vec![], false),
+        (404, "", vec![], false),
+        (413, "", vec![], false),
+        // Anthropic: a 429 without retry-after is a spend cap.
+        (429, "", vec![], false),
+    ];
+    for (status, body, headers, retried) in cases {
+        let repo = sample();
+        let mock = MockModel::start(Provider::Anthropic, KEY);
+        let headers: Vec<(String, String)> = headers
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        mock.script(
+            "a",
+            vec![
+                Turn::Status {
+                    status,
+                    body: body.to_string(),
+                    headers: headers.clone(),
+                },
+                Turn::Text("done".into()),
+            ],
+        );
+        mock.script("b", vec![Turn::Text("done".into())]);
+        let state = run(&repo, &mock, Provider::Anthropic, false, "");
+        let a = state.task("a").unwrap();
+        let label = format!("{status} {headers:?}");
+        if retried {
+            assert_eq!(a.state, TaskState::Done, "{label}: {:?}", a.error);
+            assert_eq!(a.usage.as_ref().unwrap().retries, 1, "{label}");
+            assert_eq!(mock.count("a"), 2, "{label}");
+        } else {
+            assert_eq!(a.state, TaskState::Failed, "{label}");
+            assert!(
+                a.error
+                    .as_deref()
+                    .unwrap()
+                    .contains(&format!("answered {status}")),
+                "{label}: {:?}",
+                a.error
+            );
+            assert_eq!(mock.count("a"), 1, "{label}: not retried");
+        }
+    }
+    // OpenAI: 429 insufficient_quota is final; 429 rate_limit_exceeded is retried.
+    for (code, retried) in [("insufficient_quota", false), ("rate_limit_exceeded", true)] {
+        let repo = sample();
+        let mock = MockModel::start(Provider::OpenAi, KEY);
+        let body = format!(
+            "{{\"error\":{{\"message\":\"limit\",\"type\":\"requests\",\"code\":\"{code}\"}}}}"
+        );
+        mock.script(
+            "a",
+            vec![
+                Turn::Status {
+                    status: 429,
+                    body,
+                    headers: vec![],
+                },
+                Turn::Text("done".into()),
+            ],
+        );
+        let state = run(&repo, &mock, Provider::OpenAi, false, "");
+        let a = state.task("a").unwrap();
+        assert_eq!(a.state == TaskState::Done, retried, "{code}: {:?}", a.error);
+        assert_eq!(mock.count("a"), if retried { 2 } else { 1 }, "{code}");
+    }
+}
