@@ -523,7 +523,8 @@ fn budgets_stop_tasks_at_a_turn_boundary() {
 #[test]
 fn each_retry_rule_and_each_final_error_is_honoured() {
     // (status, body, headers, retried?)
-    let cases: Vec<(u16, &str, Vec<(&str, &str)>, bool)> = vec![
+    type Case = (u16, &'static str, Vec<(&'static str, &'static str)>, bool);
+    let cases: Vec<Case> = vec![
         (408, "", vec![], true),
         (409, "", vec![], true),
         (429, "", vec![("retry-after", "0")], true),
