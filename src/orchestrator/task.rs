@@ -278,12 +278,32 @@ async fn collect_round(
     record: &TaskRecord,
     message: String,
 ) -> Result<Option<Oid>, String> {
+    // Where plait last left the branch: an agent's own `git commit` must not smuggle
+    // changes past collect.
+    let expected = shared
+        .record(index)
+        .commit
+        .and_then(|c| Oid::from_str(&c).ok())
+        .unwrap_or(shared.plan.base);
     let collected = {
         let shared = shared.clone();
         let record = record.clone();
         tokio::task::spawn_blocking(move || -> Result<_, String> {
             let repo = git::open(&shared.repo).map_err(|e| e.to_string())?;
             let task = &shared.plan.tasks[index];
+            let refname = git::branch_ref(&record.branch);
+            let tip = repo.refname_to_id(&refname).map_err(|e| e.to_string())?;
+            if tip != expected {
+                // Its commits' files are still in the worktree; collect judges them there.
+                repo.reference_matching(
+                    &refname,
+                    expected,
+                    true,
+                    tip,
+                    "plait: undo a commit the agent made",
+                )
+                .map_err(|e| e.to_string())?;
+            }
             let settings = CollectSettings {
                 worktree: &record.worktree,
                 branch: &record.branch,

@@ -135,3 +135,31 @@ fn no_change_means_done_with_nothing_to_merge() {
     assert_eq!(merge.commit, state.base);
     assert!(merge.included.is_empty());
 }
+
+#[test]
+fn an_agent_s_own_commit_cannot_smuggle_changes_past_collect() {
+    let repo = sample();
+    let state = repo.run(
+        &plan("echo 'a = 2' > lib/a/mod.py && echo hacked > docs/guide.md && git add -A && git commit -qm sneaky"),
+        1,
+    );
+    let task = state.task("a").unwrap();
+    assert_eq!(task.state, TaskState::Done);
+    assert_eq!(task.changes, [change("lib/a/mod.py", ChangeKind::Modified)]);
+    assert_eq!(
+        task.violations,
+        [change("docs/guide.md", ChangeKind::Modified)]
+    );
+    let files = repo.tree_files(&task.branch);
+    assert_eq!(files["docs/guide.md"], "guide\n");
+    assert_eq!(files["lib/a/mod.py"], "a = 2\n");
+    let log = repo.git(&[
+        "log",
+        "--format=%s",
+        &format!("{}..{}", state.base, task.branch),
+    ]);
+    assert_eq!(
+        log, "plait(a): Rewrite lib/a",
+        "only plait's commit is on the branch"
+    );
+}
