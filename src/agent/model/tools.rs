@@ -5,7 +5,7 @@
 //! worktree are refused; binary files are not edited. A tool never fails the task: every
 //! problem is an error result the model can read and act on.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -105,22 +105,15 @@ impl ToolOutcome {
 pub struct Workspace {
     root: PathBuf,
     repo: PathBuf,
-    base: HashMap<String, (Oid, u32)>,
     files: Arc<Vec<TreeFile>>,
     owns: Globs,
 }
 
 impl Workspace {
     pub fn new(root: PathBuf, repo: PathBuf, files: Arc<Vec<TreeFile>>, owns: Globs) -> Workspace {
-        let base = files
-            .iter()
-            .filter(|f| f.is_blob())
-            .map(|f| (f.path.clone(), (f.oid, f.mode)))
-            .collect();
         Workspace {
             root,
             repo,
-            base,
             files,
             owns,
         }
@@ -145,6 +138,17 @@ impl Workspace {
                 "there is no tool `{other}`; use {EDITOR}, {LIST} or {SEARCH}"
             )),
         }
+    }
+
+    /// A file of the base commit: the run's sorted file list is shared by every task, so
+    /// looking it up costs no memory of its own.
+    fn base(&self, path: &str) -> Option<(Oid, u32)> {
+        let i = self
+            .files
+            .binary_search_by(|f| f.path.as_bytes().cmp(path.as_bytes()))
+            .ok()?;
+        let file = &self.files[i];
+        file.is_blob().then_some((file.oid, file.mode))
     }
 
     fn owned_globs(&self) -> String {
@@ -224,20 +228,20 @@ impl Workspace {
             if full.exists() {
                 return fs::read(&full).map_err(|e| format!("cannot read `{path}`: {e}"));
             }
-            if self.base.contains_key(path) {
+            if self.base(path).is_some() {
                 return Err(format!("`{path}` was deleted in this worktree"));
             }
             return Err(format!("`{path}` does not exist"));
         }
-        let Some((oid, file_mode)) = self.base.get(path) else {
+        let Some((oid, file_mode)) = self.base(path) else {
             return Err(format!("`{path}` is not a file in this repository"));
         };
         let repo =
             Repository::open(&self.repo).map_err(|e| format!("cannot open the repository: {e}"))?;
         let blob = repo
-            .find_blob(*oid)
+            .find_blob(oid)
             .map_err(|e| format!("cannot read `{path}`: {e}"))?;
-        if *file_mode == mode::LINK {
+        if file_mode == mode::LINK {
             return Ok(
                 format!("(symlink to {})", String::from_utf8_lossy(blob.content())).into_bytes(),
             );
