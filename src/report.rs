@@ -239,17 +239,7 @@ pub fn status_text(state: &RunState, live: bool) -> String {
                 task.id,
                 c.log.display()
             );
-            for line in c
-                .tail
-                .lines()
-                .rev()
-                .take(10)
-                .collect::<Vec<_>>()
-                .into_iter()
-                .rev()
-            {
-                let _ = writeln!(out, "    {line}");
-            }
+            last_lines(&mut out, &c.tail, 10);
         }
         if let Some(review) = task
             .review
@@ -317,17 +307,7 @@ pub fn status_text(state: &RunState, live: bool) -> String {
             }
         );
         if !c.passed {
-            for line in c
-                .tail
-                .lines()
-                .rev()
-                .take(10)
-                .collect::<Vec<_>>()
-                .into_iter()
-                .rev()
-            {
-                let _ = writeln!(out, "    {line}");
-            }
+            last_lines(&mut out, &c.tail, 10);
         }
     }
     for land in &state.landed {
@@ -425,6 +405,14 @@ pub fn review_text(
         out.push('\n');
     }
     Ok(out)
+}
+
+/// Writes the last `n` lines of `text`, indented.
+fn last_lines(out: &mut String, text: &str, n: usize) {
+    let lines: Vec<&str> = text.lines().collect();
+    for line in &lines[lines.len().saturating_sub(n)..] {
+        let _ = writeln!(out, "    {line}");
+    }
 }
 
 /// The model usage of all tasks together, if any task used a model.

@@ -44,6 +44,18 @@ impl Message {
     }
 }
 
+/// The text blocks of `content`, joined by newlines.
+pub fn text_of(content: &[Block]) -> String {
+    content
+        .iter()
+        .filter_map(|b| match b {
+            Block::Text(t) => Some(t.as_str()),
+            _ => None,
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 /// Why a model stopped.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Stop {

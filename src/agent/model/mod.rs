@@ -140,15 +140,7 @@ impl ModelAgent {
                 );
                 return report(failed(&reason), usage, summary);
             }
-            let text: String = reply
-                .content
-                .iter()
-                .filter_map(|b| match b {
-                    Block::Text(t) => Some(t.as_str()),
-                    _ => None,
-                })
-                .collect::<Vec<_>>()
-                .join("\n");
+            let text = conversation::text_of(&reply.content);
             if !text.trim().is_empty() {
                 summary = Some(text.trim().to_string());
             }

@@ -50,15 +50,7 @@ pub fn request_body(
 fn push_message(wire: &mut Vec<Value>, m: &Message) {
     match m.role {
         Role::Assistant => {
-            let text: String = m
-                .content
-                .iter()
-                .filter_map(|b| match b {
-                    Block::Text(t) => Some(t.as_str()),
-                    _ => None,
-                })
-                .collect::<Vec<_>>()
-                .join("\n");
+            let text = super::conversation::text_of(&m.content);
             let calls: Vec<Value> = m
                 .content
                 .iter()
