@@ -218,22 +218,10 @@ pub async fn check_run(
         Target::Merged(commit) if !checks.merged.is_empty() => {
             let pool = CheckPool::new(run_dir.join("checks"), workdir.clone(), checks.jobs);
             let logs = run_dir.join("check-merged-with-target");
-            let job = CheckJob {
-                commit,
-                commands: &checks.merged,
-                env: vec![
-                    ("PLAIT_RUN", state.id.clone()),
-                    ("PLAIT_TASK", "merged".to_string()),
-                    ("PLAIT_BASE", state.base.clone()),
-                    ("PLAIT_COMMIT", commit.to_string()),
-                ],
-                logs: &logs,
-                timeout: checks.timeout,
-            };
             let (_interrupt, cancel) = Cancel::new();
-            let results = pool.run(&job, &cancel).await;
+            report.checks =
+                orchestrator::checks_at(&pool, state, commit, checks, &logs, &cancel).await;
             pool.remove_all();
-            report.checks = results.map_err(RunError::Internal)?;
         }
         Target::Merged(_) => report.checks = Vec::new(),
     }

@@ -258,15 +258,7 @@ pub fn status_text(state: &RunState, live: bool) -> String {
                 let _ = writeln!(out, "  note: {note}");
             }
             for c in review.comments.iter().take(10) {
-                let place = if c.path.is_empty() {
-                    String::new()
-                } else {
-                    format!(
-                        "{}{}: ",
-                        c.path,
-                        c.line.map(|l| format!(":{l}")).unwrap_or_default()
-                    )
-                };
+                let place = c.place();
                 let _ = writeln!(out, "  - {place}{}", c.body.lines().next().unwrap_or(""));
             }
         }
@@ -370,15 +362,7 @@ pub fn review_text(
                 let _ = writeln!(out, "note: {note}");
             }
             for c in &review.comments {
-                let place = if c.path.is_empty() {
-                    String::new()
-                } else {
-                    format!(
-                        "{}{}: ",
-                        c.path,
-                        c.line.map(|l| format!(":{l}")).unwrap_or_default()
-                    )
-                };
+                let place = c.place();
                 let _ = writeln!(out, "  - {place}{}", c.body);
             }
         }

@@ -184,6 +184,17 @@ pub struct Comment {
     pub body: String,
 }
 
+impl Comment {
+    /// Where the comment points, as `path:line: ` (empty when it points nowhere).
+    pub fn place(&self) -> String {
+        match (self.path.is_empty(), self.line) {
+            (true, _) => String::new(),
+            (false, Some(line)) => format!("{}:{line}: ", self.path),
+            (false, None) => format!("{}: ", self.path),
+        }
+    }
+}
+
 /// A review of a task's branch.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Review {

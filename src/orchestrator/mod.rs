@@ -522,7 +522,27 @@ async fn merged_checks(
     let Ok(commit) = git2::Oid::from_str(&merge.commit) else {
         return Vec::new();
     };
-    let logs = run_dir.join("merged-checks");
+    checks_at(
+        pool,
+        state,
+        commit,
+        checks,
+        &run_dir.join("merged-checks"),
+        cancel,
+    )
+    .await
+}
+
+/// Runs the merged checks of `state`'s run on `commit`, logging under `logs`; a checkout
+/// that cannot be made is a failed check.
+pub async fn checks_at(
+    pool: &CheckPool,
+    state: &RunState,
+    commit: git2::Oid,
+    checks: &CheckSettings,
+    logs: &Path,
+    cancel: &Cancel,
+) -> Vec<crate::state::CheckResult> {
     let job = CheckJob {
         commit,
         commands: &checks.merged,
@@ -530,19 +550,19 @@ async fn merged_checks(
             ("PLAIT_RUN", state.id.clone()),
             ("PLAIT_TASK", "merged".to_string()),
             ("PLAIT_BASE", state.base.clone()),
-            ("PLAIT_COMMIT", merge.commit.clone()),
+            ("PLAIT_COMMIT", commit.to_string()),
         ],
-        logs: &logs,
+        logs,
         timeout: checks.timeout,
     };
     match pool.run(&job, cancel).await {
         Ok(results) => results,
         Err(e) => vec![crate::state::CheckResult {
-            command: "(prepare a checkout of the merged branch)".to_string(),
+            command: "(prepare a checkout to check)".to_string(),
             passed: false,
             exit_code: None,
             tail: e,
-            log: logs,
+            log: logs.to_path_buf(),
             ms: 0,
         }],
     }

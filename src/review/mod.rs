@@ -27,12 +27,7 @@ pub fn feedback(checks: &[CheckResult], review: Option<&Review>) -> Option<Strin
     if let Some(review) = review.filter(|r| r.verdict == Verdict::RequestChanges) {
         let mut text = format!("The reviewer asked for changes: {}", review.summary);
         for c in &review.comments {
-            let place = match (c.path.is_empty(), c.line) {
-                (true, _) => String::new(),
-                (false, Some(line)) => format!("{}:{line}: ", c.path),
-                (false, None) => format!("{}: ", c.path),
-            };
-            text.push_str(&format!("\n- {place}{}", c.body));
+            text.push_str(&format!("\n- {}{}", c.place(), c.body));
         }
         parts.push(text);
     }
