@@ -167,6 +167,7 @@ pub(super) async fn run_task(shared: &Arc<Shared>, index: usize) {
                 .map(|p| p.to_path_buf())
                 .unwrap_or_default(),
             timeout: shared.plan.checks.timeout,
+            budget: &shared.budget,
         };
         let verdict = reviewer::review(
             &reviewer,

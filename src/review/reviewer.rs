@@ -12,7 +12,7 @@ use crate::agent::model::conversation::{Block, Message, System, ToolSpec};
 use crate::agent::model::http::{self, Transcript};
 use crate::agent::model::limiter::{Limiter, Limiters};
 use crate::agent::model::{anthropic, openai};
-use crate::agent::Cancel;
+use crate::agent::{Budget, Cancel};
 use crate::plan::providers::{ProviderKind, ProviderSettings};
 use crate::plan::Reviewer;
 use crate::shell::{self, ShellOutcome};
@@ -40,6 +40,8 @@ pub struct ReviewInput<'a> {
     /// The task's directory for review files (diff, log, transcript).
     pub dir: PathBuf,
     pub timeout: Duration,
+    /// The run's cost budget; a model reviewer's cost counts against it.
+    pub budget: &'a Budget,
 }
 
 /// Reviews one round of a task; `None` when the reviewer is off.
@@ -213,6 +215,10 @@ async fn by_model(
     };
     let mut problem = String::new();
     for attempt in 1..=ATTEMPTS {
+        if let Some(reason) = input.budget.exhausted() {
+            problem = format!("not reviewed: {reason}");
+            break;
+        }
         let mut body = match provider.kind {
             ProviderKind::Anthropic => {
                 anthropic::request_body(provider, &system, &tools, &messages, provider.stream)
@@ -244,7 +250,9 @@ async fn by_model(
                 break;
             }
         };
+        let before = usage.cost_usd.unwrap_or(0.0);
         crate::agent::model::account(&mut usage, provider, &reply, &timing);
+        input.budget.spend(usage.cost_usd.unwrap_or(0.0) - before);
         match parse(&reply.content) {
             Ok((verdict, summary, comments)) => {
                 return Review {

@@ -336,6 +336,39 @@ mod model {
     }
 
     #[test]
+    fn the_reviewer_s_cost_counts_against_the_run_budget() {
+        let mock = MockModel::start(Provider::Anthropic, KEY);
+        mock.script(
+            "a",
+            vec![
+                Turn::Tools(vec![edit::str_replace("lib/a.py", "x = 1", "x = 2")]),
+                Turn::Text("done".into()),
+            ],
+        );
+        mock.script("b", vec![Turn::Text("nothing".into())]);
+        mock.script(
+            "review:a",
+            vec![submit("request_changes", "again", json!([]))],
+        );
+        let repo = TestRepo::with_files(&[("lib/a.py", "x = 1\n"), ("lib/b.py", "y = 1\n")]);
+        // Two worker turns spend $0.0012, under the $0.0015 budget; the review's $0.0006
+        // takes the run past it, so round 1 does not start.
+        repo.max_cost.set(Some(0.0015));
+        let toml = format!(
+            "goal = \"g\"\n[providers.mock]\nkind = \"anthropic\"\nbase_url = \"{}\"\napi_key_env = \"K\"\nmodel = \"claude-sonnet-4-5\"\n\
+             [defaults]\nagent = \"mock\"\n\
+             [[task]]\nid = \"a\"\nprompt = \"Set x to 2\"\nowns = [\"lib/a.py\"]\n",
+            mock.url()
+        );
+        let state = repo.run_with_env(&toml, 1, &|k| (k == "K").then(|| KEY.to_string()));
+        let a = state.task("a").unwrap();
+        assert_eq!(a.state, TaskState::Stopped, "{:?}", a.error);
+        assert_eq!(mock.count("review:a"), 1);
+        assert_eq!(mock.count("a"), 2, "round 1 never started");
+        assert!((a.usage.as_ref().unwrap().cost_usd.unwrap() - 0.0018).abs() < 1e-9);
+    }
+
+    #[test]
     fn a_reviewer_that_never_answers_properly_counts_as_request_changes() {
         let mock = MockModel::start(Provider::Anthropic, KEY);
         mock.script(
