@@ -49,6 +49,22 @@ pub async fn run(
     timeout: Duration,
     cancel: &Cancel,
 ) -> ShellOutcome {
+    let argv = ["sh".to_string(), "-c".to_string(), command.to_string()];
+    run_argv(&argv, dir, env, log, timeout, cancel).await
+}
+
+/// Runs a program with its arguments (`argv[0]` found on `PATH`), like [`run`].
+pub async fn run_argv(
+    argv: &[String],
+    dir: &Path,
+    env: &[(&str, String)],
+    log: &Path,
+    timeout: Duration,
+    cancel: &Cancel,
+) -> ShellOutcome {
+    let Some((program, args)) = argv.split_first() else {
+        return ShellOutcome::NotStarted("the command is empty".to_string());
+    };
     let open = || OpenOptions::new().create(true).append(true).open(log);
     let (out, err) = match (open(), open()) {
         (Ok(o), Ok(e)) => (o, e),
@@ -56,9 +72,8 @@ pub async fn run(
             return ShellOutcome::NotStarted(format!("cannot open log {}: {e}", log.display()))
         }
     };
-    let mut cmd = Command::new("sh");
-    cmd.arg("-c")
-        .arg(command)
+    let mut cmd = Command::new(program);
+    cmd.args(args)
         .current_dir(dir)
         .stdin(Stdio::null())
         .stdout(out)
@@ -73,7 +88,7 @@ pub async fn run(
     }
     let mut child = match cmd.spawn() {
         Ok(c) => c,
-        Err(e) => return ShellOutcome::NotStarted(format!("cannot start sh: {e}")),
+        Err(e) => return ShellOutcome::NotStarted(format!("cannot start {program}: {e}")),
     };
     let pid = child.id();
     let stop = |child_pid: Option<u32>| {

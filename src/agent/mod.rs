@@ -2,6 +2,7 @@
 //! orchestrator treats a shell command, a model over HTTP and an agent CLI alike. An agent's
 //! failure is an outcome recorded on the task, never an error of plait's.
 
+pub mod cli;
 pub mod exec;
 pub mod model;
 
@@ -160,6 +161,7 @@ pub fn from_config(
 ) -> Box<dyn Agent> {
     match config {
         AgentConfig::Exec(command) => Box::new(exec::ExecAgent::new(command.clone())),
+        AgentConfig::Cli(argv) => Box::new(cli::CliAgent::new(argv.clone())),
         AgentConfig::Model(provider) => Box::new(model::ModelAgent::new(
             provider.clone(),
             client.clone(),

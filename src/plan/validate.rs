@@ -69,7 +69,7 @@ impl ReviewSettings {
     pub fn reviewer_for(&self, task: &ResolvedTask) -> Reviewer {
         match (&self.reviewer, &task.agent) {
             (Reviewer::Worker, AgentConfig::Model(p)) => Reviewer::Model(p.clone()),
-            (Reviewer::Worker, AgentConfig::Exec(_)) => Reviewer::Off,
+            (Reviewer::Worker, AgentConfig::Exec(_) | AgentConfig::Cli(_)) => Reviewer::Off,
             (other, _) => other.clone(),
         }
     }
@@ -82,6 +82,8 @@ pub enum AgentConfig {
     Exec(String),
     /// A model over HTTP, with its tool loop.
     Model(Arc<ProviderSettings>),
+    /// An agent program and its arguments, with placeholders.
+    Cli(Vec<String>),
 }
 
 /// One task with its settings resolved and its owned files listed.
@@ -395,12 +397,21 @@ fn resolve_task(
                 }
             }
         }
-        Some(AgentSpec::Cli(_)) => {
-            problems.push(format!(
-                "task `{id}`: `cli` agents are not available in this version of plait"
-            ));
-            None
-        }
+        Some(AgentSpec::Cli(argv)) => match argv.first() {
+            None => {
+                problems.push(format!("task `{id}`: the `cli` list is empty"));
+                None
+            }
+            Some(program)
+                if !crate::agent::cli::findable(program, (inputs.env)("PATH").as_deref()) =>
+            {
+                problems.push(format!(
+                    "task `{id}`: the agent program `{program}` is not on PATH; install it or give its full path"
+                ));
+                None
+            }
+            Some(_) => Some(AgentConfig::Cli(argv.clone())),
+        },
     };
     let max_turns = task
         .max_turns

@@ -429,3 +429,35 @@ fn git_status(_repo: &TestRepo, worktree: &serde_json::Value) -> String {
         &["status", "--porcelain"],
     )
 }
+
+#[test]
+fn a_cli_agent_gets_its_arguments_with_placeholders_filled_in() {
+    let repo = TestRepo::with_files(&[("pkg/one.py", "1\n"), ("pkg/two.py", "2\n")]);
+    let toml = "goal = \"the goal\"\n[defaults]\n\
+        agent = { cli = [\"sh\", \"-c\", 'printf \"<%s>\\n\" \"$@\"; echo changed >> \"$2\"', \"fake-agent\", \"{task}\", \"{file}\", \"{prompt}\", \"{goal}\"] }\n\
+        [[task]]\nid = \"one\"\nprompt = \"Do one\"\nowns = [\"pkg/one.py\"]\n";
+    let state = repo.run_with_env(toml, 1, &|k| std::env::var(k).ok());
+    let one = state.task("one").unwrap();
+    assert_eq!(one.state, TaskState::Done, "{:?}", one.error);
+    let log = fs::read_to_string(&one.log).unwrap();
+    assert_eq!(log, "<one>\n<pkg/one.py>\n<Do one>\n<the goal>\n");
+    assert_eq!(repo.tree_files(&one.branch)["pkg/one.py"], "1\nchanged\n");
+
+    let missing = "[defaults]\nagent = { cli = [\"no-such-agent-program\", \"{prompt}\"] }\n\
+        [[task]]\nid = \"one\"\nprompt = \"p\"\nowns = [\"pkg/one.py\"]\n";
+    let path = repo.plan(missing);
+    let git = plait::git::open(&repo.path).unwrap();
+    let err = plait::plan::resolve_with_env(
+        &git,
+        plait::plan::parse(missing, &path).unwrap(),
+        &path,
+        &|k| std::env::var(k).ok(),
+    )
+    .err()
+    .unwrap()
+    .to_string();
+    assert!(
+        err.contains("the agent program `no-such-agent-program` is not on PATH"),
+        "{err}"
+    );
+}
