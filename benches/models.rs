@@ -88,13 +88,7 @@ impl Config {
 }
 
 fn isolate_git(empty: &Path) -> Result<()> {
-    for var in [
-        "GIT_DIR",
-        "GIT_WORK_TREE",
-        "GIT_INDEX_FILE",
-        "GIT_COMMON_DIR",
-        "GIT_OBJECT_DIRECTORY",
-    ] {
+    for var in plait::git::REDIRECTING_VARS {
         std::env::remove_var(var);
     }
     for (k, v) in [

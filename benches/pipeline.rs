@@ -116,15 +116,11 @@ impl Config {
 
 /// Keeps git, the CLI and libgit2 alike, away from the user's configuration and identity.
 fn isolate_git(empty_dir: &Path) -> Result<()> {
-    for var in [
-        "GIT_DIR",
-        "GIT_WORK_TREE",
-        "GIT_INDEX_FILE",
-        "GIT_COMMON_DIR",
-        "GIT_OBJECT_DIRECTORY",
+    let extra = [
         "GIT_ALTERNATE_OBJECT_DIRECTORIES",
         "GIT_CEILING_DIRECTORIES",
-    ] {
+    ];
+    for var in plait::git::REDIRECTING_VARS.into_iter().chain(extra) {
         std::env::remove_var(var);
     }
     std::env::set_var("GIT_CONFIG_GLOBAL", "/dev/null");

@@ -123,17 +123,21 @@ pub enum GitCliError {
     Failed { args: String, stderr: String },
 }
 
+/// Environment variables that point git at another repository, worktree or index (git
+/// sets some of them for hooks); every git and agent process plait starts goes without.
+pub const REDIRECTING_VARS: [&str; 5] = [
+    "GIT_DIR",
+    "GIT_WORK_TREE",
+    "GIT_INDEX_FILE",
+    "GIT_COMMON_DIR",
+    "GIT_OBJECT_DIRECTORY",
+];
+
 /// A `git` command in `dir` that ignores environment variables pointing it elsewhere.
 pub fn git_command(dir: &Path) -> Command {
     let mut cmd = Command::new("git");
     cmd.current_dir(dir);
-    for var in [
-        "GIT_DIR",
-        "GIT_WORK_TREE",
-        "GIT_INDEX_FILE",
-        "GIT_COMMON_DIR",
-        "GIT_OBJECT_DIRECTORY",
-    ] {
+    for var in REDIRECTING_VARS {
         cmd.env_remove(var);
     }
     cmd

@@ -78,11 +78,11 @@ pub async fn run_argv(
         .stdin(Stdio::null())
         .stdout(out)
         .stderr(err)
-        .env_remove("GIT_DIR")
-        .env_remove("GIT_WORK_TREE")
-        .env_remove("GIT_INDEX_FILE")
         .process_group(0)
         .kill_on_drop(true);
+    for var in crate::git::REDIRECTING_VARS {
+        cmd.env_remove(var);
+    }
     for (key, value) in env {
         cmd.env(key, value);
     }
