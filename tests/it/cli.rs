@@ -28,8 +28,7 @@ fn the_example_job_runs_lands_and_cleans_with_exit_code_zero() {
         "{err}"
     );
 
-    let status: serde_json::Value =
-        serde_json::from_slice(&repo.plait(&["status", &run, "--json"]).stdout).unwrap();
+    let status: serde_json::Value = repo.status_json(&[&run]);
     assert_eq!(status["tasks"].as_array().unwrap().len(), 3);
     assert!(status["attention"].as_array().unwrap().is_empty());
 

@@ -436,8 +436,7 @@ fn a_person_overrules_the_reviewer_and_land_merges_again() {
         (repo.read("lib/a.txt"), repo.read("lib/b.txt")),
         ("v1\n".to_string(), "v1\n".to_string())
     );
-    let status: serde_json::Value =
-        serde_json::from_slice(&repo.plait(&["status", &run, "--json"]).stdout).unwrap();
+    let status: serde_json::Value = repo.status_json(&[&run]);
     assert_eq!(status["merge"]["included"], serde_json::json!(["a", "b"]));
     assert_eq!(status["merged_checks"][0]["passed"], true);
     assert_eq!(status["tasks"][1]["decision"]["verdict"], "approve");

@@ -199,8 +199,7 @@ fn the_state_is_readable_from_another_process_while_the_run_goes_on() {
     let out = child.wait_with_output().unwrap();
     assert!(out.status.success());
     let run = stdout(&out).trim().to_string();
-    let state: serde_json::Value =
-        serde_json::from_slice(&repo.plait(&["status", &run, "--json"]).stdout).unwrap();
+    let state: serde_json::Value = repo.status_json(&[&run]);
     assert_eq!(state["phase"], "finished");
     assert_eq!(state["merge"]["included"].as_array().unwrap().len(), 2);
     let _ = RunPhase::Finished;
@@ -241,8 +240,7 @@ fn ctrl_c_stops_the_agents_and_saves_the_run_as_interrupted() {
         "{}",
         crate::support::stderr(&out)
     );
-    let json: serde_json::Value =
-        serde_json::from_slice(&repo.plait(&["status", "--json"]).stdout).unwrap();
+    let json: serde_json::Value = repo.status_json(&[]);
     assert_eq!(json["phase"], "interrupted");
     let mut states: Vec<(&str, &str)> = json["tasks"]
         .as_array()
@@ -290,8 +288,7 @@ fn an_interrupted_run_keeps_its_work_and_resume_finishes_it() {
     let out = child.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(130));
     let run = stdout(&out).trim().to_string();
-    let state: serde_json::Value =
-        serde_json::from_slice(&repo.plait(&["status", &run, "--json"]).stdout).unwrap();
+    let state: serde_json::Value = repo.status_json(&[&run]);
     let mut states: Vec<&str> = state["tasks"]
         .as_array()
         .unwrap()
@@ -325,8 +322,7 @@ fn an_interrupted_run_keeps_its_work_and_resume_finishes_it() {
         "{}",
         crate::support::stderr(&out)
     );
-    let state: serde_json::Value =
-        serde_json::from_slice(&repo.plait(&["status", &run, "--json"]).stdout).unwrap();
+    let state: serde_json::Value = repo.status_json(&[&run]);
     assert_eq!(state["phase"], "finished");
     assert!(
         state["tasks"]
@@ -373,8 +369,7 @@ fn a_killed_run_is_finished_by_resume_without_losing_committed_work() {
     let plan = repo.plan(&dir_plan(3, &agent, ""));
     let mut child = spawn_run(&repo, &plan);
     wait_for_running(&repo, 2);
-    let before: serde_json::Value =
-        serde_json::from_slice(&repo.plait(&["status", "--json"]).stdout).unwrap();
+    let before: serde_json::Value = repo.status_json(&[]);
     let run = before["id"].as_str().unwrap().to_string();
     let m0 = before["tasks"][0]["commit"].as_str().unwrap().to_string();
     child.kill().unwrap();
@@ -394,8 +389,7 @@ fn a_killed_run_is_finished_by_resume_without_losing_committed_work() {
         "{}",
         crate::support::stderr(&out)
     );
-    let after: serde_json::Value =
-        serde_json::from_slice(&repo.plait(&["status", &run, "--json"]).stdout).unwrap();
+    let after: serde_json::Value = repo.status_json(&[&run]);
     assert_eq!(
         after["tasks"][0]["commit"].as_str(),
         Some(m0.as_str()),

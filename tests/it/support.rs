@@ -137,6 +137,16 @@ impl TestRepo {
         plait_in(&self.path, args)
     }
 
+    /// `plait status ARGS --json`, parsed.
+    pub fn status_json(&self, args: &[&str]) -> serde_json::Value {
+        let mut all = vec!["status"];
+        all.extend_from_slice(args);
+        all.push("--json");
+        let out = self.plait(&all);
+        serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("plait status --json: {e}: {}", stderr(&out)))
+    }
+
     /// Validates and runs a plan through the library; returns the final state.
     pub fn run(&self, toml: &str, jobs: usize) -> RunState {
         self.run_with_env(toml, jobs, &|_| None)
