@@ -62,15 +62,45 @@ pub async fn run_argv(
     timeout: Duration,
     cancel: &Cancel,
 ) -> ShellOutcome {
+    let open = || OpenOptions::new().create(true).append(true).open(log);
+    match (open(), open()) {
+        (Ok(out), Ok(err)) => spawn_and_wait(argv, dir, env, (out, err), timeout, cancel).await,
+        (Err(e), _) | (_, Err(e)) => {
+            ShellOutcome::NotStarted(format!("cannot open log {}: {e}", log.display()))
+        }
+    }
+}
+
+/// Runs a program like [`run_argv`], but its standard output goes to `stdout` (replaced)
+/// and only its standard error to `log`: for programs that answer in JSON on stdout.
+pub async fn run_argv_capturing(
+    argv: &[String],
+    dir: &Path,
+    env: &[(&str, String)],
+    log: &Path,
+    stdout: &Path,
+    timeout: Duration,
+    cancel: &Cancel,
+) -> ShellOutcome {
+    let out = std::fs::File::create(stdout);
+    let err = OpenOptions::new().create(true).append(true).open(log);
+    match (out, err) {
+        (Ok(out), Ok(err)) => spawn_and_wait(argv, dir, env, (out, err), timeout, cancel).await,
+        (Err(e), _) => ShellOutcome::NotStarted(format!("cannot create {}: {e}", stdout.display())),
+        (_, Err(e)) => ShellOutcome::NotStarted(format!("cannot open log {}: {e}", log.display())),
+    }
+}
+
+async fn spawn_and_wait(
+    argv: &[String],
+    dir: &Path,
+    env: &[(&str, String)],
+    (out, err): (std::fs::File, std::fs::File),
+    timeout: Duration,
+    cancel: &Cancel,
+) -> ShellOutcome {
     let Some((program, args)) = argv.split_first() else {
         return ShellOutcome::NotStarted("the command is empty".to_string());
-    };
-    let open = || OpenOptions::new().create(true).append(true).open(log);
-    let (out, err) = match (open(), open()) {
-        (Ok(o), Ok(e)) => (o, e),
-        (Err(e), _) | (_, Err(e)) => {
-            return ShellOutcome::NotStarted(format!("cannot open log {}: {e}", log.display()))
-        }
     };
     let mut cmd = Command::new(program);
     cmd.args(args)

@@ -2,8 +2,11 @@
 //! orchestrator treats a shell command, a model over HTTP and an agent CLI alike. An agent's
 //! failure is an outcome recorded on the task, never an error of plait's.
 
+pub mod aider;
+pub mod claude_code;
 pub mod cli;
 pub mod exec;
+pub mod guard;
 pub mod model;
 
 use std::future::Future;
@@ -162,6 +165,10 @@ pub fn from_config(
     match config {
         AgentConfig::Exec(command) => Box::new(exec::ExecAgent::new(command.clone())),
         AgentConfig::Cli(argv) => Box::new(cli::CliAgent::new(argv.clone())),
+        AgentConfig::ClaudeCode(settings) => {
+            Box::new(claude_code::ClaudeCodeAgent::new(settings.clone()))
+        }
+        AgentConfig::Aider(settings) => Box::new(aider::AiderAgent::new(settings.clone())),
         AgentConfig::Model(provider) => Box::new(model::ModelAgent::new(
             provider.clone(),
             client.clone(),

@@ -6,6 +6,7 @@
 mod check;
 mod clean;
 mod diff;
+mod guard;
 mod hook;
 mod land;
 mod plan;
@@ -63,6 +64,7 @@ pub enum Command {
     Land(land::LandArgs),
     Check(check::CheckArgs),
     Hook(hook::HookArgs),
+    Guard(guard::GuardArgs),
     Clean(clean::CleanArgs),
     Runs(runs::RunsArgs),
 }
@@ -186,6 +188,7 @@ pub fn main() -> ExitCode {
         Command::Land(args) => land::cmd_land(&dir, args),
         Command::Check(args) => check::cmd_check(&dir, args),
         Command::Hook(args) => hook::cmd_hook(&dir, args),
+        Command::Guard(args) => return guard::cmd_guard(args),
         Command::Clean(args) => clean::cmd_clean(&dir, args),
         Command::Runs(args) => runs::cmd_runs(&dir, args),
     };

@@ -18,7 +18,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use providers::ProviderFile;
 pub use validate::{
     checks_of, resolve, resolve_with_env, AgentConfig, CheckSettings, ResolvedPlan, ResolvedTask,
-    ReviewSettings, Reviewer,
+    ReviewSettings, Reviewer, ToolSettings,
 };
 
 /// How long an agent may run when the plan does not say.
@@ -50,6 +50,48 @@ pub struct PlanFile {
     /// Who reviews each task's branch.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub review: Option<ReviewFile>,
+    /// Settings of the agent CLIs plait drives itself, `[agents.claude-code]` and
+    /// `[agents.aider]`.
+    #[serde(default, skip_serializing_if = "AgentsFile::is_empty")]
+    pub agents: AgentsFile,
+}
+
+/// The `[agents]` table: one entry per agent CLI plait knows.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentsFile {
+    #[serde(
+        default,
+        rename = "claude-code",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub claude_code: Option<ToolFile>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub aider: Option<ToolFile>,
+}
+
+impl AgentsFile {
+    fn is_empty(&self) -> bool {
+        self.claude_code.is_none() && self.aider.is_none()
+    }
+}
+
+/// How to run one agent CLI.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolFile {
+    /// The program: a name looked up on `PATH` (the default is the CLI's usual name) or a path.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bin: Option<String>,
+    /// The model it should use (default: the provider's model, or the CLI's own default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// The provider (built-in or `[providers.NAME]`) whose base URL and key it gets.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider: Option<String>,
+    /// More arguments, added after plait's own.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub args: Vec<String>,
 }
 
 /// The `[checks]` table: shell commands, each run in a full checkout.

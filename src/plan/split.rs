@@ -127,6 +127,7 @@ pub fn split(files: &[TreeFile], settings: &SplitSettings) -> Result<PlanFile, P
         providers: Default::default(),
         checks: Default::default(),
         review: None,
+        agents: Default::default(),
     })
 }
 

@@ -69,7 +69,7 @@ impl ReviewSettings {
     pub fn reviewer_for(&self, task: &ResolvedTask) -> Reviewer {
         match (&self.reviewer, &task.agent) {
             (Reviewer::Worker, AgentConfig::Model(p)) => Reviewer::Model(p.clone()),
-            (Reviewer::Worker, AgentConfig::Exec(_) | AgentConfig::Cli(_)) => Reviewer::Off,
+            (Reviewer::Worker, _) => Reviewer::Off,
             (other, _) => other.clone(),
         }
     }
@@ -84,7 +84,29 @@ pub enum AgentConfig {
     Model(Arc<ProviderSettings>),
     /// An agent program and its arguments, with placeholders.
     Cli(Vec<String>),
+    /// The Claude Code CLI, run headless.
+    ClaudeCode(Arc<ToolSettings>),
+    /// aider, run with one message.
+    Aider(Arc<ToolSettings>),
 }
+
+/// An agent CLI that plait drives itself (`claude-code`, `aider`), resolved.
+#[derive(Debug, Clone)]
+pub struct ToolSettings {
+    /// The program, as the plan or the default names it; found on `PATH` when validated.
+    pub program: String,
+    pub model: Option<String>,
+    /// Where its base URL and key come from; `None`: the environment as it is.
+    pub provider: Option<Arc<ProviderSettings>>,
+    pub args: Vec<String>,
+}
+
+/// The agent CLIs plait drives itself: name, default program, and the provider it takes by
+/// default.
+const TOOLS: &[(&str, &str, Option<&str>)] = &[
+    ("claude-code", "claude", None),
+    ("aider", "aider", Some("openai")),
+];
 
 /// One task with its settings resolved and its owned files listed.
 #[derive(Debug, Clone)]
@@ -372,13 +394,25 @@ fn resolve_task(
             None
         }
         Some(AgentSpec::Exec(cmd)) => Some(AgentConfig::Exec(cmd.clone())),
+        Some(AgentSpec::Named(name)) if TOOLS.iter().any(|t| t.0 == name) => {
+            let tool = providers_tool(inputs, name, providers);
+            match tool {
+                Ok(settings) => Some(settings),
+                Err(e) => {
+                    if !problems.contains(&e) {
+                        problems.push(e);
+                    }
+                    None
+                }
+            }
+        }
         Some(AgentSpec::Named(name)) => {
             let known =
                 plan.providers.contains_key(name) || super::providers::builtin_kind(name).is_some();
             if !known {
                 problems.push(format!(
-                    "task `{id}`: agent `{name}` is neither a built-in agent (anthropic, openai) \
-                     nor a [providers.{name}] table"
+                    "task `{id}`: agent `{name}` is neither a built-in agent (anthropic, openai, \
+                     claude-code, aider) nor a [providers.{name}] table"
                 ));
                 None
             } else {
@@ -457,6 +491,66 @@ fn resolve_task(
         owns: owns?,
         context: context?,
         owned: Vec::new(),
+    })
+}
+
+/// Resolves the agent CLI `name` (one of [`TOOLS`]) from its `[agents.NAME]` table: its
+/// program must be findable and its provider resolvable, of the kind the CLI speaks.
+fn providers_tool(
+    inputs: &TaskInputs<'_>,
+    name: &str,
+    providers: &mut HashMap<String, Result<Arc<ProviderSettings>, String>>,
+) -> Result<AgentConfig, String> {
+    let plan = inputs.plan;
+    let &(_, default_bin, default_provider) = TOOLS
+        .iter()
+        .find(|t| t.0 == name)
+        .expect("a known agent CLI");
+    let file = match name {
+        "claude-code" => plan.agents.claude_code.clone(),
+        _ => plan.agents.aider.clone(),
+    }
+    .unwrap_or_default();
+    let program = file.bin.clone().unwrap_or_else(|| default_bin.to_string());
+    if program.trim().is_empty() {
+        return Err(format!("[agents.{name}]: `bin` is empty"));
+    }
+    if !crate::agent::cli::findable(&program, (inputs.env)("PATH").as_deref()) {
+        return Err(format!(
+            "agent `{name}` needs the program `{program}`, which is not on PATH: install it, or set `bin` under [agents.{name}] to its full path"
+        ));
+    }
+    let provider = match file.provider.as_deref().or(default_provider) {
+        None => None,
+        Some(p) => {
+            if !plan.providers.contains_key(p) && super::providers::builtin_kind(p).is_none() {
+                return Err(format!(
+                    "[agents.{name}]: provider `{p}` is neither a built-in model (anthropic, openai) nor a [providers.{p}] table"
+                ));
+            }
+            let resolved = providers
+                .entry(p.to_string())
+                .or_insert_with(|| {
+                    resolve_provider(p, plan.providers.get(p), inputs.env).map(Arc::new)
+                })
+                .clone()?;
+            if name == "claude-code" && resolved.kind != super::providers::ProviderKind::Anthropic {
+                return Err(format!(
+                    "[agents.claude-code]: provider `{p}` is not of kind \"anthropic\"; Claude Code speaks only the Anthropic API"
+                ));
+            }
+            Some(resolved)
+        }
+    };
+    let settings = Arc::new(ToolSettings {
+        program,
+        model: file.model.clone(),
+        provider,
+        args: file.args.clone(),
+    });
+    Ok(match name {
+        "claude-code" => AgentConfig::ClaudeCode(settings),
+        _ => AgentConfig::Aider(settings),
     })
 }
 

@@ -25,6 +25,19 @@ Rules:\n\
 - Do not commit; the orchestrator commits your work when you finish.\n\
 - When the task is done, stop calling tools and reply with a short summary of what you changed."
     );
+    let listed = listing(owned);
+    let task_part = format!(
+        "Task id: {task}\n\nYour task:\n{prompt}\n\nYou own the files matching: {}\n\nFiles you own now:\n{listed}",
+        owns.join(", ")
+    );
+    System {
+        shared,
+        task: task_part,
+    }
+}
+
+/// The owned files, one per line, at most [`MAX_LISTED`] of them.
+fn listing(owned: &[String]) -> String {
     let mut listed = owned
         .iter()
         .take(MAX_LISTED)
@@ -37,14 +50,36 @@ Rules:\n\
     if listed.is_empty() {
         listed = "(none yet)".to_string();
     }
-    let task_part = format!(
-        "Task id: {task}\n\nYour task:\n{prompt}\n\nYou own the files matching: {}\n\nFiles you own now:\n{listed}",
-        owns.join(", ")
-    );
-    System {
-        shared,
-        task: task_part,
-    }
+    listed
+}
+
+/// The rules an agent CLI (Claude Code, aider) gets on top of its own system prompt: the
+/// run's goal, the task, what it owns, and how to see the rest of the repository.
+pub fn cli_rules(goal: &str, task: &str, owns: &[String], owned: &[String]) -> String {
+    let goal = if goal.trim().is_empty() {
+        "(none given; follow your task)"
+    } else {
+        goal.trim()
+    };
+    format!(
+        "You are one of several coding agents working at the same time on one git repository, \
+each in its own worktree. Each agent has its own task and owns its own files; together the \
+tasks reach one goal.\n\n\
+The goal of the whole run: {goal}\n\n\
+Task id: {task}\n\n\
+Rules:\n\
+- Change only files your task owns: files matching {}. An edit of any other file is refused; \
+do not try to work around it, with the shell or otherwise. If another file should change, say \
+so in your summary.\n\
+- Your working directory holds the files you own and a few for context, not the whole \
+repository. `git ls-files` lists every file, and `git show HEAD:<path>` prints one.\n\
+- Make the change your task asks for, completely, and nothing else. Keep the project's style.\n\
+- Do not commit; the orchestrator commits your work when you finish.\n\
+- When the task is done, reply with a short summary of what you changed.\n\n\
+Files you own now:\n{}",
+        owns.join(", "),
+        listing(owned)
+    )
 }
 
 /// The first user message.

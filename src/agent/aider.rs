@@ -1,0 +1,217 @@
+//! The `aider` agent: `aider --message` in the task's worktree with the owned files in the
+//! chat, `--yes-always --no-auto-commits`, and its model, base URL and key from the task's
+//! provider. Its history files live in the task's own directory, not in the worktree, so
+//! collect sees only the agent's edits. The token and cost lines it prints feed the task's
+//! accounting.
+
+use std::path::Path;
+use std::sync::{Arc, LazyLock};
+
+use regex::Regex;
+
+use super::exec::{outcome_of, task_env};
+use super::model::prompt;
+use super::{Agent, AgentFuture, AgentOutcome, AgentReport, TaskContext};
+use crate::plan::providers::ProviderKind;
+use crate::plan::ToolSettings;
+use crate::shell;
+use crate::state::Usage;
+
+/// Runs aider once per round of a task.
+#[derive(Debug, Clone)]
+pub struct AiderAgent {
+    settings: Arc<ToolSettings>,
+}
+
+impl AiderAgent {
+    pub fn new(settings: Arc<ToolSettings>) -> AiderAgent {
+        AiderAgent { settings }
+    }
+
+    /// The command line for one round; history files go to `dir`.
+    fn argv(&self, task: &TaskContext, dir: &Path) -> Vec<String> {
+        let rules = prompt::cli_rules(&task.goal, &task.task, task.owns.patterns(), &task.owned);
+        let ask = match &task.feedback {
+            Some(feedback) => prompt::next_round(&task.prompt, task.round, feedback),
+            None => task.prompt.clone(),
+        };
+        let message = format!("{rules}\n\nYour task:\n{ask}");
+        let mut argv: Vec<String> = [
+            self.settings.program.as_str(),
+            "--message",
+            &message,
+            "--yes-always",
+            "--no-auto-commits",
+            "--no-stream",
+            "--no-gitignore",
+            "--no-check-update",
+            "--no-show-release-notes",
+            "--analytics-disable",
+            "--no-pretty",
+            "--no-fancy-input",
+            "--no-detect-urls",
+            "--map-tokens",
+            "0",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let history = |name: &str| dir.join(name).display().to_string();
+        argv.extend([
+            "--chat-history-file".to_string(),
+            history("chat.history.md"),
+            "--input-history-file".to_string(),
+            history("input.history"),
+        ]);
+        let provider = self.settings.provider.as_ref();
+        let model = self
+            .settings
+            .model
+            .clone()
+            .or_else(|| provider.map(|p| p.model.clone()));
+        if let Some(model) = model {
+            let prefix = match provider.map(|p| p.kind) {
+                Some(ProviderKind::Anthropic) => "anthropic/",
+                _ => "openai/",
+            };
+            argv.push("--model".to_string());
+            argv.push(if model.contains('/') {
+                model
+            } else {
+                format!("{prefix}{model}")
+            });
+        }
+        if let Some(p) = provider.filter(|p| p.kind == ProviderKind::Openai) {
+            argv.push("--openai-api-base".to_string());
+            argv.push(p.base_url.clone());
+        }
+        argv.extend(self.settings.args.iter().cloned());
+        argv.extend(task.owned.iter().cloned());
+        argv
+    }
+
+    /// The `PLAIT_*` variables and the provider's key (never on the command line, where
+    /// other users could read it) and, for Anthropic, its base URL.
+    fn env(&self, task: &TaskContext) -> Vec<(&'static str, String)> {
+        let mut env = task_env(task);
+        if let Some(p) = &self.settings.provider {
+            let key = p.api_key.as_ref().map(|k| k.expose().to_string());
+            match p.kind {
+                ProviderKind::Openai => {
+                    env.extend(key.map(|k| ("OPENAI_API_KEY", k)));
+                }
+                ProviderKind::Anthropic => {
+                    env.extend(key.map(|k| ("ANTHROPIC_API_KEY", k)));
+                    env.push(("ANTHROPIC_BASE_URL", p.base_url.clone()));
+                    env.push(("ANTHROPIC_API_BASE", p.base_url.clone()));
+                }
+            }
+        }
+        env
+    }
+
+    async fn run_round(&self, task: &TaskContext) -> AgentReport {
+        if let Some(reason) = task.budget.exhausted() {
+            return AgentOutcome::Stopped { reason }.into();
+        }
+        let dir = task.log.parent().unwrap_or(Path::new(".")).join("aider");
+        if let Err(e) = std::fs::create_dir_all(&dir) {
+            return AgentOutcome::Failed {
+                reason: format!("cannot create {}: {e}", dir.display()),
+                exit_code: None,
+            }
+            .into();
+        }
+        let stdout_path = dir.join(format!("output-{}.txt", task.round));
+        let outcome = shell::run_argv_capturing(
+            &self.argv(task, &dir),
+            &task.worktree,
+            &self.env(task),
+            &task.log,
+            &stdout_path,
+            task.timeout,
+            &task.cancel,
+        )
+        .await;
+        let stdout = std::fs::read_to_string(&stdout_path).unwrap_or_default();
+        if !stdout.is_empty() {
+            use std::io::Write as _;
+            if let Ok(mut log) = std::fs::OpenOptions::new().append(true).open(&task.log) {
+                let _ = write!(log, "--- aider output ---\n{stdout}");
+            }
+        }
+        let usage = parse_usage(&stdout);
+        if let Some(cost) = usage.as_ref().and_then(|u| u.cost_usd) {
+            task.budget.spend(cost);
+        }
+        AgentReport {
+            outcome: outcome_of(outcome, task),
+            usage,
+            summary: None,
+        }
+    }
+}
+
+/// aider's accounting line, printed after each answer of the model.
+static TOKENS: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(
+        r"Tokens: ([\d.,]+)(k?) sent(?:, ([\d.,]+)(k?) cache write)?(?:, ([\d.,]+)(k?) cache hit)?, ([\d.,]+)(k?) received\.(?: Cost: \$([\d.,]+) message, \$([\d.,]+) session\.)?",
+    )
+    .expect("aider token regex")
+});
+
+/// Tokens and cost from aider's `Tokens: ... Cost: ...` lines: tokens summed over the
+/// answers, cost the last session figure. `None` when it printed none.
+pub fn parse_usage(stdout: &str) -> Option<Usage> {
+    let number = |m: Option<regex::Match<'_>>, k: Option<regex::Match<'_>>| -> u64 {
+        let value: f64 = m
+            .map(|m| m.as_str().replace(',', ""))
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0.0);
+        let scale = if k.is_some_and(|k| k.as_str() == "k") {
+            1000.0
+        } else {
+            1.0
+        };
+        (value * scale).round() as u64
+    };
+    let mut usage = Usage::default();
+    let mut session = None;
+    for caps in TOKENS.captures_iter(stdout) {
+        usage.turns += 1;
+        usage.requests += 1;
+        usage.input_tokens += number(caps.get(1), caps.get(2));
+        usage.cache_creation_input_tokens += number(caps.get(3), caps.get(4));
+        usage.cache_read_input_tokens += number(caps.get(5), caps.get(6));
+        usage.output_tokens += number(caps.get(7), caps.get(8));
+        if let Some(cost) = caps.get(10) {
+            session = cost.as_str().replace(',', "").parse::<f64>().ok();
+        }
+    }
+    usage.cost_usd = session;
+    (usage.turns > 0).then_some(usage)
+}
+
+impl Agent for AiderAgent {
+    fn run<'a>(&'a self, task: &'a TaskContext) -> AgentFuture<'a> {
+        Box::pin(self.run_round(task))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_usage;
+
+    #[test]
+    fn aider_accounting_lines_are_summed() {
+        let out = "Applied edit to a.py\nTokens: 1.2k sent, 345 received. Cost: $0.0123 message, $0.0123 session.\n\
+                   more\nTokens: 2,000 sent, 1.5k cache hit, 10 received. Cost: $0.01 message, $0.0223 session.\n";
+        let usage = parse_usage(out).expect("two lines");
+        assert_eq!(usage.turns, 2);
+        assert_eq!(usage.input_tokens, 3200);
+        assert_eq!(usage.cache_read_input_tokens, 1500);
+        assert_eq!(usage.output_tokens, 355);
+        assert_eq!(usage.cost_usd, Some(0.0223));
+        assert!(parse_usage("no accounting here").is_none());
+    }
+}

@@ -1,0 +1,329 @@
+//! The `claude-code` agent: the Claude Code CLI run headless (`claude -p`) in the task's
+//! worktree. plait gives it the task as the prompt, its rules (goal, task id, owned globs)
+//! through `--append-system-prompt`, its own `CLAUDE_CONFIG_DIR`, and a settings file whose
+//! `PreToolUse` hook is `plait guard`, which judges every tool call when it is attempted: an
+//! edit outside the owned files is refused, and so is any shell command but a few read-only
+//! ones. The guard is the gate, so the CLI runs with `bypassPermissions`: its own rules
+//! would refuse every edit anyway, since plait's worktrees live under `.git`, which Claude
+//! Code treats as sensitive. The guard fails closed (`|| exit 2`). The JSON result on stdout
+//! decides the outcome (`is_error` fails the task even after exit 0) and gives turns,
+//! tokens and cost.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use super::exec::{outcome_of, task_env};
+use super::guard::GuardFile;
+use super::model::prompt;
+use super::{Agent, AgentFuture, AgentOutcome, AgentReport, TaskContext};
+use crate::plan::ToolSettings;
+use crate::shell::{self, ShellOutcome};
+use crate::state::Usage;
+
+/// How much of the CLI's closing words is kept as the task's summary.
+const SUMMARY_MAX: usize = 4000;
+
+/// Runs `claude -p` once per round of a task.
+#[derive(Debug, Clone)]
+pub struct ClaudeCodeAgent {
+    settings: Arc<ToolSettings>,
+}
+
+/// The files of one round: all under the task's own directory.
+struct Files {
+    dir: PathBuf,
+    config: PathBuf,
+    settings: PathBuf,
+    guard: PathBuf,
+    refusals: PathBuf,
+    result: PathBuf,
+}
+
+impl Files {
+    fn of(task: &TaskContext) -> Files {
+        let dir = task
+            .log
+            .parent()
+            .unwrap_or(Path::new("."))
+            .join("claude-code");
+        Files {
+            config: dir.join("config"),
+            settings: dir.join("settings.json"),
+            guard: dir.join("guard.json"),
+            refusals: dir.join(format!("refusals-{}.jsonl", task.round)),
+            result: dir.join(format!("result-{}.json", task.round)),
+            dir,
+        }
+    }
+}
+
+impl ClaudeCodeAgent {
+    pub fn new(settings: Arc<ToolSettings>) -> ClaudeCodeAgent {
+        ClaudeCodeAgent { settings }
+    }
+
+    /// The command line for one round.
+    fn argv(&self, task: &TaskContext, files: &Files) -> Vec<String> {
+        let message = match &task.feedback {
+            Some(feedback) => prompt::next_round(&task.prompt, task.round, feedback),
+            None => task.prompt.clone(),
+        };
+        let rules = prompt::cli_rules(&task.goal, &task.task, task.owns.patterns(), &task.owned);
+        let mut argv = vec![
+            self.settings.program.clone(),
+            "-p".to_string(),
+            message,
+            "--output-format".to_string(),
+            "json".to_string(),
+            "--max-turns".to_string(),
+            task.max_turns.to_string(),
+            "--append-system-prompt".to_string(),
+            rules,
+            "--settings".to_string(),
+            files.settings.display().to_string(),
+            "--permission-mode".to_string(),
+            "bypassPermissions".to_string(),
+        ];
+        let model = self
+            .settings
+            .model
+            .clone()
+            .or_else(|| self.settings.provider.as_ref().map(|p| p.model.clone()));
+        if let Some(model) = model {
+            argv.push("--model".to_string());
+            argv.push(model);
+        }
+        argv.extend(self.settings.args.iter().cloned());
+        argv
+    }
+
+    /// The environment: the `PLAIT_*` variables, the agent's own config directory, no
+    /// traffic beyond the model, and the provider's base URL and key when the plan names one.
+    fn env(&self, task: &TaskContext, files: &Files) -> Vec<(&'static str, String)> {
+        let mut env = task_env(task);
+        env.push(("CLAUDE_CONFIG_DIR", files.config.display().to_string()));
+        env.push(("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1".to_string()));
+        env.push(("DISABLE_AUTOUPDATER", "1".to_string()));
+        // plait's guard decides every tool call (see the module's doc); Claude Code asks
+        // for this when permissions are bypassed as root.
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } == 0 {
+            env.push(("IS_SANDBOX", "1".to_string()));
+        }
+        if let Some(provider) = &self.settings.provider {
+            env.push(("ANTHROPIC_BASE_URL", provider.base_url.clone()));
+            if let Some(key) = &provider.api_key {
+                env.push(("ANTHROPIC_API_KEY", key.expose().to_string()));
+            }
+        }
+        env
+    }
+
+    async fn run_round(&self, task: &TaskContext) -> AgentReport {
+        if let Some(reason) = task.budget.exhausted() {
+            return AgentOutcome::Stopped { reason }.into();
+        }
+        let files = Files::of(task);
+        if let Err(e) = prepare(task, &files) {
+            return AgentOutcome::Failed {
+                reason: format!(
+                    "cannot prepare claude-code's files in {}: {e}",
+                    files.dir.display()
+                ),
+                exit_code: None,
+            }
+            .into();
+        }
+        let argv = self.argv(task, &files);
+        let env = self.env(task, &files);
+        let outcome = shell::run_argv_capturing(
+            &argv,
+            &task.worktree,
+            &env,
+            &task.log,
+            &files.result,
+            task.timeout,
+            &task.cancel,
+        )
+        .await;
+        let stdout = std::fs::read_to_string(&files.result).unwrap_or_default();
+        append_to_log(&task.log, &stdout);
+        let refused = std::fs::read_to_string(&files.refusals)
+            .map(|t| t.lines().count() as u64)
+            .unwrap_or(0);
+        let result = parse_result(&stdout);
+        if let Some(result) = &result {
+            if let Some(cost) = result.usage.cost_usd {
+                task.budget.spend(cost);
+            }
+        }
+        let mut report: AgentReport = judge(outcome, result.as_ref(), task).into();
+        if let Some(result) = result {
+            let mut usage = result.usage;
+            usage.refused_writes = refused;
+            report.usage = Some(usage);
+            report.summary = Some(result.text).filter(|t| !t.trim().is_empty());
+        }
+        report
+    }
+}
+
+/// Writes the agent's config directory, guard file and settings.
+fn prepare(task: &TaskContext, files: &Files) -> std::io::Result<()> {
+    std::fs::create_dir_all(&files.config)?;
+    copy_login(&files.config);
+    let guard = GuardFile {
+        task: task.task.clone(),
+        worktree: task.worktree.clone(),
+        owns: task.owns.patterns().to_vec(),
+        refusals: files.refusals.clone(),
+    };
+    std::fs::write(&files.guard, serde_json::to_vec_pretty(&guard)?)?;
+    let plait = std::env::current_exe()?;
+    // Any failure of the guard itself (a missing binary, a crash) blocks the call too.
+    let command = format!(
+        "{} guard {} || exit 2",
+        shell_quote(&plait.display().to_string()),
+        shell_quote(&files.guard.display().to_string())
+    );
+    let settings = serde_json::json!({
+        "hooks": {
+            "PreToolUse": [{
+                "matcher": "*",
+                "hooks": [{ "type": "command", "command": command, "timeout": 30 }]
+            }]
+        }
+    });
+    std::fs::write(&files.settings, serde_json::to_vec_pretty(&settings)?)
+}
+
+/// A user logged in to Claude Code (rather than using an API key) keeps that login in their
+/// config directory; each agent's own directory gets a copy so the login still works.
+fn copy_login(config: &Path) {
+    let target = config.join(".credentials.json");
+    if target.exists() {
+        return;
+    }
+    let home = std::env::var_os("CLAUDE_CONFIG_DIR")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".claude")));
+    let Some(source) = home.map(|h| h.join(".credentials.json")) else {
+        return;
+    };
+    if source.is_file() && std::fs::copy(&source, &target).is_ok() {
+        use std::os::unix::fs::PermissionsExt;
+        let _ = std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o600));
+    }
+}
+
+/// `text` quoted for `sh`.
+fn shell_quote(text: &str) -> String {
+    format!("'{}'", text.replace('\'', r"'\''"))
+}
+
+fn append_to_log(log: &Path, stdout: &str) {
+    use std::io::Write as _;
+    if stdout.is_empty() {
+        return;
+    }
+    if let Ok(mut file) = std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(log)
+    {
+        let _ = writeln!(file, "--- claude-code result ---\n{}", stdout.trim_end());
+    }
+}
+
+/// What the CLI's JSON result says.
+#[derive(Debug, Clone)]
+pub struct CliResult {
+    pub is_error: bool,
+    pub subtype: String,
+    pub text: String,
+    pub usage: Usage,
+}
+
+/// The last `{"type": "result", ...}` object on stdout (the only line with
+/// `--output-format json`; the last of many with `stream-json`).
+pub fn parse_result(stdout: &str) -> Option<CliResult> {
+    let value = stdout
+        .lines()
+        .rev()
+        .filter_map(|line| serde_json::from_str::<Value>(line.trim()).ok())
+        .find(|v| v["type"] == "result")
+        .or_else(|| {
+            serde_json::from_str::<Value>(stdout.trim())
+                .ok()
+                .filter(|v| v["type"] == "result")
+        })?;
+    let count = |v: &Value| v.as_u64().unwrap_or(0);
+    let usage = &value["usage"];
+    let turns = count(&value["num_turns"]);
+    let mut text: String = value["result"].as_str().unwrap_or_default().to_string();
+    if text.len() > SUMMARY_MAX {
+        let mut cut = SUMMARY_MAX;
+        while !text.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        text.truncate(cut);
+    }
+    Some(CliResult {
+        is_error: value["is_error"].as_bool().unwrap_or(true),
+        subtype: value["subtype"].as_str().unwrap_or("unknown").to_string(),
+        text,
+        usage: Usage {
+            requests: turns,
+            turns,
+            input_tokens: count(&usage["input_tokens"]),
+            output_tokens: count(&usage["output_tokens"]),
+            cache_creation_input_tokens: count(&usage["cache_creation_input_tokens"]),
+            cache_read_input_tokens: count(&usage["cache_read_input_tokens"]),
+            cost_usd: value["total_cost_usd"].as_f64(),
+            first_token_ms: value["ttft_ms"].as_u64(),
+            model_ms: count(&value["duration_api_ms"]),
+            ..Usage::default()
+        },
+    })
+}
+
+/// The round's outcome from how the process ended and what it printed.
+fn judge(outcome: ShellOutcome, result: Option<&CliResult>, task: &TaskContext) -> AgentOutcome {
+    let code = match outcome {
+        ShellOutcome::Exited(code) => code,
+        other => return outcome_of(other, task),
+    };
+    match result {
+        Some(r) if r.is_error || r.subtype != "success" => {
+            let said = r.text.lines().next().unwrap_or("").trim();
+            let said = if said.is_empty() {
+                String::new()
+            } else {
+                format!(": {said}")
+            };
+            AgentOutcome::Failed {
+                reason: format!("claude-code ended with {}{said}", r.subtype),
+                exit_code: Some(code),
+            }
+        }
+        Some(_) if code == 0 => AgentOutcome::Finished,
+        Some(_) => AgentOutcome::Failed {
+            reason: format!("claude-code exited with status {code}"),
+            exit_code: Some(code),
+        },
+        None => AgentOutcome::Failed {
+            reason: format!(
+                "claude-code exited with status {code} without a JSON result; see the task's log"
+            ),
+            exit_code: Some(code),
+        },
+    }
+}
+
+impl Agent for ClaudeCodeAgent {
+    fn run<'a>(&'a self, task: &'a TaskContext) -> AgentFuture<'a> {
+        Box::pin(self.run_round(task))
+    }
+}

@@ -1,0 +1,30 @@
+//! `plait guard`: the `PreToolUse` hook plait gives each `claude-code` agent.
+
+use std::io::Read as _;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Args;
+
+use crate::agent::guard::run_hook;
+
+/// Judge one edit a claude-code agent attempts (its PreToolUse hook; plait sets it up)
+///
+/// Reads Claude Code's hook input (JSON) on stdin. Exit 0 lets the edit go ahead; exit 2
+/// refuses it, with the reason on stderr for the model: an Edit, Write, MultiEdit or
+/// NotebookEdit of a file outside the task's worktree, inside .git, or not matching the
+/// task's `owns` globs.
+#[derive(Debug, Args)]
+pub struct GuardArgs {
+    /// The task's guard file (written by plait next to the agent's settings)
+    pub guard_file: PathBuf,
+}
+
+pub fn cmd_guard(args: GuardArgs) -> ExitCode {
+    let mut input = String::new();
+    if let Err(e) = std::io::stdin().read_to_string(&mut input) {
+        eprintln!("plait guard: cannot read the hook input: {e}");
+        return ExitCode::from(2);
+    }
+    ExitCode::from(run_hook(&args.guard_file, &input) as u8)
+}
