@@ -9,6 +9,7 @@ mod diff;
 mod guard;
 mod hook;
 mod land;
+mod manage;
 mod plan;
 mod progress;
 mod resume;

@@ -9,17 +9,25 @@ use crate::git::{self, flatten_tree};
 use crate::plan::split::{split, SplitRule, SplitSettings};
 use crate::plan::{self, AgentSpec};
 
-/// Write a plan: one task per directory or file matching a split rule
+/// Write a plan: by a manager model for a goal, or a task per directory or file matching a
+/// split rule
 #[derive(Debug, Args)]
 #[command(after_help = "\
 Examples:
+  plait plan --goal 'Move every module under src/ from log to tracing' --include 'Cargo.toml' -o plait.toml
   plait plan --split 'dir:src/*' --prompt 'Move {path} from log to tracing' --exec './migrate.sh' -o plait.toml
   plait plan --split 'file:lib/**/*.py' --prompt 'Format {path}' --exec 'ruff format \"$PLAIT_FILE\"' > plait.toml
 
 SPEC is dir:GLOB (a task per matching directory; a matching directory inside another gets
 its own task) or file:GLOB (a task per tracked file). Globs match repository-relative
 paths; `*` stays within one directory, `**` crosses directories. TEMPLATE may use {path}
-(the task's directory or file) and {id}.")]
+(the task's directory or file) and {id}.
+
+With --goal and no --split, a manager model (--manager, default anthropic) sees the tracked
+files with their sizes, and the contents of files matching --include, and submits tasks;
+plait validates them like a hand-written plan and sends the problems back (--corrections
+times). The plan's header lists the tracked files no task owns. The workers run --exec,
+--agent, or the manager's provider.")]
 pub struct PlanArgs {
     /// How to cut the repository into tasks: dir:GLOB or file:GLOB
     #[arg(long, value_name = "SPEC")]
@@ -33,7 +41,8 @@ pub struct PlanArgs {
     /// Name of the agent every task runs
     #[arg(long, value_name = "NAME")]
     pub agent: Option<String>,
-    /// What the whole run should achieve (default: the prompt template)
+    /// What the whole run should achieve (with --split, default: the prompt template;
+    /// without, a manager model plans for it)
     #[arg(long, value_name = "TEXT")]
     pub goal: Option<String>,
     /// Branch or commit the tasks start from (default: HEAD)
@@ -42,12 +51,17 @@ pub struct PlanArgs {
     /// Write the plan to FILE instead of stdout
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     pub output: Option<PathBuf>,
+    #[command(flatten)]
+    pub manager: super::manage::ManagerArgs,
 }
 
 pub fn cmd_plan(dir: &Path, args: PlanArgs) -> Result<(), CommandError> {
+    if let (None, Some(goal)) = (&args.split, &args.goal) {
+        return plan_by_manager(dir, goal, &args);
+    }
     let Some(spec) = &args.split else {
-        return Err(CommandError::usage("`plait plan` needs --split SPEC")
-            .hint("e.g. plait plan --split 'dir:src/*' --prompt 'Migrate {path}' --exec CMD"));
+        return Err(CommandError::usage("`plait plan` needs --split SPEC or --goal TEXT")
+            .hint("e.g. plait plan --split 'dir:src/*' --prompt 'Migrate {path}' --exec CMD, or plait plan --goal 'Migrate to tracing'"));
     };
     let Some(template) = &args.prompt else {
         return Err(
@@ -104,6 +118,33 @@ pub fn cmd_plan(dir: &Path, args: PlanArgs) -> Result<(), CommandError> {
             eprintln!("wrote {} with {} task(s)", path.display(), plan.tasks.len());
         }
         None => print!("{text}"),
+    }
+    Ok(())
+}
+
+/// `plait plan --goal` without a split rule: the manager model plans.
+fn plan_by_manager(dir: &Path, goal: &str, args: &PlanArgs) -> Result<(), CommandError> {
+    if args.prompt.is_some() {
+        return Err(CommandError::usage(
+            "--prompt goes with --split; with --goal alone the manager writes each task's prompt",
+        ));
+    }
+    let worker = match (&args.exec, &args.agent) {
+        (Some(cmd), _) => Some(AgentSpec::Exec(cmd.clone())),
+        (None, Some(name)) => Some(AgentSpec::Named(name.clone())),
+        (None, None) => None,
+    };
+    let options = args.manager.options(goal, worker, args.base.clone());
+    let (toml, planned, _) = super::manage::plan_by_manager(dir, &options)?;
+    eprint!("{}", super::manage::summary(&planned));
+    match &args.output {
+        Some(path) => {
+            std::fs::write(path, &toml).map_err(|e| {
+                CommandError::internal(format!("cannot write {}: {e}", path.display()))
+            })?;
+            eprintln!("wrote {}; read it, then: plait run {}", path.display(), path.display());
+        }
+        None => print!("{toml}"),
     }
     Ok(())
 }

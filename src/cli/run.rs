@@ -21,12 +21,26 @@ Prints the run id on stdout (the state as JSON with --json); progress and the su
 to stderr. Each task gets branch plait/<run>/<task>; the result is plait/<run>/merged.
 State lives under <git-common-dir>/plait/runs/<run>/.
 
+With --goal instead of a plan file, a manager model plans first (as `plait plan --goal`
+does), shows the tasks and asks before running them (--yes: without asking). The plan is
+kept under <git-common-dir>/plait/plans/.
+
 Examples:
   plait run plait.toml -j 8
-  RUN=$(plait run plait.toml) && plait land \"$RUN\" --into main")]
+  RUN=$(plait run plait.toml) && plait land \"$RUN\" --into main
+  plait run --goal 'Move every module under src/ from log to tracing' --yes")]
 pub struct RunArgs {
     /// The plan file (TOML)
-    pub plan: PathBuf,
+    #[arg(required_unless_present = "goal", conflicts_with = "goal")]
+    pub plan: Option<PathBuf>,
+    /// Plan with a manager model for this goal, then run
+    #[arg(long, value_name = "TEXT")]
+    pub goal: Option<String>,
+    /// With --goal: run the manager's plan without asking
+    #[arg(long, short = 'y', requires = "goal")]
+    pub yes: bool,
+    #[command(flatten)]
+    pub manager: super::manage::ManagerArgs,
     /// How many tasks run at once (default: the number of CPUs)
     #[arg(short = 'j', long = "jobs", value_name = "N")]
     pub jobs: Option<usize>,
@@ -51,13 +65,20 @@ pub fn cmd_run(dir: &Path, args: RunArgs) -> Result<(), CommandError> {
             "--max-cost must be a positive amount of US dollars",
         ));
     }
+    let (plan_path, plan_text) = match (&args.plan, &args.goal) {
+        (Some(path), _) => {
+            let text = std::fs::read_to_string(path).map_err(|e| {
+                CommandError::usage(format!("cannot read plan {}: {e}", path.display()))
+            })?;
+            (path.clone(), text)
+        }
+        (None, Some(goal)) => plan_for_goal(dir, goal, &args)?,
+        (None, None) => return Err(CommandError::usage("`plait run` needs a plan file or --goal")),
+    };
     let repo = git::open(dir)?;
-    let plan_text = std::fs::read_to_string(&args.plan).map_err(|e| {
-        CommandError::usage(format!("cannot read plan {}: {e}", args.plan.display()))
-    })?;
-    let parsed = plan::parse(&plan_text, &args.plan)?;
+    let parsed = plan::parse(&plan_text, &plan_path)?;
     let resolved =
-        plan::resolve_with_env(&repo, parsed, &args.plan, &|name| std::env::var(name).ok())?;
+        plan::resolve_with_env(&repo, parsed, &plan_path, &|name| std::env::var(name).ok())?;
     drop(repo);
     let jobs = args
         .jobs
@@ -73,7 +94,7 @@ pub fn cmd_run(dir: &Path, args: RunArgs) -> Result<(), CommandError> {
     let settings = RunSettings {
         repo: std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf()),
         plan: Arc::new(resolved),
-        plan_path: std::path::absolute(&args.plan).unwrap_or_else(|_| args.plan.clone()),
+        plan_path: std::path::absolute(&plan_path).unwrap_or(plan_path),
         plan_text,
         jobs,
         worktree_root,
@@ -82,6 +103,35 @@ pub fn cmd_run(dir: &Path, args: RunArgs) -> Result<(), CommandError> {
     let prepared = orchestrator::prepare(settings).map_err(run_error)?;
     eprintln!("run {}: {total} task(s), {jobs} at a time", prepared.id());
     drive(prepared, total, args.json)
+}
+
+/// Asks the manager for a plan for `goal` and, unless `--yes`, the user whether to run it.
+fn plan_for_goal(
+    dir: &Path,
+    goal: &str,
+    args: &RunArgs,
+) -> Result<(PathBuf, String), CommandError> {
+    let interactive = std::io::stdin().is_terminal() && std::io::stderr().is_terminal();
+    if !args.yes && !interactive {
+        return Err(CommandError::usage(
+            "`plait run --goal` asks before running the manager's plan, and there is no terminal to ask on",
+        )
+        .hint("pass --yes to run it without asking, or `plait plan --goal ... -o plait.toml` to read it first"));
+    }
+    let options = args.manager.options(goal, None, None);
+    let (toml, planned, path) = super::manage::plan_by_manager(dir, &options)?;
+    eprint!("{}", super::manage::summary(&planned));
+    eprintln!("the plan: {}", path.display());
+    if !args.yes {
+        eprint!("run these {} task(s)? [y/N] ", planned.plan.tasks.len());
+        let mut answer = String::new();
+        let _ = std::io::stdin().read_line(&mut answer);
+        if !matches!(answer.trim(), "y" | "Y" | "yes") {
+            return Err(CommandError::attention("not run; nothing was created")
+                .hint(format!("the plan is kept: plait run {}", path.display())));
+        }
+    }
+    Ok((path, toml))
 }
 
 /// Runs a prepared run to its end, printing progress and the summary; the exit code says

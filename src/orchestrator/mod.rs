@@ -341,7 +341,8 @@ pub async fn execute(
     Ok(state)
 }
 
-fn http_client() -> Result<reqwest::Client, RunError> {
+/// The HTTP client every model call of a run shares.
+pub fn http_client() -> Result<reqwest::Client, RunError> {
     reqwest::Client::builder()
         .connect_timeout(std::time::Duration::from_secs(30))
         .read_timeout(std::time::Duration::from_secs(300))

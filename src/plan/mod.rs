@@ -3,6 +3,7 @@
 //! against the repository before anything is created.
 
 pub mod globs;
+pub mod manager;
 pub mod providers;
 pub mod split;
 mod validate;

@@ -1,0 +1,202 @@
+//! Planning by a manager model, shared by `plait plan --goal` and `plait run --goal`.
+
+use std::path::{Path, PathBuf};
+
+use super::CommandError;
+use crate::agent::model::limiter::Limiter;
+use crate::agent::Cancel;
+use crate::git::{self, flatten_tree};
+use crate::plan::manager::{self, Manager, ManagerError, PlanRequest, Planned};
+use crate::plan::providers::{builtin_kind, resolve_provider, ProviderFile};
+use crate::plan::AgentSpec;
+
+/// The manager's flags, shared by `plait plan` and `plait run`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ManagerArgs {
+    /// With --goal: the manager model's provider, `anthropic` or `openai` (key and base URL
+    /// from the environment)
+    #[arg(long, value_name = "NAME", default_value = "anthropic")]
+    pub manager: String,
+    /// With --goal: the manager's model (default: the provider's)
+    #[arg(long = "manager-model", value_name = "MODEL")]
+    pub manager_model: Option<String>,
+    /// With --goal: files whose contents the manager may read (globs; repeatable)
+    #[arg(long, value_name = "GLOB")]
+    pub include: Vec<String>,
+    /// With --goal: the most tasks the plan may have
+    #[arg(long, value_name = "N", default_value_t = 20)]
+    pub max_tasks: usize,
+    /// With --goal: how many times a plan that is not valid goes back to the manager
+    #[arg(long, value_name = "N", default_value_t = 3)]
+    pub corrections: u32,
+}
+
+impl ManagerArgs {
+    pub fn options(
+        &self,
+        goal: &str,
+        worker: Option<AgentSpec>,
+        base: Option<String>,
+    ) -> ManagerOptions {
+        ManagerOptions {
+            goal: goal.to_string(),
+            manager: self.manager.clone(),
+            model: self.manager_model.clone(),
+            include: self.include.clone(),
+            max_tasks: self.max_tasks,
+            corrections: self.corrections,
+            worker,
+            base,
+        }
+    }
+}
+
+/// What the command line says about the manager.
+#[derive(Debug, Clone)]
+pub struct ManagerOptions {
+    pub goal: String,
+    /// A built-in provider (`anthropic`, `openai`); its base URL and key come from the
+    /// environment as for workers.
+    pub manager: String,
+    pub model: Option<String>,
+    pub include: Vec<String>,
+    pub max_tasks: usize,
+    pub corrections: u32,
+    /// The workers' agent (default: the manager's provider).
+    pub worker: Option<AgentSpec>,
+    pub base: Option<String>,
+}
+
+/// Asks the manager for a plan; returns its TOML (with a header listing what no task owns)
+/// and the plan. The transcript is kept under the repository's plait directory.
+pub fn plan_by_manager(
+    dir: &Path,
+    options: &ManagerOptions,
+) -> Result<(String, Planned, PathBuf), CommandError> {
+    if options.goal.trim().is_empty() {
+        return Err(CommandError::usage("--goal is empty"));
+    }
+    if options.max_tasks == 0 {
+        return Err(CommandError::usage("--max-tasks must be at least 1"));
+    }
+    let Some(_) = builtin_kind(&options.manager) else {
+        return Err(CommandError::usage(format!(
+            "--manager `{}` is not a built-in model provider",
+            options.manager
+        ))
+        .hint("use --manager anthropic or --manager openai (ANTHROPIC_BASE_URL / OPENAI_BASE_URL point them elsewhere)"));
+    };
+    let env = |name: &str| std::env::var(name).ok();
+    let file = ProviderFile {
+        model: options.model.clone(),
+        ..ProviderFile::default()
+    };
+    let provider = resolve_provider(&options.manager, Some(&file), &env)
+        .map_err(|e| CommandError::usage(format!("the manager: {e}")))?;
+    let repo = git::open(dir)?;
+    let base_name = options.base.clone().unwrap_or_else(|| "HEAD".to_string());
+    let base = repo
+        .revparse_single(&base_name)
+        .and_then(|o| o.peel_to_commit())
+        .map_err(|_| {
+            CommandError::usage(format!(
+                "--base `{base_name}` is not a branch or commit in this repository"
+            ))
+        })?;
+    let files = base
+        .tree()
+        .and_then(|t| flatten_tree(&t))
+        .map_err(|e| CommandError::internal(e.to_string()))?;
+    for glob in &options.include {
+        crate::plan::globs::Globs::new(std::slice::from_ref(glob))
+            .map_err(|e| CommandError::usage(format!("--include: {e}")))?;
+    }
+    let request = PlanRequest {
+        goal: options.goal.clone(),
+        base: options.base.clone(),
+        include: options.include.clone(),
+        worker: options
+            .worker
+            .clone()
+            .unwrap_or_else(|| AgentSpec::Named(options.manager.clone())),
+        max_tasks: options.max_tasks,
+        corrections: options.corrections,
+    };
+    let plans_dir = git::plait_dir(&repo).join("plans");
+    std::fs::create_dir_all(&plans_dir)
+        .map_err(|e| CommandError::internal(format!("cannot create {}: {e}", plans_dir.display())))?;
+    let stamp = crate::state::now_ms();
+    let transcript = plans_dir.join(format!("manager-{stamp}.jsonl"));
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| CommandError::internal(format!("cannot start the async runtime: {e}")))?;
+    let client =
+        crate::orchestrator::http_client().map_err(|e| CommandError::internal(e.to_string()))?;
+    let limiter = Limiter::new(provider.limits);
+    let (_interrupt, cancel) = Cancel::new();
+    eprintln!(
+        "asking the manager ({}, {}) for a plan...",
+        provider.name, provider.model
+    );
+    let manager = Manager {
+        provider: &provider,
+        limiter: &limiter,
+        client: &client,
+        cancel: &cancel,
+        transcript: &transcript,
+        env: &env,
+    };
+    let planned = runtime
+        .block_on(manager.plan(&repo, &files, &request))
+        .map_err(|e| match e {
+            ManagerError::Plan(p) => CommandError::from(p),
+            ManagerError::NeverValid { .. } => CommandError::attention(e.to_string()).hint(
+                "try again, give a more precise --goal, or write the plan by hand (README, \"Plan format\")",
+            ),
+            ManagerError::Call(_) => CommandError::internal(e.to_string()),
+        })?;
+    let name = format!("{} ({})", provider.name, provider.model);
+    let toml = manager::render(&planned, &name);
+    let plan_copy = plans_dir.join(format!("manager-{stamp}.toml"));
+    let _ = std::fs::write(&plan_copy, &toml);
+    Ok((toml, planned, plan_copy))
+}
+
+/// A few lines about a manager's plan for stderr: the tasks, what they own, what is left.
+pub fn summary(planned: &Planned) -> String {
+    let mut out = format!(
+        "the manager planned {} task(s) in {} answer(s)",
+        planned.plan.tasks.len(),
+        planned.attempts
+    );
+    if let Some(cost) = planned.usage.cost_usd {
+        out.push_str(&format!(" (${cost:.4})"));
+    }
+    out.push_str(":\n");
+    for (task, resolved) in planned.plan.tasks.iter().zip(&planned.resolved.tasks) {
+        out.push_str(&format!(
+            "  {:<20} {:>4} file(s)  {}\n",
+            task.id,
+            resolved.owned.len(),
+            task.owns.join(" ")
+        ));
+    }
+    if planned.unowned.is_empty() {
+        out.push_str("every tracked file is owned by a task\n");
+    } else {
+        let shown: Vec<&str> = planned.unowned.iter().take(10).map(String::as_str).collect();
+        let more = planned.unowned.len().saturating_sub(shown.len());
+        out.push_str(&format!(
+            "{} tracked file(s) no task owns: {}{}\n",
+            planned.unowned.len(),
+            shown.join(", "),
+            if more > 0 {
+                format!(" and {more} more")
+            } else {
+                String::new()
+            }
+        ));
+    }
+    out
+}

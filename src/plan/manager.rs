@@ -1,0 +1,429 @@
+//! Planning by a manager model: it sees the goal and the repository (tracked files with
+//! sizes, grouped by directory, and the contents of files the user lets it read) and
+//! answers through a forced `submit_plan` tool. Its plan is validated exactly like a
+//! hand-written one; the problems go back to it for a bounded number of corrections.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::Path;
+
+use git2::Repository;
+use serde_json::{json, Value};
+
+use super::globs::Globs;
+use super::providers::{ProviderKind, ProviderSettings};
+use super::{resolve_with_env, AgentSpec, Defaults, PlanError, PlanFile, ResolvedPlan, TaskFile};
+use crate::agent::model::conversation::{Block, Message, Role, System, ToolSpec};
+use crate::agent::model::http::{self, Transcript};
+use crate::agent::model::limiter::Limiter;
+use crate::agent::model::{account, anthropic, openai};
+use crate::agent::Cancel;
+use crate::git::TreeFile;
+use crate::state::Usage;
+
+/// The tool the manager must answer with.
+pub const SUBMIT_PLAN: &str = "submit_plan";
+
+/// The line of the system prompt that names the manager's request (the mock model server
+/// in the tests keys on it).
+const MANAGER_LINE: &str = "Manager of a plait run";
+
+/// At most this many files are listed one by one; past it, directories are summed up.
+const MAX_LISTED_FILES: usize = 3000;
+/// Bytes of one included file, and of all of them, shown to the manager.
+const MAX_INCLUDED_FILE: usize = 20_000;
+const MAX_INCLUDED_TOTAL: usize = 200_000;
+
+/// What the manager is asked.
+#[derive(Debug, Clone)]
+pub struct PlanRequest {
+    pub goal: String,
+    /// Branch or commit the tasks start from (`None`: the current HEAD).
+    pub base: Option<String>,
+    /// Globs of files whose contents the manager may read.
+    pub include: Vec<String>,
+    /// The agent the planned tasks run.
+    pub worker: AgentSpec,
+    /// How many tasks at most.
+    pub max_tasks: usize,
+    /// How many times a plan that is not valid goes back to the manager.
+    pub corrections: u32,
+}
+
+/// A plan the manager made and plait validated.
+#[derive(Debug)]
+pub struct Planned {
+    pub plan: PlanFile,
+    pub resolved: ResolvedPlan,
+    /// Tracked files at the base that no task owns.
+    pub unowned: Vec<String>,
+    /// How many answers it took (1 = right the first time).
+    pub attempts: u32,
+    pub usage: Usage,
+}
+
+/// Why no plan came out.
+#[derive(Debug, thiserror::Error)]
+pub enum ManagerError {
+    #[error("the manager model could not be reached: {0}")]
+    Call(String),
+    #[error("the manager's plan was still not valid after {attempts} answer(s); no plan was written. Its last problems:\n{}", problems.iter().map(|p| format!("  - {p}")).collect::<Vec<_>>().join("\n"))]
+    NeverValid {
+        attempts: u32,
+        problems: Vec<String>,
+    },
+    #[error(transparent)]
+    Plan(#[from] PlanError),
+}
+
+/// Everything the manager call needs.
+pub struct Manager<'a> {
+    pub provider: &'a ProviderSettings,
+    pub limiter: &'a Limiter,
+    pub client: &'a reqwest::Client,
+    pub cancel: &'a Cancel,
+    /// Where requests and answers are written (JSON lines).
+    pub transcript: &'a Path,
+    /// Environment lookups for validating the workers' agent.
+    pub env: &'a dyn Fn(&str) -> Option<String>,
+}
+
+impl Manager<'_> {
+    /// Asks for a plan until one is valid or the corrections run out.
+    pub async fn plan(
+        &self,
+        repo: &Repository,
+        files: &[TreeFile],
+        request: &PlanRequest,
+    ) -> Result<Planned, ManagerError> {
+        let provider = self.provider;
+        let system = system(request);
+        let tools = [tool()];
+        let mut messages = vec![Message::user_text(overview(repo, files, request))];
+        let mut transcript = Transcript::open(self.transcript);
+        let mut usage = Usage {
+            cost_usd: provider.prices.map(|_| 0.0),
+            ..Usage::default()
+        };
+        let mut problems = Vec::new();
+        let attempts = request.corrections + 1;
+        for attempt in 1..=attempts {
+            let mut body = match provider.kind {
+                ProviderKind::Anthropic => {
+                    anthropic::request_body(provider, &system, &tools, &messages, provider.stream)
+                }
+                ProviderKind::Openai => {
+                    openai::request_body(provider, &system, &tools, &messages, provider.stream)
+                }
+            };
+            body["tool_choice"] = match provider.kind {
+                ProviderKind::Anthropic => json!({"type": "tool", "name": SUBMIT_PLAN}),
+                ProviderKind::Openai => {
+                    json!({"type": "function", "function": {"name": SUBMIT_PLAN}})
+                }
+            };
+            let (reply, timing) = http::call(
+                self.client,
+                provider,
+                self.limiter,
+                &body,
+                attempt,
+                &mut transcript,
+                self.cancel,
+            )
+            .await
+            .map_err(ManagerError::Call)?;
+            account(&mut usage, provider, &reply, &timing);
+            let call = reply.content.iter().find_map(|b| match b {
+                Block::ToolUse { id, name, input } if name == SUBMIT_PLAN => Some((id, input)),
+                _ => None,
+            });
+            let (id, verdict) = match call {
+                None => (None, Err(vec![format!("the answer did not call {SUBMIT_PLAN}")])),
+                Some((id, input)) => (Some(id.clone()), self.judge(repo, request, input)),
+            };
+            match verdict {
+                Ok((plan, resolved)) => {
+                    let unowned = unowned(&resolved);
+                    return Ok(Planned {
+                        plan,
+                        resolved,
+                        unowned,
+                        attempts: attempt,
+                        usage,
+                    });
+                }
+                Err(found) => problems = found,
+            }
+            let feedback = format!(
+                "The plan is not valid:\n{}\nCall {SUBMIT_PLAN} again with a corrected plan (all tasks, not only the changed ones).",
+                problems.iter().map(|p| format!("- {p}")).collect::<Vec<_>>().join("\n")
+            );
+            messages.push(Message {
+                role: Role::Assistant,
+                content: reply.content.clone(),
+            });
+            messages.push(match id {
+                Some(id) => Message {
+                    role: Role::User,
+                    content: vec![Block::ToolResult {
+                        id,
+                        content: feedback,
+                        is_error: true,
+                    }],
+                },
+                None => Message::user_text(feedback),
+            });
+        }
+        Err(ManagerError::NeverValid { attempts, problems })
+    }
+
+    /// Reads a `submit_plan` input into a plan and validates it; the problems otherwise.
+    fn judge(
+        &self,
+        repo: &Repository,
+        request: &PlanRequest,
+        input: &Result<Value, String>,
+    ) -> Result<(PlanFile, ResolvedPlan), Vec<String>> {
+        let input = input
+            .as_ref()
+            .map_err(|raw| vec![format!("the tool input is not JSON: {raw}")])?;
+        let tasks = parse_tasks(input)?;
+        let mut problems = Vec::new();
+        if tasks.len() > request.max_tasks {
+            problems.push(format!(
+                "it has {} tasks; at most {} are allowed: merge some",
+                tasks.len(),
+                request.max_tasks
+            ));
+        }
+        let plan = PlanFile {
+            goal: request.goal.clone(),
+            base: request.base.clone(),
+            defaults: Defaults {
+                agent: Some(request.worker.clone()),
+                ..Defaults::default()
+            },
+            tasks,
+            ..PlanFile::default()
+        };
+        match resolve_with_env(repo, plan.clone(), Path::new("<manager>"), self.env) {
+            Ok(resolved) if problems.is_empty() => Ok((plan, resolved)),
+            Ok(_) => Err(problems),
+            Err(PlanError::Invalid { problems: found, .. }) => {
+                problems.extend(found);
+                Err(problems)
+            }
+            Err(other) => Err(vec![other.to_string()]),
+        }
+    }
+}
+
+/// The tasks of a `submit_plan` input.
+fn parse_tasks(input: &Value) -> Result<Vec<TaskFile>, Vec<String>> {
+    let Some(items) = input.get("tasks").and_then(Value::as_array) else {
+        return Err(vec!["`tasks` is missing or not a list".to_string()]);
+    };
+    let mut problems = Vec::new();
+    let mut tasks = Vec::new();
+    for (i, item) in items.iter().enumerate() {
+        let text = |key: &str| item.get(key).and_then(Value::as_str).map(str::to_string);
+        let list = |key: &str| -> Option<Vec<String>> {
+            item.get(key)?
+                .as_array()?
+                .iter()
+                .map(|v| v.as_str().map(str::to_string))
+                .collect()
+        };
+        let (Some(id), Some(prompt)) = (text("id"), text("prompt")) else {
+            problems.push(format!("tasks[{i}] needs a string `id` and `prompt`"));
+            continue;
+        };
+        let Some(owns) = list("owns") else {
+            problems.push(format!("task `{id}`: `owns` must be a list of globs"));
+            continue;
+        };
+        let context = match item.get("context") {
+            None | Some(Value::Null) => None,
+            Some(_) => match list("context") {
+                Some(c) if c.is_empty() => None,
+                Some(c) => Some(c),
+                None => {
+                    problems.push(format!("task `{id}`: `context` must be a list of globs"));
+                    continue;
+                }
+            },
+        };
+        tasks.push(TaskFile {
+            id,
+            prompt,
+            owns,
+            context,
+            checkout: None,
+            agent: None,
+            timeout: None,
+            max_turns: None,
+            token_budget: None,
+        });
+    }
+    if items.is_empty() {
+        problems.push("the plan has no tasks".to_string());
+    }
+    if problems.is_empty() {
+        Ok(tasks)
+    } else {
+        Err(problems)
+    }
+}
+
+/// Tracked files no task owns.
+fn unowned(plan: &ResolvedPlan) -> Vec<String> {
+    plan.files
+        .iter()
+        .filter(|f| f.is_blob())
+        .filter(|f| !plan.tasks.iter().any(|t| t.owns.matches(&f.path)))
+        .map(|f| f.path.clone())
+        .collect()
+}
+
+fn tool() -> ToolSpec {
+    ToolSpec {
+        name: SUBMIT_PLAN,
+        description: "Submit the plan: the tasks that together reach the goal, each owning a disjoint set of files.",
+        schema: json!({
+            "type": "object",
+            "properties": {
+                "tasks": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "properties": {
+                            "id": {"type": "string", "description": "Short, unique; letters, digits, - _ . (it becomes a branch name)"},
+                            "owns": {"type": "array", "items": {"type": "string"}, "description": "gitignore-style globs of the files this task may change; no file may be owned by two tasks"},
+                            "prompt": {"type": "string", "description": "What the worker should do, complete in itself"},
+                            "context": {"type": "array", "items": {"type": "string"}, "description": "Globs of files the worker should see but not change"}
+                        },
+                        "required": ["id", "owns", "prompt"]
+                    }
+                }
+            },
+            "required": ["tasks"]
+        }),
+    }
+}
+
+fn system(request: &PlanRequest) -> System {
+    let shared = format!(
+        "{MANAGER_LINE}. You split a change to a git repository into tasks that coding agents \
+carry out at the same time, each in its own worktree holding only the files its task owns.\n\n\
+How to plan:\n\
+- Every task owns a set of files, given as gitignore-style globs matched against the \
+repository's paths: `src/db/` takes a directory, `/README.md` one file at the root, `*.py` \
+every Python file at any depth, `!` excludes. No file may be owned by two tasks, and every \
+glob must match at least one tracked file.\n\
+- Own only the files that must change to reach the goal; leave the rest unowned.\n\
+- Keep files that must change together in one task, and tests with the code they test.\n\
+- Make the tasks about the same size, and as many as the work splits into naturally (at most {}).\n\
+- Each prompt must stand on its own: the worker sees only its prompt, the goal and its files.\n\
+- Task ids are short, lowercase, with letters, digits and `-`; they become branch names.\n\
+- Answer by calling {SUBMIT_PLAN} once.",
+        request.max_tasks
+    );
+    System {
+        shared,
+        task: format!("The goal: {}", request.goal.trim()),
+    }
+}
+
+/// The first message: the goal, the tracked files with sizes by directory, and the
+/// included files' contents.
+fn overview(repo: &Repository, files: &[TreeFile], request: &PlanRequest) -> String {
+    let odb = repo.odb().ok();
+    let size = |f: &TreeFile| -> u64 {
+        odb.as_ref()
+            .and_then(|o| o.read_header(f.oid).ok())
+            .map_or(0, |(size, _)| size as u64)
+    };
+    let blobs: Vec<&TreeFile> = files.iter().filter(|f| f.is_blob()).collect();
+    let mut out = format!(
+        "The goal: {}\n\nThe repository has {} tracked files.\n",
+        request.goal.trim(),
+        blobs.len()
+    );
+    let mut dirs: BTreeMap<&str, Vec<(&str, u64)>> = BTreeMap::new();
+    for f in &blobs {
+        let (dir, name) = f.path.rsplit_once('/').unwrap_or(("", f.path.as_str()));
+        dirs.entry(dir).or_default().push((name, size(f)));
+    }
+    let itemized = blobs.len() <= MAX_LISTED_FILES;
+    out.push_str(if itemized {
+        "\nFiles by directory (bytes):\n"
+    } else {
+        "\nDirectories (files, bytes); too many files to list one by one:\n"
+    });
+    for (dir, entries) in &dirs {
+        let total: u64 = entries.iter().map(|e| e.1).sum();
+        let shown = if dir.is_empty() { "/" } else { dir };
+        let _ = writeln!(out, "{shown}/ ({} files, {total} bytes)", entries.len());
+        if itemized {
+            for (name, bytes) in entries {
+                let _ = writeln!(out, "  {name} {bytes}");
+            }
+        }
+    }
+    let include = Globs::new(&request.include).unwrap_or_else(|_| Globs::empty());
+    let mut budget = MAX_INCLUDED_TOTAL;
+    let mut skipped = 0;
+    for f in blobs.iter().filter(|f| include.matches(&f.path)) {
+        let Ok(blob) = repo.find_blob(f.oid) else {
+            continue;
+        };
+        let Ok(text) = std::str::from_utf8(blob.content()) else {
+            continue;
+        };
+        if budget == 0 {
+            skipped += 1;
+            continue;
+        }
+        let mut cut = text.len().min(MAX_INCLUDED_FILE).min(budget);
+        while !text.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        budget -= cut;
+        let more = if cut < text.len() {
+            format!("\n[... {} more bytes]", text.len() - cut)
+        } else {
+            String::new()
+        };
+        let _ = write!(out, "\n--- {} ---\n{}{more}\n", f.path, &text[..cut]);
+    }
+    if skipped > 0 {
+        let _ = writeln!(out, "\n[{skipped} more included file(s) left out: too much text]");
+    }
+    out
+}
+
+/// The TOML of a manager's plan, with a header naming what no task owns.
+pub fn render(planned: &Planned, manager: &str) -> String {
+    let mut header = format!(
+        "plait plan, made by the manager model `{manager}` in {} answer(s)\n{} task(s); edit freely, then: plait run <this file>",
+        planned.attempts,
+        planned.plan.tasks.len()
+    );
+    if planned.unowned.is_empty() {
+        header.push_str("\nEvery tracked file is owned by a task.");
+    } else {
+        let _ = write!(
+            header,
+            "\n{} tracked file(s) no task owns (no agent can change them):",
+            planned.unowned.len()
+        );
+        for path in planned.unowned.iter().take(50) {
+            let _ = write!(header, "\n  {path}");
+        }
+        if planned.unowned.len() > 50 {
+            let _ = write!(header, "\n  ... and {} more", planned.unowned.len() - 50);
+        }
+    }
+    super::to_toml(&planned.plan, &header)
+}
