@@ -531,9 +531,7 @@ fn plan_file(dirs: usize) -> PlanFile {
                 token_budget: None,
             })
             .collect(),
-        providers: Default::default(),
-        checks: Default::default(),
-        review: None,
+        ..PlanFile::default()
     }
 }
 

@@ -123,8 +123,9 @@ pub fn plan_by_manager(
         corrections: options.corrections,
     };
     let plans_dir = git::plait_dir(&repo).join("plans");
-    std::fs::create_dir_all(&plans_dir)
-        .map_err(|e| CommandError::internal(format!("cannot create {}: {e}", plans_dir.display())))?;
+    std::fs::create_dir_all(&plans_dir).map_err(|e| {
+        CommandError::internal(format!("cannot create {}: {e}", plans_dir.display()))
+    })?;
     let stamp = crate::state::now_ms();
     let transcript = plans_dir.join(format!("manager-{stamp}.jsonl"));
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -185,7 +186,12 @@ pub fn summary(planned: &Planned) -> String {
     if planned.unowned.is_empty() {
         out.push_str("every tracked file is owned by a task\n");
     } else {
-        let shown: Vec<&str> = planned.unowned.iter().take(10).map(String::as_str).collect();
+        let shown: Vec<&str> = planned
+            .unowned
+            .iter()
+            .take(10)
+            .map(String::as_str)
+            .collect();
         let more = planned.unowned.len().saturating_sub(shown.len());
         out.push_str(&format!(
             "{} tracked file(s) no task owns: {}{}\n",

@@ -73,7 +73,11 @@ pub fn cmd_run(dir: &Path, args: RunArgs) -> Result<(), CommandError> {
             (path.clone(), text)
         }
         (None, Some(goal)) => plan_for_goal(dir, goal, &args)?,
-        (None, None) => return Err(CommandError::usage("`plait run` needs a plan file or --goal")),
+        (None, None) => {
+            return Err(CommandError::usage(
+                "`plait run` needs a plan file or --goal",
+            ))
+        }
     };
     let repo = git::open(dir)?;
     let parsed = plan::parse(&plan_text, &plan_path)?;

@@ -139,7 +139,10 @@ impl Manager<'_> {
                 _ => None,
             });
             let (id, verdict) = match call {
-                None => (None, Err(vec![format!("the answer did not call {SUBMIT_PLAN}")])),
+                None => (
+                    None,
+                    Err(vec![format!("the answer did not call {SUBMIT_PLAN}")]),
+                ),
                 Some((id, input)) => (Some(id.clone()), self.judge(repo, request, input)),
             };
             match verdict {
@@ -210,7 +213,9 @@ impl Manager<'_> {
         match resolve_with_env(repo, plan.clone(), Path::new("<manager>"), self.env) {
             Ok(resolved) if problems.is_empty() => Ok((plan, resolved)),
             Ok(_) => Err(problems),
-            Err(PlanError::Invalid { problems: found, .. }) => {
+            Err(PlanError::Invalid {
+                problems: found, ..
+            }) => {
                 problems.extend(found);
                 Err(problems)
             }
@@ -398,7 +403,10 @@ fn overview(repo: &Repository, files: &[TreeFile], request: &PlanRequest) -> Str
         let _ = write!(out, "\n--- {} ---\n{}{more}\n", f.path, &text[..cut]);
     }
     if skipped > 0 {
-        let _ = writeln!(out, "\n[{skipped} more included file(s) left out: too much text]");
+        let _ = writeln!(
+            out,
+            "\n[{skipped} more included file(s) left out: too much text]"
+        );
     }
     out
 }

@@ -1,6 +1,7 @@
 //! plait's integration tests: one binary, hermetic repositories in temp dirs.
 
 mod check;
+mod claude_code;
 mod cli;
 mod collect;
 mod land;

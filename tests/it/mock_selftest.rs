@@ -6,7 +6,7 @@ use std::future::Future;
 use futures_util::StreamExt;
 use serde_json::{json, Value};
 
-use crate::mock::{edit, MockModel, Provider, Turn};
+use crate::mock::{claude_tools, edit, MockModel, Provider, ToolResult, Turn};
 
 const KEY: &str = "sk-test";
 
@@ -616,4 +616,187 @@ fn the_mock_starts_and_stops_inside_another_runtime() {
         assert_eq!(response.status(), 200);
         drop(mock);
     });
+}
+
+/// Posts `body` to `path` as the Claude Code CLI does: `?beta=true`, its headers.
+async fn post_as_cli(mock: &MockModel, path: &str, body: &Value) -> reqwest::Response {
+    reqwest::Client::new()
+        .post(format!("{}{path}?beta=true", mock.url()))
+        .header("x-api-key", KEY)
+        .header("anthropic-version", "2023-06-01")
+        .header(
+            "anthropic-beta",
+            "claude-code-20250219,context-management-2025-06-27",
+        )
+        .json(body)
+        .send()
+        .await
+        .expect("the mock answers")
+}
+
+/// A request shaped like the CLI's: its system blocks, the last one holding the task line that
+/// `--append-system-prompt` adds (none when `task` is empty), its own tools without a type.
+fn cli_body(task: &str, messages: Value) -> Value {
+    let tool = |name: &str| {
+        let schema = json!({"type": "object", "properties": {}, "additionalProperties": false});
+        json!({"name": name, "description": format!("The {name} tool"), "input_schema": schema})
+    };
+    let tools = ["Agent", "Bash", "Edit", "Read", "Write", "NotebookEdit"].map(tool);
+    let mut system = vec![json!({"type": "text", "text": "You are Claude Code."})];
+    if !task.is_empty() {
+        let text = system_prompt(task);
+        system.push(json!({"type": "text", "text": text, "cache_control": {"type": "ephemeral"}}));
+    }
+    json!({
+        "model": "claude-sonnet-4-5",
+        "max_tokens": 64000,
+        "stream": true,
+        "system": system,
+        "messages": messages,
+        "tools": tools,
+        "metadata": {"user_id": "user_0"},
+        "thinking": {"type": "enabled", "budget_tokens": 31999},
+        "context_management": {"edits": []},
+        "output_config": {"effort": "medium"},
+    })
+}
+
+/// The ids of the tool_use blocks a stream started.
+fn streamed_tool_ids(events: &[(String, String)]) -> Vec<String> {
+    let data = events.iter().map(|(_, d)| parse(d));
+    let starts = data.filter(|d| d["content_block"]["type"] == "tool_use");
+    starts
+        .map(|d| d["content_block"]["id"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// What the CLI tells the model after an Edit.
+const EDITED: &str = "The file src/a.rs has been updated.";
+
+#[test]
+fn claude_code_mode_serves_the_cli_and_reads_back_its_tool_results() {
+    let mock = MockModel::start_claude_code(KEY);
+    let calls = vec![
+        claude_tools::read("src/a.rs"),
+        claude_tools::edit("src/a.rs", "fn a() {}", "fn a() -> u8 { 1 }"),
+        claude_tools::write("src/b.rs", "fn b() {}\n"),
+    ];
+    let done = Turn::Text("Done.".into());
+    mock.script("cc", vec![Turn::Tools(calls.clone()), done]);
+    let refusal = "PreToolUse:Write hook error: [plait guard]: src/b.rs is not owned by task cc";
+    block_on(async {
+        let ask = json!({"role": "user", "content": [
+            {"type": "text", "text": "Do it.", "cache_control": {"type": "ephemeral"}}]});
+        let note = json!({"role": "system", "content": "The user opened the file src/a.rs."});
+        let first = cli_body("cc", json!([ask, note]));
+        let response = post_as_cli(&mock, "/v1/messages", &first).await;
+        assert_eq!(response.status(), 200);
+        let (_, events) = read_stream(response).await;
+        let ids = streamed_tool_ids(&events);
+        assert_eq!(ids, ["toolu_cc_1", "toolu_cc_2", "toolu_cc_3"]);
+
+        let uses = ids.iter().zip(&calls).map(|(id, call)| {
+            json!({"type": "tool_use", "id": id, "name": call.name, "input": call.input})
+        });
+        let text = json!({"type": "text", "text": "I'll use the tools."});
+        let content: Vec<Value> = std::iter::once(text).chain(uses).collect();
+        let assistant = json!({"role": "assistant", "content": content});
+        let results = json!({"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": ids[0], "content": "     1\tfn a() {}\n"},
+            {"type": "tool_result", "tool_use_id": ids[1], "content": [{"type": "text", "text": EDITED}]},
+            {"type": "tool_result", "tool_use_id": ids[2], "content": refusal, "is_error": true,
+             "cache_control": {"type": "ephemeral"}},
+        ]});
+        let second = cli_body("cc", json!([ask, note, assistant, note, results]));
+        let response = post_as_cli(&mock, "/v1/messages", &second).await;
+        assert_eq!(response.status(), 200);
+        let (_, events) = read_stream(response).await;
+        assert_eq!(streamed_text(&events), "Done.");
+    });
+    assert_eq!(mock.problems(), Vec::<String>::new());
+    assert_eq!(mock.count("cc"), 2);
+    let result = |id: &str, text: &str, is_error| ToolResult {
+        id: id.into(),
+        text: text.into(),
+        is_error,
+    };
+    let want = [
+        result("toolu_cc_1", "     1\tfn a() {}\n", false),
+        result("toolu_cc_2", EDITED, false),
+        result("toolu_cc_3", refusal, true),
+    ];
+    assert_eq!(mock.tool_results("cc"), want);
+}
+
+#[test]
+fn claude_code_mode_answers_preflight_token_counts_and_side_requests() {
+    let mock = MockModel::start_claude_code(KEY);
+    block_on(async {
+        let url = format!("{}/", mock.url());
+        let preflight = reqwest::Client::new().head(url).send().await.unwrap();
+        assert_eq!(preflight.status(), 200);
+        let ask = json!([{"role": "user", "content": "Do it."}]);
+        let response = post_as_cli(&mock, "/v1/messages/count_tokens", &cli_body("cc", ask)).await;
+        assert_eq!(response.status(), 200);
+        let count: Value = response.json().await.unwrap();
+        assert!(count["input_tokens"].as_u64().unwrap() > 100, "{count}");
+
+        let mut side = cli_body("", json!([{"role": "user", "content": "quota"}]));
+        side.as_object_mut().unwrap().remove("tools");
+        side["stream"] = json!(false);
+        side["max_tokens"] = json!(1);
+        let response = post_as_cli(&mock, "/v1/messages", &side).await;
+        assert_eq!(response.status(), 200);
+        let answer: Value = response.json().await.unwrap();
+        assert_eq!(answer["content"][0]["text"], "done");
+    });
+    assert_eq!(mock.problems(), Vec::<String>::new());
+    assert_eq!((mock.count("cc"), mock.count("")), (0, 1));
+    let counted = &mock.requests()[1];
+    assert_eq!(counted.path, "/v1/messages/count_tokens");
+    assert_eq!(counted.task.as_deref(), Some("cc"));
+}
+
+#[test]
+fn claude_code_mode_keeps_the_other_checks() {
+    let mock = MockModel::start_claude_code(KEY);
+    mock.script("k", vec![Turn::Tools(vec![claude_tools::read("a.txt")])]);
+    block_on(async {
+        let ask = json!({"role": "user", "content": "Do it."});
+        let response = post_as_cli(&mock, "/v1/messages", &cli_body("k", json!([ask]))).await;
+        assert_eq!(response.status(), 200);
+        let call = json!({"type": "tool_use", "id": "toolu_k_1", "name": "Read",
+                          "input": {"file_path": "a.txt"}});
+        let note = json!({"role": "system", "content": "A reminder."});
+        let unanswered = json!([ask, note, {"role": "assistant", "content": [call]}, note,
+                                {"role": "user", "content": "Go on."}]);
+        let mut request = cli_body("k", unanswered);
+        let broken = json!({"name": "Broken", "input_schema": {"type": "string"}});
+        request["tools"].as_array_mut().unwrap().push(broken);
+        let response = post_as_cli(&mock, "/v1/messages", &request).await;
+        assert_eq!(response.status(), 400);
+    });
+    let problems = mock.problems();
+    assert!(
+        problems.iter().any(|p| p.contains("toolu_k_1")),
+        "{problems:?}"
+    );
+    assert!(
+        problems.iter().any(|p| p.contains("\"Broken\"")),
+        "{problems:?}"
+    );
+}
+
+#[test]
+fn the_default_mode_refuses_count_tokens() {
+    let mock = MockModel::start(Provider::Anthropic, KEY);
+    block_on(async {
+        let ask = json!([{"role": "user", "content": "Do it."}]);
+        let body = anthropic_body("d", ask, false);
+        let response = post_as_cli(&mock, "/v1/messages/count_tokens", &body).await;
+        assert_eq!(response.status(), 404);
+    });
+    let problems = mock.problems();
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert!(problems[0].contains("count_tokens"), "{problems:?}");
 }

@@ -3,14 +3,22 @@
 //!
 //! Every rule a request breaks becomes one problem; the mock answers such a request 400 and
 //! lists the problems in [`MockModel::problems`](super::MockModel::problems).
+//!
+//! The Claude Code CLI is held to the same rules but for what it does its own way: it brings
+//! its own tools, and puts `role: "system"` messages between the turns.
 
 use std::collections::BTreeSet;
 
 use serde_json::Value;
 
-use super::{Headers, TaskScript};
+use super::{Client, Headers, TaskScript};
 
-pub(super) fn check_anthropic(headers: &Headers, body: &Value, task: &TaskScript) -> Vec<String> {
+pub(super) fn check_anthropic(
+    headers: &Headers,
+    body: &Value,
+    task: &TaskScript,
+    client: Client,
+) -> Vec<String> {
     let mut p = Vec::new();
     let version = headers.get("anthropic-version");
     if version.map(String::as_str) != Some("2023-06-01") {
@@ -24,8 +32,16 @@ pub(super) fn check_anthropic(headers: &Headers, body: &Value, task: &TaskScript
         p.push("system must be a string or an array of text blocks".into());
     }
     let messages = array(&body["messages"]);
+    let mut turn = 0;
     for (i, message) in messages.iter().enumerate() {
-        let want = if i % 2 == 0 { "user" } else { "assistant" };
+        if client == Client::ClaudeCode && message["role"] == "system" {
+            if text_of(&message["content"]).is_none() {
+                p.push(format!("messages[{i}] is a system message without text"));
+            }
+            continue;
+        }
+        let want = if turn % 2 == 0 { "user" } else { "assistant" };
+        turn += 1;
         if message["role"] != want {
             let role = &message["role"];
             p.push(format!(
@@ -35,7 +51,10 @@ pub(super) fn check_anthropic(headers: &Headers, body: &Value, task: &TaskScript
         check_anthropic_content(i, &message["content"], &mut p);
     }
     if !check_review_tools(body, &mut p) {
-        check_anthropic_tools(&body["tools"], &mut p);
+        match client {
+            Client::Plait => check_anthropic_tools(&body["tools"], &mut p),
+            Client::ClaudeCode => check_claude_code_tools(&body["tools"], &mut p),
+        }
     }
     check_tool_results(messages, task, &mut p);
     p
@@ -146,6 +165,28 @@ fn check_anthropic_tools(tools: &Value, p: &mut Vec<String>) {
     }
 }
 
+/// Claude Code offers its own tools, custom ones without a `type`, and none at all on its side
+/// requests; each needs a name, and a custom one an object schema.
+fn check_claude_code_tools(tools: &Value, p: &mut Vec<String>) {
+    if tools.is_null() {
+        return;
+    }
+    let Some(tools) = tools.as_array() else {
+        return p.push("tools is not an array".into());
+    };
+    for (i, tool) in tools.iter().enumerate() {
+        let name = tool["name"].as_str().unwrap_or_default();
+        let custom = tool.get("type").is_none_or(|t| t == "custom");
+        if name.is_empty() {
+            p.push(format!("tools[{i}] has no name"));
+        } else if custom && tool["input_schema"]["type"] != "object" {
+            p.push(format!(
+                "tools[{i}] ({name:?}) has no input_schema of type object"
+            ));
+        }
+    }
+}
+
 /// The ids of the `ty` blocks of an Anthropic message, read from their `field`.
 fn block_ids<'a>(message: Option<&'a Value>, ty: &str, field: &str) -> BTreeSet<&'a str> {
     let blocks = message.map(|m| array(&m["content"])).unwrap_or_default();
@@ -154,12 +195,19 @@ fn block_ids<'a>(message: Option<&'a Value>, ty: &str, field: &str) -> BTreeSet<
 }
 
 /// Anthropic: every tool_use is answered in the next message, tool_results come first and
-/// answer the previous message, and the previous answer's calls are answered last.
+/// answer the previous message, and the previous answer's calls are answered last. System
+/// messages (Claude Code's) do not count as the next or previous message.
 fn check_tool_results(messages: &[Value], task: &TaskScript, p: &mut Vec<String>) {
     let pending = |id: &str| task.pending.iter().any(|x| x == id);
-    for (i, message) in messages.iter().enumerate() {
+    let turns: Vec<(usize, &Value)> = messages
+        .iter()
+        .enumerate()
+        .filter(|(_, m)| m["role"] != "system")
+        .collect();
+    for (k, &(i, message)) in turns.iter().enumerate() {
         if message["role"] == "assistant" {
-            let answered = block_ids(messages.get(i + 1), "tool_result", "tool_use_id");
+            let next = turns.get(k + 1).map(|&(_, m)| m);
+            let answered = block_ids(next, "tool_result", "tool_use_id");
             for id in block_ids(Some(message), "tool_use", "id") {
                 if !task.sent.contains(id) {
                     p.push(format!(
@@ -173,30 +221,8 @@ fn check_tool_results(messages: &[Value], task: &TaskScript, p: &mut Vec<String>
             }
             continue;
         }
-        let called = block_ids(i.checked_sub(1).map(|j| &messages[j]), "tool_use", "id");
-        let blocks = array(&message["content"]);
-        let mut other_before = false;
-        for block in blocks {
-            if block["type"] != "tool_result" {
-                other_before = true;
-                continue;
-            }
-            let id = block["tool_use_id"].as_str().unwrap_or_default();
-            if other_before {
-                p.push(format!(
-                    "messages[{i}]: tool_result {id:?} comes after a non-tool_result block"
-                ));
-            }
-            if !task.sent.contains(id) {
-                p.push(format!(
-                    "messages[{i}] has a tool_result for {id:?}, which the mock never sent"
-                ));
-            } else if !called.contains(id) {
-                p.push(format!(
-                    "messages[{i}] answers {id:?}, which the previous message did not call"
-                ));
-            }
-        }
+        let previous = k.checked_sub(1).map(|j| turns[j].1);
+        check_results_answer(i, message, previous, task, p);
     }
     let last_user = messages.iter().rev().find(|m| m["role"] == "user");
     let answered = block_ids(last_user, "tool_result", "tool_use_id");
@@ -206,6 +232,40 @@ fn check_tool_results(messages: &[Value], task: &TaskScript, p: &mut Vec<String>
         if !answered.contains(id.as_str()) {
             p.push(format!(
                 "the last user message lacks a tool_result for {id:?} of the previous answer"
+            ));
+        }
+    }
+}
+
+/// Anthropic: the tool_results of user message `i` come before its other blocks and answer
+/// calls of the `previous` message that the mock sent.
+fn check_results_answer(
+    i: usize,
+    message: &Value,
+    previous: Option<&Value>,
+    task: &TaskScript,
+    p: &mut Vec<String>,
+) {
+    let called = block_ids(previous, "tool_use", "id");
+    let mut other_before = false;
+    for block in array(&message["content"]) {
+        if block["type"] != "tool_result" {
+            other_before = true;
+            continue;
+        }
+        let id = block["tool_use_id"].as_str().unwrap_or_default();
+        if other_before {
+            p.push(format!(
+                "messages[{i}]: tool_result {id:?} comes after a non-tool_result block"
+            ));
+        }
+        if !task.sent.contains(id) {
+            p.push(format!(
+                "messages[{i}] has a tool_result for {id:?}, which the mock never sent"
+            ));
+        } else if !called.contains(id) {
+            p.push(format!(
+                "messages[{i}] answers {id:?}, which the previous message did not call"
             ));
         }
     }

@@ -7,13 +7,20 @@
 //! [`MockModel::problems`], so a test that ends with no problems has shown that its client speaks
 //! the protocol. Streams are written a few bytes at a time, so clients meet events split anywhere.
 //!
+//! A mock started with [`MockModel::start_claude_code`] serves the real Claude Code CLI: it also
+//! answers its preflight and token counts, accepts its own tools and `system` messages, and
+//! [`claude_tools`] builds calls of those tools.
+//!
 //! This file holds the API the tests use and the path of one request: find its task, refuse what
 //! is not a request to this API, [`check`] it against the wire rules, play the task's next turn
-//! as an [`answer`], and send that as an HTTP [`reply`].
+//! as an [`answer`], and send that as an HTTP [`reply`]. [`results`] reads back the tool results
+//! a client sent.
 
 mod answer;
 mod check;
+pub mod claude_tools;
 mod reply;
+mod results;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::{Arc, LazyLock, Mutex, MutexGuard, PoisonError};
@@ -31,7 +38,8 @@ use tokio::sync::oneshot;
 
 use answer::{play, Call};
 use check::{check_anthropic, check_openai, text_of};
-use reply::{error_reply, InFlight, Reply};
+use reply::{error_reply, json_reply, InFlight, Reply};
+pub use results::ToolResult;
 
 /// The API a mock speaks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -39,6 +47,16 @@ pub enum Provider {
     Anthropic,
     OpenAi,
 }
+
+/// Which client the mock expects: plait's own model agent, or the Claude Code CLI.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Client {
+    Plait,
+    ClaudeCode,
+}
+
+/// Claude Code's token counting endpoint; only a Claude Code mock answers it.
+const COUNT_TOKENS: &str = "/v1/messages/count_tokens";
 
 /// One tool call the scripted assistant makes.
 #[derive(Clone, Debug)]
@@ -146,6 +164,21 @@ pub struct MockModel {
 impl MockModel {
     /// Starts a server for `provider` on its own thread and runtime, expecting `api_key`.
     pub fn start(provider: Provider, api_key: &str) -> MockModel {
+        MockModel::launch(provider, Client::Plait, api_key)
+    }
+
+    /// Starts an Anthropic server for the Claude Code CLI (point `ANTHROPIC_BASE_URL` at
+    /// [`MockModel::url`]). Unlike [`MockModel::start`] it answers the CLI's `HEAD /` preflight
+    /// (200) and `POST /v1/messages/count_tokens` (`{"input_tokens": body bytes / 4}`); accepts any
+    /// custom tools (each with a name and an object `input_schema`, no editor tool required) or
+    /// none, as the CLI's side requests have; and accepts `role: "system"` messages anywhere,
+    /// skipping them when it checks that roles alternate and that tool results answer the calls
+    /// just before. Side requests without a task line play the `""` script (`Text("done")`).
+    pub fn start_claude_code(api_key: &str) -> MockModel {
+        MockModel::launch(Provider::Anthropic, Client::ClaudeCode, api_key)
+    }
+
+    fn launch(provider: Provider, client: Client, api_key: &str) -> MockModel {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind the mock model");
         listener
             .set_nonblocking(true)
@@ -153,6 +186,7 @@ impl MockModel {
         let port = listener.local_addr().expect("mock address").port();
         let shared = Arc::new(Shared {
             provider,
+            client,
             api_key: api_key.to_string(),
             state: Mutex::default(),
         });
@@ -220,11 +254,25 @@ impl MockModel {
         self.shared.lock().requests.clone()
     }
 
-    /// Requests received for one task; `""` counts the requests without a task id.
+    /// Requests received for one task, token counts and `HEAD` preflights left out; `""` counts
+    /// the requests without a task id.
     pub fn count(&self, task: &str) -> usize {
         let state = self.shared.lock();
         let of_task = |r: &&Recorded| r.task.as_deref().unwrap_or("") == task;
-        state.requests.iter().filter(of_task).count()
+        let turns = state.requests.iter();
+        let turns = turns.filter(|r| r.path != COUNT_TOKENS && r.method != "HEAD");
+        turns.filter(of_task).count()
+    }
+
+    /// The tool results `task` sent back, each once, in the order they first arrived (later
+    /// requests repeat the history). `""` reads the requests without a task id.
+    pub fn tool_results(&self, task: &str) -> Vec<ToolResult> {
+        let state = self.shared.lock();
+        let of_task = state
+            .requests
+            .iter()
+            .filter(|r| r.task.as_deref().unwrap_or("") == task);
+        results::tool_results(self.shared.provider, of_task.map(|r| &r.body))
     }
 
     /// Everything wrong in what the mock received; it answered those requests 400 (404 for a
@@ -344,6 +392,7 @@ type Headers = BTreeMap<String, String>;
 
 struct Shared {
     provider: Provider,
+    client: Client,
     api_key: String,
     state: Mutex<MockState>,
 }
@@ -523,6 +572,15 @@ impl Shared {
     ) -> Reply {
         let provider = self.provider;
         let serial = state.serial;
+        if self.client == Client::ClaudeCode {
+            // The CLI checks that the server is there with a bare `HEAD /` (no key) first.
+            if method == Method::HEAD && path == "/" {
+                return json_reply(provider, serial, &serde_json::json!({}));
+            }
+            if method == Method::POST && path == COUNT_TOKENS {
+                return self.count_tokens(state, headers, body, task);
+            }
+        }
         let endpoint = match provider {
             Provider::Anthropic => "/v1/messages",
             Provider::OpenAi => "/v1/chat/completions",
@@ -550,6 +608,39 @@ impl Shared {
         self.play_next(state, headers, body, &key)
     }
 
+    /// Answers a token count: `{"input_tokens": N}`, N the body's bytes / 4.
+    fn count_tokens(
+        &self,
+        state: &mut MockState,
+        headers: &Headers,
+        body: Option<&Value>,
+        task: &Option<String>,
+    ) -> Reply {
+        let serial = state.serial;
+        if !self.authorized(headers) {
+            return error_reply(self.provider, serial, 401, "invalid x-api-key");
+        }
+        let version = headers.get("anthropic-version").map(String::as_str);
+        let problem = match body {
+            None => Some("the body is not JSON".to_string()),
+            Some(body) if !body["messages"].is_array() => Some("messages is not an array".into()),
+            Some(_) if version != Some("2023-06-01") => Some(format!(
+                "header anthropic-version is {version:?}, want \"2023-06-01\""
+            )),
+            Some(_) => None,
+        };
+        if let Some(problem) = problem {
+            let label = label(serial, task.as_deref().unwrap_or_default());
+            state
+                .problems
+                .push(format!("{label}: count_tokens: {problem}"));
+            return error_reply(self.provider, serial, 400, &problem);
+        }
+        let bytes = body.map(|b| b.to_string().len()).unwrap_or_default();
+        let count = serde_json::json!({"input_tokens": (bytes / 4).max(1)});
+        json_reply(self.provider, serial, &count)
+    }
+
     /// Checks a JSON request against the wire rules and its task's tool ids, then plays the
     /// task's next turn.
     fn play_next(
@@ -563,7 +654,7 @@ impl Shared {
         let serial = state.serial;
         let script = state.tasks.entry(key.to_string()).or_default();
         let problems = match provider {
-            Provider::Anthropic => check_anthropic(headers, body, script),
+            Provider::Anthropic => check_anthropic(headers, body, script, self.client),
             Provider::OpenAi => check_openai(headers, body, script),
         };
         if !problems.is_empty() {

@@ -142,6 +142,17 @@ pub(super) fn status_reply(
     reply
 }
 
+/// A 200 whose JSON body is not a model's turn (a token count, the CLI's preflight).
+pub(super) fn json_reply(provider: Provider, serial: u64, body: &Value) -> Reply {
+    Reply {
+        status: 200,
+        headers: base_headers(provider, serial, "application/json"),
+        body: body.to_string().into_bytes(),
+        delivery: Delivery::Whole,
+        in_flight: None,
+    }
+}
+
 pub(super) fn error_reply(provider: Provider, serial: u64, status: u16, message: &str) -> Reply {
     Reply {
         status,

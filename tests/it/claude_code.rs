@@ -1,0 +1,484 @@
+//! Agent CLIs plait drives itself: Claude Code (a scripted fake that calls the PreToolUse
+//! hook as the real CLI does, and the real CLI against the mock model server) and aider
+//! (a scripted fake).
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::{json, Value};
+
+use crate::mock::{claude_tools, MockModel, Turn};
+use crate::support::{project_root, stderr, TestRepo};
+
+const KEY: &str = "sk-test-cli-0123456789";
+
+fn fake(name: &str) -> PathBuf {
+    project_root().join("tests/fake").join(name)
+}
+
+fn sample() -> TestRepo {
+    TestRepo::with_files(&[
+        ("src/a/x.txt", "hi\n"),
+        ("src/a/other.txt", "keep\n"),
+        ("src/b/y.txt", "yo\n"),
+        ("README.md", "readme\n"),
+    ])
+}
+
+/// A plan of two tasks running `agent`, with `extra` TOML after the tasks.
+fn plan(agent: &str, extra: &str) -> String {
+    format!(
+        "goal = \"Greet properly\"\n\
+         [defaults]\nagent = \"{agent}\"\ntimeout = \"60s\"\nmax_turns = 7\n\
+         [review]\nagent = \"off\"\n\
+         [[task]]\nid = \"a\"\nprompt = \"Say hello in src/a/x.txt\"\nowns = [\"src/a/\"]\n\
+         [[task]]\nid = \"b\"\nprompt = \"Say hey in src/b/y.txt\"\nowns = [\"src/b/\"]\n\
+         {extra}"
+    )
+}
+
+/// `plait ARGS` in the repository with extra environment.
+fn plait_env(repo: &TestRepo, args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_plait"));
+    cmd.args(args).current_dir(&repo.path).env("NO_COLOR", "1");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().expect("run plait")
+}
+
+/// Writes a fake CLI's script and returns (script path, record dir).
+fn script(repo: &TestRepo, name: &str, entries: Value) -> (String, String) {
+    let script = repo.scratch.join(format!("{name}-script.json"));
+    fs::write(&script, entries.to_string()).unwrap();
+    let record = repo.scratch.join(format!("{name}-records"));
+    fs::create_dir_all(&record).unwrap();
+    (script.display().to_string(), record.display().to_string())
+}
+
+fn record(dir: &str, task: &str) -> Value {
+    let path = Path::new(dir).join(format!("{task}.json"));
+    let text =
+        fs::read_to_string(&path).unwrap_or_else(|e| panic!("no record {}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap()
+}
+
+fn task<'a>(status: &'a Value, id: &str) -> &'a Value {
+    status["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["id"] == id)
+        .unwrap_or_else(|| panic!("no task {id} in {status}"))
+}
+
+fn run_fake_claude(repo: &TestRepo, entries: Value, extra: &str) -> (Output, String) {
+    run_fake_claude_for(repo, entries, extra, "60s")
+}
+
+fn run_fake_claude_for(
+    repo: &TestRepo,
+    entries: Value,
+    extra: &str,
+    timeout: &str,
+) -> (Output, String) {
+    let (script, records) = script(repo, "claude", entries);
+    let toml = plan(
+        "claude-code",
+        &format!(
+            "[agents.claude-code]\nbin = \"{}\"\nmodel = \"claude-test-model\"\n{extra}",
+            fake("claude").display()
+        ),
+    )
+    .replace("timeout = \"60s\"", &format!("timeout = \"{timeout}\""));
+    let plan_path = repo.plan(&toml);
+    let out = plait_env(
+        repo,
+        &["run", plan_path.to_str().unwrap(), "-j", "2"],
+        &[
+            ("FAKE_CLAUDE_SCRIPT", &script),
+            ("FAKE_CLAUDE_RECORD", &records),
+            ("PLAIT_TEST_KEY", KEY),
+        ],
+    );
+    (out, records)
+}
+
+#[test]
+fn fake_claude_edits_owned_files_and_the_hook_refuses_the_rest() {
+    let repo = sample();
+    let entries = json!({
+        "a": {
+            "actions": [
+                {"edit": "src/a/x.txt", "old": "hi", "new": "hello"},
+                {"write": "src/b/y.txt", "content": "taken over\n"},
+                {"write": "../../../../../../outside.txt", "content": "escape\n"},
+                {"write": ".git/config", "content": "broken\n"},
+                {"write": "src/a/new.txt", "content": "new\n"},
+            ],
+            "result": {"result": "Greeted in x.txt.", "total_cost_usd": 0.25,
+                       "usage": {"input_tokens": 1000, "output_tokens": 200}},
+        },
+        "b": {"actions": [{"edit": "src/b/y.txt", "old": "yo", "new": "hey"}]},
+    });
+    let extra = "provider = \"mock\"\n[providers.mock]\nkind = \"anthropic\"\nbase_url = \"http://127.0.0.1:9\"\napi_key_env = \"PLAIT_TEST_KEY\"\n";
+    let (out, records) = run_fake_claude(&repo, entries, extra);
+    assert!(out.status.success(), "plait run failed: {}", stderr(&out));
+
+    let status = repo.status_json(&[]);
+    let a = task(&status, "a");
+    assert_eq!(a["state"], "done", "{a}");
+    assert_eq!(a["violations"].as_array().unwrap().len(), 0, "{a}");
+    assert_eq!(a["usage"]["refused_writes"], 3, "{a}");
+    assert_eq!(a["usage"]["cost_usd"], 0.25, "{a}");
+    assert_eq!(a["usage"]["input_tokens"], 1000, "{a}");
+    assert_eq!(a["summary"], "Greeted in x.txt.", "{a}");
+    let run = status["id"].as_str().unwrap();
+    let branch_a = repo.tree_files(&format!("plait/{run}/a"));
+    assert_eq!(branch_a["src/a/x.txt"], "hello\n");
+    assert_eq!(branch_a["src/a/new.txt"], "new\n");
+    assert_eq!(
+        branch_a["src/b/y.txt"], "yo\n",
+        "the refused write must not land"
+    );
+    let merged = repo.tree_files(&format!("plait/{run}/merged"));
+    assert_eq!(merged["src/b/y.txt"], "hey\n");
+    assert!(!repo.path.join("../outside.txt").exists());
+
+    // What the hook said, as the CLI hands it to the model.
+    let rec = record(&records, "a");
+    let denials = rec["denials"].as_array().unwrap();
+    assert_eq!(denials.len(), 3, "{rec}");
+    let first = denials[0]["reason"].as_str().unwrap();
+    assert!(
+        first.contains("does not own `src/b/y.txt`") && first.contains("src/a/"),
+        "the refusal must name the file and the owned globs: {first}"
+    );
+    assert!(denials[1]["reason"].as_str().unwrap().contains("outside"));
+    assert!(denials[2]["reason"].as_str().unwrap().contains("git"));
+
+    // How plait ran the CLI.
+    let argv: Vec<&str> = rec["argv"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    let after = |flag: &str| {
+        let i = argv
+            .iter()
+            .position(|a| *a == flag)
+            .unwrap_or_else(|| panic!("no {flag} in {argv:?}"));
+        argv[i + 1]
+    };
+    assert_eq!(after("-p"), "Say hello in src/a/x.txt");
+    assert_eq!(after("--output-format"), "json");
+    assert_eq!(after("--max-turns"), "7");
+    assert_eq!(after("--model"), "claude-test-model");
+    let rules = after("--append-system-prompt");
+    assert!(
+        rules.contains("Task id: a")
+            && rules.contains("Greet properly")
+            && rules.contains("src/a/"),
+        "{rules}"
+    );
+    let env = &rec["env"];
+    assert_eq!(env["ANTHROPIC_BASE_URL"], "http://127.0.0.1:9");
+    assert_eq!(env["ANTHROPIC_API_KEY"], KEY);
+    assert_eq!(env["CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"], "1");
+    assert_eq!(env["PLAIT_TASK"], "a");
+    let config = env["CLAUDE_CONFIG_DIR"].as_str().unwrap();
+    assert!(
+        config.contains("/tasks/a/"),
+        "one config dir per task: {config}"
+    );
+    assert_ne!(
+        record(&records, "b")["env"]["CLAUDE_CONFIG_DIR"],
+        env["CLAUDE_CONFIG_DIR"]
+    );
+
+    // The key is never written into plait's own files.
+    for entry in walkdir::WalkDir::new(repo.path.join(".git/plait")) {
+        let entry = entry.unwrap();
+        if entry.file_type().is_file() {
+            let text = fs::read(entry.path()).unwrap();
+            assert!(
+                !String::from_utf8_lossy(&text).contains(KEY),
+                "{} holds the key",
+                entry.path().display()
+            );
+        }
+    }
+}
+
+#[test]
+fn is_error_fails_the_task_even_on_exit_0() {
+    let repo = sample();
+    let entries = json!({
+        "a": {
+            "actions": [{"edit": "src/a/x.txt", "old": "hi", "new": "half"}],
+            "result": {"is_error": true, "subtype": "error_during_execution", "result": "API Error: 500 overloaded"},
+            "exit": 0,
+        },
+    });
+    let (out, _) = run_fake_claude(&repo, entries, "");
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let status = repo.status_json(&[]);
+    let a = task(&status, "a");
+    assert_eq!(a["state"], "failed", "{a}");
+    let error = a["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("error_during_execution") && error.contains("API Error: 500"),
+        "{a}"
+    );
+    assert_eq!(task(&status, "b")["state"], "done");
+}
+
+#[test]
+fn a_crash_fails_the_task_and_its_stderr_is_in_the_log() {
+    let repo = sample();
+    let entries = json!({"a": {"actions": [{"crash": 3}]}});
+    let (out, _) = run_fake_claude(&repo, entries, "");
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let status = repo.status_json(&[]);
+    let a = task(&status, "a");
+    assert_eq!(a["state"], "failed", "{a}");
+    assert_eq!(a["exit_code"], 3, "{a}");
+    assert!(
+        a["error"]
+            .as_str()
+            .unwrap()
+            .contains("without a JSON result"),
+        "{a}"
+    );
+    let log = fs::read_to_string(a["log"].as_str().unwrap()).unwrap();
+    assert!(log.contains("Traceback") || log.contains("Error"), "{log}");
+}
+
+#[test]
+fn a_claude_that_hangs_is_killed_at_its_timeout() {
+    let repo = sample();
+    let entries = json!({"a": {"actions": [{"sleep": 60}]}});
+    let started = std::time::Instant::now();
+    let (out, _) = run_fake_claude_for(&repo, entries, "", "2s");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(30),
+        "the timeout must stop it"
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let status = repo.status_json(&[]);
+    let a = task(&status, "a");
+    assert_eq!(a["state"], "failed", "{a}");
+    assert!(a["error"].as_str().unwrap().contains("timed out"), "{a}");
+}
+
+#[test]
+fn a_missing_claude_binary_is_a_plan_error_before_anything_is_created() {
+    let repo = sample();
+    let toml = plan(
+        "claude-code",
+        "[agents.claude-code]\nbin = \"/nonexistent/bin/claude\"\n",
+    );
+    let plan_path = repo.plan(&toml);
+    let before = repo.branches();
+    let out = plait_env(&repo, &["run", plan_path.to_str().unwrap()], &[]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("claude-code") && err.contains("/nonexistent/bin/claude"),
+        "{err}"
+    );
+    assert_eq!(repo.branches(), before);
+    assert!(
+        !repo.path.join(".git/plait/runs").exists()
+            || fs::read_dir(repo.path.join(".git/plait/runs"))
+                .unwrap()
+                .next()
+                .is_none()
+    );
+
+    // On PATH by default: an empty PATH finds no `claude`.
+    let toml = plan("claude-code", "");
+    let plan_path = repo.plan(&toml);
+    let out = plait_env(
+        &repo,
+        &["run", plan_path.to_str().unwrap()],
+        &[("PATH", "/nonexistent")],
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("`claude`"), "{}", stderr(&out));
+}
+
+#[test]
+fn fake_aider_gets_the_owned_files_and_the_providers_model_base_url_and_key() {
+    let repo = sample();
+    let (script, records) = script(
+        &repo,
+        "aider",
+        json!({
+            "a": {
+                "actions": [{"edit": "src/a/x.txt", "old": "hi", "new": "hello"}],
+                "tokens_sent": "1.5k", "tokens_received": "300",
+                "cost_message": "0.0100", "cost_session": "0.0100",
+            },
+            "b": {"actions": [{"edit": "src/b/y.txt", "old": "yo", "new": "hey"}]},
+        }),
+    );
+    let toml = plan(
+        "aider",
+        &format!(
+            "[agents.aider]\nbin = \"{}\"\nprovider = \"local\"\n\
+             [providers.local]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:9/v1\"\napi_key_env = \"PLAIT_TEST_KEY\"\nmodel = \"qwen-coder\"\n",
+            fake("aider").display()
+        ),
+    );
+    let plan_path = repo.plan(&toml);
+    let out = plait_env(
+        &repo,
+        &["run", plan_path.to_str().unwrap()],
+        &[
+            ("FAKE_AIDER_SCRIPT", &script),
+            ("FAKE_AIDER_RECORD", &records),
+            ("PLAIT_TEST_KEY", KEY),
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let status = repo.status_json(&[]);
+    let a = task(&status, "a");
+    assert_eq!(a["state"], "done", "{a}");
+    assert_eq!(a["usage"]["input_tokens"], 1500, "{a}");
+    assert_eq!(a["usage"]["output_tokens"], 300, "{a}");
+    assert_eq!(a["usage"]["cost_usd"], 0.01, "{a}");
+    let run = status["id"].as_str().unwrap();
+    assert_eq!(
+        repo.tree_files(&format!("plait/{run}/merged"))["src/a/x.txt"],
+        "hello\n"
+    );
+
+    let rec = record(&records, "a");
+    let argv: Vec<&str> = rec["argv"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    let after = |flag: &str| {
+        let i = argv
+            .iter()
+            .position(|a| *a == flag)
+            .unwrap_or_else(|| panic!("no {flag} in {argv:?}"));
+        argv[i + 1]
+    };
+    assert_eq!(after("--model"), "openai/qwen-coder");
+    assert_eq!(after("--openai-api-base"), "http://127.0.0.1:9/v1");
+    let message = after("--message");
+    assert!(
+        message.contains("Say hello in src/a/x.txt") && message.contains("Task id: a"),
+        "{message}"
+    );
+    for flag in ["--yes-always", "--no-auto-commits", "--no-stream"] {
+        assert!(argv.contains(&flag), "{flag} missing: {argv:?}");
+    }
+    assert!(
+        argv.ends_with(&["src/a/other.txt", "src/a/x.txt"]),
+        "owned files last: {argv:?}"
+    );
+    assert!(
+        !argv.iter().any(|a| a.contains(KEY)),
+        "the key must not be on the command line"
+    );
+    assert_eq!(rec["env"]["OPENAI_API_KEY"], KEY);
+    // aider's history files stay out of the worktree: nothing but the edit was collected.
+    assert_eq!(a["violations"].as_array().unwrap().len(), 0, "{a}");
+}
+
+/// The real Claude Code CLI: `PLAIT_TEST_CLAUDE`, `claude` on PATH, or the copy `.ci/run`
+/// installs under `target/ci-tools`.
+fn real_claude() -> Option<PathBuf> {
+    if let Some(path) = std::env::var_os("PLAIT_TEST_CLAUDE").filter(|p| !p.is_empty()) {
+        return Some(PathBuf::from(path));
+    }
+    let local = project_root().join("target/ci-tools/node_modules/.bin/claude");
+    if local.exists() {
+        return Some(local);
+    }
+    std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|d| d.join("claude"))
+            .find(|p| p.is_file())
+    })
+}
+
+#[test]
+fn real_claude_code_edits_owned_files_and_its_hook_refuses_the_rest() {
+    let Some(claude) = real_claude() else {
+        eprintln!(
+            "skipped: the Claude Code CLI is not installed (set PLAIT_TEST_CLAUDE, put `claude` on PATH, or `npm install --prefix target/ci-tools @anthropic-ai/claude-code`)"
+        );
+        return;
+    };
+    let repo = sample();
+    let mock = MockModel::start_claude_code(KEY);
+    mock.script(
+        "a",
+        vec![
+            Turn::Tools(vec![claude_tools::read("src/a/x.txt")]),
+            Turn::Tools(vec![claude_tools::edit("src/a/x.txt", "hi", "hello")]),
+            Turn::Tools(vec![claude_tools::write("src/b/y.txt", "taken over\n")]),
+            Turn::Text("Said hello; src/b/y.txt belongs to another task.".into()),
+        ],
+    );
+    mock.script(
+        "b",
+        vec![
+            Turn::Tools(vec![claude_tools::read("src/b/y.txt")]),
+            Turn::Tools(vec![claude_tools::edit("src/b/y.txt", "yo", "hey")]),
+            Turn::Text("Said hey.".into()),
+        ],
+    );
+    let toml = plan(
+        "claude-code",
+        &format!(
+            "[agents.claude-code]\nbin = \"{}\"\nprovider = \"mock\"\n\
+             [providers.mock]\nkind = \"anthropic\"\nbase_url = \"{}\"\napi_key_env = \"PLAIT_TEST_KEY\"\nmodel = \"claude-sonnet-4-5\"\n",
+            claude.display(),
+            mock.url()
+        ),
+    );
+    let plan_path = repo.plan(&toml);
+    let home = tempfile::tempdir().unwrap();
+    let out = plait_env(
+        &repo,
+        &["run", plan_path.to_str().unwrap(), "-j", "2"],
+        &[
+            ("PLAIT_TEST_KEY", KEY),
+            ("HOME", home.path().to_str().unwrap()),
+        ],
+    );
+    assert!(out.status.success(), "plait run failed: {}", stderr(&out));
+    assert!(mock.problems().is_empty(), "{:#?}", mock.problems());
+
+    let status = repo.status_json(&[]);
+    let a = task(&status, "a");
+    assert_eq!(a["state"], "done", "{a}");
+    assert_eq!(a["usage"]["refused_writes"], 1, "{a}");
+    assert_eq!(a["violations"].as_array().unwrap().len(), 0, "{a}");
+    let run = status["id"].as_str().unwrap();
+    let merged = repo.tree_files(&format!("plait/{run}/merged"));
+    assert_eq!(merged["src/a/x.txt"], "hello\n");
+    assert_eq!(merged["src/b/y.txt"], "hey\n");
+
+    let refused: Vec<_> = mock
+        .tool_results("a")
+        .into_iter()
+        .filter(|r| r.is_error)
+        .collect();
+    assert_eq!(refused.len(), 1, "{refused:?}");
+    assert!(
+        refused[0].text.contains("does not own `src/b/y.txt`")
+            && refused[0].text.contains("src/a/"),
+        "the model must hear why: {}",
+        refused[0].text
+    );
+}

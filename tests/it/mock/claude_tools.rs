@@ -1,0 +1,21 @@
+//! Calls of the Claude Code CLI's own tools, for a mock started with
+//! [`MockModel::start_claude_code`](super::MockModel::start_claude_code). The CLI resolves a
+//! relative path against its working directory, and refuses an `edit` of a file it has not
+//! `read` earlier in the session.
+
+use serde_json::json;
+
+use super::ToolCall;
+
+pub fn read(path: &str) -> ToolCall {
+    ToolCall::new("Read", json!({"file_path": path}))
+}
+
+pub fn edit(path: &str, old: &str, new: &str) -> ToolCall {
+    let input = json!({"file_path": path, "old_string": old, "new_string": new});
+    ToolCall::new("Edit", input)
+}
+
+pub fn write(path: &str, content: &str) -> ToolCall {
+    ToolCall::new("Write", json!({"file_path": path, "content": content}))
+}
