@@ -9,19 +9,31 @@ use crate::git::{self, flatten_tree};
 use crate::plan::split::{split, SplitRule, SplitSettings};
 use crate::plan::{self, AgentSpec};
 
-/// Write a plan: by a manager model for a goal, or a task per directory or file matching a
-/// split rule
+/// Write a plan: by a manager model for a goal, or a task per directory, file or module
+/// matching a split rule
 #[derive(Debug, Args)]
 #[command(after_help = "\
 Examples:
   plait plan --goal 'Move every module under src/ from log to tracing' --include 'Cargo.toml' -o plait.toml
   plait plan --split 'dir:src/*' --prompt 'Move {path} from log to tracing' --exec './migrate.sh' -o plait.toml
   plait plan --split 'file:lib/**/*.py' --prompt 'Format {path}' --exec 'ruff format \"$PLAIT_FILE\"' > plait.toml
+  plait plan --split 'module:src/*' --prompt 'Document {path}' --agent anthropic -o plait.toml
 
 SPEC is dir:GLOB (a task per matching directory; a matching directory inside another gets
-its own task) or file:GLOB (a task per tracked file). Globs match repository-relative
-paths; `*` stays within one directory, `**` crosses directories. TEMPLATE may use {path}
-(the task's directory or file) and {id}.
+its own task), file:GLOB (a task per tracked file) or module:GLOB (a task per module of the
+code, with its tests). Globs match repository-relative paths; `*` stays within one
+directory, `**` crosses directories. TEMPLATE may use {path} (the task's directory or file,
+or the module's) and {id}.
+
+module: finds Rust modules under each crate's src/ (x.rs, x/mod.rs, x.rs with x/; lib.rs
+and main.rs make one task), Python packages (directories with __init__.py) and modules,
+and JS/TS modules (directories and files under src/, or under the package). GLOB selects a
+module when it matches the module's path or a directory above it ('module:src/*': the
+crate's top-level modules; 'module:**' or 'module:.': every top-level module); a module
+inside a selected one stays with it. Tests go with the module they name: tests/x.rs,
+benches/x.rs, tests/test_x.py, x_test.py, x.test.ts, __tests__/x.ts, tests/x.test.ts,
+tests/x/. The plan's header lists the tests that name no module and the files the glob
+reaches that no task owns.
 
 With --goal and no --split, a manager model (--manager, default anthropic) sees the tracked
 files with their sizes, and the contents of files matching --include, and submits tasks;
@@ -29,7 +41,7 @@ plait validates them like a hand-written plan and sends the problems back (--cor
 times). The plan's header lists the tracked files no task owns. The workers run --exec,
 --agent, or the manager's provider.")]
 pub struct PlanArgs {
-    /// How to cut the repository into tasks: dir:GLOB or file:GLOB
+    /// How to cut the repository into tasks: dir:GLOB, file:GLOB or module:GLOB
     #[arg(long, value_name = "SPEC")]
     pub split: Option<String>,
     /// Prompt template for every task; {path} and {id} are filled in
@@ -101,12 +113,27 @@ pub fn cmd_plan(dir: &Path, args: PlanArgs) -> Result<(), CommandError> {
         agent,
         base: args.base.clone(),
     };
-    let plan = split(&files, &settings)?;
-    let header = format!(
+    let outcome = split(&files, &settings)?;
+    let plan = &outcome.plan;
+    let mut header = format!(
         "plait plan, made by --split '{spec}'\n{} task(s); edit freely, then: plait run <this file>",
         plan.tasks.len()
     );
-    let text = plan::to_toml(&plan, &header);
+    header.push_str(&listing(
+        "Tests that name no module; no task owns them:",
+        &outcome.orphan_tests,
+    ));
+    header.push_str(&listing(
+        "Files the glob reaches that no task owns:",
+        &outcome.unowned,
+    ));
+    let text = plan::to_toml(plan, &header);
+    if !outcome.orphan_tests.is_empty() {
+        eprintln!(
+            "note: {} test(s) name no module and go to no task; the plan's header lists them",
+            outcome.orphan_tests.len()
+        );
+    }
     if settings.agent.is_none() {
         eprintln!("note: the plan has no agent; set `agent` under [defaults] before running it");
     }
@@ -142,11 +169,32 @@ fn plan_by_manager(dir: &Path, goal: &str, args: &PlanArgs) -> Result<(), Comman
             std::fs::write(path, &toml).map_err(|e| {
                 CommandError::internal(format!("cannot write {}: {e}", path.display()))
             })?;
-            eprintln!("wrote {}; read it, then: plait run {}", path.display(), path.display());
+            eprintln!(
+                "wrote {}; read it, then: plait run {}",
+                path.display(),
+                path.display()
+            );
         }
         None => print!("{toml}"),
     }
     Ok(())
+}
+
+/// Lines for the plan's header: `title`, then `paths` one per line (at most 30).
+fn listing(title: &str, paths: &[String]) -> String {
+    const SHOWN: usize = 30;
+    if paths.is_empty() {
+        return String::new();
+    }
+    let mut out = format!("\n{title}");
+    for path in paths.iter().take(SHOWN) {
+        out.push_str("\n  ");
+        out.push_str(path);
+    }
+    if paths.len() > SHOWN {
+        out.push_str(&format!("\n  ... and {} more", paths.len() - SHOWN));
+    }
+    out
 }
 
 /// The goal of a split plan when none is given: the template, said of the whole glob.

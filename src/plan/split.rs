@@ -1,13 +1,18 @@
 //! Writing a plan from a split rule: `dir:GLOB` makes a task per matching directory,
-//! `file:GLOB` a task per matching file, each with the prompt template filled in.
+//! `file:GLOB` a task per matching file, `module:GLOB` a task per module of the code with
+//! its tests; each task gets the prompt template filled in.
+
+mod languages;
+mod modules;
 
 use std::collections::{BTreeSet, HashSet};
 
-use globset::GlobBuilder;
+use globset::{GlobBuilder, GlobMatcher};
 
 use super::globs::escape;
 use super::{AgentSpec, Defaults, PlanError, PlanFile, TaskFile};
 use crate::git::TreeFile;
+use modules::Reach;
 
 /// How to cut the repository into tasks.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -16,18 +21,20 @@ pub enum SplitRule {
     Dir(String),
     /// One task per tracked file matching the glob.
     File(String),
+    /// One task per module (Rust, Python, JS/TS) the glob selects, with its tests.
+    Module(String),
 }
 
 impl SplitRule {
-    /// Parses `dir:GLOB` or `file:GLOB`.
+    /// Parses `dir:GLOB`, `file:GLOB` or `module:GLOB`.
     pub fn parse(spec: &str) -> Result<SplitRule, PlanError> {
         let bad = |reason: &str| PlanError::Split {
             spec: spec.to_string(),
             reason: reason.to_string(),
         };
-        let (kind, glob) = spec
-            .split_once(':')
-            .ok_or_else(|| bad("write it as dir:GLOB or file:GLOB, e.g. 'dir:src/*'"))?;
+        let (kind, glob) = spec.split_once(':').ok_or_else(|| {
+            bad("write it as dir:GLOB, file:GLOB or module:GLOB, e.g. 'dir:src/*'")
+        })?;
         let glob = glob.trim_matches('/');
         if glob.is_empty() {
             return Err(bad("the glob after the colon is empty"));
@@ -35,7 +42,20 @@ impl SplitRule {
         match kind {
             "dir" => Ok(SplitRule::Dir(glob.to_string())),
             "file" => Ok(SplitRule::File(glob.to_string())),
-            _ => Err(bad("the kind must be `dir` or `file`")),
+            "module" => {
+                let glob = glob.strip_prefix("./").unwrap_or(glob);
+                Ok(SplitRule::Module(glob.to_string()))
+            }
+            _ => Err(bad("the kind must be `dir`, `file` or `module`")),
+        }
+    }
+
+    /// The rule as written, e.g. `dir:src/*`.
+    pub fn spec(&self) -> String {
+        match self {
+            SplitRule::Dir(g) => format!("dir:{g}"),
+            SplitRule::File(g) => format!("file:{g}"),
+            SplitRule::Module(g) => format!("module:{g}"),
         }
     }
 }
@@ -51,62 +71,122 @@ pub struct SplitSettings {
     pub base: Option<String>,
 }
 
+/// A split plan, and what it leaves to nobody.
+#[derive(Debug, Clone)]
+pub struct SplitOutcome {
+    pub plan: PlanFile,
+    /// Tests (`module:` only) that name no module, so no task owns them.
+    pub orphan_tests: Vec<String>,
+    /// Other tracked files the glob reaches (`module:` only) that no task owns.
+    pub unowned: Vec<String>,
+}
+
+/// One task's share of the repository.
+struct Share {
+    /// What `{path}` becomes: the directory, file or module's main path.
+    path: String,
+    /// What the task id is made from.
+    name: String,
+    owns: Vec<String>,
+}
+
 /// Cuts the tracked `files` into a plan by `settings.rule`.
-pub fn split(files: &[TreeFile], settings: &SplitSettings) -> Result<PlanFile, PlanError> {
-    let (spec, glob) = match &settings.rule {
-        SplitRule::Dir(g) => (format!("dir:{g}"), g),
-        SplitRule::File(g) => (format!("file:{g}"), g),
+pub fn split(files: &[TreeFile], settings: &SplitSettings) -> Result<SplitOutcome, PlanError> {
+    let spec = settings.rule.spec();
+    let bad = |reason: String| PlanError::Split {
+        spec: spec.clone(),
+        reason,
     };
-    let matcher = GlobBuilder::new(glob)
-        .literal_separator(true)
-        .build()
-        .map_err(|e| PlanError::Split {
-            spec: spec.clone(),
-            reason: e.kind().to_string(),
-        })?
-        .compile_matcher();
-    let units: Vec<(String, Vec<String>)> = match &settings.rule {
-        SplitRule::File(_) => files
-            .iter()
-            .filter(|f| f.is_blob() && matcher.is_match(&f.path))
-            .map(|f| (f.path.clone(), vec![format!("/{}", escape(&f.path))]))
-            .collect(),
-        SplitRule::Dir(_) => {
-            let dirs: BTreeSet<&str> = files
-                .iter()
-                .filter(|f| f.is_blob())
-                .flat_map(|f| ancestors(&f.path))
-                .filter(|d| matcher.is_match(d))
-                .collect();
-            dirs.iter()
-                .map(|dir| {
-                    let mut owns = vec![format!("/{}/", escape(dir))];
-                    // A matching directory inside this one gets its own task.
-                    owns.extend(
-                        dirs.iter()
-                            .filter(|d| is_inside(d, dir))
-                            .map(|d| format!("!/{}/", escape(d))),
-                    );
-                    (dir.to_string(), owns)
+    let mut outcome = SplitOutcome {
+        plan: PlanFile::default(),
+        orphan_tests: Vec::new(),
+        unowned: Vec::new(),
+    };
+    let shares = match &settings.rule {
+        SplitRule::File(glob) => by_file(files, &matcher(glob).map_err(bad)?),
+        SplitRule::Dir(glob) => by_dir(files, &matcher(glob).map_err(bad)?),
+        SplitRule::Module(glob) => {
+            let reach = match glob.as_str() {
+                "." => Reach::All,
+                _ => Reach::Glob(matcher(glob).map_err(bad)?),
+            };
+            let found = modules::split_modules(files, &reach).map_err(bad)?;
+            outcome.orphan_tests = found.orphan_tests;
+            outcome.unowned = found.unowned;
+            found
+                .units
+                .into_iter()
+                .map(|u| Share {
+                    path: u.path,
+                    name: u.name,
+                    owns: u.owns,
                 })
                 .collect()
         }
     };
-    if units.is_empty() {
-        return Err(PlanError::Split {
-            spec,
-            reason: "it matches no tracked file or directory at the base".to_string(),
-        });
+    if shares.is_empty() {
+        let reason = "it matches no tracked file or directory at the base";
+        return Err(bad(reason.to_string()));
     }
-    let mut used = HashSet::new();
-    let tasks = units
-        .into_iter()
-        .map(|(path, owns)| {
-            let id = unique_id(&path, &mut used);
-            TaskFile {
-                prompt: fill(&settings.template, &path, &id),
-                id,
+    outcome.plan = plan_of(shares, settings);
+    Ok(outcome)
+}
+
+fn matcher(glob: &str) -> Result<GlobMatcher, String> {
+    Ok(GlobBuilder::new(glob)
+        .literal_separator(true)
+        .build()
+        .map_err(|e| e.kind().to_string())?
+        .compile_matcher())
+}
+
+fn by_file(files: &[TreeFile], matcher: &GlobMatcher) -> Vec<Share> {
+    files
+        .iter()
+        .filter(|f| f.is_blob() && matcher.is_match(&f.path))
+        .map(|f| Share {
+            path: f.path.clone(),
+            name: f.path.clone(),
+            owns: vec![format!("/{}", escape(&f.path))],
+        })
+        .collect()
+}
+
+fn by_dir(files: &[TreeFile], matcher: &GlobMatcher) -> Vec<Share> {
+    let dirs: BTreeSet<&str> = files
+        .iter()
+        .filter(|f| f.is_blob())
+        .flat_map(|f| ancestors(&f.path))
+        .filter(|d| matcher.is_match(d))
+        .collect();
+    dirs.iter()
+        .map(|dir| {
+            let mut owns = vec![format!("/{}/", escape(dir))];
+            // A matching directory inside this one gets its own task.
+            owns.extend(
+                dirs.iter()
+                    .filter(|d| is_inside(d, dir))
+                    .map(|d| format!("!/{}/", escape(d))),
+            );
+            Share {
+                path: dir.to_string(),
+                name: dir.to_string(),
                 owns,
+            }
+        })
+        .collect()
+}
+
+fn plan_of(shares: Vec<Share>, settings: &SplitSettings) -> PlanFile {
+    let mut used = HashSet::new();
+    let tasks = shares
+        .into_iter()
+        .map(|share| {
+            let id = unique_id(&share.name, &mut used);
+            TaskFile {
+                prompt: fill(&settings.template, &share.path, &id),
+                id,
+                owns: share.owns,
                 context: None,
                 checkout: None,
                 agent: None,
@@ -116,7 +196,7 @@ pub fn split(files: &[TreeFile], settings: &SplitSettings) -> Result<PlanFile, P
             }
         })
         .collect();
-    Ok(PlanFile {
+    PlanFile {
         goal: settings.goal.clone(),
         base: settings.base.clone(),
         defaults: Defaults {
@@ -124,18 +204,20 @@ pub fn split(files: &[TreeFile], settings: &SplitSettings) -> Result<PlanFile, P
             ..Defaults::default()
         },
         tasks,
-        providers: Default::default(),
-        checks: Default::default(),
-        review: None,
-        agents: Default::default(),
-    })
+        ..PlanFile::default()
+    }
 }
 
-fn ancestors(path: &str) -> impl Iterator<Item = &str> {
+/// The directories above `path`, outermost first (the root `""` not included).
+fn ancestors(path: &str) -> impl DoubleEndedIterator<Item = &str> {
     path.match_indices('/').map(move |(i, _)| &path[..i])
 }
 
+/// Whether `path` is strictly inside `dir` (`""` is the root, which holds everything).
 fn is_inside(path: &str, dir: &str) -> bool {
+    if dir.is_empty() {
+        return !path.is_empty();
+    }
     path.len() > dir.len() && path.starts_with(dir) && path.as_bytes()[dir.len()] == b'/'
 }
 

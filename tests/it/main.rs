@@ -12,5 +12,6 @@ mod model;
 mod plan;
 mod review;
 mod run;
+mod split;
 mod support;
 mod workspace;

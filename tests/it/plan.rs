@@ -209,7 +209,7 @@ fn split_by_directory_gives_nested_directories_their_own_task() {
         agent: Some(plan::AgentSpec::Exec("true".into())),
         base: None,
     };
-    let plan_file = split::split(&files, &settings).unwrap();
+    let plan_file = split::split(&files, &settings).unwrap().plan;
     let ids: Vec<&str> = plan_file.tasks.iter().map(|t| t.id.as_str()).collect();
     assert_eq!(ids, ["lib-a", "lib-b", "lib-b-deep"]);
     assert_eq!(plan_file.tasks[1].owns, ["/lib/b/", "!/lib/b/deep/"]);
@@ -239,7 +239,7 @@ fn split_by_file_escapes_glob_characters_in_paths() {
         agent: Some(plan::AgentSpec::Exec("true".into())),
         base: None,
     };
-    let plan_file = split::split(&files, &settings).unwrap();
+    let plan_file = split::split(&files, &settings).unwrap().plan;
     assert_eq!(plan_file.tasks.len(), 2, "`*` does not cross directories");
     let text = plan::to_toml(&plan_file, "x");
     let path = repo.plan(&text);
@@ -253,8 +253,9 @@ fn split_by_file_escapes_glob_characters_in_paths() {
 #[test]
 fn bad_split_rules_are_refused() {
     for (spec, why) in [
-        ("src/*", "dir:GLOB or file:GLOB"),
-        ("mod:src", "`dir` or `file`"),
+        ("src/*", "dir:GLOB, file:GLOB or module:GLOB"),
+        ("mod:src", "`dir`, `file` or `module`"),
+        ("module:", "empty"),
         ("dir:", "empty"),
     ] {
         let err = split::SplitRule::parse(spec).unwrap_err().to_string();

@@ -1,0 +1,451 @@
+//! The `module:GLOB` rule: take the modules the code itself declares (found per language in
+//! `languages`), keep those the glob selects, hand each its tests, and write `owns` globs
+//! that no two tasks share.
+//!
+//! A module is selected when the glob matches its path, or a directory above it; a selected
+//! module inside another selected one stays part of it. Every path a task owns is a *claim*
+//! (a directory or a file); a file belongs to the deepest claim above it, and each task's
+//! globs carve out the deeper claims of others, so the validator sees disjoint ownership.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+
+use globset::GlobMatcher;
+
+use super::languages::{self, parent, Listing};
+use super::{ancestors, is_inside};
+use crate::git::TreeFile;
+use crate::plan::globs::escape;
+
+/// The languages whose modules are found; on the same directory, Rust wins over Python
+/// and Python over JS/TS (the order `languages::find` adds them in).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(super) enum Lang {
+    Rust,
+    Python,
+    Js,
+}
+
+/// A path a task may own: a whole directory, or one file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Claim {
+    pub path: String,
+    pub dir: bool,
+}
+
+/// A module the code declares.
+#[derive(Debug)]
+pub(super) struct Node {
+    pub lang: Lang,
+    /// The module's main path: its directory, or its file.
+    pub path: String,
+    pub dir: bool,
+    /// Paths that select it when the glob matches them or a directory above them.
+    pub select: Vec<String>,
+    /// What a task for this module owns, before its tests are added.
+    pub claims: Vec<Claim>,
+    /// Its path inside its project, e.g. `["net", "http"]`; the last one is its name.
+    pub segments: Vec<String>,
+    /// The directory of its crate's or package's manifest (`""`: the repository's root).
+    pub project: String,
+    /// The module it is part of.
+    pub parent: Option<usize>,
+    /// The root file of a crate or of a directory module: no test is named after it.
+    pub root_file: bool,
+}
+
+impl Node {
+    /// A module that owns its main path and is selected by it.
+    pub fn new(
+        lang: Lang,
+        project: &str,
+        path: &str,
+        dir: bool,
+        segments: Vec<String>,
+        parent: Option<usize>,
+    ) -> Node {
+        Node {
+            lang,
+            path: path.to_string(),
+            dir,
+            select: vec![path.to_string()],
+            claims: vec![Claim {
+                path: path.to_string(),
+                dir,
+            }],
+            segments,
+            project: project.to_string(),
+            parent,
+            root_file: false,
+        }
+    }
+}
+
+/// A test file or directory, with what it takes to find the module it tests.
+#[derive(Debug)]
+pub(super) struct Test {
+    pub lang: Lang,
+    pub path: String,
+    pub dir: bool,
+    /// Names of the module it tests, best first; empty when it names none.
+    pub names: Vec<String>,
+    /// The directory where a module of that name would sit beside it.
+    pub beside: Option<String>,
+    /// Modules under this directory are preferred.
+    pub home: String,
+    pub project: String,
+}
+
+/// The modules and tests of every language found in the tree.
+#[derive(Debug, Default)]
+pub(super) struct Found {
+    pub nodes: Vec<Node>,
+    pub tests: Vec<Test>,
+}
+
+/// Which paths a `module:` glob reaches: those it matches and everything inside them.
+pub(super) enum Reach {
+    All,
+    Glob(GlobMatcher),
+}
+
+impl Reach {
+    /// The glob as written.
+    fn glob(&self) -> &str {
+        match self {
+            Reach::All => ".",
+            Reach::Glob(m) => m.glob().glob(),
+        }
+    }
+
+    fn reaches(&self, path: &str) -> bool {
+        match self {
+            Reach::All => true,
+            Reach::Glob(m) => m.is_match(path) || ancestors(path).any(|d| m.is_match(d)),
+        }
+    }
+}
+
+/// One task's share: a module with its tests.
+pub(super) struct Unit {
+    /// The module's main path.
+    pub path: String,
+    /// The module's path in its project, prefixed by the project's directory name.
+    pub name: String,
+    pub owns: Vec<String>,
+}
+
+/// The units of a `module:` split and the files in its reach that none owns.
+pub(super) struct ModuleSplit {
+    pub units: Vec<Unit>,
+    pub orphan_tests: Vec<String>,
+    pub unowned: Vec<String>,
+}
+
+/// Cuts `files` into modules with their tests; the error says why nothing was selected.
+pub(super) fn split_modules(files: &[TreeFile], reach: &Reach) -> Result<ModuleSplit, String> {
+    let list = Listing::new(files);
+    let found = languages::find(&list);
+    let selection = Selection::new(&found.nodes, reach);
+    let mut claims = Claims::default();
+    for &unit in &selection.units {
+        for claim in &found.nodes[unit].claims {
+            claims.add(claim, unit);
+        }
+    }
+    let orphans = assign_tests(&found, &selection, &mut claims);
+
+    let mut owned: HashMap<usize, usize> = HashMap::new();
+    let mut unowned = Vec::new();
+    for file in list.files() {
+        match claims.owner(file) {
+            Some(unit) => *owned.entry(unit).or_default() += 1,
+            None if reach.reaches(file) => unowned.push(file.to_string()),
+            None => {}
+        }
+    }
+    let kept: Vec<usize> = selection
+        .units
+        .iter()
+        .copied()
+        .filter(|u| owned.contains_key(u))
+        .collect();
+    if kept.is_empty() {
+        return Err(nothing_selected(&found.nodes, reach.glob()));
+    }
+    let orphan_tests = still_orphans(orphans, &found.nodes, &kept, &claims);
+    unowned.retain(|f| !orphan_tests.contains(f));
+
+    let mut units: Vec<Unit> = kept
+        .iter()
+        .map(|&u| {
+            let node = &found.nodes[u];
+            Unit {
+                path: node.path.clone(),
+                name: unit_name(node),
+                owns: claims.globs(u, &kept),
+            }
+        })
+        .collect();
+    units.sort_by(|a, b| a.path.cmp(&b.path));
+    Ok(ModuleSplit {
+        units,
+        orphan_tests: orphan_tests.into_iter().collect(),
+        unowned,
+    })
+}
+
+/// The `orphans` no other language's module took, in the projects the split is about.
+fn still_orphans(
+    orphans: Vec<&Test>,
+    nodes: &[Node],
+    kept: &[usize],
+    claims: &Claims,
+) -> BTreeSet<String> {
+    let touched: HashSet<(Lang, &str)> = kept
+        .iter()
+        .map(|&u| (nodes[u].lang, nodes[u].project.as_str()))
+        .collect();
+    orphans
+        .into_iter()
+        .filter(|t| touched.contains(&(t.lang, t.project.as_str())))
+        .filter(|t| claims.owner(&t.path).is_none())
+        .map(|t| t.path.clone())
+        .collect()
+}
+
+/// What task ids are made from: `net/http`, or `core/net/http` in the crate `crates/core`.
+fn unit_name(node: &Node) -> String {
+    let name = node.segments.join("/");
+    match node.project.rsplit('/').next() {
+        Some(project) if !project.is_empty() => format!("{project}/{name}"),
+        _ => name,
+    }
+}
+
+fn nothing_selected(nodes: &[Node], glob: &str) -> String {
+    if nodes.is_empty() {
+        return "no module was found at the base: no Rust crate (Cargo.toml and src/), \
+                Python package or module, or JS/TS source file"
+            .to_string();
+    }
+    let top: BTreeSet<&str> = nodes
+        .iter()
+        .filter(|n| n.parent.is_none())
+        .map(|n| n.path.as_str())
+        .collect();
+    let shown: Vec<&str> = top.iter().take(6).copied().collect();
+    format!(
+        "the glob `{glob}` selects none of the modules found (such as {}{}); a module is \
+         selected when the glob matches its path or a directory above it, e.g. \
+         'module:src/*' or 'module:**'",
+        shown.join(", "),
+        if top.len() > shown.len() { ", ..." } else { "" }
+    )
+}
+
+/// The selected modules: one unit per top-most selected module.
+struct Selection {
+    /// Per module, the unit it is part of.
+    unit_of: Vec<Option<usize>>,
+    /// The units, in the order of the modules.
+    units: Vec<usize>,
+}
+
+impl Selection {
+    fn new(nodes: &[Node], reach: &Reach) -> Selection {
+        let picked: Vec<bool> = nodes
+            .iter()
+            .map(|n| n.select.iter().any(|p| reach.reaches(p)))
+            .collect();
+        let mut unit_of: Vec<Option<usize>> = (0..nodes.len())
+            .map(|i| {
+                let (mut top, mut at) = (None, Some(i));
+                while let Some(node) = at {
+                    if picked[node] {
+                        top = Some(node);
+                    }
+                    at = nodes[node].parent;
+                }
+                top
+            })
+            .collect();
+        // A unit inside another's directory (another language's or another project's
+        // module) joins it; on the same directory, the first found wins.
+        let mut dirs: HashMap<&str, usize> = HashMap::new();
+        for (i, node) in nodes.iter().enumerate() {
+            if unit_of[i] == Some(i) && node.dir {
+                dirs.entry(node.path.as_str()).or_insert(i);
+            }
+        }
+        let host = |unit: usize| {
+            let path = nodes[unit].path.as_str();
+            ancestors(path)
+                .chain([path])
+                .find_map(|d| dirs.get(d).copied().filter(|&other| other != unit))
+        };
+        let mut joins: HashMap<usize, usize> = HashMap::new();
+        for (i, unit) in unit_of.iter().enumerate() {
+            if *unit == Some(i) {
+                let mut top = i;
+                // Each step goes to a shallower directory or an earlier module: it ends.
+                for _ in 0..nodes.len() {
+                    match host(top) {
+                        Some(other) => top = other,
+                        None => break,
+                    }
+                }
+                if top != i {
+                    joins.insert(i, top);
+                }
+            }
+        }
+        for unit in unit_of.iter_mut().flatten() {
+            if let Some(&host) = joins.get(unit) {
+                *unit = host;
+            }
+        }
+        let units = (0..nodes.len())
+            .filter(|&i| unit_of[i] == Some(i))
+            .collect();
+        Selection { unit_of, units }
+    }
+}
+
+/// Every path some unit owns; the first claim on a path wins.
+#[derive(Default)]
+struct Claims {
+    list: Vec<(Claim, usize)>,
+    by_path: HashMap<String, (bool, usize)>,
+}
+
+impl Claims {
+    fn add(&mut self, claim: &Claim, unit: usize) {
+        if !self.by_path.contains_key(&claim.path) {
+            self.by_path.insert(claim.path.clone(), (claim.dir, unit));
+            self.list.push((claim.clone(), unit));
+        }
+    }
+
+    /// The unit owning `path`: the one with the deepest claim on it or on a directory above.
+    fn owner(&self, path: &str) -> Option<usize> {
+        if let Some(&(_, unit)) = self.by_path.get(path) {
+            return Some(unit);
+        }
+        ancestors(path)
+            .rev()
+            .find_map(|d| match self.by_path.get(d) {
+                Some(&(true, unit)) => Some(unit),
+                _ => None,
+            })
+    }
+
+    /// The `owns` globs of `unit`: its claims, then the deeper claims of the other `kept`
+    /// units it must leave out.
+    fn globs(&self, unit: usize, kept: &[usize]) -> Vec<String> {
+        let glob = |c: &Claim| format!("/{}{}", escape(&c.path), if c.dir { "/" } else { "" });
+        let mine: Vec<&Claim> = self
+            .list
+            .iter()
+            .filter(|(_, u)| *u == unit)
+            .map(|(c, _)| c)
+            .collect();
+        let mut owns: Vec<String> = mine.iter().map(|c| glob(c)).collect();
+        let mut holes: Vec<String> = self
+            .list
+            .iter()
+            .filter(|(c, u)| {
+                *u != unit
+                    && kept.contains(u)
+                    && mine.iter().any(|m| m.dir && is_inside(&c.path, &m.path))
+            })
+            .map(|(c, _)| format!("!{}", glob(c)))
+            .collect();
+        holes.sort();
+        owns.extend(holes);
+        owns
+    }
+}
+
+/// Gives each test not already inside a unit's directory to the unit of the module it
+/// names; returns the tests that name no module.
+fn assign_tests<'a>(found: &'a Found, selection: &Selection, claims: &mut Claims) -> Vec<&'a Test> {
+    let index = NameIndex::new(&found.nodes);
+    let mut orphans = Vec::new();
+    // A test directory that names a module takes its files along; otherwise each file
+    // is looked at on its own.
+    let (dirs, files): (Vec<&Test>, Vec<&Test>) = found.tests.iter().partition(|t| t.dir);
+    for test in dirs.into_iter().chain(files) {
+        if claims.owner(&test.path).is_some() {
+            continue;
+        }
+        match index.target(test, &found.nodes) {
+            Some(node) => {
+                if let Some(unit) = selection.unit_of[node] {
+                    let claim = Claim {
+                        path: test.path.clone(),
+                        dir: test.dir,
+                    };
+                    claims.add(&claim, unit);
+                }
+            }
+            None if !test.dir => orphans.push(test),
+            None => {}
+        }
+    }
+    orphans
+}
+
+/// Modules by language and name, for finding the one a test names.
+struct NameIndex<'a> {
+    by_name: HashMap<(Lang, &'a str), Vec<usize>>,
+}
+
+impl<'a> NameIndex<'a> {
+    fn new(nodes: &'a [Node]) -> NameIndex<'a> {
+        let mut by_name: HashMap<(Lang, &str), Vec<usize>> = HashMap::new();
+        for (i, node) in nodes.iter().enumerate() {
+            if let (false, Some(name)) = (node.root_file, node.segments.last()) {
+                by_name.entry((node.lang, name)).or_default().push(i);
+            }
+        }
+        NameIndex { by_name }
+    }
+
+    /// The module `test` tests: one of its name beside it, else the only shallowest one of
+    /// its name in its project, preferring those under the test's home.
+    fn target(&self, test: &Test, nodes: &[Node]) -> Option<usize> {
+        for name in &test.names {
+            let Some(candidates) = self.by_name.get(&(test.lang, name.as_str())) else {
+                continue;
+            };
+            if let Some(beside) = &test.beside {
+                let near = candidates
+                    .iter()
+                    .filter(|&&i| parent(&nodes[i].path) == beside)
+                    .min_by_key(|&&i| nodes[i].dir);
+                if let Some(&i) = near {
+                    return Some(i);
+                }
+            }
+            let mut ranked: Vec<((bool, usize), usize)> = candidates
+                .iter()
+                .filter(|&&i| nodes[i].project == test.project)
+                .map(|&i| {
+                    let node = &nodes[i];
+                    let away = !(node.path == test.home || is_inside(&node.path, &test.home));
+                    ((away, node.segments.len()), i)
+                })
+                .collect();
+            ranked.sort();
+            match ranked.as_slice() {
+                [] => continue,
+                [(rank, i), rest @ ..] if rest.first().is_none_or(|(next, _)| next != rank) => {
+                    return Some(*i)
+                }
+                // Two modules of that name, equally near: the test's module is unclear.
+                _ => return None,
+            }
+        }
+        None
+    }
+}
