@@ -4,7 +4,7 @@
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 use serde_json::{json, Value};
 
@@ -36,16 +36,6 @@ fn plan(agent: &str, extra: &str) -> String {
          [[task]]\nid = \"b\"\nprompt = \"Say hey in src/b/y.txt\"\nowns = [\"src/b/\"]\n\
          {extra}"
     )
-}
-
-/// `plait ARGS` in the repository with extra environment.
-fn plait_env(repo: &TestRepo, args: &[&str], env: &[(&str, &str)]) -> Output {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_plait"));
-    cmd.args(args).current_dir(&repo.path).env("NO_COLOR", "1");
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    cmd.output().expect("run plait")
 }
 
 /// Writes a fake CLI's script and returns (script path, record dir).
@@ -93,8 +83,7 @@ fn run_fake_claude_for(
     )
     .replace("timeout = \"60s\"", &format!("timeout = \"{timeout}\""));
     let plan_path = repo.plan(&toml);
-    let out = plait_env(
-        repo,
+    let out = repo.plait_env(
         &["run", plan_path.to_str().unwrap(), "-j", "2"],
         &[
             ("FAKE_CLAUDE_SCRIPT", &script),
@@ -282,7 +271,7 @@ fn a_missing_claude_binary_is_a_plan_error_before_anything_is_created() {
     );
     let plan_path = repo.plan(&toml);
     let before = repo.branches();
-    let out = plait_env(&repo, &["run", plan_path.to_str().unwrap()], &[]);
+    let out = repo.plait_env(&["run", plan_path.to_str().unwrap()], &[]);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     let err = stderr(&out);
     assert!(
@@ -301,8 +290,7 @@ fn a_missing_claude_binary_is_a_plan_error_before_anything_is_created() {
     // On PATH by default: an empty PATH finds no `claude`.
     let toml = plan("claude-code", "");
     let plan_path = repo.plan(&toml);
-    let out = plait_env(
-        &repo,
+    let out = repo.plait_env(
         &["run", plan_path.to_str().unwrap()],
         &[("PATH", "/nonexistent")],
     );
@@ -334,8 +322,7 @@ fn fake_aider_gets_the_owned_files_and_the_providers_model_base_url_and_key() {
         ),
     );
     let plan_path = repo.plan(&toml);
-    let out = plait_env(
-        &repo,
+    let out = repo.plait_env(
         &["run", plan_path.to_str().unwrap()],
         &[
             ("FAKE_AIDER_SCRIPT", &script),
@@ -448,8 +435,7 @@ fn real_claude_code_edits_owned_files_and_its_hook_refuses_the_rest() {
     );
     let plan_path = repo.plan(&toml);
     let home = tempfile::tempdir().unwrap();
-    let out = plait_env(
-        &repo,
+    let out = repo.plait_env(
         &["run", plan_path.to_str().unwrap(), "-j", "2"],
         &[
             ("PLAIT_TEST_KEY", KEY),

@@ -5,6 +5,7 @@ mod claude_code;
 mod cli;
 mod collect;
 mod land;
+mod manager;
 mod merge;
 mod mock;
 mod mock_selftest;

@@ -137,6 +137,17 @@ impl TestRepo {
         plait_in(&self.path, args)
     }
 
+    /// Runs the real `plait` binary in the repository with extra environment variables.
+    pub fn plait_env(&self, args: &[&str], env: &[(&str, &str)]) -> Output {
+        init();
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_plait"));
+        cmd.args(args).current_dir(&self.path).env("NO_COLOR", "1");
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        cmd.output().expect("run plait")
+    }
+
     /// `plait status ARGS --json`, parsed.
     pub fn status_json(&self, args: &[&str]) -> serde_json::Value {
         let mut all = vec!["status"];

@@ -92,25 +92,32 @@ fn check_anthropic_content(i: usize, content: &Value, p: &mut Vec<String>) {
     }
 }
 
-/// A review request forces the `submit_review` tool (Anthropic `{type: "tool", name}`,
-/// OpenAI `{type: "function", function: {name}}`) and offers only it. Returns whether the
-/// request is one.
+/// The tools a request may force, and the fields each one's schema must require: a
+/// reviewer's `submit_review` and a manager's `submit_plan`.
+const FORCED_TOOLS: &[(&str, &[&str])] = &[
+    ("submit_review", &["verdict", "summary"]),
+    ("submit_plan", &["tasks"]),
+];
+
+/// A review or planning request forces its tool (Anthropic `{type: "tool", name}`, OpenAI
+/// `{type: "function", function: {name}}`) and offers only it. Returns whether the request is
+/// one.
 fn check_review_tools(body: &Value, p: &mut Vec<String>) -> bool {
     let choice = &body["tool_choice"];
     let forced = choice["name"]
         .as_str()
         .or(choice["function"]["name"].as_str());
-    if forced != Some("submit_review") {
+    let Some(&(name, want)) = FORCED_TOOLS.iter().find(|(n, _)| Some(*n) == forced) else {
         return false;
-    }
+    };
     let tools = array(&body["tools"]);
     let names: Vec<&str> = tools
         .iter()
         .filter_map(|t| t["name"].as_str().or(t["function"]["name"].as_str()))
         .collect();
-    if names != ["submit_review"] {
+    if names != [name] {
         p.push(format!(
-            "a review request offers {names:?}, not just submit_review"
+            "a request forcing {name} offers {names:?}, not just it"
         ));
     }
     let schema = tools.first().map(|t| {
@@ -121,10 +128,8 @@ fn check_review_tools(body: &Value, p: &mut Vec<String>) -> bool {
         }
     });
     let required = schema.map(|s| s["required"].clone()).unwrap_or_default();
-    if required != serde_json::json!(["verdict", "summary"]) {
-        p.push(format!(
-            "submit_review must require verdict and summary, not {required}"
-        ));
+    if required != serde_json::json!(want) {
+        p.push(format!("{name} must require {want:?}, not {required}"));
     }
     true
 }

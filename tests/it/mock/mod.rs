@@ -2,7 +2,8 @@
 //!
 //! It speaks the Anthropic Messages API or OpenAI chat completions as the project's wire facts
 //! (API-FACTS.md) describe them. A request belongs to the task named by the `Task id: <id>` line
-//! of its system prompt and is answered with that task's next scripted [`Turn`]. Every request
+//! of its system prompt (`review:<id>` for a reviewer's, `manager` for a manager's) and is
+//! answered with that task's next scripted [`Turn`]. Every request
 //! is recorded; whatever breaks the wire rules is answered 400 and listed by
 //! [`MockModel::problems`], so a test that ends with no problems has shown that its client speaks
 //! the protocol. Streams are written a few bytes at a time, so clients meet events split anywhere.
@@ -776,6 +777,9 @@ fn task_id(provider: Provider, body: &Value) -> Option<String> {
             .find(|m| m["role"] == "system")
             .and_then(|m| text_of(&m["content"])),
     }?;
+    if system.contains("Manager of a plait run") {
+        return Some("manager".to_string());
+    }
     if let Some(review) = REVIEW_LINE.captures(&system) {
         return Some(format!("review:{}", &review[1]));
     }
