@@ -205,6 +205,7 @@ fn run(repo: &Path, toml: &str, jobs: usize) -> Result<Timed> {
         jobs,
         worktree_root: None,
         max_cost: None,
+        groups: None,
     };
     let started = Instant::now();
     let prepared = orchestrator::prepare(settings)?;

@@ -94,6 +94,7 @@ pub fn clean(
         .tasks
         .iter()
         .map(|t| t.branch.clone())
+        .chain(state.groups.iter().map(|g| g.branch.clone()))
         .chain([state.merged_branch()])
     {
         let Ok(branch) = repo.find_branch(&name, BranchType::Local) else {

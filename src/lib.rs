@@ -33,6 +33,7 @@ pub mod clean;
 pub mod cli;
 pub mod collect;
 pub mod git;
+pub mod groups;
 pub mod land;
 pub mod merge;
 pub mod orchestrator;

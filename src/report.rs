@@ -67,6 +67,24 @@ pub fn attention(state: &RunState) -> Vec<String> {
     if !failing.is_empty() {
         out.push(format!("merged checks failed: {}", failing.join("; ")));
     }
+    let held: Vec<String> = state
+        .groups
+        .iter()
+        .filter(|g| state.merge.is_some() && !g.goes_up())
+        .filter(|g| g.merge.as_ref().is_some_and(|m| !m.included.is_empty()))
+        .map(|g| {
+            let why = g.verdict().map_or("not reviewed", Verdict::as_str);
+            format!("{} ({why})", g.id)
+        })
+        .collect();
+    if !held.is_empty() {
+        out.push(format!(
+            "{} group(s) not approved by their supervisor, left out of the merge: {} (`plait accept {} GROUP` overrules)",
+            held.len(),
+            held.join(", "),
+            state.id
+        ));
+    }
     if let Some(merge) = &state.merge {
         if !merge.conflicts.is_empty() {
             out.push(format!(
@@ -101,6 +119,39 @@ fn seconds(ms: u64) -> String {
     }
 }
 
+/// One line about a supervisor group: its merge, its review, whether it went up.
+fn group_note(group: &crate::state::GroupRecord) -> String {
+    let Some(merge) = &group.merge else {
+        return format!("{} task(s), not merged yet", group.tasks.len());
+    };
+    let mut note = format!(
+        "{} of {} task(s) merged into {}",
+        merge.included.len(),
+        group.tasks.len(),
+        group.branch
+    );
+    if !merge.conflicts.is_empty() {
+        note.push_str(&format!(
+            " · {} conflict(s) inside, left out: {}",
+            merge.conflicts.len(),
+            merge.excluded.join(", ")
+        ));
+    }
+    let review = match (&group.decision, &group.review) {
+        (Some(d), _) => format!("person: {}", d.verdict.as_str()),
+        (None, Some(r)) => format!("supervisor: {}", r.verdict.as_str()),
+        (None, None) if !group.supervised => "no supervisor".to_string(),
+        (None, None) => "not reviewed".to_string(),
+    };
+    note.push_str(&format!(" · {review}"));
+    if merge.included.is_empty() {
+        note.push_str(" · nothing to merge");
+    } else if !group.merged_up {
+        note.push_str(" · left out of the merge");
+    }
+    note
+}
+
 /// A table of the run's tasks with a header line and, below it, what needs attention.
 /// `live` says whether a plait process is still working on an unfinished run.
 pub fn status_text(state: &RunState, live: bool) -> String {
@@ -130,10 +181,12 @@ pub fn status_text(state: &RunState, live: bool) -> String {
         .iter()
         .flat_map(|m| m.excluded.iter().map(String::as_str))
         .collect();
+    let indent = if state.groups.is_empty() { 0 } else { 2 };
     let width = state
         .tasks
         .iter()
-        .map(|t| t.id.len())
+        .map(|t| t.id.len() + indent)
+        .chain(state.groups.iter().map(|g| g.id.len()))
         .max()
         .unwrap_or(4)
         .max(4);
@@ -148,6 +201,7 @@ pub fn status_text(state: &RunState, live: bool) -> String {
         "\n{:<width$}  {:<10}  {:>5}  {:>5}  {:>7}{model_header}  NOTE",
         "TASK", "STATE", "FILES", "VIOL", "TIME"
     );
+    let mut rows: Vec<(&str, String)> = Vec::new();
     for task in &state.tasks {
         let mut note = task.error.clone().unwrap_or_default();
         if conflicted.contains(&task.id.as_str()) {
@@ -180,7 +234,7 @@ pub fn status_text(state: &RunState, live: bool) -> String {
             (None, true) => format!("  {:>8}  {:>8}", "-", "-"),
         };
         let row = format!(
-            "{:<width$}  {:<10}  {:>5}  {:>5}  {:>7}{model_cells}  {}",
+            "{:<w$}  {:<10}  {:>5}  {:>5}  {:>7}{model_cells}  {}",
             task.id,
             task.state.as_str(),
             task.changes.len(),
@@ -188,9 +242,24 @@ pub fn status_text(state: &RunState, live: bool) -> String {
             task.elapsed_ms()
                 .map(seconds)
                 .unwrap_or_else(|| "-".to_string()),
-            note
+            note,
+            w = width - indent,
         );
-        let _ = writeln!(out, "{}", row.trim_end());
+        rows.push((task.id.as_str(), row.trim_end().to_string()));
+    }
+    if state.groups.is_empty() {
+        for (_, row) in &rows {
+            let _ = writeln!(out, "{row}");
+        }
+    } else {
+        for group in &state.groups {
+            let _ = writeln!(out, "{:<width$}  {}", group.id, group_note(group));
+            for id in &group.tasks {
+                if let Some((_, row)) = rows.iter().find(|(t, _)| t == id) {
+                    let _ = writeln!(out, "  {row}");
+                }
+            }
+        }
     }
     if let Some(total) = total_usage(state) {
         let first: Vec<u64> = state

@@ -357,6 +357,54 @@ pub struct RunState {
     /// The run's cost budget in USD, if it had one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_cost: Option<f64>,
+    /// Supervisor groups, for large runs: each merged and reviewed before the top merge.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub groups: Vec<GroupRecord>,
+}
+
+/// One supervisor group: its tasks, their merge into `plait/<run>/group-<k>`, and the
+/// supervisor's review of that merge.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct GroupRecord {
+    /// `group-<k>`, from 1.
+    pub id: String,
+    pub branch: String,
+    pub tasks: Vec<String>,
+    /// Whether a supervisor reviews the group (off: the group goes up unreviewed).
+    pub supervised: bool,
+    /// The merge of the group's tasks; its conflicts are between tasks of this group.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub merge: Option<MergeOutcome>,
+    /// The supervisor's review of the group's merge.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub review: Option<Review>,
+    /// A person's decision (`plait accept RUN group-<k>`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decision: Option<Decision>,
+    /// Whether the group's branch went into the top merge.
+    #[serde(default)]
+    pub merged_up: bool,
+}
+
+impl GroupRecord {
+    /// The verdict that counts: a person's over the supervisor's.
+    pub fn verdict(&self) -> Option<Verdict> {
+        self.decision
+            .as_ref()
+            .map(|d| d.verdict)
+            .or_else(|| self.review.as_ref().map(|r| r.verdict))
+    }
+
+    /// Whether the group's branch may go into the top merge: it has changes and is approved
+    /// (or nobody supervises it).
+    pub fn goes_up(&self) -> bool {
+        let has_changes = self.merge.as_ref().is_some_and(|m| !m.included.is_empty());
+        let approved = match self.verdict() {
+            Some(v) => v == Verdict::Approve,
+            None => !self.supervised,
+        };
+        has_changes && approved
+    }
 }
 
 impl RunState {
@@ -368,6 +416,13 @@ impl RunState {
         self.tasks.iter_mut().find(|t| t.id == id)
     }
 
+    /// The group a task belongs to, in a grouped run.
+    pub fn group_of(&self, task: &str) -> Option<&GroupRecord> {
+        self.groups
+            .iter()
+            .find(|g| g.tasks.iter().any(|t| t == task))
+    }
+
     /// The merged branch's name.
     pub fn merged_branch(&self) -> String {
         merged_branch(&self.id)
@@ -377,6 +432,11 @@ impl RunState {
 /// The branch of a task: `plait/<run>/<task>`.
 pub fn task_branch(run: &str, task: &str) -> String {
     format!("plait/{run}/{task}")
+}
+
+/// A supervisor group's branch: `plait/<run>/group-<k>`.
+pub fn group_branch(run: &str, group: &str) -> String {
+    format!("plait/{run}/{group}")
 }
 
 /// The run's integration branch: `plait/<run>/merged`.

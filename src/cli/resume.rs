@@ -72,6 +72,7 @@ pub fn cmd_resume(dir: &Path, args: ResumeArgs) -> Result<(), CommandError> {
         // The tasks' worktrees are recorded in the state already.
         worktree_root: None,
         max_cost: state.max_cost,
+        groups: None,
     };
     let prepared = orchestrator::prepare_resume(settings, &run).map_err(run_error)?;
     let left = state.tasks.iter().filter(|t| !t.state.is_final()).count();

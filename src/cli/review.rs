@@ -16,27 +16,29 @@ use crate::state::{now_ms, Decision, Verdict};
 Then overrule the reviewer where you disagree:
   plait accept RUN TASK     # the task counts as approved
   plait reject RUN TASK     # the task is left out of the merge
+In a grouped run, TASK may be a supervisor group (group-<k>): accepting it sends its branch
+up to the top merge whatever its supervisor said.
 `plait land` merges again when decisions changed which tasks belong in the result.")]
 pub struct ReviewArgs {
     /// The run
     pub run: String,
 }
 
-/// Record that you approve a task, whatever the reviewer said
+/// Record that you approve a task (or supervisor group), whatever the reviewer said
 #[derive(Debug, Args)]
 pub struct AcceptArgs {
     /// The run
     pub run: String,
-    /// The task
+    /// The task, or a group (group-<k>)
     pub task: String,
 }
 
-/// Record that you reject a task: it stays out of the merge
+/// Record that you reject a task (or supervisor group): it stays out of the merge
 #[derive(Debug, Args)]
 pub struct RejectArgs {
     /// The run
     pub run: String,
-    /// The task
+    /// The task, or a group (group-<k>)
     pub task: String,
 }
 
@@ -71,21 +73,33 @@ fn decide(dir: &Path, run: &str, task: &str, verdict: Verdict) -> Result<(), Com
         )));
     }
     let mut state = store.load(&run)?;
-    let Some(record) = state.task_mut(task) else {
-        return Err(CommandError::usage(format!(
-            "run {run} has no task `{task}`"
-        )));
-    };
-    record.decision = Some(Decision {
+    let decision = Some(Decision {
         verdict,
         at: now_ms(),
     });
+    let what = if let Some(group) = state.groups.iter_mut().find(|g| g.id == task) {
+        group.decision = decision;
+        "group"
+    } else if let Some(record) = state.task_mut(task) {
+        record.decision = decision;
+        "task"
+    } else {
+        let groups = if state.groups.is_empty() {
+            String::new()
+        } else {
+            " or group".to_string()
+        };
+        return Err(
+            CommandError::usage(format!("run {run} has no task{groups} `{task}`"))
+                .hint(format!("`plait status {run}` lists them")),
+        );
+    };
     store.save(&state)?;
     let word = if verdict == Verdict::Approve {
         "accepted"
     } else {
         "rejected"
     };
-    println!("task {task} of run {run} {word}; `plait land {run} --into BRANCH` merges again with this decision");
+    println!("{what} {task} of run {run} {word}; `plait land {run} --into BRANCH` merges again with this decision");
     Ok(())
 }

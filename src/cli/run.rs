@@ -54,6 +54,10 @@ pub struct RunArgs {
     /// Stop starting model requests once the run has cost this many US dollars
     #[arg(long, value_name = "USD")]
     pub max_cost: Option<f64>,
+    /// Group the tasks under N supervisors (0: no groups); default: the plan's [groups],
+    /// which groups runs of more than 12 tasks
+    #[arg(long, value_name = "N")]
+    pub groups: Option<usize>,
 }
 
 pub fn cmd_run(dir: &Path, args: RunArgs) -> Result<(), CommandError> {
@@ -103,6 +107,7 @@ pub fn cmd_run(dir: &Path, args: RunArgs) -> Result<(), CommandError> {
         jobs,
         worktree_root,
         max_cost: args.max_cost,
+        groups: args.groups,
     };
     let prepared = orchestrator::prepare(settings).map_err(run_error)?;
     eprintln!("run {}: {total} task(s), {jobs} at a time", prepared.id());

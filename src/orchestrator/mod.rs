@@ -20,6 +20,7 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::{mpsc, Notify, Semaphore};
 use tokio::task::JoinSet;
 
+mod grouped;
 mod task;
 
 use crate::agent::Cancel;
@@ -59,6 +60,8 @@ pub struct RunSettings {
     pub worktree_root: Option<PathBuf>,
     /// The run's budget in USD: once spent, no new model request starts.
     pub max_cost: Option<f64>,
+    /// How many supervisor groups (`--groups N`; 0 or 1: none); default: the plan's.
+    pub groups: Option<usize>,
 }
 
 /// A change of a task's state, for progress displays.
@@ -154,6 +157,14 @@ pub fn prepare(settings: RunSettings) -> Result<Prepared, RunError> {
         cleaned: false,
         merged_checks: Vec::new(),
         max_cost: settings.max_cost,
+        groups: crate::groups::records(
+            &run,
+            &plan.tasks,
+            settings
+                .groups
+                .unwrap_or_else(|| plan.groups.groups_for(plan.tasks.len())),
+            grouped::supervised(plan),
+        ),
     };
     store.save(&state)?;
     Ok(Prepared {
@@ -397,11 +408,31 @@ pub fn admin_name(run: &str, task: &str) -> String {
 }
 
 async fn merge_run(shared: Arc<Shared>) -> Result<merge::MergeOutcome, RunError> {
-    let state = shared.snapshot();
+    let mut state = shared.snapshot();
     let repo_path = shared.repo.clone();
-    tokio::task::spawn_blocking(move || merge_tasks(&repo_path, &state))
-        .await
-        .map_err(|e| RunError::Internal(format!("merge panicked: {e}")))?
+    if state.groups.is_empty() {
+        return tokio::task::spawn_blocking(move || merge_tasks(&repo_path, &state))
+            .await
+            .map_err(|e| RunError::Internal(format!("merge panicked: {e}")))?;
+    }
+    let path = repo_path.clone();
+    let mut state = tokio::task::spawn_blocking(move || {
+        grouped::merge_groups(&path, &mut state).map(|()| state)
+    })
+    .await
+    .map_err(|e| RunError::Internal(format!("merge panicked: {e}")))??;
+    grouped::review_groups(&shared, &mut state).await;
+    let (state, outcome) = tokio::task::spawn_blocking(move || {
+        grouped::merge_top(&repo_path, &mut state).map(|outcome| (state, outcome))
+    })
+    .await
+    .map_err(|e| RunError::Internal(format!("merge panicked: {e}")))??;
+    shared
+        .state
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .groups = state.groups;
+    Ok(outcome)
 }
 
 /// Merges the mergeable tasks of `state` into its merged branch (blocking).
@@ -438,6 +469,26 @@ pub fn merge_is_stale(state: &RunState) -> bool {
     let Some(merge) = &state.merge else {
         return false;
     };
+    if !state.groups.is_empty() {
+        return state.groups.iter().any(|g| {
+            let mut want: Vec<&str> = g
+                .tasks
+                .iter()
+                .filter_map(|id| state.task(id))
+                .filter(|t| mergeable(t) && t.commit.is_some())
+                .map(|t| t.id.as_str())
+                .collect();
+            let mut have: Vec<&str> = g
+                .merge
+                .iter()
+                .flat_map(|m| m.included.iter().chain(&m.excluded))
+                .map(String::as_str)
+                .collect();
+            want.sort_unstable();
+            have.sort_unstable();
+            want != have || g.goes_up() != g.merged_up
+        });
+    }
     let mut want: Vec<&str> = state
         .tasks
         .iter()
@@ -463,11 +514,19 @@ pub async fn remerge(
     state: &mut RunState,
     checks: &CheckSettings,
 ) -> Result<(), RunError> {
-    let snapshot = state.clone();
+    let mut snapshot = state.clone();
     let repo_for_merge = repo.clone();
-    let outcome = tokio::task::spawn_blocking(move || merge_tasks(&repo_for_merge, &snapshot))
-        .await
-        .map_err(|e| RunError::Internal(format!("merge panicked: {e}")))??;
+    let (snapshot, outcome) = tokio::task::spawn_blocking(move || {
+        if snapshot.groups.is_empty() {
+            merge_tasks(&repo_for_merge, &snapshot).map(|o| (snapshot, o))
+        } else {
+            grouped::merge_groups(&repo_for_merge, &mut snapshot)?;
+            grouped::merge_top(&repo_for_merge, &mut snapshot).map(|o| (snapshot, o))
+        }
+    })
+    .await
+    .map_err(|e| RunError::Internal(format!("merge panicked: {e}")))??;
+    state.groups = snapshot.groups;
     let merged_checks = if checks.merged.is_empty() {
         Vec::new()
     } else {

@@ -18,8 +18,8 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use providers::ProviderFile;
 pub use validate::{
-    checks_of, resolve, resolve_with_env, AgentConfig, CheckSettings, ResolvedPlan, ResolvedTask,
-    ReviewSettings, Reviewer, ToolSettings,
+    checks_of, resolve, resolve_with_env, AgentConfig, CheckSettings, GroupSettings, ResolvedPlan,
+    ResolvedTask, ReviewSettings, Reviewer, ToolSettings, DEFAULT_GROUP_THRESHOLD,
 };
 
 /// How long an agent may run when the plan does not say.
@@ -55,6 +55,26 @@ pub struct PlanFile {
     /// `[agents.aider]`.
     #[serde(default, skip_serializing_if = "AgentsFile::is_empty")]
     pub agents: AgentsFile,
+    /// Supervisors for large runs: tasks grouped by path, each group merged and reviewed
+    /// as a whole before the top merge.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub groups: Option<GroupsFile>,
+}
+
+/// The `[groups]` table.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GroupsFile {
+    /// Runs with more tasks than this are grouped (default 12).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub threshold: Option<usize>,
+    /// Exactly this many groups, whatever the number of tasks (`--groups N` overrides it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub count: Option<usize>,
+    /// The supervisor who reviews each group's merged diff: `"off"`, a model provider or
+    /// `{ exec = "CMD" }` (default: the `[review]` agent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub review: Option<AgentSpec>,
 }
 
 /// The `[agents]` table: one entry per agent CLI plait knows.

@@ -31,6 +31,32 @@ pub struct ResolvedPlan {
     pub files: Arc<Vec<TreeFile>>,
     pub checks: CheckSettings,
     pub review: ReviewSettings,
+    pub groups: GroupSettings,
+}
+
+/// Runs with more tasks than this are grouped under supervisors unless the plan says.
+pub const DEFAULT_GROUP_THRESHOLD: usize = 12;
+
+/// How a large run is grouped under supervisors, resolved.
+#[derive(Debug, Clone)]
+pub struct GroupSettings {
+    /// More tasks than this: grouped.
+    pub threshold: usize,
+    /// A fixed number of groups.
+    pub count: Option<usize>,
+    /// Who reviews each group's merge; `Worker` means the first task's reviewer.
+    pub reviewer: Reviewer,
+}
+
+impl GroupSettings {
+    /// How many groups a run of `tasks` tasks gets (0 or 1: no grouping).
+    pub fn groups_for(&self, tasks: usize) -> usize {
+        match self.count {
+            Some(n) => n.min(tasks),
+            None if tasks > self.threshold => tasks.div_ceil(self.threshold),
+            None => 0,
+        }
+    }
 }
 
 /// The commands that judge branches, resolved.
@@ -199,6 +225,7 @@ pub fn resolve_with_env(
     }
     let checks = resolve_checks(&plan, &mut problems);
     let review = resolve_review(&plan, env, &mut providers, &mut problems);
+    let groups = resolve_groups(&plan, &review, env, &mut providers, &mut problems);
     if problems.is_empty() {
         assign_owners(&mut tasks, &files, &mut problems);
     }
@@ -216,6 +243,7 @@ pub fn resolve_with_env(
         files: Arc::new(files),
         checks,
         review,
+        groups,
     })
 }
 
@@ -266,17 +294,60 @@ fn resolve_review(
     let file = plan.review.clone().unwrap_or_default();
     let reviewer = match &file.agent {
         None => Reviewer::Worker,
-        Some(AgentSpec::Named(name)) if name == "off" => Reviewer::Off,
-        Some(AgentSpec::Exec(cmd)) if cmd.trim().is_empty() => {
-            problems.push("[review]: the exec command is empty".to_string());
+        Some(spec) => resolve_reviewer("[review]", spec, plan, env, providers, problems),
+    };
+    ReviewSettings {
+        reviewer,
+        rounds: file.rounds.unwrap_or(2),
+    }
+}
+
+fn resolve_groups(
+    plan: &PlanFile,
+    review: &ReviewSettings,
+    env: &dyn Fn(&str) -> Option<String>,
+    providers: &mut HashMap<String, Result<Arc<ProviderSettings>, String>>,
+    problems: &mut Vec<String>,
+) -> GroupSettings {
+    let file = plan.groups.clone().unwrap_or_default();
+    if file.threshold == Some(0) {
+        problems.push("[groups]: threshold must be at least 1".to_string());
+    }
+    if file.count == Some(0) {
+        problems.push("[groups]: count must be at least 1".to_string());
+    }
+    let reviewer = match &file.review {
+        None => review.reviewer.clone(),
+        Some(spec) => resolve_reviewer("[groups] review", spec, plan, env, providers, problems),
+    };
+    GroupSettings {
+        threshold: file.threshold.unwrap_or(DEFAULT_GROUP_THRESHOLD).max(1),
+        count: file.count.filter(|&n| n > 0),
+        reviewer,
+    }
+}
+
+/// A reviewer named in the plan (`where` says which table, for messages).
+fn resolve_reviewer(
+    place: &str,
+    spec: &AgentSpec,
+    plan: &PlanFile,
+    env: &dyn Fn(&str) -> Option<String>,
+    providers: &mut HashMap<String, Result<Arc<ProviderSettings>, String>>,
+    problems: &mut Vec<String>,
+) -> Reviewer {
+    match spec {
+        AgentSpec::Named(name) if name == "off" => Reviewer::Off,
+        AgentSpec::Exec(cmd) if cmd.trim().is_empty() => {
+            problems.push(format!("{place}: the exec command is empty"));
             Reviewer::Off
         }
-        Some(AgentSpec::Exec(cmd)) => Reviewer::Command(cmd.clone()),
-        Some(AgentSpec::Named(name)) => {
+        AgentSpec::Exec(cmd) => Reviewer::Command(cmd.clone()),
+        AgentSpec::Named(name) => {
             if !plan.providers.contains_key(name) && super::providers::builtin_kind(name).is_none()
             {
                 problems.push(format!(
-                    "[review]: agent `{name}` is neither \"off\", a built-in model (anthropic, openai) nor a [providers.{name}] table"
+                    "{place}: agent `{name}` is neither \"off\", a built-in model (anthropic, openai) nor a [providers.{name}] table"
                 ));
                 Reviewer::Off
             } else {
@@ -295,17 +366,12 @@ fn resolve_review(
                 }
             }
         }
-        Some(AgentSpec::Cli(_)) => {
-            problems.push(
-                "[review]: `cli` reviewers are not available; use a model or { exec = \"CMD\" }"
-                    .to_string(),
-            );
+        AgentSpec::Cli(_) => {
+            problems.push(format!(
+                "{place}: `cli` reviewers are not available; use a model or {{ exec = \"CMD\" }}"
+            ));
             Reviewer::Off
         }
-    };
-    ReviewSettings {
-        reviewer,
-        rounds: file.rounds.unwrap_or(2),
     }
 }
 

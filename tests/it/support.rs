@@ -182,6 +182,7 @@ impl TestRepo {
             jobs,
             worktree_root: None,
             max_cost: self.max_cost.get(),
+            groups: None,
         };
         let prepared = orchestrator::prepare(settings).unwrap();
         let runtime = tokio::runtime::Builder::new_multi_thread()

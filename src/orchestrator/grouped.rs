@@ -1,0 +1,224 @@
+//! The merge of a grouped run: each group's tasks into its branch, the supervisors'
+//! reviews of those merges, then the approved groups at the top.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use super::{merge_message, mergeable, RunError, Shared};
+use crate::git;
+use crate::merge::{self, BranchInput, MergeOutcome, MergeSettings};
+use crate::plan::{ResolvedPlan, Reviewer};
+use crate::report::{self, DiffStyle};
+use crate::review::reviewer::{self, ReviewInput};
+use crate::state::RunState;
+
+/// Merges each group's mergeable tasks into its branch (blocking). A group whose merged
+/// tasks changed since its last merge loses its review: what was reviewed is gone.
+pub fn merge_groups(repo_path: &Path, state: &mut RunState) -> Result<(), RunError> {
+    let base = git2::Oid::from_str(&state.base).map_err(|e| RunError::Internal(e.to_string()))?;
+    let repo = git::open(repo_path)?;
+    let workdir = git::workdir(&repo);
+    for k in 0..state.groups.len() {
+        let group = &state.groups[k];
+        let branches: Vec<BranchInput> = group
+            .tasks
+            .iter()
+            .filter_map(|id| state.task(id))
+            .filter(|t| mergeable(t))
+            .filter_map(|t| {
+                Some(BranchInput {
+                    task: t.id.clone(),
+                    branch: t.branch.clone(),
+                    commit: git2::Oid::from_str(t.commit.as_deref()?).ok()?,
+                })
+            })
+            .collect();
+        let mut message = merge_message(state, &branches);
+        message = message.replacen(
+            &format!("merge run {}", state.id),
+            &format!("merge {} of run {}", group.id, state.id),
+            1,
+        );
+        let settings = MergeSettings {
+            workdir: &workdir,
+            branch: &group.branch,
+            base,
+            branches: &branches,
+            message,
+        };
+        let outcome = merge::merge(&repo, &settings)?;
+        let group = &mut state.groups[k];
+        let same = group
+            .merge
+            .as_ref()
+            .is_some_and(|m| m.included == outcome.included);
+        if !same {
+            group.review = None;
+        }
+        group.merge = Some(outcome);
+    }
+    Ok(())
+}
+
+/// Merges the groups that may go up into the run's merged branch (blocking) and folds the
+/// two levels into the run's merge outcome.
+pub fn merge_top(repo_path: &Path, state: &mut RunState) -> Result<MergeOutcome, RunError> {
+    let base = git2::Oid::from_str(&state.base).map_err(|e| RunError::Internal(e.to_string()))?;
+    let repo = git::open(repo_path)?;
+    let workdir = git::workdir(&repo);
+    let branches: Vec<BranchInput> = state
+        .groups
+        .iter()
+        .filter(|g| g.goes_up())
+        .filter_map(|g| {
+            Some(BranchInput {
+                task: g.id.clone(),
+                branch: g.branch.clone(),
+                commit: git2::Oid::from_str(&g.merge.as_ref()?.commit).ok()?,
+            })
+        })
+        .collect();
+    let mut message = merge_message(state, &branches);
+    message = message.replacen("Tasks: ", "Groups: ", 1);
+    let settings = MergeSettings {
+        workdir: &workdir,
+        branch: &state.merged_branch(),
+        base,
+        branches: &branches,
+        message,
+    };
+    let top = merge::merge(&repo, &settings)?;
+    for group in &mut state.groups {
+        group.merged_up = top.included.contains(&group.id);
+    }
+    Ok(crate::groups::combine(state, top))
+}
+
+/// The supervisor of `group` (an index into the state's groups): the plan's `[groups]
+/// review`, or the reviewer its first task would get.
+fn supervisor(plan: &ResolvedPlan, state: &RunState, group: usize) -> Reviewer {
+    match &plan.groups.reviewer {
+        Reviewer::Worker => state.groups[group]
+            .tasks
+            .first()
+            .and_then(|id| plan.tasks.iter().find(|t| &t.id == id))
+            .map_or(Reviewer::Off, |t| plan.review.reviewer_for(t)),
+        other => other.clone(),
+    }
+}
+
+/// Whether anyone supervises the groups of `plan`.
+pub fn supervised(plan: &ResolvedPlan) -> bool {
+    match &plan.groups.reviewer {
+        Reviewer::Off => false,
+        Reviewer::Worker => plan
+            .tasks
+            .first()
+            .is_some_and(|t| !matches!(plan.review.reviewer_for(t), Reviewer::Off)),
+        _ => true,
+    }
+}
+
+/// Runs the supervisors' reviews of the groups that have a merge with changes and no review
+/// yet, all at once; their reviews go into `state`.
+pub async fn review_groups(shared: &Arc<Shared>, state: &mut RunState) {
+    let run_dir = shared.store.run_dir(&shared.run);
+    let mut jobs = Vec::new();
+    for k in 0..state.groups.len() {
+        let group = &state.groups[k];
+        let Some(merge) = &group.merge else {
+            continue;
+        };
+        if !group.supervised || group.review.is_some() || merge.included.is_empty() {
+            continue;
+        }
+        let reviewer = supervisor(&shared.plan, state, k);
+        let dir = run_dir.join("groups").join(&group.id);
+        let _ = std::fs::create_dir_all(&dir);
+        let prompt = brief(state, k);
+        let owns: Vec<String> = group
+            .tasks
+            .iter()
+            .filter_map(|id| shared.plan.tasks.iter().find(|t| &t.id == id))
+            .flat_map(|t| t.owns.patterns().iter().cloned())
+            .collect();
+        let commit = merge.commit.clone();
+        let id = group.id.clone();
+        let diff = group_diff(shared, &commit).await;
+        jobs.push(async move {
+            let input = ReviewInput {
+                run: &shared.run,
+                goal: &shared.plan.goal,
+                task: &id,
+                prompt: &prompt,
+                owns: &owns,
+                diff: &diff,
+                checks: &[],
+                round: 0,
+                base: shared.plan.base.to_string(),
+                commit,
+                worktree: dir.clone(),
+                dir,
+                timeout: shared.plan.checks.timeout,
+                budget: &shared.budget,
+            };
+            let review = reviewer::review(
+                &reviewer,
+                &input,
+                &shared.client,
+                &shared.limiters,
+                &shared.cancel,
+            )
+            .await;
+            (k, review)
+        });
+    }
+    let reviews = futures_util::future::join_all(jobs).await;
+    for (k, review) in reviews {
+        state.groups[k].review = review;
+    }
+}
+
+/// What a supervisor is told about its group: each task's prompt and its worker's summary.
+fn brief(state: &RunState, group: usize) -> String {
+    let group = &state.groups[group];
+    let mut text = format!(
+        "Supervisor review of {}: the merged work of {} task(s). Judge the group's diff as a whole: \
+         do the tasks together do what they were asked, consistently with each other and the goal?\n",
+        group.id,
+        group.tasks.len()
+    );
+    let merge = group.merge.as_ref();
+    for id in &group.tasks {
+        let Some(task) = state.task(id) else {
+            continue;
+        };
+        let status = if merge.is_some_and(|m| m.included.contains(id)) {
+            "merged"
+        } else if merge.is_some_and(|m| m.excluded.contains(id)) {
+            "left out: conflict"
+        } else {
+            "not merged"
+        };
+        text.push_str(&format!(
+            "\n- task {id} ({status}), files changed: {}\n  worker's summary: {}",
+            task.changes.len(),
+            task.summary.as_deref().unwrap_or("(none)").trim()
+        ));
+    }
+    text
+}
+
+async fn group_diff(shared: &Arc<Shared>, commit: &str) -> String {
+    let (repo_path, base) = (shared.repo.clone(), shared.plan.base);
+    let commit = commit.to_string();
+    tokio::task::spawn_blocking(move || {
+        let repo = git::open(&repo_path).map_err(|e| e.to_string())?;
+        let tip = git2::Oid::from_str(&commit).map_err(|e| e.to_string())?;
+        report::diff_text(&repo, base, tip, DiffStyle::default()).map_err(|e| e.to_string())
+    })
+    .await
+    .map_err(|e| e.to_string())
+    .and_then(|d| d)
+    .unwrap_or_else(|e| format!("(the diff could not be made: {e})"))
+}

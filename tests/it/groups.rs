@@ -1,0 +1,256 @@
+//! Supervisors for large runs: tasks grouped by path, each group merged into its own
+//! branch and reviewed as a whole, then merged at the top; conflicts reported at the level
+//! where they occur.
+
+use plait::state::RunState;
+use serde_json::json;
+
+use crate::mock::{MockModel, Provider, ToolCall, Turn};
+use crate::support::{stderr, stdout, TestRepo};
+
+const KEY: &str = "sk-test-groups-0123456789";
+
+/// A repository of `n` directories `dNN/` with one file each, and a plan of one task per
+/// directory that appends to its file.
+fn wide(n: usize, extra: &str) -> (TestRepo, String) {
+    let files: Vec<(String, String)> = (1..=n)
+        .map(|i| (format!("d{i:02}/f.txt"), format!("file {i}\n")))
+        .collect();
+    let refs: Vec<(&str, &str)> = files
+        .iter()
+        .map(|(p, c)| (p.as_str(), c.as_str()))
+        .collect();
+    let repo = TestRepo::with_files(&refs);
+    let mut plan = format!(
+        "goal = \"Touch every file\"\n[defaults]\ntimeout = \"30s\"\n\
+         agent = {{ exec = \"echo touched >> \\\"$PLAIT_FILE\\\"\" }}\n{extra}\n"
+    );
+    for i in 1..=n {
+        plan.push_str(&format!(
+            "[[task]]\nid = \"t{i:02}\"\nprompt = \"touch\"\nowns = [\"/d{i:02}/\"]\n"
+        ));
+    }
+    (repo, plan)
+}
+
+fn group_tasks(state: &RunState) -> Vec<Vec<String>> {
+    state.groups.iter().map(|g| g.tasks.clone()).collect()
+}
+
+#[test]
+fn a_run_over_the_threshold_is_grouped_by_path_and_merged_in_two_levels() {
+    let (repo, plan) = wide(14, "");
+    let state = repo.run(&plan, 4);
+    // 14 tasks over the default threshold of 12: two groups of neighbouring directories.
+    let groups = group_tasks(&state);
+    assert_eq!(groups.len(), 2, "{groups:?}");
+    let ids = |r: std::ops::RangeInclusive<usize>| -> Vec<String> {
+        r.map(|i| format!("t{i:02}")).collect()
+    };
+    assert_eq!(groups, vec![ids(1..=7), ids(8..=14)]);
+    for group in &state.groups {
+        let merge = group.merge.as_ref().expect("each group is merged");
+        assert_eq!(merge.included, group.tasks);
+        assert!(merge.is_clean());
+        assert!(group.merged_up, "no supervisor: the group goes up");
+        let files = repo.tree_files(&group.branch);
+        for (path, content) in &files {
+            let dir: usize = path[1..3].parse().unwrap();
+            let mine = group.tasks.contains(&format!("t{dir:02}"));
+            assert_eq!(content.ends_with("touched\n"), mine, "{} {path}", group.id);
+        }
+    }
+    let merge = state.merge.as_ref().unwrap();
+    assert_eq!(merge.included.len(), 14);
+    let files = repo.tree_files(&merge.branch);
+    assert!(files.values().all(|c| c.ends_with("touched\n")));
+    // The top merge joins the base and the two group branches.
+    let parents = repo.git(&["rev-list", "--parents", "-n", "1", &merge.branch]);
+    let parents: Vec<&str> = parents.split_whitespace().skip(1).collect();
+    let groups: Vec<String> = state
+        .groups
+        .iter()
+        .map(|g| g.merge.as_ref().unwrap().commit.clone())
+        .collect();
+    assert_eq!(parents[1..], groups, "{parents:?}");
+
+    // status shows the tree.
+    let out = repo.plait(&["status", &state.id]);
+    let text = stdout(&out);
+    let g1 = text.find("\ngroup-1 ").expect("group-1 line");
+    let t01 = text.find("\n  t01 ").expect("t01 under its group");
+    let g2 = text.find("\ngroup-2 ").expect("group-2 line");
+    let t08 = text.find("\n  t08 ").expect("t08 under its group");
+    assert!(g1 < t01 && t01 < g2 && g2 < t08, "{text}");
+    assert!(text.contains("7 of 7 task(s) merged into plait/"), "{text}");
+
+    // --groups 0 turns grouping off; clean removes the group branches.
+    let out = repo.plait(&["clean", &state.id, "--force"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(repo.branches().iter().all(|b| !b.starts_with("plait/")));
+    let plan_path = repo.plan(&plan);
+    let out = repo.plait(&["run", plan_path.to_str().unwrap(), "--groups", "0"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let run = stdout(&out).trim().to_string();
+    let status = repo.status_json(&[&run]);
+    assert!(status.get("groups").is_none(), "{status}");
+}
+
+/// Tasks `a` and `b` both add `shared/a-b` (their globs both match the new path); `c` and
+/// `d` change files of their own. `order` decides which tasks share a group.
+fn conflicting(a_path: &str, b_path: &str) -> (TestRepo, String) {
+    let repo = TestRepo::with_files(&[
+        ("shared/a-1", "1\n"),
+        ("shared/2-b", "2\n"),
+        (a_path, "a\n"),
+        (b_path, "b\n"),
+        ("m/c.txt", "c\n"),
+        ("m/d.txt", "d\n"),
+    ]);
+    let plan = format!(
+        "[defaults]\ntimeout = \"30s\"\n[groups]\ncount = 2\n\
+         [[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"/{a_path}\", \"/shared/a-*\"]\nagent = {{ exec = \"echo A > shared/a-b; echo a2 > {a_path}\" }}\n\
+         [[task]]\nid = \"b\"\nprompt = \"p\"\nowns = [\"/{b_path}\", \"/shared/*-b\"]\nagent = {{ exec = \"echo B > shared/a-b; echo b2 > {b_path}\" }}\n\
+         [[task]]\nid = \"c\"\nprompt = \"p\"\nowns = [\"/m/c.txt\"]\nagent = {{ exec = \"echo c2 > m/c.txt\" }}\n\
+         [[task]]\nid = \"d\"\nprompt = \"p\"\nowns = [\"/m/d.txt\"]\nagent = {{ exec = \"echo d2 > m/d.txt\" }}\n"
+    );
+    (repo, plan)
+}
+
+#[test]
+fn a_conflict_between_two_tasks_of_one_group_is_reported_at_the_group() {
+    // a (lib/a.py) and b (lib/b.py) sort together: group-1 = a, b; group-2 = c, d.
+    let (repo, plan) = conflicting("lib/a.py", "lib/b.py");
+    let state = repo.run(&plan, 2);
+    assert_eq!(group_tasks(&state), vec![vec!["a", "b"], vec!["c", "d"]]);
+    let g1 = state.groups[0].merge.as_ref().unwrap();
+    assert_eq!(g1.included, ["a"]);
+    assert_eq!(g1.excluded, ["b"]);
+    assert_eq!(g1.conflicts.len(), 1);
+    assert_eq!(g1.conflicts[0].kind, "add/add");
+    assert_eq!(g1.conflicts[0].tasks, ["a", "b"]);
+    assert!(state.groups[1].merge.as_ref().unwrap().is_clean());
+    // The group still goes up with what merged; the run reports the group's conflict.
+    let merge = state.merge.as_ref().unwrap();
+    assert_eq!(merge.included, ["a", "c", "d"]);
+    assert_eq!(merge.excluded, ["b"]);
+    assert_eq!(merge.conflicts.len(), 1);
+    assert!(
+        merge.conflicts[0].message.starts_with("in group-1: "),
+        "{:?}",
+        merge.conflicts
+    );
+    let files = repo.tree_files(&merge.branch);
+    assert_eq!(files["shared/a-b"], "A\n");
+    assert_eq!(files["m/d.txt"], "d2\n");
+    let text = stdout(&repo.plait(&["status", &state.id]));
+    assert!(text.contains("1 conflict(s) inside, left out: b"), "{text}");
+}
+
+#[test]
+fn a_conflict_between_groups_is_reported_at_the_top_with_its_tasks() {
+    // a (a/a.py) sorts first, b (z/b.py) last: group-1 = a, c; group-2 = d, b.
+    let (repo, plan) = conflicting("a/a.py", "z/b.py");
+    let state = repo.run(&plan, 2);
+    assert_eq!(group_tasks(&state), vec![vec!["a", "c"], vec!["b", "d"]]);
+    assert!(state
+        .groups
+        .iter()
+        .all(|g| g.merge.as_ref().unwrap().is_clean()));
+    let merge = state.merge.as_ref().unwrap();
+    assert_eq!(merge.conflicts.len(), 1, "{:?}", merge.conflicts);
+    let conflict = &merge.conflicts[0];
+    assert_eq!(conflict.path, "shared/a-b");
+    assert_eq!(conflict.tasks, ["a", "b"], "the tasks whose changes meet");
+    assert!(
+        conflict
+            .message
+            .starts_with("between group-1 and group-2: "),
+        "{conflict:?}"
+    );
+    // group-2 as a whole stays out of the top merge.
+    assert!(state.groups[0].merged_up && !state.groups[1].merged_up);
+    assert_eq!(merge.included, ["a", "c"]);
+    let mut excluded = merge.excluded.clone();
+    excluded.sort();
+    assert_eq!(excluded, ["b", "d"]);
+}
+
+#[test]
+fn supervisors_review_each_group_and_a_person_can_overrule_them() {
+    let mock = MockModel::start(Provider::Anthropic, KEY);
+    let review = |verdict: &str, summary: &str| {
+        Turn::Tools(vec![ToolCall::new(
+            "submit_review",
+            json!({"verdict": verdict, "summary": summary}),
+        )])
+    };
+    mock.script("review:group-1", vec![review("approve", "consistent")]);
+    mock.script(
+        "review:group-2",
+        vec![review("request_changes", "t05 is wrong")],
+    );
+    let extra = format!(
+        "[groups]\ncount = 2\nreview = \"mock\"\n\
+         [providers.mock]\nkind = \"anthropic\"\nbase_url = \"{}\"\napi_key_env = \"PLAIT_TEST_KEY\"\nmodel = \"claude-sonnet-4-5\"\n",
+        mock.url()
+    );
+    let (repo, plan) = wide(6, &extra);
+    let env = |name: &str| (name == "PLAIT_TEST_KEY").then(|| KEY.to_string());
+    let state = repo.run_with_env(&plan, 2, &env);
+    assert!(mock.problems().is_empty(), "{:#?}", mock.problems());
+    let [g1, g2] = &state.groups[..] else {
+        panic!("two groups: {:?}", state.groups)
+    };
+    assert_eq!(g1.review.as_ref().unwrap().summary, "consistent");
+    assert!(g1.merged_up);
+    assert!(!g2.merged_up, "changes requested: group-2 stays out");
+    let merge = state.merge.as_ref().unwrap();
+    assert_eq!(merge.included, ["t01", "t02", "t03"]);
+    let attention = plait::report::attention(&state);
+    assert!(
+        attention
+            .iter()
+            .any(|a| a.contains("group-2 (request_changes)")),
+        "{attention:?}"
+    );
+
+    // What a supervisor sees: its group's tasks, summaries and the merged diff.
+    let request = mock
+        .requests()
+        .into_iter()
+        .find(|r| r.task.as_deref() == Some("review:group-2"))
+        .unwrap();
+    let body = request.body.to_string();
+    assert!(body.contains("Supervisor review of group-2"), "{body}");
+    assert!(body.contains("task t05 (merged)"), "{body}");
+    assert!(
+        body.contains("d05/f.txt") && body.contains("+touched"),
+        "{body}"
+    );
+    assert!(
+        !body.contains("d01/f.txt"),
+        "only its own group's diff: {body}"
+    );
+
+    // Landing is refused until a person decides; accepting the group re-merges it.
+    let out = repo.plait(&["land", &state.id, "--into", "main"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let out = repo.plait(&["accept", &state.id, "group-2"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).contains("group group-2"), "{}", stdout(&out));
+    let out = repo.plait(&["land", &state.id, "--into", "main"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let files = repo.tree_files("main");
+    assert!(
+        files.values().all(|c| c.ends_with("touched\n")),
+        "{files:?}"
+    );
+    let out = repo.plait(&["accept", &state.id, "group-9"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("no task or group `group-9`"),
+        "{}",
+        stderr(&out)
+    );
+}
