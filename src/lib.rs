@@ -4,24 +4,27 @@
 //! those files, and an agent edits it; plait commits the owned changes, merges the branches
 //! and lands the result only when the merge is clean. The modules follow the pipeline:
 //!
-//! 1. [`plan`] — read and validate a plan (TOML or a split rule): tasks, owned globs, base,
-//!    providers, checks, reviewer.
+//! 1. [`plan`] — read and validate a plan (TOML, a split rule, or a manager model's
+//!    answer): tasks, owned globs, base, providers, agent CLIs, checks, reviewer, groups.
 //! 2. [`workspace`] — per task, a branch `plait/<run>/<task>` and a worktree with only the
 //!    owned and context files, built without a checkout (hand-written index, skip-worktree).
-//! 3. [`agent`] — run the task's agent in its worktree: `exec` (a shell command) or a model
-//!    over HTTP with a confined tool loop.
+//! 3. [`agent`] — run the task's agent in its worktree: `exec` (a shell command), a model
+//!    over HTTP with a confined tool loop, Claude Code (with plait's guard as its hook),
+//!    aider, or any agent CLI.
 //! 4. [`collect`] — walk the worktree, commit owned changes on the task branch, report
 //!    every other change as a violation.
 //! 5. [`review`] — checks on a full checkout of the branch and a reviewer's verdict; a
 //!    failing check or a request for changes sends the worker back for another round.
-//! 6. [`merge`] — combine the approved branches into `plait/<run>/merged`; disjoint changes
+//! 6. [`groups`] — in a large run, groups of tasks by path, each merged into
+//!    `plait/<run>/group-<k>` and reviewed by a supervisor before the top merge.
+//! 7. [`merge`] — combine the approved branches into `plait/<run>/merged`; disjoint changes
 //!    go straight onto the base tree, overlapping paths go through `git merge-tree`; then
 //!    the merged checks.
-//! 7. [`land`] — advance the user's branch to the merged result, only when the gate is green.
-//! 8. [`report`] — per task and per run: state, changes, violations, verdicts, checks,
+//! 8. [`land`] — advance the user's branch to the merged result, only when the gate is green.
+//! 9. [`report`] — per task and per run: state, changes, violations, verdicts, checks,
 //!    conflicts, tokens, cost, time; diffs.
 //!
-//! [`orchestrator`] drives stages 2–6 for a run with bounded concurrency, persisting the
+//! [`orchestrator`] drives stages 2–7 for a run with bounded concurrency, persisting the
 //! run's [`state`] after every transition; [`clean`] removes what a run created; [`check`]
 //! is the gate for hooks and CI. [`git`] holds the repository helpers every stage shares
 //! and [`shell`] the way every stage runs a command. Only [`cli`] prints, reads the
