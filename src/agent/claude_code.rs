@@ -138,6 +138,9 @@ impl ClaudeCodeAgent {
         }
         let argv = self.argv(task, &files);
         let env = self.env(task, &files);
+        let has_key = env.iter().any(|(k, _)| *k == "ANTHROPIC_API_KEY")
+            || std::env::var_os("ANTHROPIC_API_KEY").is_some_and(|k| !k.is_empty());
+        let login = link_login(&files.config, has_key);
         let outcome = shell::run_argv_capturing(
             &argv,
             &task.worktree,
@@ -148,6 +151,9 @@ impl ClaudeCodeAgent {
             &task.cancel,
         )
         .await;
+        if let Some(link) = login {
+            let _ = std::fs::remove_file(link);
+        }
         let stdout = std::fs::read_to_string(&files.result).unwrap_or_default();
         append_to_log(&task.log, &stdout);
         let refused = std::fs::read_to_string(&files.refusals)
@@ -173,7 +179,6 @@ impl ClaudeCodeAgent {
 /// Writes the agent's config directory, guard file and settings.
 fn prepare(task: &TaskContext, files: &Files) -> std::io::Result<()> {
     std::fs::create_dir_all(&files.config)?;
-    copy_login(&files.config);
     let guard = GuardFile {
         task: task.task.clone(),
         worktree: task.worktree.clone(),
@@ -200,22 +205,19 @@ fn prepare(task: &TaskContext, files: &Files) -> std::io::Result<()> {
 }
 
 /// A user logged in to Claude Code (rather than using an API key) keeps that login in their
-/// config directory; each agent's own directory gets a copy so the login still works.
-fn copy_login(config: &Path) {
+/// own config directory; each agent's directory gets a link to it for the run, so the login
+/// works and no copy of it is left behind. Returns the link, to be removed afterwards.
+fn link_login(config: &Path, has_key: bool) -> Option<PathBuf> {
     let target = config.join(".credentials.json");
-    if target.exists() {
-        return;
+    if has_key || target.exists() {
+        return None;
     }
     let home = std::env::var_os("CLAUDE_CONFIG_DIR")
+        .filter(|d| !d.is_empty())
         .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".claude")));
-    let Some(source) = home.map(|h| h.join(".credentials.json")) else {
-        return;
-    };
-    if source.is_file() && std::fs::copy(&source, &target).is_ok() {
-        use std::os::unix::fs::PermissionsExt;
-        let _ = std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o600));
-    }
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".claude")))?;
+    let source = home.join(".credentials.json");
+    (source.is_file() && std::os::unix::fs::symlink(&source, &target).is_ok()).then_some(target)
 }
 
 /// `text` quoted for `sh`.

@@ -468,3 +468,45 @@ fn real_claude_code_edits_owned_files_and_its_hook_refuses_the_rest() {
         refused[0].text
     );
 }
+
+#[test]
+fn a_claude_login_is_linked_for_the_run_and_not_left_behind() {
+    let repo = sample();
+    let home = tempfile::tempdir().unwrap();
+    let own = home.path().join(".claude");
+    fs::create_dir_all(&own).unwrap();
+    fs::write(
+        own.join(".credentials.json"),
+        "{\"token\": \"secret-login\"}",
+    )
+    .unwrap();
+    let (script, records) = script(&repo, "claude", json!({}));
+    let toml = plan(
+        "claude-code",
+        &format!(
+            "[agents.claude-code]\nbin = \"{}\"\n",
+            fake("claude").display()
+        ),
+    );
+    let plan_path = repo.plan(&toml);
+    let home_dir = home.path().to_str().unwrap();
+    let out = repo.plait_env(
+        &["run", plan_path.to_str().unwrap()],
+        &[
+            ("FAKE_CLAUDE_SCRIPT", &script),
+            ("FAKE_CLAUDE_RECORD", &records),
+            ("HOME", home_dir),
+            ("CLAUDE_CONFIG_DIR", ""),
+            ("ANTHROPIC_API_KEY", ""),
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let rec = record(&records, "a");
+    assert_eq!(rec["config_files"][".credentials.json"], "link", "{rec}");
+    let config = rec["env"]["CLAUDE_CONFIG_DIR"].as_str().unwrap();
+    assert!(!Path::new(config).join(".credentials.json").exists());
+    assert!(
+        own.join(".credentials.json").exists(),
+        "the user's own login stays"
+    );
+}
