@@ -19,7 +19,8 @@ pub enum Color {
 /// Show what a task changed on its branch, as a unified diff against the base
 #[derive(Debug, Args)]
 #[command(after_help = "\
-TASK may also be `merged`, for the whole merged result.
+TASK may also be `merged`, for the whole merged result, or in a grouped run a supervisor
+group (`group-<k>`), for the merge of its tasks.
 
 Examples:
   plait diff 0abc12 lib-a
@@ -27,7 +28,7 @@ Examples:
 pub struct DiffArgs {
     /// The run
     pub run: String,
-    /// The task, or `merged`
+    /// The task, `merged`, or a group (`group-<k>`)
     pub task: String,
     /// Show changed files with counts of added and removed lines
     #[arg(long)]
@@ -46,6 +47,16 @@ pub fn cmd_diff(dir: &Path, args: DiffArgs) -> Result<(), CommandError> {
         match &state.merge {
             Some(m) => Some(m.commit.clone()),
             None => return Err(CommandError::usage(format!("run {run} has not merged yet"))),
+        }
+    } else if let Some(group) = state.groups.iter().find(|g| g.id == args.task) {
+        match &group.merge {
+            Some(m) => Some(m.commit.clone()),
+            None => {
+                return Err(CommandError::usage(format!(
+                    "{} of run {run} has not merged yet",
+                    group.id
+                )))
+            }
         }
     } else {
         let Some(task) = state.task(&args.task) else {

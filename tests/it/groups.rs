@@ -83,6 +83,12 @@ fn a_run_over_the_threshold_is_grouped_by_path_and_merged_in_two_levels() {
     let t08 = text.find("\n  t08 ").expect("t08 under its group");
     assert!(g1 < t01 && t01 < g2 && g2 < t08, "{text}");
     assert!(text.contains("7 of 7 task(s) merged into plait/"), "{text}");
+    let out = repo.plait(&["diff", &state.id, "group-2", "--stat"]);
+    let stat = stdout(&out);
+    assert!(
+        stat.contains("d08/f.txt") && !stat.contains("d01/f.txt"),
+        "{stat}"
+    );
 
     // --groups 0 turns grouping off; clean removes the group branches.
     let out = repo.plait(&["clean", &state.id, "--force"]);
