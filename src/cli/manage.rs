@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use super::CommandError;
 use crate::agent::model::limiter::Limiter;
 use crate::agent::Cancel;
-use crate::git::{self, flatten_tree};
+use crate::git;
 use crate::plan::manager::{self, Manager, ManagerError, PlanRequest, Planned};
 use crate::plan::providers::{builtin_kind, resolve_provider, ProviderFile};
 use crate::plan::AgentSpec;
@@ -94,19 +94,7 @@ pub fn plan_by_manager(
     let provider = resolve_provider(&options.manager, Some(&file), &env)
         .map_err(|e| CommandError::usage(format!("the manager: {e}")))?;
     let repo = git::open(dir)?;
-    let base_name = options.base.clone().unwrap_or_else(|| "HEAD".to_string());
-    let base = repo
-        .revparse_single(&base_name)
-        .and_then(|o| o.peel_to_commit())
-        .map_err(|_| {
-            CommandError::usage(format!(
-                "--base `{base_name}` is not a branch or commit in this repository"
-            ))
-        })?;
-    let files = base
-        .tree()
-        .and_then(|t| flatten_tree(&t))
-        .map_err(|e| CommandError::internal(e.to_string()))?;
+    let files = super::plan::base_files(&repo, options.base.as_deref())?;
     for glob in &options.include {
         crate::plan::globs::Globs::new(std::slice::from_ref(glob))
             .map_err(|e| CommandError::usage(format!("--include: {e}")))?;

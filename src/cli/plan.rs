@@ -83,26 +83,8 @@ pub fn cmd_plan(dir: &Path, args: PlanArgs) -> Result<(), CommandError> {
     };
     let rule = SplitRule::parse(spec)?;
     let repo = git::open(dir)?;
-    let base_name = args.base.clone().unwrap_or_else(|| "HEAD".to_string());
-    let base = repo
-        .revparse_single(&base_name)
-        .and_then(|o| o.peel_to_commit())
-        .map_err(|_| {
-            CommandError::usage(format!(
-                "--base `{base_name}` is not a branch or commit in this repository"
-            ))
-        })?;
-    let files = flatten_tree(
-        &base
-            .tree()
-            .map_err(|e| CommandError::internal(e.to_string()))?,
-    )
-    .map_err(|e| CommandError::internal(e.to_string()))?;
-    let agent = match (&args.exec, &args.agent) {
-        (Some(cmd), _) => Some(AgentSpec::Exec(cmd.clone())),
-        (None, Some(name)) => Some(AgentSpec::Named(name.clone())),
-        (None, None) => None,
-    };
+    let files = base_files(&repo, args.base.as_deref())?;
+    let agent = worker(&args);
     let settings = SplitSettings {
         rule,
         template: template.clone(),
@@ -149,6 +131,34 @@ pub fn cmd_plan(dir: &Path, args: PlanArgs) -> Result<(), CommandError> {
     Ok(())
 }
 
+/// The tasks' agent from `--exec` or `--agent`.
+fn worker(args: &PlanArgs) -> Option<AgentSpec> {
+    match (&args.exec, &args.agent) {
+        (Some(cmd), _) => Some(AgentSpec::Exec(cmd.clone())),
+        (None, Some(name)) => Some(AgentSpec::Named(name.clone())),
+        (None, None) => None,
+    }
+}
+
+/// The tracked files of `--base` (default HEAD).
+pub(super) fn base_files(
+    repo: &git2::Repository,
+    base: Option<&str>,
+) -> Result<Vec<crate::git::TreeFile>, CommandError> {
+    let base_name = base.unwrap_or("HEAD");
+    let base = repo
+        .revparse_single(base_name)
+        .and_then(|o| o.peel_to_commit())
+        .map_err(|_| {
+            CommandError::usage(format!(
+                "--base `{base_name}` is not a branch or commit in this repository"
+            ))
+        })?;
+    base.tree()
+        .and_then(|t| flatten_tree(&t))
+        .map_err(|e| CommandError::internal(e.to_string()))
+}
+
 /// `plait plan --goal` without a split rule: the manager model plans.
 fn plan_by_manager(dir: &Path, goal: &str, args: &PlanArgs) -> Result<(), CommandError> {
     if args.prompt.is_some() {
@@ -156,12 +166,7 @@ fn plan_by_manager(dir: &Path, goal: &str, args: &PlanArgs) -> Result<(), Comman
             "--prompt goes with --split; with --goal alone the manager writes each task's prompt",
         ));
     }
-    let worker = match (&args.exec, &args.agent) {
-        (Some(cmd), _) => Some(AgentSpec::Exec(cmd.clone())),
-        (None, Some(name)) => Some(AgentSpec::Named(name.clone())),
-        (None, None) => None,
-    };
-    let options = args.manager.options(goal, worker, args.base.clone());
+    let options = args.manager.options(goal, worker(args), args.base.clone());
     let (toml, planned, _) = super::manage::plan_by_manager(dir, &options)?;
     eprint!("{}", super::manage::summary(&planned));
     match &args.output {

@@ -11,12 +11,12 @@ use git2::Repository;
 use serde_json::{json, Value};
 
 use super::globs::Globs;
-use super::providers::{ProviderKind, ProviderSettings};
+use super::providers::ProviderSettings;
 use super::{resolve_with_env, AgentSpec, Defaults, PlanError, PlanFile, ResolvedPlan, TaskFile};
 use crate::agent::model::conversation::{Block, Message, Role, System, ToolSpec};
 use crate::agent::model::http::{self, Transcript};
 use crate::agent::model::limiter::Limiter;
-use crate::agent::model::{account, anthropic, openai};
+use crate::agent::model::{account, forced_tool_body};
 use crate::agent::Cancel;
 use crate::git::TreeFile;
 use crate::state::Usage;
@@ -98,7 +98,6 @@ impl Manager<'_> {
     ) -> Result<Planned, ManagerError> {
         let provider = self.provider;
         let system = system(request);
-        let tools = [tool()];
         let mut messages = vec![Message::user_text(overview(repo, files, request))];
         let mut transcript = Transcript::open(self.transcript);
         let mut usage = Usage {
@@ -108,20 +107,7 @@ impl Manager<'_> {
         let mut problems = Vec::new();
         let attempts = request.corrections + 1;
         for attempt in 1..=attempts {
-            let mut body = match provider.kind {
-                ProviderKind::Anthropic => {
-                    anthropic::request_body(provider, &system, &tools, &messages, provider.stream)
-                }
-                ProviderKind::Openai => {
-                    openai::request_body(provider, &system, &tools, &messages, provider.stream)
-                }
-            };
-            body["tool_choice"] = match provider.kind {
-                ProviderKind::Anthropic => json!({"type": "tool", "name": SUBMIT_PLAN}),
-                ProviderKind::Openai => {
-                    json!({"type": "function", "function": {"name": SUBMIT_PLAN}})
-                }
-            };
+            let body = forced_tool_body(provider, &system, tool(), &messages);
             let (reply, timing) = http::call(
                 self.client,
                 provider,

@@ -9,11 +9,11 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use crate::agent::model::conversation::{Block, Message, System, ToolSpec};
+use crate::agent::model::forced_tool_body;
 use crate::agent::model::http::{self, Transcript};
 use crate::agent::model::limiter::{Limiter, Limiters};
-use crate::agent::model::{anthropic, openai};
 use crate::agent::{Budget, Cancel};
-use crate::plan::providers::{ProviderKind, ProviderSettings};
+use crate::plan::providers::ProviderSettings;
 use crate::plan::Reviewer;
 use crate::shell::{self, ShellOutcome};
 use crate::state::{CheckResult, Comment, Review, Usage, Verdict};
@@ -206,7 +206,6 @@ async fn by_model(
     cancel: &Cancel,
 ) -> Review {
     let system = system(input);
-    let tools = [tool()];
     let messages = [Message::user_text(message(input))];
     let mut transcript = Transcript::open(&input.dir.join("review.jsonl"));
     let mut usage = Usage {
@@ -219,20 +218,7 @@ async fn by_model(
             problem = format!("not reviewed: {reason}");
             break;
         }
-        let mut body = match provider.kind {
-            ProviderKind::Anthropic => {
-                anthropic::request_body(provider, &system, &tools, &messages, provider.stream)
-            }
-            ProviderKind::Openai => {
-                openai::request_body(provider, &system, &tools, &messages, provider.stream)
-            }
-        };
-        body["tool_choice"] = match provider.kind {
-            ProviderKind::Anthropic => json!({"type": "tool", "name": SUBMIT_REVIEW}),
-            ProviderKind::Openai => {
-                json!({"type": "function", "function": {"name": SUBMIT_REVIEW}})
-            }
-        };
+        let body = forced_tool_body(provider, &system, tool(), &messages);
         let (reply, timing) = match http::call(
             client,
             provider,

@@ -54,6 +54,21 @@ fn record(dir: &str, task: &str) -> Value {
     serde_json::from_str(&text).unwrap()
 }
 
+/// The command line a fake CLI recorded.
+fn argv_of(rec: &Value) -> Vec<&str> {
+    let argv = rec["argv"].as_array().unwrap();
+    argv.iter().map(|v| v.as_str().unwrap()).collect()
+}
+
+/// The argument after `flag`.
+fn after<'a>(argv: &[&'a str], flag: &str) -> &'a str {
+    let i = argv
+        .iter()
+        .position(|a| *a == flag)
+        .unwrap_or_else(|| panic!("no {flag} in {argv:?}"));
+    argv[i + 1]
+}
+
 fn task<'a>(status: &'a Value, id: &str) -> &'a Value {
     status["tasks"]
         .as_array()
@@ -148,19 +163,8 @@ fn fake_claude_edits_owned_files_and_the_hook_refuses_the_rest() {
     assert!(denials[2]["reason"].as_str().unwrap().contains("git"));
 
     // How plait ran the CLI.
-    let argv: Vec<&str> = rec["argv"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v.as_str().unwrap())
-        .collect();
-    let after = |flag: &str| {
-        let i = argv
-            .iter()
-            .position(|a| *a == flag)
-            .unwrap_or_else(|| panic!("no {flag} in {argv:?}"));
-        argv[i + 1]
-    };
+    let argv = argv_of(&rec);
+    let after = |flag: &str| after(&argv, flag);
     assert_eq!(after("-p"), "Say hello in src/a/x.txt");
     assert_eq!(after("--output-format"), "json");
     assert_eq!(after("--max-turns"), "7");
@@ -344,19 +348,8 @@ fn fake_aider_gets_the_owned_files_and_the_providers_model_base_url_and_key() {
     );
 
     let rec = record(&records, "a");
-    let argv: Vec<&str> = rec["argv"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v.as_str().unwrap())
-        .collect();
-    let after = |flag: &str| {
-        let i = argv
-            .iter()
-            .position(|a| *a == flag)
-            .unwrap_or_else(|| panic!("no {flag} in {argv:?}"));
-        argv[i + 1]
-    };
+    let argv = argv_of(&rec);
+    let after = |flag: &str| after(&argv, flag);
     assert_eq!(after("--model"), "openai/qwen-coder");
     assert_eq!(after("--openai-api-base"), "http://127.0.0.1:9/v1");
     let message = after("--message");

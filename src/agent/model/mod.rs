@@ -249,6 +249,33 @@ async fn run_tools(
     }
 }
 
+/// A request that must be answered by calling `tool` (a reviewer's `submit_review`, a
+/// manager's `submit_plan`): the tool is the only one offered and it is forced.
+pub(crate) fn forced_tool_body(
+    provider: &ProviderSettings,
+    system: &conversation::System,
+    tool: conversation::ToolSpec,
+    messages: &[Message],
+) -> serde_json::Value {
+    let name = tool.name;
+    let tools = [tool];
+    let mut body = match provider.kind {
+        ProviderKind::Anthropic => {
+            anthropic::request_body(provider, system, &tools, messages, provider.stream)
+        }
+        ProviderKind::Openai => {
+            openai::request_body(provider, system, &tools, messages, provider.stream)
+        }
+    };
+    body["tool_choice"] = match provider.kind {
+        ProviderKind::Anthropic => serde_json::json!({"type": "tool", "name": name}),
+        ProviderKind::Openai => {
+            serde_json::json!({"type": "function", "function": {"name": name}})
+        }
+    };
+    body
+}
+
 pub(crate) fn account(
     usage: &mut Usage,
     provider: &ProviderSettings,
