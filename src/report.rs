@@ -457,6 +457,53 @@ pub fn review_text(
         }
         out.push('\n');
     }
+    for group in &state.groups {
+        let verdict = match (group.verdict(), &group.decision) {
+            (Some(v), Some(_)) => format!("{} (by a person)", v.as_str()),
+            (Some(v), None) => format!("{} (by the supervisor)", v.as_str()),
+            (None, _) if !group.supervised => "no supervisor".to_string(),
+            (None, _) => "not reviewed".to_string(),
+        };
+        let _ = writeln!(
+            out,
+            "{}== {} · tasks {} · {verdict} · {}{}",
+            paint(style, BOLD),
+            group.id,
+            group.tasks.join(", "),
+            if group.merged_up {
+                "in the merge"
+            } else {
+                "left out of the merge"
+            },
+            reset(style)
+        );
+        if let Some(review) = &group.review {
+            let _ = writeln!(out, "summary: {}", review.summary);
+            if let Some(note) = &review.note {
+                let _ = writeln!(out, "note: {note}");
+            }
+            for c in &review.comments {
+                let _ = writeln!(out, "  - {}{}", c.place(), c.body);
+            }
+        }
+        if let Some(merge) = &group.merge {
+            for c in &merge.conflicts {
+                let _ = writeln!(
+                    out,
+                    "conflict in {} ({}): {}",
+                    c.path,
+                    c.kind,
+                    c.tasks.join(", ")
+                );
+            }
+            let _ = writeln!(
+                out,
+                "(its diff: plait diff {} {} --stat)",
+                state.id, group.id
+            );
+        }
+        out.push('\n');
+    }
     Ok(out)
 }
 

@@ -239,6 +239,13 @@ fn supervisors_review_each_group_and_a_person_can_overrule_them() {
         "only its own group's diff: {body}"
     );
 
+    let text = stdout(&repo.plait(&["review", &state.id]));
+    assert!(
+        text.contains("== group-2 · tasks t04, t05, t06 · request_changes (by the supervisor) · left out of the merge")
+            && text.contains("summary: t05 is wrong"),
+        "{text}"
+    );
+
     // Landing is refused until a person decides; accepting the group re-merges it.
     let out = repo.plait(&["land", &state.id, "--into", "main"]);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
