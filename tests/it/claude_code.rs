@@ -503,3 +503,89 @@ fn a_claude_login_is_linked_for_the_run_and_not_left_behind() {
         "the user's own login stays"
     );
 }
+
+#[test]
+fn ctrl_c_interrupts_claude_and_resume_carries_on_from_its_work() {
+    let repo = sample();
+    let (script_path, records) = script(
+        &repo,
+        "claude",
+        json!({
+            "a": {"actions": [{"edit": "src/a/x.txt", "old": "hi", "new": "partial"}, {"sleep": 30}]},
+            "b": {"actions": [{"edit": "src/b/y.txt", "old": "yo", "new": "partial"}, {"sleep": 30}]},
+        }),
+    );
+    let toml = plan(
+        "claude-code",
+        &format!(
+            "[agents.claude-code]\nbin = \"{}\"\n",
+            fake("claude").display()
+        ),
+    );
+    let plan_path = repo.plan(&toml);
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_plait"))
+        .args(["run", plan_path.to_str().unwrap(), "-j", "2"])
+        .current_dir(&repo.path)
+        .env("FAKE_CLAUDE_SCRIPT", &script_path)
+        .env("FAKE_CLAUDE_RECORD", &records)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let status = crate::run::wait_for_running(&repo, 2);
+    let worktree =
+        |id: &str| -> PathBuf { PathBuf::from(task(&status, id)["worktree"].as_str().unwrap()) };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while fs::read_to_string(worktree("a").join("src/a/x.txt")).unwrap_or_default() != "partial\n"
+        || fs::read_to_string(worktree("b").join("src/b/y.txt")).unwrap_or_default() != "partial\n"
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the fakes never wrote"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    // SAFETY: signalling the child we spawned.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130), "{}", stderr(&out));
+    let run = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let status = repo.status_json(&[&run]);
+    for id in ["a", "b"] {
+        let t = task(&status, id);
+        assert_eq!(t["state"], "interrupted", "{t}");
+        let branch = t["branch"].as_str().unwrap();
+        let file = if id == "a" {
+            "src/a/x.txt"
+        } else {
+            "src/b/y.txt"
+        };
+        assert_eq!(repo.tree_files(branch)[file], "partial\n");
+    }
+
+    // The next run of the CLI finishes the work in the same worktree.
+    let finish = json!({
+        "a": {"actions": [{"edit": "src/a/x.txt", "old": "partial", "new": "hello"}]},
+        "b": {"actions": [{"edit": "src/b/y.txt", "old": "partial", "new": "hey"}]},
+    });
+    fs::write(&script_path, finish.to_string()).unwrap();
+    let out = repo.plait_env(
+        &["resume", &run],
+        &[
+            ("FAKE_CLAUDE_SCRIPT", &script_path),
+            ("FAKE_CLAUDE_RECORD", &records),
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let merged = repo.tree_files(&format!("plait/{run}/merged"));
+    assert_eq!(merged["src/a/x.txt"], "hello\n");
+    assert_eq!(merged["src/b/y.txt"], "hey\n");
+    // The second run was told its earlier work is there.
+    let second = Path::new(&records).join("a.2.json");
+    let rec: Value = serde_json::from_str(&fs::read_to_string(second).unwrap()).unwrap();
+    let prompt = after(&argv_of(&rec), "-p").to_string();
+    assert!(
+        prompt.contains("Say hello in src/a/x.txt") && prompt.contains("This task was interrupted"),
+        "{prompt}"
+    );
+}

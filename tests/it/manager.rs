@@ -264,3 +264,45 @@ fn run_goal_plans_and_runs_and_asks_unless_yes() {
     let status = repo.status_json(&[]);
     assert_eq!(status["goal"], "Set every constant to 2");
 }
+
+#[test]
+fn an_openai_compatible_manager_plans_too() {
+    let repo = sample();
+    let mock = MockModel::start(Provider::OpenAi, KEY);
+    mock.script("manager", vec![submit(good_tasks())]);
+    let out_path = repo.scratch.join("plan.toml");
+    let url = mock.url();
+    let out = repo.plait_env(
+        &[
+            "plan",
+            "--goal",
+            "Set every constant to 2",
+            "--manager",
+            "openai",
+            "--manager-model",
+            "gpt-4.1-mini",
+            "-o",
+            out_path.to_str().unwrap(),
+        ],
+        &[("OPENAI_BASE_URL", &url), ("OPENAI_API_KEY", KEY)],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(mock.problems().is_empty(), "{:#?}", mock.problems());
+    let requests = manager_requests(&mock);
+    assert_eq!(requests[0]["model"], "gpt-4.1-mini");
+    assert_eq!(
+        requests[0]["tool_choice"],
+        json!({"type": "function", "function": {"name": "submit_plan"}})
+    );
+    let plan = plait::plan::load(&out_path).unwrap();
+    assert_eq!(plan.tasks.len(), 2);
+
+    // Without a key: a clear error naming the variable, before any request.
+    let out = repo.plait_env(
+        &["plan", "--goal", "x", "--manager", "openai"],
+        &[("OPENAI_BASE_URL", &url), ("OPENAI_API_KEY", "")],
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("OPENAI_API_KEY"), "{}", stderr(&out));
+    assert_eq!(manager_requests(&mock).len(), 1);
+}

@@ -42,7 +42,7 @@ fn spawn_run(repo: &TestRepo, plan: &std::path::Path) -> std::process::Child {
 }
 
 /// Polls `plait status --json` until `n` tasks are running; returns that status.
-fn wait_for_running(repo: &TestRepo, n: usize) -> serde_json::Value {
+pub(crate) fn wait_for_running(repo: &TestRepo, n: usize) -> serde_json::Value {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         assert!(
