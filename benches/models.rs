@@ -41,6 +41,8 @@ struct Config {
     fault_tasks: usize,
     skip_limits: bool,
     keep: bool,
+    /// Supervisor groups per run (`--groups N`; 0: none); default: the plan's.
+    groups: Option<usize>,
 }
 
 impl Config {
@@ -52,6 +54,7 @@ impl Config {
             fault_tasks: 100,
             skip_limits: false,
             keep: false,
+            groups: None,
         };
         let mut args = std::env::args().skip(1);
         while let Some(arg) = args.next() {
@@ -72,10 +75,11 @@ impl Config {
                 "--turns" => cfg.turns = value("--turns")?.max(1),
                 "--no-limits" => cfg.skip_limits = true,
                 "--keep" => cfg.keep = true,
+                "--groups" => cfg.groups = Some(value("--groups")?),
                 "-h" | "--help" => {
                     println!(
                         "usage: bench-models [--quick] [--large N] [--limit-tasks N] [--turns N] \
-                         [--no-limits] [--keep]"
+                         [--no-limits] [--keep] [--groups N]"
                     );
                     std::process::exit(0);
                 }
@@ -189,6 +193,9 @@ impl Timed {
     }
 }
 
+/// `--groups N`, for every run of the benchmark.
+static GROUPS: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
+
 fn run(repo: &Path, toml: &str, jobs: usize) -> Result<Timed> {
     let plan_path = repo.parent().context("repo parent")?.join("plait.toml");
     std::fs::write(&plan_path, toml)?;
@@ -205,7 +212,7 @@ fn run(repo: &Path, toml: &str, jobs: usize) -> Result<Timed> {
         jobs,
         worktree_root: None,
         max_cost: None,
-        groups: None,
+        groups: GROUPS.get().copied().flatten(),
     };
     let started = Instant::now();
     let prepared = orchestrator::prepare(settings)?;
@@ -503,6 +510,7 @@ fn faults(root: &Path, n: usize, sum: &mut Summary) -> Result<()> {
 
 fn main() -> Result<()> {
     let cfg = Config::load()?;
+    let _ = GROUPS.set(cfg.groups);
     let dir = tempfile::Builder::new().prefix("plait-models-").tempdir()?;
     let root = dir.path().to_path_buf();
     isolate_git(&root.join("no-config"))?;
