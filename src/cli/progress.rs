@@ -79,9 +79,13 @@ impl Tally {
         if let Some(u) = &event.usage {
             self.usage.insert(event.task.clone(), u.clone());
         }
-        let newly = event.state.is_final() && !before.is_some_and(|s| s.is_final());
+        let was_final = before.is_some_and(|s| s.is_final());
+        let newly = event.state.is_final() && !was_final;
         if newly {
             self.finished += 1;
+        } else if was_final && !event.state.is_final() {
+            // Sent back by its group's supervisor.
+            self.finished -= 1;
         }
         newly
     }

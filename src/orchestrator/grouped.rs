@@ -10,7 +10,7 @@ use crate::merge::{self, BranchInput, MergeOutcome, MergeSettings};
 use crate::plan::{ResolvedPlan, Reviewer};
 use crate::report::{self, DiffStyle};
 use crate::review::reviewer::{self, ReviewInput};
-use crate::state::RunState;
+use crate::state::{RunState, Verdict};
 
 /// Merges each group's mergeable tasks into its branch (blocking). A group whose merged
 /// tasks changed since its last merge loses its review: what was reviewed is gone.
@@ -177,6 +177,70 @@ pub async fn review_groups(shared: &Arc<Shared>, state: &mut RunState) {
     for (k, review) in reviews {
         state.groups[k].review = review;
     }
+}
+
+/// Sends the groups whose supervisor asked for changes back to their tasks: the tasks
+/// owning a path the supervisor's comments name, or every merged task of the group when
+/// no comment names one of theirs. Each gets one more round with the supervisor's words
+/// (and its own review rounds after it); the group's review is cleared so the new merge is
+/// reviewed again. Returns whether any task was sent back.
+pub async fn send_back(shared: &Arc<Shared>, state: &mut RunState) -> bool {
+    let mut targets: Vec<(usize, String)> = Vec::new();
+    for group in &mut state.groups {
+        let asked = group.decision.is_none()
+            && group
+                .review
+                .as_ref()
+                .is_some_and(|r| r.verdict == Verdict::RequestChanges);
+        let Some(merge) = group.merge.as_ref().filter(|_| asked) else {
+            continue;
+        };
+        let review = group.review.take().expect("a review asking for changes");
+        let merged: Vec<usize> = merge
+            .included
+            .iter()
+            .filter_map(|id| shared.plan.tasks.iter().position(|t| &t.id == id))
+            .collect();
+        let named: Vec<usize> = merged
+            .iter()
+            .copied()
+            .filter(|&i| {
+                let owns = &shared.plan.tasks[i].owns;
+                review
+                    .comments
+                    .iter()
+                    .any(|c| !c.path.is_empty() && owns.matches(&c.path))
+            })
+            .collect();
+        let mut text = format!(
+            "The supervisor of {} (the group of {} tasks your task belongs to) reviewed the group's \
+             merged work and asked for changes: {}",
+            group.id,
+            group.tasks.len(),
+            review.summary
+        );
+        for c in &review.comments {
+            text.push_str(&format!("\n- {}{}", c.place(), c.body));
+        }
+        text.push_str("\n\nChange what concerns the files your task owns.");
+        let chosen = if named.is_empty() { merged } else { named };
+        targets.extend(chosen.into_iter().map(|i| (i, text.clone())));
+    }
+    if targets.is_empty() {
+        return false;
+    }
+    let permits = Arc::new(tokio::sync::Semaphore::new(shared.jobs));
+    let jobs = targets.into_iter().map(|(index, feedback)| {
+        let permits = permits.clone();
+        async move {
+            let Ok(_permit) = permits.acquire_owned().await else {
+                return;
+            };
+            super::task::rework(shared, index, feedback).await;
+        }
+    });
+    futures_util::future::join_all(jobs).await;
+    true
 }
 
 /// What a supervisor is told about its group: each task's prompt and its worker's summary.

@@ -224,6 +224,8 @@ struct Shared {
     /// One limiter per model provider and key.
     limiters: crate::agent::model::limiter::Limiters,
     budget: Arc<crate::agent::Budget>,
+    /// Tasks at once (`-j`).
+    jobs: usize,
 }
 
 impl Shared {
@@ -293,6 +295,7 @@ pub async fn execute(
         ),
         limiters: Default::default(),
         budget: Arc::new(crate::agent::Budget::new(settings.max_cost)),
+        jobs: settings.jobs.max(1),
     });
     let stop_writer = Arc::new(Notify::new());
     let writer = tokio::spawn(write_states(shared.clone(), stop_writer.clone()));
@@ -422,6 +425,22 @@ async fn merge_run(shared: Arc<Shared>) -> Result<merge::MergeOutcome, RunError>
     .await
     .map_err(|e| RunError::Internal(format!("merge panicked: {e}")))??;
     grouped::review_groups(&shared, &mut state).await;
+    for _ in 0..shared.plan.groups.rounds {
+        if shared.cancel.is_cancelled() || !grouped::send_back(&shared, &mut state).await {
+            break;
+        }
+        // The tasks' new rounds are in the shared state; the groups' are here.
+        let groups = std::mem::take(&mut state.groups);
+        state = shared.snapshot();
+        state.groups = groups;
+        let path = repo_path.clone();
+        state = tokio::task::spawn_blocking(move || {
+            grouped::merge_groups(&path, &mut state).map(|()| state)
+        })
+        .await
+        .map_err(|e| RunError::Internal(format!("merge panicked: {e}")))??;
+        grouped::review_groups(&shared, &mut state).await;
+    }
     let (state, outcome) = tokio::task::spawn_blocking(move || {
         grouped::merge_top(&repo_path, &mut state).map(|outcome| (state, outcome))
     })

@@ -24,7 +24,6 @@ pub(super) async fn run_task(shared: &Arc<Shared>, index: usize) {
     if shared.cancel.is_cancelled() {
         return;
     }
-    let task = &shared.plan.tasks[index];
     let record = shared.record(index);
     // A resumed run: finished tasks stay as they are; interrupted ones go on from their
     // worktrees; one caught while preparing starts again.
@@ -42,12 +41,6 @@ pub(super) async fn run_task(shared: &Arc<Shared>, index: usize) {
             t.state = TaskState::Failed;
             t.error = Some(reason);
             t.exit_code = exit_code;
-            t.finished_at = Some(now_ms());
-        })
-    };
-    let finish = |state: TaskState| {
-        shared.update(index, |t| {
-            t.state = state;
             t.finished_at = Some(now_ms());
         })
     };
@@ -70,20 +63,66 @@ pub(super) async fn run_task(shared: &Arc<Shared>, index: usize) {
         }
     }
 
-    let agent = agent::from_config(&task.agent, &shared.client, &shared.limiters);
-    let reviewer = shared.plan.review.reviewer_for(task);
-    let mut round = record.rounds;
-    let mut feedback = resumed.then(|| {
+    let feedback = resumed.then(|| {
         "This task was interrupted. The worktree holds the work done so far (it is committed \
          on the task's branch); look at it and carry on from there."
             .to_string()
     });
+    let limit = shared.plan.review.rounds;
+    work(shared, index, &record, (record.rounds, limit), feedback).await;
+}
+
+/// Sends a finished task back to its worktree with `feedback` (a supervisor's request for
+/// changes) for one more round and the review rounds that follow it.
+pub(super) async fn rework(shared: &Arc<Shared>, index: usize, feedback: String) {
+    if shared.cancel.is_cancelled() {
+        return;
+    }
+    let record = shared.record(index);
+    if !record.worktree.join(".git").exists() {
+        return;
+    }
+    shared.update(index, |t| {
+        t.finished_at = None;
+        t.error = None;
+    });
+    let round = record.rounds + 1;
+    let limit = round + shared.plan.review.rounds;
+    work(shared, index, &record, (round, limit), Some(feedback)).await;
+}
+
+/// Rounds of agent → collect → checks and review, from the first of `(round, limit)` to at
+/// most the second, until the task is done, rejected or failed.
+async fn work(
+    shared: &Arc<Shared>,
+    index: usize,
+    record: &TaskRecord,
+    (mut round, limit): (u32, u32),
+    mut feedback: Option<String>,
+) {
+    let task = &shared.plan.tasks[index];
+    let fail = |reason: String, exit_code: Option<i32>| {
+        shared.update(index, |t| {
+            t.state = TaskState::Failed;
+            t.error = Some(reason);
+            t.exit_code = exit_code;
+            t.finished_at = Some(now_ms());
+        })
+    };
+    let finish = |state: TaskState| {
+        shared.update(index, |t| {
+            t.state = state;
+            t.finished_at = Some(now_ms());
+        })
+    };
+    let agent = agent::from_config(&task.agent, &shared.client, &shared.limiters);
+    let reviewer = shared.plan.review.reviewer_for(task);
     loop {
         shared.update(index, |t| {
             t.state = TaskState::Running;
             t.rounds = round;
         });
-        let context = context(shared, index, &record, round, feedback.take());
+        let context = context(shared, index, record, round, feedback.take());
         let report = agent.run(&context).await;
         record_report(shared, index, &report);
         if shared.cancel.is_cancelled() {
@@ -92,7 +131,7 @@ pub(super) async fn run_task(shared: &Arc<Shared>, index: usize) {
                 "plait({}): work in progress (interrupted)\n\nPlait-Run: {}\n",
                 task.id, shared.run
             );
-            let kept = collect_round(shared, index, &record, message).await;
+            let kept = collect_round(shared, index, record, message).await;
             return shared.update(index, |t| {
                 t.state = TaskState::Interrupted;
                 t.error = match kept {
@@ -115,7 +154,7 @@ pub(super) async fn run_task(shared: &Arc<Shared>, index: usize) {
 
         shared.update(index, |t| t.state = TaskState::Collecting);
         let message = collect::commit_message(&shared.run, &task.id, &task.prompt);
-        let tip = match collect_round(shared, index, &record, message).await {
+        let tip = match collect_round(shared, index, record, message).await {
             Ok(tip) => tip,
             Err(e) => return fail(format!("could not collect the worktree: {e}"), None),
         };
@@ -204,7 +243,7 @@ pub(super) async fn run_task(shared: &Arc<Shared>, index: usize) {
         }
         match next {
             None => return finish(TaskState::Done),
-            Some(text) if round < shared.plan.review.rounds => {
+            Some(text) if round < limit => {
                 round += 1;
                 feedback = Some(text);
             }

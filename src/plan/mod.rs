@@ -75,6 +75,9 @@ pub struct GroupsFile {
     /// `{ exec = "CMD" }` (default: the `[review]` agent).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub review: Option<AgentSpec>,
+    /// Times a supervisor's request for changes goes back to the group's tasks (default 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rounds: Option<u32>,
 }
 
 /// The `[agents]` table: one entry per agent CLI plait knows.

@@ -46,6 +46,8 @@ pub struct GroupSettings {
     pub count: Option<usize>,
     /// Who reviews each group's merge; `Worker` means the first task's reviewer.
     pub reviewer: Reviewer,
+    /// Times a supervisor's request for changes goes back to the group's tasks.
+    pub rounds: u32,
 }
 
 impl GroupSettings {
@@ -324,6 +326,7 @@ fn resolve_groups(
         threshold: file.threshold.unwrap_or(DEFAULT_GROUP_THRESHOLD).max(1),
         count: file.count.filter(|&n| n > 0),
         reviewer,
+        rounds: file.rounds.unwrap_or(1),
     }
 }
 

@@ -197,7 +197,7 @@ fn supervisors_review_each_group_and_a_person_can_overrule_them() {
         vec![review("request_changes", "t05 is wrong")],
     );
     let extra = format!(
-        "[groups]\ncount = 2\nreview = \"mock\"\n\
+        "[groups]\ncount = 2\nreview = \"mock\"\nrounds = 0\n\
          [providers.mock]\nkind = \"anthropic\"\nbase_url = \"{}\"\napi_key_env = \"PLAIT_TEST_KEY\"\nmodel = \"claude-sonnet-4-5\"\n",
         mock.url()
     );
@@ -265,5 +265,62 @@ fn supervisors_review_each_group_and_a_person_can_overrule_them() {
         stderr(&out).contains("no task or group `group-9`"),
         "{}",
         stderr(&out)
+    );
+}
+
+#[test]
+fn a_supervisors_request_for_changes_goes_back_to_the_tasks_it_names() {
+    let mock = MockModel::start(Provider::Anthropic, KEY);
+    let review = |verdict: &str, summary: &str, comments: serde_json::Value| {
+        Turn::Tools(vec![ToolCall::new(
+            "submit_review",
+            json!({"verdict": verdict, "summary": summary, "comments": comments}),
+        )])
+    };
+    mock.script("review:group-1", vec![review("approve", "fine", json!([]))]);
+    mock.script(
+        "review:group-2",
+        vec![
+            review(
+                "request_changes",
+                "d05 needs a second line",
+                json!([{"path": "d05/f.txt", "body": "add the word fixed"}]),
+            ),
+            review("approve", "now consistent", json!([])),
+        ],
+    );
+    let extra = format!(
+        "[groups]\ncount = 2\nreview = \"mock\"\n\
+         [providers.mock]\nkind = \"anthropic\"\nbase_url = \"{}\"\napi_key_env = \"PLAIT_TEST_KEY\"\nmodel = \"claude-sonnet-4-5\"\n",
+        mock.url()
+    );
+    let (repo, plan) = wide(6, &extra);
+    // Workers that write the feedback they get into their file.
+    let plan = plan.replace(
+        "echo touched >> \\\"$PLAIT_FILE\\\"",
+        "if [ -n \\\"$PLAIT_FEEDBACK\\\" ]; then echo \\\"$PLAIT_FEEDBACK\\\" | grep -o 'add the word fixed' >> \\\"$PLAIT_FILE\\\"; else echo touched >> \\\"$PLAIT_FILE\\\"; fi",
+    );
+    let env = |name: &str| (name == "PLAIT_TEST_KEY").then(|| KEY.to_string());
+    let state = repo.run_with_env(&plan, 2, &env);
+    assert!(mock.problems().is_empty(), "{:#?}", mock.problems());
+    assert_eq!(
+        mock.count("review:group-2"),
+        2,
+        "reviewed again after the changes"
+    );
+    assert_eq!(mock.count("review:group-1"), 1);
+    let g2 = &state.groups[1];
+    assert_eq!(g2.review.as_ref().unwrap().summary, "now consistent");
+    assert!(g2.merged_up);
+    // Only the task owning the named path went back.
+    assert_eq!(state.task("t05").unwrap().rounds, 1);
+    assert_eq!(state.task("t04").unwrap().rounds, 0);
+    let merged = repo.tree_files(&state.merge.as_ref().unwrap().branch);
+    assert_eq!(merged["d05/f.txt"], "file 5\ntouched\nadd the word fixed\n");
+    assert_eq!(merged["d04/f.txt"], "file 4\ntouched\n");
+    assert!(
+        plait::report::attention(&state).is_empty(),
+        "{:?}",
+        plait::report::attention(&state)
     );
 }
