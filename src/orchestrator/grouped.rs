@@ -12,42 +12,80 @@ use crate::report::{self, DiffStyle};
 use crate::review::reviewer::{self, ReviewInput};
 use crate::state::{RunState, Verdict};
 
-/// Merges each group's mergeable tasks into its branch (blocking). A group whose merged
-/// tasks changed since its last merge loses its review: what was reviewed is gone.
+/// Merges each group's mergeable tasks into its branch (blocking), the groups spread over
+/// the CPUs: they write different branches from disjoint sets of commits. A group whose
+/// merged tasks changed since its last merge loses its review: what was reviewed is gone.
 pub fn merge_groups(repo_path: &Path, state: &mut RunState) -> Result<(), RunError> {
     let base = git2::Oid::from_str(&state.base).map_err(|e| RunError::Internal(e.to_string()))?;
-    let repo = git::open(repo_path)?;
-    let workdir = git::workdir(&repo);
-    for k in 0..state.groups.len() {
-        let group = &state.groups[k];
-        let branches: Vec<BranchInput> = group
-            .tasks
-            .iter()
-            .filter_map(|id| state.task(id))
-            .filter(|t| mergeable(t))
-            .filter_map(|t| {
-                Some(BranchInput {
-                    task: t.id.clone(),
-                    branch: t.branch.clone(),
-                    commit: git2::Oid::from_str(t.commit.as_deref()?).ok()?,
+    let inputs: Vec<(String, Vec<BranchInput>, String)> = state
+        .groups
+        .iter()
+        .map(|group| {
+            let branches: Vec<BranchInput> = group
+                .tasks
+                .iter()
+                .filter_map(|id| state.task(id))
+                .filter(|t| mergeable(t))
+                .filter_map(|t| {
+                    Some(BranchInput {
+                        task: t.id.clone(),
+                        branch: t.branch.clone(),
+                        commit: git2::Oid::from_str(t.commit.as_deref()?).ok()?,
+                    })
                 })
-            })
-            .collect();
-        let mut message = merge_message(state, &branches);
-        message = message.replacen(
-            &format!("merge run {}", state.id),
-            &format!("merge {} of run {}", group.id, state.id),
-            1,
-        );
-        let settings = MergeSettings {
-            workdir: &workdir,
-            branch: &group.branch,
-            base,
-            branches: &branches,
-            message,
-        };
-        let outcome = merge::merge(&repo, &settings)?;
-        let group = &mut state.groups[k];
+                .collect();
+            let message = merge_message(state, &branches).replacen(
+                &format!("merge run {}", state.id),
+                &format!("merge {} of run {}", group.id, state.id),
+                1,
+            );
+            (group.branch.clone(), branches, message)
+        })
+        .collect();
+    let threads = std::thread::available_parallelism()
+        .map_or(2, |n| n.get())
+        .min(inputs.len())
+        .max(1);
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let mut outcomes: Vec<Option<Result<MergeOutcome, RunError>>> =
+        (0..inputs.len()).map(|_| None).collect();
+    let results = std::sync::Mutex::new(&mut outcomes);
+    std::thread::scope(|scope| {
+        for _ in 0..threads {
+            scope.spawn(|| {
+                let repo = match git::open(repo_path) {
+                    Ok(r) => r,
+                    Err(e) => {
+                        let k = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        if k < inputs.len() {
+                            results.lock().unwrap_or_else(|e| e.into_inner())[k] =
+                                Some(Err(e.into()));
+                        }
+                        return;
+                    }
+                };
+                let workdir = git::workdir(&repo);
+                loop {
+                    let k = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let Some((branch, branches, message)) = inputs.get(k) else {
+                        return;
+                    };
+                    let settings = MergeSettings {
+                        workdir: &workdir,
+                        branch,
+                        base,
+                        branches,
+                        message: message.clone(),
+                    };
+                    let outcome = merge::merge(&repo, &settings).map_err(RunError::from);
+                    results.lock().unwrap_or_else(|e| e.into_inner())[k] = Some(outcome);
+                }
+            });
+        }
+    });
+    for (group, outcome) in state.groups.iter_mut().zip(outcomes) {
+        let outcome = outcome
+            .unwrap_or_else(|| Err(RunError::Internal(format!("{} was not merged", group.id))))?;
         let same = group
             .merge
             .as_ref()
