@@ -107,6 +107,9 @@ impl AiderAgent {
                 }
             }
         }
+        env.extend(identity(task));
+        // litellm would fetch its price table from GitHub at every start.
+        env.push(("LITELLM_LOCAL_MODEL_COST_MAP", "True".to_string()));
         env
     }
 
@@ -150,6 +153,29 @@ impl AiderAgent {
             summary: None,
         }
     }
+}
+
+/// An identity for aider when the repository has none: aider writes a placeholder
+/// `user.name` / `user.email` into the repository's own config otherwise (and two aiders
+/// racing for its lock crash). Given through `GIT_CONFIG_*`, it reaches only aider's
+/// process; aider makes no commits here (`--no-auto-commits`).
+fn identity(task: &TaskContext) -> Vec<(&'static str, String)> {
+    let config = git2::Repository::open(&task.repo).and_then(|r| r.config());
+    let has = |key: &str| {
+        config
+            .as_ref()
+            .is_ok_and(|c| c.get_string(key).is_ok_and(|v| !v.is_empty()))
+    };
+    if has("user.name") && has("user.email") || std::env::var_os("GIT_CONFIG_COUNT").is_some() {
+        return Vec::new();
+    }
+    vec![
+        ("GIT_CONFIG_COUNT", "2".to_string()),
+        ("GIT_CONFIG_KEY_0", "user.name".to_string()),
+        ("GIT_CONFIG_VALUE_0", "plait".to_string()),
+        ("GIT_CONFIG_KEY_1", "user.email".to_string()),
+        ("GIT_CONFIG_VALUE_1", "plait@localhost".to_string()),
+    ]
 }
 
 /// aider's accounting line, printed after each answer of the model.

@@ -589,3 +589,81 @@ fn ctrl_c_interrupts_claude_and_resume_carries_on_from_its_work() {
         "{prompt}"
     );
 }
+
+/// Real aider: `PLAIT_TEST_AIDER`, or the copy `.ci/run` installs under `target/ci-tools`.
+fn real_aider() -> Option<PathBuf> {
+    if let Some(path) = std::env::var_os("PLAIT_TEST_AIDER").filter(|p| !p.is_empty()) {
+        return Some(PathBuf::from(path));
+    }
+    let local = project_root().join("target/ci-tools/aider-venv/bin/aider");
+    local.exists().then_some(local)
+}
+
+#[test]
+fn real_aider_edits_the_owned_files_with_the_providers_model() {
+    let Some(aider) = real_aider() else {
+        eprintln!(
+            "skipped: aider is not installed (set PLAIT_TEST_AIDER, or `python3 -m venv target/ci-tools/aider-venv && target/ci-tools/aider-venv/bin/pip install aider-chat`)"
+        );
+        return;
+    };
+    let repo = sample();
+    let config_before = fs::read_to_string(repo.path.join(".git/config")).unwrap();
+    let mock = MockModel::start_aider(KEY);
+    mock.script(
+        "a",
+        vec![Turn::Text("src/a/x.txt\n```\nhello\n```\n".into())],
+    );
+    mock.script("b", vec![Turn::Text("src/b/y.txt\n```\nhey\n```\n".into())]);
+    let toml = plan(
+        "aider",
+        &format!(
+            "[agents.aider]\nbin = \"{}\"\nprovider = \"mock\"\nargs = [\"--edit-format\", \"whole\"]\n\
+             [providers.mock]\nkind = \"openai\"\nbase_url = \"{}\"\napi_key_env = \"PLAIT_TEST_KEY\"\nmodel = \"qwen-coder\"\n",
+            aider.display(),
+            mock.url()
+        ),
+    );
+    let plan_path = repo.plan(&toml);
+    let home = tempfile::tempdir().unwrap();
+    let out = repo.plait_env(
+        &["run", plan_path.to_str().unwrap(), "-j", "2"],
+        &[
+            ("PLAIT_TEST_KEY", KEY),
+            ("HOME", home.path().to_str().unwrap()),
+        ],
+    );
+    let status = repo.status_json(&[]);
+    let logs: Vec<String> = ["a", "b"]
+        .iter()
+        .map(|id| {
+            fs::read_to_string(task(&status, id)["log"].as_str().unwrap()).unwrap_or_default()
+        })
+        .collect();
+    assert!(
+        out.status.success(),
+        "plait run failed: {}\n{logs:#?}",
+        stderr(&out)
+    );
+    assert!(mock.problems().is_empty(), "{:#?}", mock.problems());
+    assert_eq!(mock.count("a"), 1);
+    let a = task(&status, "a");
+    assert_eq!(a["state"], "done", "{a}");
+    assert_eq!(a["violations"].as_array().unwrap().len(), 0, "{a}");
+    assert_eq!(a["usage"]["turns"], 1, "{a}");
+    let request = mock
+        .requests()
+        .into_iter()
+        .find(|r| r.task.as_deref() == Some("a"))
+        .unwrap();
+    assert_eq!(request.body["model"], "qwen-coder");
+    assert_eq!(request.headers["authorization"], format!("Bearer {KEY}"));
+    let run = status["id"].as_str().unwrap();
+    let merged = repo.tree_files(&format!("plait/{run}/merged"));
+    assert_eq!(merged["src/a/x.txt"], "hello\n");
+    assert_eq!(merged["src/b/y.txt"], "hey\n");
+    assert_eq!(merged["src/a/other.txt"], "keep\n");
+    // aider writes a placeholder identity into a repository without one; not here.
+    let config_after = fs::read_to_string(repo.path.join(".git/config")).unwrap();
+    assert_eq!(config_before, config_after);
+}

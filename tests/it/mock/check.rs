@@ -53,7 +53,7 @@ pub(super) fn check_anthropic(
     if !check_review_tools(body, &mut p) {
         match client {
             Client::Plait => check_anthropic_tools(&body["tools"], &mut p),
-            Client::ClaudeCode => check_claude_code_tools(&body["tools"], &mut p),
+            Client::ClaudeCode | Client::Aider => check_claude_code_tools(&body["tools"], &mut p),
         }
     }
     check_tool_results(messages, task, &mut p);
@@ -276,7 +276,12 @@ fn check_results_answer(
     }
 }
 
-pub(super) fn check_openai(headers: &Headers, body: &Value, task: &TaskScript) -> Vec<String> {
+pub(super) fn check_openai(
+    headers: &Headers,
+    body: &Value,
+    task: &TaskScript,
+    client: Client,
+) -> Vec<String> {
     let mut p = Vec::new();
     check_request_basics(headers, body, &mut p);
     let limits = ["max_tokens", "max_completion_tokens"];
@@ -284,7 +289,8 @@ pub(super) fn check_openai(headers: &Headers, body: &Value, task: &TaskScript) -
         .into_iter()
         .filter(|k| body.get(*k).is_some())
         .collect();
-    if limits.is_empty() {
+    // aider leaves the limit to the server.
+    if limits.is_empty() && client != Client::Aider {
         p.push("neither max_tokens nor max_completion_tokens is set".into());
     }
     for key in limits {
@@ -303,7 +309,7 @@ pub(super) fn check_openai(headers: &Headers, body: &Value, task: &TaskScript) -
             ));
         }
     }
-    if !check_review_tools(body, &mut p) {
+    if client != Client::Aider && !check_review_tools(body, &mut p) {
         check_openai_tools(&body["tools"], &mut p);
     }
     check_tool_messages(messages, task, &mut p);

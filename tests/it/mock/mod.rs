@@ -49,11 +49,12 @@ pub enum Provider {
     OpenAi,
 }
 
-/// Which client the mock expects: plait's own model agent, or the Claude Code CLI.
+/// Which client the mock expects: plait's own model agent, the Claude Code CLI, or aider.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Client {
     Plait,
     ClaudeCode,
+    Aider,
 }
 
 /// Claude Code's token counting endpoint; only a Claude Code mock answers it.
@@ -177,6 +178,15 @@ impl MockModel {
     /// just before. Side requests without a task line play the `""` script (`Text("done")`).
     pub fn start_claude_code(api_key: &str) -> MockModel {
         MockModel::launch(Provider::Anthropic, Client::ClaudeCode, api_key)
+    }
+
+    /// Starts an OpenAI-compatible server for aider (its `--openai-api-base` is
+    /// [`MockModel::url`]). Aider sends no tools and no token limit, and its own system prompt:
+    /// a request belongs to the task whose `Task id:` line is in any of its messages (plait
+    /// puts it in aider's `--message`). Script its answers as [`Turn::Text`] in the edit format
+    /// the plan asks aider for (e.g. `--edit-format whole`: the path, then the file in a fence).
+    pub fn start_aider(api_key: &str) -> MockModel {
+        MockModel::launch(Provider::OpenAi, Client::Aider, api_key)
     }
 
     fn launch(provider: Provider, client: Client, api_key: &str) -> MockModel {
@@ -534,7 +544,9 @@ impl Shared {
     /// Checks and records one request and decides the answer.
     fn reply(&self, method: &Method, path: &str, headers: Headers, raw: &[u8]) -> Reply {
         let body = serde_json::from_slice::<Value>(raw).ok();
-        let task = body.as_ref().and_then(|b| task_id(self.provider, b));
+        let task = body
+            .as_ref()
+            .and_then(|b| task_id(self.provider, self.client, b));
         let mut state = self.lock();
         state.serial += 1;
         let reply = self.decide(&mut state, method, path, &headers, body.as_ref(), &task);
@@ -553,7 +565,9 @@ impl Shared {
         reply: Reply,
     ) -> Reply {
         let body = serde_json::from_slice::<Value>(raw).ok();
-        let task = body.as_ref().and_then(|b| task_id(self.provider, b));
+        let task = body
+            .as_ref()
+            .and_then(|b| task_id(self.provider, self.client, b));
         let body = body.unwrap_or_else(|| Value::String(String::from_utf8_lossy(raw).into()));
         let mut state = self.lock();
         push_record(&mut state, task, method, path, headers, body, reply.status);
@@ -656,7 +670,7 @@ impl Shared {
         let script = state.tasks.entry(key.to_string()).or_default();
         let problems = match provider {
             Provider::Anthropic => check_anthropic(headers, body, script, self.client),
-            Provider::OpenAi => check_openai(headers, body, script),
+            Provider::OpenAi => check_openai(headers, body, script, self.client),
         };
         if !problems.is_empty() {
             let message = problems.join("; ");
@@ -768,15 +782,20 @@ fn label(serial: u64, task: &str) -> String {
 }
 
 /// The task id in a request's system prompt.
-fn task_id(provider: Provider, body: &Value) -> Option<String> {
-    let system = match provider {
-        Provider::Anthropic => text_of(&body["system"]),
-        Provider::OpenAi => body["messages"]
+fn task_id(provider: Provider, client: Client, body: &Value) -> Option<String> {
+    let system = match (provider, client) {
+        (Provider::OpenAi, Client::Aider) => body["messages"]
+            .as_array()?
+            .iter()
+            .filter_map(|m| text_of(&m["content"]))
+            .find(|t| TASK_LINE.is_match(t))?,
+        (Provider::Anthropic, _) => text_of(&body["system"])?,
+        (Provider::OpenAi, _) => body["messages"]
             .as_array()?
             .iter()
             .find(|m| m["role"] == "system")
-            .and_then(|m| text_of(&m["content"])),
-    }?;
+            .and_then(|m| text_of(&m["content"]))?,
+    };
     if system.contains("Manager of a plait run") {
         return Some("manager".to_string());
     }
