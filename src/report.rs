@@ -119,6 +119,24 @@ fn seconds(ms: u64) -> String {
     }
 }
 
+/// The task rows, flat, or under their groups' lines in a grouped run.
+fn write_rows(out: &mut String, state: &RunState, rows: &[(&str, String)], width: usize) {
+    if state.groups.is_empty() {
+        for (_, row) in rows {
+            let _ = writeln!(out, "{row}");
+        }
+        return;
+    }
+    for group in &state.groups {
+        let _ = writeln!(out, "{:<width$}  {}", group.id, group_note(group));
+        for id in &group.tasks {
+            if let Some((_, row)) = rows.iter().find(|(t, _)| t == id) {
+                let _ = writeln!(out, "  {row}");
+            }
+        }
+    }
+}
+
 /// One line about a supervisor group: its merge, its review, whether it went up.
 fn group_note(group: &crate::state::GroupRecord) -> String {
     let Some(merge) = &group.merge else {
@@ -247,20 +265,7 @@ pub fn status_text(state: &RunState, live: bool) -> String {
         );
         rows.push((task.id.as_str(), row.trim_end().to_string()));
     }
-    if state.groups.is_empty() {
-        for (_, row) in &rows {
-            let _ = writeln!(out, "{row}");
-        }
-    } else {
-        for group in &state.groups {
-            let _ = writeln!(out, "{:<width$}  {}", group.id, group_note(group));
-            for id in &group.tasks {
-                if let Some((_, row)) = rows.iter().find(|(t, _)| t == id) {
-                    let _ = writeln!(out, "  {row}");
-                }
-            }
-        }
-    }
+    write_rows(&mut out, state, &rows, width);
     if let Some(total) = total_usage(state) {
         let first: Vec<u64> = state
             .tasks
@@ -458,53 +463,63 @@ pub fn review_text(
         out.push('\n');
     }
     for group in &state.groups {
-        let verdict = match (group.verdict(), &group.decision) {
-            (Some(v), Some(_)) => format!("{} (by a person)", v.as_str()),
-            (Some(v), None) => format!("{} (by the supervisor)", v.as_str()),
-            (None, _) if !group.supervised => "no supervisor".to_string(),
-            (None, _) => "not reviewed".to_string(),
-        };
-        let _ = writeln!(
-            out,
-            "{}== {} · tasks {} · {verdict} · {}{}",
-            paint(style, BOLD),
-            group.id,
-            group.tasks.join(", "),
-            if group.merged_up {
-                "in the merge"
-            } else {
-                "left out of the merge"
-            },
-            reset(style)
-        );
-        if let Some(review) = &group.review {
-            let _ = writeln!(out, "summary: {}", review.summary);
-            if let Some(note) = &review.note {
-                let _ = writeln!(out, "note: {note}");
-            }
-            for c in &review.comments {
-                let _ = writeln!(out, "  - {}{}", c.place(), c.body);
-            }
-        }
-        if let Some(merge) = &group.merge {
-            for c in &merge.conflicts {
-                let _ = writeln!(
-                    out,
-                    "conflict in {} ({}): {}",
-                    c.path,
-                    c.kind,
-                    c.tasks.join(", ")
-                );
-            }
-            let _ = writeln!(
-                out,
-                "(its diff: plait diff {} {} --stat)",
-                state.id, group.id
-            );
-        }
-        out.push('\n');
+        group_review_text(&mut out, state, group, style);
     }
     Ok(out)
+}
+
+/// A supervisor group's part of `plait review`: verdict, summary, comments, conflicts.
+fn group_review_text(
+    out: &mut String,
+    state: &RunState,
+    group: &crate::state::GroupRecord,
+    style: DiffStyle,
+) {
+    let verdict = match (group.verdict(), &group.decision) {
+        (Some(v), Some(_)) => format!("{} (by a person)", v.as_str()),
+        (Some(v), None) => format!("{} (by the supervisor)", v.as_str()),
+        (None, _) if !group.supervised => "no supervisor".to_string(),
+        (None, _) => "not reviewed".to_string(),
+    };
+    let _ = writeln!(
+        out,
+        "{}== {} · tasks {} · {verdict} · {}{}",
+        paint(style, BOLD),
+        group.id,
+        group.tasks.join(", "),
+        if group.merged_up {
+            "in the merge"
+        } else {
+            "left out of the merge"
+        },
+        reset(style)
+    );
+    if let Some(review) = &group.review {
+        let _ = writeln!(out, "summary: {}", review.summary);
+        if let Some(note) = &review.note {
+            let _ = writeln!(out, "note: {note}");
+        }
+        for c in &review.comments {
+            let _ = writeln!(out, "  - {}{}", c.place(), c.body);
+        }
+    }
+    if let Some(merge) = &group.merge {
+        for c in &merge.conflicts {
+            let _ = writeln!(
+                out,
+                "conflict in {} ({}): {}",
+                c.path,
+                c.kind,
+                c.tasks.join(", ")
+            );
+        }
+        let _ = writeln!(
+            out,
+            "(its diff: plait diff {} {} --stat)",
+            state.id, group.id
+        );
+    }
+    out.push('\n');
 }
 
 /// Writes the last `n` lines of `text`, indented.

@@ -7,7 +7,7 @@ use crate::agent::model::limiter::Limiter;
 use crate::agent::Cancel;
 use crate::git;
 use crate::plan::manager::{self, Manager, ManagerError, PlanRequest, Planned};
-use crate::plan::providers::{builtin_kind, resolve_provider, ProviderFile};
+use crate::plan::providers::{builtin_kind, resolve_provider, ProviderFile, ProviderSettings};
 use crate::plan::AgentSpec;
 
 /// The manager's flags, shared by `plait plan` and `plait run`.
@@ -73,32 +73,10 @@ pub fn plan_by_manager(
     dir: &Path,
     options: &ManagerOptions,
 ) -> Result<(String, Planned, PathBuf), CommandError> {
-    if options.goal.trim().is_empty() {
-        return Err(CommandError::usage("--goal is empty"));
-    }
-    if options.max_tasks == 0 {
-        return Err(CommandError::usage("--max-tasks must be at least 1"));
-    }
-    let Some(_) = builtin_kind(&options.manager) else {
-        return Err(CommandError::usage(format!(
-            "--manager `{}` is not a built-in model provider",
-            options.manager
-        ))
-        .hint("use --manager anthropic or --manager openai (ANTHROPIC_BASE_URL / OPENAI_BASE_URL point them elsewhere)"));
-    };
+    let provider = check(options)?;
     let env = |name: &str| std::env::var(name).ok();
-    let file = ProviderFile {
-        model: options.model.clone(),
-        ..ProviderFile::default()
-    };
-    let provider = resolve_provider(&options.manager, Some(&file), &env)
-        .map_err(|e| CommandError::usage(format!("the manager: {e}")))?;
     let repo = git::open(dir)?;
     let files = super::plan::base_files(&repo, options.base.as_deref())?;
-    for glob in &options.include {
-        crate::plan::globs::Globs::new(std::slice::from_ref(glob))
-            .map_err(|e| CommandError::usage(format!("--include: {e}")))?;
-    }
     let request = PlanRequest {
         goal: options.goal.clone(),
         base: options.base.clone(),
@@ -150,6 +128,34 @@ pub fn plan_by_manager(
     let plan_copy = plans_dir.join(format!("manager-{stamp}.toml"));
     let _ = std::fs::write(&plan_copy, &toml);
     Ok((toml, planned, plan_copy))
+}
+
+/// Checks the options; returns the manager's provider, resolved from the environment.
+fn check(options: &ManagerOptions) -> Result<ProviderSettings, CommandError> {
+    if options.goal.trim().is_empty() {
+        return Err(CommandError::usage("--goal is empty"));
+    }
+    if options.max_tasks == 0 {
+        return Err(CommandError::usage("--max-tasks must be at least 1"));
+    }
+    for glob in &options.include {
+        crate::plan::globs::Globs::new(std::slice::from_ref(glob))
+            .map_err(|e| CommandError::usage(format!("--include: {e}")))?;
+    }
+    if builtin_kind(&options.manager).is_none() {
+        return Err(CommandError::usage(format!(
+            "--manager `{}` is not a built-in model provider",
+            options.manager
+        ))
+        .hint("use --manager anthropic or --manager openai (ANTHROPIC_BASE_URL / OPENAI_BASE_URL point them elsewhere)"));
+    }
+    let env = |name: &str| std::env::var(name).ok();
+    let file = ProviderFile {
+        model: options.model.clone(),
+        ..ProviderFile::default()
+    };
+    resolve_provider(&options.manager, Some(&file), &env)
+        .map_err(|e| CommandError::usage(format!("the manager: {e}")))
 }
 
 /// A few lines about a manager's plan for stderr: the tasks, what they own, what is left.

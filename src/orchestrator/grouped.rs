@@ -17,7 +17,28 @@ use crate::state::{RunState, Verdict};
 /// merged tasks changed since its last merge loses its review: what was reviewed is gone.
 pub fn merge_groups(repo_path: &Path, state: &mut RunState) -> Result<(), RunError> {
     let base = git2::Oid::from_str(&state.base).map_err(|e| RunError::Internal(e.to_string()))?;
-    let inputs: Vec<(String, Vec<BranchInput>, String)> = state
+    let inputs = group_inputs(state);
+    let outcomes = merge_parallel(repo_path, base, &inputs);
+    for (group, outcome) in state.groups.iter_mut().zip(outcomes) {
+        let outcome = outcome
+            .unwrap_or_else(|| Err(RunError::Internal(format!("{} was not merged", group.id))))?;
+        let same = group
+            .merge
+            .as_ref()
+            .is_some_and(|m| m.included == outcome.included);
+        if !same {
+            group.review = None;
+        }
+        group.merge = Some(outcome);
+    }
+    Ok(())
+}
+
+/// One group's merge: its branch, its tasks' branches that may be merged, the message.
+type GroupInput = (String, Vec<BranchInput>, String);
+
+fn group_inputs(state: &RunState) -> Vec<GroupInput> {
+    state
         .groups
         .iter()
         .map(|group| {
@@ -41,32 +62,38 @@ pub fn merge_groups(repo_path: &Path, state: &mut RunState) -> Result<(), RunErr
             );
             (group.branch.clone(), branches, message)
         })
-        .collect();
+        .collect()
+}
+
+/// Runs the merges of `inputs` on as many threads as there are CPUs, each with its own
+/// handle on the repository; `None` for a merge no thread got to.
+fn merge_parallel(
+    repo_path: &Path,
+    base: git2::Oid,
+    inputs: &[GroupInput],
+) -> Vec<Option<Result<MergeOutcome, RunError>>> {
     let threads = std::thread::available_parallelism()
         .map_or(2, |n| n.get())
         .min(inputs.len())
         .max(1);
     let next = std::sync::atomic::AtomicUsize::new(0);
-    let mut outcomes: Vec<Option<Result<MergeOutcome, RunError>>> =
-        (0..inputs.len()).map(|_| None).collect();
-    let results = std::sync::Mutex::new(&mut outcomes);
+    let claim = || next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let results = std::sync::Mutex::new((0..inputs.len()).map(|_| None).collect::<Vec<_>>());
+    let put = |k: usize, outcome| {
+        if k < inputs.len() {
+            results.lock().unwrap_or_else(|e| e.into_inner())[k] = Some(outcome);
+        }
+    };
     std::thread::scope(|scope| {
         for _ in 0..threads {
             scope.spawn(|| {
                 let repo = match git::open(repo_path) {
                     Ok(r) => r,
-                    Err(e) => {
-                        let k = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                        if k < inputs.len() {
-                            results.lock().unwrap_or_else(|e| e.into_inner())[k] =
-                                Some(Err(e.into()));
-                        }
-                        return;
-                    }
+                    Err(e) => return put(claim(), Err(e.into())),
                 };
                 let workdir = git::workdir(&repo);
                 loop {
-                    let k = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let k = claim();
                     let Some((branch, branches, message)) = inputs.get(k) else {
                         return;
                     };
@@ -77,25 +104,12 @@ pub fn merge_groups(repo_path: &Path, state: &mut RunState) -> Result<(), RunErr
                         branches,
                         message: message.clone(),
                     };
-                    let outcome = merge::merge(&repo, &settings).map_err(RunError::from);
-                    results.lock().unwrap_or_else(|e| e.into_inner())[k] = Some(outcome);
+                    put(k, merge::merge(&repo, &settings).map_err(RunError::from));
                 }
             });
         }
     });
-    for (group, outcome) in state.groups.iter_mut().zip(outcomes) {
-        let outcome = outcome
-            .unwrap_or_else(|| Err(RunError::Internal(format!("{} was not merged", group.id))))?;
-        let same = group
-            .merge
-            .as_ref()
-            .is_some_and(|m| m.included == outcome.included);
-        if !same {
-            group.review = None;
-        }
-        group.merge = Some(outcome);
-    }
-    Ok(())
+    results.into_inner().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Merges the groups that may go up into the run's merged branch (blocking) and folds the

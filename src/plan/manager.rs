@@ -144,25 +144,7 @@ impl Manager<'_> {
                 }
                 Err(found) => problems = found,
             }
-            let feedback = format!(
-                "The plan is not valid:\n{}\nCall {SUBMIT_PLAN} again with a corrected plan (all tasks, not only the changed ones).",
-                problems.iter().map(|p| format!("- {p}")).collect::<Vec<_>>().join("\n")
-            );
-            messages.push(Message {
-                role: Role::Assistant,
-                content: reply.content.clone(),
-            });
-            messages.push(match id {
-                Some(id) => Message {
-                    role: Role::User,
-                    content: vec![Block::ToolResult {
-                        id,
-                        content: feedback,
-                        is_error: true,
-                    }],
-                },
-                None => Message::user_text(feedback),
-            });
+            messages.extend(correction(reply.content, id, &problems));
         }
         Err(ManagerError::NeverValid { attempts, problems })
     }
@@ -208,6 +190,33 @@ impl Manager<'_> {
             Err(other) => Err(vec![other.to_string()]),
         }
     }
+}
+
+/// The manager's answer and plait's reply to it: the problems, as the tool's error result
+/// when it called the tool (a plain message when it did not), and a request to try again.
+fn correction(answer: Vec<Block>, call: Option<String>, problems: &[String]) -> [Message; 2] {
+    let feedback = format!(
+        "The plan is not valid:\n{}\nCall {SUBMIT_PLAN} again with a corrected plan (all tasks, not only the changed ones).",
+        problems.iter().map(|p| format!("- {p}")).collect::<Vec<_>>().join("\n")
+    );
+    let reply = match call {
+        Some(id) => Message {
+            role: Role::User,
+            content: vec![Block::ToolResult {
+                id,
+                content: feedback,
+                is_error: true,
+            }],
+        },
+        None => Message::user_text(feedback),
+    };
+    [
+        Message {
+            role: Role::Assistant,
+            content: answer,
+        },
+        reply,
+    ]
 }
 
 /// The tasks of a `submit_plan` input.
