@@ -368,8 +368,16 @@ fn a_killed_run_is_finished_by_resume_without_losing_committed_work() {
     );
     let plan = repo.plan(&dir_plan(3, &agent, ""));
     let mut child = spawn_run(&repo, &plan);
-    wait_for_running(&repo, 2);
-    let before: serde_json::Value = repo.status_json(&[]);
+    // m0 done and committed, m1 and m2 waiting (m0 and m1 may be running together first).
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let before = loop {
+        let status = wait_for_running(&repo, 2);
+        if status["tasks"][0]["commit"].is_string() {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "m0 never committed: {status}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
     let run = before["id"].as_str().unwrap().to_string();
     let m0 = before["tasks"][0]["commit"].as_str().unwrap().to_string();
     child.kill().unwrap();
