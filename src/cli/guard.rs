@@ -8,12 +8,12 @@ use clap::Args;
 
 use crate::agent::guard::run_hook;
 
-/// Judge one edit a claude-code agent attempts (its PreToolUse hook; plait sets it up)
+/// Judge one tool call a claude-code agent attempts (its PreToolUse hook; plait sets it up)
 ///
-/// Reads Claude Code's hook input (JSON) on stdin. Exit 0 lets the edit go ahead; exit 2
+/// Reads Claude Code's hook input (JSON) on stdin. Exit 0 lets the call go ahead; exit 2
 /// refuses it, with the reason on stderr for the model: an Edit, Write, MultiEdit or
 /// NotebookEdit of a file outside the task's worktree, inside .git, or not matching the
-/// task's `owns` globs.
+/// task's `owns` globs, or a Bash command other than a read-only one without shell operators.
 #[derive(Debug, Args)]
 pub struct GuardArgs {
     /// The task's guard file (written by plait next to the agent's settings)
