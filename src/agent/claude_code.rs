@@ -179,11 +179,16 @@ impl ClaudeCodeAgent {
 /// Writes the agent's config directory, guard file and settings.
 fn prepare(task: &TaskContext, files: &Files) -> std::io::Result<()> {
     std::fs::create_dir_all(&files.config)?;
+    let repository = git2::Repository::discover(&task.repo)
+        .ok()
+        .and_then(|r| r.workdir().map(Path::to_path_buf))
+        .unwrap_or_else(|| task.repo.clone());
     let guard = GuardFile {
         task: task.task.clone(),
         worktree: task.worktree.clone(),
         owns: task.owns.patterns().to_vec(),
         refusals: files.refusals.clone(),
+        read_roots: vec![repository],
     };
     std::fs::write(&files.guard, serde_json::to_vec_pretty(&guard)?)?;
     let plait = std::env::current_exe()?;

@@ -1,8 +1,9 @@
 //! The guard: Claude Code's `PreToolUse` hook, run as `plait guard FILE` before every tool
 //! call an agent attempts. It refuses, at the moment of the attempt, an `Edit`, `Write`,
 //! `MultiEdit` or `NotebookEdit` outside the task's worktree, inside `.git`, or of a file the
-//! task does not own (saying which globs the task owns), and any `Bash` command but a few
-//! read-only ones without shell operators; other tools (reading, searching) go ahead. Claude
+//! task does not own (saying which globs the task owns), any `Bash` command but a few
+//! read-only ones without shell operators, and reading (`Read`, `Grep`, `Glob`, `LS`, those
+//! commands' files) outside the worktree and the repository. Other tools go ahead. Claude
 //! Code's protocol: the hook reads one JSON object on stdin; exit 2 blocks the tool call and
 //! its stderr goes back to the model; exit 0 lets it go ahead.
 
@@ -31,7 +32,20 @@ pub struct GuardFile {
     pub owns: Vec<String>,
     /// Where each refusal is appended, one JSON line each.
     pub refusals: PathBuf,
+    /// Directories the agent may read in, besides its worktree (the repository's working
+    /// directory). Empty: reads are not judged.
+    #[serde(default)]
+    pub read_roots: Vec<PathBuf>,
 }
+
+/// The tools that read, and the input field naming what they read (absent: the cwd).
+const READ_TOOLS: &[(&str, &str)] = &[
+    ("Read", "file_path"),
+    ("NotebookRead", "notebook_path"),
+    ("Grep", "path"),
+    ("Glob", "path"),
+    ("LS", "path"),
+];
 
 /// The guard's answer to one attempted tool call.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -48,8 +62,32 @@ pub fn decide(guard: &GuardFile, input: &str) -> Verdict {
         Err(e) => return Verdict::Deny(format!("plait guard: the hook input is not JSON ({e})")),
     };
     let tool = input["tool_name"].as_str().unwrap_or_default();
+    let cwd = input["cwd"]
+        .as_str()
+        .map_or_else(|| guard.worktree.clone(), PathBuf::from);
     if tool == "Bash" {
-        return command_verdict(input["tool_input"]["command"].as_str().unwrap_or_default());
+        let command = input["tool_input"]["command"].as_str().unwrap_or_default();
+        return command_verdict(guard, &cwd, command);
+    }
+    if let Some(&(_, field)) = READ_TOOLS.iter().find(|(name, _)| *name == tool) {
+        let path = input["tool_input"][field]
+            .as_str()
+            .filter(|p| !p.is_empty());
+        let pattern = input["tool_input"]["pattern"].as_str().unwrap_or_default();
+        // An absolute glob pattern reads where its literal part leads.
+        let glob_root = (tool == "Glob" && pattern.starts_with('/')).then(|| {
+            let literal = pattern.split(['*', '?', '[', '{']).next().unwrap_or("/");
+            literal
+                .rsplit_once('/')
+                .map_or("/", |(dir, _)| dir)
+                .to_string()
+        });
+        return path
+            .into_iter()
+            .chain(glob_root.as_deref())
+            .map(|p| read_verdict(guard, &cwd, p))
+            .find(|v| *v != Verdict::Allow)
+            .unwrap_or(Verdict::Allow);
     }
     let Some(&(_, field)) = EDIT_TOOLS.iter().find(|(name, _)| *name == tool) else {
         return Verdict::Allow;
@@ -64,9 +102,6 @@ pub fn decide(guard: &GuardFile, input: &str) -> Verdict {
         Ok(g) => g,
         Err(e) => return Verdict::Deny(format!("plait guard: task `{}`: {e}", guard.task)),
     };
-    let cwd = input["cwd"]
-        .as_str()
-        .map_or_else(|| guard.worktree.clone(), PathBuf::from);
     let owned_globs = guard.owns.join(", ");
     let worktree = guard
         .worktree
@@ -101,6 +136,26 @@ Another task owns this file or no task does: leave it unchanged and say in your 
     }
 }
 
+/// Whether the agent may read `path` (relative to `cwd`): inside its worktree or one of
+/// the read roots, when the guard has any.
+fn read_verdict(guard: &GuardFile, cwd: &Path, path: &str) -> Verdict {
+    if guard.read_roots.is_empty() {
+        return Verdict::Allow;
+    }
+    let target = resolve(&cwd.join(path));
+    let inside = std::iter::once(&guard.worktree)
+        .chain(&guard.read_roots)
+        .any(|root| target.starts_with(root.canonicalize().unwrap_or_else(|_| root.clone())));
+    if inside {
+        Verdict::Allow
+    } else {
+        Verdict::Deny(format!(
+            "plait: reading `{path}` is refused: it is outside the repository. Read files of the \
+repository; `git show HEAD:<path>` prints one your worktree does not hold."
+        ))
+    }
+}
+
 /// Programs an agent may run, and for `git` its subcommands: all only read.
 const READ_ONLY_PROGRAMS: &[&str] = &["git", "ls", "cat", "head", "tail", "wc", "grep", "pwd"];
 const READ_ONLY_GIT: &[&str] = &[
@@ -116,12 +171,18 @@ const READ_ONLY_GIT: &[&str] = &[
     "rev-parse",
 ];
 /// Options of those programs that write files or run other programs.
-const WRITING_OPTIONS: &[&str] = &["--output", "-O", "--open-files-in-pager", "--ext-diff"];
+const WRITING_OPTIONS: &[&str] = &[
+    "--output",
+    "-O",
+    "--open-files-in-pager",
+    "--ext-diff",
+    "--no-index",
+];
 
 /// Whether a shell command is one of the read-only commands an agent may run: a program
 /// from [`READ_ONLY_PROGRAMS`] (for git a subcommand from [`READ_ONLY_GIT`]) with plain
 /// arguments, no shell operators, no option that writes.
-fn command_verdict(command: &str) -> Verdict {
+fn command_verdict(guard: &GuardFile, cwd: &Path, command: &str) -> Verdict {
     let refuse = || {
         Verdict::Deny(format!(
             "plait: `{command}` is refused. Agents here may run only read-only commands, with no \
@@ -153,6 +214,20 @@ you finish.",
         .any(|w| WRITING_OPTIONS.iter().any(|o| w.starts_with(o)));
     if writes {
         return refuse();
+    }
+    // What the other programs read: their arguments that are not options (for grep, after
+    // its pattern).
+    if program != "git" {
+        let mut operands = words[1..].iter().filter(|w| !w.starts_with('-'));
+        if program == "grep" {
+            operands.next();
+        }
+        for operand in operands {
+            let verdict = read_verdict(guard, cwd, operand);
+            if verdict != Verdict::Allow {
+                return verdict;
+            }
+        }
     }
     Verdict::Allow
 }
@@ -265,6 +340,7 @@ mod tests {
             worktree: dir.to_path_buf(),
             owns: vec!["src/a/".into(), "README.md".into()],
             refusals: dir.join("refusals.jsonl"),
+            read_roots: Vec::new(),
         }
     }
 
@@ -363,5 +439,61 @@ mod tests {
             matches!(verdict, Verdict::Deny(ref why) if why.contains("outside")),
             "{verdict:?}"
         );
+    }
+
+    #[test]
+    fn reads_stay_in_the_worktree_and_the_repository() {
+        let repo = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let repo_root = repo.path().canonicalize().unwrap();
+        let worktree = repo_root.join(".git/plait/wt");
+        std::fs::create_dir_all(worktree.join("src/a")).unwrap();
+        std::fs::write(outside.path().join("secret"), "s").unwrap();
+        let mut g = guard(&worktree);
+        g.read_roots = vec![repo_root.clone()];
+        let secret = outside.path().join("secret").display().to_string();
+        let read =
+            |tool: &str, field: &str, path: &str| decide(&g, &call(tool, field, path, &worktree));
+        assert_eq!(read("Read", "file_path", "src/a/x.rs"), Verdict::Allow);
+        let main_file = repo_root.join("README.md").display().to_string();
+        assert_eq!(read("Read", "file_path", &main_file), Verdict::Allow);
+        assert_eq!(
+            read("Grep", "path", "../../.."),
+            Verdict::Allow,
+            "the repository root"
+        );
+        for (tool, field, path) in [
+            ("Read", "file_path", secret.as_str()),
+            ("Read", "file_path", "../../../../x"),
+            ("Grep", "path", "/etc"),
+            ("LS", "path", "/"),
+        ] {
+            assert!(
+                matches!(read(tool, field, path), Verdict::Deny(ref w) if w.contains("outside the repository")),
+                "{tool} {path} must be refused"
+            );
+        }
+        let glob = |pattern: &str| {
+            let input = serde_json::json!({"cwd": worktree, "tool_name": "Glob", "tool_input": {"pattern": pattern}});
+            decide(&g, &input.to_string())
+        };
+        assert_eq!(glob("**/*.rs"), Verdict::Allow);
+        assert!(matches!(glob("/etc/**/*.conf"), Verdict::Deny(_)));
+        let bash = |command: &str| {
+            let input = serde_json::json!({"cwd": worktree, "tool_name": "Bash", "tool_input": {"command": command}});
+            decide(&g, &input.to_string())
+        };
+        assert_eq!(bash("cat src/a/x.rs"), Verdict::Allow);
+        assert_eq!(
+            bash("grep -rn /etc/passwd src"),
+            Verdict::Allow,
+            "a pattern, not a path"
+        );
+        assert!(matches!(bash(&format!("cat {secret}")), Verdict::Deny(_)));
+        assert!(matches!(bash("grep -r x /etc"), Verdict::Deny(_)));
+        assert!(matches!(
+            bash("git diff --no-index /etc/passwd x"),
+            Verdict::Deny(_)
+        ));
     }
 }

@@ -399,6 +399,9 @@ fn real_claude_code_edits_owned_files_and_its_hook_refuses_the_rest() {
         return;
     };
     let repo = sample();
+    let outside = tempfile::tempdir().unwrap();
+    let secret = outside.path().join("secret.txt").display().to_string();
+    fs::write(&secret, "not for the model\n").unwrap();
     let mock = MockModel::start_claude_code(KEY);
     mock.script(
         "a",
@@ -406,6 +409,7 @@ fn real_claude_code_edits_owned_files_and_its_hook_refuses_the_rest() {
             Turn::Tools(vec![claude_tools::read("src/a/x.txt")]),
             Turn::Tools(vec![claude_tools::edit("src/a/x.txt", "hi", "hello")]),
             Turn::Tools(vec![claude_tools::write("src/b/y.txt", "taken over\n")]),
+            Turn::Tools(vec![claude_tools::read(&secret)]),
             Turn::Text("Said hello; src/b/y.txt belongs to another task.".into()),
         ],
     );
@@ -453,13 +457,20 @@ fn real_claude_code_edits_owned_files_and_its_hook_refuses_the_rest() {
         .into_iter()
         .filter(|r| r.is_error)
         .collect();
-    assert_eq!(refused.len(), 1, "{refused:?}");
+    assert_eq!(refused.len(), 2, "{refused:?}");
     assert!(
         refused[0].text.contains("does not own `src/b/y.txt`")
             && refused[0].text.contains("src/a/"),
         "the model must hear why: {}",
         refused[0].text
     );
+    assert!(
+        refused[1].text.contains("outside the repository"),
+        "a read outside the repository is refused: {}",
+        refused[1].text
+    );
+    let results = mock.tool_results("a");
+    assert!(!results.iter().any(|r| r.text.contains("not for the model")));
 }
 
 #[test]
