@@ -8,7 +8,7 @@ use std::time::Duration;
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use tokio::sync::mpsc;
 
-use crate::orchestrator::Event;
+use crate::orchestrator::{Event, GroupEvent, Update};
 use crate::state::{TaskState, Usage};
 
 /// How to show progress.
@@ -20,10 +20,17 @@ pub enum Mode {
 }
 
 /// Shows the events of a run until the channel closes.
-pub async fn show(mut rx: mpsc::UnboundedReceiver<Event>, total: usize, mode: Mode) {
+pub async fn show(mut rx: mpsc::UnboundedReceiver<Update>, total: usize, mode: Mode) {
     let mut tally = Tally::default();
     let mut live = (mode == Mode::Live).then(|| Live::new(total));
-    while let Some(event) = rx.recv().await {
+    while let Some(update) = rx.recv().await {
+        let event = match update {
+            Update::Task(event) => event,
+            Update::Group(group) => {
+                show_group(&group, mode, live.as_ref());
+                continue;
+            }
+        };
         let newly_final = tally.record(&event);
         match mode {
             Mode::Json => {
@@ -61,6 +68,24 @@ pub async fn show(mut rx: mpsc::UnboundedReceiver<Event>, total: usize, mode: Mo
     }
     if let Some(live) = live {
         live.finish();
+    }
+}
+
+/// One step of a supervisor group: a JSON event, or a line (above the live display).
+fn show_group(group: &GroupEvent, mode: Mode, live: Option<&Live>) {
+    let line = format!("{:<11} {}: {}", group.stage, group.group, group.detail);
+    match (mode, live) {
+        (Mode::Json, _) => {
+            if let Ok(json) =
+                serde_json::to_string(&serde_json::json!({"event": "group", "group": group}))
+            {
+                println!("{json}");
+            }
+        }
+        (Mode::Live, Some(live)) => {
+            let _ = live.multi.println(line);
+        }
+        _ => eprintln!("{line}"),
     }
 }
 

@@ -44,8 +44,8 @@ pub struct RunArgs {
     /// How many tasks run at once (default: the number of CPUs)
     #[arg(short = 'j', long = "jobs", value_name = "N")]
     pub jobs: Option<usize>,
-    /// Print one JSON event per line on stdout (a task's change of state; last, the
-    /// finished run) instead of the run id
+    /// Print one JSON event per line on stdout (a task's change of state, a supervisor
+    /// group's step; last, the finished run) instead of the run id
     #[arg(long)]
     pub json: bool,
     /// Put the worktrees under DIR/<run>/ instead of the repository's git directory

@@ -227,7 +227,48 @@ pub async fn review_groups(shared: &Arc<Shared>, state: &mut RunState) {
     }
     let reviews = futures_util::future::join_all(jobs).await;
     for (k, review) in reviews {
+        if let Some(r) = &review {
+            let detail = format!("supervisor: {} — {}", r.verdict.as_str(), r.summary);
+            shared.group_event(&state.groups[k].id, "reviewed", detail);
+        }
         state.groups[k].review = review;
+    }
+}
+
+/// Reports each group's merge (after [`merge_groups`]) or whether it went up (after
+/// [`merge_top`]).
+pub fn report(shared: &Shared, state: &RunState, top: bool) {
+    for group in &state.groups {
+        let Some(merge) = &group.merge else {
+            continue;
+        };
+        if top {
+            if merge.included.is_empty() {
+                continue;
+            }
+            let (stage, detail) = if group.merged_up {
+                ("up", format!("in {}", state.merged_branch()))
+            } else {
+                let why = group.verdict().map_or("not reviewed", |v| v.as_str());
+                ("held", format!("left out of the merge ({why})"))
+            };
+            shared.group_event(&group.id, stage, detail);
+        } else {
+            let mut detail = format!(
+                "{} of {} task(s) into {}",
+                merge.included.len(),
+                group.tasks.len(),
+                group.branch
+            );
+            if !merge.conflicts.is_empty() {
+                detail.push_str(&format!(
+                    "; {} conflict(s), left out: {}",
+                    merge.conflicts.len(),
+                    merge.excluded.join(", ")
+                ));
+            }
+            shared.group_event(&group.id, "merged", detail);
+        }
     }
 }
 
@@ -276,6 +317,11 @@ pub async fn send_back(shared: &Arc<Shared>, state: &mut RunState) -> bool {
         }
         text.push_str("\n\nChange what concerns the files your task owns.");
         let chosen = if named.is_empty() { merged } else { named };
+        let ids: Vec<&str> = chosen
+            .iter()
+            .map(|&i| shared.plan.tasks[i].id.as_str())
+            .collect();
+        shared.group_event(&group.id, "sent_back", format!("to {}", ids.join(", ")));
         targets.extend(chosen.into_iter().map(|i| (i, text.clone())));
     }
     if targets.is_empty() {

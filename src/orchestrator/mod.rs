@@ -76,6 +76,24 @@ pub struct Event {
     pub usage: Option<crate::state::Usage>,
 }
 
+/// A step of a supervisor group, for progress displays: `merged`, `reviewed`, `sent_back`,
+/// `up` (in the top merge) or `held` (left out of it).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct GroupEvent {
+    pub run: String,
+    pub group: String,
+    pub stage: &'static str,
+    /// One line: what was merged, the verdict, the tasks sent back.
+    pub detail: String,
+}
+
+/// What a run reports as it goes.
+#[derive(Debug, Clone)]
+pub enum Update {
+    Task(Event),
+    Group(GroupEvent),
+}
+
 /// A run that has started: its id is known and its state is on disk.
 pub struct Prepared {
     settings: RunSettings,
@@ -213,7 +231,7 @@ struct Shared {
     store: Store,
     state: Mutex<RunState>,
     dirty: Notify,
-    events: Option<mpsc::UnboundedSender<Event>>,
+    events: Option<mpsc::UnboundedSender<Update>>,
     repo: PathBuf,
     plan: Arc<ResolvedPlan>,
     cancel: Cancel,
@@ -239,16 +257,28 @@ impl Shared {
             // Sent under the lock (an unbounded send never waits), so events arrive in
             // the order the changes were made.
             if let Some(tx) = &self.events {
-                let _ = tx.send(Event {
+                let _ = tx.send(Update::Task(Event {
                     run,
                     task: task.id.clone(),
                     state: task.state,
                     detail: task.error.clone(),
                     usage: task.usage.clone(),
-                });
+                }));
             }
         }
         self.dirty.notify_one();
+    }
+
+    /// Reports a step of a supervisor group.
+    fn group_event(&self, group: &str, stage: &'static str, detail: String) {
+        if let Some(tx) = &self.events {
+            let _ = tx.send(Update::Group(GroupEvent {
+                run: self.run.clone(),
+                group: group.to_string(),
+                stage,
+                detail,
+            }));
+        }
     }
 
     fn snapshot(&self) -> RunState {
@@ -267,7 +297,7 @@ impl Shared {
 /// exits at once; the state on disk is still whole, since every write is atomic.
 pub async fn execute(
     prepared: Prepared,
-    events: Option<mpsc::UnboundedSender<Event>>,
+    events: Option<mpsc::UnboundedSender<Update>>,
 ) -> Result<RunState, RunError> {
     let Prepared {
         settings,
@@ -424,6 +454,7 @@ async fn merge_run(shared: Arc<Shared>) -> Result<merge::MergeOutcome, RunError>
     })
     .await
     .map_err(|e| RunError::Internal(format!("merge panicked: {e}")))??;
+    grouped::report(&shared, &state, false);
     grouped::review_groups(&shared, &mut state).await;
     for _ in 0..shared.plan.groups.rounds {
         if shared.cancel.is_cancelled() || !grouped::send_back(&shared, &mut state).await {
@@ -439,6 +470,7 @@ async fn merge_run(shared: Arc<Shared>) -> Result<merge::MergeOutcome, RunError>
         })
         .await
         .map_err(|e| RunError::Internal(format!("merge panicked: {e}")))??;
+        grouped::report(&shared, &state, false);
         grouped::review_groups(&shared, &mut state).await;
     }
     let (state, outcome) = tokio::task::spawn_blocking(move || {
@@ -446,6 +478,7 @@ async fn merge_run(shared: Arc<Shared>) -> Result<merge::MergeOutcome, RunError>
     })
     .await
     .map_err(|e| RunError::Internal(format!("merge panicked: {e}")))??;
+    grouped::report(&shared, &state, true);
     shared
         .state
         .lock()

@@ -324,3 +324,45 @@ fn a_supervisors_request_for_changes_goes_back_to_the_tasks_it_names() {
         plait::report::attention(&state)
     );
 }
+
+#[test]
+fn a_grouped_run_reports_its_groups_as_it_goes() {
+    let (repo, plan) = wide(14, "");
+    let plan_path = repo.plan(&plan);
+    let out = repo.plait(&["run", plan_path.to_str().unwrap(), "--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let events: Vec<serde_json::Value> = stdout(&out)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let stages: Vec<(String, String)> = events
+        .iter()
+        .filter(|e| e["event"] == "group")
+        .map(|e| {
+            let g = &e["group"];
+            (
+                g["group"].as_str().unwrap().to_string(),
+                g["stage"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    let pairs = |g: &str, s: &str| (g.to_string(), s.to_string());
+    assert_eq!(
+        stages,
+        [
+            pairs("group-1", "merged"),
+            pairs("group-2", "merged"),
+            pairs("group-1", "up"),
+            pairs("group-2", "up"),
+        ]
+    );
+    assert_eq!(events.last().unwrap()["event"], "finished");
+    // Without --json, the same steps are lines on stderr.
+    let out = repo.plait(&["run", plan_path.to_str().unwrap()]);
+    let err = stderr(&out);
+    assert!(
+        err.contains("merged      group-1: 7 of 7 task(s) into plait/"),
+        "{err}"
+    );
+    assert!(err.contains("up          group-2: in plait/"), "{err}");
+}
