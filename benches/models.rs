@@ -221,7 +221,7 @@ fn run(repo: &Path, toml: &str, jobs: usize) -> Result<Timed> {
         .worker_threads(2)
         .enable_all()
         .build()?;
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<orchestrator::Event>();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<orchestrator::Update>();
     let seen = Arc::new(Mutex::new((0usize, None::<f64>, None::<f64>)));
     let started = Instant::now();
     let tasks = prepared_task_count(toml);
@@ -229,7 +229,10 @@ fn run(repo: &Path, toml: &str, jobs: usize) -> Result<Timed> {
         let seen2 = seen.clone();
         let listener = tokio::spawn(async move {
             let (mut running, mut done) = (0usize, 0usize);
-            while let Some(event) = rx.recv().await {
+            while let Some(update) = rx.recv().await {
+                let orchestrator::Update::Task(event) = update else {
+                    continue;
+                };
                 let at = started.elapsed().as_secs_f64();
                 let mut seen = seen2.lock().unwrap();
                 seen.0 += 1;
