@@ -5,13 +5,18 @@
 //! Message flow: each task is a future in a `JoinSet`, gated by a semaphore of `jobs`
 //! permits held from `preparing` to the end of `collecting`. A task changes state only
 //! through [`Shared::update`], which edits the in-memory `RunState` under a mutex, sends
-//! an [`Event`] on the unbounded channel the caller may listen on (under the mutex, so
+//! an [`Event`] (as an [`Update`]) on the unbounded channel the caller may listen on (under the mutex, so
 //! events keep the order of the changes; an unbounded send never blocks), and wakes the
 //! state writer. The writer saves the newest snapshot atomically; transitions that arrive while
 //! it writes are folded into its next write, so a slow disk never blocks a task, and the
 //! final state is written synchronously before the run returns. No lock is held across an
 //! `.await`. A task's failure is recorded on the task; only failures of plait itself
 //! (state, merge) end the run with an error.
+//!
+//! A grouped run merges in two levels after its tasks (`grouped`): the groups' merges, the
+//! supervisors' reviews (all at once), at most `[groups] rounds` passes of sending tasks
+//! back through `task::rework` (gated by a fresh semaphore of `jobs` permits) and merging
+//! again, then the top merge; each step is a [`GroupEvent`] on the same channel.
 
 use std::fs;
 use std::path::{Path, PathBuf};
