@@ -263,6 +263,27 @@ fn run_goal_plans_and_runs_and_asks_unless_yes() {
     assert_eq!(merged["src/b.py"], "B = 2\n");
     let status = repo.status_json(&[]);
     assert_eq!(status["goal"], "Set every constant to 2");
+    // The manager's plan and transcript are kept; the key is in neither.
+    let plans = repo.path.join(".git/plait/plans");
+    let kept: Vec<String> = fs::read_dir(&plans)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        kept.iter().any(|n| n.ends_with(".toml")) && kept.iter().any(|n| n.ends_with(".jsonl")),
+        "{kept:?}"
+    );
+    for entry in walkdir::WalkDir::new(repo.path.join(".git/plait")) {
+        let entry = entry.unwrap();
+        if entry.file_type().is_file() {
+            let text = fs::read(entry.path()).unwrap();
+            assert!(
+                !String::from_utf8_lossy(&text).contains(KEY),
+                "{}",
+                entry.path().display()
+            );
+        }
+    }
 }
 
 #[test]
