@@ -47,6 +47,8 @@ pub struct CleanOutcome {
     pub at_risk: Vec<AtRisk>,
     pub removed_worktrees: Vec<String>,
     pub deleted_branches: Vec<DeletedBranch>,
+    /// Branches left in place because a worktree of the user's has them checked out.
+    pub kept_branches: Vec<AtRisk>,
 }
 
 /// Removes the run's worktrees and branches; `force` accepts losing work.
@@ -89,6 +91,8 @@ pub fn clean(
         }
     }
     let prefix = format!("plait/{}/", state.id);
+    let elsewhere = reachable_elsewhere(repo, base, &prefix)?;
+    let checked_out = checked_out_branches(repo)?;
     let mut branches = Vec::new();
     for name in state
         .tasks
@@ -103,7 +107,18 @@ pub fn clean(
         let Some(tip) = branch.get().target() else {
             continue;
         };
-        let landed = tip == base || reachable_elsewhere(repo, tip, &prefix)?;
+        if let Some(place) = checked_out.get(&name) {
+            // Never deleted, not even with --force.
+            outcome.kept_branches.push(AtRisk {
+                what: format!("branch {name}"),
+                reason: format!(
+                    "it is checked out at {}; switch that worktree to another branch, then clean again",
+                    place.display()
+                ),
+            });
+            continue;
+        }
+        let landed = tip == base || elsewhere.contains(&tip);
         if !landed {
             outcome.at_risk.push(AtRisk {
                 what: format!("branch {name}"),
@@ -136,7 +151,11 @@ pub fn clean(
     }
     remove_empty_dir(&checks);
     for (name, tip, landed) in branches {
-        repo.find_branch(&name, BranchType::Local)?.delete()?;
+        // The reference itself: `Branch::delete` asks every worktree of the repository
+        // whether it has the branch checked out, which with thousands of worktrees makes
+        // a large run's clean quadratic; `checked_out` answered that once.
+        repo.find_reference(&crate::git::branch_ref(&name))?
+            .delete()?;
         outcome.deleted_branches.push(DeletedBranch {
             name,
             tip: tip.to_string(),
@@ -147,8 +166,45 @@ pub fn clean(
     Ok(outcome)
 }
 
-/// Whether `commit` is contained in a local branch not under `prefix`.
-fn reachable_elsewhere(repo: &Repository, commit: Oid, prefix: &str) -> Result<bool, git2::Error> {
+/// The branches checked out in the main worktree and in the worktrees plait did not make,
+/// with where.
+fn checked_out_branches(
+    repo: &Repository,
+) -> Result<std::collections::HashMap<String, std::path::PathBuf>, git2::Error> {
+    let mut out = std::collections::HashMap::new();
+    let mut note = |r: &Repository| {
+        if let Ok(head) = r.head() {
+            if let (true, Ok(name)) = (head.is_branch(), head.shorthand()) {
+                let place = r.workdir().unwrap_or(r.path()).to_path_buf();
+                out.insert(name.to_string(), place);
+            }
+        }
+    };
+    note(repo);
+    let names = repo.worktrees()?;
+    for name in names.iter() {
+        let Some(name) = name?.filter(|n| !n.starts_with("plait-")) else {
+            continue;
+        };
+        if let Ok(r) = repo
+            .find_worktree(name)
+            .and_then(|w| Repository::open_from_worktree(&w))
+        {
+            note(&r);
+        }
+    }
+    Ok(out)
+}
+
+/// The commits since `base` that local branches not under `prefix` contain: one walk
+/// from all their tips, so checking every branch of a large run stays linear.
+fn reachable_elsewhere(
+    repo: &Repository,
+    base: Oid,
+    prefix: &str,
+) -> Result<std::collections::HashSet<Oid>, git2::Error> {
+    let mut walk = repo.revwalk()?;
+    let mut any = false;
     for branch in repo.branches(Some(BranchType::Local))? {
         let (branch, _) = branch?;
         let Some(name) = branch.name()? else { continue };
@@ -156,12 +212,15 @@ fn reachable_elsewhere(repo: &Repository, commit: Oid, prefix: &str) -> Result<b
             continue;
         }
         if let Some(tip) = branch.get().target() {
-            if tip == commit || repo.graph_descendant_of(tip, commit)? {
-                return Ok(true);
-            }
+            walk.push(tip)?;
+            any = true;
         }
     }
-    Ok(false)
+    if !any {
+        return Ok(Default::default());
+    }
+    walk.hide(base)?;
+    walk.collect()
 }
 
 fn list(paths: &[&str]) -> String {

@@ -52,6 +52,9 @@ pub fn cmd_clean(dir: &Path, args: CleanArgs) -> Result<(), CommandError> {
     for task in &outcome.removed_worktrees {
         eprintln!("removed worktree of {task}");
     }
+    for kept in &outcome.kept_branches {
+        eprintln!("kept {}: {}", kept.what, kept.reason);
+    }
     for branch in &outcome.deleted_branches {
         let note = if branch.landed { "" } else { ", not landed" };
         println!(

@@ -157,6 +157,43 @@ fn clean_refuses_to_lose_work_until_forced() {
 }
 
 #[test]
+fn clean_keeps_a_branch_the_user_checked_out() {
+    let repo = TestRepo::with_files(&[("a.txt", "a\n"), ("b.txt", "b\n")]);
+    let plan = repo.plan(
+        "[defaults]\nagent = { exec = 'echo changed > \"$PLAIT_FILE\"' }\n\
+         [[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"a.txt\"]\n\
+         [[task]]\nid = \"b\"\nprompt = \"p\"\nowns = [\"b.txt\"]\n",
+    );
+    let out = repo.plait(&["run", plan.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let run = stdout(&out).trim().to_string();
+    let elsewhere = repo.scratch.join("look");
+    let merged = format!("plait/{run}/merged");
+    repo.git(&[
+        "worktree",
+        "add",
+        "-q",
+        elsewhere.to_str().unwrap(),
+        &merged,
+    ]);
+
+    let out = repo.plait(&["clean", &run, "--force"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains(&format!("kept branch {merged}: it is checked out at")),
+        "{err}"
+    );
+    let mut branches = repo.branches();
+    branches.sort();
+    assert_eq!(branches, ["main".to_string(), merged]);
+    assert_eq!(
+        std::fs::read_to_string(elsewhere.join("a.txt")).unwrap(),
+        "changed\n"
+    );
+}
+
+#[test]
 fn the_run_summary_shows_failures_violations_and_conflicts() {
     let repo = TestRepo::with_files(&[
         ("shared/a-1", "1\n"),
