@@ -64,6 +64,10 @@ pub fn clean(
             run: state.id.clone(),
         });
     }
+    // Agents a killed plait left behind would write into worktrees being removed.
+    let worktrees: Vec<std::path::PathBuf> =
+        state.tasks.iter().map(|t| t.worktree.clone()).collect();
+    crate::shell::stop_leftovers(&state.id, &worktrees);
     let mut outcome = CleanOutcome::default();
     let base = Oid::from_str(&state.base)?;
     for task in &state.tasks {

@@ -147,6 +147,69 @@ async fn spawn_and_wait(
     }
 }
 
+/// Stops the agents a dead plait process of run `run` left running, with their process
+/// groups: the processes whose environment says `PLAIT_RUN=<run>` and whose
+/// `PLAIT_WORKTREE` is one of the run's `worktrees` and also their working directory, as
+/// plait starts agents (run ids of two repositories may be equal; worktree paths are not;
+/// and a shell where someone exported those variables by hand does not sit in that worktree,
+/// as a rule). Reads `/proc`; elsewhere it finds nothing. Returns how many process groups it
+/// stopped. Call it only while no agent of that run is running in this process.
+pub fn stop_leftovers(run: &str, worktrees: &[std::path::PathBuf]) -> usize {
+    let worktrees: Vec<std::path::PathBuf> = worktrees
+        .iter()
+        .filter_map(|w| w.canonicalize().ok())
+        .collect();
+    if worktrees.is_empty() {
+        return 0;
+    }
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return 0;
+    };
+    let mark = format!("PLAIT_RUN={run}");
+    // SAFETY: getpgid(0) asks for our own process group; no preconditions.
+    let my_group = unsafe { libc::getpgid(0) };
+    let mut groups = std::collections::BTreeSet::new();
+    for entry in entries.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        let Ok(environ) = std::fs::read(entry.path().join("environ")) else {
+            continue;
+        };
+        let vars: Vec<&[u8]> = environ.split(|b| *b == 0).collect();
+        if !vars.contains(&mark.as_bytes()) {
+            continue;
+        }
+        let worktree = vars
+            .iter()
+            .find_map(|v| v.strip_prefix(b"PLAIT_WORKTREE="))
+            .map(|w| std::path::PathBuf::from(String::from_utf8_lossy(w).into_owned()));
+        let cwd = std::fs::read_link(entry.path().join("cwd")).ok();
+        let at_work = match (worktree, cwd) {
+            (Some(w), Some(c)) => w
+                .canonicalize()
+                .is_ok_and(|w| w == c && worktrees.contains(&w)),
+            _ => false,
+        };
+        if !at_work {
+            continue;
+        }
+        // SAFETY: getpgid has no preconditions; a pid that is gone gives -1.
+        let group = unsafe { libc::getpgid(pid) };
+        if group > 0 && group != my_group {
+            groups.insert(group);
+        }
+    }
+    for &group in &groups {
+        kill_group(group as u32);
+    }
+    groups.len()
+}
+
 fn kill_group(pid: u32) {
     // SAFETY: signalling the process group the child leads; it was created by us.
     unsafe {

@@ -211,6 +211,13 @@ pub fn prepare_resume(settings: RunSettings, run: &str) -> Result<Prepared, RunE
     }
     let lock = store.lock()?;
     lock.set_run(run)?;
+    // Agents of a plait process killed outright are still running; they must not write
+    // into the worktrees the resumed run works in.
+    let worktrees: Vec<PathBuf> = state.tasks.iter().map(|t| t.worktree.clone()).collect();
+    let stopped = crate::shell::stop_leftovers(run, &worktrees);
+    if stopped > 0 {
+        tracing::info!("stopped {stopped} process group(s) left running by run {run}");
+    }
     let ids: Vec<&str> = settings.plan.tasks.iter().map(|t| t.id.as_str()).collect();
     let recorded: Vec<&str> = state.tasks.iter().map(|t| t.id.as_str()).collect();
     if ids != recorded {

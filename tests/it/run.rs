@@ -267,6 +267,23 @@ fn ctrl_c_stops_the_agents_and_saves_the_run_as_interrupted() {
     assert!(!late.exists(), "an agent's child outlived the interrupt");
 }
 
+/// The processes whose environment names run `run`.
+fn processes_of(run: &str) -> Vec<u32> {
+    let mark = format!("PLAIT_RUN={run}");
+    fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| {
+            let pid: u32 = e.file_name().to_str()?.parse().ok()?;
+            let environ = fs::read(e.path().join("environ")).ok()?;
+            environ
+                .split(|b| *b == 0)
+                .any(|v| v == mark.as_bytes())
+                .then_some(pid)
+        })
+        .collect()
+}
+
 /// An agent that writes `partial` and waits until `go` exists, then writes `done`.
 fn waiting_agent(go: &std::path::Path) -> String {
     format!(
@@ -389,6 +406,8 @@ fn a_killed_run_is_finished_by_resume_without_losing_committed_work() {
         "{}",
         stdout(&status)
     );
+    // The agents of the killed plait are still sleeping in their worktrees.
+    assert!(!processes_of(&run).is_empty(), "the agents outlived plait");
     fs::write(&go, "").unwrap();
     let out = repo.plait(&["resume", &run]);
     assert_eq!(
@@ -403,6 +422,8 @@ fn a_killed_run_is_finished_by_resume_without_losing_committed_work() {
         Some(m0.as_str()),
         "committed work is kept as it was"
     );
+    let left = processes_of(&run);
+    assert!(left.is_empty(), "resume stops the old agents: {left:?}");
     assert!(
         after["tasks"]
             .as_array()
