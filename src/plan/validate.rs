@@ -346,29 +346,19 @@ fn resolve_reviewer(
             Reviewer::Off
         }
         AgentSpec::Exec(cmd) => Reviewer::Command(cmd.clone()),
-        AgentSpec::Named(name) => {
-            if !plan.providers.contains_key(name) && super::providers::builtin_kind(name).is_none()
-            {
+        AgentSpec::Named(name) => match provider_named(plan, name, env, providers) {
+            None => {
                 problems.push(format!(
                     "{place}: agent `{name}` is neither \"off\", a built-in model (anthropic, openai) nor a [providers.{name}] table"
                 ));
                 Reviewer::Off
-            } else {
-                let resolved = providers.entry(name.clone()).or_insert_with(|| {
-                    resolve_provider(name, plan.providers.get(name), env).map(Arc::new)
-                });
-                match resolved {
-                    Ok(p) => Reviewer::Model(p.clone()),
-                    Err(e) => {
-                        let e = e.clone();
-                        if !problems.contains(&e) {
-                            problems.push(e);
-                        }
-                        Reviewer::Off
-                    }
-                }
             }
-        }
+            Some(Ok(p)) => Reviewer::Model(p),
+            Some(Err(e)) => {
+                push_once(problems, e);
+                Reviewer::Off
+            }
+        },
         AgentSpec::Cli(_) => {
             problems.push(format!(
                 "{place}: `cli` reviewers are not available; use a model or {{ exec = \"CMD\" }}"
@@ -464,42 +454,28 @@ fn resolve_task(
         }
         Some(AgentSpec::Exec(cmd)) => Some(AgentConfig::Exec(cmd.clone())),
         Some(AgentSpec::Named(name)) if TOOLS.iter().any(|t| t.0 == name) => {
-            let tool = providers_tool(inputs, name, providers);
-            match tool {
+            match resolve_tool(inputs, name, providers) {
                 Ok(settings) => Some(settings),
                 Err(e) => {
-                    if !problems.contains(&e) {
-                        problems.push(e);
-                    }
+                    push_once(problems, e);
                     None
                 }
             }
         }
-        Some(AgentSpec::Named(name)) => {
-            let known =
-                plan.providers.contains_key(name) || super::providers::builtin_kind(name).is_some();
-            if !known {
+        Some(AgentSpec::Named(name)) => match provider_named(plan, name, inputs.env, providers) {
+            None => {
                 problems.push(format!(
                     "task `{id}`: agent `{name}` is neither a built-in agent (anthropic, openai, \
                      claude-code, aider) nor a [providers.{name}] table"
                 ));
                 None
-            } else {
-                let resolved = providers.entry(name.clone()).or_insert_with(|| {
-                    resolve_provider(name, plan.providers.get(name), inputs.env).map(Arc::new)
-                });
-                match resolved {
-                    Ok(settings) => Some(AgentConfig::Model(settings.clone())),
-                    Err(e) => {
-                        let e = e.clone();
-                        if !problems.contains(&e) {
-                            problems.push(e);
-                        }
-                        None
-                    }
-                }
             }
-        }
+            Some(Ok(settings)) => Some(AgentConfig::Model(settings)),
+            Some(Err(e)) => {
+                push_once(problems, e);
+                None
+            }
+        },
         Some(AgentSpec::Cli(argv)) => match argv.first() {
             None => {
                 problems.push(format!("task `{id}`: the `cli` list is empty"));
@@ -563,9 +539,33 @@ fn resolve_task(
     })
 }
 
+/// Provider `name`, resolved once per plan (its error says what to set); `None` when it is
+/// neither built in nor a `[providers.NAME]` table.
+fn provider_named(
+    plan: &PlanFile,
+    name: &str,
+    env: &dyn Fn(&str) -> Option<String>,
+    providers: &mut HashMap<String, Result<Arc<ProviderSettings>, String>>,
+) -> Option<Result<Arc<ProviderSettings>, String>> {
+    if !plan.providers.contains_key(name) && super::providers::builtin_kind(name).is_none() {
+        return None;
+    }
+    let resolved = providers
+        .entry(name.to_string())
+        .or_insert_with(|| resolve_provider(name, plan.providers.get(name), env).map(Arc::new));
+    Some(resolved.clone())
+}
+
+/// Adds `problem` unless it is there already (one provider can fail many tasks).
+fn push_once(problems: &mut Vec<String>, problem: String) {
+    if !problems.contains(&problem) {
+        problems.push(problem);
+    }
+}
+
 /// Resolves the agent CLI `name` (one of [`TOOLS`]) from its `[agents.NAME]` table: its
 /// program must be findable and its provider resolvable, of the kind the CLI speaks.
-fn providers_tool(
+fn resolve_tool(
     inputs: &TaskInputs<'_>,
     name: &str,
     providers: &mut HashMap<String, Result<Arc<ProviderSettings>, String>>,
@@ -592,17 +592,11 @@ fn providers_tool(
     let provider = match file.provider.as_deref().or(default_provider) {
         None => None,
         Some(p) => {
-            if !plan.providers.contains_key(p) && super::providers::builtin_kind(p).is_none() {
-                return Err(format!(
+            let resolved = provider_named(plan, p, inputs.env, providers).ok_or_else(|| {
+                format!(
                     "[agents.{name}]: provider `{p}` is neither a built-in model (anthropic, openai) nor a [providers.{p}] table"
-                ));
-            }
-            let resolved = providers
-                .entry(p.to_string())
-                .or_insert_with(|| {
-                    resolve_provider(p, plan.providers.get(p), inputs.env).map(Arc::new)
-                })
-                .clone()?;
+                )
+            })??;
             if name == "claude-code" && resolved.kind != super::providers::ProviderKind::Anthropic {
                 return Err(format!(
                     "[agents.claude-code]: provider `{p}` is not of kind \"anthropic\"; Claude Code speaks only the Anthropic API"
