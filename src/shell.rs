@@ -72,7 +72,8 @@ pub async fn run_argv(
 }
 
 /// Runs a program like [`run_argv`], but its standard output goes to `stdout` (replaced)
-/// and only its standard error to `log`: for programs that answer in JSON on stdout.
+/// and only its standard error to `log`: for programs that answer in JSON on stdout. The
+/// output is returned, and appended to the log after the run so the log tells the whole story.
 pub async fn run_argv_capturing(
     argv: &[String],
     dir: &Path,
@@ -81,14 +82,33 @@ pub async fn run_argv_capturing(
     stdout: &Path,
     timeout: Duration,
     cancel: &Cancel,
-) -> ShellOutcome {
+) -> (ShellOutcome, String) {
     let out = std::fs::File::create(stdout);
     let err = OpenOptions::new().create(true).append(true).open(log);
-    match (out, err) {
+    let outcome = match (out, err) {
         (Ok(out), Ok(err)) => spawn_and_wait(argv, dir, env, (out, err), timeout, cancel).await,
-        (Err(e), _) => ShellOutcome::NotStarted(format!("cannot create {}: {e}", stdout.display())),
-        (_, Err(e)) => ShellOutcome::NotStarted(format!("cannot open log {}: {e}", log.display())),
+        (Err(e), _) => {
+            return (
+                ShellOutcome::NotStarted(format!("cannot create {}: {e}", stdout.display())),
+                String::new(),
+            )
+        }
+        (_, Err(e)) => {
+            return (
+                ShellOutcome::NotStarted(format!("cannot open log {}: {e}", log.display())),
+                String::new(),
+            )
+        }
+    };
+    let text = std::fs::read_to_string(stdout).unwrap_or_default();
+    if !text.is_empty() {
+        use std::io::Write as _;
+        if let Ok(mut file) = OpenOptions::new().append(true).open(log) {
+            let program = argv.first().map_or("", String::as_str);
+            let _ = writeln!(file, "--- stdout of {program} ---\n{}", text.trim_end());
+        }
     }
+    (outcome, text)
 }
 
 async fn spawn_and_wait(

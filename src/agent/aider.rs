@@ -117,7 +117,7 @@ impl AiderAgent {
         if let Some(reason) = task.budget.exhausted() {
             return AgentOutcome::Stopped { reason }.into();
         }
-        let dir = task.log.parent().unwrap_or(Path::new(".")).join("aider");
+        let dir = task.dir().join("aider");
         if let Err(e) = std::fs::create_dir_all(&dir) {
             return AgentOutcome::Failed {
                 reason: format!("cannot create {}: {e}", dir.display()),
@@ -126,7 +126,7 @@ impl AiderAgent {
             .into();
         }
         let stdout_path = dir.join(format!("output-{}.txt", task.round));
-        let outcome = shell::run_argv_capturing(
+        let (outcome, stdout) = shell::run_argv_capturing(
             &self.argv(task, &dir),
             &task.worktree,
             &self.env(task),
@@ -136,13 +136,6 @@ impl AiderAgent {
             &task.cancel,
         )
         .await;
-        let stdout = std::fs::read_to_string(&stdout_path).unwrap_or_default();
-        if !stdout.is_empty() {
-            use std::io::Write as _;
-            if let Ok(mut log) = std::fs::OpenOptions::new().append(true).open(&task.log) {
-                let _ = write!(log, "--- aider output ---\n{stdout}");
-            }
-        }
         let usage = parse_usage(&stdout);
         if let Some(cost) = usage.as_ref().and_then(|u| u.cost_usd) {
             task.budget.spend(cost);

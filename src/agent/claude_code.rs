@@ -43,11 +43,7 @@ struct Files {
 
 impl Files {
     fn of(task: &TaskContext) -> Files {
-        let dir = task
-            .log
-            .parent()
-            .unwrap_or(Path::new("."))
-            .join("claude-code");
+        let dir = task.dir().join("claude-code");
         Files {
             config: dir.join("config"),
             settings: dir.join("settings.json"),
@@ -141,7 +137,7 @@ impl ClaudeCodeAgent {
         let has_key = env.iter().any(|(k, _)| *k == "ANTHROPIC_API_KEY")
             || std::env::var_os("ANTHROPIC_API_KEY").is_some_and(|k| !k.is_empty());
         let login = link_login(&files.config, has_key);
-        let outcome = shell::run_argv_capturing(
+        let (outcome, stdout) = shell::run_argv_capturing(
             &argv,
             &task.worktree,
             &env,
@@ -154,8 +150,6 @@ impl ClaudeCodeAgent {
         if let Some(link) = login {
             let _ = std::fs::remove_file(link);
         }
-        let stdout = std::fs::read_to_string(&files.result).unwrap_or_default();
-        append_to_log(&task.log, &stdout);
         let refused = std::fs::read_to_string(&files.refusals)
             .map(|t| t.lines().count() as u64)
             .unwrap_or(0);
@@ -228,20 +222,6 @@ fn link_login(config: &Path, has_key: bool) -> Option<PathBuf> {
 /// `text` quoted for `sh`.
 fn shell_quote(text: &str) -> String {
     format!("'{}'", text.replace('\'', r"'\''"))
-}
-
-fn append_to_log(log: &Path, stdout: &str) {
-    use std::io::Write as _;
-    if stdout.is_empty() {
-        return;
-    }
-    if let Ok(mut file) = std::fs::OpenOptions::new()
-        .append(true)
-        .create(true)
-        .open(log)
-    {
-        let _ = writeln!(file, "--- claude-code result ---\n{}", stdout.trim_end());
-    }
 }
 
 /// What the CLI's JSON result says.

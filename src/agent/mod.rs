@@ -59,6 +59,13 @@ pub struct TaskContext {
     pub token_budget: Option<u64>,
 }
 
+impl TaskContext {
+    /// The task's own directory (beside its log), where agents keep their files.
+    pub fn dir(&self) -> &std::path::Path {
+        self.log.parent().unwrap_or(std::path::Path::new("."))
+    }
+}
+
 /// The run's cost budget: once it is spent no new model request starts.
 #[derive(Debug, Default)]
 pub struct Budget {
