@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use super::{merge_message, mergeable, RunError, Shared};
+use super::{branch_inputs, merge_message, RunError, Shared};
 use crate::git;
 use crate::merge::{self, BranchInput, MergeOutcome, MergeSettings};
 use crate::plan::{ResolvedPlan, Reviewer};
@@ -42,24 +42,9 @@ fn group_inputs(state: &RunState) -> Vec<GroupInput> {
         .groups
         .iter()
         .map(|group| {
-            let branches: Vec<BranchInput> = group
-                .tasks
-                .iter()
-                .filter_map(|id| state.task(id))
-                .filter(|t| mergeable(t))
-                .filter_map(|t| {
-                    Some(BranchInput {
-                        task: t.id.clone(),
-                        branch: t.branch.clone(),
-                        commit: git2::Oid::from_str(t.commit.as_deref()?).ok()?,
-                    })
-                })
-                .collect();
-            let message = merge_message(state, &branches).replacen(
-                &format!("merge run {}", state.id),
-                &format!("merge {} of run {}", group.id, state.id),
-                1,
-            );
+            let branches = branch_inputs(group.tasks.iter().filter_map(|id| state.task(id)));
+            let what = format!("{} of run {}", group.id, state.id);
+            let message = merge_message(state, &what, "Tasks", &branches);
             (group.branch.clone(), branches, message)
         })
         .collect()
@@ -130,8 +115,7 @@ pub fn merge_top(repo_path: &Path, state: &mut RunState) -> Result<MergeOutcome,
             })
         })
         .collect();
-    let mut message = merge_message(state, &branches);
-    message = message.replacen("Tasks: ", "Groups: ", 1);
+    let message = merge_message(state, &format!("run {}", state.id), "Groups", &branches);
     let settings = MergeSettings {
         workdir: &workdir,
         branch: &state.merged_branch(),

@@ -501,19 +501,7 @@ async fn merge_run(shared: Arc<Shared>) -> Result<merge::MergeOutcome, RunError>
 
 /// Merges the mergeable tasks of `state` into its merged branch (blocking).
 pub fn merge_tasks(repo_path: &Path, state: &RunState) -> Result<merge::MergeOutcome, RunError> {
-    let branches: Vec<BranchInput> = state
-        .tasks
-        .iter()
-        .filter(|t| mergeable(t))
-        .filter_map(|t| {
-            let commit = git2::Oid::from_str(t.commit.as_deref()?).ok()?;
-            Some(BranchInput {
-                task: t.id.clone(),
-                branch: t.branch.clone(),
-                commit,
-            })
-        })
-        .collect();
+    let branches = branch_inputs(state.tasks.iter());
     let base = git2::Oid::from_str(&state.base).map_err(|e| RunError::Internal(e.to_string()))?;
     let repo = git::open(repo_path)?;
     let workdir = git::workdir(&repo);
@@ -522,52 +510,43 @@ pub fn merge_tasks(repo_path: &Path, state: &RunState) -> Result<merge::MergeOut
         branch: &state.merged_branch(),
         base,
         branches: &branches,
-        message: merge_message(state, &branches),
+        message: merge_message(state, &format!("run {}", state.id), "Tasks", &branches),
     };
     merge::merge(&repo, &settings).map_err(RunError::from)
 }
 
 /// Whether decisions taken since the merge (`plait accept` / `plait reject`) change which
-/// tasks belong in it.
+/// tasks (or, in a grouped run, which groups) belong in it.
 pub fn merge_is_stale(state: &RunState) -> bool {
     let Some(merge) = &state.merge else {
         return false;
     };
-    if !state.groups.is_empty() {
-        return state.groups.iter().any(|g| {
-            let mut want: Vec<&str> = g
-                .tasks
-                .iter()
-                .filter_map(|id| state.task(id))
-                .filter(|t| mergeable(t) && t.commit.is_some())
-                .map(|t| t.id.as_str())
-                .collect();
-            let mut have: Vec<&str> = g
-                .merge
-                .iter()
-                .flat_map(|m| m.included.iter().chain(&m.excluded))
-                .map(String::as_str)
-                .collect();
-            want.sort_unstable();
-            have.sort_unstable();
-            want != have || g.goes_up() != g.merged_up
-        });
+    if state.groups.is_empty() {
+        return !merged_as_wanted(state.tasks.iter(), Some(merge));
     }
-    let mut want: Vec<&str> = state
-        .tasks
-        .iter()
+    state.groups.iter().any(|g| {
+        let tasks = g.tasks.iter().filter_map(|id| state.task(id));
+        !merged_as_wanted(tasks, g.merge.as_ref()) || g.goes_up() != g.merged_up
+    })
+}
+
+/// Whether `merge` took in (or left out on a conflict) exactly the mergeable `tasks`.
+fn merged_as_wanted<'a>(
+    tasks: impl Iterator<Item = &'a TaskRecord>,
+    merge: Option<&merge::MergeOutcome>,
+) -> bool {
+    let mut want: Vec<&str> = tasks
         .filter(|t| mergeable(t) && t.commit.is_some())
         .map(|t| t.id.as_str())
         .collect();
     let mut have: Vec<&str> = merge
-        .included
         .iter()
-        .chain(&merge.excluded)
+        .flat_map(|m| m.included.iter().chain(&m.excluded))
         .map(String::as_str)
         .collect();
     want.sort_unstable();
     have.sort_unstable();
-    want != have
+    want == have
 }
 
 /// Merges the run again with the tasks that belong in it now and runs the merged checks
@@ -692,15 +671,31 @@ pub async fn checks_at(
     }
 }
 
-fn merge_message(state: &RunState, branches: &[BranchInput]) -> String {
+/// The branches of `tasks` that may go into a merge, with their commits.
+fn branch_inputs<'a>(tasks: impl Iterator<Item = &'a TaskRecord>) -> Vec<BranchInput> {
+    tasks
+        .filter(|t| mergeable(t))
+        .filter_map(|t| {
+            Some(BranchInput {
+                task: t.id.clone(),
+                branch: t.branch.clone(),
+                commit: git2::Oid::from_str(t.commit.as_deref()?).ok()?,
+            })
+        })
+        .collect()
+}
+
+/// A merge commit's message: `plait: merge WHAT: goal`, then the merged branches' names under
+/// `label` (`Tasks`, or `Groups` at the top of a grouped run) and the run's trailer.
+fn merge_message(state: &RunState, what: &str, label: &str, branches: &[BranchInput]) -> String {
     let goal = state.goal.lines().next().unwrap_or("").trim();
-    let mut msg = format!("plait: merge run {}", state.id);
+    let mut msg = format!("plait: merge {what}");
     if !goal.is_empty() {
         msg.push_str(&format!(": {goal}"));
     }
     msg.push_str("\n\n");
-    let tasks: Vec<&str> = branches.iter().map(|b| b.task.as_str()).collect();
-    msg.push_str(&format!("Tasks: {}\n", tasks.join(", ")));
+    let names: Vec<&str> = branches.iter().map(|b| b.task.as_str()).collect();
+    msg.push_str(&format!("{label}: {}\n", names.join(", ")));
     msg.push_str(&format!("Plait-Run: {}\n", state.id));
     msg
 }
