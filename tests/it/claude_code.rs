@@ -192,17 +192,7 @@ fn fake_claude_edits_owned_files_and_the_hook_refuses_the_rest() {
     );
 
     // The key is never written into plait's own files.
-    for entry in walkdir::WalkDir::new(repo.path.join(".git/plait")) {
-        let entry = entry.unwrap();
-        if entry.file_type().is_file() {
-            let text = fs::read(entry.path()).unwrap();
-            assert!(
-                !String::from_utf8_lossy(&text).contains(KEY),
-                "{} holds the key",
-                entry.path().display()
-            );
-        }
-    }
+    repo.assert_not_written(KEY);
 }
 
 #[test]
@@ -373,6 +363,19 @@ fn fake_aider_gets_the_owned_files_and_the_providers_model_base_url_and_key() {
     assert_eq!(a["violations"].as_array().unwrap().len(), 0, "{a}");
 }
 
+/// `plait run` of `toml` with the key and a home of its own, as the real CLIs get it.
+fn run_real(repo: &TestRepo, toml: &str) -> Output {
+    let plan_path = repo.plan(toml);
+    let home = tempfile::tempdir().unwrap();
+    repo.plait_env(
+        &["run", plan_path.to_str().unwrap(), "-j", "2"],
+        &[
+            ("PLAIT_TEST_KEY", KEY),
+            ("HOME", home.path().to_str().unwrap()),
+        ],
+    )
+}
+
 /// The real Claude Code CLI: `PLAIT_TEST_CLAUDE`, `claude` on PATH, or the copy `.ci/run`
 /// installs under `target/ci-tools`.
 fn real_claude() -> Option<PathBuf> {
@@ -430,15 +433,7 @@ fn real_claude_code_edits_owned_files_and_its_hook_refuses_the_rest() {
             mock.url()
         ),
     );
-    let plan_path = repo.plan(&toml);
-    let home = tempfile::tempdir().unwrap();
-    let out = repo.plait_env(
-        &["run", plan_path.to_str().unwrap(), "-j", "2"],
-        &[
-            ("PLAIT_TEST_KEY", KEY),
-            ("HOME", home.path().to_str().unwrap()),
-        ],
-    );
+    let out = run_real(&repo, &toml);
     assert!(out.status.success(), "plait run failed: {}", stderr(&out));
     assert!(mock.problems().is_empty(), "{:#?}", mock.problems());
 
@@ -635,15 +630,7 @@ fn real_aider_edits_the_owned_files_with_the_providers_model() {
             mock.url()
         ),
     );
-    let plan_path = repo.plan(&toml);
-    let home = tempfile::tempdir().unwrap();
-    let out = repo.plait_env(
-        &["run", plan_path.to_str().unwrap(), "-j", "2"],
-        &[
-            ("PLAIT_TEST_KEY", KEY),
-            ("HOME", home.path().to_str().unwrap()),
-        ],
-    );
+    let out = run_real(&repo, &toml);
     let status = repo.status_json(&[]);
     let logs: Vec<String> = ["a", "b"]
         .iter()

@@ -273,17 +273,7 @@ fn run_goal_plans_and_runs_and_asks_unless_yes() {
         kept.iter().any(|n| n.ends_with(".toml")) && kept.iter().any(|n| n.ends_with(".jsonl")),
         "{kept:?}"
     );
-    for entry in walkdir::WalkDir::new(repo.path.join(".git/plait")) {
-        let entry = entry.unwrap();
-        if entry.file_type().is_file() {
-            let text = fs::read(entry.path()).unwrap();
-            assert!(
-                !String::from_utf8_lossy(&text).contains(KEY),
-                "{}",
-                entry.path().display()
-            );
-        }
-    }
+    repo.assert_not_written(KEY);
 }
 
 #[test]

@@ -95,22 +95,6 @@ fn tool_results(mock: &MockModel, task: &str) -> Vec<(String, bool)> {
     out
 }
 
-fn assert_no_key_written(repo: &TestRepo) {
-    for entry in walkdir::WalkDir::new(repo.path.join(".git/plait"))
-        .into_iter()
-        .filter_map(Result::ok)
-    {
-        if entry.file_type().is_file() {
-            let text = fs::read(entry.path()).unwrap();
-            assert!(
-                !String::from_utf8_lossy(&text).contains(KEY),
-                "the API key was written to {}",
-                entry.path().display()
-            );
-        }
-    }
-}
-
 #[test]
 fn a_full_edit_loop_works_on_both_providers_streamed_and_not() {
     for provider in [Provider::Anthropic, Provider::OpenAi] {
@@ -174,7 +158,7 @@ fn a_full_edit_loop_works_on_both_providers_streamed_and_not() {
             // Every request and response is kept, and the key is nowhere on disk.
             let transcript = fs::read_to_string(a.log.with_file_name("transcript.jsonl")).unwrap();
             assert_eq!(transcript.lines().count(), 3, "{label}");
-            assert_no_key_written(&repo);
+            repo.assert_not_written(KEY);
             let merged = repo.tree_files(&state.merged_branch());
             assert_eq!(merged["lib/a.py"], "def f():\n    return 2\n");
         }
@@ -342,7 +326,7 @@ fn a_bad_key_fails_with_a_message_naming_the_variable() {
     // A 401 is not retried, and once the key is rejected the other task does not try it.
     assert!(mock.count("a") <= 1 && mock.count("b") <= 1);
     assert!((1..=2).contains(&mock.requests().len()));
-    assert_no_key_written(&repo);
+    repo.assert_not_written(KEY);
 }
 
 #[test]

@@ -148,6 +148,22 @@ impl TestRepo {
         cmd.output().expect("run plait")
     }
 
+    /// Asserts that no file of plait's own under the git directory holds `secret` (an API
+    /// key, say).
+    pub fn assert_not_written(&self, secret: &str) {
+        for entry in walkdir::WalkDir::new(self.path.join(".git/plait")) {
+            let entry = entry.unwrap();
+            if entry.file_type().is_file() {
+                let text = fs::read(entry.path()).unwrap();
+                assert!(
+                    !String::from_utf8_lossy(&text).contains(secret),
+                    "the secret was written to {}",
+                    entry.path().display()
+                );
+            }
+        }
+    }
+
     /// `plait status ARGS --json`, parsed.
     pub fn status_json(&self, args: &[&str]) -> serde_json::Value {
         let mut all = vec!["status"];
