@@ -58,41 +58,17 @@ fn run(
     repo.run_with_env(&plan(mock, provider, stream, extra), 2, &env)
 }
 
-/// The text of every tool result the mock received for `task`, in order.
+/// The text of every tool result the mock received for `task`, in order, and whether it is
+/// an error (OpenAI has no flag: plait starts the text with `Error: `).
 fn tool_results(mock: &MockModel, task: &str) -> Vec<(String, bool)> {
-    let mut out = Vec::new();
-    for r in mock
-        .requests()
-        .iter()
-        .filter(|r| r.task.as_deref() == Some(task))
-    {
-        let Some(messages) = r.body["messages"].as_array() else {
-            continue;
-        };
-        let Some(last) = messages.last() else {
-            continue;
-        };
-        if let Some(blocks) = last["content"].as_array() {
-            for b in blocks.iter().filter(|b| b["type"] == "tool_result") {
-                out.push((
-                    b["content"].as_str().unwrap_or("").to_string(),
-                    b["is_error"] == true,
-                ));
-            }
-        }
-        // OpenAI: the tool messages after the last assistant message.
-        let tail: Vec<&serde_json::Value> = messages
-            .iter()
-            .rev()
-            .take_while(|m| m["role"] == "tool")
-            .collect();
-        for m in tail.into_iter().rev() {
-            let content = m["content"].as_str().unwrap_or("").to_string();
-            let is_error = content.starts_with("Error: ");
-            out.push((content, is_error));
-        }
-    }
-    out
+    let openai = mock.provider() == Provider::OpenAi;
+    mock.tool_results(task)
+        .into_iter()
+        .map(|r| {
+            let is_error = r.is_error || (openai && r.text.starts_with("Error: "));
+            (r.text, is_error)
+        })
+        .collect()
 }
 
 #[test]

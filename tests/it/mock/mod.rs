@@ -233,6 +233,11 @@ impl MockModel {
         }
     }
 
+    /// The API this mock speaks.
+    pub fn provider(&self) -> Provider {
+        self.shared.provider
+    }
+
     /// The base URL for a client: Anthropic without `/v1`, OpenAI with it.
     pub fn url(&self) -> String {
         self.url.clone()
