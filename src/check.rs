@@ -104,6 +104,7 @@ pub async fn check_branches(
             ],
             logs: &scratch.join("logs"),
             timeout: checks.timeout,
+            sandbox: &checks.sandbox,
         };
         let (_interrupt, cancel) = Cancel::new();
         let results = pool.run(&job, &cancel).await;

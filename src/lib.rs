@@ -27,7 +27,8 @@
 //! [`orchestrator`] drives stages 2–7 for a run with bounded concurrency, persisting the
 //! run's [`state`] after every transition; [`clean`] removes what a run created; [`check`]
 //! is the gate for hooks and CI. [`git`] holds the repository helpers every stage shares
-//! and [`shell`] the way every stage runs a command. Only [`cli`] prints, reads the
+//! and [`shell`] the way every stage runs a command, inside the walls of a [`sandbox`]
+//! (Landlock: a task's processes write only its own places). Only [`cli`] prints, reads the
 //! environment and chooses exit codes.
 
 pub mod agent;
@@ -43,6 +44,7 @@ pub mod orchestrator;
 pub mod plan;
 pub mod report;
 pub mod review;
+pub mod sandbox;
 pub mod shell;
 pub mod state;
 pub mod workspace;

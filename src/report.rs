@@ -171,6 +171,51 @@ fn group_note(group: &crate::state::GroupRecord) -> String {
 }
 
 /// A table of the run's tasks with a header line and, below it, what needs attention.
+/// How the tasks' processes ran: one line when all ran alike, else one per kind; then the
+/// writes the sandbox refused each task.
+fn sandbox_lines(out: &mut String, state: &RunState) {
+    let mut kinds: Vec<(&str, Vec<&str>)> = Vec::new();
+    for task in &state.tasks {
+        let Some(sandbox) = &task.sandbox else {
+            continue;
+        };
+        match kinds.iter_mut().find(|(how, _)| *how == sandbox.how) {
+            Some((_, tasks)) => tasks.push(&task.id),
+            None => kinds.push((&sandbox.how, vec![&task.id])),
+        }
+    }
+    let started = state.tasks.iter().filter(|t| t.sandbox.is_some()).count();
+    match kinds.as_slice() {
+        [] => {}
+        [(how, _)]
+            if state
+                .tasks
+                .iter()
+                .any(|t| t.sandbox.as_ref().is_some_and(|s| s.confined)) =>
+        {
+            let _ = writeln!(out, "\nsandbox: {how}, {started} task(s) confined");
+        }
+        _ => {
+            for (how, tasks) in &kinds {
+                let _ = writeln!(out, "\nsandbox: {how}: {}", tasks.join(", "));
+            }
+        }
+    }
+    for task in &state.tasks {
+        let Some(sandbox) = task.sandbox.as_ref().filter(|s| !s.refused.is_empty()) else {
+            continue;
+        };
+        let _ = writeln!(
+            out,
+            "\nthe sandbox refused {} (a path its tools need belongs in [sandbox] writable):",
+            task.id
+        );
+        for refused in &sandbox.refused {
+            let _ = writeln!(out, "  {refused}");
+        }
+    }
+}
+
 /// `live` says whether a plait process is still working on an unfinished run.
 pub fn status_text(state: &RunState, live: bool) -> String {
     let mut out = String::new();
@@ -292,6 +337,7 @@ pub fn status_text(state: &RunState, live: bool) -> String {
             if total.refused_writes > 0 { format!("; {} write(s) outside ownership refused", total.refused_writes) } else { String::new() },
         );
     }
+    sandbox_lines(&mut out, state);
     for task in state.tasks.iter().filter(|t| !t.violations.is_empty()) {
         let _ = writeln!(
             out,

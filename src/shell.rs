@@ -1,7 +1,8 @@
 //! Running a shell command the way every part of plait needs it: `sh -c` in a directory,
 //! with extra environment, its output appended to a log file, a timeout, and an interrupt;
-//! on either, its whole process group is killed so no grandchild keeps running. Exec
-//! agents, checks and command reviewers all go through here.
+//! on either, its whole process group is killed so no grandchild keeps running. Every
+//! process runs in the walls of a [`Sandbox`]. Exec agents, agent CLIs, checks and command
+//! reviewers all go through here.
 
 use std::fs::OpenOptions;
 use std::path::Path;
@@ -11,6 +12,7 @@ use std::time::Duration;
 use tokio::process::Command;
 
 use crate::agent::Cancel;
+use crate::sandbox::Sandbox;
 
 /// How a command ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -40,31 +42,32 @@ impl ShellOutcome {
     }
 }
 
-/// Runs `sh -c command` in `dir` with `env`, appending its output to `log`.
-pub async fn run(
-    command: &str,
-    dir: &Path,
-    env: &[(&str, String)],
-    log: &Path,
-    timeout: Duration,
-    cancel: &Cancel,
-) -> ShellOutcome {
+/// Where and how a command runs.
+pub struct Launch<'a> {
+    /// Its working directory.
+    pub dir: &'a Path,
+    /// Extra environment.
+    pub env: &'a [(&'a str, String)],
+    /// Where its output is appended.
+    pub log: &'a Path,
+    pub timeout: Duration,
+    pub cancel: &'a Cancel,
+    /// The walls it runs in.
+    pub sandbox: &'a Sandbox,
+}
+
+/// Runs `sh -c command` as `launch` says, appending its output to the log.
+pub async fn run(command: &str, launch: &Launch<'_>) -> ShellOutcome {
     let argv = ["sh".to_string(), "-c".to_string(), command.to_string()];
-    run_argv(&argv, dir, env, log, timeout, cancel).await
+    run_argv(&argv, launch).await
 }
 
 /// Runs a program with its arguments (`argv[0]` found on `PATH`), like [`run`].
-pub async fn run_argv(
-    argv: &[String],
-    dir: &Path,
-    env: &[(&str, String)],
-    log: &Path,
-    timeout: Duration,
-    cancel: &Cancel,
-) -> ShellOutcome {
+pub async fn run_argv(argv: &[String], launch: &Launch<'_>) -> ShellOutcome {
+    let log = launch.log;
     let open = || OpenOptions::new().create(true).append(true).open(log);
     match (open(), open()) {
-        (Ok(out), Ok(err)) => spawn_and_wait(argv, dir, env, (out, err), timeout, cancel).await,
+        (Ok(out), Ok(err)) => spawn_and_wait(argv, launch, (out, err), None).await,
         (Err(e), _) | (_, Err(e)) => {
             ShellOutcome::NotStarted(format!("cannot open log {}: {e}", log.display()))
         }
@@ -72,21 +75,18 @@ pub async fn run_argv(
 }
 
 /// Runs a program like [`run_argv`], but its standard output goes to `stdout` (replaced)
-/// and only its standard error to `log`: for programs that answer in JSON on stdout. The
+/// and only its standard error to the log: for programs that answer in JSON on stdout. The
 /// output is returned, and appended to the log after the run so the log tells the whole story.
 pub async fn run_argv_capturing(
     argv: &[String],
-    dir: &Path,
-    env: &[(&str, String)],
-    log: &Path,
+    launch: &Launch<'_>,
     stdout: &Path,
-    timeout: Duration,
-    cancel: &Cancel,
 ) -> (ShellOutcome, String) {
+    let log = launch.log;
     let out = std::fs::File::create(stdout);
     let err = OpenOptions::new().create(true).append(true).open(log);
     let outcome = match (out, err) {
-        (Ok(out), Ok(err)) => spawn_and_wait(argv, dir, env, (out, err), timeout, cancel).await,
+        (Ok(out), Ok(err)) => spawn_and_wait(argv, launch, (out, err), Some(stdout)).await,
         (Err(e), _) => {
             return (
                 ShellOutcome::NotStarted(format!("cannot create {}: {e}", stdout.display())),
@@ -111,31 +111,54 @@ pub async fn run_argv_capturing(
     (outcome, text)
 }
 
+/// Starts the program in its sandbox and waits for it; then reads what it wrote to the log
+/// (and to `stdout`, when that is kept apart) for writes the sandbox refused.
 async fn spawn_and_wait(
     argv: &[String],
-    dir: &Path,
-    env: &[(&str, String)],
+    launch: &Launch<'_>,
     (out, err): (std::fs::File, std::fs::File),
-    timeout: Duration,
-    cancel: &Cancel,
+    stdout: Option<&Path>,
 ) -> ShellOutcome {
     let Some((program, args)) = argv.split_first() else {
         return ShellOutcome::NotStarted("the command is empty".to_string());
     };
+    let armed = match launch.sandbox.arm() {
+        Ok(armed) => armed,
+        Err(why) => return ShellOutcome::NotStarted(format!("cannot confine {program}: {why}")),
+    };
+    let log_start = std::fs::metadata(launch.log).map_or(0, |m| m.len());
     let mut cmd = Command::new(program);
     cmd.args(args)
-        .current_dir(dir)
+        .current_dir(launch.dir)
         .stdin(Stdio::null())
         .stdout(out)
         .stderr(err)
-        .process_group(0)
         .kill_on_drop(true);
     for var in crate::git::REDIRECTING_VARS {
         cmd.env_remove(var);
     }
-    for (key, value) in env {
+    for (key, value) in launch.env {
         cmd.env(key, value);
     }
+    match &armed {
+        // The walls start a session of the child's own, which also leads its process group.
+        Some(armed) => armed.apply(&mut cmd),
+        None => {
+            cmd.process_group(0);
+        }
+    }
+    let outcome = wait(&mut cmd, program, launch).await;
+    if let Some(armed) = &armed {
+        let mut text = read_from(launch.log, log_start);
+        if let Some(stdout) = stdout {
+            text.push_str(&read_from(stdout, 0));
+        }
+        launch.sandbox.note_denials(armed, launch.dir, &text);
+    }
+    outcome
+}
+
+async fn wait(cmd: &mut Command, program: &str, launch: &Launch<'_>) -> ShellOutcome {
     let mut child = match cmd.spawn() {
         Ok(c) => c,
         Err(e) => return ShellOutcome::NotStarted(format!("cannot start {program}: {e}")),
@@ -147,7 +170,7 @@ async fn spawn_and_wait(
         }
     };
     tokio::select! {
-        waited = tokio::time::timeout(timeout, child.wait()) => match waited {
+        waited = tokio::time::timeout(launch.timeout, child.wait()) => match waited {
             Ok(Ok(status)) => match status.code() {
                 Some(code) => ShellOutcome::Exited(code),
                 None => ShellOutcome::Signalled,
@@ -159,12 +182,28 @@ async fn spawn_and_wait(
                 ShellOutcome::TimedOut
             }
         },
-        _ = cancel.cancelled() => {
+        _ = launch.cancel.cancelled() => {
             stop(pid);
             let _ = child.wait().await;
             ShellOutcome::Interrupted
         }
     }
+}
+
+/// What a file holds from byte `start` on, at most the last 64 KiB of it.
+fn read_from(path: &Path, start: u64) -> String {
+    use std::io::{Read as _, Seek as _, SeekFrom};
+    const MAX: u64 = 64 * 1024;
+    let Ok(mut file) = std::fs::File::open(path) else {
+        return String::new();
+    };
+    let len = file.metadata().map_or(0, |m| m.len());
+    let from = start.max(len.saturating_sub(MAX));
+    let mut bytes = Vec::new();
+    if file.seek(SeekFrom::Start(from)).is_ok() {
+        let _ = file.take(MAX).read_to_end(&mut bytes);
+    }
+    String::from_utf8_lossy(&bytes).into_owned()
 }
 
 /// Stops the agents a dead plait process of run `run` left running, with their process

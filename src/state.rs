@@ -225,6 +225,40 @@ pub struct CheckResult {
     /// Its whole output.
     pub log: PathBuf,
     pub ms: u64,
+    /// Writes the sandbox refused it, as its output told of them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub refused: Vec<String>,
+}
+
+/// How a task's processes ran: confined by the kernel or not.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SandboxRecord {
+    /// Whether they ran under the kernel's walls.
+    pub confined: bool,
+    /// How: `Landlock ABI 7`, `off in the plan`, `unconfined: <why>`.
+    pub how: String,
+    /// Writes the sandbox refused the agent and the task's checks, as their output told.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub refused: Vec<String>,
+}
+
+impl SandboxRecord {
+    pub fn new(confinement: &crate::sandbox::Confinement) -> SandboxRecord {
+        SandboxRecord {
+            confined: confinement.is_confined(),
+            how: confinement.describe(),
+            refused: Vec::new(),
+        }
+    }
+
+    /// Adds refused writes not yet recorded, keeping at most a few.
+    pub fn add_refused(&mut self, refused: &[String]) {
+        for r in refused {
+            if self.refused.len() < 8 && !self.refused.contains(r) {
+                self.refused.push(r.clone());
+            }
+        }
+    }
 }
 
 /// A person's decision on a task, which overrides the reviewer's for the gate.
@@ -279,6 +313,9 @@ pub struct TaskRecord {
     /// A person's decision (`plait accept` / `plait reject`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub decision: Option<Decision>,
+    /// Whether its processes ran confined, and what the sandbox refused them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<SandboxRecord>,
 }
 
 impl TaskRecord {

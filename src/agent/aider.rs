@@ -126,16 +126,10 @@ impl AiderAgent {
             .into();
         }
         let stdout_path = dir.join(format!("output-{}.txt", task.round));
-        let (outcome, stdout) = shell::run_argv_capturing(
-            &self.argv(task, &dir),
-            &task.worktree,
-            &self.env(task),
-            &task.log,
-            &stdout_path,
-            task.timeout,
-            &task.cancel,
-        )
-        .await;
+        let env = self.env(task);
+        let (outcome, stdout) =
+            shell::run_argv_capturing(&self.argv(task, &dir), &task.launch(&env), &stdout_path)
+                .await;
         let usage = parse_usage(&stdout);
         if let Some(cost) = usage.as_ref().and_then(|u| u.cost_usd) {
             task.budget.spend(cost);

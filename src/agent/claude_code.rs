@@ -137,16 +137,8 @@ impl ClaudeCodeAgent {
         let has_key = env.iter().any(|(k, _)| *k == "ANTHROPIC_API_KEY")
             || std::env::var_os("ANTHROPIC_API_KEY").is_some_and(|k| !k.is_empty());
         let login = link_login(&files.config, has_key);
-        let (outcome, stdout) = shell::run_argv_capturing(
-            &argv,
-            &task.worktree,
-            &env,
-            &task.log,
-            &files.result,
-            task.timeout,
-            &task.cancel,
-        )
-        .await;
+        let (outcome, stdout) =
+            shell::run_argv_capturing(&argv, &task.launch(&env), &files.result).await;
         if let Some(link) = login {
             let _ = std::fs::remove_file(link);
         }

@@ -45,15 +45,7 @@ impl Agent for CliAgent {
         Box::pin(async move {
             let argv = self.argv_for(task);
             let env = task_env(task);
-            let outcome = shell::run_argv(
-                &argv,
-                &task.worktree,
-                &env,
-                &task.log,
-                task.timeout,
-                &task.cancel,
-            )
-            .await;
+            let outcome = shell::run_argv(&argv, &task.launch(&env)).await;
             outcome_of(outcome, task).into()
         })
     }

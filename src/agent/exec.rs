@@ -19,15 +19,7 @@ impl ExecAgent {
 
     async fn run_task(&self, task: &TaskContext) -> AgentOutcome {
         let env = task_env(task);
-        let outcome = shell::run(
-            &self.command,
-            &task.worktree,
-            &env,
-            &task.log,
-            task.timeout,
-            &task.cancel,
-        )
-        .await;
+        let outcome = shell::run(&self.command, &task.launch(&env)).await;
         outcome_of(outcome, task)
     }
 }

@@ -18,6 +18,8 @@ use std::time::Duration;
 use crate::git::TreeFile;
 use crate::plan::globs::Globs;
 use crate::plan::AgentConfig;
+use crate::sandbox::Sandbox;
+use crate::shell::Launch;
 use crate::state::Usage;
 
 /// Everything an agent gets to know about its task.
@@ -57,12 +59,27 @@ pub struct TaskContext {
     pub budget: Arc<Budget>,
     /// Tokens this task may use in all, for model agents.
     pub token_budget: Option<u64>,
+    /// The walls of every process the agent starts: the worktree, the task's directory.
+    pub sandbox: Arc<Sandbox>,
 }
 
 impl TaskContext {
     /// The task's own directory (beside its log), where agents keep their files.
     pub fn dir(&self) -> &std::path::Path {
         self.log.parent().unwrap_or(std::path::Path::new("."))
+    }
+
+    /// How the agent's program runs: in the worktree, with `env`, into the log, in the
+    /// task's sandbox.
+    pub fn launch<'a>(&'a self, env: &'a [(&'a str, String)]) -> Launch<'a> {
+        Launch {
+            dir: &self.worktree,
+            env,
+            log: &self.log,
+            timeout: self.timeout,
+            cancel: &self.cancel,
+            sandbox: &self.sandbox,
+        }
     }
 }
 

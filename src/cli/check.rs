@@ -154,7 +154,7 @@ fn check_plan(
         base,
         &branches,
         into,
-        &crate::plan::checks_of(&plan),
+        &crate::plan::checks_of(&plan, &|name| std::env::var(name).ok()),
         &check::owns_of(&plan),
     ));
     let _ = std::fs::remove_dir_all(&scratch);
@@ -175,7 +175,7 @@ pub fn check_one(
         )));
     }
     let plan = crate::plan::load(&store.run_dir(run).join("plan.toml"))?;
-    let checks = crate::plan::checks_of(&plan);
+    let checks = crate::plan::checks_of(&plan, &|name| std::env::var(name).ok());
     let owns = check::owns_of(&plan);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -40,7 +40,7 @@ pub fn cmd_land(dir: &Path, args: LandArgs) -> Result<(), CommandError> {
     if state.phase == crate::state::RunPhase::Finished && orchestrator::merge_is_stale(&state) {
         eprintln!("decisions changed which tasks belong in run {run}: merging again and re-running the merged checks");
         let plan = crate::plan::load(&store.run_dir(&run).join("plan.toml"))?;
-        let checks = crate::plan::checks_of(&plan);
+        let checks = crate::plan::checks_of(&plan, &|name| std::env::var(name).ok());
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .enable_all()
             .build()

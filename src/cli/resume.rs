@@ -59,6 +59,9 @@ pub fn cmd_resume(dir: &Path, args: ResumeArgs) -> Result<(), CommandError> {
     // The run goes on from the commit it started from, wherever its base branch is now.
     parsed.base = Some(state.base.clone());
     let resolved = plan::resolve_with_env(&repo, parsed, &copy, &|name| std::env::var(name).ok())?;
+    if let Some(warning) = resolved.sandbox_warning() {
+        eprintln!("warning: {warning}");
+    }
     let total = resolved.tasks.len();
     let jobs = args
         .jobs

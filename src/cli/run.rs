@@ -88,6 +88,9 @@ pub fn cmd_run(dir: &Path, args: RunArgs) -> Result<(), CommandError> {
     let resolved =
         plan::resolve_with_env(&repo, parsed, &plan_path, &|name| std::env::var(name).ok())?;
     drop(repo);
+    if let Some(warning) = resolved.sandbox_warning() {
+        eprintln!("warning: {warning}");
+    }
     let jobs = args
         .jobs
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(4, |n| n.get()));

@@ -197,6 +197,7 @@ pub async fn review_groups(shared: &Arc<Shared>, state: &mut RunState) {
                 dir,
                 timeout: shared.plan.checks.timeout,
                 budget: &shared.budget,
+                sandbox: &shared.plan.checks.sandbox,
             };
             let review = reviewer::review(
                 &reviewer,

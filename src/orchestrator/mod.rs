@@ -160,6 +160,7 @@ pub fn prepare(settings: RunSettings) -> Result<Prepared, RunError> {
             checks: Vec::new(),
             review: None,
             decision: None,
+            sandbox: None,
         });
     }
     let state = RunState {
@@ -657,6 +658,7 @@ pub async fn checks_at(
         ],
         logs,
         timeout: checks.timeout,
+        sandbox: &checks.sandbox,
     };
     match pool.run(&job, cancel).await {
         Ok(results) => results,
@@ -667,6 +669,7 @@ pub async fn checks_at(
             tail: e,
             log: logs.to_path_buf(),
             ms: 0,
+            refused: Vec::new(),
         }],
     }
 }

@@ -3,6 +3,7 @@
 //! changes the task's state through `Shared::update`; a failure ends the task, never the
 //! run.
 
+use std::path::Path;
 use std::sync::Arc;
 
 use git2::Oid;
@@ -17,7 +18,10 @@ use crate::report::{self, DiffStyle};
 use crate::review;
 use crate::review::checks::CheckJob;
 use crate::review::reviewer::{self, ReviewInput};
-use crate::state::{now_ms, ChangeKind, FileChange, TaskRecord, TaskState, Usage, Verdict};
+use crate::sandbox::Sandbox;
+use crate::state::{
+    now_ms, ChangeKind, FileChange, SandboxRecord, TaskRecord, TaskState, Usage, Verdict,
+};
 use crate::workspace::{self, WorktreeSpec};
 
 pub(super) async fn run_task(shared: &Arc<Shared>, index: usize) {
@@ -117,14 +121,42 @@ async fn work(
     };
     let agent = agent::from_config(&task.agent, &shared.client, &shared.limiters);
     let reviewer = shared.plan.review.reviewer_for(task);
+    // The agent's processes may write its worktree and the task's directory (logs, the
+    // agent CLIs' own files), and nothing of any other task.
+    let task_dir = record
+        .log
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_default();
+    let sandbox = Arc::new(Sandbox::new(
+        &task.sandbox,
+        vec![record.worktree.clone(), task_dir.clone()],
+    ));
+    let confinement = task.sandbox.confinement();
+    shared.update(index, |t| {
+        let refused = t.sandbox.take().map(|s| s.refused).unwrap_or_default();
+        let mut now = SandboxRecord::new(&confinement);
+        now.add_refused(&refused);
+        t.sandbox = Some(now);
+    });
+    let note_refused = |refused: Vec<String>| {
+        if !refused.is_empty() {
+            shared.update(index, |t| {
+                if let Some(s) = &mut t.sandbox {
+                    s.add_refused(&refused);
+                }
+            });
+        }
+    };
     loop {
         shared.update(index, |t| {
             t.state = TaskState::Running;
             t.rounds = round;
         });
-        let context = context(shared, index, record, round, feedback.take());
+        let context = context(shared, index, record, round, feedback.take(), &sandbox);
         let report = agent.run(&context).await;
         record_report(shared, index, &report);
+        note_refused(sandbox.denials());
         if shared.cancel.is_cancelled() {
             // Keep what the agent wrote so far, committed but not merged.
             let message = format!(
@@ -142,7 +174,9 @@ async fn work(
         }
         match report.outcome {
             AgentOutcome::Finished => {}
-            AgentOutcome::Failed { reason, exit_code } => return fail(reason, exit_code),
+            AgentOutcome::Failed { reason, exit_code } => {
+                return fail(with_refused(reason, &sandbox.denials()), exit_code)
+            }
             AgentOutcome::Stopped { reason } => {
                 return shared.update(index, |t| {
                     t.state = TaskState::Stopped;
@@ -181,9 +215,13 @@ async fn work(
                 ],
                 logs: &logs,
                 timeout: shared.plan.checks.timeout,
+                sandbox: &task.sandbox,
             };
             match shared.checks.run(&job, &shared.cancel).await {
-                Ok(results) => results,
+                Ok(results) => {
+                    note_refused(results.iter().flat_map(|r| r.refused.clone()).collect());
+                    results
+                }
                 Err(e) => return fail(format!("the task checks could not run: {e}"), None),
             }
         };
@@ -200,13 +238,10 @@ async fn work(
             base: shared.plan.base.to_string(),
             commit: tip.to_string(),
             worktree: record.worktree.clone(),
-            dir: record
-                .log
-                .parent()
-                .map(|p| p.to_path_buf())
-                .unwrap_or_default(),
+            dir: task_dir.clone(),
             timeout: shared.plan.checks.timeout,
             budget: &shared.budget,
+            sandbox: &task.sandbox,
         };
         let verdict = reviewer::review(
             &reviewer,
@@ -259,12 +294,24 @@ async fn work(
     }
 }
 
+/// A failure's reason, with the writes the sandbox refused the agent, which may be why.
+fn with_refused(reason: String, refused: &[String]) -> String {
+    if refused.is_empty() {
+        return reason;
+    }
+    format!(
+        "{reason}; the sandbox refused it: {} (if the tool needs that path, add it to [sandbox] writable)",
+        refused.join(", ")
+    )
+}
+
 fn context(
     shared: &Shared,
     index: usize,
     record: &TaskRecord,
     round: u32,
     feedback: Option<String>,
+    sandbox: &Arc<Sandbox>,
 ) -> TaskContext {
     let task = &shared.plan.tasks[index];
     TaskContext {
@@ -289,6 +336,7 @@ fn context(
         feedback,
         budget: shared.budget.clone(),
         token_budget: task.token_budget,
+        sandbox: sandbox.clone(),
     }
 }
 
@@ -331,6 +379,15 @@ async fn collect_round(
         tokio::task::spawn_blocking(move || -> Result<_, String> {
             let repo = git::open(&shared.repo).map_err(|e| e.to_string())?;
             let task = &shared.plan.tasks[index];
+            let link = record.worktree.join(".git");
+            let restored = workspace::restore_link(&repo, &admin_name(&shared.run, &task.id), &record.worktree)
+                .map_err(|e| format!("cannot check {}: {e}", link.display()))?;
+            if restored {
+                return Err(format!(
+                    "the agent replaced {}, plait's link to the worktree's git data; plait put it back and collected nothing",
+                    link.display()
+                ));
+            }
             let refname = git::branch_ref(&record.branch);
             let tip = repo.refname_to_id(&refname).map_err(|e| e.to_string())?;
             if tip != expected {

@@ -264,6 +264,7 @@ fn parse_tasks(input: &Value) -> Result<Vec<TaskFile>, Vec<String>> {
             timeout: None,
             max_turns: None,
             token_budget: None,
+            sandbox: None,
         });
     }
     if items.is_empty() {

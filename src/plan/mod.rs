@@ -16,6 +16,7 @@ use std::time::Duration;
 use serde::de::{self, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+use crate::sandbox::SandboxMode;
 use providers::ProviderFile;
 pub use validate::{
     checks_of, resolve, resolve_with_env, AgentConfig, CheckSettings, GroupSettings, ResolvedPlan,
@@ -178,6 +179,9 @@ pub struct Defaults {
     /// How many tokens (input, output and cache) a model agent may use in all.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token_budget: Option<u64>,
+    /// The kernel's walls around every process of a task (and the merged checks).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<SandboxFile>,
 }
 
 impl Defaults {
@@ -188,7 +192,21 @@ impl Defaults {
             && self.timeout.is_none()
             && self.max_turns.is_none()
             && self.token_budget.is_none()
+            && self.sandbox.is_none()
     }
+}
+
+/// A `sandbox` table, under `[defaults]` or a task.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SandboxFile {
+    /// `"auto"` (the default), `"required"` or `"off"`; a task's overrides `[defaults]`'.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<SandboxMode>,
+    /// More paths the processes may write (absolute or `~/...`), such as a package cache;
+    /// a task's are added to `[defaults]`'.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub writable: Vec<String>,
 }
 
 /// One `[[task]]` entry.
@@ -212,6 +230,8 @@ pub struct TaskFile {
     pub max_turns: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token_budget: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<SandboxFile>,
 }
 
 /// Which files a task's worktree holds.

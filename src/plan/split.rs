@@ -193,6 +193,7 @@ fn plan_of(shares: Vec<Share>, settings: &SplitSettings) -> PlanFile {
                 timeout: None,
                 max_turns: None,
                 token_budget: None,
+                sandbox: None,
             }
         })
         .collect();

@@ -2,7 +2,7 @@
 //! globs that match tracked files, and ownership that no two tasks share.
 
 use std::collections::{BTreeMap, HashMap};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -11,9 +11,11 @@ use git2::{Oid, Repository};
 use super::globs::Globs;
 use super::providers::{resolve_provider, ProviderSettings};
 use super::{
-    AgentSpec, Checkout, PlanError, PlanFile, TaskFile, DEFAULT_MAX_TURNS, DEFAULT_TIMEOUT,
+    AgentSpec, Checkout, PlanError, PlanFile, SandboxFile, TaskFile, DEFAULT_MAX_TURNS,
+    DEFAULT_TIMEOUT,
 };
 use crate::git::{flatten_tree, TreeFile};
+use crate::sandbox::{SandboxMode, SandboxSettings, Support};
 
 /// Task ids that would collide with branches plait makes itself.
 const RESERVED_IDS: &[&str] = &["merged"];
@@ -32,6 +34,27 @@ pub struct ResolvedPlan {
     pub checks: CheckSettings,
     pub review: ReviewSettings,
     pub groups: GroupSettings,
+}
+
+impl ResolvedPlan {
+    /// The one warning to give when some process would be confined but this system cannot
+    /// confine it (mode `auto`).
+    pub fn sandbox_warning(&self) -> Option<String> {
+        let auto = self
+            .tasks
+            .iter()
+            .map(|t| &t.sandbox)
+            .chain([&self.checks.sandbox])
+            .any(|s| s.mode == SandboxMode::Auto);
+        match crate::sandbox::support() {
+            Support::Missing(why) if auto => Some(format!(
+                "the sandbox is not available ({why}): agents and checks run unconfined, able to \
+                 write anywhere you can; set [defaults] sandbox = {{ mode = \"off\" }} to choose \
+                 that, or mode = \"required\" to refuse such a system"
+            )),
+            _ => None,
+        }
+    }
 }
 
 /// Runs with more tasks than this are grouped under supervisors unless the plan says.
@@ -70,6 +93,9 @@ pub struct CheckSettings {
     pub jobs: usize,
     /// How long one command may run.
     pub timeout: Duration,
+    /// The walls of the merged checks (the plan's `[defaults] sandbox`); task checks run in
+    /// their task's.
+    pub sandbox: SandboxSettings,
 }
 
 /// Who reviews a task's branch.
@@ -151,6 +177,8 @@ pub struct ResolvedTask {
     pub context: Globs,
     /// Tracked files of the base that this task owns, sorted.
     pub owned: Vec<String>,
+    /// The walls of the task's processes.
+    pub sandbox: SandboxSettings,
 }
 
 impl ResolvedTask {
@@ -225,7 +253,7 @@ pub fn resolve_with_env(
             tasks.push(resolved);
         }
     }
-    let checks = resolve_checks(&plan, &mut problems);
+    let checks = resolve_checks(&plan, env, &mut problems);
     let review = resolve_review(&plan, env, &mut providers, &mut problems);
     let groups = resolve_groups(&plan, &review, env, &mut providers, &mut problems);
     if problems.is_empty() {
@@ -249,12 +277,17 @@ pub fn resolve_with_env(
     })
 }
 
-/// The `[checks]` of a plan, resolved; problems fall back to defaults.
-pub fn checks_of(plan: &PlanFile) -> CheckSettings {
-    resolve_checks(plan, &mut Vec::new())
+/// The `[checks]` of a plan, resolved (`env` gives `HOME` and `TMPDIR` for the sandbox);
+/// problems fall back to defaults.
+pub fn checks_of(plan: &PlanFile, env: &dyn Fn(&str) -> Option<String>) -> CheckSettings {
+    resolve_checks(plan, env, &mut Vec::new())
 }
 
-fn resolve_checks(plan: &PlanFile, problems: &mut Vec<String>) -> CheckSettings {
+fn resolve_checks(
+    plan: &PlanFile,
+    env: &dyn Fn(&str) -> Option<String>,
+    problems: &mut Vec<String>,
+) -> CheckSettings {
     let file = &plan.checks;
     for cmd in file.task.iter().chain(&file.merged) {
         if cmd.trim().is_empty() {
@@ -284,6 +317,72 @@ fn resolve_checks(plan: &PlanFile, problems: &mut Vec<String>) -> CheckSettings 
             .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()))
             .max(1),
         timeout,
+        sandbox: resolve_sandbox(
+            "[defaults] sandbox",
+            plan.defaults.sandbox.as_ref(),
+            None,
+            env,
+            problems,
+        ),
+    }
+}
+
+/// The walls of a task's processes (or, without `task`, of the merged checks): the mode of
+/// the task's table over `[defaults]`', the `writable` paths of both, each absolute (`~/`
+/// is `HOME`), and private temporary directories under `TMPDIR`. `required` on a system that
+/// cannot confine is a problem.
+fn resolve_sandbox(
+    place: &str,
+    defaults: Option<&SandboxFile>,
+    task: Option<&SandboxFile>,
+    env: &dyn Fn(&str) -> Option<String>,
+    problems: &mut Vec<String>,
+) -> SandboxSettings {
+    let mode = task
+        .and_then(|t| t.mode)
+        .or(defaults.and_then(|d| d.mode))
+        .unwrap_or_default();
+    let home = env("HOME").filter(|h| h.starts_with('/'));
+    let mut writable = Vec::new();
+    for path in defaults.into_iter().chain(task).flat_map(|f| &f.writable) {
+        let expanded = match (path.strip_prefix('~'), &home) {
+            (Some(rest), Some(home)) if rest.is_empty() || rest.starts_with('/') => {
+                Some(PathBuf::from(format!("{home}{rest}")))
+            }
+            (Some(_), None) => {
+                problems.push(format!(
+                    "{place}: writable path `{path}` starts with `~`, but HOME is not set to an absolute path"
+                ));
+                continue;
+            }
+            _ if path.starts_with('/') => Some(PathBuf::from(path)),
+            _ => None,
+        };
+        match expanded {
+            Some(p) => writable.push(p),
+            None => problems.push(format!(
+                "{place}: writable path `{path}` must be absolute or start with `~/`"
+            )),
+        }
+    }
+    if mode == SandboxMode::Required {
+        if let Support::Missing(why) = crate::sandbox::support() {
+            push_once(
+                problems,
+                format!(
+                    "sandbox mode \"required\", but this system cannot confine processes: {why}; \
+                     run plait where Landlock is available, or set mode = \"auto\" to run unconfined with a warning"
+                ),
+            );
+        }
+    }
+    let temp_root = env("TMPDIR")
+        .filter(|t| t.starts_with('/'))
+        .map_or_else(|| PathBuf::from("/tmp"), PathBuf::from);
+    SandboxSettings {
+        mode,
+        writable,
+        temp_root,
     }
 }
 
@@ -522,6 +621,13 @@ fn resolve_task(
         .cloned()
         .unwrap_or_default();
     let context = compile(id, "context", &context_globs, files, problems);
+    let sandbox = resolve_sandbox(
+        &format!("task `{id}` sandbox"),
+        plan.defaults.sandbox.as_ref(),
+        task.sandbox.as_ref(),
+        inputs.env,
+        problems,
+    );
     if problems.len() > before {
         return None;
     }
@@ -536,6 +642,7 @@ fn resolve_task(
         owns: owns?,
         context: context?,
         owned: Vec::new(),
+        sandbox,
     })
 }
 

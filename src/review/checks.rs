@@ -13,7 +13,8 @@ use tokio::sync::Semaphore;
 
 use crate::agent::Cancel;
 use crate::git::run_git;
-use crate::shell::{self, ShellOutcome};
+use crate::sandbox::{Sandbox, SandboxSettings};
+use crate::shell::{self, Launch, ShellOutcome};
 use crate::state::CheckResult;
 
 /// Full worktrees for checks, shared by the tasks of a run.
@@ -36,6 +37,8 @@ pub struct CheckJob<'a> {
     /// Directory for one log per command.
     pub logs: &'a Path,
     pub timeout: Duration,
+    /// The walls the commands run in, besides their own checkout.
+    pub sandbox: &'a SandboxSettings,
 }
 
 impl CheckPool {
@@ -84,11 +87,21 @@ impl CheckPool {
     ) -> Vec<CheckResult> {
         let _ = std::fs::create_dir_all(job.logs);
         let mut results = Vec::new();
+        // A check may write its own checkout (build output), nothing of the task's.
         for (i, command) in job.commands.iter().enumerate() {
             let log = job.logs.join(format!("check-{}.log", i + 1));
             let _ = std::fs::write(&log, format!("$ {command}\n"));
             let started = Instant::now();
-            let outcome = shell::run(command, slot, &job.env, &log, job.timeout, cancel).await;
+            let sandbox = Sandbox::new(job.sandbox, vec![slot.to_path_buf()]);
+            let launch = Launch {
+                dir: slot,
+                env: &job.env,
+                log: &log,
+                timeout: job.timeout,
+                cancel,
+                sandbox: &sandbox,
+            };
+            let outcome = shell::run(command, &launch).await;
             let passed = outcome == ShellOutcome::Exited(0);
             if !passed && !matches!(outcome, ShellOutcome::Exited(_)) {
                 let _ = append(
@@ -106,6 +119,7 @@ impl CheckPool {
                 tail: shell::tail(&log, 40, 4000),
                 log,
                 ms: started.elapsed().as_millis() as u64,
+                refused: sandbox.denials(),
             });
             if outcome == ShellOutcome::Interrupted {
                 break;

@@ -15,7 +15,8 @@ use crate::agent::model::limiter::{Limiter, Limiters};
 use crate::agent::{Budget, Cancel};
 use crate::plan::providers::ProviderSettings;
 use crate::plan::Reviewer;
-use crate::shell::{self, ShellOutcome};
+use crate::sandbox::{Sandbox, SandboxSettings};
+use crate::shell::{self, Launch, ShellOutcome};
 use crate::state::{CheckResult, Comment, Review, Usage, Verdict};
 
 /// The tool a model reviewer answers with.
@@ -42,6 +43,8 @@ pub struct ReviewInput<'a> {
     pub timeout: Duration,
     /// The run's cost budget; a model reviewer's cost counts against it.
     pub budget: &'a Budget,
+    /// The walls of a command reviewer: it may write only `dir` (and its own TMPDIR).
+    pub sandbox: &'a SandboxSettings,
 }
 
 /// Reviews one round of a task; `None` when the reviewer is off.
@@ -77,7 +80,18 @@ async fn by_command(command: &str, input: &ReviewInput<'_>, cancel: &Cancel) -> 
         ("PLAIT_COMMIT", input.commit.clone()),
         ("PLAIT_DIFF", diff_path.display().to_string()),
     ];
-    let outcome = shell::run(command, &input.worktree, &env, &log, input.timeout, cancel).await;
+    // It reads the worktree but writes nothing there: what it wrote would be collected as
+    // the worker's work.
+    let sandbox = Sandbox::new(input.sandbox, vec![input.dir.clone()]);
+    let launch = Launch {
+        dir: &input.worktree,
+        env: &env,
+        log: &log,
+        timeout: input.timeout,
+        cancel,
+        sandbox: &sandbox,
+    };
+    let outcome = shell::run(command, &launch).await;
     let output = shell::tail(&log, 60, 4000);
     let comments = if output.trim().is_empty() {
         Vec::new()

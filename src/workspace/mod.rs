@@ -51,6 +51,26 @@ pub struct WorktreeSpec<'a> {
     pub files: &'a [TreeFile],
 }
 
+/// Puts back the worktree's `.git` file, plait's link to its administrative directory, if
+/// something else is there; returns whether it had to. An agent may write its worktree,
+/// `.git` included, but the link decides which index and HEAD collect reads, so collect
+/// never trusts a link it did not write.
+pub fn restore_link(repo: &Repository, admin_name: &str, worktree: &Path) -> std::io::Result<bool> {
+    let link = worktree.join(".git");
+    let expected = format!("gitdir: {}\n", admin_dir(repo, admin_name).display());
+    let meta = fs::symlink_metadata(&link);
+    if meta.as_ref().is_ok_and(|m| m.is_file()) && fs::read(&link)? == expected.as_bytes() {
+        return Ok(false);
+    }
+    match meta {
+        Ok(m) if m.is_dir() => fs::remove_dir_all(&link)?,
+        Ok(_) => fs::remove_file(&link)?,
+        Err(_) => {}
+    }
+    fs::write(&link, expected)?;
+    Ok(true)
+}
+
 /// The administrative directory of a linked worktree.
 pub fn admin_dir(repo: &Repository, admin_name: &str) -> PathBuf {
     repo.commondir().join("worktrees").join(admin_name)

@@ -1,0 +1,447 @@
+//! The kernel's wall around every process plait starts for a task — agents, checks, command
+//! reviewers and supervisors. Under Landlock such a process may write only its own places
+//! (its worktree or check checkout, its task directory, a private temporary directory plait
+//! makes for it and passes as `TMPDIR`, and a few harmless devices) plus the paths the plan
+//! lists as `writable`; reads, execution and the network stay as they were. plait decides
+//! the rules and builds them in the parent; between `fork` and `exec` the child only makes
+//! system calls that are async-signal-safe (`setsid`, `prctl(PR_SET_NO_NEW_PRIVS)`,
+//! `landlock_restrict_self`). The rules hold for the process and everything it starts, and
+//! no process can lift them.
+//!
+//! Without Landlock ABI 3 (Linux 6.2; before it `truncate(2)` was not covered), mode `auto`
+//! runs unconfined and says so once, `required` refuses the plan, and `off` is the user's own
+//! choice. A write the kernel refuses reaches the program as `EACCES`; plait reads the lines
+//! of its log that say so and records, per task, the paths the sandbox kept it from writing.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, OnceLock};
+
+use serde::{Deserialize, Serialize};
+
+/// The oldest Landlock ABI plait confines with: 3 covers truncation (Linux 6.2).
+pub const MIN_ABI: i32 = 3;
+
+/// Devices every process may write (and `ioctl`), as `/dev/null` is written everywhere.
+const DEVICES: &[&str] = &[
+    "/dev/null",
+    "/dev/zero",
+    "/dev/full",
+    "/dev/random",
+    "/dev/urandom",
+];
+
+/// How plait confines a task's processes: `[sandbox] mode` in the plan.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SandboxMode {
+    /// Confined where the kernel can; otherwise unconfined, with one warning.
+    #[default]
+    Auto,
+    /// Confined, or the plan is refused.
+    Required,
+    /// Unconfined: the user's explicit choice.
+    Off,
+}
+
+impl SandboxMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SandboxMode::Auto => "auto",
+            SandboxMode::Required => "required",
+            SandboxMode::Off => "off",
+        }
+    }
+}
+
+/// What this system offers to confine processes with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Support {
+    /// Landlock, at this ABI version (at least [`MIN_ABI`]).
+    Landlock(i32),
+    /// Nothing plait can use; why, for a person.
+    Missing(String),
+}
+
+/// What this system supports, asked of the kernel once per process.
+pub fn support() -> &'static Support {
+    static SUPPORT: OnceLock<Support> = OnceLock::new();
+    SUPPORT.get_or_init(probe)
+}
+
+#[cfg(target_os = "linux")]
+fn probe() -> Support {
+    const LANDLOCK_CREATE_RULESET_VERSION: libc::c_uint = 1;
+    // SAFETY: with a null attribute, size 0 and only the VERSION flag, the call creates
+    // nothing and returns the ABI version (or -1 with errno).
+    let abi = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<libc::c_void>(),
+            0usize,
+            LANDLOCK_CREATE_RULESET_VERSION,
+        )
+    };
+    if abi < 0 {
+        let error = std::io::Error::last_os_error();
+        return Support::Missing(match error.raw_os_error() {
+            Some(libc::ENOSYS) => {
+                "this kernel has no Landlock (it needs Linux 6.2 or newer, built with CONFIG_SECURITY_LANDLOCK)"
+                    .to_string()
+            }
+            Some(libc::EOPNOTSUPP) => {
+                "Landlock is built into this kernel but not enabled (add `landlock` to the `lsm=` boot parameter)"
+                    .to_string()
+            }
+            _ => format!("asking the kernel for Landlock failed: {error}"),
+        });
+    }
+    let abi = abi as i32;
+    if abi < MIN_ABI {
+        return Support::Missing(format!(
+            "this kernel's Landlock is ABI {abi}; plait needs ABI {MIN_ABI} (Linux 6.2 or newer) to confine writes fully"
+        ));
+    }
+    Support::Landlock(abi)
+}
+
+#[cfg(not(target_os = "linux"))]
+fn probe() -> Support {
+    Support::Missing("plait confines processes with Landlock, which only Linux has".to_string())
+}
+
+/// The sandbox settings of a task (or of the run, for merged checks and supervisors),
+/// resolved from the plan.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SandboxSettings {
+    pub mode: SandboxMode,
+    /// Absolute paths the plan lets every process write, besides its own places.
+    pub writable: Vec<PathBuf>,
+    /// Where private temporary directories are made (the `TMPDIR` plait was started with).
+    pub temp_root: PathBuf,
+}
+
+impl Default for SandboxSettings {
+    fn default() -> SandboxSettings {
+        SandboxSettings {
+            mode: SandboxMode::Auto,
+            writable: Vec::new(),
+            temp_root: PathBuf::from("/tmp"),
+        }
+    }
+}
+
+impl SandboxSettings {
+    /// How processes under these settings run on this system.
+    pub fn confinement(&self) -> Confinement {
+        match (self.mode, support()) {
+            (SandboxMode::Off, _) => Confinement::Off,
+            (_, Support::Landlock(abi)) => Confinement::Landlock(*abi),
+            (_, Support::Missing(why)) => Confinement::Unsupported(why.clone()),
+        }
+    }
+}
+
+/// How a process ran.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Confinement {
+    /// Under Landlock at this ABI.
+    Landlock(i32),
+    /// Unconfined: the plan said `mode = "off"`.
+    Off,
+    /// Unconfined: the system cannot confine (mode `auto`); why.
+    Unsupported(String),
+}
+
+impl Confinement {
+    pub fn is_confined(&self) -> bool {
+        matches!(self, Confinement::Landlock(_))
+    }
+
+    /// One phrase for a person: `Landlock ABI 7`, `off in the plan`, ….
+    pub fn describe(&self) -> String {
+        match self {
+            Confinement::Landlock(abi) => format!("Landlock ABI {abi}"),
+            Confinement::Off => "off in the plan".to_string(),
+            Confinement::Unsupported(why) => format!("unconfined: {why}"),
+        }
+    }
+}
+
+/// The walls of the processes started for one purpose (a task's agent, its checks in one
+/// slot, a reviewer): what they may write, and the refused writes their logs showed.
+#[derive(Debug)]
+pub struct Sandbox {
+    settings: SandboxSettings,
+    /// The processes' own places: worktree or checkout, task directory.
+    own: Vec<PathBuf>,
+    denials: Mutex<Vec<String>>,
+}
+
+/// At most this many refused writes are kept per sandbox.
+const MAX_DENIALS: usize = 5;
+
+impl Sandbox {
+    /// Walls that let processes write `own` and what `settings` allow.
+    pub fn new(settings: &SandboxSettings, own: Vec<PathBuf>) -> Sandbox {
+        Sandbox {
+            settings: settings.clone(),
+            own,
+            denials: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// No walls at all (plait's own git commands, and tests).
+    pub fn none() -> Sandbox {
+        Sandbox::new(
+            &SandboxSettings {
+                mode: SandboxMode::Off,
+                ..SandboxSettings::default()
+            },
+            Vec::new(),
+        )
+    }
+
+    pub fn confinement(&self) -> Confinement {
+        self.settings.confinement()
+    }
+
+    /// The writes the kernel refused, as far as the processes' logs tell, oldest first.
+    pub fn denials(&self) -> Vec<String> {
+        self.denials
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Prepares one process's walls in the parent: its private temporary directory and the
+    /// kernel's ruleset. `None` when it runs unconfined.
+    pub(crate) fn arm(&self) -> Result<Option<Armed>, String> {
+        let Confinement::Landlock(abi) = self.confinement() else {
+            return Ok(None);
+        };
+        let tmp = tempfile::Builder::new()
+            .prefix("plait-")
+            .tempdir_in(&self.settings.temp_root)
+            .map_err(|e| {
+                format!(
+                    "cannot make a private temporary directory in {}: {e}",
+                    self.settings.temp_root.display()
+                )
+            })?;
+        let mut paths: Vec<PathBuf> = self.own.clone();
+        paths.push(tmp.path().to_path_buf());
+        for path in &self.settings.writable {
+            // A cache directory the plan names may not exist yet; the process could not make
+            // it under a read-only parent, so plait does.
+            if !path.exists() {
+                let _ = std::fs::create_dir_all(path);
+            }
+            paths.push(path.clone());
+        }
+        paths.extend(DEVICES.iter().map(PathBuf::from));
+        let ruleset = ruleset(abi, &paths)?;
+        Ok(Some(Armed { ruleset, tmp }))
+    }
+
+    /// Reads the output a process wrote under `armed` in `cwd` (`text`) for writes the
+    /// kernel refused, and keeps the paths outside its places.
+    pub(crate) fn note_denials(&self, armed: &Armed, cwd: &Path, text: &str) {
+        let found = refused_writes(text, cwd, |path| {
+            path.starts_with(armed.tmp.path()) || self.may_write(path)
+        });
+        if found.is_empty() {
+            return;
+        }
+        let mut denials = self.denials.lock().unwrap_or_else(|e| e.into_inner());
+        for denial in found {
+            if denials.len() < MAX_DENIALS && !denials.contains(&denial) {
+                denials.push(denial);
+            }
+        }
+    }
+
+    /// Whether `path` lies in one of the places every process of this sandbox may write.
+    fn may_write(&self, path: &Path) -> bool {
+        self.own
+            .iter()
+            .chain(&self.settings.writable)
+            .any(|root| path.starts_with(root))
+            || DEVICES.iter().any(|d| path == Path::new(d))
+    }
+}
+
+/// One process's walls, ready to apply in the child.
+pub(crate) struct Armed {
+    ruleset: std::os::fd::OwnedFd,
+    tmp: tempfile::TempDir,
+}
+
+impl Armed {
+    /// Makes `cmd` apply the walls in its child, before the program runs: a session of its
+    /// own (no controlling terminal to inject input into), no new privileges, the ruleset.
+    pub fn apply(&self, cmd: &mut tokio::process::Command) {
+        use std::os::fd::AsRawFd as _;
+        let fd = self.ruleset.as_raw_fd();
+        for var in ["TMPDIR", "TMP", "TEMP"] {
+            cmd.env(var, self.tmp.path());
+        }
+        // SAFETY: the closure runs between fork and exec; it makes only async-signal-safe
+        // system calls and allocates nothing. The ruleset fd stays open in the parent until
+        // the spawn returns, so the child's copy is valid; it is close-on-exec.
+        unsafe {
+            cmd.pre_exec(move || {
+                if libc::setsid() < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                restrict(fd)
+            });
+        }
+    }
+}
+
+#[cfg(target_os = "linux")]
+fn restrict(fd: std::os::fd::RawFd) -> std::io::Result<()> {
+    // SAFETY: plain system calls on a valid ruleset fd; no memory is passed.
+    unsafe {
+        if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        if libc::syscall(libc::SYS_landlock_restrict_self, fd, 0u32) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+#[cfg(not(target_os = "linux"))]
+fn restrict(_fd: std::os::fd::RawFd) -> std::io::Result<()> {
+    Err(std::io::Error::other("Landlock is Linux's"))
+}
+
+/// The kernel ruleset that lets a process write beneath `paths` only (files among them:
+/// only those files), and signal no process outside its own sandbox (ABI 6 and newer).
+#[cfg(target_os = "linux")]
+fn ruleset(abi: i32, paths: &[PathBuf]) -> Result<std::os::fd::OwnedFd, String> {
+    use landlock::{
+        path_beneath_rules, AccessFs, CompatLevel, Compatible, Ruleset, RulesetAttr,
+        RulesetCreatedAttr, Scope, ABI,
+    };
+    let version = ABI::from(abi);
+    let write = AccessFs::from_write(version);
+    let fail = |e: landlock::RulesetError| format!("cannot build the Landlock rules: {e}");
+    let mut ruleset = Ruleset::default()
+        .set_compatibility(CompatLevel::HardRequirement)
+        .handle_access(write)
+        .map_err(fail)?;
+    if abi >= 6 {
+        ruleset = ruleset.scope(Scope::Signal).map_err(fail)?;
+    }
+    let created = ruleset
+        .create()
+        .map_err(fail)?
+        .add_rules(path_beneath_rules(paths, write))
+        .map_err(fail)?;
+    let fd: Option<std::os::fd::OwnedFd> = created.into();
+    fd.ok_or_else(|| "the kernel made no Landlock ruleset".to_string())
+}
+
+#[cfg(not(target_os = "linux"))]
+fn ruleset(_abi: i32, _paths: &[PathBuf]) -> Result<std::os::fd::OwnedFd, String> {
+    Err("Landlock is Linux's".to_string())
+}
+
+/// Phrases with which programs report a refused write (`EACCES`, `EPERM`, `EXDEV`).
+const REFUSALS: &[&str] = &[
+    "permission denied",
+    "operation not permitted",
+    "eacces",
+    "eperm",
+    "invalid cross-device link",
+];
+
+/// The refused writes `text` tells of: for each line that reports one, the paths it names
+/// (relative ones from `cwd`) that `allowed` says the process may not write, as
+/// `write to PATH refused`.
+fn refused_writes(text: &str, cwd: &Path, allowed: impl Fn(&Path) -> bool) -> Vec<String> {
+    let mut found = Vec::new();
+    for line in text.lines() {
+        let lower = line.to_ascii_lowercase();
+        if !REFUSALS.iter().any(|r| lower.contains(r)) {
+            continue;
+        }
+        for path in paths_in(line, cwd) {
+            let denial = format!("write to {} refused", path.display());
+            if !allowed(&path) && !found.contains(&denial) {
+                found.push(denial);
+            }
+        }
+    }
+    found
+}
+
+/// The paths written in a line of output, quoted or not: words that start with `/`, or hold
+/// one and are not URLs (those are taken from `cwd`), without `.` and `..`.
+fn paths_in(line: &str, cwd: &Path) -> Vec<PathBuf> {
+    let stops = |c: char| c.is_whitespace() || "'\"`,;()[]{}<>=".contains(c);
+    line.split(stops)
+        .map(|word| word.trim_end_matches([':', '.']))
+        .filter(|word| word.len() > 1 && word.contains('/') && !word.contains("://"))
+        .map(|word| {
+            let mut path = PathBuf::new();
+            for part in cwd.join(word).components() {
+                match part {
+                    std::path::Component::ParentDir => {
+                        path.pop();
+                    }
+                    std::path::Component::CurDir => {}
+                    other => path.push(other),
+                }
+            }
+            path
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refused_writes_name_the_paths_outside() {
+        let log = "touch: cannot touch '/home/u/x': Permission denied\n\
+                   sh: 1: cannot create /srv/wt/ok.txt: Permission denied\n\
+                   PermissionError: [Errno 13] Permission denied: '/root/.cache/pip/y'\n\
+                   Error: EACCES: permission denied, open '/var/tmp/z'\n\
+                   ssh: Permission denied (publickey).\n\
+                   plain line with /etc/passwd\n";
+        let cwd = Path::new("/srv/wt");
+        let found = refused_writes(log, cwd, |p| p.starts_with("/srv/wt"));
+        assert_eq!(
+            found,
+            [
+                "write to /home/u/x refused",
+                "write to /root/.cache/pip/y refused",
+                "write to /var/tmp/z refused",
+            ]
+        );
+        assert_eq!(
+            paths_in(
+                "mv: cannot move 'a/b' to '../n/y': Invalid cross-device link (see https://x.y/z)",
+                cwd
+            ),
+            [PathBuf::from("/srv/wt/a/b"), PathBuf::from("/srv/n/y")]
+        );
+    }
+
+    #[test]
+    fn the_probe_agrees_with_the_kernel() {
+        // This machine's kernel may or may not have Landlock; the probe must say which
+        // without failing, and `off` is never confined.
+        let _ = support();
+        let off = SandboxSettings {
+            mode: SandboxMode::Off,
+            ..SandboxSettings::default()
+        };
+        assert_eq!(off.confinement(), Confinement::Off);
+    }
+}
