@@ -162,6 +162,7 @@ mod tests {
             owns: Globs::empty(),
             context: Globs::empty(),
             owned: vec![path.to_string()],
+            sandbox: Default::default(),
         }
     }
 

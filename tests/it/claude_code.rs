@@ -47,6 +47,11 @@ fn script(repo: &TestRepo, name: &str, entries: Value) -> (String, String) {
     (script.display().to_string(), record.display().to_string())
 }
 
+/// `toml` with the fake's record directory among the paths the sandbox lets agents write.
+fn with_records(toml: &str, records: &str) -> String {
+    format!("{toml}\n[defaults.sandbox]\nwritable = [\"{records}\"]\n")
+}
+
 fn record(dir: &str, task: &str) -> Value {
     let path = Path::new(dir).join(format!("{task}.json"));
     let text =
@@ -97,7 +102,7 @@ fn run_fake_claude_for(
         ),
     )
     .replace("timeout = \"60s\"", &format!("timeout = \"{timeout}\""));
-    let plan_path = repo.plan(&toml);
+    let plan_path = repo.plan(&with_records(&toml, &records));
     let out = repo.plait_env(
         &["run", plan_path.to_str().unwrap(), "-j", "2"],
         &[
@@ -315,7 +320,7 @@ fn fake_aider_gets_the_owned_files_and_the_providers_model_base_url_and_key() {
             fake("aider").display()
         ),
     );
-    let plan_path = repo.plan(&toml);
+    let plan_path = repo.plan(&with_records(&toml, &records));
     let out = repo.plait_env(
         &["run", plan_path.to_str().unwrap()],
         &[
@@ -487,7 +492,7 @@ fn a_claude_login_is_linked_for_the_run_and_not_left_behind() {
             fake("claude").display()
         ),
     );
-    let plan_path = repo.plan(&toml);
+    let plan_path = repo.plan(&with_records(&toml, &records));
     let home_dir = home.path().to_str().unwrap();
     let out = repo.plait_env(
         &["run", plan_path.to_str().unwrap()],
@@ -528,7 +533,7 @@ fn ctrl_c_interrupts_claude_and_resume_carries_on_from_its_work() {
             fake("claude").display()
         ),
     );
-    let plan_path = repo.plan(&toml);
+    let plan_path = repo.plan(&with_records(&toml, &records));
     let child = std::process::Command::new(env!("CARGO_BIN_EXE_plait"))
         .args(["run", plan_path.to_str().unwrap(), "-j", "2"])
         .current_dir(&repo.path)

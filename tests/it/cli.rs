@@ -218,6 +218,7 @@ fn the_run_summary_shows_failures_violations_and_conflicts() {
         (r"\b[0-9a-f]{8}\b", "[HASH]"),
         (r"(?m) +\d+(\.\d)?s( {2}|$)", " [TIME]${2}"),
         (r"/\S+/\.git/plait", "[GITDIR]/plait"),
+        (r"Landlock ABI \d+", "Landlock ABI [N]"),
     ]}, {
         insta::assert_snapshot!(text);
     });

@@ -139,10 +139,11 @@ fn no_change_means_done_with_nothing_to_merge() {
 #[test]
 fn an_agent_s_own_commit_cannot_smuggle_changes_past_collect() {
     let repo = sample();
-    let state = repo.run(
-        &plan("echo 'a = 2' > lib/a/mod.py && echo hacked > docs/guide.md && git add -A && git commit -qm sneaky"),
-        1,
-    );
+    // The sandbox refuses an agent's writes to the git directory; collect is the wall
+    // behind it, so this test takes the sandbox away.
+    let plan = plan("echo 'a = 2' > lib/a/mod.py && echo hacked > docs/guide.md && git add -A && git commit -qm sneaky")
+        .replace("[defaults]\n", "[defaults]\nsandbox = { mode = \"off\" }\n");
+    let state = repo.run(&plan, 1);
     let task = state.task("a").unwrap();
     assert_eq!(task.state, TaskState::Done);
     assert_eq!(task.changes, [change("lib/a/mod.py", ChangeKind::Modified)]);

@@ -103,7 +103,8 @@ fn at_most_jobs_agents_run_at_once_and_all_finish() {
     let exec = format!(
         "touch {m}/run.$PLAIT_TASK; sleep 0.3; ls {m} | grep -c '^run\\.' > {m}/seen.$PLAIT_TASK; rm {m}/run.$PLAIT_TASK; echo done >> pkg/$PLAIT_TASK/mod.py"
     );
-    let state = repo.run(&dir_plan(6, &exec, ""), 2);
+    let writable = format!("sandbox = {{ writable = [\"{m}\"] }}");
+    let state = repo.run(&dir_plan(6, &exec, &writable), 2);
     assert!(
         state.tasks.iter().all(|t| t.state == TaskState::Done),
         "{:?}",
