@@ -513,6 +513,134 @@ impl Table {
     }
 }
 
+/// The sandbox's cost: `true` spawned through `plait::shell` with and without Landlock
+/// (interleaved), then whole runs of `n` no-op exec tasks with `mode = "off"` and `"auto"`
+/// (interleaved, `-j 2`).
+fn sandbox_costs(t: &mut Table, root: &Path, repo: &Path, n: usize, reps: usize) -> Result<()> {
+    use plait::sandbox::{Sandbox, SandboxMode, SandboxSettings};
+    use plait::shell::{self, Launch};
+    use std::time::Duration;
+
+    stage("7. sandbox: cost per spawn");
+    let confinement = plait::sandbox::support().clone();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    let dir = root.join("spawn");
+    std::fs::create_dir_all(&dir)?;
+    let log = dir.join("spawn.log");
+    let (_interrupt, cancel) = plait::agent::Cancel::new();
+    let settings = SandboxSettings {
+        mode: SandboxMode::Auto,
+        writable: Vec::new(),
+        temp_root: root.to_path_buf(),
+    };
+    let confined = Sandbox::new(&settings, vec![dir.clone()]);
+    let open = Sandbox::none();
+    let spawns = 200;
+    let (mut on, mut off) = (Vec::new(), Vec::new());
+    runtime.block_on(async {
+        for i in 0..2 * spawns {
+            let sandbox = if i % 2 == 0 { &confined } else { &open };
+            let launch = Launch {
+                dir: &dir,
+                env: &[],
+                log: &log,
+                timeout: Duration::from_secs(10),
+                cancel: &cancel,
+                sandbox,
+            };
+            let started = Instant::now();
+            let outcome = shell::run_argv(&["true".to_string()], &launch).await;
+            let took = started.elapsed().as_secs_f64();
+            if outcome != shell::ShellOutcome::Exited(0) {
+                bail!("`true` did not succeed: {outcome:?}");
+            }
+            if i % 2 == 0 {
+                on.push(took)
+            } else {
+                off.push(took)
+            }
+        }
+        Ok(())
+    })?;
+    let (on_s, off_s) = (median(&on), median(&off));
+    t.gap();
+    t.row(
+        format!("sandbox: spawn `true`, median of {spawns}"),
+        format!(
+            "{} confined ({}), {} unconfined: +{:.2} ms per spawn (private TMPDIR, ruleset, fork + pre_exec)",
+            secs(on_s),
+            match &confinement {
+                plait::sandbox::Support::Landlock(abi) => format!("Landlock ABI {abi}"),
+                plait::sandbox::Support::Missing(why) => format!("NOT confined: {why}"),
+            },
+            secs(off_s),
+            (on_s - off_s) * 1e3
+        ),
+    );
+
+    stage("7. sandbox: whole runs of no-op tasks");
+    let mut times = [Vec::new(), Vec::new()];
+    for _ in 0..reps.max(3) {
+        for (k, mode) in ["off", "auto"].iter().enumerate() {
+            let mut toml = format!(
+                "goal = \"bench\"\n[defaults]\nagent = {{ exec = \"true\" }}\nsandbox = {{ mode = \"{mode}\" }}\n"
+            );
+            for d in 0..n {
+                let id = dir_name(d);
+                toml.push_str(&format!(
+                    "[[task]]\nid = \"{id}\"\nprompt = \"p\"\nowns = [\"/{id}/\"]\n"
+                ));
+            }
+            let plan_path = root.join(format!("sandbox-{mode}.toml"));
+            std::fs::write(&plan_path, &toml)?;
+            settle();
+            let (s, ()) = time(|| {
+                let opened = plait::git::open(repo)?;
+                let parsed = plait::plan::parse(&toml, &plan_path)?;
+                let resolved = plait::plan::resolve_with_env(&opened, parsed, &plan_path, &|k| {
+                    std::env::var(k).ok()
+                })?;
+                let settings = plait::orchestrator::RunSettings {
+                    repo: repo.to_path_buf(),
+                    plan: std::sync::Arc::new(resolved),
+                    plan_path: plan_path.clone(),
+                    plan_text: toml.clone(),
+                    jobs: 2,
+                    worktree_root: None,
+                    max_cost: None,
+                    groups: Some(0),
+                };
+                let prepared = plait::orchestrator::prepare(settings)?;
+                let state = runtime.block_on(plait::orchestrator::execute(prepared, None))?;
+                if state
+                    .tasks
+                    .iter()
+                    .any(|t| t.state != plait::state::TaskState::Done)
+                {
+                    bail!("a no-op task did not finish");
+                }
+                Ok(())
+            })?;
+            times[k].push(s);
+        }
+    }
+    let (off_run, on_run) = (median(&times[0]), median(&times[1]));
+    t.row(
+        format!("sandbox: run of {n} no-op exec tasks, -j 2"),
+        format!(
+            "{} confined, {} with mode = \"off\": {:+.1}% (median of {})",
+            secs(on_run),
+            secs(off_run),
+            100.0 * (on_run - off_run) / off_run,
+            times[0].len()
+        ),
+    );
+    Ok(())
+}
+
 fn plan_file(dirs: usize) -> PlanFile {
     PlanFile {
         goal: "benchmark".to_string(),
@@ -529,6 +657,7 @@ fn plan_file(dirs: usize) -> PlanFile {
                 timeout: None,
                 max_turns: None,
                 token_budget: None,
+                sandbox: None,
             })
             .collect(),
         ..PlanFile::default()
@@ -709,6 +838,7 @@ fn main() -> Result<()> {
                     timeout: None,
                     max_turns: None,
                     token_budget: None,
+                    sandbox: None,
                 }
             })
             .collect(),
@@ -1093,6 +1223,9 @@ fn main() -> Result<()> {
             100.0 * resolve_s / plait_seq
         ),
     );
+
+    // 7. The sandbox: per spawn, and on a whole run of no-op exec tasks.
+    sandbox_costs(&mut t, &root, &repo_path, n, cfg.reps)?;
 
     let probe_end = fs_probe(&root.join("probe-end"))?;
     t.gap();

@@ -178,7 +178,7 @@ pub struct Sandbox {
 }
 
 /// At most this many refused writes are kept per sandbox.
-const MAX_DENIALS: usize = 5;
+const MAX_DENIALS: usize = 10;
 
 impl Sandbox {
     /// Walls that let processes write `own` and what `settings` allow.
@@ -382,7 +382,7 @@ fn refused_writes(text: &str, cwd: &Path, allowed: impl Fn(&Path) -> bool) -> Ve
 /// The paths written in a line of output, quoted or not: words that start with `/`, or hold
 /// one and are not URLs (those are taken from `cwd`), without `.` and `..`.
 fn paths_in(line: &str, cwd: &Path) -> Vec<PathBuf> {
-    let stops = |c: char| c.is_whitespace() || "'\"`,;()[]{}<>=".contains(c);
+    let stops = |c: char| c.is_whitespace() || "'\"`,;()[]{}<>=‘’“”«»".contains(c);
     line.split(stops)
         .map(|word| word.trim_end_matches([':', '.']))
         .filter(|word| word.len() > 1 && word.contains('/') && !word.contains("://"))
@@ -409,6 +409,7 @@ mod tests {
     #[test]
     fn refused_writes_name_the_paths_outside() {
         let log = "touch: cannot touch '/home/u/x': Permission denied\n\
+                   mkdir: cannot create directory ‘/home/u/.cache’: Permission denied\n\
                    sh: 1: cannot create /srv/wt/ok.txt: Permission denied\n\
                    PermissionError: [Errno 13] Permission denied: '/root/.cache/pip/y'\n\
                    Error: EACCES: permission denied, open '/var/tmp/z'\n\
@@ -420,6 +421,7 @@ mod tests {
             found,
             [
                 "write to /home/u/x refused",
+                "write to /home/u/.cache refused",
                 "write to /root/.cache/pip/y refused",
                 "write to /var/tmp/z refused",
             ]

@@ -254,7 +254,7 @@ impl SandboxRecord {
     /// Adds refused writes not yet recorded, keeping at most a few.
     pub fn add_refused(&mut self, refused: &[String]) {
         for r in refused {
-            if self.refused.len() < 8 && !self.refused.contains(r) {
+            if self.refused.len() < 10 && !self.refused.contains(r) {
                 self.refused.push(r.clone());
             }
         }

@@ -14,6 +14,7 @@ mod model;
 mod plan;
 mod review;
 mod run;
+mod sandbox;
 mod split;
 mod support;
 mod workspace;

@@ -1,0 +1,439 @@
+//! The kernel's walls, with real processes: exec agents and checks that try to write into a
+//! neighbour's worktree, the user's checkout, the git directory, `$HOME` and `/tmp` are
+//! refused by Landlock and nothing there changes; `writable` lets a cache path through;
+//! `required` on a system without Landlock (made so with a seccomp filter that answers
+//! `ENOSYS`, as an old kernel does) is a plan error before anything is created.
+
+use std::fs;
+use std::os::unix::process::CommandExt as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use plait::sandbox::{support, Support};
+
+use crate::support::{init, stderr, stdout, TestRepo};
+
+/// Whether this kernel can confine; the tests that need it say so when it cannot.
+fn landlock() -> bool {
+    match support() {
+        Support::Landlock(_) => true,
+        Support::Missing(why) => {
+            eprintln!("skipped: this system cannot confine processes ({why})");
+            false
+        }
+    }
+}
+
+fn sample() -> TestRepo {
+    TestRepo::with_files(&[
+        ("a/f.txt", "a\n"),
+        ("b/f.txt", "b\n"),
+        ("README.md", "readme\n"),
+    ])
+}
+
+/// A home directory of the test's own, so a write that got through would not touch the
+/// real one.
+fn home(repo: &TestRepo) -> PathBuf {
+    let home = repo.scratch.join("home");
+    fs::create_dir_all(&home).unwrap();
+    home
+}
+
+fn plait(repo: &TestRepo, args: &[&str], home: &Path) -> Output {
+    repo.plait_env(args, &[("HOME", home.to_str().unwrap())])
+}
+
+fn task<'a>(status: &'a serde_json::Value, id: &str) -> &'a serde_json::Value {
+    status["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["id"] == id)
+        .unwrap_or_else(|| panic!("no task {id} in {status}"))
+}
+
+fn refused(task: &serde_json::Value) -> Vec<String> {
+    task["sandbox"]["refused"]
+        .as_array()
+        .map(|r| r.iter().map(|v| v.as_str().unwrap().to_string()).collect())
+        .unwrap_or_default()
+}
+
+#[test]
+fn an_agent_cannot_write_outside_its_task_even_into_a_running_neighbour() {
+    if !landlock() {
+        return;
+    }
+    let repo = sample();
+    let home = home(&repo);
+    let user = repo.path.display().to_string();
+    let scratch = repo.scratch.display().to_string();
+    let tmp_file = format!("/tmp/plait-sandbox-test-{}", std::process::id());
+    // `a` waits until `b` runs, then tries every place it must not write, then says so in
+    // its own file; `b` waits for that before it edits and ends, so its collect comes after
+    // every attempt.
+    let attacker = format!(
+        r#"n=0; until [ -e ../b/b/started ]; do sleep 0.05; n=$((n+1)); [ $n -gt 400 ] && exit 9; done
+echo evil > ../b/b/f.txt
+echo evil > ../b/b/new.txt
+echo evil > {user}/b/f.txt
+echo evil > {user}/a/f.txt
+touch {user}/.git/refs/heads/evil
+echo evil >> {user}/.git/config
+echo evil > "$HOME/evil"
+echo evil > {scratch}/evil
+echo evil > {tmp_file}
+echo private > "$TMPDIR/ok" && cat "$TMPDIR/ok"
+echo a2 > a/f.txt
+touch a/attempted
+exit 0"#
+    );
+    let victim = r#"touch b/started
+n=0; until [ -e ../a/a/attempted ]; do sleep 0.05; n=$((n+1)); [ $n -gt 400 ] && exit 9; done
+rm b/started
+echo b2 > b/f.txt"#;
+    let plan = repo.plan(&format!(
+        "[defaults]\ntimeout = \"60s\"\n\
+         [[task]]\nid = \"a\"\nprompt = \"attack\"\nowns = [\"/a/\"]\nagent = {{ exec = '''{attacker}''' }}\n\
+         [[task]]\nid = \"b\"\nprompt = \"work\"\nowns = [\"/b/\"]\nagent = {{ exec = '''{victim}''' }}\n"
+    ));
+    let config_before = fs::read_to_string(repo.path.join(".git/config")).unwrap();
+    let out = plait(&repo, &["run", plan.to_str().unwrap(), "-j", "2"], &home);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let run = stdout(&out).trim().to_string();
+
+    // Nothing outside the tasks changed.
+    assert_eq!(repo.read("a/f.txt"), "a\n");
+    assert_eq!(repo.read("b/f.txt"), "b\n");
+    assert!(!repo.path.join(".git/refs/heads/evil").exists());
+    assert_eq!(
+        fs::read_to_string(repo.path.join(".git/config")).unwrap(),
+        config_before
+    );
+    assert!(!home.join("evil").exists());
+    assert!(!repo.scratch.join("evil").exists());
+    let escaped = Path::new(&tmp_file).exists();
+    let _ = fs::remove_file(&tmp_file);
+    assert!(!escaped, "{tmp_file} was written");
+    assert_eq!(repo.git(&["status", "--porcelain"]), "");
+
+    // The neighbour's branch holds only its own edit; the attacker's only its own.
+    let b = repo.tree_files(&format!("plait/{run}/b"));
+    assert_eq!(b["b/f.txt"], "b2\n");
+    assert!(!b.contains_key("b/new.txt"), "{b:?}");
+    let a = repo.tree_files(&format!("plait/{run}/a"));
+    assert_eq!(a["a/f.txt"], "a2\n");
+
+    let status = repo.status_json(&[&run]);
+    for id in ["a", "b"] {
+        let t = task(&status, id);
+        assert_eq!(t["state"], "done", "{t}");
+        assert_eq!(t["sandbox"]["confined"], true, "{t}");
+        assert!(t["violations"].as_array().unwrap().is_empty(), "{t}");
+    }
+    let refused = refused(task(&status, "a"));
+    for path in [
+        format!("{user}/b/f.txt"),
+        format!("{user}/.git/config"),
+        format!("{}/evil", home.display()),
+        tmp_file.clone(),
+    ] {
+        assert!(
+            refused
+                .iter()
+                .any(|r| r == &format!("write to {path} refused")),
+            "{path} not in {refused:?}"
+        );
+    }
+    let log = fs::read_to_string(
+        repo.path
+            .join(format!(".git/plait/runs/{run}/tasks/a/agent.log")),
+    )
+    .unwrap();
+    assert!(
+        log.contains("private"),
+        "the private TMPDIR is writable: {log}"
+    );
+    let text = stdout(&repo.plait(&["status", &run]));
+    assert!(text.contains("2 task(s) confined"), "{text}");
+    assert!(text.contains("the sandbox refused a"), "{text}");
+}
+
+#[test]
+fn a_failing_agent_is_told_what_the_sandbox_refused() {
+    if !landlock() {
+        return;
+    }
+    let repo = sample();
+    let home = home(&repo);
+    let plan = repo.plan(
+        "[[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"/a/\"]\n\
+         agent = { exec = 'mkdir -p \"$HOME/.cache/tool\" && echo x > a/f.txt' }\n",
+    );
+    let out = plait(&repo, &["run", plan.to_str().unwrap()], &home);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let status = repo.status_json(&[]);
+    let a = task(&status, "a");
+    assert_eq!(a["state"], "failed");
+    let error = a["error"].as_str().unwrap();
+    assert!(
+        error.contains("the sandbox refused it")
+            && error.contains(&format!("{}/.cache", home.display()))
+            && error.contains("[sandbox] writable"),
+        "{error}"
+    );
+}
+
+#[test]
+fn writable_lets_a_cache_path_through_and_nothing_else() {
+    if !landlock() {
+        return;
+    }
+    let repo = sample();
+    let home = home(&repo);
+    let plan = repo.plan(
+        "[defaults]\nsandbox = { writable = [\"~/.cache/tool\"] }\n\
+         [[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"/a/\"]\n\
+         agent = { exec = 'echo cached > \"$HOME/.cache/tool/blob\" && echo x > a/f.txt; echo no > \"$HOME/.cache/other\"; true' }\n",
+    );
+    let out = plait(&repo, &["run", plan.to_str().unwrap()], &home);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        fs::read_to_string(home.join(".cache/tool/blob")).unwrap(),
+        "cached\n"
+    );
+    assert!(!home.join(".cache/other").exists());
+    let status = repo.status_json(&[]);
+    let a = task(&status, "a");
+    assert_eq!(a["state"], "done", "{a}");
+    assert_eq!(
+        refused(a),
+        [format!("write to {}/.cache/other refused", home.display())]
+    );
+}
+
+#[test]
+fn a_check_running_agent_written_code_is_confined_to_its_checkout() {
+    if !landlock() {
+        return;
+    }
+    let repo = sample();
+    let home = home(&repo);
+    let user = repo.path.display().to_string();
+    // The agent writes a "test" that builds into its checkout (fine) and then tries the
+    // user's checkout and $HOME.
+    let evil = format!(
+        "set -e\\nmkdir -p build && echo built > build/out\\necho evil > {user}/README.md\\necho evil > \\\"$HOME/evil\\\"\\n"
+    );
+    let plan = repo.plan(&format!(
+        "[checks]\ntask = [\"sh a/test.sh\"]\n\
+         [review]\nrounds = 0\n\
+         [[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"/a/\"]\n\
+         agent = {{ exec = 'printf \"{evil}\" > a/test.sh' }}\n"
+    ));
+    let out = plait(&repo, &["run", plan.to_str().unwrap()], &home);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert_eq!(repo.read("README.md"), "readme\n");
+    assert!(!home.join("evil").exists());
+    let status = repo.status_json(&[]);
+    let a = task(&status, "a");
+    assert_eq!(a["state"], "failed", "{a}");
+    let check = &a["checks"][0];
+    assert_eq!(check["passed"], false, "{check}");
+    assert!(
+        check["tail"]
+            .as_str()
+            .unwrap()
+            .contains("Permission denied"),
+        "{check}"
+    );
+    assert_eq!(
+        check["refused"][0],
+        format!("write to {user}/README.md refused"),
+        "{check}"
+    );
+}
+
+#[test]
+fn a_replaced_git_link_is_put_back_and_fails_the_task() {
+    let repo = sample();
+    let plan = repo.plan(
+        "[[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"/a/\"]\n\
+         agent = { exec = 'echo x > a/f.txt && rm .git && echo \"gitdir: /nowhere\" > .git' }\n",
+    );
+    let out = repo.plait(&["run", plan.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let status = repo.status_json(&[]);
+    let a = task(&status, "a");
+    assert_eq!(a["state"], "failed");
+    assert!(
+        a["error"].as_str().unwrap().contains("plait put it back"),
+        "{a}"
+    );
+    let worktree = PathBuf::from(a["worktree"].as_str().unwrap());
+    // git can read the worktree again.
+    assert_eq!(
+        crate::support::git_in(&worktree, &["status", "--porcelain"]),
+        "M a/f.txt"
+    );
+}
+
+#[test]
+fn mode_off_runs_unconfined_and_says_so() {
+    let repo = sample();
+    let home = home(&repo);
+    let plan = repo.plan(
+        "[defaults]\nsandbox = { mode = \"off\" }\n\
+         [[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"/a/\"]\n\
+         agent = { exec = 'echo outside > \"$HOME/written\" && echo x > a/f.txt' }\n",
+    );
+    let out = plait(&repo, &["run", plan.to_str().unwrap()], &home);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(home.join("written").exists());
+    let status = repo.status_json(&[]);
+    let a = task(&status, "a");
+    assert_eq!(a["sandbox"]["confined"], false);
+    assert_eq!(a["sandbox"]["how"], "off in the plan");
+    let text = stdout(&repo.plait(&["status"]));
+    assert!(text.contains("sandbox: off in the plan: a"), "{text}");
+}
+
+#[test]
+fn bad_sandbox_tables_are_plan_errors() {
+    let repo = sample();
+    let plan = repo.plan(
+        "[defaults]\nsandbox = { writable = [\"relative/dir\"], mode = \"auto\" }\n\
+         [[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"/a/\"]\nagent = { exec = 'true' }\n\
+         sandbox = { mode = \"sometimes\" }\n",
+    );
+    let out = repo.plait(&["run", plan.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("sometimes"), "{}", stderr(&out));
+    let plan = repo.plan(
+        "[defaults]\nsandbox = { writable = [\"relative/dir\"] }\n\
+         [[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"/a/\"]\nagent = { exec = 'true' }\n",
+    );
+    let out = repo.plait(&["run", plan.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("writable path `relative/dir` must be absolute or start with `~/`"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!repo.path.join(".git/plait/runs").exists());
+}
+
+/// Runs the real `plait` binary with the Landlock system calls answering `ENOSYS`, as on a
+/// kernel without Landlock.
+fn plait_without_landlock(repo: &TestRepo, args: &[&str]) -> Output {
+    init();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_plait"));
+    cmd.args(args).current_dir(&repo.path).env("NO_COLOR", "1");
+    // SAFETY: the closure runs between fork and exec and only makes system calls on data
+    // prepared before the fork.
+    unsafe {
+        cmd.pre_exec(deny_landlock);
+    }
+    cmd.output().expect("run plait")
+}
+
+/// Installs a seccomp filter that makes `landlock_create_ruleset`, `landlock_add_rule` and
+/// `landlock_restrict_self` (444–446 on every architecture) fail with `ENOSYS`.
+fn deny_landlock() -> std::io::Result<()> {
+    const LD_W_ABS: u16 = 0x20;
+    const JEQ_K: u16 = 0x15;
+    const RET_K: u16 = 0x06;
+    const ALLOW: u32 = 0x7fff_0000;
+    const ERRNO: u32 = 0x0005_0000;
+    let op = |code: u16, jt: u8, jf: u8, k: u32| libc::sock_filter { code, jt, jf, k };
+    let filter = [
+        op(LD_W_ABS, 0, 0, 0), // the system call's number
+        op(JEQ_K, 3, 0, 444),
+        op(JEQ_K, 2, 0, 445),
+        op(JEQ_K, 1, 0, 446),
+        op(RET_K, 0, 0, ALLOW),
+        op(RET_K, 0, 0, ERRNO | libc::ENOSYS as u32),
+    ];
+    let program = libc::sock_fprog {
+        len: filter.len() as u16,
+        filter: filter.as_ptr() as *mut libc::sock_filter,
+    };
+    // SAFETY: plain system calls; `program` outlives them.
+    unsafe {
+        if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0
+            || libc::prctl(
+                libc::PR_SET_SECCOMP,
+                libc::SECCOMP_MODE_FILTER,
+                &program as *const libc::sock_fprog,
+            ) != 0
+        {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn required_without_landlock_is_a_plan_error_and_auto_warns() {
+    let repo = sample();
+    let plan = repo.plan(
+        "[defaults]\nsandbox = { mode = \"required\" }\n\
+         [[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"/a/\"]\nagent = { exec = 'echo x > a/f.txt' }\n",
+    );
+    let out = plait_without_landlock(&repo, &["run", plan.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("sandbox mode \"required\"") && err.contains("no Landlock"),
+        "{err}"
+    );
+    assert!(
+        !repo.path.join(".git/plait/runs").exists(),
+        "nothing created"
+    );
+    assert_eq!(repo.branches(), ["main"]);
+
+    let plan = repo.plan(
+        "[[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"/a/\"]\nagent = { exec = 'echo x > a/f.txt' }\n",
+    );
+    let out = plait_without_landlock(&repo, &["run", plan.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert_eq!(
+        err.matches("warning: the sandbox is not available").count(),
+        1,
+        "{err}"
+    );
+    let status = repo.status_json(&[]);
+    let a = task(&status, "a");
+    assert_eq!(a["state"], "done");
+    assert_eq!(a["sandbox"]["confined"], false);
+    assert!(
+        a["sandbox"]["how"]
+            .as_str()
+            .unwrap()
+            .starts_with("unconfined: "),
+        "{a}"
+    );
+}
+
+#[test]
+fn an_agent_cannot_signal_plait() {
+    if !matches!(support(), Support::Landlock(abi) if *abi >= 6) {
+        eprintln!("skipped: signal scoping needs Landlock ABI 6");
+        return;
+    }
+    let repo = sample();
+    let plan = repo.plan(
+        "[[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"/a/\"]\n\
+         agent = { exec = 'kill -TERM $PPID 2>/dev/null && echo reached > a/f.txt || echo scoped > a/f.txt' }\n",
+    );
+    let out = repo.plait(&["run", plan.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let run = stdout(&out).trim().to_string();
+    assert_eq!(
+        repo.tree_files(&format!("plait/{run}/a"))["a/f.txt"],
+        "scoped\n"
+    );
+}
