@@ -116,7 +116,10 @@ fn program<'a>(first: &Word, args: &'a [Word]) -> Result<(&'static Program, &'a 
 #[derive(Debug, Default)]
 struct Parsed<'a> {
     operands: Vec<&'a Word>,
-    /// Arguments of [`Arg::File`] options.
+    /// What must pass the read confinement besides the operands: arguments of
+    /// [`Arg::File`] options and, in a [`Syntax::GitChain`] command, every argument in a
+    /// word of its own (were a table wrong about an option's argument, git would take that
+    /// word for a revision or a path: `git diff` compares two paths outside the repository).
     files: Vec<&'a str>,
     /// An option gave the pattern (`-e`, `-f`), so the first operand is a file.
     pattern_given: bool,
@@ -152,7 +155,13 @@ fn parse<'a>(program: &Program, words: &'a [Word]) -> Result<Parsed<'a>, String>
             (Arg::Flag, None) | (Arg::MaybeValue, _) => continue,
             (Arg::Flag, Some(_)) => return Err(format!("`{text}`: the option takes no value")),
             (_, Some(value)) => value,
-            (_, None) => next_value(program, text, words.next())?,
+            (_, None) => {
+                let value = next_value(program, text, words.next())?;
+                if program.syntax == Syntax::GitChain && opt.arg != Arg::File {
+                    parsed.files.push(value);
+                }
+                value
+            }
         };
         if matches!(opt.arg, Arg::File | Arg::Pattern) {
             parsed.pattern_given = true;

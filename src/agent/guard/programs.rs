@@ -478,7 +478,7 @@ const DIFF: &[Opt] = &[
     both('p', "patch", Flag),
     short('u', Flag),
     both('s', "no-patch", Flag),
-    both('U', "unified", Value),
+    both('U', "unified", MaybeValue),
     both('W', "function-context", Flag),
     long("no-function-context", Flag),
     long("raw", Flag),

@@ -47,6 +47,7 @@ const TABLE: &[(&str, Option<&str>)] = &[
     ("git diff HEAD~1 -- src", None),
     ("git diff --cached --name-status", None),
     ("git diff -U5 -w main...HEAD", None),
+    ("git diff --unified=1 HEAD~1", None),
     ("git diff --no-ext-diff --no-textconv", None),
     ("git diff --no-ext", Some("ambiguous")),
     ("git diff --word-diff=color x", None),
@@ -166,6 +167,15 @@ const TABLE: &[(&str, Option<&str>)] = &[
     ("git grep --no-index foo /etc", Some("`--no-index`")),
     ("git diff --no-index /etc/passwd x", Some("`--no-index`")),
     ("git diff /etc/passwd x", Some("outside the repository")),
+    ("git diff -U /etc/passwd x", Some("outside the repository")),
+    (
+        "git diff --unified /etc/passwd x",
+        Some("outside the repository"),
+    ),
+    (
+        "git log --grep /etc/passwd x",
+        Some("outside the repository"),
+    ),
     ("cat /etc/passwd", Some("outside the repository")),
     ("head ../../../etc/passwd", Some("outside the repository")),
     ("ls /", Some("outside the repository")),
