@@ -6,6 +6,10 @@
 //! commands' files) outside the worktree and the repository. Other tools go ahead. Claude
 //! Code's protocol: the hook reads one JSON object on stdin; exit 2 blocks the tool call and
 //! its stderr goes back to the model; exit 0 lets it go ahead.
+//!
+//! `Bash` commands are judged by an allowlist: `shell` reads the command into words as
+//! sh does, `programs` holds the programs and their harmless options, `bash` resolves
+//! each word as the program would and confines what it reads.
 
 use std::io::Write as _;
 use std::path::{Component, Path, PathBuf};
@@ -14,6 +18,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::plan::globs::Globs;
+
+mod bash;
+mod programs;
+mod shell;
 
 /// The tools that change files, and the input field naming the file.
 const EDIT_TOOLS: &[(&str, &str)] = &[
@@ -67,7 +75,7 @@ pub fn decide(guard: &GuardFile, input: &str) -> Verdict {
         .map_or_else(|| guard.worktree.clone(), PathBuf::from);
     if tool == "Bash" {
         let command = input["tool_input"]["command"].as_str().unwrap_or_default();
-        return command_verdict(guard, &cwd, command);
+        return bash::command_verdict(guard, &cwd, command);
     }
     if let Some(&(_, field)) = READ_TOOLS.iter().find(|(name, _)| *name == tool) {
         let path = input["tool_input"][field]
@@ -154,106 +162,6 @@ fn read_verdict(guard: &GuardFile, cwd: &Path, path: &str) -> Verdict {
 repository; `git show HEAD:<path>` prints one your worktree does not hold."
         ))
     }
-}
-
-/// Programs an agent may run, and for `git` its subcommands: all only read.
-const READ_ONLY_PROGRAMS: &[&str] = &["git", "ls", "cat", "head", "tail", "wc", "grep", "pwd"];
-const READ_ONLY_GIT: &[&str] = &[
-    "show",
-    "ls-files",
-    "ls-tree",
-    "log",
-    "diff",
-    "grep",
-    "status",
-    "blame",
-    "cat-file",
-    "rev-parse",
-];
-/// Options of those programs that write files or run other programs.
-const WRITING_OPTIONS: &[&str] = &[
-    "--output",
-    "-O",
-    "--open-files-in-pager",
-    "--ext-diff",
-    "--no-index",
-];
-
-/// Whether a shell command is one of the read-only commands an agent may run: a program
-/// from [`READ_ONLY_PROGRAMS`] (for git a subcommand from [`READ_ONLY_GIT`]) with plain
-/// arguments, no shell operators, no option that writes.
-fn command_verdict(guard: &GuardFile, cwd: &Path, command: &str) -> Verdict {
-    let refuse = || {
-        Verdict::Deny(format!(
-            "plait: `{command}` is refused. Agents here may run only read-only commands, with no \
-shell operators: git {}, and {}. Edit files with the edit tools; the project's checks run after \
-you finish.",
-            READ_ONLY_GIT.join("/"),
-            READ_ONLY_PROGRAMS[1..].join(", ")
-        ))
-    };
-    if command.contains(|c: char| ";&|$`<>(){}\\\n\r!".contains(c)) {
-        return refuse();
-    }
-    let Some(words) = split_words(command) else {
-        return refuse();
-    };
-    let program = words.first().map(String::as_str).unwrap_or_default();
-    if !READ_ONLY_PROGRAMS.contains(&program) {
-        return refuse();
-    }
-    if program == "git"
-        && !words
-            .get(1)
-            .is_some_and(|s| READ_ONLY_GIT.contains(&s.as_str()))
-    {
-        return refuse();
-    }
-    let writes = words[1..]
-        .iter()
-        .any(|w| WRITING_OPTIONS.iter().any(|o| w.starts_with(o)));
-    if writes {
-        return refuse();
-    }
-    // What the other programs read: their arguments that are not options (for grep, after
-    // its pattern).
-    if program != "git" {
-        let mut operands = words[1..].iter().filter(|w| !w.starts_with('-'));
-        if program == "grep" {
-            operands.next();
-        }
-        for operand in operands {
-            let verdict = read_verdict(guard, cwd, operand);
-            if verdict != Verdict::Allow {
-                return verdict;
-            }
-        }
-    }
-    Verdict::Allow
-}
-
-/// Words of a command with simple quoting (`'...'`, `"..."`); `None` if a quote is open.
-fn split_words(command: &str) -> Option<Vec<String>> {
-    let mut words = Vec::new();
-    let mut word: Option<String> = None;
-    let mut quote = None;
-    for c in command.chars() {
-        match (quote, c) {
-            (Some(q), c) if c == q => quote = None,
-            (Some(_), c) => word.get_or_insert_with(String::new).push(c),
-            (None, '\'' | '"') => {
-                quote = Some(c);
-                word.get_or_insert_with(String::new);
-            }
-            (None, c) if c.is_whitespace() => words.extend(word.take()),
-            (None, c) => word.get_or_insert_with(String::new).push(c),
-        }
-    }
-    if quote.is_some() {
-        return None;
-    }
-    words.extend(word);
-    Some(words)
 }
 
 /// `path` made absolute without `.` and `..`, with symbolic links resolved as far as the
