@@ -446,6 +446,7 @@ fn real_claude_code_edits_owned_files_and_its_hook_refuses_the_rest() {
     let a = task(&status, "a");
     assert_eq!(a["state"], "done", "{a}");
     assert_eq!(a["usage"]["refused_writes"], 1, "{a}");
+    assert_confined(a);
     assert_eq!(a["violations"].as_array().unwrap().len(), 0, "{a}");
     let run = status["id"].as_str().unwrap();
     let merged = repo.tree_files(&format!("plait/{run}/merged"));
@@ -601,6 +602,21 @@ fn ctrl_c_interrupts_claude_and_resume_carries_on_from_its_work() {
     );
 }
 
+/// Asserts that a task's processes ran under the kernel's walls, where it has them (the
+/// real CLIs must work confined).
+fn assert_confined(task: &Value) {
+    if matches!(
+        plait::sandbox::support(),
+        plait::sandbox::Support::Landlock(_)
+    ) {
+        assert_eq!(task["sandbox"]["confined"], true, "{task}");
+    }
+    eprintln!(
+        "the sandbox refused {}: {}",
+        task["id"], task["sandbox"]["refused"]
+    );
+}
+
 /// Real aider: `PLAIT_TEST_AIDER`, or the copy `.ci/run` installs under `target/ci-tools`.
 fn real_aider() -> Option<PathBuf> {
     if let Some(path) = std::env::var_os("PLAIT_TEST_AIDER").filter(|p| !p.is_empty()) {
@@ -654,6 +670,7 @@ fn real_aider_edits_the_owned_files_with_the_providers_model() {
     assert_eq!(a["state"], "done", "{a}");
     assert_eq!(a["violations"].as_array().unwrap().len(), 0, "{a}");
     assert_eq!(a["usage"]["turns"], 1, "{a}");
+    assert_confined(a);
     let request = mock
         .requests()
         .into_iter()
