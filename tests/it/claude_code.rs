@@ -74,7 +74,8 @@ fn after<'a>(argv: &[&'a str], flag: &str) -> &'a str {
     argv[i + 1]
 }
 
-fn task<'a>(status: &'a Value, id: &str) -> &'a Value {
+/// Task `id` of a `plait status --json`.
+pub(crate) fn task<'a>(status: &'a Value, id: &str) -> &'a Value {
     status["tasks"]
         .as_array()
         .unwrap()

@@ -11,6 +11,7 @@ use std::process::{Command, Output};
 
 use plait::sandbox::{support, Support};
 
+use crate::claude_code::task;
 use crate::support::{init, stderr, stdout, TestRepo};
 
 /// Whether this kernel can confine; the tests that need it say so when it cannot.
@@ -42,15 +43,6 @@ fn home(repo: &TestRepo) -> PathBuf {
 
 fn plait(repo: &TestRepo, args: &[&str], home: &Path) -> Output {
     repo.plait_env(args, &[("HOME", home.to_str().unwrap())])
-}
-
-fn task<'a>(status: &'a serde_json::Value, id: &str) -> &'a serde_json::Value {
-    status["tasks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|t| t["id"] == id)
-        .unwrap_or_else(|| panic!("no task {id} in {status}"))
 }
 
 fn refused(task: &serde_json::Value) -> Vec<String> {
