@@ -8,7 +8,6 @@ use std::path::Path;
 use git2::{BranchType, Oid, Repository};
 
 use crate::collect;
-use crate::orchestrator::admin_name;
 use crate::state::{RunState, TaskState};
 use crate::workspace::{self, WorkspaceError};
 
@@ -139,9 +138,13 @@ pub fn clean(
     }
     for task in &state.tasks {
         if task.worktree.exists()
-            || workspace::admin_dir(repo, &admin_name(&state.id, &task.id)).exists()
+            || workspace::admin_dir(repo, &workspace::admin_name(&state.id, &task.id)).exists()
         {
-            workspace::remove(repo, &admin_name(&state.id, &task.id), &task.worktree)?;
+            workspace::remove(
+                repo,
+                &workspace::admin_name(&state.id, &task.id),
+                &task.worktree,
+            )?;
             outcome.removed_worktrees.push(task.id.clone());
         }
     }

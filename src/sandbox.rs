@@ -3,10 +3,11 @@
 //! (its worktree or check checkout, its task directory, a private temporary directory plait
 //! makes for it and passes as `TMPDIR`, and a few harmless devices) plus the paths the plan
 //! lists as `writable`; reads, execution and the network stay as they were. plait decides
-//! the rules and builds them in the parent; between `fork` and `exec` the child only makes
-//! system calls that are async-signal-safe (`setsid`, `prctl(PR_SET_NO_NEW_PRIVS)`,
-//! `landlock_restrict_self`). The rules hold for the process and everything it starts, and
-//! no process can lift them.
+//! the rules and builds them; a short-lived thread of plait's raises them on itself
+//! (`prctl(PR_SET_NO_NEW_PRIVS)`, `landlock_restrict_self`) and starts the child with
+//! `posix_spawn`, so it costs no `fork` of plait (before ABI 5 the child raises them between
+//! `fork` and `exec`, with async-signal-safe calls only). The rules hold for the process and
+//! everything it starts, and no process can lift them.
 //!
 //! Without Landlock ABI 3 (Linux 6.2; before it `truncate(2)` was not covered), mode `auto`
 //! runs unconfined and says so once, `required` refuses the plan, and `off` is the user's own
@@ -174,6 +175,9 @@ pub struct Sandbox {
     settings: SandboxSettings,
     /// The processes' own places: worktree or checkout, task directory.
     own: Vec<PathBuf>,
+    /// The private temporary directory and the kernel's ruleset, made at the first spawn and
+    /// shared by every process of this sandbox; the directory goes with the sandbox.
+    armed: OnceLock<Result<Armed, String>>,
     denials: Mutex<Vec<String>>,
 }
 
@@ -186,6 +190,7 @@ impl Sandbox {
         Sandbox {
             settings: settings.clone(),
             own,
+            armed: OnceLock::new(),
             denials: Mutex::new(Vec::new()),
         }
     }
@@ -213,12 +218,19 @@ impl Sandbox {
             .clone()
     }
 
-    /// Prepares one process's walls in the parent: its private temporary directory and the
-    /// kernel's ruleset. `None` when it runs unconfined.
-    pub(crate) fn arm(&self) -> Result<Option<Armed>, String> {
+    /// The walls its processes start behind: the private temporary directory and the
+    /// kernel's ruleset, prepared once. `None` when they run unconfined.
+    pub(crate) fn arm(&self) -> Result<Option<&Armed>, String> {
         let Confinement::Landlock(abi) = self.confinement() else {
             return Ok(None);
         };
+        match self.armed.get_or_init(|| self.prepare(abi)) {
+            Ok(armed) => Ok(Some(armed)),
+            Err(why) => Err(why.clone()),
+        }
+    }
+
+    fn prepare(&self, abi: i32) -> Result<Armed, String> {
         let tmp = tempfile::Builder::new()
             .prefix("plait-")
             .tempdir_in(&self.settings.temp_root)
@@ -240,7 +252,7 @@ impl Sandbox {
         }
         paths.extend(DEVICES.iter().map(PathBuf::from));
         let ruleset = ruleset(abi, &paths)?;
-        Ok(Some(Armed { ruleset, tmp }))
+        Ok(Armed { abi, ruleset, tmp })
     }
 
     /// Reads the output a process wrote under `armed` in `cwd` (`text`) for writes the
@@ -270,32 +282,66 @@ impl Sandbox {
     }
 }
 
-/// One process's walls, ready to apply in the child.
+/// A sandbox's walls, ready to start processes behind.
+#[derive(Debug)]
 pub(crate) struct Armed {
+    abi: i32,
     ruleset: std::os::fd::OwnedFd,
     tmp: tempfile::TempDir,
 }
 
 impl Armed {
-    /// Makes `cmd` apply the walls in its child, before the program runs: a session of its
-    /// own (no controlling terminal to inject input into), no new privileges, the ruleset.
-    pub fn apply(&self, cmd: &mut tokio::process::Command) {
+    /// Starts `cmd` behind the walls, before the program runs: no new privileges, the
+    /// ruleset, and a process group (or, before ABI 5, a session) of its own.
+    ///
+    /// From ABI 5 on, the ruleset also covers `ioctl` on devices, so a confined process cannot
+    /// push input into a terminal (`TIOCSTI`) even without a session of its own; there the
+    /// walls go up on a short-lived thread of plait's, which the kernel's rules bind, and the
+    /// child starts from it through `posix_spawn` (`vfork`): no copy of plait's page tables,
+    /// and no copy-on-write faults in plait afterwards. Older kernels fork, and the child
+    /// starts its own session and raises the walls itself between fork and exec.
+    pub async fn spawn(
+        &self,
+        mut cmd: tokio::process::Command,
+    ) -> std::io::Result<tokio::process::Child> {
         use std::os::fd::AsRawFd as _;
-        let fd = self.ruleset.as_raw_fd();
         for var in ["TMPDIR", "TMP", "TEMP"] {
             cmd.env(var, self.tmp.path());
         }
-        // SAFETY: the closure runs between fork and exec; it makes only async-signal-safe
-        // system calls and allocates nothing. The ruleset fd stays open in the parent until
-        // the spawn returns, so the child's copy is valid; it is close-on-exec.
-        unsafe {
-            cmd.pre_exec(move || {
-                if libc::setsid() < 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                restrict(fd)
-            });
+        if self.abi < 5 {
+            let fd = self.ruleset.as_raw_fd();
+            // SAFETY: the closure runs between fork and exec; it makes only async-signal-safe
+            // system calls and allocates nothing. The ruleset fd stays open in the parent
+            // until the spawn returns, so the child's copy is valid; it is close-on-exec.
+            unsafe {
+                cmd.pre_exec(move || {
+                    if libc::setsid() < 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    restrict(fd)
+                });
+            }
+            return cmd.spawn();
         }
+        cmd.process_group(0);
+        // The thread holds a copy of the ruleset fd of its own, whatever becomes of `self`.
+        let ruleset = self.ruleset.try_clone()?;
+        let runtime = tokio::runtime::Handle::current();
+        let (sent, received) = tokio::sync::oneshot::channel();
+        // The thread is bound by the rules once it has raised them, and ends right after the
+        // spawn: no other work of plait's ever runs on it.
+        std::thread::Builder::new()
+            .name("plait-sandbox".to_string())
+            .spawn(move || {
+                let spawned = restrict(ruleset.as_raw_fd()).and_then(|()| {
+                    let _entered = runtime.enter();
+                    cmd.spawn()
+                });
+                let _ = sent.send(spawned);
+            })?;
+        received
+            .await
+            .unwrap_or_else(|_| Err(std::io::Error::other("the sandbox's spawning thread died")))
     }
 }
 
@@ -445,5 +491,59 @@ mod tests {
             ..SandboxSettings::default()
         };
         assert_eq!(off.confinement(), Confinement::Off);
+    }
+
+    /// Both ways of raising the walls (a spawning thread from ABI 5 on, `pre_exec` in a
+    /// forked child before) confine the child and give it a process group of its own, and
+    /// before ABI 5 a session of its own too.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn both_ways_of_spawning_confine_the_child() {
+        let Support::Landlock(newest) = support().clone() else {
+            eprintln!("skipped: no Landlock here");
+            return;
+        };
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        for abi in [MIN_ABI, 4, newest].into_iter().filter(|a| *a <= newest) {
+            let root = tempfile::tempdir().unwrap();
+            let own = root.path().join("own");
+            std::fs::create_dir(&own).unwrap();
+            let settings = SandboxSettings {
+                mode: SandboxMode::Auto,
+                writable: Vec::new(),
+                temp_root: root.path().to_path_buf(),
+            };
+            let sandbox = Sandbox::new(&settings, vec![own.clone()]);
+            let armed = sandbox.prepare(abi).unwrap();
+            let mut cmd = tokio::process::Command::new("sh");
+            cmd.arg("-c")
+                .arg(
+                    "echo in > own/ok; echo out > outside; echo tmp > \"$TMPDIR/t\" && echo tmp-ok; \
+                     read -r stat < /proc/self/stat; set -- $stat; echo \"$1 $5 $6\"",
+                )
+                .current_dir(root.path())
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::null());
+            let out = runtime
+                .block_on(async { armed.spawn(cmd).await.unwrap().wait_with_output().await })
+                .unwrap();
+            let text = String::from_utf8_lossy(&out.stdout);
+            let mut lines = text.lines();
+            assert_eq!(lines.next(), Some("tmp-ok"), "ABI {abi}: {text}");
+            let ids: Vec<&str> = lines.next().unwrap().split(' ').collect();
+            // pid, process group, session of the shell itself (`read` is a builtin).
+            assert_eq!(
+                ids[0], ids[1],
+                "ABI {abi}: a process group of its own: {text}"
+            );
+            if abi < 5 {
+                assert_eq!(ids[0], ids[2], "ABI {abi}: a session of its own: {text}");
+            }
+            assert!(own.join("ok").exists(), "ABI {abi}");
+            assert!(!root.path().join("outside").exists(), "ABI {abi}");
+        }
     }
 }

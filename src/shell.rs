@@ -140,14 +140,15 @@ async fn spawn_and_wait(
     for (key, value) in launch.env {
         cmd.env(key, value);
     }
-    match &armed {
-        // The walls start a session of the child's own, which also leads its process group.
-        Some(armed) => armed.apply(&mut cmd),
+    let spawned = match &armed {
+        // The walls give the child a process group (or session) of its own as well.
+        Some(armed) => armed.spawn(cmd).await,
         None => {
             cmd.process_group(0);
+            cmd.spawn()
         }
-    }
-    let outcome = wait(&mut cmd, program, launch).await;
+    };
+    let outcome = wait(spawned, program, launch).await;
     if let Some(armed) = &armed {
         let mut text = read_from(launch.log, log_start);
         if let Some(stdout) = stdout {
@@ -158,8 +159,12 @@ async fn spawn_and_wait(
     outcome
 }
 
-async fn wait(cmd: &mut Command, program: &str, launch: &Launch<'_>) -> ShellOutcome {
-    let mut child = match cmd.spawn() {
+async fn wait(
+    spawned: std::io::Result<tokio::process::Child>,
+    program: &str,
+    launch: &Launch<'_>,
+) -> ShellOutcome {
+    let mut child = match spawned {
         Ok(c) => c,
         Err(e) => return ShellOutcome::NotStarted(format!("cannot start {program}: {e}")),
     };

@@ -16,6 +16,7 @@ use crate::plan::providers::ProviderKind;
 use crate::plan::ToolSettings;
 use crate::shell;
 use crate::state::Usage;
+use crate::workspace;
 
 /// Runs aider once per round of a task.
 #[derive(Debug, Clone)]
@@ -126,7 +127,8 @@ impl AiderAgent {
             .into();
         }
         let stdout_path = dir.join(format!("output-{}.txt", task.round));
-        let env = self.env(task);
+        let mut env = self.env(task);
+        env.extend(own_git_state(task, &dir));
         let (outcome, stdout) =
             shell::run_argv_capturing(&self.argv(task, &dir), &task.launch(&env), &stdout_path)
                 .await;
@@ -140,6 +142,35 @@ impl AiderAgent {
             summary: None,
         }
     }
+}
+
+/// A git index and object store of aider's own: aider `git add`s the files it creates,
+/// and the worktree's index and the repository's objects are git state, which the sandbox
+/// lets no agent write (plait commits from the files on disk). As git's own quarantine
+/// does for a push, aider writes new objects into a directory of the task's and reads the
+/// repository's through `GIT_ALTERNATE_OBJECT_DIRECTORIES`; its index is a copy of the
+/// worktree's, taken before each round.
+fn own_git_state(task: &TaskContext, dir: &Path) -> Vec<(&'static str, String)> {
+    let Ok(repo) = git2::Repository::open(&task.repo) else {
+        return Vec::new();
+    };
+    let admin = workspace::admin_dir(&repo, &workspace::admin_name(&task.run, &task.task));
+    let index = dir.join("index");
+    let objects = dir.join("objects");
+    if std::fs::copy(admin.join("index"), &index).is_err()
+        || std::fs::create_dir_all(&objects).is_err()
+    {
+        return Vec::new();
+    }
+    let path = |p: &Path| p.display().to_string();
+    vec![
+        ("GIT_INDEX_FILE", path(&index)),
+        ("GIT_OBJECT_DIRECTORY", path(&objects)),
+        (
+            "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+            path(&repo.commondir().join("objects")),
+        ),
+    ]
 }
 
 /// An identity for aider when the repository has none: aider writes a placeholder

@@ -448,11 +448,6 @@ async fn write_states(shared: Arc<Shared>, stop: Arc<Notify>) {
     }
 }
 
-/// The name of a task's directory under `<git-common-dir>/worktrees/`.
-pub fn admin_name(run: &str, task: &str) -> String {
-    format!("plait-{run}-{task}")
-}
-
 async fn merge_run(shared: Arc<Shared>) -> Result<merge::MergeOutcome, RunError> {
     let mut state = shared.snapshot();
     let repo_path = shared.repo.clone();

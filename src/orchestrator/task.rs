@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use git2::Oid;
 
-use super::{admin_name, Shared};
+use super::Shared;
 use crate::agent::{self, AgentOutcome, AgentReport, TaskContext};
 use crate::collect::{self, CollectSettings};
 use crate::git;
@@ -380,7 +380,7 @@ async fn collect_round(
             let repo = git::open(&shared.repo).map_err(|e| e.to_string())?;
             let task = &shared.plan.tasks[index];
             let link = record.worktree.join(".git");
-            let restored = workspace::restore_link(&repo, &admin_name(&shared.run, &task.id), &record.worktree)
+            let restored = workspace::restore_link(&repo, &workspace::admin_name(&shared.run, &task.id), &record.worktree)
                 .map_err(|e| format!("cannot check {}: {e}", link.display()))?;
             if restored {
                 return Err(format!(
@@ -471,7 +471,7 @@ fn discard_partial(shared: &Shared, record: &TaskRecord) {
     let Ok(repo) = git::open(&shared.repo) else {
         return;
     };
-    let name = admin_name(&shared.run, &record.id);
+    let name = workspace::admin_name(&shared.run, &record.id);
     let _ = workspace::remove(&repo, &name, &record.worktree);
     let at_base = repo
         .refname_to_id(&git::branch_ref(&record.branch))
@@ -486,7 +486,7 @@ fn discard_partial(shared: &Shared, record: &TaskRecord) {
 fn prepare_worktree(shared: &Shared, index: usize, record: &TaskRecord) -> Result<(), String> {
     let repo = git::open(&shared.repo).map_err(|e| e.to_string())?;
     let task = &shared.plan.tasks[index];
-    let admin_name = admin_name(&shared.run, &task.id);
+    let admin_name = workspace::admin_name(&shared.run, &task.id);
     let spec = WorktreeSpec {
         branch: &record.branch,
         admin_name: &admin_name,

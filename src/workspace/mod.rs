@@ -71,6 +71,11 @@ pub fn restore_link(repo: &Repository, admin_name: &str, worktree: &Path) -> std
     Ok(true)
 }
 
+/// The name of a task's directory under `<git-common-dir>/worktrees/`.
+pub fn admin_name(run: &str, task: &str) -> String {
+    format!("plait-{run}-{task}")
+}
+
 /// The administrative directory of a linked worktree.
 pub fn admin_dir(repo: &Repository, admin_name: &str) -> PathBuf {
     repo.commondir().join("worktrees").join(admin_name)

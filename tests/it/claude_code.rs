@@ -642,7 +642,13 @@ fn real_aider_edits_the_owned_files_with_the_providers_model() {
         "a",
         vec![Turn::Text("src/a/x.txt\n```\nhello\n```\n".into())],
     );
-    mock.script("b", vec![Turn::Text("src/b/y.txt\n```\nhey\n```\n".into())]);
+    // A file the task creates: aider would `git add` it, which the sandbox refuses.
+    mock.script(
+        "b",
+        vec![Turn::Text(
+            "src/b/y.txt\n```\nhey\n```\n\nsrc/b/new.txt\n```\nfresh\n```\n".into(),
+        )],
+    );
     let toml = plan(
         "aider",
         &format!(
@@ -683,7 +689,23 @@ fn real_aider_edits_the_owned_files_with_the_providers_model() {
     let merged = repo.tree_files(&format!("plait/{run}/merged"));
     assert_eq!(merged["src/a/x.txt"], "hello\n");
     assert_eq!(merged["src/b/y.txt"], "hey\n");
+    assert_eq!(merged["src/b/new.txt"], "fresh\n");
     assert_eq!(merged["src/a/other.txt"], "keep\n");
+    let b = task(&status, "b");
+    assert_confined(b);
+    // The only write aider is refused is its first-run marker in `~/.aider`, which it
+    // shrugs off; its `git add` of the new file went to a git state of its own.
+    for refused in b["sandbox"]["refused"].as_array().into_iter().flatten() {
+        assert!(
+            refused.as_str().unwrap().contains("/.aider"),
+            "{refused}\n{logs:#?}"
+        );
+    }
+    assert_eq!(
+        repo.git(&["status", "--porcelain"]).trim(),
+        "",
+        "the checkout is untouched"
+    );
     // aider writes a placeholder identity into a repository without one; not here.
     let config_after = fs::read_to_string(repo.path.join(".git/config")).unwrap();
     assert_eq!(config_before, config_after);
