@@ -332,6 +332,8 @@ impl Armed {
         // spawn: no other work of plait's ever runs on it.
         std::thread::Builder::new()
             .name("plait-sandbox".to_string())
+            // It only builds the command's arguments and calls `posix_spawn`.
+            .stack_size(256 * 1024)
             .spawn(move || {
                 let spawned = restrict(ruleset.as_raw_fd()).and_then(|()| {
                     let _entered = runtime.enter();

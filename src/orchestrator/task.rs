@@ -132,13 +132,7 @@ async fn work(
         &task.sandbox,
         vec![record.worktree.clone(), task_dir.clone()],
     ));
-    let confinement = task.sandbox.confinement();
-    shared.update(index, |t| {
-        let refused = t.sandbox.take().map(|s| s.refused).unwrap_or_default();
-        let mut now = SandboxRecord::new(&confinement);
-        now.add_refused(&refused);
-        t.sandbox = Some(now);
-    });
+    let mut confinement = Some(task.sandbox.confinement());
     let note_refused = |refused: Vec<String>| {
         if !refused.is_empty() {
             shared.update(index, |t| {
@@ -152,6 +146,13 @@ async fn work(
         shared.update(index, |t| {
             t.state = TaskState::Running;
             t.rounds = round;
+            // How this try of the task is confined (the refusals of earlier ones are kept).
+            if let Some(confinement) = confinement.take() {
+                let refused = t.sandbox.take().map(|s| s.refused).unwrap_or_default();
+                let mut now = SandboxRecord::new(&confinement);
+                now.add_refused(&refused);
+                t.sandbox = Some(now);
+            }
         });
         let context = context(shared, index, record, round, feedback.take(), &sandbox);
         let report = agent.run(&context).await;
