@@ -692,7 +692,11 @@ pub fn diff_text(
         }
         let old_text = String::from_utf8_lossy(&old_bytes);
         let new_text = String::from_utf8_lossy(&new_bytes);
-        let diff = TextDiff::from_lines(old_text.as_ref(), new_text.as_ref());
+        // Past the timeout the diff is coarser, not slower: a file of 200,000 new lines
+        // against one old line would otherwise take minutes (Myers is O((N+M)·D)).
+        let diff = TextDiff::configure()
+            .timeout(std::time::Duration::from_millis(500))
+            .diff_lines(old_text.as_ref(), new_text.as_ref());
         let (mut plus, mut minus) = (0usize, 0usize);
         for change in diff.iter_all_changes() {
             match change.tag() {

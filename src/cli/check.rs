@@ -4,6 +4,7 @@ use std::path::{Path, PathBuf};
 
 use clap::Args;
 
+use super::ui::{out, outln};
 use super::{open_store, CommandError};
 use crate::check::{self, CheckReport};
 use crate::git;
@@ -71,12 +72,12 @@ pub fn cmd_check(dir: &Path, args: CheckArgs) -> Result<(), CommandError> {
         }
     };
     if args.json {
-        println!(
+        outln!(
             "{}",
             serde_json::to_string_pretty(&report).unwrap_or_default()
-        );
+        )?;
     } else {
-        print!("{}", text(&report));
+        out!("{}", text(&report))?;
     }
     if report.pass {
         Ok(())

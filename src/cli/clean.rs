@@ -4,6 +4,7 @@ use std::path::Path;
 
 use clap::Args;
 
+use super::ui::{errln, outln};
 use super::{open_store, CommandError};
 use crate::clean::{self, CleanError};
 
@@ -47,23 +48,23 @@ pub fn cmd_clean(dir: &Path, args: CleanArgs) -> Result<(), CommandError> {
         )));
     }
     for risk in &outcome.at_risk {
-        eprintln!("discarding {}: {}", risk.what, risk.reason);
+        errln!("discarding {}: {}", risk.what, risk.reason);
     }
     for task in &outcome.removed_worktrees {
-        eprintln!("removed worktree of {task}");
+        errln!("removed worktree of {task}");
     }
     for kept in &outcome.kept_branches {
-        eprintln!("kept {}: {}", kept.what, kept.reason);
+        errln!("kept {}: {}", kept.what, kept.reason);
     }
     for branch in &outcome.deleted_branches {
         let note = if branch.landed { "" } else { ", not landed" };
-        println!(
+        outln!(
             "deleted branch {} (was {}{note}; restore with: git branch {} {})",
             branch.name,
             &branch.tip[..8],
             branch.name,
             branch.tip
-        );
+        )?;
     }
     store.save(&state)?;
     Ok(())

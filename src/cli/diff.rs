@@ -6,6 +6,7 @@ use std::path::Path;
 use clap::{Args, ValueEnum};
 use git2::Oid;
 
+use super::ui::{errln, out};
 use super::{open_store, CommandError};
 use crate::report::{self, DiffStyle};
 
@@ -69,7 +70,7 @@ pub fn cmd_diff(dir: &Path, args: DiffArgs) -> Result<(), CommandError> {
         task.commit.clone()
     };
     let Some(tip) = tip else {
-        eprintln!("task {} committed no changes", args.task);
+        errln!("task {} committed no changes", args.task);
         return Ok(());
     };
     let tip = Oid::from_str(&tip).map_err(|e| CommandError::internal(e.to_string()))?;
@@ -88,6 +89,6 @@ pub fn cmd_diff(dir: &Path, args: DiffArgs) -> Result<(), CommandError> {
         },
     )
     .map_err(|e| CommandError::internal(format!("cannot diff: {e}")))?;
-    print!("{text}");
+    out!("{text}")?;
     Ok(())
 }

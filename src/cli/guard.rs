@@ -6,6 +6,7 @@ use std::process::ExitCode;
 
 use clap::Args;
 
+use super::ui::errln;
 use crate::agent::guard::run_hook;
 
 /// Judge one tool call a claude-code agent attempts (its PreToolUse hook; plait sets it up)
@@ -24,7 +25,7 @@ pub struct GuardArgs {
 pub fn cmd_guard(args: GuardArgs) -> ExitCode {
     let mut input = String::new();
     if let Err(e) = std::io::stdin().read_to_string(&mut input) {
-        eprintln!("plait guard: cannot read the hook input: {e}");
+        errln!("plait guard: cannot read the hook input: {e}");
         return ExitCode::from(2);
     }
     ExitCode::from(run_hook(&args.guard_file, &input) as u8)

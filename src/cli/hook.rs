@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use clap::{Args, Subcommand};
 
 use super::check::{check_one, current_branch, text};
+use super::ui::{err, outln};
 use super::{open_store, CommandError};
 use crate::git;
 
@@ -90,17 +91,17 @@ fn install(dir: &Path) -> Result<(), CommandError> {
                 }
                 std::fs::rename(&path, &chained)
                     .map_err(|e| CommandError::internal(e.to_string()))?;
-                println!(
+                outln!(
                     "kept your {name} hook as {}; it runs first",
                     chained.display()
-                );
+                )?;
             }
         }
         std::fs::write(&path, script(name, &plait))
             .map_err(|e| CommandError::internal(format!("{}: {e}", path.display())))?;
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))
             .map_err(|e| CommandError::internal(format!("{}: {e}", path.display())))?;
-        println!("installed {}", path.display());
+        outln!("installed {}", path.display())?;
     }
     Ok(())
 }
@@ -113,11 +114,11 @@ fn uninstall(dir: &Path) -> Result<(), CommandError> {
         let ours = std::fs::read_to_string(&path).is_ok_and(|t| t.contains(MARK));
         if ours {
             std::fs::remove_file(&path).map_err(|e| CommandError::internal(e.to_string()))?;
-            println!("removed {}", path.display());
+            outln!("removed {}", path.display())?;
         }
         if chained.exists() && !path.exists() {
             std::fs::rename(&chained, &path).map_err(|e| CommandError::internal(e.to_string()))?;
-            println!("restored your {name} hook");
+            outln!("restored your {name} hook")?;
         }
     }
     Ok(())
@@ -212,7 +213,7 @@ fn run(dir: &Path, name: &str) -> Result<(), CommandError> {
             continue;
         }
         let report = check_one(&repo, &store, &run, &into)?;
-        eprint!("{}", text(&report));
+        err!("{}", text(&report));
         failed |= !report.pass;
     }
     if failed {

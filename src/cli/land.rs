@@ -4,6 +4,7 @@ use std::path::Path;
 
 use clap::Args;
 
+use super::ui::{errln, outln};
 use super::{open_store, CommandError};
 use crate::git;
 use crate::land::{self, LandError, LandOutcome, LandSettings, Refusal};
@@ -38,7 +39,7 @@ pub fn cmd_land(dir: &Path, args: LandArgs) -> Result<(), CommandError> {
     let mut state = store.load(&run)?;
     let workdir = git::workdir(&repo);
     if state.phase == crate::state::RunPhase::Finished && orchestrator::merge_is_stale(&state) {
-        eprintln!("decisions changed which tasks belong in run {run}: merging again and re-running the merged checks");
+        errln!("decisions changed which tasks belong in run {run}: merging again and re-running the merged checks");
         let plan = crate::plan::load(&store.run_dir(&run).join("plan.toml"))?;
         let checks = crate::plan::checks_of(&plan, &|name| std::env::var(name).ok());
         let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -67,7 +68,7 @@ pub fn cmd_land(dir: &Path, args: LandArgs) -> Result<(), CommandError> {
     match outcome {
         LandOutcome::Landed(record) => {
             store.save(&state)?;
-            println!(
+            outln!(
                 "landed run {run} into {}: {} → {} ({})",
                 record.branch,
                 &record.from[..8],
@@ -77,11 +78,11 @@ pub fn cmd_land(dir: &Path, args: LandArgs) -> Result<(), CommandError> {
                 } else {
                     "merge commit"
                 }
-            );
+            )?;
             Ok(())
         }
         LandOutcome::AlreadyLanded { branch } => {
-            println!("{branch} already contains run {run}'s result");
+            outln!("{branch} already contains run {run}'s result")?;
             Ok(())
         }
         LandOutcome::Refused(Refusal::Gate(why)) => {

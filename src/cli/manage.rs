@@ -2,6 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
+use super::ui::errln;
 use super::CommandError;
 use crate::agent::model::limiter::Limiter;
 use crate::agent::Cancel;
@@ -102,9 +103,10 @@ pub fn plan_by_manager(
         crate::orchestrator::http_client().map_err(|e| CommandError::internal(e.to_string()))?;
     let limiter = Limiter::new(provider.limits);
     let (_interrupt, cancel) = Cancel::new();
-    eprintln!(
+    errln!(
         "asking the manager ({}, {}) for a plan...",
-        provider.name, provider.model
+        provider.name,
+        provider.model
     );
     let manager = Manager {
         provider: &provider,

@@ -17,6 +17,7 @@ mod review;
 mod run;
 mod runs;
 mod status;
+mod ui;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -26,6 +27,7 @@ use clap::{Parser, Subcommand};
 use crate::git::{self, RepoError};
 use crate::plan::PlanError;
 use crate::state::{StateError, Store};
+use ui::errln;
 
 /// Run many coding agents in parallel in one git repository, each on its own branch and
 /// worktree holding only the files it owns; merge their work and land it when it is clean.
@@ -81,6 +83,8 @@ pub enum Kind {
     Internal,
     /// The run was stopped by Ctrl-C or SIGTERM (exit 130).
     Interrupted,
+    /// stdout was closed under plait (`| head`): a normal end, quiet, exit 0.
+    BrokenPipe,
 }
 
 /// A failed command: one line, an optional hint, and its kind.
@@ -122,6 +126,20 @@ impl CommandError {
             kind: Kind::Attention,
             message: message.into(),
             hint: None,
+        }
+    }
+
+    /// A failed write to stdout: a closed pipe ends the command quietly, anything else is
+    /// plait's failure.
+    pub fn from_write(e: std::io::Error) -> CommandError {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            CommandError {
+                kind: Kind::BrokenPipe,
+                message: String::new(),
+                hint: None,
+            }
+        } else {
+            CommandError::internal(format!("cannot write to stdout: {e}"))
         }
     }
 
@@ -195,19 +213,21 @@ pub fn main() -> ExitCode {
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
+        Err(e) if e.kind == Kind::BrokenPipe => ExitCode::SUCCESS,
         Err(e) => {
             match e.kind {
-                Kind::Attention | Kind::Interrupted => eprintln!("{}", e.message),
-                _ => eprintln!("error: {}", e.message),
+                Kind::Attention | Kind::Interrupted => errln!("{}", e.message),
+                _ => errln!("error: {}", e.message),
             }
             if let Some(hint) = e.hint {
-                eprintln!("hint: {hint}");
+                errln!("hint: {hint}");
             }
             ExitCode::from(match e.kind {
                 Kind::Attention => 1,
                 Kind::Usage => 2,
                 Kind::Internal => 3,
                 Kind::Interrupted => 130,
+                Kind::BrokenPipe => 0,
             })
         }
     }

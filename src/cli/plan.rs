@@ -4,6 +4,7 @@ use std::path::{Path, PathBuf};
 
 use clap::Args;
 
+use super::ui::{err, errln, out};
 use super::CommandError;
 use crate::git::{self, flatten_tree};
 use crate::plan::split::{split, SplitRule, SplitSettings};
@@ -111,22 +112,22 @@ pub fn cmd_plan(dir: &Path, args: PlanArgs) -> Result<(), CommandError> {
     ));
     let text = plan::to_toml(plan, &header);
     if !outcome.orphan_tests.is_empty() {
-        eprintln!(
+        errln!(
             "note: {} test(s) name no module and go to no task; the plan's header lists them",
             outcome.orphan_tests.len()
         );
     }
     if settings.agent.is_none() {
-        eprintln!("note: the plan has no agent; set `agent` under [defaults] before running it");
+        errln!("note: the plan has no agent; set `agent` under [defaults] before running it");
     }
     match &args.output {
         Some(path) => {
             std::fs::write(path, &text).map_err(|e| {
                 CommandError::usage(format!("cannot write {}: {e}", path.display()))
             })?;
-            eprintln!("wrote {} with {} task(s)", path.display(), plan.tasks.len());
+            errln!("wrote {} with {} task(s)", path.display(), plan.tasks.len());
         }
-        None => print!("{text}"),
+        None => out!("{text}")?,
     }
     Ok(())
 }
@@ -168,19 +169,19 @@ fn plan_by_manager(dir: &Path, goal: &str, args: &PlanArgs) -> Result<(), Comman
     }
     let options = args.manager.options(goal, worker(args), args.base.clone());
     let (toml, planned, _) = super::manage::plan_by_manager(dir, &options)?;
-    eprint!("{}", super::manage::summary(&planned));
+    err!("{}", super::manage::summary(&planned));
     match &args.output {
         Some(path) => {
             std::fs::write(path, &toml).map_err(|e| {
                 CommandError::internal(format!("cannot write {}: {e}", path.display()))
             })?;
-            eprintln!(
+            errln!(
                 "wrote {}; read it, then: plait run {}",
                 path.display(),
                 path.display()
             );
         }
-        None => print!("{toml}"),
+        None => out!("{toml}")?,
     }
     Ok(())
 }

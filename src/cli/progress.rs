@@ -8,6 +8,7 @@ use std::time::Duration;
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use tokio::sync::mpsc;
 
+use super::ui::{errln, outln};
 use crate::orchestrator::{Event, GroupEvent, Update};
 use crate::state::{TaskState, Usage};
 
@@ -37,7 +38,7 @@ pub async fn show(mut rx: mpsc::UnboundedReceiver<Update>, total: usize, mode: M
                 if let Ok(line) =
                     serde_json::to_string(&serde_json::json!({"event": "task", "task": event}))
                 {
-                    println!("{line}");
+                    let _ = outln!("{line}");
                 }
             }
             Mode::Lines if newly_final => {
@@ -50,7 +51,7 @@ pub async fn show(mut rx: mpsc::UnboundedReceiver<Update>, total: usize, mode: M
                     }
                     _ => String::new(),
                 };
-                eprintln!(
+                errln!(
                     "[{:>width$}/{total}] {:<11} {}{detail}",
                     tally.finished,
                     event.state.as_str(),
@@ -79,13 +80,13 @@ fn show_group(group: &GroupEvent, mode: Mode, live: Option<&Live>) {
             if let Ok(json) =
                 serde_json::to_string(&serde_json::json!({"event": "group", "group": group}))
             {
-                println!("{json}");
+                let _ = outln!("{json}");
             }
         }
         (Mode::Live, Some(live)) => {
             let _ = live.multi.println(line);
         }
-        _ => eprintln!("{line}"),
+        _ => errln!("{line}"),
     }
 }
 

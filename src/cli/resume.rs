@@ -6,6 +6,7 @@ use std::sync::Arc;
 use clap::Args;
 
 use super::run::{drive, run_error};
+use super::ui::errln;
 use super::{open_store, CommandError};
 use crate::orchestrator::{self, RunSettings};
 use crate::plan;
@@ -60,7 +61,7 @@ pub fn cmd_resume(dir: &Path, args: ResumeArgs) -> Result<(), CommandError> {
     parsed.base = Some(state.base.clone());
     let resolved = plan::resolve_with_env(&repo, parsed, &copy, &|name| std::env::var(name).ok())?;
     if let Some(warning) = resolved.sandbox_warning() {
-        eprintln!("warning: {warning}");
+        errln!("warning: {warning}");
     }
     let total = resolved.tasks.len();
     let jobs = args
@@ -79,6 +80,6 @@ pub fn cmd_resume(dir: &Path, args: ResumeArgs) -> Result<(), CommandError> {
     };
     let prepared = orchestrator::prepare_resume(settings, &run).map_err(run_error)?;
     let left = state.tasks.iter().filter(|t| !t.state.is_final()).count();
-    eprintln!("resuming run {run}: {left} of {total} task(s) to go, {jobs} at a time");
+    errln!("resuming run {run}: {left} of {total} task(s) to go, {jobs} at a time");
     drive(prepared, total, args.json)
 }

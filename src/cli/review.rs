@@ -6,6 +6,7 @@ use std::path::Path;
 
 use clap::Args;
 
+use super::ui::{out, outln};
 use super::{open_store, CommandError};
 use crate::report::{self, DiffStyle};
 use crate::state::{now_ms, Decision, Verdict};
@@ -52,7 +53,7 @@ pub fn cmd_review(dir: &Path, args: ReviewArgs) -> Result<(), CommandError> {
     };
     let text = report::review_text(&repo, &state, style)
         .map_err(|e| CommandError::internal(format!("cannot show the review: {e}")))?;
-    print!("{text}");
+    out!("{text}")?;
     Ok(())
 }
 
@@ -100,6 +101,6 @@ fn decide(dir: &Path, run: &str, task: &str, verdict: Verdict) -> Result<(), Com
     } else {
         "rejected"
     };
-    println!("{what} {task} of run {run} {word}; `plait land {run} --into BRANCH` merges again with this decision");
+    outln!("{what} {task} of run {run} {word}; `plait land {run} --into BRANCH` merges again with this decision")?;
     Ok(())
 }

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use clap::Args;
 use tokio::sync::mpsc;
 
+use super::ui::{err, errln, outln};
 use super::{progress, CommandError};
 use crate::git;
 use crate::orchestrator::{self, RunError, RunSettings};
@@ -89,7 +90,7 @@ pub fn cmd_run(dir: &Path, args: RunArgs) -> Result<(), CommandError> {
         plan::resolve_with_env(&repo, parsed, &plan_path, &|name| std::env::var(name).ok())?;
     drop(repo);
     if let Some(warning) = resolved.sandbox_warning() {
-        eprintln!("warning: {warning}");
+        errln!("warning: {warning}");
     }
     let jobs = args
         .jobs
@@ -113,7 +114,7 @@ pub fn cmd_run(dir: &Path, args: RunArgs) -> Result<(), CommandError> {
         groups: args.groups,
     };
     let prepared = orchestrator::prepare(settings).map_err(run_error)?;
-    eprintln!("run {}: {total} task(s), {jobs} at a time", prepared.id());
+    errln!("run {}: {total} task(s), {jobs} at a time", prepared.id());
     drive(prepared, total, args.json)
 }
 
@@ -132,10 +133,10 @@ fn plan_for_goal(
     }
     let options = args.manager.options(goal, None, None);
     let (toml, planned, path) = super::manage::plan_by_manager(dir, &options)?;
-    eprint!("{}", super::manage::summary(&planned));
-    eprintln!("the plan: {}", path.display());
+    err!("{}", super::manage::summary(&planned));
+    errln!("the plan: {}", path.display());
     if !args.yes {
-        eprint!("run these {} task(s)? [y/N] ", planned.plan.tasks.len());
+        err!("run these {} task(s)? [y/N] ", planned.plan.tasks.len());
         let mut answer = String::new();
         let _ = std::io::stdin().read_line(&mut answer);
         if !matches!(answer.trim(), "y" | "Y" | "yes") {
@@ -173,8 +174,8 @@ pub fn drive(
         result
     });
     let state = state.map_err(run_error)?;
-    eprintln!();
-    eprint!("{}", report::status_text(&state, false));
+    errln!();
+    err!("{}", report::status_text(&state, false));
     let attention = report::attention(&state);
     if json {
         let json = serde_json::json!({
@@ -184,9 +185,9 @@ pub fn drive(
             "merge": state.merge,
             "attention": attention,
         });
-        println!("{json}");
+        outln!("{json}")?;
     } else {
-        println!("{run_id}");
+        outln!("{run_id}")?;
     }
     if state.phase == RunPhase::Interrupted {
         return Err(
@@ -196,7 +197,7 @@ pub fn drive(
         );
     }
     if attention.is_empty() {
-        eprintln!(
+        errln!(
             "\nnext: plait diff {run_id} merged --stat; plait land {run_id} --into {}",
             land_target(&state.base_name)
         );

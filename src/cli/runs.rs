@@ -4,6 +4,7 @@ use std::path::Path;
 
 use clap::Args;
 
+use super::ui::{errln, outln};
 use super::{open_store, CommandError};
 use crate::report;
 
@@ -22,15 +23,15 @@ pub fn cmd_runs(dir: &Path, args: RunsArgs) -> Result<(), CommandError> {
         states.push(store.load(&id)?);
     }
     if args.json {
-        println!(
+        outln!(
             "{}",
             serde_json::to_string_pretty(&states).unwrap_or_default()
-        );
+        )?;
     } else if states.is_empty() {
-        eprintln!("no runs yet; start one with `plait run PLAN`");
+        errln!("no runs yet; start one with `plait run PLAN`");
     } else {
         for state in &states {
-            println!("{}", report::run_line(state));
+            outln!("{}", report::run_line(state))?;
         }
     }
     Ok(())

@@ -4,6 +4,7 @@ use std::path::Path;
 
 use clap::Args;
 
+use super::ui::{out, outln};
 use super::{open_store, CommandError};
 use crate::report::{self, StatusJson};
 
@@ -33,13 +34,13 @@ pub fn cmd_status(dir: &Path, args: StatusArgs) -> Result<(), CommandError> {
             state: &state,
             attention: report::attention(&state),
         };
-        println!(
+        outln!(
             "{}",
             serde_json::to_string_pretty(&json).unwrap_or_default()
-        );
+        )?;
     } else {
         let live = store.lock_holder().is_some_and(|(_, run)| run == state.id);
-        print!("{}", report::status_text(&state, live));
+        out!("{}", report::status_text(&state, live))?;
     }
     Ok(())
 }

@@ -256,3 +256,41 @@ fn run_json_writes_one_event_per_line() {
     states.dedup();
     assert_eq!(states, ["preparing", "running", "collecting", "done"]);
 }
+
+#[test]
+fn a_closed_stdout_ends_a_command_quietly() {
+    // `plait diff RUN merged | head -1`: the reader goes away while plait still writes.
+    let repo = TestRepo::with_files(&[("src/big.txt", "old\n")]);
+    let plan = repo.plan(
+        "goal = \"Grow\"\n[defaults]\nagent = { exec = \"seq 1 200000 > src/big.txt\" }\n\
+         [review]\nagent = \"off\"\n\
+         [[task]]\nid = \"big\"\nprompt = \"p\"\nowns = [\"src/\"]\n",
+    );
+    let out = repo.plait(&["run", plan.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let run = stdout(&out).trim().to_string();
+    for args in [
+        vec!["diff", &run, "merged"],
+        vec!["diff", &run, "big"],
+        vec!["review", &run],
+    ] {
+        use std::io::BufRead as _;
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_plait"))
+            .args(&args)
+            .current_dir(&repo.path)
+            .env("NO_COLOR", "1")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut first = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut first)
+            .unwrap();
+        assert!(!first.is_empty(), "{args:?} printed nothing");
+        // The reader is dropped here: plait's next writes meet a closed pipe.
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {}", stderr(&out));
+        assert_eq!(stderr(&out), "", "{args:?}");
+    }
+}
