@@ -213,6 +213,7 @@ fn run(repo: &Path, toml: &str, jobs: usize) -> Result<Timed> {
         worktree_root: None,
         max_cost: None,
         groups: GROUPS.get().copied().flatten(),
+        plait_program: std::env::current_exe()?,
     };
     let started = Instant::now();
     let prepared = orchestrator::prepare(settings)?;
@@ -250,7 +251,7 @@ fn run(repo: &Path, toml: &str, jobs: usize) -> Result<Timed> {
                 }
             }
         });
-        let state = orchestrator::execute(prepared, Some(tx)).await;
+        let state = orchestrator::execute(prepared, Some(tx), plait::cancel::Cancel::new().1).await;
         let execute = started.elapsed().as_secs_f64();
         let _ = listener.await;
         (state, execute)

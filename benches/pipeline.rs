@@ -530,7 +530,7 @@ fn sandbox_costs(t: &mut Table, root: &Path, repo: &Path, n: usize, reps: usize)
     let dir = root.join("spawn");
     std::fs::create_dir_all(&dir)?;
     let log = dir.join("spawn.log");
-    let (_interrupt, cancel) = plait::agent::Cancel::new();
+    let (_interrupt, cancel) = plait::cancel::Cancel::new();
     let settings = SandboxSettings {
         mode: SandboxMode::Auto,
         writable: Vec::new(),
@@ -615,9 +615,14 @@ fn sandbox_costs(t: &mut Table, root: &Path, repo: &Path, n: usize, reps: usize)
                     worktree_root: None,
                     max_cost: None,
                     groups: Some(0),
+                    plait_program: std::env::current_exe()?,
                 };
                 let prepared = plait::orchestrator::prepare(settings)?;
-                let state = runtime.block_on(plait::orchestrator::execute(prepared, None))?;
+                let state = runtime.block_on(plait::orchestrator::execute(
+                    prepared,
+                    None,
+                    plait::cancel::Cancel::new().1,
+                ))?;
                 if state
                     .tasks
                     .iter()

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use git2::{Oid, Repository};
 use serde::Serialize;
 
-use crate::agent::Cancel;
+use crate::cancel::Cancel;
 use crate::git::{self, branch_ref, signature};
 use crate::land::gate;
 use crate::merge::{self, tree_changes, Conflict};

@@ -32,6 +32,7 @@
 //! environment and chooses exit codes.
 
 pub mod agent;
+pub mod cancel;
 pub mod check;
 pub mod clean;
 pub mod cli;

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use tokio::process::Command;
 
-use crate::agent::Cancel;
+use crate::cancel::Cancel;
 use crate::sandbox::Sandbox;
 
 /// How a command ended.

@@ -108,7 +108,7 @@ impl AiderAgent {
                 }
             }
         }
-        env.extend(identity(task));
+        env.extend(identity(task, &self.settings));
         // litellm would fetch its price table from GitHub at every start.
         env.push(("LITELLM_LOCAL_MODEL_COST_MAP", "True".to_string()));
         env
@@ -177,14 +177,14 @@ fn own_git_state(task: &TaskContext, dir: &Path) -> Vec<(&'static str, String)> 
 /// `user.name` / `user.email` into the repository's own config otherwise (and two aiders
 /// racing for its lock crash). Given through `GIT_CONFIG_*`, it reaches only aider's
 /// process; aider makes no commits here (`--no-auto-commits`).
-fn identity(task: &TaskContext) -> Vec<(&'static str, String)> {
+fn identity(task: &TaskContext, settings: &ToolSettings) -> Vec<(&'static str, String)> {
     let config = git2::Repository::open(&task.repo).and_then(|r| r.config());
     let has = |key: &str| {
         config
             .as_ref()
             .is_ok_and(|c| c.get_string(key).is_ok_and(|v| !v.is_empty()))
     };
-    if has("user.name") && has("user.email") || std::env::var_os("GIT_CONFIG_COUNT").is_some() {
+    if has("user.name") && has("user.email") || settings.inherited.git_config_count {
         return Vec::new();
     }
     vec![

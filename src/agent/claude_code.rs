@@ -135,8 +135,12 @@ impl ClaudeCodeAgent {
         let argv = self.argv(task, &files);
         let env = self.env(task, &files);
         let has_key = env.iter().any(|(k, _)| *k == "ANTHROPIC_API_KEY")
-            || std::env::var_os("ANTHROPIC_API_KEY").is_some_and(|k| !k.is_empty());
-        let login = link_login(&files.config, has_key);
+            || self.settings.inherited.anthropic_key;
+        let login = link_login(
+            &files.config,
+            has_key,
+            self.settings.inherited.claude_config.as_deref(),
+        );
         let (outcome, stdout) =
             shell::run_argv_capturing(&argv, &task.launch(&env), &files.result).await;
         if let Some(link) = login {
@@ -177,7 +181,7 @@ fn prepare(task: &TaskContext, files: &Files) -> std::io::Result<()> {
         read_roots: vec![repository],
     };
     std::fs::write(&files.guard, serde_json::to_vec_pretty(&guard)?)?;
-    let plait = std::env::current_exe()?;
+    let plait = &task.plait_program;
     // Any failure of the guard itself (a missing binary, a crash) blocks the call too.
     let command = format!(
         "{} guard {} || exit 2",
@@ -198,16 +202,12 @@ fn prepare(task: &TaskContext, files: &Files) -> std::io::Result<()> {
 /// A user logged in to Claude Code (rather than using an API key) keeps that login in their
 /// own config directory; each agent's directory gets a link to it for the run, so the login
 /// works and no copy of it is left behind. Returns the link, to be removed afterwards.
-fn link_login(config: &Path, has_key: bool) -> Option<PathBuf> {
+fn link_login(config: &Path, has_key: bool, home: Option<&Path>) -> Option<PathBuf> {
     let target = config.join(".credentials.json");
     if has_key || target.exists() {
         return None;
     }
-    let home = std::env::var_os("CLAUDE_CONFIG_DIR")
-        .filter(|d| !d.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".claude")))?;
-    let source = home.join(".credentials.json");
+    let source = home?.join(".credentials.json");
     (source.is_file() && std::os::unix::fs::symlink(&source, &target).is_ok()).then_some(target)
 }
 

@@ -15,6 +15,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::cancel::Cancel;
 use crate::git::TreeFile;
 use crate::plan::globs::Globs;
 use crate::plan::AgentConfig;
@@ -61,6 +62,8 @@ pub struct TaskContext {
     pub token_budget: Option<u64>,
     /// The walls of every process the agent starts: the worktree, the task's directory.
     pub sandbox: Arc<Sandbox>,
+    /// The plait binary, for the hooks agents run (`plait guard`).
+    pub plait_program: PathBuf,
 }
 
 impl TaskContext {
@@ -109,30 +112,6 @@ impl Budget {
         let spent = *self.spent.lock().unwrap_or_else(|e| e.into_inner());
         (spent >= max)
             .then(|| format!("stopped by budget: the run spent ${spent:.4} of its ${max:.2}"))
-    }
-}
-
-/// A signal that the run was interrupted, shared by every task.
-#[derive(Debug, Clone)]
-pub struct Cancel(tokio::sync::watch::Receiver<bool>);
-
-impl Cancel {
-    /// A signal and the sender that fires it.
-    pub fn new() -> (tokio::sync::watch::Sender<bool>, Cancel) {
-        let (tx, rx) = tokio::sync::watch::channel(false);
-        (tx, Cancel(rx))
-    }
-
-    pub fn is_cancelled(&self) -> bool {
-        *self.0.borrow()
-    }
-
-    /// Waits until the signal fires (forever if its sender is gone without firing).
-    pub async fn cancelled(&self) {
-        let mut rx = self.0.clone();
-        if rx.wait_for(|c| *c).await.is_err() {
-            std::future::pending::<()>().await;
-        }
     }
 }
 

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use clap::Args;
 
 use super::ui::errln;
-use crate::agent::guard::run_hook;
+use crate::agent::guard::{judge_hook, Verdict};
 
 /// Judge one tool call a claude-code agent attempts (its PreToolUse hook; plait sets it up)
 ///
@@ -28,5 +28,11 @@ pub fn cmd_guard(args: GuardArgs) -> ExitCode {
         errln!("plait guard: cannot read the hook input: {e}");
         return ExitCode::from(2);
     }
-    ExitCode::from(run_hook(&args.guard_file, &input) as u8)
+    match judge_hook(&args.guard_file, &input) {
+        Verdict::Allow => ExitCode::SUCCESS,
+        Verdict::Deny(reason) => {
+            errln!("{reason}");
+            ExitCode::from(2)
+        }
+    }
 }

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use super::ui::errln;
 use super::CommandError;
 use crate::agent::model::limiter::Limiter;
-use crate::agent::Cancel;
+use crate::cancel::Cancel;
 use crate::git;
 use crate::plan::manager::{self, Manager, ManagerError, PlanRequest, Planned};
 use crate::plan::providers::{builtin_kind, resolve_provider, ProviderFile, ProviderSettings};

@@ -242,6 +242,12 @@ fn init_logging() {
         .try_init();
 }
 
+/// This plait binary, which agents' hooks run (`plait guard`).
+fn plait_program() -> Result<PathBuf, CommandError> {
+    std::env::current_exe()
+        .map_err(|e| CommandError::internal(format!("cannot find plait's own binary: {e}")))
+}
+
 /// Opens the repository at `dir` and its plait store.
 fn open_store(dir: &Path) -> Result<(git2::Repository, Store), CommandError> {
     let repo = git::open(dir)?;

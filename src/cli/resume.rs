@@ -77,6 +77,7 @@ pub fn cmd_resume(dir: &Path, args: ResumeArgs) -> Result<(), CommandError> {
         worktree_root: None,
         max_cost: state.max_cost,
         groups: None,
+        plait_program: super::plait_program()?,
     };
     let prepared = orchestrator::prepare_resume(settings, &run).map_err(run_error)?;
     let left = state.tasks.iter().filter(|t| !t.state.is_final()).count();

@@ -9,6 +9,7 @@ use tokio::sync::mpsc;
 
 use super::ui::{err, errln, outln};
 use super::{progress, CommandError};
+use crate::cancel::Cancel;
 use crate::git;
 use crate::orchestrator::{self, RunError, RunSettings};
 use crate::plan;
@@ -112,6 +113,7 @@ pub fn cmd_run(dir: &Path, args: RunArgs) -> Result<(), CommandError> {
         worktree_root,
         max_cost: args.max_cost,
         groups: args.groups,
+        plait_program: super::plait_program()?,
     };
     let prepared = orchestrator::prepare(settings).map_err(run_error)?;
     errln!("run {}: {total} task(s), {jobs} at a time", prepared.id());
@@ -169,7 +171,10 @@ pub fn drive(
             progress::Mode::Lines
         };
         let printer = tokio::spawn(progress::show(rx, total, mode));
-        let result = orchestrator::execute(prepared, Some(tx)).await;
+        let (interrupt, cancel) = Cancel::new();
+        let signals = tokio::spawn(watch_signals(interrupt));
+        let result = orchestrator::execute(prepared, Some(tx), cancel).await;
+        signals.abort();
         let _ = printer.await;
         result
     });
@@ -221,5 +226,29 @@ pub fn run_error(e: RunError) -> CommandError {
         RunError::Repo(e) => e.into(),
         RunError::State(e) => e.into(),
         other => CommandError::internal(other.to_string()),
+    }
+}
+
+/// Fires `interrupt` on the first Ctrl-C or SIGTERM, which stops the run at its next
+/// boundary, and exits on the second: the state on disk is whole at every moment.
+async fn watch_signals(interrupt: tokio::sync::watch::Sender<bool>) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut int), Ok(mut term)) = (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+    ) else {
+        return;
+    };
+    for round in 0..2 {
+        tokio::select! {
+            _ = int.recv() => {}
+            _ = term.recv() => {}
+        }
+        if round == 0 {
+            tracing::warn!("interrupted: stopping the agents; press Ctrl-C again to exit at once");
+            let _ = interrupt.send(true);
+        } else {
+            std::process::exit(130);
+        }
     }
 }

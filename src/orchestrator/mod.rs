@@ -28,7 +28,7 @@ use tokio::task::JoinSet;
 mod grouped;
 mod task;
 
-use crate::agent::Cancel;
+use crate::cancel::Cancel;
 use crate::git::{self, RepoError};
 use crate::merge::{self, BranchInput, MergeError, MergeSettings};
 use crate::plan::{CheckSettings, ResolvedPlan};
@@ -67,6 +67,8 @@ pub struct RunSettings {
     pub max_cost: Option<f64>,
     /// How many supervisor groups (`--groups N`; 0 or 1: none); default: the plan's.
     pub groups: Option<usize>,
+    /// The plait binary that agents' hooks run (`plait guard` for Claude Code).
+    pub plait_program: PathBuf,
 }
 
 /// A change of a task's state, for progress displays.
@@ -257,6 +259,7 @@ struct Shared {
     budget: Arc<crate::agent::Budget>,
     /// Tasks at once (`-j`).
     jobs: usize,
+    plait_program: PathBuf,
 }
 
 impl Shared {
@@ -305,12 +308,14 @@ impl Shared {
 
 /// Runs every task, merges the results and returns the final state.
 ///
-/// The first Ctrl-C or SIGTERM stops launching tasks and stops running agents (killing
-/// their process groups); the run is saved as interrupted, without a merge. A second one
-/// exits at once; the state on disk is still whole, since every write is atomic.
+/// When `cancel` fires (the command line fires it on Ctrl-C or SIGTERM), no more tasks are
+/// launched and the running agents are stopped (their process groups killed); the run is
+/// saved as interrupted, without a merge. The state on disk is whole at every moment,
+/// since every write is atomic.
 pub async fn execute(
     prepared: Prepared,
     events: Option<mpsc::UnboundedSender<Update>>,
+    cancel: Cancel,
 ) -> Result<RunState, RunError> {
     let Prepared {
         settings,
@@ -319,8 +324,6 @@ pub async fn execute(
         state,
     } = prepared;
     let store_run_dir = store.run_dir(&state.id);
-    let (interrupt, cancel) = Cancel::new();
-    let signals = tokio::spawn(watch_signals(interrupt));
     let shared = Arc::new(Shared {
         run: state.id.clone(),
         store,
@@ -339,6 +342,7 @@ pub async fn execute(
         limiters: Default::default(),
         budget: Arc::new(crate::agent::Budget::new(settings.max_cost)),
         jobs: settings.jobs.max(1),
+        plait_program: settings.plait_program.clone(),
     });
     let stop_writer = Arc::new(Notify::new());
     let writer = tokio::spawn(write_states(shared.clone(), stop_writer.clone()));
@@ -381,7 +385,6 @@ pub async fn execute(
         let shared = shared.clone();
         let _ = tokio::task::spawn_blocking(move || shared.checks.remove_all()).await;
     }
-    signals.abort();
     stop_writer.notify_one();
     let _ = writer.await;
     let mut state = shared.snapshot();
@@ -406,29 +409,6 @@ pub fn http_client() -> Result<reqwest::Client, RunError> {
         .user_agent(concat!("plait/", env!("CARGO_PKG_VERSION")))
         .build()
         .map_err(|e| RunError::Internal(format!("cannot set up HTTP: {e}")))
-}
-
-/// Fires `interrupt` on the first Ctrl-C or SIGTERM and exits the process on the second.
-async fn watch_signals(interrupt: tokio::sync::watch::Sender<bool>) {
-    use tokio::signal::unix::{signal, SignalKind};
-    let (Ok(mut int), Ok(mut term)) = (
-        signal(SignalKind::interrupt()),
-        signal(SignalKind::terminate()),
-    ) else {
-        return;
-    };
-    for round in 0..2 {
-        tokio::select! {
-            _ = int.recv() => {}
-            _ = term.recv() => {}
-        }
-        if round == 0 {
-            tracing::warn!("interrupted: stopping the agents; press Ctrl-C again to exit at once");
-            let _ = interrupt.send(true);
-        } else {
-            std::process::exit(130);
-        }
-    }
 }
 
 /// Saves the newest state each time a task changes, until told to stop.

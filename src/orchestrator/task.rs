@@ -338,6 +338,7 @@ fn context(
         budget: shared.budget.clone(),
         token_budget: task.token_budget,
         sandbox: sandbox.clone(),
+        plait_program: shared.plait_program.clone(),
     }
 }
 

@@ -17,7 +17,7 @@ use crate::agent::model::conversation::{Block, Message, Role, System, ToolSpec};
 use crate::agent::model::http::{self, Transcript};
 use crate::agent::model::limiter::Limiter;
 use crate::agent::model::{account, forced_tool_body};
-use crate::agent::Cancel;
+use crate::cancel::Cancel;
 use crate::git::TreeFile;
 use crate::state::Usage;
 

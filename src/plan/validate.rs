@@ -153,6 +153,34 @@ pub struct ToolSettings {
     /// Where its base URL and key come from; `None`: the environment as it is.
     pub provider: Option<Arc<ProviderSettings>>,
     pub args: Vec<String>,
+    /// What the CLI will find in plait's own environment.
+    pub inherited: InheritedEnv,
+}
+
+/// What an agent CLI finds in the environment plait was started with, read when the plan
+/// is resolved (the library reads no environment of its own).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct InheritedEnv {
+    /// `ANTHROPIC_API_KEY` is set and not empty.
+    pub anthropic_key: bool,
+    /// Claude Code's own config directory (`CLAUDE_CONFIG_DIR`, else `~/.claude`), where a
+    /// logged-in user's credentials are.
+    pub claude_config: Option<PathBuf>,
+    /// `GIT_CONFIG_COUNT` is set: git settings come through the environment.
+    pub git_config_count: bool,
+}
+
+impl InheritedEnv {
+    pub fn read(env: &dyn Fn(&str) -> Option<String>) -> InheritedEnv {
+        let set = |key: &str| env(key).filter(|v| !v.is_empty());
+        InheritedEnv {
+            anthropic_key: set("ANTHROPIC_API_KEY").is_some(),
+            claude_config: set("CLAUDE_CONFIG_DIR")
+                .map(PathBuf::from)
+                .or_else(|| set("HOME").map(|h| PathBuf::from(h).join(".claude"))),
+            git_config_count: env("GIT_CONFIG_COUNT").is_some(),
+        }
+    }
 }
 
 /// The agent CLIs plait drives itself: name, default program, and the provider it takes by
@@ -717,6 +745,7 @@ fn resolve_tool(
         model: file.model.clone(),
         provider,
         args: file.args.clone(),
+        inherited: InheritedEnv::read(inputs.env),
     });
     Ok(match name {
         "claude-code" => AgentConfig::ClaudeCode(settings),

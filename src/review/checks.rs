@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use git2::Oid;
 use tokio::sync::Semaphore;
 
-use crate::agent::Cancel;
+use crate::cancel::Cancel;
 use crate::git::run_git;
 use crate::sandbox::{Sandbox, SandboxSettings};
 use crate::shell::{self, Launch, ShellOutcome};

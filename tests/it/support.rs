@@ -199,6 +199,7 @@ impl TestRepo {
             worktree_root: None,
             max_cost: self.max_cost.get(),
             groups: None,
+            plait_program: std::path::PathBuf::from(env!("CARGO_BIN_EXE_plait")),
         };
         let prepared = orchestrator::prepare(settings).unwrap();
         let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -207,7 +208,11 @@ impl TestRepo {
             .build()
             .unwrap();
         runtime
-            .block_on(orchestrator::execute(prepared, None))
+            .block_on(orchestrator::execute(
+                prepared,
+                None,
+                plait::cancel::Cancel::new().1,
+            ))
             .unwrap()
     }
 

@@ -195,31 +195,27 @@ fn resolve(path: &Path) -> PathBuf {
     }
 }
 
-/// Runs the guard as a hook: reads the guard file and stdin, records a refusal, and returns
-/// the exit code (0 allow, 2 block) with the reason on stderr.
-pub fn run_hook(guard_file: &Path, stdin: &str) -> i32 {
+/// The guard as a hook: reads the guard file, judges the call in `stdin` (Claude Code's
+/// hook input) and records a refused edit in the task's refusals file. The command line
+/// turns `Deny` into exit 2 with the reason on stderr.
+pub fn judge_hook(guard_file: &Path, stdin: &str) -> Verdict {
     let guard: GuardFile = match std::fs::read(guard_file)
         .map_err(|e| e.to_string())
         .and_then(|b| serde_json::from_slice(&b).map_err(|e| e.to_string()))
     {
         Ok(g) => g,
         Err(e) => {
-            eprintln!(
+            return Verdict::Deny(format!(
                 "plait guard: cannot read {}: {e}; every edit is refused until it can",
                 guard_file.display()
-            );
-            return 2;
+            ))
         }
     };
-    match decide(&guard, stdin) {
-        Verdict::Allow => 0,
-        Verdict::Deny(reason) => {
-            let input: Value = serde_json::from_str(stdin).unwrap_or(Value::Null);
-            let tool = input["tool_name"].as_str().unwrap_or_default();
-            if !EDIT_TOOLS.iter().any(|(name, _)| *name == tool) {
-                eprintln!("{reason}");
-                return 2;
-            }
+    let verdict = decide(&guard, stdin);
+    if let Verdict::Deny(reason) = &verdict {
+        let input: Value = serde_json::from_str(stdin).unwrap_or(Value::Null);
+        let tool = input["tool_name"].as_str().unwrap_or_default();
+        if EDIT_TOOLS.iter().any(|(name, _)| *name == tool) {
             let line = serde_json::json!({
                 "tool": input["tool_name"],
                 "input": input["tool_input"],
@@ -232,10 +228,9 @@ pub fn run_hook(guard_file: &Path, stdin: &str) -> i32 {
             {
                 let _ = writeln!(file, "{line}");
             }
-            eprintln!("{reason}");
-            2
         }
     }
+    verdict
 }
 
 #[cfg(test)]

@@ -18,7 +18,7 @@ use super::anthropic::{self, Progress};
 use super::conversation::Reply;
 use super::limiter::Limiter;
 use super::{openai, sse};
-use crate::agent::Cancel;
+use crate::cancel::Cancel;
 use crate::plan::providers::{ProviderKind, ProviderSettings};
 use crate::state::now_ms;
 
