@@ -40,6 +40,7 @@ pub mod collect;
 pub mod git;
 pub mod groups;
 pub mod land;
+pub mod llm;
 pub mod merge;
 pub mod orchestrator;
 pub mod plan;

@@ -111,6 +111,23 @@ pub async fn run_argv_capturing(
     (outcome, text)
 }
 
+/// Whether `program` can be run: a path to an executable file, or a name found in one of
+/// the `path` directories.
+pub fn findable(program: &str, path: Option<&str>) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    let executable = |p: &std::path::Path| {
+        std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    if program.contains('/') {
+        // Relative paths are relative to the worktree, which does not exist yet.
+        return !program.starts_with('/') || executable(std::path::Path::new(program));
+    }
+    path.unwrap_or("")
+        .split(':')
+        .filter(|d| !d.is_empty())
+        .any(|dir| executable(&std::path::Path::new(dir).join(program)))
+}
+
 /// Starts the program in its sandbox and waits for it; then reads what it wrote to the log
 /// (and to `stdout`, when that is kept apart) for writes the sandbox refused.
 async fn spawn_and_wait(

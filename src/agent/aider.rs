@@ -12,7 +12,7 @@ use regex::Regex;
 use super::exec::{outcome_of, task_env};
 use super::model::prompt;
 use super::{Agent, AgentFuture, AgentOutcome, AgentReport, TaskContext};
-use crate::plan::providers::ProviderKind;
+use crate::llm::provider::ProviderKind;
 use crate::plan::ToolSettings;
 use crate::shell;
 use crate::state::Usage;

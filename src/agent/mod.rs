@@ -163,7 +163,7 @@ pub trait Agent: Send + Sync {
 pub fn from_config(
     config: &AgentConfig,
     client: &reqwest::Client,
-    limiters: &model::limiter::Limiters,
+    limiters: &crate::llm::limiter::Limiters,
 ) -> Box<dyn Agent> {
     match config {
         AgentConfig::Exec(command) => Box::new(exec::ExecAgent::new(command.clone())),

@@ -4,11 +4,11 @@ use std::path::{Path, PathBuf};
 
 use super::ui::errln;
 use super::CommandError;
-use crate::agent::model::limiter::Limiter;
 use crate::cancel::Cancel;
 use crate::git;
+use crate::llm::limiter::Limiter;
+use crate::llm::provider::{builtin_kind, resolve_provider, ProviderFile, ProviderSettings};
 use crate::plan::manager::{self, Manager, ManagerError, PlanRequest, Planned};
-use crate::plan::providers::{builtin_kind, resolve_provider, ProviderFile, ProviderSettings};
 use crate::plan::AgentSpec;
 
 /// The manager's flags, shared by `plait plan` and `plait run`.
@@ -77,7 +77,7 @@ pub fn plan_by_manager(
     let provider = check(options)?;
     let env = |name: &str| std::env::var(name).ok();
     let repo = git::open(dir)?;
-    let files = super::plan::base_files(&repo, options.base.as_deref())?;
+    let files = super::base_files(&repo, options.base.as_deref())?;
     let request = PlanRequest {
         goal: options.goal.clone(),
         base: options.base.clone(),
@@ -99,8 +99,8 @@ pub fn plan_by_manager(
         .enable_all()
         .build()
         .map_err(|e| CommandError::internal(format!("cannot start the async runtime: {e}")))?;
-    let client =
-        crate::orchestrator::http_client().map_err(|e| CommandError::internal(e.to_string()))?;
+    let client = crate::llm::client()
+        .map_err(|e| CommandError::internal(format!("cannot set up HTTP: {e}")))?;
     let limiter = Limiter::new(provider.limits);
     let (_interrupt, cancel) = Cancel::new();
     errln!(

@@ -254,3 +254,22 @@ fn open_store(dir: &Path) -> Result<(git2::Repository, Store), CommandError> {
     let store = Store::new(git::plait_dir(&repo));
     Ok((repo, store))
 }
+
+/// The tracked files of `--base` (default HEAD).
+fn base_files(
+    repo: &git2::Repository,
+    base: Option<&str>,
+) -> Result<Vec<crate::git::TreeFile>, CommandError> {
+    let base_name = base.unwrap_or("HEAD");
+    let base = repo
+        .revparse_single(base_name)
+        .and_then(|o| o.peel_to_commit())
+        .map_err(|_| {
+            CommandError::usage(format!(
+                "--base `{base_name}` is not a branch or commit in this repository"
+            ))
+        })?;
+    base.tree()
+        .and_then(|t| git::flatten_tree(&t))
+        .map_err(|e| CommandError::internal(e.to_string()))
+}

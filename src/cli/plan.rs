@@ -6,7 +6,7 @@ use clap::Args;
 
 use super::ui::{err, errln, out};
 use super::CommandError;
-use crate::git::{self, flatten_tree};
+use crate::git;
 use crate::plan::split::{split, SplitRule, SplitSettings};
 use crate::plan::{self, AgentSpec};
 
@@ -84,7 +84,7 @@ pub fn cmd_plan(dir: &Path, args: PlanArgs) -> Result<(), CommandError> {
     };
     let rule = SplitRule::parse(spec)?;
     let repo = git::open(dir)?;
-    let files = base_files(&repo, args.base.as_deref())?;
+    let files = super::base_files(&repo, args.base.as_deref())?;
     let agent = worker(&args);
     let settings = SplitSettings {
         rule,
@@ -139,25 +139,6 @@ fn worker(args: &PlanArgs) -> Option<AgentSpec> {
         (None, Some(name)) => Some(AgentSpec::Named(name.clone())),
         (None, None) => None,
     }
-}
-
-/// The tracked files of `--base` (default HEAD).
-pub(super) fn base_files(
-    repo: &git2::Repository,
-    base: Option<&str>,
-) -> Result<Vec<crate::git::TreeFile>, CommandError> {
-    let base_name = base.unwrap_or("HEAD");
-    let base = repo
-        .revparse_single(base_name)
-        .and_then(|o| o.peel_to_commit())
-        .map_err(|_| {
-            CommandError::usage(format!(
-                "--base `{base_name}` is not a branch or commit in this repository"
-            ))
-        })?;
-    base.tree()
-        .and_then(|t| flatten_tree(&t))
-        .map_err(|e| CommandError::internal(e.to_string()))
 }
 
 /// `plait plan --goal` without a split rule: the manager model plans.

@@ -255,7 +255,7 @@ struct Shared {
     /// Full checkouts for checks.
     checks: CheckPool,
     /// One limiter per model provider and key.
-    limiters: crate::agent::model::limiter::Limiters,
+    limiters: crate::llm::limiter::Limiters,
     budget: Arc<crate::agent::Budget>,
     /// Tasks at once (`-j`).
     jobs: usize,
@@ -333,7 +333,8 @@ pub async fn execute(
         repo: settings.repo.clone(),
         plan: settings.plan.clone(),
         cancel,
-        client: http_client()?,
+        client: crate::llm::client()
+            .map_err(|e| RunError::Internal(format!("cannot set up HTTP: {e}")))?,
         checks: CheckPool::new(
             store_run_dir.join("checks"),
             settings.repo.clone(),
@@ -399,16 +400,6 @@ pub async fn execute(
     shared.store.save(&state)?;
     drop(lock);
     Ok(state)
-}
-
-/// The HTTP client every model call of a run shares.
-pub fn http_client() -> Result<reqwest::Client, RunError> {
-    reqwest::Client::builder()
-        .connect_timeout(std::time::Duration::from_secs(30))
-        .read_timeout(std::time::Duration::from_secs(300))
-        .user_agent(concat!("plait/", env!("CARGO_PKG_VERSION")))
-        .build()
-        .map_err(|e| RunError::Internal(format!("cannot set up HTTP: {e}")))
 }
 
 /// Saves the newest state each time a task changes, until told to stop.

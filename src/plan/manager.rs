@@ -11,14 +11,14 @@ use git2::Repository;
 use serde_json::{json, Value};
 
 use super::globs::Globs;
-use super::providers::ProviderSettings;
 use super::{resolve_with_env, AgentSpec, Defaults, PlanError, PlanFile, ResolvedPlan, TaskFile};
-use crate::agent::model::conversation::{Block, Message, Role, System, ToolSpec};
-use crate::agent::model::http::{self, Transcript};
-use crate::agent::model::limiter::Limiter;
-use crate::agent::model::{account, forced_tool_body};
 use crate::cancel::Cancel;
 use crate::git::TreeFile;
+use crate::llm::conversation::{Block, Message, Role, System, ToolSpec};
+use crate::llm::http::{self, Transcript};
+use crate::llm::limiter::Limiter;
+use crate::llm::provider::ProviderSettings;
+use crate::llm::{account, forced_tool_body};
 use crate::state::Usage;
 
 /// The tool the manager must answer with.

@@ -4,7 +4,7 @@
 
 pub mod globs;
 pub mod manager;
-pub mod providers;
+
 pub mod split;
 mod validate;
 
@@ -16,8 +16,8 @@ use std::time::Duration;
 use serde::de::{self, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+use crate::llm::provider::ProviderFile;
 use crate::sandbox::SandboxMode;
-use providers::ProviderFile;
 pub use validate::{
     checks_of, resolve, resolve_with_env, AgentConfig, CheckSettings, GroupSettings, ResolvedPlan,
     ResolvedTask, ReviewSettings, Reviewer, ToolSettings, DEFAULT_GROUP_THRESHOLD,

@@ -9,12 +9,12 @@ use std::time::Duration;
 use git2::{Oid, Repository};
 
 use super::globs::Globs;
-use super::providers::{resolve_provider, ProviderSettings};
 use super::{
     AgentSpec, Checkout, PlanError, PlanFile, SandboxFile, TaskFile, DEFAULT_MAX_TURNS,
     DEFAULT_TIMEOUT,
 };
 use crate::git::{flatten_tree, TreeFile};
+use crate::llm::provider::{resolve_provider, ProviderSettings};
 use crate::sandbox::{SandboxMode, SandboxSettings, Support};
 
 /// Task ids that would collide with branches plait makes itself.
@@ -608,9 +608,7 @@ fn resolve_task(
                 problems.push(format!("task `{id}`: the `cli` list is empty"));
                 None
             }
-            Some(program)
-                if !crate::agent::cli::findable(program, (inputs.env)("PATH").as_deref()) =>
-            {
+            Some(program) if !crate::shell::findable(program, (inputs.env)("PATH").as_deref()) => {
                 problems.push(format!(
                     "task `{id}`: the agent program `{program}` is not on PATH; install it or give its full path"
                 ));
@@ -682,7 +680,7 @@ fn provider_named(
     env: &dyn Fn(&str) -> Option<String>,
     providers: &mut HashMap<String, Result<Arc<ProviderSettings>, String>>,
 ) -> Option<Result<Arc<ProviderSettings>, String>> {
-    if !plan.providers.contains_key(name) && super::providers::builtin_kind(name).is_none() {
+    if !plan.providers.contains_key(name) && crate::llm::provider::builtin_kind(name).is_none() {
         return None;
     }
     let resolved = providers
@@ -719,7 +717,7 @@ fn resolve_tool(
     if program.trim().is_empty() {
         return Err(format!("[agents.{name}]: `bin` is empty"));
     }
-    if !crate::agent::cli::findable(&program, (inputs.env)("PATH").as_deref()) {
+    if !crate::shell::findable(&program, (inputs.env)("PATH").as_deref()) {
         return Err(format!(
             "agent `{name}` needs the program `{program}`, which is not on PATH: install it, or set `bin` under [agents.{name}] to its full path"
         ));
@@ -732,7 +730,9 @@ fn resolve_tool(
                     "[agents.{name}]: provider `{p}` is neither a built-in model (anthropic, openai) nor a [providers.{p}] table"
                 )
             })??;
-            if name == "claude-code" && resolved.kind != super::providers::ProviderKind::Anthropic {
+            if name == "claude-code"
+                && resolved.kind != crate::llm::provider::ProviderKind::Anthropic
+            {
                 return Err(format!(
                     "[agents.claude-code]: provider `{p}` is not of kind \"anthropic\"; Claude Code speaks only the Anthropic API"
                 ));

@@ -8,13 +8,13 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::agent::model::conversation::{Block, Message, System, ToolSpec};
-use crate::agent::model::forced_tool_body;
-use crate::agent::model::http::{self, Transcript};
-use crate::agent::model::limiter::{Limiter, Limiters};
 use crate::agent::Budget;
 use crate::cancel::Cancel;
-use crate::plan::providers::ProviderSettings;
+use crate::llm::conversation::{Block, Message, System, ToolSpec};
+use crate::llm::forced_tool_body;
+use crate::llm::http::{self, Transcript};
+use crate::llm::limiter::{Limiter, Limiters};
+use crate::llm::provider::ProviderSettings;
 use crate::plan::Reviewer;
 use crate::sandbox::{Sandbox, SandboxSettings};
 use crate::shell::{self, Launch, ShellOutcome};
@@ -252,7 +252,7 @@ async fn by_model(
             }
         };
         let before = usage.cost_usd.unwrap_or(0.0);
-        crate::agent::model::account(&mut usage, provider, &reply, &timing);
+        crate::llm::account(&mut usage, provider, &reply, &timing);
         input.budget.spend(usage.cost_usd.unwrap_or(0.0) - before);
         match parse(&reply.content) {
             Ok((verdict, summary, comments)) => {

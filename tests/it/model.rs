@@ -403,9 +403,9 @@ fn the_system_prompt_carries_goal_task_and_ownership_and_is_cached() {
 
 #[test]
 fn an_unknown_model_has_an_unknown_cost_never_a_made_up_one() {
-    assert!(plait::plan::providers::default_prices("my-local-llama").is_none());
+    assert!(plait::llm::provider::default_prices("my-local-llama").is_none());
     let known =
-        plait::plan::providers::default_prices("anthropic/claude-sonnet-4-5-20250929").unwrap();
+        plait::llm::provider::default_prices("anthropic/claude-sonnet-4-5-20250929").unwrap();
     assert_eq!((known.input, known.output), (3.0, 15.0));
     let repo = sample();
     let mock = MockModel::start(Provider::OpenAi, KEY);

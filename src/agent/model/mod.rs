@@ -4,23 +4,18 @@
 //! continue; a refusal fails the task; `max_turns` ends a looping agent. Tokens, cost and
 //! time are counted per task; every request and response goes to the task's transcript.
 
-pub mod anthropic;
-pub mod conversation;
-pub mod http;
-pub mod limiter;
-pub mod openai;
 pub mod prompt;
-pub mod sse;
 pub mod tools;
 
 use std::sync::Arc;
 
-use conversation::{Block, Message, Reply, Role, Stop};
-use http::Transcript;
+use crate::llm::conversation::{Block, Message, Role, Stop};
+use crate::llm::http::{self, Transcript};
+use crate::llm::{account, anthropic, conversation, openai};
 use tools::Workspace;
 
 use super::{Agent, AgentFuture, AgentOutcome, AgentReport, TaskContext};
-use crate::plan::providers::{ProviderKind, ProviderSettings};
+use crate::llm::provider::{ProviderKind, ProviderSettings};
 use crate::state::Usage;
 
 /// Retried requests one task may need in all before it gives up (each request is also
@@ -31,14 +26,14 @@ pub const MAX_TASK_RETRIES: u64 = 30;
 pub struct ModelAgent {
     provider: Arc<ProviderSettings>,
     client: reqwest::Client,
-    limiter: Arc<limiter::Limiter>,
+    limiter: Arc<crate::llm::limiter::Limiter>,
 }
 
 impl ModelAgent {
     pub fn new(
         provider: Arc<ProviderSettings>,
         client: reqwest::Client,
-        limiter: Arc<limiter::Limiter>,
+        limiter: Arc<crate::llm::limiter::Limiter>,
     ) -> ModelAgent {
         ModelAgent {
             provider,
@@ -246,60 +241,6 @@ async fn run_tools(
                 is_error: true,
             })
             .collect(),
-    }
-}
-
-/// A request that must be answered by calling `tool` (a reviewer's `submit_review`, a
-/// manager's `submit_plan`): the tool is the only one offered and it is forced.
-pub(crate) fn forced_tool_body(
-    provider: &ProviderSettings,
-    system: &conversation::System,
-    tool: conversation::ToolSpec,
-    messages: &[Message],
-) -> serde_json::Value {
-    let name = tool.name;
-    let tools = [tool];
-    let mut body = match provider.kind {
-        ProviderKind::Anthropic => {
-            anthropic::request_body(provider, system, &tools, messages, provider.stream)
-        }
-        ProviderKind::Openai => {
-            openai::request_body(provider, system, &tools, messages, provider.stream)
-        }
-    };
-    body["tool_choice"] = match provider.kind {
-        ProviderKind::Anthropic => serde_json::json!({"type": "tool", "name": name}),
-        ProviderKind::Openai => {
-            serde_json::json!({"type": "function", "function": {"name": name}})
-        }
-    };
-    body
-}
-
-pub(crate) fn account(
-    usage: &mut Usage,
-    provider: &ProviderSettings,
-    reply: &Reply,
-    timing: &http::Timing,
-) {
-    let u = reply.usage;
-    usage.requests += 1 + u64::from(timing.retries);
-    usage.retries += u64::from(timing.retries);
-    usage.turns += 1;
-    usage.input_tokens += u.input;
-    usage.output_tokens += u.output;
-    usage.cache_creation_input_tokens += u.cache_creation;
-    usage.cache_read_input_tokens += u.cache_read;
-    usage.model_ms += timing.total.as_millis() as u64;
-    if usage.first_token_ms.is_none() {
-        usage.first_token_ms = Some(timing.first_token.as_millis() as u64);
-    }
-    if let (Some(cost), Some(p)) = (usage.cost_usd.as_mut(), provider.prices) {
-        let per = |tokens: u64, price: f64| tokens as f64 * price / 1_000_000.0;
-        *cost += per(u.input, p.input)
-            + per(u.output, p.output)
-            + per(u.cache_creation, p.cache_write.unwrap_or(p.input * 1.25))
-            + per(u.cache_read, p.cache_read.unwrap_or(p.input * 0.1));
     }
 }
 

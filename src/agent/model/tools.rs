@@ -13,12 +13,11 @@ use std::sync::Arc;
 use git2::{Oid, Repository};
 use serde_json::{json, Value};
 
-use super::conversation::ToolSpec;
 use crate::git::{mode, TreeFile};
+use crate::llm::anthropic::EDITOR;
+use crate::llm::conversation::ToolSpec;
 use crate::plan::globs::Globs;
 
-/// The editor tool's name.
-pub const EDITOR: &str = "str_replace_based_edit_tool";
 const LIST: &str = "list_files";
 const SEARCH: &str = "search";
 const MAX_LIST: usize = 2000;

@@ -6,9 +6,94 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ops::Bound;
 
-use super::modules::{Claim, Found, Lang, Node, Test};
 use super::{ancestors, is_inside};
 use crate::git::TreeFile;
+
+/// The languages whose modules are found; on the same directory, Rust wins over Python
+/// and Python over JS/TS (the order `languages::find` adds them in).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(super) enum Lang {
+    Rust,
+    Python,
+    Js,
+}
+
+/// A path a task may own: a whole directory, or one file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Claim {
+    pub path: String,
+    pub dir: bool,
+}
+
+/// A module the code declares.
+#[derive(Debug)]
+pub(super) struct Node {
+    pub lang: Lang,
+    /// The module's main path: its directory, or its file.
+    pub path: String,
+    pub dir: bool,
+    /// Paths that select it when the glob matches them or a directory above them.
+    pub select: Vec<String>,
+    /// What a task for this module owns, before its tests are added.
+    pub claims: Vec<Claim>,
+    /// Its path inside its project, e.g. `["net", "http"]`; the last one is its name.
+    pub segments: Vec<String>,
+    /// The directory of its crate's or package's manifest (`""`: the repository's root).
+    pub project: String,
+    /// The module it is part of.
+    pub parent: Option<usize>,
+    /// The root file of a crate or of a directory module: no test is named after it.
+    pub root_file: bool,
+}
+
+impl Node {
+    /// A module that owns its main path and is selected by it.
+    pub fn new(
+        lang: Lang,
+        project: &str,
+        path: &str,
+        dir: bool,
+        segments: Vec<String>,
+        parent: Option<usize>,
+    ) -> Node {
+        Node {
+            lang,
+            path: path.to_string(),
+            dir,
+            select: vec![path.to_string()],
+            claims: vec![Claim {
+                path: path.to_string(),
+                dir,
+            }],
+            segments,
+            project: project.to_string(),
+            parent,
+            root_file: false,
+        }
+    }
+}
+
+/// A test file or directory, with what it takes to find the module it tests.
+#[derive(Debug)]
+pub(super) struct Test {
+    pub lang: Lang,
+    pub path: String,
+    pub dir: bool,
+    /// Names of the module it tests, best first; empty when it names none.
+    pub names: Vec<String>,
+    /// The directory where a module of that name would sit beside it.
+    pub beside: Option<String>,
+    /// Modules under this directory are preferred.
+    pub home: String,
+    pub project: String,
+}
+
+/// The modules and tests of every language found in the tree.
+#[derive(Debug, Default)]
+pub(super) struct Found {
+    pub nodes: Vec<Node>,
+    pub tests: Vec<Test>,
+}
 
 const PYTHON_MANIFESTS: &[&str] = &["pyproject.toml", "setup.py", "setup.cfg"];
 const PYTHON_TEST_DIRS: &[&str] = &["tests", "test"];

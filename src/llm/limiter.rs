@@ -15,7 +15,7 @@ use reqwest::header::HeaderMap;
 use tokio::sync::{Semaphore, SemaphorePermit};
 use tokio::time::Instant;
 
-use crate::plan::providers::{Limits, ProviderSettings};
+use crate::llm::provider::{Limits, ProviderSettings};
 
 /// The client counts a request from before it is sent, the server from when it arrives:
 /// a second of margin keeps the two minutes from overlapping at their edge.

@@ -7,12 +7,15 @@ use serde_json::{json, Value};
 
 use super::conversation::{Block, Message, Reply, Role, Stop, System, ToolSpec, TurnUsage};
 use super::sse;
-use crate::plan::providers::ProviderSettings;
+use crate::llm::provider::ProviderSettings;
 
 /// The version header every request carries.
 pub const VERSION: &str = "2023-06-01";
 
 /// The editor tool Claude is trained on, declared by its type.
+/// The name of Anthropic's text editor tool, which model agents are given as their editor
+/// (on OpenAI-compatible APIs, as a function of the same name).
+pub const EDITOR: &str = "str_replace_based_edit_tool";
 pub const EDITOR_TYPE: &str = "text_editor_20250728";
 
 /// The JSON body of a request.
@@ -26,7 +29,7 @@ pub fn request_body(
     let tools: Vec<Value> = tools
         .iter()
         .map(|t| {
-            if t.name == super::tools::EDITOR {
+            if t.name == EDITOR {
                 json!({"type": EDITOR_TYPE, "name": t.name})
             } else {
                 json!({"name": t.name, "description": t.description, "input_schema": t.schema})

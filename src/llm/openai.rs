@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 
 use super::conversation::{Block, Message, Reply, Role, Stop, System, ToolSpec, TurnUsage};
 use super::sse;
-use crate::plan::providers::ProviderSettings;
+use crate::llm::provider::ProviderSettings;
 
 /// The JSON body of a request.
 pub fn request_body(

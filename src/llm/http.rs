@@ -19,7 +19,7 @@ use super::conversation::Reply;
 use super::limiter::Limiter;
 use super::{openai, sse};
 use crate::cancel::Cancel;
-use crate::plan::providers::{ProviderKind, ProviderSettings};
+use crate::llm::provider::{ProviderKind, ProviderSettings};
 use crate::state::now_ms;
 
 /// Attempts per request before the task fails.
