@@ -11,9 +11,10 @@ use git2::{Oid, Repository};
 use serde::Serialize;
 
 use crate::cancel::Cancel;
+use crate::git::tree_changes;
 use crate::git::{self, branch_ref, signature};
 use crate::land::gate;
-use crate::merge::{self, tree_changes, Conflict};
+use crate::merge::{self, Conflict, MergeError};
 use crate::orchestrator::{self, RunError};
 use crate::plan::globs::Globs;
 use crate::plan::{CheckSettings, PlanFile};
@@ -142,7 +143,10 @@ fn merge_branches(
             .and_then(|c| c.tree())
             .map_err(internal)?;
         let globs = owns.get(&tb.task);
-        for path in tree_changes(&repo, &base_tree, &tree)?.into_keys() {
+        for path in tree_changes(&repo, &base_tree, &tree)
+            .map_err(MergeError::from)?
+            .into_keys()
+        {
             if !globs.is_some_and(|g| g.matches(&path)) {
                 outside.push(format!("{}: {path}", tb.task));
             }
@@ -191,7 +195,7 @@ pub async fn check_run(
             .await
             .map_err(|e| RunError::Internal(e.to_string()))??
     };
-    if orchestrator::merge_is_stale(state) {
+    if merge::run::merge_is_stale(state) {
         orchestrator::remerge(workdir.clone(), run_dir.clone(), state, checks).await?;
     }
     let mut report = CheckReport {
@@ -265,7 +269,10 @@ fn ownership(
             .find_commit(tip)
             .and_then(|c| c.tree())
             .map_err(|e| RunError::Internal(e.to_string()))?;
-        for path in tree_changes(&repo, &base_tree, &tree)?.into_keys() {
+        for path in tree_changes(&repo, &base_tree, &tree)
+            .map_err(MergeError::from)?
+            .into_keys()
+        {
             if !globs.matches(&path) {
                 outside.push(format!("{}: {path}", task.id));
             }

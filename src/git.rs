@@ -2,6 +2,7 @@
 //! the base tree as a flat list of files, and running the git CLI where it is the better
 //! engine (`merge-tree`, `merge --ff-only`).
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -170,4 +171,80 @@ pub fn signature(repo: &Repository) -> Result<git2::Signature<'static>, git2::Er
 /// The name of a local branch's ref.
 pub fn branch_ref(branch: &str) -> String {
     format!("refs/heads/{branch}")
+}
+
+/// A path's entry on one side of a tree diff: its id and mode; `None` where it is absent.
+pub type Entry = Option<(git2::Oid, u32)>;
+
+/// Every path that differs between two trees, with its entry in `to` (None: deleted).
+/// Subtrees with the same id on both sides are skipped without being read, so the cost
+/// follows the change, not the size of the trees.
+pub fn tree_changes(
+    repo: &git2::Repository,
+    from: &git2::Tree<'_>,
+    to: &git2::Tree<'_>,
+) -> Result<BTreeMap<String, Entry>, git2::Error> {
+    let mut out = BTreeMap::new();
+    diff_trees(repo, Some(from), Some(to), "", &mut out)?;
+    Ok(out)
+}
+
+/// An entry of a tree: its id, mode, and whether it is a tree.
+type Side = Option<(git2::Oid, u32, bool)>;
+
+fn diff_trees(
+    repo: &git2::Repository,
+    from: Option<&git2::Tree<'_>>,
+    to: Option<&git2::Tree<'_>>,
+    prefix: &str,
+    out: &mut BTreeMap<String, Entry>,
+) -> Result<(), git2::Error> {
+    let mut names: BTreeMap<String, (Side, Side)> = BTreeMap::new();
+    let side = |e: &git2::TreeEntry<'_>| -> Side {
+        Some((
+            e.id(),
+            e.filemode() as u32,
+            e.kind() == Some(git2::ObjectType::Tree),
+        ))
+    };
+    for (tree, first) in [(from, true), (to, false)] {
+        for entry in tree.into_iter().flat_map(|t| t.iter()) {
+            let name = entry
+                .name()
+                .map_err(|_| git2::Error::from_str("a path in a tree is not valid UTF-8"))?
+                .to_string();
+            let slot = names.entry(name).or_insert((None, None));
+            if first {
+                slot.0 = side(&entry);
+            } else {
+                slot.1 = side(&entry);
+            }
+        }
+    }
+    for (name, (a, b)) in names {
+        if a == b {
+            continue;
+        }
+        let path = format!("{prefix}{name}");
+        let sub = |s: Side| -> Result<Option<git2::Tree<'_>>, git2::Error> {
+            match s {
+                Some((oid, _, true)) => Ok(Some(repo.find_tree(oid)?)),
+                _ => Ok(None),
+            }
+        };
+        let (ta, tb) = (sub(a)?, sub(b)?);
+        if ta.is_some() || tb.is_some() {
+            diff_trees(repo, ta.as_ref(), tb.as_ref(), &format!("{path}/"), out)?;
+        }
+        match (a, b) {
+            (_, Some((oid, m, false))) => {
+                out.insert(path, Some((oid, m)));
+            }
+            (Some((_, _, false)), _) => {
+                out.insert(path, None);
+            }
+            _ => {}
+        }
+    }
+    Ok(())
 }

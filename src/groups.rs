@@ -2,12 +2,16 @@
 //! are merged into `plait/<run>/group-<k>`, where conflicts between its own tasks are found;
 //! a supervisor reviews that merge as a whole; approved groups are merged at the top, where
 //! only conflicts between groups can remain. This module cuts the groups and folds the two
-//! levels of merging into the run's one merge outcome.
+//! levels of merging into the run's one merge outcome. The orchestrator drives the
+//! supervisors (`orchestrator::grouped`).
 
 use std::collections::BTreeSet;
+use std::path::Path;
 
-use crate::merge::{Conflict, MergeOutcome};
-use crate::plan::ResolvedTask;
+use crate::git;
+use crate::merge::run::{branch_inputs, merge_message};
+use crate::merge::{self, BranchInput, Conflict, MergeError, MergeOutcome, MergeSettings};
+use crate::plan::{ResolvedPlan, ResolvedTask, Reviewer};
 use crate::state::{group_branch, GroupRecord, RunState};
 
 /// Cuts `tasks` into `count` groups of nearly equal size, neighbours by path: tasks are
@@ -142,6 +146,148 @@ pub fn combine(state: &RunState, top: MergeOutcome) -> MergeOutcome {
         included,
         excluded,
         conflicts,
+    }
+}
+
+/// Merges each group's mergeable tasks into its branch (blocking), the groups spread over
+/// the CPUs: they write different branches from disjoint sets of commits. A group whose
+/// merged tasks changed since its last merge loses its review: what was reviewed is gone.
+pub fn merge_groups(repo_path: &Path, state: &mut RunState) -> Result<(), MergeError> {
+    let base = git2::Oid::from_str(&state.base)?;
+    let inputs = group_inputs(state);
+    let outcomes = merge_parallel(repo_path, base, &inputs);
+    for (group, outcome) in state.groups.iter_mut().zip(outcomes) {
+        let outcome = outcome.unwrap_or_else(|| Err(MergeError::NotMerged(group.id.clone())))?;
+        let same = group
+            .merge
+            .as_ref()
+            .is_some_and(|m| m.included == outcome.included);
+        if !same {
+            group.review = None;
+        }
+        group.merge = Some(outcome);
+    }
+    Ok(())
+}
+
+/// One group's merge: its branch, its tasks' branches that may be merged, the message.
+type GroupInput = (String, Vec<BranchInput>, String);
+
+fn group_inputs(state: &RunState) -> Vec<GroupInput> {
+    state
+        .groups
+        .iter()
+        .map(|group| {
+            let branches = branch_inputs(group.tasks.iter().filter_map(|id| state.task(id)));
+            let what = format!("{} of run {}", group.id, state.id);
+            let message = merge_message(state, &what, "Tasks", &branches);
+            (group.branch.clone(), branches, message)
+        })
+        .collect()
+}
+
+/// Runs the merges of `inputs` on as many threads as there are CPUs, each with its own
+/// handle on the repository; `None` for a merge no thread got to.
+fn merge_parallel(
+    repo_path: &Path,
+    base: git2::Oid,
+    inputs: &[GroupInput],
+) -> Vec<Option<Result<MergeOutcome, MergeError>>> {
+    let threads = std::thread::available_parallelism()
+        .map_or(2, |n| n.get())
+        .min(inputs.len())
+        .max(1);
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let claim = || next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let results = std::sync::Mutex::new((0..inputs.len()).map(|_| None).collect::<Vec<_>>());
+    let put = |k: usize, outcome| {
+        if k < inputs.len() {
+            results.lock().unwrap_or_else(|e| e.into_inner())[k] = Some(outcome);
+        }
+    };
+    std::thread::scope(|scope| {
+        for _ in 0..threads {
+            scope.spawn(|| {
+                let repo = match git::open(repo_path) {
+                    Ok(r) => r,
+                    Err(e) => return put(claim(), Err(e.into())),
+                };
+                let workdir = git::workdir(&repo);
+                loop {
+                    let k = claim();
+                    let Some((branch, branches, message)) = inputs.get(k) else {
+                        return;
+                    };
+                    let settings = MergeSettings {
+                        workdir: &workdir,
+                        branch,
+                        base,
+                        branches,
+                        message: message.clone(),
+                    };
+                    put(k, merge::merge(&repo, &settings));
+                }
+            });
+        }
+    });
+    results.into_inner().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Merges the groups that may go up into the run's merged branch (blocking) and folds the
+/// two levels into the run's merge outcome.
+pub fn merge_top(repo_path: &Path, state: &mut RunState) -> Result<MergeOutcome, MergeError> {
+    let base = git2::Oid::from_str(&state.base)?;
+    let repo = git::open(repo_path)?;
+    let workdir = git::workdir(&repo);
+    let branches: Vec<BranchInput> = state
+        .groups
+        .iter()
+        .filter(|g| g.goes_up())
+        .filter_map(|g| {
+            Some(BranchInput {
+                task: g.id.clone(),
+                branch: g.branch.clone(),
+                commit: git2::Oid::from_str(&g.merge.as_ref()?.commit).ok()?,
+            })
+        })
+        .collect();
+    let message = merge_message(state, &format!("run {}", state.id), "Groups", &branches);
+    let settings = MergeSettings {
+        workdir: &workdir,
+        branch: &state.merged_branch(),
+        base,
+        branches: &branches,
+        message,
+    };
+    let top = merge::merge(&repo, &settings)?;
+    for group in &mut state.groups {
+        group.merged_up = top.included.contains(&group.id);
+    }
+    Ok(combine(state, top))
+}
+
+/// The supervisor of `group` (an index into the state's groups): the plan's `[groups]
+/// review`, or the reviewer its first task would get.
+pub fn supervisor(plan: &ResolvedPlan, state: &RunState, group: usize) -> Reviewer {
+    match &plan.groups.reviewer {
+        Reviewer::Worker => state.groups[group]
+            .tasks
+            .first()
+            .and_then(|id| plan.tasks.iter().find(|t| &t.id == id))
+            .map_or(Reviewer::Off, |t| plan.review.reviewer_for(t)),
+        other => other.clone(),
+    }
+}
+
+/// Whether anyone supervises the groups of `plan`.
+pub fn supervised(plan: &ResolvedPlan) -> bool {
+    match &plan.groups.reviewer {
+        Reviewer::Off => false,
+        Reviewer::Worker => plan
+            .tasks
+            .first()
+            .is_some_and(|t| !matches!(plan.review.reviewer_for(t), Reviewer::Off)),
+        _ => true,
     }
 }
 

@@ -10,8 +10,9 @@ use std::path::{Path, PathBuf};
 
 use git2::{Oid, Repository};
 
+use crate::git::tree_changes;
 use crate::git::{branch_ref, run_git, signature, GitCliError};
-use crate::merge::{self, tree_changes, Conflict, MergeError};
+use crate::merge::{self, Conflict, MergeError};
 use crate::report::attention;
 use crate::state::{now_ms, LandRecord, RunPhase, RunState};
 

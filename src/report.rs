@@ -8,7 +8,7 @@ use git2::{Oid, Repository, Tree};
 use serde::Serialize;
 use similar::{ChangeTag, TextDiff};
 
-use crate::merge::tree_changes;
+use crate::git::tree_changes;
 use crate::state::{RunPhase, RunState, TaskRecord, TaskState, Usage, Verdict};
 
 /// Whether a task is of some kind that needs attention.

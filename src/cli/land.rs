@@ -38,7 +38,8 @@ pub fn cmd_land(dir: &Path, args: LandArgs) -> Result<(), CommandError> {
     let run = store.find(Some(&args.run))?;
     let mut state = store.load(&run)?;
     let workdir = git::workdir(&repo);
-    if state.phase == crate::state::RunPhase::Finished && orchestrator::merge_is_stale(&state) {
+    if state.phase == crate::state::RunPhase::Finished && crate::merge::run::merge_is_stale(&state)
+    {
         errln!("decisions changed which tasks belong in run {run}: merging again and re-running the merged checks");
         let plan = crate::plan::load(&store.run_dir(&run).join("plan.toml"))?;
         let checks = crate::plan::checks_of(&plan, &|name| std::env::var(name).ok());

@@ -1,159 +1,15 @@
-//! The merge of a grouped run: each group's tasks into its branch, the supervisors'
-//! reviews of those merges, then the approved groups at the top.
+//! Driving a grouped run's supervisors: their reviews of the groups' merges, the lines
+//! that report each level, and the rounds their requests for changes send tasks back for
+//! (the groups and their merges themselves are `groups`).
 
-use std::path::Path;
 use std::sync::Arc;
 
-use super::{branch_inputs, merge_message, RunError, Shared};
+use super::Shared;
 use crate::git;
-use crate::merge::{self, BranchInput, MergeOutcome, MergeSettings};
-use crate::plan::{ResolvedPlan, Reviewer};
+use crate::groups;
 use crate::report::{self, DiffStyle};
 use crate::review::reviewer::{self, ReviewInput};
 use crate::state::{RunState, Verdict};
-
-/// Merges each group's mergeable tasks into its branch (blocking), the groups spread over
-/// the CPUs: they write different branches from disjoint sets of commits. A group whose
-/// merged tasks changed since its last merge loses its review: what was reviewed is gone.
-pub fn merge_groups(repo_path: &Path, state: &mut RunState) -> Result<(), RunError> {
-    let base = git2::Oid::from_str(&state.base).map_err(|e| RunError::Internal(e.to_string()))?;
-    let inputs = group_inputs(state);
-    let outcomes = merge_parallel(repo_path, base, &inputs);
-    for (group, outcome) in state.groups.iter_mut().zip(outcomes) {
-        let outcome = outcome
-            .unwrap_or_else(|| Err(RunError::Internal(format!("{} was not merged", group.id))))?;
-        let same = group
-            .merge
-            .as_ref()
-            .is_some_and(|m| m.included == outcome.included);
-        if !same {
-            group.review = None;
-        }
-        group.merge = Some(outcome);
-    }
-    Ok(())
-}
-
-/// One group's merge: its branch, its tasks' branches that may be merged, the message.
-type GroupInput = (String, Vec<BranchInput>, String);
-
-fn group_inputs(state: &RunState) -> Vec<GroupInput> {
-    state
-        .groups
-        .iter()
-        .map(|group| {
-            let branches = branch_inputs(group.tasks.iter().filter_map(|id| state.task(id)));
-            let what = format!("{} of run {}", group.id, state.id);
-            let message = merge_message(state, &what, "Tasks", &branches);
-            (group.branch.clone(), branches, message)
-        })
-        .collect()
-}
-
-/// Runs the merges of `inputs` on as many threads as there are CPUs, each with its own
-/// handle on the repository; `None` for a merge no thread got to.
-fn merge_parallel(
-    repo_path: &Path,
-    base: git2::Oid,
-    inputs: &[GroupInput],
-) -> Vec<Option<Result<MergeOutcome, RunError>>> {
-    let threads = std::thread::available_parallelism()
-        .map_or(2, |n| n.get())
-        .min(inputs.len())
-        .max(1);
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    let claim = || next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let results = std::sync::Mutex::new((0..inputs.len()).map(|_| None).collect::<Vec<_>>());
-    let put = |k: usize, outcome| {
-        if k < inputs.len() {
-            results.lock().unwrap_or_else(|e| e.into_inner())[k] = Some(outcome);
-        }
-    };
-    std::thread::scope(|scope| {
-        for _ in 0..threads {
-            scope.spawn(|| {
-                let repo = match git::open(repo_path) {
-                    Ok(r) => r,
-                    Err(e) => return put(claim(), Err(e.into())),
-                };
-                let workdir = git::workdir(&repo);
-                loop {
-                    let k = claim();
-                    let Some((branch, branches, message)) = inputs.get(k) else {
-                        return;
-                    };
-                    let settings = MergeSettings {
-                        workdir: &workdir,
-                        branch,
-                        base,
-                        branches,
-                        message: message.clone(),
-                    };
-                    put(k, merge::merge(&repo, &settings).map_err(RunError::from));
-                }
-            });
-        }
-    });
-    results.into_inner().unwrap_or_else(|e| e.into_inner())
-}
-
-/// Merges the groups that may go up into the run's merged branch (blocking) and folds the
-/// two levels into the run's merge outcome.
-pub fn merge_top(repo_path: &Path, state: &mut RunState) -> Result<MergeOutcome, RunError> {
-    let base = git2::Oid::from_str(&state.base).map_err(|e| RunError::Internal(e.to_string()))?;
-    let repo = git::open(repo_path)?;
-    let workdir = git::workdir(&repo);
-    let branches: Vec<BranchInput> = state
-        .groups
-        .iter()
-        .filter(|g| g.goes_up())
-        .filter_map(|g| {
-            Some(BranchInput {
-                task: g.id.clone(),
-                branch: g.branch.clone(),
-                commit: git2::Oid::from_str(&g.merge.as_ref()?.commit).ok()?,
-            })
-        })
-        .collect();
-    let message = merge_message(state, &format!("run {}", state.id), "Groups", &branches);
-    let settings = MergeSettings {
-        workdir: &workdir,
-        branch: &state.merged_branch(),
-        base,
-        branches: &branches,
-        message,
-    };
-    let top = merge::merge(&repo, &settings)?;
-    for group in &mut state.groups {
-        group.merged_up = top.included.contains(&group.id);
-    }
-    Ok(crate::groups::combine(state, top))
-}
-
-/// The supervisor of `group` (an index into the state's groups): the plan's `[groups]
-/// review`, or the reviewer its first task would get.
-fn supervisor(plan: &ResolvedPlan, state: &RunState, group: usize) -> Reviewer {
-    match &plan.groups.reviewer {
-        Reviewer::Worker => state.groups[group]
-            .tasks
-            .first()
-            .and_then(|id| plan.tasks.iter().find(|t| &t.id == id))
-            .map_or(Reviewer::Off, |t| plan.review.reviewer_for(t)),
-        other => other.clone(),
-    }
-}
-
-/// Whether anyone supervises the groups of `plan`.
-pub fn supervised(plan: &ResolvedPlan) -> bool {
-    match &plan.groups.reviewer {
-        Reviewer::Off => false,
-        Reviewer::Worker => plan
-            .tasks
-            .first()
-            .is_some_and(|t| !matches!(plan.review.reviewer_for(t), Reviewer::Off)),
-        _ => true,
-    }
-}
 
 /// Runs the supervisors' reviews of the groups that have a merge with changes and no review
 /// yet, all at once; their reviews go into `state`.
@@ -168,7 +24,7 @@ pub async fn review_groups(shared: &Arc<Shared>, state: &mut RunState) {
         if !group.supervised || group.review.is_some() || merge.included.is_empty() {
             continue;
         }
-        let reviewer = supervisor(&shared.plan, state, k);
+        let reviewer = groups::supervisor(&shared.plan, state, k);
         let dir = run_dir.join("groups").join(&group.id);
         let _ = std::fs::create_dir_all(&dir);
         let prompt = brief(state, k);

@@ -30,7 +30,8 @@ mod task;
 
 use crate::cancel::Cancel;
 use crate::git::{self, RepoError};
-use crate::merge::{self, BranchInput, MergeError, MergeSettings};
+use crate::groups;
+use crate::merge::{self, MergeError};
 use crate::plan::{CheckSettings, ResolvedPlan};
 use crate::review::checks::{CheckJob, CheckPool};
 use crate::state::{
@@ -189,7 +190,7 @@ pub fn prepare(settings: RunSettings) -> Result<Prepared, RunError> {
             settings
                 .groups
                 .unwrap_or_else(|| plan.groups.groups_for(plan.tasks.len())),
-            grouped::supervised(plan),
+            groups::supervised(plan),
         ),
     };
     store.save(&state)?;
@@ -423,13 +424,15 @@ async fn merge_run(shared: Arc<Shared>) -> Result<merge::MergeOutcome, RunError>
     let mut state = shared.snapshot();
     let repo_path = shared.repo.clone();
     if state.groups.is_empty() {
-        return tokio::task::spawn_blocking(move || merge_tasks(&repo_path, &state))
-            .await
-            .map_err(|e| RunError::Internal(format!("merge panicked: {e}")))?;
+        return tokio::task::spawn_blocking(move || {
+            merge::run::merge_tasks(&repo_path, &state).map_err(RunError::from)
+        })
+        .await
+        .map_err(|e| RunError::Internal(format!("merge panicked: {e}")))?;
     }
     let path = repo_path.clone();
     let mut state = tokio::task::spawn_blocking(move || {
-        grouped::merge_groups(&path, &mut state).map(|()| state)
+        groups::merge_groups(&path, &mut state).map(|()| state)
     })
     .await
     .map_err(|e| RunError::Internal(format!("merge panicked: {e}")))??;
@@ -445,7 +448,7 @@ async fn merge_run(shared: Arc<Shared>) -> Result<merge::MergeOutcome, RunError>
         state.groups = groups;
         let path = repo_path.clone();
         state = tokio::task::spawn_blocking(move || {
-            grouped::merge_groups(&path, &mut state).map(|()| state)
+            groups::merge_groups(&path, &mut state).map(|()| state)
         })
         .await
         .map_err(|e| RunError::Internal(format!("merge panicked: {e}")))??;
@@ -453,7 +456,7 @@ async fn merge_run(shared: Arc<Shared>) -> Result<merge::MergeOutcome, RunError>
         grouped::review_groups(&shared, &mut state).await;
     }
     let (state, outcome) = tokio::task::spawn_blocking(move || {
-        grouped::merge_top(&repo_path, &mut state).map(|outcome| (state, outcome))
+        groups::merge_top(&repo_path, &mut state).map(|outcome| (state, outcome))
     })
     .await
     .map_err(|e| RunError::Internal(format!("merge panicked: {e}")))??;
@@ -464,56 +467,6 @@ async fn merge_run(shared: Arc<Shared>) -> Result<merge::MergeOutcome, RunError>
         .unwrap_or_else(|e| e.into_inner())
         .groups = state.groups;
     Ok(outcome)
-}
-
-/// Merges the mergeable tasks of `state` into its merged branch (blocking).
-pub fn merge_tasks(repo_path: &Path, state: &RunState) -> Result<merge::MergeOutcome, RunError> {
-    let branches = branch_inputs(state.tasks.iter());
-    let base = git2::Oid::from_str(&state.base).map_err(|e| RunError::Internal(e.to_string()))?;
-    let repo = git::open(repo_path)?;
-    let workdir = git::workdir(&repo);
-    let settings = MergeSettings {
-        workdir: &workdir,
-        branch: &state.merged_branch(),
-        base,
-        branches: &branches,
-        message: merge_message(state, &format!("run {}", state.id), "Tasks", &branches),
-    };
-    merge::merge(&repo, &settings).map_err(RunError::from)
-}
-
-/// Whether decisions taken since the merge (`plait accept` / `plait reject`) change which
-/// tasks (or, in a grouped run, which groups) belong in it.
-pub fn merge_is_stale(state: &RunState) -> bool {
-    let Some(merge) = &state.merge else {
-        return false;
-    };
-    if state.groups.is_empty() {
-        return !merged_as_wanted(state.tasks.iter(), Some(merge));
-    }
-    state.groups.iter().any(|g| {
-        let tasks = g.tasks.iter().filter_map(|id| state.task(id));
-        !merged_as_wanted(tasks, g.merge.as_ref()) || g.goes_up() != g.merged_up
-    })
-}
-
-/// Whether `merge` took in (or left out on a conflict) exactly the mergeable `tasks`.
-fn merged_as_wanted<'a>(
-    tasks: impl Iterator<Item = &'a TaskRecord>,
-    merge: Option<&merge::MergeOutcome>,
-) -> bool {
-    let mut want: Vec<&str> = tasks
-        .filter(|t| mergeable(t) && t.commit.is_some())
-        .map(|t| t.id.as_str())
-        .collect();
-    let mut have: Vec<&str> = merge
-        .iter()
-        .flat_map(|m| m.included.iter().chain(&m.excluded))
-        .map(String::as_str)
-        .collect();
-    want.sort_unstable();
-    have.sort_unstable();
-    want == have
 }
 
 /// Merges the run again with the tasks that belong in it now and runs the merged checks
@@ -528,10 +481,10 @@ pub async fn remerge(
     let repo_for_merge = repo.clone();
     let (snapshot, outcome) = tokio::task::spawn_blocking(move || {
         if snapshot.groups.is_empty() {
-            merge_tasks(&repo_for_merge, &snapshot).map(|o| (snapshot, o))
+            merge::run::merge_tasks(&repo_for_merge, &snapshot).map(|o| (snapshot, o))
         } else {
-            grouped::merge_groups(&repo_for_merge, &mut snapshot)?;
-            grouped::merge_top(&repo_for_merge, &mut snapshot).map(|o| (snapshot, o))
+            groups::merge_groups(&repo_for_merge, &mut snapshot)?;
+            groups::merge_top(&repo_for_merge, &mut snapshot).map(|o| (snapshot, o))
         }
     })
     .await
@@ -549,19 +502,6 @@ pub async fn remerge(
     state.merge = Some(outcome);
     state.merged_checks = merged_checks;
     Ok(())
-}
-
-/// Whether a task's branch may go into the merge: done, approved (or not reviewed), its
-/// checks green.
-pub fn mergeable(task: &TaskRecord) -> bool {
-    let accepted_after_rejection = task.state == TaskState::Rejected
-        && task
-            .decision
-            .as_ref()
-            .is_some_and(|d| d.verdict == crate::state::Verdict::Approve);
-    (task.state == TaskState::Done || accepted_after_rejection)
-        && task.checks_pass()
-        && matches!(task.verdict(), None | Some(crate::state::Verdict::Approve))
 }
 
 async fn run_merged_checks(
@@ -638,33 +578,4 @@ pub async fn checks_at(
             refused: Vec::new(),
         }],
     }
-}
-
-/// The branches of `tasks` that may go into a merge, with their commits.
-fn branch_inputs<'a>(tasks: impl Iterator<Item = &'a TaskRecord>) -> Vec<BranchInput> {
-    tasks
-        .filter(|t| mergeable(t))
-        .filter_map(|t| {
-            Some(BranchInput {
-                task: t.id.clone(),
-                branch: t.branch.clone(),
-                commit: git2::Oid::from_str(t.commit.as_deref()?).ok()?,
-            })
-        })
-        .collect()
-}
-
-/// A merge commit's message: `plait: merge WHAT: goal`, then the merged branches' names under
-/// `label` (`Tasks`, or `Groups` at the top of a grouped run) and the run's trailer.
-fn merge_message(state: &RunState, what: &str, label: &str, branches: &[BranchInput]) -> String {
-    let goal = state.goal.lines().next().unwrap_or("").trim();
-    let mut msg = format!("plait: merge {what}");
-    if !goal.is_empty() {
-        msg.push_str(&format!(": {goal}"));
-    }
-    msg.push_str("\n\n");
-    let names: Vec<&str> = branches.iter().map(|b| b.task.as_str()).collect();
-    msg.push_str(&format!("{label}: {}\n", names.join(", ")));
-    msg.push_str(&format!("Plait-Run: {}\n", state.id));
-    msg
 }

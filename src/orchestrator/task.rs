@@ -12,7 +12,7 @@ use super::Shared;
 use crate::agent::{self, AgentOutcome, AgentReport, TaskContext};
 use crate::collect::{self, CollectSettings};
 use crate::git;
-use crate::merge::tree_changes;
+use crate::git::tree_changes;
 use crate::plan::Reviewer;
 use crate::report::{self, DiffStyle};
 use crate::review;

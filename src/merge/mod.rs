@@ -12,7 +12,9 @@ use std::path::Path;
 use git2::{build::TreeUpdateBuilder, FileMode, Oid, Repository, Tree};
 use serde::{Deserialize, Serialize};
 
-use crate::git::{branch_ref, mode, run_git, signature, GitCliError};
+use crate::git::{branch_ref, mode, run_git, signature, GitCliError, RepoError};
+
+pub mod run;
 
 /// Why plait could not merge (a conflict is not an error: it is in the outcome).
 #[derive(Debug, thiserror::Error)]
@@ -23,6 +25,10 @@ pub enum MergeError {
     Parse(String),
     #[error("git: {0}")]
     Git(#[from] git2::Error),
+    #[error(transparent)]
+    Repo(#[from] RepoError),
+    #[error("{0} was not merged")]
+    NotMerged(String),
 }
 
 /// A path two sides could not agree on.
@@ -77,7 +83,7 @@ pub struct MergeSettings<'a> {
     pub message: String,
 }
 
-type Entry = Option<(Oid, u32)>;
+use crate::git::{tree_changes, Entry};
 
 /// Merges `settings.branches` onto the base in order and writes the merged branch.
 pub fn merge(repo: &Repository, settings: &MergeSettings<'_>) -> Result<MergeOutcome, MergeError> {
@@ -215,79 +221,6 @@ fn tasks_near(touched: &HashMap<String, Vec<String>>, path: &str) -> Vec<String>
     tasks.sort();
     tasks.dedup();
     tasks
-}
-
-/// Every path that differs between two trees, with its entry in `to` (None: deleted).
-/// Subtrees with the same id on both sides are skipped without being read, so the cost
-/// follows the change, not the size of the trees.
-pub fn tree_changes(
-    repo: &Repository,
-    from: &Tree<'_>,
-    to: &Tree<'_>,
-) -> Result<BTreeMap<String, Entry>, MergeError> {
-    let mut out = BTreeMap::new();
-    diff_trees(repo, Some(from), Some(to), "", &mut out)?;
-    Ok(out)
-}
-
-/// An entry of a tree: its id, mode, and whether it is a tree.
-type Side = Option<(Oid, u32, bool)>;
-
-fn diff_trees(
-    repo: &Repository,
-    from: Option<&Tree<'_>>,
-    to: Option<&Tree<'_>>,
-    prefix: &str,
-    out: &mut BTreeMap<String, Entry>,
-) -> Result<(), MergeError> {
-    let mut names: BTreeMap<String, (Side, Side)> = BTreeMap::new();
-    let side = |e: &git2::TreeEntry<'_>| -> Side {
-        Some((
-            e.id(),
-            e.filemode() as u32,
-            e.kind() == Some(git2::ObjectType::Tree),
-        ))
-    };
-    for (tree, first) in [(from, true), (to, false)] {
-        for entry in tree.into_iter().flat_map(|t| t.iter()) {
-            let name = entry
-                .name()
-                .map_err(|_| MergeError::Parse("a path is not valid UTF-8".to_string()))?
-                .to_string();
-            let slot = names.entry(name).or_insert((None, None));
-            if first {
-                slot.0 = side(&entry);
-            } else {
-                slot.1 = side(&entry);
-            }
-        }
-    }
-    for (name, (a, b)) in names {
-        if a == b {
-            continue;
-        }
-        let path = format!("{prefix}{name}");
-        let sub = |s: Side| -> Result<Option<Tree<'_>>, MergeError> {
-            match s {
-                Some((oid, _, true)) => Ok(Some(repo.find_tree(oid)?)),
-                _ => Ok(None),
-            }
-        };
-        let (ta, tb) = (sub(a)?, sub(b)?);
-        if ta.is_some() || tb.is_some() {
-            diff_trees(repo, ta.as_ref(), tb.as_ref(), &format!("{path}/"), out)?;
-        }
-        match (a, b) {
-            (_, Some((oid, m, false))) => {
-                out.insert(path, Some((oid, m)));
-            }
-            (Some((_, _, false)), _) => {
-                out.insert(path, None);
-            }
-            _ => {}
-        }
-    }
-    Ok(())
 }
 
 /// Writes the tree `base` with `changes` applied.
