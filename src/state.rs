@@ -10,7 +10,38 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
-use crate::merge::MergeOutcome;
+/// A path two sides could not agree on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Conflict {
+    pub path: String,
+    /// `content`, `add/add`, `modify/delete`, or git's own name for rarer kinds.
+    pub kind: String,
+    /// The tasks whose changes meet here.
+    pub tasks: Vec<String>,
+    /// The conflicting regions with git's markers, when the file has any.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub hunks: String,
+    /// What git said about it.
+    pub message: String,
+}
+
+/// The result of merging a run's branches (the `merge` stage's outcome, kept in the record).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct MergeOutcome {
+    pub branch: String,
+    pub commit: String,
+    /// Tasks whose changes are in the merged branch.
+    pub included: Vec<String>,
+    /// Tasks left out because their changes conflict.
+    pub excluded: Vec<String>,
+    pub conflicts: Vec<Conflict>,
+}
+
+impl MergeOutcome {
+    pub fn is_clean(&self) -> bool {
+        self.conflicts.is_empty()
+    }
+}
 
 /// 2024-01-01T00:00:00Z, the zero of run ids.
 const RUN_ID_EPOCH: u64 = 1_704_067_200;

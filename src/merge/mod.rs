@@ -10,9 +10,9 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
 use git2::{build::TreeUpdateBuilder, FileMode, Oid, Repository, Tree};
-use serde::{Deserialize, Serialize};
 
 use crate::git::{branch_ref, mode, run_git, signature, GitCliError, RepoError};
+pub use crate::state::{Conflict, MergeOutcome};
 
 pub mod run;
 
@@ -29,39 +29,6 @@ pub enum MergeError {
     Repo(#[from] RepoError),
     #[error("{0} was not merged")]
     NotMerged(String),
-}
-
-/// A path two sides could not agree on.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Conflict {
-    pub path: String,
-    /// `content`, `add/add`, `modify/delete`, or git's own name for rarer kinds.
-    pub kind: String,
-    /// The tasks whose changes meet here.
-    pub tasks: Vec<String>,
-    /// The conflicting regions with git's markers, when the file has any.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub hunks: String,
-    /// What git said about it.
-    pub message: String,
-}
-
-/// The result of merging a run's branches.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct MergeOutcome {
-    pub branch: String,
-    pub commit: String,
-    /// Tasks whose changes are in the merged branch.
-    pub included: Vec<String>,
-    /// Tasks left out because their changes conflict.
-    pub excluded: Vec<String>,
-    pub conflicts: Vec<Conflict>,
-}
-
-impl MergeOutcome {
-    pub fn is_clean(&self) -> bool {
-        self.conflicts.is_empty()
-    }
 }
 
 /// One branch to merge.
