@@ -13,7 +13,7 @@ use serde::Serialize;
 use crate::cancel::Cancel;
 use crate::git::tree_changes;
 use crate::git::{self, branch_ref, signature};
-use crate::land::gate;
+use crate::land::{gate, Blocker};
 use crate::merge::{self, Conflict, MergeError};
 use crate::orchestrator::{self, RunError};
 use crate::plan::globs::Globs;
@@ -33,8 +33,14 @@ pub struct CheckReport {
     pub conflicts: Vec<Conflict>,
     /// The merged checks, on the result merged with the target.
     pub checks: Vec<CheckResult>,
-    /// Whatever else keeps the run from landing.
-    pub gate: Vec<String>,
+    /// Whatever else keeps the run from landing (as sentences in the JSON).
+    #[serde(serialize_with = "gate_lines")]
+    pub gate: Vec<Blocker>,
+}
+
+fn gate_lines<S: serde::Serializer>(gate: &[Blocker], serializer: S) -> Result<S::Ok, S::Error> {
+    // The run's id is not needed by any blocker the check report holds in words.
+    crate::report::serialize_blockers(gate, "", serializer)
 }
 
 /// A branch to check, and the task whose ownership it must keep to.
@@ -73,10 +79,9 @@ pub async fn check_branches(
         gate: Vec::new(),
     };
     if !report.conflicts.is_empty() {
-        report.gate.push(format!(
-            "left out of the merge by conflicts: {}",
-            outcome.excluded.join(", ")
-        ));
+        report
+            .gate
+            .push(Blocker::LeftOutByConflicts(outcome.excluded.clone()));
     }
     let target = {
         let (workdir, into, merged) = (workdir.clone(), into.to_string(), outcome.commit.clone());
@@ -243,7 +248,7 @@ fn ownership(
     workdir: &Path,
     state: &RunState,
     owns: &HashMap<String, Globs>,
-) -> Result<(Vec<String>, Vec<String>), RunError> {
+) -> Result<(Vec<String>, Vec<Blocker>), RunError> {
     let repo = git::open(workdir)?;
     let base = Oid::from_str(&state.base).map_err(|e| RunError::Internal(e.to_string()))?;
     let base_tree = repo
@@ -257,10 +262,9 @@ fn ownership(
             continue;
         };
         if task.commit.as_deref().is_some_and(|c| c != tip.to_string()) {
-            moved.push(format!(
-                "branch {} moved since the run committed to it",
-                task.branch
-            ));
+            moved.push(Blocker::Moved {
+                branch: task.branch.clone(),
+            });
         }
         let Some(globs) = owns.get(&task.id) else {
             continue;

@@ -13,8 +13,7 @@ use git2::{Oid, Repository};
 use crate::git::tree_changes;
 use crate::git::{branch_ref, run_git, signature, GitCliError};
 use crate::merge::{self, Conflict, MergeError};
-use crate::report::attention;
-use crate::state::{now_ms, LandRecord, RunPhase, RunState};
+use crate::state::{now_ms, LandRecord, RunPhase, RunState, TaskRecord, TaskState, Verdict};
 
 /// Why plait could not land (a refusal is not an error: it is the outcome).
 #[derive(Debug, thiserror::Error)]
@@ -33,7 +32,7 @@ pub enum LandError {
 #[derive(Debug, Clone)]
 pub enum Refusal {
     /// The run is not finished, was cleaned, or needs attention.
-    Gate(Vec<String>),
+    Gate(Vec<Blocker>),
     /// The target moved on and its changes conflict with the run's.
     Conflicts(Vec<Conflict>),
     /// The target is checked out with uncommitted changes the landing would overwrite.
@@ -62,28 +61,145 @@ pub struct LandSettings<'a> {
     pub partial: bool,
 }
 
+/// One reason a run may not land, or needs a person before it can; `report::blocker_line`
+/// says it in words.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Blocker {
+    /// Tasks in one kind of trouble.
+    Tasks {
+        trouble: Trouble,
+        tasks: Vec<String>,
+    },
+    /// The run was interrupted.
+    Interrupted,
+    /// This many tasks never reached a final state.
+    Unfinished(usize),
+    /// The merged checks that failed, by command.
+    MergedChecksFailed(Vec<String>),
+    /// Groups with changes their supervisor did not approve, with the reason.
+    GroupsHeld(Vec<(String, &'static str)>),
+    /// Conflicts in the merge, and the tasks they left out.
+    Conflicts {
+        count: usize,
+        excluded: Vec<String>,
+    },
+    NotFinished,
+    Cleaned,
+    NoMerge,
+    /// With `--partial`: one failing merged check.
+    MergedCheckFailed(String),
+    /// A task branch that moved since the run committed to it (`plait check`).
+    Moved {
+        branch: String,
+    },
+    /// Branches checked outside a run that conflicts kept out (`plait check --branches`).
+    LeftOutByConflicts(Vec<String>),
+}
+
+/// The kinds of trouble a task can be in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Trouble {
+    Failed,
+    Violations,
+    Interrupted,
+    Stopped,
+    NotApproved,
+    Rejected,
+}
+
+/// What needs a person in `state`: failed, violating, interrupted, stopped, unapproved or
+/// rejected tasks, an interrupted or unfinished run, failing merged checks, held groups,
+/// conflicts. Empty: the run is all good.
+pub fn blockers(state: &RunState) -> Vec<Blocker> {
+    let mut out = Vec::new();
+    let kinds: [(Trouble, &TaskTest); 6] = [
+        (Trouble::Failed, &|t| t.state == TaskState::Failed),
+        (Trouble::Violations, &|t| !t.violations.is_empty()),
+        (Trouble::Interrupted, &|t| t.state == TaskState::Interrupted),
+        (Trouble::Stopped, &|t| t.state == TaskState::Stopped),
+        (Trouble::NotApproved, &|t| {
+            t.state == TaskState::Done && t.verdict() == Some(Verdict::RequestChanges)
+        }),
+        (Trouble::Rejected, &|t| t.verdict() == Some(Verdict::Reject)),
+    ];
+    for (trouble, applies) in kinds {
+        let tasks: Vec<String> = state
+            .tasks
+            .iter()
+            .filter(|t| applies(t))
+            .map(|t| t.id.clone())
+            .collect();
+        if !tasks.is_empty() {
+            out.push(Blocker::Tasks { trouble, tasks });
+        }
+    }
+    if state.phase == RunPhase::Interrupted {
+        out.push(Blocker::Interrupted);
+    }
+    let unfinished = state
+        .tasks
+        .iter()
+        .filter(|t| !t.state.is_final() && t.state != TaskState::Interrupted)
+        .count();
+    if unfinished > 0 && matches!(state.phase, RunPhase::Finished | RunPhase::Interrupted) {
+        out.push(Blocker::Unfinished(unfinished));
+    }
+    let failing: Vec<String> = state
+        .merged_checks
+        .iter()
+        .filter(|c| !c.passed)
+        .map(|c| c.command.clone())
+        .collect();
+    if !failing.is_empty() {
+        out.push(Blocker::MergedChecksFailed(failing));
+    }
+    let held: Vec<(String, &'static str)> = state
+        .groups
+        .iter()
+        .filter(|g| state.merge.is_some() && !g.goes_up())
+        .filter(|g| g.merge.as_ref().is_some_and(|m| !m.included.is_empty()))
+        .map(|g| {
+            (
+                g.id.clone(),
+                g.verdict().map_or("not reviewed", Verdict::as_str),
+            )
+        })
+        .collect();
+    if !held.is_empty() {
+        out.push(Blocker::GroupsHeld(held));
+    }
+    if let Some(merge) = &state.merge {
+        if !merge.conflicts.is_empty() {
+            out.push(Blocker::Conflicts {
+                count: merge.conflicts.len(),
+                excluded: merge.excluded.clone(),
+            });
+        }
+    }
+    out
+}
+
+type TaskTest = dyn Fn(&TaskRecord) -> bool;
+
 /// The gate: what keeps this run from landing.
-pub fn gate(state: &RunState, partial: bool) -> Vec<String> {
+pub fn gate(state: &RunState, partial: bool) -> Vec<Blocker> {
     let mut why = Vec::new();
     if state.phase != RunPhase::Finished {
-        why.push(format!("run {} has not finished", state.id));
+        why.push(Blocker::NotFinished);
     }
     if state.cleaned {
-        why.push(format!(
-            "run {} was cleaned; its branches are gone",
-            state.id
-        ));
+        why.push(Blocker::Cleaned);
     }
     if state.merge.is_none() {
-        why.push(format!("run {} has no merged result", state.id));
+        why.push(Blocker::NoMerge);
     }
     if partial {
         // The merged branch holds only the clean tasks; it must still pass its checks.
         for c in state.merged_checks.iter().filter(|c| !c.passed) {
-            why.push(format!("merged check `{}` failed", c.command));
+            why.push(Blocker::MergedCheckFailed(c.command.clone()));
         }
     } else {
-        why.extend(attention(state));
+        why.extend(blockers(state));
     }
     why
 }
@@ -99,9 +215,7 @@ pub fn land(
         return Ok(LandOutcome::Refused(Refusal::Gate(why)));
     }
     let Some(merged) = state.merge.as_ref() else {
-        return Ok(LandOutcome::Refused(Refusal::Gate(vec![
-            "no merged result".into(),
-        ])));
+        return Ok(LandOutcome::Refused(Refusal::Gate(vec![Blocker::NoMerge])));
     };
     let merged = Oid::from_str(&merged.commit)?;
     let refname = branch_ref(settings.into);

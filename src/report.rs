@@ -4,97 +4,85 @@
 
 use std::fmt::Write as _;
 
+use crate::land::{Blocker, Trouble};
 use git2::{Oid, Repository, Tree};
 use serde::Serialize;
 use similar::{ChangeTag, TextDiff};
 
 use crate::git::tree_changes;
-use crate::state::{RunPhase, RunState, TaskRecord, TaskState, Usage, Verdict};
+use crate::state::{RunPhase, RunState, TaskState, Usage, Verdict};
 
-/// Whether a task is of some kind that needs attention.
-type TaskTest = dyn Fn(&TaskRecord) -> bool;
 
-/// What in a run needs a person's attention; empty when all is well.
+/// What needs a person before the run can land, one sentence per blocker.
 pub fn attention(state: &RunState) -> Vec<String> {
-    let mut out = Vec::new();
-    let resume = format!(
-        "interrupted (their work so far is committed on their branches; `plait resume {}` goes on)",
-        state.id
-    );
-    let kinds: [(&str, &TaskTest); 6] = [
-        ("failed", &|t| t.state == TaskState::Failed),
-        ("changed files they do not own", &|t| {
-            !t.violations.is_empty()
-        }),
-        (&resume, &|t| t.state == TaskState::Interrupted),
-        ("stopped by a budget", &|t| t.state == TaskState::Stopped),
-        (
-            "not approved (changes still requested; left out of the merge)",
-            &|t| t.state == TaskState::Done && t.verdict() == Some(Verdict::RequestChanges),
+    crate::land::blockers(state)
+        .iter()
+        .map(|b| blocker_line(b, &state.id))
+        .collect()
+}
+
+/// One blocker of the gate as the status, the JSON and `plait land` say it.
+pub fn blocker_line(blocker: &Blocker, run: &str) -> String {
+    let list = |tasks: &[String]| format!("{} task(s)", tasks.len());
+    match blocker {
+        Blocker::Tasks { trouble, tasks } => {
+            let what = match trouble {
+                Trouble::Failed => "failed".to_string(),
+                Trouble::Violations => "changed files they do not own".to_string(),
+                Trouble::Interrupted => format!(
+                    "interrupted (their work so far is committed on their branches; `plait resume {run}` goes on)"
+                ),
+                Trouble::Stopped => "stopped by a budget".to_string(),
+                Trouble::NotApproved => {
+                    "not approved (changes still requested; left out of the merge)".to_string()
+                }
+                Trouble::Rejected => "rejected (left out of the merge)".to_string(),
+            };
+            format!("{} {what}: {}", list(tasks), tasks.join(", "))
+        }
+        Blocker::Interrupted => "the run was interrupted".to_string(),
+        Blocker::Unfinished(n) => format!("{n} task(s) did not finish"),
+        Blocker::MergedChecksFailed(commands) => {
+            format!("merged checks failed: {}", commands.join("; "))
+        }
+        Blocker::GroupsHeld(groups) => {
+            let named: Vec<String> = groups
+                .iter()
+                .map(|(group, why)| format!("{group} ({why})"))
+                .collect();
+            format!(
+                "{} group(s) not approved by their supervisor, left out of the merge: {} (`plait accept {run} GROUP` overrules)",
+                groups.len(),
+                named.join(", ")
+            )
+        }
+        Blocker::Conflicts { count, excluded } => format!(
+            "{count} conflict(s); left out of the merge: {}",
+            excluded.join(", ")
         ),
-        ("rejected (left out of the merge)", &|t| {
-            t.verdict() == Some(Verdict::Reject)
-        }),
-    ];
-    for (what, applies) in kinds {
-        let ids: Vec<&str> = state
-            .tasks
-            .iter()
-            .filter(|t| applies(t))
-            .map(|t| t.id.as_str())
-            .collect();
-        if !ids.is_empty() {
-            out.push(format!("{} task(s) {what}: {}", ids.len(), ids.join(", ")));
+        Blocker::NotFinished => format!("run {run} has not finished"),
+        Blocker::Cleaned => format!("run {run} was cleaned; its branches are gone"),
+        Blocker::NoMerge => format!("run {run} has no merged result"),
+        Blocker::MergedCheckFailed(command) => format!("merged check `{command}` failed"),
+        Blocker::Moved { branch } => format!("branch {branch} moved since the run committed to it"),
+        Blocker::LeftOutByConflicts(tasks) => {
+            format!("left out of the merge by conflicts: {}", tasks.join(", "))
         }
     }
-    if state.phase == RunPhase::Interrupted {
-        out.push("the run was interrupted".to_string());
+}
+
+/// Serializes blockers as their sentences (the JSON's `gate` and `attention` fields).
+pub fn serialize_blockers<S: serde::Serializer>(
+    blockers: &[Blocker],
+    run: &str,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    use serde::ser::SerializeSeq as _;
+    let mut seq = serializer.serialize_seq(Some(blockers.len()))?;
+    for b in blockers {
+        seq.serialize_element(&blocker_line(b, run))?;
     }
-    let unfinished = state
-        .tasks
-        .iter()
-        .filter(|t| !t.state.is_final() && t.state != TaskState::Interrupted)
-        .count();
-    if unfinished > 0 && matches!(state.phase, RunPhase::Finished | RunPhase::Interrupted) {
-        out.push(format!("{unfinished} task(s) did not finish"));
-    }
-    let failing: Vec<&str> = state
-        .merged_checks
-        .iter()
-        .filter(|c| !c.passed)
-        .map(|c| c.command.as_str())
-        .collect();
-    if !failing.is_empty() {
-        out.push(format!("merged checks failed: {}", failing.join("; ")));
-    }
-    let held: Vec<String> = state
-        .groups
-        .iter()
-        .filter(|g| state.merge.is_some() && !g.goes_up())
-        .filter(|g| g.merge.as_ref().is_some_and(|m| !m.included.is_empty()))
-        .map(|g| {
-            let why = g.verdict().map_or("not reviewed", Verdict::as_str);
-            format!("{} ({why})", g.id)
-        })
-        .collect();
-    if !held.is_empty() {
-        out.push(format!(
-            "{} group(s) not approved by their supervisor, left out of the merge: {} (`plait accept {} GROUP` overrules)",
-            held.len(),
-            held.join(", "),
-            state.id
-        ));
-    }
-    if let Some(merge) = &state.merge {
-        if !merge.conflicts.is_empty() {
-            out.push(format!(
-                "{} conflict(s); left out of the merge: {}",
-                merge.conflicts.len(),
-                merge.excluded.join(", ")
-            ));
-        }
-    }
-    out
+    seq.end()
 }
 
 /// The JSON `plait status --json` prints: the run's state plus what needs attention.

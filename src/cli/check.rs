@@ -229,7 +229,10 @@ pub fn text(report: &CheckReport) -> String {
         ));
     }
     for g in &report.gate {
-        out.push_str(&format!("  {g}\n"));
+        out.push_str(&format!(
+            "  {}\n",
+            crate::report::blocker_line(g, &report.run)
+        ));
     }
     out
 }

@@ -89,7 +89,7 @@ pub fn cmd_land(dir: &Path, args: LandArgs) -> Result<(), CommandError> {
         LandOutcome::Refused(Refusal::Gate(why)) => {
             let mut msg = format!("not landing run {run}:");
             for w in &why {
-                msg.push_str(&format!("\n  - {w}"));
+                msg.push_str(&format!("\n  - {}", crate::report::blocker_line(w, &run)));
             }
             Err(CommandError::attention(msg).hint(format!(
                 "`plait status {run}` shows the details; --partial lands only the tasks that merged cleanly"

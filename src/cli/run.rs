@@ -201,7 +201,7 @@ pub fn drive(
             )),
         );
     }
-    if attention.is_empty() {
+    if crate::land::blockers(&state).is_empty() {
         errln!(
             "\nnext: plait diff {run_id} merged --stat; plait land {run_id} --into {}",
             land_target(&state.base_name)
