@@ -127,7 +127,7 @@ pub fn clean(
                 what: format!("branch {name}"),
                 reason: format!(
                     "holds work ({}) that is on no other branch",
-                    &tip.to_string()[..8]
+                    crate::git::short(&tip.to_string())
                 ),
             });
         }

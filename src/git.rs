@@ -248,3 +248,9 @@ fn diff_trees(
     }
     Ok(())
 }
+
+/// The first 8 characters of a commit id, as it is shown; whole if shorter (a damaged
+/// record never makes this panic).
+pub fn short(id: &str) -> &str {
+    id.char_indices().nth(8).map_or(id, |(i, _)| &id[..i])
+}

@@ -9,9 +9,8 @@ use git2::{Oid, Repository, Tree};
 use serde::Serialize;
 use similar::{ChangeTag, TextDiff};
 
-use crate::git::tree_changes;
+use crate::git::{short, tree_changes};
 use crate::state::{RunPhase, RunState, TaskState, Usage, Verdict};
-
 
 /// What needs a person before the run can land, one sentence per blocker.
 pub fn attention(state: &RunState) -> Vec<String> {
@@ -91,10 +90,6 @@ pub struct StatusJson<'a> {
     #[serde(flatten)]
     pub state: &'a RunState,
     pub attention: Vec<String>,
-}
-
-fn short(oid: &str) -> &str {
-    &oid[..oid.len().min(8)]
 }
 
 fn seconds(ms: u64) -> String {

@@ -61,7 +61,7 @@ pub fn cmd_clean(dir: &Path, args: CleanArgs) -> Result<(), CommandError> {
         outln!(
             "deleted branch {} (was {}{note}; restore with: git branch {} {})",
             branch.name,
-            &branch.tip[..8],
+            crate::git::short(&branch.tip),
             branch.name,
             branch.tip
         )?;

@@ -72,8 +72,8 @@ pub fn cmd_land(dir: &Path, args: LandArgs) -> Result<(), CommandError> {
             outln!(
                 "landed run {run} into {}: {} → {} ({})",
                 record.branch,
-                &record.from[..8],
-                &record.to[..8],
+                crate::git::short(&record.from),
+                crate::git::short(&record.to),
                 if record.fast_forward {
                     "fast-forward"
                 } else {

@@ -182,7 +182,10 @@ impl From<PlanError> for CommandError {
 impl From<StateError> for CommandError {
     fn from(e: StateError) -> Self {
         match e {
-            StateError::Io { .. } | StateError::Corrupt { .. } => CommandError::internal(e.to_string()),
+            StateError::Io { .. } => CommandError::internal(e.to_string()),
+            StateError::Corrupt { .. } => CommandError::internal(e.to_string()).hint(
+                "the run's record is plait's own file; restore it, or move its run directory aside to forget the run (its branches stay)",
+            ),
             StateError::Locked { .. } => CommandError::usage(e.to_string())
                 .hint("only one plait run may work on a repository at a time; `plait status` shows the live one"),
             _ => CommandError::usage(e.to_string()),

@@ -18,9 +18,14 @@ pub struct RunsArgs {
 
 pub fn cmd_runs(dir: &Path, args: RunsArgs) -> Result<(), CommandError> {
     let (_repo, store) = open_store(dir)?;
+    // A damaged record is named and skipped; the other runs are still listed.
     let mut states = Vec::new();
     for id in store.list()? {
-        states.push(store.load(&id)?);
+        match store.load(&id) {
+            Ok(state) => states.push(state),
+            Err(e @ crate::state::StateError::Corrupt { .. }) => errln!("warning: {e}"),
+            Err(e) => return Err(e.into()),
+        }
     }
     if args.json {
         outln!(

@@ -294,3 +294,67 @@ fn a_closed_stdout_ends_a_command_quietly() {
         assert_eq!(stderr(&out), "", "{args:?}");
     }
 }
+
+#[test]
+fn a_damaged_run_record_is_named_and_never_panics() {
+    let repo = TestRepo::with_files(&[("a.txt", "a\n"), ("b.txt", "b\n")]);
+    let plan = repo.plan(
+        "goal = \"g\"\n[defaults]\nagent = { exec = 'echo x >> a.txt' }\n[review]\nagent = \"off\"\n\
+         [[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"a.txt\"]\n",
+    );
+    let first = stdout(&repo.plait(&["run", plan.to_str().unwrap()]))
+        .trim()
+        .to_string();
+    let second = stdout(&repo.plait(&["run", plan.to_str().unwrap()]))
+        .trim()
+        .to_string();
+    let record = repo
+        .path
+        .join(format!(".git/plait/runs/{first}/state.json"));
+    // Ids cut in the middle of a character, where plait shows the first 8 of them.
+    let mut state: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&record).unwrap()).unwrap();
+    for key in ["commit", "branch"] {
+        state["tasks"][0][key] = serde_json::json!("€€€€€€€€€€");
+    }
+    state["base"] = serde_json::json!("€€€€€€€€€€");
+    state["merge"]["commit"] = serde_json::json!("€€€€€€€€€€");
+    state["landed"] = serde_json::json!([{
+        "branch": "main", "from": "€€€€€€€€€€", "to": "€€€€€€€€€€", "fast_forward": true, "at": 1
+    }]);
+    std::fs::write(&record, state.to_string()).unwrap();
+    let out = repo.plait(&["status", &first]);
+    assert!(
+        out.status.success(),
+        "the record still reads: {}",
+        stderr(&out)
+    );
+    for args in [
+        vec!["status", first.as_str()],
+        vec!["status", first.as_str(), "--json"],
+        vec!["review", first.as_str()],
+        vec!["diff", first.as_str(), "a"],
+        vec!["clean", first.as_str(), "--force"],
+        vec!["runs"],
+    ] {
+        let out = repo.plait(&args);
+        assert!(
+            !stderr(&out).contains("panicked") && out.status.code() != Some(101),
+            "{args:?}: {}",
+            stderr(&out)
+        );
+    }
+    // Not JSON at all: every command that reads it names the file; `runs` lists the rest.
+    std::fs::write(&record, "{\"id\": garbage").unwrap();
+    let out = repo.plait(&["status", &first]);
+    assert_eq!(out.status.code(), Some(3));
+    assert!(
+        stderr(&out).contains(&record.display().to_string()) && stderr(&out).contains("damaged"),
+        "{}",
+        stderr(&out)
+    );
+    let out = repo.plait(&["runs"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).contains(&second), "{}", stdout(&out));
+    assert!(stderr(&out).contains("damaged"), "{}", stderr(&out));
+}
