@@ -354,8 +354,8 @@ fn processes_of(repo: &TestRepo, run: &str) -> Vec<u32> {
         .collect()
 }
 
-/// An agent that writes `partial` and waits (two minutes, for ever in a test) unless `go`
-/// exists; then it writes `done`.
+/// An agent that writes `partial` and sleeps two minutes (longer than any test waits for
+/// anything) unless `go` exists; then it writes `done`.
 fn waiting_agent(go: &Path) -> String {
     format!(
         "if [ -e {go} ]; then echo done >> pkg/$PLAIT_TASK/mod.py; else echo partial >> pkg/$PLAIT_TASK/mod.py; sleep 120; fi",
