@@ -672,6 +672,46 @@ fn plan_file(dirs: usize) -> PlanFile {
     }
 }
 
+/// What the sections share: the configuration, the temporary directory and the generated
+/// repository.
+struct Bench {
+    cfg: Config,
+    root: PathBuf,
+    repo_path: PathBuf,
+    /// Where the worktrees go: git CLI ones directly, plait's under `plait/`.
+    wt: PathBuf,
+    plait_root: PathBuf,
+    base: String,
+    base_oid: Oid,
+    /// Files in the repository, `.gitignore` included.
+    total_files: usize,
+}
+
+impl Bench {
+    /// The worktrees plait made for run `run`.
+    fn plait_run<'a>(&'a self, run: &'a str, plan: &'a ResolvedPlan) -> PlaitRun<'a> {
+        PlaitRun {
+            repo: &self.repo_path,
+            root: &self.plait_root,
+            run,
+            base: self.base_oid,
+            dirs: self.cfg.dirs,
+            plan,
+        }
+    }
+}
+
+/// Section 6's figures: measured before plait's worktrees (the orchestrator variant needs
+/// the plan), printed after the merge.
+struct PlanFigures {
+    resolved: ResolvedPlan,
+    resolve_s: f64,
+    owned_ok: bool,
+    flatten_s: f64,
+    singles: usize,
+    single_s: f64,
+}
+
 fn main() -> Result<()> {
     let cfg = Config::load()?;
     let tmp = tempfile::Builder::new().prefix("plait-bench-").tempdir()?;
@@ -679,9 +719,42 @@ fn main() -> Result<()> {
     let empty = root.join("empty-config");
     std::fs::create_dir_all(&empty)?;
     isolate_git(&empty)?;
-    let n = cfg.dirs;
+    print_header(&cfg, &root)?;
+    let mut t = Table { rows: Vec::new() };
+    let probe_start = fs_probe(&root.join("probe-start"))?;
+
+    // 1-3: the repository, and git's own worktrees to compare with.
+    let b = generate(&mut t, cfg, root)?;
+    full_worktrees(&mut t, &b)?;
+    let sparse_total = sparse_worktrees(&mut t, &b)?;
+    // 6 is measured here (read-only, and 4's orchestrator variant needs the plan); its rows
+    // come after 5.
+    let repo = Repository::open(&b.repo_path)?;
+    let plan = plan_validation(&b, &repo)?;
+    // 4: plait's worktrees, what one costs and holds.
+    let (kept_run, plait_seq) = plait_worktrees(&mut t, &b, &plan, sparse_total)?;
+    per_worktree_costs(&mut t, &b, &repo, &plan.resolved)?;
+    let kept = b.plait_run(&kept_run, &plan.resolved);
+    disk_use_rows(&mut t, &b, &repo, &kept)?;
+    sanity_checks(&mut t, &b, &kept)?;
+    // 5, 6's rows, 7.
+    merge_costs(&mut t, &b, &repo, &kept)?;
+    plan_rows(&mut t, &b, &plan, plait_seq);
+    sandbox_costs(&mut t, &b.root, &b.repo_path, b.cfg.dirs, b.cfg.reps)?;
+    fs_probe_end(&mut t, &b.root, probe_start)?;
+    print_summary(&t, b.cfg.dirs);
+
+    if b.cfg.keep {
+        let path = tmp.keep();
+        println!("\nkept {}", path.display());
+    }
+    Ok(())
+}
+
+/// The lines before the table: the scale, the machine, git's version, where it all goes.
+fn print_header(cfg: &Config, root: &Path) -> Result<()> {
     let total_files = cfg.dirs * cfg.files + 1;
-    let git_version = git(&root, &["--version"])?;
+    let git_version = git(root, &["--version"])?;
     println!(
         "plait pipeline benchmark: {} dirs x {} files (+ .gitignore) = {total_files} files, \
          {} repetition(s), {} cores, {}",
@@ -693,10 +766,11 @@ fn main() -> Result<()> {
     );
     println!("temporary directory: {}", root.display());
     println!("load average at start: {}", load_average());
-    let mut t = Table { rows: Vec::new() };
-    let probe_start = fs_probe(&root.join("probe-start"))?;
+    Ok(())
+}
 
-    // 1. Repository.
+/// Section 1: The repository, made twice (fast-import, used; git2, for comparison).
+fn generate(t: &mut Table, cfg: Config, root: PathBuf) -> Result<Bench> {
     stage("1. generating the repository");
     let repo_path = root.join("repo");
     let (gen_fi, ()) = time(|| generate_fast_import(&repo_path, &cfg))?;
@@ -713,19 +787,32 @@ fn main() -> Result<()> {
     let base_oid = Oid::from_str(&base)?;
     let wt = root.join("wt");
     std::fs::create_dir_all(&wt)?;
+    Ok(Bench {
+        total_files: cfg.dirs * cfg.files + 1,
+        cfg,
+        root,
+        repo_path,
+        plait_root: wt.join("plait"),
+        wt,
+        base,
+        base_oid,
+    })
+}
 
-    // 2. Anchor A: full worktrees.
+/// Section 2: Anchor A: full worktrees through `git worktree add`.
+fn full_worktrees(t: &mut Table, b: &Bench) -> Result<()> {
+    let n = b.cfg.dirs;
     stage("2. anchor A: git worktree add (full)");
     let mut full_times = Vec::new();
     settle();
-    for i in 0..cfg.full {
-        let path = wt.join(format!("full-{i}"));
+    for i in 0..b.cfg.full {
+        let path = b.wt.join(format!("full-{i}"));
         let branch = format!("bench/full/{i}");
         let p = path.to_str().context("path")?;
         let (s, _) = time(|| {
             git(
-                &repo_path,
-                &["worktree", "add", "-q", "-b", &branch, p, &base],
+                &b.repo_path,
+                &["worktree", "add", "-q", "-b", &branch, p, &b.base],
             )
         })?;
         full_times.push(s);
@@ -737,26 +824,31 @@ fn main() -> Result<()> {
         format!(
             "{} each, median of {}   ({} for {n}, extrapolated)",
             secs(full_each),
-            cfg.full,
+            b.cfg.full,
             secs(full_each * n as f64)
         ),
     );
+    Ok(())
+}
 
-    // 3. Anchor B: sparse worktrees through the CLI.
+/// Section 3: Anchor B: sparse worktrees through the CLI, non-cone and cone. Returns the
+/// faster one's time per worktree times the number of tasks.
+fn sparse_worktrees(t: &mut Table, b: &Bench) -> Result<f64> {
+    let n = b.cfg.dirs;
     stage("3. anchor B: git CLI sparse worktrees");
     let mut sparse_each = Vec::new();
     for cone in [false, true] {
         let mut times = Vec::new();
         settle();
-        for i in 0..cfg.sparse {
+        for i in 0..b.cfg.sparse {
             let name = format!("sparse-{}-{i}", if cone { "cone" } else { "nocone" });
-            let path = wt.join(&name);
+            let path = b.wt.join(&name);
             let p = path.to_str().context("path")?;
             let branch = format!("bench/{name}");
             let dir = dir_name((i * 7 + usize::from(cone)) % n);
             let (s, _) = time(|| {
                 git(
-                    &repo_path,
+                    &b.repo_path,
                     &[
                         "worktree",
                         "add",
@@ -765,7 +857,7 @@ fn main() -> Result<()> {
                         "-b",
                         &branch,
                         p,
-                        &base,
+                        &b.base,
                     ],
                 )?;
                 if cone {
@@ -797,24 +889,28 @@ fn main() -> Result<()> {
             format!(
                 "{} each, median of {}   ({} for {n}, extrapolated)",
                 secs(each),
-                cfg.sparse,
+                b.cfg.sparse,
                 secs(each * n as f64)
             ),
         );
     }
     let sparse_best = sparse_each.iter().copied().fold(f64::INFINITY, f64::min);
-    let sparse_total = sparse_best * n as f64;
+    Ok(sparse_best * n as f64)
+}
 
-    // 6 (run early: read-only, and the orchestrator variant below needs the plan).
+/// Section 6: Plan validation, of one task per directory and of many single-file tasks (run
+/// early: read-only, and the orchestrator variant of section 4 needs the plan). Prints
+/// nothing; [`plan_rows`] does.
+fn plan_validation(b: &Bench, repo: &Repository) -> Result<PlanFigures> {
+    let n = b.cfg.dirs;
     stage("6. plan validation");
-    let repo = Repository::open(&repo_path)?;
     let plan = plan_file(n);
     let mut resolved = None;
     let mut resolve_times = Vec::new();
-    for _ in 0..cfg.reps {
+    for _ in 0..b.cfg.reps {
         let p = plan.clone();
         settle();
-        let (s, r) = time(|| Ok(plait::plan::resolve(&repo, p, Path::new("bench.toml"))?))?;
+        let (s, r) = time(|| Ok(plait::plan::resolve(repo, p, Path::new("bench.toml"))?))?;
         resolve_times.push(s);
         resolved = Some(r);
     }
@@ -823,19 +919,18 @@ fn main() -> Result<()> {
     let owned_ok = resolved
         .tasks
         .iter()
-        .all(|task| task.owned.len() == cfg.files);
-    let base_tree = repo.find_commit(base_oid)?.tree()?;
-    let flatten_s = median_of(cfg.reps.max(5), || {
+        .all(|task| task.owned.len() == b.cfg.files);
+    let base_tree = repo.find_commit(b.base_oid)?.tree()?;
+    let flatten_s = median_of(b.cfg.reps.max(5), || {
         plait::git::flatten_tree(&base_tree)?;
         Ok(())
     })?;
-    let files = plait::git::flatten_tree(&base_tree)?;
     // Validation cost grows with tasks x files: a second point with many single-file tasks.
-    let singles = (5 * n).min(n * cfg.files);
+    let singles = (5 * n).min(n * b.cfg.files);
     let single_plan = PlanFile {
         tasks: (0..singles)
             .map(|i| {
-                let (d, f) = (i % n, (i / n) % cfg.files);
+                let (d, f) = (i % n, (i / n) % b.cfg.files);
                 TaskFile {
                     id: format!("t{i:04}"),
                     prompt: "edit".to_string(),
@@ -853,18 +948,34 @@ fn main() -> Result<()> {
         ..plan_file(0)
     };
     let mut single_times = Vec::new();
-    for _ in 0..cfg.reps {
+    for _ in 0..b.cfg.reps {
         let p = single_plan.clone();
         settle();
-        let (s, r) = time(|| Ok(plait::plan::resolve(&repo, p, Path::new("bench.toml"))?))?;
+        let (s, r) = time(|| Ok(plait::plan::resolve(repo, p, Path::new("bench.toml"))?))?;
         single_times.push(s);
         std::hint::black_box(r.tasks.len());
     }
-    let single_s = median(&single_times);
+    Ok(PlanFigures {
+        resolved,
+        resolve_s,
+        owned_ok,
+        flatten_s,
+        singles,
+        single_s: median(&single_times),
+    })
+}
 
-    // 4. plait worktrees.
+/// Section 4: plait's worktrees, one per directory: sequentially, on 2 threads, and as the
+/// orchestrator makes them. Returns the run whose worktrees the later sections look at (the
+/// last sequential one) and the sequential time.
+fn plait_worktrees(
+    t: &mut Table,
+    b: &Bench,
+    plan: &PlanFigures,
+    sparse_total: f64,
+) -> Result<(String, f64)> {
+    let n = b.cfg.dirs;
     stage("4. plait worktrees");
-    let plait_root = wt.join("plait");
     let mut kept = None;
     let variants: [(&str, usize, Mode); 3] = [
         ("seq", 1, Mode::Prefix),
@@ -873,22 +984,15 @@ fn main() -> Result<()> {
     ];
     // Repetitions outside, variants inside, so drift on a noisy machine hits all alike.
     let mut times = vec![Vec::new(); variants.len()];
-    for rep in 0..cfg.reps {
+    for rep in 0..b.cfg.reps {
         for (v, &(tag, threads, mode)) in variants.iter().enumerate() {
             let run = format!("{tag}{rep}");
-            let pr = PlaitRun {
-                repo: &repo_path,
-                root: &plait_root,
-                run: &run,
-                base: base_oid,
-                dirs: n,
-                plan: &resolved,
-            };
+            let pr = b.plait_run(&run, &plan.resolved);
             settle();
             times[v].push(pr.create_all(threads, mode)?);
             // Nothing is deleted until the end: on ext4, creating files soon after
             // deleting many is slow (the allocator skips recently freed inodes).
-            if tag == "seq" && rep + 1 == cfg.reps {
+            if tag == "seq" && rep + 1 == b.cfg.reps {
                 kept = Some(run);
             }
         }
@@ -918,12 +1022,23 @@ fn main() -> Result<()> {
             "median of {}; totals include one flatten_tree ({}); 'as orchestrator' = \
              git::open per task + ResolvedTask::checks_out; ratios against the faster \
              git CLI sparse variant, extrapolated to {n}",
-            cfg.reps,
-            secs(flatten_s)
+            b.cfg.reps,
+            secs(plan.flatten_s)
         ),
     );
+    Ok((kept_run, plait_seq))
+}
 
-    // Where plait's time goes, per worktree.
+/// Section 4: Where plait's time goes, per worktree: selecting the files, the index,
+/// opening the repository.
+fn per_worktree_costs(
+    t: &mut Table,
+    b: &Bench,
+    repo: &Repository,
+    resolved: &ResolvedPlan,
+) -> Result<()> {
+    let base_tree = repo.find_commit(b.base_oid)?.tree()?;
+    let files = plait::git::flatten_tree(&base_tree)?;
     let prefix = "d000/";
     let by_prefix = |p: &str| p.starts_with(prefix) || p.ends_with(".gitignore");
     let scan_prefix = median_of(20, || {
@@ -943,7 +1058,7 @@ fn main() -> Result<()> {
         Ok(())
     })?;
     let open_s = median_of(20, || {
-        plait::git::open(&repo_path)?;
+        plait::git::open(&b.repo_path)?;
         Ok(())
     })?;
     t.row(
@@ -959,18 +1074,13 @@ fn main() -> Result<()> {
         secs(index_build),
     );
     t.row("  per worktree: git::open (orchestrator)", secs(open_s));
+    Ok(())
+}
 
-    // Disk use.
-    let kept_pr = PlaitRun {
-        repo: &repo_path,
-        root: &plait_root,
-        run: &kept_run,
-        base: base_oid,
-        dirs: n,
-        plan: &resolved,
-    };
-    let plait_wt = kept_pr.worktree(0);
-    let plait_admin = workspace::admin_dir(&repo, &kept_pr.admin_name(0));
+/// Section 4: Disk use of one worktree of each kind, and plait's against a full one.
+fn disk_use_rows(t: &mut Table, b: &Bench, repo: &Repository, kept: &PlaitRun) -> Result<()> {
+    let plait_wt = kept.worktree(0);
+    let plait_admin = workspace::admin_dir(repo, &kept.admin_name(0));
     let plait_disk = disk_use(&[&plait_wt, &plait_admin])?;
     let disk_row = |t: &mut Table, label: &str, path: &Path| -> Result<(u64, u64, usize)> {
         let admin = admin_of(path)?;
@@ -987,23 +1097,23 @@ fn main() -> Result<()> {
         Ok(d)
     };
     t.gap();
-    let full_disk = if cfg.full > 0 {
+    let full_disk = if b.cfg.full > 0 {
         Some(disk_row(
-            &mut t,
+            t,
             "one git worktree add (full)",
-            &wt.join("full-0"),
+            &b.wt.join("full-0"),
         )?)
     } else {
         None
     };
-    if cfg.sparse > 0 {
+    if b.cfg.sparse > 0 {
         disk_row(
-            &mut t,
+            t,
             "one git CLI sparse worktree",
-            &wt.join("sparse-nocone-0"),
+            &b.wt.join("sparse-nocone-0"),
         )?;
     }
-    disk_row(&mut t, "one plait worktree", &plait_wt)?;
+    disk_row(t, "one plait worktree", &plait_wt)?;
     if let Some(full) = full_disk {
         t.row(
             "disk: plait / full",
@@ -1015,12 +1125,18 @@ fn main() -> Result<()> {
             ),
         );
     }
+    Ok(())
+}
 
-    // Sanity checks: printed, not asserted.
+/// Section 4b: Sanity checks of plait's worktrees, through the git CLI: printed, not
+/// asserted.
+fn sanity_checks(t: &mut Table, b: &Bench, kept: &PlaitRun) -> Result<()> {
+    let n = b.cfg.dirs;
+    let plait_wt = kept.worktree(0);
     stage("4b. sanity checks");
     let (status_s, status) = time(|| git(&plait_wt, &["status", "--porcelain"]))?;
     let (status2_s, _) = time(|| git(&plait_wt, &["status", "--porcelain"]))?;
-    let listed = git(&repo_path, &["worktree", "list", "--porcelain"])?
+    let listed = git(&b.repo_path, &["worktree", "list", "--porcelain"])?
         .lines()
         .filter(|l| l.starts_with("worktree "))
         .count();
@@ -1065,15 +1181,22 @@ fn main() -> Result<()> {
         "check: plait worktree contents",
         format!(
             "{on_disk} files on disk, index {shown} checked out + {skipped} skip-worktree (expected {} + {})",
-            cfg.files + 1,
-            total_files - cfg.files - 1
+            b.cfg.files + 1,
+            b.total_files - b.cfg.files - 1
         ),
     );
+    Ok(())
+}
 
-    // 5. Merge.
+/// Section 5: Merge: one commit per task branch of the kept run, then `plait::merge::merge`
+/// against a loop of `git merge-tree --write-tree`.
+fn merge_costs(t: &mut Table, b: &Bench, repo: &Repository, kept: &PlaitRun) -> Result<()> {
+    let n = b.cfg.dirs;
+    let base = &b.base;
     stage("5. merge: building one commit per task branch");
     let sig = sig()?;
-    let base_commit = repo.find_commit(base_oid)?;
+    let base_commit = repo.find_commit(b.base_oid)?;
+    let base_tree = base_commit.tree()?;
     let mut branches = Vec::with_capacity(n);
     let mut expected = Vec::with_capacity(n);
     let (setup_s, ()) = time(|| {
@@ -1083,11 +1206,11 @@ fn main() -> Result<()> {
             let blob = repo.blob(text.as_bytes())?;
             let tree = TreeUpdateBuilder::new()
                 .upsert(&path, blob, FileMode::Blob)
-                .create_updated(&repo, &base_tree)?;
+                .create_updated(repo, &base_tree)?;
             let tree = repo.find_tree(tree)?;
             let msg = format!("change {path}");
             let commit = repo.commit(None, &sig, &sig, &msg, &tree, &[&base_commit])?;
-            let branch = kept_pr.branch(d);
+            let branch = kept.branch(d);
             repo.reference(
                 &format!("refs/heads/{branch}"),
                 commit,
@@ -1104,19 +1227,19 @@ fn main() -> Result<()> {
         Ok(())
     })?;
     stage("5. merge: plait::merge::merge");
-    let merged_branch = format!("plait/{kept_run}/merged");
+    let merged_branch = format!("plait/{}/merged", kept.run);
     let mut merge_times = Vec::new();
     let mut outcome = None;
-    for _ in 0..cfg.reps {
+    for _ in 0..b.cfg.reps {
         settle();
         let settings = MergeSettings {
-            workdir: &repo_path,
+            workdir: &b.repo_path,
             branch: &merged_branch,
-            base: base_oid,
+            base: b.base_oid,
             branches: &branches,
             message: "plait: merge run bench\n".to_string(),
         };
-        let (s, o) = time(|| Ok(plait::merge::merge(&repo, &settings)?))?;
+        let (s, o) = time(|| Ok(plait::merge::merge(repo, &settings)?))?;
         merge_times.push(s);
         outcome = Some(o);
     }
@@ -1137,14 +1260,14 @@ fn main() -> Result<()> {
     let mut cli_times = Vec::new();
     let mut cli_tree = String::new();
     let merge_base = format!("--merge-base={base}");
-    for _ in 0..cfg.reps {
+    for _ in 0..b.cfg.reps {
         settle();
         let (s, tree) = time(|| {
             let mut acc = base.clone();
-            for b in &branches {
+            for br in &branches {
                 let out = git(
-                    &repo_path,
-                    &["merge-tree", "--write-tree", &merge_base, &acc, &b.branch],
+                    &b.repo_path,
+                    &["merge-tree", "--write-tree", &merge_base, &acc, &br.branch],
                 )?;
                 acc = out
                     .lines()
@@ -1153,13 +1276,13 @@ fn main() -> Result<()> {
                     .to_string();
             }
             let parents: Vec<String> = std::iter::once(base.clone())
-                .chain(branches.iter().map(|b| b.commit.to_string()))
+                .chain(branches.iter().map(|br| br.commit.to_string()))
                 .collect();
             let mut args = vec!["commit-tree", acc.as_str(), "-m", "git CLI merge"];
             for p in &parents {
                 args.extend(["-p", p.as_str()]);
             }
-            git(&repo_path, &args)?;
+            git(&b.repo_path, &args)?;
             Ok(acc)
         })?;
         cli_times.push(s);
@@ -1177,7 +1300,7 @@ fn main() -> Result<()> {
             "{}   ({} per branch; median of {})",
             secs(merge_s),
             secs(merge_s / n as f64),
-            cfg.reps
+            b.cfg.reps
         ),
     );
     t.row(
@@ -1203,38 +1326,45 @@ fn main() -> Result<()> {
             }
         ),
     );
+    Ok(())
+}
 
+/// Section 6: Plan validation's rows, measured by [`plan_validation`], against the time
+/// plait took for its worktrees on one thread (`plait_seq`).
+fn plan_rows(t: &mut Table, b: &Bench, plan: &PlanFigures, plait_seq: f64) {
+    let (n, total_files) = (b.cfg.dirs, b.total_files);
+    let singles = plan.singles;
     t.gap();
     t.row(
         format!("plan: resolve, {n} tasks x {total_files} files"),
         format!(
             "{}   (median of {}; of which flatten_tree {}; owned lists {})",
-            secs(resolve_s),
-            cfg.reps,
-            secs(flatten_s),
-            if owned_ok { "OK" } else { "WRONG" }
+            secs(plan.resolve_s),
+            b.cfg.reps,
+            secs(plan.flatten_s),
+            if plan.owned_ok { "OK" } else { "WRONG" }
         ),
     );
     t.row(
         format!("plan: resolve, {singles} single-file tasks x {total_files} files"),
         format!(
             "{}   ({:.0} ns per task x file pair, vs {:.0} ns above)",
-            secs(single_s),
-            single_s * 1e9 / (singles * total_files) as f64,
-            resolve_s * 1e9 / (n * total_files) as f64
+            secs(plan.single_s),
+            plan.single_s * 1e9 / (singles * total_files) as f64,
+            plan.resolve_s * 1e9 / (n * total_files) as f64
         ),
     );
     t.row(
         "plan: resolve vs plait worktrees (1 thread)",
         format!(
             "{:.0}% of the time to create all {n} worktrees",
-            100.0 * resolve_s / plait_seq
+            100.0 * plan.resolve_s / plait_seq
         ),
     );
+}
 
-    // 7. The sandbox: per spawn, and on a whole run of no-op exec tasks.
-    sandbox_costs(&mut t, &root, &repo_path, n, cfg.reps)?;
-
+/// How fast the file system was at the end, beside how fast it was at the start.
+fn fs_probe_end(t: &mut Table, root: &Path, probe_start: f64) -> Result<()> {
     let probe_end = fs_probe(&root.join("probe-end"))?;
     t.gap();
     t.row(
@@ -1245,17 +1375,15 @@ fn main() -> Result<()> {
             secs(probe_end)
         ),
     );
+    Ok(())
+}
 
+/// The table, under a line with the load average at the end.
+fn print_summary(t: &Table, n: usize) {
     println!();
     println!(
         "summary ({n} tasks; lower is better; load average at end: {}):",
         load_average()
     );
     t.print();
-
-    if cfg.keep {
-        let path = tmp.keep();
-        println!("\nkept {}", path.display());
-    }
-    Ok(())
 }

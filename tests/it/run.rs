@@ -2,11 +2,12 @@
 //! of one task never stops the others.
 
 use std::fs;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use plait::state::{RunPhase, TaskState};
 
-use crate::support::{stdout, TestRepo};
+use crate::support::{stdout, wait_until, TestRepo};
 
 fn repo_with_dirs(n: usize) -> TestRepo {
     let files: Vec<(String, String)> = (0..n)
@@ -43,27 +44,41 @@ fn spawn_run(repo: &TestRepo, plan: &std::path::Path) -> std::process::Child {
 
 /// Polls `plait status --json` until `n` tasks are running; returns that status.
 pub(crate) fn wait_for_running(repo: &TestRepo, n: usize) -> serde_json::Value {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        assert!(
-            Instant::now() < deadline,
-            "status never showed {n} running tasks"
-        );
+    let mut status = serde_json::Value::Null;
+    wait_until(&format!("status showed {n} running tasks"), || {
         let out = repo.plait(&["status", "--json"]);
-        if out.status.success() {
-            let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-            let running = json["tasks"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .filter(|t| t["state"] == "running")
-                .count();
-            if running == n {
-                return json;
-            }
+        if !out.status.success() {
+            return false;
         }
-        std::thread::sleep(Duration::from_millis(50));
-    }
+        status = serde_json::from_slice(&out.stdout).unwrap();
+        let running = status["tasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|t| t["state"] == "running")
+            .count();
+        running == n
+    });
+    status
+}
+
+/// A shell loop that waits until `path` exists, looking every 20 ms. It gives up with exit
+/// 9 after 6000 looks (two minutes or more), so an agent never outlives a failed test for
+/// long.
+fn until_exists(path: &Path) -> String {
+    format!(
+        "n=0; until [ -e {} ]; do sleep 0.02; n=$((n+1)); [ $n -gt 6000 ] && exit 9; done",
+        path.display()
+    )
+}
+
+/// How many files in `dir` have names starting with `prefix`.
+fn count_files(dir: &Path, prefix: &str) -> usize {
+    fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with(prefix))
+        .count()
 }
 
 #[test]
@@ -99,12 +114,31 @@ fn at_most_jobs_agents_run_at_once_and_all_finish() {
     let repo = repo_with_dirs(6);
     let marks = tempfile::tempdir().unwrap();
     let m = marks.path().display();
-    // Each agent leaves a marker while it runs and records how many it saw.
+    let go = marks.path().join("go");
+    // Each agent leaves a marker while it runs and records how many it saw. It counts once
+    // `go` exists, which the test makes when it has seen two markers: the first two agents
+    // overlap however slowly they start, and the later ones find `go` there and go on.
     let exec = format!(
-        "touch {m}/run.$PLAIT_TASK; sleep 0.3; ls {m} | grep -c '^run\\.' > {m}/seen.$PLAIT_TASK; rm {m}/run.$PLAIT_TASK; echo done >> pkg/$PLAIT_TASK/mod.py"
+        "touch {m}/run.$PLAIT_TASK; {wait}; ls {m} | grep -c '^run\\.' > {m}/seen.$PLAIT_TASK; rm {m}/run.$PLAIT_TASK; echo done >> pkg/$PLAIT_TASK/mod.py",
+        wait = until_exists(&go)
     );
     let writable = format!("sandbox = {{ writable = [\"{m}\"] }}");
-    let state = repo.run(&dir_plan(6, &exec, &writable), 2);
+    let plan = dir_plan(6, &exec, &writable);
+    let state = std::thread::scope(|s| {
+        s.spawn(|| {
+            // `go` comes after 30 s at the latest, so that a plait that never runs two at
+            // once ends its run and fails the assertions below instead of hanging.
+            let deadline = Instant::now() + Duration::from_secs(30);
+            while count_files(marks.path(), "run.") < 2 && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            // A while longer, for a third agent to show up if plait started one too many:
+            // this only lets a wrong plait be caught; a right one passes however slow.
+            std::thread::sleep(Duration::from_millis(300));
+            fs::write(&go, "").unwrap();
+        });
+        repo.run(&plan, 2)
+    });
     assert!(
         state.tasks.iter().all(|t| t.state == TaskState::Done),
         "{:?}",
@@ -154,11 +188,19 @@ fn a_failing_task_does_not_stop_the_others_and_keeps_its_worktree() {
 fn a_timeout_kills_the_agent_and_its_children() {
     let repo = repo_with_dirs(1);
     let marks = tempfile::tempdir().unwrap();
+    let m = marks.path().display();
+    let after = marks.path().join("after");
     let late = marks.path().join("late");
-    let exec = format!("(sleep 2; touch {}) & sleep 30", late.display());
+    // The grandchild touches `late` once the test says the run is over, if it is still alive.
+    let exec = format!(
+        "({}; touch {}) & sleep 120",
+        until_exists(&after),
+        late.display()
+    );
+    let extra = format!("timeout = \"500ms\"\nsandbox = {{ writable = [\"{m}\"] }}");
     let started = Instant::now();
-    let state = repo.run(&dir_plan(1, &exec, "timeout = \"500ms\""), 1);
-    assert!(started.elapsed() < Duration::from_secs(10));
+    let state = repo.run(&dir_plan(1, &exec, &extra), 1);
+    assert!(started.elapsed() < Duration::from_secs(30));
     let task = state.task("m0").unwrap();
     assert_eq!(task.state, TaskState::Failed);
     assert!(
@@ -169,7 +211,10 @@ fn a_timeout_kills_the_agent_and_its_children() {
         "{:?}",
         task.error
     );
-    std::thread::sleep(Duration::from_millis(2500));
+    fs::write(&after, "").unwrap();
+    wait_until("the agent's processes are gone", || {
+        processes_of(&repo, &state.id).is_empty()
+    });
     assert!(!late.exists(), "a grandchild outlived the timeout");
 }
 
@@ -225,16 +270,28 @@ fn a_stale_lock_from_a_dead_process_is_taken_over() {
 fn ctrl_c_stops_the_agents_and_saves_the_run_as_interrupted() {
     let repo = repo_with_dirs(3);
     let marks = tempfile::tempdir().unwrap();
+    let m = marks.path().display();
+    let after = marks.path().join("after");
     let late = marks.path().join("late");
-    let exec = format!("(sleep 3; touch {}) & sleep 30", late.display());
-    let plan = repo.plan(&dir_plan(3, &exec, ""));
+    // Each agent starts a child that touches `late` once the test says the run is over, if
+    // it is still alive, and then says it has started it.
+    let exec = format!(
+        "({}; touch {}) & touch {m}/forked.$PLAIT_TASK; sleep 120",
+        until_exists(&after),
+        late.display()
+    );
+    let writable = format!("sandbox = {{ writable = [\"{m}\"] }}");
+    let plan = repo.plan(&dir_plan(3, &exec, &writable));
     let child = spawn_run(&repo, &plan);
     wait_for_running(&repo, 2);
+    wait_until("both running agents started their child", || {
+        count_files(marks.path(), "forked.") == 2
+    });
     let started = Instant::now();
     // SAFETY: signalling the child we spawned.
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     let out = child.wait_with_output().unwrap();
-    assert!(started.elapsed() < Duration::from_secs(10));
+    assert!(started.elapsed() < Duration::from_secs(30));
     assert_eq!(
         out.status.code(),
         Some(130),
@@ -264,33 +321,62 @@ fn ctrl_c_stops_the_agents_and_saves_the_run_as_interrupted() {
         ]
     );
     assert!(!repo.path.join(".git/plait/lock").exists(), "lock released");
-    std::thread::sleep(Duration::from_millis(3500));
+    fs::write(&after, "").unwrap();
+    let run = json["id"].as_str().unwrap();
+    wait_until("the agents' processes are gone", || {
+        processes_of(&repo, run).is_empty()
+    });
     assert!(!late.exists(), "an agent's child outlived the interrupt");
 }
 
-/// The processes whose environment names run `run`.
-fn processes_of(run: &str) -> Vec<u32> {
+/// The live processes of `repo`'s run `run`: their environment names the run and a
+/// worktree in the repository (a run id is made of the second the run started, so another
+/// test's run may have the same one). A zombie has no environment left and is not counted.
+fn processes_of(repo: &TestRepo, run: &str) -> Vec<u32> {
+    use std::os::unix::ffi::OsStrExt as _;
     let mark = format!("PLAIT_RUN={run}");
+    let roots = [repo.path.clone(), repo.path.canonicalize().unwrap()];
     fs::read_dir("/proc")
         .unwrap()
         .flatten()
         .filter_map(|e| {
             let pid: u32 = e.file_name().to_str()?.parse().ok()?;
             let environ = fs::read(e.path().join("environ")).ok()?;
-            environ
-                .split(|b| *b == 0)
-                .any(|v| v == mark.as_bytes())
-                .then_some(pid)
+            let vars: Vec<&[u8]> = environ.split(|b| *b == 0).collect();
+            let in_repo = vars.iter().any(|v| {
+                v.strip_prefix(b"PLAIT_WORKTREE=").is_some_and(|w| {
+                    let w = Path::new(std::ffi::OsStr::from_bytes(w));
+                    roots.iter().any(|r| w.starts_with(r))
+                })
+            });
+            (in_repo && vars.contains(&mark.as_bytes())).then_some(pid)
         })
         .collect()
 }
 
-/// An agent that writes `partial` and waits until `go` exists, then writes `done`.
-fn waiting_agent(go: &std::path::Path) -> String {
+/// An agent that writes `partial` and sleeps two minutes (longer than any test waits for
+/// anything) unless `go` exists; then it writes `done`.
+fn waiting_agent(go: &Path) -> String {
     format!(
-        "if [ -e {go} ]; then echo done >> pkg/$PLAIT_TASK/mod.py; else echo partial >> pkg/$PLAIT_TASK/mod.py; sleep 30; fi",
+        "if [ -e {go} ]; then echo done >> pkg/$PLAIT_TASK/mod.py; else echo partial >> pkg/$PLAIT_TASK/mod.py; sleep 120; fi",
         go = go.display()
     )
+}
+
+/// Waits until every task `status` shows running has written `partial` in its worktree.
+fn wait_for_partial(status: &serde_json::Value) {
+    for t in status["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["state"] == "running")
+    {
+        let file = Path::new(t["worktree"].as_str().unwrap())
+            .join(format!("pkg/{}/mod.py", t["id"].as_str().unwrap()));
+        wait_until(&format!("{} wrote partial", file.display()), || {
+            fs::read_to_string(&file).is_ok_and(|c| c.ends_with("partial\n"))
+        });
+    }
 }
 
 #[test]
@@ -300,7 +386,8 @@ fn an_interrupted_run_keeps_its_work_and_resume_finishes_it() {
     let go = marks.path().join("go");
     let plan = repo.plan(&dir_plan(3, &waiting_agent(&go), ""));
     let child = spawn_run(&repo, &plan);
-    wait_for_running(&repo, 2);
+    // Both running agents have written their work so far.
+    wait_for_partial(&wait_for_running(&repo, 2));
     // SAFETY: signalling the child we spawned.
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     let out = child.wait_with_output().unwrap();
@@ -387,15 +474,11 @@ fn a_killed_run_is_finished_by_resume_without_losing_committed_work() {
     let plan = repo.plan(&dir_plan(3, &agent, ""));
     let mut child = spawn_run(&repo, &plan);
     // m0 done and committed, m1 and m2 waiting (m0 and m1 may be running together first).
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let before = loop {
-        let status = wait_for_running(&repo, 2);
-        if status["tasks"][0]["commit"].is_string() {
-            break status;
-        }
-        assert!(Instant::now() < deadline, "m0 never committed: {status}");
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let mut before = serde_json::Value::Null;
+    wait_until("m0 committed while m1 and m2 run", || {
+        before = wait_for_running(&repo, 2);
+        before["tasks"][0]["commit"].is_string()
+    });
     let run = before["id"].as_str().unwrap().to_string();
     let m0 = before["tasks"][0]["commit"].as_str().unwrap().to_string();
     child.kill().unwrap();
@@ -408,7 +491,9 @@ fn a_killed_run_is_finished_by_resume_without_losing_committed_work() {
         stdout(&status)
     );
     // The agents of the killed plait are still sleeping in their worktrees.
-    assert!(!processes_of(&run).is_empty(), "the agents outlived plait");
+    wait_until("the agents outlived plait", || {
+        !processes_of(&repo, &run).is_empty()
+    });
     fs::write(&go, "").unwrap();
     let out = repo.plait(&["resume", &run]);
     assert_eq!(
@@ -423,8 +508,10 @@ fn a_killed_run_is_finished_by_resume_without_losing_committed_work() {
         Some(m0.as_str()),
         "committed work is kept as it was"
     );
-    let left = processes_of(&run);
-    assert!(left.is_empty(), "resume stops the old agents: {left:?}");
+    // Killed, they are gone soon; left alone, they would sleep for two minutes.
+    wait_until("resume stops the old agents", || {
+        processes_of(&repo, &run).is_empty()
+    });
     assert!(
         after["tasks"]
             .as_array()

@@ -271,6 +271,19 @@ pub fn plait_in(dir: &Path, args: &[&str]) -> Output {
         .expect("run plait")
 }
 
+/// Polls `done` every 20 ms until it holds; fails the test, saying `what` did not happen,
+/// after 30 s. For waiting on an event (a file, a process gone, a state) instead of a time.
+pub fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !done() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "waited 30 s in vain: {what}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
 pub fn stdout(out: &Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
