@@ -4,6 +4,7 @@ use std::path::{Path, PathBuf};
 
 use clap::Args;
 
+use super::error::Context as _;
 use super::ui::{out, outln};
 use super::{open_store, CommandError};
 use crate::check::{self, CheckReport};
@@ -145,10 +146,7 @@ fn check_plan(
         }
     };
     let scratch = store.run_dir(&format!("check-{}", std::process::id()));
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| CommandError::internal(format!("cannot start the async runtime: {e}")))?;
+    let runtime = super::runtime()?;
     let report = runtime.block_on(check::check_branches(
         git::workdir(repo),
         scratch.clone(),
@@ -159,7 +157,7 @@ fn check_plan(
         &check::owns_of(&plan),
     ));
     let _ = std::fs::remove_dir_all(&scratch);
-    report.map_err(|e| CommandError::internal(format!("cannot check the branches: {e}")))
+    report.context("cannot check the branches")
 }
 
 /// Checks one run against branch `into` and saves what it learned.
@@ -178,10 +176,7 @@ pub fn check_one(
     let plan = crate::plan::load(&store.run_dir(run).join("plan.toml"))?;
     let checks = crate::plan::checks_of(&plan, &|name| std::env::var(name).ok());
     let owns = check::owns_of(&plan);
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| CommandError::internal(format!("cannot start the async runtime: {e}")))?;
+    let runtime = super::runtime()?;
     let report = runtime
         .block_on(check::check_run(
             git::workdir(repo),
@@ -191,7 +186,7 @@ pub fn check_one(
             &checks,
             &owns,
         ))
-        .map_err(|e| CommandError::internal(format!("cannot check run {run}: {e}")))?;
+        .context(format!("cannot check run {run}"))?;
     store.save(&state)?;
     Ok(report)
 }

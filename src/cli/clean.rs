@@ -6,7 +6,7 @@ use clap::Args;
 
 use super::ui::{errln, outln};
 use super::{open_store, CommandError};
-use crate::clean::{self, CleanError};
+use crate::clean;
 
 /// Remove a run's worktrees and branches, refusing to lose unsaved work
 #[derive(Debug, Args)]
@@ -32,12 +32,7 @@ pub fn cmd_clean(dir: &Path, args: CleanArgs) -> Result<(), CommandError> {
     let run = store.find(Some(&args.run))?;
     let mut state = store.load(&run)?;
     let live = store.lock_holder().is_some_and(|(_, holder)| holder == run);
-    let outcome = clean::clean(&repo, &mut state, &store.run_dir(&run), live, args.force).map_err(
-        |e| match e {
-            CleanError::InProgress { .. } => CommandError::usage(e.to_string()),
-            other => CommandError::internal(other.to_string()),
-        },
-    )?;
+    let outcome = clean::clean(&repo, &mut state, &store.run_dir(&run), live, args.force)?;
     if !args.force && !outcome.at_risk.is_empty() {
         let mut msg = format!("not cleaning run {run}; this would be lost:");
         for risk in &outcome.at_risk {

@@ -6,6 +6,7 @@ use std::path::Path;
 use clap::{Args, ValueEnum};
 use git2::Oid;
 
+use super::error::Context as _;
 use super::ui::{errln, out};
 use super::{open_store, CommandError};
 use crate::report::{self, DiffStyle};
@@ -43,7 +44,7 @@ pub fn cmd_diff(dir: &Path, args: DiffArgs) -> Result<(), CommandError> {
     let (repo, store) = open_store(dir)?;
     let run = store.find(Some(&args.run))?;
     let state = store.load(&run)?;
-    let base = Oid::from_str(&state.base).map_err(|e| CommandError::internal(e.to_string()))?;
+    let base = Oid::from_str(&state.base)?;
     let tip = if args.task == "merged" {
         match &state.merge {
             Some(m) => Some(m.commit.clone()),
@@ -73,7 +74,7 @@ pub fn cmd_diff(dir: &Path, args: DiffArgs) -> Result<(), CommandError> {
         errln!("task {} committed no changes", args.task);
         return Ok(());
     };
-    let tip = Oid::from_str(&tip).map_err(|e| CommandError::internal(e.to_string()))?;
+    let tip = Oid::from_str(&tip)?;
     let color = match args.color {
         Color::Always => true,
         Color::Never => false,
@@ -88,7 +89,7 @@ pub fn cmd_diff(dir: &Path, args: DiffArgs) -> Result<(), CommandError> {
             stat: args.stat,
         },
     )
-    .map_err(|e| CommandError::internal(format!("cannot diff: {e}")))?;
+    .context("cannot diff")?;
     out!("{text}")?;
     Ok(())
 }

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use clap::{Args, Subcommand};
 
 use super::check::{check_one, current_branch, text};
+use super::error::Context as _;
 use super::ui::{err, outln};
 use super::{open_store, CommandError};
 use crate::git;
@@ -47,7 +48,7 @@ pub fn cmd_hook(dir: &Path, args: HookArgs) -> Result<(), CommandError> {
 
 fn hooks_dir(dir: &Path) -> Result<PathBuf, CommandError> {
     let out = git::run_git(dir, &["rev-parse", "--git-path", "hooks"], &[])
-        .map_err(|e| CommandError::usage(e.to_string()))?;
+        .map_err(|e| CommandError::usage(e.to_string()).because(e))?;
     let path = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
     Ok(if path.is_absolute() {
         path
@@ -72,10 +73,9 @@ fn script(name: &str, plait: &Path) -> String {
 
 fn install(dir: &Path) -> Result<(), CommandError> {
     let hooks = hooks_dir(dir)?;
-    std::fs::create_dir_all(&hooks)
-        .map_err(|e| CommandError::internal(format!("{}: {e}", hooks.display())))?;
+    std::fs::create_dir_all(&hooks).context(hooks.display())?;
     let plait = std::env::current_exe()
-        .map_err(|e| CommandError::internal(format!("cannot find plait's own path: {e}")))?;
+        .map_err(|e| CommandError::internal("cannot find plait's own binary").because(e))?;
     for name in HOOKS {
         let path = hooks.join(name);
         let chained = hooks.join(format!("{name}.plait-chained"));
@@ -89,18 +89,16 @@ fn install(dir: &Path) -> Result<(), CommandError> {
                         chained.display()
                     )));
                 }
-                std::fs::rename(&path, &chained)
-                    .map_err(|e| CommandError::internal(e.to_string()))?;
+                std::fs::rename(&path, &chained)?;
                 outln!(
                     "kept your {name} hook as {}; it runs first",
                     chained.display()
                 )?;
             }
         }
-        std::fs::write(&path, script(name, &plait))
-            .map_err(|e| CommandError::internal(format!("{}: {e}", path.display())))?;
+        std::fs::write(&path, script(name, &plait)).context(path.display())?;
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))
-            .map_err(|e| CommandError::internal(format!("{}: {e}", path.display())))?;
+            .context(path.display())?;
         outln!("installed {}", path.display())?;
     }
     Ok(())
@@ -113,11 +111,11 @@ fn uninstall(dir: &Path) -> Result<(), CommandError> {
         let chained = hooks.join(format!("{name}.plait-chained"));
         let ours = std::fs::read_to_string(&path).is_ok_and(|t| t.contains(MARK));
         if ours {
-            std::fs::remove_file(&path).map_err(|e| CommandError::internal(e.to_string()))?;
+            std::fs::remove_file(&path)?;
             outln!("removed {}", path.display())?;
         }
         if chained.exists() && !path.exists() {
-            std::fs::rename(&chained, &path).map_err(|e| CommandError::internal(e.to_string()))?;
+            std::fs::rename(&chained, &path)?;
             outln!("restored your {name} hook")?;
         }
     }

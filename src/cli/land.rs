@@ -4,10 +4,11 @@ use std::path::Path;
 
 use clap::Args;
 
+use super::error::Context as _;
 use super::ui::{errln, outln};
 use super::{open_store, CommandError};
 use crate::git;
-use crate::land::{self, LandError, LandOutcome, LandSettings, Refusal};
+use crate::land::{self, LandOutcome, LandSettings, Refusal};
 use crate::orchestrator;
 
 /// Advance a branch to the run's merged result, only when the merge is clean
@@ -43,10 +44,7 @@ pub fn cmd_land(dir: &Path, args: LandArgs) -> Result<(), CommandError> {
         errln!("decisions changed which tasks belong in run {run}: merging again and re-running the merged checks");
         let plan = crate::plan::load(&store.run_dir(&run).join("plan.toml"))?;
         let checks = crate::plan::checks_of(&plan, &|name| std::env::var(name).ok());
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .enable_all()
-            .build()
-            .map_err(|e| CommandError::internal(format!("cannot start the async runtime: {e}")))?;
+        let runtime = super::runtime()?;
         runtime
             .block_on(orchestrator::remerge(
                 workdir.clone(),
@@ -54,7 +52,7 @@ pub fn cmd_land(dir: &Path, args: LandArgs) -> Result<(), CommandError> {
                 &mut state,
                 &checks,
             ))
-            .map_err(|e| CommandError::internal(format!("cannot merge again: {e}")))?;
+            .context("cannot merge again")?;
         store.save(&state)?;
     }
     let settings = LandSettings {
@@ -62,10 +60,7 @@ pub fn cmd_land(dir: &Path, args: LandArgs) -> Result<(), CommandError> {
         into: &args.into,
         partial: args.partial,
     };
-    let outcome = land::land(&repo, &mut state, &settings).map_err(|e| match e {
-        LandError::NoBranch { .. } => CommandError::usage(e.to_string()),
-        other => CommandError::internal(other.to_string()),
-    })?;
+    let outcome = land::land(&repo, &mut state, &settings)?;
     match outcome {
         LandOutcome::Landed(record) => {
             store.save(&state)?;

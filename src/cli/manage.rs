@@ -2,13 +2,14 @@
 
 use std::path::{Path, PathBuf};
 
+use super::error::Context as _;
 use super::ui::errln;
 use super::CommandError;
 use crate::cancel::Cancel;
 use crate::git;
 use crate::llm::limiter::Limiter;
 use crate::llm::provider::{builtin_kind, resolve_provider, ProviderFile, ProviderSettings};
-use crate::plan::manager::{self, Manager, ManagerError, PlanRequest, Planned};
+use crate::plan::manager::{self, Manager, PlanRequest, Planned};
 use crate::plan::AgentSpec;
 
 /// The manager's flags, shared by `plait plan` and `plait run`.
@@ -90,17 +91,16 @@ pub fn plan_by_manager(
         corrections: options.corrections,
     };
     let plans_dir = git::plait_dir(&repo).join("plans");
-    std::fs::create_dir_all(&plans_dir).map_err(|e| {
-        CommandError::internal(format!("cannot create {}: {e}", plans_dir.display()))
-    })?;
+    std::fs::create_dir_all(&plans_dir)
+        .context(format!("cannot create {}", plans_dir.display()))?;
     let stamp = crate::state::now_ms();
     let transcript = plans_dir.join(format!("manager-{stamp}.jsonl"));
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .map_err(|e| CommandError::internal(format!("cannot start the async runtime: {e}")))?;
+        .map_err(|e| CommandError::internal("cannot start the async runtime").because(e))?;
     let client = crate::llm::client()
-        .map_err(|e| CommandError::internal(format!("cannot set up HTTP: {e}")))?;
+        .map_err(|e| CommandError::internal("cannot set up HTTP").because(e))?;
     let limiter = Limiter::new(provider.limits);
     let (_interrupt, cancel) = Cancel::new();
     errln!(
@@ -116,15 +116,7 @@ pub fn plan_by_manager(
         transcript: &transcript,
         env: &env,
     };
-    let planned = runtime
-        .block_on(manager.plan(&repo, &files, &request))
-        .map_err(|e| match e {
-            ManagerError::Plan(p) => CommandError::from(p),
-            ManagerError::NeverValid { .. } => CommandError::attention(e.to_string()).hint(
-                "try again, give a more precise --goal, or write the plan by hand (README, \"Plan format\")",
-            ),
-            ManagerError::Call(_) => CommandError::internal(e.to_string()),
-        })?;
+    let planned = runtime.block_on(manager.plan(&repo, &files, &request))?;
     let name = format!("{} ({})", provider.name, provider.model);
     let toml = manager::render(&planned, &name);
     let plan_copy = plans_dir.join(format!("manager-{stamp}.toml"));

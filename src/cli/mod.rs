@@ -6,6 +6,7 @@
 mod check;
 mod clean;
 mod diff;
+mod error;
 mod guard;
 mod hook;
 mod land;
@@ -24,9 +25,8 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-use crate::git::{self, RepoError};
-use crate::plan::PlanError;
-use crate::state::{StateError, Store};
+use crate::git;
+use crate::state::Store;
 use ui::errln;
 
 /// Run many coding agents in parallel in one git repository, each on its own branch and
@@ -72,126 +72,7 @@ pub enum Command {
     Runs(runs::RunsArgs),
 }
 
-/// How a command failed, which decides the exit code.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
-    /// Finished, but something needs attention (exit 1).
-    Attention,
-    /// Bad usage, configuration or plan (exit 2).
-    Usage,
-    /// plait itself could not proceed (exit 3).
-    Internal,
-    /// The run was stopped by Ctrl-C or SIGTERM (exit 130).
-    Interrupted,
-    /// stdout was closed under plait (`| head`): a normal end, quiet, exit 0.
-    BrokenPipe,
-}
-
-/// A failed command: one line, an optional hint, and its kind.
-#[derive(Debug)]
-pub struct CommandError {
-    pub kind: Kind,
-    pub message: String,
-    pub hint: Option<String>,
-}
-
-impl CommandError {
-    pub fn usage(message: impl Into<String>) -> CommandError {
-        CommandError {
-            kind: Kind::Usage,
-            message: message.into(),
-            hint: None,
-        }
-    }
-
-    pub fn internal(message: impl Into<String>) -> CommandError {
-        CommandError {
-            kind: Kind::Internal,
-            message: message.into(),
-            hint: None,
-        }
-    }
-
-    pub fn interrupted(message: impl Into<String>) -> CommandError {
-        CommandError {
-            kind: Kind::Interrupted,
-            message: message.into(),
-            hint: None,
-        }
-    }
-
-    /// The run finished but needs a person; the details were printed already.
-    pub fn attention(message: impl Into<String>) -> CommandError {
-        CommandError {
-            kind: Kind::Attention,
-            message: message.into(),
-            hint: None,
-        }
-    }
-
-    /// A failed write to stdout: a closed pipe ends the command quietly, anything else is
-    /// plait's failure.
-    pub fn from_write(e: std::io::Error) -> CommandError {
-        if e.kind() == std::io::ErrorKind::BrokenPipe {
-            CommandError {
-                kind: Kind::BrokenPipe,
-                message: String::new(),
-                hint: None,
-            }
-        } else {
-            CommandError::internal(format!("cannot write to stdout: {e}"))
-        }
-    }
-
-    pub fn hint(mut self, hint: impl Into<String>) -> CommandError {
-        self.hint = Some(hint.into());
-        self
-    }
-}
-
-impl From<RepoError> for CommandError {
-    fn from(e: RepoError) -> Self {
-        match e {
-            RepoError::Git(_) => CommandError::internal(e.to_string()),
-            RepoError::NotARepo { .. } => CommandError::usage(e.to_string())
-                .hint("run plait inside a git repository, or pass -C DIR"),
-            _ => CommandError::usage(e.to_string()),
-        }
-    }
-}
-
-impl From<PlanError> for CommandError {
-    fn from(e: PlanError) -> Self {
-        let hint = match &e {
-            PlanError::Parse { .. } => {
-                Some("see README.md, \"Plan format\", for the keys a plan may hold")
-            }
-            PlanError::BaseNotFound { .. } => {
-                Some("set `base` to an existing branch or commit, or leave it out for HEAD")
-            }
-            _ => None,
-        };
-        let err = CommandError::usage(e.to_string());
-        match hint {
-            Some(h) => err.hint(h),
-            None => err,
-        }
-    }
-}
-
-impl From<StateError> for CommandError {
-    fn from(e: StateError) -> Self {
-        match e {
-            StateError::Io { .. } => CommandError::internal(e.to_string()),
-            StateError::Corrupt { .. } => CommandError::internal(e.to_string()).hint(
-                "the run's record is plait's own file; restore it, or move its run directory aside to forget the run (its branches stay)",
-            ),
-            StateError::Locked { .. } => CommandError::usage(e.to_string())
-                .hint("only one plait run may work on a repository at a time; `plait status` shows the live one"),
-            _ => CommandError::usage(e.to_string()),
-        }
-    }
-}
+pub use error::{CommandError, Kind};
 
 /// Parses the command line, runs the command and maps the result to an exit code.
 pub fn main() -> ExitCode {
@@ -218,20 +99,8 @@ pub fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) if e.kind == Kind::BrokenPipe => ExitCode::SUCCESS,
         Err(e) => {
-            match e.kind {
-                Kind::Attention | Kind::Interrupted => errln!("{}", e.message),
-                _ => errln!("error: {}", e.message),
-            }
-            if let Some(hint) = e.hint {
-                errln!("hint: {hint}");
-            }
-            ExitCode::from(match e.kind {
-                Kind::Attention => 1,
-                Kind::Usage => 2,
-                Kind::Internal => 3,
-                Kind::Interrupted => 130,
-                Kind::BrokenPipe => 0,
-            })
+            errln!("{}", e.render());
+            ExitCode::from(e.exit_code())
         }
     }
 }
@@ -248,7 +117,15 @@ fn init_logging() {
 /// This plait binary, which agents' hooks run (`plait guard`).
 fn plait_program() -> Result<PathBuf, CommandError> {
     std::env::current_exe()
-        .map_err(|e| CommandError::internal(format!("cannot find plait's own binary: {e}")))
+        .map_err(|e| CommandError::internal("cannot find plait's own binary").because(e))
+}
+
+/// The async runtime a command runs its work on.
+fn runtime() -> Result<tokio::runtime::Runtime, CommandError> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| CommandError::internal("cannot start the async runtime").because(e))
 }
 
 /// Opens the repository at `dir` and its plait store.
@@ -274,5 +151,5 @@ fn base_files(
         })?;
     base.tree()
         .and_then(|t| git::flatten_tree(&t))
-        .map_err(|e| CommandError::internal(e.to_string()))
+        .map_err(CommandError::from)
 }

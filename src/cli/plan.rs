@@ -4,6 +4,7 @@ use std::path::{Path, PathBuf};
 
 use clap::Args;
 
+use super::error::Context as _;
 use super::ui::{err, errln, out};
 use super::CommandError;
 use crate::git;
@@ -153,9 +154,7 @@ fn plan_by_manager(dir: &Path, goal: &str, args: &PlanArgs) -> Result<(), Comman
     err!("{}", super::manage::summary(&planned));
     match &args.output {
         Some(path) => {
-            std::fs::write(path, &toml).map_err(|e| {
-                CommandError::internal(format!("cannot write {}: {e}", path.display()))
-            })?;
+            std::fs::write(path, &toml).context(format!("cannot write {}", path.display()))?;
             errln!(
                 "wrote {}; read it, then: plait run {}",
                 path.display(),

@@ -5,7 +5,8 @@ use std::sync::Arc;
 
 use clap::Args;
 
-use super::run::{drive, run_error};
+use super::error::Context as _;
+use super::run::drive;
 use super::ui::errln;
 use super::{open_store, CommandError};
 use crate::orchestrator::{self, RunSettings};
@@ -54,8 +55,8 @@ pub fn cmd_resume(dir: &Path, args: ResumeArgs) -> Result<(), CommandError> {
         }
     }
     let copy = store.run_dir(&run).join("plan.toml");
-    let plan_text = std::fs::read_to_string(&copy)
-        .map_err(|e| CommandError::internal(format!("cannot read {}: {e}", copy.display())))?;
+    let plan_text =
+        std::fs::read_to_string(&copy).context(format!("cannot read {}", copy.display()))?;
     let mut parsed = plan::parse(&plan_text, &copy)?;
     // The run goes on from the commit it started from, wherever its base branch is now.
     parsed.base = Some(state.base.clone());
@@ -79,7 +80,7 @@ pub fn cmd_resume(dir: &Path, args: ResumeArgs) -> Result<(), CommandError> {
         groups: None,
         plait_program: super::plait_program()?,
     };
-    let prepared = orchestrator::prepare_resume(settings, &run).map_err(run_error)?;
+    let prepared = orchestrator::prepare_resume(settings, &run)?;
     let left = state.tasks.iter().filter(|t| !t.state.is_final()).count();
     errln!("resuming run {run}: {left} of {total} task(s) to go, {jobs} at a time");
     drive(prepared, total, args.json)

@@ -6,6 +6,7 @@ use std::path::Path;
 
 use clap::Args;
 
+use super::error::Context as _;
 use super::ui::{out, outln};
 use super::{open_store, CommandError};
 use crate::report::{self, DiffStyle};
@@ -51,8 +52,7 @@ pub fn cmd_review(dir: &Path, args: ReviewArgs) -> Result<(), CommandError> {
         color: std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none(),
         stat: false,
     };
-    let text = report::review_text(&repo, &state, style)
-        .map_err(|e| CommandError::internal(format!("cannot show the review: {e}")))?;
+    let text = report::review_text(&repo, &state, style).context("cannot show the review")?;
     out!("{text}")?;
     Ok(())
 }

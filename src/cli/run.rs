@@ -11,7 +11,7 @@ use super::ui::{err, errln, outln};
 use super::{progress, CommandError};
 use crate::cancel::Cancel;
 use crate::git;
-use crate::orchestrator::{self, RunError, RunSettings};
+use crate::orchestrator::{self, RunSettings};
 use crate::plan;
 use crate::report;
 use crate::state::RunPhase;
@@ -115,7 +115,7 @@ pub fn cmd_run(dir: &Path, args: RunArgs) -> Result<(), CommandError> {
         groups: args.groups,
         plait_program: super::plait_program()?,
     };
-    let prepared = orchestrator::prepare(settings).map_err(run_error)?;
+    let prepared = orchestrator::prepare(settings)?;
     errln!("run {}: {total} task(s), {jobs} at a time", prepared.id());
     drive(prepared, total, args.json)
 }
@@ -157,10 +157,7 @@ pub fn drive(
     json: bool,
 ) -> Result<(), CommandError> {
     let run_id = prepared.id().to_string();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| CommandError::internal(format!("cannot start the async runtime: {e}")))?;
+    let runtime = super::runtime()?;
     let state = runtime.block_on(async {
         let (tx, rx) = mpsc::unbounded_channel();
         let mode = if json {
@@ -178,7 +175,7 @@ pub fn drive(
         let _ = printer.await;
         result
     });
-    let state = state.map_err(run_error)?;
+    let state = state?;
     errln!();
     err!("{}", report::status_text(&state, false));
     let attention = report::attention(&state);
@@ -218,14 +215,6 @@ fn land_target(base_name: &str) -> &str {
         "BRANCH"
     } else {
         base_name
-    }
-}
-
-pub fn run_error(e: RunError) -> CommandError {
-    match e {
-        RunError::Repo(e) => e.into(),
-        RunError::State(e) => e.into(),
-        other => CommandError::internal(other.to_string()),
     }
 }
 

@@ -1,0 +1,271 @@
+//! How a command fails: `CommandError` (kind, message, cause, hint), how it is printed
+//! (the cause chain as "caused by" lines, as jj does), and the one place that maps each
+//! library error to a kind and a hint.
+
+use crate::clean::CleanError;
+use crate::git::RepoError;
+use crate::land::LandError;
+use crate::merge::MergeError;
+use crate::orchestrator::RunError;
+use crate::plan::manager::ManagerError;
+use crate::plan::PlanError;
+use crate::state::StateError;
+
+/// How a command failed, which decides the exit code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// Finished, but something needs attention (exit 1).
+    Attention,
+    /// Bad usage, configuration or plan (exit 2).
+    Usage,
+    /// plait itself could not proceed (exit 3).
+    Internal,
+    /// The run was stopped by Ctrl-C or SIGTERM (exit 130).
+    Interrupted,
+    /// stdout was closed under plait (`| head`): a normal end, quiet, exit 0.
+    BrokenPipe,
+}
+
+/// A failed command: one line, the error it came from (printed as "caused by" lines), an
+/// optional hint, and its kind.
+#[derive(Debug)]
+pub struct CommandError {
+    pub kind: Kind,
+    pub message: String,
+    pub hint: Option<String>,
+    pub source: Option<Box<dyn std::error::Error + Send + Sync>>,
+}
+
+impl CommandError {
+    pub fn usage(message: impl Into<String>) -> CommandError {
+        CommandError {
+            kind: Kind::Usage,
+            message: message.into(),
+            hint: None,
+            source: None,
+        }
+    }
+
+    pub fn internal(message: impl Into<String>) -> CommandError {
+        CommandError {
+            kind: Kind::Internal,
+            message: message.into(),
+            hint: None,
+            source: None,
+        }
+    }
+
+    pub fn interrupted(message: impl Into<String>) -> CommandError {
+        CommandError {
+            kind: Kind::Interrupted,
+            message: message.into(),
+            hint: None,
+            source: None,
+        }
+    }
+
+    /// The run finished but needs a person; the details were printed already.
+    pub fn attention(message: impl Into<String>) -> CommandError {
+        CommandError {
+            kind: Kind::Attention,
+            message: message.into(),
+            hint: None,
+            source: None,
+        }
+    }
+
+    /// A failed write to stdout: a closed pipe ends the command quietly, anything else is
+    /// plait's failure.
+    pub fn from_write(e: std::io::Error) -> CommandError {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            CommandError {
+                kind: Kind::BrokenPipe,
+                message: String::new(),
+                hint: None,
+                source: None,
+            }
+        } else {
+            CommandError::internal("cannot write to stdout").because(e)
+        }
+    }
+
+    /// Keeps `source` as the cause, printed under the message.
+    pub fn because(
+        mut self,
+        source: impl std::error::Error + Send + Sync + 'static,
+    ) -> CommandError {
+        self.source = Some(Box::new(source));
+        self
+    }
+
+    /// What the user sees on stderr: the message, each cause the message does not already
+    /// say, and the hint.
+    pub fn render(&self) -> String {
+        let mut out = match self.kind {
+            Kind::Attention | Kind::Interrupted => self.message.clone(),
+            _ => format!("error: {}", self.message),
+        };
+        let mut cause: Option<&(dyn std::error::Error + 'static)> = match &self.source {
+            Some(source) => Some(source.as_ref()),
+            None => None,
+        };
+        while let Some(e) = cause {
+            let text = e.to_string();
+            if !text.is_empty() && !out.contains(&text) {
+                out.push_str(&format!("\ncaused by: {text}"));
+            }
+            cause = e.source();
+        }
+        if let Some(hint) = &self.hint {
+            out.push_str(&format!("\nhint: {hint}"));
+        }
+        out
+    }
+
+    /// The exit code of this failure.
+    pub fn exit_code(&self) -> u8 {
+        match self.kind {
+            Kind::Attention => 1,
+            Kind::Usage => 2,
+            Kind::Internal => 3,
+            Kind::Interrupted => 130,
+            Kind::BrokenPipe => 0,
+        }
+    }
+
+    pub fn hint(mut self, hint: impl Into<String>) -> CommandError {
+        self.hint = Some(hint.into());
+        self
+    }
+}
+
+// ---- The one place that maps each library error to a kind and a hint. -----------------
+
+impl From<RepoError> for CommandError {
+    fn from(e: RepoError) -> Self {
+        match &e {
+            RepoError::Git(_) => CommandError::internal(e.to_string()).because(e),
+            RepoError::NotARepo { .. } => CommandError::usage(e.to_string())
+                .hint("run plait inside a git repository, or pass -C DIR")
+                .because(e),
+            _ => CommandError::usage(e.to_string()).because(e),
+        }
+    }
+}
+
+impl From<PlanError> for CommandError {
+    fn from(e: PlanError) -> Self {
+        let hint = match &e {
+            PlanError::Parse { .. } => {
+                Some("see README.md, \"Plan format\", for the keys a plan may hold")
+            }
+            PlanError::BaseNotFound { .. } => {
+                Some("set `base` to an existing branch or commit, or leave it out for HEAD")
+            }
+            _ => None,
+        };
+        let err = CommandError::usage(e.to_string()).because(e);
+        match hint {
+            Some(h) => err.hint(h),
+            None => err,
+        }
+    }
+}
+
+impl From<StateError> for CommandError {
+    fn from(e: StateError) -> Self {
+        match &e {
+            StateError::Io { .. } => CommandError::internal(e.to_string()).because(e),
+            StateError::Corrupt { .. } => CommandError::internal(e.to_string()).because(e).hint(
+                "the run's record is plait's own file; restore it, or move its run directory aside to forget the run (its branches stay)",
+            ),
+            StateError::Locked { .. } => CommandError::usage(e.to_string()).because(e)
+                .hint("only one plait run may work on a repository at a time; `plait status` shows the live one"),
+            _ => CommandError::usage(e.to_string()).because(e),
+        }
+    }
+}
+
+impl From<RunError> for CommandError {
+    fn from(e: RunError) -> Self {
+        match e {
+            RunError::Repo(e) => e.into(),
+            RunError::State(e) => e.into(),
+            other => CommandError::internal(other.to_string()).because(other),
+        }
+    }
+}
+
+impl From<LandError> for CommandError {
+    fn from(e: LandError) -> Self {
+        match &e {
+            LandError::NoBranch { .. } => CommandError::usage(e.to_string()).because(e),
+            _ => CommandError::internal(e.to_string()).because(e),
+        }
+    }
+}
+
+impl From<CleanError> for CommandError {
+    fn from(e: CleanError) -> Self {
+        match &e {
+            CleanError::InProgress { .. } => CommandError::usage(e.to_string()).because(e),
+            _ => CommandError::internal(e.to_string()).because(e),
+        }
+    }
+}
+
+impl From<ManagerError> for CommandError {
+    fn from(e: ManagerError) -> Self {
+        match e {
+            ManagerError::Plan(p) => CommandError::from(p),
+            ManagerError::NeverValid { .. } => CommandError::attention(e.to_string()).hint(
+                "try again, give a more precise --goal, or write the plan by hand (README, \"Plan format\")",
+            ),
+            ManagerError::Call(_) => CommandError::internal(e.to_string()).because(e),
+        }
+    }
+}
+
+impl From<MergeError> for CommandError {
+    fn from(e: MergeError) -> Self {
+        CommandError::internal(e.to_string()).because(e)
+    }
+}
+
+impl From<git2::Error> for CommandError {
+    fn from(e: git2::Error) -> Self {
+        CommandError::internal(format!("git: {}", e.message())).because(e)
+    }
+}
+
+impl From<std::io::Error> for CommandError {
+    fn from(e: std::io::Error) -> Self {
+        CommandError::internal(e.to_string()).because(e)
+    }
+}
+
+impl From<crate::git::GitCliError> for CommandError {
+    fn from(e: crate::git::GitCliError) -> Self {
+        CommandError::internal(e.to_string()).because(e)
+    }
+}
+
+/// Says what was being done when a library error happened, keeping the kind and hint its
+/// mapping above gives it: `fs::write(&p, text).context(format!("cannot write {p}"))?`.
+pub trait Context<T> {
+    fn context(self, what: impl std::fmt::Display) -> Result<T, CommandError>;
+}
+
+impl<T, E: Into<CommandError>> Context<T> for Result<T, E> {
+    fn context(self, what: impl std::fmt::Display) -> Result<T, CommandError> {
+        self.map_err(|e| {
+            let mut err: CommandError = e.into();
+            err.message = if err.message.is_empty() {
+                what.to_string()
+            } else {
+                format!("{what}: {}", err.message)
+            };
+            err
+        })
+    }
+}
