@@ -31,6 +31,21 @@ const DEVICES: &[&str] = &[
     "/dev/urandom",
 ];
 
+/// Why a sandbox's walls could not be prepared; the process is then not started.
+#[derive(Debug, thiserror::Error)]
+pub enum SandboxError {
+    #[error("cannot make a private temporary directory in {dir}: {source}")]
+    TempDir {
+        dir: PathBuf,
+        source: std::io::Error,
+    },
+    #[cfg(target_os = "linux")]
+    #[error("cannot build the Landlock rules: {0}")]
+    Rules(#[from] landlock::RulesetError),
+    #[error("the kernel made no Landlock ruleset")]
+    NoRuleset,
+}
+
 /// How plait confines a task's processes: `[sandbox] mode` in the plan.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -177,7 +192,7 @@ pub struct Sandbox {
     own: Vec<PathBuf>,
     /// The private temporary directory and the kernel's ruleset, made at the first spawn and
     /// shared by every process of this sandbox; the directory goes with the sandbox.
-    armed: OnceLock<Result<Armed, String>>,
+    armed: OnceLock<Result<Armed, SandboxError>>,
     denials: Mutex<Vec<String>>,
 }
 
@@ -220,25 +235,23 @@ impl Sandbox {
 
     /// The walls its processes start behind: the private temporary directory and the
     /// kernel's ruleset, prepared once. `None` when they run unconfined.
-    pub(crate) fn arm(&self) -> Result<Option<&Armed>, String> {
+    pub(crate) fn arm(&self) -> Result<Option<&Armed>, &SandboxError> {
         let Confinement::Landlock(abi) = self.confinement() else {
             return Ok(None);
         };
         match self.armed.get_or_init(|| self.prepare(abi)) {
             Ok(armed) => Ok(Some(armed)),
-            Err(why) => Err(why.clone()),
+            Err(why) => Err(why),
         }
     }
 
-    fn prepare(&self, abi: i32) -> Result<Armed, String> {
+    fn prepare(&self, abi: i32) -> Result<Armed, SandboxError> {
         let tmp = tempfile::Builder::new()
             .prefix("plait-")
             .tempdir_in(&self.settings.temp_root)
-            .map_err(|e| {
-                format!(
-                    "cannot make a private temporary directory in {}: {e}",
-                    self.settings.temp_root.display()
-                )
+            .map_err(|source| SandboxError::TempDir {
+                dir: self.settings.temp_root.clone(),
+                source,
             })?;
         let mut paths: Vec<PathBuf> = self.own.clone();
         paths.push(tmp.path().to_path_buf());
@@ -369,33 +382,29 @@ fn restrict(_fd: std::os::fd::RawFd) -> std::io::Result<()> {
 /// The kernel ruleset that lets a process write beneath `paths` only (files among them:
 /// only those files), and signal no process outside its own sandbox (ABI 6 and newer).
 #[cfg(target_os = "linux")]
-fn ruleset(abi: i32, paths: &[PathBuf]) -> Result<std::os::fd::OwnedFd, String> {
+fn ruleset(abi: i32, paths: &[PathBuf]) -> Result<std::os::fd::OwnedFd, SandboxError> {
     use landlock::{
         path_beneath_rules, AccessFs, CompatLevel, Compatible, Ruleset, RulesetAttr,
         RulesetCreatedAttr, Scope, ABI,
     };
     let version = ABI::from(abi);
     let write = AccessFs::from_write(version);
-    let fail = |e: landlock::RulesetError| format!("cannot build the Landlock rules: {e}");
     let mut ruleset = Ruleset::default()
         .set_compatibility(CompatLevel::HardRequirement)
-        .handle_access(write)
-        .map_err(fail)?;
+        .handle_access(write)?;
     if abi >= 6 {
-        ruleset = ruleset.scope(Scope::Signal).map_err(fail)?;
+        ruleset = ruleset.scope(Scope::Signal)?;
     }
     let created = ruleset
-        .create()
-        .map_err(fail)?
-        .add_rules(path_beneath_rules(paths, write))
-        .map_err(fail)?;
+        .create()?
+        .add_rules(path_beneath_rules(paths, write))?;
     let fd: Option<std::os::fd::OwnedFd> = created.into();
-    fd.ok_or_else(|| "the kernel made no Landlock ruleset".to_string())
+    fd.ok_or(SandboxError::NoRuleset)
 }
 
 #[cfg(not(target_os = "linux"))]
-fn ruleset(_abi: i32, _paths: &[PathBuf]) -> Result<std::os::fd::OwnedFd, String> {
-    Err("Landlock is Linux's".to_string())
+fn ruleset(_abi: i32, _paths: &[PathBuf]) -> Result<std::os::fd::OwnedFd, SandboxError> {
+    Err(SandboxError::NoRuleset)
 }
 
 /// Phrases with which programs report a refused write (`EACCES`, `EPERM`, `EXDEV`).

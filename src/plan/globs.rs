@@ -4,6 +4,23 @@
 
 use ignore::gitignore::{Gitignore, GitignoreBuilder};
 
+/// Why a list of globs does not compile; it names the pattern at fault.
+#[derive(Debug, thiserror::Error)]
+pub enum GlobError {
+    #[error("an empty glob matches nothing")]
+    Empty,
+    #[error("glob `{pattern}` is not valid: {source}")]
+    Invalid {
+        pattern: String,
+        source: ignore::Error,
+    },
+    #[error("globs {patterns:?} are not valid: {source}")]
+    Set {
+        patterns: Vec<String>,
+        source: ignore::Error,
+    },
+}
+
 /// A compiled list of gitignore-style patterns.
 #[derive(Debug, Clone)]
 pub struct Globs {
@@ -13,19 +30,23 @@ pub struct Globs {
 
 impl Globs {
     /// Compiles `patterns`; the error names the pattern at fault.
-    pub fn new(patterns: &[String]) -> Result<Globs, String> {
+    pub fn new(patterns: &[String]) -> Result<Globs, GlobError> {
         let mut builder = GitignoreBuilder::new(".");
         for pattern in patterns {
             if pattern.trim().is_empty() {
-                return Err("an empty glob matches nothing".to_string());
+                return Err(GlobError::Empty);
             }
             builder
                 .add_line(None, pattern)
-                .map_err(|e| format!("glob `{pattern}` is not valid: {e}"))?;
+                .map_err(|source| GlobError::Invalid {
+                    pattern: pattern.clone(),
+                    source,
+                })?;
         }
-        let matcher = builder
-            .build()
-            .map_err(|e| format!("globs {patterns:?} are not valid: {e}"))?;
+        let matcher = builder.build().map_err(|source| GlobError::Set {
+            patterns: patterns.to_vec(),
+            source,
+        })?;
         Ok(Globs {
             patterns: patterns.to_vec(),
             matcher,
