@@ -1,4 +1,5 @@
-//! `plait check`: stages 4–6 as a gate on a run's existing branches, for git hooks and CI.
+//! `plait check`: ownership (stage 4), the merge (7) and the gate (8) on a run's existing
+//! branches, for git hooks and CI.
 //! Each task branch must change only what its task owns; the branches that belong in the
 //! result are merged with each other (again, if decisions or branches changed) and with the
 //! target branch; the merged checks run on that result; and the run's own gate must be

@@ -1,4 +1,4 @@
-//! Supervisors, for large runs: tasks are grouped by path proximity; each group's branches
+//! Stage 6: groups. Supervisors, for large runs: tasks are grouped by path proximity; each group's branches
 //! are merged into `plait/<run>/group-<k>`, where conflicts between its own tasks are found;
 //! a supervisor reviews that merge as a whole; approved groups are merged at the top, where
 //! only conflicts between groups can remain. This module cuts the groups and folds the two

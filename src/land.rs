@@ -1,9 +1,10 @@
-//! Stage 7: land. Moves the user's branch to the run's merged result — only when the run
+//! Stage 8: land. Moves the user's branch to the run's merged result — only when the run
 //! finished with a clean merge (or `partial` asks for the clean subset). A fast-forward when
 //! the branch has not moved since the base; otherwise a merge commit after a clean
 //! three-way merge against it. When the branch is checked out, git itself updates that
 //! worktree (`merge --ff-only`), and uncommitted changes in paths the landing would change
-//! stop it first. Never forced, never a rewrite of history.
+//! stop it first. Never forced, never a rewrite of history. The gate is a list of typed
+//! `Blocker`s, which `report` puts into words.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};

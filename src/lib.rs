@@ -28,8 +28,10 @@
 //! run's [`state`] after every transition; [`clean`] removes what a run created; [`check`]
 //! is the gate for hooks and CI. [`git`] holds the repository helpers every stage shares
 //! and [`shell`] the way every stage runs a command, inside the walls of a [`sandbox`]
-//! (Landlock: a task's processes write only its own places). Only [`cli`] prints, reads the
-//! environment and chooses exit codes.
+//! (Landlock: a task's processes write only its own places). [`llm`] is the model APIs
+//! over HTTP that agents, reviewers and the planner share, and [`cancel`] the run's
+//! interrupt. Only [`cli`] prints, reads the environment, installs signal handlers and
+//! chooses exit codes.
 
 pub mod agent;
 pub mod cancel;

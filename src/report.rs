@@ -1,4 +1,4 @@
-//! Stage 8: report. What happened, per task and for the run — state, changes, violations,
+//! Stage 9: report. What happened, per task and for the run — state, changes, violations,
 //! conflicts, time — as text for people and as JSON for scripts, and a task's diff.
 //! These functions build strings; only the CLI prints them.
 

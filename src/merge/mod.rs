@@ -1,4 +1,4 @@
-//! Stage 6: merge. All successful task branches are combined into `plait/<run>/merged`.
+//! Stage 7: merge. All successful task branches are combined into `plait/<run>/merged`.
 //! Changes to paths no other branch touched are applied straight onto the base tree, so
 //! their order does not matter and no file is merged twice. A branch that touches a path
 //! an earlier branch changed goes through `git merge-tree --write-tree`, git's own merge
