@@ -50,7 +50,8 @@ pub struct CleanOutcome {
     pub kept_branches: Vec<AtRisk>,
 }
 
-/// Removes the run's worktrees and branches; `force` accepts losing work.
+/// Removes the run's worktrees and branches; `force` accepts losing work. Nothing is
+/// removed while something is at risk and `force` is not given.
 pub fn clean(
     repo: &Repository,
     state: &mut RunState,
@@ -67,12 +68,35 @@ pub fn clean(
     let worktrees: Vec<std::path::PathBuf> =
         state.tasks.iter().map(|t| t.worktree.clone()).collect();
     crate::shell::stop_leftovers(&state.id, &worktrees);
-    let mut outcome = CleanOutcome::default();
-    let base = Oid::from_str(&state.base)?;
-    for task in &state.tasks {
-        if !task.worktree.exists() {
-            continue;
-        }
+    let mut outcome = CleanOutcome {
+        at_risk: unsaved_work(state),
+        ..CleanOutcome::default()
+    };
+    let branches = weigh_branches(repo, state, &mut outcome)?;
+    if !force && !outcome.at_risk.is_empty() {
+        return Ok(outcome);
+    }
+    remove_worktrees(repo, state, run_dir, &mut outcome)?;
+    for (name, tip, landed) in branches {
+        // The reference itself: `Branch::delete` asks every worktree of the repository
+        // whether it has the branch checked out, which with thousands of worktrees makes
+        // a large run's clean quadratic; `checked_out` answered that once.
+        repo.find_reference(&crate::git::branch_ref(&name))?
+            .delete()?;
+        outcome.deleted_branches.push(DeletedBranch {
+            name,
+            tip: tip.to_string(),
+            landed,
+        });
+    }
+    state.cleaned = true;
+    Ok(outcome)
+}
+
+/// The tasks whose worktrees hold changes that no commit has, or cannot be read.
+fn unsaved_work(state: &RunState) -> Vec<AtRisk> {
+    let mut at_risk = Vec::new();
+    for task in state.tasks.iter().filter(|t| t.worktree.exists()) {
         match collect::scan(&task.worktree) {
             Ok(scan) if !scan.changes.is_empty() => {
                 let paths: Vec<&str> = scan.changes.iter().map(|c| c.path.as_str()).collect();
@@ -81,18 +105,30 @@ pub fn clean(
                 } else {
                     "uncollected work"
                 };
-                outcome.at_risk.push(AtRisk {
+                at_risk.push(AtRisk {
                     what: format!("task {} ({})", task.id, task.worktree.display()),
                     reason: format!("{what}: {}", list(&paths)),
                 });
             }
             Ok(_) => {}
-            Err(e) => outcome.at_risk.push(AtRisk {
+            Err(e) => at_risk.push(AtRisk {
                 what: format!("task {}", task.id),
                 reason: format!("its worktree cannot be read: {e}"),
             }),
         }
     }
+    at_risk
+}
+
+/// The run's branches that may be deleted, with their tips and whether their work is on
+/// a branch outside the run; those holding work nowhere else go into `outcome.at_risk`,
+/// and those checked out in a worktree of the user's into `outcome.kept_branches`.
+fn weigh_branches(
+    repo: &Repository,
+    state: &RunState,
+    outcome: &mut CleanOutcome,
+) -> Result<Vec<(String, Oid, bool)>, CleanError> {
+    let base = Oid::from_str(&state.base)?;
     let prefix = format!("plait/{}/", state.id);
     let elsewhere = reachable_elsewhere(repo, base, &prefix)?;
     let checked_out = checked_out_branches(repo)?;
@@ -133,23 +169,25 @@ pub fn clean(
         }
         branches.push((name, tip, landed));
     }
-    if !force && !outcome.at_risk.is_empty() {
-        return Ok(outcome);
-    }
+    Ok(branches)
+}
+
+/// Removes the tasks' worktrees (and their administrative directories), the worktree root
+/// when it is empty, and check checkouts a crashed run left behind.
+fn remove_worktrees(
+    repo: &Repository,
+    state: &RunState,
+    run_dir: &Path,
+    outcome: &mut CleanOutcome,
+) -> Result<(), CleanError> {
     for task in &state.tasks {
-        if task.worktree.exists()
-            || workspace::admin_dir(repo, &workspace::admin_name(&state.id, &task.id)).exists()
-        {
-            workspace::remove(
-                repo,
-                &workspace::admin_name(&state.id, &task.id),
-                &task.worktree,
-            )?;
+        let admin = workspace::admin_name(&state.id, &task.id);
+        if task.worktree.exists() || workspace::admin_dir(repo, &admin).exists() {
+            workspace::remove(repo, &admin, &task.worktree)?;
             outcome.removed_worktrees.push(task.id.clone());
         }
     }
     remove_empty_dir(&state.worktree_root);
-    // Check checkouts a crashed run left behind.
     let checks = run_dir.join("checks");
     if let Ok(entries) = std::fs::read_dir(&checks) {
         for entry in entries.flatten() {
@@ -157,20 +195,7 @@ pub fn clean(
         }
     }
     remove_empty_dir(&checks);
-    for (name, tip, landed) in branches {
-        // The reference itself: `Branch::delete` asks every worktree of the repository
-        // whether it has the branch checked out, which with thousands of worktrees makes
-        // a large run's clean quadratic; `checked_out` answered that once.
-        repo.find_reference(&crate::git::branch_ref(&name))?
-            .delete()?;
-        outcome.deleted_branches.push(DeletedBranch {
-            name,
-            tip: tip.to_string(),
-            landed,
-        });
-    }
-    state.cleaned = true;
-    Ok(outcome)
+    Ok(())
 }
 
 /// The branches checked out in the main worktree and in the worktrees plait did not make,

@@ -205,7 +205,8 @@ pub fn gate(state: &RunState, partial: bool) -> Vec<Blocker> {
     why
 }
 
-/// Lands the run's merged result into `settings.into`, recording it in `state`.
+/// Lands the run's merged result into `settings.into`, recording it in `state`: the gate,
+/// the target, the commit to move it to, then the move itself.
 pub fn land(
     repo: &Repository,
     state: &mut RunState,
@@ -236,82 +237,13 @@ pub fn land(
     let new = if fast_forward {
         merged
     } else {
-        let result = merge::merge_tree(
-            settings.workdir,
-            None,
-            &refname,
-            &branch_ref(&state.merged_branch()),
-        )?;
-        if !result.conflicts.is_empty() {
-            let conflicts = result
-                .conflicts
-                .into_iter()
-                .map(|raw| {
-                    let tasks = state
-                        .tasks
-                        .iter()
-                        .filter(|t| t.changes.iter().any(|c| c.path == raw.path))
-                        .map(|t| t.id.clone())
-                        .collect();
-                    Conflict {
-                        tasks,
-                        ..raw.into_conflict()
-                    }
-                })
-                .collect();
-            return Ok(LandOutcome::Refused(Refusal::Conflicts(conflicts)));
+        match merge_commit(repo, state, settings, target, merged)? {
+            Ok(commit) => commit,
+            Err(conflicts) => return Ok(LandOutcome::Refused(Refusal::Conflicts(conflicts))),
         }
-        let tree = repo.find_tree(result.tree)?;
-        let sig = signature(repo)?;
-        let message = format!(
-            "plait: land run {} into {}\n\nPlait-Run: {}\n",
-            state.id, settings.into, state.id
-        );
-        let parents = [&repo.find_commit(target)?, &repo.find_commit(merged)?];
-        repo.commit(None, &sig, &sig, &message, &tree, &parents)?
     };
-
-    match checked_out_at(settings.workdir, &refname)? {
-        Some(worktree) => {
-            let changing: BTreeSet<String> = tree_changes(
-                repo,
-                &repo.find_commit(target)?.tree()?,
-                &repo.find_commit(new)?.tree()?,
-            )?
-            .into_keys()
-            .collect();
-            let dirty = dirty_paths(&worktree)?;
-            let blocked: Vec<String> = dirty
-                .into_iter()
-                .filter(|p| {
-                    changing.contains(p)
-                        || changing.iter().any(|c| {
-                            c.starts_with(&format!("{p}/")) || p.starts_with(&format!("{c}/"))
-                        })
-                })
-                .collect();
-            if !blocked.is_empty() {
-                return Ok(LandOutcome::Refused(Refusal::Dirty {
-                    worktree,
-                    paths: blocked,
-                }));
-            }
-            let new_hex = new.to_string();
-            run_git(
-                &worktree,
-                &["merge", "--ff-only", "--no-edit", "-q", &new_hex],
-                &[],
-            )?;
-        }
-        None => {
-            repo.reference_matching(
-                &refname,
-                new,
-                true,
-                target,
-                &format!("plait: land run {}", state.id),
-            )?;
-        }
+    if let Some(refused) = move_branch(repo, state, settings, target, new)? {
+        return Ok(LandOutcome::Refused(refused));
     }
     let record = LandRecord {
         branch: settings.into.to_string(),
@@ -322,6 +254,101 @@ pub fn land(
     };
     state.landed.push(record.clone());
     Ok(LandOutcome::Landed(record))
+}
+
+/// The merge commit of the target (which moved on since the base) and the run's result,
+/// after a clean three-way merge; or the conflicts, with the tasks that touched each path.
+fn merge_commit(
+    repo: &Repository,
+    state: &RunState,
+    settings: &LandSettings<'_>,
+    target: Oid,
+    merged: Oid,
+) -> Result<Result<Oid, Vec<Conflict>>, LandError> {
+    let result = merge::merge_tree(
+        settings.workdir,
+        None,
+        &branch_ref(settings.into),
+        &branch_ref(&state.merged_branch()),
+    )?;
+    if !result.conflicts.is_empty() {
+        let conflicts = result
+            .conflicts
+            .into_iter()
+            .map(|raw| {
+                let tasks = state
+                    .tasks
+                    .iter()
+                    .filter(|t| t.changes.iter().any(|c| c.path == raw.path))
+                    .map(|t| t.id.clone())
+                    .collect();
+                Conflict {
+                    tasks,
+                    ..raw.into_conflict()
+                }
+            })
+            .collect();
+        return Ok(Err(conflicts));
+    }
+    let tree = repo.find_tree(result.tree)?;
+    let sig = signature(repo)?;
+    let message = format!(
+        "plait: land run {} into {}\n\nPlait-Run: {}\n",
+        state.id, settings.into, state.id
+    );
+    let parents = [&repo.find_commit(target)?, &repo.find_commit(merged)?];
+    Ok(Ok(repo.commit(None, &sig, &sig, &message, &tree, &parents)?))
+}
+
+/// Moves the target from `target` to `new`: through `git merge --ff-only` in the worktree
+/// that has it checked out (refused when uncommitted changes there touch what changes), or
+/// as a compare-and-swap of the ref. `Some` is the refusal.
+fn move_branch(
+    repo: &Repository,
+    state: &RunState,
+    settings: &LandSettings<'_>,
+    target: Oid,
+    new: Oid,
+) -> Result<Option<Refusal>, LandError> {
+    let refname = branch_ref(settings.into);
+    let Some(worktree) = checked_out_at(settings.workdir, &refname)? else {
+        repo.reference_matching(
+            &refname,
+            new,
+            true,
+            target,
+            &format!("plait: land run {}", state.id),
+        )?;
+        return Ok(None);
+    };
+    let changing: BTreeSet<String> = tree_changes(
+        repo,
+        &repo.find_commit(target)?.tree()?,
+        &repo.find_commit(new)?.tree()?,
+    )?
+    .into_keys()
+    .collect();
+    let blocked: Vec<String> = dirty_paths(&worktree)?
+        .into_iter()
+        .filter(|p| {
+            changing.contains(p)
+                || changing
+                    .iter()
+                    .any(|c| c.starts_with(&format!("{p}/")) || p.starts_with(&format!("{c}/")))
+        })
+        .collect();
+    if !blocked.is_empty() {
+        return Ok(Some(Refusal::Dirty {
+            worktree,
+            paths: blocked,
+        }));
+    }
+    run_git(
+        &worktree,
+        &["merge", "--ff-only", "--no-edit", "-q", &new.to_string()],
+        &[],
+    )?;
+    Ok(None)
 }
 
 /// The worktree that has `refname` checked out, if any.

@@ -44,8 +44,7 @@ pub fn cmd_land(dir: &Path, args: LandArgs) -> Result<(), CommandError> {
         errln!("decisions changed which tasks belong in run {run}: merging again and re-running the merged checks");
         let plan = crate::plan::load(&store.run_dir(&run).join("plan.toml"))?;
         let checks = crate::plan::checks_of(&plan, &|name| std::env::var(name).ok());
-        let runtime = super::runtime()?;
-        runtime
+        super::runtime()?
             .block_on(orchestrator::remerge(
                 workdir.clone(),
                 store.run_dir(&run),
@@ -60,8 +59,7 @@ pub fn cmd_land(dir: &Path, args: LandArgs) -> Result<(), CommandError> {
         into: &args.into,
         partial: args.partial,
     };
-    let outcome = land::land(&repo, &mut state, &settings)?;
-    match outcome {
+    match land::land(&repo, &mut state, &settings)? {
         LandOutcome::Landed(record) => {
             store.save(&state)?;
             outln!(
@@ -74,51 +72,61 @@ pub fn cmd_land(dir: &Path, args: LandArgs) -> Result<(), CommandError> {
                 } else {
                     "merge commit"
                 }
-            )?;
-            Ok(())
+            )
         }
         LandOutcome::AlreadyLanded { branch } => {
-            outln!("{branch} already contains run {run}'s result")?;
-            Ok(())
+            outln!("{branch} already contains run {run}'s result")
         }
-        LandOutcome::Refused(Refusal::Gate(why)) => {
-            let mut msg = format!("not landing run {run}:");
-            for w in &why {
-                msg.push_str(&format!("\n  - {}", crate::report::blocker_line(w, &run)));
-            }
-            Err(CommandError::attention(msg).hint(format!(
-                "`plait status {run}` shows the details; --partial lands only the tasks that merged cleanly"
-            )))
-        }
-        LandOutcome::Refused(Refusal::Conflicts(conflicts)) => {
-            let mut msg = format!(
-                "not landing run {run}: {} moved on and conflicts with it:",
-                args.into
-            );
-            for c in &conflicts {
-                let tasks = if c.tasks.is_empty() {
-                    String::new()
-                } else {
-                    format!(" (tasks {})", c.tasks.join(", "))
-                };
-                msg.push_str(&format!("\n  - {} ({}){tasks}", c.path, c.kind));
-            }
-            Err(CommandError::attention(msg).hint(format!(
-                "merge {} into {} by hand, or rebase the run's work onto it",
-                state.merged_branch(),
-                args.into
-            )))
-        }
-        LandOutcome::Refused(Refusal::Dirty { worktree, paths }) => {
-            let mut msg = format!(
-                "not landing run {run}: {} is checked out in {} with uncommitted changes the landing would overwrite:",
-                args.into,
-                worktree.display()
-            );
-            for p in &paths {
-                msg.push_str(&format!("\n  - {p}"));
-            }
-            Err(CommandError::attention(msg).hint("commit or stash those changes, then land again"))
-        }
+        LandOutcome::Refused(refusal) => Err(refused(&run, &args.into, &state, refusal)),
     }
+}
+
+/// Why the landing was refused, and what to do about it.
+fn refused(
+    run: &str,
+    into: &str,
+    state: &crate::state::RunState,
+    refusal: Refusal,
+) -> CommandError {
+    let (mut msg, items, hint) = match refusal {
+        Refusal::Gate(why) => (
+            format!("not landing run {run}:"),
+            why.iter()
+                .map(|w| crate::report::blocker_line(w, run))
+                .collect::<Vec<_>>(),
+            format!(
+                "`plait status {run}` shows the details; --partial lands only the tasks that merged cleanly"
+            ),
+        ),
+        Refusal::Conflicts(conflicts) => (
+            format!("not landing run {run}: {into} moved on and conflicts with it:"),
+            conflicts
+                .iter()
+                .map(|c| {
+                    let tasks = if c.tasks.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" (tasks {})", c.tasks.join(", "))
+                    };
+                    format!("{} ({}){tasks}", c.path, c.kind)
+                })
+                .collect(),
+            format!(
+                "merge {} into {into} by hand, or rebase the run's work onto it",
+                state.merged_branch()
+            ),
+        ),
+        Refusal::Dirty { worktree, paths } => (
+            format!(
+                "not landing run {run}: {into} is checked out in {} with uncommitted changes the landing would overwrite:",
+                worktree.display()
+            ),
+            paths,
+            "commit or stash those changes, then land again".to_string(),
+        ),
+    };
+    for item in &items {
+        msg.push_str(&format!("\n  - {item}"));
+    }
+    CommandError::attention(msg).hint(hint)
 }
