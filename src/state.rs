@@ -350,6 +350,39 @@ pub struct TaskRecord {
 }
 
 impl TaskRecord {
+    /// A task of run `run` that has not started: its branch, worktree, owned file count and
+    /// log.
+    pub fn pending(
+        run: &str,
+        id: &str,
+        worktree: PathBuf,
+        owned: usize,
+        log: PathBuf,
+    ) -> TaskRecord {
+        TaskRecord {
+            id: id.to_string(),
+            branch: task_branch(run, id),
+            worktree,
+            state: TaskState::Pending,
+            owned,
+            started_at: None,
+            finished_at: None,
+            exit_code: None,
+            error: None,
+            commit: None,
+            changes: Vec::new(),
+            violations: Vec::new(),
+            log,
+            usage: None,
+            summary: None,
+            rounds: 0,
+            checks: Vec::new(),
+            review: None,
+            decision: None,
+            sandbox: None,
+        }
+    }
+
     /// The verdict that counts: a person's over the reviewer's; `None` when nobody judged.
     pub fn verdict(&self) -> Option<Verdict> {
         self.decision

@@ -143,28 +143,13 @@ pub fn prepare(settings: RunSettings) -> Result<Prepared, RunError> {
         let mut list = task.owned.join("\n");
         list.push('\n');
         fs::write(&owned_list, list).map_err(io(&owned_list))?;
-        tasks.push(TaskRecord {
-            id: task.id.clone(),
-            branch: state::task_branch(&run, &task.id),
-            worktree: worktree_root.join(&task.id),
-            state: TaskState::Pending,
-            owned: task.owned.len(),
-            started_at: None,
-            finished_at: None,
-            exit_code: None,
-            error: None,
-            commit: None,
-            changes: Vec::new(),
-            violations: Vec::new(),
-            log: dir.join("agent.log"),
-            usage: None,
-            summary: None,
-            rounds: 0,
-            checks: Vec::new(),
-            review: None,
-            decision: None,
-            sandbox: None,
-        });
+        tasks.push(TaskRecord::pending(
+            &run,
+            &task.id,
+            worktree_root.join(&task.id),
+            task.owned.len(),
+            dir.join("agent.log"),
+        ));
     }
     let state = RunState {
         version: state::STATE_VERSION,
@@ -348,25 +333,7 @@ pub async fn execute(
     });
     let stop_writer = Arc::new(Notify::new());
     let writer = tokio::spawn(write_states(shared.clone(), stop_writer.clone()));
-
-    let permits = Arc::new(Semaphore::new(settings.jobs.max(1)));
-    let mut set = JoinSet::new();
-    for index in 0..shared.plan.tasks.len() {
-        let shared = shared.clone();
-        let permits = permits.clone();
-        set.spawn(async move {
-            let Ok(_permit) = permits.acquire_owned().await else {
-                return;
-            };
-            task::run_task(&shared, index).await;
-        });
-    }
-    while let Some(joined) = set.join_next().await {
-        if let Err(e) = joined {
-            return Err(RunError::Internal(format!("a task panicked: {e}")));
-        }
-    }
-
+    run_tasks(&shared).await?;
     let outcome = if shared.cancel.is_cancelled() {
         None
     } else {
@@ -401,6 +368,28 @@ pub async fn execute(
     shared.store.save(&state)?;
     drop(lock);
     Ok(state)
+}
+
+/// Runs every task, `-j` at a time, until all have ended.
+async fn run_tasks(shared: &Arc<Shared>) -> Result<(), RunError> {
+    let permits = Arc::new(Semaphore::new(shared.jobs));
+    let mut set = JoinSet::new();
+    for index in 0..shared.plan.tasks.len() {
+        let shared = shared.clone();
+        let permits = permits.clone();
+        set.spawn(async move {
+            let Ok(_permit) = permits.acquire_owned().await else {
+                return;
+            };
+            task::run_task(&shared, index).await;
+        });
+    }
+    while let Some(joined) = set.join_next().await {
+        if let Err(e) = joined {
+            return Err(RunError::Internal(format!("a task panicked: {e}")));
+        }
+    }
+    Ok(())
 }
 
 /// Saves the newest state each time a task changes, until told to stop.
