@@ -16,7 +16,7 @@ use serde_json::{json, Value};
 
 use super::anthropic::{self, Progress};
 use super::conversation::Reply;
-use super::limiter::Limiter;
+use super::limiter::{Cost, Limiter};
 use super::{openai, sse};
 use crate::cancel::Cancel;
 use crate::llm::provider::{ProviderKind, ProviderSettings};
@@ -100,11 +100,18 @@ pub async fn call(
     cancel: &Cancel,
 ) -> Result<(Reply, Timing), String> {
     let mut retries = 0;
-    // About four bytes a token: enough to keep within a tokens-per-minute limit.
-    let estimate = (body.to_string().len() / 4) as u64;
+    // About four bytes a token for the input; the output at most `max_tokens`. The
+    // answer's usage gives back what was not used.
+    let cost = Cost {
+        input: (body.to_string().len() / 4) as u64,
+        output: body["max_tokens"]
+            .as_u64()
+            .or_else(|| body["max_completion_tokens"].as_u64())
+            .unwrap_or(u64::from(provider.max_tokens)),
+    };
     loop {
         let permit = tokio::select! {
-            permit = limiter.acquire(estimate) => permit?,
+            permit = limiter.acquire(cost) => permit?,
             _ = cancel.cancelled() => return Err("interrupted".to_string()),
         };
         let started = Instant::now();
@@ -115,12 +122,21 @@ pub async fn call(
         match &result {
             Ok((reply, _)) => {
                 let u = reply.usage;
-                let input = u.input + u.cache_creation + u.cache_read;
-                limiter.finish(permit, Some(input), u.output, headers.as_ref());
+                // What counts against an input-tokens limit: on Anthropic, reads from the
+                // cache do not; OpenAI counts every prompt token.
+                let input = match provider.kind {
+                    ProviderKind::Anthropic => u.input + u.cache_creation,
+                    ProviderKind::Openai => u.input + u.cache_creation + u.cache_read,
+                };
+                let used = Cost {
+                    input,
+                    output: u.output,
+                };
+                limiter.finish(permit, Some(used), headers.as_ref());
             }
             Err(e) => {
                 record["error"] = Value::String(e.reason().to_string());
-                limiter.finish(permit, None, 0, headers.as_ref());
+                limiter.finish(permit, None, headers.as_ref());
             }
         }
         record["ms"] = json!(started.elapsed().as_millis() as u64);

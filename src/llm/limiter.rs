@@ -1,257 +1,383 @@
 //! One limiter per provider and key, shared by every agent of a run, so a hundred agents
-//! slow down together instead of each meeting its own 429: at most `concurrency` requests
-//! in flight, and within any trailing minute at most `rpm` requests, `input_tpm` input
-//! tokens and `output_tpm` output tokens. It reads the limit headers the server sends
-//! (`anthropic-ratelimit-*`, `x-ratelimit-*`) and pauses the provider until the reset when
-//! the server says little is left; a 429's `retry-after` pauses every agent of the
-//! provider, not just the one that met it. A key the server rejects poisons the limiter:
-//! every other request with that key fails at once with the same reason.
+//! run at the provider's rate limit together instead of each meeting its own 429.
+//!
+//! The providers' limits are token buckets (Anthropic's documentation says so; OpenAI's
+//! `x-ratelimit-reset-*` likewise give the time until a limit is fully restored): each
+//! limit starts full and refills continuously at `limit / 60 s`. The limiter keeps one
+//! bucket per limit — requests, input tokens, output tokens, and a combined tokens limit —
+//! from the plan's `limits` and from the limit headers the server sends
+//! (`anthropic-ratelimit-*`, `x-ratelimit-*`), whose `remaining` corrects the bucket's
+//! level. A request is admitted when every bucket can pay for it: one request, its input
+//! tokens as estimated before it is sent, and its `max_tokens` of output, reserved; the
+//! answer's usage gives back what was not used. Otherwise it sleeps exactly until the
+//! buckets will have refilled enough (or something was given back). Requests are admitted
+//! first come, first served, so no agent starves. At most `concurrency` are in flight. A
+//! 429's `retry-after` pauses every agent of the provider; a key the server rejects poisons
+//! the limiter: every other request with that key fails at once with the same reason.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use reqwest::header::HeaderMap;
-use tokio::sync::{Semaphore, SemaphorePermit};
+use tokio::sync::{Notify, Semaphore, SemaphorePermit};
 use tokio::time::Instant;
 
 use crate::llm::provider::{Limits, ProviderSettings};
 
-/// The client counts a request from before it is sent, the server from when it arrives:
-/// a second of margin keeps the two minutes from overlapping at their edge.
-const WINDOW: Duration = Duration::from_secs(61);
+/// The window a limit is stated over: a bucket refills its capacity in this time.
+const MINUTE: Duration = Duration::from_secs(60);
 
-#[derive(Debug, Clone, Copy)]
-struct Sent {
-    at: Instant,
-    input: u64,
-    output: u64,
+/// The limits a provider may have, each a bucket.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Kind {
+    Requests,
+    Input,
+    Output,
+    /// Input and output together (OpenAI's tokens limit; Anthropic's older one).
+    Tokens,
 }
 
-#[derive(Debug, Default)]
-struct Window {
-    sent: VecDeque<Sent>,
-    paused_until: Option<Instant>,
-    poisoned: Option<String>,
-    in_flight: usize,
-}
+impl Kind {
+    const ALL: [Kind; 4] = [Kind::Requests, Kind::Input, Kind::Output, Kind::Tokens];
 
-impl Window {
-    fn prune(&mut self, now: Instant) {
-        while self
-            .sent
-            .front()
-            .is_some_and(|s| now.duration_since(s.at) >= WINDOW)
-        {
-            self.sent.pop_front();
+    /// What a request of `cost` takes from this bucket.
+    fn of(self, cost: Cost) -> f64 {
+        match self {
+            Kind::Requests => 1.0,
+            Kind::Input => cost.input as f64,
+            Kind::Output => cost.output as f64,
+            Kind::Tokens => (cost.input + cost.output) as f64,
         }
     }
 
-    /// How long to wait before a request with `input` tokens may go, if at all.
-    fn wait(&self, now: Instant, limits: &Limits, input: u64) -> Option<Duration> {
-        if let Some(until) = self.paused_until.filter(|u| *u > now) {
-            return Some(until - now);
+    /// The (limit, remaining, reset) headers that state this limit.
+    fn headers(self) -> [(&'static str, &'static str, &'static str); 2] {
+        match self {
+            Kind::Requests => [
+                (
+                    "anthropic-ratelimit-requests-limit",
+                    "anthropic-ratelimit-requests-remaining",
+                    "anthropic-ratelimit-requests-reset",
+                ),
+                (
+                    "x-ratelimit-limit-requests",
+                    "x-ratelimit-remaining-requests",
+                    "x-ratelimit-reset-requests",
+                ),
+            ],
+            Kind::Input => [
+                (
+                    "anthropic-ratelimit-input-tokens-limit",
+                    "anthropic-ratelimit-input-tokens-remaining",
+                    "anthropic-ratelimit-input-tokens-reset",
+                ),
+                ("", "", ""),
+            ],
+            Kind::Output => [
+                (
+                    "anthropic-ratelimit-output-tokens-limit",
+                    "anthropic-ratelimit-output-tokens-remaining",
+                    "anthropic-ratelimit-output-tokens-reset",
+                ),
+                ("", "", ""),
+            ],
+            Kind::Tokens => [
+                (
+                    "anthropic-ratelimit-tokens-limit",
+                    "anthropic-ratelimit-tokens-remaining",
+                    "anthropic-ratelimit-tokens-reset",
+                ),
+                (
+                    "x-ratelimit-limit-tokens",
+                    "x-ratelimit-remaining-tokens",
+                    "x-ratelimit-reset-tokens",
+                ),
+            ],
         }
-        let oldest = self
-            .sent
-            .front()
-            .map(|s| (s.at + WINDOW).saturating_duration_since(now));
-        let full = |used: u64, limit: Option<u64>, adding: u64| {
-            limit.is_some_and(|l| used > 0 && used + adding > l)
+    }
+}
+
+/// What one request may cost, reserved before it is sent: its input tokens as estimated
+/// (without what the provider reads from its cache, where that does not count against the
+/// limit) and its output tokens at most (`max_tokens`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Cost {
+    pub input: u64,
+    pub output: u64,
+}
+
+/// A token bucket: `capacity`, refilled at `rate` per second, `level` now.
+#[derive(Debug, Clone, Copy)]
+struct Bucket {
+    capacity: f64,
+    rate: f64,
+    level: f64,
+    updated: Instant,
+}
+
+impl Bucket {
+    /// A full bucket for a limit of `limit` per minute.
+    fn full(limit: f64, now: Instant) -> Bucket {
+        Bucket {
+            capacity: limit,
+            rate: limit / MINUTE.as_secs_f64(),
+            level: limit,
+            updated: now,
+        }
+    }
+
+    fn refill(&mut self, now: Instant) {
+        let elapsed = now.saturating_duration_since(self.updated).as_secs_f64();
+        self.level = (self.level + elapsed * self.rate).min(self.capacity);
+        self.updated = now;
+    }
+
+    /// How long until it can pay `amount` (at once when it can now). A request larger than
+    /// the whole bucket goes when the bucket is full, leaving it in debt.
+    fn wait_for(&self, amount: f64) -> Duration {
+        let need = amount.min(self.capacity);
+        if self.level >= need {
+            return Duration::ZERO;
+        }
+        if self.rate <= 0.0 {
+            return MINUTE;
+        }
+        Duration::from_secs_f64((need - self.level) / self.rate)
+    }
+}
+
+#[derive(Debug, Default)]
+struct State {
+    buckets: HashMap<Kind, Bucket>,
+    paused_until: Option<Instant>,
+    poisoned: Option<String>,
+}
+
+impl State {
+    /// How long the next request of `cost` must wait: a pause, or the slowest bucket.
+    fn wait(&mut self, now: Instant, cost: Cost) -> Duration {
+        let paused = self
+            .paused_until
+            .map_or(Duration::ZERO, |u| u.saturating_duration_since(now));
+        self.buckets
+            .iter_mut()
+            .map(|(kind, bucket)| {
+                bucket.refill(now);
+                bucket.wait_for(kind.of(cost))
+            })
+            .fold(paused, Duration::max)
+    }
+
+    /// Adds `sign * cost` to every bucket (taken: -1, given back: +1), never above full.
+    fn apply(&mut self, cost: Cost, sign: f64, now: Instant) {
+        for (kind, bucket) in self.buckets.iter_mut() {
+            bucket.refill(now);
+            bucket.level = (bucket.level + sign * kind.of(cost)).min(bucket.capacity);
+        }
+    }
+
+    /// Corrects the buckets from a response's limit headers: a limit the plan did not name
+    /// gets its bucket; a level the server says is lower than ours (other clients of the
+    /// key, a wrong estimate) is taken. A level above ours is not: the server has not yet
+    /// counted what is in flight.
+    fn correct(&mut self, headers: &HeaderMap, now: Instant) {
+        let number = |name: &str| {
+            (!name.is_empty())
+                .then(|| headers.get(name))
+                .flatten()
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.trim().parse::<f64>().ok())
         };
-        let requests = self.sent.len() as u64;
-        let input_used: u64 = self.sent.iter().map(|s| s.input).sum();
-        let output_used: u64 = self.sent.iter().map(|s| s.output).sum();
-        if full(requests, limits.rpm.map(u64::from), 1)
-            || full(input_used, limits.input_tpm, input)
-            || full(output_used, limits.output_tpm, 0)
-        {
-            return oldest.map(|d| d.max(Duration::from_millis(5)));
+        for kind in Kind::ALL {
+            for (limit, remaining, reset) in kind.headers() {
+                let (limit, remaining) = (number(limit), number(remaining));
+                let Some(remaining) = remaining else {
+                    continue;
+                };
+                let bucket = match (self.buckets.get_mut(&kind), limit) {
+                    (Some(bucket), Some(limit)) if (bucket.capacity - limit).abs() > 0.5 => {
+                        bucket.refill(now);
+                        bucket.capacity = limit;
+                        bucket.rate = limit / MINUTE.as_secs_f64();
+                        bucket.level = bucket.level.min(limit);
+                        bucket
+                    }
+                    (Some(bucket), _) => {
+                        bucket.refill(now);
+                        bucket
+                    }
+                    (None, Some(limit)) if limit > 0.0 => {
+                        self.buckets.entry(kind).or_insert(Bucket::full(limit, now))
+                    }
+                    (None, _) => continue,
+                };
+                bucket.level = bucket.level.min(remaining);
+                // A bucket that says when it will be full again tells its rate too.
+                let until_full = headers
+                    .get(reset)
+                    .and_then(|v| v.to_str().ok())
+                    .and_then(reset_in);
+                if let Some(until_full) = until_full.filter(|d| *d >= Duration::from_secs(1)) {
+                    let missing = bucket.capacity - remaining;
+                    if missing > 0.0 {
+                        let rate = missing / until_full.as_secs_f64();
+                        // Only ever slower than the nominal rate: a fast reading is rounding.
+                        bucket.rate = bucket.rate.min(rate.max(bucket.capacity / 600.0));
+                    }
+                }
+            }
         }
-        None
     }
 }
 
 /// What a limiter has done, for the report.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct LimiterStats {
+    /// Requests that waited for a bucket or a pause.
     pub waits: u64,
+    /// Pauses of the whole provider after a 429.
     pub pauses: u64,
 }
 
 /// The shared limiter of one provider and key.
 #[derive(Debug)]
 pub struct Limiter {
-    limits: Limits,
     slots: Semaphore,
-    window: Mutex<Window>,
+    /// First come, first served: the request holding it is the next to be admitted.
+    queue: tokio::sync::Mutex<()>,
+    state: Mutex<State>,
+    /// Rung when something is given back, so the head of the queue looks again.
+    given_back: Notify,
     stats: Mutex<LimiterStats>,
 }
 
 /// A request's place: hold it while the request is in flight.
 pub struct Permit<'a> {
     _slot: SemaphorePermit<'a>,
-    at: Instant,
+    reserved: Cost,
 }
 
 impl Limiter {
     pub fn new(limits: Limits) -> Limiter {
+        let now = Instant::now();
+        let mut buckets = HashMap::new();
+        let configured = [
+            (Kind::Requests, limits.rpm.map(u64::from)),
+            (Kind::Input, limits.input_tpm),
+            (Kind::Output, limits.output_tpm),
+        ];
+        for (kind, limit) in configured {
+            if let Some(limit) = limit.filter(|l| *l > 0) {
+                buckets.insert(kind, Bucket::full(limit as f64, now));
+            }
+        }
         Limiter {
             slots: Semaphore::new(limits.concurrency.max(1)),
-            limits,
-            window: Mutex::new(Window::default()),
+            queue: tokio::sync::Mutex::new(()),
+            state: Mutex::new(State {
+                buckets,
+                ..State::default()
+            }),
+            given_back: Notify::new(),
             stats: Mutex::new(LimiterStats::default()),
         }
     }
 
-    fn window(&self) -> std::sync::MutexGuard<'_, Window> {
-        self.window.lock().unwrap_or_else(|e| e.into_inner())
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Waits until a request of about `input` tokens may be sent.
-    pub async fn acquire(&self, input: u64) -> Result<Permit<'_>, String> {
+    /// Waits until a request of `cost` may be sent, in turn, and takes it from the buckets.
+    pub async fn acquire(&self, cost: Cost) -> Result<Permit<'_>, String> {
         let slot = self.slots.acquire().await.map_err(|e| e.to_string())?;
+        let _turn = self.queue.lock().await;
         let mut waited = false;
         loop {
-            let now = Instant::now();
             let wait = {
-                let mut window = self.window();
-                if let Some(reason) = &window.poisoned {
+                let mut state = self.state();
+                if let Some(reason) = &state.poisoned {
                     return Err(reason.clone());
                 }
-                window.prune(now);
-                match window.wait(now, &self.limits, input) {
-                    Some(d) => d,
-                    None => {
-                        window.sent.push_back(Sent {
-                            at: now,
-                            input,
-                            output: 0,
-                        });
-                        window.in_flight += 1;
-                        if waited {
-                            self.stats.lock().unwrap_or_else(|e| e.into_inner()).waits += 1;
-                        }
-                        return Ok(Permit {
-                            _slot: slot,
-                            at: now,
-                        });
+                let now = Instant::now();
+                let wait = state.wait(now, cost);
+                if wait.is_zero() {
+                    state.apply(cost, -1.0, now);
+                    if waited {
+                        self.stats.lock().unwrap_or_else(|e| e.into_inner()).waits += 1;
                     }
+                    return Ok(Permit {
+                        _slot: slot,
+                        reserved: cost,
+                    });
                 }
+                wait
             };
             waited = true;
-            tokio::time::sleep(wait).await;
+            // A millisecond past the moment, so the bucket has surely refilled.
+            tokio::select! {
+                _ = tokio::time::sleep(wait + Duration::from_millis(1)) => {}
+                _ = self.given_back.notified() => {}
+            }
         }
     }
 
-    /// Records what a request used and what the server said about its limits.
-    pub fn finish(
-        &self,
-        permit: Permit<'_>,
-        input: Option<u64>,
-        output: u64,
-        headers: Option<&HeaderMap>,
-    ) {
-        let mut window = self.window();
-        window.in_flight = window.in_flight.saturating_sub(1);
-        if let Some(sent) = window.sent.iter_mut().find(|s| s.at == permit.at) {
-            if let Some(input) = input {
-                sent.input = input;
-            }
-            sent.output = output;
-        }
-        if let Some(headers) = headers {
-            if let Some(until) = pause_from_headers(headers, window.in_flight) {
-                let now = Instant::now();
-                if until > now && window.paused_until.is_none_or(|p| p < until) {
-                    window.paused_until = Some(until);
-                    self.stats.lock().unwrap_or_else(|e| e.into_inner()).pauses += 1;
+    /// Records what a request used (`None`: unknown, the reservation stands) and what the
+    /// server said about its limits; gives back what was reserved and not used.
+    pub fn finish(&self, permit: Permit<'_>, used: Option<Cost>, headers: Option<&HeaderMap>) {
+        let now = Instant::now();
+        {
+            let mut state = self.state();
+            // Unknown use (a failed request): the input is spent, no output was made.
+            let used = used.unwrap_or(Cost {
+                input: permit.reserved.input,
+                output: 0,
+            });
+            {
+                let back = Cost {
+                    input: permit.reserved.input.saturating_sub(used.input),
+                    output: permit.reserved.output.saturating_sub(used.output),
+                };
+                let more = Cost {
+                    input: used.input.saturating_sub(permit.reserved.input),
+                    output: used.output.saturating_sub(permit.reserved.output),
+                };
+                for kind in [Kind::Input, Kind::Output, Kind::Tokens] {
+                    if let Some(bucket) = state.buckets.get_mut(&kind) {
+                        bucket.refill(now);
+                        // Given back up to full; a request that used more than it
+                        // reserved leaves the bucket that much lower.
+                        bucket.level =
+                            (bucket.level + kind.of(back) - kind.of(more)).min(bucket.capacity);
+                    }
                 }
             }
+            if let Some(headers) = headers {
+                state.correct(headers, now);
+            }
         }
+        drop(permit);
+        self.given_back.notify_waiters();
     }
 
     /// Makes every agent of the provider wait `wait` (after a 429).
     pub fn pause(&self, wait: Duration) {
         let until = Instant::now() + wait;
-        let mut window = self.window();
-        if window.paused_until.is_none_or(|p| p < until) {
-            window.paused_until = Some(until);
+        let mut state = self.state();
+        if state.paused_until.is_none_or(|p| p < until) {
+            state.paused_until = Some(until);
             self.stats.lock().unwrap_or_else(|e| e.into_inner()).pauses += 1;
         }
     }
 
     /// Fails every later request with `reason` (a rejected key).
     pub fn poison(&self, reason: &str) {
-        self.window().poisoned = Some(reason.to_string());
+        self.state().poisoned = Some(reason.to_string());
     }
 
     pub fn stats(&self) -> LimiterStats {
         *self.stats.lock().unwrap_or_else(|e| e.into_inner())
     }
-}
-
-/// When the server says (almost) nothing is left before a reset: that reset.
-fn pause_from_headers(headers: &HeaderMap, in_flight: usize) -> Option<Instant> {
-    let get = |name: &str| {
-        headers
-            .get(name)
-            .and_then(|v| v.to_str().ok())
-            .map(str::trim)
-    };
-    let pairs = [
-        (
-            "anthropic-ratelimit-requests-remaining",
-            "anthropic-ratelimit-requests-reset",
-            true,
-        ),
-        (
-            "anthropic-ratelimit-input-tokens-remaining",
-            "anthropic-ratelimit-input-tokens-reset",
-            false,
-        ),
-        (
-            "anthropic-ratelimit-output-tokens-remaining",
-            "anthropic-ratelimit-output-tokens-reset",
-            false,
-        ),
-        (
-            "anthropic-ratelimit-tokens-remaining",
-            "anthropic-ratelimit-tokens-reset",
-            false,
-        ),
-        (
-            "x-ratelimit-remaining-requests",
-            "x-ratelimit-reset-requests",
-            true,
-        ),
-        (
-            "x-ratelimit-remaining-tokens",
-            "x-ratelimit-reset-tokens",
-            false,
-        ),
-    ];
-    let mut latest: Option<Instant> = None;
-    for (remaining, reset, requests) in pairs {
-        let Some(left) = get(remaining).and_then(|v| v.parse::<u64>().ok()) else {
-            continue;
-        };
-        // Requests: keep what is in flight from overshooting; tokens: only when spent.
-        let low = if requests {
-            left <= in_flight as u64
-        } else {
-            left == 0
-        };
-        if !low {
-            continue;
-        }
-        let Some(wait) = get(reset).and_then(reset_in) else {
-            continue;
-        };
-        let until = Instant::now() + wait;
-        latest = Some(latest.map_or(until, |l| l.max(until)));
-    }
-    latest
 }
 
 /// A reset header: an RFC 3339 time (Anthropic) or a duration like `6m0s`, `1s`, `12ms`
@@ -329,53 +455,179 @@ mod tests {
         assert_eq!(parse_go_duration("soon"), None);
     }
 
-    #[tokio::test(start_paused = true)]
-    async fn a_full_minute_makes_the_next_request_wait() {
-        let limiter = Limiter::new(Limits {
-            concurrency: 10,
-            rpm: Some(2),
-            input_tpm: None,
+    fn limits(rpm: Option<u32>, input_tpm: Option<u64>) -> Limits {
+        Limits {
+            concurrency: 100,
+            rpm,
+            input_tpm,
             output_tpm: None,
-        });
-        let start = Instant::now();
-        for _ in 0..2 {
-            let p = limiter.acquire(10).await.unwrap();
-            limiter.finish(p, Some(10), 5, None);
         }
-        assert!(start.elapsed() < Duration::from_secs(1));
-        let p = limiter.acquire(10).await.unwrap();
-        assert!(start.elapsed() >= WINDOW, "{:?}", start.elapsed());
-        limiter.finish(p, None, 0, None);
+    }
+
+    const SMALL: Cost = Cost {
+        input: 10,
+        output: 0,
+    };
+
+    #[tokio::test(start_paused = true)]
+    async fn a_full_bucket_bursts_then_paces_at_its_refill_rate() {
+        // 60 a minute: 60 at once, then one a second, not a minute's pause and a burst.
+        let limiter = Limiter::new(limits(Some(60), None));
+        let start = Instant::now();
+        for _ in 0..60 {
+            let p = limiter.acquire(SMALL).await.unwrap();
+            limiter.finish(p, Some(SMALL), None);
+        }
+        assert!(start.elapsed() < Duration::from_millis(10));
+        for k in 1..=5u64 {
+            let p = limiter.acquire(SMALL).await.unwrap();
+            let at = start.elapsed();
+            assert!(
+                at >= Duration::from_secs(k) && at < Duration::from_millis(1000 * k + 50),
+                "request {} of the second minute went at {at:?}",
+                k
+            );
+            limiter.finish(p, Some(SMALL), None);
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn output_is_reserved_from_max_tokens_and_given_back() {
+        let limiter = Arc::new(Limiter::new(Limits {
+            output_tpm: Some(1000),
+            ..limits(None, None)
+        }));
+        let big = Cost {
+            input: 0,
+            output: 600,
+        };
+        let first = limiter.acquire(big).await.unwrap();
+        // 400 left: a second reservation of 600 must wait for 200 to refill (12 s)...
+        let start = Instant::now();
+        let waiting = {
+            let limiter = limiter.clone();
+            tokio::spawn(async move {
+                let p = limiter.acquire(big).await.unwrap();
+                let at = Instant::now();
+                limiter.finish(p, Some(big), None);
+                at
+            })
+        };
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        // ...unless the first answer used only 100 of its 600: then at once.
+        limiter.finish(
+            first,
+            Some(Cost {
+                input: 0,
+                output: 100,
+            }),
+            None,
+        );
+        let at = waiting.await.unwrap();
+        assert!(
+            at.duration_since(start) < Duration::from_millis(1100),
+            "{:?}",
+            at.duration_since(start)
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn headers_correct_the_level_and_add_the_limits_the_plan_did_not_name() {
+        let limiter = Limiter::new(limits(None, None));
+        let p = limiter.acquire(SMALL).await.unwrap();
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            "anthropic-ratelimit-input-tokens-limit",
+            "6000".parse().unwrap(),
+        );
+        headers.insert(
+            "anthropic-ratelimit-input-tokens-remaining",
+            "0".parse().unwrap(),
+        );
+        let full_at = humantime::format_rfc3339(SystemTime::now() + Duration::from_secs(60));
+        headers.insert(
+            "anthropic-ratelimit-input-tokens-reset",
+            full_at.to_string().parse().unwrap(),
+        );
+        limiter.finish(p, Some(SMALL), Some(&headers));
+        // Empty, refilling 100 a second: 1000 tokens take 10 s, not the minute to full.
+        let start = Instant::now();
+        let p = limiter
+            .acquire(Cost {
+                input: 1000,
+                output: 0,
+            })
+            .await
+            .unwrap();
+        let took = start.elapsed();
+        assert!(
+            took >= Duration::from_secs(10) && took < Duration::from_secs(11),
+            "{took:?}"
+        );
+        limiter.finish(p, None, None);
         assert_eq!(limiter.stats().waits, 1);
     }
 
     #[tokio::test(start_paused = true)]
-    async fn a_pause_holds_every_request_and_headers_pause_before_a_429() {
+    async fn a_request_larger_than_the_bucket_goes_when_it_is_full() {
+        let limiter = Limiter::new(limits(None, Some(1000)));
+        let huge = Cost {
+            input: 5000,
+            output: 0,
+        };
+        let p = limiter.acquire(huge).await.unwrap();
+        limiter.finish(p, Some(huge), None);
+        // 4000 in debt: the next small request waits for the bucket to climb back above 10.
+        let start = Instant::now();
+        let p = limiter.acquire(SMALL).await.unwrap();
+        assert!(
+            start.elapsed() >= Duration::from_secs(240),
+            "{:?}",
+            start.elapsed()
+        );
+        limiter.finish(p, Some(SMALL), None);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn requests_are_admitted_in_turn() {
+        let limiter = Arc::new(Limiter::new(limits(Some(60), None)));
+        for _ in 0..60 {
+            let p = limiter.acquire(SMALL).await.unwrap();
+            limiter.finish(p, Some(SMALL), None);
+        }
+        let order = Arc::new(Mutex::new(Vec::new()));
+        let mut handles = Vec::new();
+        for k in 0..5 {
+            let (limiter, order) = (limiter.clone(), order.clone());
+            handles.push(tokio::spawn(async move {
+                let p = limiter.acquire(SMALL).await.unwrap();
+                order.lock().unwrap().push(k);
+                limiter.finish(p, Some(SMALL), None);
+            }));
+            tokio::task::yield_now().await;
+        }
+        for h in handles {
+            h.await.unwrap();
+        }
+        assert_eq!(*order.lock().unwrap(), [0, 1, 2, 3, 4]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_pause_holds_every_request() {
         let limiter = Limiter::new(Limits::default());
         let start = Instant::now();
         limiter.pause(Duration::from_secs(5));
-        let p = limiter.acquire(1).await.unwrap();
+        let p = limiter.acquire(SMALL).await.unwrap();
         assert!(start.elapsed() >= Duration::from_secs(5));
-        let mut headers = HeaderMap::new();
-        headers.insert("x-ratelimit-remaining-requests", "0".parse().unwrap());
-        headers.insert("x-ratelimit-reset-requests", "2s".parse().unwrap());
-        limiter.finish(p, Some(1), 1, Some(&headers));
-        let before = Instant::now();
-        let p = limiter.acquire(1).await.unwrap();
-        assert!(
-            before.elapsed() >= Duration::from_secs(2),
-            "{:?}",
-            before.elapsed()
-        );
-        limiter.finish(p, Some(1), 1, None);
-        assert_eq!(limiter.stats().pauses, 2);
+        limiter.finish(p, Some(SMALL), None);
+        assert_eq!(limiter.stats().pauses, 1);
     }
 
     #[tokio::test]
     async fn a_rejected_key_fails_every_later_request_at_once() {
         let limiter = Limiter::new(Limits::default());
         limiter.poison("mock rejected the API key (401): check KEY");
-        let err = limiter.acquire(1).await.err().unwrap();
+        let err = limiter.acquire(SMALL).await.err().unwrap();
         assert!(err.contains("401"));
     }
 
@@ -385,16 +637,16 @@ mod tests {
             concurrency: 2,
             ..Limits::default()
         }));
-        let first = limiter.acquire(1).await.unwrap();
-        let _second = limiter.acquire(1).await.unwrap();
-        let third = tokio::time::timeout(Duration::from_millis(100), limiter.acquire(1)).await;
+        let first = limiter.acquire(SMALL).await.unwrap();
+        let _second = limiter.acquire(SMALL).await.unwrap();
+        let third = tokio::time::timeout(Duration::from_millis(100), limiter.acquire(SMALL)).await;
         assert!(
             third.is_err(),
             "a third request went out with two in flight"
         );
-        limiter.finish(first, None, 0, None);
+        limiter.finish(first, None, None);
         assert!(
-            tokio::time::timeout(Duration::from_millis(100), limiter.acquire(1))
+            tokio::time::timeout(Duration::from_millis(100), limiter.acquire(SMALL))
                 .await
                 .is_ok()
         );

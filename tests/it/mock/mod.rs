@@ -305,11 +305,14 @@ impl MockModel {
         self.shared.lock().load.latency = latency;
     }
 
-    /// Enforces at most `concurrency` requests in flight and `rpm` requests accepted within
-    /// any trailing 60 s; beyond that a request is answered 429 `rate_limit_error` with a
-    /// `retry-after` header: for the rate, the whole seconds until the oldest accepted request
-    /// leaves the window (at least 1); for concurrency, `retry_after_secs` (at least 1).
-    /// A 429 is not counted in the window. 0 means no limit.
+    /// Enforces at most `concurrency` requests in flight and `rpm` requests a minute as the
+    /// Anthropic API does, as a token bucket: it starts full (`rpm`), refills continuously at
+    /// `rpm / 60 s`, and each accepted request takes one. Every answer carries
+    /// `anthropic-ratelimit-requests-limit`, `-remaining` (the bucket's level) and `-reset`
+    /// (RFC 3339: when it will be full again). An empty bucket answers 429
+    /// `rate_limit_error` with `retry-after`: the whole seconds until one request has
+    /// refilled (at least 1); a full concurrency, `retry_after_secs` (at least 1). A 429 takes
+    /// nothing from the bucket. 0 means no limit.
     #[allow(dead_code)]
     pub fn set_limits(&self, concurrency: usize, rpm: usize, retry_after_secs: u64) {
         let mut state = self.shared.lock();
@@ -345,12 +348,12 @@ impl MockModel {
         self.shared.lock().load.stats
     }
 
-    /// Zeroes the load counters (and forgets the rate window).
+    /// Zeroes the load counters (and fills the request bucket again).
     #[allow(dead_code)]
     pub fn reset_load_stats(&self) {
         let mut state = self.shared.lock();
         state.load.stats = LoadStats::default();
-        state.load.window.clear();
+        state.load.bucket = None;
     }
 }
 
@@ -386,12 +389,42 @@ struct Load {
     retry_after: u64,
     faults: Option<Faults>,
     drop_bodies: bool,
-    /// When each accepted request arrived, within the last 60 s (only with an rpm limit).
-    window: VecDeque<Instant>,
+    /// The request bucket's level and when it was last brought up to date (`None`: full).
+    bucket: Option<(f64, Instant)>,
     stats: LoadStats,
 }
 
-const RATE_WINDOW: Duration = Duration::from_secs(60);
+impl Load {
+    /// The request bucket's level now, refilled since it was last read.
+    fn level(&mut self, now: Instant) -> f64 {
+        let rpm = self.rpm as f64;
+        let (level, at) = self.bucket.unwrap_or((rpm, now));
+        let level = (level + now.duration_since(at).as_secs_f64() * rpm / 60.0).min(rpm);
+        self.bucket = Some((level, now));
+        level
+    }
+
+    /// Anthropic's headers for the request bucket at `level`.
+    fn rate_headers(&self, level: f64) -> Vec<(String, String)> {
+        let rpm = self.rpm as f64;
+        let until_full = Duration::from_secs_f64((rpm - level).max(0.0) * 60.0 / rpm);
+        let full_at = humantime::format_rfc3339_seconds(std::time::SystemTime::now() + until_full);
+        vec![
+            (
+                "anthropic-ratelimit-requests-limit".into(),
+                self.rpm.to_string(),
+            ),
+            (
+                "anthropic-ratelimit-requests-remaining".into(),
+                (level.floor() as u64).to_string(),
+            ),
+            (
+                "anthropic-ratelimit-requests-reset".into(),
+                full_at.to_string(),
+            ),
+        ]
+    }
+}
 
 impl Drop for MockModel {
     fn drop(&mut self) {
@@ -476,7 +509,7 @@ async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response
             )
         })
         .collect();
-    let (guard, latency) = match shared.admit() {
+    let (guard, latency, rate_headers) = match shared.admit() {
         Ok(admitted) => admitted,
         Err(refusal) => {
             let reply = shared.record(&parts.method, parts.uri.path(), headers, &raw, refusal);
@@ -487,6 +520,7 @@ async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response
         tokio::time::sleep(latency).await;
     }
     let mut reply = shared.reply(&parts.method, parts.uri.path(), headers, &raw);
+    reply.headers.extend(rate_headers);
     reply.in_flight = guard;
     reply.into_response()
 }
@@ -498,27 +532,23 @@ impl Shared {
 
     /// Load mode: admits a request (a guard that counts it in flight, and the latency to
     /// wait) or refuses it with a 429.
-    fn admit(self: &Arc<Self>) -> Result<(Option<InFlight>, Duration), Reply> {
+    #[allow(clippy::type_complexity)]
+    fn admit(
+        self: &Arc<Self>,
+    ) -> Result<(Option<InFlight>, Duration, Vec<(String, String)>), Reply> {
         let mut state = self.lock();
         let now = Instant::now();
         let load = &mut state.load;
         let latency = load.latency;
         if load.concurrency == 0 && load.rpm == 0 && load.latency.is_zero() {
-            return Ok((None, latency));
+            return Ok((None, latency, Vec::new()));
         }
-        while load
-            .window
-            .front()
-            .is_some_and(|t| now.duration_since(*t) >= RATE_WINDOW)
-        {
-            load.window.pop_front();
-        }
+        let level = if load.rpm > 0 { load.level(now) } else { 0.0 };
         let refusal = if load.concurrency > 0 && load.stats.in_flight >= load.concurrency {
             Some((load.retry_after.max(1), false))
-        } else if load.rpm > 0 && load.window.len() >= load.rpm {
-            let oldest = *load.window.front().expect("a full window");
-            let free = (oldest + RATE_WINDOW).saturating_duration_since(now);
-            Some((free.as_secs_f64().ceil().max(1.0) as u64, true))
+        } else if load.rpm > 0 && level < 1.0 {
+            let refill = (1.0 - level) * 60.0 / load.rpm as f64;
+            Some((refill.ceil().max(1.0) as u64, true))
         } else {
             None
         };
@@ -534,16 +564,22 @@ impl Shared {
             let message = format!("Number of {what} has exceeded your rate limit");
             let mut reply = error_reply(self.provider, state.serial, 429, &message);
             reply.headers.push(("retry-after".into(), wait.to_string()));
+            if state.load.rpm > 0 {
+                let headers = state.load.rate_headers(level);
+                reply.headers.extend(headers);
+            }
             return Err(reply);
         }
+        let mut rate_headers = Vec::new();
         if load.rpm > 0 {
-            load.window.push_back(now);
+            load.bucket = Some((level - 1.0, now));
+            rate_headers = load.rate_headers(level - 1.0);
         }
         load.stats.in_flight += 1;
         load.stats.peak_in_flight = load.stats.peak_in_flight.max(load.stats.in_flight);
         let shared = self.clone();
         let guard = InFlight::new(move || shared.lock().load.stats.in_flight -= 1);
-        Ok((Some(guard), latency))
+        Ok((Some(guard), latency, rate_headers))
     }
 
     /// Checks and records one request and decides the answer.
