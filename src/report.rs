@@ -516,63 +516,75 @@ pub fn review_text(
     let mut out = String::new();
     let base = Oid::from_str(&state.base)?;
     for task in &state.tasks {
-        let verdict = match (task.verdict(), &task.decision) {
-            (Some(v), Some(_)) => format!("{} (by a person)", v.as_str()),
-            (Some(v), None) => format!(
-                "{} (by the {} reviewer)",
-                v.as_str(),
-                task.review.as_ref().map_or("", |r| r.by.as_str())
-            ),
-            (None, _) => "not reviewed".to_string(),
-        };
-        let passed = task.checks.iter().filter(|c| c.passed).count();
-        let _ = writeln!(
-            out,
-            "{}== {} · {} · {} · checks {passed}/{} passed · {} round(s) of changes{}",
-            paint(style, BOLD),
-            task.id,
-            task.state.as_str(),
-            verdict,
-            task.checks.len(),
-            task.rounds,
-            reset(style)
-        );
-        if let Some(review) = &task.review {
-            let _ = writeln!(out, "summary: {}", review.summary);
-            if let Some(note) = &review.note {
-                let _ = writeln!(out, "note: {note}");
-            }
-            for c in &review.comments {
-                let place = c.place();
-                let _ = writeln!(out, "  - {place}{}", c.body);
-            }
-        }
-        for c in task.checks.iter().filter(|c| !c.passed) {
-            let _ = writeln!(
-                out,
-                "check `{}` failed (log: {}):",
-                c.command,
-                c.log.display()
-            );
-            for line in c.tail.lines() {
-                let _ = writeln!(out, "    {line}");
-            }
-        }
-        if let Some(error) = &task.error {
-            let _ = writeln!(out, "error: {error}");
-        }
-        match task.commit.as_deref().map(Oid::from_str) {
-            Some(Ok(tip)) => out.push_str(&diff_text(repo, base, tip, style)?),
-            _ => {
-                let _ = writeln!(out, "(no changes)");
-            }
-        }
-        out.push('\n');
+        task_review_text(&mut out, repo, base, task, style)?;
     }
     for group in &state.groups {
         group_review_text(&mut out, state, group, style);
     }
     Ok(out)
+}
+
+/// A task's part of `plait review`: its line, review, failed checks, error and diff.
+fn task_review_text(
+    out: &mut String,
+    repo: &Repository,
+    base: Oid,
+    task: &TaskRecord,
+    style: DiffStyle,
+) -> Result<(), git2::Error> {
+    let verdict = match (task.verdict(), &task.decision) {
+        (Some(v), Some(_)) => format!("{} (by a person)", v.as_str()),
+        (Some(v), None) => format!(
+            "{} (by the {} reviewer)",
+            v.as_str(),
+            task.review.as_ref().map_or("", |r| r.by.as_str())
+        ),
+        (None, _) => "not reviewed".to_string(),
+    };
+    let passed = task.checks.iter().filter(|c| c.passed).count();
+    let _ = writeln!(
+        out,
+        "{}== {} · {} · {} · checks {passed}/{} passed · {} round(s) of changes{}",
+        paint(style, BOLD),
+        task.id,
+        task.state.as_str(),
+        verdict,
+        task.checks.len(),
+        task.rounds,
+        reset(style)
+    );
+    if let Some(review) = &task.review {
+        let _ = writeln!(out, "summary: {}", review.summary);
+        if let Some(note) = &review.note {
+            let _ = writeln!(out, "note: {note}");
+        }
+        for c in &review.comments {
+            let place = c.place();
+            let _ = writeln!(out, "  - {place}{}", c.body);
+        }
+    }
+    for c in task.checks.iter().filter(|c| !c.passed) {
+        let _ = writeln!(
+            out,
+            "check `{}` failed (log: {}):",
+            c.command,
+            c.log.display()
+        );
+        for line in c.tail.lines() {
+            let _ = writeln!(out, "    {line}");
+        }
+    }
+    if let Some(error) = &task.error {
+        let _ = writeln!(out, "error: {error}");
+    }
+    match task.commit.as_deref().map(Oid::from_str) {
+        Some(Ok(tip)) => out.push_str(&diff_text(repo, base, tip, style)?),
+        _ => {
+            let _ = writeln!(out, "(no changes)");
+        }
+    }
+    out.push('\n');
+    Ok(())
 }
 
 /// A supervisor group's part of `plait review`: verdict, summary, comments, conflicts.
