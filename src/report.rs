@@ -10,7 +10,7 @@ use serde::Serialize;
 use similar::{ChangeTag, TextDiff};
 
 use crate::git::{short, tree_changes};
-use crate::state::{RunPhase, RunState, TaskState, Usage, Verdict};
+use crate::state::{RunPhase, RunState, TaskRecord, TaskState, Usage, Verdict};
 
 /// What needs a person before the run can land, one sentence per blocker.
 pub fn attention(state: &RunState) -> Vec<String> {
@@ -153,7 +153,6 @@ fn group_note(group: &crate::state::GroupRecord) -> String {
     note
 }
 
-/// A table of the run's tasks with a header line and, below it, what needs attention.
 /// How the tasks' processes ran: one line when all ran alike, else one per kind; then the
 /// writes the sandbox refused each task.
 fn sandbox_lines(out: &mut String, state: &RunState) {
@@ -199,22 +198,33 @@ fn sandbox_lines(out: &mut String, state: &RunState) {
     }
 }
 
+/// A table of the run's tasks with a header line and, below it, what needs attention.
 /// `live` says whether a plait process is still working on an unfinished run.
 pub fn status_text(state: &RunState, live: bool) -> String {
     let mut out = String::new();
-    let phase = match state.phase {
-        RunPhase::Running | RunPhase::Merging if !live => "interrupted (its plait process is gone)",
-        RunPhase::Running => "running",
-        RunPhase::Merging => "merging",
-        RunPhase::Finished if state.cleaned => "finished, cleaned",
-        RunPhase::Finished => "finished",
-        RunPhase::Interrupted => "interrupted",
-    };
+    header_lines(&mut out, state, live);
+    task_table(&mut out, state);
+    usage_line(&mut out, state);
+    sandbox_lines(&mut out, state);
+    violation_lines(&mut out, state);
+    for task in &state.tasks {
+        failed_check_lines(&mut out, task);
+        review_lines(&mut out, task);
+    }
+    merge_lines(&mut out, state);
+    merged_check_lines(&mut out, state);
+    landed_lines(&mut out, state);
+    attention_lines(&mut out, state);
+    out
+}
+
+/// The run's line (id, phase, base, tasks) and the first line of its goal.
+fn header_lines(out: &mut String, state: &RunState, live: bool) {
     let _ = writeln!(
         out,
         "run {} · {} · base {} ({}) · {} task(s)",
         state.id,
-        phase,
+        phase_text(state, live),
         state.base_name,
         short(&state.base),
         state.tasks.len()
@@ -222,6 +232,22 @@ pub fn status_text(state: &RunState, live: bool) -> String {
     if !state.goal.is_empty() {
         let _ = writeln!(out, "goal: {}", state.goal.lines().next().unwrap_or(""));
     }
+}
+
+/// Where the run is, as the status's first line says it.
+fn phase_text(state: &RunState, live: bool) -> &'static str {
+    match state.phase {
+        RunPhase::Running | RunPhase::Merging if !live => "interrupted (its plait process is gone)",
+        RunPhase::Running => "running",
+        RunPhase::Merging => "merging",
+        RunPhase::Finished if state.cleaned => "finished, cleaned",
+        RunPhase::Finished => "finished",
+        RunPhase::Interrupted => "interrupted",
+    }
+}
+
+/// The table's header line and a row per task, under their groups in a grouped run.
+fn task_table(out: &mut String, state: &RunState) {
     let conflicted: Vec<&str> = state
         .merge
         .iter()
@@ -247,80 +273,110 @@ pub fn status_text(state: &RunState, live: bool) -> String {
         "\n{:<width$}  {:<10}  {:>5}  {:>5}  {:>7}{model_header}  NOTE",
         "TASK", "STATE", "FILES", "VIOL", "TIME"
     );
-    let mut rows: Vec<(&str, String)> = Vec::new();
-    for task in &state.tasks {
-        let mut note = task.error.clone().unwrap_or_default();
-        if conflicted.contains(&task.id.as_str()) {
-            note = "conflict: left out of the merge".to_string();
-        } else if task.state == TaskState::Done && task.commit.is_none() {
-            note = "no changes".to_string();
-        } else if let Some(verdict) = task.verdict() {
-            let by = if task.decision.is_some() {
-                "person"
-            } else {
-                "review"
-            };
-            note = format!("{by}: {}", verdict.as_str());
-            if task.rounds > 0 {
-                note.push_str(&format!(" after {} round(s)", task.rounds));
-            }
-        }
-        let model_cells = match (&task.usage, models) {
-            (_, false) => String::new(),
-            (Some(u), true) => format!(
-                "  {:>8}  {:>8}",
-                tokens(
-                    u.input_tokens
-                        + u.output_tokens
-                        + u.cache_creation_input_tokens
-                        + u.cache_read_input_tokens
-                ),
-                cost(u.cost_usd)
-            ),
-            (None, true) => format!("  {:>8}  {:>8}", "-", "-"),
-        };
-        let row = format!(
-            "{:<w$}  {:<10}  {:>5}  {:>5}  {:>7}{model_cells}  {}",
-            task.id,
-            task.state.as_str(),
-            task.changes.len(),
-            task.violations.len(),
-            task.elapsed_ms()
-                .map(seconds)
-                .unwrap_or_else(|| "-".to_string()),
-            note,
-            w = width - indent,
-        );
-        rows.push((task.id.as_str(), row.trim_end().to_string()));
-    }
-    write_rows(&mut out, state, &rows, width);
-    if let Some(total) = total_usage(state) {
-        let first: Vec<u64> = state
-            .tasks
-            .iter()
-            .filter_map(|t| t.usage.as_ref()?.first_token_ms)
-            .collect();
-        let mean_first = if first.is_empty() {
-            "-".to_string()
+    let rows: Vec<(&str, String)> = state
+        .tasks
+        .iter()
+        .map(|task| {
+            let row = task_row(task, &conflicted, models, width - indent);
+            (task.id.as_str(), row)
+        })
+        .collect();
+    write_rows(out, state, &rows, width);
+}
+
+/// One task's row of the table, its id padded to `width`; `models` says whether the table
+/// has the token and cost columns.
+fn task_row(task: &TaskRecord, conflicted: &[&str], models: bool, width: usize) -> String {
+    let row = format!(
+        "{:<width$}  {:<10}  {:>5}  {:>5}  {:>7}{}  {}",
+        task.id,
+        task.state.as_str(),
+        task.changes.len(),
+        task.violations.len(),
+        task.elapsed_ms()
+            .map(seconds)
+            .unwrap_or_else(|| "-".to_string()),
+        model_cells(task.usage.as_ref(), models),
+        task_note(task, conflicted),
+    );
+    row.trim_end().to_string()
+}
+
+/// The NOTE cell of a task's row: why it was left out, that it changed nothing, its
+/// verdict, or its error.
+fn task_note(task: &TaskRecord, conflicted: &[&str]) -> String {
+    let mut note = task.error.clone().unwrap_or_default();
+    if conflicted.contains(&task.id.as_str()) {
+        note = "conflict: left out of the merge".to_string();
+    } else if task.state == TaskState::Done && task.commit.is_none() {
+        note = "no changes".to_string();
+    } else if let Some(verdict) = task.verdict() {
+        let by = if task.decision.is_some() {
+            "person"
         } else {
-            seconds(first.iter().sum::<u64>() / first.len() as u64)
+            "review"
         };
-        let _ = writeln!(
-            out,
-            "\nmodel: {} request(s) ({} retried), {} input + {} output tokens, cache {} written / {} read; cost {}; first token {} (mean); model time {}{}",
-            total.requests,
-            total.retries,
-            total.input_tokens,
-            total.output_tokens,
-            total.cache_creation_input_tokens,
-            total.cache_read_input_tokens,
-            match total.cost_usd { Some(c) => format!("${c:.4}"), None => "unknown (no prices for the model)".to_string() },
-            mean_first,
-            seconds(total.model_ms),
-            if total.refused_writes > 0 { format!("; {} write(s) outside ownership refused", total.refused_writes) } else { String::new() },
-        );
+        note = format!("{by}: {}", verdict.as_str());
+        if task.rounds > 0 {
+            note.push_str(&format!(" after {} round(s)", task.rounds));
+        }
     }
-    sandbox_lines(&mut out, state);
+    note
+}
+
+/// The TOKENS and COST cells of a task's row, empty when the table has no such columns.
+fn model_cells(usage: Option<&Usage>, models: bool) -> String {
+    if !models {
+        return String::new();
+    }
+    match usage {
+        Some(u) => format!(
+            "  {:>8}  {:>8}",
+            tokens(
+                u.input_tokens
+                    + u.output_tokens
+                    + u.cache_creation_input_tokens
+                    + u.cache_read_input_tokens
+            ),
+            cost(u.cost_usd)
+        ),
+        None => format!("  {:>8}  {:>8}", "-", "-"),
+    }
+}
+
+/// The model usage of all tasks together on one line, if any task used a model.
+fn usage_line(out: &mut String, state: &RunState) {
+    let Some(total) = total_usage(state) else {
+        return;
+    };
+    let first: Vec<u64> = state
+        .tasks
+        .iter()
+        .filter_map(|t| t.usage.as_ref()?.first_token_ms)
+        .collect();
+    let mean_first = if first.is_empty() {
+        "-".to_string()
+    } else {
+        seconds(first.iter().sum::<u64>() / first.len() as u64)
+    };
+    let _ = writeln!(
+        out,
+        "\nmodel: {} request(s) ({} retried), {} input + {} output tokens, cache {} written / {} read; cost {}; first token {} (mean); model time {}{}",
+        total.requests,
+        total.retries,
+        total.input_tokens,
+        total.output_tokens,
+        total.cache_creation_input_tokens,
+        total.cache_read_input_tokens,
+        match total.cost_usd { Some(c) => format!("${c:.4}"), None => "unknown (no prices for the model)".to_string() },
+        mean_first,
+        seconds(total.model_ms),
+        if total.refused_writes > 0 { format!("; {} write(s) outside ownership refused", total.refused_writes) } else { String::new() },
+    );
+}
+
+/// The files each task changed but does not own, task by task.
+fn violation_lines(out: &mut String, state: &RunState) {
     for task in state.tasks.iter().filter(|t| !t.violations.is_empty()) {
         let _ = writeln!(
             out,
@@ -332,64 +388,79 @@ pub fn status_text(state: &RunState, live: bool) -> String {
             let _ = writeln!(out, "  {} {}", v.kind.letter(), v.path);
         }
     }
-    for task in &state.tasks {
-        let failed: Vec<_> = task.checks.iter().filter(|c| !c.passed).collect();
-        for c in failed {
-            let _ = writeln!(
-                out,
-                "\ncheck `{}` failed for {} (log: {}):",
-                c.command,
-                task.id,
-                c.log.display()
-            );
-            last_lines(&mut out, &c.tail, 10);
-        }
-        if let Some(review) = task
-            .review
-            .as_ref()
-            .filter(|r| r.verdict != Verdict::Approve)
-        {
-            let _ = writeln!(
-                out,
-                "\nreview of {} ({}): {}: {}",
-                task.id,
-                review.by,
-                review.verdict.as_str(),
-                review.summary
-            );
-            if let Some(note) = &review.note {
-                let _ = writeln!(out, "  note: {note}");
-            }
-            for c in review.comments.iter().take(10) {
-                let place = c.place();
-                let _ = writeln!(out, "  - {place}{}", c.body.lines().next().unwrap_or(""));
-            }
-        }
-    }
-    if let Some(merge) = &state.merge {
+}
+
+/// A task's failed checks, each with the last lines of its output.
+fn failed_check_lines(out: &mut String, task: &TaskRecord) {
+    for c in task.checks.iter().filter(|c| !c.passed) {
         let _ = writeln!(
             out,
-            "\nmerged: {} at {} with {} task(s)",
-            merge.branch,
-            short(&merge.commit),
-            merge.included.len()
+            "\ncheck `{}` failed for {} (log: {}):",
+            c.command,
+            task.id,
+            c.log.display()
         );
-        for c in &merge.conflicts {
-            let _ = writeln!(
-                out,
-                "\nconflict ({}) in {} between {}",
-                c.kind,
-                c.path,
-                c.tasks.join(", ")
-            );
-            if !c.message.is_empty() {
-                let _ = writeln!(out, "  {}", c.message.replace('\n', "\n  "));
-            }
-            for line in c.hunks.lines().take(40) {
-                let _ = writeln!(out, "    {line}");
-            }
+        last_lines(out, &c.tail, 10);
+    }
+}
+
+/// A task's review when it did not approve: verdict, summary, note, the first comments.
+fn review_lines(out: &mut String, task: &TaskRecord) {
+    let Some(review) = task
+        .review
+        .as_ref()
+        .filter(|r| r.verdict != Verdict::Approve)
+    else {
+        return;
+    };
+    let _ = writeln!(
+        out,
+        "\nreview of {} ({}): {}: {}",
+        task.id,
+        review.by,
+        review.verdict.as_str(),
+        review.summary
+    );
+    if let Some(note) = &review.note {
+        let _ = writeln!(out, "  note: {note}");
+    }
+    for c in review.comments.iter().take(10) {
+        let place = c.place();
+        let _ = writeln!(out, "  - {place}{}", c.body.lines().next().unwrap_or(""));
+    }
+}
+
+/// The merged branch, and each conflict with its message and its first hunk lines.
+fn merge_lines(out: &mut String, state: &RunState) {
+    let Some(merge) = &state.merge else {
+        return;
+    };
+    let _ = writeln!(
+        out,
+        "\nmerged: {} at {} with {} task(s)",
+        merge.branch,
+        short(&merge.commit),
+        merge.included.len()
+    );
+    for c in &merge.conflicts {
+        let _ = writeln!(
+            out,
+            "\nconflict ({}) in {} between {}",
+            c.kind,
+            c.path,
+            c.tasks.join(", ")
+        );
+        if !c.message.is_empty() {
+            let _ = writeln!(out, "  {}", c.message.replace('\n', "\n  "));
+        }
+        for line in c.hunks.lines().take(40) {
+            let _ = writeln!(out, "    {line}");
         }
     }
+}
+
+/// Each check run on the merged result, with the last lines of a failed one's output.
+fn merged_check_lines(out: &mut String, state: &RunState) {
     for c in &state.merged_checks {
         let _ = writeln!(
             out,
@@ -402,9 +473,13 @@ pub fn status_text(state: &RunState, live: bool) -> String {
             }
         );
         if !c.passed {
-            last_lines(&mut out, &c.tail, 10);
+            last_lines(out, &c.tail, 10);
         }
     }
+}
+
+/// Each branch the run landed on, from which commit to which, and how.
+fn landed_lines(out: &mut String, state: &RunState) {
     for land in &state.landed {
         let _ = writeln!(
             out,
@@ -419,6 +494,10 @@ pub fn status_text(state: &RunState, live: bool) -> String {
             }
         );
     }
+}
+
+/// What needs a person before the run can land, as a list under its heading.
+fn attention_lines(out: &mut String, state: &RunState) {
     let attention = attention(state);
     if !attention.is_empty() {
         let _ = writeln!(out, "\nneeds attention:");
@@ -426,7 +505,6 @@ pub fn status_text(state: &RunState, live: bool) -> String {
             let _ = writeln!(out, "  - {a}");
         }
     }
-    out
 }
 
 /// Task by task: the verdict, the comments, the checks and the diff, for `plait review`.
@@ -438,63 +516,75 @@ pub fn review_text(
     let mut out = String::new();
     let base = Oid::from_str(&state.base)?;
     for task in &state.tasks {
-        let verdict = match (task.verdict(), &task.decision) {
-            (Some(v), Some(_)) => format!("{} (by a person)", v.as_str()),
-            (Some(v), None) => format!(
-                "{} (by the {} reviewer)",
-                v.as_str(),
-                task.review.as_ref().map_or("", |r| r.by.as_str())
-            ),
-            (None, _) => "not reviewed".to_string(),
-        };
-        let passed = task.checks.iter().filter(|c| c.passed).count();
-        let _ = writeln!(
-            out,
-            "{}== {} · {} · {} · checks {passed}/{} passed · {} round(s) of changes{}",
-            paint(style, BOLD),
-            task.id,
-            task.state.as_str(),
-            verdict,
-            task.checks.len(),
-            task.rounds,
-            reset(style)
-        );
-        if let Some(review) = &task.review {
-            let _ = writeln!(out, "summary: {}", review.summary);
-            if let Some(note) = &review.note {
-                let _ = writeln!(out, "note: {note}");
-            }
-            for c in &review.comments {
-                let place = c.place();
-                let _ = writeln!(out, "  - {place}{}", c.body);
-            }
-        }
-        for c in task.checks.iter().filter(|c| !c.passed) {
-            let _ = writeln!(
-                out,
-                "check `{}` failed (log: {}):",
-                c.command,
-                c.log.display()
-            );
-            for line in c.tail.lines() {
-                let _ = writeln!(out, "    {line}");
-            }
-        }
-        if let Some(error) = &task.error {
-            let _ = writeln!(out, "error: {error}");
-        }
-        match task.commit.as_deref().map(Oid::from_str) {
-            Some(Ok(tip)) => out.push_str(&diff_text(repo, base, tip, style)?),
-            _ => {
-                let _ = writeln!(out, "(no changes)");
-            }
-        }
-        out.push('\n');
+        task_review_text(&mut out, repo, base, task, style)?;
     }
     for group in &state.groups {
         group_review_text(&mut out, state, group, style);
     }
     Ok(out)
+}
+
+/// A task's part of `plait review`: its line, review, failed checks, error and diff.
+fn task_review_text(
+    out: &mut String,
+    repo: &Repository,
+    base: Oid,
+    task: &TaskRecord,
+    style: DiffStyle,
+) -> Result<(), git2::Error> {
+    let verdict = match (task.verdict(), &task.decision) {
+        (Some(v), Some(_)) => format!("{} (by a person)", v.as_str()),
+        (Some(v), None) => format!(
+            "{} (by the {} reviewer)",
+            v.as_str(),
+            task.review.as_ref().map_or("", |r| r.by.as_str())
+        ),
+        (None, _) => "not reviewed".to_string(),
+    };
+    let passed = task.checks.iter().filter(|c| c.passed).count();
+    let _ = writeln!(
+        out,
+        "{}== {} · {} · {} · checks {passed}/{} passed · {} round(s) of changes{}",
+        paint(style, BOLD),
+        task.id,
+        task.state.as_str(),
+        verdict,
+        task.checks.len(),
+        task.rounds,
+        reset(style)
+    );
+    if let Some(review) = &task.review {
+        let _ = writeln!(out, "summary: {}", review.summary);
+        if let Some(note) = &review.note {
+            let _ = writeln!(out, "note: {note}");
+        }
+        for c in &review.comments {
+            let place = c.place();
+            let _ = writeln!(out, "  - {place}{}", c.body);
+        }
+    }
+    for c in task.checks.iter().filter(|c| !c.passed) {
+        let _ = writeln!(
+            out,
+            "check `{}` failed (log: {}):",
+            c.command,
+            c.log.display()
+        );
+        for line in c.tail.lines() {
+            let _ = writeln!(out, "    {line}");
+        }
+    }
+    if let Some(error) = &task.error {
+        let _ = writeln!(out, "error: {error}");
+    }
+    match task.commit.as_deref().map(Oid::from_str) {
+        Some(Ok(tip)) => out.push_str(&diff_text(repo, base, tip, style)?),
+        _ => {
+            let _ = writeln!(out, "(no changes)");
+        }
+    }
+    out.push('\n');
+    Ok(())
 }
 
 /// A supervisor group's part of `plait review`: verdict, summary, comments, conflicts.
@@ -656,123 +746,158 @@ pub fn diff_text(
     for path in changes.keys() {
         let old = blob_text(repo, &from_tree, path)?;
         let new = blob_text(repo, &to_tree, path)?;
-        let (old_bytes, new_bytes) = (
-            old.clone().unwrap_or_default(),
-            new.clone().unwrap_or_default(),
-        );
-        if old_bytes.contains(&0) || new_bytes.contains(&0) {
-            stats.push((path.clone(), None));
-            if !style.stat {
-                let _ = writeln!(
-                    out,
-                    "{}diff --git a/{path} b/{path}{}",
-                    paint(style, BOLD),
-                    reset(style)
-                );
-                let _ = writeln!(out, "Binary files differ");
-            }
-            continue;
-        }
-        let old_text = String::from_utf8_lossy(&old_bytes);
-        let new_text = String::from_utf8_lossy(&new_bytes);
-        // Past the timeout the diff is coarser, not slower: a file of 200,000 new lines
-        // against one old line would otherwise take minutes (Myers is O((N+M)·D)).
-        let diff = TextDiff::configure()
-            .timeout(std::time::Duration::from_millis(500))
-            .diff_lines(old_text.as_ref(), new_text.as_ref());
-        let (mut plus, mut minus) = (0usize, 0usize);
-        for change in diff.iter_all_changes() {
-            match change.tag() {
-                ChangeTag::Insert => plus += 1,
-                ChangeTag::Delete => minus += 1,
-                ChangeTag::Equal => {}
-            }
-        }
-        stats.push((path.clone(), Some((plus, minus))));
-        if style.stat {
-            continue;
-        }
-        let _ = writeln!(out, "{}diff --git a/{path} b/{path}", paint(style, BOLD));
-        let _ = writeln!(
-            out,
-            "--- {}",
-            if old.is_some() {
-                format!("a/{path}")
-            } else {
-                "/dev/null".into()
-            }
-        );
-        let _ = writeln!(
-            out,
-            "+++ {}{}",
-            if new.is_some() {
-                format!("b/{path}")
-            } else {
-                "/dev/null".into()
-            },
-            reset(style)
-        );
-        for hunk in diff.unified_diff().context_radius(3).iter_hunks() {
-            let _ = writeln!(
-                out,
-                "{}{}{}",
-                paint(style, CYAN),
-                hunk.header(),
-                reset(style)
-            );
-            for change in hunk.iter_changes() {
-                let (sign, color) = match change.tag() {
-                    ChangeTag::Insert => ('+', GREEN),
-                    ChangeTag::Delete => ('-', RED),
-                    ChangeTag::Equal => (' ', ""),
-                };
-                let line = change.value();
-                let colored = change.tag() != ChangeTag::Equal;
-                let _ = write!(
-                    out,
-                    "{}{sign}{}",
-                    if colored { paint(style, color) } else { "" },
-                    line.trim_end_matches('\n')
-                );
-                let _ = writeln!(out, "{}", if colored { reset(style) } else { "" });
-                if change.missing_newline() {
-                    let _ = writeln!(out, "\\ No newline at end of file");
-                }
-            }
-        }
+        let counts = file_diff(&mut out, path, old.as_deref(), new.as_deref(), style);
+        stats.push((path.clone(), counts));
     }
     if style.stat {
-        let width = stats.iter().map(|(p, _)| p.len()).max().unwrap_or(0);
-        let (mut total_plus, mut total_minus) = (0, 0);
-        for (path, counts) in &stats {
-            match counts {
-                Some((plus, minus)) => {
-                    total_plus += plus;
-                    total_minus += minus;
-                    let bar_plus = "+".repeat((*plus).min(40));
-                    let bar_minus = "-".repeat((*minus).min(40));
-                    let _ = writeln!(
-                        out,
-                        " {path:<width$} | {:>4} {}{bar_plus}{}{}{bar_minus}{}",
-                        plus + minus,
-                        paint(style, GREEN),
-                        reset(style),
-                        paint(style, RED),
-                        reset(style)
-                    );
-                }
-                None => {
-                    let _ = writeln!(out, " {path:<width$} | Bin");
-                }
-            }
-        }
-        let _ = writeln!(
-            out,
-            " {} file(s) changed, {total_plus} insertion(s)(+), {total_minus} deletion(s)(-)",
-            stats.len()
-        );
+        stat_lines(&mut out, &stats, style);
     }
     Ok(out)
+}
+
+/// Writes one file's diff (unless `style.stat`) and returns its lines added and removed,
+/// `None` for a binary file; `old` or `new` is `None` where the file does not exist.
+fn file_diff(
+    out: &mut String,
+    path: &str,
+    old: Option<&[u8]>,
+    new: Option<&[u8]>,
+    style: DiffStyle,
+) -> Option<(usize, usize)> {
+    let (old_bytes, new_bytes) = (old.unwrap_or_default(), new.unwrap_or_default());
+    if old_bytes.contains(&0) || new_bytes.contains(&0) {
+        if !style.stat {
+            let _ = writeln!(
+                out,
+                "{}diff --git a/{path} b/{path}{}",
+                paint(style, BOLD),
+                reset(style)
+            );
+            let _ = writeln!(out, "Binary files differ");
+        }
+        return None;
+    }
+    let old_text = String::from_utf8_lossy(old_bytes);
+    let new_text = String::from_utf8_lossy(new_bytes);
+    // Past the timeout the diff is coarser, not slower: a file of 200,000 new lines
+    // against one old line would otherwise take minutes (Myers is O((N+M)·D)).
+    let diff = TextDiff::configure()
+        .timeout(std::time::Duration::from_millis(500))
+        .diff_lines(old_text.as_ref(), new_text.as_ref());
+    if !style.stat {
+        file_header(out, path, old.is_some(), new.is_some(), style);
+        hunk_lines(out, &diff, style);
+    }
+    Some(line_counts(&diff))
+}
+
+/// The lines a diff adds and removes.
+fn line_counts<'a>(diff: &TextDiff<'a, 'a, '_, str>) -> (usize, usize) {
+    let (mut plus, mut minus) = (0usize, 0usize);
+    for change in diff.iter_all_changes() {
+        match change.tag() {
+            ChangeTag::Insert => plus += 1,
+            ChangeTag::Delete => minus += 1,
+            ChangeTag::Equal => {}
+        }
+    }
+    (plus, minus)
+}
+
+/// A text file's `diff --git`, `---` and `+++` lines; a side where the file did not exist
+/// is `/dev/null`.
+fn file_header(
+    out: &mut String,
+    path: &str,
+    old_existed: bool,
+    new_existed: bool,
+    style: DiffStyle,
+) {
+    let _ = writeln!(out, "{}diff --git a/{path} b/{path}", paint(style, BOLD));
+    let _ = writeln!(
+        out,
+        "--- {}",
+        if old_existed {
+            format!("a/{path}")
+        } else {
+            "/dev/null".into()
+        }
+    );
+    let _ = writeln!(
+        out,
+        "+++ {}{}",
+        if new_existed {
+            format!("b/{path}")
+        } else {
+            "/dev/null".into()
+        },
+        reset(style)
+    );
+}
+
+/// A diff's hunks: each header, then its lines with three lines of context.
+fn hunk_lines<'a>(out: &mut String, diff: &TextDiff<'a, 'a, '_, str>, style: DiffStyle) {
+    for hunk in diff.unified_diff().context_radius(3).iter_hunks() {
+        let _ = writeln!(
+            out,
+            "{}{}{}",
+            paint(style, CYAN),
+            hunk.header(),
+            reset(style)
+        );
+        for change in hunk.iter_changes() {
+            let (sign, color) = match change.tag() {
+                ChangeTag::Insert => ('+', GREEN),
+                ChangeTag::Delete => ('-', RED),
+                ChangeTag::Equal => (' ', ""),
+            };
+            let line = change.value();
+            let colored = change.tag() != ChangeTag::Equal;
+            let _ = write!(
+                out,
+                "{}{sign}{}",
+                if colored { paint(style, color) } else { "" },
+                line.trim_end_matches('\n')
+            );
+            let _ = writeln!(out, "{}", if colored { reset(style) } else { "" });
+            if change.missing_newline() {
+                let _ = writeln!(out, "\\ No newline at end of file");
+            }
+        }
+    }
+}
+
+/// The `--stat` summary: a line per file with its bar, then the totals.
+fn stat_lines(out: &mut String, stats: &[(String, Option<(usize, usize)>)], style: DiffStyle) {
+    let width = stats.iter().map(|(p, _)| p.len()).max().unwrap_or(0);
+    let (mut total_plus, mut total_minus) = (0, 0);
+    for (path, counts) in stats {
+        match counts {
+            Some((plus, minus)) => {
+                total_plus += plus;
+                total_minus += minus;
+                let bar_plus = "+".repeat((*plus).min(40));
+                let bar_minus = "-".repeat((*minus).min(40));
+                let _ = writeln!(
+                    out,
+                    " {path:<width$} | {:>4} {}{bar_plus}{}{}{bar_minus}{}",
+                    plus + minus,
+                    paint(style, GREEN),
+                    reset(style),
+                    paint(style, RED),
+                    reset(style)
+                );
+            }
+            None => {
+                let _ = writeln!(out, " {path:<width$} | Bin");
+            }
+        }
+    }
+    let _ = writeln!(
+        out,
+        " {} file(s) changed, {total_plus} insertion(s)(+), {total_minus} deletion(s)(-)",
+        stats.len()
+    );
 }
 
 fn paint(style: DiffStyle, code: &'static str) -> &'static str {

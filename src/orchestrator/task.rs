@@ -3,27 +3,31 @@
 //! changes the task's state through `Shared::update`; a failure ends the task, never the
 //! run.
 
-use std::path::Path;
+use std::ops::ControlFlow;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use git2::Oid;
 
 use super::Shared;
-use crate::agent::{self, AgentOutcome, AgentReport, TaskContext};
+use crate::agent::{self, Agent, AgentOutcome, AgentReport, TaskContext};
 use crate::collect::{self, CollectSettings};
 use crate::git;
 use crate::git::tree_changes;
-use crate::plan::Reviewer;
+use crate::plan::{ResolvedTask, Reviewer};
 use crate::report::{self, DiffStyle};
 use crate::review;
 use crate::review::checks::CheckJob;
 use crate::review::reviewer::{self, ReviewInput};
-use crate::sandbox::Sandbox;
+use crate::sandbox::{Confinement, Sandbox};
 use crate::state::{
-    now_ms, ChangeKind, FileChange, SandboxRecord, TaskRecord, TaskState, Usage, Verdict,
+    now_ms, ChangeKind, CheckResult, FileChange, Review, SandboxRecord, TaskRecord, TaskState,
+    Usage, Verdict,
 };
 use crate::workspace::{self, WorktreeSpec};
 
+/// Runs task `index` from its worktree's creation (or, in a resumed run, from where it
+/// stopped) to its end.
 pub(super) async fn run_task(shared: &Arc<Shared>, index: usize) {
     if shared.cancel.is_cancelled() {
         return;
@@ -40,33 +44,9 @@ pub(super) async fn run_task(shared: &Arc<Shared>, index: usize) {
         }
         _ => record.worktree.join(".git").exists(),
     };
-    let fail = |reason: String, exit_code: Option<i32>| {
-        shared.update(index, |t| {
-            t.state = TaskState::Failed;
-            t.error = Some(reason);
-            t.exit_code = exit_code;
-            t.finished_at = Some(now_ms());
-        })
-    };
-
-    if !resumed {
-        shared.update(index, |t| {
-            t.state = TaskState::Preparing;
-            t.started_at = Some(now_ms());
-            t.error = None;
-        });
-        let prepared = {
-            let shared = shared.clone();
-            let record = record.clone();
-            tokio::task::spawn_blocking(move || prepare_worktree(&shared, index, &record)).await
-        };
-        match prepared {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => return fail(format!("could not create the worktree: {e}"), None),
-            Err(e) => return fail(format!("worktree creation panicked: {e}"), None),
-        }
+    if !resumed && !prepare(shared, index, &record).await {
+        return;
     }
-
     let feedback = resumed.then(|| {
         "This task was interrupted. The worktree holds the work done so far (it is committed \
          on the task's branch); look at it and carry on from there."
@@ -74,6 +54,28 @@ pub(super) async fn run_task(shared: &Arc<Shared>, index: usize) {
     });
     let limit = shared.plan.review.rounds;
     work(shared, index, &record, (record.rounds, limit), feedback).await;
+}
+
+/// Marks the task preparing and creates its worktree; false when that failed (the failure
+/// is recorded).
+async fn prepare(shared: &Arc<Shared>, index: usize, record: &TaskRecord) -> bool {
+    shared.update(index, |t| {
+        t.state = TaskState::Preparing;
+        t.started_at = Some(now_ms());
+        t.error = None;
+    });
+    let prepared = {
+        let shared = shared.clone();
+        let record = record.clone();
+        tokio::task::spawn_blocking(move || prepare_worktree(&shared, index, &record)).await
+    };
+    let reason = match prepared {
+        Ok(Ok(())) => return true,
+        Ok(Err(e)) => format!("could not create the worktree: {e}"),
+        Err(e) => format!("worktree creation panicked: {e}"),
+    };
+    fail_task(shared, index, reason, None);
+    false
 }
 
 /// Sends a finished task back to its worktree with `feedback` (a supervisor's request for
@@ -104,128 +106,210 @@ async fn work(
     (mut round, limit): (u32, u32),
     mut feedback: Option<String>,
 ) {
-    let task = &shared.plan.tasks[index];
-    let fail = |reason: String, exit_code: Option<i32>| {
-        shared.update(index, |t| {
-            t.state = TaskState::Failed;
-            t.error = Some(reason);
-            t.exit_code = exit_code;
-            t.finished_at = Some(now_ms());
-        })
-    };
-    let finish = |state: TaskState| {
-        shared.update(index, |t| {
-            t.state = state;
-            t.finished_at = Some(now_ms());
-        })
-    };
-    let agent = agent::from_config(&task.agent, &shared.client, &shared.limiters);
-    let reviewer = shared.plan.review.reviewer_for(task);
-    // The agent's processes may write its worktree and the task's directory (logs, the
-    // agent CLIs' own files), and nothing of any other task.
-    let task_dir = record
-        .log
-        .parent()
-        .map(Path::to_path_buf)
-        .unwrap_or_default();
-    let sandbox = Arc::new(Sandbox::new(
-        &task.sandbox,
-        vec![record.worktree.clone(), task_dir.clone()],
-    ));
-    let mut confinement = Some(task.sandbox.confinement());
-    let note_refused = |refused: Vec<String>| {
-        if !refused.is_empty() {
-            shared.update(index, |t| {
-                if let Some(s) = &mut t.sandbox {
-                    s.add_refused(&refused);
-                }
-            });
+    let worker = Worker::new(shared, index, record);
+    let mut confinement = Some(worker.task.sandbox.confinement());
+    while let ControlFlow::Continue(next) = worker
+        .round(round, limit, feedback.take(), confinement.take())
+        .await
+    {
+        round += 1;
+        feedback = Some(next);
+    }
+}
+
+/// Records that task `index` failed for `reason`.
+fn fail_task(shared: &Shared, index: usize, reason: String, exit_code: Option<i32>) {
+    shared.update(index, |t| {
+        t.state = TaskState::Failed;
+        t.error = Some(reason);
+        t.exit_code = exit_code;
+        t.finished_at = Some(now_ms());
+    })
+}
+
+/// What the rounds of one task share: the task, its agent, its reviewer and its sandbox.
+struct Worker<'a> {
+    shared: &'a Arc<Shared>,
+    index: usize,
+    record: &'a TaskRecord,
+    task: &'a ResolvedTask,
+    agent: Box<dyn Agent>,
+    reviewer: Reviewer,
+    /// The task's directory: its logs, review files and the agent CLIs' own files.
+    task_dir: PathBuf,
+    sandbox: Arc<Sandbox>,
+}
+
+impl<'a> Worker<'a> {
+    /// The worker of task `index`, its agent and reviewer as the plan says.
+    fn new(shared: &'a Arc<Shared>, index: usize, record: &'a TaskRecord) -> Worker<'a> {
+        let task = &shared.plan.tasks[index];
+        let agent = agent::from_config(&task.agent, &shared.client, &shared.limiters);
+        let reviewer = shared.plan.review.reviewer_for(task);
+        // The agent's processes may write its worktree and the task's directory (logs, the
+        // agent CLIs' own files), and nothing of any other task.
+        let task_dir = record
+            .log
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_default();
+        let sandbox = Arc::new(Sandbox::new(
+            &task.sandbox,
+            vec![record.worktree.clone(), task_dir.clone()],
+        ));
+        Worker {
+            shared,
+            index,
+            record,
+            task,
+            agent,
+            reviewer,
+            task_dir,
+            sandbox,
         }
-    };
-    loop {
-        shared.update(index, |t| {
+    }
+
+    /// One round: the agent, then collect, checks and review; the feedback for the next
+    /// round, or `Break` when the task has ended (and its end is recorded).
+    async fn round(
+        &self,
+        round: u32,
+        limit: u32,
+        feedback: Option<String>,
+        confinement: Option<Confinement>,
+    ) -> ControlFlow<(), String> {
+        self.start(round, confinement);
+        self.run_agent(round, feedback).await?;
+        let tip = self.collect().await?;
+        if self.shared.plan.checks.task.is_empty() && matches!(self.reviewer, Reviewer::Off) {
+            return self.finish(TaskState::Done);
+        }
+        self.shared
+            .update(self.index, |t| t.state = TaskState::Reviewing);
+        let checks = self.run_checks(round, tip).await?;
+        let verdict = self.review(round, tip, &checks).await;
+        let next = review::feedback(&checks, verdict.as_ref());
+        let rejected = verdict
+            .as_ref()
+            .is_some_and(|r| r.verdict == Verdict::Reject);
+        let checks_pass = checks.iter().all(|c| c.passed);
+        self.record_judgement(checks, verdict);
+        if self.shared.cancel.is_cancelled() {
+            return self.fail("interrupted".to_string(), None);
+        }
+        if rejected {
+            return self.finish(TaskState::Rejected);
+        }
+        self.next_round(next, checks_pass, round, limit)
+    }
+
+    /// Marks the task running in `round`; a `confinement` (the first round's) records how
+    /// its processes are confined, keeping the refusals of earlier tries.
+    fn start(&self, round: u32, confinement: Option<Confinement>) {
+        self.shared.update(self.index, |t| {
             t.state = TaskState::Running;
             t.rounds = round;
-            // How this try of the task is confined (the refusals of earlier ones are kept).
-            if let Some(confinement) = confinement.take() {
+            if let Some(confinement) = confinement {
                 let refused = t.sandbox.take().map(|s| s.refused).unwrap_or_default();
                 let mut now = SandboxRecord::new(&confinement);
                 now.add_refused(&refused);
                 t.sandbox = Some(now);
             }
         });
-        let context = context(shared, index, record, round, feedback.take(), &sandbox);
-        let report = agent.run(&context).await;
+    }
+
+    /// Runs the agent for the round and records what it used; `Break` when it failed or was
+    /// stopped, or the run was interrupted.
+    async fn run_agent(&self, round: u32, feedback: Option<String>) -> ControlFlow<()> {
+        let (shared, index) = (self.shared, self.index);
+        let context = context(shared, index, self.record, round, feedback, &self.sandbox);
+        let report = self.agent.run(&context).await;
         record_report(shared, index, &report);
-        note_refused(sandbox.denials());
+        self.note_refused(self.sandbox.denials());
         if shared.cancel.is_cancelled() {
-            // Keep what the agent wrote so far, committed but not merged.
-            let message = format!(
-                "plait({}): work in progress (interrupted)\n\nPlait-Run: {}\n",
-                task.id, shared.run
-            );
-            let kept = collect_round(shared, index, record, message).await;
-            return shared.update(index, |t| {
-                t.state = TaskState::Interrupted;
-                t.error = match kept {
-                    Ok(_) => Some("interrupted".to_string()),
-                    Err(e) => Some(format!("interrupted; its work could not be committed: {e}")),
-                };
-            });
+            return self.keep_interrupted().await;
         }
         match report.outcome {
-            AgentOutcome::Finished => {}
+            AgentOutcome::Finished => ControlFlow::Continue(()),
             AgentOutcome::Failed { reason, exit_code } => {
-                return fail(with_refused(reason, &sandbox.denials()), exit_code)
+                self.fail(with_refused(reason, &self.sandbox.denials()), exit_code)
             }
             AgentOutcome::Stopped { reason } => {
-                return shared.update(index, |t| {
+                shared.update(index, |t| {
                     t.state = TaskState::Stopped;
                     t.error = Some(reason);
                     t.finished_at = Some(now_ms());
-                })
+                });
+                ControlFlow::Break(())
             }
         }
+    }
 
-        shared.update(index, |t| t.state = TaskState::Collecting);
-        let message = collect::commit_message(&shared.run, &task.id, &task.prompt);
-        let tip = match collect_round(shared, index, record, message).await {
-            Ok(tip) => tip,
-            Err(e) => return fail(format!("could not collect the worktree: {e}"), None),
-        };
-        let Some(tip) = tip else {
-            return finish(TaskState::Done);
-        };
-        if shared.plan.checks.task.is_empty() && matches!(reviewer, Reviewer::Off) {
-            return finish(TaskState::Done);
-        }
-
-        shared.update(index, |t| t.state = TaskState::Reviewing);
-        let checks = if shared.plan.checks.task.is_empty() {
-            Vec::new()
-        } else {
-            let logs = record.log.with_file_name(format!("checks-{round}"));
-            let job = CheckJob {
-                commit: tip,
-                commands: &shared.plan.checks.task,
-                env: vec![
-                    ("PLAIT_RUN", shared.run.clone()),
-                    ("PLAIT_TASK", task.id.clone()),
-                    ("PLAIT_BASE", shared.plan.base.to_string()),
-                    ("PLAIT_COMMIT", tip.to_string()),
-                ],
-                logs: &logs,
-                timeout: shared.plan.checks.timeout,
-                sandbox: &task.sandbox,
+    /// Commits what the agent wrote before the run was interrupted (on the task's branch,
+    /// not merged) and records the task as interrupted; always `Break`.
+    async fn keep_interrupted(&self) -> ControlFlow<()> {
+        let message = format!(
+            "plait({}): work in progress (interrupted)\n\nPlait-Run: {}\n",
+            self.task.id, self.shared.run
+        );
+        let kept = collect_round(self.shared, self.index, self.record, message).await;
+        self.shared.update(self.index, |t| {
+            t.state = TaskState::Interrupted;
+            t.error = match kept {
+                Ok(_) => Some("interrupted".to_string()),
+                Err(e) => Some(format!("interrupted; its work could not be committed: {e}")),
             };
-            match shared.checks.run(&job, &shared.cancel).await {
-                Ok(results) => {
-                    note_refused(results.iter().flat_map(|r| r.refused.clone()).collect());
-                    results
-                }
-                Err(e) => return fail(format!("the task checks could not run: {e}"), None),
-            }
+        });
+        ControlFlow::Break(())
+    }
+
+    /// Commits the round's owned changes; the branch's tip, or `Break` when the branch
+    /// changes nothing (the task is done) or collecting failed.
+    async fn collect(&self) -> ControlFlow<(), Oid> {
+        self.shared
+            .update(self.index, |t| t.state = TaskState::Collecting);
+        let message = collect::commit_message(&self.shared.run, &self.task.id, &self.task.prompt);
+        match collect_round(self.shared, self.index, self.record, message).await {
+            Ok(Some(tip)) => ControlFlow::Continue(tip),
+            Ok(None) => self.finish(TaskState::Done),
+            Err(e) => self.fail(format!("could not collect the worktree: {e}"), None),
+        }
+    }
+
+    /// The task checks' results on the round's commit (none when the plan has none);
+    /// `Break` when they could not run.
+    async fn run_checks(&self, round: u32, tip: Oid) -> ControlFlow<(), Vec<CheckResult>> {
+        let shared = self.shared;
+        if shared.plan.checks.task.is_empty() {
+            return ControlFlow::Continue(Vec::new());
+        }
+        let logs = self.record.log.with_file_name(format!("checks-{round}"));
+        let job = CheckJob {
+            commit: tip,
+            commands: &shared.plan.checks.task,
+            env: vec![
+                ("PLAIT_RUN", shared.run.clone()),
+                ("PLAIT_TASK", self.task.id.clone()),
+                ("PLAIT_BASE", shared.plan.base.to_string()),
+                ("PLAIT_COMMIT", tip.to_string()),
+            ],
+            logs: &logs,
+            timeout: shared.plan.checks.timeout,
+            sandbox: &self.task.sandbox,
         };
+        match shared.checks.run(&job, &shared.cancel).await {
+            Ok(results) => {
+                self.note_refused(results.iter().flat_map(|r| r.refused.clone()).collect());
+                ControlFlow::Continue(results)
+            }
+            Err(e) => self.fail(format!("the task checks could not run: {e}"), None),
+        }
+    }
+
+    /// The reviewer's judgement of the round's commit, its diff and its checks; `None`
+    /// when no reviewer judges it.
+    async fn review(&self, round: u32, tip: Oid, checks: &[CheckResult]) -> Option<Review> {
+        let (shared, task) = (self.shared, self.task);
         let diff = diff(shared, tip).await;
         let input = ReviewInput {
             run: &shared.run,
@@ -234,30 +318,30 @@ async fn work(
             prompt: &task.prompt,
             owns: task.owns.patterns(),
             diff: &diff,
-            checks: &checks,
+            checks,
             round,
             base: shared.plan.base.to_string(),
             commit: tip.to_string(),
-            worktree: record.worktree.clone(),
-            dir: task_dir.clone(),
+            worktree: self.record.worktree.clone(),
+            dir: self.task_dir.clone(),
             timeout: shared.plan.checks.timeout,
             budget: &shared.budget,
             sandbox: &task.sandbox,
         };
-        let verdict = reviewer::review(
-            &reviewer,
+        reviewer::review(
+            &self.reviewer,
             &input,
             &shared.client,
             &shared.limiters,
             &shared.cancel,
         )
-        .await;
-        let next = review::feedback(&checks, verdict.as_ref());
-        let rejected = verdict
-            .as_ref()
-            .is_some_and(|r| r.verdict == Verdict::Reject);
-        let checks_pass = checks.iter().all(|c| c.passed);
-        shared.update(index, |t| {
+        .await
+    }
+
+    /// Records the round's checks and review, and adds what the review used to the task's
+    /// usage.
+    fn record_judgement(&self, checks: Vec<CheckResult>, verdict: Option<Review>) {
+        self.shared.update(self.index, |t| {
             t.checks = checks;
             if let Some(review) = verdict {
                 if let Some(u) = &review.usage {
@@ -271,27 +355,53 @@ async fn work(
                 t.review = Some(review);
             }
         });
-        if shared.cancel.is_cancelled() {
-            return fail("interrupted".to_string(), None);
-        }
-        if rejected {
-            return finish(TaskState::Rejected);
-        }
+    }
+
+    /// After a judged round: the feedback `next` for another round while rounds are left,
+    /// else the task's end.
+    fn next_round(
+        &self,
+        next: Option<String>,
+        checks_pass: bool,
+        round: u32,
+        limit: u32,
+    ) -> ControlFlow<(), String> {
         match next {
-            None => return finish(TaskState::Done),
-            Some(text) if round < limit => {
-                round += 1;
-                feedback = Some(text);
-            }
-            Some(_) if !checks_pass => {
-                return fail(
-                    format!("its checks still fail after {round} round(s) of changes"),
-                    None,
-                )
-            }
+            None => self.finish(TaskState::Done),
+            Some(text) if round < limit => ControlFlow::Continue(text),
+            Some(_) if !checks_pass => self.fail(
+                format!("its checks still fail after {round} round(s) of changes"),
+                None,
+            ),
             // Out of rounds with changes still requested: done, but not approved.
-            Some(_) => return finish(TaskState::Done),
+            Some(_) => self.finish(TaskState::Done),
         }
+    }
+
+    /// Records writes the sandbox refused the task's processes.
+    fn note_refused(&self, refused: Vec<String>) {
+        if !refused.is_empty() {
+            self.shared.update(self.index, |t| {
+                if let Some(s) = &mut t.sandbox {
+                    s.add_refused(&refused);
+                }
+            });
+        }
+    }
+
+    /// Records that the task failed for `reason`; `Break`, for it has ended.
+    fn fail<T>(&self, reason: String, exit_code: Option<i32>) -> ControlFlow<(), T> {
+        fail_task(self.shared, self.index, reason, exit_code);
+        ControlFlow::Break(())
+    }
+
+    /// Records that the task ended in `state`; `Break`, for it has ended.
+    fn finish<T>(&self, state: TaskState) -> ControlFlow<(), T> {
+        self.shared.update(self.index, |t| {
+            t.state = state;
+            t.finished_at = Some(now_ms());
+        });
+        ControlFlow::Break(())
     }
 }
 
@@ -306,6 +416,7 @@ fn with_refused(reason: String, refused: &[String]) -> String {
     )
 }
 
+/// What the agent is told and given for one round.
 fn context(
     shared: &Shared,
     index: usize,
@@ -378,56 +489,101 @@ async fn collect_round(
     let collected = {
         let shared = shared.clone();
         let record = record.clone();
-        tokio::task::spawn_blocking(move || -> Result<_, String> {
-            let repo = git::open(&shared.repo).map_err(|e| e.to_string())?;
-            let task = &shared.plan.tasks[index];
-            let link = record.worktree.join(".git");
-            let restored = workspace::restore_link(&repo, &workspace::admin_name(&shared.run, &task.id), &record.worktree)
-                .map_err(|e| format!("cannot check {}: {e}", link.display()))?;
-            if restored {
-                return Err(format!(
-                    "the agent replaced {}, plait's link to the worktree's git data; plait put it back and collected nothing",
-                    link.display()
-                ));
-            }
-            let refname = git::branch_ref(&record.branch);
-            let tip = repo.refname_to_id(&refname).map_err(|e| e.to_string())?;
-            if tip != expected {
-                // Its commits' files are still in the worktree; collect judges them there.
-                repo.reference_matching(
-                    &refname,
-                    expected,
-                    true,
-                    tip,
-                    "plait: undo a commit the agent made",
-                )
-                .map_err(|e| e.to_string())?;
-            }
-            let settings = CollectSettings {
-                worktree: &record.worktree,
-                branch: &record.branch,
-                owns: &task.owns,
-                message,
-            };
-            let outcome = collect::collect(&repo, &settings).map_err(|e| e.to_string())?;
-            let tip = repo
-                .refname_to_id(&git::branch_ref(&record.branch))
-                .map_err(|e| e.to_string())?;
-            let changes =
-                branch_changes(&repo, shared.plan.base, tip).map_err(|e| e.to_string())?;
-            Ok((outcome, tip, changes))
+        tokio::task::spawn_blocking(move || {
+            collect_worktree(&shared, index, &record, expected, message)
         })
         .await
         .map_err(|e| format!("collecting panicked: {e}"))?
     };
-    let (outcome, tip, changes) = collected?;
+    let collected = collected?;
     let base = shared.plan.base;
+    let tip = collected.tip;
     shared.update(index, |t| {
         t.commit = (tip != base).then(|| tip.to_string());
-        t.changes = changes;
-        t.violations = outcome.violations;
+        t.changes = collected.changes;
+        t.violations = collected.violations;
     });
     Ok((tip != base).then_some(tip))
+}
+
+/// What collecting a round leaves on the task's branch.
+struct Collected {
+    /// The branch's tip.
+    tip: Oid,
+    /// What the branch changes against the base.
+    changes: Vec<FileChange>,
+    /// Changes outside ownership, left uncommitted in the worktree.
+    violations: Vec<FileChange>,
+}
+
+/// Collects the worktree onto the task's branch, which plait last left at `expected`
+/// (blocking: run it off the async threads).
+fn collect_worktree(
+    shared: &Shared,
+    index: usize,
+    record: &TaskRecord,
+    expected: Oid,
+    message: String,
+) -> Result<Collected, String> {
+    let repo = git::open(&shared.repo).map_err(|e| e.to_string())?;
+    let task = &shared.plan.tasks[index];
+    check_git_link(&repo, &shared.run, &task.id, record)?;
+    let refname = git::branch_ref(&record.branch);
+    undo_agent_commits(&repo, &refname, expected)?;
+    let settings = CollectSettings {
+        worktree: &record.worktree,
+        branch: &record.branch,
+        owns: &task.owns,
+        message,
+    };
+    let outcome = collect::collect(&repo, &settings).map_err(|e| e.to_string())?;
+    let tip = repo
+        .refname_to_id(&git::branch_ref(&record.branch))
+        .map_err(|e| e.to_string())?;
+    let changes = branch_changes(&repo, shared.plan.base, tip).map_err(|e| e.to_string())?;
+    Ok(Collected {
+        tip,
+        changes,
+        violations: outcome.violations,
+    })
+}
+
+/// Checks the worktree's `.git` link to its git data: one the agent replaced is put back,
+/// and is an error (nothing is collected).
+fn check_git_link(
+    repo: &git2::Repository,
+    run: &str,
+    task: &str,
+    record: &TaskRecord,
+) -> Result<(), String> {
+    let link = record.worktree.join(".git");
+    let restored =
+        workspace::restore_link(repo, &workspace::admin_name(run, task), &record.worktree)
+            .map_err(|e| format!("cannot check {}: {e}", link.display()))?;
+    if restored {
+        return Err(format!(
+            "the agent replaced {}, plait's link to the worktree's git data; plait put it back and collected nothing",
+            link.display()
+        ));
+    }
+    Ok(())
+}
+
+/// Moves the branch `refname` back to `expected` if the agent committed on it.
+fn undo_agent_commits(repo: &git2::Repository, refname: &str, expected: Oid) -> Result<(), String> {
+    let tip = repo.refname_to_id(refname).map_err(|e| e.to_string())?;
+    if tip != expected {
+        // Its commits' files are still in the worktree; collect judges them there.
+        repo.reference_matching(
+            refname,
+            expected,
+            true,
+            tip,
+            "plait: undo a commit the agent made",
+        )
+        .map_err(|e| e.to_string())?;
+    }
+    Ok(())
 }
 
 /// What a branch changes against the base, path by path.
@@ -455,6 +611,7 @@ fn branch_changes(
         .collect())
 }
 
+/// The branch's diff against the base, for the reviewer (or why it could not be made).
 async fn diff(shared: &Arc<Shared>, tip: Oid) -> String {
     let (repo_path, base) = (shared.repo.clone(), shared.plan.base);
     tokio::task::spawn_blocking(move || {
@@ -485,6 +642,7 @@ fn discard_partial(shared: &Shared, record: &TaskRecord) {
     }
 }
 
+/// Creates the task's branch and its worktree at the base, holding the files it checks out.
 fn prepare_worktree(shared: &Shared, index: usize, record: &TaskRecord) -> Result<(), String> {
     let repo = git::open(&shared.repo).map_err(|e| e.to_string())?;
     let task = &shared.plan.tasks[index];

@@ -549,12 +549,15 @@ fn check_ids(tasks: &[TaskFile], problems: &mut Vec<String>) {
     }
 }
 
+/// What resolving any one task needs of the plan and the repository.
 struct TaskInputs<'a> {
     plan: &'a PlanFile,
     files: &'a [TreeFile],
     env: &'a dyn Fn(&str) -> Option<String>,
 }
 
+/// Resolves one task's settings, adding what is wrong with them to `problems`; `None` when
+/// anything is.
 fn resolve_task(
     inputs: &TaskInputs<'_>,
     task: &TaskFile,
@@ -567,75 +570,9 @@ fn resolve_task(
     if task.prompt.trim().is_empty() {
         problems.push(format!("task `{id}` has an empty prompt"));
     }
-    let agent = match task.agent.as_ref().or(plan.defaults.agent.as_ref()) {
-        None => {
-            problems.push(format!(
-                "task `{id}` has no agent: set `agent` on the task or under [defaults], \
-                 e.g. agent = \"anthropic\" or agent = {{ exec = \"CMD\" }}"
-            ));
-            None
-        }
-        Some(AgentSpec::Exec(cmd)) if cmd.trim().is_empty() => {
-            problems.push(format!("task `{id}`: the exec command is empty"));
-            None
-        }
-        Some(AgentSpec::Exec(cmd)) => Some(AgentConfig::Exec(cmd.clone())),
-        Some(AgentSpec::Named(name)) if TOOLS.iter().any(|t| t.0 == name) => {
-            match resolve_tool(inputs, name, providers) {
-                Ok(settings) => Some(settings),
-                Err(e) => {
-                    push_once(problems, e);
-                    None
-                }
-            }
-        }
-        Some(AgentSpec::Named(name)) => match provider_named(plan, name, inputs.env, providers) {
-            None => {
-                problems.push(format!(
-                    "task `{id}`: agent `{name}` is neither a built-in agent (anthropic, openai, \
-                     claude-code, aider) nor a [providers.{name}] table"
-                ));
-                None
-            }
-            Some(Ok(settings)) => Some(AgentConfig::Model(settings)),
-            Some(Err(e)) => {
-                push_once(problems, e);
-                None
-            }
-        },
-        Some(AgentSpec::Cli(argv)) => match argv.first() {
-            None => {
-                problems.push(format!("task `{id}`: the `cli` list is empty"));
-                None
-            }
-            Some(program) if !crate::shell::findable(program, (inputs.env)("PATH").as_deref()) => {
-                problems.push(format!(
-                    "task `{id}`: the agent program `{program}` is not on PATH; install it or give its full path"
-                ));
-                None
-            }
-            Some(_) => Some(AgentConfig::Cli(argv.clone())),
-        },
-    };
-    let max_turns = task
-        .max_turns
-        .or(plan.defaults.max_turns)
-        .unwrap_or(DEFAULT_MAX_TURNS);
-    if max_turns == 0 {
-        problems.push(format!("task `{id}`: max_turns must be at least 1"));
-    }
-    let timeout = match task.timeout.as_ref().or(plan.defaults.timeout.as_ref()) {
-        None => DEFAULT_TIMEOUT,
-        Some(text) => match humantime::parse_duration(text) {
-            Ok(d) if !d.is_zero() => d,
-            _ => {
-                problems.push(format!(
-                    "task `{id}`: timeout `{text}` is not a duration such as \"90s\" or \"10m\""
-                ));
-                DEFAULT_TIMEOUT
-            }
-        },
-    };
+    let agent = resolve_agent(inputs, task, providers, problems);
+    let max_turns = resolve_max_turns(plan, task, problems);
+    let timeout = resolve_timeout(plan, task, problems);
     if task.owns.is_empty() {
         problems.push(format!("task `{id}` owns nothing: give it `owns` globs"));
     }
@@ -670,6 +607,113 @@ fn resolve_task(
         owned: Vec::new(),
         sandbox,
     })
+}
+
+/// The task's agent (its own, else the plan's default), or `None` with a problem added.
+fn resolve_agent(
+    inputs: &TaskInputs<'_>,
+    task: &TaskFile,
+    providers: &mut HashMap<String, Result<Arc<ProviderSettings>, String>>,
+    problems: &mut Vec<String>,
+) -> Option<AgentConfig> {
+    let id = &task.id;
+    match task.agent.as_ref().or(inputs.plan.defaults.agent.as_ref()) {
+        None => {
+            problems.push(format!(
+                "task `{id}` has no agent: set `agent` on the task or under [defaults], \
+                 e.g. agent = \"anthropic\" or agent = {{ exec = \"CMD\" }}"
+            ));
+            None
+        }
+        Some(AgentSpec::Exec(cmd)) if cmd.trim().is_empty() => {
+            problems.push(format!("task `{id}`: the exec command is empty"));
+            None
+        }
+        Some(AgentSpec::Exec(cmd)) => Some(AgentConfig::Exec(cmd.clone())),
+        Some(AgentSpec::Named(name)) => resolve_named_agent(inputs, id, name, providers, problems),
+        Some(AgentSpec::Cli(argv)) => resolve_cli_agent(inputs, id, argv, problems),
+    }
+}
+
+/// The agent a name gives task `id`: an agent CLI plait drives, or a model provider.
+fn resolve_named_agent(
+    inputs: &TaskInputs<'_>,
+    id: &str,
+    name: &str,
+    providers: &mut HashMap<String, Result<Arc<ProviderSettings>, String>>,
+    problems: &mut Vec<String>,
+) -> Option<AgentConfig> {
+    let resolved = if TOOLS.iter().any(|t| t.0 == name) {
+        resolve_tool(inputs, name, providers)
+    } else {
+        let Some(settings) = provider_named(inputs.plan, name, inputs.env, providers) else {
+            problems.push(format!(
+                "task `{id}`: agent `{name}` is neither a built-in agent (anthropic, openai, \
+                 claude-code, aider) nor a [providers.{name}] table"
+            ));
+            return None;
+        };
+        settings.map(AgentConfig::Model)
+    };
+    match resolved {
+        Ok(agent) => Some(agent),
+        Err(e) => {
+            push_once(problems, e);
+            None
+        }
+    }
+}
+
+/// A `cli` agent of task `id`: its program must be on `PATH`.
+fn resolve_cli_agent(
+    inputs: &TaskInputs<'_>,
+    id: &str,
+    argv: &[String],
+    problems: &mut Vec<String>,
+) -> Option<AgentConfig> {
+    match argv.first() {
+        None => {
+            problems.push(format!("task `{id}`: the `cli` list is empty"));
+            None
+        }
+        Some(program) if !crate::shell::findable(program, (inputs.env)("PATH").as_deref()) => {
+            problems.push(format!(
+                "task `{id}`: the agent program `{program}` is not on PATH; install it or give its full path"
+            ));
+            None
+        }
+        Some(_) => Some(AgentConfig::Cli(argv.to_vec())),
+    }
+}
+
+/// The task's turn limit (its own, the plan's default, or plait's); zero is a problem.
+fn resolve_max_turns(plan: &PlanFile, task: &TaskFile, problems: &mut Vec<String>) -> u32 {
+    let max_turns = task
+        .max_turns
+        .or(plan.defaults.max_turns)
+        .unwrap_or(DEFAULT_MAX_TURNS);
+    if max_turns == 0 {
+        problems.push(format!("task `{}`: max_turns must be at least 1", task.id));
+    }
+    max_turns
+}
+
+/// The task's timeout (its own, the plan's default, or plait's); one that is not a
+/// positive duration is a problem.
+fn resolve_timeout(plan: &PlanFile, task: &TaskFile, problems: &mut Vec<String>) -> Duration {
+    match task.timeout.as_ref().or(plan.defaults.timeout.as_ref()) {
+        None => DEFAULT_TIMEOUT,
+        Some(text) => match humantime::parse_duration(text) {
+            Ok(d) if !d.is_zero() => d,
+            _ => {
+                problems.push(format!(
+                    "task `{}`: timeout `{text}` is not a duration such as \"90s\" or \"10m\"",
+                    task.id
+                ));
+                DEFAULT_TIMEOUT
+            }
+        },
+    }
 }
 
 /// Provider `name`, resolved once per plan (its error says what to set); `None` when it is

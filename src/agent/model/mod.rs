@@ -9,7 +9,7 @@ pub mod tools;
 
 use std::sync::Arc;
 
-use crate::llm::conversation::{Block, Message, Role, Stop};
+use crate::llm::conversation::{Block, Message, Reply, Role, Stop, System, ToolSpec};
 use crate::llm::http::{self, Transcript};
 use crate::llm::{account, anthropic, conversation, openai};
 use tools::Workspace;
@@ -30,6 +30,7 @@ pub struct ModelAgent {
 }
 
 impl ModelAgent {
+    /// A model agent that sends its requests through `client`, paced by `limiter`.
     pub fn new(
         provider: Arc<ProviderSettings>,
         client: reqwest::Client,
@@ -42,160 +43,239 @@ impl ModelAgent {
         }
     }
 
+    /// Runs one round of a task: the conversation, then what it used and the model's last
+    /// words.
     async fn run_task(&self, task: &TaskContext) -> AgentReport {
+        let mut session = Session::open(&self.provider, task);
+        let outcome = self.converse(task, &mut session).await;
+        AgentReport {
+            outcome,
+            usage: Some(session.usage),
+            summary: session.summary,
+        }
+    }
+
+    /// Turn after turn until the model is done, the task fails or is stopped, or the turns
+    /// run out.
+    async fn converse(&self, task: &TaskContext, session: &mut Session) -> AgentOutcome {
+        let deadline = tokio::time::Instant::now() + task.timeout;
+        for turn in 1..=task.max_turns {
+            if let Some(outcome) = stop_before_turn(task, &session.usage, deadline) {
+                return outcome;
+            }
+            let reply = match self.request(task, session, turn, deadline).await {
+                Ok(reply) => reply,
+                Err(outcome) => return outcome,
+            };
+            let (stop, calls) = session.add_reply(reply);
+            if let Some(outcome) = session.answer(stop, calls).await {
+                return outcome;
+            }
+        }
+        failed(&format!(
+            "max_turns ({}) reached before the agent finished",
+            task.max_turns
+        ))
+    }
+
+    /// Sends the conversation so far as request `turn` and counts what the reply used; the
+    /// task's outcome instead when the request fails, the deadline passes, or too many
+    /// requests were retried.
+    async fn request(
+        &self,
+        task: &TaskContext,
+        session: &mut Session,
+        turn: u32,
+        deadline: tokio::time::Instant,
+    ) -> Result<Reply, AgentOutcome> {
         let provider = &*self.provider;
-        let workspace = Arc::new(Workspace::new(
-            task.worktree.clone(),
-            task.repo.clone(),
-            task.files.clone(),
-            task.owns.clone(),
-        ));
-        let system = prompt::system(
-            &task.goal,
-            &task.task,
-            &task.prompt,
-            task.owns.patterns(),
-            &task.owned,
+        let body = session.request_body(provider);
+        let call = http::call(
+            &self.client,
+            provider,
+            &self.limiter,
+            &body,
+            turn,
+            &mut session.transcript,
+            &task.cancel,
         );
-        let specs = tools::specs();
-        let mut transcript = Transcript::open(&task.transcript);
+        let (reply, timing) = tokio::select! {
+            result = call => match result {
+                Ok(r) => r,
+                Err(reason) => return Err(failed(&reason)),
+            },
+            // An interrupt lets the turn in flight end; the loop stops before the next.
+            _ = tokio::time::sleep_until(deadline) => return Err(timed_out(task)),
+        };
+        let usage = &mut session.usage;
+        let before = usage.cost_usd.unwrap_or(0.0);
+        account(usage, provider, &reply, &timing);
+        task.budget.spend(usage.cost_usd.unwrap_or(0.0) - before);
+        if usage.retries > MAX_TASK_RETRIES {
+            let reason = format!(
+                "gave up after {} retried requests in this task",
+                usage.retries
+            );
+            return Err(failed(&reason));
+        }
+        Ok(reply)
+    }
+}
+
+/// A tool call of a reply: its id, the tool's name, and its input (or why that could not be
+/// read).
+type ToolCall = (String, String, Result<serde_json::Value, String>);
+
+/// One round's conversation with the model: what each request sends, and what the round
+/// has used so far.
+struct Session {
+    workspace: Arc<Workspace>,
+    system: System,
+    specs: Vec<ToolSpec>,
+    transcript: Transcript,
+    messages: Vec<Message>,
+    usage: Usage,
+    /// The model's last words that were not empty.
+    summary: Option<String>,
+}
+
+impl Session {
+    /// The session of a round that begins with the task's prompt (or the feedback of a
+    /// later round).
+    fn open(provider: &ProviderSettings, task: &TaskContext) -> Session {
         let first = match &task.feedback {
             None => prompt::first_message(&task.prompt),
             Some(feedback) => prompt::next_round(&task.prompt, task.round, feedback),
         };
-        let mut messages = vec![Message::user_text(first)];
-        let mut usage = Usage {
-            cost_usd: provider.prices.map(|_| 0.0),
-            ..Usage::default()
-        };
-        let mut summary = None;
-        let report = |outcome, usage: Usage, summary| AgentReport {
-            outcome,
-            usage: Some(usage),
-            summary,
-        };
-        let deadline = tokio::time::Instant::now() + task.timeout;
-        let timed_out = || {
-            failed(&format!(
-                "timed out after {}",
-                humantime::format_duration(task.timeout)
-            ))
-        };
-        for turn in 1..=task.max_turns {
-            if tokio::time::Instant::now() >= deadline {
-                return report(timed_out(), usage, summary);
+        Session {
+            workspace: Arc::new(Workspace::new(
+                task.worktree.clone(),
+                task.repo.clone(),
+                task.files.clone(),
+                task.owns.clone(),
+            )),
+            system: prompt::system(
+                &task.goal,
+                &task.task,
+                &task.prompt,
+                task.owns.patterns(),
+                &task.owned,
+            ),
+            specs: tools::specs(),
+            transcript: Transcript::open(&task.transcript),
+            messages: vec![Message::user_text(first)],
+            usage: Usage {
+                cost_usd: provider.prices.map(|_| 0.0),
+                ..Usage::default()
+            },
+            summary: None,
+        }
+    }
+
+    /// The next request's body, in the provider's own format.
+    fn request_body(&self, provider: &ProviderSettings) -> serde_json::Value {
+        let (system, specs, messages) = (&self.system, &self.specs, &self.messages);
+        match provider.kind {
+            ProviderKind::Anthropic => {
+                anthropic::request_body(provider, system, specs, messages, provider.stream)
             }
-            if task.cancel.is_cancelled() {
-                return report(failed("interrupted"), usage, summary);
-            }
-            if let Some(reason) = task.budget.exhausted() {
-                return report(AgentOutcome::Stopped { reason }, usage, summary);
-            }
-            let used = usage.input_tokens
-                + usage.output_tokens
-                + usage.cache_creation_input_tokens
-                + usage.cache_read_input_tokens;
-            if let Some(limit) = task.token_budget.filter(|l| used >= *l) {
-                let reason =
-                    format!("stopped by budget: the task used {used} of its {limit} tokens");
-                return report(AgentOutcome::Stopped { reason }, usage, summary);
-            }
-            let body = match provider.kind {
-                ProviderKind::Anthropic => {
-                    anthropic::request_body(provider, &system, &specs, &messages, provider.stream)
-                }
-                ProviderKind::Openai => {
-                    openai::request_body(provider, &system, &specs, &messages, provider.stream)
-                }
-            };
-            let call = http::call(
-                &self.client,
-                provider,
-                &self.limiter,
-                &body,
-                turn,
-                &mut transcript,
-                &task.cancel,
-            );
-            let (reply, timing) = tokio::select! {
-                result = call => match result {
-                    Ok(r) => r,
-                    Err(reason) => return report(failed(&reason), usage, summary),
-                },
-                // An interrupt lets the turn in flight end; the loop stops before the next.
-                _ = tokio::time::sleep_until(deadline) => return report(timed_out(), usage, summary),
-            };
-            let before = usage.cost_usd.unwrap_or(0.0);
-            account(&mut usage, provider, &reply, &timing);
-            task.budget.spend(usage.cost_usd.unwrap_or(0.0) - before);
-            if usage.retries > MAX_TASK_RETRIES {
-                let reason = format!(
-                    "gave up after {} retried requests in this task",
-                    usage.retries
-                );
-                return report(failed(&reason), usage, summary);
-            }
-            let text = conversation::text_of(&reply.content);
-            if !text.trim().is_empty() {
-                summary = Some(text.trim().to_string());
-            }
-            let calls: Vec<(String, String, Result<serde_json::Value, String>)> = reply
-                .content
-                .iter()
-                .filter_map(|b| match b {
-                    Block::ToolUse { id, name, input } => {
-                        Some((id.clone(), name.clone(), input.clone()))
-                    }
-                    _ => None,
-                })
-                .collect();
-            let stop = reply.stop.clone();
-            // After `pause_turn` the model continues its own message: keep it one message.
-            match messages.last_mut() {
-                Some(last) if last.role == Role::Assistant => last.content.extend(reply.content),
-                _ => messages.push(Message {
-                    role: Role::Assistant,
-                    content: reply.content,
-                }),
-            }
-            match stop {
-                Stop::Refusal => {
-                    return report(failed("the model refused the task"), usage, summary)
-                }
-                Stop::ContextWindow => {
-                    return report(
-                        failed("the conversation outgrew the model's context window"),
-                        usage,
-                        summary,
-                    )
-                }
-                _ if !calls.is_empty() => {
-                    let results = run_tools(&workspace, calls, &mut usage).await;
-                    messages.push(Message {
-                        role: Role::User,
-                        content: results,
-                    });
-                }
-                Stop::PauseTurn => {}
-                Stop::MaxTokens => messages.push(Message::user_text(
-                    "Your reply was cut off by the token limit. Continue where you stopped.",
-                )),
-                Stop::EndTurn | Stop::ToolUse | Stop::Other(_) => {
-                    return report(AgentOutcome::Finished, usage, summary);
-                }
+            ProviderKind::Openai => {
+                openai::request_body(provider, system, specs, messages, provider.stream)
             }
         }
-        report(
-            failed(&format!(
-                "max_turns ({}) reached before the agent finished",
-                task.max_turns
+    }
+
+    /// Adds the model's reply to the conversation and keeps its words as the summary;
+    /// returns why it stopped and the tools it called.
+    fn add_reply(&mut self, reply: Reply) -> (Stop, Vec<ToolCall>) {
+        let text = conversation::text_of(&reply.content);
+        if !text.trim().is_empty() {
+            self.summary = Some(text.trim().to_string());
+        }
+        let calls: Vec<ToolCall> = reply
+            .content
+            .iter()
+            .filter_map(|b| match b {
+                Block::ToolUse { id, name, input } => {
+                    Some((id.clone(), name.clone(), input.clone()))
+                }
+                _ => None,
+            })
+            .collect();
+        // After `pause_turn` the model continues its own message: keep it one message.
+        match self.messages.last_mut() {
+            Some(last) if last.role == Role::Assistant => last.content.extend(reply.content),
+            _ => self.messages.push(Message {
+                role: Role::Assistant,
+                content: reply.content,
+            }),
+        }
+        (reply.stop, calls)
+    }
+
+    /// Answers a reply that stopped for `stop`: with the results of its tool calls, or a
+    /// request to go on; the task's outcome instead when the conversation ends here.
+    async fn answer(&mut self, stop: Stop, calls: Vec<ToolCall>) -> Option<AgentOutcome> {
+        match stop {
+            Stop::Refusal => return Some(failed("the model refused the task")),
+            Stop::ContextWindow => {
+                return Some(failed(
+                    "the conversation outgrew the model's context window",
+                ))
+            }
+            _ if !calls.is_empty() => {
+                let results = run_tools(&self.workspace, calls, &mut self.usage).await;
+                self.messages.push(Message {
+                    role: Role::User,
+                    content: results,
+                });
+            }
+            Stop::PauseTurn => {}
+            Stop::MaxTokens => self.messages.push(Message::user_text(
+                "Your reply was cut off by the token limit. Continue where you stopped.",
             )),
-            usage,
-            summary,
-        )
+            Stop::EndTurn | Stop::ToolUse | Stop::Other(_) => {
+                return Some(AgentOutcome::Finished);
+            }
+        }
+        None
     }
 }
 
+/// Why the task may not take another turn, if it may not: its time is up, the run was
+/// interrupted, or a budget is spent.
+fn stop_before_turn(
+    task: &TaskContext,
+    usage: &Usage,
+    deadline: tokio::time::Instant,
+) -> Option<AgentOutcome> {
+    if tokio::time::Instant::now() >= deadline {
+        return Some(timed_out(task));
+    }
+    if task.cancel.is_cancelled() {
+        return Some(failed("interrupted"));
+    }
+    if let Some(reason) = task.budget.exhausted() {
+        return Some(AgentOutcome::Stopped { reason });
+    }
+    let used = usage.input_tokens
+        + usage.output_tokens
+        + usage.cache_creation_input_tokens
+        + usage.cache_read_input_tokens;
+    let limit = task.token_budget.filter(|l| used >= *l)?;
+    let reason = format!("stopped by budget: the task used {used} of its {limit} tokens");
+    Some(AgentOutcome::Stopped { reason })
+}
+
+/// The outcome of a task that ran out of time.
+fn timed_out(task: &TaskContext) -> AgentOutcome {
+    failed(&format!(
+        "timed out after {}",
+        humantime::format_duration(task.timeout)
+    ))
+}
+
+/// A failed outcome for `reason`, with no exit code.
 fn failed(reason: &str) -> AgentOutcome {
     AgentOutcome::Failed {
         reason: reason.to_string(),
@@ -206,7 +286,7 @@ fn failed(reason: &str) -> AgentOutcome {
 /// Runs the tool calls of one reply on a blocking thread; results keep their order.
 async fn run_tools(
     workspace: &Arc<Workspace>,
-    calls: Vec<(String, String, Result<serde_json::Value, String>)>,
+    calls: Vec<ToolCall>,
     usage: &mut Usage,
 ) -> Vec<Block> {
     let workspace = workspace.clone();
