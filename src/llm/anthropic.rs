@@ -36,6 +36,10 @@ pub fn request_body(
             }
         })
         .collect();
+    let mut wire: Vec<Value> = messages.iter().map(message).collect();
+    let before =
+        Value::Array(tools.clone()).to_string().len() + system.shared.len() + system.task.len();
+    mark_history(&mut wire, &provider.model, before);
     json!({
         "model": provider.model,
         "max_tokens": provider.max_tokens,
@@ -43,10 +47,57 @@ pub fn request_body(
             {"type": "text", "text": system.shared, "cache_control": {"type": "ephemeral"}},
             {"type": "text", "text": system.task},
         ],
-        "messages": messages.iter().map(message).collect::<Vec<_>>(),
+        "messages": wire,
         "tools": tools,
         "stream": stream,
     })
+}
+
+/// The shortest prefix, in tokens, that `model` caches; a shorter one is not cached at
+/// all, whatever the breakpoints say.
+pub fn min_cacheable(model: &str) -> u64 {
+    let m = model.to_ascii_lowercase();
+    if m.contains("haiku-4-5") || m.contains("opus-4-5") || m.contains("opus-4-6") {
+        4096
+    } else if m.contains("sonnet-4-6") || m.contains("haiku") {
+        2048
+    } else {
+        1024
+    }
+}
+
+/// Conversation caching: breakpoints that move with the conversation, so each turn reads
+/// its history from the cache and writes only what is new. One on the last block of the
+/// newest message, and one where the turn before ended (the cache entry the newest turn
+/// reads), each only where the prefix up to it is long enough to be cached (about four
+/// bytes a token). With the shared system prompt's, that is three of the API's four.
+fn mark_history(wire: &mut [Value], model: &str, before: usize) {
+    let least = min_cacheable(model) as usize * 4;
+    let mut prefix = Vec::with_capacity(wire.len());
+    let mut length = before;
+    for m in wire.iter() {
+        length += m.to_string().len();
+        prefix.push(length);
+    }
+    let mut marks = Vec::new();
+    if let Some(last) = wire.len().checked_sub(1) {
+        marks.push(last);
+        // The newest turn is [.., user(k), assistant, user(last)]: the turn before ended at k.
+        if let Some(before) = last.checked_sub(2) {
+            marks.push(before);
+        }
+    }
+    for k in marks {
+        if prefix[k] < least {
+            continue;
+        }
+        if let Some(block) = wire[k]["content"]
+            .as_array_mut()
+            .and_then(|blocks| blocks.last_mut())
+        {
+            block["cache_control"] = json!({"type": "ephemeral"});
+        }
+    }
 }
 
 fn message(m: &Message) -> Value {
@@ -296,5 +347,61 @@ impl Stream {
             stop: stop(self.stop.as_deref()),
             usage: self.usage,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn turns(n: usize, text: &str) -> Vec<Message> {
+        (0..n)
+            .map(|k| Message {
+                role: if k % 2 == 0 {
+                    Role::User
+                } else {
+                    Role::Assistant
+                },
+                content: vec![Block::Text(format!("{k}: {text}"))],
+            })
+            .collect()
+    }
+
+    fn marked(wire: &[Value]) -> Vec<usize> {
+        (0..wire.len())
+            .filter(|&k| {
+                wire[k]["content"]
+                    .as_array()
+                    .is_some_and(|b| b.iter().any(|b| b.get("cache_control").is_some()))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn breakpoints_move_with_the_conversation_and_respect_the_minimum() {
+        let long = "x".repeat(2000);
+        for n in [1, 3, 5, 9] {
+            let mut wire: Vec<Value> = turns(n, &long).iter().map(message).collect();
+            mark_history(&mut wire, "claude-sonnet-4-5", 0);
+            let want: Vec<usize> = if n >= 3 {
+                vec![n - 3, n - 1]
+            } else {
+                vec![n - 1]
+            };
+            // Only where the prefix is at least 1,024 tokens (~4 KB): not before message 2.
+            let want: Vec<usize> = want.into_iter().filter(|&k| k >= 2).collect();
+            assert_eq!(marked(&wire), want, "{n} messages");
+            // With the system prompt's, never more than the API's four.
+            assert!(marked(&wire).len() < 4);
+        }
+        // A short conversation is not marked: it would not be cached anyway.
+        let mut wire: Vec<Value> = turns(5, "short").iter().map(message).collect();
+        mark_history(&mut wire, "claude-sonnet-4-5", 100);
+        assert!(marked(&wire).is_empty());
+        // A long system prompt before it counts towards the prefix.
+        mark_history(&mut wire, "claude-sonnet-4-5", 5000);
+        assert_eq!(marked(&wire), [2, 4]);
+        assert_eq!(min_cacheable("claude-haiku-4-5"), 4096);
+        assert_eq!(min_cacheable("claude-sonnet-4-6"), 2048);
     }
 }

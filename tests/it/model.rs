@@ -572,3 +572,60 @@ fn each_retry_rule_and_each_final_error_is_honoured() {
         assert_eq!(mock.count("a"), if retried { 2 } else { 1 }, "{code}");
     }
 }
+
+#[test]
+fn the_conversation_is_cached_at_breakpoints_that_move_with_it() {
+    // A file of ~8 KB: once its view is in the history, the prefix passes Sonnet 4.5's
+    // 1,024-token minimum and every later turn marks its newest message and the turn before.
+    let repo = TestRepo::with_files(&[
+        ("lib/a.py", &"x = 1  # a line of the file\n".repeat(300)),
+        ("lib/b.py", "b = 1\n"),
+    ]);
+    let mock = MockModel::start(Provider::Anthropic, KEY);
+    let mut turns: Vec<Turn> = (0..6)
+        .map(|_| Turn::Tools(vec![edit::view("lib/a.py")]))
+        .collect();
+    turns.push(Turn::Text("done".into()));
+    mock.script("a", turns);
+    let toml = format!(
+        "goal = \"g\"\n\
+         [providers.mock]\nkind = \"anthropic\"\nbase_url = \"{}\"\napi_key_env = \"PLAIT_TEST_KEY\"\nmodel = \"claude-sonnet-4-5\"\nmax_tokens = 1024\nstream = false\n\
+         [review]\nagent = \"off\"\n[defaults]\nagent = \"mock\"\ntimeout = \"60s\"\n\
+         [[task]]\nid = \"a\"\nprompt = \"Look at lib/a.py\"\nowns = [\"/lib/a.py\"]\n",
+        mock.url()
+    );
+    let state = repo.run_with_env(&toml, 1, &env);
+    assert_eq!(
+        state.tasks[0].state,
+        TaskState::Done,
+        "{:?}",
+        state.tasks[0].error
+    );
+    assert!(mock.problems().is_empty(), "{:#?}", mock.problems());
+    let requests: Vec<_> = mock
+        .requests()
+        .into_iter()
+        .filter(|r| r.task.as_deref() == Some("a"))
+        .collect();
+    assert_eq!(requests.len(), 7);
+    let marked = |body: &serde_json::Value| -> Vec<usize> {
+        body["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .enumerate()
+            .filter(|(_, m)| {
+                m["content"]
+                    .as_array()
+                    .is_some_and(|b| b.last().is_some_and(|b| b.get("cache_control").is_some()))
+            })
+            .map(|(k, _)| k)
+            .collect()
+    };
+    // The first request is one short user message: nothing worth caching.
+    assert!(marked(&requests[0].body).is_empty());
+    for r in &requests[2..] {
+        let n = r.body["messages"].as_array().unwrap().len();
+        assert_eq!(marked(&r.body), [n - 3, n - 1], "turn of {n} messages");
+    }
+}

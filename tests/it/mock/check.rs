@@ -57,7 +57,40 @@ pub(super) fn check_anthropic(
         }
     }
     check_tool_results(messages, task, &mut p);
+    check_cache_breakpoints(body, &mut p);
     p
+}
+
+/// The API allows at most four `cache_control` breakpoints in tools, system and messages,
+/// each `{"type": "ephemeral"}` (with an optional `ttl`).
+fn check_cache_breakpoints(body: &Value, p: &mut Vec<String>) {
+    fn walk<'a>(value: &'a Value, found: &mut Vec<&'a Value>) {
+        match value {
+            Value::Object(map) => {
+                if let Some(mark) = map.get("cache_control") {
+                    found.push(mark);
+                }
+                map.values().for_each(|v| walk(v, found));
+            }
+            Value::Array(items) => items.iter().for_each(|v| walk(v, found)),
+            _ => {}
+        }
+    }
+    let mut found = Vec::new();
+    for key in ["tools", "system", "messages"] {
+        walk(&body[key], &mut found);
+    }
+    if found.len() > 4 {
+        p.push(format!(
+            "{} cache_control breakpoints; the API allows at most 4",
+            found.len()
+        ));
+    }
+    for mark in found {
+        if mark["type"] != "ephemeral" {
+            p.push(format!("cache_control {mark} is not of type \"ephemeral\""));
+        }
+    }
 }
 
 fn check_anthropic_content(i: usize, content: &Value, p: &mut Vec<String>) {
