@@ -582,6 +582,7 @@ fn the_conversation_is_cached_at_breakpoints_that_move_with_it() {
         ("lib/b.py", "b = 1\n"),
     ]);
     let mock = MockModel::start(Provider::Anthropic, KEY);
+    mock.set_caching(true);
     let mut turns: Vec<Turn> = (0..6)
         .map(|_| Turn::Tools(vec![edit::view("lib/a.py")]))
         .collect();
@@ -628,4 +629,13 @@ fn the_conversation_is_cached_at_breakpoints_that_move_with_it() {
         let n = r.body["messages"].as_array().unwrap().len();
         assert_eq!(marked(&r.body), [n - 3, n - 1], "turn of {n} messages");
     }
+    // The mock caches as the API does: each turn reads the history the turn before wrote.
+    let usage = state.tasks[0].usage.clone().unwrap();
+    let all =
+        usage.input_tokens + usage.cache_creation_input_tokens + usage.cache_read_input_tokens;
+    assert!(
+        usage.cache_read_input_tokens * 10 >= all * 6,
+        "only {} of {all} input tokens read from the cache: {usage:?}",
+        usage.cache_read_input_tokens
+    );
 }

@@ -254,6 +254,18 @@ impl MockModel {
             .extend(turns);
     }
 
+    /// Prices input by the request's size (bytes / 4 a token) and caches prompts as the
+    /// Anthropic API does: a prefix (tools, system, messages, in that order) up to a block
+    /// marked `cache_control` is written to the cache when it is at least the model's
+    /// minimum cacheable length; a later request reads the longest cached prefix that ends
+    /// at one of its breakpoints or up to 20 blocks before one. The answer's usage then says
+    /// `cache_read_input_tokens`, `cache_creation_input_tokens` and the rest as
+    /// `input_tokens`. Output tokens stay as [`MockModel::set_usage`] says.
+    #[allow(dead_code)]
+    pub fn set_caching(&self, on: bool) {
+        self.shared.lock().cache = on.then(PromptCache::default);
+    }
+
     /// Sets the usage of every successful answer. OpenAI reports `prompt_tokens` = input +
     /// cache_read (its prompt count includes cached tokens, also given as
     /// `prompt_tokens_details.cached_tokens`) and `completion_tokens` = output.
@@ -450,6 +462,8 @@ struct Shared {
 struct MockState {
     tasks: HashMap<String, TaskScript>,
     usage: Usage,
+    /// Prompt caching as the Anthropic API does it, when on: the prefixes written so far.
+    cache: Option<PromptCache>,
     requests: Vec<Recorded>,
     problems: Vec<String>,
     serial: u64,
@@ -738,7 +752,10 @@ impl Shared {
             provider,
             serial,
             model: body["model"].as_str().unwrap_or("unknown").to_string(),
-            usage: state.usage,
+            usage: match &mut state.cache {
+                Some(cache) if provider == Provider::Anthropic => cache.usage(body, state.usage),
+                _ => state.usage,
+            },
             stream: body["stream"] == true,
             include_usage: body["stream_options"]["include_usage"] == true,
         };
@@ -845,4 +862,79 @@ fn task_id(provider: Provider, client: Client, body: &Value) -> Option<String> {
     }
     let captures = TASK_LINE.captures(&system)?;
     Some(captures[1].to_string())
+}
+
+/// The Anthropic API's prompt cache, for [`MockModel::set_caching`].
+#[derive(Default)]
+struct PromptCache {
+    /// Hashes of the prefixes written.
+    written: std::collections::HashSet<u64>,
+}
+
+impl PromptCache {
+    /// The usage of a request: what it reads from the cache, what it writes, the rest.
+    fn usage(&mut self, body: &Value, base: Usage) -> Usage {
+        use std::hash::{Hash as _, Hasher as _};
+        let mut blocks: Vec<&Value> = Vec::new();
+        for key in ["tools", "system"] {
+            if let Some(items) = body[key].as_array() {
+                blocks.extend(items);
+            }
+        }
+        for message in body["messages"].as_array().into_iter().flatten() {
+            match message["content"].as_array() {
+                Some(content) => blocks.extend(content),
+                None => blocks.push(&message["content"]),
+            }
+        }
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        let mut tokens = Vec::with_capacity(blocks.len());
+        let mut hashes = Vec::with_capacity(blocks.len());
+        let mut total = 0u64;
+        for block in &blocks {
+            let mut plain = (*block).clone();
+            if let Some(map) = plain.as_object_mut() {
+                map.remove("cache_control");
+            }
+            let text = plain.to_string();
+            total += (text.len() / 4) as u64;
+            text.hash(&mut hasher);
+            tokens.push(total);
+            hashes.push(hasher.finish());
+        }
+        let least = min_cacheable(body["model"].as_str().unwrap_or(""));
+        let breakpoints: Vec<usize> = (0..blocks.len())
+            .filter(|&k| blocks[k].get("cache_control").is_some())
+            .collect();
+        let read = breakpoints
+            .iter()
+            .flat_map(|&b| (b.saturating_sub(20)..=b).rev())
+            .filter(|&k| self.written.contains(&hashes[k]))
+            .map(|k| tokens[k])
+            .max()
+            .unwrap_or(0);
+        let mut written = read;
+        for &b in &breakpoints {
+            if tokens[b] >= least && self.written.insert(hashes[b]) {
+                written = written.max(tokens[b]);
+            }
+        }
+        Usage {
+            input: total - written,
+            cache_creation: written - read,
+            cache_read: read,
+            ..base
+        }
+    }
+}
+
+/// The shortest prefix each model caches, in tokens (as the API documents it).
+fn min_cacheable(model: &str) -> u64 {
+    if model.contains("haiku-4-5") || model.contains("opus-4-5") || model.contains("opus-4-6") {
+        4096
+    } else if model.contains("sonnet-4-6") || model.contains("haiku") {
+        2048
+    } else {
+        1024
+    }
 }
