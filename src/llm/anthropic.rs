@@ -39,7 +39,9 @@ pub fn request_body(
     let mut wire: Vec<Value> = messages.iter().map(message).collect();
     let before =
         Value::Array(tools.clone()).to_string().len() + system.shared.len() + system.task.len();
-    mark_history(&mut wire, &provider.model, before);
+    if provider.cache_history {
+        mark_history(&mut wire, &provider.model, before);
+    }
     json!({
         "model": provider.model,
         "max_tokens": provider.max_tokens,

@@ -87,6 +87,10 @@ pub struct ProviderFile {
     /// headers tighten them further.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limits: Option<Limits>,
+    /// Anthropic: cache each agent's conversation, so every turn reads its history from the
+    /// cache (default true); false caches only the shared system prompt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_history: Option<bool>,
 }
 
 /// An API key. Its `Debug` and `Display` never show it.
@@ -126,6 +130,8 @@ pub struct ProviderSettings {
     /// `None`: unknown model, cost unknown.
     pub prices: Option<Prices>,
     pub limits: Limits,
+    /// Anthropic: cache breakpoints on the conversation, not only the system prompt.
+    pub cache_history: bool,
 }
 
 struct Builtin {
@@ -228,6 +234,7 @@ pub fn resolve_provider(
         max_tokens,
         stream: file.stream.unwrap_or(true),
         limits: file.limits.unwrap_or_default(),
+        cache_history: file.cache_history.unwrap_or(true),
     })
 }
 
