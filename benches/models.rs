@@ -538,13 +538,14 @@ cache_history = {history}
             format!("{turns} turns, cache_history = {history}"),
             format!(
                 "{}; input {} tokens: {} uncached, {} written to the cache, {} read from it \
-                 ({:.0}%); cost ${cost:.4}",
+                 ({:.0}%); cost ${cost:.4}, the cache saved ${:.4}",
                 outcome(&t),
                 all,
                 u.input_tokens,
                 u.cache_creation_input_tokens,
                 u.cache_read_input_tokens,
-                u.cache_read_input_tokens as f64 * 100.0 / all.max(1) as f64
+                u.cache_read_input_tokens as f64 * 100.0 / all.max(1) as f64,
+                u.cache_saved_usd
             ),
         );
         figures.push(cost);

@@ -361,7 +361,7 @@ fn usage_line(out: &mut String, state: &RunState) {
     };
     let _ = writeln!(
         out,
-        "\nmodel: {} request(s) ({} retried), {} input + {} output tokens, cache {} written / {} read; cost {}; first token {} (mean); model time {}{}",
+        "\nmodel: {} request(s) ({} retried), {} input + {} output tokens, cache {} written / {} read; cost {}{}; first token {} (mean); model time {}{}",
         total.requests,
         total.retries,
         total.input_tokens,
@@ -369,6 +369,7 @@ fn usage_line(out: &mut String, state: &RunState) {
         total.cache_creation_input_tokens,
         total.cache_read_input_tokens,
         match total.cost_usd { Some(c) => format!("${c:.4}"), None => "unknown (no prices for the model)".to_string() },
+        if total.cache_saved_usd != 0.0 { format!(" (the cache saved ${:.4})", total.cache_saved_usd) } else { String::new() },
         mean_first,
         seconds(total.model_ms),
         if total.refused_writes > 0 { format!("; {} write(s) outside ownership refused", total.refused_writes) } else { String::new() },

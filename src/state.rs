@@ -158,6 +158,10 @@ pub struct Usage {
     pub cache_read_input_tokens: u64,
     /// USD; `None` when the model's prices are unknown.
     pub cost_usd: Option<f64>,
+    /// USD the prompt cache saved: what its reads would have cost as input, less the
+    /// writes' surcharge (0 when prices are unknown or nothing was cached).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cache_saved_usd: f64,
     /// Time to the first token of the first request.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub first_token_ms: Option<u64>,
@@ -165,6 +169,10 @@ pub struct Usage {
     pub model_ms: u64,
     /// Writes outside ownership the tools refused.
     pub refused_writes: u64,
+}
+
+fn is_zero(value: &f64) -> bool {
+    *value == 0.0
 }
 
 impl Usage {
@@ -177,6 +185,7 @@ impl Usage {
         self.output_tokens += other.output_tokens;
         self.cache_creation_input_tokens += other.cache_creation_input_tokens;
         self.cache_read_input_tokens += other.cache_read_input_tokens;
+        self.cache_saved_usd += other.cache_saved_usd;
         self.cost_usd = match (self.cost_usd, other.cost_usd) {
             (Some(a), Some(b)) => Some(a + b),
             _ => None,

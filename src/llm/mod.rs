@@ -73,9 +73,15 @@ pub fn account(
     }
     if let (Some(cost), Some(p)) = (usage.cost_usd.as_mut(), provider.prices) {
         let per = |tokens: u64, price: f64| tokens as f64 * price / 1_000_000.0;
+        let (write, read) = (
+            p.cache_write.unwrap_or(p.input * 1.25),
+            p.cache_read.unwrap_or(p.input * 0.1),
+        );
         *cost += per(u.input, p.input)
             + per(u.output, p.output)
-            + per(u.cache_creation, p.cache_write.unwrap_or(p.input * 1.25))
-            + per(u.cache_read, p.cache_read.unwrap_or(p.input * 0.1));
+            + per(u.cache_creation, write)
+            + per(u.cache_read, read);
+        usage.cache_saved_usd +=
+            per(u.cache_read, p.input - read) - per(u.cache_creation, write - p.input);
     }
 }

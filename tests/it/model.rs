@@ -638,4 +638,8 @@ fn the_conversation_is_cached_at_breakpoints_that_move_with_it() {
         "only {} of {all} input tokens read from the cache: {usage:?}",
         usage.cache_read_input_tokens
     );
+    // At Sonnet 4.5's prices reads cost a tenth of input: the saving is known and shown.
+    assert!(usage.cache_saved_usd > 0.0, "{usage:?}");
+    let text = plait::report::status_text(&state, false);
+    assert!(text.contains("(the cache saved $"), "{text}");
 }
