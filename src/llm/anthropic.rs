@@ -55,6 +55,33 @@ pub fn request_body(
     })
 }
 
+/// The input tokens of request `body` that count against an input-tokens limit, estimated
+/// before it is sent (about four bytes a token): all but the prefix up to its latest
+/// breakpoint before the newest block, which an earlier request wrote to the cache (the
+/// shared system prompt, the history the turn before wrote) and which this one reads.
+pub fn uncached_estimate(body: &Value) -> u64 {
+    let mut blocks: Vec<&Value> = Vec::new();
+    for key in ["tools", "system"] {
+        blocks.extend(body[key].as_array().into_iter().flatten());
+    }
+    for message in body["messages"].as_array().into_iter().flatten() {
+        match message["content"].as_array() {
+            Some(content) => blocks.extend(content),
+            None => blocks.push(&message["content"]),
+        }
+    }
+    let mut total = 0usize;
+    let mut cached = 0usize;
+    let last = blocks.len().saturating_sub(1);
+    for (k, block) in blocks.iter().enumerate() {
+        total += block.to_string().len();
+        if k < last && block.get("cache_control").is_some() {
+            cached = total;
+        }
+    }
+    ((total - cached) / 4) as u64
+}
+
 /// The shortest prefix, in tokens, that `model` caches; a shorter one is not cached at
 /// all, whatever the breakpoints say.
 pub fn min_cacheable(model: &str) -> u64 {
@@ -404,6 +431,13 @@ mod tests {
         mark_history(&mut wire, "claude-sonnet-4-5", 5000);
         assert_eq!(marked(&wire), [2, 4]);
         assert_eq!(min_cacheable("claude-haiku-4-5"), 4096);
+        // What the turn before wrote is not counted against the input limit again.
+        let body = json!({"system": [{"type": "text", "text": "s".repeat(400), "cache_control": {"type": "ephemeral"}}],
+                          "messages": wire});
+        let all = (body["system"].to_string().len() + body["messages"].to_string().len()) / 4;
+        let estimate = uncached_estimate(&body) as usize;
+        assert!(estimate * 3 < all, "{estimate} of {all}");
+        assert!(estimate > 0);
         assert_eq!(min_cacheable("claude-sonnet-4-6"), 2048);
     }
 }

@@ -103,7 +103,10 @@ pub async fn call(
     // About four bytes a token for the input; the output at most `max_tokens`. The
     // answer's usage gives back what was not used.
     let cost = Cost {
-        input: (body.to_string().len() / 4) as u64,
+        input: match provider.kind {
+            ProviderKind::Anthropic => anthropic::uncached_estimate(body),
+            ProviderKind::Openai => (body.to_string().len() / 4) as u64,
+        },
         output: body["max_tokens"]
             .as_u64()
             .or_else(|| body["max_completion_tokens"].as_u64())
