@@ -13,6 +13,9 @@
 //!    The floor: the first 600 go at the concurrency's pace, the rest at 10 a second.
 //! 3. Faults: 20% 529, 5% 500, 5% streams that end in an error event, 100 tasks.
 //! 4. Memory: VmHWM after the 1,000-task runs; state.json size and the time of one save.
+//! 6. Input-bound (with the limits): 40 tasks of two requests carrying 20 KB files against
+//!    a server of 150,000 input tokens a minute (a token bucket, prompt caching on): the
+//!    time against the floor the bucket allows.
 //! 5. Caching: one agent of 20 turns, each viewing an 8 KB file, against a mock that caches
 //!    prompts as the Anthropic API does, with `cache_history = false` and `true`: input
 //!    tokens uncached, written and read, and the cost.
@@ -562,6 +565,71 @@ cache_history = {history}
     Ok(())
 }
 
+/// (6): an input-token-bound run: 40 tasks of two requests, the second carrying a 20 KB
+/// file, against a server of 60 in flight, 600 requests and `ITPM` input tokens a minute,
+/// with prompt caching; plait learns the limits from the headers.
+fn input_bound(root: &Path, sum: &mut Summary) -> Result<()> {
+    const TASKS: usize = 40;
+    const ITPM: usize = 150_000;
+    stage(&format!(
+        "{TASKS} tasks × 2 requests with a 20 KB file, server {ITPM} input tokens a minute"
+    ));
+    let mock = mock(Duration::from_secs(1));
+    mock.set_limits(60, 600, 1);
+    mock.set_input_limit(ITPM);
+    mock.set_caching(true);
+    let repo = make_repo(root, "input-bound", TASKS)?;
+    for d in 0..TASKS {
+        std::fs::write(
+            repo.join(format!("d{d:04}/f.txt")),
+            format!(
+                "task {d}: a line of a file large enough to bind the input limit
+"
+            )
+            .repeat(300),
+        )?;
+        mock.script(
+            &format!("t{d:04}"),
+            vec![
+                Turn::Tools(vec![mock::edit::view(&format!("d{d:04}/f.txt"))]),
+                Turn::Text("done".into()),
+            ],
+        );
+    }
+    git(&repo, &["commit", "-q", "-am", "larger files"])?;
+    let t = run(&repo, &plan(&mock.url(), TASKS, None), TASKS)?;
+    assert!(mock.problems().is_empty(), "{:?}", mock.problems());
+    let s = mock.load_stats();
+    let total = s.ok + s.limited + s.faults;
+    // The floor: the full bucket, then the rest at ITPM / 60 a second, then a latency.
+    let input = s.input_tokens as f64;
+    let least = ((input - ITPM as f64).max(0.0) / (ITPM as f64 / 60.0)).max(2.0) + 1.0;
+    sum.row(
+        "input-bound: tasks".to_string(),
+        format!("{}; retries {}", outcome(&t), t.retries()),
+    );
+    sum.row(
+        "input-bound: execute".to_string(),
+        format!(
+            "{} for {} input tokens; the server's buckets allow it in {} = {:.0}% of the limit used",
+            secs(t.execute),
+            s.input_tokens,
+            secs(least),
+            least / t.execute * 100.0
+        ),
+    );
+    sum.row(
+        "input-bound: 429s".to_string(),
+        format!(
+            "{} of {total} requests = {:.1}% (target < 5%); {}",
+            s.limited,
+            s.limited as f64 * 100.0 / total.max(1) as f64,
+            load_line(&s)
+        ),
+    );
+    Ok(())
+}
+
 /// (3): faults.
 fn faults(root: &Path, n: usize, sum: &mut Summary) -> Result<()> {
     stage(&format!(
@@ -652,6 +720,10 @@ fn main() -> Result<()> {
         )?;
     }
     sum.gap();
+    if !cfg.skip_limits {
+        input_bound(&root, &mut sum)?;
+        sum.gap();
+    }
     caching(&root, 20, &mut sum)?;
     sum.gap();
     if cfg.fault_tasks > 0 {

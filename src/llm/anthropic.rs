@@ -70,12 +70,14 @@ pub fn uncached_estimate(body: &Value) -> u64 {
             None => blocks.push(&message["content"]),
         }
     }
+    // Only a prefix the model caches at all: at least its minimum length.
+    let least = min_cacheable(body["model"].as_str().unwrap_or("")) as usize * 4;
     let mut total = 0usize;
     let mut cached = 0usize;
     let last = blocks.len().saturating_sub(1);
     for (k, block) in blocks.iter().enumerate() {
         total += block.to_string().len();
-        if k < last && block.get("cache_control").is_some() {
+        if k < last && block.get("cache_control").is_some() && total >= least {
             cached = total;
         }
     }
@@ -432,12 +434,22 @@ mod tests {
         assert_eq!(marked(&wire), [2, 4]);
         assert_eq!(min_cacheable("claude-haiku-4-5"), 4096);
         // What the turn before wrote is not counted against the input limit again.
-        let body = json!({"system": [{"type": "text", "text": "s".repeat(400), "cache_control": {"type": "ephemeral"}}],
+        let body = json!({"model": "claude-sonnet-4-5",
+                          "system": [{"type": "text", "text": "s".repeat(5000), "cache_control": {"type": "ephemeral"}}],
                           "messages": wire});
         let all = (body["system"].to_string().len() + body["messages"].to_string().len()) / 4;
         let estimate = uncached_estimate(&body) as usize;
         assert!(estimate * 3 < all, "{estimate} of {all}");
         assert!(estimate > 0);
+        // Below the minimum nothing is cached, so nothing is left out.
+        let short = json!({"model": "claude-sonnet-4-5", "system": [{"type": "text", "text": "s", "cache_control": {"type": "ephemeral"}}],
+                           "messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]}]});
+        assert_eq!(
+            uncached_estimate(&short) as usize,
+            (short["system"][0].to_string().len()
+                + short["messages"][0]["content"][0].to_string().len())
+                / 4
+        );
         assert_eq!(min_cacheable("claude-sonnet-4-6"), 2048);
     }
 }

@@ -317,6 +317,16 @@ impl MockModel {
         self.shared.lock().load.latency = latency;
     }
 
+    /// Enforces `itpm` input tokens a minute (a request's bytes / 4) as a token bucket, as
+    /// [`MockModel::set_limits`] does requests; its headers are
+    /// `anthropic-ratelimit-input-tokens-*`. 0 means no limit.
+    #[allow(dead_code)]
+    pub fn set_input_limit(&self, itpm: usize) {
+        let mut state = self.shared.lock();
+        state.load.itpm = itpm;
+        state.load.input_bucket = None;
+    }
+
     /// Enforces at most `concurrency` requests in flight and `rpm` requests a minute as the
     /// Anthropic API does, as a token bucket: it starts full (`rpm`), refills continuously at
     /// `rpm / 60 s`, and each accepted request takes one. Every answer carries
@@ -383,6 +393,8 @@ pub struct LoadStats {
     /// The most requests in flight at once (received and not yet fully answered).
     pub peak_in_flight: usize,
     pub in_flight: usize,
+    /// Input tokens taken from the bucket of [`MockModel::set_input_limit`].
+    pub input_tokens: u64,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -403,38 +415,59 @@ struct Load {
     drop_bodies: bool,
     /// The request bucket's level and when it was last brought up to date (`None`: full).
     bucket: Option<(f64, Instant)>,
+    /// Input tokens a minute (0: no limit), and that bucket's level.
+    itpm: usize,
+    input_bucket: Option<(f64, Instant)>,
     stats: LoadStats,
 }
 
+/// A token bucket of `capacity` a minute: its level now, refilled since it was last read.
+fn refill(bucket: &mut Option<(f64, Instant)>, capacity: usize, now: Instant) -> f64 {
+    let capacity = capacity as f64;
+    let (level, at) = bucket.unwrap_or((capacity, now));
+    let level = (level + now.duration_since(at).as_secs_f64() * capacity / 60.0).min(capacity);
+    *bucket = Some((level, now));
+    level
+}
+
+/// Anthropic's headers for the bucket `name` of `capacity` a minute at `level`.
+fn bucket_headers(name: &str, capacity: usize, level: f64) -> Vec<(String, String)> {
+    let cap = capacity as f64;
+    let until_full = Duration::from_secs_f64((cap - level).max(0.0) * 60.0 / cap);
+    let full_at = humantime::format_rfc3339_seconds(std::time::SystemTime::now() + until_full);
+    vec![
+        (
+            format!("anthropic-ratelimit-{name}-limit"),
+            capacity.to_string(),
+        ),
+        (
+            format!("anthropic-ratelimit-{name}-remaining"),
+            (level.max(0.0).floor() as u64).to_string(),
+        ),
+        (
+            format!("anthropic-ratelimit-{name}-reset"),
+            full_at.to_string(),
+        ),
+    ]
+}
+
 impl Load {
-    /// The request bucket's level now, refilled since it was last read.
+    /// The request bucket's level now.
     fn level(&mut self, now: Instant) -> f64 {
-        let rpm = self.rpm as f64;
-        let (level, at) = self.bucket.unwrap_or((rpm, now));
-        let level = (level + now.duration_since(at).as_secs_f64() * rpm / 60.0).min(rpm);
-        self.bucket = Some((level, now));
-        level
+        refill(&mut self.bucket, self.rpm, now)
     }
 
-    /// Anthropic's headers for the request bucket at `level`.
+    /// Anthropic's headers for the request bucket at `level` and the input bucket as it is.
     fn rate_headers(&self, level: f64) -> Vec<(String, String)> {
-        let rpm = self.rpm as f64;
-        let until_full = Duration::from_secs_f64((rpm - level).max(0.0) * 60.0 / rpm);
-        let full_at = humantime::format_rfc3339_seconds(std::time::SystemTime::now() + until_full);
-        vec![
-            (
-                "anthropic-ratelimit-requests-limit".into(),
-                self.rpm.to_string(),
-            ),
-            (
-                "anthropic-ratelimit-requests-remaining".into(),
-                (level.floor() as u64).to_string(),
-            ),
-            (
-                "anthropic-ratelimit-requests-reset".into(),
-                full_at.to_string(),
-            ),
-        ]
+        let mut headers = Vec::new();
+        if self.rpm > 0 {
+            headers.extend(bucket_headers("requests", self.rpm, level));
+        }
+        if self.itpm > 0 {
+            let input = self.input_bucket.map_or(self.itpm as f64, |(l, _)| l);
+            headers.extend(bucket_headers("input-tokens", self.itpm, input));
+        }
+        headers
     }
 }
 
@@ -523,7 +556,7 @@ async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response
             )
         })
         .collect();
-    let (guard, latency, rate_headers) = match shared.admit() {
+    let (guard, latency, rate_headers) = match shared.admit(&raw) {
         Ok(admitted) => admitted,
         Err(refusal) => {
             let reply = shared.record(&parts.method, parts.uri.path(), headers, &raw, refusal);
@@ -549,46 +582,60 @@ impl Shared {
     #[allow(clippy::type_complexity)]
     fn admit(
         self: &Arc<Self>,
+        raw: &[u8],
     ) -> Result<(Option<InFlight>, Duration, Vec<(String, String)>), Reply> {
         let mut state = self.lock();
+        // What the request takes from the input bucket: its size, less what it reads from
+        // the prompt cache (reads do not count against the limit).
+        let input = if state.load.itpm == 0 {
+            0
+        } else {
+            match (&state.cache, serde_json::from_slice::<Value>(raw)) {
+                (Some(cache), Ok(body)) => cache.charged(&body),
+                _ => (raw.len() / 4) as u64,
+            }
+        };
         let now = Instant::now();
         let load = &mut state.load;
         let latency = load.latency;
-        if load.concurrency == 0 && load.rpm == 0 && load.latency.is_zero() {
+        if load.concurrency == 0 && load.rpm == 0 && load.itpm == 0 && load.latency.is_zero() {
             return Ok((None, latency, Vec::new()));
         }
         let level = if load.rpm > 0 { load.level(now) } else { 0.0 };
+        let input_level = refill(&mut load.input_bucket, load.itpm, now);
+        // A request larger than the whole bucket goes when it is full.
+        let input_need = (input as f64).min(load.itpm as f64);
         let refusal = if load.concurrency > 0 && load.stats.in_flight >= load.concurrency {
-            Some((load.retry_after.max(1), false))
+            Some((load.retry_after.max(1), "concurrent requests"))
         } else if load.rpm > 0 && level < 1.0 {
             let refill = (1.0 - level) * 60.0 / load.rpm as f64;
-            Some((refill.ceil().max(1.0) as u64, true))
+            Some((refill.ceil().max(1.0) as u64, "requests per minute"))
+        } else if load.itpm > 0 && input_level < input_need {
+            let refill = (input_need - input_level) * 60.0 / load.itpm as f64;
+            Some((refill.ceil().max(1.0) as u64, "input tokens per minute"))
         } else {
             None
         };
-        if let Some((wait, rate)) = refusal {
+        if let Some((wait, what)) = refusal {
+            let rate = what != "concurrent requests";
             load.stats.limited += 1;
             load.stats.limited_rpm += u64::from(rate);
             state.serial += 1;
-            let what = if rate {
-                "requests per minute"
-            } else {
-                "concurrent requests"
-            };
             let message = format!("Number of {what} has exceeded your rate limit");
             let mut reply = error_reply(self.provider, state.serial, 429, &message);
             reply.headers.push(("retry-after".into(), wait.to_string()));
-            if state.load.rpm > 0 {
-                let headers = state.load.rate_headers(level);
-                reply.headers.extend(headers);
-            }
+            let headers = state.load.rate_headers(level);
+            reply.headers.extend(headers);
             return Err(reply);
         }
-        let mut rate_headers = Vec::new();
         if load.rpm > 0 {
             load.bucket = Some((level - 1.0, now));
-            rate_headers = load.rate_headers(level - 1.0);
         }
+        if load.itpm > 0 {
+            load.input_bucket = Some((input_level - input as f64, now));
+            load.stats.input_tokens += input;
+        }
+        let rate_headers = load.rate_headers(level - 1.0);
         load.stats.in_flight += 1;
         load.stats.peak_in_flight = load.stats.peak_in_flight.max(load.stats.in_flight);
         let shared = self.clone();
@@ -872,8 +919,28 @@ struct PromptCache {
 }
 
 impl PromptCache {
-    /// The usage of a request: what it reads from the cache, what it writes, the rest.
-    fn usage(&mut self, body: &Value, base: Usage) -> Usage {
+    /// The input tokens of a request that count against an input-tokens limit: all but
+    /// what it reads from the cache.
+    fn charged(&self, body: &Value) -> u64 {
+        let (tokens, hashes, breakpoints) = Self::prefixes(body);
+        let read = self.read(&tokens, &hashes, &breakpoints);
+        tokens.last().copied().unwrap_or(0) - read
+    }
+
+    /// The longest cached prefix ending at a breakpoint or up to 20 blocks before one.
+    fn read(&self, tokens: &[u64], hashes: &[u64], breakpoints: &[usize]) -> u64 {
+        breakpoints
+            .iter()
+            .flat_map(|&b| (b.saturating_sub(20)..=b).rev())
+            .filter(|&k| self.written.contains(&hashes[k]))
+            .map(|k| tokens[k])
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// Per block of the prompt (tools, system, messages): the tokens up to and including
+    /// it, the hash of that prefix, and which blocks are breakpoints.
+    fn prefixes(body: &Value) -> (Vec<u64>, Vec<u64>, Vec<usize>) {
         use std::hash::{Hash as _, Hasher as _};
         let mut blocks: Vec<&Value> = Vec::new();
         for key in ["tools", "system"] {
@@ -902,17 +969,18 @@ impl PromptCache {
             tokens.push(total);
             hashes.push(hasher.finish());
         }
-        let least = min_cacheable(body["model"].as_str().unwrap_or(""));
         let breakpoints: Vec<usize> = (0..blocks.len())
             .filter(|&k| blocks[k].get("cache_control").is_some())
             .collect();
-        let read = breakpoints
-            .iter()
-            .flat_map(|&b| (b.saturating_sub(20)..=b).rev())
-            .filter(|&k| self.written.contains(&hashes[k]))
-            .map(|k| tokens[k])
-            .max()
-            .unwrap_or(0);
+        (tokens, hashes, breakpoints)
+    }
+
+    /// The usage of a request: what it reads from the cache, what it writes, the rest.
+    fn usage(&mut self, body: &Value, base: Usage) -> Usage {
+        let (tokens, hashes, breakpoints) = Self::prefixes(body);
+        let total = tokens.last().copied().unwrap_or(0);
+        let least = min_cacheable(body["model"].as_str().unwrap_or(""));
+        let read = self.read(&tokens, &hashes, &breakpoints);
         let mut written = read;
         for &b in &breakpoints {
             if tokens[b] >= least && self.written.insert(hashes[b]) {
