@@ -643,3 +643,45 @@ fn the_conversation_is_cached_at_breakpoints_that_move_with_it() {
     let text = plait::report::status_text(&state, false);
     assert!(text.contains("(the cache saved $"), "{text}");
 }
+
+#[test]
+fn a_run_keeps_to_a_token_bucket_it_learns_from_the_headers() {
+    // 35 tasks of two requests against a server of 60 requests a minute as a bucket: the
+    // first 60 go at once, the other 10 at one a second. plait knows no limit from the
+    // plan; it learns the bucket from the answers' headers and keeps to it.
+    let files: Vec<(String, String)> = (0..35)
+        .map(|k| (format!("m/t{k:02}.txt"), format!("{k}\n")))
+        .collect();
+    let refs: Vec<(&str, &str)> = files
+        .iter()
+        .map(|(p, t)| (p.as_str(), t.as_str()))
+        .collect();
+    let repo = TestRepo::with_files(&refs);
+    let mock = MockModel::start(Provider::Anthropic, KEY);
+    mock.keep_bodies(false);
+    mock.set_limits(60, 60, 1);
+    let mut toml = format!(
+        "goal = \"g\"\n\
+         [providers.mock]\nkind = \"anthropic\"\nbase_url = \"{}\"\napi_key_env = \"PLAIT_TEST_KEY\"\nmodel = \"claude-sonnet-4-5\"\nmax_tokens = 1024\n\
+         [review]\nagent = \"off\"\n[defaults]\nagent = \"mock\"\ntimeout = \"120s\"\n",
+        mock.url()
+    );
+    for k in 0..35 {
+        mock.script(
+            &format!("t{k:02}"),
+            vec![Turn::PauseTurn, Turn::Text("done".into())],
+        );
+        toml.push_str(&format!(
+            "[[task]]\nid = \"t{k:02}\"\nprompt = \"p\"\nowns = [\"/m/t{k:02}.txt\"]\n"
+        ));
+    }
+    let state = repo.run_with_env(&toml, 35, &env);
+    assert!(mock.problems().is_empty(), "{:#?}", mock.problems());
+    for t in &state.tasks {
+        assert_eq!(t.state, TaskState::Done, "{}: {:?}", t.id, t.error);
+    }
+    let s = mock.load_stats();
+    assert_eq!(s.ok, 70);
+    // Not a 429 storm: at most the odd one at the bucket's edge.
+    assert!(s.limited <= 3, "{} requests answered 429", s.limited);
+}
