@@ -150,6 +150,9 @@ impl Bucket {
 #[derive(Debug, Default)]
 struct State {
     buckets: HashMap<Kind, Bucket>,
+    /// What every request so far took, per limit, in `Kind::ALL`'s order: a response's
+    /// headers tell the level before the requests sent after it.
+    admitted: [f64; 4],
     paused_until: Option<Instant>,
     poisoned: Option<String>,
 }
@@ -169,6 +172,13 @@ impl State {
             .fold(paused, Duration::max)
     }
 
+    /// Records an admitted request of `cost` in the ledger.
+    fn admit(&mut self, cost: Cost) {
+        for (k, kind) in Kind::ALL.iter().enumerate() {
+            self.admitted[k] += kind.of(cost);
+        }
+    }
+
     /// Adds `sign * cost` to every bucket (taken: -1, given back: +1), never above full.
     fn apply(&mut self, cost: Cost, sign: f64, now: Instant) {
         for (kind, bucket) in self.buckets.iter_mut() {
@@ -177,11 +187,13 @@ impl State {
         }
     }
 
-    /// Corrects the buckets from a response's limit headers: a limit the plan did not name
-    /// gets its bucket; a level the server says is lower than ours (other clients of the
-    /// key, a wrong estimate) is taken. A level above ours is not: the server has not yet
-    /// counted what is in flight.
-    fn correct(&mut self, headers: &HeaderMap, now: Instant) {
+    /// Corrects the buckets from the limit headers of the answer to a request admitted at
+    /// `sent`, when the ledger stood at `ledger`: a limit the plan did not name gets its
+    /// bucket; a level the server says is lower than ours (other clients of the key, a
+    /// wrong estimate) is taken. The server's `remaining` is its level when the request
+    /// arrived, so it is brought forward: refilled since, less what was sent since. A level
+    /// above ours is not taken.
+    fn correct(&mut self, headers: &HeaderMap, now: Instant, sent: Instant, ledger: [f64; 4]) {
         let number = |name: &str| {
             (!name.is_empty())
                 .then(|| headers.get(name))
@@ -189,7 +201,8 @@ impl State {
                 .and_then(|v| v.to_str().ok())
                 .and_then(|v| v.trim().parse::<f64>().ok())
         };
-        for kind in Kind::ALL {
+        for (k, kind) in Kind::ALL.into_iter().enumerate() {
+            let sent_since = self.admitted[k] - ledger[k];
             for (limit, remaining, reset) in kind.headers() {
                 let (limit, remaining) = (number(limit), number(remaining));
                 let Some(remaining) = remaining else {
@@ -212,7 +225,9 @@ impl State {
                     }
                     (None, _) => continue,
                 };
-                bucket.level = bucket.level.min(remaining);
+                let since = now.saturating_duration_since(sent).as_secs_f64();
+                let now_level = (remaining + since * bucket.rate).min(bucket.capacity) - sent_since;
+                bucket.level = bucket.level.min(now_level);
                 // A bucket that says when it will be full again tells its rate too.
                 let until_full = headers
                     .get(reset)
@@ -256,6 +271,9 @@ pub struct Limiter {
 pub struct Permit<'a> {
     _slot: SemaphorePermit<'a>,
     reserved: Cost,
+    /// When it was admitted, and the ledger then (itself included).
+    sent: Instant,
+    ledger: [f64; 4],
 }
 
 impl Limiter {
@@ -303,12 +321,16 @@ impl Limiter {
                 let wait = state.wait(now, cost);
                 if wait.is_zero() {
                     state.apply(cost, -1.0, now);
+                    state.admit(cost);
+                    let ledger = state.admitted;
                     if waited {
                         self.stats.lock().unwrap_or_else(|e| e.into_inner()).waits += 1;
                     }
                     return Ok(Permit {
                         _slot: slot,
                         reserved: cost,
+                        sent: now,
+                        ledger,
                     });
                 }
                 wait
@@ -353,7 +375,7 @@ impl Limiter {
                 }
             }
             if let Some(headers) = headers {
-                state.correct(headers, now);
+                state.correct(headers, now, permit.sent, permit.ledger);
             }
         }
         drop(permit);
