@@ -357,6 +357,17 @@ fn outcome(t: &Timed) -> String {
     text
 }
 
+/// How many requests the server answered 429, against the target.
+fn refusals(s: &LoadStats) -> String {
+    let total = s.ok + s.limited + s.faults;
+    format!(
+        "{} of {total} requests = {:.1}% (target < 5%); {}",
+        s.limited,
+        s.limited as f64 * 100.0 / total.max(1) as f64,
+        load_line(s)
+    )
+}
+
 fn load_line(s: &LoadStats) -> String {
     format!(
         "200: {}, 429: {} ({} for the rate), faults: {}, peak in flight: {}",
@@ -456,7 +467,6 @@ fn limits(root: &Path, cfg: &Config, plait_limits: Option<&str>, sum: &mut Summa
     let t = run(&repo, &plan(&mock.url(), n, plait_limits), n)?;
     assert!(mock.problems().is_empty(), "{:?}", mock.problems());
     let s = mock.load_stats();
-    let total = s.ok + s.limited + s.faults;
     let minutes = t.execute / 60.0;
     let rpm = s.ok as f64 / minutes;
     // The least time the server's buckets allow for `ok` requests of 1 s each: 60 in
@@ -488,15 +498,7 @@ fn limits(root: &Path, cfg: &Config, plait_limits: Option<&str>, sum: &mut Summa
             rpm / allowed * 100.0
         ),
     );
-    sum.row(
-        format!("plait {label}: 429s"),
-        format!(
-            "{} of {total} requests = {:.1}% (target < 5%); {}",
-            s.limited,
-            s.limited as f64 * 100.0 / total.max(1) as f64,
-            load_line(&s)
-        ),
-    );
+    sum.row(format!("plait {label}: 429s"), refusals(&s));
     Ok(())
 }
 
@@ -600,7 +602,6 @@ fn input_bound(root: &Path, sum: &mut Summary) -> Result<()> {
     let t = run(&repo, &plan(&mock.url(), TASKS, None), TASKS)?;
     assert!(mock.problems().is_empty(), "{:?}", mock.problems());
     let s = mock.load_stats();
-    let total = s.ok + s.limited + s.faults;
     // The floor: the full bucket, then the rest at ITPM / 60 a second, then a latency.
     let input = s.input_tokens as f64;
     let least = ((input - ITPM as f64).max(0.0) / (ITPM as f64 / 60.0)).max(2.0) + 1.0;
@@ -618,15 +619,7 @@ fn input_bound(root: &Path, sum: &mut Summary) -> Result<()> {
             least / t.execute * 100.0
         ),
     );
-    sum.row(
-        "input-bound: 429s".to_string(),
-        format!(
-            "{} of {total} requests = {:.1}% (target < 5%); {}",
-            s.limited,
-            s.limited as f64 * 100.0 / total.max(1) as f64,
-            load_line(&s)
-        ),
-    );
+    sum.row("input-bound: 429s".to_string(), refusals(&s));
     Ok(())
 }
 
