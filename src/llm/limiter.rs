@@ -179,11 +179,11 @@ impl State {
         }
     }
 
-    /// Adds `sign * cost` to every bucket (taken: -1, given back: +1), never above full.
-    fn apply(&mut self, cost: Cost, sign: f64, now: Instant) {
+    /// Takes `cost` from every bucket.
+    fn take(&mut self, cost: Cost, now: Instant) {
         for (kind, bucket) in self.buckets.iter_mut() {
             bucket.refill(now);
-            bucket.level = (bucket.level + sign * kind.of(cost)).min(bucket.capacity);
+            bucket.level -= kind.of(cost);
         }
     }
 
@@ -320,7 +320,7 @@ impl Limiter {
                 let now = Instant::now();
                 let wait = state.wait(now, cost);
                 if wait.is_zero() {
-                    state.apply(cost, -1.0, now);
+                    state.take(cost, now);
                     state.admit(cost);
                     let ledger = state.admitted;
                     if waited {
@@ -355,23 +355,22 @@ impl Limiter {
                 input: permit.reserved.input,
                 output: 0,
             });
-            {
-                let back = Cost {
-                    input: permit.reserved.input.saturating_sub(used.input),
-                    output: permit.reserved.output.saturating_sub(used.output),
-                };
-                let more = Cost {
-                    input: used.input.saturating_sub(permit.reserved.input),
-                    output: used.output.saturating_sub(permit.reserved.output),
-                };
-                for kind in [Kind::Input, Kind::Output, Kind::Tokens] {
-                    if let Some(bucket) = state.buckets.get_mut(&kind) {
-                        bucket.refill(now);
-                        // Given back up to full; a request that used more than it
-                        // reserved leaves the bucket that much lower.
-                        bucket.level =
-                            (bucket.level + kind.of(back) - kind.of(more)).min(bucket.capacity);
-                    }
+            let back = Cost {
+                input: permit.reserved.input.saturating_sub(used.input),
+                output: permit.reserved.output.saturating_sub(used.output),
+            };
+            let more = Cost {
+                input: used.input.saturating_sub(permit.reserved.input),
+                output: used.output.saturating_sub(permit.reserved.output),
+            };
+            // The request itself stays paid for; only its tokens are settled.
+            for kind in [Kind::Input, Kind::Output, Kind::Tokens] {
+                if let Some(bucket) = state.buckets.get_mut(&kind) {
+                    bucket.refill(now);
+                    // Given back up to full; a request that used more than it reserved
+                    // leaves the bucket that much lower.
+                    bucket.level =
+                        (bucket.level + kind.of(back) - kind.of(more)).min(bucket.capacity);
                 }
             }
             if let Some(headers) = headers {
