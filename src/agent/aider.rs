@@ -92,8 +92,9 @@ impl AiderAgent {
     }
 
     /// The `PLAIT_*` variables and the provider's key (never on the command line, where
-    /// other users could read it) and, for Anthropic, its base URL.
-    fn env(&self, task: &TaskContext) -> Vec<(&'static str, String)> {
+    /// other users could read it) and, for Anthropic, its base URL; a git identity where
+    /// the repository has none, and a git index and object store of aider's own (in `dir`).
+    fn env(&self, task: &TaskContext, dir: &Path) -> Vec<(&'static str, String)> {
         let mut env = task_env(task);
         if let Some(p) = &self.settings.provider {
             let key = p.api_key.as_ref().map(|k| k.expose().to_string());
@@ -108,7 +109,10 @@ impl AiderAgent {
                 }
             }
         }
-        env.extend(identity(task, &self.settings));
+        // One handle on the repository serves both.
+        let repo = git2::Repository::open(&task.repo).ok();
+        env.extend(identity(repo.as_ref(), &self.settings));
+        env.extend(own_git_state(task, repo.as_ref(), dir));
         // litellm would fetch its price table from GitHub at every start.
         env.push(("LITELLM_LOCAL_MODEL_COST_MAP", "True".to_string()));
         env
@@ -127,8 +131,7 @@ impl AiderAgent {
             .into();
         }
         let stdout_path = dir.join(format!("output-{}.txt", task.round));
-        let mut env = self.env(task);
-        env.extend(own_git_state(task, &dir));
+        let env = self.env(task, &dir);
         let (outcome, stdout) =
             shell::run_argv_capturing(&self.argv(task, &dir), &task.launch(&env), &stdout_path)
                 .await;
@@ -150,11 +153,15 @@ impl AiderAgent {
 /// does for a push, aider writes new objects into a directory of the task's and reads the
 /// repository's through `GIT_ALTERNATE_OBJECT_DIRECTORIES`; its index is a copy of the
 /// worktree's, taken before each round.
-fn own_git_state(task: &TaskContext, dir: &Path) -> Vec<(&'static str, String)> {
-    let Ok(repo) = git2::Repository::open(&task.repo) else {
+fn own_git_state(
+    task: &TaskContext,
+    repo: Option<&git2::Repository>,
+    dir: &Path,
+) -> Vec<(&'static str, String)> {
+    let Some(repo) = repo else {
         return Vec::new();
     };
-    let admin = workspace::admin_dir(&repo, &workspace::admin_name(&task.run, &task.task));
+    let admin = workspace::admin_dir(repo, &workspace::admin_name(&task.run, &task.task));
     let index = dir.join("index");
     let objects = dir.join("objects");
     if std::fs::copy(admin.join("index"), &index).is_err()
@@ -177,8 +184,13 @@ fn own_git_state(task: &TaskContext, dir: &Path) -> Vec<(&'static str, String)> 
 /// `user.name` / `user.email` into the repository's own config otherwise (and two aiders
 /// racing for its lock crash). Given through `GIT_CONFIG_*`, it reaches only aider's
 /// process; aider makes no commits here (`--no-auto-commits`).
-fn identity(task: &TaskContext, settings: &ToolSettings) -> Vec<(&'static str, String)> {
-    let config = git2::Repository::open(&task.repo).and_then(|r| r.config());
+fn identity(
+    repo: Option<&git2::Repository>,
+    settings: &ToolSettings,
+) -> Vec<(&'static str, String)> {
+    let config = repo
+        .ok_or_else(|| git2::Error::from_str("no repository"))
+        .and_then(|r| r.config());
     let has = |key: &str| {
         config
             .as_ref()
