@@ -262,11 +262,21 @@ fn task_table(out: &mut String, state: &RunState) {
         .max()
         .unwrap_or(4)
         .max(4);
-    let models = state.tasks.iter().any(|t| t.usage.is_some());
-    let model_header = if models {
-        format!("  {:>8}  {:>8}", "TOKENS", "COST")
+    let models = if state
+        .tasks
+        .iter()
+        .any(|t| t.usage.as_ref().is_some_and(cached))
+    {
+        Models::Cached
+    } else if state.tasks.iter().any(|t| t.usage.is_some()) {
+        Models::Plain
     } else {
-        String::new()
+        Models::None
+    };
+    let model_header = match models {
+        Models::None => String::new(),
+        Models::Plain => format!("  {:>8}  {:>8}", "TOKENS", "COST"),
+        Models::Cached => format!("  {:>8}  {:>8}  {:>6}", "TOKENS", "COST", "CACHED"),
     };
     let _ = writeln!(
         out,
@@ -284,9 +294,24 @@ fn task_table(out: &mut String, state: &RunState) {
     write_rows(out, state, &rows, width);
 }
 
-/// One task's row of the table, its id padded to `width`; `models` says whether the table
-/// has the token and cost columns.
-fn task_row(task: &TaskRecord, conflicted: &[&str], models: bool, width: usize) -> String {
+/// Which model columns the task table has.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Models {
+    None,
+    /// TOKENS and COST.
+    Plain,
+    /// TOKENS, COST and CACHED (the share of the input read from the prompt cache).
+    Cached,
+}
+
+/// Whether a task's model wrote or read the prompt cache.
+fn cached(u: &Usage) -> bool {
+    u.cache_creation_input_tokens + u.cache_read_input_tokens > 0
+}
+
+/// One task's row of the table, its id padded to `width`; `models` says which model
+/// columns the table has.
+fn task_row(task: &TaskRecord, conflicted: &[&str], models: Models, width: usize) -> String {
     let row = format!(
         "{:<width$}  {:<10}  {:>5}  {:>5}  {:>7}{}  {}",
         task.id,
@@ -324,13 +349,11 @@ fn task_note(task: &TaskRecord, conflicted: &[&str]) -> String {
     note
 }
 
-/// The TOKENS and COST cells of a task's row, empty when the table has no such columns.
-fn model_cells(usage: Option<&Usage>, models: bool) -> String {
-    if !models {
-        return String::new();
-    }
-    match usage {
-        Some(u) => format!(
+/// The TOKENS, COST and CACHED cells of a task's row, as the table has them.
+fn model_cells(usage: Option<&Usage>, models: Models) -> String {
+    let mut cells = match (models, usage) {
+        (Models::None, _) => return String::new(),
+        (_, Some(u)) => format!(
             "  {:>8}  {:>8}",
             tokens(
                 u.input_tokens
@@ -340,8 +363,16 @@ fn model_cells(usage: Option<&Usage>, models: bool) -> String {
             ),
             cost(u.cost_usd)
         ),
-        None => format!("  {:>8}  {:>8}", "-", "-"),
+        (_, None) => format!("  {:>8}  {:>8}", "-", "-"),
+    };
+    if models == Models::Cached {
+        let share = usage.and_then(|u| {
+            let input = u.input_tokens + u.cache_creation_input_tokens + u.cache_read_input_tokens;
+            (input > 0).then(|| format!("{}%", u.cache_read_input_tokens * 100 / input))
+        });
+        cells.push_str(&format!("  {:>6}", share.as_deref().unwrap_or("-")));
     }
+    cells
 }
 
 /// The model usage of all tasks together on one line, if any task used a model.

@@ -150,8 +150,9 @@ impl Bucket {
 #[derive(Debug, Default)]
 struct State {
     buckets: HashMap<Kind, Bucket>,
-    /// What every request so far took, per limit, in `Kind::ALL`'s order: a response's
-    /// headers tell the level before the requests sent after it.
+    /// What every request so far took, per limit, in `Kind::ALL`'s order, net of what their
+    /// answers gave back: a response's headers tell the level before what was taken and
+    /// given back after it was sent.
     admitted: [f64; 4],
     paused_until: Option<Instant>,
     poisoned: Option<String>,
@@ -363,6 +364,11 @@ impl Limiter {
                 input: used.input.saturating_sub(permit.reserved.input),
                 output: used.output.saturating_sub(permit.reserved.output),
             };
+            // The ledger is net of what was given back, so the headers of a request sent
+            // before this one do not undo the settlement.
+            for (k, kind) in Kind::ALL.iter().enumerate() {
+                state.admitted[k] += kind.of(more) - kind.of(back);
+            }
             // The request itself stays paid for; only its tokens are settled.
             for kind in [Kind::Input, Kind::Output, Kind::Tokens] {
                 if let Some(bucket) = state.buckets.get_mut(&kind) {

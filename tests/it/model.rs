@@ -2,6 +2,7 @@
 //! and not; ownership, path confinement, loops, broken answers and bad keys.
 
 use std::fs;
+use std::time::Duration;
 
 use plait::state::{RunState, TaskState};
 use serde_json::json;
@@ -642,6 +643,20 @@ fn the_conversation_is_cached_at_breakpoints_that_move_with_it() {
     assert!(usage.cache_saved_usd > 0.0, "{usage:?}");
     let text = plait::report::status_text(&state, false);
     assert!(text.contains("(the cache saved $"), "{text}");
+    // The task's row says what share of its input came from the cache.
+    let header = text
+        .lines()
+        .find(|l| l.starts_with("TASK"))
+        .expect("header");
+    assert!(header.contains("CACHED"), "{text}");
+    let input =
+        usage.input_tokens + usage.cache_creation_input_tokens + usage.cache_read_input_tokens;
+    let share = format!("{}%", usage.cache_read_input_tokens * 100 / input);
+    let row = text
+        .lines()
+        .find(|l| l.starts_with(&state.tasks[0].id))
+        .expect("row");
+    assert!(row.contains(&share), "{row} lacks {share}");
 }
 
 #[test]
@@ -684,4 +699,51 @@ fn a_run_keeps_to_a_token_bucket_it_learns_from_the_headers() {
     assert_eq!(s.ok, 70);
     // Not a 429 storm: at most the odd one at the bucket's edge.
     assert!(s.limited <= 3, "{} requests answered 429", s.limited);
+}
+
+#[test]
+fn output_tokens_are_reserved_from_max_tokens_and_what_is_unused_comes_back() {
+    // 30 tasks of two requests, each reserving its max_tokens of 1024 from an output bucket
+    // of 10,240 a minute: ten fit at once. The answers use 20 tokens each, and what they do
+    // not use comes back, so the run goes at once; kept, the reservations would take six
+    // minutes to refill and the tasks would run out of their ten seconds.
+    let files: Vec<(String, String)> = (0..30)
+        .map(|k| (format!("m/t{k:02}.txt"), format!("{k}\n")))
+        .collect();
+    let refs: Vec<(&str, &str)> = files
+        .iter()
+        .map(|(p, t)| (p.as_str(), t.as_str()))
+        .collect();
+    let repo = TestRepo::with_files(&refs);
+    let mock = MockModel::start(Provider::Anthropic, KEY);
+    mock.keep_bodies(false);
+    mock.set_output_limit(10_240);
+    mock.set_latency(Duration::from_millis(50));
+    let mut toml = format!(
+        "goal = \"g\"\n\
+         [providers.mock]\nkind = \"anthropic\"\nbase_url = \"{}\"\napi_key_env = \"PLAIT_TEST_KEY\"\nmodel = \"claude-sonnet-4-5\"\nmax_tokens = 1024\n\
+         limits = {{ output_tpm = 10240 }}\n\
+         [review]\nagent = \"off\"\n[defaults]\nagent = \"mock\"\ntimeout = \"10s\"\n",
+        mock.url()
+    );
+    for k in 0..30 {
+        mock.script(
+            &format!("t{k:02}"),
+            vec![Turn::PauseTurn, Turn::Text("done".into())],
+        );
+        toml.push_str(&format!(
+            "[[task]]\nid = \"t{k:02}\"\nprompt = \"p\"\nowns = [\"/m/t{k:02}.txt\"]\n"
+        ));
+    }
+    let state = repo.run_with_env(&toml, 30, &env);
+    assert!(mock.problems().is_empty(), "{:#?}", mock.problems());
+    for t in &state.tasks {
+        assert_eq!(t.state, TaskState::Done, "{}: {:?}", t.id, t.error);
+    }
+    let s = mock.load_stats();
+    assert_eq!(s.ok, 60);
+    assert_eq!(s.output_tokens, 60 * 20);
+    assert!(s.limited <= 3, "{} requests answered 429", s.limited);
+    // Ten at once at the most: plait kept to the bucket rather than the server refusing.
+    assert!(s.peak_in_flight <= 10, "{} in flight", s.peak_in_flight);
 }

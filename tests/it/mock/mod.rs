@@ -24,6 +24,7 @@ mod reply;
 mod results;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -327,6 +328,17 @@ impl MockModel {
         state.load.input_bucket = None;
     }
 
+    /// Enforces `otpm` output tokens a minute as the Anthropic API does: a request reserves
+    /// its `max_tokens` (at most the whole bucket) when it is admitted and gets back what its
+    /// answer did not use; its headers are `anthropic-ratelimit-output-tokens-*`. A request
+    /// the bucket cannot pay for is answered 429. 0 means no limit.
+    #[allow(dead_code)]
+    pub fn set_output_limit(&self, otpm: usize) {
+        let mut state = self.shared.lock();
+        state.load.otpm = otpm;
+        state.load.output_bucket = None;
+    }
+
     /// Enforces at most `concurrency` requests in flight and `rpm` requests a minute as the
     /// Anthropic API does, as a token bucket: it starts full (`rpm`), refills continuously at
     /// `rpm / 60 s`, and each accepted request takes one. Every answer carries
@@ -395,6 +407,11 @@ pub struct LoadStats {
     pub in_flight: usize,
     /// Input tokens taken from the bucket of [`MockModel::set_input_limit`].
     pub input_tokens: u64,
+    /// Output tokens the answers used, of the bucket of [`MockModel::set_output_limit`].
+    pub output_tokens: u64,
+    /// The most output tokens reserved at once by requests in flight.
+    pub peak_output_reserved: u64,
+    pub output_reserved: u64,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -418,7 +435,21 @@ struct Load {
     /// Input tokens a minute (0: no limit), and that bucket's level.
     itpm: usize,
     input_bucket: Option<(f64, Instant)>,
+    /// Output tokens a minute (0: no limit), and that bucket's level.
+    otpm: usize,
+    output_bucket: Option<(f64, Instant)>,
     stats: LoadStats,
+}
+
+/// A request the load mode let through.
+struct Admitted {
+    /// Counts it in flight, and settles its output reservation, until its answer is sent.
+    guard: Option<InFlight>,
+    latency: Duration,
+    /// The rate limit headers its answer carries.
+    headers: Vec<(String, String)>,
+    /// The output tokens its answer used, set once it is known.
+    used: Arc<AtomicU64>,
 }
 
 /// A token bucket of `capacity` a minute: its level now, refilled since it was last read.
@@ -466,6 +497,10 @@ impl Load {
         if self.itpm > 0 {
             let input = self.input_bucket.map_or(self.itpm as f64, |(l, _)| l);
             headers.extend(bucket_headers("input-tokens", self.itpm, input));
+        }
+        if self.otpm > 0 {
+            let output = self.output_bucket.map_or(self.otpm as f64, |(l, _)| l);
+            headers.extend(bucket_headers("output-tokens", self.otpm, output));
         }
         headers
     }
@@ -556,19 +591,20 @@ async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response
             )
         })
         .collect();
-    let (guard, latency, rate_headers) = match shared.admit(&raw) {
+    let admitted = match shared.admit(&raw) {
         Ok(admitted) => admitted,
         Err(refusal) => {
             let reply = shared.record(&parts.method, parts.uri.path(), headers, &raw, refusal);
             return reply.into_response();
         }
     };
-    if !latency.is_zero() {
-        tokio::time::sleep(latency).await;
+    if !admitted.latency.is_zero() {
+        tokio::time::sleep(admitted.latency).await;
     }
     let mut reply = shared.reply(&parts.method, parts.uri.path(), headers, &raw);
-    reply.headers.extend(rate_headers);
-    reply.in_flight = guard;
+    reply.headers.extend(admitted.headers);
+    admitted.used.store(reply.output_tokens, Ordering::Relaxed);
+    reply.in_flight = admitted.guard;
     reply.into_response()
 }
 
@@ -577,32 +613,55 @@ impl Shared {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Load mode: admits a request (a guard that counts it in flight, and the latency to
-    /// wait) or refuses it with a 429.
-    #[allow(clippy::type_complexity)]
-    fn admit(
-        self: &Arc<Self>,
-        raw: &[u8],
-    ) -> Result<(Option<InFlight>, Duration, Vec<(String, String)>), Reply> {
+    /// Load mode: admits a request (a guard that counts it in flight, the latency to wait,
+    /// the rate headers) or refuses it with a 429.
+    fn admit(self: &Arc<Self>, raw: &[u8]) -> Result<Admitted, Reply> {
         let mut state = self.lock();
+        let body = if state.load.itpm > 0 || state.load.otpm > 0 {
+            serde_json::from_slice::<Value>(raw).ok()
+        } else {
+            None
+        };
         // What the request takes from the input bucket: its size, less what it reads from
         // the prompt cache (reads do not count against the limit).
         let input = if state.load.itpm == 0 {
             0
         } else {
-            match (&state.cache, serde_json::from_slice::<Value>(raw)) {
-                (Some(cache), Ok(body)) => cache.charged(&body),
+            match (&state.cache, &body) {
+                (Some(cache), Some(body)) => cache.charged(body),
                 _ => (raw.len() / 4) as u64,
             }
         };
+        // What it reserves from the output bucket: its `max_tokens`, at most the bucket.
+        let reserve = body
+            .as_ref()
+            .and_then(|b| {
+                b["max_tokens"]
+                    .as_u64()
+                    .or(b["max_completion_tokens"].as_u64())
+            })
+            .unwrap_or(4096)
+            .min(state.load.otpm as u64);
         let now = Instant::now();
         let load = &mut state.load;
         let latency = load.latency;
-        if load.concurrency == 0 && load.rpm == 0 && load.itpm == 0 && load.latency.is_zero() {
-            return Ok((None, latency, Vec::new()));
+        let used = Arc::new(AtomicU64::new(0));
+        if load.concurrency == 0
+            && load.rpm == 0
+            && load.itpm == 0
+            && load.otpm == 0
+            && load.latency.is_zero()
+        {
+            return Ok(Admitted {
+                guard: None,
+                latency,
+                headers: Vec::new(),
+                used,
+            });
         }
         let level = if load.rpm > 0 { load.level(now) } else { 0.0 };
         let input_level = refill(&mut load.input_bucket, load.itpm, now);
+        let output_level = refill(&mut load.output_bucket, load.otpm, now);
         // A request larger than the whole bucket goes when it is full.
         let input_need = (input as f64).min(load.itpm as f64);
         let refusal = if load.concurrency > 0 && load.stats.in_flight >= load.concurrency {
@@ -613,6 +672,9 @@ impl Shared {
         } else if load.itpm > 0 && input_level < input_need {
             let refill = (input_need - input_level) * 60.0 / load.itpm as f64;
             Some((refill.ceil().max(1.0) as u64, "input tokens per minute"))
+        } else if load.otpm > 0 && output_level < reserve as f64 {
+            let refill = (reserve as f64 - output_level) * 60.0 / load.otpm as f64;
+            Some((refill.ceil().max(1.0) as u64, "output tokens per minute"))
         } else {
             None
         };
@@ -635,12 +697,39 @@ impl Shared {
             load.input_bucket = Some((input_level - input as f64, now));
             load.stats.input_tokens += input;
         }
+        if load.otpm > 0 {
+            load.output_bucket = Some((output_level - reserve as f64, now));
+            load.stats.output_reserved += reserve;
+            load.stats.peak_output_reserved = load
+                .stats
+                .peak_output_reserved
+                .max(load.stats.output_reserved);
+        }
         let rate_headers = load.rate_headers(level - 1.0);
         load.stats.in_flight += 1;
         load.stats.peak_in_flight = load.stats.peak_in_flight.max(load.stats.in_flight);
         let shared = self.clone();
-        let guard = InFlight::new(move || shared.lock().load.stats.in_flight -= 1);
-        Ok((Some(guard), latency, rate_headers))
+        let settled = used.clone();
+        let guard = InFlight::new(move || {
+            let mut state = shared.lock();
+            let load = &mut state.load;
+            load.stats.in_flight -= 1;
+            if load.otpm > 0 {
+                // The answer is done: what it did not use of its reservation goes back.
+                let used = settled.load(Ordering::Relaxed).min(reserve);
+                let level = refill(&mut load.output_bucket, load.otpm, Instant::now());
+                let back = (level + (reserve - used) as f64).min(load.otpm as f64);
+                load.output_bucket = Some((back, Instant::now()));
+                load.stats.output_reserved -= reserve;
+                load.stats.output_tokens += used;
+            }
+        });
+        Ok(Admitted {
+            guard: Some(guard),
+            latency,
+            headers: rate_headers,
+            used,
+        })
     }
 
     /// Checks and records one request and decides the answer.
@@ -806,11 +895,12 @@ impl Shared {
             stream: body["stream"] == true,
             include_usage: body["stream_options"]["include_usage"] == true,
         };
-        let reply = play(&call, turn, script, key);
+        let mut reply = play(&call, turn, script, key);
         if faulted {
             state.load.stats.faults += 1;
         } else if reply.status == 200 {
             state.load.stats.ok += 1;
+            reply.output_tokens = call.usage.output;
         }
         reply
     }

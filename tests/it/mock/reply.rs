@@ -17,6 +17,8 @@ pub(super) struct Reply {
     pub(super) delivery: Delivery,
     /// Load mode: counts the request in flight until its body is sent or dropped.
     pub(super) in_flight: Option<InFlight>,
+    /// The output tokens the answer used (0 for an error or a fault).
+    pub(super) output_tokens: u64,
 }
 
 /// Runs its closure once, when dropped.
@@ -54,6 +56,7 @@ impl Reply {
             body,
             delivery: Delivery::Whole,
             in_flight: None,
+            output_tokens: 0,
         }
     }
 
@@ -150,6 +153,7 @@ pub(super) fn json_reply(provider: Provider, serial: u64, body: &Value) -> Reply
         body: body.to_string().into_bytes(),
         delivery: Delivery::Whole,
         in_flight: None,
+        output_tokens: 0,
     }
 }
 
@@ -162,6 +166,7 @@ pub(super) fn error_reply(provider: Provider, serial: u64, status: u16, message:
             .into_bytes(),
         delivery: Delivery::Whole,
         in_flight: None,
+        output_tokens: 0,
     }
 }
 
