@@ -37,6 +37,8 @@ use git2::{FileMode, Oid, Repository, RepositoryInitOptions, Signature, Time};
 use plait::git::TreeFile;
 use plait::merge::{BranchInput, MergeSettings};
 use plait::plan::{AgentSpec, PlanFile, ResolvedPlan, TaskFile};
+use plait::plan::globs::Globs;
+use plait::workspace::sparse::Layout;
 use plait::workspace::{self, WorktreeSpec};
 
 const GITIGNORE: &str = "/target\n*.log\n*.tmp\n";
@@ -375,7 +377,7 @@ fn generate_git2(path: &Path, cfg: &Config) -> Result<()> {
 
 #[derive(Clone, Copy, PartialEq)]
 enum Mode {
-    /// A plain closure: the owned prefix or a `.gitignore`; one repository per thread.
+    /// The layout made from the task's glob on the spot; one repository per thread.
     Prefix,
     /// As `orchestrator::prepare_worktree`: `git::open` per task, `ResolvedTask::checks_out`.
     Orchestrator,
@@ -420,26 +422,26 @@ impl PlaitRun<'_> {
         } else {
             repo
         };
+        let computed;
+        let layout = match mode {
+            // The task's layout made here, from its one glob: what resolving a plan costs
+            // per task.
+            Mode::Prefix => {
+                let owns = Globs::new(&[format!("/{}/", dir_name(d))])?;
+                computed = Layout::new(files, &owns, &Globs::empty(), false);
+                &computed
+            }
+            Mode::Orchestrator => &self.plan.tasks[d].layout,
+        };
         let spec = WorktreeSpec {
             branch: &branch,
             admin_name: &admin,
             path: &path,
             base: self.base,
             files,
+            layout,
         };
-        match mode {
-            Mode::Prefix => {
-                let prefix = format!("{}/", dir_name(d));
-                let checks_out = |p: &str| {
-                    p.starts_with(&prefix) || p == ".gitignore" || p.ends_with("/.gitignore")
-                };
-                workspace::create(repo, &spec, &checks_out)?;
-            }
-            Mode::Orchestrator => {
-                let task = &self.plan.tasks[d];
-                workspace::create(repo, &spec, &|p| task.checks_out(p))?;
-            }
-        }
+        workspace::create(repo, &spec)?;
         Ok(())
     }
 

@@ -97,7 +97,7 @@ pub fn clean(
 fn unsaved_work(state: &RunState) -> Vec<AtRisk> {
     let mut at_risk = Vec::new();
     for task in state.tasks.iter().filter(|t| t.worktree.exists()) {
-        match collect::scan(&task.worktree) {
+        match collect::scan(&task.worktree, &collect::Held::Index) {
             Ok(scan) if !scan.changes.is_empty() => {
                 let paths: Vec<&str> = scan.changes.iter().map(|c| c.path.as_str()).collect();
                 let what = if task.state == TaskState::Done {

@@ -11,10 +11,11 @@ use std::path::{Path, PathBuf};
 
 use git2::{build::TreeUpdateBuilder, FileMode, ObjectType, Oid, Repository};
 
-use crate::git::{branch_ref, mode, signature, TreeFile};
+use crate::git::{branch_ref, mode, signature};
 use crate::plan::globs::Globs;
 use crate::state::{ChangeKind, FileChange};
-use crate::workspace::index::{self, Presence};
+use crate::workspace::index;
+use crate::workspace::sparse::{self, Cone, DIR_MODE};
 
 /// Why a worktree could not be collected.
 #[derive(Debug, thiserror::Error)]
@@ -31,8 +32,6 @@ pub enum CollectError {
     #[error("git: {0}")]
     Git(#[from] git2::Error),
 }
-
-const SKIP_WORKTREE: u16 = 0x4000;
 
 /// A difference between the worktree and the branch's tree.
 #[derive(Debug, Clone)]
@@ -51,43 +50,51 @@ pub struct Scan {
     pub changes: Vec<Change>,
     /// Every file present in the worktree, tracked or not (ignored files left out).
     pub present: HashSet<String>,
-    /// The worktree's index entries (the branch's tree as plait last wrote it).
-    entries: Vec<TreeFile>,
-    /// Tracked paths the index does not mark skip-worktree.
+    /// The tracked paths the worktree holds: the cone's files of the branch's tree that
+    /// the task checks out.
     checked_out: HashSet<String>,
 }
 
-/// Walks `worktree` and lists every change against its branch's tree.
-pub fn scan(worktree: &Path) -> Result<Scan, CollectError> {
+/// How to know which tracked files a worktree holds.
+pub enum Held<'a> {
+    /// From the task's layout: the cone of its sparse checkout, and which tracked files of
+    /// the cone it checks out. An agent's `git rm` or `git update-index` cannot hide a
+    /// deletion from this.
+    Layout {
+        cone: &'a Cone,
+        holds: &'a dyn Fn(&str) -> bool,
+    },
+    /// From the worktree's index, for a worktree whose plan is not at hand.
+    Index,
+}
+
+/// Walks `worktree` and lists every change against its branch's tree. The cost follows
+/// the worktree: the files on disk, and the branch's tree only where the cone reaches.
+pub fn scan(worktree: &Path, held: &Held<'_>) -> Result<Scan, CollectError> {
     let wt = Repository::open(worktree).map_err(|source| CollectError::NotAWorktree {
         path: worktree.to_path_buf(),
         source,
     })?;
     let head = wt.head()?.peel_to_commit()?;
     let head_tree = head.tree()?;
-    // The index lists every tracked path with the skip-worktree bit on the ones not
-    // checked out; the tree is asked only about the paths met, so the cost follows the
-    // worktree, not the repository.
-    let index = wt.index()?;
-    let entries: Vec<TreeFile> = index
-        .iter()
-        .filter(|e| (e.flags >> 12) & 0x3 == 0)
-        .filter_map(|e| {
-            Some(TreeFile {
-                path: String::from_utf8(e.path).ok()?,
-                mode: e.mode,
-                oid: e.id,
-            })
-        })
-        .collect();
-    let checked_out: HashSet<String> = index
-        .iter()
-        .filter(|e| e.flags_extended & SKIP_WORKTREE == 0)
-        .filter_map(|e| String::from_utf8(e.path).ok())
-        .collect();
     let in_head = |path: &str| -> Option<(Oid, u32)> {
         let entry = head_tree.get_path(Path::new(path)).ok()?;
         Some((entry.id(), entry.filemode() as u32))
+    };
+    let checked_out: HashSet<String> = match held {
+        Held::Layout { cone, holds } => sparse::entries(&wt, &head_tree, cone)?
+            .into_iter()
+            .filter(|e| e.mode != DIR_MODE && e.is_blob() && holds(&e.path))
+            .map(|e| e.path)
+            .collect(),
+        Held::Index => {
+            let path = wt.path().join("index");
+            index::checked_out(&path)
+                .map_err(|source| CollectError::Io { path, source })?
+                .into_iter()
+                .filter(|p| in_head(p).is_some_and(|(_, m)| m != mode::GITLINK))
+                .collect()
+        }
     };
     let is_tracked_dir = |path: &str| {
         head_tree
@@ -144,22 +151,16 @@ pub fn scan(worktree: &Path) -> Result<Scan, CollectError> {
             content: Some((bytes, file_mode)),
         });
     }
-    for file in entries.iter().filter(|f| f.is_blob()) {
-        if checked_out.contains(&file.path)
-            && !present.contains(&file.path)
-            && in_head(&file.path).is_some()
-        {
-            changes.push(Change {
-                path: file.path.clone(),
-                kind: ChangeKind::Deleted,
-                content: None,
-            });
-        }
+    for path in checked_out.iter().filter(|p| !present.contains(*p)) {
+        changes.push(Change {
+            path: path.clone(),
+            kind: ChangeKind::Deleted,
+            content: None,
+        });
     }
     changes.sort_by(|a, b| a.path.cmp(&b.path));
     Ok(Scan {
         head: Some(head.id()),
-        entries,
         changes,
         present,
         checked_out,
@@ -215,6 +216,10 @@ pub struct CollectSettings<'a> {
     pub worktree: &'a Path,
     pub branch: &'a str,
     pub owns: &'a Globs,
+    /// The task's sparse-checkout cone.
+    pub cone: &'a Cone,
+    /// Whether the worktree holds a tracked file of the cone.
+    pub holds: &'a dyn Fn(&str) -> bool,
     pub message: String,
 }
 
@@ -223,7 +228,11 @@ pub fn collect(
     repo: &Repository,
     settings: &CollectSettings<'_>,
 ) -> Result<CollectOutcome, CollectError> {
-    let scan = scan(settings.worktree)?;
+    let held = Held::Layout {
+        cone: settings.cone,
+        holds: settings.holds,
+    };
+    let scan = scan(settings.worktree, &held)?;
     let (owned, violations): (Vec<&Change>, Vec<&Change>) = scan
         .changes
         .iter()
@@ -266,39 +275,36 @@ pub fn collect(
             branch: settings.branch.to_string(),
             expected: head,
         })?;
-    refresh_index(settings.worktree, &scan, &committed)?;
+    refresh_index(repo, settings, tree_id, &scan, &committed)?;
     Ok(CollectOutcome {
         commit: Some(commit),
         ..outcome
     })
 }
 
-/// Rewrites the worktree's index for its new tree, so `git status` shows only what was
-/// left uncommitted.
+/// Rewrites the worktree's sparse index for its new tree, so `git status` shows only what
+/// was left uncommitted. A directory outside the cone that holds a file on disk (a
+/// violation) is listed file by file, so git sees that file.
 fn refresh_index(
-    worktree: &Path,
+    repo: &Repository,
+    settings: &CollectSettings<'_>,
+    tree: Oid,
     scan: &Scan,
     committed: &HashMap<&str, Option<(Oid, u32)>>,
 ) -> Result<(), CollectError> {
-    // The new tree's entries: the index's, with what was just committed applied.
-    let mut files: Vec<TreeFile> = scan
-        .entries
-        .iter()
-        .filter(|f| !committed.contains_key(f.path.as_str()))
-        .cloned()
-        .collect();
-    for (path, entry) in committed {
-        if let Some((oid, mode)) = entry {
-            files.push(TreeFile {
-                path: path.to_string(),
-                mode: *mode,
-                oid: *oid,
-            });
+    let mut cone = settings.cone.clone();
+    for path in &scan.present {
+        if !cone.holds(path) {
+            cone.add_own(sparse::parent(path).to_string());
         }
     }
-    files.sort_unstable_by(|a, b| a.path.as_bytes().cmp(b.path.as_bytes()));
-    let wt = Repository::open(worktree)?;
-    let index_path = wt.path().join("index");
+    let entries = sparse::entries(repo, &repo.find_tree(tree)?, &cone)?;
+    let held: HashSet<&str> = scan
+        .checked_out
+        .iter()
+        .chain(&scan.present)
+        .map(String::as_str)
+        .collect();
     // Violations stay in the worktree uncommitted: their entries get no stat data, so
     // `git status` looks at them and shows them.
     let dirty: HashSet<&str> = scan
@@ -307,20 +313,14 @@ fn refresh_index(
         .map(|c| c.path.as_str())
         .filter(|p| !committed.contains_key(p))
         .collect();
-    let keep: Vec<Presence> = files
-        .iter()
-        .map(|f| {
-            let present = scan.checked_out.contains(&f.path) || scan.present.contains(&f.path);
-            match (f.is_blob() && present, dirty.contains(f.path.as_str())) {
-                (false, _) => Presence::Skip,
-                (true, false) => Presence::Clean,
-                (true, true) => Presence::Dirty,
-            }
-        })
-        .collect();
-    index::write(&index_path, worktree, &files, &keep).map_err(|source| CollectError::Io {
-        path: index_path.clone(),
-        source,
+    let presence = sparse::presence(&entries, &held, &dirty);
+    let wt = Repository::open(settings.worktree)?;
+    let index_path = wt.path().join("index");
+    index::write(&index_path, settings.worktree, &entries, &presence).map_err(|source| {
+        CollectError::Io {
+            path: index_path.clone(),
+            source,
+        }
     })?;
     Ok(())
 }

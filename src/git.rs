@@ -74,6 +74,12 @@ pub struct TreeFile {
     pub oid: Oid,
 }
 
+impl AsRef<str> for TreeFile {
+    fn as_ref(&self) -> &str {
+        &self.path
+    }
+}
+
 impl TreeFile {
     /// Whether the entry is a file or symlink (not a submodule).
     pub fn is_blob(&self) -> bool {

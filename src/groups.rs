@@ -309,6 +309,7 @@ mod tests {
             context: Globs::empty(),
             owned: vec![path.to_string()],
             sandbox: Default::default(),
+            layout: Default::default(),
         }
     }
 

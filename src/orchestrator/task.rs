@@ -534,6 +534,8 @@ fn collect_worktree(
         worktree: &record.worktree,
         branch: &record.branch,
         owns: &task.owns,
+        cone: &task.layout.cone,
+        holds: &|path| task.checks_out(path),
         message,
     };
     let outcome = collect::collect(&repo, &settings).map_err(|e| e.to_string())?;
@@ -653,6 +655,7 @@ fn prepare_worktree(shared: &Shared, index: usize, record: &TaskRecord) -> Resul
         path: &record.worktree,
         base: shared.plan.base,
         files: &shared.plan.files,
+        layout: &task.layout,
     };
-    workspace::create(&repo, &spec, &|path| task.checks_out(path)).map_err(|e| e.to_string())
+    workspace::create(&repo, &spec).map_err(|e| e.to_string())
 }

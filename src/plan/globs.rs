@@ -75,6 +75,90 @@ impl Globs {
     pub fn patterns(&self) -> &[String] {
         &self.patterns
     }
+
+    /// Where the files these globs match can be: per positive pattern, its reach.
+    pub fn reaches(&self) -> Vec<Reach> {
+        self.patterns.iter().filter_map(|p| reach(p)).collect()
+    }
+
+    /// The directories every matched file lies under (`""`: the whole repository), with
+    /// a trailing `/`, none inside another.
+    pub fn scopes(&self) -> Vec<String> {
+        let mut dirs: Vec<String> = self.reaches().into_iter().map(|r| r.scope()).collect();
+        dirs.sort();
+        dirs.dedup();
+        let mut kept: Vec<String> = Vec::new();
+        for dir in dirs {
+            // Sorted, so a directory comes right after the one holding it, if any.
+            if !kept.last().is_some_and(|k| dir.starts_with(k.as_str())) {
+                kept.push(dir);
+            }
+        }
+        kept
+    }
+}
+
+/// Where one positive pattern can match.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reach {
+    /// A literal path from the root: that file, or that directory and all below it.
+    Path(String),
+    /// Anything under this directory (`""`: anywhere), with a trailing `/`.
+    Under(String),
+}
+
+impl Reach {
+    /// The directory, with a trailing `/` (`""` for the root), that holds every match.
+    pub fn scope(&self) -> String {
+        match self {
+            Reach::Path(path) => match path.rfind('/') {
+                Some(i) => path[..=i].to_string(),
+                None => String::new(),
+            },
+            Reach::Under(dir) => dir.clone(),
+        }
+    }
+}
+
+/// The reach of one gitignore-style pattern; `None` for a negation or a comment, which
+/// match nothing by themselves.
+fn reach(pattern: &str) -> Option<Reach> {
+    if pattern.starts_with('!') || pattern.starts_with('#') {
+        return None;
+    }
+    let trimmed = pattern.trim_end();
+    let body = trimmed.strip_suffix('/').unwrap_or(trimmed);
+    let rooted = body.strip_prefix('/');
+    let rest = rooted.unwrap_or(body);
+    // Without a separator at the start or in the middle a pattern matches at any depth.
+    if rooted.is_none() && !rest.contains('/') {
+        return Some(Reach::Under(String::new()));
+    }
+    let literal_end = rest
+        .find(['*', '?', '[', ']', '\\', '{', '}'])
+        .unwrap_or(rest.len());
+    if literal_end == rest.len() && !rest.is_empty() {
+        return Some(Reach::Path(rest.to_string()));
+    }
+    // `dir/**` and `dir/*`-like patterns: the literal directories before the first wildcard.
+    let literal = &rest[..literal_end];
+    Some(Reach::Under(match literal.rfind('/') {
+        Some(i) => literal[..=i].to_string(),
+        None => String::new(),
+    }))
+}
+
+/// The indices of the `files` (sorted by path bytes) under any of `scopes` (from
+/// [`Globs::scopes`]), in order: a binary search per scope, not a pass over every file.
+pub fn within<'a, T: AsRef<str>>(
+    files: &'a [T],
+    scopes: &'a [String],
+) -> impl Iterator<Item = usize> + 'a {
+    scopes.iter().flat_map(move |scope| {
+        let start = files.partition_point(|f| f.as_ref().as_bytes() < scope.as_bytes());
+        let len = files[start..].partition_point(|f| f.as_ref().starts_with(scope.as_str()));
+        start..start + len
+    })
 }
 
 /// Escapes a literal path so it can stand in a gitignore-style glob.
@@ -87,4 +171,69 @@ pub fn escape(path: &str) -> String {
         out.push(c);
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn globs(patterns: &[&str]) -> Globs {
+        Globs::new(&patterns.iter().map(|p| p.to_string()).collect::<Vec<_>>()).unwrap()
+    }
+
+    #[test]
+    fn a_pattern_reaches_its_literal_directories() {
+        let cases = [
+            ("/src/a/**", Some(Reach::Under("src/a/".into()))),
+            ("/src/a/", Some(Reach::Path("src/a".into()))),
+            ("/src/a.rs", Some(Reach::Path("src/a.rs".into()))),
+            ("src/a.rs", Some(Reach::Path("src/a.rs".into()))),
+            ("src/*/x.rs", Some(Reach::Under("src/".into()))),
+            ("/src/a*.rs", Some(Reach::Under("src/".into()))),
+            ("*.rs", Some(Reach::Under(String::new()))),
+            ("docs/", Some(Reach::Under(String::new()))),
+            ("**/x.rs", Some(Reach::Under(String::new()))),
+            ("/s\\*rc/x", Some(Reach::Under(String::new()))),
+            ("!/src/a/b.rs", None),
+        ];
+        for (pattern, want) in cases {
+            assert_eq!(reach(pattern), want, "{pattern}");
+        }
+    }
+
+    #[test]
+    fn scopes_cover_every_match_and_within_finds_them() {
+        let files = [
+            "README.md",
+            "src/a.rs",
+            "src/a/x.rs",
+            "src/a/y/z.rs",
+            "src/ab.rs",
+            "src/b/x.rs",
+            "tests/a.rs",
+        ];
+        for patterns in [
+            &["/src/a/**"][..],
+            &["/src/a"],
+            &["/src/a*.rs", "/tests/**"],
+            &["*.rs", "!/src/b/**"],
+            &["src/**/x.rs"],
+            &["/src/a/", "/src/a/y/"],
+        ] {
+            let g = globs(patterns);
+            let scopes = g.scopes();
+            let found: Vec<usize> = within(&files, &scopes).collect();
+            let all: Vec<usize> = (0..files.len()).filter(|&i| g.matches(files[i])).collect();
+            assert!(
+                all.iter().all(|i| found.contains(i)),
+                "{patterns:?}: scopes {scopes:?} miss some of {all:?}"
+            );
+        }
+        assert_eq!(
+            globs(&["/src/a/", "/src/a/y/"]).scopes(),
+            vec!["src/".to_string()]
+        );
+        let under: Vec<usize> = within(&files, &["src/a/".to_string()]).collect();
+        assert_eq!(under, vec![2, 3]);
+    }
 }

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use git2::{Oid, Repository};
 
-use super::globs::Globs;
+use super::globs::{within, Globs};
 use super::{
     AgentSpec, Checkout, PlanError, PlanFile, SandboxFile, TaskFile, DEFAULT_MAX_TURNS,
     DEFAULT_TIMEOUT,
@@ -16,6 +16,7 @@ use super::{
 use crate::git::{flatten_tree, TreeFile};
 use crate::llm::provider::{resolve_provider, ProviderSettings};
 use crate::sandbox::{SandboxMode, SandboxSettings, Support};
+use crate::workspace::sparse::{self, Layout};
 
 /// Task ids that would collide with branches plait makes itself.
 const RESERVED_IDS: &[&str] = &["merged"];
@@ -207,6 +208,8 @@ pub struct ResolvedTask {
     pub owned: Vec<String>,
     /// The walls of the task's processes.
     pub sandbox: SandboxSettings,
+    /// The files its worktree holds and its sparse-checkout cone.
+    pub layout: Layout,
 }
 
 impl ResolvedTask {
@@ -218,18 +221,14 @@ impl ResolvedTask {
         }
     }
 
-    /// Whether the worktree should hold `path` (a tracked file of the base).
+    /// Whether the worktree holds the tracked file `path` (of the base, or of the task's
+    /// branch since): what its layout selected at the base, by the same rules.
     pub fn checks_out(&self, path: &str) -> bool {
         self.checkout == Checkout::Full
             || self.owns.matches(path)
             || self.context.matches(path)
-            || is_ignore_file(path)
+            || (sparse::is_ignore_file(path) && self.layout.cone.holds(path))
     }
-}
-
-/// `.gitignore` files are checked out everywhere so tools and git agree on what is ignored.
-fn is_ignore_file(path: &str) -> bool {
-    path == ".gitignore" || path.ends_with("/.gitignore")
 }
 
 /// Validates `plan` (read from `source`) against `repo`, collecting every problem; no
@@ -286,6 +285,10 @@ pub fn resolve_with_env(
     let groups = resolve_groups(&plan, &review, env, &mut providers, &mut problems);
     if problems.is_empty() {
         assign_owners(&mut tasks, &files, &mut problems);
+        for task in &mut tasks {
+            let full = task.checkout == Checkout::Full;
+            task.layout = Layout::new(&files, &task.owns, &task.context, full);
+        }
     }
     if !problems.is_empty() {
         return Err(PlanError::Invalid {
@@ -606,6 +609,7 @@ fn resolve_task(
         context: context?,
         owned: Vec::new(),
         sandbox,
+        layout: Layout::default(),
     })
 }
 
@@ -814,7 +818,8 @@ fn compile(
     };
     for pattern in patterns.iter().filter(|p| !p.starts_with('!')) {
         let single = Globs::new(std::slice::from_ref(pattern)).ok()?;
-        if !files.iter().any(|f| f.is_blob() && single.matches(&f.path)) {
+        let scopes = single.scopes();
+        if !within(files, &scopes).any(|i| files[i].is_blob() && single.matches(&files[i].path)) {
             problems.push(format!(
                 "task `{id}` {field}: glob `{pattern}` matches no tracked file at the base"
             ));
@@ -823,21 +828,33 @@ fn compile(
     Some(globs)
 }
 
-/// Lists each task's owned files, and names every file that two tasks both own.
+/// Lists each task's owned files, and names every file that two tasks both own. Each task
+/// looks only under the directories its globs can reach, so the cost follows what the
+/// tasks own, not the size of the repository.
 fn assign_owners(tasks: &mut [ResolvedTask], files: &[TreeFile], problems: &mut Vec<String>) {
     let mut shared: BTreeMap<(usize, usize), Vec<&str>> = BTreeMap::new();
-    for file in files.iter().filter(|f| f.is_blob()) {
-        let owners: Vec<usize> = (0..tasks.len())
-            .filter(|&i| tasks[i].owns.matches(&file.path))
-            .collect();
-        for &i in &owners {
-            tasks[i].owned.push(file.path.clone());
-        }
-        for (k, &a) in owners.iter().enumerate() {
-            for &b in &owners[k + 1..] {
-                shared.entry((a, b)).or_default().push(&file.path);
+    // The first owner of each file met so far, by index into `files`.
+    let mut owner: HashMap<usize, usize> = HashMap::new();
+    for (t, task) in tasks.iter_mut().enumerate() {
+        let scopes = task.owns.scopes();
+        for i in within(files, &scopes) {
+            let file = &files[i];
+            if !file.is_blob() || !task.owns.matches(&file.path) {
+                continue;
+            }
+            task.owned.push(file.path.clone());
+            match owner.entry(i) {
+                std::collections::hash_map::Entry::Vacant(e) => {
+                    e.insert(t);
+                }
+                std::collections::hash_map::Entry::Occupied(e) => {
+                    shared.entry((*e.get(), t)).or_default().push(&file.path);
+                }
             }
         }
+    }
+    for paths in shared.values_mut() {
+        paths.sort_unstable();
     }
     for ((a, b), paths) in shared {
         let shown: Vec<&str> = paths.iter().take(5).copied().collect();

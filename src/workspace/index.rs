@@ -1,7 +1,9 @@
-//! Writing a worktree's index by hand. libgit2 cannot make a sparse checkout, and adding
-//! thousands of entries one by one through it is slow; the index format is small and
-//! stable, so plait writes it directly: every entry of the tree, with real stat data for
-//! the files it wrote and the skip-worktree bit on the ones it did not.
+//! Writing a worktree's index by hand. libgit2 cannot make a sparse checkout nor read a
+//! sparse index, and adding thousands of entries one by one through it is slow; the index
+//! format is small and stable, so plait writes it directly: the entries of
+//! [`super::sparse::entries`], with real stat data for the files it wrote, the
+//! skip-worktree bit on the ones it did not, and directories outside the cone as
+//! sparse-directory entries (with the `sdir` extension).
 //! Format: git's `Documentation/gitformat-index.txt`, versions 2 and 3.
 
 use std::fs;
@@ -11,6 +13,7 @@ use std::path::Path;
 
 use sha1::{Digest, Sha1};
 
+use super::sparse::DIR_MODE;
 use crate::git::TreeFile;
 
 const FLAG_EXTENDED: u16 = 0x4000;
@@ -45,7 +48,8 @@ impl Stat {
 }
 
 /// Builds the bytes of an index holding `files` (sorted by path); `stat` gives the stat
-/// data of an entry present in the worktree, or `None` to mark it skip-worktree.
+/// data of an entry present in the worktree, or `None` to mark it skip-worktree (which a
+/// sparse-directory entry always is).
 pub fn build<F>(files: &[TreeFile], mut stat: F) -> Vec<u8>
 where
     F: FnMut(&TreeFile) -> Option<Stat>,
@@ -78,6 +82,12 @@ where
         let len = out.len() - start;
         let padded = (len + 8) & !7;
         out.resize(start + padded, 0);
+    }
+    // A sparse index says so with an empty `sdir` extension; git then reads its
+    // directory entries as whole trees outside the sparse-checkout cone.
+    if files.iter().any(|f| f.mode == DIR_MODE) {
+        out.extend_from_slice(b"sdir");
+        out.extend_from_slice(&0u32.to_be_bytes());
     }
     let digest = Sha1::digest(&out);
     out.extend_from_slice(&digest);
@@ -113,4 +123,93 @@ pub fn write(
     let tmp = index_path.with_extension("plait-tmp");
     fs::write(&tmp, bytes)?;
     fs::rename(&tmp, index_path)
+}
+
+/// The paths of the entries of the index at `index_path` that are checked out: neither
+/// skip-worktree nor sparse directories nor in a conflict stage. Reads versions 2 to 4,
+/// full or sparse, as git or plait wrote them; a split index (`link`) is refused.
+pub fn checked_out(index_path: &Path) -> io::Result<Vec<String>> {
+    let bytes = fs::read(index_path)?;
+    parse_checked_out(&bytes).map_err(|why| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("{}: {why}", index_path.display()),
+        )
+    })
+}
+
+fn parse_checked_out(bytes: &[u8]) -> Result<Vec<String>, String> {
+    let u32_at = |at: usize| -> Result<u32, String> {
+        bytes
+            .get(at..at + 4)
+            .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+            .ok_or_else(|| "the index is cut short".to_string())
+    };
+    if bytes.get(..4) != Some(b"DIRC") {
+        return Err("not a git index".into());
+    }
+    let version = u32_at(4)?;
+    if !(2..=4).contains(&version) {
+        return Err(format!("index version {version} is not known"));
+    }
+    let count = u32_at(8)? as usize;
+    let mut at = 12;
+    let mut previous: Vec<u8> = Vec::new();
+    let mut paths = Vec::new();
+    for _ in 0..count {
+        let start = at;
+        let mode = u32_at(at + 24)?;
+        let flags = u32_at(at + 60)? >> 16;
+        at += 62;
+        let mut extended = 0u16;
+        if flags as u16 & FLAG_EXTENDED != 0 {
+            extended = (u32_at(at)? >> 16) as u16;
+            at += 2;
+        }
+        let path = if version == 4 {
+            // The number of bytes to take off the previous path, then the rest of this one.
+            let mut byte = *bytes.get(at).ok_or("the index is cut short")?;
+            at += 1;
+            let mut strip = (byte & 0x7f) as usize;
+            while byte & 0x80 != 0 {
+                byte = *bytes.get(at).ok_or("the index is cut short")?;
+                at += 1;
+                strip = ((strip + 1) << 7) + (byte & 0x7f) as usize;
+            }
+            let end = at
+                + bytes[at..]
+                    .iter()
+                    .position(|&b| b == 0)
+                    .ok_or("a path has no end")?;
+            let keep = previous
+                .len()
+                .checked_sub(strip)
+                .ok_or("a path strips too much")?;
+            previous.truncate(keep);
+            previous.extend_from_slice(&bytes[at..end]);
+            at = end + 1;
+            previous.clone()
+        } else {
+            let end = at
+                + bytes[at..]
+                    .iter()
+                    .position(|&b| b == 0)
+                    .ok_or("a path has no end")?;
+            let path = bytes[at..end].to_vec();
+            at = start + ((end - start + 8) & !7);
+            path
+        };
+        let stage = (flags >> 12) & 0x3;
+        if extended & EXT_SKIP_WORKTREE == 0 && mode != DIR_MODE && stage == 0 {
+            paths.push(String::from_utf8(path).map_err(|_| "a path is not UTF-8")?);
+        }
+    }
+    // Extensions: each a signature and a size; a split index keeps its entries elsewhere.
+    while at + 8 <= bytes.len().saturating_sub(20) {
+        if &bytes[at..at + 4] == b"link" {
+            return Err("a split index (core.splitIndex) is not read by plait".into());
+        }
+        at += 8 + u32_at(at + 4)? as usize;
+    }
+    Ok(paths)
 }

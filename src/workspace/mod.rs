@@ -2,18 +2,24 @@
 //! a real git worktree holding only the files it owns plus its context. `git worktree add`
 //! would check out every file, and libgit2 has no sparse checkout, so plait lays the
 //! worktree out itself, as git does: the administrative directory under
-//! `<git-common-dir>/worktrees/`, the `.git` file, the chosen files, and an index in which
-//! every other entry carries the skip-worktree bit. `git status`, `git diff` and
-//! `git worktree list` work in it as in any worktree.
+//! `<git-common-dir>/worktrees/`, the `.git` file, the chosen files, a sparse index
+//! (`sparse`: directories outside the task's cone folded into one entry each, the files of
+//! the cone that are not checked out marked skip-worktree) and the worktree's own config
+//! and cone (`config.worktree`, `info/sparse-checkout`). `git status`, `git diff`,
+//! `git add`, `git sparse-checkout list` and `git worktree list` work in it as in any
+//! sparse worktree.
 
 pub mod index;
+pub mod sparse;
 
-use index::Presence;
+use sparse::Layout;
 
+use std::collections::HashSet;
 use std::fs;
 use std::io;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 
 use git2::{Oid, Repository};
 
@@ -49,6 +55,8 @@ pub struct WorktreeSpec<'a> {
     pub base: Oid,
     /// Every entry of the base tree, sorted by path.
     pub files: &'a [TreeFile],
+    /// Which of them the worktree holds, and the cone git is told.
+    pub layout: &'a Layout,
 }
 
 /// Puts back the worktree's `.git` file, plait's link to its administrative directory, if
@@ -81,14 +89,10 @@ pub fn admin_dir(repo: &Repository, admin_name: &str) -> PathBuf {
     repo.commondir().join("worktrees").join(admin_name)
 }
 
-/// Creates the branch and the worktree, writing only the files `checks_out` selects.
+/// Creates the branch and the worktree, writing only the files of the spec's layout.
 /// On failure nothing is left behind: the branch, the worktree and its administrative
 /// directory are removed again.
-pub fn create(
-    repo: &Repository,
-    spec: &WorktreeSpec<'_>,
-    checks_out: &dyn Fn(&str) -> bool,
-) -> Result<(), WorkspaceError> {
+pub fn create(repo: &Repository, spec: &WorktreeSpec<'_>) -> Result<(), WorkspaceError> {
     let refname = branch_ref(spec.branch);
     if repo.find_reference(&refname).is_ok() {
         return Err(WorkspaceError::BranchExists {
@@ -105,7 +109,7 @@ pub fn create(
         return Err(WorkspaceError::PathExists { path: admin });
     }
     repo.reference(&refname, spec.base, false, "plait: create task branch")?;
-    let laid_out = lay_out(repo, spec, &admin, checks_out);
+    let laid_out = lay_out(repo, spec, &admin);
     if laid_out.is_err() {
         let _ = remove(repo, spec.admin_name, spec.path);
         if let Ok(mut branch) = repo.find_reference(&refname) {
@@ -115,12 +119,7 @@ pub fn create(
     laid_out
 }
 
-fn lay_out(
-    repo: &Repository,
-    spec: &WorktreeSpec<'_>,
-    admin: &Path,
-    checks_out: &dyn Fn(&str) -> bool,
-) -> Result<(), WorkspaceError> {
+fn lay_out(repo: &Repository, spec: &WorktreeSpec<'_>, admin: &Path) -> Result<(), WorkspaceError> {
     fs::create_dir_all(spec.path).map_err(io_err(spec.path))?;
     let path = spec.path.canonicalize().map_err(io_err(spec.path))?;
     let worktrees = admin.parent().unwrap_or(admin);
@@ -151,29 +150,47 @@ fn lay_out(
         &path.join(".git"),
         format!("gitdir: {}\n", admin.display()).as_bytes(),
     )?;
-    // One pass decides which entries are checked out; the index reuses the answer.
-    let selected: Vec<Presence> = spec
-        .files
-        .iter()
-        .map(|f| {
-            if f.is_blob() && checks_out(&f.path) {
-                Presence::Clean
-            } else {
-                Presence::Skip
-            }
-        })
-        .collect();
-    for (file, _) in spec
-        .files
-        .iter()
-        .zip(&selected)
-        .filter(|(_, s)| **s == Presence::Clean)
-    {
+    let mut held = HashSet::with_capacity(spec.layout.files.len());
+    for &i in &spec.layout.files {
+        let file = &spec.files[i];
         checkout_file(repo, &path, file)?;
+        held.insert(file.path.as_str());
     }
+    let cone = &spec.layout.cone;
+    let tree = repo.find_commit(spec.base)?.tree()?;
+    let entries = sparse::entries(repo, &tree, cone)?;
+    let presence = sparse::presence(&entries, &held, &HashSet::new());
     let index = staging.join("index");
-    index::write(&index, &path, spec.files, &selected).map_err(io_err(&index))?;
+    index::write(&index, &path, &entries, &presence).map_err(io_err(&index))?;
+    if !cone.is_full() {
+        enable_worktree_config(repo)?;
+        write_file(&staging.join("config.worktree"), SPARSE_CONFIG.as_bytes())?;
+        let info = staging.join("info");
+        fs::create_dir_all(&info).map_err(io_err(&info))?;
+        write_file(&info.join("sparse-checkout"), cone.patterns().as_bytes())?;
+    }
     fs::rename(&staging, &admin).map_err(io_err(&admin))
+}
+
+/// A task worktree's own configuration: a sparse checkout in cone mode with a sparse
+/// index, so git reads plait's index as it is instead of expanding it.
+const SPARSE_CONFIG: &str =
+    "[core]\n\tsparseCheckout = true\n\tsparseCheckoutCone = true\n[index]\n\tsparse = true\n";
+
+/// Sets `extensions.worktreeConfig` in the repository's config, as `git sparse-checkout`
+/// does in a linked worktree, so git reads each worktree's `config.worktree`. Only once:
+/// the setting changes nothing for worktrees without such a file.
+fn enable_worktree_config(repo: &Repository) -> Result<(), git2::Error> {
+    static WRITING: Mutex<()> = Mutex::new(());
+    let _one = WRITING.lock().unwrap_or_else(|e| e.into_inner());
+    let mut config = repo.config()?.open_level(git2::ConfigLevel::Local)?;
+    if config
+        .get_bool("extensions.worktreeConfig")
+        .unwrap_or(false)
+    {
+        return Ok(());
+    }
+    config.set_bool("extensions.worktreeConfig", true)
 }
 
 /// Writes one blob from the object database into the worktree.

@@ -304,3 +304,10 @@ fn copy_dir(src: &Path, dest: &Path) {
         }
     }
 }
+
+/// A repository's `.git/config` less the one setting plait adds itself:
+/// `extensions.worktreeConfig`, which its sparse worktrees need (as `git sparse-checkout`
+/// sets it for a linked worktree).
+pub fn without_worktree_config(config: &str) -> String {
+    config.replace("[extensions]\n\tworktreeConfig = true\n", "")
+}

@@ -147,3 +147,119 @@ fn run_ids_are_short_and_sortable() {
     assert_eq!(first.len(), 6);
     assert!(first < second, "{first} < {second}");
 }
+
+/// A repository of a few directories, each with files and a subdirectory.
+fn wide() -> TestRepo {
+    let mut files: Vec<(String, String)> = vec![
+        ("README.md".into(), "readme\n".into()),
+        (".gitignore".into(), "*.o\n".into()),
+    ];
+    for d in ["app", "core", "docs", "tests"] {
+        for f in 0..3 {
+            files.push((format!("{d}/f{f}.txt"), format!("{d} {f}\n")));
+            files.push((format!("{d}/sub/g{f}.txt"), format!("{d} sub {f}\n")));
+        }
+    }
+    files.push(("core/sub/.gitignore".into(), "gen/\n".into()));
+    let refs: Vec<(&str, &str)> = files
+        .iter()
+        .map(|(p, t)| (p.as_str(), t.as_str()))
+        .collect();
+    TestRepo::with_files(&refs)
+}
+
+#[test]
+fn worktrees_are_sparse_checkouts_git_reads_as_its_own() {
+    let repo = wide();
+    let edit = "printf 'new\\n' > core/new.txt; printf 'two\\n' > core/f1.txt; rm core/f2.txt";
+    let state = repo.run(
+        &format!(
+            "goal = \"g\"\n\
+             [[task]]\nid = \"core\"\nprompt = \"p\"\nowns = [\"/core/\"]\ncontext = [\"/docs/f0.txt\"]\nagent = {{ exec = \"{edit}\" }}\n\
+             [[task]]\nid = \"one\"\nprompt = \"p\"\nowns = [\"/app/sub/g1.txt\"]\nagent = {{ exec = \"true\" }}\n"
+        ),
+        2,
+    );
+    let core = state.task("core").unwrap();
+    let wt = &core.worktree;
+    // git sees a sparse checkout in cone mode, with plait's cone.
+    assert_eq!(git_in(wt, &["config", "core.sparseCheckoutCone"]), "true");
+    assert_eq!(git_in(wt, &["sparse-checkout", "list"]), "core");
+    // The index is sparse: the directories outside the cone are one entry each.
+    let sparse = git_in(wt, &["ls-files", "--sparse", "-s"]);
+    let dirs: Vec<&str> = sparse
+        .lines()
+        .filter(|l| l.starts_with("040000"))
+        .map(|l| l.split('\t').nth(1).unwrap())
+        .collect();
+    assert_eq!(dirs, ["app/", "docs/sub/", "tests/"], "{sparse}");
+    assert!(sparse.contains("\tcore/sub/g0.txt"), "{sparse}");
+    let admin = git_in(wt, &["rev-parse", "--git-dir"]);
+    let index = fs::read(std::path::Path::new(&admin).join("index")).unwrap();
+    assert!(index.windows(4).any(|w| w == b"sdir"));
+    // What plait committed leaves git clean; the held files are the task's.
+    assert_eq!(git_in(wt, &["status", "--porcelain"]), "");
+    assert_eq!(
+        files_in(wt),
+        [
+            ".gitignore",
+            "core/f0.txt",
+            "core/f1.txt",
+            "core/new.txt",
+            "core/sub/.gitignore",
+            "core/sub/g0.txt",
+            "core/sub/g1.txt",
+            "core/sub/g2.txt",
+            "docs/f0.txt"
+        ]
+    );
+    let plait_tree = git_in(wt, &["rev-parse", "HEAD^{tree}"]);
+
+    // git diff and git add work in it; the same change committed by git in the same
+    // worktree, from the base on another branch, makes the same tree.
+    git_in(wt, &["checkout", "-q", "-b", "by-git", "HEAD~1"]);
+    assert_eq!(git_in(wt, &["status", "--porcelain"]), "");
+    assert_eq!(
+        fs::read_to_string(wt.join("core/f2.txt")).unwrap(),
+        "core 2\n"
+    );
+    assert!(!wt.join("core/new.txt").exists());
+    fs::write(wt.join("core/new.txt"), "new\n").unwrap();
+    fs::write(wt.join("core/f1.txt"), "two\n").unwrap();
+    fs::remove_file(wt.join("core/f2.txt")).unwrap();
+    let diff = git_in(wt, &["diff"]);
+    assert!(diff.contains("-core 1") && diff.contains("+two"), "{diff}");
+    git_in(wt, &["add", "-A", "core"]);
+    git_in(
+        wt,
+        &[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "commit",
+            "-q",
+            "-m",
+            "same",
+        ],
+    );
+    assert_eq!(git_in(wt, &["rev-parse", "HEAD^{tree}"]), plait_tree);
+    // Still sparse after git rewrote the index.
+    let sparse = git_in(wt, &["ls-files", "--sparse"]);
+    assert!(sparse.lines().any(|l| l == "tests/"), "{sparse}");
+    // plait reads back what git wrote, in index version 4 too.
+    git_in(wt, &["update-index", "--index-version", "4"]);
+    let held =
+        plait::workspace::index::checked_out(&std::path::Path::new(&admin).join("index")).unwrap();
+    assert_eq!(held, files_in(wt));
+
+    // A task owning one file: its directory's own files are in the cone, nothing whole.
+    let one = state.task("one").unwrap();
+    assert_eq!(git_in(&one.worktree, &["sparse-checkout", "list"]), "");
+    assert_eq!(git_in(&one.worktree, &["status", "--porcelain"]), "");
+    assert_eq!(files_in(&one.worktree), [".gitignore", "app/sub/g1.txt"]);
+    let sparse = git_in(&one.worktree, &["ls-files", "--sparse", "-t"]);
+    assert!(sparse.contains("S app/sub/g0.txt"), "{sparse}");
+    assert!(sparse.contains("S core/"), "{sparse}");
+    assert!(sparse.contains("S README.md"), "{sparse}");
+}
