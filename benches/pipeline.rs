@@ -31,20 +31,22 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
+
+mod common;
+use common::{
+    bytes, fs_probe, git, isolate_git, median, secs, settle, stage, time, DATE, EMAIL, NAME,
+};
 use git2::build::{CheckoutBuilder, TreeUpdateBuilder};
 use git2::{FileMode, Oid, Repository, RepositoryInitOptions, Signature, Time};
 
 use plait::git::TreeFile;
 use plait::merge::{BranchInput, MergeSettings};
-use plait::plan::{AgentSpec, PlanFile, ResolvedPlan, TaskFile};
 use plait::plan::globs::Globs;
+use plait::plan::{AgentSpec, PlanFile, ResolvedPlan, TaskFile};
 use plait::workspace::sparse::Layout;
 use plait::workspace::{self, WorktreeSpec};
 
 const GITIGNORE: &str = "/target\n*.log\n*.tmp\n";
-const NAME: &str = "Plait Bench";
-const EMAIL: &str = "bench@plait.invalid";
-const DATE: &str = "1700000000 +0000";
 
 struct Config {
     dirs: usize,
@@ -116,60 +118,8 @@ impl Config {
     }
 }
 
-/// Keeps git, the CLI and libgit2 alike, away from the user's configuration and identity.
-fn isolate_git(empty_dir: &Path) -> Result<()> {
-    let extra = [
-        "GIT_ALTERNATE_OBJECT_DIRECTORIES",
-        "GIT_CEILING_DIRECTORIES",
-    ];
-    for var in plait::git::REDIRECTING_VARS.into_iter().chain(extra) {
-        std::env::remove_var(var);
-    }
-    std::env::set_var("GIT_CONFIG_GLOBAL", "/dev/null");
-    std::env::set_var("GIT_CONFIG_NOSYSTEM", "1");
-    std::env::set_var("GIT_TERMINAL_PROMPT", "0");
-    for (var, value) in [
-        ("GIT_AUTHOR_NAME", NAME),
-        ("GIT_AUTHOR_EMAIL", EMAIL),
-        ("GIT_AUTHOR_DATE", DATE),
-        ("GIT_COMMITTER_NAME", NAME),
-        ("GIT_COMMITTER_EMAIL", EMAIL),
-        ("GIT_COMMITTER_DATE", DATE),
-    ] {
-        std::env::set_var(var, value);
-    }
-    // libgit2 does not read GIT_CONFIG_GLOBAL: point its search paths at an empty dir.
-    for level in [
-        git2::ConfigLevel::System,
-        git2::ConfigLevel::XDG,
-        git2::ConfigLevel::Global,
-    ] {
-        // SAFETY: called before any other thread exists or any repository is opened.
-        unsafe { git2::opts::set_search_path(level, empty_dir.as_os_str())? };
-    }
-    Ok(())
-}
-
 fn sig() -> Result<Signature<'static>> {
     Ok(Signature::new(NAME, EMAIL, &Time::new(1_700_000_000, 0))?)
-}
-
-/// Runs git in `dir`; a non-zero exit is an error.
-fn git(dir: &Path, args: &[&str]) -> Result<String> {
-    let out = plait::git::git_command(dir)
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .context("running git")?;
-    if !out.status.success() {
-        bail!(
-            "`git {}` in {} failed: {}",
-            args.join(" "),
-            dir.display(),
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 fn dir_name(d: usize) -> String {
@@ -195,22 +145,6 @@ fn content(d: usize, f: usize) -> String {
 // ---------------------------------------------------------------------------------------
 // Timing and formatting.
 
-fn median(values: &[f64]) -> f64 {
-    let mut v = values.to_vec();
-    v.sort_by(f64::total_cmp);
-    match v.len() {
-        0 => f64::NAN,
-        n if n % 2 == 1 => v[n / 2],
-        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
-    }
-}
-
-fn time<T>(f: impl FnOnce() -> Result<T>) -> Result<(f64, T)> {
-    let start = Instant::now();
-    let out = f()?;
-    Ok((start.elapsed().as_secs_f64(), out))
-}
-
 /// Median seconds of `n` runs of `f`.
 fn median_of(n: usize, mut f: impl FnMut() -> Result<()>) -> Result<f64> {
     let mut times = Vec::with_capacity(n);
@@ -218,26 +152,6 @@ fn median_of(n: usize, mut f: impl FnMut() -> Result<()>) -> Result<f64> {
         times.push(time(&mut f)?.0);
     }
     Ok(median(&times))
-}
-
-fn secs(s: f64) -> String {
-    if s >= 1.0 {
-        format!("{s:.2} s")
-    } else if s >= 0.01 {
-        format!("{:.0} ms", s * 1e3)
-    } else if s >= 0.001 {
-        format!("{:.1} ms", s * 1e3)
-    } else {
-        format!("{:.0} µs", s * 1e6)
-    }
-}
-
-fn bytes(b: u64) -> String {
-    if b >= 10 << 20 {
-        format!("{:.1} MiB", b as f64 / (1 << 20) as f64)
-    } else {
-        format!("{:.0} KiB", b as f64 / 1024.0)
-    }
 }
 
 fn ratio(slow: f64, fast: f64) -> String {
@@ -248,38 +162,11 @@ fn ratio(slow: f64, fast: f64) -> String {
     }
 }
 
-/// Seconds to create 1,000 files of 400 bytes in 20 new directories under `dir`: how fast
-/// the file system is right now, since every worktree figure depends on it.
-fn fs_probe(dir: &Path) -> Result<f64> {
-    settle();
-    let (s, ()) = time(|| {
-        for d in 0..20 {
-            let sub = dir.join(format!("p{d:02}"));
-            std::fs::create_dir_all(&sub)?;
-            for f in 0..50 {
-                std::fs::write(sub.join(format!("f{f:02}")), [b'x'; 400])?;
-            }
-        }
-        Ok(())
-    })?;
-    Ok(s)
-}
-
-/// Flushes dirty pages so one phase's writeback does not land in the next one's timing.
-fn settle() {
-    // SAFETY: sync(2) takes no arguments and cannot fail.
-    unsafe { libc::sync() };
-}
-
 /// The 1, 5 and 15 minute load averages: a busy machine makes every figure worse.
 fn load_average() -> String {
     std::fs::read_to_string("/proc/loadavg")
         .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
         .unwrap_or_else(|_| "unknown".to_string())
-}
-
-fn stage(msg: &str) {
-    eprintln!("[bench] {msg}");
 }
 
 /// Apparent bytes, allocated bytes and number of files under `paths` (not following links).

@@ -81,8 +81,8 @@ impl Globs {
         self.patterns.iter().filter_map(|p| reach(p)).collect()
     }
 
-    /// The directories every matched file lies under (`""`: the whole repository), with
-    /// a trailing `/`, none inside another.
+    /// Prefixes of every matched path (`""`: the whole repository), none a prefix of
+    /// another: [`Reach::scope`] of each positive pattern.
     pub fn scopes(&self) -> Vec<String> {
         let mut dirs: Vec<String> = self.reaches().into_iter().map(|r| r.scope()).collect();
         dirs.sort();
@@ -108,13 +108,11 @@ pub enum Reach {
 }
 
 impl Reach {
-    /// The directory, with a trailing `/` (`""` for the root), that holds every match.
+    /// A prefix of every path it matches: the literal path (the file, or the directory's
+    /// paths below it), or the directory with a trailing `/` (`""` for the root).
     pub fn scope(&self) -> String {
         match self {
-            Reach::Path(path) => match path.rfind('/') {
-                Some(i) => path[..=i].to_string(),
-                None => String::new(),
-            },
+            Reach::Path(path) => path.clone(),
             Reach::Under(dir) => dir.clone(),
         }
     }
@@ -148,8 +146,9 @@ fn reach(pattern: &str) -> Option<Reach> {
     }))
 }
 
-/// The indices of the `files` (sorted by path bytes) under any of `scopes` (from
-/// [`Globs::scopes`]), in order: a binary search per scope, not a pass over every file.
+/// The indices of the `files` (sorted by path bytes) whose paths start with any of
+/// `scopes` (from [`Globs::scopes`]), in order: a binary search per scope, not a pass over
+/// every file.
 pub fn within<'a, T: AsRef<str>>(
     files: &'a [T],
     scopes: &'a [String],
@@ -229,9 +228,10 @@ mod tests {
                 "{patterns:?}: scopes {scopes:?} miss some of {all:?}"
             );
         }
+        assert_eq!(globs(&["/src/a/", "/src/a/y/"]).scopes(), ["src/a"]);
         assert_eq!(
-            globs(&["/src/a/", "/src/a/y/"]).scopes(),
-            vec!["src/".to_string()]
+            globs(&["/src/a.rs", "/src/b/**"]).scopes(),
+            ["src/a.rs", "src/b/"]
         );
         let under: Vec<usize> = within(&files, &["src/a/".to_string()]).collect();
         assert_eq!(under, vec![2, 3]);
