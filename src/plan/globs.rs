@@ -132,14 +132,28 @@ fn reach(pattern: &str) -> Option<Reach> {
     if rooted.is_none() && !rest.contains('/') {
         return Some(Reach::Under(String::new()));
     }
-    let literal_end = rest
-        .find(['*', '?', '[', ']', '\\', '{', '}'])
-        .unwrap_or(rest.len());
-    if literal_end == rest.len() && !rest.is_empty() {
-        return Some(Reach::Path(rest.to_string()));
+    // The literal part: up to the first wildcard, escapes taken as the characters they
+    // stand for.
+    let mut literal = String::with_capacity(rest.len());
+    let mut chars = rest.chars();
+    let mut wild = false;
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => match chars.next() {
+                Some(escaped) => literal.push(escaped),
+                None => break,
+            },
+            '*' | '?' | '[' | ']' | '{' | '}' => {
+                wild = true;
+                break;
+            }
+            _ => literal.push(c),
+        }
+    }
+    if !wild && !literal.is_empty() {
+        return Some(Reach::Path(literal));
     }
     // `dir/**` and `dir/*`-like patterns: the literal directories before the first wildcard.
-    let literal = &rest[..literal_end];
     Some(Reach::Under(match literal.rfind('/') {
         Some(i) => literal[..=i].to_string(),
         None => String::new(),
@@ -192,7 +206,9 @@ mod tests {
             ("*.rs", Some(Reach::Under(String::new()))),
             ("docs/", Some(Reach::Under(String::new()))),
             ("**/x.rs", Some(Reach::Under(String::new()))),
-            ("/s\\*rc/x", Some(Reach::Under(String::new()))),
+            ("/s\\*rc/x", Some(Reach::Path("s*rc/x".into()))),
+            ("/we#ird\\[1\\]/", Some(Reach::Path("we#ird[1]".into()))),
+            ("/a\\[b/c*", Some(Reach::Under("a[b/".into()))),
             ("!/src/a/b.rs", None),
         ];
         for (pattern, want) in cases {

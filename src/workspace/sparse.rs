@@ -152,11 +152,12 @@ pub fn parent(path: &str) -> &str {
     path.rfind('/').map_or("", |i| &path[..i])
 }
 
-/// Escapes a directory name for a cone pattern, as git does.
+/// Escapes a directory name for a cone pattern as git does: its glob characters `*?[\`
+/// (a line starts with `/`, so `!` and `#` need nothing).
 fn escape(dir: &str) -> String {
     let mut out = String::with_capacity(dir.len());
     for c in dir.chars() {
-        if matches!(c, '*' | '?' | '[' | ']' | '\\' | '!' | '#') {
+        if matches!(c, '*' | '?' | '[' | '\\') {
             out.push('\\');
         }
         out.push(c);

@@ -263,3 +263,37 @@ fn worktrees_are_sparse_checkouts_git_reads_as_its_own() {
     assert!(sparse.contains("S core/"), "{sparse}");
     assert!(sparse.contains("S README.md"), "{sparse}");
 }
+
+#[test]
+fn directories_with_glob_characters_and_spaces_make_cones_git_reads() {
+    let repo = TestRepo::with_files(&[
+        ("we#ird[1]/a.txt", "a\n"),
+        ("my dir/b.txt", "b\n"),
+        ("st*r/c.txt", "c\n"),
+        ("other/d.txt", "d\n"),
+    ]);
+    let state = repo.run(
+        "goal = \"g\"\n[defaults]\nagent = { exec = \"true\" }\n\
+         [[task]]\nid = \"w\"\nprompt = \"p\"\nowns = ['/we#ird\\[1\\]/', '/my dir/', '/st\\*r/']\n",
+        1,
+    );
+    let w = state.task("w").unwrap();
+    assert_eq!(w.state, plait::state::TaskState::Done, "{:?}", w.error);
+    assert_eq!(
+        git_in(&w.worktree, &["sparse-checkout", "list"]),
+        "my dir\nst*r\nwe#ird[1]"
+    );
+    assert_eq!(git_in(&w.worktree, &["status", "--porcelain"]), "");
+    assert_eq!(
+        files_in(&w.worktree),
+        ["my dir/b.txt", "st*r/c.txt", "we#ird[1]/a.txt"]
+    );
+    let sparse = git_in(&w.worktree, &["ls-files", "--sparse"]);
+    assert!(sparse.lines().any(|l| l == "other/"), "{sparse}");
+    // git's own sparse-checkout reapply agrees with plait's cone: nothing moves.
+    git_in(&w.worktree, &["sparse-checkout", "reapply"]);
+    assert_eq!(
+        files_in(&w.worktree),
+        ["my dir/b.txt", "st*r/c.txt", "we#ird[1]/a.txt"]
+    );
+}
