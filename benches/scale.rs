@@ -155,16 +155,22 @@ fn generate(root: &Path, files: usize) -> Result<Repo> {
     })
 }
 
-/// The plan of 100 no-op exec tasks, one directory each.
-fn plan_text(repo: &Repo) -> String {
+/// The plan of 100 no-op exec tasks, one directory each (or, with `single`, one file of
+/// that directory each: a cone of the directory's own files, not all of them held).
+fn plan_text(repo: &Repo, single: bool) -> String {
     let mut toml = String::from(
         "goal = \"scale\"\n[defaults]\nagent = { exec = \"true\" }\n[review]\nagent = \"off\"\n",
     );
     for t in 0..TASKS {
         let dir = repo.task_dir(t);
+        let owns = if single {
+            format!("/{dir}/f000.txt")
+        } else {
+            format!("/{dir}/")
+        };
         let _ = write!(
             toml,
-            "[[task]]\nid = \"{dir}\"\nprompt = \"p\"\nowns = [\"/{dir}/\"]\n"
+            "[[task]]\nid = \"{dir}\"\nprompt = \"p\"\nowns = [\"{owns}\"]\n"
         );
     }
     toml
@@ -299,6 +305,8 @@ fn index_size(worktree: &Path) -> u64 {
 }
 
 struct Figures {
+    /// plait's worktrees alone when each task owns one file of its directory.
+    single_s: f64,
     /// Seconds to create 1,000 files after this size's measurements.
     probe_s: f64,
     files: usize,
@@ -323,7 +331,7 @@ fn measure(root: &Path, size: usize, cfg: &Config) -> Result<Figures> {
         secs(gen_s),
         repo.per_dir
     ));
-    let text = plan_text(&repo);
+    let text = plan_text(&repo, false);
     let plan = root.join(format!("plan-{size}.toml"));
     std::fs::write(&plan, &text)?;
 
@@ -346,6 +354,14 @@ fn measure(root: &Path, size: usize, cfg: &Config) -> Result<Figures> {
         resolves.push(r);
         creates.push(c);
     }
+    stage(&format!(
+        "{size} files: plait worktrees alone, one file per task"
+    ));
+    let single = plan_text(&repo, true);
+    let single_plan = root.join(format!("plan-{size}-single.toml"));
+    std::fs::write(&single_plan, &single)?;
+    settle();
+    let (_, single_s) = plait_worktrees(&repo, &single_plan, &single, "single")?;
     let plait_index = index_size(
         &repo
             .path
@@ -373,6 +389,7 @@ fn measure(root: &Path, size: usize, cfg: &Config) -> Result<Figures> {
     // is several times slower (the inode allocator skips recently freed inodes).
     let probe_s = fs_probe(&root.join(format!("probe-{size}")))?;
     Ok(Figures {
+        single_s,
         probe_s,
         files: repo.files,
         run_s: median(&runs),
@@ -432,6 +449,13 @@ fn main() -> Result<()> {
             bytes(f.plait_index),
             bytes(f.git_index),
             f.run_s / (f.sparse_s * TASKS as f64),
+        );
+    }
+    for f in &all {
+        println!(
+            "{} files, one owned file per task (its directory's own files in the cone, the rest skip-worktree): {TASKS} worktrees in {}",
+            f.files,
+            secs(f.single_s)
         );
     }
     for f in &all {
