@@ -37,6 +37,156 @@ pub struct CheckReport {
     /// Whatever else keeps the run from landing (as sentences in the JSON).
     #[serde(serialize_with = "gate_lines")]
     pub gate: Vec<Blocker>,
+    /// For a merge in progress: the run's tasks whose commits the merge brings in (or the
+    /// target already has), and those with commits it leaves out.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub merge: Option<MergeScope>,
+}
+
+/// Which of a run's tasks a merge includes.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct MergeScope {
+    pub included: Vec<String>,
+    pub left_out: Vec<String>,
+}
+
+/// A merge git is about to commit (at its `pre-merge-commit` hook): the tree in its index,
+/// the target's commit and the commits merged into it.
+#[derive(Debug, Clone)]
+pub struct MergeInProgress {
+    pub tree: Oid,
+    pub target: Oid,
+    pub heads: Vec<Oid>,
+}
+
+/// Judges exactly the merge in progress against run `state`: ownership of every task
+/// branch it brings in, the gate's troubles of those tasks (not of the ones it leaves
+/// out), and the plan's merged checks on the very tree git is about to commit.
+pub async fn check_merge(
+    workdir: PathBuf,
+    run_dir: PathBuf,
+    state: &RunState,
+    into: &str,
+    merging: &MergeInProgress,
+    checks: &CheckSettings,
+    owns: &HashMap<String, Globs>,
+) -> Result<CheckReport, RunError> {
+    let (scope, ownership, commit) = {
+        let (workdir, snapshot, merging, owns) = (
+            workdir.clone(),
+            state.clone(),
+            merging.clone(),
+            owns.clone(),
+        );
+        tokio::task::spawn_blocking(move || scope_of(&workdir, &snapshot, &merging, &owns))
+            .await
+            .map_err(|e| RunError::Internal(e.to_string()))??
+    };
+    let gate: Vec<Blocker> = crate::land::blockers(state)
+        .into_iter()
+        .filter_map(|b| match b {
+            Blocker::Tasks { trouble, tasks } => {
+                let tasks: Vec<String> = tasks
+                    .into_iter()
+                    .filter(|t| scope.included.contains(t))
+                    .collect();
+                (!tasks.is_empty()).then_some(Blocker::Tasks { trouble, tasks })
+            }
+            _ => None,
+        })
+        .collect();
+    let mut report = CheckReport {
+        run: state.id.clone(),
+        target: into.to_string(),
+        pass: false,
+        ownership,
+        conflicts: Vec::new(),
+        checks: Vec::new(),
+        gate,
+        merge: Some(scope),
+    };
+    if !checks.merged.is_empty() {
+        let pool = CheckPool::new(run_dir.join("checks"), workdir.clone(), checks.jobs);
+        let logs = run_dir.join("check-merge-in-progress");
+        let (_interrupt, cancel) = Cancel::new();
+        report.checks = orchestrator::checks_at(&pool, state, commit, checks, &logs, &cancel).await;
+        pool.remove_all();
+    }
+    report.pass = report.ownership.is_empty()
+        && report.checks.iter().all(|c| c.passed)
+        && report.gate.is_empty();
+    Ok(report)
+}
+
+/// The tasks a merge in progress includes and leaves out, the paths the included ones
+/// change outside their ownership, and a commit (on no branch) of the tree being merged.
+fn scope_of(
+    workdir: &Path,
+    state: &RunState,
+    merging: &MergeInProgress,
+    owns: &HashMap<String, Globs>,
+) -> Result<(MergeScope, Vec<String>, Oid), RunError> {
+    let repo = git::open(workdir)?;
+    let internal = |e: git2::Error| RunError::Internal(e.to_string());
+    let base = Oid::from_str(&state.base).map_err(internal)?;
+    let base_tree = repo
+        .find_commit(base)
+        .and_then(|c| c.tree())
+        .map_err(internal)?;
+    let tips: Vec<Oid> = std::iter::once(merging.target)
+        .chain(merging.heads.iter().copied())
+        .collect();
+    let mut scope = MergeScope::default();
+    let mut outside = Vec::new();
+    for task in &state.tasks {
+        let Some(commit) = task.commit.as_deref().and_then(|c| Oid::from_str(c).ok()) else {
+            continue;
+        };
+        let mut reached = false;
+        for &tip in &tips {
+            if tip == commit || repo.graph_descendant_of(tip, commit).map_err(internal)? {
+                reached = true;
+                break;
+            }
+        }
+        if !reached {
+            scope.left_out.push(task.id.clone());
+            continue;
+        }
+        scope.included.push(task.id.clone());
+        let tree = repo
+            .find_commit(commit)
+            .and_then(|c| c.tree())
+            .map_err(internal)?;
+        let globs = owns.get(&task.id);
+        for path in tree_changes(&repo, &base_tree, &tree)
+            .map_err(MergeError::from)?
+            .into_keys()
+        {
+            if !globs.is_some_and(|g| g.matches(&path)) {
+                outside.push(format!("{}: {path}", task.id));
+            }
+        }
+    }
+    let sig = signature(&repo).map_err(internal)?;
+    let parents: Vec<git2::Commit<'_>> = tips
+        .iter()
+        .map(|&t| repo.find_commit(t))
+        .collect::<Result<_, _>>()
+        .map_err(internal)?;
+    let parents: Vec<&git2::Commit<'_>> = parents.iter().collect();
+    let tree = repo.find_tree(merging.tree).map_err(internal)?;
+    let commit = repo
+        .commit(
+            None,
+            &sig,
+            &sig,
+            "plait check: the merge in progress",
+            &tree,
+            &parents,
+        )
+        .map_err(internal)?;
+    Ok((scope, outside, commit))
 }
 
 fn gate_lines<S: serde::Serializer>(gate: &[Blocker], serializer: S) -> Result<S::Ok, S::Error> {
@@ -78,6 +228,7 @@ pub async fn check_branches(
         conflicts: outcome.conflicts.clone(),
         checks: Vec::new(),
         gate: Vec::new(),
+        merge: None,
     };
     if !report.conflicts.is_empty() {
         report
@@ -212,6 +363,7 @@ pub async fn check_run(
         conflicts: Vec::new(),
         checks: state.merged_checks.clone(),
         gate: gate(state, false),
+        merge: None,
     };
     report.gate.extend(moved);
     let Some(merged) = state.merge.as_ref().map(|m| m.commit.clone()) else {

@@ -150,6 +150,24 @@ pub fn git_command(dir: &Path) -> Command {
     cmd
 }
 
+/// The tree of the index git is about to commit in `dir`: `git write-tree` of `index` (the
+/// `GIT_INDEX_FILE` a hook was given, relative to `dir`), else of the worktree's own index.
+pub fn index_tree(dir: &Path, index: Option<&Path>) -> Result<Oid, GitCliError> {
+    let mut cmd = git_command(dir);
+    if let Some(index) = index {
+        cmd.env("GIT_INDEX_FILE", dir.join(index));
+    }
+    let out = cmd.arg("write-tree").output().map_err(GitCliError::Spawn)?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    match (out.status.success(), Oid::from_str(text.trim())) {
+        (true, Ok(tree)) => Ok(tree),
+        _ => Err(GitCliError::Failed {
+            args: "write-tree".to_string(),
+            stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        }),
+    }
+}
+
 /// Runs git in `dir` and returns its output; a non-zero exit is an error unless `allowed`
 /// lists that code.
 pub fn run_git(dir: &Path, args: &[&str], allowed: &[i32]) -> Result<Output, GitCliError> {

@@ -191,6 +191,38 @@ pub fn check_one(
     Ok(report)
 }
 
+/// Checks the merge git is about to commit against run `run` (the `pre-merge-commit`
+/// hook): only what that merge brings in.
+pub fn check_merge_one(
+    repo: &git2::Repository,
+    store: &Store,
+    run: &str,
+    into: &str,
+    merging: &check::MergeInProgress,
+) -> Result<CheckReport, CommandError> {
+    let state = store.load(run)?;
+    if state.phase != RunPhase::Finished {
+        return Err(CommandError::attention(format!(
+            "run {run} has not finished"
+        )));
+    }
+    let plan = crate::plan::load(&store.run_dir(run).join("plan.toml"))?;
+    let checks = crate::plan::checks_of(&plan, &|name| std::env::var(name).ok());
+    let owns = check::owns_of(&plan);
+    let runtime = super::runtime()?;
+    runtime
+        .block_on(check::check_merge(
+            git::workdir(repo),
+            store.run_dir(run),
+            &state,
+            into,
+            merging,
+            &checks,
+            &owns,
+        ))
+        .context(format!("cannot check the merge against run {run}"))
+}
+
 /// The branch HEAD is on, if any.
 pub fn current_branch(repo: &git2::Repository) -> Option<String> {
     let head = repo.head().ok()?;
@@ -207,6 +239,22 @@ pub fn text(report: &CheckReport) -> String {
         report.target,
         if report.pass { "PASS" } else { "FAIL" }
     );
+    if let Some(scope) = &report.merge {
+        let list = |tasks: &[String]| {
+            if tasks.is_empty() {
+                "none".to_string()
+            } else {
+                tasks.join(", ")
+            }
+        };
+        out.push_str(&format!(
+            "  this merge includes: {}
+  it leaves out: {}
+",
+            list(&scope.included),
+            list(&scope.left_out)
+        ));
+    }
     for o in &report.ownership {
         out.push_str(&format!("  changes a file it does not own: {o}\n"));
     }
@@ -222,6 +270,11 @@ pub fn text(report: &CheckReport) -> String {
             c.command,
             if c.passed { "passed" } else { "FAILED" }
         ));
+        if !c.passed && !c.tail.trim().is_empty() {
+            for line in c.tail.trim_end().lines() {
+                out.push_str(&format!("    | {line}\n"));
+            }
+        }
     }
     for g in &report.gate {
         out.push_str(&format!(

@@ -6,18 +6,22 @@ use std::path::{Path, PathBuf};
 
 use clap::{Args, Subcommand};
 
-use super::check::{check_one, current_branch, text};
+use super::check::{check_merge_one, check_one, current_branch, text};
 use super::error::Context as _;
 use super::ui::{err, outln};
 use super::{open_store, CommandError};
+use crate::check::MergeInProgress;
 use crate::git;
 
 /// Install or remove the git hooks that check plait branches before a merge or a push
 #[derive(Debug, Args)]
 #[command(after_help = "\
 `install` sets up pre-merge-commit (a merge of a plait branch into the current branch) and
-pre-push (a push of plait branches); each runs `plait check` on the run the branch belongs
-to and stops the merge or push when it fails. A hook you already had is kept and runs
+pre-push (a push of plait branches). pre-merge-commit judges exactly the merge being made:
+the tree git is about to commit, with the plan's merged checks run on it, ownership of each
+of the run's task branches it brings in, and the review verdicts of those tasks; it names
+the tasks the merge includes and those it leaves out. pre-push runs `plait check` on the
+run. Either stops the merge or push when it fails. A hook you already had is kept and runs
 first; `uninstall` puts it back.")]
 pub struct HookArgs {
     #[command(subcommand)]
@@ -151,6 +155,43 @@ fn runs_at(dir: &Path, commit: &str) -> Vec<String> {
     runs
 }
 
+/// The merge git is about to commit, at its `pre-merge-commit` hook: the tree in the
+/// index it was given, HEAD, and the commits it merges.
+fn merge_in_progress(
+    dir: &Path,
+    repo: &git2::Repository,
+) -> Result<Option<MergeInProgress>, CommandError> {
+    // git names the commits being merged in GITHEAD_<sha> variables; MERGE_HEAD is not
+    // always written yet when this hook runs.
+    let mut heads: Vec<String> = std::env::vars()
+        .filter_map(|(k, _)| k.strip_prefix("GITHEAD_").map(str::to_string))
+        .collect();
+    if let Ok(out) = git::run_git(dir, &["rev-parse", "-q", "--verify", "MERGE_HEAD"], &[]) {
+        heads.push(String::from_utf8_lossy(&out.stdout).trim().to_string());
+    }
+    let mut heads: Vec<git2::Oid> = heads
+        .iter()
+        .filter_map(|h| git2::Oid::from_str(h).ok())
+        .collect();
+    heads.sort();
+    heads.dedup();
+    let Ok(target) = repo.head().and_then(|h| h.peel_to_commit()) else {
+        return Ok(None);
+    };
+    if heads.is_empty() {
+        return Ok(None);
+    }
+    let index = std::env::var_os("GIT_INDEX_FILE").map(PathBuf::from);
+    let workdir = git::workdir(repo);
+    let tree = git::index_tree(&workdir, index.as_deref())
+        .map_err(|e| CommandError::internal("cannot read the tree git is merging").because(e))?;
+    Ok(Some(MergeInProgress {
+        tree,
+        target: target.id(),
+        heads,
+    }))
+}
+
 fn run(dir: &Path, name: &str) -> Result<(), CommandError> {
     let (repo, store) = open_store(dir)?;
     let mut targets: Vec<(String, String)> = Vec::new();
@@ -159,20 +200,32 @@ fn run(dir: &Path, name: &str) -> Result<(), CommandError> {
             let Some(into) = current_branch(&repo) else {
                 return Ok(());
             };
-            // git names the commits being merged in GITHEAD_<sha> variables; MERGE_HEAD is
-            // not written yet when this hook runs.
-            let mut merging: Vec<String> = std::env::vars()
-                .filter_map(|(k, _)| k.strip_prefix("GITHEAD_").map(str::to_string))
+            let Some(merging) = merge_in_progress(dir, &repo)? else {
+                return Ok(());
+            };
+            let mut runs: Vec<String> = merging
+                .heads
+                .iter()
+                .flat_map(|h| runs_at(dir, &h.to_string()))
                 .collect();
-            if let Ok(out) = git::run_git(dir, &["rev-parse", "-q", "--verify", "MERGE_HEAD"], &[])
-            {
-                merging.push(String::from_utf8_lossy(&out.stdout).trim().to_string());
-            }
-            for commit in merging.iter().filter(|c| !c.is_empty()) {
-                for run in runs_at(dir, commit) {
-                    targets.push((run, into.clone()));
+            runs.sort();
+            runs.dedup();
+            let mut failed = false;
+            for run in runs {
+                if store.load(&run).is_err() {
+                    continue;
                 }
+                let report = check_merge_one(&repo, &store, &run, &into, &merging)?;
+                err!("{}", text(&report));
+                failed |= !report.pass;
             }
+            return if failed {
+                Err(CommandError::attention(
+                    "plait check failed for the merge being made; see above (bypass with --no-verify)",
+                ))
+            } else {
+                Ok(())
+            };
         }
         "pre-push" => {
             let mut input = String::new();

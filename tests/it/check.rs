@@ -153,13 +153,14 @@ fn the_hook_blocks_a_merge_of_a_failing_run_lets_a_clean_one_through_and_chains(
     assert!(hooks.join("pre-merge-commit.plait-chained").exists());
 
     let clean = run(&repo, CLEAN);
-    let conflicting = run(&repo, CONFLICTING);
+    // Task a writes 3, not the 2 the merged check wants.
+    let failing = run(&repo, &CLEAN.replace("echo 2 >>", "echo 3 >>"));
     // main moves on, so merges make merge commits and the hook runs.
     repo.write("notes.md", "n2\n");
     repo.commit_all("main moves on");
 
     let out = std::process::Command::new("git")
-        .args(["merge", "--no-edit", &format!("plait/{conflicting}/a")])
+        .args(["merge", "--no-edit", &format!("plait/{failing}/a")])
         .current_dir(&repo.path)
         .output()
         .unwrap();
@@ -255,4 +256,85 @@ fn check_takes_branches_and_a_plan_without_a_run() {
     let out = check(&["nosuchtask=feature/a"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("has no task `nosuchtask`"));
+}
+
+/// A module and its tests (two of them placeholders that pass).
+fn tested() -> TestRepo {
+    TestRepo::with_files(&[
+        ("src/lib.sh", "one() { echo 1; }\n"),
+        ("tests/one.sh", ". ./src/lib.sh\n[ \"$(one)\" = 1 ]\n"),
+        ("tests/two.sh", "true\n"),
+        ("tests/bad.sh", "true\n"),
+        ("notes.md", "n\n"),
+    ])
+}
+
+/// Task `fn` adds a function, `test` a test that calls it, `bad` a test that fails; the
+/// merged check runs every test.
+const TESTED: &str = "[checks]\nmerged = ['for t in tests/*.sh; do sh $t || exit 1; done']\n\
+    [[task]]\nid = \"fn\"\nprompt = \"p\"\nowns = [\"/src/\"]\nagent = { exec = 'echo \"two() { echo 2; }\" >> src/lib.sh' }\n\
+    [[task]]\nid = \"test\"\nprompt = \"p\"\nowns = [\"/tests/two.sh\"]\nagent = { exec = 'printf \". ./src/lib.sh\\n[ \\\"\\$(two)\\\" = 2 ]\\n\" > tests/two.sh' }\n\
+    [[task]]\nid = \"bad\"\nprompt = \"p\"\nowns = [\"/tests/bad.sh\"]\nagent = { exec = 'echo false > tests/bad.sh' }\n";
+
+#[test]
+fn the_hook_judges_exactly_the_merge_being_made() {
+    let repo = tested();
+    let out = repo.plait(&["hook", "install"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let id = run(&repo, TESTED);
+    // The run as a whole fails its merged checks: `bad` breaks them.
+    let status = repo.plait(&["status", &id, "--json"]);
+    let state: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+    assert_eq!(state["merged_checks"][0]["passed"], false, "{state}");
+    repo.write("notes.md", "n2\n");
+    repo.commit_all("main moves on");
+    let merge = |branch: &str| {
+        std::process::Command::new("git")
+            .args(["merge", "--no-edit", branch])
+            .current_dir(&repo.path)
+            .output()
+            .unwrap()
+    };
+
+    // The test alone, without the function it calls: the tree being merged fails.
+    let out = merge(&format!("plait/{id}/test"));
+    let said = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(
+        !out.status.success(),
+        "the hook let the test through alone: {said}"
+    );
+    assert!(said.contains("FAIL"), "{said}");
+    assert!(said.contains("this merge includes: test"), "{said}");
+    assert!(said.contains("it leaves out: fn, bad"), "{said}");
+    repo.git(&["merge", "--abort"]);
+    assert_eq!(repo.read("tests/two.sh"), "true\n");
+
+    // The function alone is green, though another branch of the run breaks the whole.
+    let out = merge(&format!("plait/{id}/fn"));
+    let said = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(
+        out.status.success(),
+        "the hook refused a green merge: {said}"
+    );
+    assert!(
+        said.contains("PASS") && said.contains("this merge includes: fn"),
+        "{said}"
+    );
+    assert!(repo.read("src/lib.sh").contains("two()"));
+
+    // Now the test goes through: the function is on main.
+    let out = merge(&format!("plait/{id}/test"));
+    let said = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(out.status.success(), "{said}");
+    assert!(said.contains("this merge includes: fn, test"), "{said}");
+
+    // The breaking task is refused, and named.
+    let out = merge(&format!("plait/{id}/bad"));
+    let said = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(!out.status.success(), "{said}");
+    assert!(
+        said.contains("this merge includes: fn, test, bad"),
+        "{said}"
+    );
+    assert!(said.contains("| "), "the failing output is shown: {said}");
 }
