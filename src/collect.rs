@@ -292,7 +292,11 @@ fn refresh_index(
     scan: &Scan,
     committed: &HashMap<&str, Option<(Oid, u32)>>,
 ) -> Result<(), CollectError> {
-    let mut cone = settings.cone.clone();
+    let mut cone = if crate::git::reads_sparse_index() {
+        settings.cone.clone()
+    } else {
+        Cone::full()
+    };
     for path in &scan.present {
         if !cone.holds(path) {
             cone.add_own(sparse::parent(path).to_string());

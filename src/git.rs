@@ -150,6 +150,35 @@ pub fn git_command(dir: &Path) -> Command {
     cmd
 }
 
+/// Whether the git CLI on PATH reads sparse indexes (`index.sparse` in cone mode, git
+/// 2.37 or later); asked once per process. An older git refuses an index with the `sdir`
+/// extension, so plait then writes full indexes.
+pub fn reads_sparse_index() -> bool {
+    static READS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *READS.get_or_init(|| {
+        let Ok(out) = Command::new("git").arg("--version").output() else {
+            return false;
+        };
+        version_at_least(&String::from_utf8_lossy(&out.stdout), (2, 37))
+    })
+}
+
+/// Whether `git version X.Y.Z...` names at least `want`.
+fn version_at_least(text: &str, want: (u32, u32)) -> bool {
+    let Some(version) = text.split_whitespace().nth(2) else {
+        return false;
+    };
+    let mut parts = version.split('.').map(|p| {
+        p.chars()
+            .take_while(char::is_ascii_digit)
+            .collect::<String>()
+            .parse::<u32>()
+            .unwrap_or(0)
+    });
+    let (major, minor) = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
+    (major, minor) >= want
+}
+
 /// The tree of the index git is about to commit in `dir`: `git write-tree` of `index` (the
 /// `GIT_INDEX_FILE` a hook was given, relative to `dir`), else of the worktree's own index.
 pub fn index_tree(dir: &Path, index: Option<&Path>) -> Result<Oid, GitCliError> {
@@ -277,4 +306,18 @@ fn diff_trees(
 /// record never makes this panic).
 pub fn short(id: &str) -> &str {
     id.char_indices().nth(8).map_or(id, |(i, _)| &id[..i])
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn git_versions_are_compared_by_number() {
+        use super::version_at_least as at_least;
+        assert!(at_least("git version 2.47.3", (2, 37)));
+        assert!(at_least("git version 2.37.0.windows.1", (2, 37)));
+        assert!(at_least("git version 3.0.0", (2, 37)));
+        assert!(!at_least("git version 2.25.1", (2, 37)));
+        assert!(!at_least("git version 2.9.5", (2, 37)));
+        assert!(!at_least("nonsense", (2, 37)));
+    }
 }

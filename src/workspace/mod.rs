@@ -12,7 +12,7 @@
 pub mod index;
 pub mod sparse;
 
-use sparse::Layout;
+use sparse::{Cone, Layout};
 
 use std::collections::HashSet;
 use std::fs;
@@ -156,7 +156,13 @@ fn lay_out(repo: &Repository, spec: &WorktreeSpec<'_>, admin: &Path) -> Result<(
         checkout_file(repo, &path, file)?;
         held.insert(file.path.as_str());
     }
-    let cone = &spec.layout.cone;
+    // A git too old for sparse indexes gets a full one (the same files, skip-worktree).
+    let full = Cone::full();
+    let cone = if crate::git::reads_sparse_index() {
+        &spec.layout.cone
+    } else {
+        &full
+    };
     let tree = repo.find_commit(spec.base)?.tree()?;
     let entries = sparse::entries(repo, &tree, cone)?;
     let presence = sparse::presence(&entries, &held, &HashSet::new());
