@@ -178,7 +178,10 @@ fn group_inputs(state: &RunState) -> Vec<GroupInput> {
         .groups
         .iter()
         .map(|group| {
-            let branches = branch_inputs(group.tasks.iter().filter_map(|id| state.task(id)));
+            let branches = branch_inputs(
+                group.tasks.iter().filter_map(|id| state.task(id)),
+                state.culprits.as_ref(),
+            );
             let what = format!("{} of run {}", group.id, state.id);
             let message = merge_message(state, &what, "Tasks", &branches);
             (group.branch.clone(), branches, message)

@@ -14,7 +14,9 @@ use git2::{Oid, Repository};
 use crate::git::tree_changes;
 use crate::git::{branch_ref, run_git, signature, GitCliError};
 use crate::merge::{self, Conflict, MergeError};
-use crate::state::{now_ms, LandRecord, RunPhase, RunState, TaskRecord, TaskState, Verdict};
+use crate::state::{
+    now_ms, CulpritSet, LandRecord, RunPhase, RunState, TaskRecord, TaskState, Verdict,
+};
 
 /// Why plait could not land (a refusal is not an error: it is the outcome).
 #[derive(Debug, thiserror::Error)]
@@ -95,6 +97,9 @@ pub enum Blocker {
     },
     /// Branches checked outside a run that conflicts kept out (`plait check --branches`).
     LeftOutByConflicts(Vec<String>),
+    /// Sets of tasks that break the merged checks, held out of the merge by the culprit
+    /// search.
+    Culprits(Vec<CulpritSet>),
 }
 
 /// The kinds of trouble a task can be in.
@@ -168,6 +173,9 @@ pub fn blockers(state: &RunState) -> Vec<Blocker> {
         .collect();
     if !held.is_empty() {
         out.push(Blocker::GroupsHeld(held));
+    }
+    if let Some(culprits) = state.culprits.as_ref().filter(|c| !c.sets.is_empty()) {
+        out.push(Blocker::Culprits(culprits.sets.clone()));
     }
     if let Some(merge) = &state.merge {
         if !merge.conflicts.is_empty() {

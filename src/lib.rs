@@ -7,7 +7,8 @@
 //! 1. [`plan`] — read and validate a plan (TOML, a split rule, or a manager model's
 //!    answer): tasks, owned globs, base, providers, agent CLIs, checks, reviewer, groups.
 //! 2. [`workspace`] — per task, a branch `plait/<run>/<task>` and a worktree with only the
-//!    owned and context files, built without a checkout (hand-written index, skip-worktree).
+//!    owned and context files, built without a checkout (a sparse checkout in cone mode with
+//!    a hand-written sparse index).
 //! 3. [`agent`] — run the task's agent in its worktree: `exec` (a shell command), a model
 //!    over HTTP with a confined tool loop, Claude Code (with plait's guard as its hook),
 //!    aider, or any agent CLI.
@@ -19,7 +20,8 @@
 //!    `plait/<run>/group-<k>` and reviewed by a supervisor before the top merge.
 //! 7. [`merge`] — combine the approved branches into `plait/<run>/merged`; disjoint changes
 //!    go straight onto the base tree, overlapping paths go through `git merge-tree`; then
-//!    the merged checks.
+//!    the merged checks; when they fail, [`bisect`] finds the tasks to blame and holds
+//!    them out.
 //! 8. [`land`] — advance the user's branch to the merged result, only when the gate is green.
 //! 9. [`report`] — per task and per run: state, changes, violations, verdicts, checks,
 //!    conflicts, tokens, cost, time; diffs.
@@ -34,6 +36,7 @@
 //! chooses exit codes.
 
 pub mod agent;
+pub mod bisect;
 pub mod cancel;
 pub mod check;
 pub mod clean;

@@ -10,7 +10,7 @@ use serde::Serialize;
 use similar::{ChangeTag, TextDiff};
 
 use crate::git::{short, tree_changes};
-use crate::state::{RunPhase, RunState, TaskRecord, TaskState, Usage, Verdict};
+use crate::state::{CulpritSet, RunPhase, RunState, TaskRecord, TaskState, Usage, Verdict};
 
 /// What needs a person before the run can land, one sentence per blocker.
 pub fn attention(state: &RunState) -> Vec<String> {
@@ -67,6 +67,91 @@ pub fn blocker_line(blocker: &Blocker, run: &str) -> String {
         Blocker::LeftOutByConflicts(tasks) => {
             format!("left out of the merge by conflicts: {}", tasks.join(", "))
         }
+        Blocker::Culprits(sets) => {
+            let named: Vec<String> = sets.iter().map(culprit_sentence).collect();
+            format!(
+                "{}; held out of the merge (`plait land {run} --partial` lands the rest)",
+                named.join("; ")
+            )
+        }
+    }
+}
+
+/// "`parser` breaks `cargo test` together with `lexer`".
+pub fn culprit_sentence(set: &CulpritSet) -> String {
+    let quoted = |items: &[String]| -> String {
+        let q: Vec<String> = items.iter().map(|i| format!("`{i}`")).collect();
+        match q.as_slice() {
+            [] => String::new(),
+            [one] => one.clone(),
+            [rest @ .., last] => format!("{} and {last}", rest.join(", ")),
+        }
+    };
+    let checks = if set.checks.is_empty() {
+        "the merged checks".to_string()
+    } else {
+        quoted(&set.checks)
+    };
+    let culprits = quoted(&set.tasks);
+    let verb = if set.tasks.len() == 1 {
+        "breaks"
+    } else {
+        "break"
+    };
+    if set.partners.is_empty() {
+        format!("{culprits} {verb} {checks}")
+    } else {
+        format!(
+            "{culprits} {verb} {checks} together with {}",
+            quoted(&set.partners)
+        )
+    }
+}
+
+/// What the culprit search found, in words: one line per finding.
+fn culprit_lines(out: &mut String, state: &RunState) {
+    let Some(c) = &state.culprits else {
+        return;
+    };
+    let _ = writeln!(
+        out,
+        "
+culprit search ({} check run(s)):",
+        c.runs
+    );
+    for set in &c.sets {
+        let _ = writeln!(
+            out,
+            "  {}; held out of {} (output: {})",
+            culprit_sentence(set),
+            state.merged_branch(),
+            set.logs.display()
+        );
+    }
+    if !c.base_fails.is_empty() {
+        let _ = writeln!(
+            out,
+            "  {} fail(s) on the base alone: no task is to blame",
+            c.base_fails
+                .iter()
+                .map(|x| format!("`{x}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    if !c.flaky.is_empty() {
+        let _ = writeln!(
+            out,
+            "  flaky: {} failed, then passed on the same tree; no task is blamed",
+            c.flaky
+                .iter()
+                .map(|x| format!("`{x}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    if c.stopped {
+        let _ = writeln!(out, "  interrupted before it ended");
     }
 }
 
@@ -213,6 +298,7 @@ pub fn status_text(state: &RunState, live: bool) -> String {
     }
     merge_lines(&mut out, state);
     merged_check_lines(&mut out, state);
+    culprit_lines(&mut out, state);
     landed_lines(&mut out, state);
     attention_lines(&mut out, state);
     out

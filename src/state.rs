@@ -470,6 +470,52 @@ pub struct RunState {
     /// Supervisor groups, for large runs: each merged and reviewed before the top merge.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub groups: Vec<GroupRecord>,
+    /// What the culprit search found after the merged checks failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub culprits: Option<Culprits>,
+}
+
+/// The outcome of a culprit search: the sets of tasks that break the merged checks
+/// (held out of the merged branch), or why no task is to blame.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Culprits {
+    /// Check runs the search used.
+    pub runs: u32,
+    /// Each culprit (the fewest tasks whose holding out makes the rest pass), with the
+    /// partners it needs to break them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sets: Vec<CulpritSet>,
+    /// Checks that failed on the base alone: no task's fault.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub base_fails: Vec<String>,
+    /// Checks that failed and then passed on the same tree: flaky, no task blamed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub flaky: Vec<String>,
+    /// The search was stopped (interrupted) before it ended.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub stopped: bool,
+}
+
+/// A task that breaks checks (alone, or together with partners), and where the failing
+/// output of that merge is kept.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct CulpritSet {
+    /// The culprits: held out of the merge.
+    pub tasks: Vec<String>,
+    /// The tasks they break the checks together with (these stay in the merge).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub partners: Vec<String>,
+    /// The checks that fail on the base with these tasks merged.
+    pub checks: Vec<String>,
+    /// The directory of those checks' logs.
+    pub logs: PathBuf,
+}
+
+impl Culprits {
+    /// Whether task `id` is in a culprit set (and so held out of the merge).
+    pub fn blames(&self, id: &str) -> bool {
+        self.sets.iter().any(|s| s.tasks.iter().any(|t| t == id))
+    }
 }
 
 /// One supervisor group: its tasks, their merge into `plait/<run>/group-<k>`, and the

@@ -9,6 +9,7 @@ use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use tokio::sync::mpsc;
 
 use super::ui::{errln, outln};
+use crate::bisect::Step;
 use crate::orchestrator::{Event, GroupEvent, Update};
 use crate::state::{TaskState, Usage};
 
@@ -29,6 +30,10 @@ pub async fn show(mut rx: mpsc::UnboundedReceiver<Update>, total: usize, mode: M
             Update::Task(event) => event,
             Update::Group(group) => {
                 show_group(&group, mode, live.as_ref());
+                continue;
+            }
+            Update::Bisect(step) => {
+                show_bisect(&step, mode, live.as_ref());
                 continue;
             }
         };
@@ -79,6 +84,27 @@ fn show_group(group: &GroupEvent, mode: Mode, live: Option<&Live>) {
         (Mode::Json, _) => {
             if let Ok(json) =
                 serde_json::to_string(&serde_json::json!({"event": "group", "group": group}))
+            {
+                let _ = outln!("{json}");
+            }
+        }
+        (Mode::Live, Some(live)) => {
+            let _ = live.multi.println(line);
+        }
+        _ => errln!("{line}"),
+    }
+}
+
+/// One step of the culprit search: a JSON event, or a line (above the live display).
+fn show_bisect(step: &Step, mode: Mode, live: Option<&Live>) {
+    let line = format!(
+        "{:<11} {} ({} check run(s))",
+        "bisect", step.detail, step.runs
+    );
+    match (mode, live) {
+        (Mode::Json, _) => {
+            if let Ok(json) =
+                serde_json::to_string(&serde_json::json!({"event": "bisect", "step": step}))
             {
                 let _ = outln!("{json}");
             }

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use super::{BranchInput, MergeError, MergeOutcome, MergeSettings};
 use crate::git;
-use crate::state::{RunState, TaskRecord, TaskState, Verdict};
+use crate::state::{Culprits, RunState, TaskRecord, TaskState, Verdict};
 
 /// Whether a task's branch may go into the merge: done, approved (or not reviewed), its
 /// checks green.
@@ -23,7 +23,7 @@ pub fn mergeable(task: &TaskRecord) -> bool {
 
 /// Merges the mergeable tasks of `state` into its merged branch (blocking).
 pub fn merge_tasks(repo_path: &Path, state: &RunState) -> Result<MergeOutcome, MergeError> {
-    let branches = branch_inputs(state.tasks.iter());
+    let branches = branch_inputs(state.tasks.iter(), state.culprits.as_ref());
     let base = git2::Oid::from_str(&state.base)?;
     let repo = git::open(repo_path)?;
     let workdir = git::workdir(&repo);
@@ -44,21 +44,26 @@ pub fn merge_is_stale(state: &RunState) -> bool {
         return false;
     };
     if state.groups.is_empty() {
-        return !merged_as_wanted(state.tasks.iter(), Some(merge));
+        return !merged_as_wanted(state.tasks.iter(), Some(merge), state.culprits.as_ref());
     }
     state.groups.iter().any(|g| {
         let tasks = g.tasks.iter().filter_map(|id| state.task(id));
-        !merged_as_wanted(tasks, g.merge.as_ref()) || g.goes_up() != g.merged_up
+        !merged_as_wanted(tasks, g.merge.as_ref(), state.culprits.as_ref())
+            || g.goes_up() != g.merged_up
     })
 }
 
-/// Whether `merge` took in (or left out on a conflict) exactly the mergeable `tasks`.
+/// Whether `merge` took in (or left out on a conflict) exactly the mergeable `tasks`, less
+/// the culprits held out.
 fn merged_as_wanted<'a>(
     tasks: impl Iterator<Item = &'a TaskRecord>,
     merge: Option<&MergeOutcome>,
+    culprits: Option<&Culprits>,
 ) -> bool {
     let mut want: Vec<&str> = tasks
-        .filter(|t| mergeable(t) && t.commit.is_some())
+        .filter(|t| {
+            mergeable(t) && t.commit.is_some() && !culprits.is_some_and(|c| c.blames(&t.id))
+        })
         .map(|t| t.id.as_str())
         .collect();
     let mut have: Vec<&str> = merge
@@ -71,10 +76,14 @@ fn merged_as_wanted<'a>(
     want == have
 }
 
-/// The branches of `tasks` that may go into a merge, with their commits.
-pub(crate) fn branch_inputs<'a>(tasks: impl Iterator<Item = &'a TaskRecord>) -> Vec<BranchInput> {
+/// The branches of `tasks` that may go into a merge, with their commits; tasks a culprit
+/// search blamed are held out.
+pub(crate) fn branch_inputs<'a>(
+    tasks: impl Iterator<Item = &'a TaskRecord>,
+    culprits: Option<&Culprits>,
+) -> Vec<BranchInput> {
     tasks
-        .filter(|t| mergeable(t))
+        .filter(|t| mergeable(t) && !culprits.is_some_and(|c| c.blames(&t.id)))
         .filter_map(|t| {
             Some(BranchInput {
                 task: t.id.clone(),

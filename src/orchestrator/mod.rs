@@ -100,6 +100,8 @@ pub struct GroupEvent {
 pub enum Update {
     Task(Event),
     Group(GroupEvent),
+    /// A step of the culprit search.
+    Bisect(crate::bisect::Step),
 }
 
 /// A run that has started: its id is known and its state is on disk.
@@ -177,6 +179,7 @@ pub fn prepare(settings: RunSettings) -> Result<Prepared, RunError> {
                 .unwrap_or_else(|| plan.groups.groups_for(plan.tasks.len())),
             groups::supervised(plan),
         ),
+        culprits: None,
     };
     store.save(&state)?;
     Ok(Prepared {
@@ -350,6 +353,13 @@ pub async fn execute(
         }
         _ => Vec::new(),
     };
+    let (outcome, merged_checks, culprits) = match outcome {
+        Some(merge) => {
+            let (merge, checks, culprits) = search_culprits(&shared, merge, merged_checks).await?;
+            (Some(merge), checks, culprits)
+        }
+        None => (None, merged_checks, None),
+    };
     {
         let shared = shared.clone();
         let _ = tokio::task::spawn_blocking(move || shared.checks.remove_all()).await;
@@ -364,6 +374,7 @@ pub async fn execute(
     };
     state.merge = outcome;
     state.merged_checks = merged_checks;
+    state.culprits = culprits;
     state.finished_at = Some(now_ms());
     shared.store.save(&state)?;
     drop(lock);
@@ -456,6 +467,90 @@ async fn merge_run(shared: Arc<Shared>) -> Result<merge::MergeOutcome, RunError>
         .unwrap_or_else(|e| e.into_inner())
         .groups = state.groups;
     Ok(outcome)
+}
+
+/// When the merged checks failed (and `[checks] bisect` is on): the culprit search, then
+/// the merge rebuilt without the culprits (in both levels of a grouped run) and its
+/// merged checks.
+async fn search_culprits(
+    shared: &Arc<Shared>,
+    merge: merge::MergeOutcome,
+    checks: Vec<crate::state::CheckResult>,
+) -> Result<
+    (
+        merge::MergeOutcome,
+        Vec<crate::state::CheckResult>,
+        Option<crate::state::Culprits>,
+    ),
+    RunError,
+> {
+    let failing: Vec<String> = checks
+        .iter()
+        .filter(|c| !c.passed)
+        .map(|c| c.command.clone())
+        .collect();
+    let mut state = shared.snapshot();
+    if failing.is_empty()
+        || !shared.plan.checks.bisect
+        || shared.cancel.is_cancelled()
+        || merge.included.is_empty()
+    {
+        return Ok((merge, checks, None));
+    }
+    // The tasks in the merge (a grouped run's outcome names them too, both levels folded).
+    let inputs: Vec<merge::BranchInput> =
+        merge::run::branch_inputs(merge.included.iter().filter_map(|id| state.task(id)), None);
+    let run_dir = shared.store.run_dir(&shared.run);
+    let report = |step: crate::bisect::Step| {
+        if let Some(tx) = &shared.events {
+            let _ = tx.send(Update::Bisect(step));
+        }
+    };
+    let search = crate::bisect::Search {
+        repo: &shared.repo,
+        state: &state,
+        pool: &shared.checks,
+        checks: crate::bisect::failing_only(&shared.plan.checks, &failing),
+        logs: run_dir.join("bisect"),
+        cancel: &shared.cancel,
+        report: &report,
+    };
+    let culprits = crate::bisect::find(&search, &inputs).await?;
+    if culprits.sets.is_empty() {
+        return Ok((merge, checks, Some(culprits)));
+    }
+    // The rest, merged again without the culprits, and checked once more.
+    state.culprits = Some(culprits.clone());
+    let repo = shared.repo.clone();
+    let snapshot = state.clone();
+    let (snapshot, rebuilt) = tokio::task::spawn_blocking(move || {
+        let mut snapshot = snapshot;
+        let outcome = if snapshot.groups.is_empty() {
+            merge::run::merge_tasks(&repo, &snapshot)?
+        } else {
+            groups::merge_groups(&repo, &mut snapshot)?;
+            groups::merge_top(&repo, &mut snapshot)?
+        };
+        Ok::<_, RunError>((snapshot, outcome))
+    })
+    .await
+    .map_err(|e| RunError::Internal(format!("merge panicked: {e}")))??;
+    state.groups = snapshot.groups;
+    shared
+        .state
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .groups = state.groups.clone();
+    let checks = merged_checks(
+        &shared.checks,
+        &state,
+        &rebuilt,
+        &shared.plan.checks,
+        &run_dir,
+        &shared.cancel,
+    )
+    .await;
+    Ok((rebuilt, checks, Some(culprits)))
 }
 
 /// Merges the run again with the tasks that belong in it now and runs the merged checks

@@ -135,6 +135,9 @@ pub struct ChecksFile {
     /// How long one check command may run (default 30m).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout: Option<String>,
+    /// Whether failing merged checks start a culprit search (default true).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bisect: Option<bool>,
 }
 
 impl ChecksFile {

@@ -97,6 +97,8 @@ pub struct CheckSettings {
     /// The walls of the merged checks (the plan's `[defaults] sandbox`); task checks run in
     /// their task's.
     pub sandbox: SandboxSettings,
+    /// Whether failing merged checks start a culprit search.
+    pub bisect: bool,
 }
 
 /// Who reviews a task's branch.
@@ -355,6 +357,7 @@ fn resolve_checks(
             env,
             problems,
         ),
+        bisect: file.bisect.unwrap_or(true),
     }
 }
 

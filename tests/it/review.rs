@@ -88,7 +88,7 @@ fn merged_checks_catch_what_each_task_s_checks_miss() {
     let state = repo.run(
         &plan(
             "echo new > lib/$PLAIT_TASK.txt",
-            "[checks]\ntask = [\"true\"]\nmerged = [\"test $(cat lib/a.txt lib/b.txt | grep -c new) -le 1\"]\n",
+            "[checks]\ntask = [\"true\"]\nmerged = [\"test $(cat lib/a.txt lib/b.txt | grep -c new) -le 1\"]\nbisect = false\n",
         ),
         2,
     );

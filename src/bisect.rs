@@ -1,0 +1,324 @@
+//! Culprit search, after the merged checks fail. Each branch may pass its own checks while
+//! their merge fails: one task renames a function, another calls its old name. plait
+//! merges subsets of the merged branches onto the base (in memory and on a scratch branch,
+//! as the merge stage does) and runs the failing checks on them in the checks pool, to
+//! find each minimal set of tasks that breaks them, as a merge queue splits a failing
+//! batch. First the fewest tasks whose holding out makes the rest pass (split the set, hold
+//! out a half; when neither half alone is enough, narrow each with the other held out),
+//! then, for each culprit, the partners it needs to break the checks (Zeller and
+//! Hildebrandt's minimizing delta debugging, with the culprit as context). A check that
+//! fails on the base alone is no task's fault; the failing merge is tested once more
+//! before anyone is blamed, and one that then passes is a flaky check.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+
+use git2::Oid;
+
+use crate::cancel::Cancel;
+use crate::git::{self, branch_ref};
+use crate::merge::{self, BranchInput, MergeSettings};
+use crate::orchestrator::{checks_at, RunError};
+use crate::plan::CheckSettings;
+use crate::review::checks::CheckPool;
+use crate::state::{CheckResult, CulpritSet, Culprits, RunState};
+
+/// One step of the search, for progress displays.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Step {
+    pub run: String,
+    /// What was tested: `base`, or the tasks merged onto it.
+    pub tested: Vec<String>,
+    pub passed: bool,
+    /// Check runs so far.
+    pub runs: u32,
+    /// One line: what the step found.
+    pub detail: String,
+}
+
+/// What a search needs: the run, its repository, the checks pool and the failing checks.
+pub struct Search<'a> {
+    pub repo: &'a Path,
+    pub state: &'a RunState,
+    pub pool: &'a CheckPool,
+    /// The run's check settings with `merged` cut to the commands that failed.
+    pub checks: CheckSettings,
+    /// Where each test's logs go (`<n>/` under it).
+    pub logs: PathBuf,
+    pub cancel: &'a Cancel,
+    pub report: &'a (dyn Fn(Step) + Send + Sync),
+}
+
+/// A set of branches, by index into the search's inputs, in merge order.
+type Set = Vec<usize>;
+
+/// The search's memory: every tree tested and how it went.
+struct Tester<'a> {
+    search: &'a Search<'a>,
+    inputs: &'a [BranchInput],
+    base: Oid,
+    runs: u32,
+    known: HashMap<Set, (bool, Vec<CheckResult>, PathBuf)>,
+}
+
+impl<'a> Tester<'a> {
+    /// Whether the failing checks pass with `set` merged onto the base; `fresh` runs them
+    /// again even when this tree was tested.
+    async fn test(&mut self, set: &[usize], fresh: bool) -> Result<bool, RunError> {
+        let mut key = set.to_vec();
+        key.sort_unstable();
+        if !fresh {
+            if let Some((passed, _, _)) = self.known.get(&key) {
+                return Ok(*passed);
+            }
+        }
+        if self.search.cancel.is_cancelled() {
+            return Err(RunError::Internal("interrupted".into()));
+        }
+        let commit = self.commit_of(&key).await?;
+        self.runs += 1;
+        let logs = self.search.logs.join(self.runs.to_string());
+        let results = checks_at(
+            self.search.pool,
+            self.search.state,
+            commit,
+            &self.search.checks,
+            &logs,
+            self.search.cancel,
+        )
+        .await;
+        let passed = results.iter().all(|c| c.passed);
+        let tested: Vec<String> = if key.is_empty() {
+            vec!["base".to_string()]
+        } else {
+            key.iter().map(|&i| self.inputs[i].task.clone()).collect()
+        };
+        (self.search.report)(Step {
+            run: self.search.state.id.clone(),
+            detail: format!(
+                "{} {}: {}",
+                if fresh { "again" } else { "test" },
+                if key.is_empty() {
+                    "the base alone".to_string()
+                } else {
+                    format!("{} task(s)", key.len())
+                },
+                if passed { "pass" } else { "fail" }
+            ),
+            tested,
+            passed,
+            runs: self.runs,
+        });
+        self.known.insert(key, (passed, results, logs));
+        Ok(passed)
+    }
+
+    /// The commit of `set` merged onto the base, on the scratch branch.
+    async fn commit_of(&self, set: &[usize]) -> Result<Oid, RunError> {
+        if set.is_empty() {
+            return Ok(self.base);
+        }
+        let branches: Vec<BranchInput> = set.iter().map(|&i| self.inputs[i].clone()).collect();
+        let (repo, base) = (self.search.repo.to_path_buf(), self.base);
+        let scratch = scratch_branch(&self.search.state.id);
+        let outcome = tokio::task::spawn_blocking(move || {
+            let git = git::open(&repo)?;
+            let workdir = git::workdir(&git);
+            let settings = MergeSettings {
+                workdir: &workdir,
+                branch: &scratch,
+                base,
+                branches: &branches,
+                message: "plait: culprit search".to_string(),
+            };
+            merge::merge(&git, &settings).map_err(RunError::from)
+        })
+        .await
+        .map_err(|e| RunError::Internal(format!("merge panicked: {e}")))??;
+        Oid::from_str(&outcome.commit).map_err(|e| RunError::Internal(e.to_string()))
+    }
+
+    /// A minimal part of `x` that fails with `context` merged too, given that `context`
+    /// passes and `context` with all of `x` fails.
+    fn minimize<'b>(
+        &'b mut self,
+        x: Set,
+        context: Set,
+    ) -> Pin<Box<dyn Future<Output = Result<Set, RunError>> + Send + 'b>>
+    where
+        'a: 'b,
+    {
+        Box::pin(async move {
+            if x.len() <= 1 {
+                return Ok(x);
+            }
+            let (x1, x2) = x.split_at(x.len() / 2);
+            let (x1, x2) = (x1.to_vec(), x2.to_vec());
+            let with = |part: &Set| -> Set { context.iter().chain(part).copied().collect() };
+            if !self.test(&with(&x1), false).await? {
+                return self.minimize(x1, context).await;
+            }
+            if !self.test(&with(&x2), false).await? {
+                return self.minimize(x2, context).await;
+            }
+            // Both halves pass: the fault needs something of each.
+            let m1 = self.minimize(x1, with(&x2)).await?;
+            let m2 = self.minimize(x2, with(&m1)).await?;
+            Ok(m1.into_iter().chain(m2).collect())
+        })
+    }
+
+    /// The fewest of `x` whose holding out (with `out`) makes the rest of `all` pass, given
+    /// that holding out `out` and all of `x` passes and holding out `out` alone fails.
+    /// Holding out, not merging in, keeps what a task needs from the others: a test that
+    /// calls a function another task adds is not blamed for it.
+    fn hold_out<'b>(
+        &'b mut self,
+        all: &'b [usize],
+        x: Set,
+        out: Set,
+    ) -> Pin<Box<dyn Future<Output = Result<Set, RunError>> + Send + 'b>>
+    where
+        'a: 'b,
+    {
+        Box::pin(async move {
+            if x.len() <= 1 {
+                return Ok(x);
+            }
+            let (x1, x2) = x.split_at(x.len() / 2);
+            let (x1, x2) = (x1.to_vec(), x2.to_vec());
+            let without = |part: &Set| -> Set {
+                all.iter()
+                    .copied()
+                    .filter(|i| !out.contains(i) && !part.contains(i))
+                    .collect()
+            };
+            if self.test(&without(&x1), false).await? {
+                return self.hold_out(all, x1, out).await;
+            }
+            if self.test(&without(&x2), false).await? {
+                return self.hold_out(all, x2, out).await;
+            }
+            // Neither half alone. If nothing has passed yet, the base may be the fault: no
+            // use narrowing further when it fails on its own.
+            if !self.any_passed() && !self.test(&[], false).await? {
+                return Ok(x);
+            }
+            // Something of each half must go.
+            let out2: Set = out.iter().chain(&x2).copied().collect();
+            let c1 = self.hold_out(all, x1, out2).await?;
+            let out1: Set = out.iter().chain(&c1).copied().collect();
+            let c2 = self.hold_out(all, x2, out1).await?;
+            Ok(c1.into_iter().chain(c2).collect())
+        })
+    }
+
+    /// The checks that failed on the tree of `set`, and its logs, if it was tested.
+    fn failing(&self, set: &[usize]) -> Option<(Vec<String>, PathBuf)> {
+        let mut key = set.to_vec();
+        key.sort_unstable();
+        self.known.get(&key).map(|(_, results, logs)| {
+            let failed = results.iter().filter(|c| !c.passed);
+            (failed.map(|c| c.command.clone()).collect(), logs.clone())
+        })
+    }
+
+    /// Whether any tree tested so far passed.
+    fn any_passed(&self) -> bool {
+        self.known.values().any(|(passed, _, _)| *passed)
+    }
+}
+
+/// The scratch branch the search merges subsets on.
+fn scratch_branch(run: &str) -> String {
+    format!("plait/{run}/bisect")
+}
+
+/// Finds the culprit sets among `inputs` (the branches of a merge whose checks failed).
+pub async fn find(search: &Search<'_>, inputs: &[BranchInput]) -> Result<Culprits, RunError> {
+    let base = Oid::from_str(&search.state.base).map_err(|e| RunError::Internal(e.to_string()))?;
+    let mut tester = Tester {
+        search,
+        inputs,
+        base,
+        runs: 0,
+        known: HashMap::new(),
+    };
+    let outcome = hunt(&mut tester).await;
+    if let Ok(repo) = git::open(search.repo) {
+        if let Ok(mut r) = repo.find_reference(&branch_ref(&scratch_branch(&search.state.id))) {
+            let _ = r.delete();
+        }
+    }
+    let mut culprits = match outcome {
+        Ok(culprits) => culprits,
+        Err(_) if search.cancel.is_cancelled() => Culprits {
+            stopped: true,
+            ..Culprits::default()
+        },
+        Err(e) => return Err(e),
+    };
+    culprits.runs = tester.runs;
+    Ok(culprits)
+}
+
+async fn hunt(tester: &mut Tester<'_>) -> Result<Culprits, RunError> {
+    let mut culprits = Culprits::default();
+    let all: Set = (0..tester.inputs.len()).collect();
+    // Run again before anyone is blamed: a pass now is a flaky check.
+    if tester.test(&all, true).await? {
+        culprits.flaky = tester.search.checks.merged.clone();
+        return Ok(culprits);
+    }
+    let out = tester.hold_out(&all, all.clone(), Vec::new()).await?;
+    let rest: Set = all.iter().copied().filter(|i| !out.contains(i)).collect();
+    // The rest must pass; with nothing left that is the base alone, tested only when no
+    // tree passed so far (a tree that passes proves the base is not the fault).
+    if (!tester.any_passed() || rest.is_empty()) && !tester.test(&[], false).await? {
+        culprits.base_fails = tester.failing(&[]).map(|f| f.0).unwrap_or_default();
+        return Ok(culprits);
+    }
+    if !tester.test(&rest, false).await? {
+        // Holding the culprits out did not help after all: the checks are not steady.
+        culprits.flaky = tester.search.checks.merged.clone();
+        return Ok(culprits);
+    }
+    for &c in &out {
+        // Alone, or with partners from the rest: the fewest it needs to break the checks.
+        let partners = if !tester.test(&[c], false).await? {
+            Vec::new()
+        } else {
+            let with_rest: Set = std::iter::once(c).chain(rest.iter().copied()).collect();
+            if tester.test(&with_rest, false).await? {
+                Vec::new()
+            } else {
+                tester.minimize(rest.clone(), vec![c]).await?
+            }
+        };
+        let tree: Set = std::iter::once(c).chain(partners.iter().copied()).collect();
+        let (checks, logs) = tester
+            .failing(&tree)
+            .or_else(|| tester.failing(&all))
+            .unwrap_or_default();
+        culprits.sets.push(CulpritSet {
+            tasks: vec![tester.inputs[c].task.clone()],
+            partners: partners
+                .iter()
+                .map(|&i| tester.inputs[i].task.clone())
+                .collect(),
+            checks,
+            logs,
+        });
+    }
+    Ok(culprits)
+}
+
+/// The run's check settings cut to `failing` commands, for the search.
+pub fn failing_only(checks: &CheckSettings, failing: &[String]) -> CheckSettings {
+    CheckSettings {
+        merged: failing.to_vec(),
+        ..checks.clone()
+    }
+}

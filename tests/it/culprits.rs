@@ -1,0 +1,225 @@
+//! The culprit search: when the merged checks fail, find the tasks to blame, hold them out
+//! and land the rest.
+
+use crate::support::{stderr, stdout, TestRepo};
+
+/// Sixteen modules, each defining its function, and a test that calls them all; the test
+/// also fails when both `A_ON` and `B_ON` are set (two features that clash at run time).
+fn modules() -> TestRepo {
+    let mut files: Vec<(String, String)> = (0..16)
+        .map(|k| {
+            (
+                format!("src/m{k:02}.sh"),
+                format!("f{k:02}() {{ echo {k}; }}\n"),
+            )
+        })
+        .collect();
+    let mut test = String::from("for m in src/m*.sh; do . ./$m; done\n");
+    for k in 0..16 {
+        test.push_str(&format!("[ \"$(f{k:02})\" = {k} ] || exit 1\n"));
+    }
+    test.push_str("[ -z \"$A_ON\" ] || [ -z \"$B_ON\" ]\n");
+    files.push(("tests/run.sh".into(), test));
+    let refs: Vec<(&str, &str)> = files
+        .iter()
+        .map(|(p, t)| (p.as_str(), t.as_str()))
+        .collect();
+    TestRepo::with_files(&refs)
+}
+
+/// A plan of sixteen tasks, one per module; `edits` gives some of them a command of their
+/// own (every other one adds a comment).
+fn plan(edits: &[(usize, &str)], extra: &str) -> String {
+    let mut toml = format!("goal = \"g\"\n[checks]\nmerged = [\"sh tests/run.sh\"]\n{extra}");
+    for k in 0..16 {
+        let edit = edits.iter().find(|(i, _)| *i == k).map_or_else(
+            || format!("echo '# touched' >> src/m{k:02}.sh"),
+            |(_, e)| e.to_string(),
+        );
+        toml.push_str(&format!(
+            "[[task]]\nid = \"m{k:02}\"\nprompt = \"p\"\nowns = [\"/src/m{k:02}.sh\"]\nagent = {{ exec = \"{edit}\" }}\n"
+        ));
+    }
+    toml
+}
+
+/// Runs the plan through the binary with `--json`; the run's id and its bisect events.
+fn run(repo: &TestRepo, toml: &str) -> (String, Vec<serde_json::Value>) {
+    let path = repo.plan(toml);
+    let out = repo.plait(&["run", path.to_str().unwrap(), "--json", "-j", "4"]);
+    assert!(
+        out.status.code().is_some_and(|c| c <= 1),
+        "{}",
+        stderr(&out)
+    );
+    let events: Vec<serde_json::Value> = stdout(&out)
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let id = events
+        .iter()
+        .find_map(|e| e["task"]["run"].as_str().map(str::to_string))
+        .expect("a task event names the run");
+    let bisect = events
+        .into_iter()
+        .filter(|e| e["event"] == "bisect")
+        .collect();
+    (id, bisect)
+}
+
+fn status(repo: &TestRepo, id: &str) -> (serde_json::Value, String) {
+    let json = repo.status_json(&[id]);
+    let text = stdout(&repo.plait(&["status", id]));
+    (json, text)
+}
+
+fn included(state: &serde_json::Value) -> Vec<String> {
+    state["merge"]["included"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn one_task_that_breaks_the_merged_tests_is_found_held_out_and_the_rest_lands() {
+    let repo = modules();
+    // m07 renames its function: its own file is fine, the test that calls it is not.
+    let (id, events) = run(&repo, &plan(&[(7, "sed -i s/f07/g07/ src/m07.sh")], ""));
+    let (state, text) = status(&repo, &id);
+    let sets = &state["culprits"]["sets"];
+    assert_eq!(sets.as_array().unwrap().len(), 1, "{state}");
+    assert_eq!(sets[0]["tasks"], serde_json::json!(["m07"]), "{state}");
+    assert!(text.contains("`m07` breaks `sh tests/run.sh`"), "{text}");
+    // Held out of the merged branch, which was rebuilt from the rest and passes.
+    let merged = included(&state);
+    assert_eq!(merged.len(), 15, "{merged:?}");
+    assert!(!merged.contains(&"m07".to_string()));
+    assert_eq!(state["merged_checks"][0]["passed"], true, "{state}");
+    // Each step was an event with the check runs so far; few runs for one among 16.
+    let runs = state["culprits"]["runs"].as_u64().unwrap();
+    assert!(
+        runs <= 2 * 4 + 2,
+        "{runs} check runs for one culprit among 16"
+    );
+    assert_eq!(events.len() as u64, runs, "{events:#?}");
+    assert_eq!(events.last().unwrap()["step"]["runs"], runs);
+    // The failing output of the culprit's merge is kept under the run.
+    let logs = sets[0]["logs"].as_str().unwrap();
+    assert!(std::path::Path::new(logs).is_dir(), "{logs}");
+    // `land` refuses, naming the culprit; `land --partial` lands the green rest.
+    let out = repo.plait(&["land", &id, "--into", "main"]);
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("m07"), "{}", stderr(&out));
+    let out = repo.plait(&["land", &id, "--into", "main", "--partial"]);
+    assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
+    assert!(repo.read("src/m03.sh").contains("# touched"));
+    assert!(
+        repo.read("src/m07.sh").contains("f07"),
+        "the culprit did not land"
+    );
+}
+
+#[test]
+fn two_tasks_that_break_the_tests_only_together_are_named_together() {
+    let repo = modules();
+    let (id, _) = run(
+        &repo,
+        &plan(
+            &[
+                (4, "echo A_ON=1 >> src/m04.sh"),
+                (12, "echo B_ON=1 >> src/m12.sh"),
+            ],
+            "",
+        ),
+    );
+    let (state, text) = status(&repo, &id);
+    let sets = &state["culprits"]["sets"];
+    assert_eq!(sets.as_array().unwrap().len(), 1, "{state}");
+    // One of the pair is held out, which is enough for the rest to pass; the other is
+    // named as its partner and lands.
+    assert_eq!(sets[0]["tasks"], serde_json::json!(["m04"]), "{state}");
+    assert_eq!(sets[0]["partners"], serde_json::json!(["m12"]), "{state}");
+    assert!(
+        text.contains("`m04` breaks `sh tests/run.sh` together with `m12`"),
+        "{text}"
+    );
+    let merged = included(&state);
+    assert_eq!(merged.len(), 15, "{merged:?}");
+    assert!(merged.contains(&"m12".to_string()));
+    assert_eq!(state["merged_checks"][0]["passed"], true, "{state}");
+}
+
+#[test]
+fn a_base_that_already_fails_blames_no_task() {
+    let repo = modules();
+    repo.write("tests/run.sh", "exit 1\n");
+    repo.commit_all("the tests fail already");
+    let (id, events) = run(&repo, &plan(&[], ""));
+    let (state, text) = status(&repo, &id);
+    assert_eq!(
+        state["culprits"]["base_fails"],
+        serde_json::json!(["sh tests/run.sh"])
+    );
+    assert!(state["culprits"]["sets"].is_null(), "{state}");
+    assert!(
+        text.contains("on the base alone: no task is to blame"),
+        "{text}"
+    );
+    assert_eq!(included(&state).len(), 16);
+    assert_eq!(
+        events.last().unwrap()["step"]["tested"],
+        serde_json::json!(["base"]),
+        "the last step tested the base alone"
+    );
+    assert!(
+        events.len() <= 4,
+        "{} check runs to find the base at fault",
+        events.len()
+    );
+    let out = repo.plait(&["land", &id, "--into", "main", "--partial"]);
+    assert!(!out.status.success(), "a failing merge must not land");
+}
+
+#[test]
+fn a_flaky_check_is_reported_as_flaky_not_blamed() {
+    let repo = modules();
+    let counter = repo.scratch.join("counter");
+    std::fs::create_dir_all(&counter).unwrap();
+    let c = counter.display();
+    // Fails the first time it runs, passes after.
+    let check =
+        format!("n=$(cat {c}/n 2>/dev/null || echo 0); echo $((n+1)) > {c}/n; [ $n -ge 1 ]");
+    let toml = plan(
+        &[],
+        &format!("[defaults]\nsandbox = {{ writable = [\"{c}\"] }}\n"),
+    )
+    .replace(
+        "merged = [\"sh tests/run.sh\"]",
+        &format!("merged = ['{check}']"),
+    );
+    let (id, _) = run(&repo, &toml);
+    let (state, text) = status(&repo, &id);
+    assert!(state["culprits"]["sets"].is_null(), "{state}");
+    assert_eq!(
+        state["culprits"]["flaky"].as_array().unwrap().len(),
+        1,
+        "{state}"
+    );
+    assert!(text.contains("flaky"), "{text}");
+    assert_eq!(included(&state).len(), 16, "nobody held out");
+}
+
+#[test]
+fn bisect_false_leaves_a_failing_merge_alone() {
+    let repo = modules();
+    let (id, events) = run(
+        &repo,
+        &plan(&[(7, "sed -i s/f07/g07/ src/m07.sh")], "bisect = false\n"),
+    );
+    let (state, _) = status(&repo, &id);
+    assert!(state["culprits"].is_null(), "{state}");
+    assert!(events.is_empty());
+    assert_eq!(state["merged_checks"][0]["passed"], false);
+}
