@@ -489,3 +489,36 @@ fn commit_of(repo: &Repository, tree: Oid, target: Oid, merged: Oid) -> Result<O
         &parents,
     )
 }
+
+/// `plait check RUN --bisect`: the culprit search over the run's merged tasks for the
+/// `failing` checks, in a checks pool of its own, without changing the run. `report`
+/// hears each step.
+pub async fn bisect_run(
+    workdir: PathBuf,
+    run_dir: PathBuf,
+    state: &RunState,
+    checks: &CheckSettings,
+    failing: &[String],
+    report: &(dyn Fn(crate::bisect::Step) + Send + Sync),
+) -> Result<crate::state::Culprits, RunError> {
+    let included = state
+        .merge
+        .as_ref()
+        .map(|m| m.included.clone())
+        .unwrap_or_default();
+    let inputs = merge::run::branch_inputs(included.iter().filter_map(|id| state.task(id)), None);
+    let pool = CheckPool::new(run_dir.join("check-bisect"), workdir.clone(), checks.jobs);
+    let (_interrupt, cancel) = Cancel::new();
+    let search = crate::bisect::Search {
+        repo: &workdir,
+        state,
+        pool: &pool,
+        checks: crate::bisect::failing_only(checks, failing),
+        logs: run_dir.join("check-bisect").join("logs"),
+        cancel: &cancel,
+        report,
+    };
+    let found = crate::bisect::find(&search, &inputs).await;
+    pool.remove_all();
+    found
+}

@@ -44,6 +44,9 @@ pub struct CheckArgs {
     /// Print the report as JSON
     #[arg(long)]
     pub json: bool,
+    /// When the merged checks fail, find the tasks to blame (the run is not changed)
+    #[arg(long, requires = "run")]
+    pub bisect: bool,
 }
 
 pub fn cmd_check(dir: &Path, args: CheckArgs) -> Result<(), CommandError> {
@@ -54,13 +57,15 @@ pub fn cmd_check(dir: &Path, args: CheckArgs) -> Result<(), CommandError> {
             CommandError::usage("HEAD is not on a branch; name the target with --into BRANCH")
         })?,
     };
+    let mut culprits = None;
     let (label, report) = match (&args.run, &args.plan) {
         (Some(run), _) => {
             let run = store.find(Some(run))?;
-            (
-                format!("run {run} does"),
-                check_one(&repo, &store, &run, &into)?,
-            )
+            let report = check_one(&repo, &store, &run, &into)?;
+            if args.bisect {
+                culprits = bisect_one(&repo, &store, &run, &report, args.json)?;
+            }
+            (format!("run {run} does"), report)
         }
         (None, Some(plan)) => (
             "the branches do".to_string(),
@@ -73,12 +78,19 @@ pub fn cmd_check(dir: &Path, args: CheckArgs) -> Result<(), CommandError> {
         }
     };
     if args.json {
+        let mut value = serde_json::to_value(&report).unwrap_or_default();
+        if let Some(found) = &culprits {
+            value["culprits"] = serde_json::to_value(found).unwrap_or_default();
+        }
         outln!(
             "{}",
-            serde_json::to_string_pretty(&report).unwrap_or_default()
+            serde_json::to_string_pretty(&value).unwrap_or_default()
         )?;
     } else {
         out!("{}", text(&report))?;
+        if let Some(found) = &culprits {
+            out!("{}", culprit_text(found))?;
+        }
     }
     if report.pass {
         Ok(())
@@ -221,6 +233,74 @@ pub fn check_merge_one(
             &owns,
         ))
         .context(format!("cannot check the merge against run {run}"))
+}
+
+/// The culprit search for `plait check --bisect`, when the report's merged checks fail;
+/// each step is a line on stderr (a JSON line with `--json`).
+fn bisect_one(
+    repo: &git2::Repository,
+    store: &Store,
+    run: &str,
+    report: &CheckReport,
+    json: bool,
+) -> Result<Option<crate::state::Culprits>, CommandError> {
+    let failing: Vec<String> = report
+        .checks
+        .iter()
+        .filter(|c| !c.passed)
+        .map(|c| c.command.clone())
+        .collect();
+    if failing.is_empty() {
+        return Ok(None);
+    }
+    let state = store.load(run)?;
+    let plan = crate::plan::load(&store.run_dir(run).join("plan.toml"))?;
+    let checks = crate::plan::checks_of(&plan, &|name| std::env::var(name).ok());
+    let step = move |step: crate::bisect::Step| {
+        if json {
+            let line = serde_json::json!({"event": "bisect", "step": step});
+            let _ = super::ui::errln!("{line}");
+        } else {
+            let _ = super::ui::errln!("bisect      {} ({} check run(s))", step.detail, step.runs);
+        }
+    };
+    let runtime = super::runtime()?;
+    let found = runtime
+        .block_on(check::bisect_run(
+            git::workdir(repo),
+            store.run_dir(run),
+            &state,
+            &checks,
+            &failing,
+            &step,
+        ))
+        .context(format!("cannot search run {run} for culprits"))?;
+    Ok(Some(found))
+}
+
+/// What `plait check --bisect` found, for people.
+fn culprit_text(found: &crate::state::Culprits) -> String {
+    let mut out = format!("culprit search ({} check run(s)):\n", found.runs);
+    for set in &found.sets {
+        out.push_str(&format!(
+            "  {} (output: {})\n",
+            crate::report::culprit_sentence(set),
+            set.logs.display()
+        ));
+    }
+    if !found.base_fails.is_empty() {
+        out.push_str(&format!(
+            "  {} fail(s) on the base alone: no task is to blame\n",
+            found.base_fails.join(", ")
+        ));
+    }
+    if !found.flaky.is_empty() {
+        out.push_str(&format!(
+            "  flaky: {} failed, then passed on the same tree\n",
+            found.flaky.join(", ")
+        ));
+    }
+    out
 }
 
 /// The branch HEAD is on, if any.

@@ -223,3 +223,31 @@ fn bisect_false_leaves_a_failing_merge_alone() {
     assert!(events.is_empty());
     assert_eq!(state["merged_checks"][0]["passed"], false);
 }
+
+#[test]
+fn check_bisect_names_the_culprits_without_changing_the_run() {
+    let repo = modules();
+    let (id, _) = run(
+        &repo,
+        &plan(&[(7, "sed -i s/f07/g07/ src/m07.sh")], "bisect = false\n"),
+    );
+    let before = repo.status_json(&[&id]);
+    let out = repo.plait(&["check", &id, "--bisect"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("`m07` breaks `sh tests/run.sh`"), "{text}");
+    assert!(
+        stderr(&out).contains("bisect"),
+        "progress on stderr: {}",
+        stderr(&out)
+    );
+    let out = repo.plait(&["check", &id, "--bisect", "--json"]);
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        report["culprits"]["sets"][0]["tasks"],
+        serde_json::json!(["m07"])
+    );
+    let after = repo.status_json(&[&id]);
+    assert!(after["culprits"].is_null());
+    assert_eq!(before["merge"], after["merge"], "the run is not changed");
+}
