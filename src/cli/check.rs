@@ -259,9 +259,9 @@ fn bisect_one(
     let step = move |step: crate::bisect::Step| {
         if json {
             let line = serde_json::json!({"event": "bisect", "step": step});
-            let _ = super::ui::errln!("{line}");
+            super::ui::errln!("{line}");
         } else {
-            let _ = super::ui::errln!("bisect      {} ({} check run(s))", step.detail, step.runs);
+            super::ui::errln!("bisect      {} ({} check run(s))", step.detail, step.runs);
         }
     };
     let runtime = super::runtime()?;
