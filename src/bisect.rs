@@ -215,13 +215,19 @@ impl<'a> Tester<'a> {
         })
     }
 
-    /// The checks that failed on the tree of `set`, and its logs, if it was tested.
-    fn failing(&self, set: &[usize]) -> Option<(Vec<String>, PathBuf)> {
+    /// The checks that failed on the tree of `set`, its logs and the end of the failing
+    /// output, if it was tested.
+    fn failing(&self, set: &[usize]) -> Option<(Vec<String>, PathBuf, String)> {
         let mut key = set.to_vec();
         key.sort_unstable();
         self.known.get(&key).map(|(_, results, logs)| {
-            let failed = results.iter().filter(|c| !c.passed);
-            (failed.map(|c| c.command.clone()).collect(), logs.clone())
+            let failed: Vec<&CheckResult> = results.iter().filter(|c| !c.passed).collect();
+            let tail: Vec<&str> = failed.iter().map(|c| c.tail.trim_end()).collect();
+            (
+                failed.iter().map(|c| c.command.clone()).collect(),
+                logs.clone(),
+                tail.join("\n"),
+            )
         })
     }
 
@@ -298,7 +304,7 @@ async fn hunt(tester: &mut Tester<'_>) -> Result<Culprits, RunError> {
             }
         };
         let tree: Set = std::iter::once(c).chain(partners.iter().copied()).collect();
-        let (checks, logs) = tester
+        let (checks, logs, tail) = tester
             .failing(&tree)
             .or_else(|| tester.failing(&all))
             .unwrap_or_default();
@@ -310,6 +316,7 @@ async fn hunt(tester: &mut Tester<'_>) -> Result<Culprits, RunError> {
                 .collect(),
             checks,
             logs,
+            tail,
         });
     }
     Ok(culprits)

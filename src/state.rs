@@ -491,6 +491,9 @@ pub struct Culprits {
     /// Checks that failed and then passed on the same tree: flaky, no task blamed.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub flaky: Vec<String>,
+    /// Culprits of earlier searches sent back for another round (`[checks] rework`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reworked: Vec<String>,
     /// The search was stopped (interrupted) before it ended.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub stopped: bool,
@@ -509,6 +512,9 @@ pub struct CulpritSet {
     pub checks: Vec<String>,
     /// The directory of those checks' logs.
     pub logs: PathBuf,
+    /// The end of their output.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub tail: String,
 }
 
 impl Culprits {

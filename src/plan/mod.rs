@@ -138,6 +138,9 @@ pub struct ChecksFile {
     /// Whether failing merged checks start a culprit search (default true).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bisect: Option<bool>,
+    /// More rounds for the culprits a search finds, before they are held out (default 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rework: Option<u32>,
 }
 
 impl ChecksFile {

@@ -99,6 +99,9 @@ pub struct CheckSettings {
     pub sandbox: SandboxSettings,
     /// Whether failing merged checks start a culprit search.
     pub bisect: bool,
+    /// More rounds for the culprits a search finds, each with feedback naming the check,
+    /// its output and the partners.
+    pub rework: u32,
 }
 
 /// Who reviews a task's branch.
@@ -358,6 +361,7 @@ fn resolve_checks(
             problems,
         ),
         bisect: file.bisect.unwrap_or(true),
+        rework: file.rework.unwrap_or(0),
     }
 }
 

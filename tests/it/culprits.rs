@@ -251,3 +251,43 @@ fn check_bisect_names_the_culprits_without_changing_the_run() {
     assert!(after["culprits"].is_null());
     assert_eq!(before["merge"], after["merge"], "the run is not changed");
 }
+
+#[test]
+fn with_rework_a_culprit_gets_another_round_told_what_broke() {
+    let repo = modules();
+    // m07 renames its function; told what broke, it puts the name back.
+    let edit = "if [ -n \\\"$PLAIT_FEEDBACK\\\" ]; then echo $PLAIT_FEEDBACK; sed -i s/g07/f07/ src/m07.sh; echo '# fixed' >> src/m07.sh; else sed -i s/f07/g07/ src/m07.sh; fi";
+    let (id, events) = run(&repo, &plan(&[(7, edit)], "rework = 1\n"));
+    let (state, _) = status(&repo, &id);
+    assert!(!events.is_empty(), "a search ran");
+    assert_eq!(
+        state["culprits"]["reworked"],
+        serde_json::json!(["m07"]),
+        "{state}"
+    );
+    assert!(
+        state["culprits"]["sets"].is_null(),
+        "nobody held out: {state}"
+    );
+    assert_eq!(included(&state).len(), 16);
+    assert_eq!(state["merged_checks"][0]["passed"], true);
+    let log = std::fs::read_to_string(
+        state["tasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["id"] == "m07")
+            .unwrap()["log"]
+            .as_str()
+            .unwrap(),
+    )
+    .unwrap();
+    assert!(log.contains("breaks `sh tests/run.sh`"), "{log}");
+    assert!(
+        log.contains("f07: not found") || log.contains("Output of the failing"),
+        "{log}"
+    );
+    assert!(repo
+        .git(&["show", &format!("plait/{id}/merged:src/m07.sh")])
+        .contains("# fixed"));
+}
