@@ -4,7 +4,8 @@
 //! as the merge stage does) and runs the failing checks on them in the checks pool, to
 //! find each minimal set of tasks that breaks them, as a merge queue splits a failing
 //! batch. First the fewest tasks whose holding out makes the rest pass (split the set, hold
-//! out a half; when neither half alone is enough, narrow each with the other held out),
+//! out a half; when neither half alone is enough, narrow each with the other held out;
+//! tried first as the guess of a single culprit, one check run per halving),
 //! then, for each culprit, the partners it needs to break the checks (Zeller and
 //! Hildebrandt's minimizing delta debugging, with the culprit as context). A check that
 //! fails on the base alone is no task's fault; the failing merge is tested once more
@@ -215,6 +216,33 @@ impl<'a> Tester<'a> {
         })
     }
 
+    /// [`Tester::hold_out`] for the common case of culprits in one half at each split:
+    /// when holding out the first half does not help, the second is taken without a test
+    /// of its own. One check run per halving; the caller verifies the answer and falls
+    /// back to the full search when the guess was wrong.
+    fn hold_out_guess<'b>(
+        &'b mut self,
+        all: &'b [usize],
+        x: Set,
+    ) -> Pin<Box<dyn Future<Output = Result<Set, RunError>> + Send + 'b>>
+    where
+        'a: 'b,
+    {
+        Box::pin(async move {
+            if x.len() <= 1 {
+                return Ok(x);
+            }
+            let (x1, x2) = x.split_at(x.len() / 2);
+            let (x1, x2) = (x1.to_vec(), x2.to_vec());
+            let without: Set = all.iter().copied().filter(|i| !x1.contains(i)).collect();
+            if self.test(&without, false).await? {
+                self.hold_out_guess(all, x1).await
+            } else {
+                self.hold_out_guess(all, x2).await
+            }
+        })
+    }
+
     /// The checks that failed on the tree of `set`, its logs and the end of the failing
     /// output, if it was tested.
     fn failing(&self, set: &[usize]) -> Option<(Vec<String>, PathBuf, String)> {
@@ -278,7 +306,18 @@ async fn hunt(tester: &mut Tester<'_>) -> Result<Culprits, RunError> {
         culprits.flaky = tester.search.checks.merged.clone();
         return Ok(culprits);
     }
-    let out = tester.hold_out(&all, all.clone(), Vec::new()).await?;
+    // First the guess that one task is to blame, checked by testing the rest; when the
+    // rest still fails, the full search (with every result so far remembered).
+    let mut out = tester.hold_out_guess(&all, all.clone()).await?;
+    let guessed: Set = all.iter().copied().filter(|i| !out.contains(i)).collect();
+    if !tester.test(&guessed, false).await? {
+        // Nothing has passed: the base may be at fault, and then there is nothing to find.
+        if !tester.any_passed() && !tester.test(&[], false).await? {
+            culprits.base_fails = tester.failing(&[]).map(|f| f.0).unwrap_or_default();
+            return Ok(culprits);
+        }
+        out = tester.hold_out(&all, all.clone(), Vec::new()).await?;
+    }
     let rest: Set = all.iter().copied().filter(|i| !out.contains(i)).collect();
     // The rest must pass; with nothing left that is the base alone, tested only when no
     // tree passed so far (a tree that passes proves the base is not the fault).

@@ -174,7 +174,7 @@ fn a_base_that_already_fails_blames_no_task() {
         "the last step tested the base alone"
     );
     assert!(
-        events.len() <= 4,
+        events.len() <= 7,
         "{} check runs to find the base at fault",
         events.len()
     );
