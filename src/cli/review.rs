@@ -83,6 +83,12 @@ fn decide(dir: &Path, run: &str, task: &str, verdict: Verdict) -> Result<(), Com
         "group"
     } else if let Some(record) = state.task_mut(task) {
         record.decision = decision;
+        // A person's acceptance overrules the culprit search: the task goes back in.
+        if verdict == Verdict::Approve {
+            if let Some(culprits) = &mut state.culprits {
+                culprits.sets.retain(|s| !s.tasks.iter().any(|t| t == task));
+            }
+        }
         "task"
     } else {
         let groups = if state.groups.is_empty() {

@@ -119,6 +119,11 @@ fn one_task_that_breaks_the_merged_tests_is_found_held_out_and_the_rest_lands() 
         repo.read("src/m07.sh").contains("f07"),
         "the culprit did not land"
     );
+    // A person who accepts the culprit overrules the search: it goes back into the merge.
+    let out = repo.plait(&["accept", &id, "m07"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let (state, _) = status(&repo, &id);
+    assert!(state["culprits"]["sets"].is_null(), "{state}");
 }
 
 #[test]
