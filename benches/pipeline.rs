@@ -42,8 +42,8 @@ use git2::{FileMode, Oid, Repository, RepositoryInitOptions, Signature, Time};
 use plait::git::TreeFile;
 use plait::merge::{BranchInput, MergeSettings};
 use plait::plan::globs::Globs;
+use plait::plan::layout::Layout;
 use plait::plan::{AgentSpec, PlanFile, ResolvedPlan, TaskFile};
-use plait::workspace::sparse::Layout;
 use plait::workspace::{self, WorktreeSpec};
 
 const GITIGNORE: &str = "/target\n*.log\n*.tmp\n";

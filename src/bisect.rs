@@ -21,10 +21,21 @@ use git2::Oid;
 use crate::cancel::Cancel;
 use crate::git::{self, branch_ref};
 use crate::merge::{self, BranchInput, MergeSettings};
-use crate::orchestrator::{checks_at, RunError};
 use crate::plan::CheckSettings;
+use crate::review::checks::checks_at;
 use crate::review::checks::CheckPool;
 use crate::state::{CheckResult, CulpritSet, Culprits, RunState};
+
+/// Why a search could not go on.
+#[derive(Debug, thiserror::Error)]
+pub enum BisectError {
+    #[error("merge failed: {0}")]
+    Merge(#[from] merge::MergeError),
+    #[error("the culprit search was interrupted")]
+    Interrupted,
+    #[error("{0}")]
+    Internal(String),
+}
 
 /// One step of the search, for progress displays.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -67,7 +78,7 @@ struct Tester<'a> {
 impl<'a> Tester<'a> {
     /// Whether the failing checks pass with `set` merged onto the base; `fresh` runs them
     /// again even when this tree was tested.
-    async fn test(&mut self, set: &[usize], fresh: bool) -> Result<bool, RunError> {
+    async fn test(&mut self, set: &[usize], fresh: bool) -> Result<bool, BisectError> {
         let mut key = set.to_vec();
         key.sort_unstable();
         if !fresh {
@@ -76,7 +87,7 @@ impl<'a> Tester<'a> {
             }
         }
         if self.search.cancel.is_cancelled() {
-            return Err(RunError::Internal("interrupted".into()));
+            return Err(BisectError::Interrupted);
         }
         let commit = self.commit_of(&key).await?;
         self.runs += 1;
@@ -117,7 +128,7 @@ impl<'a> Tester<'a> {
     }
 
     /// The commit of `set` merged onto the base, on the scratch branch.
-    async fn commit_of(&self, set: &[usize]) -> Result<Oid, RunError> {
+    async fn commit_of(&self, set: &[usize]) -> Result<Oid, BisectError> {
         if set.is_empty() {
             return Ok(self.base);
         }
@@ -125,7 +136,7 @@ impl<'a> Tester<'a> {
         let (repo, base) = (self.search.repo.to_path_buf(), self.base);
         let scratch = scratch_branch(&self.search.state.id);
         let outcome = tokio::task::spawn_blocking(move || {
-            let git = git::open(&repo)?;
+            let git = git::open(&repo).map_err(|e| BisectError::Internal(e.to_string()))?;
             let workdir = git::workdir(&git);
             let settings = MergeSettings {
                 workdir: &workdir,
@@ -134,11 +145,11 @@ impl<'a> Tester<'a> {
                 branches: &branches,
                 message: "plait: culprit search".to_string(),
             };
-            merge::merge(&git, &settings).map_err(RunError::from)
+            merge::merge(&git, &settings).map_err(BisectError::from)
         })
         .await
-        .map_err(|e| RunError::Internal(format!("merge panicked: {e}")))??;
-        Oid::from_str(&outcome.commit).map_err(|e| RunError::Internal(e.to_string()))
+        .map_err(|e| BisectError::Internal(format!("merge panicked: {e}")))??;
+        Oid::from_str(&outcome.commit).map_err(|e| BisectError::Internal(e.to_string()))
     }
 
     /// A minimal part of `x` that fails with `context` merged too, given that `context`
@@ -147,7 +158,7 @@ impl<'a> Tester<'a> {
         &'b mut self,
         x: Set,
         context: Set,
-    ) -> Pin<Box<dyn Future<Output = Result<Set, RunError>> + Send + 'b>>
+    ) -> Pin<Box<dyn Future<Output = Result<Set, BisectError>> + Send + 'b>>
     where
         'a: 'b,
     {
@@ -180,7 +191,7 @@ impl<'a> Tester<'a> {
         all: &'b [usize],
         x: Set,
         out: Set,
-    ) -> Pin<Box<dyn Future<Output = Result<Set, RunError>> + Send + 'b>>
+    ) -> Pin<Box<dyn Future<Output = Result<Set, BisectError>> + Send + 'b>>
     where
         'a: 'b,
     {
@@ -224,7 +235,7 @@ impl<'a> Tester<'a> {
         &'b mut self,
         all: &'b [usize],
         x: Set,
-    ) -> Pin<Box<dyn Future<Output = Result<Set, RunError>> + Send + 'b>>
+    ) -> Pin<Box<dyn Future<Output = Result<Set, BisectError>> + Send + 'b>>
     where
         'a: 'b,
     {
@@ -271,8 +282,9 @@ fn scratch_branch(run: &str) -> String {
 }
 
 /// Finds the culprit sets among `inputs` (the branches of a merge whose checks failed).
-pub async fn find(search: &Search<'_>, inputs: &[BranchInput]) -> Result<Culprits, RunError> {
-    let base = Oid::from_str(&search.state.base).map_err(|e| RunError::Internal(e.to_string()))?;
+pub async fn find(search: &Search<'_>, inputs: &[BranchInput]) -> Result<Culprits, BisectError> {
+    let base =
+        Oid::from_str(&search.state.base).map_err(|e| BisectError::Internal(e.to_string()))?;
     let mut tester = Tester {
         search,
         inputs,
@@ -298,7 +310,7 @@ pub async fn find(search: &Search<'_>, inputs: &[BranchInput]) -> Result<Culprit
     Ok(culprits)
 }
 
-async fn hunt(tester: &mut Tester<'_>) -> Result<Culprits, RunError> {
+async fn hunt(tester: &mut Tester<'_>) -> Result<Culprits, BisectError> {
     let mut culprits = Culprits::default();
     let all: Set = (0..tester.inputs.len()).collect();
     // Run again before anyone is blamed: a pass now is a flaky check.

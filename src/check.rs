@@ -109,7 +109,8 @@ pub async fn check_merge(
         let pool = CheckPool::new(run_dir.join("checks"), workdir.clone(), checks.jobs);
         let logs = run_dir.join("check-merge-in-progress");
         let (_interrupt, cancel) = Cancel::new();
-        report.checks = orchestrator::checks_at(&pool, state, commit, checks, &logs, &cancel).await;
+        report.checks =
+            crate::review::checks::checks_at(&pool, state, commit, checks, &logs, &cancel).await;
         pool.remove_all();
     }
     report.pass = report.ownership.is_empty()
@@ -383,7 +384,8 @@ pub async fn check_run(
             let logs = run_dir.join("check-merged-with-target");
             let (_interrupt, cancel) = Cancel::new();
             report.checks =
-                orchestrator::checks_at(&pool, state, commit, checks, &logs, &cancel).await;
+                crate::review::checks::checks_at(&pool, state, commit, checks, &logs, &cancel)
+                    .await;
             pool.remove_all();
         }
         Target::Merged(_) => report.checks = Vec::new(),
@@ -520,5 +522,5 @@ pub async fn bisect_run(
     };
     let found = crate::bisect::find(&search, &inputs).await;
     pool.remove_all();
-    found
+    found.map_err(RunError::from)
 }

@@ -13,9 +13,10 @@ use git2::{build::TreeUpdateBuilder, FileMode, ObjectType, Oid, Repository};
 
 use crate::git::{branch_ref, mode, signature};
 use crate::plan::globs::Globs;
+use crate::plan::layout::{self, Cone};
 use crate::state::{ChangeKind, FileChange};
 use crate::workspace::index;
-use crate::workspace::sparse::{self, Cone, DIR_MODE};
+use crate::workspace::sparse::{self, DIR_MODE};
 
 /// Why a worktree could not be collected.
 #[derive(Debug, thiserror::Error)]
@@ -299,7 +300,7 @@ fn refresh_index(
     };
     for path in &scan.present {
         if !cone.holds(path) {
-            cone.add_own(sparse::parent(path).to_string());
+            cone.add_own(layout::parent(path).to_string());
         }
     }
     let entries = sparse::entries(repo, &repo.find_tree(tree)?, &cone)?;

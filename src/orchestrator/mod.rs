@@ -33,7 +33,7 @@ use crate::git::{self, RepoError};
 use crate::groups;
 use crate::merge::{self, MergeError};
 use crate::plan::{CheckSettings, ResolvedPlan};
-use crate::review::checks::{CheckJob, CheckPool};
+use crate::review::checks::{checks_at, CheckPool};
 use crate::state::{
     self, now_ms, RunLock, RunPhase, RunState, StateError, Store, TaskRecord, TaskState,
 };
@@ -47,6 +47,8 @@ pub enum RunError {
     State(#[from] StateError),
     #[error("merge failed: {0}")]
     Merge(#[from] MergeError),
+    #[error(transparent)]
+    Bisect(#[from] crate::bisect::BisectError),
     #[error("{0}")]
     Internal(String),
 }
@@ -706,41 +708,4 @@ async fn merged_checks(
         cancel,
     )
     .await
-}
-
-/// Runs the merged checks of `state`'s run on `commit`, logging under `logs`; a checkout
-/// that cannot be made is a failed check.
-pub async fn checks_at(
-    pool: &CheckPool,
-    state: &RunState,
-    commit: git2::Oid,
-    checks: &CheckSettings,
-    logs: &Path,
-    cancel: &Cancel,
-) -> Vec<crate::state::CheckResult> {
-    let job = CheckJob {
-        commit,
-        commands: &checks.merged,
-        env: vec![
-            ("PLAIT_RUN", state.id.clone()),
-            ("PLAIT_TASK", "merged".to_string()),
-            ("PLAIT_BASE", state.base.clone()),
-            ("PLAIT_COMMIT", commit.to_string()),
-        ],
-        logs,
-        timeout: checks.timeout,
-        sandbox: &checks.sandbox,
-    };
-    match pool.run(&job, cancel).await {
-        Ok(results) => results,
-        Err(e) => vec![crate::state::CheckResult {
-            command: "(prepare a checkout to check)".to_string(),
-            passed: false,
-            exit_code: None,
-            tail: e,
-            log: logs.to_path_buf(),
-            ms: 0,
-            refused: Vec::new(),
-        }],
-    }
 }

@@ -3,6 +3,7 @@
 //! against the repository before anything is created.
 
 pub mod globs;
+pub mod layout;
 pub mod manager;
 
 pub mod split;

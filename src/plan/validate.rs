@@ -9,6 +9,7 @@ use std::time::Duration;
 use git2::{Oid, Repository};
 
 use super::globs::{within, Globs};
+use super::layout::{self, Layout};
 use super::{
     AgentSpec, Checkout, PlanError, PlanFile, SandboxFile, TaskFile, DEFAULT_MAX_TURNS,
     DEFAULT_TIMEOUT,
@@ -16,7 +17,6 @@ use super::{
 use crate::git::{flatten_tree, TreeFile};
 use crate::llm::provider::{resolve_provider, ProviderSettings};
 use crate::sandbox::{SandboxMode, SandboxSettings, Support};
-use crate::workspace::sparse::{self, Layout};
 
 /// Task ids that would collide with branches plait makes itself.
 const RESERVED_IDS: &[&str] = &["merged"];
@@ -232,7 +232,7 @@ impl ResolvedTask {
         self.checkout == Checkout::Full
             || self.owns.matches(path)
             || self.context.matches(path)
-            || (sparse::is_ignore_file(path) && self.layout.cone.holds(path))
+            || (layout::is_ignore_file(path) && self.layout.cone.holds(path))
     }
 }
 

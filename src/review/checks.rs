@@ -193,3 +193,40 @@ fn prepare(workdir: &Path, slot: &Path, commit: Oid, adding: &Mutex<()>) -> Resu
     .map(|_| ())
     .map_err(|e| format!("cannot move the check checkout to {hex}: {e}"))
 }
+
+/// Runs the merged checks of `state`'s run on `commit`, logging under `logs`; a checkout
+/// that cannot be made is a failed check.
+pub async fn checks_at(
+    pool: &CheckPool,
+    state: &crate::state::RunState,
+    commit: Oid,
+    checks: &crate::plan::CheckSettings,
+    logs: &Path,
+    cancel: &Cancel,
+) -> Vec<CheckResult> {
+    let job = CheckJob {
+        commit,
+        commands: &checks.merged,
+        env: vec![
+            ("PLAIT_RUN", state.id.clone()),
+            ("PLAIT_TASK", "merged".to_string()),
+            ("PLAIT_BASE", state.base.clone()),
+            ("PLAIT_COMMIT", commit.to_string()),
+        ],
+        logs,
+        timeout: checks.timeout,
+        sandbox: &checks.sandbox,
+    };
+    match pool.run(&job, cancel).await {
+        Ok(results) => results,
+        Err(e) => vec![CheckResult {
+            command: "(prepare a checkout to check)".to_string(),
+            passed: false,
+            exit_code: None,
+            tail: e,
+            log: logs.to_path_buf(),
+            ms: 0,
+            refused: Vec::new(),
+        }],
+    }
+}

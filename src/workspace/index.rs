@@ -13,8 +13,10 @@ use std::path::Path;
 
 use sha1::{Digest, Sha1};
 
-use super::sparse::DIR_MODE;
 use crate::git::TreeFile;
+
+/// A sparse-directory entry's mode.
+pub const DIR_MODE: u32 = 0o040000;
 
 const FLAG_EXTENDED: u16 = 0x4000;
 const EXT_SKIP_WORKTREE: u16 = 0x4000;

@@ -12,7 +12,7 @@
 pub mod index;
 pub mod sparse;
 
-use sparse::{Cone, Layout};
+use crate::plan::layout::{Cone, Layout};
 
 use std::collections::HashSet;
 use std::fs;
