@@ -155,19 +155,9 @@ fn scope_of(
             continue;
         }
         scope.included.push(task.id.clone());
-        let tree = repo
-            .find_commit(commit)
-            .and_then(|c| c.tree())
-            .map_err(internal)?;
-        let globs = owns.get(&task.id);
-        for path in tree_changes(&repo, &base_tree, &tree)
-            .map_err(MergeError::from)?
-            .into_keys()
-        {
-            if !globs.is_some_and(|g| g.matches(&path)) {
-                outside.push(format!("{}: {path}", task.id));
-            }
-        }
+        outside.extend(outside_ownership(
+            &repo, &base_tree, commit, &task.id, owns,
+        )?);
     }
     let sig = signature(&repo).map_err(internal)?;
     let parents: Vec<git2::Commit<'_>> = tips
@@ -296,19 +286,7 @@ fn merge_branches(
         let tip = repo
             .refname_to_id(&branch_ref(&tb.branch))
             .map_err(|_| RunError::Internal(format!("branch `{}` does not exist", tb.branch)))?;
-        let tree = repo
-            .find_commit(tip)
-            .and_then(|c| c.tree())
-            .map_err(internal)?;
-        let globs = owns.get(&tb.task);
-        for path in tree_changes(&repo, &base_tree, &tree)
-            .map_err(MergeError::from)?
-            .into_keys()
-        {
-            if !globs.is_some_and(|g| g.matches(&path)) {
-                outside.push(format!("{}: {path}", tb.task));
-            }
-        }
+        outside.extend(outside_ownership(&repo, &base_tree, tip, &tb.task, owns)?);
         inputs.push(merge::BranchInput {
             task: tb.task.clone(),
             branch: tb.branch.clone(),
@@ -328,6 +306,28 @@ fn merge_branches(
         let _ = r.delete();
     }
     Ok((outside, outcome?))
+}
+
+/// The paths commit `tip` changes against the base outside task `task`'s ownership, as
+/// `task: path`.
+fn outside_ownership(
+    repo: &Repository,
+    base_tree: &git2::Tree<'_>,
+    tip: Oid,
+    task: &str,
+    owns: &HashMap<String, Globs>,
+) -> Result<Vec<String>, RunError> {
+    let tree = repo
+        .find_commit(tip)
+        .and_then(|c| c.tree())
+        .map_err(|e| RunError::Internal(e.to_string()))?;
+    let globs = owns.get(task);
+    Ok(tree_changes(repo, base_tree, &tree)
+        .map_err(MergeError::from)?
+        .into_keys()
+        .filter(|path| !globs.is_some_and(|g| g.matches(path)))
+        .map(|path| format!("{task}: {path}"))
+        .collect())
 }
 
 /// The owned globs of each task of a plan.
@@ -421,20 +421,8 @@ fn ownership(
                 branch: task.branch.clone(),
             });
         }
-        let Some(globs) = owns.get(&task.id) else {
-            continue;
-        };
-        let tree = repo
-            .find_commit(tip)
-            .and_then(|c| c.tree())
-            .map_err(|e| RunError::Internal(e.to_string()))?;
-        for path in tree_changes(&repo, &base_tree, &tree)
-            .map_err(MergeError::from)?
-            .into_keys()
-        {
-            if !globs.matches(&path) {
-                outside.push(format!("{}: {path}", task.id));
-            }
+        if owns.contains_key(&task.id) {
+            outside.extend(outside_ownership(&repo, &base_tree, tip, &task.id, owns)?);
         }
     }
     Ok((outside, moved))

@@ -172,14 +172,19 @@ fn check_plan(
     report.context("cannot check the branches")
 }
 
-/// Checks one run against branch `into` and saves what it learned.
-pub fn check_one(
-    repo: &git2::Repository,
+/// A finished run's state, with its plan's checks and owned globs.
+fn finished_run(
     store: &Store,
     run: &str,
-    into: &str,
-) -> Result<CheckReport, CommandError> {
-    let mut state = store.load(run)?;
+) -> Result<
+    (
+        crate::state::RunState,
+        crate::plan::CheckSettings,
+        std::collections::HashMap<String, crate::plan::globs::Globs>,
+    ),
+    CommandError,
+> {
+    let state = store.load(run)?;
     if state.phase != RunPhase::Finished {
         return Err(CommandError::attention(format!(
             "run {run} has not finished"
@@ -187,7 +192,17 @@ pub fn check_one(
     }
     let plan = crate::plan::load(&store.run_dir(run).join("plan.toml"))?;
     let checks = crate::plan::checks_of(&plan, &|name| std::env::var(name).ok());
-    let owns = check::owns_of(&plan);
+    Ok((state, checks, check::owns_of(&plan)))
+}
+
+/// Checks one run against branch `into` and saves what it learned.
+pub fn check_one(
+    repo: &git2::Repository,
+    store: &Store,
+    run: &str,
+    into: &str,
+) -> Result<CheckReport, CommandError> {
+    let (mut state, checks, owns) = finished_run(store, run)?;
     let runtime = super::runtime()?;
     let report = runtime
         .block_on(check::check_run(
@@ -212,15 +227,7 @@ pub fn check_merge_one(
     into: &str,
     merging: &check::MergeInProgress,
 ) -> Result<CheckReport, CommandError> {
-    let state = store.load(run)?;
-    if state.phase != RunPhase::Finished {
-        return Err(CommandError::attention(format!(
-            "run {run} has not finished"
-        )));
-    }
-    let plan = crate::plan::load(&store.run_dir(run).join("plan.toml"))?;
-    let checks = crate::plan::checks_of(&plan, &|name| std::env::var(name).ok());
-    let owns = check::owns_of(&plan);
+    let (state, checks, owns) = finished_run(store, run)?;
     let runtime = super::runtime()?;
     runtime
         .block_on(check::check_merge(
@@ -253,9 +260,7 @@ fn bisect_one(
     if failing.is_empty() {
         return Ok(None);
     }
-    let state = store.load(run)?;
-    let plan = crate::plan::load(&store.run_dir(run).join("plan.toml"))?;
-    let checks = crate::plan::checks_of(&plan, &|name| std::env::var(name).ok());
+    let (state, checks, _) = finished_run(store, run)?;
     let step = move |step: crate::bisect::Step| {
         if json {
             let line = serde_json::json!({"event": "bisect", "step": step});
