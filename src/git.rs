@@ -200,8 +200,19 @@ pub fn index_tree(dir: &Path, index: Option<&Path>) -> Result<Oid, GitCliError> 
 /// Runs git in `dir` and returns its output; a non-zero exit is an error unless `allowed`
 /// lists that code.
 pub fn run_git(dir: &Path, args: &[&str], allowed: &[i32]) -> Result<Output, GitCliError> {
+    run_git_with(dir, args, allowed, &[])
+}
+
+/// [`run_git`] with extra environment variables for git (and its hooks).
+pub fn run_git_with(
+    dir: &Path,
+    args: &[&str],
+    allowed: &[i32],
+    env: &[(&str, &str)],
+) -> Result<Output, GitCliError> {
     let out = git_command(dir)
         .args(args)
+        .envs(env.iter().copied())
         .output()
         .map_err(GitCliError::Spawn)?;
     let code = out.status.code().unwrap_or(-1);

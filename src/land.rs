@@ -18,6 +18,10 @@ use crate::state::{
     now_ms, CulpritSet, LandRecord, RunPhase, RunState, TaskRecord, TaskState, Verdict,
 };
 
+/// Set for the git that `plait land` runs to move a branch: the installed hooks know the
+/// gate was already applied.
+pub const LANDING_VAR: &str = "PLAIT_LANDING";
+
 /// Why plait could not land (a refusal is not an error: it is the outcome).
 #[derive(Debug, thiserror::Error)]
 pub enum LandError {
@@ -351,10 +355,12 @@ fn move_branch(
             paths: blocked,
         }));
     }
-    run_git(
+    // The gate was applied above; the hooks need not judge this move again.
+    crate::git::run_git_with(
         &worktree,
         &["merge", "--ff-only", "--no-edit", "-q", &new.to_string()],
         &[],
+        &[(LANDING_VAR, "1")],
     )?;
     Ok(None)
 }

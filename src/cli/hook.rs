@@ -16,8 +16,9 @@ use crate::git;
 /// Install or remove the git hooks that check plait branches before a merge or a push
 #[derive(Debug, Args)]
 #[command(after_help = "\
-`install` sets up pre-merge-commit (a merge of a plait branch into the current branch) and
-pre-push (a push of plait branches). pre-merge-commit judges exactly the merge being made:
+`install` sets up pre-merge-commit (a merge of a plait branch into the current branch),
+reference-transaction (a fast-forward onto one) and pre-push (a push of plait branches).
+The first two judge exactly the merge being made:
 the tree git is about to commit, with the plan's merged checks run on it, ownership of each
 of the run's task branches it brings in, and the review verdicts of those tasks; it names
 the tasks the merge includes and those it leaves out. pre-push runs `plait check` on the
@@ -36,17 +37,22 @@ pub enum HookAction {
     Uninstall,
     /// Run a hook (git calls this)
     #[command(hide = true)]
-    Run { name: String },
+    Run {
+        name: String,
+        /// What git passed the hook.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
 }
 
-const HOOKS: [&str; 2] = ["pre-merge-commit", "pre-push"];
+const HOOKS: [&str; 3] = ["pre-merge-commit", "pre-push", "reference-transaction"];
 const MARK: &str = "# Installed by `plait hook install`";
 
 pub fn cmd_hook(dir: &Path, args: HookArgs) -> Result<(), CommandError> {
     match args.action {
         HookAction::Install => install(dir),
         HookAction::Uninstall => uninstall(dir),
-        HookAction::Run { name } => run(dir, &name),
+        HookAction::Run { name, args } => run(dir, &name, &args),
     }
 }
 
@@ -64,10 +70,17 @@ fn hooks_dir(dir: &Path) -> Result<PathBuf, CommandError> {
 fn script(name: &str, plait: &Path) -> String {
     let plait = plait.display().to_string().replace('\'', "'\\''");
     let chained = format!("\"$(dirname \"$0\")/{name}.plait-chained\"");
-    let body = if name == "pre-push" {
+    let body = if name == "pre-push" || name == "reference-transaction" {
+        // reference-transaction runs for every ref git updates, three times (prepared,
+        // committed, aborted); plait only looks at prepared ones.
+        let only = if name == "reference-transaction" {
+            "[ \"$1\" = prepared ] || exit 0\n"
+        } else {
+            ""
+        };
         format!(
             "input=$(cat)\nif [ -x {chained} ]; then\n  printf '%s\\n' \"$input\" | {chained} \"$@\" || exit $?\nfi\n\
-             printf '%s\\n' \"$input\" | exec '{plait}' hook run {name}\n"
+             {only}printf '%s\\n' \"$input\" | exec '{plait}' hook run {name} \"$@\"\n"
         )
     } else {
         format!("if [ -x {chained} ]; then\n  {chained} \"$@\" || exit $?\nfi\nexec '{plait}' hook run {name}\n")
@@ -192,9 +205,89 @@ fn merge_in_progress(
     }))
 }
 
-fn run(dir: &Path, name: &str) -> Result<(), CommandError> {
+/// reference-transaction, prepared: a branch outside `plait/` moved forward onto a commit
+/// a run's branch points at (a fast-forward merge makes no merge commit, so
+/// pre-merge-commit never runs for it). Judged as a merge: the new tip's tree, the old tip
+/// as the target, the run's tasks it brings in.
+fn fast_forwards(
+    dir: &Path,
+    repo: &git2::Repository,
+    store: &crate::state::Store,
+) -> Result<(), CommandError> {
+    // `plait land` moves branches only after its own gate.
+    if std::env::var_os(crate::land::LANDING_VAR).is_some() {
+        return Ok(());
+    }
+    let mut input = String::new();
+    let _ = std::io::stdin().read_to_string(&mut input);
+    let mut failed = false;
+    for line in input.lines() {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        let [old, new, refname] = fields.as_slice() else {
+            continue;
+        };
+        let Some(branch) = refname.strip_prefix("refs/heads/") else {
+            continue;
+        };
+        let (Ok(old), Ok(new)) = (git2::Oid::from_str(old), git2::Oid::from_str(new)) else {
+            continue;
+        };
+        if branch.starts_with("plait/") || old.is_zero() || new.is_zero() || old == new {
+            continue;
+        }
+        if !repo.graph_descendant_of(new, old).unwrap_or(false) {
+            continue;
+        }
+        let runs = runs_at(dir, &new.to_string());
+        if runs.is_empty() {
+            continue;
+        }
+        let Ok(tree) = repo.find_commit(new).and_then(|c| c.tree()) else {
+            continue;
+        };
+        let merging = MergeInProgress {
+            tree: tree.id(),
+            target: old,
+            heads: vec![new],
+        };
+        let mut refused = false;
+        for run in runs {
+            if store.load(&run).is_err() {
+                continue;
+            }
+            let report = check_merge_one(repo, store, &run, branch, &merging)?;
+            err!("{}", text(&report));
+            refused |= !report.pass;
+        }
+        if refused && current_branch(repo).as_deref() == Some(branch) {
+            // git updated the checkout before the ref; the ref stays, so the checkout goes
+            // back too (as a checkout from the new tip to the old would, local changes kept).
+            let _ = git::run_git(
+                &git::workdir(repo),
+                &["read-tree", "-m", "-u", &new.to_string(), &old.to_string()],
+                &[],
+            );
+        }
+        failed |= refused;
+    }
+    if failed {
+        Err(CommandError::attention(
+            "plait check failed for the fast-forward being made; see above (bypass with --no-verify where git has it, or merge with --no-ff)",
+        ))
+    } else {
+        Ok(())
+    }
+}
+
+fn run(dir: &Path, name: &str, args: &[String]) -> Result<(), CommandError> {
     let (repo, store) = open_store(dir)?;
     let mut targets: Vec<(String, String)> = Vec::new();
+    if name == "reference-transaction" {
+        if args.first().map(String::as_str) != Some("prepared") {
+            return Ok(());
+        }
+        return fast_forwards(dir, &repo, &store);
+    }
     match name {
         "pre-merge-commit" => {
             let Some(into) = current_branch(&repo) else {

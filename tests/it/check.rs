@@ -342,3 +342,54 @@ fn the_hook_judges_exactly_the_merge_being_made() {
     );
     assert!(said.contains("| "), "the failing output is shown: {said}");
 }
+
+#[test]
+fn a_fast_forward_onto_a_plait_branch_is_judged_too() {
+    let repo = tested();
+    let out = repo.plait(&["hook", "install"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(repo.path.join(".git/hooks/reference-transaction").exists());
+    let id = run(&repo, TESTED);
+    // main has not moved: merging a task branch is a fast-forward, with no merge commit.
+    let merge = |branch: &str| {
+        std::process::Command::new("git")
+            .args(["merge", "--no-edit", branch])
+            .current_dir(&repo.path)
+            .output()
+            .unwrap()
+    };
+    let before = repo.git(&["rev-parse", "main"]);
+    // An unrelated change of the user's, not committed, must survive the refusal.
+    repo.write("notes.md", "mine\n");
+    let out = merge(&format!("plait/{id}/test"));
+    let said = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(
+        !out.status.success(),
+        "the fast-forward went through: {said}"
+    );
+    assert!(said.contains("this merge includes: test"), "{said}");
+    assert_eq!(
+        repo.git(&["rev-parse", "main"]),
+        before,
+        "main did not move"
+    );
+    assert_eq!(
+        repo.read("tests/two.sh"),
+        "true\n",
+        "the checkout did not change"
+    );
+    assert_eq!(repo.git(&["status", "--porcelain"]), "M notes.md");
+    assert_eq!(repo.read("notes.md"), "mine\n");
+    repo.git(&["checkout", "--", "notes.md"]);
+
+    let out = merge(&format!("plait/{id}/fn"));
+    let said = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(out.status.success(), "{said}");
+    assert!(repo.read("src/lib.sh").contains("two()"));
+    // Ordinary commits are not in the way.
+    repo.write("notes.md", "n2\n");
+    repo.commit_all("main moves on");
+    let out = repo.plait(&["hook", "uninstall"]);
+    assert!(out.status.success());
+    assert!(!repo.path.join(".git/hooks/reference-transaction").exists());
+}
