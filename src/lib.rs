@@ -48,6 +48,7 @@ pub mod land;
 pub mod llm;
 pub mod merge;
 pub mod orchestrator;
+pub mod pg;
 pub mod plan;
 pub mod report;
 pub mod review;

@@ -12,6 +12,7 @@ mod merge;
 mod mock;
 mod mock_selftest;
 mod model;
+mod pg;
 mod plan;
 mod review;
 mod run;

@@ -1,0 +1,464 @@
+//! The PostgreSQL store, for runs spread over many machines: a run's record and its tasks
+//! in tables every machine reaches, created and migrated by plait itself (the migrations
+//! are embedded and versioned), and the task queue workers claim from: a claim takes the
+//! next pending task (or one whose lease ran out) with `FOR UPDATE SKIP LOCKED`, under a
+//! lease the worker renews, and bumps the task's generation; renewing, finishing and
+//! releasing a task all name that generation, so a worker whose lease was taken over
+//! cannot record a result twice (the fence). `tokio-postgres` is the client: async like the
+//! rest of plait, well kept, and it needs no compile-time database (as `sqlx`'s macros do).
+//!
+//! Credentials come the way libpq takes them: the URL (or `key=value` string), and for what
+//! it leaves out `PGHOST`, `PGPORT`, `PGUSER`, `PGPASSWORD`, `PGDATABASE`, which the
+//! command line reads and hands in. They are never written to the run's files, and errors
+//! name the server without its password.
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio_postgres::{Client, Config, NoTls};
+
+/// Why the store could not do what was asked.
+#[derive(Debug, thiserror::Error)]
+pub enum PgError {
+    #[error("store `{url}` is not a PostgreSQL URL or connection string: {reason}")]
+    BadUrl { url: String, reason: String },
+    #[error("cannot reach the store at {server}: {source}; check the URL, that the server runs and that it lets this user in")]
+    Connect {
+        server: String,
+        source: tokio_postgres::Error,
+    },
+    #[error("the store's schema is version {found}, newer than this plait knows ({known}); upgrade plait on this machine")]
+    NewerSchema { found: i32, known: i32 },
+    #[error("store: {0}")]
+    Db(#[from] tokio_postgres::Error),
+    #[error("store: {0}")]
+    Data(String),
+}
+
+/// Each migration, in order; the schema's version is how many have run.
+const MIGRATIONS: &[&str] = &[
+    // 1: runs, their tasks (the queue) and their events.
+    "CREATE TABLE plait_runs (
+        id text PRIMARY KEY,
+        repo text NOT NULL,
+        state jsonb NOT NULL,
+        created_at timestamptz NOT NULL DEFAULT now(),
+        updated_at timestamptz NOT NULL DEFAULT now()
+    );
+    CREATE TABLE plait_tasks (
+        run_id text NOT NULL REFERENCES plait_runs (id) ON DELETE CASCADE,
+        id text NOT NULL,
+        position integer NOT NULL,
+        state text NOT NULL,
+        record jsonb NOT NULL,
+        owner text,
+        lease_until timestamptz,
+        generation bigint NOT NULL DEFAULT 0,
+        PRIMARY KEY (run_id, id)
+    );
+    CREATE INDEX plait_tasks_queue ON plait_tasks (run_id, state, position);
+    CREATE TABLE plait_events (
+        id bigserial PRIMARY KEY,
+        run_id text NOT NULL REFERENCES plait_runs (id) ON DELETE CASCADE,
+        task_id text,
+        body jsonb NOT NULL,
+        at timestamptz NOT NULL DEFAULT now()
+    );",
+];
+
+/// The schema version this plait writes.
+pub const SCHEMA_VERSION: i32 = MIGRATIONS.len() as i32;
+
+/// The channel `NOTIFY` speaks on when a task of a run changes; the payload is the run id.
+pub const TASKS_CHANNEL: &str = "plait_tasks";
+
+/// Parses a store URL, filling what it leaves out from libpq's variables (`env` looks them
+/// up).
+pub fn config(url: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<Config, PgError> {
+    let mut config = Config::from_str(url).map_err(|e| PgError::BadUrl {
+        url: redact(url),
+        reason: e.to_string(),
+    })?;
+    if config.get_hosts().is_empty() {
+        config.host(env("PGHOST").as_deref().unwrap_or("localhost"));
+    }
+    if config.get_ports().is_empty() {
+        if let Some(port) = env("PGPORT").and_then(|p| p.parse().ok()) {
+            config.port(port);
+        }
+    }
+    if config.get_user().is_none() {
+        if let Some(user) = env("PGUSER").or_else(|| env("USER")) {
+            config.user(user);
+        }
+    }
+    if config.get_password().is_none() {
+        if let Some(password) = env("PGPASSWORD") {
+            config.password(password);
+        }
+    }
+    if config.get_dbname().is_none() {
+        if let Some(db) = env("PGDATABASE") {
+            config.dbname(db);
+        }
+    }
+    Ok(config)
+}
+
+/// A URL with its password, if any, replaced by `***`.
+pub fn redact(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url
+            .split_whitespace()
+            .map(|kv| {
+                if kv.starts_with("password=") {
+                    "password=***"
+                } else {
+                    kv
+                }
+            })
+            .collect::<Vec<_>>()
+            .join(" ");
+    };
+    match rest.split_once('@') {
+        Some((auth, host)) => match auth.split_once(':') {
+            Some((user, _)) => format!("{scheme}://{user}:***@{host}"),
+            None => url.to_string(),
+        },
+        None => url.to_string(),
+    }
+}
+
+/// The server a config names, for messages: hosts, ports, database, user; no password.
+fn server(config: &Config) -> String {
+    let hosts: Vec<String> = config
+        .get_hosts()
+        .iter()
+        .map(|h| match h {
+            tokio_postgres::config::Host::Tcp(name) => name.clone(),
+            tokio_postgres::config::Host::Unix(path) => path.display().to_string(),
+        })
+        .collect();
+    let ports: Vec<String> = config.get_ports().iter().map(u16::to_string).collect();
+    format!(
+        "{}{} (database {}, user {})",
+        hosts.join(","),
+        if ports.is_empty() {
+            String::new()
+        } else {
+            format!(":{}", ports.join(","))
+        },
+        config.get_dbname().unwrap_or("(default)"),
+        config.get_user().unwrap_or("(default)")
+    )
+}
+
+/// A task a worker claimed: its id, its record, and the generation its lease fences.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Claim {
+    pub task: String,
+    pub generation: i64,
+    pub record: Value,
+}
+
+/// A connection to the store.
+pub struct PgStore {
+    client: Client,
+}
+
+impl PgStore {
+    /// Connects (waiting at most `timeout`) and brings the schema up to this plait's
+    /// version; a newer schema is refused.
+    pub async fn connect(config: &Config, timeout: Duration) -> Result<PgStore, PgError> {
+        let mut config = config.clone();
+        config.connect_timeout(timeout);
+        let (client, connection) =
+            config
+                .connect(NoTls)
+                .await
+                .map_err(|source| PgError::Connect {
+                    server: server(&config),
+                    source,
+                })?;
+        tokio::spawn(async move {
+            if let Err(e) = connection.await {
+                tracing::warn!("store connection ended: {e}");
+            }
+        });
+        let store = PgStore { client };
+        store.migrate().await?;
+        Ok(store)
+    }
+
+    /// Runs the migrations this database has not had, one transaction, under a lock so
+    /// that two machines starting at once do not both run them.
+    async fn migrate(&self) -> Result<(), PgError> {
+        self.client
+            .batch_execute(
+                "BEGIN;
+                 SELECT pg_advisory_xact_lock(7140281);
+                 CREATE TABLE IF NOT EXISTS plait_schema (
+                    version integer PRIMARY KEY,
+                    applied_at timestamptz NOT NULL DEFAULT now()
+                 );",
+            )
+            .await?;
+        let outcome = self.migrate_locked().await;
+        let end = if outcome.is_ok() {
+            "COMMIT"
+        } else {
+            "ROLLBACK"
+        };
+        self.client.batch_execute(end).await?;
+        outcome
+    }
+
+    async fn migrate_locked(&self) -> Result<(), PgError> {
+        let row = self
+            .client
+            .query_one("SELECT coalesce(max(version), 0) FROM plait_schema", &[])
+            .await?;
+        let found: i32 = row.get(0);
+        if found > SCHEMA_VERSION {
+            return Err(PgError::NewerSchema {
+                found,
+                known: SCHEMA_VERSION,
+            });
+        }
+        for (k, sql) in MIGRATIONS.iter().enumerate().skip(found as usize) {
+            self.client.batch_execute(sql).await?;
+            self.client
+                .execute(
+                    "INSERT INTO plait_schema (version) VALUES ($1)",
+                    &[&(k as i32 + 1)],
+                )
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// The schema version of the database.
+    pub async fn schema_version(&self) -> Result<i32, PgError> {
+        let row = self
+            .client
+            .query_one("SELECT coalesce(max(version), 0) FROM plait_schema", &[])
+            .await?;
+        Ok(row.get(0))
+    }
+
+    /// Records a new run of repository `repo`: its state, and each of its tasks, pending,
+    /// in order, with its record.
+    pub async fn create_run(
+        &self,
+        run: &str,
+        repo: &str,
+        state: &Value,
+        tasks: &[(String, Value)],
+    ) -> Result<(), PgError> {
+        self.client.batch_execute("BEGIN").await?;
+        let outcome = async {
+            self.client
+                .execute(
+                    "INSERT INTO plait_runs (id, repo, state) VALUES ($1, $2, $3)",
+                    &[&run, &repo, state],
+                )
+                .await?;
+            for (position, (id, record)) in tasks.iter().enumerate() {
+                self.client
+                    .execute(
+                        "INSERT INTO plait_tasks (run_id, id, position, state, record)
+                         VALUES ($1, $2, $3, 'pending', $4)",
+                        &[&run, id, &(position as i32), record],
+                    )
+                    .await?;
+            }
+            Ok::<_, PgError>(())
+        }
+        .await;
+        let end = if outcome.is_ok() {
+            "COMMIT"
+        } else {
+            "ROLLBACK"
+        };
+        self.client.batch_execute(end).await?;
+        outcome
+    }
+
+    /// The run's state, as last saved.
+    pub async fn run_state(&self, run: &str) -> Result<Option<Value>, PgError> {
+        let row = self
+            .client
+            .query_opt("SELECT state FROM plait_runs WHERE id = $1", &[&run])
+            .await?;
+        Ok(row.map(|r| r.get(0)))
+    }
+
+    /// Saves the run's state.
+    pub async fn save_run(&self, run: &str, state: &Value) -> Result<(), PgError> {
+        let n = self
+            .client
+            .execute(
+                "UPDATE plait_runs SET state = $2, updated_at = now() WHERE id = $1",
+                &[&run, state],
+            )
+            .await?;
+        if n == 0 {
+            return Err(PgError::Data(format!("the store has no run `{run}`")));
+        }
+        Ok(())
+    }
+
+    /// Claims the next task of `run` for `owner`: a pending one, or one whose lease ran out
+    /// (its worker is gone), in plan order; `None` when there is none. The lease lasts
+    /// `lease`, and the task's generation goes up by one.
+    pub async fn claim(
+        &self,
+        run: &str,
+        owner: &str,
+        lease: Duration,
+    ) -> Result<Option<Claim>, PgError> {
+        let row = self
+            .client
+            .query_opt(
+                "WITH next AS (
+                    SELECT id FROM plait_tasks
+                     WHERE run_id = $1
+                       AND (state = 'pending' OR (state = 'running' AND lease_until < now()))
+                     ORDER BY position
+                     LIMIT 1
+                     FOR UPDATE SKIP LOCKED
+                 )
+                 UPDATE plait_tasks t
+                    SET state = 'running', owner = $2,
+                        lease_until = now() + make_interval(secs => $3),
+                        generation = t.generation + 1
+                   FROM next
+                  WHERE t.run_id = $1 AND t.id = next.id
+              RETURNING t.id, t.generation, t.record",
+                &[&run, &owner, &lease.as_secs_f64()],
+            )
+            .await?;
+        Ok(row.map(|r| Claim {
+            task: r.get(0),
+            generation: r.get(1),
+            record: r.get(2),
+        }))
+    }
+
+    /// Extends a claim's lease; false when the claim was lost (its lease ran out and
+    /// another worker took the task).
+    pub async fn renew(&self, run: &str, claim: &Claim, lease: Duration) -> Result<bool, PgError> {
+        let n = self
+            .client
+            .execute(
+                "UPDATE plait_tasks SET lease_until = now() + make_interval(secs => $4)
+                  WHERE run_id = $1 AND id = $2 AND generation = $3 AND state = 'running'",
+                &[&run, &claim.task, &claim.generation, &lease.as_secs_f64()],
+            )
+            .await?;
+        Ok(n == 1)
+    }
+
+    /// Records a claimed task's outcome (`state` and its record) and tells the listeners;
+    /// false, and nothing written, when the claim was lost: a result is recorded once.
+    pub async fn finish(
+        &self,
+        run: &str,
+        claim: &Claim,
+        state: &str,
+        record: &Value,
+    ) -> Result<bool, PgError> {
+        let n = self
+            .client
+            .execute(
+                "UPDATE plait_tasks
+                    SET state = $4, record = $5, owner = NULL, lease_until = NULL
+                  WHERE run_id = $1 AND id = $2 AND generation = $3 AND state = 'running'",
+                &[&run, &claim.task, &claim.generation, &state, record],
+            )
+            .await?;
+        if n == 1 {
+            self.notify(run).await?;
+        }
+        Ok(n == 1)
+    }
+
+    /// Gives a claimed task back to the queue (the worker stops at a boundary); false when
+    /// the claim was already lost.
+    pub async fn release(&self, run: &str, claim: &Claim) -> Result<bool, PgError> {
+        let n = self
+            .client
+            .execute(
+                "UPDATE plait_tasks SET state = 'pending', owner = NULL, lease_until = NULL
+                  WHERE run_id = $1 AND id = $2 AND generation = $3 AND state = 'running'",
+                &[&run, &claim.task, &claim.generation],
+            )
+            .await?;
+        if n == 1 {
+            self.notify(run).await?;
+        }
+        Ok(n == 1)
+    }
+
+    /// Each task of `run`, in plan order: id, state, record.
+    pub async fn tasks(&self, run: &str) -> Result<Vec<(String, String, Value)>, PgError> {
+        let rows = self
+            .client
+            .query(
+                "SELECT id, state, record FROM plait_tasks WHERE run_id = $1 ORDER BY position",
+                &[&run],
+            )
+            .await?;
+        Ok(rows
+            .iter()
+            .map(|r| (r.get(0), r.get(1), r.get(2)))
+            .collect())
+    }
+
+    /// Appends an event of the run (a task's, with `task`).
+    pub async fn event(&self, run: &str, task: Option<&str>, body: &Value) -> Result<(), PgError> {
+        self.client
+            .execute(
+                "INSERT INTO plait_events (run_id, task_id, body) VALUES ($1, $2, $3)",
+                &[&run, &task, body],
+            )
+            .await?;
+        Ok(())
+    }
+
+    async fn notify(&self, run: &str) -> Result<(), PgError> {
+        self.client
+            .execute("SELECT pg_notify($1, $2)", &[&TASKS_CHANNEL, &run])
+            .await?;
+        Ok(())
+    }
+
+    /// The connection itself, for the tests' and benchmarks' own queries.
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passwords_never_show() {
+        assert_eq!(
+            redact("postgres://plait:s3cret@db.example:5432/plait"),
+            "postgres://plait:***@db.example:5432/plait"
+        );
+        assert_eq!(
+            redact("host=db user=plait password=s3cret dbname=x"),
+            "host=db user=plait password=*** dbname=x"
+        );
+        let env = |k: &str| (k == "PGPASSWORD").then(|| "s3cret".to_string());
+        let c = config("postgres://plait@db.example/plait", &env).unwrap();
+        assert_eq!(c.get_password(), Some(&b"s3cret"[..]));
+        assert!(!server(&c).contains("s3cret"));
+        let err = config("postgres://plait:s3cret@db:notaport/x", &|_| None).unwrap_err();
+        assert!(!err.to_string().contains("s3cret"), "{err}");
+    }
+}

@@ -1,0 +1,328 @@
+//! The PostgreSQL store against a real server: migrations, clear errors, and the task
+//! queue's claims, leases and fence. The server is the one `.ci/run` starts
+//! (`PLAIT_TEST_PG_URL`), or one these tests start themselves from the machine's
+//! PostgreSQL (as the `postgres` user when run as root); without PostgreSQL they say they
+//! are skipped.
+
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, LazyLock};
+use std::time::Duration;
+
+use plait::pg::{self, PgError, PgStore};
+use serde_json::json;
+use tokio_postgres::Config;
+
+/// The server's base URL (database `postgres`), or why there is none.
+static SERVER: LazyLock<Result<String, String>> = LazyLock::new(start_server);
+
+fn bin_dir() -> Option<PathBuf> {
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
+        .ok()?
+        .filter_map(|e| Some(e.ok()?.path().join("bin")))
+        .filter(|p| p.join("initdb").exists())
+        .collect();
+    dirs.sort();
+    dirs.pop()
+}
+
+fn start_server() -> Result<String, String> {
+    if let Ok(url) = std::env::var("PLAIT_TEST_PG_URL") {
+        return Ok(url);
+    }
+    let bin = bin_dir().ok_or("no PostgreSQL under /usr/lib/postgresql")?;
+    let dir = tempfile::Builder::new()
+        .prefix("plait-pg-")
+        .tempdir()
+        .map_err(|e| e.to_string())?
+        .keep();
+    let root = unsafe { libc::geteuid() } == 0;
+    let as_pg = |program: &str| {
+        let mut cmd = if root {
+            let mut c = Command::new("runuser");
+            c.args(["-u", "postgres", "--"]).arg(bin.join(program));
+            c
+        } else {
+            Command::new(bin.join(program))
+        };
+        cmd.stdout(Stdio::null()).stderr(Stdio::null());
+        cmd
+    };
+    if root {
+        Command::new("chown")
+            .args(["postgres", &dir.display().to_string()])
+            .status()
+            .map_err(|e| e.to_string())?;
+    }
+    let data = dir.join("data");
+    let ok = as_pg("initdb")
+        .args([
+            "-D",
+            &data.display().to_string(),
+            "-A",
+            "trust",
+            "-U",
+            "plait",
+        ])
+        .status()
+        .map_err(|e| e.to_string())?;
+    if !ok.success() {
+        return Err("initdb failed".into());
+    }
+    let port = TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map_err(|e| e.to_string())?
+        .port();
+    let options = format!(
+        "-c listen_addresses=127.0.0.1 -p {port} -k {} -c fsync=off",
+        dir.display()
+    );
+    let ok = as_pg("pg_ctl")
+        .args([
+            "-D",
+            &data.display().to_string(),
+            "-o",
+            &options,
+            "-w",
+            "start",
+        ])
+        .arg("-l")
+        .arg(dir.join("log"))
+        .status()
+        .map_err(|e| e.to_string())?;
+    if !ok.success() {
+        return Err("pg_ctl start failed".into());
+    }
+    // Stops the server when this test process ends.
+    let stop = format!(
+        "while kill -0 {} 2>/dev/null; do sleep 0.5; done; {} {} -D {} -m immediate stop >/dev/null 2>&1; rm -rf {}",
+        std::process::id(),
+        if root { "runuser -u postgres --" } else { "" },
+        bin.join("pg_ctl").display(),
+        data.display(),
+        dir.display()
+    );
+    Command::new("sh")
+        .args(["-c", &stop])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| e.to_string())?;
+    Ok(format!("postgres://plait@127.0.0.1:{port}/postgres"))
+}
+
+/// A fresh database on the server for one test, or `None` (skipped, said so).
+fn database(rt: &tokio::runtime::Runtime) -> Option<Config> {
+    let base = match &*SERVER {
+        Ok(url) => url.clone(),
+        Err(why) => {
+            eprintln!("skipped: no PostgreSQL server ({why})");
+            return None;
+        }
+    };
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    let name = format!(
+        "plait_t{}_{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    );
+    let admin = pg::config(&base, &|_| None).unwrap();
+    rt.block_on(async {
+        let (client, conn) = admin.connect(tokio_postgres::NoTls).await.unwrap();
+        tokio::spawn(conn);
+        client
+            .batch_execute(&format!("CREATE DATABASE {name}"))
+            .await
+            .unwrap();
+    });
+    let mut config = admin;
+    config.dbname(&name);
+    Some(config)
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+const WAIT: Duration = Duration::from_secs(10);
+
+#[test]
+fn the_store_migrates_itself_once_and_refuses_a_newer_schema() {
+    let rt = runtime();
+    let Some(config) = database(&rt) else { return };
+    rt.block_on(async {
+        let store = PgStore::connect(&config, WAIT).await.unwrap();
+        assert_eq!(store.schema_version().await.unwrap(), pg::SCHEMA_VERSION);
+        // Two machines starting at once: both connect, the schema is made once.
+        let (a, b) = tokio::join!(
+            PgStore::connect(&config, WAIT),
+            PgStore::connect(&config, WAIT)
+        );
+        assert_eq!(
+            a.unwrap().schema_version().await.unwrap(),
+            pg::SCHEMA_VERSION
+        );
+        assert!(b.is_ok());
+        let rows = store
+            .client()
+            .query("SELECT version FROM plait_schema", &[])
+            .await
+            .unwrap();
+        assert_eq!(rows.len(), pg::SCHEMA_VERSION as usize);
+        // A database a newer plait wrote.
+        store
+            .client()
+            .execute("INSERT INTO plait_schema (version) VALUES (99)", &[])
+            .await
+            .unwrap();
+        let err = PgStore::connect(&config, WAIT).await.err().unwrap();
+        assert!(
+            matches!(err, PgError::NewerSchema { found: 99, .. }),
+            "{err}"
+        );
+        assert!(err.to_string().contains("upgrade plait"), "{err}");
+    });
+}
+
+#[test]
+fn a_wrong_store_url_is_a_clear_error_without_the_password() {
+    let rt = runtime();
+    let err = pg::config("postgres://u:s3cret@host:notaport/db", &|_| None).unwrap_err();
+    assert!(err.to_string().contains("is not a PostgreSQL URL"), "{err}");
+    assert!(!err.to_string().contains("s3cret"), "{err}");
+    // Nothing listens on this port.
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let config = pg::config(&format!("postgres://u:s3cret@127.0.0.1:{port}/db"), &|_| {
+        None
+    })
+    .unwrap();
+    let err = rt
+        .block_on(PgStore::connect(&config, Duration::from_secs(2)))
+        .err()
+        .unwrap();
+    let text = err.to_string();
+    assert!(text.contains(&format!("127.0.0.1:{port}")), "{text}");
+    assert!(text.contains("database db, user u"), "{text}");
+    assert!(!text.contains("s3cret"), "{text}");
+}
+
+/// A run of `n` tasks `t00`.. in a fresh store.
+async fn run_of(config: &Config, n: usize) -> PgStore {
+    let store = PgStore::connect(config, WAIT).await.unwrap();
+    let tasks: Vec<(String, serde_json::Value)> = (0..n)
+        .map(|k| (format!("t{k:02}"), json!({"id": format!("t{k:02}")})))
+        .collect();
+    store
+        .create_run("r1", "/repo", &json!({"id": "r1"}), &tasks)
+        .await
+        .unwrap();
+    store
+}
+
+#[test]
+fn workers_racing_for_tasks_each_get_every_task_once() {
+    let rt = runtime();
+    let Some(config) = database(&rt) else { return };
+    rt.block_on(async {
+        run_of(&config, 30).await;
+        let claimed = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let mut workers = Vec::new();
+        for w in 0..3 {
+            let (config, claimed) = (config.clone(), claimed.clone());
+            workers.push(tokio::spawn(async move {
+                let store = PgStore::connect(&config, WAIT).await.unwrap();
+                let owner = format!("worker-{w}");
+                while let Some(claim) = store
+                    .claim("r1", &owner, Duration::from_secs(30))
+                    .await
+                    .unwrap()
+                {
+                    assert_eq!(claim.generation, 1);
+                    let done = json!({"id": claim.task, "by": owner});
+                    assert!(store.finish("r1", &claim, "done", &done).await.unwrap());
+                    claimed.lock().unwrap().push(claim.task);
+                }
+            }));
+        }
+        for w in workers {
+            w.await.unwrap();
+        }
+        let mut claimed = claimed.lock().unwrap().clone();
+        claimed.sort();
+        let want: Vec<String> = (0..30).map(|k| format!("t{k:02}")).collect();
+        assert_eq!(claimed, want, "every task once");
+        let store = PgStore::connect(&config, WAIT).await.unwrap();
+        let tasks = store.tasks("r1").await.unwrap();
+        assert!(tasks.iter().all(|(_, state, _)| state == "done"));
+        let by: std::collections::BTreeSet<String> = tasks
+            .iter()
+            .map(|(_, _, r)| r["by"].as_str().unwrap().to_string())
+            .collect();
+        assert!(by.len() > 1, "the work was shared: {by:?}");
+    });
+}
+
+#[test]
+fn a_lost_lease_is_taken_over_and_the_old_worker_cannot_record_its_result() {
+    let rt = runtime();
+    let Some(config) = database(&rt) else { return };
+    rt.block_on(async {
+        let store = run_of(&config, 1).await;
+        let other = PgStore::connect(&config, WAIT).await.unwrap();
+        let lease = Duration::from_millis(300);
+        let first = store.claim("r1", "a", lease).await.unwrap().unwrap();
+        // While the lease holds, nobody else gets the task; renewing keeps it.
+        assert!(other.claim("r1", "b", lease).await.unwrap().is_none());
+        assert!(store.renew("r1", &first, lease).await.unwrap());
+        // Worker a goes silent; after its lease, b takes the task over.
+        tokio::time::sleep(Duration::from_millis(600)).await;
+        let second = other.claim("r1", "b", lease * 10).await.unwrap().unwrap();
+        assert_eq!(second.task, first.task);
+        assert_eq!(second.generation, first.generation + 1);
+        // a comes back: its lease is gone, its result is refused.
+        assert!(!store.renew("r1", &first, lease).await.unwrap());
+        assert!(!store
+            .finish("r1", &first, "done", &json!({"by": "a"}))
+            .await
+            .unwrap());
+        assert!(!store.release("r1", &first).await.unwrap());
+        assert!(other
+            .finish("r1", &second, "done", &json!({"by": "b"}))
+            .await
+            .unwrap());
+        let tasks = store.tasks("r1").await.unwrap();
+        assert_eq!(tasks[0].1, "done");
+        assert_eq!(tasks[0].2["by"], "b", "recorded once, by the lease holder");
+        // A released task goes back to the queue.
+        let store = run_of_named(&config, "r2").await;
+        let c = store.claim("r2", "a", lease).await.unwrap().unwrap();
+        assert!(store.release("r2", &c).await.unwrap());
+        let again = store.claim("r2", "b", lease).await.unwrap().unwrap();
+        assert_eq!(again.task, c.task);
+    });
+}
+
+async fn run_of_named(config: &Config, run: &str) -> PgStore {
+    let store = PgStore::connect(config, WAIT).await.unwrap();
+    store
+        .create_run(
+            run,
+            "/repo",
+            &json!({"id": run}),
+            &[("t00".into(), json!({}))],
+        )
+        .await
+        .unwrap();
+    store
+}
