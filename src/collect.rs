@@ -90,8 +90,13 @@ pub fn scan(worktree: &Path, held: &Held<'_>) -> Result<Scan, CollectError> {
             .collect(),
         Held::Index => {
             let path = wt.path().join("index");
-            index::checked_out(&path)
-                .map_err(|source| CollectError::Io { path, source })?
+            // An index plait cannot read (git wrote a split index) is asked of git itself.
+            let listed = match index::checked_out(&path) {
+                Ok(paths) => paths,
+                Err(e) => checked_out_by_git(worktree)
+                    .map_err(|_| CollectError::Io { path, source: e })?,
+            };
+            listed
                 .into_iter()
                 .filter(|p| in_head(p).is_some_and(|(_, m)| m != mode::GITLINK))
                 .collect()
@@ -166,6 +171,18 @@ pub fn scan(worktree: &Path, held: &Held<'_>) -> Result<Scan, CollectError> {
         present,
         checked_out,
     })
+}
+
+/// The tracked paths of `worktree` that are checked out, as `git ls-files -t` lists them
+/// (`H`: neither skip-worktree nor a sparse directory).
+fn checked_out_by_git(worktree: &Path) -> Result<Vec<String>, crate::git::GitCliError> {
+    let out = crate::git::run_git(worktree, &["ls-files", "-t", "-z"], &[])?;
+    Ok(out
+        .stdout
+        .split(|&b| b == 0)
+        .filter_map(|entry| entry.strip_prefix(b"H "))
+        .filter_map(|p| String::from_utf8(p.to_vec()).ok())
+        .collect())
 }
 
 fn relative(root: &Path, path: &Path) -> Option<String> {

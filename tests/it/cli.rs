@@ -137,6 +137,15 @@ fn clean_refuses_to_lose_work_until_forced() {
         "mine\n"
     );
     assert!(git_in(&wt, &["status", "--porcelain"]).contains("notes.md"));
+    // A split index (the user's `core.splitIndex`) plait cannot read itself: git is asked.
+    git_in(&wt, &["update-index", "--split-index"]);
+    let out = repo.plait(&["clean", &run]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("uncommitted changes: notes.md"),
+        "{}",
+        stderr(&out)
+    );
 
     let out = repo.plait(&["clean", &run, "--force"]);
     assert!(out.status.success(), "{}", stderr(&out));
