@@ -217,6 +217,7 @@ fn run(repo: &Path, toml: &str, jobs: usize) -> Result<Timed> {
     let resolved = plait::plan::resolve_with_env(&git_repo, parsed, &plan_path, &env)?;
     drop(git_repo);
     let settings = RunSettings {
+        store: None,
         repo: repo.to_path_buf(),
         plan: Arc::new(resolved),
         plan_path,

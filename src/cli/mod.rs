@@ -153,3 +153,28 @@ fn base_files(
         .and_then(|t| git::flatten_tree(&t))
         .map_err(CommandError::from)
 }
+
+/// The PostgreSQL store `--store URL` (or `PLAIT_STORE`) names, with libpq's variables for
+/// what the URL leaves out; checked by connecting once (and migrating), so a wrong URL
+/// stops a command before it creates anything. `None` without either.
+pub fn store_config(url: Option<&str>) -> Result<Option<tokio_postgres::Config>, CommandError> {
+    let from_env = std::env::var("PLAIT_STORE")
+        .ok()
+        .filter(|u| !u.trim().is_empty());
+    let Some(url) = url.map(str::to_string).or(from_env) else {
+        return Ok(None);
+    };
+    let config = crate::pg::config(&url, &|name| std::env::var(name).ok())
+        .map_err(|e| CommandError::usage(e.to_string()).because(e))?;
+    runtime()?
+        .block_on(crate::pg::PgStore::connect(
+            &config,
+            std::time::Duration::from_secs(10),
+        ))
+        .map_err(|e| {
+            CommandError::usage(e.to_string())
+                .hint("the store is --store URL or PLAIT_STORE, e.g. postgres://user@host/db")
+                .because(e)
+        })?;
+    Ok(Some(config))
+}

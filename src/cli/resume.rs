@@ -69,6 +69,7 @@ pub fn cmd_resume(dir: &Path, args: ResumeArgs) -> Result<(), CommandError> {
         .jobs
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(4, |n| n.get()));
     let settings = RunSettings {
+        store: None,
         repo: std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf()),
         plan: Arc::new(resolved),
         plan_path: state.plan.clone(),

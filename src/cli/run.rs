@@ -60,6 +60,10 @@ pub struct RunArgs {
     /// which groups runs of more than 12 tasks
     #[arg(long, value_name = "N")]
     pub groups: Option<usize>,
+    /// Write the run's record to this PostgreSQL store as well (or PLAIT_STORE), so
+    /// `plait status RUN --store URL` shows it from any machine
+    #[arg(long, value_name = "URL")]
+    pub store: Option<String>,
 }
 
 pub fn cmd_run(dir: &Path, args: RunArgs) -> Result<(), CommandError> {
@@ -104,6 +108,7 @@ pub fn cmd_run(dir: &Path, args: RunArgs) -> Result<(), CommandError> {
         None => None,
     };
     let total = resolved.tasks.len();
+    let store = super::store_config(args.store.as_deref())?;
     let settings = RunSettings {
         repo: std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf()),
         plan: Arc::new(resolved),
@@ -114,6 +119,7 @@ pub fn cmd_run(dir: &Path, args: RunArgs) -> Result<(), CommandError> {
         max_cost: args.max_cost,
         groups: args.groups,
         plait_program: super::plait_program()?,
+        store,
     };
     let prepared = orchestrator::prepare(settings)?;
     errln!("run {}: {total} task(s), {jobs} at a time", prepared.id());

@@ -23,9 +23,15 @@ pub struct StatusArgs {
     /// Print the state as JSON
     #[arg(long)]
     pub json: bool,
+    /// Read the run from this PostgreSQL store (or PLAIT_STORE) instead of this clone
+    #[arg(long, value_name = "URL", requires = "run")]
+    pub store: Option<String>,
 }
 
 pub fn cmd_status(dir: &Path, args: StatusArgs) -> Result<(), CommandError> {
+    if args.store.is_some() {
+        return status_from_store(&args);
+    }
     let (_repo, store) = open_store(dir)?;
     let run = store.find(args.run.as_deref())?;
     let state = store.load(&run)?;
@@ -41,6 +47,37 @@ pub fn cmd_status(dir: &Path, args: StatusArgs) -> Result<(), CommandError> {
     } else {
         let live = store.lock_holder().is_some_and(|(_, run)| run == state.id);
         out!("{}", report::status_text(&state, live))?;
+    }
+    Ok(())
+}
+
+/// `plait status RUN --store URL`: the run as its PostgreSQL store has it, from any machine.
+fn status_from_store(args: &StatusArgs) -> Result<(), CommandError> {
+    let run = args.run.clone().unwrap_or_default();
+    let config = super::store_config(args.store.as_deref())?
+        .ok_or_else(|| CommandError::usage("--store needs a URL"))?;
+    let runtime = super::runtime()?;
+    let value = runtime
+        .block_on(async {
+            let pg =
+                crate::pg::PgStore::connect(&config, std::time::Duration::from_secs(10)).await?;
+            pg.run_state(&run).await
+        })
+        .map_err(|e| CommandError::internal(e.to_string()).because(e))?
+        .ok_or_else(|| CommandError::usage(format!("the store has no run `{run}`")))?;
+    let state: crate::state::RunState = serde_json::from_value(value)
+        .map_err(|e| CommandError::internal(format!("run {run} in the store: {e}")))?;
+    if args.json {
+        let json = StatusJson {
+            state: &state,
+            attention: report::attention(&state),
+        };
+        outln!(
+            "{}",
+            serde_json::to_string_pretty(&json).unwrap_or_default()
+        )?;
+    } else {
+        out!("{}", report::status_text(&state, true))?;
     }
     Ok(())
 }

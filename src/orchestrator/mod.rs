@@ -72,6 +72,9 @@ pub struct RunSettings {
     pub groups: Option<usize>,
     /// The plait binary that agents' hooks run (`plait guard` for Claude Code).
     pub plait_program: PathBuf,
+    /// A PostgreSQL store the run's record is written to as well (`--store`), so any
+    /// machine that reaches it sees the run.
+    pub store: Option<tokio_postgres::Config>,
 }
 
 /// A change of a task's state, for progress displays.
@@ -251,6 +254,8 @@ struct Shared {
     /// Tasks at once (`-j`).
     jobs: usize,
     plait_program: PathBuf,
+    /// The PostgreSQL store the run's record is written to as well, if any.
+    pg: Option<Arc<crate::pg::PgStore>>,
 }
 
 impl Shared {
@@ -315,6 +320,10 @@ pub async fn execute(
         state,
     } = prepared;
     let store_run_dir = store.run_dir(&state.id);
+    let pg = match &settings.store {
+        Some(config) => Some(Arc::new(open_store(config, &settings.repo, &state).await?)),
+        None => None,
+    };
     let shared = Arc::new(Shared {
         run: state.id.clone(),
         store,
@@ -335,6 +344,7 @@ pub async fn execute(
         budget: Arc::new(crate::agent::Budget::new(settings.max_cost)),
         jobs: settings.jobs.max(1),
         plait_program: settings.plait_program.clone(),
+        pg,
     });
     let stop_writer = Arc::new(Notify::new());
     let writer = tokio::spawn(write_states(shared.clone(), stop_writer.clone()));
@@ -379,6 +389,7 @@ pub async fn execute(
     state.culprits = culprits;
     state.finished_at = Some(now_ms());
     shared.store.save(&state)?;
+    mirror(&shared, &state).await;
     drop(lock);
     Ok(state)
 }
@@ -405,6 +416,42 @@ async fn run_tasks(shared: &Arc<Shared>) -> Result<(), RunError> {
     Ok(())
 }
 
+/// Connects to the run's PostgreSQL store and records the new run there.
+async fn open_store(
+    config: &tokio_postgres::Config,
+    repo: &Path,
+    state: &RunState,
+) -> Result<crate::pg::PgStore, RunError> {
+    let pg = crate::pg::PgStore::connect(config, std::time::Duration::from_secs(10))
+        .await
+        .map_err(|e| RunError::Internal(e.to_string()))?;
+    let tasks: Vec<(String, serde_json::Value)> = state
+        .tasks
+        .iter()
+        .map(|t| (t.id.clone(), serde_json::to_value(t).unwrap_or_default()))
+        .collect();
+    let value = serde_json::to_value(state).map_err(|e| RunError::Internal(e.to_string()))?;
+    pg.create_run(&state.id, &repo.display().to_string(), &value, &tasks)
+        .await
+        .map_err(|e| RunError::Internal(e.to_string()))?;
+    Ok(pg)
+}
+
+/// Writes `state` to the run's PostgreSQL store, if it has one.
+async fn mirror(shared: &Shared, state: &RunState) {
+    let Some(pg) = &shared.pg else {
+        return;
+    };
+    match serde_json::to_value(state) {
+        Ok(value) => {
+            if let Err(e) = pg.save_run(&state.id, &value).await {
+                tracing::warn!("could not save run state to the store: {e}");
+            }
+        }
+        Err(e) => tracing::warn!("could not encode run state: {e}"),
+    }
+}
+
 /// Saves the newest state each time a task changes, until told to stop.
 async fn write_states(shared: Arc<Shared>, stop: Arc<Notify>) {
     loop {
@@ -414,6 +461,7 @@ async fn write_states(shared: Arc<Shared>, stop: Arc<Notify>) {
             _ = shared.dirty.notified() => {}
         }
         let snapshot = shared.snapshot();
+        mirror(&shared, &snapshot).await;
         let store = shared.store.clone();
         let saved = tokio::task::spawn_blocking(move || store.save(&snapshot)).await;
         if let Ok(Err(e)) = saved {

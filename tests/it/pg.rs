@@ -232,3 +232,76 @@ async fn run_of_named(config: &Config, run: &str) -> PgStore {
         .unwrap();
     store
 }
+
+/// The URL of a fresh database for one test, or `None` (skipped).
+fn database_url(rt: &tokio::runtime::Runtime) -> Option<String> {
+    let config = database(rt)?;
+    let base = SERVER.as_ref().ok()?;
+    let (root, _) = base.rsplit_once('/')?;
+    Some(format!("{root}/{}", config.get_dbname()?))
+}
+
+#[test]
+fn a_run_with_a_store_is_seen_from_another_clone_and_a_wrong_store_creates_nothing() {
+    use crate::support::{stderr, stdout, TestRepo};
+    let rt = runtime();
+    let Some(url) = database_url(&rt) else { return };
+    let repo = TestRepo::with_files(&[("a.txt", "a\n"), ("b.txt", "b\n")]);
+    let plan = repo.plan(
+        "[defaults]\nagent = { exec = 'echo 2 >> $PLAIT_TASK.txt' }\n\
+         [[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"/a.txt\"]\n\
+         [[task]]\nid = \"b\"\nprompt = \"p\"\nowns = [\"/b.txt\"]\n",
+    );
+    // A store that is not there: a clear error, exit 2, and no run made.
+    let out = repo.plait(&[
+        "run",
+        plan.to_str().unwrap(),
+        "--store",
+        "postgres://plait:s3cret@127.0.0.1:1/nope",
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("cannot reach the store"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!stderr(&out).contains("s3cret"));
+    assert!(
+        !repo.path.join(".git/plait/runs").exists(),
+        "no run was made"
+    );
+
+    let out = repo.plait(&["run", plan.to_str().unwrap(), "--store", &url]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let id = stdout(&out).trim().to_string();
+    // Another clone, as on another machine: it has no local record of the run.
+    let other = repo.scratch.join("other");
+    crate::support::git_in(
+        &repo.scratch,
+        &[
+            "clone",
+            "-q",
+            repo.path.to_str().unwrap(),
+            other.to_str().unwrap(),
+        ],
+    );
+    let out = crate::support::plait_in(&other, &["status", &id, "--store", &url, "--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let state: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(state["id"], id);
+    assert_eq!(state["phase"], "finished", "{state}");
+    assert_eq!(state["merge"]["included"], serde_json::json!(["a", "b"]));
+    let out = crate::support::plait_in(&other, &["status", &id, "--store", &url]);
+    assert!(
+        stdout(&out).contains(&format!("run {id}")),
+        "{}",
+        stdout(&out)
+    );
+    let out = crate::support::plait_in(&other, &["status", "nosuch", "--store", &url]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("the store has no run `nosuch`"),
+        "{}",
+        stderr(&out)
+    );
+}

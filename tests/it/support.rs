@@ -191,6 +191,7 @@ impl TestRepo {
         let parsed = plan::parse(toml, &plan_path).unwrap();
         let resolved = plan::resolve_with_env(&repo, parsed, &plan_path, env).unwrap();
         let settings = RunSettings {
+            store: None,
             repo: self.path.clone(),
             plan: Arc::new(resolved),
             plan_path,
