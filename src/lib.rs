@@ -32,7 +32,8 @@
 //! and [`shell`] the way every stage runs a command, inside the walls of a [`sandbox`]
 //! (Landlock: a task's processes write only its own places). [`llm`] is the model APIs
 //! over HTTP that agents, reviewers and the planner share, and [`cancel`] the run's
-//! interrupt. Only [`cli`] prints, reads the environment, installs signal handlers and
+//! interrupt; [`pg`] is the PostgreSQL store a run is also written to for other machines.
+//! Only [`cli`] prints, reads the environment, installs signal handlers and
 //! chooses exit codes.
 
 pub mod agent;
