@@ -440,6 +440,66 @@ impl PgStore {
     }
 }
 
+/// A connection that waits for the store's task changes (`LISTEN`), for a coordinator
+/// that must not poll.
+pub struct PgListener {
+    _client: Client,
+    changes: tokio::sync::mpsc::UnboundedReceiver<String>,
+}
+
+impl PgListener {
+    /// Connects and listens on [`TASKS_CHANNEL`].
+    pub async fn connect(config: &Config, timeout: Duration) -> Result<PgListener, PgError> {
+        let mut config = config.clone();
+        config.connect_timeout(timeout);
+        let (client, mut connection) =
+            config
+                .connect(NoTls)
+                .await
+                .map_err(|source| PgError::Connect {
+                    server: server(&config),
+                    source,
+                })?;
+        let (tx, changes) = tokio::sync::mpsc::unbounded_channel();
+        tokio::spawn(async move {
+            let mut messages = futures_util::stream::poll_fn(move |cx| connection.poll_message(cx));
+            while let Some(message) = futures_util::StreamExt::next(&mut messages).await {
+                match message {
+                    Ok(tokio_postgres::AsyncMessage::Notification(n)) => {
+                        if tx.send(n.payload().to_string()).is_err() {
+                            return;
+                        }
+                    }
+                    Ok(_) => {}
+                    Err(e) => {
+                        tracing::warn!("store listener ended: {e}");
+                        return;
+                    }
+                }
+            }
+        });
+        client
+            .batch_execute(&format!("LISTEN {TASKS_CHANNEL}"))
+            .await?;
+        Ok(PgListener {
+            _client: client,
+            changes,
+        })
+    }
+
+    /// Waits at most `timeout` for a task of `run` to change; true when one did.
+    pub async fn changed(&mut self, run: &str, timeout: Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            match tokio::time::timeout_at(deadline, self.changes.recv()).await {
+                Ok(Some(changed)) if changed == run => return true,
+                Ok(Some(_)) => {}
+                Ok(None) | Err(_) => return false,
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -305,3 +305,28 @@ fn a_run_with_a_store_is_seen_from_another_clone_and_a_wrong_store_creates_nothi
         stderr(&out)
     );
 }
+
+#[test]
+fn a_coordinator_hears_a_task_end_without_polling() {
+    let rt = runtime();
+    let Some(config) = database(&rt) else { return };
+    rt.block_on(async {
+        let store = run_of(&config, 2).await;
+        let other = run_of_named(&config, "r2").await;
+        let mut listener = pg::PgListener::connect(&config, WAIT).await.unwrap();
+        // Nothing happens: it waits the whole time and says so.
+        assert!(!listener.changed("r1", Duration::from_millis(200)).await);
+        // Another run's change does not wake it for r1; r1's does.
+        let c2 = other.claim("r2", "w", WAIT).await.unwrap().unwrap();
+        other.finish("r2", &c2, "done", &json!({})).await.unwrap();
+        let claim = store.claim("r1", "w", WAIT).await.unwrap().unwrap();
+        let finisher = async {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            store.finish("r1", &claim, "done", &json!({})).await.unwrap()
+        };
+        let start = std::time::Instant::now();
+        let (heard, finished) = tokio::join!(listener.changed("r1", WAIT), finisher);
+        assert!(finished && heard);
+        assert!(start.elapsed() < Duration::from_secs(5), "woken by the notification");
+    });
+}
