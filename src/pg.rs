@@ -65,6 +65,14 @@ const MIGRATIONS: &[&str] = &[
         body jsonb NOT NULL,
         at timestamptz NOT NULL DEFAULT now()
     );",
+    // 2: rate-limit buckets shared by every machine, by a keyed hash of provider and key.
+    "CREATE TABLE plait_secret (secret text NOT NULL);
+    INSERT INTO plait_secret (secret) VALUES (gen_random_uuid()::text);
+    CREATE TABLE plait_buckets (
+        key text PRIMARY KEY,
+        level double precision NOT NULL,
+        at timestamptz NOT NULL DEFAULT clock_timestamp()
+    );",
 ];
 
 /// The schema version this plait writes.
@@ -432,6 +440,78 @@ impl PgStore {
             .execute("SELECT pg_notify($1, $2)", &[&TASKS_CHANNEL, &run])
             .await?;
         Ok(())
+    }
+
+    /// The name a limit of `provider` and `api_key` has in the store: a hash keyed by the
+    /// store's own secret, so the key is never stored and cannot be guessed from the name.
+    pub async fn bucket_name(
+        &self,
+        provider: &str,
+        api_key: &str,
+        limit: &str,
+    ) -> Result<String, PgError> {
+        use sha1::{Digest, Sha1};
+        let row = self
+            .client
+            .query_one("SELECT secret FROM plait_secret LIMIT 1", &[])
+            .await?;
+        let secret: String = row.get(0);
+        let mut hash = Sha1::new();
+        for part in [secret.as_str(), provider, api_key] {
+            hash.update(part.len().to_be_bytes());
+            hash.update(part.as_bytes());
+        }
+        let digest: String = hash.finalize().iter().map(|b| format!("{b:02x}")).collect();
+        Ok(format!("{digest}:{limit}"))
+    }
+
+    /// Takes `cost` from the shared token bucket `name` of `capacity`, refilled at
+    /// `per_second`, which starts full: `None` when taken, else how long until it will
+    /// have refilled enough (nothing taken). One statement, so machines taking at once each
+    /// see the others' takes.
+    pub async fn take(
+        &self,
+        name: &str,
+        capacity: f64,
+        per_second: f64,
+        cost: f64,
+    ) -> Result<Option<Duration>, PgError> {
+        let cost = cost.min(capacity);
+        let take = "WITH now AS (
+                SELECT least($2::float8,
+                             level + extract(epoch FROM clock_timestamp() - at)::float8 * $3::float8)
+                       AS level
+                  FROM plait_buckets WHERE key = $1 FOR UPDATE
+             )
+             UPDATE plait_buckets b
+                SET level = CASE WHEN now.level >= $4::float8 THEN now.level - $4::float8
+                                 ELSE now.level END,
+                    at = clock_timestamp()
+               FROM now
+              WHERE b.key = $1
+          RETURNING now.level";
+        let params: [&(dyn tokio_postgres::types::ToSql + Sync); 4] =
+            [&name, &capacity, &per_second, &cost];
+        let row = match self.client.query_opt(take, &params).await? {
+            Some(row) => row,
+            None => {
+                // A new bucket starts full.
+                self.client
+                    .execute(
+                        "INSERT INTO plait_buckets (key, level) VALUES ($1, $2)
+                         ON CONFLICT (key) DO NOTHING",
+                        &[&name, &capacity],
+                    )
+                    .await?;
+                self.client.query_one(take, &params).await?
+            }
+        };
+        let level: f64 = row.get(0);
+        if level >= cost {
+            Ok(None)
+        } else {
+            Ok(Some(Duration::from_secs_f64((cost - level) / per_second)))
+        }
     }
 
     /// The connection itself, for the tests' and benchmarks' own queries.

@@ -322,11 +322,68 @@ fn a_coordinator_hears_a_task_end_without_polling() {
         let claim = store.claim("r1", "w", WAIT).await.unwrap().unwrap();
         let finisher = async {
             tokio::time::sleep(Duration::from_millis(100)).await;
-            store.finish("r1", &claim, "done", &json!({})).await.unwrap()
+            store
+                .finish("r1", &claim, "done", &json!({}))
+                .await
+                .unwrap()
         };
         let start = std::time::Instant::now();
         let (heard, finished) = tokio::join!(listener.changed("r1", WAIT), finisher);
         assert!(finished && heard);
-        assert!(start.elapsed() < Duration::from_secs(5), "woken by the notification");
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "woken by the notification"
+        );
+    });
+}
+
+#[test]
+fn machines_share_one_token_bucket_named_without_the_key() {
+    let rt = runtime();
+    let Some(config) = database(&rt) else { return };
+    rt.block_on(async {
+        let store = PgStore::connect(&config, WAIT).await.unwrap();
+        let name = store
+            .bucket_name("anthropic", "sk-ant-secret", "requests")
+            .await
+            .unwrap();
+        assert!(!name.contains("sk-ant"), "{name}");
+        let other_key = store
+            .bucket_name("anthropic", "sk-ant-other", "requests")
+            .await
+            .unwrap();
+        assert_ne!(name, other_key);
+        // Three machines take one request at a time from a bucket of 30 that refills at
+        // 10 a second, for one second: together they get 30 + about 10, not three times.
+        let taken = Arc::new(AtomicUsize::new(0));
+        let mut machines = Vec::new();
+        for _ in 0..3 {
+            let (config, name, taken) = (config.clone(), name.clone(), taken.clone());
+            machines.push(tokio::spawn(async move {
+                let store = PgStore::connect(&config, WAIT).await.unwrap();
+                let again = store
+                    .bucket_name("anthropic", "sk-ant-secret", "requests")
+                    .await
+                    .unwrap();
+                assert_eq!(again, name, "every machine names the bucket alike");
+                let end = std::time::Instant::now() + Duration::from_secs(1);
+                while std::time::Instant::now() < end {
+                    match store.take(&name, 30.0, 10.0, 1.0).await.unwrap() {
+                        None => {
+                            taken.fetch_add(1, Ordering::Relaxed);
+                        }
+                        Some(wait) => {
+                            assert!(wait <= Duration::from_millis(110), "{wait:?}");
+                            tokio::time::sleep(wait).await;
+                        }
+                    }
+                }
+            }));
+        }
+        for m in machines {
+            m.await.unwrap();
+        }
+        let taken = taken.load(Ordering::Relaxed);
+        assert!((30..=45).contains(&taken), "{taken} taken in one second");
     });
 }
