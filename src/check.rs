@@ -43,6 +43,34 @@ pub struct CheckReport {
     pub merge: Option<MergeScope>,
 }
 
+impl CheckReport {
+    /// Whether nothing in the report keeps the merge from going ahead.
+    fn passes(&self) -> bool {
+        self.ownership.is_empty()
+            && self.conflicts.is_empty()
+            && self.checks.iter().all(|c| c.passed)
+            && self.gate.is_empty()
+    }
+}
+
+/// The run's merged checks on `commit`, in a checks pool of their own under `run_dir`
+/// that is removed again, logging under `logs`.
+async fn merged_checks_once(
+    workdir: &Path,
+    run_dir: &Path,
+    state: &RunState,
+    commit: Oid,
+    checks: &CheckSettings,
+    logs: &Path,
+) -> Vec<CheckResult> {
+    let pool = CheckPool::new(run_dir.join("checks"), workdir.to_path_buf(), checks.jobs);
+    let (_interrupt, cancel) = Cancel::new();
+    let results =
+        crate::review::checks::checks_at(&pool, state, commit, checks, logs, &cancel).await;
+    pool.remove_all();
+    results
+}
+
 /// Which of a run's tasks a merge includes.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct MergeScope {
@@ -106,16 +134,10 @@ pub async fn check_merge(
         merge: Some(scope),
     };
     if !checks.merged.is_empty() {
-        let pool = CheckPool::new(run_dir.join("checks"), workdir.clone(), checks.jobs);
         let logs = run_dir.join("check-merge-in-progress");
-        let (_interrupt, cancel) = Cancel::new();
-        report.checks =
-            crate::review::checks::checks_at(&pool, state, commit, checks, &logs, &cancel).await;
-        pool.remove_all();
+        report.checks = merged_checks_once(&workdir, &run_dir, state, commit, checks, &logs).await;
     }
-    report.pass = report.ownership.is_empty()
-        && report.checks.iter().all(|c| c.passed)
-        && report.gate.is_empty();
+    report.pass = report.passes();
     Ok(report)
 }
 
@@ -260,9 +282,7 @@ pub async fn check_branches(
         pool.remove_all();
         report.checks = results.map_err(RunError::Internal)?;
     }
-    report.pass = report.ownership.is_empty()
-        && report.conflicts.is_empty()
-        && report.checks.iter().all(|c| c.passed);
+    report.pass = report.passes();
     Ok(report)
 }
 
@@ -380,20 +400,13 @@ pub async fn check_run(
         Target::Contains | Target::FastForward => {}
         Target::Conflicts(conflicts) => report.conflicts = conflicts,
         Target::Merged(commit) if !checks.merged.is_empty() => {
-            let pool = CheckPool::new(run_dir.join("checks"), workdir.clone(), checks.jobs);
             let logs = run_dir.join("check-merged-with-target");
-            let (_interrupt, cancel) = Cancel::new();
             report.checks =
-                crate::review::checks::checks_at(&pool, state, commit, checks, &logs, &cancel)
-                    .await;
-            pool.remove_all();
+                merged_checks_once(&workdir, &run_dir, state, commit, checks, &logs).await;
         }
         Target::Merged(_) => report.checks = Vec::new(),
     }
-    report.pass = report.ownership.is_empty()
-        && report.conflicts.is_empty()
-        && report.checks.iter().all(|c| c.passed)
-        && report.gate.is_empty();
+    report.pass = report.passes();
     Ok(report)
 }
 

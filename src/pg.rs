@@ -162,6 +162,28 @@ fn server(config: &Config) -> String {
     )
 }
 
+/// Opens a connection, waiting at most `timeout`; the error names the server.
+async fn open(
+    config: &Config,
+    timeout: Duration,
+) -> Result<
+    (
+        Client,
+        tokio_postgres::Connection<tokio_postgres::Socket, tokio_postgres::tls::NoTlsStream>,
+    ),
+    PgError,
+> {
+    let mut config = config.clone();
+    config.connect_timeout(timeout);
+    config
+        .connect(NoTls)
+        .await
+        .map_err(|source| PgError::Connect {
+            server: server(&config),
+            source,
+        })
+}
+
 /// A task a worker claimed: its id, its record, and the generation its lease fences.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Claim {
@@ -179,16 +201,7 @@ impl PgStore {
     /// Connects (waiting at most `timeout`) and brings the schema up to this plait's
     /// version; a newer schema is refused.
     pub async fn connect(config: &Config, timeout: Duration) -> Result<PgStore, PgError> {
-        let mut config = config.clone();
-        config.connect_timeout(timeout);
-        let (client, connection) =
-            config
-                .connect(NoTls)
-                .await
-                .map_err(|source| PgError::Connect {
-                    server: server(&config),
-                    source,
-                })?;
+        let (client, connection) = open(config, timeout).await?;
         tokio::spawn(async move {
             if let Err(e) = connection.await {
                 tracing::warn!("store connection ended: {e}");
@@ -530,16 +543,7 @@ pub struct PgListener {
 impl PgListener {
     /// Connects and listens on [`TASKS_CHANNEL`].
     pub async fn connect(config: &Config, timeout: Duration) -> Result<PgListener, PgError> {
-        let mut config = config.clone();
-        config.connect_timeout(timeout);
-        let (client, mut connection) =
-            config
-                .connect(NoTls)
-                .await
-                .map_err(|source| PgError::Connect {
-                    server: server(&config),
-                    source,
-                })?;
+        let (client, mut connection) = open(config, timeout).await?;
         let (tx, changes) = tokio::sync::mpsc::unbounded_channel();
         tokio::spawn(async move {
             let mut messages = futures_util::stream::poll_fn(move |cx| connection.poll_message(cx));

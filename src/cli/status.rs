@@ -35,18 +35,27 @@ pub fn cmd_status(dir: &Path, args: StatusArgs) -> Result<(), CommandError> {
     let (_repo, store) = open_store(dir)?;
     let run = store.find(args.run.as_deref())?;
     let state = store.load(&run)?;
-    if args.json {
+    let live = store.lock_holder().is_some_and(|(_, run)| run == state.id);
+    print_status(&state, args.json, live)
+}
+
+/// The status of `state`, as JSON or as text (`live`: its plait process is running).
+fn print_status(
+    state: &crate::state::RunState,
+    json: bool,
+    live: bool,
+) -> Result<(), CommandError> {
+    if json {
         let json = StatusJson {
-            state: &state,
-            attention: report::attention(&state),
+            state,
+            attention: report::attention(state),
         };
         outln!(
             "{}",
             serde_json::to_string_pretty(&json).unwrap_or_default()
         )?;
     } else {
-        let live = store.lock_holder().is_some_and(|(_, run)| run == state.id);
-        out!("{}", report::status_text(&state, live))?;
+        out!("{}", report::status_text(state, live))?;
     }
     Ok(())
 }
@@ -67,17 +76,6 @@ fn status_from_store(args: &StatusArgs) -> Result<(), CommandError> {
         .ok_or_else(|| CommandError::usage(format!("the store has no run `{run}`")))?;
     let state: crate::state::RunState = serde_json::from_value(value)
         .map_err(|e| CommandError::internal(format!("run {run} in the store: {e}")))?;
-    if args.json {
-        let json = StatusJson {
-            state: &state,
-            attention: report::attention(&state),
-        };
-        outln!(
-            "{}",
-            serde_json::to_string_pretty(&json).unwrap_or_default()
-        )?;
-    } else {
-        out!("{}", report::status_text(&state, true))?;
-    }
-    Ok(())
+    // Another machine cannot tell whether the run's process lives: its phase says.
+    print_status(&state, args.json, true)
 }
