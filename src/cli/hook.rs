@@ -252,7 +252,7 @@ fn fast_forwards(
         };
         let mut refused = false;
         for run in runs {
-            if store.load(&run).is_err() {
+            if !has_record(&store, &run)? {
                 continue;
             }
             let report = check_merge_one(repo, store, &run, branch, &merging)?;
@@ -276,6 +276,21 @@ fn fast_forwards(
         ))
     } else {
         Ok(())
+    }
+}
+
+/// Whether run `run` has a record here: a branch of a run whose record is gone is not
+/// judged, but a record that cannot be read stops the hook (the gate cannot judge it).
+fn has_record(store: &crate::state::Store, run: &str) -> Result<bool, CommandError> {
+    match store.load(run) {
+        Ok(_) => Ok(true),
+        Err(crate::state::StateError::UnknownRun { .. }) => Ok(false),
+        Err(crate::state::StateError::Io { source, .. })
+            if source.kind() == std::io::ErrorKind::NotFound =>
+        {
+            Ok(false)
+        }
+        Err(e) => Err(e.into()),
     }
 }
 
@@ -305,7 +320,7 @@ fn run(dir: &Path, name: &str, args: &[String]) -> Result<(), CommandError> {
             runs.dedup();
             let mut failed = false;
             for run in runs {
-                if store.load(&run).is_err() {
+                if !has_record(&store, &run)? {
                     continue;
                 }
                 let report = check_merge_one(&repo, &store, &run, &into, &merging)?;
@@ -353,7 +368,7 @@ fn run(dir: &Path, name: &str, args: &[String]) -> Result<(), CommandError> {
     targets.dedup();
     let mut failed = false;
     for (run, into) in targets {
-        if store.load(&run).is_err() {
+        if !has_record(&store, &run)? {
             continue;
         }
         let report = check_one(&repo, &store, &run, &into)?;

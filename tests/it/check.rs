@@ -393,3 +393,29 @@ fn a_fast_forward_onto_a_plait_branch_is_judged_too() {
     assert!(out.status.success());
     assert!(!repo.path.join(".git/hooks/reference-transaction").exists());
 }
+
+#[test]
+fn a_damaged_run_record_stops_the_merge_it_cannot_judge() {
+    let repo = sample();
+    let out = repo.plait(&["hook", "install"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let id = run(&repo, CLEAN);
+    std::fs::write(
+        repo.path.join(format!(".git/plait/runs/{id}/state.json")),
+        "{broken",
+    )
+    .unwrap();
+    repo.write("notes.md", "n2\n");
+    repo.commit_all("main moves on");
+    let out = std::process::Command::new("git")
+        .args(["merge", "--no-edit", &format!("plait/{id}/a")])
+        .current_dir(&repo.path)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(
+        !out.status.success(),
+        "a merge went through unjudged: {said}"
+    );
+    assert!(said.contains("is damaged"), "{said}");
+}
