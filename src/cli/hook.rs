@@ -252,7 +252,7 @@ fn fast_forwards(
         };
         let mut refused = false;
         for run in runs {
-            if !has_record(&store, &run)? {
+            if !has_record(store, &run)? {
                 continue;
             }
             let report = check_merge_one(repo, store, &run, branch, &merging)?;
