@@ -218,6 +218,7 @@ fn run(repo: &Path, toml: &str, jobs: usize) -> Result<Timed> {
     drop(git_repo);
     let settings = RunSettings {
         store: None,
+        remote: None,
         repo: repo.to_path_buf(),
         plan: Arc::new(resolved),
         plan_path,

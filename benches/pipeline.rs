@@ -497,6 +497,7 @@ fn sandbox_costs(t: &mut Table, root: &Path, repo: &Path, n: usize, reps: usize)
                 })?;
                 let settings = plait::orchestrator::RunSettings {
                     store: None,
+                    remote: None,
                     repo: repo.to_path_buf(),
                     plan: std::sync::Arc::new(resolved),
                     plan_path: plan_path.clone(),

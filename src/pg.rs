@@ -73,6 +73,18 @@ const MIGRATIONS: &[&str] = &[
         level double precision NOT NULL,
         at timestamptz NOT NULL DEFAULT clock_timestamp()
     );",
+    // 3: runs whose tasks workers take (with their plan, base and git remote), and each
+    // task's work as pushed: the last checkpoint and the winning generation's tip.
+    "ALTER TABLE plait_runs
+        ADD COLUMN plan text,
+        ADD COLUMN plan_path text,
+        ADD COLUMN base text,
+        ADD COLUMN remote text,
+        ADD COLUMN open boolean NOT NULL DEFAULT false;
+    ALTER TABLE plait_tasks
+        ADD COLUMN checkpoint text,
+        ADD COLUMN tip text;
+    CREATE INDEX plait_tasks_open ON plait_tasks (state) WHERE state IN ('pending', 'running');",
 ];
 
 /// The schema version this plait writes.
@@ -187,9 +199,33 @@ async fn open(
 /// A task a worker claimed: its id, its record, and the generation its lease fences.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Claim {
+    pub run: String,
     pub task: String,
     pub generation: i64,
     pub record: Value,
+    /// The last work pushed for the task by an earlier claim (a commit id), to go on from.
+    pub checkpoint: Option<String>,
+}
+
+/// What workers need to take a run's tasks: its plan, base commit and git remote.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Queue {
+    pub plan: String,
+    /// Where the coordinator read the plan, for messages.
+    pub plan_path: String,
+    pub base: String,
+    pub remote: String,
+}
+
+/// A task as the store holds it.
+#[derive(Debug, Clone)]
+pub struct TaskRow {
+    pub id: String,
+    pub state: String,
+    pub record: Value,
+    pub generation: i64,
+    /// The winning generation's branch tip, once the task has ended with one.
+    pub tip: Option<String>,
 }
 
 /// A connection to the store.
@@ -339,32 +375,50 @@ impl PgStore {
         owner: &str,
         lease: Duration,
     ) -> Result<Option<Claim>, PgError> {
+        self.claim_next(Some(run), owner, lease).await
+    }
+
+    /// Claims the next task for `owner` of run `only`, or of any queued run (oldest run
+    /// first, then plan order), as [`claim`](Self::claim) does; the listeners hear of it.
+    pub async fn claim_next(
+        &self,
+        only: Option<&str>,
+        owner: &str,
+        lease: Duration,
+    ) -> Result<Option<Claim>, PgError> {
         let row = self
             .client
             .query_opt(
                 "WITH next AS (
-                    SELECT id FROM plait_tasks
-                     WHERE run_id = $1
-                       AND (state = 'pending' OR (state = 'running' AND lease_until < now()))
-                     ORDER BY position
+                    SELECT t.run_id, t.id FROM plait_tasks t JOIN plait_runs r ON r.id = t.run_id
+                     WHERE (t.state = 'pending' OR (t.state = 'running' AND t.lease_until < now()))
+                       AND (r.id = $1 OR ($1 IS NULL AND r.open))
+                     ORDER BY r.created_at, r.id, t.position
                      LIMIT 1
-                     FOR UPDATE SKIP LOCKED
+                     FOR UPDATE OF t SKIP LOCKED
                  )
                  UPDATE plait_tasks t
                     SET state = 'running', owner = $2,
                         lease_until = now() + make_interval(secs => $3),
                         generation = t.generation + 1
                    FROM next
-                  WHERE t.run_id = $1 AND t.id = next.id
-              RETURNING t.id, t.generation, t.record",
-                &[&run, &owner, &lease.as_secs_f64()],
+                  WHERE t.run_id = next.run_id AND t.id = next.id
+              RETURNING t.run_id, t.id, t.generation, t.record, t.checkpoint",
+                &[&only, &owner, &lease.as_secs_f64()],
             )
             .await?;
-        Ok(row.map(|r| Claim {
-            task: r.get(0),
-            generation: r.get(1),
-            record: r.get(2),
-        }))
+        let Some(row) = row else {
+            return Ok(None);
+        };
+        let claim = Claim {
+            run: row.get(0),
+            task: row.get(1),
+            generation: row.get(2),
+            record: row.get(3),
+            checkpoint: row.get(4),
+        };
+        self.notify(&claim.run).await?;
+        Ok(Some(claim))
     }
 
     /// Extends a claim's lease; false when the claim was lost (its lease ran out and
@@ -390,13 +444,26 @@ impl PgStore {
         state: &str,
         record: &Value,
     ) -> Result<bool, PgError> {
+        self.finish_at(run, claim, state, record, None).await
+    }
+
+    /// [`finish`](Self::finish), recording the branch tip the claim pushed (`tip`): the
+    /// state and the branch agree, for only the claim that holds the lease records either.
+    pub async fn finish_at(
+        &self,
+        run: &str,
+        claim: &Claim,
+        state: &str,
+        record: &Value,
+        tip: Option<&str>,
+    ) -> Result<bool, PgError> {
         let n = self
             .client
             .execute(
                 "UPDATE plait_tasks
-                    SET state = $4, record = $5, owner = NULL, lease_until = NULL
+                    SET state = $4, record = $5, tip = $6, owner = NULL, lease_until = NULL
                   WHERE run_id = $1 AND id = $2 AND generation = $3 AND state = 'running'",
-                &[&run, &claim.task, &claim.generation, &state, record],
+                &[&run, &claim.task, &claim.generation, &state, record, &tip],
             )
             .await?;
         if n == 1 {
@@ -420,6 +487,91 @@ impl PgStore {
             self.notify(run).await?;
         }
         Ok(n == 1)
+    }
+
+    /// Records work a claim pushed (`commit`), for a worker that takes the task over;
+    /// false when the claim was lost.
+    pub async fn checkpoint(&self, claim: &Claim, commit: &str) -> Result<bool, PgError> {
+        let n = self
+            .client
+            .execute(
+                "UPDATE plait_tasks SET checkpoint = $4
+                  WHERE run_id = $1 AND id = $2 AND generation = $3 AND state = 'running'",
+                &[&claim.run, &claim.task, &claim.generation, &commit],
+            )
+            .await?;
+        Ok(n == 1)
+    }
+
+    /// Opens run `run` to workers: they take its tasks with `queue`'s plan, base and remote.
+    pub async fn open_queue(&self, run: &str, queue: &Queue) -> Result<(), PgError> {
+        let n = self
+            .client
+            .execute(
+                "UPDATE plait_runs SET plan = $2, plan_path = $3, base = $4, remote = $5,
+                        open = true
+                  WHERE id = $1",
+                &[
+                    &run,
+                    &queue.plan,
+                    &queue.plan_path,
+                    &queue.base,
+                    &queue.remote,
+                ],
+            )
+            .await?;
+        if n == 0 {
+            return Err(PgError::Data(format!("the store has no run `{run}`")));
+        }
+        self.notify(run).await
+    }
+
+    /// Closes run `run` to workers (it has ended, or was thrown away).
+    pub async fn close_queue(&self, run: &str) -> Result<(), PgError> {
+        self.client
+            .execute("UPDATE plait_runs SET open = false WHERE id = $1", &[&run])
+            .await?;
+        Ok(())
+    }
+
+    /// What workers need to take the tasks of run `run`; `None` when it is not queued.
+    pub async fn queue(&self, run: &str) -> Result<Option<Queue>, PgError> {
+        let row = self
+            .client
+            .query_opt(
+                "SELECT plan, plan_path, base, remote FROM plait_runs
+                  WHERE id = $1 AND plan IS NOT NULL",
+                &[&run],
+            )
+            .await?;
+        Ok(row.map(|r| Queue {
+            plan: r.get(0),
+            plan_path: r.get(1),
+            base: r.get(2),
+            remote: r.get(3),
+        }))
+    }
+
+    /// Each task of `run`, in plan order, with its generation and winning tip.
+    pub async fn task_rows(&self, run: &str) -> Result<Vec<TaskRow>, PgError> {
+        let rows = self
+            .client
+            .query(
+                "SELECT id, state, record, generation, tip FROM plait_tasks
+                  WHERE run_id = $1 ORDER BY position",
+                &[&run],
+            )
+            .await?;
+        Ok(rows
+            .iter()
+            .map(|r| TaskRow {
+                id: r.get(0),
+                state: r.get(1),
+                record: r.get(2),
+                generation: r.get(3),
+                tip: r.get(4),
+            })
+            .collect())
     }
 
     /// Each task of `run`, in plan order: id, state, record.
@@ -569,6 +721,18 @@ impl PgListener {
             _client: client,
             changes,
         })
+    }
+
+    /// Waits at most `timeout` for a task of any run to change; true when one did (and
+    /// every change heard by then is taken).
+    pub async fn any(&mut self, timeout: Duration) -> bool {
+        match tokio::time::timeout(timeout, self.changes.recv()).await {
+            Ok(Some(_)) => {
+                while self.changes.try_recv().is_ok() {}
+                true
+            }
+            Ok(None) | Err(_) => false,
+        }
     }
 
     /// Waits at most `timeout` for a task of `run` to change; true when one did.

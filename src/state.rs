@@ -117,6 +117,25 @@ impl TaskState {
             TaskState::Interrupted => "interrupted",
         }
     }
+
+    /// The state named `name` (as [`as_str`](Self::as_str) writes it).
+    pub fn from_name(name: &str) -> Option<TaskState> {
+        use TaskState::*;
+        [
+            Pending,
+            Preparing,
+            Running,
+            Collecting,
+            Reviewing,
+            Done,
+            Failed,
+            Rejected,
+            Stopped,
+            Interrupted,
+        ]
+        .into_iter()
+        .find(|s| s.as_str() == name)
+    }
 }
 
 /// How a path changed on a task's branch.

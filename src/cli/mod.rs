@@ -19,6 +19,7 @@ mod run;
 mod runs;
 mod status;
 mod ui;
+mod worker;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -70,6 +71,7 @@ pub enum Command {
     Guard(guard::GuardArgs),
     Clean(clean::CleanArgs),
     Runs(runs::RunsArgs),
+    Worker(worker::WorkerArgs),
 }
 
 pub use error::{CommandError, Kind};
@@ -94,6 +96,7 @@ pub fn main() -> ExitCode {
         Command::Guard(args) => return guard::cmd_guard(args),
         Command::Clean(args) => clean::cmd_clean(&dir, args),
         Command::Runs(args) => runs::cmd_runs(&dir, args),
+        Command::Worker(args) => worker::cmd_worker(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -157,6 +160,24 @@ fn base_files(
 /// The PostgreSQL store `--store URL` (or `PLAIT_STORE`) names, with libpq's variables for
 /// what the URL leaves out; checked by connecting once (and migrating), so a wrong URL
 /// stops a command before it creates anything. `None` without either.
+/// The remote through which run `run` of the store `config` is spread over workers, if it
+/// is.
+fn queued_remote(
+    config: &tokio_postgres::Config,
+    run: &str,
+) -> Result<Option<String>, CommandError> {
+    runtime()?.block_on(async {
+        let pg = crate::pg::PgStore::connect(config, std::time::Duration::from_secs(10))
+            .await
+            .map_err(|e| CommandError::usage(e.to_string()).because(e))?;
+        let queue = pg
+            .queue(run)
+            .await
+            .map_err(|e| CommandError::internal(e.to_string()).because(e))?;
+        Ok(queue.map(|q| q.remote))
+    })
+}
+
 pub fn store_config(url: Option<&str>) -> Result<Option<tokio_postgres::Config>, CommandError> {
     let from_env = std::env::var("PLAIT_STORE")
         .ok()

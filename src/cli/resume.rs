@@ -32,10 +32,14 @@ pub struct ResumeArgs {
     /// Print one JSON event per line on stdout instead of the run id
     #[arg(long)]
     pub json: bool,
+    /// The PostgreSQL store of a run spread over workers (or PLAIT_STORE): wait for its
+    /// tasks again, through the remote it was started with
+    #[arg(long, value_name = "URL")]
+    pub store: Option<String>,
 }
 
 pub fn cmd_resume(dir: &Path, args: ResumeArgs) -> Result<(), CommandError> {
-    if args.jobs == Some(0) {
+    if args.jobs == Some(0) && args.store.is_none() {
         return Err(CommandError::usage("-j must be at least 1"));
     }
     let (repo, store) = open_store(dir)?;
@@ -68,8 +72,14 @@ pub fn cmd_resume(dir: &Path, args: ResumeArgs) -> Result<(), CommandError> {
     let jobs = args
         .jobs
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(4, |n| n.get()));
+    let store = super::store_config(args.store.as_deref())?;
+    let remote = match &store {
+        Some(config) => super::queued_remote(config, &run)?,
+        None => None,
+    };
     let settings = RunSettings {
-        store: None,
+        store,
+        remote,
         repo: std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf()),
         plan: Arc::new(resolved),
         plan_path: state.plan.clone(),

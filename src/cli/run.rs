@@ -64,11 +64,17 @@ pub struct RunArgs {
     /// `plait status RUN --store URL` shows it from any machine
     #[arg(long, value_name = "URL")]
     pub store: Option<String>,
+    /// With --store: spread the tasks over workers (`plait worker`) through this git
+    /// remote (a path, ssh or https URL): the base commit is pushed there, the workers push
+    /// the task branches back; -j 0 runs no task on this machine
+    #[arg(long, value_name = "REMOTE", requires = "store")]
+    pub remote: Option<String>,
 }
 
 pub fn cmd_run(dir: &Path, args: RunArgs) -> Result<(), CommandError> {
-    if args.jobs == Some(0) {
-        return Err(CommandError::usage("-j must be at least 1"));
+    if args.jobs == Some(0) && args.remote.is_none() {
+        return Err(CommandError::usage("-j must be at least 1")
+            .hint("-j 0 (no task on this machine) is for a run spread over workers: --store URL --remote REMOTE"));
     }
     if args.max_cost.is_some_and(|c| c.is_nan() || c <= 0.0) {
         return Err(CommandError::usage(
@@ -109,6 +115,10 @@ pub fn cmd_run(dir: &Path, args: RunArgs) -> Result<(), CommandError> {
     };
     let total = resolved.tasks.len();
     let store = super::store_config(args.store.as_deref())?;
+    let remote = match &args.remote {
+        Some(remote) => Some(publish_base(dir, remote, &resolved.base.to_string())?),
+        None => None,
+    };
     let settings = RunSettings {
         repo: std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf()),
         plan: Arc::new(resolved),
@@ -120,10 +130,29 @@ pub fn cmd_run(dir: &Path, args: RunArgs) -> Result<(), CommandError> {
         groups: args.groups,
         plait_program: super::plait_program()?,
         store,
+        remote: remote.clone(),
     };
     let prepared = orchestrator::prepare(settings)?;
-    errln!("run {}: {total} task(s), {jobs} at a time", prepared.id());
+    match &remote {
+        Some(remote) => errln!(
+            "run {}: {total} task(s) queued for workers through {remote}, {jobs} at a time on this machine",
+            prepared.id()
+        ),
+        None => errln!("run {}: {total} task(s), {jobs} at a time", prepared.id()),
+    }
     drive(prepared, total, args.json)
+}
+
+/// Puts the base commit on `remote` (a local path made absolute, for workers elsewhere);
+/// the remote as the run records it.
+fn publish_base(dir: &Path, remote: &str, base: &str) -> Result<String, CommandError> {
+    let cwd = std::env::current_dir().unwrap_or_else(|_| dir.to_path_buf());
+    let remote = crate::remote::normalize(remote, &cwd);
+    crate::remote::publish_base(dir, &remote, base).map_err(|e| {
+        CommandError::usage(format!("--remote {remote}: {e}"))
+            .hint("the remote is any URL git can push to (a bare repository's path, ssh or https); nothing was created")
+    })?;
+    Ok(remote)
 }
 
 /// Asks the manager for a plan for `goal` and, unless `--yes`, the user whether to run it.
@@ -226,7 +255,7 @@ fn land_target(base_name: &str) -> &str {
 
 /// Fires `interrupt` on the first Ctrl-C or SIGTERM, which stops the run at its next
 /// boundary, and exits on the second: the state on disk is whole at every moment.
-async fn watch_signals(interrupt: tokio::sync::watch::Sender<bool>) {
+pub(super) async fn watch_signals(interrupt: tokio::sync::watch::Sender<bool>) {
     use tokio::signal::unix::{signal, SignalKind};
     let (Ok(mut int), Ok(mut term)) = (
         signal(SignalKind::interrupt()),

@@ -25,8 +25,10 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::{mpsc, Notify, Semaphore};
 use tokio::task::JoinSet;
 
+mod coordinate;
 mod grouped;
 mod task;
+pub mod worker;
 
 use crate::cancel::Cancel;
 use crate::git::{self, RepoError};
@@ -75,6 +77,10 @@ pub struct RunSettings {
     /// A PostgreSQL store the run's record is written to as well (`--store`), so any
     /// machine that reaches it sees the run.
     pub store: Option<tokio_postgres::Config>,
+    /// With a store: the git remote through which workers take the run's tasks
+    /// (`--remote`; its base commit is there already). The run then waits for them, and
+    /// takes `jobs` of them itself (none with `jobs` 0).
+    pub remote: Option<String>,
 }
 
 /// A change of a task's state, for progress displays.
@@ -130,37 +136,51 @@ pub fn prepare(settings: RunSettings) -> Result<Prepared, RunError> {
     let lock = store.lock()?;
     let run = store.create_run()?;
     lock.set_run(&run)?;
-    let run_dir = store.run_dir(&run);
+    let state = lay_down(&store, &run, &settings)?;
+    store.save(&state)?;
+    Ok(Prepared {
+        settings,
+        store,
+        lock,
+        state,
+    })
+}
+
+/// The first state of run `run` in `store`: its directory with the plan's copy, each
+/// task's directory and owned-file list, and every task pending.
+fn lay_down(store: &Store, run: &str, settings: &RunSettings) -> Result<RunState, RunError> {
+    let run_dir = store.run_dir(run);
     let worktree_root = match &settings.worktree_root {
-        Some(root) => root.join(&run),
+        Some(root) => root.join(run),
         None => run_dir.join("worktrees"),
     };
     let io = |path: &Path| {
         let path = path.to_path_buf();
         move |source| StateError::Io { path, source }
     };
+    fs::create_dir_all(&run_dir).map_err(io(&run_dir))?;
     let plan_copy = run_dir.join("plan.toml");
     fs::write(&plan_copy, &settings.plan_text).map_err(io(&plan_copy))?;
     let plan = &settings.plan;
     let mut tasks = Vec::with_capacity(plan.tasks.len());
     for task in &plan.tasks {
-        let dir = store.task_dir(&run, &task.id);
+        let dir = store.task_dir(run, &task.id);
         fs::create_dir_all(&dir).map_err(io(&dir))?;
         let owned_list = dir.join("owned.txt");
         let mut list = task.owned.join("\n");
         list.push('\n');
         fs::write(&owned_list, list).map_err(io(&owned_list))?;
         tasks.push(TaskRecord::pending(
-            &run,
+            run,
             &task.id,
             worktree_root.join(&task.id),
             task.owned.len(),
             dir.join("agent.log"),
         ));
     }
-    let state = RunState {
+    Ok(RunState {
         version: state::STATE_VERSION,
-        id: run.clone(),
+        id: run.to_string(),
         goal: plan.goal.clone(),
         plan: settings.plan_path.clone(),
         base: plan.base.to_string(),
@@ -177,7 +197,7 @@ pub fn prepare(settings: RunSettings) -> Result<Prepared, RunError> {
         merged_checks: Vec::new(),
         max_cost: settings.max_cost,
         groups: crate::groups::records(
-            &run,
+            run,
             &plan.tasks,
             settings
                 .groups
@@ -185,13 +205,6 @@ pub fn prepare(settings: RunSettings) -> Result<Prepared, RunError> {
             groups::supervised(plan),
         ),
         culprits: None,
-    };
-    store.save(&state)?;
-    Ok(Prepared {
-        settings,
-        store,
-        lock,
-        state,
     })
 }
 
@@ -259,6 +272,36 @@ struct Shared {
 }
 
 impl Shared {
+    /// The shared state of a run whose record is `state`, kept in `store`.
+    fn new(
+        settings: &RunSettings,
+        store: Store,
+        state: RunState,
+        events: Option<mpsc::UnboundedSender<Update>>,
+        cancel: Cancel,
+        pg: Option<Arc<crate::pg::PgStore>>,
+    ) -> Result<Shared, RunError> {
+        let checks_dir = store.run_dir(&state.id).join("checks");
+        Ok(Shared {
+            run: state.id.clone(),
+            store,
+            state: Mutex::new(state),
+            dirty: Notify::new(),
+            events,
+            repo: settings.repo.clone(),
+            plan: settings.plan.clone(),
+            cancel,
+            client: crate::llm::client()
+                .map_err(|e| RunError::Internal(format!("cannot set up HTTP: {e}")))?,
+            checks: CheckPool::new(checks_dir, settings.repo.clone(), settings.plan.checks.jobs),
+            limiters: Default::default(),
+            budget: Arc::new(crate::agent::Budget::new(settings.max_cost)),
+            jobs: settings.jobs.max(1),
+            plait_program: settings.plait_program.clone(),
+            pg,
+        })
+    }
+
     /// Applies `change` to task `index`, reports it and schedules a save.
     fn update(&self, index: usize, change: impl FnOnce(&mut TaskRecord)) {
         {
@@ -319,36 +362,26 @@ pub async fn execute(
         lock,
         state,
     } = prepared;
-    let store_run_dir = store.run_dir(&state.id);
     let pg = match &settings.store {
-        Some(config) => Some(Arc::new(open_store(config, &settings.repo, &state).await?)),
+        Some(config) => Some(Arc::new(open_store(config, &settings, &state).await?)),
         None => None,
     };
-    let shared = Arc::new(Shared {
-        run: state.id.clone(),
+    let shared = Arc::new(Shared::new(
+        &settings,
         store,
-        state: Mutex::new(state),
-        dirty: Notify::new(),
+        state,
         events,
-        repo: settings.repo.clone(),
-        plan: settings.plan.clone(),
         cancel,
-        client: crate::llm::client()
-            .map_err(|e| RunError::Internal(format!("cannot set up HTTP: {e}")))?,
-        checks: CheckPool::new(
-            store_run_dir.join("checks"),
-            settings.repo.clone(),
-            settings.plan.checks.jobs,
-        ),
-        limiters: Default::default(),
-        budget: Arc::new(crate::agent::Budget::new(settings.max_cost)),
-        jobs: settings.jobs.max(1),
-        plait_program: settings.plait_program.clone(),
-        pg,
-    });
+        pg.clone(),
+    )?);
     let stop_writer = Arc::new(Notify::new());
     let writer = tokio::spawn(write_states(shared.clone(), stop_writer.clone()));
-    run_tasks(&shared).await?;
+    match (&settings.store, &settings.remote, &pg) {
+        (Some(config), Some(remote), Some(pg)) => {
+            coordinate::run_tasks(&shared, &settings, config, pg, remote).await?
+        }
+        _ => run_tasks(&shared).await?,
+    }
     let outcome = if shared.cancel.is_cancelled() {
         None
     } else {
@@ -416,15 +449,24 @@ async fn run_tasks(shared: &Arc<Shared>) -> Result<(), RunError> {
     Ok(())
 }
 
-/// Connects to the run's PostgreSQL store and records the new run there.
+/// Connects to the run's PostgreSQL store and records the run there, unless it is there
+/// already (a resumed run); with a remote, its tasks are queued for workers.
 async fn open_store(
     config: &tokio_postgres::Config,
-    repo: &Path,
+    settings: &RunSettings,
     state: &RunState,
 ) -> Result<crate::pg::PgStore, RunError> {
     let pg = crate::pg::PgStore::connect(config, std::time::Duration::from_secs(10))
         .await
         .map_err(|e| RunError::Internal(e.to_string()))?;
+    let known = pg
+        .run_state(&state.id)
+        .await
+        .map_err(|e| RunError::Internal(e.to_string()))?;
+    if known.is_some() {
+        return Ok(pg);
+    }
+    let repo = &settings.repo;
     let tasks: Vec<(String, serde_json::Value)> = state
         .tasks
         .iter()
@@ -434,6 +476,17 @@ async fn open_store(
     pg.create_run(&state.id, &repo.display().to_string(), &value, &tasks)
         .await
         .map_err(|e| RunError::Internal(e.to_string()))?;
+    if let Some(remote) = &settings.remote {
+        let queue = crate::pg::Queue {
+            plan: settings.plan_text.clone(),
+            plan_path: settings.plan_path.display().to_string(),
+            base: state.base.clone(),
+            remote: remote.clone(),
+        };
+        pg.open_queue(&state.id, &queue)
+            .await
+            .map_err(|e| RunError::Internal(e.to_string()))?;
+    }
     Ok(pg)
 }
 

@@ -56,6 +56,118 @@ pub(super) async fn run_task(shared: &Arc<Shared>, index: usize) {
     work(shared, index, &record, (record.rounds, limit), feedback).await;
 }
 
+/// Takes task `index` over from a worker that stopped (its lease ran out, or it let the
+/// task go): its worktree at the base, then the work that worker last pushed (`commit`,
+/// fetched already) on the branch and in the worktree, and the agent told to carry on.
+pub(super) async fn take_over(shared: &Arc<Shared>, index: usize, commit: Oid) {
+    if shared.cancel.is_cancelled() {
+        return;
+    }
+    let record = shared.record(index);
+    if !prepare(shared, index, &record).await {
+        return;
+    }
+    let restored = {
+        let (shared, record) = (shared.clone(), record.clone());
+        tokio::task::spawn_blocking(move || restore(&shared, index, &record, commit)).await
+    };
+    let reason = match restored {
+        Ok(Ok(changes)) => {
+            shared.update(index, |t| {
+                t.commit = Some(commit.to_string());
+                t.changes = changes;
+            });
+            let feedback = "This task was taken over from another machine that stopped \
+                 working on it. The worktree holds the work done so far (it is committed on \
+                 the task's branch); look at it and carry on from there."
+                .to_string();
+            let limit = shared.plan.review.rounds;
+            let round = record.rounds;
+            return work(shared, index, &record, (round, limit), Some(feedback)).await;
+        }
+        Ok(Err(e)) => e,
+        Err(e) => e.to_string(),
+    };
+    fail_task(
+        shared,
+        index,
+        format!("could not restore the work pushed for it before: {reason}"),
+        None,
+    );
+}
+
+/// Puts `commit` (the task's work so far) on the task's branch and its files in the
+/// worktree, which holds the base; what the branch changes against the base.
+fn restore(
+    shared: &Shared,
+    index: usize,
+    record: &TaskRecord,
+    commit: Oid,
+) -> Result<Vec<FileChange>, String> {
+    use std::os::unix::fs::PermissionsExt;
+    let repo = git::open(&shared.repo).map_err(|e| e.to_string())?;
+    let task = &shared.plan.tasks[index];
+    let base = shared.plan.base;
+    let changes = branch_changes(&repo, base, commit).map_err(|e| e.to_string())?;
+    let tree = repo
+        .find_commit(commit)
+        .and_then(|c| c.tree())
+        .map_err(|e| e.to_string())?;
+    for change in &changes {
+        if !task.checks_out(&change.path) {
+            continue;
+        }
+        let path = record.worktree.join(&change.path);
+        let io = |e: std::io::Error| format!("{}: {e}", path.display());
+        if change.kind == ChangeKind::Deleted {
+            let _ = std::fs::remove_file(&path);
+            continue;
+        }
+        let entry = tree
+            .get_path(Path::new(&change.path))
+            .map_err(|e| e.to_string())?;
+        let blob = repo.find_blob(entry.id()).map_err(|e| e.to_string())?;
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).map_err(io)?;
+        }
+        let _ = std::fs::remove_file(&path);
+        if entry.filemode() == 0o120000 {
+            let target = String::from_utf8_lossy(blob.content()).into_owned();
+            std::os::unix::fs::symlink(target, &path).map_err(io)?;
+            continue;
+        }
+        std::fs::write(&path, blob.content()).map_err(io)?;
+        if entry.filemode() == 0o100755 {
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).map_err(io)?;
+        }
+    }
+    let refname = git::branch_ref(&record.branch);
+    repo.reference(&refname, commit, true, "plait: take the task over")
+        .map_err(|e| e.to_string())?;
+    Ok(changes)
+}
+
+/// Throws away what an earlier claim of task `index` left on this machine (its worktree
+/// and branch) and makes it pending again, for a claim that starts it afresh.
+pub(super) fn reset(shared: &Shared, index: usize) {
+    let record = shared.record(index);
+    if let Ok(repo) = git::open(&shared.repo) {
+        let name = workspace::admin_name(&shared.run, &record.id);
+        let _ = workspace::remove(&repo, &name, &record.worktree);
+        if let Ok(mut branch) = repo.find_reference(&git::branch_ref(&record.branch)) {
+            let _ = branch.delete();
+        }
+    }
+    let fresh = TaskRecord::pending(
+        &shared.run,
+        &record.id,
+        record.worktree.clone(),
+        record.owned,
+        record.log.clone(),
+    );
+    shared.update(index, |t| *t = fresh);
+}
+
 /// Marks the task preparing and creates its worktree; false when that failed (the failure
 /// is recorded).
 async fn prepare(shared: &Arc<Shared>, index: usize, record: &TaskRecord) -> bool {

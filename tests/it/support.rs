@@ -192,6 +192,7 @@ impl TestRepo {
         let resolved = plan::resolve_with_env(&repo, parsed, &plan_path, env).unwrap();
         let settings = RunSettings {
             store: None,
+            remote: None,
             repo: self.path.clone(),
             plan: Arc::new(resolved),
             plan_path,

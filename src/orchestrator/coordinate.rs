@@ -1,0 +1,178 @@
+//! The coordinator of a run over many machines: its tasks are queued in the store, workers
+//! (and, with `-j N`, this process itself through a worker of its own) take them, and the
+//! coordinator waits through `LISTEN/NOTIFY`, never polling in a loop. Each change it
+//! hears it reads from the store: a task taken shows as running, a task ended has its
+//! record copied into the run's (the paths stay this machine's) and its branch fetched
+//! from the remote at the tip the winning claim recorded. When every task has ended, the
+//! run merges as a local one does.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use git2::Oid;
+
+use super::{RunError, RunSettings, Shared};
+use crate::pg::{PgListener, PgStore, TaskRow};
+use crate::remote;
+use crate::state::{TaskRecord, TaskState};
+
+/// How long the coordinator waits for a notification before it reads the store anyway (a
+/// notification lost with a dropped connection must not stall the run).
+const QUIET: Duration = Duration::from_secs(30);
+
+/// Waits until every task of the run has ended on some worker, keeping the run's record
+/// and branches in step; returns early when the run is interrupted (the tasks stay queued
+/// for the workers, and `plait resume` waits again).
+pub(super) async fn run_tasks(
+    shared: &Arc<Shared>,
+    settings: &RunSettings,
+    config: &tokio_postgres::Config,
+    pg: &Arc<PgStore>,
+    remote: &str,
+) -> Result<(), RunError> {
+    let internal = |e: crate::pg::PgError| RunError::Internal(e.to_string());
+    let mut listener = PgListener::connect(config, Duration::from_secs(10))
+        .await
+        .map_err(internal)?;
+    let own = (settings.jobs > 0).then(|| {
+        let worker = super::worker::WorkerSettings {
+            store: config.clone(),
+            remote: Some(remote.to_string()),
+            dir: shared.store.run_dir(&shared.run).join("worker"),
+            jobs: settings.jobs,
+            lease: super::worker::LEASE,
+            name: format!("coordinator-{}", std::process::id()),
+            only: Some(shared.run.clone()),
+            known: Some((shared.run.clone(), settings.plan.clone())),
+            env: Arc::new(|_| None),
+            plait_program: settings.plait_program.clone(),
+            idle_exit: None,
+        };
+        let cancel = shared.cancel.clone();
+        tokio::spawn(async move { super::worker::serve(worker, None, cancel).await })
+    });
+    let outcome = wait(shared, pg, &mut listener, remote).await;
+    if let Some(own) = own {
+        if outcome.is_ok() && !shared.cancel.is_cancelled() {
+            // Every task has ended: the worker has nothing left to do.
+            own.abort();
+        } else if let Ok(Err(e)) = own.await {
+            tracing::warn!("this machine's worker stopped: {e}");
+        }
+    }
+    if outcome.is_ok() && !shared.cancel.is_cancelled() {
+        pg.close_queue(&shared.run).await.map_err(internal)?;
+    }
+    outcome
+}
+
+async fn wait(
+    shared: &Arc<Shared>,
+    pg: &PgStore,
+    listener: &mut PgListener,
+    remote: &str,
+) -> Result<(), RunError> {
+    loop {
+        let rows = pg
+            .task_rows(&shared.run)
+            .await
+            .map_err(|e| RunError::Internal(e.to_string()))?;
+        take_in(shared, &rows, remote).await?;
+        let ended = rows
+            .iter()
+            .all(|r| TaskState::from_name(&r.state).is_some_and(TaskState::is_final));
+        if ended || shared.cancel.is_cancelled() {
+            return Ok(());
+        }
+        tokio::select! {
+            _ = listener.changed(&shared.run, QUIET) => {}
+            _ = shared.cancel.cancelled() => return Ok(()),
+        }
+    }
+}
+
+/// Brings the run's record in step with the store's rows: branches of newly ended tasks
+/// fetched (all in one fetch), their records copied, taken tasks shown running.
+async fn take_in(shared: &Arc<Shared>, rows: &[TaskRow], remote: &str) -> Result<(), RunError> {
+    let state = shared.snapshot();
+    let mut ended = Vec::new();
+    for (index, row) in rows.iter().enumerate() {
+        let Some(local) = state.tasks.get(index).filter(|t| t.id == row.id) else {
+            return Err(RunError::Internal(format!(
+                "the store's tasks of run {} do not match its plan (task {})",
+                shared.run, row.id
+            )));
+        };
+        let stored = TaskState::from_name(&row.state);
+        match stored {
+            Some(s) if s.is_final() && (!local.state.is_final() || local.commit != row.tip) => {
+                ended.push((index, row));
+            }
+            Some(s) if s.is_final() => {}
+            Some(TaskState::Running) if local.state == TaskState::Pending => {
+                shared.update(index, |t| t.state = TaskState::Running);
+            }
+            _ => {}
+        }
+    }
+    if ended.is_empty() {
+        return Ok(());
+    }
+    let refspecs: Vec<String> = ended
+        .iter()
+        .filter(|(_, row)| row.tip.is_some())
+        .map(|(index, row)| {
+            format!(
+                "+{}:{}",
+                remote::attempt_ref(&shared.run, &row.id, row.generation),
+                crate::git::branch_ref(&state.tasks[*index].branch)
+            )
+        })
+        .collect();
+    {
+        let (repo, remote, count) = (shared.repo.clone(), remote.to_string(), refspecs.len());
+        tokio::task::spawn_blocking(move || {
+            remote::fetch(
+                &repo,
+                &remote,
+                &refspecs,
+                &format!("{count} task branch(es)"),
+            )
+        })
+        .await
+        .map_err(|e| RunError::Internal(e.to_string()))?
+        .map_err(|e| RunError::Internal(format!("run {}: {e}", shared.run)))?;
+    }
+    let repo = crate::git::open(&shared.repo)?;
+    for (index, row) in ended {
+        let record: Option<TaskRecord> = serde_json::from_value(row.record.clone()).ok();
+        let problem = match &row.tip {
+            Some(tip) => {
+                let branch = crate::git::branch_ref(&state.tasks[index].branch);
+                let at = repo.refname_to_id(&branch).ok();
+                (at != Oid::from_str(tip).ok()).then(|| {
+                    format!("the remote's branch is not at the commit its worker recorded ({tip})")
+                })
+            }
+            None => None,
+        };
+        shared.update(index, |t| {
+            let Some(from) = record else {
+                t.state = TaskState::Failed;
+                t.error = Some("the store's record of the task cannot be read".to_string());
+                return;
+            };
+            let keep = (t.branch.clone(), t.worktree.clone(), t.log.clone());
+            let decision = t.decision.take();
+            *t = from;
+            (t.branch, t.worktree, t.log) = keep;
+            t.decision = decision;
+            t.commit = row.tip.clone();
+            if let Some(problem) = problem {
+                t.state = TaskState::Failed;
+                t.error = Some(problem);
+            }
+        });
+    }
+    Ok(())
+}

@@ -1,0 +1,557 @@
+//! A worker of runs spread over many machines (`plait worker`): it claims tasks from the
+//! store under a lease it renews, and runs each through the same pipeline as a local run
+//! (worktree, agent in its sandbox, collect, task checks, review) in a clone it keeps per
+//! repository, fed from the run's git remote.
+//!
+//! What it pushes, and when: each round's commit, as it is made, to the claim's own ref
+//! ([`remote::attempt_ref`]) with the store told (the checkpoint a worker taking the task
+//! over goes on from); at the end, the tip to that ref again, then the outcome recorded in
+//! the store fenced by the claim's generation, and only when that is accepted the task
+//! branch `plait/<run>/<task>`. A claim whose lease was taken over records nothing.
+//! Ctrl-C lets the running tasks end at a boundary (their work committed and pushed) and
+//! gives them back to the queue.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use git2::Oid;
+use tokio::sync::{mpsc, Semaphore};
+use tokio::task::JoinSet;
+
+use super::{lay_down, task, RunError, RunSettings, Shared, Update};
+use crate::cancel::Cancel;
+use crate::pg::{Claim, PgListener, PgStore};
+use crate::plan::{self, ResolvedPlan};
+use crate::remote;
+use crate::state::{Store, TaskState};
+
+/// How long a claim lasts unless renewed (it is renewed at a third of that).
+pub const LEASE: Duration = Duration::from_secs(30);
+
+/// How environment variables are looked up, to resolve a run's plan on this machine (API
+/// keys and base URLs of model providers come from the worker's own environment).
+pub type Env = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
+
+/// How a worker runs.
+pub struct WorkerSettings {
+    pub store: tokio_postgres::Config,
+    /// The git remote as this machine reaches it; default: the one each run records.
+    pub remote: Option<String>,
+    /// Where the worker keeps its clones (one per remote) and takes its lock.
+    pub dir: PathBuf,
+    /// Tasks at once.
+    pub jobs: usize,
+    pub lease: Duration,
+    /// Who claims, as the store records it.
+    pub name: String,
+    /// Take only this run's tasks (a coordinator's own worker).
+    pub only: Option<String>,
+    /// A run's plan resolved already (the coordinator's own).
+    pub known: Option<(String, Arc<ResolvedPlan>)>,
+    pub env: Env,
+    pub plait_program: PathBuf,
+    /// Stop once nothing was there to claim for this long.
+    pub idle_exit: Option<Duration>,
+}
+
+/// What a worker did.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct WorkerReport {
+    /// Tasks whose outcome this worker recorded.
+    pub recorded: usize,
+    /// Tasks given back to the queue (interrupted).
+    pub released: usize,
+    /// Tasks whose lease another worker took over before this one could record them.
+    pub lost: usize,
+}
+
+#[derive(Default)]
+struct Counts {
+    recorded: AtomicUsize,
+    released: AtomicUsize,
+    lost: AtomicUsize,
+}
+
+/// A run as this worker holds it: its clone, its plan and shared state.
+struct RunCtx {
+    shared: Arc<Shared>,
+    remote: String,
+    /// Each task's claim while this worker has it, and the commit last pushed for it.
+    claims: Mutex<HashMap<String, (Claim, Option<String>)>>,
+    /// One push of a task's work at a time, in order.
+    pushing: tokio::sync::Mutex<()>,
+}
+
+/// Claims and runs tasks until interrupted (or idle for `idle_exit`).
+pub async fn serve(
+    settings: WorkerSettings,
+    events: Option<mpsc::UnboundedSender<Update>>,
+    cancel: Cancel,
+) -> Result<WorkerReport, RunError> {
+    let internal = |e: crate::pg::PgError| RunError::Internal(e.to_string());
+    std::fs::create_dir_all(&settings.dir)
+        .map_err(|e| RunError::Internal(format!("cannot make {}: {e}", settings.dir.display())))?;
+    let _lock = Store::new(settings.dir.clone()).lock()?;
+    let pg = Arc::new(
+        PgStore::connect(&settings.store, Duration::from_secs(10))
+            .await
+            .map_err(internal)?,
+    );
+    let mut listener = PgListener::connect(&settings.store, Duration::from_secs(10))
+        .await
+        .map_err(internal)?;
+    let settings = Arc::new(settings);
+    let runs: Arc<tokio::sync::Mutex<HashMap<String, Arc<RunCtx>>>> = Default::default();
+    let counts = Arc::new(Counts::default());
+    let permits = Arc::new(Semaphore::new(settings.jobs.max(1)));
+    let mut set: JoinSet<Result<(), RunError>> = JoinSet::new();
+    let mut idle_since = tokio::time::Instant::now();
+    let mut failure = None;
+    let wake = settings.lease.min(Duration::from_secs(5));
+    loop {
+        while let Some(joined) = set.try_join_next() {
+            if let Some(e) = joined_error(joined) {
+                failure = Some(e);
+            }
+        }
+        if cancel.is_cancelled() || failure.is_some() {
+            break;
+        }
+        let permit = tokio::select! {
+            p = permits.clone().acquire_owned() => p.map_err(|e| RunError::Internal(e.to_string()))?,
+            _ = cancel.cancelled() => break,
+        };
+        let claim = pg
+            .claim_next(settings.only.as_deref(), &settings.name, settings.lease)
+            .await
+            .map_err(internal)?;
+        let Some(claim) = claim else {
+            drop(permit);
+            let idle = set.is_empty();
+            if !idle {
+                idle_since = tokio::time::Instant::now();
+            }
+            if idle
+                && settings
+                    .idle_exit
+                    .is_some_and(|d| idle_since.elapsed() >= d)
+            {
+                break;
+            }
+            tokio::select! {
+                _ = listener.any(wake) => {}
+                _ = cancel.cancelled() => break,
+                Some(joined) = set.join_next(), if !set.is_empty() => {
+                    if let Some(e) = joined_error(joined) {
+                        failure = Some(e);
+                    }
+                }
+            }
+            continue;
+        };
+        idle_since = tokio::time::Instant::now();
+        let (settings, pg, runs, counts) =
+            (settings.clone(), pg.clone(), runs.clone(), counts.clone());
+        let (events, cancel) = (events.clone(), cancel.clone());
+        set.spawn(async move {
+            let _permit = permit;
+            let ctx = {
+                let mut runs = runs.lock().await;
+                match runs.get(&claim.run) {
+                    Some(ctx) => ctx.clone(),
+                    None => match open_run(&settings, &pg, &claim.run, events, cancel).await {
+                        Ok(ctx) => {
+                            runs.insert(claim.run.clone(), ctx.clone());
+                            ctx
+                        }
+                        Err(e) => {
+                            let _ = pg.release(&claim.run, &claim).await;
+                            return Err(e);
+                        }
+                    },
+                }
+            };
+            work_on(&ctx, &pg, &settings, claim, &counts).await
+        });
+    }
+    while let Some(joined) = set.join_next().await {
+        if let Some(e) = joined_error(joined) {
+            failure.get_or_insert(e);
+        }
+    }
+    if let Some(e) = failure {
+        return Err(e);
+    }
+    Ok(WorkerReport {
+        recorded: counts.recorded.load(Ordering::Relaxed),
+        released: counts.released.load(Ordering::Relaxed),
+        lost: counts.lost.load(Ordering::Relaxed),
+    })
+}
+
+fn joined_error(joined: Result<Result<(), RunError>, tokio::task::JoinError>) -> Option<RunError> {
+    match joined {
+        Ok(Ok(())) => None,
+        Ok(Err(e)) => Some(e),
+        Err(e) => Some(RunError::Internal(format!("a task panicked: {e}"))),
+    }
+}
+
+/// Sets up run `run` on this machine: its clone (made once per remote), its base commit
+/// fetched, its plan resolved here, its state laid down in the clone.
+async fn open_run(
+    settings: &Arc<WorkerSettings>,
+    pg: &Arc<PgStore>,
+    run: &str,
+    events: Option<mpsc::UnboundedSender<Update>>,
+    cancel: Cancel,
+) -> Result<Arc<RunCtx>, RunError> {
+    let queue = pg
+        .queue(run)
+        .await
+        .map_err(|e| RunError::Internal(e.to_string()))?
+        .ok_or_else(|| RunError::Internal(format!("run {run} is not queued for workers")))?;
+    let remote = settings.remote.clone().unwrap_or(queue.remote.clone());
+    let (settings_for, run_id) = (settings.clone(), run.to_string());
+    let remote_for = remote.clone();
+    let (run_settings, state, store) =
+        tokio::task::spawn_blocking(move || set_up(&settings_for, &run_id, &queue, &remote_for))
+            .await
+            .map_err(|e| RunError::Internal(e.to_string()))??;
+    let (tx, rx) = mpsc::unbounded_channel();
+    let shared = Arc::new(Shared::new(
+        &run_settings,
+        store,
+        state,
+        Some(tx),
+        cancel,
+        None,
+    )?);
+    let ctx = Arc::new(RunCtx {
+        shared,
+        remote,
+        claims: Mutex::new(HashMap::new()),
+        pushing: tokio::sync::Mutex::new(()),
+    });
+    tokio::spawn(forward(Arc::downgrade(&ctx), pg.clone(), rx, events));
+    Ok(ctx)
+}
+
+/// The blocking part of [`open_run`].
+fn set_up(
+    settings: &WorkerSettings,
+    run: &str,
+    queue: &crate::pg::Queue,
+    remote: &str,
+) -> Result<(RunSettings, crate::state::RunState, Store), RunError> {
+    let problem =
+        |what: String| RunError::Internal(format!("cannot take run {run}'s tasks: {what}"));
+    let clone = remote::clone_for(&settings.dir, remote).map_err(|e| problem(e.to_string()))?;
+    let base_ref = remote::base_ref(&queue.base);
+    remote::fetch(
+        &clone,
+        remote,
+        &[format!("+{base_ref}:{base_ref}")],
+        &format!("the run's base commit {}", crate::git::short(&queue.base)),
+    )
+    .map_err(|e| problem(e.to_string()))?;
+    // A new clone has no commit checked out; plait opens only repositories that have one.
+    let base = Oid::from_str(&queue.base).map_err(|e| problem(e.to_string()))?;
+    let raw = git2::Repository::open(&clone).map_err(|e| problem(e.to_string()))?;
+    if raw.head().is_err() {
+        raw.set_head_detached(base)
+            .map_err(|e| problem(e.to_string()))?;
+    }
+    drop(raw);
+    let repo = crate::git::open(&clone)?;
+    let plan_path = PathBuf::from(&queue.plan_path);
+    let plan = match &settings.known {
+        Some((known, plan)) if known == run => plan.clone(),
+        _ => {
+            let mut parsed =
+                plan::parse(&queue.plan, &plan_path).map_err(|e| problem(e.to_string()))?;
+            parsed.base = Some(queue.base.clone());
+            let env = settings.env.clone();
+            let resolved = plan::resolve_with_env(&repo, parsed, &plan_path, &|name| env(name))
+                .map_err(|e| problem(e.to_string()))?;
+            Arc::new(resolved)
+        }
+    };
+    let run_settings = RunSettings {
+        repo: clone.clone(),
+        plan,
+        plan_path,
+        plan_text: queue.plan.clone(),
+        jobs: settings.jobs,
+        worktree_root: None,
+        max_cost: None,
+        groups: None,
+        plait_program: settings.plait_program.clone(),
+        store: None,
+        remote: None,
+    };
+    let store = Store::new(crate::git::plait_dir(&repo));
+    let state = lay_down(&store, run, &run_settings)?;
+    // Agents a killed worker left running must not write into the worktrees again.
+    let worktrees: Vec<PathBuf> = state.tasks.iter().map(|t| t.worktree.clone()).collect();
+    crate::shell::stop_leftovers(run, &worktrees);
+    Ok((run_settings, state, store))
+}
+
+/// Renews the claim's lease until aborted; warns once when it was lost.
+async fn heartbeat(pg: Arc<PgStore>, claim: Claim, lease: Duration) {
+    loop {
+        tokio::time::sleep(lease / 3).await;
+        match pg.renew(&claim.run, &claim, lease).await {
+            Ok(true) => {}
+            Ok(false) => {
+                tracing::warn!(
+                    "task {} of run {}: another worker took it over; this one's result will not be recorded",
+                    claim.task,
+                    claim.run
+                );
+                return;
+            }
+            Err(e) => tracing::warn!("could not renew the lease of task {}: {e}", claim.task),
+        }
+    }
+}
+
+/// Runs one claimed task to its end here and records it (or gives it back).
+async fn work_on(
+    ctx: &Arc<RunCtx>,
+    pg: &Arc<PgStore>,
+    settings: &WorkerSettings,
+    claim: Claim,
+    counts: &Counts,
+) -> Result<(), RunError> {
+    let shared = &ctx.shared;
+    let Some(index) = shared.plan.tasks.iter().position(|t| t.id == claim.task) else {
+        let _ = pg.release(&claim.run, &claim).await;
+        return Err(RunError::Internal(format!(
+            "run {} has no task {} in its plan on this machine",
+            claim.run, claim.task
+        )));
+    };
+    let beat = tokio::spawn(heartbeat(pg.clone(), claim.clone(), settings.lease));
+    ctx.claims
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(claim.task.clone(), (claim.clone(), None));
+    {
+        let shared = shared.clone();
+        let _ = tokio::task::spawn_blocking(move || task::reset(&shared, index)).await;
+    }
+    match checkpoint_of(&claim) {
+        Some((generation, commit)) => match fetch_checkpoint(ctx, &claim, generation, commit).await
+        {
+            Ok(()) => task::take_over(shared, index, commit).await,
+            Err(e) => {
+                tracing::warn!(
+                    "task {}: the work pushed for it before cannot be fetched ({e}); it starts again",
+                    claim.task
+                );
+                task::run_task(shared, index).await
+            }
+        },
+        None => task::run_task(shared, index).await,
+    }
+    beat.abort();
+    let outcome = settle(ctx, pg, &claim, index, counts).await;
+    ctx.claims
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .remove(&claim.task);
+    outcome
+}
+
+/// The claim's checkpoint: the generation that pushed it and its commit.
+fn checkpoint_of(claim: &Claim) -> Option<(i64, Oid)> {
+    let (generation, commit) = claim.checkpoint.as_deref()?.split_once(' ')?;
+    Some((generation.parse().ok()?, Oid::from_str(commit).ok()?))
+}
+
+async fn fetch_checkpoint(
+    ctx: &RunCtx,
+    claim: &Claim,
+    generation: i64,
+    commit: Oid,
+) -> Result<(), String> {
+    let refname = remote::attempt_ref(&claim.run, &claim.task, generation);
+    let (repo, remote) = (ctx.shared.repo.clone(), ctx.remote.clone());
+    tokio::task::spawn_blocking(move || {
+        remote::fetch(
+            &repo,
+            &remote,
+            &[format!("+{refname}:{refname}")],
+            "the task's work so far",
+        )
+        .map_err(|e| e.to_string())?;
+        let repo = crate::git::open(&repo).map_err(|e| e.to_string())?;
+        repo.find_commit(commit)
+            .map(drop)
+            .map_err(|_| format!("commit {commit} is not on the remote"))
+    })
+    .await
+    .map_err(|e| e.to_string())?
+}
+
+/// Pushes `commit` to the claim's own ref.
+async fn push_attempt(ctx: &RunCtx, claim: &Claim, commit: &str) -> Result<(), String> {
+    let refname = remote::attempt_ref(&claim.run, &claim.task, claim.generation);
+    push(
+        ctx,
+        vec![format!("+{commit}:{refname}")],
+        format!("the work of task {}", claim.task),
+    )
+    .await
+}
+
+async fn push(ctx: &RunCtx, refspecs: Vec<String>, what: String) -> Result<(), String> {
+    let (repo, remote) = (ctx.shared.repo.clone(), ctx.remote.clone());
+    tokio::task::spawn_blocking(move || remote::push(&repo, &remote, &refspecs, &what))
+        .await
+        .map_err(|e| e.to_string())?
+        .map_err(|e| e.to_string())
+}
+
+/// Records the task's end in the store (fenced by the claim's generation) and pushes its
+/// branch; a task that did not end (interrupted) is pushed as it is and given back.
+async fn settle(
+    ctx: &RunCtx,
+    pg: &PgStore,
+    claim: &Claim,
+    index: usize,
+    counts: &Counts,
+) -> Result<(), RunError> {
+    let _pushing = ctx.pushing.lock().await;
+    let record = ctx.shared.record(index);
+    let store_error = |e: crate::pg::PgError| RunError::Internal(e.to_string());
+    if !record.state.is_final() {
+        if let Some(commit) = &record.commit {
+            match push_attempt(ctx, claim, commit).await {
+                Ok(()) => {
+                    pg.checkpoint(claim, &format!("{} {commit}", claim.generation))
+                        .await
+                        .map_err(store_error)?;
+                }
+                Err(e) => {
+                    tracing::warn!("task {}: its work so far was not pushed: {e}", claim.task)
+                }
+            }
+        }
+        pg.release(&claim.run, claim).await.map_err(store_error)?;
+        counts.released.fetch_add(1, Ordering::Relaxed);
+        return Ok(());
+    }
+    if let Some(commit) = &record.commit {
+        if let Err(e) = push_attempt(ctx, claim, commit).await {
+            // Not recorded: the task goes back to the queue for a worker that can push.
+            tracing::warn!("task {}: its branch could not be pushed: {e}", claim.task);
+            pg.release(&claim.run, claim).await.map_err(store_error)?;
+            counts.released.fetch_add(1, Ordering::Relaxed);
+            return Ok(());
+        }
+    }
+    let value = serde_json::to_value(&record).map_err(|e| RunError::Internal(e.to_string()))?;
+    let won = pg
+        .finish_at(
+            &claim.run,
+            claim,
+            record.state.as_str(),
+            &value,
+            record.commit.as_deref(),
+        )
+        .await
+        .map_err(store_error)?;
+    if !won {
+        counts.lost.fetch_add(1, Ordering::Relaxed);
+        return Ok(());
+    }
+    counts.recorded.fetch_add(1, Ordering::Relaxed);
+    if let Some(commit) = &record.commit {
+        let branch = crate::git::branch_ref(&record.branch);
+        if let Err(e) = push(
+            ctx,
+            vec![format!("+{commit}:{branch}")],
+            record.branch.clone(),
+        )
+        .await
+        {
+            tracing::warn!("task {}: {e}", claim.task);
+        }
+    }
+    Ok(())
+}
+
+/// Passes the run's updates on, and pushes each new commit of a claimed task as its
+/// checkpoint while it runs.
+async fn forward(
+    ctx: std::sync::Weak<RunCtx>,
+    pg: Arc<PgStore>,
+    mut rx: mpsc::UnboundedReceiver<Update>,
+    events: Option<mpsc::UnboundedSender<Update>>,
+) {
+    while let Some(update) = rx.recv().await {
+        if let (Update::Task(event), Some(ctx)) = (&update, ctx.upgrade()) {
+            if !event.state.is_final() && event.state != TaskState::Interrupted {
+                checkpoint(&ctx, &pg, &event.task).await;
+            }
+        }
+        if let Some(events) = &events {
+            let _ = events.send(update);
+        }
+    }
+}
+
+/// Pushes the newest commit of claimed task `task`, if it has one not pushed yet.
+async fn checkpoint(ctx: &RunCtx, pg: &PgStore, task: &str) {
+    let Some(index) = ctx.shared.plan.tasks.iter().position(|t| t.id == task) else {
+        return;
+    };
+    let Some(commit) = ctx.shared.record(index).commit else {
+        return;
+    };
+    let claim = {
+        let claims = ctx.claims.lock().unwrap_or_else(|e| e.into_inner());
+        match claims.get(task) {
+            Some((claim, pushed)) if pushed.as_deref() != Some(commit.as_str()) => claim.clone(),
+            _ => return,
+        }
+    };
+    let Ok(_pushing) = ctx.pushing.try_lock() else {
+        // The task is being settled, or another checkpoint is on its way: the next one
+        // catches up.
+        return;
+    };
+    match push_attempt(ctx, &claim, &commit).await {
+        Ok(()) => {
+            let at = format!("{} {commit}", claim.generation);
+            if let Err(e) = pg.checkpoint(&claim, &at).await {
+                tracing::warn!("task {task}: its checkpoint was not recorded: {e}");
+            }
+            if let Some((_, pushed)) = ctx
+                .claims
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .get_mut(task)
+            {
+                *pushed = Some(commit);
+            }
+        }
+        Err(e) => tracing::warn!("task {task}: its checkpoint was not pushed: {e}"),
+    }
+}
+
+/// Where a worker keeps its clones by default: `$XDG_CACHE_HOME/plait/worker`, else
+/// `~/.cache/plait/worker` (`env` looks the variables up).
+pub fn default_dir(env: &dyn Fn(&str) -> Option<String>) -> Option<PathBuf> {
+    env("XDG_CACHE_HOME")
+        .filter(|d| !d.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| env("HOME").map(|h| Path::new(&h).join(".cache")))
+        .map(|d| d.join("plait").join("worker"))
+}
