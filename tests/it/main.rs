@@ -5,6 +5,7 @@ mod claude_code;
 mod cli;
 mod collect;
 mod culprits;
+mod distributed;
 mod groups;
 mod land;
 mod manager;

@@ -49,7 +49,7 @@ fn database(rt: &tokio::runtime::Runtime) -> Option<Config> {
     Some(config)
 }
 
-fn runtime() -> tokio::runtime::Runtime {
+pub(crate) fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -234,7 +234,7 @@ async fn run_of_named(config: &Config, run: &str) -> PgStore {
 }
 
 /// The URL of a fresh database for one test, or `None` (skipped).
-fn database_url(rt: &tokio::runtime::Runtime) -> Option<String> {
+pub(crate) fn database_url(rt: &tokio::runtime::Runtime) -> Option<String> {
     let config = database(rt)?;
     let base = SERVER.as_ref().ok()?;
     let (root, _) = base.rsplit_once('/')?;

@@ -1,0 +1,485 @@
+//! Runs spread over many machines, against a real PostgreSQL server: a coordinator
+//! (`plait run --store --remote`), worker processes (`plait worker`) each in its own
+//! directory with its own clone, as if on other machines, and a bare repository as the
+//! remote. Without PostgreSQL these tests say they are skipped.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::pg::{database_url, runtime};
+use crate::support::{git_in, stderr, stdout, TestRepo};
+
+/// A repository of `n` files `pkg/mNN.txt` and a plan with a task for each, whose agent
+/// is `exec`.
+fn project(n: usize, exec: &str) -> (TestRepo, PathBuf) {
+    let files: Vec<(String, String)> = (0..n)
+        .map(|k| (format!("pkg/m{k:02}.txt"), format!("module {k}\n")))
+        .collect();
+    let refs: Vec<(&str, &str)> = files
+        .iter()
+        .map(|(p, c)| (p.as_str(), c.as_str()))
+        .collect();
+    let repo = TestRepo::with_files(&refs);
+    let mut toml = format!("goal = \"spread\"\n[defaults]\nagent = {{ exec = '''{exec}''' }}\n");
+    for k in 0..n {
+        toml.push_str(&format!(
+            "[[task]]\nid = \"m{k:02}\"\nprompt = \"Edit m{k:02}\"\nowns = [\"/pkg/m{k:02}.txt\"]\n"
+        ));
+    }
+    let plan = repo.plan(&toml);
+    git_in(&repo.scratch, &["init", "-q", "--bare", "remote.git"]);
+    (repo, plan)
+}
+
+/// A plait process in `dir`, its output going to files in `logs` named `name`.
+fn spawn(dir: &Path, logs: &Path, name: &str, args: &[&str]) -> Child {
+    let out = fs::File::create(logs.join(format!("{name}.out"))).unwrap();
+    let err = fs::File::create(logs.join(format!("{name}.err"))).unwrap();
+    Command::new(env!("CARGO_BIN_EXE_plait"))
+        .args(args)
+        .current_dir(dir)
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .stdout(out)
+        .stderr(err)
+        .spawn()
+        .expect("start plait")
+}
+
+fn log(logs: &Path, name: &str, which: &str) -> String {
+    fs::read_to_string(logs.join(format!("{name}.{which}"))).unwrap_or_default()
+}
+
+/// A worker in its own directory (its own clone), taking `jobs` tasks at a time.
+fn worker(repo: &TestRepo, url: &str, name: &str, jobs: &str, lease: &str) -> Child {
+    let dir = repo.scratch.join(name);
+    fs::create_dir_all(&dir).unwrap();
+    spawn(
+        &dir,
+        &repo.scratch,
+        name,
+        &[
+            "worker", "--store", url, "--dir", ".", "-j", jobs, "--lease", lease,
+        ],
+    )
+}
+
+/// Waits at most `limit` for `child` to exit.
+fn wait_for(child: &mut Child, what: &str, limit: Duration) -> std::process::ExitStatus {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("{what} did not end within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Stops a worker as Ctrl-C would, and waits for it; how many tasks it recorded.
+fn stop(mut child: Child, repo: &TestRepo, name: &str) -> usize {
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGTERM);
+    }
+    let status = wait_for(&mut child, name, Duration::from_secs(30));
+    let err = log(&repo.scratch, name, "err");
+    assert!(status.success(), "{name}: {err}");
+    let line = err
+        .lines()
+        .find(|l| l.starts_with("worker: "))
+        .unwrap_or_else(|| panic!("{name} printed no summary: {err}"));
+    line["worker: ".len()..]
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+/// One query's rows of (text, bigint) from the test's store.
+fn rows(url: &str, sql: &str) -> Vec<(String, String, i64)> {
+    let rt = runtime();
+    rt.block_on(async {
+        // Connecting migrates the store, which the coordinator may not have done yet.
+        let config: tokio_postgres::Config = url.parse().unwrap();
+        let store = plait::pg::PgStore::connect(&config, Duration::from_secs(10))
+            .await
+            .unwrap();
+        store
+            .client()
+            .query(sql, &[])
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| (r.get(0), r.get(1), r.get(2)))
+            .collect()
+    })
+}
+
+fn merged_tree(repo: &TestRepo, run: &str) -> String {
+    repo.git(&["rev-parse", &format!("plait/{run}/merged^{{tree}}")])
+}
+
+/// Every task branch of `run` is one commit on the base: nothing was committed twice.
+fn one_commit_each(repo: &TestRepo, run: &str, n: usize) {
+    for k in 0..n {
+        let branch = format!("plait/{run}/m{k:02}");
+        let count = repo.git(&["rev-list", "--count", &format!("main..{branch}")]);
+        assert_eq!(count, "1", "{branch}");
+    }
+}
+
+#[test]
+fn thirty_tasks_over_three_workers_each_run_once_and_merge_as_a_local_run_does() {
+    let rt = runtime();
+    let Some(url) = database_url(&rt) else { return };
+    drop(rt);
+    let n = 30;
+    let (repo, plan) = project(
+        n,
+        "sleep 0.2; echo \"changed by $PLAIT_TASK\" >> pkg/$PLAIT_TASK.txt",
+    );
+    let plan = plan.to_str().unwrap();
+    let mut coordinator = spawn(
+        &repo.path,
+        &repo.scratch,
+        "coordinator",
+        &[
+            "run",
+            plan,
+            "--store",
+            &url,
+            "--remote",
+            "../scratch/remote.git",
+            "-j",
+            "0",
+        ],
+    );
+    let workers: Vec<Child> = (1..=3)
+        .map(|k| worker(&repo, &url, &format!("w{k}"), "2", "30"))
+        .collect();
+    let status = wait_for(
+        &mut coordinator,
+        "the coordinator",
+        Duration::from_secs(120),
+    );
+    let err = log(&repo.scratch, "coordinator", "err");
+    assert!(status.success(), "{err}");
+    let run = log(&repo.scratch, "coordinator", "out").trim().to_string();
+    let recorded: Vec<usize> = workers
+        .into_iter()
+        .enumerate()
+        .map(|(k, w)| stop(w, &repo, &format!("w{}", k + 1)))
+        .collect();
+    assert_eq!(recorded.iter().sum::<usize>(), n, "{recorded:?}");
+    assert!(
+        recorded.iter().filter(|&&r| r > 0).count() >= 2,
+        "the work was spread: {recorded:?}"
+    );
+    // Each task was claimed once, and ended done with the tip its branch has.
+    let tasks = rows(
+        &url,
+        "SELECT id, state || ' ' || coalesce(tip, ''), generation FROM plait_tasks ORDER BY id",
+    );
+    assert_eq!(tasks.len(), n);
+    for (id, state, generation) in &tasks {
+        assert_eq!(*generation, 1, "{id} claimed once");
+        let (state, tip) = state.split_once(' ').unwrap();
+        assert_eq!(state, "done", "{id}");
+        assert_eq!(repo.git(&["rev-parse", &format!("plait/{run}/{id}")]), tip);
+    }
+    one_commit_each(&repo, &run, n);
+    // The remote has each task branch too.
+    let remote = repo.scratch.join("remote.git");
+    let on_remote = git_in(
+        &remote,
+        &[
+            "for-each-ref",
+            "--format=%(refname)",
+            &format!("refs/heads/plait/{run}/"),
+        ],
+    );
+    assert_eq!(on_remote.lines().count(), n, "{on_remote}");
+
+    // The same plan run locally merges to the same tree.
+    let out = repo.plait(&["run", plan, "-j", "4"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let local = stdout(&out).trim().to_string();
+    assert_eq!(merged_tree(&repo, &run), merged_tree(&repo, &local));
+    let content = repo.git(&["show", &format!("plait/{run}/merged:pkg/m07.txt")]);
+    assert_eq!(content, "module 7\nchanged by m07");
+}
+
+#[test]
+fn a_worker_killed_mid_task_loses_its_tasks_to_the_others_and_nothing_is_done_twice() {
+    let rt = runtime();
+    let Some(url) = database_url(&rt) else { return };
+    drop(rt);
+    let n = 6;
+    let (repo, plan) = project(
+        n,
+        "sleep 1; echo \"changed by $PLAIT_TASK\" >> pkg/$PLAIT_TASK.txt",
+    );
+    let plan = plan.to_str().unwrap();
+    let mut coordinator = spawn(
+        &repo.path,
+        &repo.scratch,
+        "coordinator",
+        &[
+            "run",
+            plan,
+            "--store",
+            &url,
+            "--remote",
+            "../scratch/remote.git",
+            "-j",
+            "0",
+        ],
+    );
+    // The first worker alone takes two tasks, and is killed while their agents run.
+    let mut doomed = worker(&repo, &url, "doomed", "2", "2");
+    let running = || {
+        rows(
+            &url,
+            "SELECT id, coalesce(owner, ''), generation FROM plait_tasks WHERE state = 'running'",
+        )
+    };
+    crate::support::wait_until("the first worker takes two tasks", || running().len() == 2);
+    let taken: Vec<String> = running().into_iter().map(|(id, _, _)| id).collect();
+    doomed.kill().unwrap();
+    doomed.wait().unwrap();
+    let others: Vec<Child> = ["w1", "w2"]
+        .iter()
+        .map(|name| worker(&repo, &url, name, "2", "2"))
+        .collect();
+    let status = wait_for(
+        &mut coordinator,
+        "the coordinator",
+        Duration::from_secs(120),
+    );
+    assert!(
+        status.success(),
+        "{}",
+        log(&repo.scratch, "coordinator", "err")
+    );
+    let run = log(&repo.scratch, "coordinator", "out").trim().to_string();
+    let recorded: usize = others
+        .into_iter()
+        .zip(["w1", "w2"])
+        .map(|(w, name)| stop(w, &repo, name))
+        .sum();
+    assert_eq!(recorded, n, "the other workers recorded every task");
+    let tasks = rows(
+        &url,
+        "SELECT id, state, generation FROM plait_tasks ORDER BY id",
+    );
+    for (id, state, generation) in &tasks {
+        assert_eq!(state, "done", "{id}");
+        let want = if taken.contains(id) { 2 } else { 1 };
+        assert_eq!(
+            *generation, want,
+            "{id}: taken over once after the lease ran out"
+        );
+    }
+    one_commit_each(&repo, &run, n);
+    let log_count = repo.git(&["rev-list", "--count", &format!("main..plait/{run}/merged")]);
+    assert_eq!(
+        log_count,
+        (n + 1).to_string(),
+        "each task's commit once, and the merge"
+    );
+}
+
+#[test]
+fn a_killed_coordinator_is_resumed_and_merges_what_the_workers_did() {
+    let rt = runtime();
+    let Some(url) = database_url(&rt) else { return };
+    drop(rt);
+    let n = 8;
+    let (repo, plan) = project(
+        n,
+        "sleep 0.5; echo \"changed by $PLAIT_TASK\" >> pkg/$PLAIT_TASK.txt",
+    );
+    let plan = plan.to_str().unwrap();
+    let mut coordinator = spawn(
+        &repo.path,
+        &repo.scratch,
+        "coordinator",
+        &[
+            "run",
+            plan,
+            "--store",
+            &url,
+            "--remote",
+            "../scratch/remote.git",
+            "-j",
+            "0",
+        ],
+    );
+    let w1 = worker(&repo, &url, "w1", "1", "30");
+    let done = || {
+        rows(
+            &url,
+            "SELECT id, state, generation FROM plait_tasks WHERE state = 'done'",
+        )
+    };
+    crate::support::wait_until("a task is done", || !done().is_empty());
+    coordinator.kill().unwrap();
+    coordinator.wait().unwrap();
+    let run = rows(&url, "SELECT id, repo, 0::bigint FROM plait_runs")[0]
+        .0
+        .clone();
+    // The worker goes on without the coordinator.
+    crate::support::wait_until("every task is done", || done().len() == n);
+    let out = repo.plait(&["resume", &run, "--store", &url, "-j", "0"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout(&out).trim(), run);
+    assert_eq!(stop(w1, &repo, "w1"), n);
+    let out = repo.plait(&["status", &run, "--json"]);
+    let state: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(state["phase"], "finished", "{state}");
+    assert_eq!(state["merge"]["included"].as_array().unwrap().len(), n);
+    one_commit_each(&repo, &run, n);
+}
+
+#[test]
+fn a_remote_that_cannot_take_the_base_or_a_newer_store_is_refused_and_nothing_is_made() {
+    let rt = runtime();
+    let Some(url) = database_url(&rt) else { return };
+    let (repo, plan) = project(2, "echo x >> pkg/$PLAIT_TASK.txt");
+    let plan = plan.to_str().unwrap();
+    let out = repo.plait(&[
+        "run",
+        plan,
+        "--store",
+        &url,
+        "--remote",
+        "../scratch/nowhere.git",
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("--remote"), "{}", stderr(&out));
+    assert!(stderr(&out).contains("nowhere.git"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("nothing was created"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(
+        !repo.path.join(".git/plait/runs").exists(),
+        "no run was made"
+    );
+    assert!(rows(&url, "SELECT id, repo, 0::bigint FROM plait_runs").is_empty());
+    assert_eq!(repo.branches(), vec!["main".to_string()]);
+    // -j 0 without workers to run the tasks is a mistake.
+    let out = repo.plait(&["run", plan, "-j", "0"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("--remote"), "{}", stderr(&out));
+
+    // A store of a newer schema: the coordinator and the worker both refuse it.
+    rt.block_on(async {
+        let config: tokio_postgres::Config = url.parse().unwrap();
+        let (client, conn) = config.connect(tokio_postgres::NoTls).await.unwrap();
+        tokio::spawn(conn);
+        client
+            .execute("INSERT INTO plait_schema (version) VALUES (99)", &[])
+            .await
+            .unwrap();
+    });
+    let out = repo.plait(&[
+        "run",
+        plan,
+        "--store",
+        &url,
+        "--remote",
+        "../scratch/remote.git",
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("newer than this plait knows"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(
+        !repo.path.join(".git/plait/runs").exists(),
+        "no run was made"
+    );
+    let dir = repo.scratch.join("w");
+    fs::create_dir_all(&dir).unwrap();
+    let out = crate::support::plait_in(&dir, &["worker", "--store", &url, "--dir", "."]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("upgrade plait"), "{}", stderr(&out));
+    // And a worker without a store says what it needs.
+    let out = crate::support::plait_in(&dir, &["worker", "--dir", "."]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("PLAIT_STORE"), "{}", stderr(&out));
+}
+
+#[test]
+fn a_worker_taking_a_task_over_goes_on_from_the_work_last_pushed() {
+    let rt = runtime();
+    let Some(url) = database_url(&rt) else { return };
+    drop(rt);
+    // Round one writes `first` and is sent back; round two hangs until the worker is
+    // killed. The worker that takes over is told so, and writes `second`.
+    let agent =
+        "f=pkg/$PLAIT_TASK.txt; case \"$PLAIT_FEEDBACK\" in *\"taken over\"*) echo second >> $f;; \
+                 *) if grep -q first $f; then sleep 15; else echo first >> $f; fi;; esac";
+    let (repo, _) = project(1, agent);
+    let plan = repo.plan(&format!(
+        "goal = \"spread\"\n[defaults]\nagent = {{ exec = '''{agent}''' }}\n\
+         [review]\nagent = {{ exec = '''grep -q '^+second' \"$PLAIT_DIFF\" || {{ echo more please; exit 1; }}''' }}\n\
+         [[task]]\nid = \"m00\"\nprompt = \"Edit m00\"\nowns = [\"/pkg/m00.txt\"]\n"
+    ));
+    let plan = plan.to_str().unwrap();
+    let mut coordinator = spawn(
+        &repo.path,
+        &repo.scratch,
+        "coordinator",
+        &[
+            "run",
+            plan,
+            "--store",
+            &url,
+            "--remote",
+            "../scratch/remote.git",
+            "-j",
+            "0",
+        ],
+    );
+    let mut doomed = worker(&repo, &url, "doomed", "1", "2");
+    let pushed = || {
+        rows(
+            &url,
+            "SELECT id, coalesce(checkpoint, ''), generation FROM plait_tasks WHERE checkpoint IS NOT NULL",
+        )
+    };
+    crate::support::wait_until("the first round's work is pushed", || !pushed().is_empty());
+    let checkpoint = pushed()[0].1.split_once(' ').unwrap().1.to_string();
+    doomed.kill().unwrap();
+    doomed.wait().unwrap();
+    let next = worker(&repo, &url, "next", "1", "2");
+    let status = wait_for(&mut coordinator, "the coordinator", Duration::from_secs(60));
+    assert!(
+        status.success(),
+        "{}",
+        log(&repo.scratch, "coordinator", "err")
+    );
+    let run = log(&repo.scratch, "coordinator", "out").trim().to_string();
+    assert_eq!(stop(next, &repo, "next"), 1);
+    let branch = format!("plait/{run}/m00");
+    assert_eq!(
+        repo.git(&["show", &format!("{branch}:pkg/m00.txt")]),
+        "module 0\nfirst\nsecond"
+    );
+    // The second worker's commit sits on the one the first pushed.
+    assert_eq!(repo.git(&["rev-parse", &format!("{branch}~1")]), checkpoint);
+    assert_eq!(
+        repo.git(&["rev-list", "--count", &format!("main..{branch}")]),
+        "2"
+    );
+}
