@@ -107,6 +107,68 @@ pub struct Cost {
     pub output: u64,
 }
 
+/// Buckets and request slots kept outside this process and shared by every machine that
+/// uses one key (the store of a run over many machines): a request pays the shared buckets
+/// as well as its own, and holds one of the key's `concurrency` shared slots while in
+/// flight. When the exchange fails, the limiter goes on with its own buckets alone.
+pub trait Exchange: Send + Sync {
+    /// Takes every `(limit, capacity per minute, cost)` from the shared buckets of `key`
+    /// (base URL, API key) at once, or none; how long until they can pay when not.
+    fn take<'a>(
+        &'a self,
+        key: &'a (String, String),
+        costs: Vec<(&'static str, f64, f64)>,
+    ) -> BoxFuture<'a, Result<Option<Duration>, String>>;
+    /// Gives `(limit, capacity per minute, amount)` back to the shared buckets (a negative
+    /// amount takes more).
+    fn give<'a>(
+        &'a self,
+        key: &'a (String, String),
+        amounts: Vec<(&'static str, f64, f64)>,
+    ) -> BoxFuture<'a, Result<(), String>>;
+    /// One of the `count` shared slots of `key`, or `None` when every one is held.
+    fn slot<'a>(
+        &'a self,
+        key: &'a (String, String),
+        count: usize,
+    ) -> BoxFuture<'a, Result<Option<i32>, String>>;
+    /// Lets a slot go.
+    fn free<'a>(&'a self, key: &'a (String, String), slot: i32) -> BoxFuture<'a, ()>;
+}
+
+pub use futures_util::future::BoxFuture;
+
+/// The exchange a limiter shares its limits through, and its key (base URL, API key).
+type Shared = (Arc<dyn Exchange>, Arc<(String, String)>);
+
+/// A shared slot a request holds; let go when dropped.
+struct SharedSlot {
+    exchange: Arc<dyn Exchange>,
+    key: Arc<(String, String)>,
+    slot: i32,
+}
+
+impl Drop for SharedSlot {
+    fn drop(&mut self) {
+        let (exchange, key, slot) = (self.exchange.clone(), self.key.clone(), self.slot);
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move { exchange.free(&key, slot).await });
+        }
+    }
+}
+
+impl Kind {
+    /// The limit's name in the shared store.
+    fn name(self) -> &'static str {
+        match self {
+            Kind::Requests => "requests",
+            Kind::Input => "input",
+            Kind::Output => "output",
+            Kind::Tokens => "tokens",
+        }
+    }
+}
+
 /// A token bucket: `capacity`, refilled at `rate` per second, `level` now.
 #[derive(Debug, Clone, Copy)]
 struct Bucket {
@@ -257,7 +319,6 @@ pub struct LimiterStats {
 }
 
 /// The shared limiter of one provider and key.
-#[derive(Debug)]
 pub struct Limiter {
     slots: Semaphore,
     /// First come, first served: the request holding it is the next to be admitted.
@@ -266,11 +327,26 @@ pub struct Limiter {
     /// Rung when something is given back, so the head of the queue looks again.
     given_back: Notify,
     stats: Mutex<LimiterStats>,
+    /// The buckets and slots shared with other machines, and this limit's key there.
+    shared: Option<Shared>,
+    concurrency: usize,
+    /// Whether the exchange failed once (it is then left alone).
+    exchange_failed: std::sync::atomic::AtomicBool,
+}
+
+impl std::fmt::Debug for Limiter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Limiter")
+            .field("shared", &self.shared.is_some())
+            .field("stats", &self.stats())
+            .finish()
+    }
 }
 
 /// A request's place: hold it while the request is in flight.
 pub struct Permit<'a> {
     _slot: SemaphorePermit<'a>,
+    _shared: Option<SharedSlot>,
     reserved: Cost,
     /// When it was admitted, and the ledger then (itself included).
     sent: Instant,
@@ -292,6 +368,9 @@ impl Limiter {
             }
         }
         Limiter {
+            shared: None,
+            concurrency: limits.concurrency.max(1),
+            exchange_failed: Default::default(),
             slots: Semaphore::new(limits.concurrency.max(1)),
             queue: tokio::sync::Mutex::new(()),
             state: Mutex::new(State {
@@ -303,6 +382,76 @@ impl Limiter {
         }
     }
 
+    /// A limiter that also pays `exchange`'s buckets and holds its slots, for `key`.
+    pub fn with_exchange(
+        limits: Limits,
+        exchange: Arc<dyn Exchange>,
+        key: (String, String),
+    ) -> Limiter {
+        Limiter {
+            shared: Some((exchange, Arc::new(key))),
+            ..Limiter::new(limits)
+        }
+    }
+
+    /// Notes that the exchange failed: warned once, then the limiter keeps to its own.
+    fn exchange_failed(&self, e: &str) {
+        use std::sync::atomic::Ordering;
+        if !self.exchange_failed.swap(true, Ordering::Relaxed) {
+            tracing::warn!("the rate limit shared through the store failed ({e}); this machine keeps to its own");
+        }
+    }
+
+    /// Waits for a shared slot and for the shared buckets to pay `cost`; the slot.
+    async fn share(&self, cost: Cost) -> Option<SharedSlot> {
+        use std::sync::atomic::Ordering;
+        let (exchange, key) = self.shared.as_ref()?;
+        if self.exchange_failed.load(Ordering::Relaxed) {
+            return None;
+        }
+        let mut pause = Duration::from_millis(5);
+        let slot = loop {
+            match exchange.slot(key, self.concurrency).await {
+                Ok(Some(slot)) => {
+                    break SharedSlot {
+                        exchange: exchange.clone(),
+                        key: key.clone(),
+                        slot,
+                    }
+                }
+                Ok(None) => {
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(Duration::from_millis(100));
+                }
+                Err(e) => {
+                    self.exchange_failed(&e);
+                    return None;
+                }
+            }
+        };
+        loop {
+            let costs: Vec<(&'static str, f64, f64)> = {
+                let state = self.state();
+                state
+                    .buckets
+                    .iter()
+                    .map(|(kind, b)| (kind.name(), b.capacity, kind.of(cost)))
+                    .collect()
+            };
+            if costs.is_empty() {
+                return Some(slot);
+            }
+            match exchange.take(key, costs).await {
+                Ok(None) => return Some(slot),
+                Ok(Some(wait)) => tokio::time::sleep(wait + Duration::from_millis(1)).await,
+                Err(e) => {
+                    self.exchange_failed(&e);
+                    return Some(slot);
+                }
+            }
+        }
+    }
+
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -311,6 +460,7 @@ impl Limiter {
     pub async fn acquire(&self, cost: Cost) -> Result<Permit<'_>, String> {
         let slot = self.slots.acquire().await.map_err(|e| e.to_string())?;
         let _turn = self.queue.lock().await;
+        let shared = self.share(cost).await;
         let mut waited = false;
         loop {
             let wait = {
@@ -329,6 +479,7 @@ impl Limiter {
                     }
                     return Ok(Permit {
                         _slot: slot,
+                        _shared: shared,
                         reserved: cost,
                         sent: now,
                         ledger,
@@ -381,6 +532,33 @@ impl Limiter {
             }
             if let Some(headers) = headers {
                 state.correct(headers, now, permit.sent, permit.ledger);
+            }
+            if let (Some((exchange, key)), false) = (
+                &self.shared,
+                self.exchange_failed
+                    .load(std::sync::atomic::Ordering::Relaxed),
+            ) {
+                let amounts: Vec<(&'static str, f64, f64)> =
+                    [Kind::Input, Kind::Output, Kind::Tokens]
+                        .into_iter()
+                        .filter_map(|kind| {
+                            let bucket = state.buckets.get(&kind)?;
+                            let amount = kind.of(back) - kind.of(more);
+                            (amount != 0.0).then_some((kind.name(), bucket.capacity, amount))
+                        })
+                        .collect();
+                if !amounts.is_empty() {
+                    if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+                        let (exchange, key) = (exchange.clone(), key.clone());
+                        runtime.spawn(async move {
+                            if let Err(e) = exchange.give(&key, amounts).await {
+                                tracing::warn!(
+                                    "could not give tokens back to the shared limit: {e}"
+                                );
+                            }
+                        });
+                    }
+                }
             }
         }
         drop(permit);
@@ -444,12 +622,30 @@ fn parse_go_duration(text: &str) -> Option<Duration> {
 }
 
 /// The limiters of a run, one per provider endpoint and key.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub struct Limiters {
     map: Mutex<HashMap<(String, String), Arc<Limiter>>>,
+    /// Where the limits are shared with other machines, if they are.
+    exchange: Option<Arc<dyn Exchange>>,
+}
+
+impl std::fmt::Debug for Limiters {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Limiters")
+            .field("shared", &self.exchange.is_some())
+            .finish()
+    }
 }
 
 impl Limiters {
+    /// Limiters whose limits are shared with other machines through `exchange`.
+    pub fn shared(exchange: Arc<dyn Exchange>) -> Limiters {
+        Limiters {
+            map: Default::default(),
+            exchange: Some(exchange),
+        }
+    }
+
     /// The limiter for `provider`, made on first use from its limits.
     pub fn get(&self, provider: &ProviderSettings) -> Arc<Limiter> {
         let key = (
@@ -463,8 +659,15 @@ impl Limiters {
         self.map
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .entry(key)
-            .or_insert_with(|| Arc::new(Limiter::new(provider.limits)))
+            .entry(key.clone())
+            .or_insert_with(|| {
+                Arc::new(match &self.exchange {
+                    Some(exchange) => {
+                        Limiter::with_exchange(provider.limits, exchange.clone(), key)
+                    }
+                    None => Limiter::new(provider.limits),
+                })
+            })
             .clone()
     }
 }

@@ -280,6 +280,7 @@ impl Shared {
         events: Option<mpsc::UnboundedSender<Update>>,
         cancel: Cancel,
         pg: Option<Arc<crate::pg::PgStore>>,
+        limiters: crate::llm::limiter::Limiters,
     ) -> Result<Shared, RunError> {
         let checks_dir = store.run_dir(&state.id).join("checks");
         Ok(Shared {
@@ -294,7 +295,7 @@ impl Shared {
             client: crate::llm::client()
                 .map_err(|e| RunError::Internal(format!("cannot set up HTTP: {e}")))?,
             checks: CheckPool::new(checks_dir, settings.repo.clone(), settings.plan.checks.jobs),
-            limiters: Default::default(),
+            limiters,
             budget: Arc::new(crate::agent::Budget::new(settings.max_cost)),
             jobs: settings.jobs.max(1),
             plait_program: settings.plait_program.clone(),
@@ -373,6 +374,7 @@ pub async fn execute(
         events,
         cancel,
         pg.clone(),
+        Default::default(),
     )?);
     let stop_writer = Arc::new(Notify::new());
     let writer = tokio::spawn(write_states(shared.clone(), stop_writer.clone()));

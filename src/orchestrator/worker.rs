@@ -103,6 +103,9 @@ pub async fn serve(
     let mut listener = PgListener::connect(&settings.store, Duration::from_secs(10))
         .await
         .map_err(internal)?;
+    // Every run's model requests share the limits of their keys with the other machines.
+    let exchange: Arc<dyn crate::llm::limiter::Exchange> =
+        Arc::new(crate::pg::PgExchange::new(pg.clone()));
     let settings = Arc::new(settings);
     let runs: Arc<tokio::sync::Mutex<HashMap<String, Arc<RunCtx>>>> = Default::default();
     let counts = Arc::new(Counts::default());
@@ -155,23 +158,25 @@ pub async fn serve(
         idle_since = tokio::time::Instant::now();
         let (settings, pg, runs, counts) =
             (settings.clone(), pg.clone(), runs.clone(), counts.clone());
-        let (events, cancel) = (events.clone(), cancel.clone());
+        let (events, cancel, exchange) = (events.clone(), cancel.clone(), exchange.clone());
         set.spawn(async move {
             let _permit = permit;
             let ctx = {
                 let mut runs = runs.lock().await;
                 match runs.get(&claim.run) {
                     Some(ctx) => ctx.clone(),
-                    None => match open_run(&settings, &pg, &claim.run, events, cancel).await {
-                        Ok(ctx) => {
-                            runs.insert(claim.run.clone(), ctx.clone());
-                            ctx
+                    None => {
+                        match open_run(&settings, &pg, &claim.run, events, cancel, exchange).await {
+                            Ok(ctx) => {
+                                runs.insert(claim.run.clone(), ctx.clone());
+                                ctx
+                            }
+                            Err(e) => {
+                                let _ = pg.release(&claim.run, &claim).await;
+                                return Err(e);
+                            }
                         }
-                        Err(e) => {
-                            let _ = pg.release(&claim.run, &claim).await;
-                            return Err(e);
-                        }
-                    },
+                    }
                 }
             };
             work_on(&ctx, &pg, &settings, claim, &counts).await
@@ -208,6 +213,7 @@ async fn open_run(
     run: &str,
     events: Option<mpsc::UnboundedSender<Update>>,
     cancel: Cancel,
+    exchange: Arc<dyn crate::llm::limiter::Exchange>,
 ) -> Result<Arc<RunCtx>, RunError> {
     let queue = pg
         .queue(run)
@@ -229,6 +235,7 @@ async fn open_run(
         Some(tx),
         cancel,
         None,
+        crate::llm::limiter::Limiters::shared(exchange),
     )?);
     let ctx = Arc::new(RunCtx {
         shared,

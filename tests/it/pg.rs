@@ -387,3 +387,70 @@ fn machines_share_one_token_bucket_named_without_the_key() {
         assert!((30..=45).contains(&taken), "{taken} taken in one second");
     });
 }
+
+#[test]
+fn limiters_of_three_machines_share_a_keys_slots_and_let_them_go() {
+    use plait::llm::limiter::{Cost, Limiter};
+    use plait::llm::provider::Limits;
+    let rt = runtime();
+    let Some(config) = database(&rt) else { return };
+    rt.block_on(async {
+        let limits = Limits {
+            concurrency: 5,
+            rpm: Some(6000),
+            input_tpm: None,
+            output_tpm: None,
+        };
+        let key = ("http://api".to_string(), "sk-1".to_string());
+        let mut machines = Vec::new();
+        for _ in 0..3 {
+            let store = Arc::new(PgStore::connect(&config, WAIT).await.unwrap());
+            let exchange = Arc::new(pg::PgExchange::new(store));
+            machines.push(Arc::new(Limiter::with_exchange(
+                limits,
+                exchange,
+                key.clone(),
+            )));
+        }
+        let in_flight = Arc::new(AtomicUsize::new(0));
+        let peak = Arc::new(AtomicUsize::new(0));
+        let mut jobs = Vec::new();
+        for k in 0..60 {
+            let limiter = machines[k % 3].clone();
+            let (in_flight, peak) = (in_flight.clone(), peak.clone());
+            jobs.push(tokio::spawn(async move {
+                let cost = Cost { input: 1, output: 0 };
+                let permit = limiter.acquire(cost).await.unwrap();
+                let now = in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+                peak.fetch_max(now, Ordering::SeqCst);
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                in_flight.fetch_sub(1, Ordering::SeqCst);
+                limiter.finish(permit, Some(cost), None);
+            }));
+        }
+        for job in jobs {
+            job.await.unwrap();
+        }
+        assert!(peak.load(Ordering::SeqCst) <= 5, "at most the key's 5 at once");
+        assert!(peak.load(Ordering::SeqCst) >= 3, "the slots are used");
+        // Every slot was let go.
+        let store = PgStore::connect(&config, WAIT).await.unwrap();
+        let held = || async {
+            store
+                .client()
+                .query_one(
+                    "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 2
+                       AND database = (SELECT oid FROM pg_database WHERE datname = current_database())",
+                    &[],
+                )
+                .await
+                .unwrap()
+                .get::<_, i64>(0)
+        };
+        let deadline = tokio::time::Instant::now() + WAIT;
+        while held().await > 0 && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert_eq!(held().await, 0, "slots still held");
+    });
+}
