@@ -47,9 +47,14 @@ pub struct CheckArgs {
     /// When the merged checks fail, find the tasks to blame (the run is not changed)
     #[arg(long, requires = "run")]
     pub bisect: bool,
+    #[command(flatten)]
+    pub store: super::shared::StoreArg,
 }
 
 pub fn cmd_check(dir: &Path, args: CheckArgs) -> Result<(), CommandError> {
+    if let Some(run) = &args.run {
+        args.store.sync_in(dir, run)?;
+    }
     let (repo, store) = open_store(dir)?;
     let into = match args.into.clone() {
         Some(b) => b,

@@ -38,9 +38,12 @@ pub struct DiffArgs {
     /// When to colour the output
     #[arg(long, value_enum, default_value = "auto")]
     pub color: Color,
+    #[command(flatten)]
+    pub store: super::shared::StoreArg,
 }
 
 pub fn cmd_diff(dir: &Path, args: DiffArgs) -> Result<(), CommandError> {
+    args.store.sync_in(dir, &args.run)?;
     let (repo, store) = open_store(dir)?;
     let run = store.find(Some(&args.run))?;
     let state = store.load(&run)?;

@@ -32,9 +32,21 @@ pub struct LandArgs {
     /// own, or conflicted (they are not in it)
     #[arg(long)]
     pub partial: bool,
+    #[command(flatten)]
+    pub store: super::shared::StoreArg,
 }
 
 pub fn cmd_land(dir: &Path, args: LandArgs) -> Result<(), CommandError> {
+    let synced = args.store.sync_in(dir, &args.run)?;
+    let landed = land(dir, &args);
+    // What landing recorded (or a merge made again) goes back to the store either way.
+    if let Some(synced) = synced {
+        synced.sync_out(dir)?;
+    }
+    landed
+}
+
+fn land(dir: &Path, args: &LandArgs) -> Result<(), CommandError> {
     let (repo, store) = open_store(dir)?;
     let run = store.find(Some(&args.run))?;
     let mut state = store.load(&run)?;

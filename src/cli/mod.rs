@@ -17,6 +17,7 @@ mod resume;
 mod review;
 mod run;
 mod runs;
+mod shared;
 mod status;
 mod ui;
 mod worker;

@@ -24,6 +24,8 @@ up to the top merge whatever its supervisor said.
 pub struct ReviewArgs {
     /// The run
     pub run: String,
+    #[command(flatten)]
+    pub store: super::shared::StoreArg,
 }
 
 /// Record that you approve a task (or supervisor group), whatever the reviewer said
@@ -33,6 +35,8 @@ pub struct AcceptArgs {
     pub run: String,
     /// The task, or a group (group-<k>)
     pub task: String,
+    #[command(flatten)]
+    pub store: super::shared::StoreArg,
 }
 
 /// Record that you reject a task (or supervisor group): it stays out of the merge
@@ -42,9 +46,12 @@ pub struct RejectArgs {
     pub run: String,
     /// The task, or a group (group-<k>)
     pub task: String,
+    #[command(flatten)]
+    pub store: super::shared::StoreArg,
 }
 
 pub fn cmd_review(dir: &Path, args: ReviewArgs) -> Result<(), CommandError> {
+    args.store.sync_in(dir, &args.run)?;
     let (repo, store) = open_store(dir)?;
     let run = store.find(Some(&args.run))?;
     let state = store.load(&run)?;
@@ -58,11 +65,15 @@ pub fn cmd_review(dir: &Path, args: ReviewArgs) -> Result<(), CommandError> {
 }
 
 pub fn cmd_accept(dir: &Path, args: AcceptArgs) -> Result<(), CommandError> {
-    decide(dir, &args.run, &args.task, Verdict::Approve)
+    let synced = args.store.sync_in(dir, &args.run)?;
+    decide(dir, &args.run, &args.task, Verdict::Approve)?;
+    synced.map_or(Ok(()), |s| s.sync_out(dir))
 }
 
 pub fn cmd_reject(dir: &Path, args: RejectArgs) -> Result<(), CommandError> {
-    decide(dir, &args.run, &args.task, Verdict::Reject)
+    let synced = args.store.sync_in(dir, &args.run)?;
+    decide(dir, &args.run, &args.task, Verdict::Reject)?;
+    synced.map_or(Ok(()), |s| s.sync_out(dir))
 }
 
 fn decide(dir: &Path, run: &str, task: &str, verdict: Verdict) -> Result<(), CommandError> {

@@ -176,3 +176,23 @@ async fn take_in(shared: &Arc<Shared>, rows: &[TaskRow], remote: &str) -> Result
     }
     Ok(())
 }
+
+/// Pushes the run's branches made here (its merge, its groups') to the remote.
+pub(super) async fn publish(shared: &Shared, remote: &str) {
+    let run = shared.run.clone();
+    let (repo, remote) = (shared.repo.clone(), remote.to_string());
+    let pushed = tokio::task::spawn_blocking(move || {
+        remote::push(
+            &repo,
+            &remote,
+            &[format!(
+                "+refs/heads/plait/{run}/*:refs/heads/plait/{run}/*"
+            )],
+            &format!("the branches of run {run}"),
+        )
+    })
+    .await;
+    if let Ok(Err(e)) = pushed {
+        tracing::warn!("{e}");
+    }
+}

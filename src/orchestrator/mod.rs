@@ -425,6 +425,10 @@ pub async fn execute(
     state.finished_at = Some(now_ms());
     shared.store.save(&state)?;
     mirror(&shared, &state).await;
+    if let (Some(remote), Some(_)) = (&settings.remote, &state.merge) {
+        // Other machines see the merge (`plait diff/land --store`) through the remote.
+        coordinate::publish(&shared, remote).await;
+    }
     drop(lock);
     Ok(state)
 }

@@ -619,3 +619,73 @@ fn three_workers_keep_together_to_one_keys_concurrency_and_rate() {
     );
     assert!(s.peak_in_flight <= 30, "{s:?}");
 }
+
+#[test]
+fn another_clone_reviews_decides_and_lands_a_run_through_the_store() {
+    let rt = runtime();
+    let Some(url) = database_url(&rt) else { return };
+    drop(rt);
+    let n = 3;
+    let (repo, plan) = project(n, "echo \"changed by $PLAIT_TASK\" >> pkg/$PLAIT_TASK.txt");
+    let plan = plan.to_str().unwrap();
+    let w1 = worker(&repo, &url, "w1", "2", "30");
+    let out = repo.plait(&[
+        "run",
+        plan,
+        "--store",
+        &url,
+        "--remote",
+        "../scratch/remote.git",
+        "-j",
+        "0",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let run = stdout(&out).trim().to_string();
+    assert_eq!(stop(w1, &repo, "w1"), n);
+    // Another machine: a clone of the project, with no record of the run.
+    let other = repo.scratch.join("other");
+    git_in(
+        &repo.scratch,
+        &[
+            "clone",
+            "-q",
+            repo.path.to_str().unwrap(),
+            other.to_str().unwrap(),
+        ],
+    );
+    let plait = |args: &[&str]| crate::support::plait_in(&other, args);
+    let out = plait(&["diff", &run, "merged", "--stat", "--store", &url]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).contains("pkg/m01.txt"), "{}", stdout(&out));
+    let out = plait(&["review", &run, "--store", &url]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).contains("m02"), "{}", stdout(&out));
+    let out = plait(&["reject", &run, "m01", "--store", &url]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = plait(&["land", &run, "--into", "main", "--partial", "--store", &url]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    // Landed there without m01; the store has the decision and the landing.
+    assert_eq!(git_in(&other, &["show", "main:pkg/m01.txt"]), "module 1");
+    assert_eq!(
+        git_in(&other, &["show", "main:pkg/m02.txt"]),
+        "module 2\nchanged by m02"
+    );
+    let out = repo.plait(&["status", &run, "--store", &url, "--json"]);
+    let state: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(state["landed"].as_array().map(Vec::len), Some(1), "{state}");
+    let m01 = state["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["id"] == "m01")
+        .unwrap();
+    assert_eq!(m01["decision"]["verdict"], "reject", "{m01}");
+    // A run the store does not have is named.
+    let out = plait(&["diff", "nosuch", "merged", "--store", &url]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("the store has no run `nosuch`"),
+        "{}",
+        stderr(&out)
+    );
+}
