@@ -85,6 +85,10 @@ const MIGRATIONS: &[&str] = &[
         ADD COLUMN checkpoint text,
         ADD COLUMN tip text;
     CREATE INDEX plait_tasks_open ON plait_tasks (state) WHERE state IN ('pending', 'running');",
+    // 4: each change of a task numbered, so a coordinator reads only what changed.
+    "CREATE SEQUENCE plait_task_changes;
+    ALTER TABLE plait_tasks ADD COLUMN changed bigint NOT NULL DEFAULT 0;
+    CREATE INDEX plait_tasks_changed ON plait_tasks (run_id, changed);",
 ];
 
 /// The schema version this plait writes.
@@ -400,7 +404,8 @@ impl PgStore {
                  UPDATE plait_tasks t
                     SET state = 'running', owner = $2,
                         lease_until = now() + make_interval(secs => $3),
-                        generation = t.generation + 1
+                        generation = t.generation + 1,
+                        changed = nextval('plait_task_changes')
                    FROM next
                   WHERE t.run_id = next.run_id AND t.id = next.id
               RETURNING t.run_id, t.id, t.generation, t.record, t.checkpoint",
@@ -461,7 +466,8 @@ impl PgStore {
             .client
             .execute(
                 "UPDATE plait_tasks
-                    SET state = $4, record = $5, tip = $6, owner = NULL, lease_until = NULL
+                    SET state = $4, record = $5, tip = $6, owner = NULL, lease_until = NULL,
+                        changed = nextval('plait_task_changes')
                   WHERE run_id = $1 AND id = $2 AND generation = $3 AND state = 'running'",
                 &[&run, &claim.task, &claim.generation, &state, record, &tip],
             )
@@ -478,7 +484,8 @@ impl PgStore {
         let n = self
             .client
             .execute(
-                "UPDATE plait_tasks SET state = 'pending', owner = NULL, lease_until = NULL
+                "UPDATE plait_tasks SET state = 'pending', owner = NULL, lease_until = NULL,
+                        changed = nextval('plait_task_changes')
                   WHERE run_id = $1 AND id = $2 AND generation = $3 AND state = 'running'",
                 &[&run, &claim.task, &claim.generation],
             )
@@ -550,6 +557,44 @@ impl PgStore {
             base: r.get(2),
             remote: r.get(3),
         }))
+    }
+
+    /// The tasks of `run` that changed after change number `after`, each with its place in
+    /// the plan, in the order they changed; and the newest change number.
+    pub async fn changed_tasks(
+        &self,
+        run: &str,
+        after: i64,
+    ) -> Result<(Vec<(usize, TaskRow)>, i64), PgError> {
+        let rows = self
+            .client
+            .query(
+                "SELECT id, state, record, generation, tip, position, changed FROM plait_tasks
+                  WHERE run_id = $1 AND changed > $2 ORDER BY changed",
+                &[&run, &after],
+            )
+            .await?;
+        let newest = rows
+            .iter()
+            .map(|r| r.get::<_, i64>(6))
+            .fold(after, i64::max);
+        let rows = rows
+            .iter()
+            .map(|r| {
+                let position: i32 = r.get(5);
+                (
+                    position as usize,
+                    TaskRow {
+                        id: r.get(0),
+                        state: r.get(1),
+                        record: r.get(2),
+                        generation: r.get(3),
+                        tip: r.get(4),
+                    },
+                )
+            })
+            .collect();
+        Ok((rows, newest))
     }
 
     /// Each task of `run`, in plan order, with its generation and winning tip.
@@ -984,12 +1029,16 @@ impl PgListener {
         }
     }
 
-    /// Waits at most `timeout` for a task of `run` to change; true when one did.
+    /// Waits at most `timeout` for a task of `run` to change; true when one did (and
+    /// every change heard by then is taken).
     pub async fn changed(&mut self, run: &str, timeout: Duration) -> bool {
         let deadline = tokio::time::Instant::now() + timeout;
         loop {
             match tokio::time::timeout_at(deadline, self.changes.recv()).await {
-                Ok(Some(changed)) if changed == run => return true,
+                Ok(Some(changed)) if changed == run => {
+                    while self.changes.try_recv().is_ok() {}
+                    return true;
+                }
                 Ok(Some(_)) => {}
                 Ok(None) | Err(_) => return false,
             }

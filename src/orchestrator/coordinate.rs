@@ -72,15 +72,21 @@ async fn wait(
     listener: &mut PgListener,
     remote: &str,
 ) -> Result<(), RunError> {
+    let mut seen = 0;
     loop {
-        let rows = pg
-            .task_rows(&shared.run)
+        let (rows, newest) = pg
+            .changed_tasks(&shared.run, seen)
             .await
             .map_err(|e| RunError::Internal(e.to_string()))?;
         take_in(shared, &rows, remote).await?;
-        let ended = rows
+        seen = newest;
+        let ended = shared
+            .state
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .tasks
             .iter()
-            .all(|r| TaskState::from_name(&r.state).is_some_and(TaskState::is_final));
+            .all(|t| t.state.is_final());
         if ended || shared.cancel.is_cancelled() {
             return Ok(());
         }
@@ -91,13 +97,22 @@ async fn wait(
     }
 }
 
-/// Brings the run's record in step with the store's rows: branches of newly ended tasks
-/// fetched (all in one fetch), their records copied, taken tasks shown running.
-async fn take_in(shared: &Arc<Shared>, rows: &[TaskRow], remote: &str) -> Result<(), RunError> {
-    let state = shared.snapshot();
+/// Brings the run's record in step with the store's rows that changed (each with its place
+/// in the plan): branches of newly ended tasks fetched (all in one fetch), their records
+/// copied, taken tasks shown running.
+async fn take_in(
+    shared: &Arc<Shared>,
+    rows: &[(usize, TaskRow)],
+    remote: &str,
+) -> Result<(), RunError> {
+    if rows.is_empty() {
+        return Ok(());
+    }
+    let tasks = shared.plan.tasks.len();
     let mut ended = Vec::new();
-    for (index, row) in rows.iter().enumerate() {
-        let Some(local) = state.tasks.get(index).filter(|t| t.id == row.id) else {
+    for (index, row) in rows.iter().map(|(i, r)| (*i, r)) {
+        let local = (index < tasks).then(|| shared.record(index));
+        let Some(local) = local.filter(|t| t.id == row.id) else {
             return Err(RunError::Internal(format!(
                 "the store's tasks of run {} do not match its plan (task {})",
                 shared.run, row.id
@@ -121,11 +136,11 @@ async fn take_in(shared: &Arc<Shared>, rows: &[TaskRow], remote: &str) -> Result
     let refspecs: Vec<String> = ended
         .iter()
         .filter(|(_, row)| row.tip.is_some())
-        .map(|(index, row)| {
+        .map(|(_, row)| {
             format!(
                 "+{}:{}",
                 remote::attempt_ref(&shared.run, &row.id, row.generation),
-                crate::git::branch_ref(&state.tasks[*index].branch)
+                crate::git::branch_ref(&crate::state::task_branch(&shared.run, &row.id))
             )
         })
         .collect();
@@ -148,7 +163,8 @@ async fn take_in(shared: &Arc<Shared>, rows: &[TaskRow], remote: &str) -> Result
         let record: Option<TaskRecord> = serde_json::from_value(row.record.clone()).ok();
         let problem = match &row.tip {
             Some(tip) => {
-                let branch = crate::git::branch_ref(&state.tasks[index].branch);
+                let branch =
+                    crate::git::branch_ref(&crate::state::task_branch(&shared.run, &row.id));
                 let at = repo.refname_to_id(&branch).ok();
                 (at != Oid::from_str(tip).ok()).then(|| {
                     format!("the remote's branch is not at the commit its worker recorded ({tip})")

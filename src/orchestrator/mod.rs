@@ -513,6 +513,9 @@ async fn mirror(shared: &Shared, state: &RunState) {
 
 /// Saves the newest state each time a task changes, until told to stop.
 async fn write_states(shared: Arc<Shared>, stop: Arc<Notify>) {
+    // The store's copy is written at most once a second (and at the end): a record of
+    // ten thousand tasks is megabytes.
+    let mut mirrored: Option<std::time::Instant> = None;
     loop {
         tokio::select! {
             biased;
@@ -520,7 +523,10 @@ async fn write_states(shared: Arc<Shared>, stop: Arc<Notify>) {
             _ = shared.dirty.notified() => {}
         }
         let snapshot = shared.snapshot();
-        mirror(&shared, &snapshot).await;
+        if mirrored.is_none_or(|at| at.elapsed() >= std::time::Duration::from_secs(1)) {
+            mirror(&shared, &snapshot).await;
+            mirrored = Some(std::time::Instant::now());
+        }
         let store = shared.store.clone();
         let saved = tokio::task::spawn_blocking(move || store.save(&snapshot)).await;
         if let Ok(Err(e)) = saved {

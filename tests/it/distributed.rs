@@ -247,7 +247,15 @@ fn thirty_tasks_over_three_workers_each_run_once_and_merge_as_a_local_run_does()
             &format!("refs/heads/plait/{run}/"),
         ],
     );
-    assert_eq!(on_remote.lines().count(), n, "{on_remote}");
+    let task_branches = on_remote
+        .lines()
+        .filter(|l| l.contains(&format!("{run}/m")) && !l.ends_with("/merged"))
+        .count();
+    assert_eq!(task_branches, n, "{on_remote}");
+    assert!(
+        on_remote.contains(&format!("refs/heads/plait/{run}/merged")),
+        "{on_remote}"
+    );
 
     // The same plan run locally merges to the same tree.
     let out = repo.plait(&["run", plan, "-j", "4"]);
