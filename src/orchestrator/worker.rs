@@ -3,11 +3,12 @@
 //! (worktree, agent in its sandbox, collect, task checks, review) in a clone it keeps per
 //! repository, fed from the run's git remote.
 //!
-//! What it pushes, and when: each round's commit, as it is made, to the claim's own ref
-//! ([`remote::attempt_ref`]) with the store told (the checkpoint a worker taking the task
-//! over goes on from); at the end, the tip to that ref again, then the outcome recorded in
-//! the store fenced by the claim's generation, and only when that is accepted the task
-//! branch `plait/<run>/<task>`. A claim whose lease was taken over records nothing.
+//! What it pushes, and when: a round's commit, when the task goes on past it (to review or
+//! another round), to the claim's own ref ([`remote::attempt_ref`]) with the store told
+//! (the checkpoint a worker taking the task over goes on from); at the end, the tip to that
+//! ref, then the outcome recorded in the store fenced by the claim's generation. A claim
+//! whose lease was taken over records nothing. The task branch `plait/<run>/<task>` on the
+//! remote is set by the coordinator from the recorded tip, so it never holds a loser's.
 //! Ctrl-C lets the running tasks end at a boundary (their work committed and pushed) and
 //! gives them back to the queue.
 
@@ -81,8 +82,8 @@ struct RunCtx {
     remote: String,
     /// Each task's claim while this worker has it, and the commit last pushed for it.
     claims: Mutex<HashMap<String, (Claim, Option<String>)>>,
-    /// One push of a task's work at a time, in order.
-    pushing: tokio::sync::Mutex<()>,
+    /// The run's pushes, batched.
+    pusher: Pusher,
 }
 
 /// Claims and runs tasks until interrupted (or idle for `idle_exit`).
@@ -160,7 +161,6 @@ pub async fn serve(
             (settings.clone(), pg.clone(), runs.clone(), counts.clone());
         let (events, cancel, exchange) = (events.clone(), cancel.clone(), exchange.clone());
         set.spawn(async move {
-            let _permit = permit;
             let ctx = {
                 let mut runs = runs.lock().await;
                 match runs.get(&claim.run) {
@@ -179,7 +179,7 @@ pub async fn serve(
                     }
                 }
             };
-            work_on(&ctx, &pg, &settings, claim, &counts).await
+            work_on(&ctx, &pg, &settings, claim, &counts, permit).await
         });
     }
     while let Some(joined) = set.join_next().await {
@@ -241,7 +241,7 @@ async fn open_run(
         shared,
         remote,
         claims: Mutex::new(HashMap::new()),
-        pushing: tokio::sync::Mutex::new(()),
+        pusher: Pusher::default(),
     });
     tokio::spawn(forward(Arc::downgrade(&ctx), pg.clone(), rx, events));
     Ok(ctx)
@@ -334,6 +334,7 @@ async fn work_on(
     settings: &WorkerSettings,
     claim: Claim,
     counts: &Counts,
+    permit: tokio::sync::OwnedSemaphorePermit,
 ) -> Result<(), RunError> {
     let shared = &ctx.shared;
     let Some(index) = shared.plan.tasks.iter().position(|t| t.id == claim.task) else {
@@ -366,8 +367,10 @@ async fn work_on(
         },
         None => task::run_task(shared, index).await,
     }
-    beat.abort();
+    // The next task starts while this one's work is pushed and recorded (under its lease).
+    drop(permit);
     let outcome = settle(ctx, pg, &claim, index, counts).await;
+    beat.abort();
     ctx.claims
         .lock()
         .unwrap_or_else(|e| e.into_inner())
@@ -406,15 +409,78 @@ async fn fetch_checkpoint(
     .map_err(|e| e.to_string())?
 }
 
-/// Pushes `commit` to the claim's own ref.
-async fn push_attempt(ctx: &RunCtx, claim: &Claim, commit: &str) -> Result<(), String> {
+/// The pushes of a run's claims, batched: each waits for one `git push` at a time, and
+/// that push takes every ref waiting then (a worker whose tasks end faster than one push
+/// each pushes many in one). A claim's last push is final: a checkpoint that comes after
+/// it is dropped, so the claim's ref never goes back to an older commit.
+#[derive(Default)]
+struct Pusher {
+    waiting: Mutex<Waiting>,
+    gate: tokio::sync::Mutex<()>,
+}
+
+type Outcome = tokio::sync::oneshot::Sender<Result<(), String>>;
+
+#[derive(Default)]
+struct Waiting {
+    /// By destination ref: the commit to push there and who waits for it.
+    refs: Vec<(String, String, Vec<Outcome>)>,
+    /// Refs whose last push was asked for.
+    finished: std::collections::HashSet<String>,
+}
+
+/// Pushes `commit` to the claim's own ref; `last`: the claim's final push. `Ok(false)`
+/// when a checkpoint came after the final push and was dropped.
+async fn push_attempt(
+    ctx: &RunCtx,
+    claim: &Claim,
+    commit: &str,
+    last: bool,
+) -> Result<bool, String> {
     let refname = remote::attempt_ref(&claim.run, &claim.task, claim.generation);
-    push(
-        ctx,
-        vec![format!("+{commit}:{refname}")],
-        format!("the work of task {}", claim.task),
-    )
-    .await
+    let (tx, mut rx) = tokio::sync::oneshot::channel();
+    {
+        let mut waiting = ctx.pusher.waiting.lock().unwrap_or_else(|e| e.into_inner());
+        if waiting.finished.contains(&refname) && !last {
+            return Ok(false);
+        }
+        if last {
+            waiting.finished.insert(refname.clone());
+        }
+        match waiting.refs.iter_mut().find(|(r, _, _)| *r == refname) {
+            Some(entry) => {
+                entry.1 = commit.to_string();
+                entry.2.push(tx);
+            }
+            None => waiting.refs.push((refname, commit.to_string(), vec![tx])),
+        }
+    }
+    let _gate = ctx.pusher.gate.lock().await;
+    if let Ok(done) = rx.try_recv() {
+        return done.map(|()| true);
+    }
+    let batch = std::mem::take(
+        &mut ctx
+            .pusher
+            .waiting
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .refs,
+    );
+    let refspecs: Vec<String> = batch
+        .iter()
+        .map(|(refname, commit, _)| format!("+{commit}:{refname}"))
+        .collect();
+    let what = format!("the work of {} task(s) of run {}", batch.len(), claim.run);
+    let pushed = push(ctx, refspecs, what).await;
+    for (_, _, outcomes) in batch {
+        for outcome in outcomes {
+            let _ = outcome.send(pushed.clone());
+        }
+    }
+    rx.await
+        .unwrap_or_else(|_| Err("the push was dropped".to_string()))
+        .map(|()| true)
 }
 
 async fn push(ctx: &RunCtx, refspecs: Vec<String>, what: String) -> Result<(), String> {
@@ -434,13 +500,12 @@ async fn settle(
     index: usize,
     counts: &Counts,
 ) -> Result<(), RunError> {
-    let _pushing = ctx.pushing.lock().await;
     let record = ctx.shared.record(index);
     let store_error = |e: crate::pg::PgError| RunError::Internal(e.to_string());
     if !record.state.is_final() {
         if let Some(commit) = &record.commit {
-            match push_attempt(ctx, claim, commit).await {
-                Ok(()) => {
+            match push_attempt(ctx, claim, commit, true).await {
+                Ok(_) => {
                     pg.checkpoint(claim, &format!("{} {commit}", claim.generation))
                         .await
                         .map_err(store_error)?;
@@ -454,8 +519,18 @@ async fn settle(
         counts.released.fetch_add(1, Ordering::Relaxed);
         return Ok(());
     }
-    if let Some(commit) = &record.commit {
-        if let Err(e) = push_attempt(ctx, claim, commit).await {
+    let pushed = ctx
+        .claims
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(&claim.task)
+        .and_then(|(_, pushed)| pushed.clone());
+    if let Some(commit) = record
+        .commit
+        .as_ref()
+        .filter(|c| pushed.as_ref() != Some(*c))
+    {
+        if let Err(e) = push_attempt(ctx, claim, commit, true).await {
             // Not recorded: the task goes back to the queue for a worker that can push.
             tracing::warn!("task {}: its branch could not be pushed: {e}", claim.task);
             pg.release(&claim.run, claim).await.map_err(store_error)?;
@@ -479,18 +554,6 @@ async fn settle(
         return Ok(());
     }
     counts.recorded.fetch_add(1, Ordering::Relaxed);
-    if let Some(commit) = &record.commit {
-        let branch = crate::git::branch_ref(&record.branch);
-        if let Err(e) = push(
-            ctx,
-            vec![format!("+{commit}:{branch}")],
-            record.branch.clone(),
-        )
-        .await
-        {
-            tracing::warn!("task {}: {e}", claim.task);
-        }
-    }
     Ok(())
 }
 
@@ -504,7 +567,9 @@ async fn forward(
 ) {
     while let Some(update) = rx.recv().await {
         if let (Update::Task(event), Some(ctx)) = (&update, ctx.upgrade()) {
-            if !event.state.is_final() && event.state != TaskState::Interrupted {
+            // A round's commit is pushed when the task goes on past it (to its review, or
+            // to another round): work a task ends with is pushed once, as it is recorded.
+            if matches!(event.state, TaskState::Running | TaskState::Reviewing) {
                 checkpoint(&ctx, &pg, &event.task).await;
             }
         }
@@ -529,13 +594,9 @@ async fn checkpoint(ctx: &RunCtx, pg: &PgStore, task: &str) {
             _ => return,
         }
     };
-    let Ok(_pushing) = ctx.pushing.try_lock() else {
-        // The task is being settled, or another checkpoint is on its way: the next one
-        // catches up.
-        return;
-    };
-    match push_attempt(ctx, &claim, &commit).await {
-        Ok(()) => {
+    match push_attempt(ctx, &claim, &commit, false).await {
+        Ok(false) => {}
+        Ok(true) => {
             let at = format!("{} {commit}", claim.generation);
             if let Err(e) = pg.checkpoint(&claim, &at).await {
                 tracing::warn!("task {task}: its checkpoint was not recorded: {e}");
