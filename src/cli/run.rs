@@ -67,7 +67,7 @@ pub struct RunArgs {
     /// With --store: spread the tasks over workers (`plait worker`) through this git
     /// remote (a path, ssh or https URL): the base commit is pushed there, the workers push
     /// the task branches back; -j 0 runs no task on this machine
-    #[arg(long, value_name = "REMOTE", requires = "store")]
+    #[arg(long, value_name = "REMOTE")]
     pub remote: Option<String>,
 }
 
@@ -115,9 +115,15 @@ pub fn cmd_run(dir: &Path, args: RunArgs) -> Result<(), CommandError> {
     };
     let total = resolved.tasks.len();
     let store = super::store_config(args.store.as_deref())?;
-    let remote = match &args.remote {
-        Some(remote) => Some(publish_base(dir, remote, &resolved.base.to_string())?),
-        None => None,
+    let remote = match (&args.remote, &store) {
+        (Some(remote), Some(_)) => Some(publish_base(dir, remote, &resolved.base.to_string())?),
+        (Some(_), None) => {
+            return Err(
+                CommandError::usage("--remote spreads a run over workers through a store")
+                    .hint("pass --store postgres://user@host/db as well, or set PLAIT_STORE"),
+            )
+        }
+        (None, _) => None,
     };
     let settings = RunSettings {
         repo: std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf()),

@@ -697,3 +697,63 @@ fn another_clone_reviews_decides_and_lands_a_run_through_the_store() {
         stderr(&out)
     );
 }
+
+#[test]
+fn a_worker_stopped_with_ctrl_c_gives_its_tasks_back_and_another_finishes_them() {
+    let rt = runtime();
+    let Some(url) = database_url(&rt) else { return };
+    drop(rt);
+    let n = 4;
+    let (repo, plan) = project(
+        n,
+        "sleep 2; echo \"changed by $PLAIT_TASK\" >> pkg/$PLAIT_TASK.txt",
+    );
+    let plan = plan.to_str().unwrap();
+    // --remote needs a store.
+    let out = repo.plait(&["run", plan, "--remote", "../scratch/remote.git"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("--store"), "{}", stderr(&out));
+    let mut coordinator = spawn(
+        &repo.path,
+        &repo.scratch,
+        "coordinator",
+        &[
+            "run",
+            plan,
+            "--store",
+            &url,
+            "--remote",
+            "../scratch/remote.git",
+            "-j",
+            "0",
+        ],
+    );
+    let first = worker(&repo, &url, "first", "2", "30");
+    let running = || {
+        rows(
+            &url,
+            "SELECT id, state, generation FROM plait_tasks WHERE state = 'running'",
+        )
+    };
+    crate::support::wait_until("the first worker takes two tasks", || running().len() == 2);
+    std::thread::sleep(Duration::from_millis(300));
+    let taken: Vec<String> = running().into_iter().map(|(id, _, _)| id).collect();
+    assert_eq!(stop(first, &repo, "first"), 0, "it recorded nothing");
+    let err = log(&repo.scratch, "first", "err");
+    assert!(err.contains("2 given back"), "{err}");
+    let second = worker(&repo, &url, "second", "2", "30");
+    let status = wait_for(&mut coordinator, "the coordinator", Duration::from_secs(60));
+    assert!(
+        status.success(),
+        "{}",
+        log(&repo.scratch, "coordinator", "err")
+    );
+    let run = log(&repo.scratch, "coordinator", "out").trim().to_string();
+    assert_eq!(stop(second, &repo, "second"), n);
+    for (id, state, generation) in rows(&url, "SELECT id, state, generation FROM plait_tasks") {
+        assert_eq!(state, "done", "{id}");
+        let want = if taken.contains(&id) { 2 } else { 1 };
+        assert_eq!(generation, want, "{id}");
+    }
+    one_commit_each(&repo, &run, n);
+}
