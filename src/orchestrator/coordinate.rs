@@ -16,9 +16,10 @@ use crate::pg::{PgListener, PgStore, TaskRow};
 use crate::remote;
 use crate::state::{TaskRecord, TaskState};
 
-/// How long the coordinator waits for a notification before it reads the store anyway (a
-/// notification lost with a dropped connection must not stall the run).
-const QUIET: Duration = Duration::from_secs(30);
+/// How long the coordinator waits for a notification before it reads every task again: a
+/// change numbered before another may commit after it (and a notification may be lost
+/// with a dropped connection); neither must stall the run.
+const QUIET: Duration = Duration::from_secs(2);
 
 /// Waits until every task of the run has ended on some worker, keeping the run's record
 /// and branches in step; returns early when the run is interrupted (the tasks stay queued
@@ -72,14 +73,19 @@ async fn wait(
     listener: &mut PgListener,
     remote: &str,
 ) -> Result<(), RunError> {
-    let mut seen = 0;
+    // What the last read saw, and the one before: each read starts from the one before,
+    // so a change that committed just after a later-numbered one is read the next time.
+    let (mut seen, mut before) = (0, 0);
+    let mut all = false;
     loop {
+        let after = if all { 0 } else { before };
         let (rows, newest) = pg
-            .changed_tasks(&shared.run, seen)
+            .changed_tasks(&shared.run, after)
             .await
             .map_err(|e| RunError::Internal(e.to_string()))?;
         take_in(shared, &rows, remote).await?;
-        seen = newest;
+        before = seen;
+        seen = seen.max(newest);
         let ended = shared
             .state
             .lock()
@@ -91,7 +97,7 @@ async fn wait(
             return Ok(());
         }
         tokio::select! {
-            _ = listener.changed(&shared.run, QUIET) => {}
+            heard = listener.changed(&shared.run, QUIET) => all = !heard,
             _ = shared.cancel.cancelled() => return Ok(()),
         }
     }
