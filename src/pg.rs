@@ -383,7 +383,7 @@ impl PgStore {
     }
 
     /// Claims the next task for `owner` of run `only`, or of any queued run (oldest run
-    /// first, then plan order), as [`claim`](Self::claim) does; the listeners hear of it.
+    /// first, then plan order), as [`claim`](Self::claim) does.
     pub async fn claim_next(
         &self,
         only: Option<&str>,
@@ -393,22 +393,35 @@ impl PgStore {
         let row = self
             .client
             .query_opt(
+                // The oldest open run with a task to take (or the one named), then its
+                // next task by the queue's index. No notification: NOTIFY serializes the
+                // commits that send one, and a claim needs no one woken.
                 "WITH next AS (
-                    SELECT t.run_id, t.id FROM plait_tasks t JOIN plait_runs r ON r.id = t.run_id
-                     WHERE (t.state = 'pending' OR (t.state = 'running' AND t.lease_until < now()))
-                       AND (r.id = $1 OR ($1 IS NULL AND r.open))
-                     ORDER BY r.created_at, r.id, t.position
+                    SELECT t.run_id, t.id FROM plait_tasks t
+                     WHERE t.run_id = coalesce($1, (
+                            SELECT r.id FROM plait_runs r
+                             WHERE r.open AND EXISTS (
+                                SELECT 1 FROM plait_tasks c
+                                 WHERE c.run_id = r.id
+                                   AND (c.state = 'pending'
+                                        OR (c.state = 'running' AND c.lease_until < now())))
+                             ORDER BY r.created_at, r.id
+                             LIMIT 1))
+                       AND (t.state = 'pending' OR (t.state = 'running' AND t.lease_until < now()))
+                     ORDER BY t.position
                      LIMIT 1
-                     FOR UPDATE OF t SKIP LOCKED
+                     FOR UPDATE SKIP LOCKED
+                 ), taken AS (
+                    UPDATE plait_tasks t
+                       SET state = 'running', owner = $2,
+                           lease_until = now() + make_interval(secs => $3),
+                           generation = t.generation + 1,
+                           changed = nextval('plait_task_changes')
+                      FROM next
+                     WHERE t.run_id = next.run_id AND t.id = next.id
+                 RETURNING t.run_id, t.id, t.generation, t.record, t.checkpoint
                  )
-                 UPDATE plait_tasks t
-                    SET state = 'running', owner = $2,
-                        lease_until = now() + make_interval(secs => $3),
-                        generation = t.generation + 1,
-                        changed = nextval('plait_task_changes')
-                   FROM next
-                  WHERE t.run_id = next.run_id AND t.id = next.id
-              RETURNING t.run_id, t.id, t.generation, t.record, t.checkpoint",
+                 SELECT * FROM taken",
                 &[&only, &owner, &lease.as_secs_f64()],
             )
             .await?;
@@ -422,7 +435,6 @@ impl PgStore {
             record: row.get(3),
             checkpoint: row.get(4),
         };
-        self.notify(&claim.run).await?;
         Ok(Some(claim))
     }
 
@@ -462,20 +474,22 @@ impl PgStore {
         record: &Value,
         tip: Option<&str>,
     ) -> Result<bool, PgError> {
-        let n = self
+        // The listeners are told in the same statement, when the claim held.
+        let rows = self
             .client
-            .execute(
-                "UPDATE plait_tasks
-                    SET state = $4, record = $5, tip = $6, owner = NULL, lease_until = NULL,
-                        changed = nextval('plait_task_changes')
-                  WHERE run_id = $1 AND id = $2 AND generation = $3 AND state = 'running'",
+            .query(
+                "WITH done AS (
+                    UPDATE plait_tasks
+                       SET state = $4, record = $5, tip = $6, owner = NULL, lease_until = NULL,
+                           changed = nextval('plait_task_changes')
+                     WHERE run_id = $1 AND id = $2 AND generation = $3 AND state = 'running'
+                 RETURNING run_id
+                 )
+                 SELECT 1 FROM done, LATERAL (SELECT pg_notify('plait_tasks', done.run_id)) told",
                 &[&run, &claim.task, &claim.generation, &state, record, &tip],
             )
             .await?;
-        if n == 1 {
-            self.notify(run).await?;
-        }
-        Ok(n == 1)
+        Ok(rows.len() == 1)
     }
 
     /// Gives a claimed task back to the queue (the worker stops at a boundary); false when
