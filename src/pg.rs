@@ -200,6 +200,17 @@ async fn open(
         })
 }
 
+/// A SHA-1 of `provider` and `api_key`, keyed by `secret` (each part length-prefixed).
+fn keyed_digest(secret: &str, provider: &str, api_key: &str) -> String {
+    use sha1::{Digest, Sha1};
+    let mut hash = Sha1::new();
+    for part in [secret, provider, api_key] {
+        hash.update(part.len().to_be_bytes());
+        hash.update(part.as_bytes());
+    }
+    hash.finalize().iter().map(|b| format!("{b:02x}")).collect()
+}
+
 /// A task a worker claimed: its id, its record, and the generation its lease fences.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Claim {
@@ -266,6 +277,12 @@ impl PgStore {
             )
             .await?;
         let outcome = self.migrate_locked().await;
+        self.end(outcome).await
+    }
+
+    /// Ends the transaction `outcome` was made in: committed when it is `Ok`, else rolled
+    /// back; the outcome.
+    async fn end<T>(&self, outcome: Result<T, PgError>) -> Result<T, PgError> {
         let end = if outcome.is_ok() {
             "COMMIT"
         } else {
@@ -337,13 +354,7 @@ impl PgStore {
             Ok::<_, PgError>(())
         }
         .await;
-        let end = if outcome.is_ok() {
-            "COMMIT"
-        } else {
-            "ROLLBACK"
-        };
-        self.client.batch_execute(end).await?;
-        outcome
+        self.end(outcome).await
     }
 
     /// The run's state, as last saved.
@@ -674,19 +685,20 @@ impl PgStore {
         api_key: &str,
         limit: &str,
     ) -> Result<String, PgError> {
-        use sha1::{Digest, Sha1};
+        let secret = self.secret().await?;
+        Ok(format!(
+            "{}:{limit}",
+            keyed_digest(&secret, provider, api_key)
+        ))
+    }
+
+    /// The store's own secret, which keys the names of its rate limits.
+    async fn secret(&self) -> Result<String, PgError> {
         let row = self
             .client
             .query_one("SELECT secret FROM plait_secret LIMIT 1", &[])
             .await?;
-        let secret: String = row.get(0);
-        let mut hash = Sha1::new();
-        for part in [secret.as_str(), provider, api_key] {
-            hash.update(part.len().to_be_bytes());
-            hash.update(part.as_bytes());
-        }
-        let digest: String = hash.finalize().iter().map(|b| format!("{b:02x}")).collect();
-        Ok(format!("{digest}:{limit}"))
+        Ok(row.get(0))
     }
 
     /// Takes `cost` from the shared token bucket `name` of `capacity`, refilled at
@@ -770,24 +782,8 @@ impl PgExchange {
 
     /// The keyed hash naming `key`'s limits.
     async fn digest(&self, key: &(String, String)) -> Result<String, PgError> {
-        use sha1::{Digest, Sha1};
-        let secret = self
-            .secret
-            .get_or_try_init(|| async {
-                let row = self
-                    .store
-                    .client
-                    .query_one("SELECT secret FROM plait_secret LIMIT 1", &[])
-                    .await?;
-                Ok::<_, PgError>(row.get::<_, String>(0))
-            })
-            .await?;
-        let mut hash = Sha1::new();
-        for part in [secret.as_str(), key.0.as_str(), key.1.as_str()] {
-            hash.update(part.len().to_be_bytes());
-            hash.update(part.as_bytes());
-        }
-        Ok(hash.finalize().iter().map(|b| format!("{b:02x}")).collect())
+        let secret = self.secret.get_or_try_init(|| self.store.secret()).await?;
+        Ok(keyed_digest(secret, &key.0, &key.1))
     }
 
     /// The buckets' names for `costs`, each made (full) if it is new.

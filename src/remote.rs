@@ -51,6 +51,11 @@ pub fn attempt_ref(run: &str, task: &str, generation: i64) -> String {
     format!("refs/plait/{run}/{task}/g{generation}")
 }
 
+/// The refspec that moves every branch of run `run` (`plait/<run>/*`) to the same name.
+pub fn run_branches(run: &str) -> String {
+    format!("+refs/heads/plait/{run}/*:refs/heads/plait/{run}/*")
+}
+
 /// A remote as every machine should read it: a local path that exists is made absolute
 /// (a worker runs elsewhere); URLs and `host:path` are left as they are.
 pub fn normalize(remote: &str, cwd: &Path) -> String {

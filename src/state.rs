@@ -118,23 +118,10 @@ impl TaskState {
         }
     }
 
-    /// The state named `name` (as [`as_str`](Self::as_str) writes it).
+    /// The state named `name` (as [`as_str`](Self::as_str) and serde write it).
     pub fn from_name(name: &str) -> Option<TaskState> {
-        use TaskState::*;
-        [
-            Pending,
-            Preparing,
-            Running,
-            Collecting,
-            Reviewing,
-            Done,
-            Failed,
-            Rejected,
-            Stopped,
-            Interrupted,
-        ]
-        .into_iter()
-        .find(|s| s.as_str() == name)
+        use serde::de::value::{Error, StrDeserializer};
+        TaskState::deserialize(StrDeserializer::<Error>::new(name)).ok()
     }
 }
 

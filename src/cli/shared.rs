@@ -74,9 +74,7 @@ impl StoreArg {
             crate::remote::fetch(
                 dir,
                 remote,
-                &[format!(
-                    "+refs/heads/plait/{run}/*:refs/heads/plait/{run}/*"
-                )],
+                &[crate::remote::run_branches(run)],
                 &format!("the branches of run {run}"),
             )
             .map_err(|e| {
@@ -127,9 +125,7 @@ impl Synced {
             crate::remote::push(
                 dir,
                 remote,
-                &[format!(
-                    "+refs/heads/plait/{run}/*:refs/heads/plait/{run}/*"
-                )],
+                &[crate::remote::run_branches(run)],
                 &format!("the branches of run {run}"),
             )
             .map_err(|e| CommandError::internal(e.to_string()))?;

@@ -207,9 +207,7 @@ pub(super) async fn publish(shared: &Shared, remote: &str) {
         remote::push(
             &repo,
             &remote,
-            &[format!(
-                "+refs/heads/plait/{run}/*:refs/heads/plait/{run}/*"
-            )],
+            &[crate::remote::run_branches(&run)],
             &format!("the branches of run {run}"),
         )
     })
