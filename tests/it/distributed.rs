@@ -83,6 +83,25 @@ fn log(logs: &Path, name: &str, which: &str) -> String {
     fs::read_to_string(logs.join(format!("{name}.{which}"))).unwrap_or_default()
 }
 
+/// The coordinator of `plan` (`-j 0`, through the scratch dir's bare remote).
+fn coordinator(repo: &TestRepo, plan: &str, url: &str) -> Proc {
+    spawn(
+        &repo.path,
+        &repo.scratch,
+        "coordinator",
+        &[
+            "run",
+            plan,
+            "--store",
+            url,
+            "--remote",
+            "../scratch/remote.git",
+            "-j",
+            "0",
+        ],
+    )
+}
+
 /// A worker in its own directory (its own clone), taking `jobs` tasks at a time.
 fn worker(repo: &TestRepo, url: &str, name: &str, jobs: &str, lease: &str) -> Proc {
     worker_with(repo, url, name, jobs, lease, &[])
@@ -188,21 +207,7 @@ fn thirty_tasks_over_three_workers_each_run_once_and_merge_as_a_local_run_does()
         "sleep 0.2; echo \"changed by $PLAIT_TASK\" >> pkg/$PLAIT_TASK.txt",
     );
     let plan = plan.to_str().unwrap();
-    let mut coordinator = spawn(
-        &repo.path,
-        &repo.scratch,
-        "coordinator",
-        &[
-            "run",
-            plan,
-            "--store",
-            &url,
-            "--remote",
-            "../scratch/remote.git",
-            "-j",
-            "0",
-        ],
-    );
+    let mut coordinator = coordinator(&repo, plan, &url);
     let workers: Vec<Proc> = (1..=3)
         .map(|k| worker(&repo, &url, &format!("w{k}"), "2", "30"))
         .collect();
@@ -277,21 +282,7 @@ fn a_worker_killed_mid_task_loses_its_tasks_to_the_others_and_nothing_is_done_tw
         "sleep 1; echo \"changed by $PLAIT_TASK\" >> pkg/$PLAIT_TASK.txt",
     );
     let plan = plan.to_str().unwrap();
-    let mut coordinator = spawn(
-        &repo.path,
-        &repo.scratch,
-        "coordinator",
-        &[
-            "run",
-            plan,
-            "--store",
-            &url,
-            "--remote",
-            "../scratch/remote.git",
-            "-j",
-            "0",
-        ],
-    );
+    let mut coordinator = coordinator(&repo, plan, &url);
     // The first worker alone takes two tasks, and is killed while their agents run.
     let mut doomed = worker(&repo, &url, "doomed", "2", "2");
     let running = || {
@@ -357,21 +348,7 @@ fn a_killed_coordinator_is_resumed_and_merges_what_the_workers_did() {
         "sleep 0.5; echo \"changed by $PLAIT_TASK\" >> pkg/$PLAIT_TASK.txt",
     );
     let plan = plan.to_str().unwrap();
-    let mut coordinator = spawn(
-        &repo.path,
-        &repo.scratch,
-        "coordinator",
-        &[
-            "run",
-            plan,
-            "--store",
-            &url,
-            "--remote",
-            "../scratch/remote.git",
-            "-j",
-            "0",
-        ],
-    );
+    let mut coordinator = coordinator(&repo, plan, &url);
     let w1 = worker(&repo, &url, "w1", "1", "30");
     let done = || {
         rows(
@@ -487,21 +464,7 @@ fn a_worker_taking_a_task_over_goes_on_from_the_work_last_pushed() {
          [[task]]\nid = \"m00\"\nprompt = \"Edit m00\"\nowns = [\"/pkg/m00.txt\"]\n"
     ));
     let plan = plan.to_str().unwrap();
-    let mut coordinator = spawn(
-        &repo.path,
-        &repo.scratch,
-        "coordinator",
-        &[
-            "run",
-            plan,
-            "--store",
-            &url,
-            "--remote",
-            "../scratch/remote.git",
-            "-j",
-            "0",
-        ],
-    );
+    let mut coordinator = coordinator(&repo, plan, &url);
     let mut doomed = worker(&repo, &url, "doomed", "1", "2");
     let pushed = || {
         rows(
@@ -713,21 +676,7 @@ fn a_worker_stopped_with_ctrl_c_gives_its_tasks_back_and_another_finishes_them()
     let out = repo.plait(&["run", plan, "--remote", "../scratch/remote.git"]);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(stderr(&out).contains("--store"), "{}", stderr(&out));
-    let mut coordinator = spawn(
-        &repo.path,
-        &repo.scratch,
-        "coordinator",
-        &[
-            "run",
-            plan,
-            "--store",
-            &url,
-            "--remote",
-            "../scratch/remote.git",
-            "-j",
-            "0",
-        ],
-    );
+    let mut coordinator = coordinator(&repo, plan, &url);
     let first = worker(&repo, &url, "first", "2", "30");
     let running = || {
         rows(
