@@ -40,11 +40,7 @@ pub async fn show(mut rx: mpsc::UnboundedReceiver<Update>, total: usize, mode: M
         let newly_final = tally.record(&event);
         match mode {
             Mode::Json => {
-                if let Ok(line) =
-                    serde_json::to_string(&serde_json::json!({"event": "task", "task": event}))
-                {
-                    let _ = outln!("{line}");
-                }
+                let _ = outln!("{}", Update::Task(event.clone()).to_json());
             }
             Mode::Lines if newly_final => {
                 let detail = match (event.state, &event.detail) {
@@ -82,11 +78,7 @@ fn show_group(group: &GroupEvent, mode: Mode, live: Option<&Live>) {
     let line = format!("{:<11} {}: {}", group.stage, group.group, group.detail);
     match (mode, live) {
         (Mode::Json, _) => {
-            if let Ok(json) =
-                serde_json::to_string(&serde_json::json!({"event": "group", "group": group}))
-            {
-                let _ = outln!("{json}");
-            }
+            let _ = outln!("{}", Update::Group(group.clone()).to_json());
         }
         (Mode::Live, Some(live)) => {
             let _ = live.multi.println(line);
@@ -103,11 +95,7 @@ fn show_bisect(step: &Step, mode: Mode, live: Option<&Live>) {
     );
     match (mode, live) {
         (Mode::Json, _) => {
-            if let Ok(json) =
-                serde_json::to_string(&serde_json::json!({"event": "bisect", "step": step}))
-            {
-                let _ = outln!("{json}");
-            }
+            let _ = outln!("{}", Update::Bisect(step.clone()).to_json());
         }
         (Mode::Live, Some(live)) => {
             let _ = live.multi.println(line);

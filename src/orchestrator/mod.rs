@@ -51,6 +51,9 @@ pub enum RunError {
     Merge(#[from] MergeError),
     #[error(transparent)]
     Bisect(#[from] crate::bisect::BisectError),
+    /// The run cannot do what was asked of it, as it stands (the user can fix that).
+    #[error("{0}")]
+    Refused(String),
     #[error("{0}")]
     Internal(String),
 }
@@ -115,12 +118,37 @@ pub enum Update {
     Bisect(crate::bisect::Step),
 }
 
+impl Update {
+    /// The update as one JSON event: what `plait run --json` prints, the run's
+    /// `events.jsonl` keeps and `plait serve` streams.
+    pub fn to_json(&self) -> serde_json::Value {
+        match self {
+            Update::Task(event) => serde_json::json!({"event": "task", "task": event}),
+            Update::Group(group) => serde_json::json!({"event": "group", "group": group}),
+            Update::Bisect(step) => serde_json::json!({"event": "bisect", "step": step}),
+        }
+    }
+}
+
+/// The file in a run's directory that keeps its events, one JSON line each, for other
+/// processes to follow (`plait serve`).
+pub const EVENTS_FILE: &str = "events.jsonl";
+
 /// A run that has started: its id is known and its state is on disk.
 pub struct Prepared {
     settings: RunSettings,
     store: Store,
     lock: RunLock,
     state: RunState,
+    work: Work,
+}
+
+/// What a prepared run does before it merges.
+enum Work {
+    /// Runs every task that has not ended (all of a new run's).
+    Tasks,
+    /// Sends one finished task back for another round with a person's comment.
+    SendBack { index: usize, feedback: String },
 }
 
 impl Prepared {
@@ -143,6 +171,7 @@ pub fn prepare(settings: RunSettings) -> Result<Prepared, RunError> {
         store,
         lock,
         state,
+        work: Work::Tasks,
     })
 }
 
@@ -244,6 +273,67 @@ pub fn prepare_resume(settings: RunSettings, run: &str) -> Result<Prepared, RunE
         store,
         lock,
         state,
+        work: Work::Tasks,
+    })
+}
+
+/// Takes the repository lock for finished run `run` to send task `task` back to its
+/// worktree with a person's `comment`, as a reviewer's request for changes does: one more
+/// round of its agent told the comment (and the review rounds after it), then the run
+/// merges and runs its merged checks again. The person's earlier decision on the task is
+/// dropped: the new round's review judges it.
+pub fn prepare_send_back(
+    settings: RunSettings,
+    run: &str,
+    task: &str,
+    comment: &str,
+) -> Result<Prepared, RunError> {
+    let refused = |why: String| Err(RunError::Refused(why));
+    let repo = git::open(&settings.repo)?;
+    let store = Store::new(git::plait_dir(&repo));
+    let mut state = store.load(run)?;
+    if state.phase != RunPhase::Finished {
+        return refused(format!(
+            "run {run} has not finished; send a task back once it has (`plait resume {run}` carries it on)"
+        ));
+    }
+    if state.cleaned {
+        return refused(format!(
+            "run {run} was cleaned: its worktrees are gone, so no task can go back to one"
+        ));
+    }
+    if comment.trim().is_empty() {
+        return refused("the comment is empty: say what the agent should change".to_string());
+    }
+    let Some(index) = state.tasks.iter().position(|t| t.id == task) else {
+        return refused(format!(
+            "run {run} has no task `{task}` (`plait status {run}` lists them)"
+        ));
+    };
+    let record = &state.tasks[index];
+    if !record.worktree.join(".git").exists() {
+        return refused(format!(
+            "task {task} of run {run} has no worktree at {} to go back to",
+            record.worktree.display()
+        ));
+    }
+    let lock = store.lock()?;
+    lock.set_run(run)?;
+    let feedback = format!(
+        "A person reviewed your work and sent it back with this comment:\n{}\n\nChange what concerns the files your task owns.",
+        comment.trim()
+    );
+    state.tasks[index].decision = None;
+    state.phase = RunPhase::Running;
+    state.pid = std::process::id();
+    state.finished_at = None;
+    store.save(&state)?;
+    Ok(Prepared {
+        settings,
+        store,
+        lock,
+        state,
+        work: Work::SendBack { index, feedback },
     })
 }
 
@@ -254,6 +344,8 @@ struct Shared {
     state: Mutex<RunState>,
     dirty: Notify,
     events: Option<mpsc::UnboundedSender<Update>>,
+    /// The run's `events.jsonl`, appended to as the updates are sent.
+    event_log: Mutex<Option<fs::File>>,
     repo: PathBuf,
     plan: Arc<ResolvedPlan>,
     cancel: Cancel,
@@ -283,12 +375,18 @@ impl Shared {
         limiters: crate::llm::limiter::Limiters,
     ) -> Result<Shared, RunError> {
         let checks_dir = store.run_dir(&state.id).join("checks");
+        let event_log = fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(store.run_dir(&state.id).join(EVENTS_FILE))
+            .ok();
         Ok(Shared {
             run: state.id.clone(),
             store,
             state: Mutex::new(state),
             dirty: Notify::new(),
             events,
+            event_log: Mutex::new(event_log),
             repo: settings.repo.clone(),
             plan: settings.plan.clone(),
             cancel,
@@ -312,28 +410,43 @@ impl Shared {
             change(task);
             // Sent under the lock (an unbounded send never waits), so events arrive in
             // the order the changes were made.
-            if let Some(tx) = &self.events {
-                let _ = tx.send(Update::Task(Event {
-                    run,
-                    task: task.id.clone(),
-                    state: task.state,
-                    detail: task.error.clone(),
-                    usage: task.usage.clone(),
-                }));
-            }
+            self.emit(Update::Task(Event {
+                run,
+                task: task.id.clone(),
+                state: task.state,
+                detail: task.error.clone(),
+                usage: task.usage.clone(),
+            }));
         }
         self.dirty.notify_one();
     }
 
     /// Reports a step of a supervisor group.
     fn group_event(&self, group: &str, stage: &'static str, detail: String) {
+        self.emit(Update::Group(GroupEvent {
+            run: self.run.clone(),
+            group: group.to_string(),
+            stage,
+            detail,
+        }));
+    }
+
+    /// Sends `update` to the caller's channel and appends it to the run's events file.
+    fn emit(&self, update: Update) {
+        {
+            let mut log = self.event_log.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(file) = log.as_mut() {
+                use std::io::Write as _;
+                let mut line = update.to_json().to_string();
+                line.push('\n');
+                // One write per line, so a reader never sees half of one.
+                if file.write_all(line.as_bytes()).is_err() {
+                    *log = None;
+                }
+            }
+        }
         if let Some(tx) = &self.events {
-            let _ = tx.send(Update::Group(GroupEvent {
-                run: self.run.clone(),
-                group: group.to_string(),
-                stage,
-                detail,
-            }));
+            let _ = tx.send(update);
         }
     }
 
@@ -362,6 +475,7 @@ pub async fn execute(
         store,
         lock,
         state,
+        work,
     } = prepared;
     let pg = match &settings.store {
         Some(config) => Some(Arc::new(open_store(config, &settings, &state).await?)),
@@ -378,11 +492,12 @@ pub async fn execute(
     )?);
     let stop_writer = Arc::new(Notify::new());
     let writer = tokio::spawn(write_states(shared.clone(), stop_writer.clone()));
-    match (&settings.store, &settings.remote, &pg) {
-        (Some(config), Some(remote), Some(pg)) => {
+    match (work, &settings.store, &settings.remote, &pg) {
+        (Work::SendBack { index, feedback }, ..) => task::rework(&shared, index, feedback).await,
+        (Work::Tasks, Some(config), Some(remote), Some(pg)) => {
             coordinate::run_tasks(&shared, &settings, config, pg, remote).await?
         }
-        _ => run_tasks(&shared).await?,
+        (Work::Tasks, ..) => run_tasks(&shared).await?,
     }
     let outcome = if shared.cancel.is_cancelled() {
         None
@@ -625,11 +740,7 @@ async fn search_culprits(
         // The tasks in the merge (a grouped run's outcome names them too).
         let inputs: Vec<merge::BranchInput> =
             merge::run::branch_inputs(merge.included.iter().filter_map(|id| state.task(id)), None);
-        let report = |step: crate::bisect::Step| {
-            if let Some(tx) = &shared.events {
-                let _ = tx.send(Update::Bisect(step));
-            }
-        };
+        let report = |step: crate::bisect::Step| shared.emit(Update::Bisect(step));
         let search = crate::bisect::Search {
             repo: &shared.repo,
             state: &state,
