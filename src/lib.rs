@@ -55,6 +55,7 @@ pub mod remote;
 pub mod report;
 pub mod review;
 pub mod sandbox;
+pub mod serve;
 pub mod shell;
 pub mod state;
 pub mod workspace;

@@ -191,6 +191,7 @@ impl From<RunError> for CommandError {
         match e {
             RunError::Repo(e) => e.into(),
             RunError::State(e) => e.into(),
+            RunError::Refused(why) => CommandError::usage(why),
             other => CommandError::internal(other.to_string()).because(other),
         }
     }

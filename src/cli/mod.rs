@@ -17,6 +17,7 @@ mod resume;
 mod review;
 mod run;
 mod runs;
+mod serve;
 mod shared;
 mod status;
 mod ui;
@@ -66,12 +67,14 @@ pub enum Command {
     Review(review::ReviewArgs),
     Accept(review::AcceptArgs),
     Reject(review::RejectArgs),
+    SendBack(review::SendBackArgs),
     Land(land::LandArgs),
     Check(check::CheckArgs),
     Hook(hook::HookArgs),
     Guard(guard::GuardArgs),
     Clean(clean::CleanArgs),
     Runs(runs::RunsArgs),
+    Serve(serve::ServeArgs),
     Worker(worker::WorkerArgs),
 }
 
@@ -91,12 +94,14 @@ pub fn main() -> ExitCode {
         Command::Review(args) => review::cmd_review(&dir, args),
         Command::Accept(args) => review::cmd_accept(&dir, args),
         Command::Reject(args) => review::cmd_reject(&dir, args),
+        Command::SendBack(args) => review::cmd_send_back(&dir, args),
         Command::Land(args) => land::cmd_land(&dir, args),
         Command::Check(args) => check::cmd_check(&dir, args),
         Command::Hook(args) => hook::cmd_hook(&dir, args),
         Command::Guard(args) => return guard::cmd_guard(args),
         Command::Clean(args) => clean::cmd_clean(&dir, args),
         Command::Runs(args) => runs::cmd_runs(&dir, args),
+        Command::Serve(args) => serve::cmd_serve(&dir, args),
         Command::Worker(args) => worker::cmd_worker(args),
     };
     match result {

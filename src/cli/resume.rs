@@ -58,28 +58,43 @@ pub fn cmd_resume(dir: &Path, args: ResumeArgs) -> Result<(), CommandError> {
             )));
         }
     }
-    let copy = store.run_dir(&run).join("plan.toml");
-    let plan_text =
-        std::fs::read_to_string(&copy).context(format!("cannot read {}", copy.display()))?;
-    let mut parsed = plan::parse(&plan_text, &copy)?;
-    // The run goes on from the commit it started from, wherever its base branch is now.
-    parsed.base = Some(state.base.clone());
-    let resolved = plan::resolve_with_env(&repo, parsed, &copy, &|name| std::env::var(name).ok())?;
-    if let Some(warning) = resolved.sandbox_warning() {
-        errln!("warning: {warning}");
-    }
-    let total = resolved.tasks.len();
     let jobs = args
         .jobs
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(4, |n| n.get()));
-    let store = super::store_config(args.store.as_deref())?;
-    let remote = match &store {
+    let mut settings = kept_settings(dir, &repo, &store, &state, jobs)?;
+    let total = settings.plan.tasks.len();
+    settings.store = super::store_config(args.store.as_deref())?;
+    settings.remote = match &settings.store {
         Some(config) => super::queued_remote(config, &run)?,
         None => None,
     };
-    let settings = RunSettings {
-        store,
-        remote,
+    let prepared = orchestrator::prepare_resume(settings, &run)?;
+    let left = state.tasks.iter().filter(|t| !t.state.is_final()).count();
+    errln!("resuming run {run}: {left} of {total} task(s) to go, {jobs} at a time");
+    drive(prepared, total, args.json)
+}
+
+/// The settings to carry on run `state` with: its own copy of its plan, resolved against
+/// the commit it started from (wherever its base branch is now), `jobs` tasks at once.
+pub(super) fn kept_settings(
+    dir: &Path,
+    repo: &git2::Repository,
+    store: &crate::state::Store,
+    state: &crate::state::RunState,
+    jobs: usize,
+) -> Result<RunSettings, CommandError> {
+    let copy = store.run_dir(&state.id).join("plan.toml");
+    let plan_text =
+        std::fs::read_to_string(&copy).context(format!("cannot read {}", copy.display()))?;
+    let mut parsed = plan::parse(&plan_text, &copy)?;
+    parsed.base = Some(state.base.clone());
+    let resolved = plan::resolve_with_env(repo, parsed, &copy, &|name| std::env::var(name).ok())?;
+    if let Some(warning) = resolved.sandbox_warning() {
+        errln!("warning: {warning}");
+    }
+    Ok(RunSettings {
+        store: None,
+        remote: None,
         repo: std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf()),
         plan: Arc::new(resolved),
         plan_path: state.plan.clone(),
@@ -90,9 +105,5 @@ pub fn cmd_resume(dir: &Path, args: ResumeArgs) -> Result<(), CommandError> {
         max_cost: state.max_cost,
         groups: None,
         plait_program: super::plait_program()?,
-    };
-    let prepared = orchestrator::prepare_resume(settings, &run)?;
-    let left = state.tasks.iter().filter(|t| !t.state.is_final()).count();
-    errln!("resuming run {run}: {left} of {total} task(s) to go, {jobs} at a time");
-    drive(prepared, total, args.json)
+    })
 }

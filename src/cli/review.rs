@@ -7,7 +7,7 @@ use std::path::Path;
 use clap::Args;
 
 use super::error::Context as _;
-use super::ui::{out, outln};
+use super::ui::{errln, out, outln};
 use super::{open_store, CommandError};
 use crate::report::{self, DiffStyle};
 use crate::state::{now_ms, Decision, Verdict};
@@ -50,6 +50,29 @@ pub struct RejectArgs {
     pub store: super::shared::StoreArg,
 }
 
+/// Send a finished task back to its agent with a comment, for one more round
+#[derive(Debug, Args)]
+#[command(after_help = "\
+The comment becomes the task's feedback, as a reviewer's request for changes does: its agent
+works one more round in the task's worktree (then the review rounds the plan allows), and
+the run merges and runs its merged checks again. A decision you made on the task is
+dropped; the new round's review judges it.
+
+Examples:
+  plait send-back 0abc12 billing --comment 'Keep the old function as a deprecated alias'")]
+pub struct SendBackArgs {
+    /// The run (finished, not cleaned)
+    pub run: String,
+    /// The task
+    pub task: String,
+    /// What the agent should change
+    #[arg(long, short = 'm', value_name = "TEXT")]
+    pub comment: String,
+    /// Print one JSON event per line on stdout instead of the run id
+    #[arg(long)]
+    pub json: bool,
+}
+
 pub fn cmd_review(dir: &Path, args: ReviewArgs) -> Result<(), CommandError> {
     args.store.sync_in(dir, &args.run)?;
     let (repo, store) = open_store(dir)?;
@@ -74,6 +97,27 @@ pub fn cmd_reject(dir: &Path, args: RejectArgs) -> Result<(), CommandError> {
     let synced = args.store.sync_in(dir, &args.run)?;
     decide(dir, &args.run, &args.task, Verdict::Reject)?;
     synced.map_or(Ok(()), |s| s.sync_out(dir))
+}
+
+pub fn cmd_send_back(dir: &Path, args: SendBackArgs) -> Result<(), CommandError> {
+    let (repo, store) = open_store(dir)?;
+    let run = store.find(Some(&args.run))?;
+    let state = store.load(&run)?;
+    if store.lock_holder().is_some_and(|(_, holder)| holder == run) {
+        return Err(CommandError::usage(format!(
+            "run {run} is still in progress; send a task back when it has finished"
+        )));
+    }
+    let settings = super::resume::kept_settings(dir, &repo, &store, &state, 1)?;
+    drop(repo);
+    let prepared =
+        crate::orchestrator::prepare_send_back(settings, &run, &args.task, &args.comment)?;
+    errln!(
+        "sending task {} of run {run} back for one more round",
+        args.task
+    );
+    // The progress counts the one task that goes back.
+    super::run::drive(prepared, 1, args.json)
 }
 
 fn decide(dir: &Path, run: &str, task: &str, verdict: Verdict) -> Result<(), CommandError> {

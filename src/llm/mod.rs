@@ -9,6 +9,7 @@ pub mod http;
 pub mod limiter;
 pub mod openai;
 pub mod provider;
+pub mod readable;
 pub mod sse;
 
 use crate::state::Usage;

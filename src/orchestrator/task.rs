@@ -201,6 +201,7 @@ pub(super) async fn rework(shared: &Arc<Shared>, index: usize, feedback: String)
         return;
     }
     shared.update(index, |t| {
+        t.state = TaskState::Running;
         t.finished_at = None;
         t.error = None;
     });

@@ -18,6 +18,7 @@ mod plan;
 mod review;
 mod run;
 mod sandbox;
+mod serve;
 mod split;
 mod support;
 mod workspace;

@@ -1,0 +1,199 @@
+//! The API's decisions. Each runs the plait command that makes it (`accept`, `reject`,
+//! `send-back`, `land`) on the repository, so the page does exactly what the command does,
+//! and answers with what the command said: its message, or its error with the status its
+//! exit code calls for.
+
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::{Path as UrlPath, State};
+use axum::http::StatusCode;
+use axum::Json;
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use super::{blocking, data, ApiError, App};
+
+/// How long a send-back is waited for before the page is told it is under way (its
+/// progress then arrives as events).
+const SEND_BACK_WAIT: Duration = Duration::from_secs(2);
+
+/// The body of a decision.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct DecisionBody {
+    /// For `send-back`: what the agent should change.
+    #[serde(default)]
+    comment: Option<String>,
+}
+
+/// The body of a landing.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct LandBody {
+    into: String,
+    #[serde(default)]
+    partial: bool,
+}
+
+/// `POST /api/runs/{run}/tasks/{task}/{accept|reject|send-back}`.
+pub(super) async fn decide(
+    State(app): State<Arc<App>>,
+    UrlPath((run, task, action)): UrlPath<(String, String, String)>,
+    body: Option<Json<DecisionBody>>,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    let body = body.map(|Json(b)| b).unwrap_or_default();
+    let run = resolve(&app, &run).await?;
+    match action.as_str() {
+        "accept" | "reject" => command(&app, &[&action, &run, &task]).await,
+        "send-back" => {
+            let comment = body.comment.unwrap_or_default();
+            if comment.trim().is_empty() {
+                return Err(ApiError::new(
+                    StatusCode::BAD_REQUEST,
+                    "a send-back needs a comment: say what the agent should change",
+                ));
+            }
+            send_back(&app, &run, &task, &comment).await
+        }
+        other => Err(ApiError::not_found(format!(
+            "no decision `{other}`: accept, reject or send-back"
+        ))),
+    }
+}
+
+/// `POST /api/runs/{run}/land`.
+pub(super) async fn land(
+    State(app): State<Arc<App>>,
+    UrlPath(run): UrlPath<String>,
+    Json(body): Json<LandBody>,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    let run = resolve(&app, &run).await?;
+    let mut args = vec!["land", &run, "--into", &body.into];
+    if body.partial {
+        args.push("--partial");
+    }
+    command(&app, &args).await
+}
+
+/// The full id of the run `run` names.
+async fn resolve(app: &Arc<App>, run: &str) -> Result<String, ApiError> {
+    let (app, run) = (app.clone(), run.to_string());
+    blocking(move || {
+        let (_repo, store) = data::store(&app)?;
+        Ok(data::load(&store, &run)?.id)
+    })
+    .await
+}
+
+/// `plait -C REPO ARGS…`, its output kept.
+fn plait(app: &App, args: &[&str]) -> tokio::process::Command {
+    let mut command = tokio::process::Command::new(&app.settings.plait_program);
+    command
+        .arg("-C")
+        .arg(&app.settings.repo)
+        .args(args)
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .kill_on_drop(false);
+    command
+}
+
+/// Runs a decision's command to its end: its message, or its error.
+async fn command(app: &App, args: &[&str]) -> Result<(StatusCode, Json<Value>), ApiError> {
+    let output = plait(app, args)
+        .output()
+        .await
+        .map_err(|e| ApiError::internal(format!("cannot run plait {}: {e}", args[0])))?;
+    let said = |bytes: &[u8]| String::from_utf8_lossy(bytes).trim().to_string();
+    let (stdout, stderr) = (said(&output.stdout), said(&output.stderr));
+    answer(output.status.code(), stdout, stderr)
+}
+
+/// The answer for a command that ended with `code`, having said `stdout` and `stderr`.
+fn answer(
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    let both = [stdout.as_str(), stderr.as_str()]
+        .iter()
+        .filter(|s| !s.is_empty())
+        .copied()
+        .collect::<Vec<_>>()
+        .join("\n");
+    let error = || both.strip_prefix("error: ").unwrap_or(&both).to_string();
+    match code {
+        Some(0) => Ok((StatusCode::OK, Json(json!({"message": both})))),
+        // Finished, but what was asked did not happen (a refused landing) or the run
+        // needs attention.
+        Some(1) | Some(130) => Err(ApiError::new(StatusCode::CONFLICT, error())),
+        Some(2) => Err(ApiError::new(StatusCode::BAD_REQUEST, error())),
+        _ => Err(ApiError::internal(error())),
+    }
+}
+
+/// Starts `plait send-back`: answered with its outcome if it ends quickly, else told it
+/// is under way. Its output goes to the task's directory.
+async fn send_back(
+    app: &Arc<App>,
+    run: &str,
+    task: &str,
+    comment: &str,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    let (_, store) = data::store(app)?;
+    let task_dir = store.task_dir(run, task);
+    if !task_dir.is_dir() {
+        return Err(ApiError::not_found(format!(
+            "run {run} has no task `{task}`"
+        )));
+    }
+    let log_path = task_dir.join("send-back.log");
+    let log = std::fs::File::create(&log_path)
+        .map_err(|e| ApiError::internal(format!("{}: {e}", log_path.display())))?;
+    let err_log = log
+        .try_clone()
+        .map_err(|e| ApiError::internal(format!("{}: {e}", log_path.display())))?;
+    let mut child = plait(app, &["send-back", run, task, "--comment", comment])
+        .stdout(Stdio::from(log))
+        .stderr(Stdio::from(err_log))
+        .spawn()
+        .map_err(|e| ApiError::internal(format!("cannot run plait send-back: {e}")))?;
+    match tokio::time::timeout(SEND_BACK_WAIT, child.wait()).await {
+        Ok(status) => {
+            let status = status.map_err(|e| ApiError::internal(format!("plait send-back: {e}")))?;
+            let said = std::fs::read_to_string(&log_path).unwrap_or_default();
+            match status.code() {
+                // The round ran (1: the run needs attention, as it may have before).
+                Some(0) | Some(1) => Ok((
+                    StatusCode::OK,
+                    Json(json!({"message": format!(
+                        "task {task} of run {run} went back for one more round and has ended it"
+                    )})),
+                )),
+                code => answer(code, String::new(), last_error(&said)),
+            }
+        }
+        Err(_) => {
+            // It goes on; its end is reaped here, its progress read from the run's events.
+            tokio::spawn(async move {
+                let _ = child.wait().await;
+            });
+            Ok((
+                StatusCode::ACCEPTED,
+                Json(json!({"message": format!(
+                    "task {task} of run {run} was sent back for one more round; its progress shows here as it goes"
+                )})),
+            ))
+        }
+    }
+}
+
+/// The error lines of a command's output (from its `error:` line on).
+fn last_error(output: &str) -> String {
+    match output.find("error: ") {
+        Some(at) => output[at..].trim().to_string(),
+        None => output.trim().to_string(),
+    }
+}

@@ -1,0 +1,249 @@
+//! The API's reads: the runs, one run with its gate and totals, one task with everything a
+//! reviewer reads, and a task's diff against the base.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use axum::extract::{Path as UrlPath, State};
+use axum::Json;
+use serde_json::{json, Value};
+
+use super::{blocking, ApiError, App};
+use crate::git;
+use crate::state::{RunState, StateError, Store, TaskRecord};
+
+/// How much of a log the page is sent: its last this many bytes.
+const LOG_TAIL: u64 = 256 * 1024;
+
+/// The repository's plait store.
+pub(super) fn store(app: &App) -> Result<(git2::Repository, Store), ApiError> {
+    let repo = git::open(&app.settings.repo).map_err(|e| ApiError::internal(e.to_string()))?;
+    let store = Store::new(git::plait_dir(&repo));
+    Ok((repo, store))
+}
+
+/// The run `run` names (a unique prefix will do) and its record.
+pub(super) fn load(store: &Store, run: &str) -> Result<RunState, ApiError> {
+    let id = store.find(Some(run)).map_err(|e| match e {
+        StateError::NoRuns | StateError::UnknownRun { .. } | StateError::Ambiguous { .. } => {
+            ApiError::not_found(e.to_string())
+        }
+        other => ApiError::internal(other.to_string()),
+    })?;
+    store
+        .load(&id)
+        .map_err(|e| ApiError::internal(e.to_string()))
+}
+
+/// Whether the run's plait process is running now.
+fn live(store: &Store, run: &str) -> bool {
+    store.lock_holder().is_some_and(|(_, holder)| holder == run)
+}
+
+fn states(tasks: &[TaskRecord]) -> BTreeMap<&'static str, usize> {
+    let mut counts = BTreeMap::new();
+    for t in tasks {
+        *counts.entry(t.state.as_str()).or_insert(0) += 1;
+    }
+    counts
+}
+
+/// `GET /api/runs`: every run of the repository, oldest first.
+pub(super) async fn runs(State(app): State<Arc<App>>) -> Result<Json<Value>, ApiError> {
+    blocking(move || {
+        let (repo, store) = store(&app)?;
+        let ids = store
+            .list()
+            .map_err(|e| ApiError::internal(e.to_string()))?;
+        let mut runs = Vec::new();
+        for id in ids {
+            // A damaged record is left out; the others are listed.
+            let Ok(state) = store.load(&id) else {
+                continue;
+            };
+            let usage = crate::report::total_usage(&state);
+            runs.push(json!({
+                "id": state.id,
+                "goal": state.goal,
+                "phase": state.phase,
+                "live": live(&store, &state.id),
+                "created_at": state.created_at,
+                "finished_at": state.finished_at,
+                "tasks": state.tasks.len(),
+                "states": states(&state.tasks),
+                "cost_usd": usage.and_then(|u| u.cost_usd),
+                "landed": !state.landed.is_empty(),
+            }));
+        }
+        Ok(Json(json!({
+            "repo": git::workdir(&repo),
+            "runs": runs,
+        })))
+    })
+    .await
+}
+
+/// `GET /api/runs/{run}`: the run's record, what needs a person, the gate and totals.
+pub(super) async fn run(
+    State(app): State<Arc<App>>,
+    UrlPath(run): UrlPath<String>,
+) -> Result<Json<Value>, ApiError> {
+    blocking(move || {
+        let (_repo, store) = store(&app)?;
+        let state = load(&store, &run)?;
+        let usage = crate::report::total_usage(&state).unwrap_or_default();
+        let gate: Vec<String> = crate::land::gate(&state, false)
+            .iter()
+            .map(|b| crate::report::blocker_line(b, &state.id))
+            .collect();
+        let elapsed = state
+            .finished_at
+            .unwrap_or_else(crate::state::now_ms)
+            .saturating_sub(state.created_at);
+        let totals = json!({
+            "tasks": state.tasks.len(),
+            "states": states(&state.tasks),
+            "changed_files": state.tasks.iter().map(|t| t.changes.len()).sum::<usize>(),
+            "violations": state.tasks.iter().map(|t| t.violations.len()).sum::<usize>(),
+            "input_tokens": usage.input_tokens,
+            "output_tokens": usage.output_tokens,
+            "cache_read_input_tokens": usage.cache_read_input_tokens,
+            "cost_usd": usage.cost_usd,
+            "elapsed_ms": elapsed,
+        });
+        Ok(Json(json!({
+            "live": live(&store, &state.id),
+            "attention": crate::report::attention(&state),
+            "gate": {"green": gate.is_empty(), "blockers": gate},
+            "totals": totals,
+            "run": state,
+        })))
+    })
+    .await
+}
+
+/// The task `task` of `state`.
+fn task_of<'a>(state: &'a RunState, task: &str) -> Result<&'a TaskRecord, ApiError> {
+    state
+        .task(task)
+        .ok_or_else(|| ApiError::not_found(format!("run {} has no task `{task}`", state.id)))
+}
+
+/// `GET /api/runs/{run}/tasks/{task}`: what a reviewer reads of one task.
+pub(super) async fn task(
+    State(app): State<Arc<App>>,
+    UrlPath((run, task)): UrlPath<(String, String)>,
+) -> Result<Json<Value>, ApiError> {
+    blocking(move || {
+        let (_repo, store) = store(&app)?;
+        let state = load(&store, &run)?;
+        let record = task_of(&state, &task)?;
+        let plan = plan_task(&store.run_dir(&state.id).join("plan.toml"), &task);
+        let conflicts: Vec<&crate::state::Conflict> = state
+            .merge
+            .iter()
+            .chain(state.groups.iter().filter_map(|g| g.merge.as_ref()))
+            .flat_map(|m| &m.conflicts)
+            .filter(|c| c.tasks.iter().any(|t| t == &task))
+            .collect();
+        let checks: Vec<Value> = record
+            .checks
+            .iter()
+            .map(|c| {
+                json!({
+                    "command": c.command,
+                    "passed": c.passed,
+                    "exit_code": c.exit_code,
+                    "ms": c.ms,
+                    "refused": c.refused,
+                    "output": tail(&c.log).unwrap_or_else(|| c.tail.clone()),
+                })
+            })
+            .collect();
+        let task_dir = store.task_dir(&state.id, &task);
+        Ok(Json(json!({
+            "task": record,
+            "prompt": plan.as_ref().map(|p| p.0.clone()),
+            "agent": plan.as_ref().map(|p| p.1.clone()),
+            "owns": plan.map(|p| p.2).unwrap_or_default(),
+            "group": state.group_of(&task).map(|g| g.id.clone()),
+            "conflicts": conflicts,
+            "culprit": state.culprits.as_ref().is_some_and(|c| c.blames(&task)),
+            "checks": checks,
+            "transcript": crate::llm::readable::read(&task_dir.join("transcript.jsonl")),
+            "log": tail(&record.log).unwrap_or_default(),
+        })))
+    })
+    .await
+}
+
+/// The prompt, agent (in one line) and ownership of task `task` in the run's copy of its
+/// plan.
+fn plan_task(copy: &Path, task: &str) -> Option<(String, String, Vec<String>)> {
+    use crate::plan::AgentSpec;
+    let text = std::fs::read_to_string(copy).ok()?;
+    let plan = crate::plan::parse(&text, copy).ok()?;
+    let spec = plan.tasks.iter().find(|t| t.id == task)?;
+    let agent = match spec.agent.as_ref().or(plan.defaults.agent.as_ref()) {
+        Some(AgentSpec::Named(name)) => name.clone(),
+        Some(AgentSpec::Exec(command)) => format!("exec: {command}"),
+        Some(AgentSpec::Cli(args)) => format!("cli: {}", args.join(" ")),
+        None => "the plan's default model".to_string(),
+    };
+    Some((spec.prompt.clone(), agent, spec.owns.clone()))
+}
+
+/// The last [`LOG_TAIL`] bytes of the file at `path`.
+fn tail(path: &Path) -> Option<String> {
+    use std::io::{Read as _, Seek as _, SeekFrom};
+    let mut file = std::fs::File::open(path).ok()?;
+    let len = file.metadata().ok()?.len();
+    let skipped = len.saturating_sub(LOG_TAIL);
+    file.seek(SeekFrom::Start(skipped)).ok()?;
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes).ok()?;
+    let text = String::from_utf8_lossy(&bytes).into_owned();
+    Some(if skipped > 0 {
+        format!("[… the first {skipped} bytes left out]\n{text}")
+    } else {
+        text
+    })
+}
+
+/// `GET /api/runs/{run}/tasks/{task}/diff`: the task's branch against the run's base.
+pub(super) async fn diff(
+    State(app): State<Arc<App>>,
+    UrlPath((run, task)): UrlPath<(String, String)>,
+) -> Result<Json<Value>, ApiError> {
+    blocking(move || {
+        let (repo, store) = store(&app)?;
+        let state = load(&store, &run)?;
+        let record = task_of(&state, &task)?;
+        let base = git2::Oid::from_str(&state.base)
+            .map_err(|e| ApiError::internal(format!("the run's base: {e}")))?;
+        // The branch as it is now (a person may have moved it), else the run's commit.
+        let tip = repo
+            .find_reference(&git::branch_ref(&record.branch))
+            .ok()
+            .and_then(|r| r.peel_to_commit().ok())
+            .map(|c| c.id())
+            .or_else(|| {
+                record
+                    .commit
+                    .as_deref()
+                    .and_then(|c| git2::Oid::from_str(c).ok())
+            });
+        let files = match tip {
+            Some(tip) => crate::report::file_diffs(&repo, base, tip)
+                .map_err(|e| ApiError::internal(format!("cannot diff task {task}: {e}")))?,
+            None => Vec::new(),
+        };
+        Ok(Json(json!({
+            "base": state.base,
+            "tip": tip.map(|t| t.to_string()),
+            "files": files,
+        })))
+    })
+    .await
+}

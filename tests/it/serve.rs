@@ -1,0 +1,567 @@
+//! `plait send-back` and `plait serve`: the real binary serving a real run on 127.0.0.1,
+//! spoken to over plain HTTP (any `Host` header can be sent), and in a real browser
+//! (`browser`).
+
+use std::io::{BufRead as _, BufReader, Read as _, Write as _};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use crate::support::{stderr, stdout, wait_until, TestRepo};
+
+pub fn sample() -> TestRepo {
+    TestRepo::with_files(&[
+        ("lib/a.txt", "a\n"),
+        ("lib/b.txt", "b\n"),
+        ("lib/c.txt", "c\n"),
+    ])
+}
+
+/// Each task writes `v1` to its file, or, told a comment with `SHOUT`, `V2`.
+pub const AGENT: &str = "printf '%s\\n' \"$PLAIT_FEEDBACK\"; if printf '%s' \"$PLAIT_FEEDBACK\" | grep -q SHOUT; then echo V2 > lib/$PLAIT_TASK.txt; else echo v1 > lib/$PLAIT_TASK.txt; fi";
+
+pub fn plan(agent: &str, extra: &str) -> String {
+    let mut plan =
+        format!("goal = \"g\"\n[defaults]\nagent = {{ exec = '''{agent}''' }}\n{extra}\n");
+    for id in ["a", "b", "c"] {
+        plan.push_str(&format!(
+            "[[task]]\nid = \"{id}\"\nprompt = \"fix {id}\"\nowns = [\"lib/{id}.txt\"]\n"
+        ));
+    }
+    plan
+}
+
+/// Runs `toml` with the real binary; the run's id.
+pub fn run(repo: &TestRepo, toml: &str) -> String {
+    let plan = repo.plan(toml);
+    let out = repo.plait(&["run", plan.to_str().unwrap()]);
+    assert!(
+        matches!(out.status.code(), Some(0 | 1)),
+        "plait run: {}",
+        stderr(&out)
+    );
+    stdout(&out).trim().to_string()
+}
+
+#[test]
+fn send_back_gives_a_task_one_more_round_told_the_comment_and_merges_again() {
+    let repo = sample();
+    let run = run(&repo, &plan(AGENT, ""));
+    // A person's decision is dropped by the send-back: the new round is judged afresh.
+    assert!(repo.plait(&["reject", &run, "b"]).status.success());
+    let out = repo.plait(&["send-back", &run, "b", "--comment", "SHOUT it"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout(&out).trim(), run);
+    let status = repo.status_json(&[&run]);
+    let b = &status["tasks"][1];
+    assert_eq!(
+        (b["id"].as_str(), b["state"].as_str()),
+        (Some("b"), Some("done"))
+    );
+    assert_eq!(b["rounds"], 1);
+    assert!(b.get("decision").is_none(), "{b}");
+    assert_eq!(
+        repo.tree_files(&format!("plait/{run}/b"))["lib/b.txt"],
+        "V2\n"
+    );
+    assert_eq!(
+        repo.git(&["rev-list", "--count", &format!("main..plait/{run}/b")]),
+        "2",
+        "the round's work is a second commit on the branch"
+    );
+    let log = std::fs::read_to_string(b["log"].as_str().unwrap()).unwrap();
+    assert!(log.contains("SHOUT it"), "{log}");
+    // The run merged again with the new work, and the others are as they were.
+    assert_eq!(status["phase"], "finished");
+    let merged = repo.tree_files(&format!("plait/{run}/merged"));
+    assert_eq!(
+        (merged["lib/a.txt"].as_str(), merged["lib/b.txt"].as_str()),
+        ("v1\n", "V2\n")
+    );
+    assert_eq!(status["tasks"][0]["rounds"], 0);
+    // The events of the round are in the run's events file, as --json prints them.
+    let events = std::fs::read_to_string(
+        repo.path
+            .join(format!(".git/plait/runs/{run}/events.jsonl")),
+    )
+    .unwrap();
+    let last: Value = serde_json::from_str(events.lines().last().unwrap()).unwrap();
+    assert_eq!(last["event"], "task");
+    assert_eq!(last["task"]["task"], "b");
+    assert_eq!(last["task"]["state"], "done");
+}
+
+#[test]
+fn send_back_refuses_what_it_cannot_do_and_changes_nothing() {
+    let repo = sample();
+    let run = run(&repo, &plan(AGENT, ""));
+    let before = repo.status_json(&[&run]);
+    for (args, says) in [
+        (vec!["nope", "--comment", "x"], "has no task `nope`"),
+        (vec!["a", "--comment", "  "], "the comment is empty"),
+    ] {
+        let mut all = vec!["send-back", run.as_str()];
+        all.extend(args);
+        let out = repo.plait(&all);
+        assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+        assert!(stderr(&out).contains(says), "{}", stderr(&out));
+    }
+    assert_eq!(repo.status_json(&[&run]), before);
+    assert!(repo.plait(&["clean", &run, "--force"]).status.success());
+    let out = repo.plait(&["send-back", &run, "a", "--comment", "x"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("was cleaned"), "{}", stderr(&out));
+}
+
+/// `plait serve --port 0` in a repository, stopped when dropped.
+pub struct Served {
+    child: Child,
+    /// `127.0.0.1:PORT`.
+    pub addr: String,
+    pub token: String,
+}
+
+impl Served {
+    pub fn start(repo: &TestRepo, args: &[&str]) -> Served {
+        crate::support::init();
+        let mut child = Command::new(env!("CARGO_BIN_EXE_plait"))
+            .arg("serve")
+            .args(["--port", "0"])
+            .args(args)
+            .current_dir(&repo.path)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start plait serve");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let addr = line
+            .trim()
+            .strip_prefix("http://")
+            .and_then(|rest| rest.split('/').next())
+            .unwrap_or_else(|| panic!("plait serve printed {line:?}"))
+            .to_string();
+        let mut served = Served {
+            child,
+            addr,
+            token: String::new(),
+        };
+        let (status, page) = served.request("GET", "/", &[], None);
+        assert_eq!(status, 200);
+        served.token = page
+            .split("name=\"plait-token\" content=\"")
+            .nth(1)
+            .and_then(|rest| rest.split('"').next())
+            .expect("the page carries the token")
+            .to_string();
+        served
+    }
+
+    /// One HTTP/1.1 request with `headers` (a `Host` among them replaces the right one);
+    /// the status and the body.
+    pub fn request(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: Option<&Value>,
+    ) -> (u16, String) {
+        let mut stream = TcpStream::connect(&self.addr).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(60)))
+            .unwrap();
+        let body = body.map(Value::to_string).unwrap_or_default();
+        let mut head = format!("{method} {path} HTTP/1.1\r\nConnection: close\r\n");
+        if !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("host")) {
+            head.push_str(&format!("Host: {}\r\n", self.addr));
+        }
+        for (k, v) in headers {
+            head.push_str(&format!("{k}: {v}\r\n"));
+        }
+        if !body.is_empty() {
+            head.push_str("Content-Type: application/json\r\n");
+        }
+        head.push_str(&format!("Content-Length: {}\r\n\r\n", body.len()));
+        stream.write_all(head.as_bytes()).unwrap();
+        stream.write_all(body.as_bytes()).unwrap();
+        let mut response = Vec::new();
+        stream.read_to_end(&mut response).unwrap();
+        let text = String::from_utf8_lossy(&response).into_owned();
+        let status = text
+            .split(' ')
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0);
+        let body = text
+            .split_once("\r\n\r\n")
+            .map(|(_, b)| b.to_string())
+            .unwrap_or_default();
+        (status, body)
+    }
+
+    /// `GET path`, as JSON.
+    pub fn get(&self, path: &str) -> Value {
+        let (status, body) = self.request("GET", path, &[], None);
+        assert_eq!(status, 200, "GET {path}: {body}");
+        serde_json::from_str(&body).unwrap_or_else(|e| panic!("GET {path}: {e}: {body}"))
+    }
+
+    /// `POST path` with the token.
+    pub fn post(&self, path: &str, body: Value) -> (u16, Value) {
+        let token = self.token.clone();
+        let (status, text) = self.request("POST", path, &[("X-Plait-Token", &token)], Some(&body));
+        (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn the_api_shows_runs_tasks_diffs_and_transcripts_as_json() {
+    let repo = sample();
+    let run = run(
+        &repo,
+        &plan(
+            "echo v1 > lib/$PLAIT_TASK.txt; if [ $PLAIT_TASK = c ]; then echo oops > README; fi",
+            "[checks]\ntask = [\"grep -q v1 lib/$PLAIT_TASK.txt\"]\n",
+        ),
+    );
+    let served = Served::start(&repo, &[]);
+    let runs = served.get("/api/runs");
+    assert_eq!(runs["runs"][0]["id"], run.as_str());
+    assert_eq!(runs["runs"][0]["tasks"], 3);
+    assert_eq!(runs["runs"][0]["states"]["done"], 3);
+    assert_eq!(runs["runs"][0]["live"], false);
+
+    // A unique prefix names the run, as on the command line.
+    let shown = served.get(&format!("/api/runs/{}", &run[..4]));
+    assert_eq!(shown["run"]["id"], run.as_str());
+    assert_eq!(
+        shown["run"],
+        repo.status_json(&[&run])
+            .as_object()
+            .map(|o| {
+                let mut o = o.clone();
+                o.remove("attention");
+                Value::Object(o)
+            })
+            .unwrap()
+    );
+    assert_eq!(shown["gate"]["green"], false);
+    let blockers = shown["gate"]["blockers"].as_array().unwrap();
+    assert!(
+        blockers
+            .iter()
+            .any(|b| b.as_str().unwrap().contains("do not own: c")),
+        "{blockers:?}"
+    );
+    assert_eq!(shown["totals"]["violations"], 1);
+    assert_eq!(shown["totals"]["changed_files"], 3);
+
+    let task = served.get(&format!("/api/runs/{run}/tasks/a"));
+    assert_eq!(task["prompt"], "fix a");
+    assert_eq!(task["owns"], json!(["lib/a.txt"]));
+    assert!(task["agent"].as_str().unwrap().starts_with("exec: echo v1"));
+    assert_eq!(task["checks"][0]["passed"], true);
+    assert!(
+        task["checks"][0]["output"]
+            .as_str()
+            .unwrap()
+            .contains("grep -q v1"),
+        "{}",
+        task["checks"][0]
+    );
+    assert_eq!(task["transcript"], json!([]));
+
+    let diff = served.get(&format!("/api/runs/{run}/tasks/a/diff"));
+    let file = &diff["files"][0];
+    assert_eq!(
+        (file["path"].as_str(), file["kind"].as_str()),
+        (Some("lib/a.txt"), Some("modified"))
+    );
+    assert_eq!(
+        (file["added"].as_u64(), file["removed"].as_u64()),
+        (Some(1), Some(1))
+    );
+    let lines = &file["hunks"][0]["lines"];
+    assert_eq!(
+        lines[0],
+        json!({"op": "-", "old": 1, "new": null, "text": "a"})
+    );
+    assert_eq!(
+        lines[1],
+        json!({"op": "+", "old": null, "new": 1, "text": "v1"})
+    );
+
+    for missing in [
+        format!("/api/runs/{run}/tasks/nope"),
+        "/api/runs/zzzzzz".to_string(),
+        format!("/api/runs/{run}/tasks/nope/diff"),
+    ] {
+        let (status, body) = served.request("GET", &missing, &[], None);
+        assert_eq!(status, 404, "{missing}: {body}");
+        assert!(body.contains("\"error\""), "{body}");
+    }
+}
+
+#[test]
+fn the_api_reads_a_model_agent_s_transcript_as_turns_and_tool_calls() {
+    let repo = sample();
+    let run = run(&repo, &plan(AGENT, ""));
+    // A transcript as a model agent writes it (each request and its answer).
+    let transcript = repo
+        .path
+        .join(format!(".git/plait/runs/{run}/tasks/a/transcript.jsonl"));
+    let lines = [
+        json!({"turn": 1, "request": {"messages": [{"role": "user", "content": "fix a"}]},
+               "response": {"content": [{"type": "tool_use", "id": "u1", "name": "write_file", "input": {"path": "lib/a.txt", "content": "v1\n"}}]}}),
+        json!({"turn": 2, "request": {"messages": [
+                {"role": "user", "content": "fix a"},
+                {"role": "assistant", "content": [{"type": "tool_use", "id": "u1", "name": "write_file", "input": {"path": "lib/a.txt", "content": "v1\n"}}]},
+                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "u1", "content": "wrote lib/a.txt"}]}]},
+               "response": {"events": [
+                {"event": "message_start", "data": {"type": "message_start", "message": {"usage": {"input_tokens": 5}}}},
+                {"event": "content_block_start", "data": {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}},
+                {"event": "content_block_delta", "data": {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "Done: a is v1."}}},
+                {"event": "content_block_stop", "data": {"type": "content_block_stop", "index": 0}},
+                {"event": "message_delta", "data": {"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 4}}},
+                {"event": "message_stop", "data": {"type": "message_stop"}}]}}),
+    ];
+    let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    std::fs::write(&transcript, text).unwrap();
+    let served = Served::start(&repo, &[]);
+    let task = served.get(&format!("/api/runs/{run}/tasks/a"));
+    let turns: Vec<(String, String)> = task["transcript"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["role"].as_str().unwrap().into(),
+                e["kind"].as_str().unwrap().into(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        turns,
+        [
+            ("user".into(), "text".into()),
+            ("assistant".into(), "tool_call".into()),
+            ("tool".into(), "tool_result".into()),
+            ("assistant".into(), "text".into()),
+        ]
+    );
+    assert_eq!(task["transcript"][1]["input"]["path"], "lib/a.txt");
+    assert_eq!(task["transcript"][2]["tool"], "write_file");
+    assert_eq!(task["transcript"][3]["text"], "Done: a is v1.");
+}
+
+#[test]
+fn decisions_through_the_api_do_what_the_commands_do() {
+    let twin = sample();
+    let repo = sample();
+    let toml = plan(AGENT, "");
+    let twin_run = run(&twin, &toml);
+    let run = run(&repo, &toml);
+    let served = Served::start(&repo, &[&run]);
+
+    // Reject b through the page and through the command: the same record.
+    let (status, said) = served.post(&format!("/api/runs/{run}/tasks/b/reject"), json!({}));
+    assert_eq!(status, 200, "{said}");
+    assert!(
+        said["message"].as_str().unwrap().contains("task b of run"),
+        "{said}"
+    );
+    assert!(twin.plait(&["reject", &twin_run, "b"]).status.success());
+    let decision = |r: &TestRepo, id: &str| {
+        let s = r.status_json(&[id]);
+        s["tasks"][1]["decision"]["verdict"].clone()
+    };
+    assert_eq!(decision(&repo, &run), "reject");
+    assert_eq!(decision(&repo, &run), decision(&twin, &twin_run));
+
+    // The gate refuses a landing, with what blocks it; --partial lands the rest.
+    let (status, said) = served.post(&format!("/api/runs/{run}/land"), json!({"into": "main"}));
+    assert_eq!(status, 409, "{said}");
+    assert!(
+        said["error"]
+            .as_str()
+            .unwrap()
+            .contains("rejected (left out of the merge): b"),
+        "{said}"
+    );
+    assert_eq!(repo.read("lib/a.txt"), "a\n", "nothing landed");
+    let (status, said) = served.post(
+        &format!("/api/runs/{run}/land"),
+        json!({"into": "main", "partial": true}),
+    );
+    assert_eq!(status, 200, "{said}");
+    assert!(
+        said["message"].as_str().unwrap().contains("landed run"),
+        "{said}"
+    );
+    assert_eq!(
+        (repo.read("lib/a.txt"), repo.read("lib/b.txt")),
+        ("v1\n".into(), "b\n".into())
+    );
+
+    // Accept puts b back; a send-back with a comment gives c another round.
+    let (status, _) = served.post(&format!("/api/runs/{run}/tasks/b/accept"), json!({}));
+    assert_eq!(status, 200);
+    assert_eq!(decision(&repo, &run), "approve");
+    let (status, said) = served.post(
+        &format!("/api/runs/{run}/tasks/c/send-back"),
+        json!({"comment": "SHOUT, please"}),
+    );
+    assert!(status == 200 || status == 202, "{status}: {said}");
+    wait_until("c's second round ends", || {
+        let s = repo.status_json(&[&run]);
+        s["tasks"][2]["rounds"] == 1 && s["phase"] == "finished"
+    });
+    assert_eq!(
+        repo.tree_files(&format!("plait/{run}/c"))["lib/c.txt"],
+        "V2\n"
+    );
+
+    // What cannot be done is refused with the command's own words.
+    let (status, said) = served.post(&format!("/api/runs/{run}/tasks/nope/accept"), json!({}));
+    assert_eq!(status, 400, "{said}");
+    assert!(
+        said["error"].as_str().unwrap().contains("no task `nope`"),
+        "{said}"
+    );
+    let (status, said) = served.post(
+        &format!("/api/runs/{run}/tasks/a/send-back"),
+        json!({"comment": ""}),
+    );
+    assert_eq!(status, 400, "{said}");
+    let (status, _) = served.post(&format!("/api/runs/{run}/tasks/a/merge"), json!({}));
+    assert_eq!(status, 404);
+}
+
+#[test]
+fn requests_without_the_token_or_for_another_host_are_refused() {
+    let repo = sample();
+    let run = run(&repo, &plan(AGENT, ""));
+    let served = Served::start(&repo, &[]);
+    let before = repo.status_json(&[&run]);
+    let path = format!("/api/runs/{run}/tasks/a/reject");
+    let body = json!({});
+    let token = served.token.clone();
+    let origin = format!("http://{}", served.addr);
+    for (what, headers) in [
+        ("no token", vec![]),
+        (
+            "a wrong token",
+            vec![("X-Plait-Token", "0123456789abcdef0123456789abcdef")],
+        ),
+        (
+            "another site",
+            vec![
+                ("X-Plait-Token", token.as_str()),
+                ("Origin", "http://evil.example"),
+            ],
+        ),
+        (
+            "another host",
+            vec![
+                ("X-Plait-Token", token.as_str()),
+                ("Host", "evil.example:80"),
+            ],
+        ),
+    ] {
+        let (status, text) = served.request("POST", &path, &headers, Some(&body));
+        assert_eq!(status, 403, "{what}: {text}");
+        assert!(text.contains("refused"), "{what}: {text}");
+    }
+    // Reads for another host are refused too (DNS rebinding), and the page as well.
+    for path in ["/", "/api/runs"] {
+        let (status, _) = served.request("GET", path, &[("Host", "evil.example")], None);
+        assert_eq!(status, 403, "{path}");
+    }
+    assert_eq!(repo.status_json(&[&run]), before, "nothing changed");
+    // The page's own origin and `localhost` are this server.
+    let port = served.addr.split(':').nth(1).unwrap().to_string();
+    let local = format!("localhost:{port}");
+    let (status, text) = served.request(
+        "POST",
+        &path,
+        &[
+            ("X-Plait-Token", &token),
+            ("Origin", &origin),
+            ("Host", &local),
+        ],
+        Some(&body),
+    );
+    assert_eq!(status, 200, "{text}");
+}
+
+#[test]
+fn the_events_stream_carries_a_run_s_changes_as_they_happen() {
+    let repo = sample();
+    let run = run(&repo, &plan(AGENT, ""));
+    let served = Served::start(&repo, &[]);
+    let mut stream = TcpStream::connect(&served.addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .unwrap();
+    write!(
+        stream,
+        "GET /api/runs/{run}/events HTTP/1.1\r\nHost: {}\r\nAccept: text/event-stream\r\n\r\n",
+        served.addr
+    )
+    .unwrap();
+    let mut reader = BufReader::new(stream);
+    let mut seen = Vec::new();
+    let next_event = |reader: &mut BufReader<TcpStream>| -> (String, Value) {
+        let mut kind = String::new();
+        loop {
+            let mut line = String::new();
+            assert!(reader.read_line(&mut line).unwrap() > 0, "the stream ended");
+            // Chunked framing puts sizes on lines of their own; the event lines are whole.
+            if let Some(k) = line.trim_end().strip_prefix("event: ") {
+                kind = k.to_string();
+            } else if let Some(data) = line.trim_end().strip_prefix("data: ") {
+                return (kind, serde_json::from_str(data).unwrap());
+            }
+        }
+    };
+    // First a `state`, so the page catches up with what it may have missed.
+    assert_eq!(next_event(&mut reader).0, "state");
+    // A decision from the command line shows as a change of the record.
+    assert!(repo.plait(&["reject", &run, "a"]).status.success());
+    let (kind, data) = next_event(&mut reader);
+    assert_eq!(
+        (kind.as_str(), &data),
+        ("state", &json!({"event": "state", "run": run}))
+    );
+    // A send-back's round shows as task events, the same JSON --json prints.
+    let worker = std::thread::spawn({
+        let path = repo.path.clone();
+        move || crate::support::plait_in(&path, &["send-back", &run, "b", "-m", "SHOUT"])
+    });
+    loop {
+        let (kind, data) = next_event(&mut reader);
+        if kind == "task" {
+            assert_eq!(data["event"], "task");
+            assert_eq!(data["task"]["task"], "b");
+            seen.push(data["task"]["state"].as_str().unwrap().to_string());
+            if seen.last().map(String::as_str) == Some("done") && seen.len() > 1 {
+                break;
+            }
+        }
+    }
+    assert!(seen.iter().any(|s| s == "running"), "{seen:?}");
+    // It exits 1: the run needs attention (task a is rejected).
+    let out = worker.join().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+}
