@@ -565,3 +565,399 @@ fn the_events_stream_carries_a_run_s_changes_as_they_happen() {
     let out = worker.join().unwrap();
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
 }
+
+/// The page in headless Chromium, driven by `tests/browser/drive.mjs` (playwright-core).
+mod browser {
+    use std::io::{BufRead as _, BufReader};
+    use std::path::PathBuf;
+    use std::process::{Child, ChildStdout, Command, Stdio};
+
+    use serde_json::{json, Value};
+
+    use super::{plan, run, sample, Served, AGENT};
+    use crate::support::{project_root, stderr, wait_until};
+
+    /// Node, playwright-core and Chromium, when this machine has them.
+    pub struct Browser {
+        playwright: PathBuf,
+        chromium: PathBuf,
+    }
+
+    impl Browser {
+        pub fn find() -> Option<Browser> {
+            let playwright = std::env::var_os("PLAIT_TEST_PLAYWRIGHT")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| project_root().join("target/ci-tools"));
+            let chromium = std::env::var_os("PLAIT_TEST_CHROMIUM")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| PathBuf::from("/usr/bin/chromium"));
+            let node = Command::new("node").arg("--version").output();
+            let missing = if !node.is_ok_and(|o| o.status.success()) {
+                Some("node is not on PATH")
+            } else if !playwright.join("node_modules/playwright-core").is_dir() {
+                Some("playwright-core is not installed (set PLAIT_TEST_PLAYWRIGHT, or `npm install --prefix target/ci-tools playwright-core`)")
+            } else if !chromium.exists() {
+                Some("Chromium is not installed (set PLAIT_TEST_CHROMIUM, or install Debian's `chromium`)")
+            } else {
+                None
+            };
+            if let Some(why) = missing {
+                eprintln!("skipped: {why}");
+                return None;
+            }
+            Some(Browser {
+                playwright,
+                chromium,
+            })
+        }
+
+        /// Starts a script of steps (see drive.mjs); its output is read line by line.
+        pub fn start(&self, script: Value, dir: &std::path::Path) -> Drive {
+            self.start_with(script, dir, &[])
+        }
+
+        /// [`start`](Self::start) with more flags for Chromium.
+        pub fn start_with(&self, script: Value, dir: &std::path::Path, flags: &[&str]) -> Drive {
+            let path = dir.join(format!("script-{}.json", rand_suffix()));
+            std::fs::write(&path, script.to_string()).unwrap();
+            let mut child = Command::new("node")
+                .arg(project_root().join("tests/browser/drive.mjs"))
+                .arg(&path)
+                .env("PLAIT_TEST_PLAYWRIGHT", &self.playwright)
+                .env("PLAIT_TEST_CHROMIUM", &self.chromium)
+                .env("PLAIT_TEST_CHROMIUM_ARGS", flags.join("\n"))
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("start node");
+            let lines = BufReader::new(child.stdout.take().unwrap());
+            Drive { child, lines }
+        }
+
+        /// Runs a script to its end; each step's output.
+        pub fn run(&self, script: Value, dir: &std::path::Path) -> Vec<Value> {
+            self.run_allowing(script, dir, &[], &[])
+        }
+
+        /// [`run`](Self::run) with more flags for Chromium, letting the page's console
+        /// report the errors that contain one of `expected`.
+        pub fn run_allowing(
+            &self,
+            script: Value,
+            dir: &std::path::Path,
+            flags: &[&str],
+            expected: &[&str],
+        ) -> Vec<Value> {
+            let mut drive = self.start_with(script, dir, flags);
+            let mut out = Vec::new();
+            while let Some(line) = drive.next() {
+                out.push(line);
+            }
+            drive.finish_allowing(&out, expected);
+            out
+        }
+    }
+
+    fn rand_suffix() -> u128 {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos()
+    }
+
+    /// A script running in the browser.
+    pub struct Drive {
+        child: Child,
+        lines: BufReader<ChildStdout>,
+    }
+
+    impl Drive {
+        /// The next step's output, `None` at the end.
+        pub fn next(&mut self) -> Option<Value> {
+            let mut line = String::new();
+            if self.lines.read_line(&mut line).ok()? == 0 {
+                return None;
+            }
+            Some(serde_json::from_str(&line).unwrap_or(Value::String(line)))
+        }
+
+        /// Waits for the script's end: it must have passed every step, with no error in
+        /// the page's console.
+        pub fn finish(self, seen: &[Value]) {
+            self.finish_allowing(seen, &[])
+        }
+
+        /// [`finish`](Self::finish), letting the console report errors that contain one of
+        /// `expected`.
+        pub fn finish_allowing(self, seen: &[Value], expected: &[&str]) {
+            let out = self.child.wait_with_output().unwrap();
+            let errors: Vec<&Value> = seen
+                .iter()
+                .filter(|v| {
+                    v.get("console_error")
+                        .and_then(Value::as_str)
+                        .is_some_and(|e| !expected.iter().any(|x| e.contains(x)))
+                })
+                .collect();
+            assert!(
+                out.status.success(),
+                "the browser script failed: {}\nits steps: {seen:?}",
+                stderr(&out)
+            );
+            assert!(errors.is_empty(), "the page reported errors: {errors:?}");
+        }
+    }
+
+    fn ready() -> Value {
+        json!({"wait_attr": ["body", "data-ready", "true"]})
+    }
+
+    /// Where the tests keep what a person may want to look at after them.
+    fn artifacts() -> PathBuf {
+        let dir = project_root().join("target/test-artifacts");
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    #[test]
+    fn the_page_lists_tasks_shows_a_diff_and_decides_as_the_commands_do() {
+        let Some(browser) = Browser::find() else {
+            return;
+        };
+        let repo = sample();
+        let run = run(
+            &repo,
+            &plan(
+                AGENT,
+                "[checks]\ntask = [\"test -s lib/$PLAIT_TASK.txt\"]\n",
+            ),
+        );
+        let served = Served::start(&repo, &[]);
+        let url = format!("http://{}/", served.addr);
+        let shot = artifacts().join("serve-task.png");
+        let _ = std::fs::remove_file(&shot);
+        let out = browser.run(
+            json!({"timeout_ms": 15000, "steps": [
+                {"goto": url},
+                ready(),
+                {"count": format!("#runs [data-run='{run}']")},
+                {"goto": format!("{url}#/runs/{run}")},
+                ready(),
+                {"wait": format!("#run[data-run='{run}']")},
+                {"count": "#tasks [data-task]"},
+                {"attr": ["#tasks [data-task='a']", "data-state"]},
+                {"attr": ["#gate", "data-green"]},
+                {"goto": format!("{url}#/runs/{run}/tasks/a")},
+                ready(),
+                {"wait": "#diff .file[data-path='lib/a.txt']"},
+                {"count": "#diff .file[data-path='lib/a.txt'] .add"},
+                {"count": "#diff .file[data-path='lib/a.txt'] .del"},
+                {"text": "#prompt"},
+                {"click": "[data-diff-mode='split']"},
+                {"wait": "#diff .file[data-path='lib/a.txt'] .add"},
+                {"screenshot": shot.to_str().unwrap()},
+                {"click": "button[data-action='accept']"},
+                {"wait_attr": ["#outcome", "data-ok", "true"]},
+                {"text": "#outcome"},
+                {"goto": format!("{url}#/runs/{run}/tasks/b")},
+                ready(),
+                {"click": "button[data-action='reject']"},
+                {"wait_attr": ["#outcome", "data-ok", "true"]},
+                {"goto": format!("{url}#/runs/{run}/tasks/c")},
+                ready(),
+                {"fill": ["#comment", "SHOUT it, please"]},
+                {"click": "button[data-action='send-back']"},
+                {"wait_attr": ["#outcome", "data-ok", "true"]},
+            ]}),
+            &repo.scratch,
+        );
+        let value = |i: usize, key: &str| out[i][key].clone();
+        assert_eq!(value(2, "count"), 1, "the run is listed: {out:?}");
+        assert_eq!(value(6, "count"), 3, "every task is listed: {out:?}");
+        assert_eq!(value(7, "attr"), "done");
+        assert_eq!(value(8, "attr"), "true", "{out:?}");
+        assert!(
+            value(12, "count").as_u64() >= Some(1),
+            "an added line: {out:?}"
+        );
+        assert!(
+            value(13, "count").as_u64() >= Some(1),
+            "a removed line: {out:?}"
+        );
+        assert!(
+            value(14, "text").as_str().unwrap().contains("fix a"),
+            "{out:?}"
+        );
+        assert!(
+            value(20, "text").as_str().unwrap().contains("accepted"),
+            "the command's own words: {out:?}"
+        );
+        assert!(shot.is_file(), "the task page's screenshot is kept");
+
+        // The page did what the commands do.
+        let status = repo.status_json(&[&run]);
+        assert_eq!(status["tasks"][0]["decision"]["verdict"], "approve");
+        assert_eq!(status["tasks"][1]["decision"]["verdict"], "reject");
+        let log_of = |name: &str| {
+            std::fs::read_to_string(
+                repo.path
+                    .join(format!(".git/plait/runs/{run}/tasks/c/{name}")),
+            )
+            .unwrap_or_default()
+        };
+        for _ in 0..1500 {
+            let s = repo.status_json(&[&run]);
+            if s["tasks"][2]["rounds"] == 1 && s["phase"] == "finished" {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        assert_eq!(
+            repo.tree_files(&format!("plait/{run}/c"))["lib/c.txt"],
+            "V2\n",
+            "{}\n{}",
+            log_of("send-back.log"),
+            repo.status_json(&[&run])["tasks"][2]
+        );
+        let log = std::fs::read_to_string(
+            repo.path
+                .join(format!(".git/plait/runs/{run}/tasks/c/agent.log")),
+        )
+        .unwrap();
+        assert!(log.contains("SHOUT it, please"), "{log}");
+    }
+
+    #[test]
+    fn a_live_run_s_task_changes_state_on_the_page_without_a_reload() {
+        let Some(browser) = Browser::find() else {
+            return;
+        };
+        let repo = sample();
+        // Each task waits for its own go-ahead file, outside the repository.
+        let go = repo.scratch.join("go");
+        std::fs::create_dir_all(&go).unwrap();
+        let agent = format!(
+            "while [ ! -e {}/$PLAIT_TASK ]; do sleep 0.05; done; echo v1 > lib/$PLAIT_TASK.txt",
+            go.display()
+        );
+        let plan_path = repo.plan(&plan(&agent, ""));
+        let mut plait_run = Command::new(env!("CARGO_BIN_EXE_plait"))
+            .args(["run", plan_path.to_str().unwrap(), "-j", "3"])
+            .current_dir(&repo.path)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let runs = repo.path.join(".git/plait/runs");
+        wait_until("the run has started its tasks", || {
+            let Some(id) = std::fs::read_dir(&runs)
+                .ok()
+                .and_then(|mut d| d.next())
+                .and_then(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+            else {
+                return false;
+            };
+            // The record may not be written yet.
+            let out = repo.plait(&["status", &id, "--json"]);
+            serde_json::from_slice::<Value>(&out.stdout).is_ok_and(|s| {
+                s["tasks"]
+                    .as_array()
+                    .is_some_and(|t| t.iter().all(|t| t["state"] == "running"))
+            })
+        });
+        let run = std::fs::read_dir(&runs)
+            .unwrap()
+            .next()
+            .unwrap()
+            .unwrap()
+            .file_name()
+            .to_string_lossy()
+            .into_owned();
+        let served = Served::start(&repo, &[&run]);
+        let url = format!("http://{}/", served.addr);
+        let mut drive = browser.start(
+            json!({"timeout_ms": 30000, "steps": [
+                // With RUN named, the page opens on it.
+                {"goto": url},
+                ready(),
+                {"wait": format!("#run[data-run='{run}']")},
+                {"wait_attr": ["#tasks [data-task='a']", "data-state", "running"]},
+                {"wait_attr": ["#live", "data-connected", "true"]},
+                {"eval": "window.__plaitSamePage = 1"},
+                {"wait_attr": ["#tasks [data-task='a']", "data-state", "done"]},
+                {"attr": ["#tasks [data-task='b']", "data-state"]},
+                {"eval": "window.__plaitSamePage"},
+            ]}),
+            &repo.scratch,
+        );
+        let mut seen = Vec::new();
+        while let Some(line) = drive.next() {
+            let marked =
+                line.get("eval").is_some() && seen.iter().all(|l: &Value| l.get("eval").is_none());
+            seen.push(line);
+            if marked {
+                // The page is showing the run live: let task a finish.
+                std::fs::write(go.join("a"), "").unwrap();
+            }
+        }
+        drive.finish(&seen);
+        let attr = seen.iter().filter_map(|l| l.get("attr")).next().unwrap();
+        assert_eq!(attr, "running", "b is still going: {seen:?}");
+        assert_eq!(seen.last().unwrap()["eval"], 1, "no reload: {seen:?}");
+        for id in ["b", "c"] {
+            std::fs::write(go.join(id), "").unwrap();
+        }
+        let out = plait_run.wait().unwrap();
+        assert!(out.success());
+    }
+
+    #[test]
+    fn the_page_s_requests_need_the_token_and_its_host() {
+        let Some(browser) = Browser::find() else {
+            return;
+        };
+        let repo = sample();
+        let run = run(&repo, &plan(AGENT, ""));
+        let served = Served::start(&repo, &[]);
+        let url = format!("http://{}/", served.addr);
+        let port = served.addr.split(':').nth(1).unwrap().to_string();
+        let before = repo.status_json(&[&run]);
+        let post = |headers: &str| {
+            format!(
+                "fetch('/api/runs/{run}/tasks/a/reject', {{method: 'POST', headers: {{'Content-Type': 'application/json'{headers}}}, body: '{{}}'}}).then(r => r.status)"
+            )
+        };
+        // `rebound.example` resolves to this machine, as a site's name does after DNS
+        // rebinding: its pages then reach the server under a Host of their own.
+        let rebound = format!("http://rebound.example:{port}/");
+        let out = browser.run_allowing(
+            json!({"steps": [
+                {"goto": url},
+                ready(),
+                // From the page without the token, and with a wrong one: refused.
+                {"eval": post("")},
+                {"eval": post(", 'X-Plait-Token': 'not-the-token'")},
+                // The page cannot reach another origin at all.
+                {"eval": format!("fetch('{rebound}api/runs').then(r => r.status).catch(() => 'blocked')")},
+                {"goto": rebound},
+                {"eval": "document.body.innerText"},
+                {"eval": format!("fetch('/api/runs/{run}/tasks/a/reject', {{method: 'POST', headers: {{'Content-Type': 'application/json', 'X-Plait-Token': 'x'}}, body: '{{}}'}}).then(r => r.status)")},
+            ]}),
+            &repo.scratch,
+            &["--host-resolver-rules=MAP rebound.example 127.0.0.1"],
+            &["403", "Content Security Policy"],
+        );
+        assert_eq!(out[2]["eval"], 403, "{out:?}");
+        assert_eq!(out[3]["eval"], 403, "{out:?}");
+        assert_eq!(out[4]["eval"], "blocked", "{out:?}");
+        let page = out[6]["eval"].as_str().unwrap();
+        assert!(
+            page.contains("refused") && page.contains("rebound.example"),
+            "the page for another host is refused: {page}"
+        );
+        assert!(!page.contains("plait-token"), "{page}");
+        assert_eq!(out[7]["eval"], 403, "{out:?}");
+        assert_eq!(repo.status_json(&[&run]), before, "nothing changed");
+    }
+}
