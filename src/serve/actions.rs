@@ -44,9 +44,10 @@ pub(super) async fn decide(
     body: Option<Json<DecisionBody>>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
     let body = body.map(|Json(b)| b).unwrap_or_default();
-    let run = resolve(&app, &run).await?;
+    let run = resolve(&app, &run, Some(&task)).await?;
     match action.as_str() {
-        "accept" | "reject" => command(&app, &[&action, &run, &task]).await,
+        // After `--`, nothing the page sends is read as a flag.
+        "accept" | "reject" => command(&app, &[&action, "--", &run, &task]).await,
         "send-back" => {
             let comment = body.comment.unwrap_or_default();
             if comment.trim().is_empty() {
@@ -69,20 +70,32 @@ pub(super) async fn land(
     UrlPath(run): UrlPath<String>,
     Json(body): Json<LandBody>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
-    let run = resolve(&app, &run).await?;
-    let mut args = vec!["land", &run, "--into", &body.into];
+    let run = resolve(&app, &run, None).await?;
+    let into = format!("--into={}", body.into);
+    let mut args = vec!["land", &into];
     if body.partial {
         args.push("--partial");
     }
+    args.extend(["--", &run]);
     command(&app, &args).await
 }
 
-/// The full id of the run `run` names.
-async fn resolve(app: &Arc<App>, run: &str) -> Result<String, ApiError> {
-    let (app, run) = (app.clone(), run.to_string());
+/// The full id of the run `run` names, which must have task (or group) `task` if one is
+/// named: nothing the page sends reaches a command or a path unchecked.
+async fn resolve(app: &Arc<App>, run: &str, task: Option<&str>) -> Result<String, ApiError> {
+    let (app, run, task) = (app.clone(), run.to_string(), task.map(str::to_string));
     blocking(move || {
         let (_repo, store) = data::store(&app)?;
-        Ok(data::load(&store, &run)?.id)
+        let state = data::load(&store, &run)?;
+        if let Some(task) = task {
+            if state.task(&task).is_none() && !state.groups.iter().any(|g| g.id == task) {
+                return Err(ApiError::new(
+                    StatusCode::BAD_REQUEST,
+                    format!("run {} has no task `{task}`", state.id),
+                ));
+            }
+        }
+        Ok(state.id)
     })
     .await
 }
@@ -145,9 +158,10 @@ async fn send_back(
     let (_, store) = data::store(app)?;
     let task_dir = store.task_dir(run, task);
     if !task_dir.is_dir() {
-        return Err(ApiError::not_found(format!(
-            "run {run} has no task `{task}`"
-        )));
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            format!("`{task}` is a group of run {run}: send back one of its tasks"),
+        ));
     }
     let log_path = task_dir.join("send-back.log");
     let log = std::fs::File::create(&log_path)
@@ -155,7 +169,8 @@ async fn send_back(
     let err_log = log
         .try_clone()
         .map_err(|e| ApiError::internal(format!("{}: {e}", log_path.display())))?;
-    let mut child = plait(app, &["send-back", run, task, "--comment", comment])
+    let comment = format!("--comment={comment}");
+    let mut child = plait(app, &["send-back", &comment, "--", run, task])
         .stdout(Stdio::from(log))
         .stderr(Stdio::from(err_log))
         .spawn()

@@ -446,6 +446,23 @@ fn decisions_through_the_api_do_what_the_commands_do() {
     assert_eq!(status, 400, "{said}");
     let (status, _) = served.post(&format!("/api/runs/{run}/tasks/a/merge"), json!({}));
     assert_eq!(status, 404);
+    // Nothing the page sends is read as a flag or reaches a path unchecked.
+    for task in ["--help", "..%2F..%2F..%2Fx"] {
+        let (status, said) = served.post(
+            &format!("/api/runs/{run}/tasks/{task}/send-back"),
+            json!({"comment": "x"}),
+        );
+        assert_eq!(status, 400, "{task}: {said}");
+    }
+    let (status, said) = served.post(
+        &format!("/api/runs/{run}/land"),
+        json!({"into": "--partial"}),
+    );
+    assert_eq!(status, 400, "{said}");
+    assert!(
+        said["error"].as_str().unwrap().contains("--partial"),
+        "{said}"
+    );
 }
 
 #[test]
