@@ -1,7 +1,7 @@
 //! The PostgreSQL store, for runs spread over many machines: a run's record and its tasks
 //! in tables every machine reaches, created and migrated by plait itself (the migrations
 //! are embedded and versioned), and the task queue workers claim from: a claim takes the
-//! next pending task (or one whose lease ran out) with `FOR UPDATE SKIP LOCKED`, under a
+//! next pending tasks (or ones whose lease ran out) with `FOR UPDATE SKIP LOCKED`, under a
 //! lease the worker renews, and bumps the task's generation; renewing, finishing and
 //! releasing a task all name that generation, so a worker whose lease was taken over
 //! cannot record a result twice (the fence). `tokio-postgres` is the client: async like the
@@ -16,7 +16,7 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use serde_json::Value;
-use tokio_postgres::{Client, Config, NoTls};
+use tokio_postgres::{Client, Config, NoTls, Statement};
 
 /// Why the store could not do what was asked.
 #[derive(Debug, thiserror::Error)]
@@ -89,6 +89,13 @@ const MIGRATIONS: &[&str] = &[
     "CREATE SEQUENCE plait_task_changes;
     ALTER TABLE plait_tasks ADD COLUMN changed bigint NOT NULL DEFAULT 0;
     CREATE INDEX plait_tasks_changed ON plait_tasks (run_id, changed);",
+    // 5: a claim reads the queue in index order: the pending tasks of a run by their place
+    // in the plan, and its running ones by lease, to find those run out. The indexes no
+    // query reads go (each was one more write per claim and finish).
+    "DROP INDEX plait_tasks_queue;
+    DROP INDEX plait_tasks_open;
+    CREATE INDEX plait_tasks_pending ON plait_tasks (run_id, position) WHERE state = 'pending';
+    CREATE INDEX plait_tasks_leased ON plait_tasks (run_id, lease_until) WHERE state = 'running';",
 ];
 
 /// The schema version this plait writes.
@@ -246,6 +253,9 @@ pub struct TaskRow {
 /// A connection to the store.
 pub struct PgStore {
     client: Client,
+    /// The queue's statements prepared on this connection, by their text: they run for
+    /// every task, and preparing one again each time costs a round trip and its parsing.
+    prepared: std::sync::Mutex<std::collections::HashMap<&'static str, Statement>>,
 }
 
 impl PgStore {
@@ -258,9 +268,31 @@ impl PgStore {
                 tracing::warn!("store connection ended: {e}");
             }
         });
-        let store = PgStore { client };
+        let store = PgStore {
+            client,
+            prepared: Default::default(),
+        };
         store.migrate().await?;
         Ok(store)
+    }
+
+    /// Statement `sql`, prepared on this connection the first time it is asked for.
+    async fn prepared(&self, sql: &'static str) -> Result<Statement, PgError> {
+        let known = self
+            .prepared
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(sql)
+            .cloned();
+        if let Some(statement) = known {
+            return Ok(statement);
+        }
+        let statement = self.client.prepare(sql).await?;
+        self.prepared
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(sql, statement.clone());
+        Ok(statement)
     }
 
     /// Runs the migrations this database has not had, one transaction, under a lock so
@@ -401,27 +433,58 @@ impl PgStore {
         owner: &str,
         lease: Duration,
     ) -> Result<Option<Claim>, PgError> {
-        let row = self
-            .client
-            .query_opt(
-                // The oldest open run with a task to take (or the one named), then its
-                // next task by the queue's index. No notification: NOTIFY serializes the
-                // commits that send one, and a claim needs no one woken.
-                "WITH next AS (
-                    SELECT t.run_id, t.id FROM plait_tasks t
-                     WHERE t.run_id = coalesce($1, (
-                            SELECT r.id FROM plait_runs r
-                             WHERE r.open AND EXISTS (
-                                SELECT 1 FROM plait_tasks c
-                                 WHERE c.run_id = r.id
-                                   AND (c.state = 'pending'
-                                        OR (c.state = 'running' AND c.lease_until < now())))
-                             ORDER BY r.created_at, r.id
-                             LIMIT 1))
-                       AND (t.state = 'pending' OR (t.state = 'running' AND t.lease_until < now()))
+        Ok(self.claim_many(only, owner, lease, 1).await?.pop())
+    }
+
+    /// Claims up to `n` tasks for `owner` in one round trip, as [`claim_next`] claims one:
+    /// of run `only` or of the oldest queued run that has a task to take, in plan order.
+    /// Fewer (or none) when fewer are there to take.
+    ///
+    /// [`claim_next`]: Self::claim_next
+    pub async fn claim_many(
+        &self,
+        only: Option<&str>,
+        owner: &str,
+        lease: Duration,
+        n: usize,
+    ) -> Result<Vec<Claim>, PgError> {
+        // The run named, or the oldest open one with a task to take; then its next tasks
+        // in plan order, each kind read in the order of its index: the first pending ones
+        // and the first whose lease ran out (usually none), the earliest of both taken.
+        // No notification: NOTIFY serializes the commits that send one, and a claim needs
+        // no one woken.
+        let claim = self
+            .prepared(
+                "WITH run AS (
+                    SELECT coalesce($1::text, (
+                        SELECT r.id FROM plait_runs r
+                         WHERE r.open
+                           AND ((SELECT c.position FROM plait_tasks c
+                                  WHERE c.run_id = r.id AND c.state = 'pending'
+                                  ORDER BY c.position LIMIT 1) IS NOT NULL
+                                OR (SELECT c.lease_until FROM plait_tasks c
+                                     WHERE c.run_id = r.id AND c.state = 'running'
+                                       AND c.lease_until < now()
+                                     ORDER BY c.lease_until LIMIT 1) IS NOT NULL)
+                         ORDER BY r.created_at, r.id
+                         LIMIT 1)) AS id
+                 ), pending AS (
+                    SELECT t.run_id, t.id, t.position FROM plait_tasks t
+                     WHERE t.run_id = (SELECT id FROM run) AND t.state = 'pending'
                      ORDER BY t.position
-                     LIMIT 1
+                     LIMIT $4
                      FOR UPDATE SKIP LOCKED
+                 ), expired AS (
+                    SELECT t.run_id, t.id, t.position FROM plait_tasks t
+                     WHERE t.run_id = (SELECT id FROM run) AND t.state = 'running'
+                       AND t.lease_until < now()
+                     ORDER BY t.position
+                     LIMIT $4
+                     FOR UPDATE SKIP LOCKED
+                 ), next AS (
+                    SELECT * FROM pending UNION ALL SELECT * FROM expired
+                     ORDER BY position
+                     LIMIT $4
                  ), taken AS (
                     UPDATE plait_tasks t
                        SET state = 'running', owner = $2,
@@ -430,33 +493,40 @@ impl PgStore {
                            changed = nextval('plait_task_changes')
                       FROM next
                      WHERE t.run_id = next.run_id AND t.id = next.id
-                 RETURNING t.run_id, t.id, t.generation, t.record, t.checkpoint
+                 RETURNING t.run_id, t.id, t.generation, t.record, t.checkpoint, t.position
                  )
-                 SELECT * FROM taken",
-                &[&only, &owner, &lease.as_secs_f64()],
+                 SELECT run_id, id, generation, record, checkpoint FROM taken ORDER BY position",
             )
             .await?;
-        let Some(row) = row else {
-            return Ok(None);
-        };
-        let claim = Claim {
-            run: row.get(0),
-            task: row.get(1),
-            generation: row.get(2),
-            record: row.get(3),
-            checkpoint: row.get(4),
-        };
-        Ok(Some(claim))
+        let rows = self
+            .client
+            .query(&claim, &[&only, &owner, &lease.as_secs_f64(), &(n as i64)])
+            .await?;
+        Ok(rows
+            .iter()
+            .map(|row| Claim {
+                run: row.get(0),
+                task: row.get(1),
+                generation: row.get(2),
+                record: row.get(3),
+                checkpoint: row.get(4),
+            })
+            .collect())
     }
 
     /// Extends a claim's lease; false when the claim was lost (its lease ran out and
     /// another worker took the task).
     pub async fn renew(&self, run: &str, claim: &Claim, lease: Duration) -> Result<bool, PgError> {
+        let renew = self
+            .prepared(
+                "UPDATE plait_tasks SET lease_until = now() + make_interval(secs => $4)
+                  WHERE run_id = $1 AND id = $2 AND generation = $3 AND state = 'running'",
+            )
+            .await?;
         let n = self
             .client
             .execute(
-                "UPDATE plait_tasks SET lease_until = now() + make_interval(secs => $4)
-                  WHERE run_id = $1 AND id = $2 AND generation = $3 AND state = 'running'",
+                &renew,
                 &[&run, &claim.task, &claim.generation, &lease.as_secs_f64()],
             )
             .await?;
@@ -486,9 +556,8 @@ impl PgStore {
         tip: Option<&str>,
     ) -> Result<bool, PgError> {
         // The listeners are told in the same statement, when the claim held.
-        let rows = self
-            .client
-            .query(
+        let finish = self
+            .prepared(
                 "WITH done AS (
                     UPDATE plait_tasks
                        SET state = $4, record = $5, tip = $6, owner = NULL, lease_until = NULL,
@@ -497,6 +566,12 @@ impl PgStore {
                  RETURNING run_id
                  )
                  SELECT 1 FROM done, LATERAL (SELECT pg_notify('plait_tasks', done.run_id)) told",
+            )
+            .await?;
+        let rows = self
+            .client
+            .query(
+                &finish,
                 &[&run, &claim.task, &claim.generation, &state, record, &tip],
             )
             .await?;
@@ -506,14 +581,16 @@ impl PgStore {
     /// Gives a claimed task back to the queue (the worker stops at a boundary); false when
     /// the claim was already lost.
     pub async fn release(&self, run: &str, claim: &Claim) -> Result<bool, PgError> {
-        let n = self
-            .client
-            .execute(
+        let release = self
+            .prepared(
                 "UPDATE plait_tasks SET state = 'pending', owner = NULL, lease_until = NULL,
                         changed = nextval('plait_task_changes')
                   WHERE run_id = $1 AND id = $2 AND generation = $3 AND state = 'running'",
-                &[&run, &claim.task, &claim.generation],
             )
+            .await?;
+        let n = self
+            .client
+            .execute(&release, &[&run, &claim.task, &claim.generation])
             .await?;
         if n == 1 {
             self.notify(run).await?;
@@ -524,11 +601,16 @@ impl PgStore {
     /// Records work a claim pushed (`commit`), for a worker that takes the task over;
     /// false when the claim was lost.
     pub async fn checkpoint(&self, claim: &Claim, commit: &str) -> Result<bool, PgError> {
+        let checkpoint = self
+            .prepared(
+                "UPDATE plait_tasks SET checkpoint = $4
+                  WHERE run_id = $1 AND id = $2 AND generation = $3 AND state = 'running'",
+            )
+            .await?;
         let n = self
             .client
             .execute(
-                "UPDATE plait_tasks SET checkpoint = $4
-                  WHERE run_id = $1 AND id = $2 AND generation = $3 AND state = 'running'",
+                &checkpoint,
                 &[&claim.run, &claim.task, &claim.generation, &commit],
             )
             .await?;
@@ -591,14 +673,13 @@ impl PgStore {
         run: &str,
         after: i64,
     ) -> Result<(Vec<(usize, TaskRow)>, i64), PgError> {
-        let rows = self
-            .client
-            .query(
+        let changed = self
+            .prepared(
                 "SELECT id, state, record, generation, tip, position, changed FROM plait_tasks
                   WHERE run_id = $1 AND changed > $2 ORDER BY changed",
-                &[&run, &after],
             )
             .await?;
+        let rows = self.client.query(&changed, &[&run, &after]).await?;
         let newest = rows
             .iter()
             .map(|r| r.get::<_, i64>(6))

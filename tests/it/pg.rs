@@ -219,6 +219,71 @@ fn a_lost_lease_is_taken_over_and_the_old_worker_cannot_record_its_result() {
     });
 }
 
+#[test]
+fn a_batch_claim_takes_tasks_in_plan_order_run_out_leases_included_oldest_run_first() {
+    let rt = runtime();
+    let Some(config) = database(&rt) else { return };
+    rt.block_on(async {
+        let store = run_of(&config, 6).await;
+        let ids = |claims: &[pg::Claim]| -> Vec<String> {
+            claims.iter().map(|c| c.task.clone()).collect()
+        };
+        let short = Duration::from_millis(200);
+        let first = store.claim_many(Some("r1"), "a", short, 2).await.unwrap();
+        assert_eq!(ids(&first), ["t00", "t01"]);
+        let long = Duration::from_secs(30);
+        let next = store.claim_many(Some("r1"), "b", long, 2).await.unwrap();
+        assert_eq!(ids(&next), ["t02", "t03"]);
+        // a's leases run out: its tasks come first again, before the pending ones, in
+        // plan order, each a claim of its own generation; fewer than asked when no more.
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        let again = store.claim_many(Some("r1"), "c", long, 3).await.unwrap();
+        assert_eq!(ids(&again), ["t00", "t01", "t04"]);
+        assert!(again[..2].iter().all(|c| c.generation == 2));
+        assert_eq!(again[2].generation, 1);
+        let rest = store.claim_many(Some("r1"), "c", long, 5).await.unwrap();
+        assert_eq!(ids(&rest), ["t05"]);
+        assert!(store
+            .claim_many(Some("r1"), "c", long, 5)
+            .await
+            .unwrap()
+            .is_empty());
+        // The fence holds for a batch's claims: a's are lost.
+        assert!(!store
+            .finish("r1", &first[0], "done", &json!({}))
+            .await
+            .unwrap());
+        assert!(store
+            .finish("r1", &again[0], "done", &json!({}))
+            .await
+            .unwrap());
+
+        // Any run: the oldest open one with a task to take, then the next.
+        let queue = |run: &str| pg::Queue {
+            plan: String::new(),
+            plan_path: format!("{run}.toml"),
+            base: "0".repeat(40),
+            remote: "remote.git".into(),
+        };
+        let older = run_of_named(&config, "r2").await;
+        older.open_queue("r2", &queue("r2")).await.unwrap();
+        let newer = run_of_named(&config, "r3").await;
+        newer.open_queue("r3", &queue("r3")).await.unwrap();
+        let taken = store.claim_many(None, "d", long, 4).await.unwrap();
+        assert_eq!(
+            taken
+                .iter()
+                .map(|c| (c.run.as_str(), c.task.as_str()))
+                .collect::<Vec<_>>(),
+            [("r2", "t00")],
+            "r1 is not open to workers; r2 is older than r3"
+        );
+        let taken = store.claim_next(None, "d", long).await.unwrap().unwrap();
+        assert_eq!((taken.run.as_str(), taken.task.as_str()), ("r3", "t00"));
+        assert!(store.claim_next(None, "d", long).await.unwrap().is_none());
+    });
+}
+
 async fn run_of_named(config: &Config, run: &str) -> PgStore {
     let store = PgStore::connect(config, WAIT).await.unwrap();
     store
