@@ -108,7 +108,7 @@ pub async fn serve(
     let exchange: Arc<dyn crate::llm::limiter::Exchange> =
         Arc::new(crate::pg::PgExchange::new(pg.clone()));
     let settings = Arc::new(settings);
-    let runs: Arc<tokio::sync::Mutex<HashMap<String, Arc<RunCtx>>>> = Default::default();
+    let runs: Arc<Runs> = Default::default();
     let counts = Arc::new(Counts::default());
     let permits = Arc::new(Semaphore::new(settings.jobs.max(1)));
     let mut set: JoinSet<Result<(), RunError>> = JoinSet::new();
@@ -128,12 +128,22 @@ pub async fn serve(
             p = permits.clone().acquire_owned() => p.map_err(|e| RunError::Internal(e.to_string()))?,
             _ = cancel.cancelled() => break,
         };
-        let claim = pg
-            .claim_next(settings.only.as_deref(), &settings.name, settings.lease)
+        // As many tasks as there are free slots, in one claim.
+        let mut free = vec![permit];
+        free.extend(std::iter::from_fn(|| {
+            permits.clone().try_acquire_owned().ok()
+        }));
+        let claims = pg
+            .claim_many(
+                settings.only.as_deref(),
+                &settings.name,
+                settings.lease,
+                free.len(),
+            )
             .await
             .map_err(internal)?;
-        let Some(claim) = claim else {
-            drop(permit);
+        if claims.is_empty() {
+            drop(free);
             let idle = set.is_empty();
             if !idle {
                 idle_since = tokio::time::Instant::now();
@@ -155,32 +165,25 @@ pub async fn serve(
                 }
             }
             continue;
-        };
+        }
         idle_since = tokio::time::Instant::now();
-        let (settings, pg, runs, counts) =
-            (settings.clone(), pg.clone(), runs.clone(), counts.clone());
-        let (events, cancel, exchange) = (events.clone(), cancel.clone(), exchange.clone());
-        set.spawn(async move {
-            let ctx = {
-                let mut runs = runs.lock().await;
-                match runs.get(&claim.run) {
-                    Some(ctx) => ctx.clone(),
-                    None => {
-                        match open_run(&settings, &pg, &claim.run, events, cancel, exchange).await {
-                            Ok(ctx) => {
-                                runs.insert(claim.run.clone(), ctx.clone());
-                                ctx
-                            }
-                            Err(e) => {
-                                let _ = pg.release(&claim.run, &claim).await;
-                                return Err(e);
-                            }
-                        }
+        // Each claim runs with a slot of its own; the slots left over are let go.
+        for (claim, permit) in claims.into_iter().zip(free) {
+            let (settings, pg, runs, counts) =
+                (settings.clone(), pg.clone(), runs.clone(), counts.clone());
+            let (events, cancel, exchange) = (events.clone(), cancel.clone(), exchange.clone());
+            set.spawn(async move {
+                let opened = run_of(&runs, &settings, &pg, &claim.run, events, cancel, exchange);
+                let ctx = match opened.await {
+                    Ok(ctx) => ctx,
+                    Err(e) => {
+                        let _ = pg.release(&claim.run, &claim).await;
+                        return Err(e);
                     }
-                }
-            };
-            work_on(&ctx, &pg, &settings, claim, &counts, permit).await
-        });
+                };
+                work_on(&ctx, &pg, &settings, claim, &counts, permit).await
+            });
+        }
     }
     while let Some(joined) = set.join_next().await {
         if let Some(e) = joined_error(joined) {
@@ -195,6 +198,28 @@ pub async fn serve(
         released: counts.released.load(Ordering::Relaxed),
         lost: counts.lost.load(Ordering::Relaxed),
     })
+}
+
+/// The runs this worker has opened, by id.
+type Runs = tokio::sync::Mutex<HashMap<String, Arc<RunCtx>>>;
+
+/// Run `run` as this worker holds it, opened the first time one of its tasks is claimed.
+async fn run_of(
+    runs: &Runs,
+    settings: &Arc<WorkerSettings>,
+    pg: &Arc<PgStore>,
+    run: &str,
+    events: Option<mpsc::UnboundedSender<Update>>,
+    cancel: Cancel,
+    exchange: Arc<dyn crate::llm::limiter::Exchange>,
+) -> Result<Arc<RunCtx>, RunError> {
+    let mut runs = runs.lock().await;
+    if let Some(ctx) = runs.get(run) {
+        return Ok(ctx.clone());
+    }
+    let ctx = open_run(settings, pg, run, events, cancel, exchange).await?;
+    runs.insert(run.to_string(), ctx.clone());
+    Ok(ctx)
 }
 
 fn joined_error(joined: Result<Result<(), RunError>, tokio::task::JoinError>) -> Option<RunError> {
