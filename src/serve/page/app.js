@@ -232,7 +232,7 @@ function details(openState, key, defaultOpen, summary, ...content) {
 }
 
 function emptyNote(text) {
-  return h('p', { class: 'muted empty' }, text);
+  return h('p', { class: 'muted empty' }, withCode(text));
 }
 
 // ---------- syntax colouring: a compact tokenizer for the common languages ----------
