@@ -96,6 +96,9 @@ const MIGRATIONS: &[&str] = &[
     DROP INDEX plait_tasks_open;
     CREATE INDEX plait_tasks_pending ON plait_tasks (run_id, position) WHERE state = 'pending';
     CREATE INDEX plait_tasks_leased ON plait_tasks (run_id, lease_until) WHERE state = 'running';",
+    // 6: a task sent back for another round (a supervisor asked for changes, or it broke
+    // the merged checks) carries what it is told until a claim of it ends.
+    "ALTER TABLE plait_tasks ADD COLUMN feedback text;",
 ];
 
 /// The schema version this plait writes.
@@ -227,6 +230,9 @@ pub struct Claim {
     pub record: Value,
     /// The last work pushed for the task by an earlier claim (a commit id), to go on from.
     pub checkpoint: Option<String>,
+    /// For a task sent back after it ended: what its next round is told (it goes on from
+    /// its branch's tip, the checkpoint).
+    pub feedback: Option<String>,
 }
 
 /// What workers need to take a run's tasks: its plan, base commit and git remote.
@@ -493,9 +499,11 @@ impl PgStore {
                            changed = nextval('plait_task_changes')
                       FROM next
                      WHERE t.run_id = next.run_id AND t.id = next.id
-                 RETURNING t.run_id, t.id, t.generation, t.record, t.checkpoint, t.position
+                 RETURNING t.run_id, t.id, t.generation, t.record, t.checkpoint, t.feedback,
+                           t.position
                  )
-                 SELECT run_id, id, generation, record, checkpoint FROM taken ORDER BY position",
+                 SELECT run_id, id, generation, record, checkpoint, feedback FROM taken
+                  ORDER BY position",
             )
             .await?;
         let rows = self
@@ -510,6 +518,7 @@ impl PgStore {
                 generation: row.get(2),
                 record: row.get(3),
                 checkpoint: row.get(4),
+                feedback: row.get(5),
             })
             .collect())
     }
@@ -561,7 +570,7 @@ impl PgStore {
                 "WITH done AS (
                     UPDATE plait_tasks
                        SET state = $4, record = $5, tip = $6, owner = NULL, lease_until = NULL,
-                           changed = nextval('plait_task_changes')
+                           feedback = NULL, changed = nextval('plait_task_changes')
                      WHERE run_id = $1 AND id = $2 AND generation = $3 AND state = 'running'
                  RETURNING run_id
                  )
@@ -596,6 +605,43 @@ impl PgStore {
             self.notify(run).await?;
         }
         Ok(n == 1)
+    }
+
+    /// Sends ended tasks of `run` back to the queue for another round, each `(task,
+    /// feedback)` with what it is told: a claim of it goes on from the tip its last claim
+    /// recorded (as from a checkpoint). The run is opened to workers again, and they are
+    /// told. The tasks sent back; not one that has not ended, or ended with no work.
+    pub async fn send_back(
+        &self,
+        run: &str,
+        tasks: &[(String, String)],
+    ) -> Result<Vec<String>, PgError> {
+        let (ids, feedback): (Vec<&str>, Vec<&str>) = tasks
+            .iter()
+            .map(|(id, text)| (id.as_str(), text.as_str()))
+            .unzip();
+        let rows = self
+            .client
+            .query(
+                "WITH back AS (
+                    UPDATE plait_tasks t
+                       SET state = 'pending', feedback = b.feedback,
+                           checkpoint = t.generation || ' ' || t.tip,
+                           owner = NULL, lease_until = NULL,
+                           changed = nextval('plait_task_changes')
+                      FROM unnest($2::text[], $3::text[]) AS b(id, feedback)
+                     WHERE t.run_id = $1 AND t.id = b.id AND t.tip IS NOT NULL
+                       AND t.state NOT IN ('pending', 'running')
+                 RETURNING t.id
+                 ), reopened AS (
+                    UPDATE plait_runs SET open = true
+                     WHERE id = $1 AND EXISTS (SELECT 1 FROM back)
+                 )
+                 SELECT back.id FROM back, LATERAL (SELECT pg_notify('plait_tasks', $1)) told",
+                &[&run, &ids, &feedback],
+            )
+            .await?;
+        Ok(rows.iter().map(|r| r.get(0)).collect())
     }
 
     /// Records work a claim pushed (`commit`), for a worker that takes the task over;

@@ -284,6 +284,61 @@ fn a_batch_claim_takes_tasks_in_plan_order_run_out_leases_included_oldest_run_fi
     });
 }
 
+#[test]
+fn an_ended_task_sent_back_is_claimed_again_with_its_feedback_from_its_tip() {
+    let rt = runtime();
+    let Some(config) = database(&rt) else { return };
+    rt.block_on(async {
+        let store = run_of(&config, 3).await;
+        let lease = Duration::from_secs(30);
+        let claims = store.claim_many(Some("r1"), "a", lease, 3).await.unwrap();
+        let tip = "1".repeat(40);
+        let (t00, t01) = (&claims[0], &claims[1]);
+        assert!(store
+            .finish_at("r1", t00, "done", &json!({"rounds": 0}), Some(&tip))
+            .await
+            .unwrap());
+        assert!(store.finish("r1", t01, "failed", &json!({})).await.unwrap());
+        let mut listener = pg::PgListener::connect(&config, WAIT).await.unwrap();
+        // Only a task that ended with work goes back: not t01 (no tip), nor t02 (running).
+        let back = store
+            .send_back(
+                "r1",
+                &[
+                    ("t00".into(), "do better".into()),
+                    ("t01".into(), "x".into()),
+                    ("t02".into(), "y".into()),
+                ],
+            )
+            .await
+            .unwrap();
+        assert_eq!(back, ["t00"]);
+        assert!(listener.changed("r1", WAIT).await, "workers are told");
+        // The run is open to workers again; the claim goes on from the tip, told why.
+        let again = store.claim_next(None, "b", lease).await.unwrap().unwrap();
+        assert_eq!((again.task.as_str(), again.generation), ("t00", 2));
+        assert_eq!(again.feedback.as_deref(), Some("do better"));
+        assert_eq!(again.checkpoint, Some(format!("1 {tip}")));
+        assert_eq!(again.record, json!({"rounds": 0}));
+        // Its end clears the feedback; the claims before it are fenced off.
+        assert!(!store.finish("r1", t00, "done", &json!({})).await.unwrap());
+        assert!(store
+            .finish("r1", &again, "done", &json!({}))
+            .await
+            .unwrap());
+        let left = store
+            .client()
+            .query_one(
+                "SELECT count(*) FROM plait_tasks WHERE feedback IS NOT NULL",
+                &[],
+            )
+            .await
+            .unwrap()
+            .get::<_, i64>(0);
+        assert_eq!(left, 0);
+    });
+}
+
 async fn run_of_named(config: &Config, run: &str) -> PgStore {
     let store = PgStore::connect(config, WAIT).await.unwrap();
     store
