@@ -5,13 +5,20 @@
 //! record copied into the run's (the paths stay this machine's) and its branch fetched
 //! from the remote at the tip the winning claim recorded. When every task has ended, the
 //! run merges as a local one does.
+//!
+//! A task sent back after that (a supervisor asked for changes, or it broke the merged
+//! checks) goes back through the store too: queued again with what it is told, a worker
+//! takes it over from its branch's tip for one more round and its review rounds, and the
+//! coordinator waits for it as before, fetching its new tip. Its worktree is on whichever
+//! worker ran it, so that is the one place the round can run; and it runs where every
+//! round runs, under a lease, with the workers' agents, keys and shared limits.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use git2::Oid;
 
-use super::{RunError, RunSettings, Shared};
+use super::{RunError, Shared};
 use crate::pg::{PgListener, PgStore, TaskRow};
 use crate::remote;
 use crate::state::{TaskRecord, TaskState};
@@ -21,32 +28,37 @@ use crate::state::{TaskRecord, TaskState};
 /// with a dropped connection); neither must stall the run.
 const QUIET: Duration = Duration::from_secs(2);
 
+/// How the coordinator of a run over many machines reaches them.
+pub(super) struct Spread {
+    pub config: tokio_postgres::Config,
+    pub pg: Arc<PgStore>,
+    /// The git remote the workers push to.
+    pub remote: String,
+    /// Tasks at once this machine takes itself (`-j`; none with 0).
+    pub jobs: usize,
+}
+
 /// Waits until every task of the run has ended on some worker, keeping the run's record
 /// and branches in step; returns early when the run is interrupted (the tasks stay queued
 /// for the workers, and `plait resume` waits again).
-pub(super) async fn run_tasks(
-    shared: &Arc<Shared>,
-    settings: &RunSettings,
-    config: &tokio_postgres::Config,
-    pg: &Arc<PgStore>,
-    remote: &str,
-) -> Result<(), RunError> {
+pub(super) async fn run_tasks(shared: &Arc<Shared>, spread: &Spread) -> Result<(), RunError> {
     let internal = |e: crate::pg::PgError| RunError::Internal(e.to_string());
-    let mut listener = PgListener::connect(config, Duration::from_secs(10))
+    let (pg, remote) = (&spread.pg, spread.remote.as_str());
+    let mut listener = PgListener::connect(&spread.config, Duration::from_secs(10))
         .await
         .map_err(internal)?;
-    let own = (settings.jobs > 0).then(|| {
+    let own = (spread.jobs > 0).then(|| {
         let worker = super::worker::WorkerSettings {
-            store: config.clone(),
+            store: spread.config.clone(),
             remote: Some(remote.to_string()),
             dir: shared.store.run_dir(&shared.run).join("worker"),
-            jobs: settings.jobs,
+            jobs: spread.jobs,
             lease: super::worker::LEASE,
             name: format!("coordinator-{}", std::process::id()),
             only: Some(shared.run.clone()),
-            known: Some((shared.run.clone(), settings.plan.clone())),
+            known: Some((shared.run.clone(), shared.plan.clone())),
             env: Arc::new(|_| None),
-            plait_program: settings.plait_program.clone(),
+            plait_program: shared.plait_program.clone(),
             idle_exit: None,
         };
         let cancel = shared.cancel.clone();
@@ -65,6 +77,46 @@ pub(super) async fn run_tasks(
         pg.close_queue(&shared.run).await.map_err(internal)?;
     }
     outcome
+}
+
+/// Sends ended tasks back for one more round each, `(index, feedback)`: queued again in
+/// the store with what each is told, then waited for (as [`run_tasks`] waits) until they
+/// have ended again, their new tips fetched. A task the store cannot send back (it ended
+/// with no work) keeps its result. Interrupted, the run goes on without them (they are
+/// not merged), as a local run does with tasks interrupted in their rework.
+pub(super) async fn rework(
+    shared: &Arc<Shared>,
+    spread: &Spread,
+    targets: Vec<(usize, String)>,
+) -> Result<(), RunError> {
+    let internal = |e: crate::pg::PgError| RunError::Internal(e.to_string());
+    let tasks: Vec<(String, String)> = targets
+        .into_iter()
+        .map(|(index, feedback)| (shared.plan.tasks[index].id.clone(), feedback))
+        .collect();
+    let back = spread
+        .pg
+        .send_back(&shared.run, &tasks)
+        .await
+        .map_err(internal)?;
+    if back.is_empty() {
+        return Ok(());
+    }
+    for (index, task) in shared.plan.tasks.iter().enumerate() {
+        if back.contains(&task.id) {
+            shared.update(index, |t| {
+                t.state = TaskState::Pending;
+                t.finished_at = None;
+                t.error = None;
+            });
+        }
+    }
+    run_tasks(shared, spread).await?;
+    if shared.cancel.is_cancelled() {
+        // The run ends now: nobody would take in what workers did after.
+        spread.pg.close_queue(&shared.run).await.map_err(internal)?;
+    }
+    Ok(())
 }
 
 async fn wait(

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use super::Shared;
+use super::{RunError, Shared};
 use crate::git;
 use crate::groups;
 use crate::report::{self, DiffStyle};
@@ -118,7 +118,7 @@ pub fn report(shared: &Shared, state: &RunState, top: bool) {
 /// no comment names one of theirs. Each gets one more round with the supervisor's words
 /// (and its own review rounds after it); the group's review is cleared so the new merge is
 /// reviewed again. Returns whether any task was sent back.
-pub async fn send_back(shared: &Arc<Shared>, state: &mut RunState) -> bool {
+pub async fn send_back(shared: &Arc<Shared>, state: &mut RunState) -> Result<bool, RunError> {
     let mut targets: Vec<(usize, String)> = Vec::new();
     for group in &mut state.groups {
         let asked = group.decision.is_none()
@@ -166,20 +166,10 @@ pub async fn send_back(shared: &Arc<Shared>, state: &mut RunState) -> bool {
         targets.extend(chosen.into_iter().map(|i| (i, text.clone())));
     }
     if targets.is_empty() {
-        return false;
+        return Ok(false);
     }
-    let permits = Arc::new(tokio::sync::Semaphore::new(shared.jobs));
-    let jobs = targets.into_iter().map(|(index, feedback)| {
-        let permits = permits.clone();
-        async move {
-            let Ok(_permit) = permits.acquire_owned().await else {
-                return;
-            };
-            super::task::rework(shared, index, feedback).await;
-        }
-    });
-    futures_util::future::join_all(jobs).await;
-    true
+    super::send_back_tasks(shared, targets).await?;
+    Ok(true)
 }
 
 /// What a supervisor is told about its group: each task's prompt and its worker's summary.

@@ -16,7 +16,9 @@
 //! A grouped run merges in two levels after its tasks (`grouped`): the groups' merges, the
 //! supervisors' reviews (all at once), at most `[groups] rounds` passes of sending tasks
 //! back through `task::rework` (gated by a fresh semaphore of `jobs` permits) and merging
-//! again, then the top merge; each step is a [`GroupEvent`] on the same channel.
+//! again, then the top merge; each step is a [`GroupEvent`] on the same channel. A run over
+//! many machines sends tasks back (for its supervisors, or `[checks] rework`) through the
+//! store instead, and waits for the workers again (`coordinate::rework`).
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -361,6 +363,8 @@ struct Shared {
     plait_program: PathBuf,
     /// The PostgreSQL store the run's record is written to as well, if any.
     pg: Option<Arc<crate::pg::PgStore>>,
+    /// For the coordinator of a run over many machines: how it reaches them.
+    spread: Option<coordinate::Spread>,
 }
 
 impl Shared {
@@ -398,6 +402,7 @@ impl Shared {
             jobs: settings.jobs.max(1),
             plait_program: settings.plait_program.clone(),
             pg,
+            spread: None,
         })
     }
 
@@ -481,7 +486,7 @@ pub async fn execute(
         Some(config) => Some(Arc::new(open_store(config, &settings, &state).await?)),
         None => None,
     };
-    let shared = Arc::new(Shared::new(
+    let mut shared = Shared::new(
         &settings,
         store,
         state,
@@ -489,15 +494,22 @@ pub async fn execute(
         cancel,
         pg.clone(),
         Default::default(),
-    )?);
+    )?;
+    if let (Some(config), Some(remote), Some(pg)) = (&settings.store, &settings.remote, &pg) {
+        shared.spread = Some(coordinate::Spread {
+            config: config.clone(),
+            pg: pg.clone(),
+            remote: remote.clone(),
+            jobs: settings.jobs,
+        });
+    }
+    let shared = Arc::new(shared);
     let stop_writer = Arc::new(Notify::new());
     let writer = tokio::spawn(write_states(shared.clone(), stop_writer.clone()));
-    match (work, &settings.store, &settings.remote, &pg) {
-        (Work::SendBack { index, feedback }, ..) => task::rework(&shared, index, feedback).await,
-        (Work::Tasks, Some(config), Some(remote), Some(pg)) => {
-            coordinate::run_tasks(&shared, &settings, config, pg, remote).await?
-        }
-        (Work::Tasks, ..) => run_tasks(&shared).await?,
+    match (work, &shared.spread) {
+        (Work::SendBack { index, feedback }, _) => task::rework(&shared, index, feedback).await,
+        (Work::Tasks, Some(spread)) => coordinate::run_tasks(&shared, spread).await?,
+        (Work::Tasks, None) => run_tasks(&shared).await?,
     }
     let outcome = if shared.cancel.is_cancelled() {
         None
@@ -669,7 +681,7 @@ async fn merge_run(shared: Arc<Shared>) -> Result<merge::MergeOutcome, RunError>
     grouped::report(&shared, &state, false);
     grouped::review_groups(&shared, &mut state).await;
     for _ in 0..shared.plan.groups.rounds {
-        if shared.cancel.is_cancelled() || !grouped::send_back(&shared, &mut state).await {
+        if shared.cancel.is_cancelled() || !grouped::send_back(&shared, &mut state).await? {
             break;
         }
         // The tasks' new rounds are in the shared state; the groups' are here.
@@ -762,7 +774,7 @@ async fn search_culprits(
             return Ok((merge, checks, Some(culprits)));
         }
         if attempt < rework && !shared.cancel.is_cancelled() {
-            send_back_culprits(shared, &state, &culprits).await;
+            send_back_culprits(shared, &state, &culprits).await?;
             reworked.extend(culprits.sets.iter().flat_map(|s| s.tasks.clone()));
             (merge, checks) = rebuild(shared, None).await?;
             continue;
@@ -779,7 +791,7 @@ async fn send_back_culprits(
     shared: &Arc<Shared>,
     state: &RunState,
     culprits: &crate::state::Culprits,
-) {
+) -> Result<(), RunError> {
     let mut targets = Vec::new();
     for set in &culprits.sets {
         let mut text = format!(
@@ -806,6 +818,19 @@ async fn send_back_culprits(
             }
         }
     }
+    send_back_tasks(shared, targets).await
+}
+
+/// Sends ended tasks back for one more round each, `(index, feedback)`, and waits for them
+/// to end again: in their worktrees here, `-j` at a time; in a run over many machines,
+/// through the store to the workers (`coordinate::rework`).
+async fn send_back_tasks(
+    shared: &Arc<Shared>,
+    targets: Vec<(usize, String)>,
+) -> Result<(), RunError> {
+    if let Some(spread) = &shared.spread {
+        return coordinate::rework(shared, spread, targets).await;
+    }
     let permits = Arc::new(tokio::sync::Semaphore::new(shared.jobs));
     let jobs = targets.into_iter().map(|(index, feedback)| {
         let permits = permits.clone();
@@ -817,6 +842,7 @@ async fn send_back_culprits(
         }
     });
     futures_util::future::join_all(jobs).await;
+    Ok(())
 }
 
 /// The run merged again (in both levels of a grouped run), holding out `culprits`, and

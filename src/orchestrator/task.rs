@@ -63,9 +63,48 @@ pub(super) async fn take_over(shared: &Arc<Shared>, index: usize, commit: Oid) {
     if shared.cancel.is_cancelled() {
         return;
     }
+    let Some(record) = lay_out_from(shared, index, commit).await else {
+        return;
+    };
+    let feedback = "This task was taken over from another machine that stopped working on \
+         it. The worktree holds the work done so far (it is committed on the task's branch); \
+         look at it and carry on from there."
+        .to_string();
+    let limit = shared.plan.review.rounds;
+    work(
+        shared,
+        index,
+        &record,
+        (record.rounds, limit),
+        Some(feedback),
+    )
+    .await;
+}
+
+/// Sends task `index`, which ended on another machine, back for one more round with
+/// `feedback` and the review rounds after it, as [`rework`] does in a worktree that is
+/// here: its worktree is laid out from `commit` (the branch's tip, fetched already) first.
+/// The task's record is the one its last claim recorded.
+pub(super) async fn rework_from(shared: &Arc<Shared>, index: usize, commit: Oid, feedback: String) {
+    if shared.cancel.is_cancelled() {
+        return;
+    }
+    shared.update(index, |t| t.finished_at = None);
+    let Some(record) = lay_out_from(shared, index, commit).await else {
+        return;
+    };
+    let round = record.rounds + 1;
+    let limit = round + shared.plan.review.rounds;
+    work(shared, index, &record, (round, limit), Some(feedback)).await;
+}
+
+/// Task `index`'s worktree at the base, then `commit` (work pushed for it, fetched
+/// already) on its branch and its files in the worktree; the task's record, or `None` when
+/// that failed (the failure is recorded).
+async fn lay_out_from(shared: &Arc<Shared>, index: usize, commit: Oid) -> Option<TaskRecord> {
     let record = shared.record(index);
     if !prepare(shared, index, &record).await {
-        return;
+        return None;
     }
     let restored = {
         let (shared, record) = (shared.clone(), record.clone());
@@ -77,13 +116,7 @@ pub(super) async fn take_over(shared: &Arc<Shared>, index: usize, commit: Oid) {
                 t.commit = Some(commit.to_string());
                 t.changes = changes;
             });
-            let feedback = "This task was taken over from another machine that stopped \
-                 working on it. The worktree holds the work done so far (it is committed on \
-                 the task's branch); look at it and carry on from there."
-                .to_string();
-            let limit = shared.plan.review.rounds;
-            let round = record.rounds;
-            return work(shared, index, &record, (round, limit), Some(feedback)).await;
+            return Some(record);
         }
         Ok(Err(e)) => e,
         Err(e) => e.to_string(),
@@ -94,6 +127,7 @@ pub(super) async fn take_over(shared: &Arc<Shared>, index: usize, commit: Oid) {
         format!("could not restore the work pushed for it before: {reason}"),
         None,
     );
+    None
 }
 
 /// Puts `commit` (the task's work so far) on the task's branch and its files in the
@@ -231,7 +265,7 @@ async fn work(
 }
 
 /// Records that task `index` failed for `reason`.
-fn fail_task(shared: &Shared, index: usize, reason: String, exit_code: Option<i32>) {
+pub(super) fn fail_task(shared: &Shared, index: usize, reason: String, exit_code: Option<i32>) {
     shared.update(index, |t| {
         t.state = TaskState::Failed;
         t.error = Some(reason);

@@ -378,20 +378,7 @@ async fn work_on(
         let shared = shared.clone();
         let _ = tokio::task::spawn_blocking(move || task::reset(&shared, index)).await;
     }
-    match checkpoint_of(&claim) {
-        Some((generation, commit)) => match fetch_checkpoint(ctx, &claim, generation, commit).await
-        {
-            Ok(()) => task::take_over(shared, index, commit).await,
-            Err(e) => {
-                tracing::warn!(
-                    "task {}: the work pushed for it before cannot be fetched ({e}); it starts again",
-                    claim.task
-                );
-                task::run_task(shared, index).await
-            }
-        },
-        None => task::run_task(shared, index).await,
-    }
+    run_claimed(ctx, &claim, index).await;
     // The next task starts while this one's work is pushed and recorded (under its lease).
     drop(permit);
     let outcome = settle(ctx, pg, &claim, index, counts).await;
@@ -401,6 +388,51 @@ async fn work_on(
         .unwrap_or_else(|e| e.into_inner())
         .remove(&claim.task);
     outcome
+}
+
+/// Runs claimed task `index` here, as the claim says: from the start, from the work an
+/// earlier claim pushed (taken over), or, sent back after it ended, one more round from
+/// its branch's tip with what it is told.
+async fn run_claimed(ctx: &RunCtx, claim: &Claim, index: usize) {
+    let shared = &ctx.shared;
+    let Some((generation, commit)) = checkpoint_of(claim) else {
+        return task::run_task(shared, index).await;
+    };
+    let fetched = fetch_checkpoint(ctx, claim, generation, commit).await;
+    match (fetched, &claim.feedback) {
+        (Ok(()), None) => task::take_over(shared, index, commit).await,
+        (Ok(()), Some(feedback)) => {
+            adopt(shared, index, &claim.record);
+            task::rework_from(shared, index, commit, feedback.clone()).await
+        }
+        (Err(e), None) => {
+            tracing::warn!(
+                "task {}: the work pushed for it before cannot be fetched ({e}); it starts again",
+                claim.task
+            );
+            task::run_task(shared, index).await
+        }
+        // Starting again would throw away the work it was sent back to change.
+        (Err(e), Some(_)) => task::fail_task(
+            shared,
+            index,
+            format!("it was sent back for another round, but its branch cannot be fetched: {e}"),
+            None,
+        ),
+    }
+}
+
+/// Makes the record of task `index` here the one the store holds (`stored`, as its last
+/// claim recorded it: its rounds, usage and judgements), keeping this machine's paths.
+fn adopt(shared: &Shared, index: usize, stored: &serde_json::Value) {
+    let Ok(from) = serde_json::from_value::<crate::state::TaskRecord>(stored.clone()) else {
+        return;
+    };
+    shared.update(index, |t| {
+        let keep = (t.branch.clone(), t.worktree.clone(), t.log.clone());
+        *t = from;
+        (t.branch, t.worktree, t.log) = keep;
+    });
 }
 
 /// The claim's checkpoint: the generation that pushed it and its commit.

@@ -14,6 +14,11 @@ use crate::support::{git_in, stderr, stdout, TestRepo};
 /// A repository of `n` files `pkg/mNN.txt` and a plan with a task for each, whose agent
 /// is `exec`.
 fn project(n: usize, exec: &str) -> (TestRepo, PathBuf) {
+    project_with(n, exec, "")
+}
+
+/// [`project`], the plan's tables `extra` after its defaults.
+fn project_with(n: usize, exec: &str, extra: &str) -> (TestRepo, PathBuf) {
     let files: Vec<(String, String)> = (0..n)
         .map(|k| (format!("pkg/m{k:02}.txt"), format!("module {k}\n")))
         .collect();
@@ -22,7 +27,8 @@ fn project(n: usize, exec: &str) -> (TestRepo, PathBuf) {
         .map(|(p, c)| (p.as_str(), c.as_str()))
         .collect();
     let repo = TestRepo::with_files(&refs);
-    let mut toml = format!("goal = \"spread\"\n[defaults]\nagent = {{ exec = '''{exec}''' }}\n");
+    let mut toml =
+        format!("goal = \"spread\"\n[defaults]\nagent = {{ exec = '''{exec}''' }}\n{extra}\n");
     for k in 0..n {
         toml.push_str(&format!(
             "[[task]]\nid = \"m{k:02}\"\nprompt = \"Edit m{k:02}\"\nowns = [\"/pkg/m{k:02}.txt\"]\n"
@@ -705,4 +711,163 @@ fn a_worker_stopped_with_ctrl_c_gives_its_tasks_back_and_another_finishes_them()
         assert_eq!(generation, want, "{id}");
     }
     one_commit_each(&repo, &run, n);
+}
+
+/// An agent that appends a line to its task's file and, told something in a later round,
+/// the words of it that match `heard` (so the file shows what it was told); task `bad`'s
+/// first round also writes `broken`, which a later round makes `fixed`.
+fn listening_agent(bad: &str, heard: &str) -> String {
+    format!(
+        "f=pkg/$PLAIT_TASK.txt; if [ -n \"$PLAIT_FEEDBACK\" ]; then sed -i s/broken/fixed/ $f; \
+         echo \"$PLAIT_FEEDBACK\" | grep -o '{heard}' | head -n 1 >> $f; \
+         else echo \"changed by $PLAIT_TASK\" >> $f; \
+         if [ $PLAIT_TASK = {bad} ]; then echo broken >> $f; fi; fi"
+    )
+}
+
+/// Runs `plan` over two workers to its end; the run's id, its record, and how many task
+/// ends the workers recorded.
+fn run_spread(repo: &TestRepo, plan: &Path, url: &str) -> (String, serde_json::Value, usize) {
+    let mut coordinator = coordinator(repo, plan.to_str().unwrap(), url);
+    let workers: Vec<Proc> = ["w1", "w2"]
+        .iter()
+        .map(|name| worker(repo, url, name, "2", "30"))
+        .collect();
+    let status = wait_for(
+        &mut coordinator,
+        "the coordinator",
+        Duration::from_secs(120),
+    );
+    let err = log(&repo.scratch, "coordinator", "err");
+    assert!(status.code().is_some_and(|c| c <= 1), "{err}");
+    let run = log(&repo.scratch, "coordinator", "out").trim().to_string();
+    let recorded = workers
+        .into_iter()
+        .zip(["w1", "w2"])
+        .map(|(w, name)| stop(w, repo, name))
+        .sum();
+    let out = repo.plait(&["status", &run, "--json"]);
+    let state: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    (run, state, recorded)
+}
+
+/// Each task's generation in the store, by id.
+fn generations(url: &str) -> std::collections::BTreeMap<String, i64> {
+    rows(url, "SELECT id, state, generation FROM plait_tasks")
+        .into_iter()
+        .map(|(id, _, generation)| (id, generation))
+        .collect()
+}
+
+#[test]
+fn a_culprit_of_the_merged_checks_goes_back_to_a_worker_and_its_new_round_is_merged() {
+    let rt = runtime();
+    let Some(url) = database_url(&rt) else { return };
+    drop(rt);
+    let n = 3;
+    let (repo, plan) = project_with(
+        n,
+        &listening_agent("m01", "merged checks fail"),
+        "[checks]\nmerged = [\"! grep -q broken pkg/*.txt\"]\nrework = 1\n",
+    );
+    let (run, state, recorded) = run_spread(&repo, &plan, &url);
+    assert_eq!(state["phase"], "finished", "{state}");
+    // m01 broke the merged checks, went back once, and is merged with its new round.
+    assert_eq!(
+        state["culprits"]["reworked"],
+        serde_json::json!(["m01"]),
+        "{state}"
+    );
+    assert!(
+        state["culprits"]["sets"].is_null(),
+        "nobody held out: {state}"
+    );
+    assert_eq!(
+        state["merge"]["included"].as_array().unwrap().len(),
+        n,
+        "{state}"
+    );
+    assert_eq!(state["merged_checks"][0]["passed"], true, "{state}");
+    assert_eq!(recorded, n + 1, "each task once, and m01 once more");
+    let g = generations(&url);
+    assert_eq!((g["m00"], g["m01"], g["m02"]), (1, 2, 1), "{g:?}");
+    // Its branch has the worker's new commit on the first, told what broke.
+    let branch = format!("plait/{run}/m01");
+    assert_eq!(
+        repo.git(&["rev-list", "--count", &format!("main..{branch}")]),
+        "2"
+    );
+    let reworked = "module 1\nchanged by m01\nfixed\nmerged checks fail";
+    assert_eq!(
+        repo.git(&["show", &format!("{branch}:pkg/m01.txt")]),
+        reworked
+    );
+    assert_eq!(
+        repo.git(&["show", &format!("plait/{run}/merged:pkg/m01.txt")]),
+        reworked
+    );
+    one_commit_each(&repo, &run, 1);
+}
+
+#[test]
+fn a_supervisors_request_for_changes_goes_back_to_the_workers_and_the_group_is_merged_again() {
+    let rt = runtime();
+    let Some(url) = database_url(&rt) else { return };
+    drop(rt);
+    let n = 4;
+    // The supervisor of group-2 asks for changes until its diff says `fixed`.
+    let (repo, plan) = project_with(
+        n,
+        &listening_agent("none", "add the word fixed"),
+        "[groups]\ncount = 2\nreview = { exec = '''[ \"$PLAIT_TASK\" = group-1 ] || \
+         grep -q fixed \"$PLAIT_DIFF\" || { echo 'add the word fixed'; exit 1; }''' }\n",
+    );
+    let (run, state, recorded) = run_spread(&repo, &plan, &url);
+    assert_eq!(state["phase"], "finished", "{state}");
+    let groups = state["groups"].as_array().unwrap();
+    assert_eq!(
+        groups[1]["tasks"],
+        serde_json::json!(["m02", "m03"]),
+        "{state}"
+    );
+    assert_eq!(groups[1]["review"]["verdict"], "approve", "{state}");
+    assert_eq!(groups[1]["merged_up"], true, "{state}");
+    assert_eq!(
+        state["merge"]["included"].as_array().unwrap().len(),
+        n,
+        "{state}"
+    );
+    assert_eq!(recorded, n + 2, "each task once, and group-2's once more");
+    let g = generations(&url);
+    assert_eq!(
+        (g["m00"], g["m01"], g["m02"], g["m03"]),
+        (1, 1, 2, 2),
+        "{g:?}"
+    );
+    let rounds = |id: &str| {
+        state["tasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["id"] == id)
+            .unwrap()["rounds"]
+            .clone()
+    };
+    assert_eq!(
+        (rounds("m01"), rounds("m02")),
+        (0.into(), 1.into()),
+        "{state}"
+    );
+    for (k, told) in [(1, false), (2, true), (3, true)] {
+        let mut want = format!("module {k}\nchanged by m{k:02}");
+        if told {
+            want.push_str("\nadd the word fixed");
+        }
+        let merged = repo.git(&["show", &format!("plait/{run}/merged:pkg/m{k:02}.txt")]);
+        assert_eq!(merged, want);
+    }
+    assert_eq!(
+        repo.git(&["rev-list", "--count", &format!("main..plait/{run}/m03")]),
+        "2"
+    );
 }
