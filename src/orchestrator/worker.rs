@@ -125,9 +125,15 @@ pub async fn serve(
             break;
         }
         let permit = tokio::select! {
-            p = permits.clone().acquire_owned() => p.map_err(|e| RunError::Internal(e.to_string()))?,
+            // An interrupt wins over a slot that frees at the same moment: a stopping
+            // worker claims nothing more.
+            biased;
             _ = cancel.cancelled() => break,
+            p = permits.clone().acquire_owned() => p.map_err(|e| RunError::Internal(e.to_string()))?,
         };
+        if cancel.is_cancelled() {
+            break;
+        }
         // As many tasks as there are free slots, in one claim.
         let mut free = vec![permit];
         free.extend(std::iter::from_fn(|| {
