@@ -244,7 +244,7 @@ fn lay_down(store: &Store, run: &str, settings: &RunSettings) -> Result<RunState
 pub fn prepare_resume(settings: RunSettings, run: &str) -> Result<Prepared, RunError> {
     let repo = git::open(&settings.repo)?;
     let store = Store::new(git::plait_dir(&repo));
-    let mut state = store.load(run)?;
+    let state = store.load(run)?;
     if state.phase == RunPhase::Finished {
         return Err(RunError::Internal(format!(
             "run {run} has already finished; nothing to resume"
@@ -266,6 +266,18 @@ pub fn prepare_resume(settings: RunSettings, run: &str) -> Result<Prepared, RunE
             "the plan kept with run {run} no longer matches its tasks"
         )));
     }
+    going_again(settings, store, lock, state, Work::Tasks)
+}
+
+/// Run `state` going again in this process, under `lock`, to do `work`: recorded as
+/// running, then saved.
+fn going_again(
+    settings: RunSettings,
+    store: Store,
+    lock: RunLock,
+    mut state: RunState,
+    work: Work,
+) -> Result<Prepared, RunError> {
     state.phase = RunPhase::Running;
     state.pid = std::process::id();
     state.finished_at = None;
@@ -275,7 +287,7 @@ pub fn prepare_resume(settings: RunSettings, run: &str) -> Result<Prepared, RunE
         store,
         lock,
         state,
-        work: Work::Tasks,
+        work,
     })
 }
 
@@ -326,17 +338,13 @@ pub fn prepare_send_back(
         comment.trim()
     );
     state.tasks[index].decision = None;
-    state.phase = RunPhase::Running;
-    state.pid = std::process::id();
-    state.finished_at = None;
-    store.save(&state)?;
-    Ok(Prepared {
+    going_again(
         settings,
         store,
         lock,
         state,
-        work: Work::SendBack { index, feedback },
-    })
+        Work::SendBack { index, feedback },
+    )
 }
 
 /// State shared by the tasks of a run.
