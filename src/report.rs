@@ -855,17 +855,11 @@ pub fn diff_text(
     to: Oid,
     style: DiffStyle,
 ) -> Result<String, git2::Error> {
-    let from_tree = repo.find_commit(from)?.tree()?;
-    let to_tree = repo.find_commit(to)?.tree()?;
-    let changes = tree_changes(repo, &from_tree, &to_tree)
-        .map_err(|e| git2::Error::from_str(&e.to_string()))?;
     let mut out = String::new();
     let mut stats = Vec::new();
-    for path in changes.keys() {
-        let old = blob_text(repo, &from_tree, path)?;
-        let new = blob_text(repo, &to_tree, path)?;
-        let counts = file_diff(&mut out, path, old.as_deref(), new.as_deref(), style);
-        stats.push((path.clone(), counts));
+    for (path, old, new) in changed_files(repo, from, to)? {
+        let counts = file_diff(&mut out, &path, old.as_deref(), new.as_deref(), style);
+        stats.push((path, counts));
     }
     if style.stat {
         stat_lines(&mut out, &stats, style);
@@ -883,7 +877,7 @@ fn file_diff(
     style: DiffStyle,
 ) -> Option<(usize, usize)> {
     let (old_bytes, new_bytes) = (old.unwrap_or_default(), new.unwrap_or_default());
-    if old_bytes.contains(&0) || new_bytes.contains(&0) {
+    if is_binary(old_bytes, new_bytes) {
         if !style.stat {
             let _ = writeln!(
                 out,
@@ -897,11 +891,7 @@ fn file_diff(
     }
     let old_text = String::from_utf8_lossy(old_bytes);
     let new_text = String::from_utf8_lossy(new_bytes);
-    // Past the timeout the diff is coarser, not slower: a file of 200,000 new lines
-    // against one old line would otherwise take minutes (Myers is O((N+M)·D)).
-    let diff = TextDiff::configure()
-        .timeout(std::time::Duration::from_millis(500))
-        .diff_lines(old_text.as_ref(), new_text.as_ref());
+    let diff = line_diff(&old_text, &new_text);
     if !style.stat {
         file_header(out, path, old.is_some(), new.is_some(), style);
         hunk_lines(out, &diff, style);
@@ -1053,14 +1043,9 @@ const LARGE_DIFF: usize = 400;
 
 /// The diff between two commits' trees, file by file.
 pub fn file_diffs(repo: &Repository, from: Oid, to: Oid) -> Result<Vec<FileDiff>, git2::Error> {
-    let from_tree = repo.find_commit(from)?.tree()?;
-    let to_tree = repo.find_commit(to)?.tree()?;
-    let changes = tree_changes(repo, &from_tree, &to_tree)
-        .map_err(|e| git2::Error::from_str(&e.to_string()))?;
+    let changes = changed_files(repo, from, to)?;
     let mut out = Vec::with_capacity(changes.len());
-    for path in changes.keys() {
-        let old = blob_text(repo, &from_tree, path)?;
-        let new = blob_text(repo, &to_tree, path)?;
+    for (path, old, new) in changes {
         let kind = match (&old, &new) {
             (None, _) => "added",
             (_, None) => "deleted",
@@ -1068,9 +1053,9 @@ pub fn file_diffs(repo: &Repository, from: Oid, to: Oid) -> Result<Vec<FileDiff>
         };
         let (old, new) = (old.unwrap_or_default(), new.unwrap_or_default());
         let mut file = FileDiff {
-            path: path.clone(),
+            path,
             kind,
-            binary: old.contains(&0) || new.contains(&0),
+            binary: is_binary(&old, &new),
             added: 0,
             removed: 0,
             large: false,
@@ -1079,9 +1064,7 @@ pub fn file_diffs(repo: &Repository, from: Oid, to: Oid) -> Result<Vec<FileDiff>
         if !file.binary {
             let old_text = String::from_utf8_lossy(&old);
             let new_text = String::from_utf8_lossy(&new);
-            let diff = TextDiff::configure()
-                .timeout(std::time::Duration::from_millis(500))
-                .diff_lines(old_text.as_ref(), new_text.as_ref());
+            let diff = line_diff(&old_text, &new_text);
             (file.added, file.removed) = line_counts(&diff);
             file.large = file.added + file.removed > LARGE_DIFF;
             for hunk in diff.unified_diff().context_radius(3).iter_hunks() {
@@ -1107,6 +1090,39 @@ pub fn file_diffs(repo: &Repository, from: Oid, to: Oid) -> Result<Vec<FileDiff>
         out.push(file);
     }
     Ok(out)
+}
+
+/// Each path that differs between two commits' trees, with its content on either side
+/// (`None` where it does not exist).
+type Changed = (String, Option<Vec<u8>>, Option<Vec<u8>>);
+
+fn changed_files(repo: &Repository, from: Oid, to: Oid) -> Result<Vec<Changed>, git2::Error> {
+    let from_tree = repo.find_commit(from)?.tree()?;
+    let to_tree = repo.find_commit(to)?.tree()?;
+    let changes = tree_changes(repo, &from_tree, &to_tree)
+        .map_err(|e| git2::Error::from_str(&e.to_string()))?;
+    changes
+        .into_keys()
+        .map(|path| {
+            let old = blob_text(repo, &from_tree, &path)?;
+            let new = blob_text(repo, &to_tree, &path)?;
+            Ok((path, old, new))
+        })
+        .collect()
+}
+
+/// Whether either side of a file's change is binary (holds a NUL byte), as git judges.
+fn is_binary(old: &[u8], new: &[u8]) -> bool {
+    old.contains(&0) || new.contains(&0)
+}
+
+/// The line diff of two texts. Past the timeout the diff is coarser, not slower: a file of
+/// 200,000 new lines against one old line would otherwise take minutes (Myers is
+/// O((N+M)·D)).
+fn line_diff<'a>(old: &'a str, new: &'a str) -> TextDiff<'a, 'a, 'a, str> {
+    TextDiff::configure()
+        .timeout(std::time::Duration::from_millis(500))
+        .diff_lines(old, new)
 }
 
 fn paint(style: DiffStyle, code: &'static str) -> &'static str {
