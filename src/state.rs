@@ -771,6 +771,11 @@ impl Store {
         })
     }
 
+    /// Whether run `run`'s plait process is running now (it holds the lock).
+    pub fn is_running(&self, run: &str) -> bool {
+        self.lock_holder().is_some_and(|(_, holder)| holder == run)
+    }
+
     /// The live process holding the lock and its run, if any.
     pub fn lock_holder(&self) -> Option<(u32, String)> {
         let text = fs::read_to_string(self.root.join("lock")).ok()?;

@@ -31,7 +31,7 @@ pub fn cmd_clean(dir: &Path, args: CleanArgs) -> Result<(), CommandError> {
     let (repo, store) = open_store(dir)?;
     let run = store.find(Some(&args.run))?;
     let mut state = store.load(&run)?;
-    let live = store.lock_holder().is_some_and(|(_, holder)| holder == run);
+    let live = store.is_running(&run);
     let outcome = clean::clean(&repo, &mut state, &store.run_dir(&run), live, args.force)?;
     if !args.force && !outcome.at_risk.is_empty() {
         let mut msg = format!("not cleaning run {run}; this would be lost:");

@@ -103,7 +103,7 @@ pub fn cmd_send_back(dir: &Path, args: SendBackArgs) -> Result<(), CommandError>
     let (repo, store) = open_store(dir)?;
     let run = store.find(Some(&args.run))?;
     let state = store.load(&run)?;
-    if store.lock_holder().is_some_and(|(_, holder)| holder == run) {
+    if store.is_running(&run) {
         return Err(CommandError::usage(format!(
             "run {run} is still in progress; send a task back when it has finished"
         )));
@@ -123,7 +123,7 @@ pub fn cmd_send_back(dir: &Path, args: SendBackArgs) -> Result<(), CommandError>
 fn decide(dir: &Path, run: &str, task: &str, verdict: Verdict) -> Result<(), CommandError> {
     let (_repo, store) = open_store(dir)?;
     let run = store.find(Some(run))?;
-    if store.lock_holder().is_some_and(|(_, holder)| holder == run) {
+    if store.is_running(&run) {
         return Err(CommandError::usage(format!(
             "run {run} is still in progress; decide when it has finished"
         )));

@@ -65,7 +65,7 @@ impl StoreArg {
         let state: RunState = serde_json::from_value(value)
             .map_err(|e| CommandError::internal(format!("run {run} in the store: {e}")))?;
         let (_repo, store) = super::open_store(dir)?;
-        let live_here = store.lock_holder().is_some_and(|(_, holder)| holder == run);
+        let live_here = store.is_running(run);
         if !live_here {
             write_local(&store, &state, queue.as_ref().map(|q| q.plan.as_str()))?;
         }

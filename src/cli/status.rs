@@ -35,7 +35,7 @@ pub fn cmd_status(dir: &Path, args: StatusArgs) -> Result<(), CommandError> {
     let (_repo, store) = open_store(dir)?;
     let run = store.find(args.run.as_deref())?;
     let state = store.load(&run)?;
-    let live = store.lock_holder().is_some_and(|(_, run)| run == state.id);
+    let live = store.is_running(&state.id);
     print_status(&state, args.json, live)
 }
 

@@ -38,7 +38,7 @@ pub(super) fn load(store: &Store, run: &str) -> Result<RunState, ApiError> {
 
 /// Whether the run's plait process is running now.
 fn live(store: &Store, run: &str) -> bool {
-    store.lock_holder().is_some_and(|(_, holder)| holder == run)
+    store.is_running(run)
 }
 
 fn states(tasks: &[TaskRecord]) -> BTreeMap<&'static str, usize> {
