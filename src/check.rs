@@ -13,7 +13,7 @@ use serde::Serialize;
 
 use crate::cancel::Cancel;
 use crate::git::tree_changes;
-use crate::git::{self, branch_ref, signature};
+use crate::git::{self, branch_ref, signatures};
 use crate::land::{gate, Blocker};
 use crate::merge::{self, Conflict, MergeError};
 use crate::orchestrator::{self, RunError};
@@ -181,7 +181,7 @@ fn scope_of(
             &repo, &base_tree, commit, &task.id, owns,
         )?);
     }
-    let sig = signature(&repo).map_err(internal)?;
+    let who = signatures(&repo).map_err(internal)?;
     let parents: Vec<git2::Commit<'_>> = tips
         .iter()
         .map(|&t| repo.find_commit(t))
@@ -192,8 +192,8 @@ fn scope_of(
     let commit = repo
         .commit(
             None,
-            &sig,
-            &sig,
+            &who.author,
+            &who.committer,
             "plait check: the merge in progress",
             &tree,
             &parents,
@@ -481,12 +481,12 @@ fn with_target(workdir: &Path, into: &str, merged: &str) -> Result<Target, RunEr
 }
 
 fn commit_of(repo: &Repository, tree: Oid, target: Oid, merged: Oid) -> Result<Oid, git2::Error> {
-    let sig = signature(repo)?;
+    let who = signatures(repo)?;
     let parents = [&repo.find_commit(target)?, &repo.find_commit(merged)?];
     repo.commit(
         None,
-        &sig,
-        &sig,
+        &who.author,
+        &who.committer,
         "plait check: the run merged with its target",
         &repo.find_tree(tree)?,
         &parents,

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 
 use git2::{build::TreeUpdateBuilder, FileMode, ObjectType, Oid, Repository};
 
-use crate::git::{branch_ref, mode, signature};
+use crate::git::{branch_ref, mode, signatures};
 use crate::plan::globs::Globs;
 use crate::plan::layout::{self, Cone};
 use crate::state::{ChangeKind, FileChange};
@@ -285,8 +285,8 @@ pub fn collect(
     }
     let tree_id = update.create_updated(repo, &parent_tree)?;
     let tree = repo.find_tree(tree_id)?;
-    let sig = signature(repo)?;
-    let commit = repo.commit(None, &sig, &sig, &settings.message, &tree, &[&parent])?;
+    let who = signatures(repo)?;
+    let commit = repo.commit(None, &who.author, &who.committer, &settings.message, &tree, &[&parent])?;
     let refname = branch_ref(settings.branch);
     repo.reference_matching(&refname, commit, true, head, "plait: collect")
         .map_err(|_| CollectError::BranchMoved {

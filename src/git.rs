@@ -226,10 +226,97 @@ pub fn run_git_with(
     }
 }
 
-/// The signature plait commits with: the user's, else `plait <plait@localhost>`.
-pub fn signature(repo: &Repository) -> Result<git2::Signature<'static>, git2::Error> {
-    repo.signature()
-        .or_else(|_| git2::Signature::now("plait", "plait@localhost"))
+/// Who plait's commits are by: the author and the committer, as `git commit` would name
+/// them.
+pub struct Identity {
+    pub author: git2::Signature<'static>,
+    pub committer: git2::Signature<'static>,
+}
+
+/// One identity as `git var` prints it: name, email, and the date when one is fixed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Ident {
+    name: String,
+    email: String,
+    /// Seconds and minutes east of UTC, when `GIT_*_DATE` fixed them.
+    fixed: Option<(i64, i32)>,
+}
+
+/// The identities plait commits with in `repo`: the author and committer git itself would
+/// use (asked of `git var`, so `GIT_AUTHOR_*`, `GIT_COMMITTER_*`, `GIT_CONFIG_GLOBAL`,
+/// `GIT_CONFIG_NOSYSTEM`, `XDG_CONFIG_HOME` and the repository's config count, which
+/// libgit2 does not read), else `plait <plait@localhost>`. Asked once per repository
+/// and process; the date is the time of the commit unless the environment fixed one.
+pub fn signatures(repo: &Repository) -> Result<Identity, git2::Error> {
+    use std::collections::HashMap;
+    use std::sync::{Mutex, OnceLock};
+    static KNOWN: OnceLock<Mutex<HashMap<PathBuf, (Option<Ident>, Option<Ident>)>>> =
+        OnceLock::new();
+    let dir = workdir(repo);
+    let (author, committer) = {
+        let mut known = KNOWN
+            .get_or_init(Default::default)
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        known
+            .entry(dir.clone())
+            .or_insert_with(|| {
+                (
+                    git_ident(&dir, "GIT_AUTHOR_IDENT"),
+                    git_ident(&dir, "GIT_COMMITTER_IDENT"),
+                )
+            })
+            .clone()
+    };
+    Ok(Identity {
+        author: signature_of(author.as_ref())?,
+        committer: signature_of(committer.as_ref())?,
+    })
+}
+
+fn signature_of(ident: Option<&Ident>) -> Result<git2::Signature<'static>, git2::Error> {
+    match ident {
+        Some(Ident {
+            name,
+            email,
+            fixed: Some((secs, offset)),
+        }) => git2::Signature::new(name, email, &git2::Time::new(*secs, *offset)),
+        Some(Ident { name, email, .. }) => git2::Signature::now(name, email),
+        None => git2::Signature::now("plait", "plait@localhost"),
+    }
+}
+
+/// `git var NAME` in `dir`, parsed: `Name <email> 1700000000 +0100`; `None` when git
+/// knows no identity.
+fn git_ident(dir: &Path, var: &str) -> Option<Ident> {
+    let out = git_command(dir).args(["var", var]).output().ok()?;
+    if !out.status.success() {
+        return None;
+    }
+    let ident = parse_ident(String::from_utf8_lossy(&out.stdout).trim())?;
+    // A date git made up is now; one more than a minute away was fixed by GIT_*_DATE.
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0);
+    let fixed = ident.fixed.filter(|(secs, _)| (secs - now).abs() > 60);
+    Some(Ident { fixed, ..ident })
+}
+
+fn parse_ident(line: &str) -> Option<Ident> {
+    let (name, rest) = line.rsplit_once(" <")?;
+    let (email, date) = rest.split_once('>')?;
+    let mut fields = date.split_whitespace();
+    let secs: i64 = fields.next()?.parse().ok()?;
+    let zone = fields.next().unwrap_or("+0000");
+    let sign = if zone.starts_with('-') { -1 } else { 1 };
+    let digits: i32 = zone.trim_start_matches(['+', '-']).parse().unwrap_or(0);
+    let offset = sign * ((digits / 100) * 60 + digits % 100);
+    Some(Ident {
+        name: name.to_string(),
+        email: email.to_string(),
+        fixed: Some((secs, offset)),
+    })
 }
 
 /// The name of a local branch's ref.

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use git2::{Oid, Repository};
 
 use crate::git::tree_changes;
-use crate::git::{branch_ref, run_git, signature, GitCliError};
+use crate::git::{branch_ref, run_git, signatures, GitCliError};
 use crate::merge::{self, Conflict, MergeError};
 use crate::state::{
     now_ms, CulpritSet, LandRecord, RunPhase, RunState, TaskRecord, TaskState, Verdict,
@@ -303,13 +303,13 @@ fn merge_commit(
         return Ok(Err(conflicts));
     }
     let tree = repo.find_tree(result.tree)?;
-    let sig = signature(repo)?;
+    let who = signatures(repo)?;
     let message = format!(
         "plait: land run {} into {}\n\nPlait-Run: {}\n",
         state.id, settings.into, state.id
     );
     let parents = [&repo.find_commit(target)?, &repo.find_commit(merged)?];
-    Ok(Ok(repo.commit(None, &sig, &sig, &message, &tree, &parents)?))
+    Ok(Ok(repo.commit(None, &who.author, &who.committer, &message, &tree, &parents)?))
 }
 
 /// Moves the target from `target` to `new`: through `git merge --ff-only` in the worktree

@@ -11,7 +11,7 @@ use std::path::Path;
 
 use git2::{build::TreeUpdateBuilder, FileMode, Oid, Repository, Tree};
 
-use crate::git::{branch_ref, mode, run_git, signature, GitCliError, RepoError};
+use crate::git::{branch_ref, mode, run_git, signatures, GitCliError, RepoError};
 pub use crate::state::{Conflict, MergeOutcome};
 
 pub mod run;
@@ -82,11 +82,11 @@ pub fn merge(repo: &Repository, settings: &MergeSettings<'_>) -> Result<MergeOut
         }
         // Slow path: git's engine merges what is merged so far with this branch.
         let ours = write_tree(repo, &base_tree, &merged)?;
-        let sig = signature(repo)?;
+        let who = signatures(repo)?;
         let ours_commit = repo.commit(
             None,
-            &sig,
-            &sig,
+            &who.author,
+            &who.committer,
             "plait: merge in progress",
             &repo.find_tree(ours)?,
             &[&base],
@@ -147,8 +147,8 @@ pub fn merge(repo: &Repository, settings: &MergeSettings<'_>) -> Result<MergeOut
             parents.push(repo.find_commit(input.commit)?);
         }
         let parents: Vec<&git2::Commit<'_>> = parents.iter().collect();
-        let sig = signature(repo)?;
-        repo.commit(None, &sig, &sig, &settings.message, &tree, &parents)?
+        let who = signatures(repo)?;
+        repo.commit(None, &who.author, &who.committer, &settings.message, &tree, &parents)?
     };
     repo.reference(&branch_ref(settings.branch), commit, true, "plait: merged")?;
     Ok(MergeOutcome {
