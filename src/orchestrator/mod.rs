@@ -404,7 +404,13 @@ impl Shared {
             cancel,
             client: crate::llm::client()
                 .map_err(|e| RunError::Internal(format!("cannot set up HTTP: {e}")))?,
-            checks: CheckPool::new(checks_dir, settings.repo.clone(), settings.plan.checks.jobs),
+            checks: CheckPool::seeded(
+                checks_dir,
+                settings.repo.clone(),
+                settings.plan.checks.jobs,
+                settings.plan.base,
+                settings.plan.checks.jobs + settings.jobs.max(1),
+            ),
             limiters,
             budget: Arc::new(crate::agent::Budget::new(settings.max_cost)),
             jobs: settings.jobs.max(1),

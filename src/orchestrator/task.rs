@@ -17,7 +17,7 @@ use crate::git::tree_changes;
 use crate::plan::{ResolvedTask, Reviewer};
 use crate::report::{self, DiffStyle};
 use crate::review;
-use crate::review::checks::CheckJob;
+use crate::review::checks::{CheckJob, Lineage};
 use crate::review::reviewer::{self, ReviewInput};
 use crate::sandbox::{Confinement, Sandbox};
 use crate::state::{
@@ -443,6 +443,7 @@ impl<'a> Worker<'a> {
             logs: &logs,
             timeout: shared.plan.checks.timeout,
             sandbox: &self.task.sandbox,
+            lineage: Lineage::Task(self.task.id.clone()),
         };
         match shared.checks.run(&job, &shared.cancel).await {
             Ok(results) => {

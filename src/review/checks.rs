@@ -1,31 +1,66 @@
 //! Check commands run against a full checkout of a commit: the owned-files worktree alone
-//! cannot build. A pool of full worktrees ("slots", as many as checks may run at once) is
-//! made on first use and reused: moving a slot to the next commit rewrites only the files
-//! that differ, and ignored build output (such as `target/`) stays, so builds are
-//! incremental. Checks are CPU-bound; the pool's size is their concurrency limit.
+//! cannot build. Checks are CPU-bound; the pool's permits are their concurrency limit.
+//!
+//! Every checkout has a lineage, and code a task wrote runs only where nothing but the
+//! commit being judged, that same task's earlier checks, or plait's own build of the base
+//! left files (ignored build output included: `target/`, `__pycache__/`, `node_modules/`
+//! are read by the next build as they are, so whoever wrote them decides what it runs).
+//! - The *seed* is a checkout of the run's base where plait runs the task checks once
+//!   before any task's code ran there: a trusted, warm build.
+//! - A task's checks run in a checkout of its own, a copy of the seed (by copy-on-write
+//!   where the file system has it) moved to the task's commit, kept for its later rounds
+//!   so they stay incremental, and used by no one else.
+//! - The gate (merged checks, the culprit search's subsets, `plait check`, the hooks) gets
+//!   a new copy of the seed, or a new checkout where there is no seed, each time, and it is
+//!   removed after: no task's code and no other subset ever ran there. Checks of the base
+//!   itself run in the seed, which they warm.
 
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use git2::Oid;
 use tokio::sync::Semaphore;
 
+use super::checkout::{self, Checkout};
 use crate::cancel::Cancel;
-use crate::git::run_git;
 use crate::sandbox::{Sandbox, SandboxSettings};
 use crate::shell::{self, Launch, ShellOutcome};
 use crate::state::CheckResult;
 
-/// Full worktrees for checks, shared by the tasks of a run.
+/// Whose checks a job runs, which decides the checkout it may run in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Lineage {
+    /// A task's own checks: its checkout is kept for its later rounds, for it alone.
+    Task(String),
+    /// A judgement of merged work: a checkout no task's code has touched, thrown away after.
+    Gate,
+}
+
+/// Full checkouts for checks, each with its lineage (see the module's doc).
 pub struct CheckPool {
     root: PathBuf,
     workdir: PathBuf,
-    free: Mutex<Vec<PathBuf>>,
-    made: Mutex<usize>,
     permits: Semaphore,
+    seed: Option<tokio::sync::Mutex<Seed>>,
+    /// The tasks' checkouts not in use, the least recently used first.
+    idle: Mutex<Vec<(String, Checkout)>>,
+    /// How many idle task checkouts are kept; older ones are removed.
+    keep: usize,
+    /// Every checkout made, for [`CheckPool::remove_all`].
+    made: Mutex<Vec<PathBuf>>,
+    next: AtomicUsize,
     /// Held while `git worktree add` runs: concurrent adds race on `.git/worktrees`.
-    adding: std::sync::Arc<Mutex<()>>,
+    adding: Arc<Mutex<()>>,
+}
+
+/// The trusted checkout of the base, made on first use.
+struct Seed {
+    base: Oid,
+    checkout: Option<Checkout>,
+    /// The command lists run in it so far, at the base.
+    warmed: Vec<Vec<String>>,
 }
 
 /// What to run and where its output goes.
@@ -39,123 +74,249 @@ pub struct CheckJob<'a> {
     pub timeout: Duration,
     /// The walls the commands run in, besides their own checkout.
     pub sandbox: &'a SandboxSettings,
+    pub lineage: Lineage,
 }
 
 impl CheckPool {
-    /// A pool of at most `jobs` slots under `root`, for the repository at `workdir`.
+    /// A pool of at most `jobs` checks at once under `root`, for the repository at
+    /// `workdir`, with no seed: every checkout starts as a new one at its commit.
     pub fn new(root: PathBuf, workdir: PathBuf, jobs: usize) -> CheckPool {
         CheckPool {
             root,
             workdir,
-            free: Mutex::new(Vec::new()),
-            made: Mutex::new(0),
             permits: Semaphore::new(jobs.max(1)),
-            adding: std::sync::Arc::new(Mutex::new(())),
+            seed: None,
+            idle: Mutex::new(Vec::new()),
+            keep: jobs.max(1),
+            made: Mutex::new(Vec::new()),
+            next: AtomicUsize::new(0),
+            adding: Arc::new(Mutex::new(())),
         }
     }
 
-    /// Runs every command of `job` in a slot checked out at its commit.
+    /// [`CheckPool::new`] with a seed at `base`, keeping up to `keep` idle task
+    /// checkouts.
+    pub fn seeded(
+        root: PathBuf,
+        workdir: PathBuf,
+        jobs: usize,
+        base: Oid,
+        keep: usize,
+    ) -> CheckPool {
+        CheckPool {
+            seed: Some(tokio::sync::Mutex::new(Seed {
+                base,
+                checkout: None,
+                warmed: Vec::new(),
+            })),
+            keep: keep.max(1),
+            ..CheckPool::new(root, workdir, jobs)
+        }
+    }
+
+    /// Runs every command of `job` in a checkout at its commit that its lineage may use.
     pub async fn run(
         &self,
         job: &CheckJob<'_>,
         cancel: &Cancel,
     ) -> Result<Vec<CheckResult>, String> {
         let _permit = self.permits.acquire().await.map_err(|e| e.to_string())?;
-        let slot = self.take_slot();
-        let prepared = {
-            let (slot, workdir, commit) = (slot.clone(), self.workdir.clone(), job.commit);
-            let adding = self.adding.clone();
-            tokio::task::spawn_blocking(move || prepare(&workdir, &slot, commit, &adding)).await
+        if let (Lineage::Gate, Some(seed)) = (&job.lineage, &self.seed) {
+            let mut seed = seed.lock().await;
+            if seed.base == job.commit {
+                // The base is trusted: its checks run in the seed itself, and warm it.
+                let made = self.seed_checkout(&mut seed).await?;
+                let results = run_commands(&made, job, cancel).await;
+                seed.warmed.push(job.commands.to_vec());
+                return Ok(results);
+            }
+        }
+        let made = self.checkout_for(job, cancel).await?;
+        let results = run_commands(&made, job, cancel).await;
+        match &job.lineage {
+            Lineage::Task(task) => self.give_back(task, made).await,
+            Lineage::Gate => self.remove(made.path).await,
+        }
+        Ok(results)
+    }
+
+    /// The checkout `job` runs in, at its commit.
+    async fn checkout_for(&self, job: &CheckJob<'_>, cancel: &Cancel) -> Result<Checkout, String> {
+        if let Lineage::Task(task) = &job.lineage {
+            let kept = {
+                let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+                let at = idle.iter().position(|(t, _)| t == task);
+                at.map(|i| idle.remove(i).1)
+            };
+            if let Some(kept) = kept {
+                let (moved, commit) = (kept.clone(), job.commit);
+                blocking(move || moved.move_to(commit)).await?;
+                return Ok(kept);
+            }
+        }
+        let name = match &job.lineage {
+            Lineage::Task(_) => "task",
+            Lineage::Gate => "gate",
         };
-        let result = match prepared {
-            Ok(Ok(())) => Ok(self.run_commands(&slot, job, cancel).await),
-            Ok(Err(e)) => Err(e),
-            Err(e) => Err(format!("preparing a check checkout panicked: {e}")),
-        };
-        self.free
+        let path = self.root.join(format!(
+            "{name}-{}",
+            self.next.fetch_add(1, Ordering::Relaxed) + 1
+        ));
+        self.made
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .push(slot);
-        result
+            .push(path.clone());
+        let (workdir, adding, commit) = (self.workdir.clone(), self.adding.clone(), job.commit);
+        let Some(seed) = &self.seed else {
+            return blocking(move || checkout::add(&workdir, &path, commit, true, &adding)).await;
+        };
+        let copied = {
+            let mut seed = seed.lock().await;
+            let from = self.seed_checkout(&mut seed).await?;
+            if matches!(job.lineage, Lineage::Task(_))
+                && !seed.warmed.iter().any(|w| w == job.commands)
+                && !cancel.is_cancelled()
+            {
+                self.warm(&from, seed.base, job, cancel).await;
+                seed.warmed.push(job.commands.to_vec());
+            }
+            let base = seed.base;
+            blocking(move || checkout::copy(&workdir, &from, base, &path, &adding)).await?
+        };
+        let moved = copied.clone();
+        blocking(move || moved.move_to(commit)).await?;
+        Ok(copied)
     }
 
-    async fn run_commands(
-        &self,
-        slot: &Path,
-        job: &CheckJob<'_>,
-        cancel: &Cancel,
-    ) -> Vec<CheckResult> {
-        let _ = std::fs::create_dir_all(job.logs);
-        let mut results = Vec::new();
-        // A check may write its own checkout (build output), nothing of the task's.
-        for (i, command) in job.commands.iter().enumerate() {
-            let log = job.logs.join(format!("check-{}.log", i + 1));
-            let _ = std::fs::write(&log, format!("$ {command}\n"));
-            let started = Instant::now();
-            let sandbox = Sandbox::new(job.sandbox, vec![slot.to_path_buf()]);
-            let launch = Launch {
-                dir: slot,
-                env: &job.env,
-                log: &log,
-                timeout: job.timeout,
-                cancel,
-                sandbox: &sandbox,
-            };
-            let outcome = shell::run(command, &launch).await;
-            let passed = outcome == ShellOutcome::Exited(0);
-            if !passed && !matches!(outcome, ShellOutcome::Exited(_)) {
-                let _ = append(
-                    &log,
-                    &format!("\nplait: {}\n", outcome.describe(job.timeout)),
-                );
-            }
-            results.push(CheckResult {
-                command: command.clone(),
-                passed,
-                exit_code: match outcome {
-                    ShellOutcome::Exited(code) => Some(code),
-                    _ => None,
-                },
-                tail: shell::tail(&log, 40, 4000),
-                log,
-                ms: started.elapsed().as_millis() as u64,
-                refused: sandbox.denials(),
-            });
-            if outcome == ShellOutcome::Interrupted {
-                break;
+    /// The seed's checkout, made when it is first needed.
+    async fn seed_checkout(&self, seed: &mut Seed) -> Result<Checkout, String> {
+        if let Some(made) = &seed.checkout {
+            return Ok(made.clone());
+        }
+        let (workdir, adding, base) = (self.workdir.clone(), self.adding.clone(), seed.base);
+        let path = self.root.join("seed");
+        self.made
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(path.clone());
+        let made = blocking(move || checkout::add(&workdir, &path, base, true, &adding)).await?;
+        seed.checkout = Some(made.clone());
+        Ok(made)
+    }
+
+    /// Runs `job`'s commands in the seed at the base, before any task's code runs there,
+    /// logging under `seed-checks/` beside the pool.
+    async fn warm(&self, seed: &Checkout, base: Oid, job: &CheckJob<'_>, cancel: &Cancel) {
+        let logs = self.root.with_file_name("seed-checks");
+        let mut env = job.env.clone();
+        for (name, value) in env.iter_mut() {
+            match *name {
+                "PLAIT_COMMIT" => *value = base.to_string(),
+                "PLAIT_TASK" => *value = "base".to_string(),
+                _ => {}
             }
         }
-        results
+        let warm = CheckJob {
+            commit: base,
+            commands: job.commands,
+            env,
+            logs: &logs,
+            timeout: job.timeout,
+            sandbox: job.sandbox,
+            lineage: Lineage::Gate,
+        };
+        run_commands(seed, &warm, cancel).await;
     }
 
-    fn take_slot(&self) -> PathBuf {
-        if let Some(slot) = self.free.lock().unwrap_or_else(|e| e.into_inner()).pop() {
-            return slot;
+    /// Keeps `task`'s checkout for its next round, removing the least recently used one
+    /// past the pool's limit.
+    async fn give_back(&self, task: &str, made: Checkout) {
+        let evicted = {
+            let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+            idle.push((task.to_string(), made));
+            (idle.len() > self.keep).then(|| idle.remove(0).1)
+        };
+        if let Some(evicted) = evicted {
+            self.remove(evicted.path).await;
         }
-        let mut made = self.made.lock().unwrap_or_else(|e| e.into_inner());
-        *made += 1;
-        self.root.join(format!("slot-{made}"))
     }
 
-    /// Removes every slot the pool made.
+    async fn remove(&self, path: PathBuf) {
+        let workdir = self.workdir.clone();
+        let _ = tokio::task::spawn_blocking(move || checkout::remove(&workdir, &path)).await;
+    }
+
+    /// Removes every checkout the pool made.
     pub fn remove_all(&self) {
-        let made = *self.made.lock().unwrap_or_else(|e| e.into_inner());
-        for k in 1..=made {
-            remove_slot(&self.workdir, &self.root.join(format!("slot-{k}")));
+        let made = std::mem::take(&mut *self.made.lock().unwrap_or_else(|e| e.into_inner()));
+        for path in made {
+            checkout::remove(&self.workdir, &path);
         }
         let _ = std::fs::remove_dir(&self.root);
     }
 }
 
-/// Removes one check worktree, if it exists.
-pub fn remove_slot(workdir: &Path, slot: &Path) {
-    if slot.exists() {
-        let path = slot.display().to_string();
-        if run_git(workdir, &["worktree", "remove", "--force", &path], &[]).is_err() {
-            let _ = std::fs::remove_dir_all(slot);
-            let _ = run_git(workdir, &["worktree", "prune"], &[]);
+async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T, String> + Send + 'static,
+) -> Result<T, String> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .unwrap_or_else(|e| Err(format!("preparing a check checkout panicked: {e}")))
+}
+
+/// Runs `job`'s commands one after another in `checkout`, each under the job's walls with
+/// the checkout its only place to write.
+async fn run_commands(
+    checkout: &Checkout,
+    job: &CheckJob<'_>,
+    cancel: &Cancel,
+) -> Vec<CheckResult> {
+    let slot = checkout.path.as_path();
+    let _ = std::fs::create_dir_all(job.logs);
+    let mut results = Vec::new();
+    for (i, command) in job.commands.iter().enumerate() {
+        let log = job.logs.join(format!("check-{}.log", i + 1));
+        let _ = std::fs::write(&log, format!("$ {command}\n"));
+        let started = Instant::now();
+        let sandbox = Sandbox::new(job.sandbox, vec![slot.to_path_buf()]);
+        let launch = Launch {
+            dir: slot,
+            env: &job.env,
+            log: &log,
+            timeout: job.timeout,
+            cancel,
+            sandbox: &sandbox,
+        };
+        let outcome = shell::run(command, &launch).await;
+        let passed = outcome == ShellOutcome::Exited(0);
+        if !passed && !matches!(outcome, ShellOutcome::Exited(_)) {
+            let _ = append(
+                &log,
+                &format!("\nplait: {}\n", outcome.describe(job.timeout)),
+            );
+        }
+        results.push(CheckResult {
+            command: command.clone(),
+            passed,
+            exit_code: match outcome {
+                ShellOutcome::Exited(code) => Some(code),
+                _ => None,
+            },
+            tail: shell::tail(&log, 40, 4000),
+            log,
+            ms: started.elapsed().as_millis() as u64,
+            refused: sandbox.denials(),
+        });
+        if outcome == ShellOutcome::Interrupted {
+            break;
         }
     }
+    results
+}
+
+/// Removes one check worktree, if it exists.
+pub fn remove_slot(workdir: &Path, slot: &Path) {
+    checkout::remove(workdir, slot)
 }
 
 fn append(path: &Path, text: &str) -> std::io::Result<()> {
@@ -164,34 +325,6 @@ fn append(path: &Path, text: &str) -> std::io::Result<()> {
         .append(true)
         .open(path)?
         .write_all(text.as_bytes())
-}
-
-/// Puts `slot` at `commit`: a new detached worktree, or an existing one moved there with
-/// untracked files removed (ignored build output stays).
-fn prepare(workdir: &Path, slot: &Path, commit: Oid, adding: &Mutex<()>) -> Result<(), String> {
-    let hex = commit.to_string();
-    let path = slot.display().to_string();
-    if !slot.exists() {
-        let _adding = adding.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(parent) = slot.parent() {
-            std::fs::create_dir_all(parent).map_err(|e| format!("{}: {e}", parent.display()))?;
-        }
-        run_git(
-            workdir,
-            &["worktree", "add", "--detach", "--quiet", &path, &hex],
-            &[],
-        )
-        .map_err(|e| format!("cannot make a checkout for checks: {e}"))?;
-        return Ok(());
-    }
-    run_git(
-        slot,
-        &["checkout", "--detach", "--force", "--quiet", &hex],
-        &[],
-    )
-    .and_then(|_| run_git(slot, &["clean", "-fdq"], &[]))
-    .map(|_| ())
-    .map_err(|e| format!("cannot move the check checkout to {hex}: {e}"))
 }
 
 /// Runs the merged checks of `state`'s run on `commit`, logging under `logs`; a checkout
@@ -216,6 +349,7 @@ pub async fn checks_at(
         logs,
         timeout: checks.timeout,
         sandbox: &checks.sandbox,
+        lineage: Lineage::Gate,
     };
     match pool.run(&job, cancel).await {
         Ok(results) => results,

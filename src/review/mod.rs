@@ -5,6 +5,7 @@
 //! (bounded); a rejection keeps the branch out of the merge. The merged branch gets its own
 //! checks; all of it together is the gate `plait land` obeys.
 
+pub mod checkout;
 pub mod checks;
 pub mod reviewer;
 

@@ -8,6 +8,7 @@ mod culprits;
 mod distributed;
 mod groups;
 mod land;
+mod lineage;
 mod manager;
 mod merge;
 mod mock;
