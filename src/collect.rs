@@ -286,7 +286,14 @@ pub fn collect(
     let tree_id = update.create_updated(repo, &parent_tree)?;
     let tree = repo.find_tree(tree_id)?;
     let who = signatures(repo)?;
-    let commit = repo.commit(None, &who.author, &who.committer, &settings.message, &tree, &[&parent])?;
+    let commit = repo.commit(
+        None,
+        &who.author,
+        &who.committer,
+        &settings.message,
+        &tree,
+        &[&parent],
+    )?;
     let refname = branch_ref(settings.branch);
     repo.reference_matching(&refname, commit, true, head, "plait: collect")
         .map_err(|_| CollectError::BranchMoved {

@@ -309,7 +309,14 @@ fn merge_commit(
         state.id, settings.into, state.id
     );
     let parents = [&repo.find_commit(target)?, &repo.find_commit(merged)?];
-    Ok(Ok(repo.commit(None, &who.author, &who.committer, &message, &tree, &parents)?))
+    Ok(Ok(repo.commit(
+        None,
+        &who.author,
+        &who.committer,
+        &message,
+        &tree,
+        &parents,
+    )?))
 }
 
 /// Moves the target from `target` to `new`: through `git merge --ff-only` in the worktree

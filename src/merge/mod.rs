@@ -148,7 +148,14 @@ pub fn merge(repo: &Repository, settings: &MergeSettings<'_>) -> Result<MergeOut
         }
         let parents: Vec<&git2::Commit<'_>> = parents.iter().collect();
         let who = signatures(repo)?;
-        repo.commit(None, &who.author, &who.committer, &settings.message, &tree, &parents)?
+        repo.commit(
+            None,
+            &who.author,
+            &who.committer,
+            &settings.message,
+            &tree,
+            &parents,
+        )?
     };
     repo.reference(&branch_ref(settings.branch), commit, true, "plait: merged")?;
     Ok(MergeOutcome {
