@@ -636,6 +636,11 @@ impl Store {
         self.root.join("runs")
     }
 
+    /// Where the checks' seed is kept between runs: plait's own build of a base.
+    pub fn seed_dir(&self) -> PathBuf {
+        self.root.join("seed")
+    }
+
     pub fn run_dir(&self, run: &str) -> PathBuf {
         self.runs_dir().join(run)
     }

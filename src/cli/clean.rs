@@ -16,12 +16,21 @@ branch holds commits that are on no other branch (the run was not landed); --for
 them anyway. Every deleted branch is printed with its tip, so `git branch NAME TIP` restores
 it. The run's record (state, logs) is kept.
 
+--seed removes the checks' seed instead: the checkout of a base where plait built and ran
+the checks before any task's code ran there, kept between runs so that builds start warm
+(`<git-common-dir>/plait/seed`). The next run with checks makes it again.
+
 Examples:
   plait clean 0abc12
-  plait clean 0abc12 --force")]
+  plait clean 0abc12 --force
+  plait clean --seed")]
 pub struct CleanArgs {
     /// The run
-    pub run: String,
+    #[arg(required_unless_present = "seed", conflicts_with = "seed")]
+    pub run: Option<String>,
+    /// Remove the checks' seed kept between runs
+    #[arg(long)]
+    pub seed: bool,
     /// Remove even worktrees and branches holding work that would be lost
     #[arg(long)]
     pub force: bool,
@@ -29,7 +38,10 @@ pub struct CleanArgs {
 
 pub fn cmd_clean(dir: &Path, args: CleanArgs) -> Result<(), CommandError> {
     let (repo, store) = open_store(dir)?;
-    let run = store.find(Some(&args.run))?;
+    let Some(run) = args.run else {
+        return clean_seed(&repo, &store);
+    };
+    let run = store.find(Some(&run))?;
     let mut state = store.load(&run)?;
     let live = store.is_running(&run);
     let outcome = clean::clean(&repo, &mut state, &store.run_dir(&run), live, args.force)?;
@@ -62,5 +74,24 @@ pub fn cmd_clean(dir: &Path, args: CleanArgs) -> Result<(), CommandError> {
         )?;
     }
     store.save(&state)?;
+    Ok(())
+}
+
+/// `plait clean --seed`, refused while a run may be using the seed.
+fn clean_seed(repo: &git2::Repository, store: &crate::state::Store) -> Result<(), CommandError> {
+    if let Some((pid, run)) = store.lock_holder() {
+        return Err(CommandError::attention(format!(
+            "run {run} is running (process {pid}) and may be using the seed"
+        ))
+        .hint("wait for it to end, or stop it with Ctrl-C, then clean again"));
+    }
+    let seed = store.seed_dir();
+    if !seed.exists() {
+        outln!("no seed to remove")?;
+        return Ok(());
+    }
+    crate::review::checkout::remove(&crate::git::workdir(repo), &seed);
+    let _ = std::fs::remove_file(seed.with_extension("json"));
+    outln!("removed the checks' seed {}", seed.display())?;
     Ok(())
 }

@@ -387,6 +387,7 @@ impl Shared {
         limiters: crate::llm::limiter::Limiters,
     ) -> Result<Shared, RunError> {
         let checks_dir = store.run_dir(&state.id).join("checks");
+        let seed_dir = store.seed_dir();
         let event_log = fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -408,6 +409,7 @@ impl Shared {
                 checks_dir,
                 settings.repo.clone(),
                 settings.plan.checks.jobs,
+                seed_dir,
                 settings.plan.base,
                 settings.plan.checks.jobs + settings.jobs.max(1),
             ),

@@ -53,6 +53,30 @@ impl Checkout {
     }
 }
 
+/// The checkout plait made earlier at `path`, if it is still a worktree of the repository
+/// at `workdir`.
+pub fn open(workdir: &Path, path: &Path) -> Option<Checkout> {
+    let listed = run_git(workdir, &["worktree", "list", "--porcelain"], &[]).ok()?;
+    let wanted = format!("worktree {}", path.display());
+    if !String::from_utf8_lossy(&listed.stdout)
+        .lines()
+        .any(|l| l == wanted)
+    {
+        return None;
+    }
+    let out = run_git(path, &["rev-parse", "--absolute-git-dir"], &[]).ok()?;
+    Some(Checkout {
+        path: path.to_path_buf(),
+        admin: PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()),
+    })
+}
+
+/// Whether `ancestor` is `commit` or in its history.
+pub fn is_ancestor(workdir: &Path, ancestor: Oid, commit: Oid) -> bool {
+    let (a, c) = (ancestor.to_string(), commit.to_string());
+    run_git(workdir, &["merge-base", "--is-ancestor", &a, &c], &[]).is_ok()
+}
+
 /// A new detached worktree at `commit` in `path`; with `files` false, its files are not
 /// written (nor its index).
 pub fn add(

@@ -5,8 +5,11 @@
 //! commit being judged, that same task's earlier checks, or plait's own build of the base
 //! left files (ignored build output included: `target/`, `__pycache__/`, `node_modules/`
 //! are read by the next build as they are, so whoever wrote them decides what it runs).
-//! - The *seed* is a checkout of the run's base where plait runs the task checks once
-//!   before any task's code ran there: a trusted, warm build.
+//! - The *seed* is a checkout of the run's base where plait runs the task checks and the
+//!   merged checks once, before any task's code ran there: a trusted, warm build. It is
+//!   kept under the repository's plait directory between runs and moved to the next run's
+//!   base when the old base is in the new one's history (trusted commits only), else made
+//!   again.
 //! - A task's checks run in a checkout of its own, a copy of the seed (by copy-on-write
 //!   where the file system has it) moved to the task's commit, kept for its later rounds
 //!   so they stay incremental, and used by no one else.
@@ -55,12 +58,37 @@ pub struct CheckPool {
     adding: Arc<Mutex<()>>,
 }
 
-/// The trusted checkout of the base, made on first use.
+/// The trusted checkout of the base, made (or taken over from an earlier run) on first use.
 struct Seed {
     base: Oid,
+    /// Where it lives, kept between runs.
+    dir: PathBuf,
     checkout: Option<Checkout>,
     /// The command lists run in it so far, at the base.
     warmed: Vec<Vec<String>>,
+}
+
+/// What a kept seed was last warmed with, in `<seed>.json`.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct SeedRecord {
+    base: String,
+    warmed: Vec<Vec<String>>,
+}
+
+impl Seed {
+    fn record_path(&self) -> PathBuf {
+        self.dir.with_extension("json")
+    }
+
+    fn save(&self) {
+        let record = SeedRecord {
+            base: self.base.to_string(),
+            warmed: self.warmed.clone(),
+        };
+        if let Ok(text) = serde_json::to_vec_pretty(&record) {
+            let _ = crate::state::write_atomic(&self.record_path(), &text);
+        }
+    }
 }
 
 /// What to run and where its output goes.
@@ -94,18 +122,20 @@ impl CheckPool {
         }
     }
 
-    /// [`CheckPool::new`] with a seed at `base`, keeping up to `keep` idle task
-    /// checkouts.
+    /// [`CheckPool::new`] with a seed at `base` kept in `seed` (see the module's doc),
+    /// keeping up to `keep` idle task checkouts.
     pub fn seeded(
         root: PathBuf,
         workdir: PathBuf,
         jobs: usize,
+        seed: PathBuf,
         base: Oid,
         keep: usize,
     ) -> CheckPool {
         CheckPool {
             seed: Some(tokio::sync::Mutex::new(Seed {
                 base,
+                dir: seed,
                 checkout: None,
                 warmed: Vec::new(),
             })),
@@ -127,7 +157,10 @@ impl CheckPool {
                 // The base is trusted: its checks run in the seed itself, and warm it.
                 let made = self.seed_checkout(&mut seed).await?;
                 let results = run_commands(&made, job, cancel).await;
-                seed.warmed.push(job.commands.to_vec());
+                if !seed.warmed.iter().any(|w| w == job.commands) {
+                    seed.warmed.push(job.commands.to_vec());
+                    seed.save();
+                }
                 return Ok(results);
             }
         }
@@ -173,12 +206,13 @@ impl CheckPool {
         let copied = {
             let mut seed = seed.lock().await;
             let from = self.seed_checkout(&mut seed).await?;
-            if matches!(job.lineage, Lineage::Task(_))
-                && !seed.warmed.iter().any(|w| w == job.commands)
-                && !cancel.is_cancelled()
-            {
-                self.warm(&from, seed.base, job, cancel).await;
-                seed.warmed.push(job.commands.to_vec());
+            if !seed.warmed.iter().any(|w| w == job.commands) && !cancel.is_cancelled() {
+                self.warm(&from, &seed, job, cancel).await;
+                // An interrupted warm-up leaves a trusted seed, not a warm one.
+                if !cancel.is_cancelled() {
+                    seed.warmed.push(job.commands.to_vec());
+                    seed.save();
+                }
             }
             let base = seed.base;
             blocking(move || checkout::copy(&workdir, &from, base, &path, &adding)).await?
@@ -188,26 +222,55 @@ impl CheckPool {
         Ok(copied)
     }
 
-    /// The seed's checkout, made when it is first needed.
+    /// The seed's checkout: the one kept from an earlier run (moved to the base when that
+    /// run's base is in its history), else a new one.
     async fn seed_checkout(&self, seed: &mut Seed) -> Result<Checkout, String> {
         if let Some(made) = &seed.checkout {
             return Ok(made.clone());
         }
-        let (workdir, adding, base) = (self.workdir.clone(), self.adding.clone(), seed.base);
-        let path = self.root.join("seed");
-        self.made
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(path.clone());
-        let made = blocking(move || checkout::add(&workdir, &path, base, true, &adding)).await?;
+        let kept: Option<SeedRecord> = std::fs::read(seed.record_path())
+            .ok()
+            .and_then(|text| serde_json::from_slice(&text).ok());
+        let (workdir, adding, base, dir) = (
+            self.workdir.clone(),
+            self.adding.clone(),
+            seed.base,
+            seed.dir.clone(),
+        );
+        let (made, warmed) = blocking(move || {
+            let kept = kept.and_then(|record| {
+                let old = Oid::from_str(&record.base).ok()?;
+                let same = old == base;
+                if !same && !checkout::is_ancestor(&workdir, old, base) {
+                    return None;
+                }
+                let made = checkout::open(&workdir, &dir)?;
+                if !same {
+                    made.move_to(base).ok()?;
+                }
+                Some((made, if same { record.warmed } else { Vec::new() }))
+            });
+            if let Some(kept) = kept {
+                return Ok(kept);
+            }
+            checkout::remove(&workdir, &dir);
+            checkout::add(&workdir, &dir, base, true, &adding).map(|made| (made, Vec::new()))
+        })
+        .await?;
+        seed.warmed = warmed;
         seed.checkout = Some(made.clone());
+        seed.save();
         Ok(made)
     }
 
     /// Runs `job`'s commands in the seed at the base, before any task's code runs there,
-    /// logging under `seed-checks/` beside the pool.
-    async fn warm(&self, seed: &Checkout, base: Oid, job: &CheckJob<'_>, cancel: &Cancel) {
-        let logs = self.root.with_file_name("seed-checks");
+    /// logging under `seed-checks/<n>/` beside the pool.
+    async fn warm(&self, checkout: &Checkout, seed: &Seed, job: &CheckJob<'_>, cancel: &Cancel) {
+        let base = seed.base;
+        let logs = self
+            .root
+            .with_file_name("seed-checks")
+            .join((seed.warmed.len() + 1).to_string());
         let mut env = job.env.clone();
         for (name, value) in env.iter_mut() {
             match *name {
@@ -225,7 +288,7 @@ impl CheckPool {
             sandbox: job.sandbox,
             lineage: Lineage::Gate,
         };
-        run_commands(seed, &warm, cancel).await;
+        run_commands(checkout, &warm, cancel).await;
     }
 
     /// Keeps `task`'s checkout for its next round, removing the least recently used one

@@ -312,3 +312,49 @@ fn plaits_commits_are_by_whom_git_would_name() {
     );
     assert_eq!(who, ["Repo User <repo@example.invalid>"; 3].join("\n"));
 }
+
+#[test]
+fn the_seed_is_kept_between_runs_and_follows_the_base_only_forward() {
+    let repo = TestRepo::with_files(&[(".gitignore", "target/\n"), ("a.txt", "a\n")]);
+    let out_dir = repo.scratch.join("seen");
+    std::fs::create_dir_all(&out_dir).unwrap();
+    let check = "mkdir -p target; echo $PLAIT_TASK >> target/seen; cp target/seen \"$OUT/$RUN_NO-$PLAIT_TASK\"";
+    let toml = format!(
+        "goal = \"g\"\n[checks]\ntask = ['''{check}''']\n[review]\nagent = \"off\"\n\
+         [defaults]\nsandbox = {{ writable = [\"{}\"] }}\n{}",
+        out_dir.display(),
+        task("a", &["/a.txt"], "echo more >> a.txt"),
+    );
+    let path = repo.plan(&toml);
+    let run = |n: &str| {
+        let out = repo.plait_env(
+            &["run", path.to_str().unwrap()],
+            &[("OUT", out_dir.to_str().unwrap()), ("RUN_NO", n)],
+        );
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        let read = |name: &str| std::fs::read_to_string(out_dir.join(format!("{n}-{name}"))).ok();
+        (read("base"), read("a"))
+    };
+    // The first run builds the seed; the second, on the same base, takes it as it is.
+    assert_eq!(run("1"), (Some("base\n".into()), Some("base\na\n".into())));
+    assert_eq!(run("2"), (None, Some("base\na\n".into())));
+    // A base that comes after it: moved there and warmed again, incrementally.
+    repo.write("b.txt", "b\n");
+    let moved_from = repo.git(&["rev-parse", "HEAD"]);
+    repo.commit_all("next");
+    assert_eq!(
+        run("3"),
+        (Some("base\nbase\n".into()), Some("base\nbase\na\n".into()))
+    );
+    // A base that is not in the seed's history (another line of work): a new seed.
+    repo.git(&["checkout", "-q", "-b", "other", &moved_from]);
+    repo.write("c.txt", "c\n");
+    repo.commit_all("other");
+    assert_eq!(run("4"), (Some("base\n".into()), Some("base\na\n".into())));
+    let seed = repo.path.join(".git/plait/seed");
+    assert!(seed.join("target/seen").exists());
+    let out = repo.plait(&["clean", "--seed"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(!seed.exists(), "plait clean --seed left it");
+    assert!(!repo.git(&["worktree", "list"]).contains("plait/seed"));
+}
