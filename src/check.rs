@@ -4,6 +4,10 @@
 //! result are merged with each other (again, if decisions or branches changed) and with the
 //! target branch; the merged checks run on that result; and the run's own gate must be
 //! green. Nothing is landed and no branch but the run's merged branch is written.
+//! A merge in progress (a hook's) is judged on its own: only the tasks it brings in, by
+//! history or, through [`work`], by content.
+
+pub mod work;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -78,13 +82,17 @@ pub struct MergeScope {
     pub left_out: Vec<String>,
 }
 
-/// A merge git is about to commit (at its `pre-merge-commit` hook): the tree in its index,
-/// the target's commit and the commits merged into it.
+/// A merge git is about to commit (at its `pre-merge-commit` hook), or any other move of a
+/// branch that brings a run's work in: the tree being committed, the target's commit, the
+/// commits merged into it, and the run's tasks it brings in by content.
 #[derive(Debug, Clone)]
 pub struct MergeInProgress {
     pub tree: Oid,
     pub target: Oid,
     pub heads: Vec<Oid>,
+    /// Tasks whose changes the tree holds though no tip reaches their commits (a squash
+    /// merge, a cherry-pick, a rebase, part of a task's files): included all the same.
+    pub brings: Vec<String>,
 }
 
 /// Judges exactly the merge in progress against run `state`: ownership of every task
@@ -141,8 +149,9 @@ pub async fn check_merge(
     Ok(report)
 }
 
-/// The tasks a merge in progress includes and leaves out, the paths the included ones
-/// change outside their ownership, and a commit (on no branch) of the tree being merged.
+/// The tasks a merge in progress includes (their commits reached from a tip, or brought in
+/// by content) and leaves out, the paths the included ones change outside their
+/// ownership, and a commit (on no branch) of the tree being merged.
 fn scope_of(
     workdir: &Path,
     state: &RunState,
@@ -165,13 +174,8 @@ fn scope_of(
         let Some(commit) = task.commit.as_deref().and_then(|c| Oid::from_str(c).ok()) else {
             continue;
         };
-        let mut reached = false;
-        for &tip in &tips {
-            if tip == commit || repo.graph_descendant_of(tip, commit).map_err(internal)? {
-                reached = true;
-                break;
-            }
-        }
+        let reached =
+            merging.brings.contains(&task.id) || reaches(&repo, &tips, commit).map_err(internal)?;
         if !reached {
             scope.left_out.push(task.id.clone());
             continue;
@@ -200,6 +204,16 @@ fn scope_of(
         )
         .map_err(internal)?;
     Ok((scope, outside, commit))
+}
+
+/// Whether one of `tips` is `commit` or descends from it.
+fn reaches(repo: &Repository, tips: &[Oid], commit: Oid) -> Result<bool, git2::Error> {
+    for &tip in tips {
+        if tip == commit || repo.graph_descendant_of(tip, commit)? {
+            return Ok(true);
+        }
+    }
+    Ok(false)
 }
 
 fn gate_lines<S: serde::Serializer>(gate: &[Blocker], serializer: S) -> Result<S::Ok, S::Error> {
@@ -276,6 +290,7 @@ pub async fn check_branches(
             logs: &scratch.join("logs"),
             timeout: checks.timeout,
             sandbox: &checks.sandbox,
+            lineage: crate::review::checks::Lineage::Gate,
         };
         let (_interrupt, cancel) = Cancel::new();
         let results = pool.run(&job, &cancel).await;
