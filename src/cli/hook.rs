@@ -1,5 +1,9 @@
-//! `plait hook`: git hooks that run `plait check` before a plait branch is merged or pushed.
+//! `plait hook`: git hooks that judge whatever brings a run's work into a branch outside
+//! `plait/` (a merge, a fast-forward, a squash merge's commit, a cherry-pick, a rebase, a
+//! reset) as `plait check` judges a merge, and run `plait check` before plait branches
+//! are pushed.
 
+use std::collections::BTreeMap;
 use std::io::Read;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -10,19 +14,24 @@ use super::check::{check_merge_one, check_one, current_branch, text};
 use super::error::Context as _;
 use super::ui::{err, outln};
 use super::{open_store, CommandError};
-use crate::check::MergeInProgress;
+use crate::check::{work, MergeInProgress};
 use crate::git;
 
-/// Install or remove the git hooks that check plait branches before a merge or a push
+/// Install or remove the git hooks that judge what brings a run's work into your branches
 #[derive(Debug, Args)]
 #[command(after_help = "\
-`install` sets up pre-merge-commit (a merge of a plait branch into the current branch),
-reference-transaction (a fast-forward onto one) and pre-push (a push of plait branches).
-The first two judge exactly the merge being made:
-the tree git is about to commit, with the plan's merged checks run on it, ownership of each
-of the run's task branches it brings in, and the review verdicts of those tasks; it names
-the tasks the merge includes and those it leaves out. pre-push runs `plait check` on the
-run. Either stops the merge or push when it fails. A hook you already had is kept and runs
+`install` sets up pre-merge-commit, reference-transaction and pre-push.
+pre-merge-commit (a merge) and reference-transaction (any other move of a branch outside
+plait/: a commit, a fast-forward, a squash merge's commit, a cherry-pick, a rebase, git am,
+a reset, update-ref) judge exactly what the branch is getting when it brings in a run's
+work: when it merges or moves onto a run's branch, or its new tree holds a task's changes
+(all of them or some, by content, whichever branch they came from). Judged as a merge: the
+tree being committed, with the plan's merged checks run on it, ownership of each of the
+run's tasks it includes, and the review verdicts of those tasks; it names the tasks it
+includes and those it leaves out. Commits that bring in no run's work pass quietly.
+pre-push runs `plait check` on the run. A refusal keeps the branch where it was and says
+how to back out; `git -c core.hooksPath=/dev/null ...` goes ahead without the hooks
+(--no-verify does not skip reference-transaction). A hook you already had is kept and runs
 first; `uninstall` puts it back.")]
 pub struct HookArgs {
     #[command(subcommand)]
@@ -139,35 +148,6 @@ fn uninstall(dir: &Path) -> Result<(), CommandError> {
     Ok(())
 }
 
-/// The runs whose branches point at `commit`.
-fn runs_at(dir: &Path, commit: &str) -> Vec<String> {
-    let Ok(out) = git::run_git(
-        dir,
-        &[
-            "for-each-ref",
-            "--format=%(refname)",
-            "--points-at",
-            commit,
-            "refs/heads/plait/",
-        ],
-        &[],
-    ) else {
-        return Vec::new();
-    };
-    let mut runs: Vec<String> = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|r| {
-            r.strip_prefix("refs/heads/plait/")?
-                .split('/')
-                .next()
-                .map(str::to_string)
-        })
-        .collect();
-    runs.sort();
-    runs.dedup();
-    runs
-}
-
 /// The merge git is about to commit, at its `pre-merge-commit` hook: the tree in the
 /// index it was given, HEAD, and the commits it merges.
 fn merge_in_progress(
@@ -202,15 +182,157 @@ fn merge_in_progress(
         tree,
         target: target.id(),
         heads,
+        brings: Vec::new(),
     }))
 }
 
-/// reference-transaction, prepared: a branch outside `plait/` moved forward onto a commit
-/// a run's branch points at (a fast-forward merge makes no merge commit, so
-/// pre-merge-commit never runs for it). Judged as a merge: the new tip's tree, the old tip
-/// as the target, the run's tasks it brings in.
-fn fast_forwards(
+/// The runs a move onto `tree` from the commit `from` concerns, each with the tasks whose
+/// work the tree brings in by content: those, and the runs with a branch at one of `tips`.
+fn runs_concerned(
+    repo: &git2::Repository,
+    store: &crate::state::Store,
+    from: git2::Oid,
+    tree: git2::Oid,
+    tips: &[git2::Oid],
+) -> Result<BTreeMap<String, Vec<String>>, CommandError> {
+    let trees = repo
+        .find_commit(from)
+        .and_then(|c| c.tree())
+        .and_then(|old| Ok((old, repo.find_tree(tree)?)));
+    let Ok((old, new)) = trees else {
+        return Ok(BTreeMap::new());
+    };
+    let failed = |e: work::WorkError| {
+        CommandError::internal("cannot look up the runs' task work for the hook").because(e)
+    };
+    let mut found = work::brought_in(repo, store, &old, &new).map_err(failed)?;
+    for run in work::runs_at(repo, tips).map_err(failed)? {
+        found.entry(run).or_default();
+    }
+    Ok(found)
+}
+
+/// How the runs concerned judged a move.
+#[derive(Debug, Default)]
+struct Judged {
+    runs: usize,
+    refused: bool,
+}
+
+/// Judges `merging` into branch `into` against each run of `found`, with the tasks found
+/// there by content as the ones it brings in; prints each report.
+fn judge_runs(
+    repo: &git2::Repository,
+    store: &crate::state::Store,
+    into: &str,
+    merging: &MergeInProgress,
+    found: BTreeMap<String, Vec<String>>,
+) -> Result<Judged, CommandError> {
+    let mut judged = Judged::default();
+    for (run, brings) in found {
+        if !has_record(store, &run)? {
+            continue;
+        }
+        let merging = MergeInProgress {
+            brings,
+            ..merging.clone()
+        };
+        let report = check_merge_one(repo, store, &run, into, &merging)?;
+        err!("{}", text(&report));
+        judged.runs += 1;
+        judged.refused |= !report.pass;
+    }
+    Ok(judged)
+}
+
+/// pre-merge-commit: the merge git is about to commit, judged against the runs whose
+/// branches it merges and those whose task work its tree brings in. A merge that passed
+/// leaves a note for reference-transaction, which then lets its commit's update through
+/// without judging it again.
+fn pre_merge_commit(
     dir: &Path,
+    repo: &git2::Repository,
+    store: &crate::state::Store,
+) -> Result<(), CommandError> {
+    let Some(into) = current_branch(repo) else {
+        return Ok(());
+    };
+    let Some(merging) = merge_in_progress(dir, repo)? else {
+        return Ok(());
+    };
+    let found = runs_concerned(repo, store, merging.target, merging.tree, &merging.heads)?;
+    let judged = judge_runs(repo, store, &into, &merging, found)?;
+    if judged.refused {
+        return Err(CommandError::attention(
+            "plait check failed for the merge being made; see above",
+        )
+        .hint(
+            "`git merge --abort` backs it out; `git -c core.hooksPath=/dev/null merge ...` \
+             goes ahead without plait's hooks",
+        ));
+    }
+    if judged.runs > 0 {
+        let note = format!("{} {}\n", merging.tree, merging.target);
+        std::fs::write(judged_note(repo), note)?;
+    }
+    Ok(())
+}
+
+/// Where pre-merge-commit notes the merge it passed (the tree, then the target): in the
+/// worktree's own git dir, beside MERGE_HEAD.
+fn judged_note(repo: &git2::Repository) -> PathBuf {
+    repo.path().join("plait-merge-judged")
+}
+
+/// Whether `update` is the merge commit pre-merge-commit passed (its tree, onto the same
+/// target): then it was judged already.
+fn judged_already(repo: &git2::Repository, note: Option<&str>, update: &BranchUpdate) -> bool {
+    let Some((tree, target)) = note.and_then(|n| n.trim().split_once(' ')) else {
+        return false;
+    };
+    let new_tree = repo.find_commit(update.new).map(|c| c.tree_id());
+    target == update.old.to_string() && new_tree.is_ok_and(|t| t.to_string() == tree)
+}
+
+/// One ref update of a transaction that moves a branch outside `plait/` from one commit
+/// to another.
+#[derive(Debug, Clone)]
+struct BranchUpdate {
+    branch: String,
+    old: git2::Oid,
+    new: git2::Oid,
+}
+
+/// The branch update a line of reference-transaction's input describes, if it is one to
+/// judge: not a plait branch's, not a creation or deletion, not a no-op. git passes a zero
+/// old value for a forced update too; the branch's current tip is the old one then.
+fn branch_update(repo: &git2::Repository, line: &str) -> Option<BranchUpdate> {
+    let fields: Vec<&str> = line.split_whitespace().collect();
+    let [old, new, refname] = fields.as_slice() else {
+        return None;
+    };
+    let branch = refname.strip_prefix("refs/heads/")?;
+    let new = git2::Oid::from_str(new).ok()?;
+    let mut old = git2::Oid::from_str(old).ok()?;
+    if branch.starts_with("plait/") || new.is_zero() {
+        return None;
+    }
+    if old.is_zero() {
+        old = repo.refname_to_id(refname).ok()?;
+    }
+    (old != new).then(|| BranchUpdate {
+        branch: branch.to_string(),
+        old,
+        new,
+    })
+}
+
+/// reference-transaction, prepared: every branch outside `plait/` that moves (a commit, a
+/// merge, a fast-forward, a squash merge's commit, a cherry-pick, a rebase, `git am`, a
+/// reset, `update-ref`) is judged as a merge of what it brings in: the new tip's tree, the
+/// old tip as the target, the tasks whose work the new tree brings in by content, and the
+/// runs with a branch at the new tip (a fast-forward) or at a commit it merges.
+fn reference_transaction(
     repo: &git2::Repository,
     store: &crate::state::Store,
 ) -> Result<(), CommandError> {
@@ -220,63 +342,121 @@ fn fast_forwards(
     }
     let mut input = String::new();
     let _ = std::io::stdin().read_to_string(&mut input);
-    let mut failed = false;
-    for line in input.lines() {
-        let fields: Vec<&str> = line.split_whitespace().collect();
-        let [old, new, refname] = fields.as_slice() else {
-            continue;
-        };
-        let Some(branch) = refname.strip_prefix("refs/heads/") else {
-            continue;
-        };
-        let (Ok(old), Ok(new)) = (git2::Oid::from_str(old), git2::Oid::from_str(new)) else {
-            continue;
-        };
-        if branch.starts_with("plait/") || old.is_zero() || new.is_zero() || old == new {
-            continue;
-        }
-        if !repo.graph_descendant_of(new, old).unwrap_or(false) {
-            continue;
-        }
-        let runs = runs_at(dir, &new.to_string());
-        if runs.is_empty() {
-            continue;
-        }
-        let Ok(tree) = repo.find_commit(new).and_then(|c| c.tree()) else {
-            continue;
-        };
-        let merging = MergeInProgress {
-            tree: tree.id(),
-            target: old,
-            heads: vec![new],
-        };
-        let mut refused = false;
-        for run in runs {
-            if !has_record(store, &run)? {
-                continue;
-            }
-            let report = check_merge_one(repo, store, &run, branch, &merging)?;
-            err!("{}", text(&report));
-            refused |= !report.pass;
-        }
-        if refused && current_branch(repo).as_deref() == Some(branch) {
-            // git updated the checkout before the ref; the ref stays, so the checkout goes
-            // back too (as a checkout from the new tip to the old would, local changes kept).
-            let _ = git::run_git(
-                &git::workdir(repo),
-                &["read-tree", "-m", "-u", &new.to_string(), &old.to_string()],
-                &[],
-            );
-        }
-        failed |= refused;
+    let updates: Vec<BranchUpdate> = input
+        .lines()
+        .filter_map(|line| branch_update(repo, line))
+        .collect();
+    if updates.is_empty() {
+        return Ok(());
     }
-    if failed {
-        Err(CommandError::attention(
-            "plait check failed for the fast-forward being made; see above (bypass with --no-verify where git has it, or merge with --no-ff)",
-        ))
-    } else {
-        Ok(())
+    let note_path = judged_note(repo);
+    let note = std::fs::read_to_string(&note_path).ok();
+    if note.is_some() {
+        // The note is for this transaction or it is stale: either way it is used up.
+        let _ = std::fs::remove_file(&note_path);
     }
+    let mut refused = Vec::new();
+    for update in updates {
+        if judged_already(repo, note.as_deref(), &update) {
+            continue;
+        }
+        if let Some(hint) = judge_update(repo, store, &update)? {
+            refused.push(hint);
+        }
+    }
+    if refused.is_empty() {
+        return Ok(());
+    }
+    Err(CommandError::attention(refused.join("\n")).hint(BYPASS))
+}
+
+/// How to go ahead anyway, for a refused ref update.
+const BYPASS: &str = "to go ahead anyway, run the same command as \
+    `git -c core.hooksPath=/dev/null ...` (`--no-verify` does not skip this hook), \
+    or `plait hook uninstall`";
+
+/// Judges one branch update; when it is refused, what happened to the branch and the
+/// checkout, and how to back out.
+fn judge_update(
+    repo: &git2::Repository,
+    store: &crate::state::Store,
+    update: &BranchUpdate,
+) -> Result<Option<String>, CommandError> {
+    let Ok(new) = repo.find_commit(update.new) else {
+        return Ok(None);
+    };
+    let forward = repo
+        .graph_descendant_of(update.new, update.old)
+        .unwrap_or(false);
+    // A fast-forward's new tip, and the commits a merge commit merges in.
+    let tips: Vec<git2::Oid> = forward
+        .then_some(update.new)
+        .into_iter()
+        .chain(new.parent_ids().skip(1))
+        .collect();
+    let found = runs_concerned(repo, store, update.old, new.tree_id(), &tips)?;
+    if found.is_empty() {
+        return Ok(None);
+    }
+    let merging = MergeInProgress {
+        tree: new.tree_id(),
+        target: update.old,
+        heads: vec![update.new],
+        brings: Vec::new(),
+    };
+    if !judge_runs(repo, store, &update.branch, &merging, found)?.refused {
+        return Ok(None);
+    }
+    let plaits = work::runs_at(repo, &[update.new]).is_ok_and(|r| !r.is_empty());
+    Ok(Some(format!(
+        "plait check refused moving {branch} to {new} (see above): {branch} stays at {old}{then}.",
+        branch = update.branch,
+        new = git::short(&update.new.to_string()),
+        old = git::short(&update.old.to_string()),
+        then = back_out(repo, update, forward, plaits)
+    )))
+}
+
+/// What to do about the checkout after a refused update, as the rest of a sentence. An
+/// operation git leaves in progress (a merge, cherry-pick, revert, rebase, `git am`) is
+/// backed out by its `--abort`. A checkout git moved onto a commit that is not the
+/// user's own (a fast-forward merge, or a commit a plait branch points at, as a reset
+/// onto a task's commit) is put back, uncommitted changes kept. Otherwise (a commit of the
+/// user's) the index keeps what was to be committed.
+fn back_out(repo: &git2::Repository, update: &BranchUpdate, forward: bool, plaits: bool) -> String {
+    use git2::RepositoryState as S;
+    let op = match repo.state() {
+        S::Merge => Some("merge"),
+        S::CherryPick | S::CherryPickSequence => Some("cherry-pick"),
+        S::Revert | S::RevertSequence => Some("revert"),
+        S::Rebase | S::RebaseInteractive | S::RebaseMerge => Some("rebase"),
+        S::ApplyMailbox | S::ApplyMailboxOrRebase => Some("am"),
+        S::Clean | S::Bisect => None,
+    };
+    if let Some(op) = op {
+        return format!("; `git {op} --abort` backs the {op} out");
+    }
+    if current_branch(repo).as_deref() != Some(update.branch.as_str()) {
+        return String::new();
+    }
+    let workdir = git::workdir(repo);
+    let index = git::index_tree(&workdir, None).ok();
+    let new_tree = repo.find_commit(update.new).map(|c| c.tree_id()).ok();
+    if index.is_none() || index != new_tree {
+        return String::new();
+    }
+    let action = std::env::var("GIT_REFLOG_ACTION").unwrap_or_default();
+    let fast_forward = forward && (action.starts_with("merge") || action.starts_with("pull"));
+    if fast_forward || plaits {
+        // git updated the checkout before the ref; the ref stays, so the checkout goes
+        // back too (as a checkout from the new tip to the old would, local changes kept).
+        let (new, old) = (update.new.to_string(), update.old.to_string());
+        let undone = git::run_git(&workdir, &["read-tree", "-m", "-u", &new, &old], &[]);
+        if undone.is_ok() {
+            return " and the checkout was put back with it (uncommitted changes kept)".to_string();
+        }
+    }
+    "; the index still holds what was to be committed (`git reset --merge` drops it)".to_string()
 }
 
 /// Whether run `run` has a record here: a branch of a run whose record is gone is not
@@ -296,82 +476,54 @@ fn has_record(store: &crate::state::Store, run: &str) -> Result<bool, CommandErr
 
 fn run(dir: &Path, name: &str, args: &[String]) -> Result<(), CommandError> {
     let (repo, store) = open_store(dir)?;
-    let mut targets: Vec<(String, String)> = Vec::new();
-    if name == "reference-transaction" {
-        if args.first().map(String::as_str) != Some("prepared") {
-            return Ok(());
-        }
-        return fast_forwards(dir, &repo, &store);
-    }
     match name {
-        "pre-merge-commit" => {
-            let Some(into) = current_branch(&repo) else {
-                return Ok(());
-            };
-            let Some(merging) = merge_in_progress(dir, &repo)? else {
-                return Ok(());
-            };
-            let mut runs: Vec<String> = merging
-                .heads
-                .iter()
-                .flat_map(|h| runs_at(dir, &h.to_string()))
-                .collect();
-            runs.sort();
-            runs.dedup();
-            let mut failed = false;
-            for run in runs {
-                if !has_record(&store, &run)? {
-                    continue;
-                }
-                let report = check_merge_one(&repo, &store, &run, &into, &merging)?;
-                err!("{}", text(&report));
-                failed |= !report.pass;
-            }
-            return if failed {
-                Err(CommandError::attention(
-                    "plait check failed for the merge being made; see above (bypass with --no-verify)",
-                ))
+        // git runs it three times a transaction (prepared, committed, aborted).
+        "reference-transaction" if args.first().map(String::as_str) == Some("prepared") => {
+            reference_transaction(&repo, &store)
+        }
+        "reference-transaction" => Ok(()),
+        "pre-merge-commit" => pre_merge_commit(dir, &repo, &store),
+        "pre-push" => pre_push(&repo, &store),
+        other => Err(CommandError::usage(format!("unknown hook `{other}`"))),
+    }
+}
+
+/// pre-push: `plait check` on the run of each plait branch pushed, into the run's target.
+fn pre_push(repo: &git2::Repository, store: &crate::state::Store) -> Result<(), CommandError> {
+    let mut input = String::new();
+    let _ = std::io::stdin().read_to_string(&mut input);
+    let mut targets: Vec<(String, String)> = Vec::new();
+    for line in input.lines() {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        let [local, sha, ..] = fields.as_slice() else {
+            continue;
+        };
+        let Some(rest) = local.strip_prefix("refs/heads/plait/") else {
+            continue;
+        };
+        if sha.chars().all(|c| c == '0') {
+            continue;
+        }
+        let Some(run) = rest.split('/').next() else {
+            continue;
+        };
+        if let Ok(state) = store.load(run) {
+            let into = if state.base_name == "HEAD" {
+                current_branch(repo).unwrap_or_default()
             } else {
-                Ok(())
+                state.base_name.clone()
             };
+            targets.push((run.to_string(), into));
         }
-        "pre-push" => {
-            let mut input = String::new();
-            let _ = std::io::stdin().read_to_string(&mut input);
-            for line in input.lines() {
-                let fields: Vec<&str> = line.split_whitespace().collect();
-                let [local, sha, ..] = fields.as_slice() else {
-                    continue;
-                };
-                let Some(rest) = local.strip_prefix("refs/heads/plait/") else {
-                    continue;
-                };
-                if sha.chars().all(|c| c == '0') {
-                    continue;
-                }
-                let Some(run) = rest.split('/').next() else {
-                    continue;
-                };
-                if let Ok(state) = store.load(run) {
-                    let into = if state.base_name == "HEAD" {
-                        current_branch(&repo).unwrap_or_default()
-                    } else {
-                        state.base_name.clone()
-                    };
-                    targets.push((run.to_string(), into));
-                }
-            }
-        }
-        other => return Err(CommandError::usage(format!("unknown hook `{other}`"))),
     }
     targets.sort();
     targets.dedup();
     let mut failed = false;
     for (run, into) in targets {
-        if !has_record(&store, &run)? {
+        if !has_record(store, &run)? {
             continue;
         }
-        let report = check_one(&repo, &store, &run, &into)?;
+        let report = check_one(repo, store, &run, &into)?;
         err!("{}", text(&report));
         failed |= !report.pass;
     }

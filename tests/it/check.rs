@@ -419,3 +419,164 @@ fn a_damaged_run_record_stops_the_merge_it_cannot_judge() {
     );
     assert!(said.contains("is damaged"), "{said}");
 }
+
+/// A repository with the hooks installed, a finished run of [`TESTED`], and a commit of
+/// main's own after the run's base (so that nothing below is a plain fast-forward); the
+/// run's id and main's tip.
+fn tested_run_with_hooks() -> (TestRepo, String, String) {
+    let repo = tested();
+    let out = repo.plait(&["hook", "install"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let id = run(&repo, TESTED);
+    repo.write("notes.md", "n2\n");
+    let main = repo.commit_all("main moves on");
+    (repo, id, main)
+}
+
+/// Runs git in the repository and returns its output, whether it succeeded or not.
+fn try_git(repo: &TestRepo, args: &[&str]) -> std::process::Output {
+    std::process::Command::new("git")
+        .args(args)
+        .current_dir(&repo.path)
+        .output()
+        .unwrap()
+}
+
+/// Asserts that `out` (of the command that made the commit) was refused for bringing in
+/// task `task` of the run, and that main is still at `main`; returns what git said.
+fn assert_refused(repo: &TestRepo, out: &std::process::Output, task: &str, main: &str) -> String {
+    let said = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(!out.status.success(), "the hook let {task} through: {said}");
+    assert!(said.contains("FAIL"), "{said}");
+    assert!(
+        said.contains(&format!("this merge includes: {task}")),
+        "{said}"
+    );
+    assert!(said.contains("main stays at"), "{said}");
+    assert!(said.contains("core.hooksPath=/dev/null"), "{said}");
+    assert_eq!(repo.git(&["rev-parse", "main"]), main, "main moved: {said}");
+    said
+}
+
+/// Asserts that `out` went through after the hook judged task `task` green.
+fn assert_let_through(out: &std::process::Output, task: &str) {
+    let said = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(out.status.success(), "the hook refused {task}: {said}");
+    assert!(
+        said.contains("PASS") && said.contains(&format!("this merge includes: {task}")),
+        "{said}"
+    );
+}
+
+#[test]
+fn a_squash_merge_and_a_cherry_pick_of_a_red_task_are_judged_by_content() {
+    let (repo, id, main) = tested_run_with_hooks();
+    let branch = |task: &str| format!("plait/{id}/{task}");
+
+    // A squash merge makes no merge commit; the commit after it is judged.
+    repo.git(&["merge", "-q", "--squash", &branch("test")]);
+    let out = try_git(&repo, &["commit", "-q", "-m", "squashed"]);
+    let said = assert_refused(&repo, &out, "test", &main);
+    assert!(said.contains("it leaves out: fn, bad"), "{said}");
+    assert!(said.contains("git reset --merge"), "{said}");
+    repo.git(&["reset", "-q", "--hard"]);
+    repo.git(&["merge", "-q", "--squash", &branch("fn")]);
+    assert_let_through(&try_git(&repo, &["commit", "-q", "-m", "squashed"]), "fn");
+    assert!(repo.read("src/lib.sh").contains("two()"));
+    repo.git(&["reset", "-q", "--hard", &main]);
+
+    let out = try_git(&repo, &["cherry-pick", &branch("test")]);
+    let said = assert_refused(&repo, &out, "test", &main);
+    assert!(said.contains("git cherry-pick --abort"), "{said}");
+    repo.git(&["cherry-pick", "--abort"]);
+    assert_eq!(repo.read("tests/two.sh"), "true\n");
+    assert_let_through(&try_git(&repo, &["cherry-pick", &branch("fn")]), "fn");
+    assert!(repo.read("src/lib.sh").contains("two()"));
+
+    // A real merge is judged once, by pre-merge-commit, not again when its commit lands.
+    let out = try_git(&repo, &["merge", "--no-edit", &branch("test")]);
+    assert_let_through(&out, "test");
+    let said = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(said.matches("plait check: run").count(), 1, "{said}");
+}
+
+#[test]
+fn a_rebase_and_a_reset_onto_a_red_task_are_refused_and_the_checkout_kept() {
+    let (repo, id, main) = tested_run_with_hooks();
+    let branch = |task: &str| format!("plait/{id}/{task}");
+
+    // main's own commit, replayed onto the task's branch.
+    let out = try_git(&repo, &["rebase", &branch("test")]);
+    let said = assert_refused(&repo, &out, "test", &main);
+    assert!(said.contains("git rebase --abort"), "{said}");
+    repo.git(&["rebase", "--abort"]);
+    assert_eq!(repo.git(&["rev-parse", "--abbrev-ref", "HEAD"]), "main");
+    assert_eq!(repo.read("tests/two.sh"), "true\n");
+    assert_let_through(&try_git(&repo, &["rebase", &branch("fn")]), "fn");
+    assert!(repo.read("src/lib.sh").contains("two()"));
+    repo.git(&["reset", "-q", "--hard", &main]);
+
+    // git moves the checkout before the branch; the refusal puts it back.
+    let out = try_git(&repo, &["reset", "--hard", &branch("test")]);
+    let said = assert_refused(&repo, &out, "test", &main);
+    assert!(said.contains("checkout was put back"), "{said}");
+    assert_eq!(repo.git(&["status", "--porcelain"]), "");
+    assert_eq!(repo.read("tests/two.sh"), "true\n");
+    assert_eq!(repo.read("notes.md"), "n2\n");
+    assert_let_through(&try_git(&repo, &["reset", "--hard", &branch("fn")]), "fn");
+    assert!(repo.read("src/lib.sh").contains("two()"));
+}
+
+#[test]
+fn part_of_a_red_tasks_files_is_refused_and_unrelated_commits_pass_quietly() {
+    let repo = tested();
+    let out = repo.plait(&["hook", "install"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    // One task changes two files; the failing test is one of them.
+    let id = run(
+        &repo,
+        "[checks]\nmerged = ['for t in tests/*.sh; do sh $t || exit 1; done']\n\
+         [[task]]\nid = \"pair\"\nprompt = \"p\"\nowns = [\"/tests/\"]\n\
+         agent = { exec = 'echo false > tests/bad.sh; echo true > tests/three.sh' }\n",
+    );
+    let main = repo.git(&["rev-parse", "main"]);
+
+    repo.write("notes.md", "mine\n");
+    let out = try_git(&repo, &["commit", "-q", "-am", "unrelated"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        stderr(&out),
+        "",
+        "plait said something about an unrelated commit"
+    );
+    assert!(
+        repo.path.join(".git/plait/task-work").exists(),
+        "the hook looked the commit up"
+    );
+    let main_after = repo.git(&["rev-parse", "main"]);
+    assert_ne!(main_after, main);
+
+    repo.git(&[
+        "checkout",
+        &format!("plait/{id}/pair"),
+        "--",
+        "tests/bad.sh",
+    ]);
+    let out = try_git(&repo, &["commit", "-q", "-m", "just the one file"]);
+    assert_refused(&repo, &out, "pair", &main_after);
+    // The commit's changes stay staged, as a refused commit leaves them.
+    assert_eq!(repo.git(&["status", "--porcelain"]), "M  tests/bad.sh");
+    repo.git(&["reset", "-q", "--hard"]);
+
+    // The other file alone is green, and brings the task in all the same.
+    repo.git(&[
+        "checkout",
+        &format!("plait/{id}/pair"),
+        "--",
+        "tests/three.sh",
+    ]);
+    assert_let_through(
+        &try_git(&repo, &["commit", "-q", "-m", "the other"]),
+        "pair",
+    );
+}
