@@ -538,7 +538,8 @@ pub async fn execute(
         Some(merge_run(shared.clone()).await?)
     };
     let merged_checks = match &outcome {
-        Some(merge) if !shared.plan.checks.merged.is_empty() => {
+        // A merge of no task is the base: nothing of the run's to check.
+        Some(merge) if !shared.plan.checks.merged.is_empty() && !merge.included.is_empty() => {
             run_merged_checks(&shared, merge).await
         }
         _ => Vec::new(),
@@ -923,7 +924,7 @@ pub async fn remerge(
     .await
     .map_err(|e| RunError::Internal(format!("merge panicked: {e}")))??;
     state.groups = snapshot.groups;
-    let merged_checks = if checks.merged.is_empty() {
+    let merged_checks = if checks.merged.is_empty() || outcome.included.is_empty() {
         Vec::new()
     } else {
         let pool = Arc::new(CheckPool::new(run_dir.join("checks"), repo, checks.jobs));

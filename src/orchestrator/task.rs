@@ -334,6 +334,11 @@ impl<'a> Worker<'a> {
         self.shared
             .update(self.index, |t| t.state = TaskState::Reviewing);
         let checks = self.run_checks(round, tip).await?;
+        if let Some(reason) = plans_fault(&checks) {
+            // No round of the agent's can fix a check that cannot start.
+            self.record_judgement(checks, None);
+            return self.fail(reason, None);
+        }
         let verdict = self.review(round, tip, &checks).await;
         let next = review::feedback(&checks, verdict.as_ref());
         let rejected = verdict
@@ -551,6 +556,18 @@ impl<'a> Worker<'a> {
         });
         ControlFlow::Break(())
     }
+}
+
+/// Why the round's checks failed through no fault of the agent's: a check whose own
+/// program was not found.
+fn plans_fault(checks: &[CheckResult]) -> Option<String> {
+    checks.iter().filter(|c| !c.passed).find_map(|c| {
+        let program = crate::plan::commands::program_not_found(&c.command, c.exit_code, &c.tail)?;
+        Some(format!(
+            "the check `{}` cannot run: `{program}` was not found (exit 127); fix [checks] in the plan and run it again",
+            c.command
+        ))
+    })
 }
 
 /// A failure's reason, with the writes the sandbox refused the agent, which may be why.

@@ -2,6 +2,7 @@
 //! files each one owns. A plan comes from a TOML file or a split rule and is validated
 //! against the repository before anything is created.
 
+pub mod commands;
 pub mod globs;
 pub mod layout;
 pub mod manager;

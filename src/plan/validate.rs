@@ -325,9 +325,22 @@ fn resolve_checks(
     problems: &mut Vec<String>,
 ) -> CheckSettings {
     let file = &plan.checks;
-    for cmd in file.task.iter().chain(&file.merged) {
+    let path = env("PATH");
+    for (key, cmd) in file
+        .task
+        .iter()
+        .map(|c| ("task", c))
+        .chain(file.merged.iter().map(|c| ("merged", c)))
+    {
         if cmd.trim().is_empty() {
             problems.push("[checks]: a check command is empty".to_string());
+        }
+        for program in super::commands::named_programs(cmd) {
+            if !crate::shell::findable(program, path.as_deref()) {
+                problems.push(format!(
+                    "[checks] {key}: `{cmd}` runs `{program}`, which is not on PATH (a typo, or install it first)"
+                ));
+            }
         }
     }
     let timeout = match &file.timeout {

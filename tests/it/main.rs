@@ -6,6 +6,7 @@ mod cli;
 mod collect;
 mod culprits;
 mod distributed;
+mod gate;
 mod groups;
 mod land;
 mod lineage;
