@@ -4,6 +4,15 @@
 
 use std::fmt::Write as _;
 
+mod failure;
+pub mod logs;
+mod plan;
+mod select;
+
+pub use failure::{failure, failures, log_tail, Failure, TAIL_LINES};
+pub use plan::{plan_summary, plan_text};
+pub use select::needing_attention;
+
 use crate::land::{Blocker, Trouble};
 use git2::{Oid, Repository, Tree};
 use serde::Serialize;
@@ -175,6 +184,8 @@ pub struct StatusJson<'a> {
     #[serde(flatten)]
     pub state: &'a RunState,
     pub attention: Vec<String>,
+    /// Each failed task's error, log and the log's last lines.
+    pub failures: Vec<Failure>,
 }
 
 fn seconds(ms: u64) -> String {
@@ -293,6 +304,7 @@ pub fn status_text(state: &RunState, live: bool) -> String {
     sandbox_lines(&mut out, state);
     violation_lines(&mut out, state);
     for task in &state.tasks {
+        failure::status_lines(&mut out, &state.id, task);
         failed_check_lines(&mut out, task);
         review_lines(&mut out, task);
     }
@@ -625,18 +637,21 @@ fn attention_lines(out: &mut String, state: &RunState) {
     }
 }
 
-/// Task by task: the verdict, the comments, the checks and the diff, for `plait review`.
+/// Task by task: the verdict, the comments, the checks and the diff, for `plait review`;
+/// with `only`, just the tasks and groups it names.
 pub fn review_text(
     repo: &Repository,
     state: &RunState,
     style: DiffStyle,
+    only: Option<&[String]>,
 ) -> Result<String, git2::Error> {
     let mut out = String::new();
     let base = Oid::from_str(&state.base)?;
-    for task in &state.tasks {
-        task_review_text(&mut out, repo, base, task, style)?;
+    let shown = |id: &str| only.is_none_or(|ids| ids.iter().any(|i| i == id));
+    for task in state.tasks.iter().filter(|t| shown(&t.id)) {
+        task_review_text(&mut out, repo, (&state.id, base), task, style)?;
     }
-    for group in &state.groups {
+    for group in state.groups.iter().filter(|g| shown(&g.id)) {
         group_review_text(&mut out, state, group, style);
     }
     Ok(out)
@@ -646,7 +661,7 @@ pub fn review_text(
 fn task_review_text(
     out: &mut String,
     repo: &Repository,
-    base: Oid,
+    (run, base): (&str, Oid),
     task: &TaskRecord,
     style: DiffStyle,
 ) -> Result<(), git2::Error> {
@@ -695,6 +710,7 @@ fn task_review_text(
     if let Some(error) = &task.error {
         let _ = writeln!(out, "error: {error}");
     }
+    failure::review_lines(out, run, task);
     match task.commit.as_deref().map(Oid::from_str) {
         Some(Ok(tip)) => out.push_str(&diff_text(repo, base, tip, style)?),
         _ => {

@@ -205,3 +205,17 @@ pub fn store_config(url: Option<&str>) -> Result<Option<tokio_postgres::Config>,
         })?;
     Ok(Some(config))
 }
+
+/// The ids of `state`'s tasks, at most 20 of them.
+pub(super) fn task_list(state: &crate::state::RunState) -> String {
+    const SHOWN: usize = 20;
+    let ids: Vec<&str> = state.tasks.iter().map(|t| t.id.as_str()).collect();
+    let mut list = ids[..ids.len().min(SHOWN)].join(", ");
+    if ids.len() > SHOWN {
+        list.push_str(&format!(
+            " and {} more (`plait status` lists them)",
+            ids.len() - SHOWN
+        ));
+    }
+    list
+}

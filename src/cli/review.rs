@@ -10,7 +10,7 @@ use super::error::Context as _;
 use super::ui::{errln, out, outln};
 use super::{open_store, CommandError};
 use crate::report::{self, DiffStyle};
-use crate::state::{now_ms, Decision, Verdict};
+use crate::state::{now_ms, Decision, RunState, Verdict};
 
 /// Show each task's verdict, review comments, checks and diff
 #[derive(Debug, Args)]
@@ -20,10 +20,24 @@ Then overrule the reviewer where you disagree:
   plait reject RUN TASK     # the task is left out of the merge
 In a grouped run, TASK may be a supervisor group (group-<k>): accepting it sends its branch
 up to the top merge whatever its supervisor said.
-`plait land` merges again when decisions changed which tasks belong in the result.")]
+`plait land` merges again when decisions changed which tasks belong in the result.
+
+A failed task shows the last lines of its agent log (all of it: plait log RUN TASK).
+--attention and --task together show the tasks either selects.
+
+Examples:
+  plait review 0abc12 --attention
+  plait review 0abc12 --task parser --task lexer")]
 pub struct ReviewArgs {
     /// The run
     pub run: String,
+    /// Show only the tasks and groups that need a person: failed, rejected, not approved,
+    /// with violations, in a conflict, culprits, groups held back
+    #[arg(long)]
+    pub attention: bool,
+    /// Show only this task or group (repeatable)
+    #[arg(long = "task", value_name = "ID")]
+    pub tasks: Vec<String>,
     #[command(flatten)]
     pub store: super::shared::StoreArg,
 }
@@ -82,9 +96,41 @@ pub fn cmd_review(dir: &Path, args: ReviewArgs) -> Result<(), CommandError> {
         color: std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none(),
         stat: false,
     };
-    let text = report::review_text(&repo, &state, style).context("cannot show the review")?;
+    let only = selection(&state, &args)?;
+    if only.as_ref().is_some_and(Vec::is_empty) {
+        errln!("nothing in run {run} needs a person");
+        return Ok(());
+    }
+    let text = report::review_text(&repo, &state, style, only.as_deref())
+        .context("cannot show the review")?;
     out!("{text}")?;
     Ok(())
+}
+
+/// The tasks and groups `--attention` and `--task` select; `None`: all of them.
+fn selection(state: &RunState, args: &ReviewArgs) -> Result<Option<Vec<String>>, CommandError> {
+    if !args.attention && args.tasks.is_empty() {
+        return Ok(None);
+    }
+    for id in &args.tasks {
+        if state.task(id).is_none() && !state.groups.iter().any(|g| &g.id == id) {
+            return Err(
+                CommandError::usage(format!("run {} has no task `{id}`", state.id))
+                    .hint(format!("its tasks: {}", super::task_list(state))),
+            );
+        }
+    }
+    let mut only = if args.attention {
+        report::needing_attention(state)
+    } else {
+        Vec::new()
+    };
+    for id in &args.tasks {
+        if !only.contains(id) {
+            only.push(id.clone());
+        }
+    }
+    Ok(Some(only))
 }
 
 pub fn cmd_accept(dir: &Path, args: AcceptArgs) -> Result<(), CommandError> {

@@ -12,7 +12,8 @@ use crate::report::{self, StatusJson};
 #[derive(Debug, Args)]
 #[command(after_help = "\
 Works from a second terminal while the run is going. RUN may be a unique prefix of a run
-id; without it, the newest run is shown.
+id; without it, the newest run is shown. A failed task's error is followed by its agent
+log's path and last lines (all of it: plait log RUN TASK).
 
 Examples:
   plait status
@@ -49,6 +50,7 @@ fn print_status(
         let json = StatusJson {
             state,
             attention: report::attention(state),
+            failures: report::failures(state),
         };
         outln!(
             "{}",

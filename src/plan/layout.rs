@@ -116,6 +116,12 @@ impl Cone {
         self.whole.iter().map(String::as_str)
     }
 
+    /// The directories whose own files (not their subdirectories) are in the cone, the
+    /// root (`""`) first.
+    pub fn own(&self) -> impl Iterator<Item = &str> {
+        self.own.iter().map(String::as_str)
+    }
+
     /// The `info/sparse-checkout` file of this cone, as `git sparse-checkout set --cone`
     /// writes it.
     pub fn patterns(&self) -> String {

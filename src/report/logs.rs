@@ -1,0 +1,172 @@
+//! A task's logs as `plait log` prints them: the task checks' logs of every round, each
+//! under its command and round, and the model transcript read back as a conversation (as
+//! `plait serve` shows it); and reading a growing log from where the last read stopped,
+//! for `--follow`.
+
+use std::fmt::Write as _;
+use std::io::{Read as _, Seek as _, SeekFrom};
+use std::path::{Path, PathBuf};
+
+use crate::llm::readable::Entry;
+use crate::state::TaskRecord;
+
+/// One task check's log of one round.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckLog {
+    /// The round it judged (`PLAIT_ROUND`: 0 for the first try).
+    pub round: u32,
+    /// Its place in `[checks] task`, from 1.
+    pub index: u32,
+    /// The command, as the log's first line (`$ CMD`) says it.
+    pub command: String,
+    pub path: PathBuf,
+}
+
+/// The task checks' logs of `task`, round by round, in the order they ran: the
+/// `checks-<round>/check-<n>.log` files of its directory.
+pub fn check_logs(task: &TaskRecord) -> Vec<CheckLog> {
+    let Some(dir) = task.log.parent() else {
+        return Vec::new();
+    };
+    let mut logs = Vec::new();
+    for (round, round_dir) in numbered(dir, "checks-", "") {
+        for (index, path) in numbered(&round_dir, "check-", ".log") {
+            let head = std::fs::read_to_string(&path).unwrap_or_default();
+            let first = head.lines().next().unwrap_or("");
+            let command = first.strip_prefix("$ ").unwrap_or(first).to_string();
+            logs.push(CheckLog {
+                round,
+                index,
+                command,
+                path,
+            });
+        }
+    }
+    logs
+}
+
+/// The entries of `dir` named `<prefix><n><suffix>`, by `n`.
+fn numbered(dir: &Path, prefix: &str, suffix: &str) -> Vec<(u32, PathBuf)> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut found: Vec<(u32, PathBuf)> = entries
+        .filter_map(Result::ok)
+        .filter_map(|e| {
+            let name = e.file_name().into_string().ok()?;
+            let n = name
+                .strip_prefix(prefix)?
+                .strip_suffix(suffix)?
+                .parse()
+                .ok()?;
+            Some((n, e.path()))
+        })
+        .collect();
+    found.sort();
+    found
+}
+
+/// Every check log of `task` with a heading each (round, command, and how the last round's
+/// checks ended), then its output.
+pub fn checks_text(task: &TaskRecord) -> String {
+    let mut out = String::new();
+    for log in check_logs(task) {
+        let result = task.checks.iter().find(|c| c.log == log.path);
+        let verdict = match result {
+            Some(c) if c.passed => " · passed".to_string(),
+            Some(c) => match c.exit_code {
+                Some(code) => format!(" · failed (exit {code})"),
+                None => " · failed".to_string(),
+            },
+            None => String::new(),
+        };
+        let _ = writeln!(
+            out,
+            "== round {} · check {} · `{}`{verdict} · {}",
+            log.round,
+            log.index,
+            log.command,
+            log.path.display()
+        );
+        let text = std::fs::read(&log.path).unwrap_or_default();
+        let text = String::from_utf8_lossy(&text);
+        // The first line is the command, said in the heading.
+        let body = text.split_once('\n').map_or("", |(_, rest)| rest);
+        out.push_str(body);
+        if !body.is_empty() && !body.ends_with('\n') {
+            out.push('\n');
+        }
+    }
+    out
+}
+
+/// A transcript's conversations as text: each one's heading, then who said what, each tool
+/// call with its input and each tool's result.
+pub fn transcript_text(entries: &[Entry]) -> String {
+    let mut out = String::new();
+    let mut round = 0;
+    for entry in entries {
+        if entry.round != round {
+            round = entry.round;
+            let _ = writeln!(out, "== conversation {round}");
+        }
+        let tool = entry.tool.as_deref().unwrap_or("?");
+        let heading = match entry.kind {
+            "tool_call" => format!("{} calls {tool}", entry.role),
+            "tool_result" if entry.error => format!("{tool} answers (error)"),
+            "tool_result" => format!("{tool} answers"),
+            _ => entry.role.to_string(),
+        };
+        let _ = writeln!(out, "{heading}:");
+        let mut body = entry.text.clone();
+        if let Some(input) = &entry.input {
+            body = serde_json::to_string_pretty(input).unwrap_or_default();
+        }
+        for line in body.lines() {
+            let _ = writeln!(out, "  {line}");
+        }
+    }
+    out
+}
+
+/// What a file holds past `offset`, and the offset to read from next time. A multi-byte
+/// character cut at the end is left for the next read; a file that shrank (replaced) is
+/// read again from its start.
+pub fn read_from(path: &Path, offset: u64) -> (String, u64) {
+    let Ok(mut file) = std::fs::File::open(path) else {
+        return (String::new(), offset);
+    };
+    let len = file.metadata().map_or(0, |m| m.len());
+    let start = if len < offset { 0 } else { offset };
+    let mut bytes = Vec::new();
+    if file.seek(SeekFrom::Start(start)).is_err() || file.read_to_end(&mut bytes).is_err() {
+        return (String::new(), offset);
+    }
+    let whole = match std::str::from_utf8(&bytes) {
+        Ok(_) => bytes.len(),
+        // An incomplete character at the end waits; invalid bytes are shown as they are.
+        Err(e) if e.error_len().is_none() => e.valid_up_to(),
+        Err(_) => bytes.len(),
+    };
+    let text = String::from_utf8_lossy(&bytes[..whole]).into_owned();
+    (text, start + whole as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_growing_log_is_read_on_from_where_it_stopped_and_characters_stay_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("agent.log");
+        assert_eq!(read_from(&log, 0), (String::new(), 0));
+        std::fs::write(&log, b"one\nt\xc3").unwrap();
+        let (text, at) = read_from(&log, 0);
+        assert_eq!((text.as_str(), at), ("one\nt", 5));
+        std::fs::write(&log, "one\ntä\n").unwrap();
+        assert_eq!(read_from(&log, at), ("ä\n".to_string(), 8));
+        std::fs::write(&log, "new\n").unwrap();
+        assert_eq!(read_from(&log, 8), ("new\n".to_string(), 4));
+    }
+}

@@ -1,0 +1,186 @@
+//! A resolved plan in words, before anything runs: `plait run --dry-run` shows each task
+//! with its agent, the files it owns, the context it reads and the cone of its sparse
+//! worktree (as `plan::layout` decided them), then the checks, the reviewer and the groups;
+//! `plait plan --check` says it in one line.
+
+use std::fmt::Write as _;
+
+use crate::plan::{AgentConfig, ResolvedPlan, ResolvedTask, Reviewer};
+use crate::sandbox::SandboxMode;
+
+/// Paths listed per kind before "… and N more".
+const SHOWN: usize = 10;
+
+/// The plan in one line: its tasks, the files they own, its base and its checks.
+pub fn plan_summary(plan: &ResolvedPlan) -> String {
+    let owned: usize = plan.tasks.iter().map(|t| t.owned.len()).sum();
+    format!(
+        "{} task(s) owning {owned} file(s), base {} ({}), {} task check(s), {} merged check(s)",
+        plan.tasks.len(),
+        plan.base_name,
+        crate::git::short(&plan.base.to_string()),
+        plan.checks.task.len(),
+        plan.checks.merged.len()
+    )
+}
+
+/// The whole plan as `plait run --dry-run` shows it; `groups` is how many supervisor
+/// groups the run would have (0 or 1: none).
+pub fn plan_text(plan: &ResolvedPlan, groups: usize) -> String {
+    let mut out = String::new();
+    if !plan.goal.is_empty() {
+        let _ = writeln!(out, "goal: {}", plan.goal.lines().next().unwrap_or(""));
+    }
+    let _ = writeln!(out, "plan: {}", plan_summary(plan));
+    for task in &plan.tasks {
+        task_lines(&mut out, plan, task);
+    }
+    let _ = writeln!(out);
+    check_lines(&mut out, plan);
+    group_lines(&mut out, plan, groups);
+    out
+}
+
+/// One task: its agent and reviewer, then what its worktree holds and its cone.
+fn task_lines(out: &mut String, plan: &ResolvedPlan, task: &ResolvedTask) {
+    let _ = writeln!(out, "\ntask {}", task.id);
+    let _ = writeln!(
+        out,
+        "  prompt:   {}",
+        task.prompt.lines().next().unwrap_or("")
+    );
+    let _ = writeln!(out, "  agent:    {}", agent_text(&task.agent));
+    let _ = writeln!(
+        out,
+        "  review:   {}",
+        reviewer_text(&plan.review.reviewer_for(task))
+    );
+    let _ = writeln!(
+        out,
+        "  timeout:  {} · sandbox {}",
+        humantime::format_duration(task.timeout),
+        sandbox_text(&task.sandbox)
+    );
+    paths(out, "owns", &task.owned);
+    let context: Vec<String> = task
+        .layout
+        .files
+        .iter()
+        .map(|&i| plan.files[i].path.clone())
+        .filter(|p| task.owned.binary_search(p).is_err())
+        .collect();
+    paths(out, "context", &context);
+    let cone = &task.layout.cone;
+    if cone.is_full() {
+        let _ = writeln!(out, "  cone:     everything (checkout = \"full\")");
+        return;
+    }
+    let mut dirs: Vec<String> = cone.whole().map(|d| format!("{d}/ (all of it)")).collect();
+    dirs.extend(cone.own().map(|d| match d {
+        "" => "/ (its own files)".to_string(),
+        d => format!("{d}/ (its own files)"),
+    }));
+    paths(out, "cone", &dirs);
+}
+
+/// `label: first path`, the next ones aligned under it, at most [`SHOWN`].
+fn paths(out: &mut String, label: &str, list: &[String]) {
+    let mut head = format!("{label}:");
+    if list.is_empty() {
+        let _ = writeln!(out, "  {head:<9} -");
+        return;
+    }
+    for path in list.iter().take(SHOWN) {
+        let _ = writeln!(out, "  {head:<9} {path}");
+        head.clear();
+    }
+    if list.len() > SHOWN {
+        let _ = writeln!(out, "  {:<9} … and {} more", "", list.len() - SHOWN);
+    }
+}
+
+/// The agent, as a person would name it.
+fn agent_text(agent: &AgentConfig) -> String {
+    match agent {
+        AgentConfig::Exec(command) => format!("exec `{command}`"),
+        AgentConfig::Model(p) => format!("model {} ({})", p.model, p.name),
+        AgentConfig::Cli(args) => format!("cli `{}`", args.join(" ")),
+        AgentConfig::ClaudeCode(tool) => format!("claude-code ({})", tool.program),
+        AgentConfig::Aider(tool) => format!("aider ({})", tool.program),
+    }
+}
+
+fn reviewer_text(reviewer: &Reviewer) -> String {
+    match reviewer {
+        Reviewer::Off | Reviewer::Worker => "off".to_string(),
+        Reviewer::Command(command) => format!("command `{command}`"),
+        Reviewer::Model(p) => format!("model {} ({})", p.model, p.name),
+    }
+}
+
+fn sandbox_text(sandbox: &crate::sandbox::SandboxSettings) -> String {
+    let mode = match sandbox.mode {
+        SandboxMode::Auto => "auto",
+        SandboxMode::Required => "required",
+        SandboxMode::Off => "off",
+    };
+    if sandbox.writable.is_empty() {
+        return mode.to_string();
+    }
+    let writable: Vec<String> = sandbox
+        .writable
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect();
+    format!("{mode}, also writable: {}", writable.join(", "))
+}
+
+/// The task and merged checks, with their limits, and how many review rounds.
+fn check_lines(out: &mut String, plan: &ResolvedPlan) {
+    let checks = &plan.checks;
+    let list = |commands: &[String]| -> String {
+        if commands.is_empty() {
+            return "none".to_string();
+        }
+        let quoted: Vec<String> = commands.iter().map(|c| format!("`{c}`")).collect();
+        quoted.join(", ")
+    };
+    let _ = writeln!(out, "task checks:   {}", list(&checks.task));
+    let _ = writeln!(out, "merged checks: {}", list(&checks.merged));
+    let _ = writeln!(
+        out,
+        "checks: {} at once, {} each; culprit search {}; {} rework round(s) for culprits; {} review round(s) of changes",
+        checks.jobs,
+        humantime::format_duration(checks.timeout),
+        if checks.bisect { "on" } else { "off" },
+        checks.rework,
+        plan.review.rounds
+    );
+}
+
+/// The supervisor groups the run would have, each with its tasks.
+fn group_lines(out: &mut String, plan: &ResolvedPlan, groups: usize) {
+    if groups < 2 {
+        let _ = writeln!(out, "groups: none");
+        return;
+    }
+    let supervisor = match &plan.groups.reviewer {
+        Reviewer::Worker => plan
+            .tasks
+            .first()
+            .map_or(Reviewer::Off, |t| plan.review.reviewer_for(t)),
+        other => other.clone(),
+    };
+    let _ = writeln!(
+        out,
+        "groups: {groups}, supervised by {}",
+        reviewer_text(&supervisor)
+    );
+    for (k, members) in crate::groups::assign(&plan.tasks, groups)
+        .iter()
+        .enumerate()
+    {
+        let ids: Vec<&str> = members.iter().map(|&i| plan.tasks[i].id.as_str()).collect();
+        let _ = writeln!(out, "  group-{}: {}", k + 1, ids.join(", "));
+    }
+}
