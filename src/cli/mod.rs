@@ -5,11 +5,13 @@
 
 mod check;
 mod clean;
+mod completions;
 mod diff;
 mod error;
 mod guard;
 mod hook;
 mod land;
+mod log;
 mod manage;
 mod plan;
 mod progress;
@@ -23,6 +25,7 @@ mod status;
 mod ui;
 mod worker;
 
+use std::io::IsTerminal as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -64,6 +67,7 @@ pub enum Command {
     Resume(resume::ResumeArgs),
     Status(status::StatusArgs),
     Diff(diff::DiffArgs),
+    Log(log::LogArgs),
     Review(review::ReviewArgs),
     Accept(review::AcceptArgs),
     Reject(review::RejectArgs),
@@ -76,6 +80,7 @@ pub enum Command {
     Runs(runs::RunsArgs),
     Serve(serve::ServeArgs),
     Worker(worker::WorkerArgs),
+    Completions(completions::CompletionsArgs),
 }
 
 pub use error::{CommandError, Kind};
@@ -84,13 +89,17 @@ pub use error::{CommandError, Kind};
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logging();
-    let dir = cli.dir.clone().unwrap_or_else(|| PathBuf::from("."));
+    let dir = match start_dir(cli.dir.as_deref()) {
+        Ok(dir) => dir,
+        Err(e) => return failed(e),
+    };
     let result = match cli.command {
         Command::Plan(args) => plan::cmd_plan(&dir, args),
         Command::Run(args) => run::cmd_run(&dir, args),
         Command::Resume(args) => resume::cmd_resume(&dir, args),
         Command::Status(args) => status::cmd_status(&dir, args),
         Command::Diff(args) => diff::cmd_diff(&dir, args),
+        Command::Log(args) => log::cmd_log(&dir, args),
         Command::Review(args) => review::cmd_review(&dir, args),
         Command::Accept(args) => review::cmd_accept(&dir, args),
         Command::Reject(args) => review::cmd_reject(&dir, args),
@@ -103,22 +112,50 @@ pub fn main() -> ExitCode {
         Command::Runs(args) => runs::cmd_runs(&dir, args),
         Command::Serve(args) => serve::cmd_serve(&dir, args),
         Command::Worker(args) => worker::cmd_worker(args),
+        Command::Completions(args) => completions::cmd_completions(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
-        Err(e) if e.kind == Kind::BrokenPipe => ExitCode::SUCCESS,
-        Err(e) => {
-            errln!("{}", e.render());
-            ExitCode::from(e.exit_code())
-        }
+        Err(e) => failed(e),
+    }
+}
+
+/// Says why a command failed (a closed stdout is no failure) and gives its exit code.
+fn failed(e: CommandError) -> ExitCode {
+    if e.kind == Kind::BrokenPipe {
+        return ExitCode::SUCCESS;
+    }
+    errln!("{}", e.render());
+    ExitCode::from(e.exit_code())
+}
+
+/// The directory a command starts in: `-C DIR`, which must be a directory, or `.`.
+fn start_dir(dir: Option<&Path>) -> Result<PathBuf, CommandError> {
+    let Some(dir) = dir else {
+        return Ok(PathBuf::from("."));
+    };
+    match std::fs::metadata(dir) {
+        Ok(meta) if meta.is_dir() => Ok(dir.to_path_buf()),
+        Ok(_) => Err(CommandError::usage(format!(
+            "-C {}: not a directory",
+            dir.display()
+        ))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(CommandError::usage(format!(
+            "-C {}: the directory does not exist",
+            dir.display()
+        ))),
+        Err(e) => Err(CommandError::usage(format!("-C {}: {e}", dir.display()))),
     }
 }
 
 fn init_logging() {
     let filter = tracing_subscriber::EnvFilter::try_from_env("PLAIT_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    // Colours only for a person at a terminal who has not asked for none.
+    let ansi = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(ansi)
         .with_writer(std::io::stderr)
         .try_init();
 }

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use clap::Args;
 
 use super::error::Context as _;
-use super::ui::{err, errln, out};
+use super::ui::{err, errln, out, outln};
 use super::CommandError;
 use crate::git;
 use crate::plan::split::{split, SplitRule, SplitSettings};
@@ -20,6 +20,7 @@ Examples:
   plait plan --split 'dir:src/*' --prompt 'Move {path} from log to tracing' --exec './migrate.sh' -o plait.toml
   plait plan --split 'file:lib/**/*.py' --prompt 'Format {path}' --exec 'ruff format \"$PLAIT_FILE\"' > plait.toml
   plait plan --split 'module:src/*' --prompt 'Document {path}' --agent anthropic -o plait.toml
+  plait plan --check plait.toml     # validate a plan alone, as `plait run` would
 
 SPEC is dir:GLOB (a task per matching directory; a matching directory inside another gets
 its own task), file:GLOB (a task per tracked file) or module:GLOB (a task per module of the
@@ -65,11 +66,18 @@ pub struct PlanArgs {
     /// Write the plan to FILE instead of stdout
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     pub output: Option<PathBuf>,
+    /// Validate the plan FILE alone, as `plait run` would, and say what it holds in one
+    /// line (exit 0), or its problems (exit 2)
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["split", "goal", "prompt", "exec", "agent", "base", "output"])]
+    pub check: Option<PathBuf>,
     #[command(flatten)]
     pub manager: super::manage::ManagerArgs,
 }
 
 pub fn cmd_plan(dir: &Path, args: PlanArgs) -> Result<(), CommandError> {
+    if let Some(path) = &args.check {
+        return check_plan(dir, path);
+    }
     if let (None, Some(goal)) = (&args.split, &args.goal) {
         return plan_by_manager(dir, goal, &args);
     }
@@ -131,6 +139,21 @@ pub fn cmd_plan(dir: &Path, args: PlanArgs) -> Result<(), CommandError> {
         None => out!("{text}")?,
     }
     Ok(())
+}
+
+/// `plait plan --check FILE`: the plan validated as `plait run` validates it, nothing
+/// created.
+fn check_plan(dir: &Path, path: &Path) -> Result<(), CommandError> {
+    let text = super::run::read_plan(path)?;
+    let resolved = super::run::resolve_plan(dir, path, &text)?;
+    if let Some(warning) = resolved.sandbox_warning() {
+        errln!("warning: {warning}");
+    }
+    outln!(
+        "{}: valid: {}",
+        path.display(),
+        crate::report::plan_summary(&resolved)
+    )
 }
 
 /// The tasks' agent from `--exec` or `--agent`.

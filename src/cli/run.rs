@@ -7,7 +7,7 @@ use std::sync::Arc;
 use clap::Args;
 use tokio::sync::mpsc;
 
-use super::ui::{err, errln, outln};
+use super::ui::{err, errln, out, outln};
 use super::{progress, CommandError};
 use crate::cancel::Cancel;
 use crate::git;
@@ -69,6 +69,10 @@ pub struct RunArgs {
     /// the task branches back; -j 0 runs no task on this machine
     #[arg(long, value_name = "REMOTE")]
     pub remote: Option<String>,
+    /// Validate and resolve the plan and show what the run would do (each task's agent,
+    /// files and cone, the checks), creating nothing
+    #[arg(long, conflicts_with_all = ["goal", "store", "remote"])]
+    pub dry_run: bool,
 }
 
 pub fn cmd_run(dir: &Path, args: RunArgs) -> Result<(), CommandError> {
@@ -82,12 +86,7 @@ pub fn cmd_run(dir: &Path, args: RunArgs) -> Result<(), CommandError> {
         ));
     }
     let (plan_path, plan_text) = match (&args.plan, &args.goal) {
-        (Some(path), _) => {
-            let text = std::fs::read_to_string(path).map_err(|e| {
-                CommandError::usage(format!("cannot read plan {}: {e}", path.display()))
-            })?;
-            (path.clone(), text)
-        }
+        (Some(path), _) => (path.clone(), read_plan(path)?),
         (None, Some(goal)) => plan_for_goal(dir, goal, &args)?,
         (None, None) => {
             return Err(CommandError::usage(
@@ -95,36 +94,19 @@ pub fn cmd_run(dir: &Path, args: RunArgs) -> Result<(), CommandError> {
             ))
         }
     };
-    let repo = git::open(dir)?;
-    let parsed = plan::parse(&plan_text, &plan_path)?;
-    let resolved =
-        plan::resolve_with_env(&repo, parsed, &plan_path, &|name| std::env::var(name).ok())?;
-    drop(repo);
+    let resolved = resolve_plan(dir, &plan_path, &plan_text)?;
     if let Some(warning) = resolved.sandbox_warning() {
         errln!("warning: {warning}");
     }
     let jobs = args
         .jobs
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(4, |n| n.get()));
-    let worktree_root = match &args.worktree_dir {
-        Some(d) => Some(
-            std::path::absolute(d)
-                .map_err(|e| CommandError::usage(format!("--worktree-dir {}: {e}", d.display())))?,
-        ),
-        None => None,
-    };
+    if args.dry_run {
+        return dry_run(dir, &args, &resolved, jobs);
+    }
+    let worktree_root = worktree_root(&args)?;
     let total = resolved.tasks.len();
-    let store = super::store_config(args.store.as_deref())?;
-    let remote = match (&args.remote, &store) {
-        (Some(remote), Some(_)) => Some(publish_base(dir, remote, &resolved.base.to_string())?),
-        (Some(_), None) => {
-            return Err(
-                CommandError::usage("--remote spreads a run over workers through a store")
-                    .hint("pass --store postgres://user@host/db as well, or set PLAIT_STORE"),
-            )
-        }
-        (None, _) => None,
-    };
+    let (store, remote) = spread(dir, &args, &resolved.base.to_string())?;
     let settings = RunSettings {
         repo: std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf()),
         plan: Arc::new(resolved),
@@ -147,6 +129,85 @@ pub fn cmd_run(dir: &Path, args: RunArgs) -> Result<(), CommandError> {
         None => errln!("run {}: {total} task(s), {jobs} at a time", prepared.id()),
     }
     drive(prepared, total, args.json)
+}
+
+/// `--worktree-dir`, made absolute.
+fn worktree_root(args: &RunArgs) -> Result<Option<PathBuf>, CommandError> {
+    let Some(d) = &args.worktree_dir else {
+        return Ok(None);
+    };
+    std::path::absolute(d)
+        .map(Some)
+        .map_err(|e| CommandError::usage(format!("--worktree-dir {}: {e}", d.display())))
+}
+
+/// The store (`--store` or PLAIT_STORE) and, with `--remote`, the remote the run is spread
+/// over, the base commit `base` already put there.
+fn spread(
+    dir: &Path,
+    args: &RunArgs,
+    base: &str,
+) -> Result<(Option<tokio_postgres::Config>, Option<String>), CommandError> {
+    let store = super::store_config(args.store.as_deref())?;
+    let remote = match (&args.remote, &store) {
+        (Some(remote), Some(_)) => Some(publish_base(dir, remote, base)?),
+        (Some(_), None) => {
+            return Err(
+                CommandError::usage("--remote spreads a run over workers through a store")
+                    .hint("pass --store postgres://user@host/db as well, or set PLAIT_STORE"),
+            )
+        }
+        (None, _) => None,
+    };
+    Ok((store, remote))
+}
+
+/// The text of the plan file at `path`.
+pub(super) fn read_plan(path: &Path) -> Result<String, CommandError> {
+    std::fs::read_to_string(path)
+        .map_err(|e| CommandError::usage(format!("cannot read plan {}: {e}", path.display())))
+}
+
+/// The plan `text` (read from `path`) parsed and validated against the repository at
+/// `dir`, as a run takes it: every problem is a usage error (exit 2).
+pub(super) fn resolve_plan(
+    dir: &Path,
+    path: &Path,
+    text: &str,
+) -> Result<plan::ResolvedPlan, CommandError> {
+    let repo = git::open(dir)?;
+    let parsed = plan::parse(text, path)?;
+    let resolved = plan::resolve_with_env(&repo, parsed, path, &|name| std::env::var(name).ok())?;
+    Ok(resolved)
+}
+
+/// `plait run --dry-run`: the resolved plan and where its run would work, on stdout;
+/// nothing is created (no run directory, branch, worktree or lock).
+fn dry_run(
+    dir: &Path,
+    args: &RunArgs,
+    plan: &plan::ResolvedPlan,
+    jobs: usize,
+) -> Result<(), CommandError> {
+    let groups = args
+        .groups
+        .unwrap_or_else(|| plan.groups.groups_for(plan.tasks.len()));
+    let repo = git::open(dir)?;
+    let store = crate::state::Store::new(git::plait_dir(&repo));
+    let worktrees = match worktree_root(args)? {
+        Some(root) => root.join("<run>"),
+        None => store.run_dir("<run>").join("worktrees"),
+    };
+    out!("{}", report::plan_text(plan, groups))?;
+    outln!(
+        "run: {jobs} task(s) at a time; each on branch plait/<run>/<task>, in a worktree under {}",
+        worktrees.display()
+    )?;
+    if let Some((pid, run)) = store.lock_holder() {
+        errln!("note: run {run} is in progress (plait process {pid}); `plait run` refuses to start until it ends");
+    }
+    errln!("dry run: the plan is valid; nothing was created");
+    Ok(())
 }
 
 /// Puts the base commit on `remote` (a local path made absolute, for workers elsewhere);
