@@ -8,7 +8,7 @@ use std::path::Path;
 use git2::{BranchType, Oid, Repository};
 
 use crate::collect;
-use crate::state::{RunState, TaskState};
+use crate::state::{RunState, TaskState, Verdict};
 use crate::workspace::{self, WorkspaceError};
 
 /// Why a clean could not finish.
@@ -158,7 +158,12 @@ fn weigh_branches(
             continue;
         }
         let landed = tip == base || elsewhere.contains(&tip);
-        if !landed {
+        // A person rejected that work: deleting its branch loses nothing they kept (the
+        // tip is printed, to restore it).
+        let rejected = state.tasks.iter().any(|t| {
+            t.branch == name && t.decided(Verdict::Reject) && t.commit == Some(tip.to_string())
+        });
+        if !landed && !rejected {
             outcome.at_risk.push(AtRisk {
                 what: format!("branch {name}"),
                 reason: format!(

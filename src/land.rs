@@ -119,12 +119,16 @@ pub enum Trouble {
 
 /// What needs a person in `state`: failed, violating, interrupted, stopped, unapproved or
 /// rejected tasks, an interrupted or unfinished run, failing merged checks, held groups,
-/// conflicts. Empty: the run is all good.
+/// conflicts. Empty: the run is all good. A task a person rejected needs nobody: it was
+/// decided away, and the rest lands without it; one a person accepted with its violations
+/// is in the merge as it is.
 pub fn blockers(state: &RunState) -> Vec<Blocker> {
     let mut out = Vec::new();
     let kinds: [(Trouble, &TaskTest); 6] = [
         (Trouble::Failed, &|t| t.state == TaskState::Failed),
-        (Trouble::Violations, &|t| !t.violations.is_empty()),
+        (Trouble::Violations, &|t| {
+            !t.violations.is_empty() && !t.decided(Verdict::Approve)
+        }),
         (Trouble::Interrupted, &|t| t.state == TaskState::Interrupted),
         (Trouble::Stopped, &|t| t.state == TaskState::Stopped),
         (Trouble::NotApproved, &|t| {
@@ -136,7 +140,7 @@ pub fn blockers(state: &RunState) -> Vec<Blocker> {
         let tasks: Vec<String> = state
             .tasks
             .iter()
-            .filter(|t| applies(t))
+            .filter(|t| applies(t) && !t.decided(Verdict::Reject))
             .map(|t| t.id.clone())
             .collect();
         if !tasks.is_empty() {

@@ -406,6 +406,11 @@ impl TaskRecord {
             .or_else(|| self.review.as_ref().map(|r| r.verdict))
     }
 
+    /// Whether a person decided `verdict` on the task (`plait accept` / `plait reject`).
+    pub fn decided(&self, verdict: Verdict) -> bool {
+        self.decision.as_ref().is_some_and(|d| d.verdict == verdict)
+    }
+
     /// Whether the task's checks of the last round all passed (true when there are none).
     pub fn checks_pass(&self) -> bool {
         self.checks.iter().all(|c| c.passed)

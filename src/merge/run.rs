@@ -9,16 +9,13 @@ use crate::git;
 use crate::state::{Culprits, RunState, TaskRecord, TaskState, Verdict};
 
 /// Whether a task's branch may go into the merge: done, approved (or not reviewed), its
-/// checks green.
+/// checks green, and no violation unless a person accepted the task as it is.
 pub fn mergeable(task: &TaskRecord) -> bool {
-    let accepted_after_rejection = task.state == TaskState::Rejected
-        && task
-            .decision
-            .as_ref()
-            .is_some_and(|d| d.verdict == Verdict::Approve);
-    (task.state == TaskState::Done || accepted_after_rejection)
+    let accepted = task.decided(Verdict::Approve);
+    (task.state == TaskState::Done || (task.state == TaskState::Rejected && accepted))
         && task.checks_pass()
         && matches!(task.verdict(), None | Some(Verdict::Approve))
+        && (task.violations.is_empty() || accepted)
 }
 
 /// Merges the mergeable tasks of `state` into its merged branch (blocking).

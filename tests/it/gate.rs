@@ -64,3 +64,67 @@ fn an_empty_merge_runs_no_merged_checks() {
     let merged = repo.status_json(&[])["merged_checks"].clone();
     assert!(merged.as_array().is_none_or(|a| a.is_empty()), "{merged:#}");
 }
+
+fn two_tasks(repo: &TestRepo, a_script: &str) -> String {
+    let toml = format!(
+        "goal = \"g\"\n[review]\nagent = \"off\"\n\
+         [[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"/a.txt\"]\nagent = {{ exec = \"{a_script}\" }}\n\
+         [[task]]\nid = \"b\"\nprompt = \"p\"\nowns = [\"/b.txt\"]\nagent = {{ exec = \"echo more >> b.txt\" }}\n"
+    );
+    let path = repo.plan(&toml);
+    let out = repo.plait(&["run", path.to_str().unwrap()]);
+    assert!(out.status.code().is_some_and(|c| c <= 1), "{}", stderr(&out));
+    repo.status_json(&[])["id"].as_str().unwrap().to_string()
+}
+
+fn files() -> TestRepo {
+    TestRepo::with_files(&[("a.txt", "a\n"), ("b.txt", "b\n"), ("c.txt", "c\n")])
+}
+
+#[test]
+fn a_task_with_violations_is_out_of_a_partial_landing_until_a_person_accepts_it() {
+    let violating = "echo more >> a.txt; echo sneaky >> c.txt";
+    // --partial lands the rest, without the violating task.
+    let repo = files();
+    let id = two_tasks(&repo, violating);
+    let out = repo.plait(&["land", &id, "--into", "main"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    let out = repo.plait(&["land", &id, "--into", "main", "--partial"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let main = repo.tree_files("main");
+    assert_eq!(main["b.txt"], "b\nmore\n");
+    assert_eq!(main["a.txt"], "a\n", "a task with violations was landed by --partial");
+    // Accepted as it is, it lands with the rest, without --partial.
+    let repo = files();
+    let id = two_tasks(&repo, violating);
+    let out = repo.plait(&["accept", &id, "a"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let out = repo.plait(&["land", &id, "--into", "main"]);
+    assert_eq!(out.status.code(), Some(0), "{}{}", stdout(&out), stderr(&out));
+    let main = repo.tree_files("main");
+    assert_eq!(main["a.txt"], "a\nmore\n");
+    assert_eq!(main["b.txt"], "b\nmore\n");
+    assert_eq!(main["c.txt"], "c\n", "a violation is never committed");
+}
+
+#[test]
+fn a_persons_reject_is_a_decision_the_rest_lands_and_clean_removes_it() {
+    let repo = files();
+    let id = two_tasks(&repo, "echo more >> a.txt");
+    let out = repo.plait(&["reject", &id, "b"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let out = repo.plait(&["land", &id, "--into", "main"]);
+    assert_eq!(out.status.code(), Some(0), "{}{}", stdout(&out), stderr(&out));
+    let main = repo.tree_files("main");
+    assert_eq!(main["a.txt"], "a\nmore\n");
+    assert_eq!(main["b.txt"], "b\n");
+    let tip = repo.git(&["rev-parse", &format!("plait/{id}/b")]);
+    let out = repo.plait(&["clean", &id]);
+    assert_eq!(out.status.code(), Some(0), "{}{}", stdout(&out), stderr(&out));
+    assert!(
+        stdout(&out).contains(&format!("git branch plait/{id}/b {tip}")),
+        "{}",
+        stdout(&out)
+    );
+    assert!(!repo.branches().contains(&format!("plait/{id}/b")));
+}
