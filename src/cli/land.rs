@@ -51,9 +51,16 @@ fn land(dir: &Path, args: &LandArgs) -> Result<(), CommandError> {
     let run = store.find(Some(&args.run))?;
     let mut state = store.load(&run)?;
     let workdir = git::workdir(&repo);
-    if state.phase == crate::state::RunPhase::Finished && crate::merge::run::merge_is_stale(&state)
-    {
-        errln!("decisions changed which tasks belong in run {run}: merging again and re-running the merged checks");
+    let finished = state.phase == crate::state::RunPhase::Finished;
+    let adopted = if finished {
+        adopt(&run, &store, &workdir, &mut state)?
+    } else {
+        false
+    };
+    if finished && (adopted || crate::merge::run::merge_is_stale(&state)) {
+        if !adopted {
+            errln!("decisions changed which tasks belong in run {run}: merging again and re-running the merged checks");
+        }
         let plan = crate::plan::load(&store.run_dir(&run).join("plan.toml"))?;
         let checks = crate::plan::checks_of(&plan, &|name| std::env::var(name).ok());
         super::runtime()?
@@ -91,6 +98,52 @@ fn land(dir: &Path, args: &LandArgs) -> Result<(), CommandError> {
         }
         LandOutcome::Refused(refusal) => Err(refused(&run, &args.into, &state, refusal)),
     }
+}
+
+/// Collects task branches moved by hand since the run committed to them; whether any was,
+/// so the run merges again. A move that cannot be collected refuses the landing.
+fn adopt(
+    run: &str,
+    store: &crate::state::Store,
+    workdir: &Path,
+    state: &mut crate::state::RunState,
+) -> Result<bool, CommandError> {
+    let plan = crate::plan::load(&store.run_dir(run).join("plan.toml"))?;
+    let checks = crate::plan::checks_of(&plan, &|name| std::env::var(name).ok());
+    let owns = crate::check::owns_of(&plan);
+    let adoption = super::runtime()?
+        .block_on(orchestrator::adopt::adopt_moved(
+            workdir.to_path_buf(),
+            store.run_dir(run),
+            state,
+            &checks,
+            &owns,
+        ))
+        .context("cannot collect the branches moved by hand")?;
+    if !adoption.refused.is_empty() {
+        let mut msg = format!("not landing run {run}: task branches moved by hand:");
+        for (branch, why) in &adoption.refused {
+            msg.push_str(&format!("\n  - {branch} {why}"));
+        }
+        return Err(CommandError::attention(msg).hint(
+            "move each back to the run's commit (`git branch -f BRANCH COMMIT`, `plait status` names it), or keep its changes to the task's own files",
+        ));
+    }
+    for id in &adoption.adopted {
+        let task = state.task(id);
+        let checks = match task {
+            Some(t) if t.checks.is_empty() => "no task checks".to_string(),
+            Some(t) if t.checks_pass() => "task checks pass".to_string(),
+            _ => "task checks FAIL".to_string(),
+        };
+        errln!(
+            "branch of task {id} moved by hand: collected its commits (own files only; {checks}); merging again and re-running the merged checks"
+        );
+    }
+    if !adoption.adopted.is_empty() {
+        store.save(state)?;
+    }
+    Ok(!adoption.adopted.is_empty())
 }
 
 /// Why the landing was refused, and what to do about it.

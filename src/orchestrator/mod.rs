@@ -27,6 +27,7 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::{mpsc, Notify, Semaphore};
 use tokio::task::JoinSet;
 
+pub mod adopt;
 mod coordinate;
 mod grouped;
 mod task;

@@ -73,7 +73,11 @@ fn two_tasks(repo: &TestRepo, a_script: &str) -> String {
     );
     let path = repo.plan(&toml);
     let out = repo.plait(&["run", path.to_str().unwrap()]);
-    assert!(out.status.code().is_some_and(|c| c <= 1), "{}", stderr(&out));
+    assert!(
+        out.status.code().is_some_and(|c| c <= 1),
+        "{}",
+        stderr(&out)
+    );
     repo.status_json(&[])["id"].as_str().unwrap().to_string()
 }
 
@@ -93,14 +97,23 @@ fn a_task_with_violations_is_out_of_a_partial_landing_until_a_person_accepts_it(
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let main = repo.tree_files("main");
     assert_eq!(main["b.txt"], "b\nmore\n");
-    assert_eq!(main["a.txt"], "a\n", "a task with violations was landed by --partial");
+    assert_eq!(
+        main["a.txt"], "a\n",
+        "a task with violations was landed by --partial"
+    );
     // Accepted as it is, it lands with the rest, without --partial.
     let repo = files();
     let id = two_tasks(&repo, violating);
     let out = repo.plait(&["accept", &id, "a"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let out = repo.plait(&["land", &id, "--into", "main"]);
-    assert_eq!(out.status.code(), Some(0), "{}{}", stdout(&out), stderr(&out));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
     let main = repo.tree_files("main");
     assert_eq!(main["a.txt"], "a\nmore\n");
     assert_eq!(main["b.txt"], "b\nmore\n");
@@ -114,17 +127,82 @@ fn a_persons_reject_is_a_decision_the_rest_lands_and_clean_removes_it() {
     let out = repo.plait(&["reject", &id, "b"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let out = repo.plait(&["land", &id, "--into", "main"]);
-    assert_eq!(out.status.code(), Some(0), "{}{}", stdout(&out), stderr(&out));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
     let main = repo.tree_files("main");
     assert_eq!(main["a.txt"], "a\nmore\n");
     assert_eq!(main["b.txt"], "b\n");
     let tip = repo.git(&["rev-parse", &format!("plait/{id}/b")]);
     let out = repo.plait(&["clean", &id]);
-    assert_eq!(out.status.code(), Some(0), "{}{}", stdout(&out), stderr(&out));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
     assert!(
         stdout(&out).contains(&format!("git branch plait/{id}/b {tip}")),
         "{}",
         stdout(&out)
     );
     assert!(!repo.branches().contains(&format!("plait/{id}/b")));
+}
+
+#[test]
+fn a_fix_committed_by_hand_in_a_task_branch_is_collected_by_land_never_dropped() {
+    let repo = files();
+    let id = two_tasks(&repo, "echo more >> a.txt");
+    let state = repo.status_json(&[&id]);
+    let worktree = state["tasks"][0]["worktree"].as_str().unwrap().to_string();
+    let wt = std::path::Path::new(&worktree);
+    std::fs::write(wt.join("a.txt"), "a\nmore\nfixed by hand\n").unwrap();
+    crate::support::git_in(wt, &["commit", "-q", "-am", "fix by hand"]);
+    let out = repo.plait(&["land", &id, "--into", "main"]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    assert!(
+        stderr(&out).contains("moved by hand: collected"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(repo.tree_files("main")["a.txt"], "a\nmore\nfixed by hand\n");
+
+    // A hand commit that changes a file the task does not own stops the landing.
+    let repo = files();
+    let id = two_tasks(&repo, "echo more >> a.txt");
+    let main_before = repo.git(&["rev-parse", "main"]);
+    // A commit on the branch (checked out in the task's worktree) that changes c.txt.
+    let git = repo.repo();
+    let refname = format!("refs/heads/plait/{id}/a");
+    let parent = git
+        .find_reference(&refname)
+        .unwrap()
+        .peel_to_commit()
+        .unwrap();
+    let blob = git.blob(b"c\nnot a's\n").unwrap();
+    let mut tree = git.treebuilder(Some(&parent.tree().unwrap())).unwrap();
+    tree.insert("c.txt", blob, 0o100644).unwrap();
+    let tree = git.find_tree(tree.write().unwrap()).unwrap();
+    let sig = git2::Signature::now("hand", "hand@example.invalid").unwrap();
+    git.commit(Some(&refname), &sig, &sig, "outside", &tree, &[&parent])
+        .unwrap();
+    let out = repo.plait(&["land", &id, "--into", "main"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("change files task `a` does not own: c.txt"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(repo.git(&["rev-parse", "main"]), main_before);
 }

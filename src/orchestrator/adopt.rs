@@ -1,0 +1,144 @@
+//! Task branches moved by hand after the run committed to them: a person's fix committed in
+//! a task's worktree. Such work is never dropped in silence: a branch whose new commits
+//! come after the run's and change only what the task owns is collected (its task checks
+//! run on the new tip, in a checkout of the task's own lineage, and the task's commit
+//! becomes that tip, so the run merges again); any other move is named, and the run does
+//! not land until a person sorts it out.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use git2::Oid;
+
+use super::RunError;
+use crate::cancel::Cancel;
+use crate::git::{self, branch_ref, tree_changes};
+use crate::plan::globs::Globs;
+use crate::plan::CheckSettings;
+use crate::review::checks::{CheckJob, CheckPool, Lineage};
+use crate::state::{RunState, TaskState};
+
+/// What became of the moved branches.
+#[derive(Debug, Default)]
+pub struct Adoption {
+    /// Tasks whose branch's new commits were collected.
+    pub adopted: Vec<String>,
+    /// Branches that moved in a way plait cannot take, with why.
+    pub refused: Vec<(String, String)>,
+}
+
+/// Collects the task branches of `state` that moved since the run committed to them (see
+/// the module's doc); `owns` are the tasks' owned globs.
+pub async fn adopt_moved(
+    workdir: PathBuf,
+    run_dir: PathBuf,
+    state: &mut RunState,
+    checks: &CheckSettings,
+    owns: &HashMap<String, Globs>,
+) -> Result<Adoption, RunError> {
+    let (moved, mut adoption) = {
+        let (workdir, snapshot, owns) = (workdir.clone(), state.clone(), owns.clone());
+        tokio::task::spawn_blocking(move || weigh(&workdir, &snapshot, &owns))
+            .await
+            .map_err(|e| RunError::Internal(e.to_string()))??
+    };
+    let pool = CheckPool::new(run_dir.join("checks"), workdir, checks.jobs);
+    let (_interrupt, cancel) = Cancel::new();
+    for (id, tip) in moved {
+        let logs = run_dir
+            .join("tasks")
+            .join(&id)
+            .join(format!("checks-by-hand-{}", git::short(&tip.to_string())));
+        let job = CheckJob {
+            commit: tip,
+            commands: &checks.task,
+            env: vec![
+                ("PLAIT_RUN", state.id.clone()),
+                ("PLAIT_TASK", id.clone()),
+                ("PLAIT_BASE", state.base.clone()),
+                ("PLAIT_COMMIT", tip.to_string()),
+            ],
+            logs: &logs,
+            timeout: checks.timeout,
+            sandbox: &checks.sandbox,
+            lineage: Lineage::Task(id.clone()),
+        };
+        let results = pool.run(&job, &cancel).await.map_err(RunError::Internal)?;
+        if let Some(task) = state.task_mut(&id) {
+            task.commit = Some(tip.to_string());
+            task.checks = results;
+            if task.checks_pass() {
+                // A person's fix of a failed task counts once its checks pass.
+                if task.state == TaskState::Failed {
+                    task.state = TaskState::Done;
+                    task.error = None;
+                }
+            } else {
+                task.state = TaskState::Failed;
+                task.error = Some(format!(
+                    "its checks fail on the commits made by hand in its branch (now {})",
+                    git::short(&tip.to_string())
+                ));
+            }
+        }
+        adoption.adopted.push(id);
+    }
+    let _ = tokio::task::spawn_blocking(move || pool.remove_all()).await;
+    Ok(adoption)
+}
+
+/// The moved branches that can be collected, with their tips, and those that cannot.
+fn weigh(
+    workdir: &Path,
+    state: &RunState,
+    owns: &HashMap<String, Globs>,
+) -> Result<(Vec<(String, Oid)>, Adoption), RunError> {
+    let repo = git::open(workdir)?;
+    let internal = |e: git2::Error| RunError::Internal(e.to_string());
+    let base = Oid::from_str(&state.base).map_err(internal)?;
+    let base_tree = repo
+        .find_commit(base)
+        .and_then(|c| c.tree())
+        .map_err(internal)?;
+    let (mut moved, mut adoption) = (Vec::new(), Adoption::default());
+    for task in &state.tasks {
+        let Some(commit) = task.commit.as_deref().and_then(|c| Oid::from_str(c).ok()) else {
+            continue;
+        };
+        let Ok(tip) = repo.refname_to_id(&branch_ref(&task.branch)) else {
+            continue;
+        };
+        if tip == commit {
+            continue;
+        }
+        if !repo.graph_descendant_of(tip, commit).map_err(internal)? {
+            adoption.refused.push((
+                task.branch.clone(),
+                "was moved to a commit that does not come after the run's".to_string(),
+            ));
+            continue;
+        }
+        let tree = repo
+            .find_commit(tip)
+            .and_then(|c| c.tree())
+            .map_err(internal)?;
+        let outside: Vec<String> = tree_changes(&repo, &base_tree, &tree)
+            .map_err(|e| RunError::Internal(e.to_string()))?
+            .into_keys()
+            .filter(|path| !owns.get(&task.id).is_some_and(|g| g.matches(path)))
+            .collect();
+        if !outside.is_empty() {
+            adoption.refused.push((
+                task.branch.clone(),
+                format!(
+                    "has commits that change files task `{}` does not own: {}",
+                    task.id,
+                    outside.join(", ")
+                ),
+            ));
+            continue;
+        }
+        moved.push((task.id.clone(), tip));
+    }
+    Ok((moved, adoption))
+}
