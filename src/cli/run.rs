@@ -336,7 +336,8 @@ pub(super) async fn watch_signals(interrupt: tokio::sync::watch::Sender<bool>) {
             _ = term.recv() => {}
         }
         if round == 0 {
-            tracing::warn!("interrupted: stopping the agents; press Ctrl-C again to exit at once");
+            // Said to the person, not logged: no timestamp, no colours in a pipe.
+            errln!("warning: interrupted: stopping the agents; press Ctrl-C again to exit at once");
             let _ = interrupt.send(true);
         } else {
             std::process::exit(130);
