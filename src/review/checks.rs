@@ -66,6 +66,9 @@ struct Seed {
     checkout: Option<Checkout>,
     /// The command lists run in it so far, at the base.
     warmed: Vec<Vec<String>>,
+    /// Held while this pool uses the kept seed (an exclusive `flock` of `<seed>.lock`);
+    /// another pool at the same time (a worker serving two runs) makes one of its own.
+    _held: Option<std::fs::File>,
 }
 
 /// What a kept seed was last warmed with, in `<seed>.json`.
@@ -138,6 +141,7 @@ impl CheckPool {
                 dir: seed,
                 checkout: None,
                 warmed: Vec::new(),
+                _held: None,
             })),
             keep: keep.max(1),
             ..CheckPool::new(root, workdir, jobs)
@@ -228,6 +232,16 @@ impl CheckPool {
         if let Some(made) = &seed.checkout {
             return Ok(made.clone());
         }
+        match hold(&seed.dir) {
+            Some(file) => seed._held = Some(file),
+            None => {
+                seed.dir = self.root.join("seed");
+                self.made
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .push(seed.dir.clone());
+            }
+        }
         let kept: Option<SeedRecord> = std::fs::read(seed.record_path())
             .ok()
             .and_then(|text| serde_json::from_slice(&text).ok());
@@ -315,8 +329,27 @@ impl CheckPool {
         for path in made {
             checkout::remove(&self.workdir, &path);
         }
+        // A seed of the pool's own (another pool held the kept one) leaves its record.
+        let _ = std::fs::remove_file(self.root.join("seed.json"));
         let _ = std::fs::remove_dir(&self.root);
     }
+}
+
+/// An exclusive lock of the kept seed at `dir`, if no other pool holds it.
+fn hold(dir: &Path) -> Option<std::fs::File> {
+    use std::os::fd::AsRawFd;
+    if let Some(parent) = dir.parent() {
+        std::fs::create_dir_all(parent).ok()?;
+    }
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(dir.with_extension("lock"))
+        .ok()?;
+    // SAFETY: flock on a descriptor this function owns; it is released when `file` closes.
+    let locked = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0;
+    locked.then_some(file)
 }
 
 async fn blocking<T: Send + 'static>(
