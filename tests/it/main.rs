@@ -6,6 +6,7 @@ mod cli;
 mod collect;
 mod culprits;
 mod distributed;
+mod firstday;
 mod gate;
 mod groups;
 mod land;
