@@ -8,7 +8,7 @@ use super::error::Context as _;
 use super::ui::{err, errln, out, outln};
 use super::CommandError;
 use crate::git;
-use crate::plan::split::{split, SplitRule, SplitSettings};
+use crate::plan::split::{split, SplitOutcome, SplitRule, SplitSettings};
 use crate::plan::{self, AgentSpec};
 
 /// Write a plan: by a manager model for a goal, or a task per directory, file or module
@@ -30,13 +30,14 @@ or the module's) and {id}.
 
 module: finds Rust modules under each crate's src/ (x.rs, x/mod.rs, x.rs with x/; lib.rs
 and main.rs make one task), Python packages (directories with __init__.py) and modules,
-and JS/TS modules (directories and files under src/, or under the package). GLOB selects a
-module when it matches the module's path or a directory above it ('module:src/*': the
-crate's top-level modules; 'module:**' or 'module:.': every top-level module); a module
-inside a selected one stays with it. Tests go with the module they name: tests/x.rs,
-benches/x.rs, tests/test_x.py, x_test.py, x.test.ts, __tests__/x.ts, tests/x.test.ts,
-tests/x/. The plan's header lists the tests that name no module and the files the glob
-reaches that no task owns.
+with their .pyi stubs, and JS/TS modules (directories and files under src/, or under the
+package). GLOB selects a module when it matches the module's path or a directory above it
+('module:src/*': the crate's top-level modules; 'module:**' or 'module:.': every top-level
+module); a module inside a selected one stays with it. Tests go with the module they
+name: tests/x.rs, benches/x.rs, tests/test_x.py (x.py, else _x.py), x_test.py, x.test.ts,
+__tests__/x.ts, tests/x.test.ts, tests/x/; of several modules with that name, the nearest
+selected one. The plan's header lists the tests that name no module, those named after
+selected modules in different tasks, and the files the glob reaches that no task owns.
 
 With --goal and no --split, a manager model (--manager, default anthropic) sees the tracked
 files with their sizes, and the contents of files matching --include, and submits tasks;
@@ -91,39 +92,43 @@ pub fn cmd_plan(dir: &Path, args: PlanArgs) -> Result<(), CommandError> {
                 .hint("e.g. --prompt 'Format {path}'"),
         );
     };
+    plan_by_split(dir, spec, template, &args)
+}
+
+/// `plait plan --split SPEC --prompt TEMPLATE`: a task per directory, file or module.
+fn plan_by_split(
+    dir: &Path,
+    spec: &str,
+    template: &str,
+    args: &PlanArgs,
+) -> Result<(), CommandError> {
     let rule = SplitRule::parse(spec)?;
     let repo = git::open(dir)?;
     let files = super::base_files(&repo, args.base.as_deref())?;
-    let agent = worker(&args);
     let settings = SplitSettings {
         rule,
-        template: template.clone(),
+        template: template.to_string(),
         goal: args
             .goal
             .clone()
             .unwrap_or_else(|| default_goal(template, spec)),
-        agent,
+        agent: worker(args),
         base: args.base.clone(),
     };
     let outcome = split(&files, &settings)?;
     let plan = &outcome.plan;
-    let mut header = format!(
-        "plait plan, made by --split '{spec}'\n{} task(s); edit freely, then: plait run <this file>",
-        plan.tasks.len()
-    );
-    header.push_str(&listing(
-        "Tests that name no module; no task owns them:",
-        &outcome.orphan_tests,
-    ));
-    header.push_str(&listing(
-        "Files the glob reaches that no task owns:",
-        &outcome.unowned,
-    ));
-    let text = plan::to_toml(plan, &header);
+    let text = plan::to_toml(plan, &split_header(spec, &outcome));
     if !outcome.orphan_tests.is_empty() {
         errln!(
             "note: {} test(s) name no module and go to no task; the plan's header lists them",
             outcome.orphan_tests.len()
+        );
+    }
+    if !outcome.shared_name_tests.is_empty() {
+        errln!(
+            "note: {} test(s) are named after two or more selected modules and go to no task; \
+             the plan's header lists them with the modules",
+            outcome.shared_name_tests.len()
         );
     }
     if settings.agent.is_none() {
@@ -139,6 +144,32 @@ pub fn cmd_plan(dir: &Path, args: PlanArgs) -> Result<(), CommandError> {
         None => out!("{text}")?,
     }
     Ok(())
+}
+
+/// The comment at the top of a split plan: how it was made, and what no task owns and why.
+fn split_header(spec: &str, outcome: &SplitOutcome) -> String {
+    let mut header = format!(
+        "plait plan, made by --split '{spec}'\n{} task(s); edit freely, then: plait run <this file>",
+        outcome.plan.tasks.len()
+    );
+    header.push_str(&listing(
+        "Tests that name no module; no task owns them:",
+        &outcome.orphan_tests,
+    ));
+    let shared: Vec<String> = outcome
+        .shared_name_tests
+        .iter()
+        .map(|t| format!("{} (named after {})", t.test, t.modules.join(" and ")))
+        .collect();
+    header.push_str(&listing(
+        "Tests named after two or more selected modules; no task owns them:",
+        &shared,
+    ));
+    header.push_str(&listing(
+        "Files the glob reaches that no task owns:",
+        &outcome.unowned,
+    ));
+    header
 }
 
 /// `plait plan --check FILE`: the plan validated as `plait run` validates it, nothing

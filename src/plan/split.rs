@@ -77,8 +77,20 @@ pub struct SplitOutcome {
     pub plan: PlanFile,
     /// Tests (`module:` only) that name no module, so no task owns them.
     pub orphan_tests: Vec<String>,
+    /// Tests (`module:` only) named after two or more selected modules in different
+    /// tasks, so no task owns them.
+    pub shared_name_tests: Vec<SharedNameTest>,
     /// Other tracked files the glob reaches (`module:` only) that no task owns.
     pub unowned: Vec<String>,
+}
+
+/// A test whose name two or more selected modules share, equally near it: which one it
+/// tests is unclear.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SharedNameTest {
+    pub test: String,
+    /// The modules' paths, sorted.
+    pub modules: Vec<String>,
 }
 
 /// One task's share of the repository.
@@ -100,6 +112,7 @@ pub fn split(files: &[TreeFile], settings: &SplitSettings) -> Result<SplitOutcom
     let mut outcome = SplitOutcome {
         plan: PlanFile::default(),
         orphan_tests: Vec::new(),
+        shared_name_tests: Vec::new(),
         unowned: Vec::new(),
     };
     let shares = match &settings.rule {
@@ -112,6 +125,7 @@ pub fn split(files: &[TreeFile], settings: &SplitSettings) -> Result<SplitOutcom
             };
             let found = modules::split_modules(files, &reach).map_err(bad)?;
             outcome.orphan_tests = found.orphan_tests;
+            outcome.shared_name_tests = found.shared_name_tests;
             outcome.unowned = found.unowned;
             found
                 .units

@@ -472,3 +472,158 @@ fn a_modules_test_directory_leaves_out_the_modules_inside_it() {
         "dot directories hold no modules"
     );
 }
+
+/// Runs `plait plan --split SPEC` in `repo`; returns the plan's text and stderr.
+fn plan_by_binary(repo: &TestRepo, spec: &str) -> (String, String) {
+    let out = repo.plait(&[
+        "plan",
+        "--split",
+        spec,
+        "--prompt",
+        "Tidy {path}",
+        "--exec",
+        "true",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    (stdout(&out), stderr(&out))
+}
+
+/// Each task's id and owned files in a written plan, as `plait run` would resolve it.
+fn owned_in(repo: &TestRepo, text: &str) -> Vec<(String, Vec<String>)> {
+    let path = repo.plan(text);
+    let git = plait::git::open(&repo.path).unwrap();
+    let parsed = plan::parse(text, &path).unwrap();
+    let resolved = plan::resolve(&git, parsed, Path::new("x"))
+        .unwrap_or_else(|e| panic!("the split plan is not valid: {e}\n{text}"));
+    resolved
+        .tasks
+        .iter()
+        .map(|t| (t.id.clone(), t.owned.clone()))
+        .collect()
+}
+
+/// The lines of the plan's header under `title`, without their `#   `.
+fn header_list(text: &str, title: &str) -> Vec<String> {
+    text.lines()
+        .skip_while(|l| *l != format!("# {title}"))
+        .skip(1)
+        .map_while(|l| l.strip_prefix("#   "))
+        .map(String::from)
+        .collect()
+}
+
+const NO_MODULE: &str = "Tests that name no module; no task owns them:";
+const SHARED: &str = "Tests named after two or more selected modules; no task owns them:";
+const UNOWNED: &str = "Files the glob reaches that no task owns:";
+
+#[test]
+fn python_private_modules_take_their_tests_and_stubs() {
+    let repo = TestRepo::fixture("attrs-layout");
+    let (text, err) = plan_by_binary(&repo, "module:src/attr/*");
+    assert_eq!(
+        owned_in(&repo, &text),
+        expect(&[
+            (
+                "attr-_funcs",
+                &["src/attr/_funcs.py", "tests/test_funcs.py"]
+            ),
+            (
+                "attr-_make",
+                &[
+                    "src/attr/_make.py",
+                    "src/attr/_make.pyi",
+                    "tests/test_make.py"
+                ]
+            ),
+            ("attr-_typing_compat", &["src/attr/_typing_compat.pyi"]),
+            (
+                "attr-converters",
+                &[
+                    "src/attr/converters.py",
+                    "src/attr/converters.pyi",
+                    "tests/test_converters.py"
+                ]
+            ),
+        ]),
+        "test_make names _make; converters is paired with the selected module, though \
+         src/attrs/converters.py has the same name; a stub goes with its module, or alone \
+         is one\n{text}"
+    );
+    assert_eq!(
+        header_list(&text, NO_MODULE),
+        ["tests/conftest.py", "tests/utils.py"],
+        "{text}"
+    );
+    assert!(header_list(&text, SHARED).is_empty(), "{text}");
+    assert_eq!(
+        header_list(&text, UNOWNED),
+        [
+            "src/attr/__init__.py",
+            "src/attr/__init__.pyi",
+            "src/attr/py.typed"
+        ],
+        "the package's stub goes the way of its __init__.py\n{text}"
+    );
+    assert!(err.contains("2 test(s) name no module"), "{err}");
+}
+
+#[test]
+fn a_test_named_after_two_selected_modules_says_so() {
+    let repo = TestRepo::fixture("attrs-layout");
+    let (text, err) = plan_by_binary(&repo, "module:src/*");
+    assert_eq!(
+        owned_in(&repo, &text),
+        expect(&[
+            (
+                "attr",
+                &[
+                    "src/attr/__init__.py",
+                    "src/attr/__init__.pyi",
+                    "src/attr/_funcs.py",
+                    "src/attr/_make.py",
+                    "src/attr/_make.pyi",
+                    "src/attr/_typing_compat.pyi",
+                    "src/attr/converters.py",
+                    "src/attr/converters.pyi",
+                    "src/attr/py.typed",
+                    "tests/test_funcs.py",
+                    "tests/test_make.py",
+                ]
+            ),
+            (
+                "attrs",
+                &[
+                    "src/attrs/__init__.py",
+                    "src/attrs/__init__.pyi",
+                    "src/attrs/converters.py"
+                ]
+            ),
+        ])
+    );
+    assert_eq!(
+        header_list(&text, SHARED),
+        ["tests/test_converters.py (named after src/attr/converters.py and src/attrs/converters.py)"],
+        "{text}"
+    );
+    assert_eq!(
+        header_list(&text, NO_MODULE),
+        ["tests/conftest.py", "tests/utils.py"],
+        "test_converters.py names a module, two in fact\n{text}"
+    );
+    assert!(
+        err.contains("1 test(s) are named after two or more selected modules"),
+        "{err}"
+    );
+
+    let outcome = split_by(&repo, "module:src/*").unwrap();
+    assert_eq!(
+        outcome.shared_name_tests,
+        [split::SharedNameTest {
+            test: "tests/test_converters.py".into(),
+            modules: vec![
+                "src/attr/converters.py".into(),
+                "src/attrs/converters.py".into(),
+            ],
+        }]
+    );
+}

@@ -413,7 +413,8 @@ impl Crate<'_, '_> {
 
 // Python --------------------------------------------------------------------------------
 
-/// Packages (directories with `__init__.py`) and modules (`.py` files), and their tests.
+/// Packages (directories with `__init__.py` or `__init__.pyi`) and modules (`.py` files,
+/// each with its `.pyi` stub beside it; a stub alone is a module too), and their tests.
 fn find_python(list: &Listing, found: &mut Found) {
     let projects: BTreeSet<&str> = list
         .files()
@@ -427,11 +428,19 @@ fn find_python(list: &Listing, found: &mut Found) {
         test_dir_in(parent(file), PYTHON_TEST_DIRS).is_some()
             || python_test_names(file_name(file)).is_some()
     };
+    // Modules and stubs outside the tests; a stub beside its module goes with it.
+    let sources: Vec<&str> = list
+        .files()
+        .filter(|f| !hidden(f) && !is_test(f))
+        .filter(|f| f.ends_with(".py") || (f.ends_with(".pyi") && !list.is_file(&f[..f.len() - 1])))
+        .collect();
     // Sorted as directories, so a package comes before the packages inside it.
-    let packages: BTreeSet<&str> = python
+    let packages: BTreeSet<&str> = sources
         .iter()
-        .filter(|f| !is_test(f))
-        .filter_map(|f| f.strip_suffix("/__init__.py"))
+        .filter_map(|f| {
+            f.strip_suffix("/__init__.py")
+                .or_else(|| f.strip_suffix("/__init__.pyi"))
+        })
         .collect();
     let before = found.nodes.len();
     let mut package_nodes: HashMap<&str, usize> = HashMap::new();
@@ -439,9 +448,17 @@ fn find_python(list: &Listing, found: &mut Found) {
         let node = python_node(&package_nodes, &projects, dir, true, found);
         package_nodes.insert(dir, node);
     }
-    for file in &python {
-        if !is_test(file) && file_name(file) != "__init__.py" {
-            python_node(&package_nodes, &projects, file, false, found);
+    for file in &sources {
+        if !matches!(file_name(file), "__init__.py" | "__init__.pyi") {
+            let node = python_node(&package_nodes, &projects, file, false, found);
+            let stub = format!("{file}i");
+            if file.ends_with(".py") && list.is_file(&stub) {
+                found.nodes[node].select.push(stub.clone());
+                found.nodes[node].claims.push(Claim {
+                    path: stub,
+                    dir: false,
+                });
+            }
         }
     }
     if found.nodes.len() == before {
@@ -484,7 +501,8 @@ fn python_node(
     )
 }
 
-/// The module a Python test file names: `test_x.py` and `x_test.py` name `x`.
+/// The modules a Python test file names, best first: `test_x.py` and `x_test.py` name `x`,
+/// then the private module `_x` (`tests/test_make.py` tests `_make.py`).
 fn python_test_names(name: &str) -> Option<Vec<String>> {
     let stem = name.strip_suffix(".py")?;
     if stem == "conftest" {
@@ -494,7 +512,11 @@ fn python_test_names(name: &str) -> Option<Vec<String>> {
         .strip_prefix("test_")
         .or_else(|| stem.strip_suffix("_test"))
         .filter(|b| !b.is_empty())?;
-    Some(vec![bare.to_string()])
+    let mut names = vec![bare.to_string()];
+    if !bare.starts_with('_') {
+        names.push(format!("_{bare}"));
+    }
+    Some(names)
 }
 
 fn python_tests(list: &Listing, projects: &BTreeSet<&str>, python: &[&str], found: &mut Found) {

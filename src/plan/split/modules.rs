@@ -12,7 +12,7 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use globset::GlobMatcher;
 
 use super::languages::{self, parent, Claim, Found, Lang, Listing, Node, Test};
-use super::{ancestors, is_inside};
+use super::{ancestors, is_inside, SharedNameTest};
 use crate::git::TreeFile;
 use crate::plan::globs::escape;
 
@@ -52,6 +52,7 @@ pub(super) struct Unit {
 pub(super) struct ModuleSplit {
     pub units: Vec<Unit>,
     pub orphan_tests: Vec<String>,
+    pub shared_name_tests: Vec<SharedNameTest>,
     pub unowned: Vec<String>,
 }
 
@@ -66,7 +67,7 @@ pub(super) fn split_modules(files: &[TreeFile], reach: &Reach) -> Result<ModuleS
             claims.add(claim, unit);
         }
     }
-    let orphans = assign_tests(&found, &selection, &mut claims);
+    let unpaired = assign_tests(&found, &selection, &mut claims);
 
     let mut owned: HashMap<usize, usize> = HashMap::new();
     let mut unowned = Vec::new();
@@ -86,8 +87,28 @@ pub(super) fn split_modules(files: &[TreeFile], reach: &Reach) -> Result<ModuleS
     if kept.is_empty() {
         return Err(nothing_selected(&found.nodes, reach.glob()));
     }
-    let orphan_tests = still_orphans(orphans, &found.nodes, &kept, &claims);
-    unowned.retain(|f| !orphan_tests.contains(f));
+    let left = Leftovers::new(&found.nodes, &kept, &claims);
+    let orphan_tests: BTreeSet<String> = unpaired
+        .orphans
+        .into_iter()
+        .filter(|t| left.holds(t))
+        .map(|t| t.path.clone())
+        .collect();
+    let mut shared_name_tests: Vec<SharedNameTest> = unpaired
+        .shared
+        .into_iter()
+        .filter(|(t, _)| left.holds(t))
+        .map(|(t, modules)| SharedNameTest {
+            test: t.path.clone(),
+            modules: modules
+                .iter()
+                .map(|&i| found.nodes[i].path.clone())
+                .collect(),
+        })
+        .collect();
+    shared_name_tests.sort_by(|a, b| a.test.cmp(&b.test));
+    unowned
+        .retain(|f| !orphan_tests.contains(f) && !shared_name_tests.iter().any(|t| &t.test == f));
 
     let mut units: Vec<Unit> = kept
         .iter()
@@ -104,27 +125,31 @@ pub(super) fn split_modules(files: &[TreeFile], reach: &Reach) -> Result<ModuleS
     Ok(ModuleSplit {
         units,
         orphan_tests: orphan_tests.into_iter().collect(),
+        shared_name_tests,
         unowned,
     })
 }
 
-/// The `orphans` no other language's module took, in the projects the split is about.
-fn still_orphans(
-    orphans: Vec<&Test>,
-    nodes: &[Node],
-    kept: &[usize],
-    claims: &Claims,
-) -> BTreeSet<String> {
-    let touched: HashSet<(Lang, &str)> = kept
-        .iter()
-        .map(|&u| (nodes[u].lang, nodes[u].project.as_str()))
-        .collect();
-    orphans
-        .into_iter()
-        .filter(|t| touched.contains(&(t.lang, t.project.as_str())))
-        .filter(|t| claims.owner(&t.path).is_none())
-        .map(|t| t.path.clone())
-        .collect()
+/// Which unpaired tests the header lists: those no other language's module took, in the
+/// projects the split is about.
+struct Leftovers<'a> {
+    touched: HashSet<(Lang, &'a str)>,
+    claims: &'a Claims,
+}
+
+impl<'a> Leftovers<'a> {
+    fn new(nodes: &'a [Node], kept: &[usize], claims: &'a Claims) -> Leftovers<'a> {
+        let touched = kept
+            .iter()
+            .map(|&u| (nodes[u].lang, nodes[u].project.as_str()))
+            .collect();
+        Leftovers { touched, claims }
+    }
+
+    fn holds(&self, test: &Test) -> bool {
+        self.touched.contains(&(test.lang, test.project.as_str()))
+            && self.claims.owner(&test.path).is_none()
+    }
 }
 
 /// What task ids are made from: `net/http`, or `core/net/http` in the crate `crates/core`.
@@ -280,11 +305,21 @@ impl Claims {
     }
 }
 
+/// The tests no unit took: those that name no module, and those named after selected
+/// modules in different units (with those modules).
+struct Unpaired<'a> {
+    orphans: Vec<&'a Test>,
+    shared: Vec<(&'a Test, Vec<usize>)>,
+}
+
 /// Gives each test not already inside a unit's directory to the unit of the module it
-/// names; returns the tests that name no module.
-fn assign_tests<'a>(found: &'a Found, selection: &Selection, claims: &mut Claims) -> Vec<&'a Test> {
+/// names; returns the tests it could not give to any.
+fn assign_tests<'a>(found: &'a Found, selection: &Selection, claims: &mut Claims) -> Unpaired<'a> {
     let index = NameIndex::new(&found.nodes);
-    let mut orphans = Vec::new();
+    let mut unpaired = Unpaired {
+        orphans: Vec::new(),
+        shared: Vec::new(),
+    };
     // A test directory that names a module takes its files along; otherwise each file
     // is looked at on its own.
     let (dirs, files): (Vec<&Test>, Vec<&Test>) = found.tests.iter().partition(|t| t.dir);
@@ -292,21 +327,33 @@ fn assign_tests<'a>(found: &'a Found, selection: &Selection, claims: &mut Claims
         if claims.owner(&test.path).is_some() {
             continue;
         }
-        match index.target(test, &found.nodes) {
-            Some(node) => {
-                if let Some(unit) = selection.unit_of[node] {
-                    let claim = Claim {
-                        path: test.path.clone(),
-                        dir: test.dir,
-                    };
-                    claims.add(&claim, unit);
-                }
+        match index.target(test, &found.nodes, &selection.unit_of) {
+            Pairing::Unit(unit) => {
+                let claim = Claim {
+                    path: test.path.clone(),
+                    dir: test.dir,
+                };
+                claims.add(&claim, unit);
             }
-            None if !test.dir => orphans.push(test),
-            None => {}
+            Pairing::Unselected => {}
+            Pairing::Shared(modules) if !test.dir => unpaired.shared.push((test, modules)),
+            Pairing::Nothing if !test.dir => unpaired.orphans.push(test),
+            Pairing::Shared(_) | Pairing::Nothing => {}
         }
     }
-    orphans
+    unpaired
+}
+
+/// Where a test's name sends it.
+enum Pairing {
+    /// To the unit holding the module it names.
+    Unit(usize),
+    /// Nowhere: the module it names is in no selected unit.
+    Unselected,
+    /// Nowhere: selected modules in different units share its name, equally near it.
+    Shared(Vec<usize>),
+    /// Nowhere: it names no module.
+    Nothing,
 }
 
 /// Modules by language and name, for finding the one a test names.
@@ -325,41 +372,59 @@ impl<'a> NameIndex<'a> {
         NameIndex { by_name }
     }
 
-    /// The module `test` tests: one of its name beside it, else the only shallowest one of
-    /// its name in its project, preferring those under the test's home.
-    fn target(&self, test: &Test, nodes: &[Node]) -> Option<usize> {
-        for name in &test.names {
-            let Some(candidates) = self.by_name.get(&(test.lang, name.as_str())) else {
-                continue;
-            };
-            if let Some(beside) = &test.beside {
-                let near = candidates
+    fn named<'s>(&'s self, test: &Test, name: &'s str) -> &'s [usize] {
+        self.by_name
+            .get(&(test.lang, name))
+            .map_or(&[], Vec::as_slice)
+    }
+
+    /// The unit of the module `test` tests: one of any of its names beside it; else, for
+    /// its first name with modules in its project, the shallowest selected one among the
+    /// nearest (those under the test's home if any are, else all).
+    fn target(&self, test: &Test, nodes: &[Node], unit_of: &[Option<usize>]) -> Pairing {
+        let unit = |i: usize| unit_of[i].map_or(Pairing::Unselected, Pairing::Unit);
+        if let Some(beside) = &test.beside {
+            let near = test.names.iter().find_map(|name| {
+                self.named(test, name)
                     .iter()
                     .filter(|&&i| parent(&nodes[i].path) == beside)
-                    .min_by_key(|&&i| nodes[i].dir);
-                if let Some(&i) = near {
-                    return Some(i);
-                }
-            }
-            let mut ranked: Vec<((bool, usize), usize)> = candidates
-                .iter()
-                .filter(|&&i| nodes[i].project == test.project)
-                .map(|&i| {
-                    let node = &nodes[i];
-                    let away = !(node.path == test.home || is_inside(&node.path, &test.home));
-                    ((away, node.segments.len()), i)
-                })
-                .collect();
-            ranked.sort();
-            match ranked.as_slice() {
-                [] => continue,
-                [(rank, i), rest @ ..] if rest.first().is_none_or(|(next, _)| next != rank) => {
-                    return Some(*i)
-                }
-                // Two modules of that name, equally near: the test's module is unclear.
-                _ => return None,
+                    .min_by_key(|&&i| nodes[i].dir)
+            });
+            if let Some(&i) = near {
+                return unit(i);
             }
         }
-        None
+        for name in &test.names {
+            let mut ours: Vec<usize> = self
+                .named(test, name)
+                .iter()
+                .copied()
+                .filter(|&i| nodes[i].project == test.project)
+                .collect();
+            if ours.is_empty() {
+                continue;
+            }
+            let home = |i: &usize| {
+                let path = &nodes[*i].path;
+                *path == test.home || is_inside(path, &test.home)
+            };
+            if ours.iter().any(home) {
+                ours.retain(home);
+            }
+            ours.retain(|&i| unit_of[i].is_some());
+            let Some(depth) = ours.iter().map(|&i| nodes[i].segments.len()).min() else {
+                return Pairing::Unselected;
+            };
+            ours.retain(|&i| nodes[i].segments.len() == depth);
+            let units: BTreeSet<usize> = ours.iter().filter_map(|&i| unit_of[i]).collect();
+            return match units.into_iter().collect::<Vec<_>>().as_slice() {
+                [one] => Pairing::Unit(*one),
+                _ => {
+                    ours.sort_by(|&a, &b| nodes[a].path.cmp(&nodes[b].path));
+                    Pairing::Shared(ours)
+                }
+            };
+        }
+        Pairing::Nothing
     }
 }
