@@ -9,7 +9,7 @@ use super::ui::{err, errln, out, outln};
 use super::CommandError;
 use crate::git;
 use crate::plan::split::{split, SplitOutcome, SplitRule, SplitSettings};
-use crate::plan::{self, AgentSpec};
+use crate::plan::{self, AgentSpec, ExecCommand};
 
 /// Write a plan: by a manager model for a goal, or a task per directory, file or module
 /// matching a split rule
@@ -19,6 +19,7 @@ Examples:
   plait plan --goal 'Move every module under src/ from log to tracing' --include 'Cargo.toml' -o plait.toml
   plait plan --split 'dir:src/*' --prompt 'Move {path} from log to tracing' --exec './migrate.sh' -o plait.toml
   plait plan --split 'file:lib/**/*.py' --prompt 'Format {path}' --exec 'ruff format \"$PLAIT_FILE\"' > plait.toml
+  plait plan --split 'module:src/*' --prompt 'Format {path}' --exec-each 'rustfmt {file}' -o plait.toml
   plait plan --split 'module:src/*' --prompt 'Document {path}' --agent anthropic -o plait.toml
   plait plan --check plait.toml     # validate a plan alone, as `plait run` would
 
@@ -39,6 +40,10 @@ __tests__/x.ts, tests/x.test.ts, tests/x/; of several modules with that name, th
 selected one. The plan's header lists the tests that name no module, those named after
 selected modules in different tasks, and the files the glob reaches that no task owns.
 
+--exec runs once per task: $PLAIT_FILE is its file only when it owns exactly one (plait
+plan warns otherwise), $PLAIT_OWNED and $PLAIT_FILES list them all (one per line, and
+NUL-separated). --exec-each runs once per owned file, {file} quoted for the shell.
+
 With --goal and no --split, a manager model (--manager, default anthropic) sees the tracked
 files with their sizes, and the contents of files matching --include, and submits tasks;
 plait validates them like a hand-written plan and sends the problems back (--corrections
@@ -54,6 +59,10 @@ pub struct PlanArgs {
     /// Shell command every task runs (the exec agent)
     #[arg(long, value_name = "CMD", conflicts_with = "agent")]
     pub exec: Option<String>,
+    /// Shell command every task runs once per owned file, in order: {file} is the file's
+    /// path, quoted for the shell (PLAIT_FILE is set to it too)
+    #[arg(long, value_name = "CMD", conflicts_with_all = ["exec", "agent"])]
+    pub exec_each: Option<String>,
     /// Name of the agent every task runs
     #[arg(long, value_name = "NAME")]
     pub agent: Option<String>,
@@ -69,7 +78,7 @@ pub struct PlanArgs {
     pub output: Option<PathBuf>,
     /// Validate the plan FILE alone, as `plait run` would, and say what it holds in one
     /// line (exit 0), or its problems (exit 2)
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["split", "goal", "prompt", "exec", "agent", "base", "output"])]
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["split", "goal", "prompt", "exec", "exec_each", "agent", "base", "output"])]
     pub check: Option<PathBuf>,
     #[command(flatten)]
     pub manager: super::manage::ManagerArgs,
@@ -134,6 +143,7 @@ fn plan_by_split(
     if settings.agent.is_none() {
         errln!("note: the plan has no agent; set `agent` under [defaults] before running it");
     }
+    warn_single_file(&repo, plan);
     match &args.output {
         Some(path) => {
             std::fs::write(path, &text).map_err(|e| {
@@ -172,12 +182,31 @@ fn split_header(spec: &str, outcome: &SplitOutcome) -> String {
     header
 }
 
+/// Warns when the plan's exec command reads `$PLAIT_FILE` and some task owns more than
+/// one file; the plan is resolved as `plait run` would only in that case.
+fn warn_single_file(repo: &git2::Repository, plan: &plan::PlanFile) {
+    let reads = |spec: &Option<AgentSpec>| match spec {
+        Some(AgentSpec::Exec(cmd)) => cmd.reads_single_file(),
+        _ => false,
+    };
+    if !reads(&plan.defaults.agent) && !plan.tasks.iter().any(|t| reads(&t.agent)) {
+        return;
+    }
+    let resolved = plan::resolve(repo, plan.clone(), Path::new("the split plan"));
+    if let Some(warning) = resolved.ok().and_then(|r| r.single_file_warning()) {
+        errln!("warning: {warning}");
+    }
+}
+
 /// `plait plan --check FILE`: the plan validated as `plait run` validates it, nothing
 /// created.
 fn check_plan(dir: &Path, path: &Path) -> Result<(), CommandError> {
     let text = super::run::read_plan(path)?;
     let resolved = super::run::resolve_plan(dir, path, &text)?;
     if let Some(warning) = resolved.sandbox_warning() {
+        errln!("warning: {warning}");
+    }
+    if let Some(warning) = resolved.single_file_warning() {
         errln!("warning: {warning}");
     }
     outln!(
@@ -187,10 +216,13 @@ fn check_plan(dir: &Path, path: &Path) -> Result<(), CommandError> {
     )
 }
 
-/// The tasks' agent from `--exec` or `--agent`.
+/// The tasks' agent from `--exec`, `--exec-each` or `--agent`.
 fn worker(args: &PlanArgs) -> Option<AgentSpec> {
+    if let Some(cmd) = &args.exec_each {
+        return Some(AgentSpec::Exec(ExecCommand::each_file(cmd.as_str())));
+    }
     match (&args.exec, &args.agent) {
-        (Some(cmd), _) => Some(AgentSpec::Exec(cmd.clone())),
+        (Some(cmd), _) => Some(AgentSpec::Exec(ExecCommand::once(cmd.as_str()))),
         (None, Some(name)) => Some(AgentSpec::Named(name.clone())),
         (None, None) => None,
     }
@@ -206,6 +238,9 @@ fn plan_by_manager(dir: &Path, goal: &str, args: &PlanArgs) -> Result<(), Comman
     let options = args.manager.options(goal, worker(args), args.base.clone());
     let (toml, planned, _) = super::manage::plan_by_manager(dir, &options)?;
     err!("{}", super::manage::summary(&planned));
+    if let Some(warning) = planned.resolved.single_file_warning() {
+        errln!("warning: {warning}");
+    }
     match &args.output {
         Some(path) => {
             std::fs::write(path, &toml).context(format!("cannot write {}", path.display()))?;

@@ -3,6 +3,7 @@
 //! against the repository before anything is created.
 
 pub mod commands;
+mod exec;
 pub mod globs;
 pub mod layout;
 pub mod manager;
@@ -20,6 +21,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::llm::provider::ProviderFile;
 use crate::sandbox::SandboxMode;
+pub use exec::ExecCommand;
 pub use validate::{
     checks_of, resolve, resolve_with_env, AgentConfig, CheckSettings, GroupSettings, ResolvedPlan,
     ResolvedTask, ReviewSettings, Reviewer, ToolSettings, DEFAULT_GROUP_THRESHOLD,
@@ -253,11 +255,12 @@ pub enum Checkout {
     Full,
 }
 
-/// The agent a task runs: a name, `{ exec = "CMD" }` or `{ cli = [...] }`.
+/// The agent a task runs: a name, `{ exec = "CMD" }`, `{ exec_each = "CMD {file}" }` or
+/// `{ cli = [...] }`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AgentSpec {
     Named(String),
-    Exec(String),
+    Exec(ExecCommand),
     Cli(Vec<String>),
 }
 
@@ -265,6 +268,7 @@ pub enum AgentSpec {
 #[serde(deny_unknown_fields)]
 struct AgentTable {
     exec: Option<String>,
+    exec_each: Option<String>,
     cli: Option<Vec<String>>,
 }
 
@@ -274,18 +278,22 @@ impl<'de> Deserialize<'de> for AgentSpec {
         impl<'de> Visitor<'de> for SpecVisitor {
             type Value = AgentSpec;
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("an agent name, or a table { exec = \"CMD\" } or { cli = [...] }")
+                f.write_str(
+                    "an agent name, or a table { exec = \"CMD\" }, { exec_each = \"CMD {file}\" } \
+                     or { cli = [...] }",
+                )
             }
             fn visit_str<E: de::Error>(self, v: &str) -> Result<AgentSpec, E> {
                 Ok(AgentSpec::Named(v.to_string()))
             }
             fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<AgentSpec, A::Error> {
                 let table = AgentTable::deserialize(de::value::MapAccessDeserializer::new(map))?;
-                match (table.exec, table.cli) {
-                    (Some(cmd), None) => Ok(AgentSpec::Exec(cmd)),
-                    (None, Some(argv)) => Ok(AgentSpec::Cli(argv)),
+                match (table.exec, table.exec_each, table.cli) {
+                    (Some(cmd), None, None) => Ok(AgentSpec::Exec(ExecCommand::once(cmd))),
+                    (None, Some(cmd), None) => Ok(AgentSpec::Exec(ExecCommand::each_file(cmd))),
+                    (None, None, Some(argv)) => Ok(AgentSpec::Cli(argv)),
                     _ => Err(de::Error::custom(
-                        "an agent table needs exactly one of `exec` or `cli`",
+                        "an agent table needs exactly one of `exec`, `exec_each` or `cli`",
                     )),
                 }
             }
@@ -301,7 +309,7 @@ impl Serialize for AgentSpec {
             AgentSpec::Named(name) => serializer.serialize_str(name),
             AgentSpec::Exec(cmd) => {
                 let mut map = serializer.serialize_map(Some(1))?;
-                map.serialize_entry("exec", cmd)?;
+                map.serialize_entry(cmd.key(), &cmd.command)?;
                 map.end()
             }
             AgentSpec::Cli(argv) => {

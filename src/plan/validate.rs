@@ -11,8 +11,8 @@ use git2::{Oid, Repository};
 use super::globs::{within, Globs};
 use super::layout::{self, Layout};
 use super::{
-    AgentSpec, Checkout, PlanError, PlanFile, SandboxFile, TaskFile, DEFAULT_MAX_TURNS,
-    DEFAULT_TIMEOUT,
+    AgentSpec, Checkout, ExecCommand, PlanError, PlanFile, SandboxFile, TaskFile,
+    DEFAULT_MAX_TURNS, DEFAULT_TIMEOUT,
 };
 use crate::git::{flatten_tree, TreeFile};
 use crate::llm::provider::{resolve_provider, ProviderSettings};
@@ -138,8 +138,8 @@ impl ReviewSettings {
 /// The agent a task runs, with everything it needs resolved.
 #[derive(Debug, Clone)]
 pub enum AgentConfig {
-    /// A shell command.
-    Exec(String),
+    /// A shell command, once per task or once per owned file.
+    Exec(ExecCommand),
     /// A model over HTTP, with its tool loop.
     Model(Arc<ProviderSettings>),
     /// An agent program and its arguments, with placeholders.
@@ -491,11 +491,17 @@ fn resolve_reviewer(
 ) -> Reviewer {
     match spec {
         AgentSpec::Named(name) if name == "off" => Reviewer::Off,
-        AgentSpec::Exec(cmd) if cmd.trim().is_empty() => {
+        AgentSpec::Exec(cmd) if cmd.command.trim().is_empty() => {
             problems.push(format!("{place}: the exec command is empty"));
             Reviewer::Off
         }
-        AgentSpec::Exec(cmd) => Reviewer::Command(cmd.clone()),
+        AgentSpec::Exec(cmd) if cmd.each_file => {
+            problems.push(format!(
+                "{place}: a reviewer runs once on the whole diff, not per file; use {{ exec = \"CMD\" }}"
+            ));
+            Reviewer::Off
+        }
+        AgentSpec::Exec(cmd) => Reviewer::Command(cmd.command.clone()),
         AgentSpec::Named(name) => match provider_named(plan, name, env, providers) {
             None => {
                 problems.push(format!(
@@ -649,8 +655,8 @@ fn resolve_agent(
             ));
             None
         }
-        Some(AgentSpec::Exec(cmd)) if cmd.trim().is_empty() => {
-            problems.push(format!("task `{id}`: the exec command is empty"));
+        Some(AgentSpec::Exec(cmd)) if cmd.command.trim().is_empty() => {
+            problems.push(format!("task `{id}`: the {} command is empty", cmd.key()));
             None
         }
         Some(AgentSpec::Exec(cmd)) => Some(AgentConfig::Exec(cmd.clone())),

@@ -16,6 +16,7 @@ mod merge;
 mod mock;
 mod mock_selftest;
 mod model;
+mod per_file;
 mod pg;
 mod plan;
 mod review;

@@ -1,0 +1,137 @@
+//! The exec agent's command as a plan holds it: run once per task (`exec`), or once per
+//! owned file (`exec_each`, with `{file}` filled in); and the warning for a once-per-task
+//! command that reads `$PLAIT_FILE`, which is empty in a task that owns several files (a
+//! module with its tests, a directory).
+
+use std::fmt;
+
+use super::validate::{AgentConfig, ResolvedPlan};
+
+/// A shell command an exec agent runs in the task's worktree.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExecCommand {
+    pub command: String,
+    /// Once per owned file, in order, `{file}` replaced by the file's path (quoted for the
+    /// shell) and `PLAIT_FILE` set to it; otherwise once for the whole task.
+    pub each_file: bool,
+}
+
+impl ExecCommand {
+    /// A command run once per task (`{ exec = "CMD" }`).
+    pub fn once(command: impl Into<String>) -> ExecCommand {
+        ExecCommand {
+            command: command.into(),
+            each_file: false,
+        }
+    }
+
+    /// A command run once per owned file (`{ exec_each = "CMD" }`).
+    pub fn each_file(command: impl Into<String>) -> ExecCommand {
+        ExecCommand {
+            command: command.into(),
+            each_file: true,
+        }
+    }
+
+    /// The plan's key for it: `exec` or `exec_each`.
+    pub fn key(&self) -> &'static str {
+        if self.each_file {
+            "exec_each"
+        } else {
+            "exec"
+        }
+    }
+
+    /// Whether a once-per-task command reads `$PLAIT_FILE` (or `${PLAIT_FILE}`), which is
+    /// set only when the task owns exactly one file.
+    pub fn reads_single_file(&self) -> bool {
+        !self.each_file && names_variable(&self.command, "PLAIT_FILE")
+    }
+}
+
+impl From<&str> for ExecCommand {
+    fn from(command: &str) -> ExecCommand {
+        ExecCommand::once(command)
+    }
+}
+
+impl From<String> for ExecCommand {
+    fn from(command: String) -> ExecCommand {
+        ExecCommand::once(command)
+    }
+}
+
+/// The command as written (`{file}` shows which form it is).
+impl fmt::Display for ExecCommand {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.command)
+    }
+}
+
+/// Whether `command` expands the shell variable `name`: `$NAME` not followed by another
+/// character of a name, or `${NAME` followed by `}` or an operator such as `:-`.
+fn names_variable(command: &str, name: &str) -> bool {
+    let is_name = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    ["$", "${"].iter().any(|open| {
+        let needle = format!("{open}{name}");
+        command
+            .match_indices(&needle)
+            .any(|(i, _)| !command[i + needle.len()..].starts_with(is_name))
+    })
+}
+
+impl ResolvedPlan {
+    /// The warning to give when an `exec` command reads `$PLAIT_FILE` in tasks that own
+    /// more than one file, where it is empty: how many, one of them, and the per-file form.
+    pub fn single_file_warning(&self) -> Option<String> {
+        let mut hit = self.tasks.iter().filter(|t| {
+            let reads = matches!(&t.agent, AgentConfig::Exec(c) if c.reads_single_file());
+            reads && t.owned.len() > 1
+        });
+        let first = hit.next()?;
+        let more = hit.count();
+        let AgentConfig::Exec(command) = &first.agent else {
+            return None;
+        };
+        let tasks = match more {
+            0 => "1 task owns".to_string(),
+            n => format!("{} tasks own", n + 1),
+        };
+        Some(format!(
+            "the exec command `{command}` reads $PLAIT_FILE, which is set only when a task owns \
+             exactly one file, but {tasks} more than one (such as `{}`, with {} files); run it \
+             on each file with agent = {{ exec_each = \"CMD {{file}}\" }} (plait plan \
+             --exec-each), or read every owned path from the file named by $PLAIT_FILES \
+             (NUL-separated) or $PLAIT_OWNED (one per line)",
+            first.id,
+            first.owned.len()
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_command_reads_plait_file_in_either_spelling() {
+        for cmd in [
+            "rustfmt \"$PLAIT_FILE\"",
+            "rustfmt $PLAIT_FILE",
+            "rustfmt ${PLAIT_FILE}",
+            "cat ${PLAIT_FILE:-x}",
+            "x=$PLAIT_FILE;",
+        ] {
+            assert!(ExecCommand::once(cmd).reads_single_file(), "{cmd}");
+        }
+        for cmd in [
+            "xargs -0 rustfmt < \"$PLAIT_FILES\"",
+            "cat ${PLAIT_FILES}",
+            "rustfmt $(cat \"$PLAIT_OWNED\")",
+            "echo PLAIT_FILE",
+        ] {
+            assert!(!ExecCommand::once(cmd).reads_single_file(), "{cmd}");
+        }
+        assert!(!ExecCommand::each_file("rustfmt \"$PLAIT_FILE\"").reads_single_file());
+    }
+}

@@ -1,0 +1,188 @@
+//! Per-file commands, through the real binary: `--exec-each` (`agent = { exec_each = ... }`)
+//! runs once per owned file of a module task, `PLAIT_FILES` lists every owned file, and
+//! `plait plan` warns when an `exec` command reads `$PLAIT_FILE` in a task that owns more.
+
+use crate::support::{stderr, stdout, TestRepo};
+
+/// A crate whose module `parser` owns its source and its test, and whose root owns one file.
+fn crate_with_tests() -> TestRepo {
+    TestRepo::with_files(&[
+        ("Cargo.toml", "[package]\nname = \"demo\"\n"),
+        ("src/lib.rs", "pub mod parser;\n"),
+        ("src/parser.rs", "pub fn parse() {}\n"),
+        ("tests/parser.rs", "#[test]\nfn parses() {}\n"),
+    ])
+}
+
+/// `plait plan --split SPEC --prompt ... EXTRA -o plan.toml`: the plan's path and stderr.
+fn plan(repo: &TestRepo, spec: &str, extra: &[&str]) -> (String, String) {
+    let path = repo.scratch.join("plan.toml");
+    let path = path.to_str().unwrap().to_string();
+    let mut args = vec![
+        "plan",
+        "--split",
+        spec,
+        "--prompt",
+        "Tidy {path}",
+        "-o",
+        &path,
+    ];
+    args.extend_from_slice(extra);
+    let out = repo.plait(&args);
+    assert!(out.status.success(), "{}", stderr(&out));
+    (path, stderr(&out))
+}
+
+/// `plait run PLAN`: the run id, once it ended with `code`.
+fn run(repo: &TestRepo, plan: &str, code: i32) -> String {
+    let out = repo.plait(&["run", plan]);
+    assert_eq!(out.status.code(), Some(code), "{}", stderr(&out));
+    stdout(&out).trim().to_string()
+}
+
+#[test]
+fn exec_each_runs_the_command_on_each_owned_file() {
+    let repo = crate_with_tests();
+    let (path, err) = plan(
+        &repo,
+        "module:src/*",
+        &["--exec-each", "echo \"// $PLAIT_FILE\" >> {file}"],
+    );
+    assert!(!err.contains("warning"), "{err}");
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(
+        text.contains("exec_each = 'echo \"// $PLAIT_FILE\" >> {file}'"),
+        "{text}"
+    );
+    let run = run(&repo, &path, 0);
+    let files = repo.tree_files(&format!("plait/{run}/parser"));
+    assert_eq!(
+        files["src/parser.rs"],
+        "pub fn parse() {}\n// src/parser.rs\n"
+    );
+    assert_eq!(
+        files["tests/parser.rs"],
+        "#[test]\nfn parses() {}\n// tests/parser.rs\n"
+    );
+    let log = std::fs::read_to_string(
+        repo.path
+            .join(format!(".git/plait/runs/{run}/tasks/parser/agent.log")),
+    )
+    .unwrap();
+    assert!(
+        log.contains("plait: 2 of 2: echo \"// $PLAIT_FILE\" >> 'tests/parser.rs'"),
+        "the log says which file each run was on:\n{log}"
+    );
+}
+
+#[test]
+fn exec_each_stops_at_the_first_file_that_fails_and_names_it() {
+    let repo = crate_with_tests();
+    let (path, _) = plan(
+        &repo,
+        "module:src/parser.rs",
+        &[
+            "--exec-each",
+            "case {file} in src/*) exit 3;; esac; echo x >> {file}",
+        ],
+    );
+    let run = run(&repo, &path, 1);
+    let status = repo.status_json(&[&run]);
+    let task = &status["tasks"][0];
+    assert_eq!(task["state"], "failed", "{status:#}");
+    assert_eq!(
+        task["error"], "on src/parser.rs (1 of 2): command exited with status 3",
+        "{status:#}"
+    );
+    let files = repo.tree_files(&format!("plait/{run}/parser"));
+    assert_eq!(
+        files["tests/parser.rs"], "#[test]\nfn parses() {}\n",
+        "the files after the failing one are not run on"
+    );
+}
+
+#[test]
+fn plait_files_lists_the_owned_files_nul_separated() {
+    let repo = crate_with_tests();
+    let (path, err) = plan(
+        &repo,
+        "module:src/*",
+        &[
+            "--exec",
+            "tr '\\0' '\\n' < \"$PLAIT_FILES\" | while read -r f; do echo \"// all\" >> \"$f\"; done",
+        ],
+    );
+    assert!(!err.contains("warning"), "{err}");
+    let run = run(&repo, &path, 0);
+    let files = repo.tree_files(&format!("plait/{run}/parser"));
+    assert!(files["src/parser.rs"].ends_with("// all\n"), "{files:?}");
+    assert!(files["tests/parser.rs"].ends_with("// all\n"), "{files:?}");
+    let root = repo.tree_files(&format!("plait/{run}/lib"));
+    assert_eq!(root["src/lib.rs"], "pub mod parser;\n// all\n");
+}
+
+#[test]
+fn plait_file_in_a_multi_file_task_is_warned_about() {
+    let repo = crate_with_tests();
+    let (path, err) = plan(
+        &repo,
+        "module:src/*",
+        &["--exec", "rustfmt \"$PLAIT_FILE\""],
+    );
+    let warning = "warning: the exec command `rustfmt \"$PLAIT_FILE\"` reads $PLAIT_FILE, \
+                   which is set only when a task owns exactly one file, but 1 task owns more \
+                   than one (such as `parser`, with 2 files); run it on each file with agent = \
+                   { exec_each = \"CMD {file}\" } (plait plan --exec-each)";
+    assert!(err.contains(warning), "{err}");
+    let out = repo.plait(&["plan", "--check", &path]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stderr(&out).contains(warning), "{}", stderr(&out));
+
+    let (_, err) = plan(&repo, "module:src/*", &["--exec", "rustfmt ${PLAIT_FILE}"]);
+    assert!(err.contains("reads $PLAIT_FILE"), "{err}");
+    for extra in [
+        ["--exec", "rustfmt \"$PLAIT_FILE\""],
+        ["--exec-each", "rustfmt \"$PLAIT_FILE\""],
+    ] {
+        let (_, err) = plan(&repo, "file:src/*.rs", &extra);
+        assert!(!err.contains("warning"), "one file per task: {err}");
+    }
+    for extra in [
+        ["--exec", "rustfmt $(cat \"$PLAIT_OWNED\")"],
+        ["--exec-each", "rustfmt {file}"],
+    ] {
+        let (path, err) = plan(&repo, "module:src/*", &extra);
+        assert!(!err.contains("warning"), "{extra:?}: {err}");
+        let out = repo.plait(&["plan", "--check", &path]);
+        assert!(!stderr(&out).contains("warning"), "{}", stderr(&out));
+    }
+}
+
+#[test]
+fn exec_each_is_a_workers_key_and_stands_alone() {
+    let repo = crate_with_tests();
+    let check = |toml: &str| {
+        let out = repo.plait(&["plan", "--check", repo.plan(toml).to_str().unwrap()]);
+        assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+        stderr(&out)
+    };
+    let task = "[[task]]\nid = \"p\"\nprompt = \"p\"\nowns = [\"/src/parser.rs\"]\n";
+    let err = check(&format!(
+        "[defaults]\nagent = {{ exec = \"true\", exec_each = \"true\" }}\n{task}"
+    ));
+    assert!(
+        err.contains("an agent table needs exactly one of `exec`, `exec_each` or `cli`"),
+        "{err}"
+    );
+    let err = check(&format!(
+        "[defaults]\nagent = {{ exec_each = \" \" }}\n{task}[review]\nagent = {{ exec_each = \"./review.sh {{file}}\" }}\n"
+    ));
+    assert!(
+        err.contains("task `p`: the exec_each command is empty"),
+        "{err}"
+    );
+    assert!(
+        err.contains("[review]: a reviewer runs once on the whole diff, not per file"),
+        "{err}"
+    );
+}
