@@ -4,14 +4,22 @@
 //! `git am`, a reset) is told apart from one that touches no run's work without looking at
 //! the branch it came from.
 //!
+//! It also answers which runs have a branch at a commit (a fast-forward onto a plait
+//! branch), without reading a thousand loose refs on every commit.
+//!
 //! The index is a file under the plait dir, `task-work`, kept between hook calls: one
 //! `run` line per run with a record (its id and the identity of its `state.json`: inode,
-//! size, modification time), then one `w` line per changed path of each of its tasks. A
-//! call only stats the records; a run whose record changed is diffed again, the others are
-//! read back as they are. A record that cannot be read keeps what was indexed before it
-//! broke (the hook's judgement of a run it finds reads the record again and stops there).
-//! Cleaned runs and tasks a landing of the run already holds are not indexed: their work
-//! went through the gate, or is gone.
+//! size, modification time), a `tips` line with the commits its branches point at (and
+//! the identity of its loose refs' directory and of `packed-refs` when they were read),
+//! then one `w` line per changed path of each of its tasks. A call only stats the records
+//! and the refs' directories; a run whose record changed is diffed again, one whose refs
+//! changed has them read again, the others are read back as they are. Refs changed in the
+//! last two seconds are read every time (a file's time can stay the same over two quick
+//! changes), and so are all refs under the reftable backend. A record that cannot be read
+//! keeps what was indexed before it broke (the hook's judgement of a run it finds reads
+//! the record again and stops there). Cleaned runs and tasks a landing of the run already
+//! holds are not indexed: their work went through the gate, or is gone. The file is a
+//! cache: written through a rename, never synced, rebuilt when it cannot be parsed.
 
 use std::collections::{BTreeMap, HashMap};
 use std::os::unix::fs::MetadataExt;
@@ -25,7 +33,9 @@ use crate::state::{RunState, Store};
 /// The index's file in the plait dir.
 const INDEX_FILE: &str = "task-work";
 /// Its first line; another means another format, which is rebuilt.
-const HEADER: &str = "plait task-work 1";
+const HEADER: &str = "plait task-work 2";
+/// Refs changed this recently are read again on the next call.
+const RACY: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// Why the index of task work could not be read, built or written.
 #[derive(Debug, thiserror::Error)]
@@ -35,8 +45,11 @@ pub enum WorkError {
         path: PathBuf,
         source: std::io::Error,
     },
-    #[error("cannot write the index of task work: {0}")]
-    Write(#[from] crate::state::StateError),
+    #[error("cannot write the index of task work at {path}: {source}")]
+    Write {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("git: {0}")]
     Git(#[from] git2::Error),
 }
@@ -46,14 +59,14 @@ pub fn index_path(repo: &Repository) -> PathBuf {
     git::plait_dir(repo).join(INDEX_FILE)
 }
 
-/// What a run's record was when its part of the index was built: a record written again
-/// (always through a rename) has another inode or time.
+/// What a file (a run's record, a directory of refs) was when the index read it: one
+/// written again (a record always through a rename) has another inode, size or time.
 #[derive(Debug, Clone, PartialEq, Eq)]
-struct RecordKey(String);
+struct FileKey(String);
 
-impl RecordKey {
-    fn of(meta: &std::fs::Metadata) -> RecordKey {
-        RecordKey(format!(
+impl FileKey {
+    fn of(meta: &std::fs::Metadata) -> FileKey {
+        FileKey(format!(
             "{}:{}:{}.{:09}",
             meta.ino(),
             meta.size(),
@@ -61,6 +74,14 @@ impl RecordKey {
             meta.mtime_nsec()
         ))
     }
+}
+
+/// The commits a run's branches point at; `key` names the refs they were read from, and is
+/// `None` when they must be read again next time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Tips {
+    key: Option<String>,
+    at: Vec<Oid>,
 }
 
 /// One changed path of a task: the blob its commit has there, `None` for a deletion.
@@ -75,7 +96,8 @@ struct Change {
 #[derive(Debug, Clone)]
 struct IndexedRun {
     id: String,
-    key: RecordKey,
+    key: FileKey,
+    tips: Tips,
     work: Vec<Change>,
 }
 
@@ -86,8 +108,8 @@ pub struct WorkIndex {
 }
 
 impl WorkIndex {
-    /// The index of the repository's runs, brought up to date with their records (and
-    /// saved again when anything changed).
+    /// The index of the repository's runs, brought up to date with their records and refs
+    /// (and saved again when anything changed).
     pub fn load(repo: &Repository, store: &Store) -> Result<WorkIndex, WorkError> {
         let path = index_path(repo);
         let mut known = match std::fs::read_to_string(&path) {
@@ -96,26 +118,53 @@ impl WorkIndex {
             Err(source) => return Err(WorkError::Read { path, source }),
         };
         let mut runs = Vec::new();
-        let mut rebuilt = false;
+        let mut changed = false;
         for (id, key) in records(store)? {
-            match known.remove(&id) {
-                Some(run) if run.key == key => runs.push(run),
+            let mut run = match known.remove(&id) {
+                Some(run) if run.key == key => run,
                 earlier => {
-                    rebuilt = true;
+                    changed = true;
                     let work = match store.load(&id) {
                         Ok(state) => work_of(repo, &state),
                         Err(_) => earlier.map(|r| r.work).unwrap_or_default(),
                     };
-                    runs.push(IndexedRun { id, key, work });
+                    let tips = Tips {
+                        key: None,
+                        at: Vec::new(),
+                    };
+                    IndexedRun {
+                        id,
+                        key,
+                        tips,
+                        work,
+                    }
                 }
+            };
+            let key = refs_key(repo, &run.id);
+            if key.is_none() || key != run.tips.key {
+                changed |= key.is_some() || run.tips.key.is_some();
+                run.tips = Tips {
+                    at: tips_of(repo, &run.id)?,
+                    key,
+                };
             }
+            runs.push(run);
         }
         let index = WorkIndex { runs };
         // What is left of the index file is runs whose record is gone.
-        if rebuilt || !known.is_empty() {
-            crate::state::write_atomic(&path, index.to_text().as_bytes())?;
+        if changed || !known.is_empty() {
+            write_cache(&path, &index.to_text())?;
         }
         Ok(index)
+    }
+
+    /// The runs (sorted) one of whose branches points at one of `commits`.
+    pub fn runs_at(&self, commits: &[Oid]) -> Vec<String> {
+        self.runs
+            .iter()
+            .filter(|r| r.tips.at.iter().any(|t| commits.contains(t)))
+            .map(|r| r.id.clone())
+            .collect()
     }
 
     /// The tasks of each run (by run id, in the record's order) whose work `changes`
@@ -144,6 +193,13 @@ impl WorkIndex {
         let mut out = format!("{HEADER}\n");
         for run in &self.runs {
             out.push_str(&format!("run {} {}\n", run.id, run.key.0));
+            if let Some(key) = &run.tips.key {
+                out.push_str(&format!("tips {key}"));
+                for tip in &run.tips.at {
+                    out.push_str(&format!(" {tip}"));
+                }
+                out.push('\n');
+            }
             for c in &run.work {
                 let blob = c.blob.map_or_else(|| "-".to_string(), |b| b.to_string());
                 out.push_str(&format!("w {} {blob} {}\n", c.task, escape(&c.path)));
@@ -153,48 +209,88 @@ impl WorkIndex {
     }
 }
 
-/// The tasks of each run whose work moving from tree `from` to tree `to` brings in (see
-/// [`WorkIndex::brought_in`]). Nothing is read but the trees when they do not differ.
-pub fn brought_in(
+/// The runs a move from tree `from` to tree `to` concerns, each with its tasks whose work
+/// the move brings in by content (see [`WorkIndex::brought_in`]): those runs, and the ones
+/// with a branch at one of `tips` (with no tasks of their own). Nothing is read but the
+/// trees when they do not differ and there are no tips.
+pub fn concerned(
     repo: &Repository,
     store: &Store,
     from: &Tree<'_>,
     to: &Tree<'_>,
+    tips: &[Oid],
 ) -> Result<BTreeMap<String, Vec<String>>, WorkError> {
     let changes = git::tree_changes(repo, from, to)?;
-    if changes.is_empty() {
+    if changes.is_empty() && tips.is_empty() {
         return Ok(BTreeMap::new());
     }
-    Ok(WorkIndex::load(repo, store)?.brought_in(&changes))
+    let index = WorkIndex::load(repo, store)?;
+    let mut found = index.brought_in(&changes);
+    for run in index.runs_at(tips) {
+        found.entry(run).or_default();
+    }
+    Ok(found)
 }
 
-/// The runs (sorted, once each) one of whose branches points at one of `commits`.
-pub fn runs_at(repo: &Repository, commits: &[Oid]) -> Result<Vec<String>, WorkError> {
-    let mut runs = Vec::new();
-    if commits.is_empty() {
-        return Ok(runs);
+/// What run `run`'s refs are now: its loose refs' directory and `packed-refs`; `None` when
+/// that says nothing (the reftable backend, refs changed in the last moments).
+fn refs_key(repo: &Repository, run: &str) -> Option<String> {
+    let common = repo.commondir();
+    if common.join("reftable").exists() {
+        return None;
     }
-    for reference in repo.references_glob("refs/heads/plait/*")? {
-        let reference = reference?;
-        if !reference.target().is_some_and(|t| commits.contains(&t)) {
-            continue;
-        }
-        let run = reference
-            .name()
-            .ok()
-            .and_then(|n| n.strip_prefix("refs/heads/plait/"))
-            .and_then(|rest| rest.split('/').next());
-        if let Some(run) = run {
-            runs.push(run.to_string());
+    let now = std::time::SystemTime::now();
+    let mut parts = Vec::new();
+    for path in [
+        common.join("refs/heads/plait").join(run),
+        common.join("packed-refs"),
+    ] {
+        match std::fs::metadata(&path) {
+            Ok(meta) => {
+                let age = meta
+                    .modified()
+                    .ok()
+                    .and_then(|m| now.duration_since(m).ok());
+                if age.is_none_or(|age| age < RACY) {
+                    return None;
+                }
+                parts.push(FileKey::of(&meta).0);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => parts.push("-".to_string()),
+            Err(_) => return None,
         }
     }
-    runs.sort();
-    runs.dedup();
-    Ok(runs)
+    Some(parts.join("/"))
+}
+
+/// The commits run `run`'s branches point at, read from its refs.
+fn tips_of(repo: &Repository, run: &str) -> Result<Vec<Oid>, WorkError> {
+    let mut tips = Vec::new();
+    for reference in repo.references_glob(&format!("refs/heads/plait/{run}/*"))? {
+        if let Some(tip) = reference?.target() {
+            tips.push(tip);
+        }
+    }
+    tips.sort();
+    tips.dedup();
+    Ok(tips)
+}
+
+/// Writes the index through a rename; not synced (it is rebuilt when it cannot be read).
+fn write_cache(path: &std::path::Path, text: &str) -> Result<(), WorkError> {
+    let failed = |source| WorkError::Write {
+        path: path.to_path_buf(),
+        source,
+    };
+    let dir = path.parent().unwrap_or(std::path::Path::new("."));
+    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(failed)?;
+    std::io::Write::write_all(&mut tmp, text.as_bytes()).map_err(failed)?;
+    tmp.persist(path).map_err(|e| failed(e.error))?;
+    Ok(())
 }
 
 /// Every run with a record, and its record's key.
-fn records(store: &Store) -> Result<Vec<(String, RecordKey)>, WorkError> {
+fn records(store: &Store) -> Result<Vec<(String, FileKey)>, WorkError> {
     let dir = store.runs_dir();
     let entries = match std::fs::read_dir(&dir) {
         Ok(entries) => entries,
@@ -208,7 +304,7 @@ fn records(store: &Store) -> Result<Vec<(String, RecordKey)>, WorkError> {
         };
         // A run without a record is no run to judge.
         if let Ok(meta) = std::fs::metadata(entry.path().join("state.json")) {
-            out.push((id, RecordKey::of(&meta)));
+            out.push((id, FileKey::of(&meta)));
         }
     }
     out.sort_by(|a, b| a.0.cmp(&b.0));
@@ -277,9 +373,23 @@ fn parse(text: &str) -> HashMap<String, IndexedRun> {
             };
             runs.push(IndexedRun {
                 id: id.to_string(),
-                key: RecordKey(key.to_string()),
+                key: FileKey(key.to_string()),
+                tips: Tips {
+                    key: None,
+                    at: Vec::new(),
+                },
                 work: Vec::new(),
             });
+            continue;
+        }
+        if let Some(rest) = line.strip_prefix("tips ") {
+            let mut fields = rest.split(' ');
+            let key = fields.next().map(str::to_string);
+            let at: Result<Vec<Oid>, _> = fields.map(Oid::from_str).collect();
+            match (at, runs.last_mut()) {
+                (Ok(at), Some(run)) => run.tips = Tips { key, at },
+                _ => return HashMap::new(),
+            }
             continue;
         }
         let change = line.strip_prefix("w ").and_then(|rest| {
@@ -341,7 +451,11 @@ mod tests {
         let index = WorkIndex {
             runs: vec![IndexedRun {
                 id: "0abc12".to_string(),
-                key: RecordKey("1:2:3.000000004".to_string()),
+                key: FileKey("1:2:3.000000004".to_string()),
+                tips: Tips {
+                    key: Some("5:6:7.000000008/-".to_string()),
+                    at: vec![blob],
+                },
                 work: vec![
                     Change {
                         task: "a".to_string(),
@@ -359,8 +473,10 @@ mod tests {
         let back = parse(&index.to_text());
         let run = &back["0abc12"];
         assert_eq!(run.key, index.runs[0].key);
+        assert_eq!(run.tips, index.runs[0].tips);
         assert_eq!(run.work, index.runs[0].work);
-        assert!(parse("plait task-work 0\nrun x y\n").is_empty());
+        assert_eq!(index.runs_at(&[blob]), vec!["0abc12".to_string()]);
+        assert!(parse("plait task-work 1\nrun x y\n").is_empty());
         assert!(parse(&format!("{HEADER}\nw a - orphan\n")).is_empty());
 
         let mut changes = BTreeMap::new();

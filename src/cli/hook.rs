@@ -54,7 +54,6 @@ pub enum HookAction {
     },
 }
 
-const HOOKS: [&str; 3] = ["pre-merge-commit", "pre-push", "reference-transaction"];
 const MARK: &str = "# Installed by `plait hook install`";
 
 pub fn cmd_hook(dir: &Path, args: HookArgs) -> Result<(), CommandError> {
@@ -76,25 +75,69 @@ fn hooks_dir(dir: &Path) -> Result<PathBuf, CommandError> {
     })
 }
 
+/// The body of each hook: the hook it replaced first (given the same input), then plait.
+/// No command runs but the shell's own on the way to plait, and reference-transaction
+/// starts plait only for a prepared update of a branch outside `plait/` (it runs for every
+/// ref git updates, up to three times a transaction: each costs a commit the shell's start).
+const BODIES: [(&str, &str); 3] = [
+    (
+        "pre-merge-commit",
+        r#"if [ -x "$chained" ]; then
+  "$chained" "$@" || exit $?
+fi
+exec '@PLAIT@' hook run pre-merge-commit
+"#,
+    ),
+    (
+        "pre-push",
+        r#"if [ -x "$chained" ]; then
+  input=$(cat)
+  printf '%s\n' "$input" | "$chained" "$@" || exit $?
+  exec <<PLAIT_INPUT
+$input
+PLAIT_INPUT
+fi
+exec '@PLAIT@' hook run pre-push "$@"
+"#,
+    ),
+    (
+        "reference-transaction",
+        r#"if [ -x "$chained" ]; then
+  input=$(cat)
+  printf '%s\n' "$input" | "$chained" "$@" || exit $?
+  exec <<PLAIT_INPUT
+$input
+PLAIT_INPUT
+fi
+[ "$1" = prepared ] || exit 0
+input= judge=
+while read -r old new ref; do
+  input="$input$old $new $ref
+"
+  case "$ref" in
+    refs/heads/plait/*) ;;
+    refs/heads/*) case "$new" in *[!0]*) [ "$old" = "$new" ] || judge=1 ;; esac ;;
+  esac
+done
+[ -n "$judge" ] || exit 0
+exec '@PLAIT@' hook run reference-transaction "$@" <<PLAIT_INPUT
+$input
+PLAIT_INPUT
+"#,
+    ),
+];
+
 fn script(name: &str, plait: &Path) -> String {
     let plait = plait.display().to_string().replace('\'', "'\\''");
-    let chained = format!("\"$(dirname \"$0\")/{name}.plait-chained\"");
-    let body = if name == "pre-push" || name == "reference-transaction" {
-        // reference-transaction runs for every ref git updates, three times (prepared,
-        // committed, aborted); plait only looks at prepared ones.
-        let only = if name == "reference-transaction" {
-            "[ \"$1\" = prepared ] || exit 0\n"
-        } else {
-            ""
-        };
-        format!(
-            "input=$(cat)\nif [ -x {chained} ]; then\n  printf '%s\\n' \"$input\" | {chained} \"$@\" || exit $?\nfi\n\
-             {only}printf '%s\\n' \"$input\" | exec '{plait}' hook run {name} \"$@\"\n"
-        )
-    } else {
-        format!("if [ -x {chained} ]; then\n  {chained} \"$@\" || exit $?\nfi\nexec '{plait}' hook run {name}\n")
-    };
-    format!("#!/bin/sh\n{MARK}; `plait hook uninstall` restores any hook it replaced.\n{body}")
+    let body = BODIES
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map_or("", |(_, body)| body)
+        .replace("@PLAIT@", &plait);
+    format!(
+        "#!/bin/sh\n{MARK}; `plait hook uninstall` restores any hook it replaced.\n\
+         chained=\"${{0%/*}}/{name}.plait-chained\"\n{body}"
+    )
 }
 
 fn install(dir: &Path) -> Result<(), CommandError> {
@@ -102,7 +145,7 @@ fn install(dir: &Path) -> Result<(), CommandError> {
     std::fs::create_dir_all(&hooks).context(hooks.display())?;
     let plait = std::env::current_exe()
         .map_err(|e| CommandError::internal("cannot find plait's own binary").because(e))?;
-    for name in HOOKS {
+    for (name, _) in BODIES {
         let path = hooks.join(name);
         let chained = hooks.join(format!("{name}.plait-chained"));
         let existing = std::fs::read_to_string(&path).ok();
@@ -132,7 +175,7 @@ fn install(dir: &Path) -> Result<(), CommandError> {
 
 fn uninstall(dir: &Path) -> Result<(), CommandError> {
     let hooks = hooks_dir(dir)?;
-    for name in HOOKS {
+    for (name, _) in BODIES {
         let path = hooks.join(name);
         let chained = hooks.join(format!("{name}.plait-chained"));
         let ours = std::fs::read_to_string(&path).is_ok_and(|t| t.contains(MARK));
@@ -202,14 +245,11 @@ fn runs_concerned(
     let Ok((old, new)) = trees else {
         return Ok(BTreeMap::new());
     };
-    let failed = |e: work::WorkError| {
-        CommandError::internal("cannot look up the runs' task work for the hook").because(e)
-    };
-    let mut found = work::brought_in(repo, store, &old, &new).map_err(failed)?;
-    for run in work::runs_at(repo, tips).map_err(failed)? {
-        found.entry(run).or_default();
-    }
-    Ok(found)
+    work::concerned(repo, store, &old, &new, tips).map_err(work_failed)
+}
+
+fn work_failed(e: work::WorkError) -> CommandError {
+    CommandError::internal("cannot look up the runs' task work for the hook").because(e)
 }
 
 /// How the runs concerned judged a move.
@@ -407,7 +447,10 @@ fn judge_update(
     if !judge_runs(repo, store, &update.branch, &merging, found)?.refused {
         return Ok(None);
     }
-    let plaits = work::runs_at(repo, &[update.new]).is_ok_and(|r| !r.is_empty());
+    let plaits = !work::WorkIndex::load(repo, store)
+        .map_err(work_failed)?
+        .runs_at(&[update.new])
+        .is_empty();
     Ok(Some(format!(
         "plait check refused moving {branch} to {new} (see above): {branch} stays at {old}{then}.",
         branch = update.branch,

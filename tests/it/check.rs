@@ -493,6 +493,17 @@ fn a_squash_merge_and_a_cherry_pick_of_a_red_task_are_judged_by_content() {
     assert_let_through(&try_git(&repo, &["cherry-pick", &branch("fn")]), "fn");
     assert!(repo.read("src/lib.sh").contains("two()"));
 
+    // --no-verify skips pre-merge-commit, not the judgement of the merge commit.
+    let main = repo.git(&["rev-parse", "main"]);
+    let out = try_git(
+        &repo,
+        &["merge", "--no-verify", "--no-edit", &branch("bad")],
+    );
+    let said = assert_refused(&repo, &out, "bad", &main);
+    assert!(said.contains("git merge --abort"), "{said}");
+    repo.git(&["merge", "--abort"]);
+    assert_eq!(repo.read("tests/bad.sh"), "true\n");
+
     // A real merge is judged once, by pre-merge-commit, not again when its commit lands.
     let out = try_git(&repo, &["merge", "--no-edit", &branch("test")]);
     assert_let_through(&out, "test");
@@ -579,4 +590,70 @@ fn part_of_a_red_tasks_files_is_refused_and_unrelated_commits_pass_quietly() {
         &try_git(&repo, &["commit", "-q", "-m", "the other"]),
         "pair",
     );
+}
+
+#[test]
+fn the_index_of_task_work_follows_the_records_and_the_branches() {
+    use plait::check::work::WorkIndex;
+    let repo = tested();
+    let id = run(&repo, TESTED);
+    let git_repo = repo.repo();
+    let store = plait::state::Store::new(plait::git::plait_dir(&git_repo));
+    let tip = |branch: &str| git2::Oid::from_str(&repo.git(&["rev-parse", branch])).unwrap();
+    let changes_to = |rev: &str| {
+        let from = git_repo.revparse_single("main^{tree}").unwrap();
+        let to = git_repo
+            .revparse_single(&format!("{rev}^{{tree}}"))
+            .unwrap();
+        plait::git::tree_changes(&git_repo, from.as_tree().unwrap(), to.as_tree().unwrap()).unwrap()
+    };
+    // Past the moments in which a directory's time says nothing, the refs are kept.
+    std::thread::sleep(std::time::Duration::from_millis(2100));
+    let index = WorkIndex::load(&git_repo, &store).unwrap();
+    let fn_tip = tip(&format!("plait/{id}/fn"));
+    assert_eq!(index.runs_at(&[fn_tip]), vec![id.clone()]);
+    let text = std::fs::read_to_string(repo.path.join(".git/plait/task-work")).unwrap();
+    assert!(text.contains("\ntips "), "{text}");
+    let found = index.brought_in(&changes_to(&format!("plait/{id}/test")));
+    assert_eq!(found[&id], vec!["test".to_string()]);
+
+    // A branch moved by hand is seen where it is now.
+    let main = tip("main");
+    assert!(index.runs_at(&[main]).is_empty());
+    repo.git(&["update-ref", &format!("refs/heads/plait/{id}/bad"), "main"]);
+    let index = WorkIndex::load(&git_repo, &store).unwrap();
+    assert_eq!(index.runs_at(&[main]), vec![id.clone()]);
+
+    // A record that breaks keeps what was indexed; one that is gone takes its run away.
+    let record = repo.path.join(format!(".git/plait/runs/{id}/state.json"));
+    let good = std::fs::read(&record).unwrap();
+    std::fs::write(&record, "{broken").unwrap();
+    let index = WorkIndex::load(&git_repo, &store).unwrap();
+    let found = index.brought_in(&changes_to(&format!("plait/{id}/test")));
+    assert_eq!(found[&id], vec!["test".to_string()]);
+    std::fs::remove_file(&record).unwrap();
+    let index = WorkIndex::load(&git_repo, &store).unwrap();
+    assert!(index
+        .brought_in(&changes_to(&format!("plait/{id}/test")))
+        .is_empty());
+    assert!(index.runs_at(&[fn_tip]).is_empty());
+    std::fs::write(&record, good).unwrap();
+    let index = WorkIndex::load(&git_repo, &store).unwrap();
+    assert_eq!(index.runs_at(&[fn_tip]), vec![id]);
+}
+
+#[test]
+fn plait_land_goes_through_the_hooks_unjudged() {
+    let repo = sample();
+    let out = repo.plait(&["hook", "install"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let id = run(&repo, CLEAN);
+    let out = repo.plait(&["land", &id, "--into", "main"]);
+    assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
+    assert!(
+        !stderr(&out).contains("plait check:"),
+        "the hook judged the landing: {}",
+        stderr(&out)
+    );
+    assert_eq!(repo.read("x/a.txt"), "a\n2\n");
 }
