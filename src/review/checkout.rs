@@ -42,6 +42,43 @@ impl Checkout {
         }
     }
 
+    /// Moves the checkout's files to `to` (a rename: nothing is copied) and points its git
+    /// directory and its `.git` file at each other again. What was at `to` (left by a run
+    /// that crashed) is removed first.
+    pub fn relocate(self, workdir: &Path, to: &Path) -> Result<Checkout, String> {
+        if to == self.path {
+            return Ok(self);
+        }
+        if to.exists() {
+            remove(workdir, to);
+        }
+        if let Some(parent) = to.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| format!("{}: {e}", parent.display()))?;
+        }
+        let shown = |e: std::io::Error| {
+            format!(
+                "cannot move {} to {}: {e}",
+                self.path.display(),
+                to.display()
+            )
+        };
+        std::fs::rename(&self.path, to).map_err(shown)?;
+        std::fs::write(
+            self.admin.join("gitdir"),
+            format!("{}\n", to.join(".git").display()),
+        )
+        .map_err(shown)?;
+        std::fs::write(
+            to.join(".git"),
+            format!("gitdir: {}\n", self.admin.display()),
+        )
+        .map_err(shown)?;
+        Ok(Checkout {
+            path: to.to_path_buf(),
+            admin: self.admin,
+        })
+    }
+
     /// Puts the checkout at `commit`: tracked files rewritten where they differ (so
     /// unchanged files keep their times, and builds stay incremental), untracked files
     /// removed, ignored build output kept.

@@ -53,6 +53,10 @@ pub struct CheckPool {
     keep: usize,
     /// Every checkout made, for [`CheckPool::remove_all`].
     made: Mutex<Vec<PathBuf>>,
+    /// The running places free now, one per check at once.
+    slots: Mutex<Vec<usize>>,
+    /// Where the running places are.
+    slot_root: Mutex<PathBuf>,
     next: AtomicUsize,
     /// Held while `git worktree add` runs: concurrent adds race on `.git/worktrees`.
     adding: Arc<Mutex<()>>,
@@ -64,8 +68,8 @@ struct Seed {
     /// Where it lives, kept between runs.
     dir: PathBuf,
     checkout: Option<Checkout>,
-    /// The command lists run in it so far, at the base.
-    warmed: Vec<Vec<String>>,
+    /// The command lists run in it so far, at the base, with the place each ran in.
+    warmed: Vec<(String, Vec<String>)>,
     /// Held while this pool uses the kept seed (an exclusive `flock` of `<seed>.lock`);
     /// another pool at the same time (a worker serving two runs) makes one of its own.
     _held: Option<std::fs::File>,
@@ -75,10 +79,26 @@ struct Seed {
 #[derive(serde::Serialize, serde::Deserialize)]
 struct SeedRecord {
     base: String,
-    warmed: Vec<Vec<String>>,
+    warmed: Vec<(String, Vec<String>)>,
 }
 
 impl Seed {
+    fn warmed_at(&self, place: &Path, commands: &[String]) -> bool {
+        let place = place.display().to_string();
+        self.warmed
+            .iter()
+            .any(|(p, c)| *p == place && c == commands)
+    }
+
+    /// Records that `commands` ran in the seed at `place`, and saves the record.
+    fn mark(&mut self, place: &Path, commands: &[String]) {
+        if !self.warmed_at(place, commands) {
+            self.warmed
+                .push((place.display().to_string(), commands.to_vec()));
+            self.save();
+        }
+    }
+
     fn record_path(&self) -> PathBuf {
         self.dir.with_extension("json")
     }
@@ -113,6 +133,8 @@ impl CheckPool {
     /// `workdir`, with no seed: every checkout starts as a new one at its commit.
     pub fn new(root: PathBuf, workdir: PathBuf, jobs: usize) -> CheckPool {
         CheckPool {
+            slots: Mutex::new((0..jobs.max(1)).rev().collect()),
+            slot_root: Mutex::new(root.clone()),
             root,
             workdir,
             permits: Semaphore::new(jobs.max(1)),
@@ -155,46 +177,70 @@ impl CheckPool {
         cancel: &Cancel,
     ) -> Result<Vec<CheckResult>, String> {
         let _permit = self.permits.acquire().await.map_err(|e| e.to_string())?;
-        if let (Lineage::Gate, Some(seed)) = (&job.lineage, &self.seed) {
+        let slot = {
+            let mut free = self.slots.lock().unwrap_or_else(|e| e.into_inner());
+            free.pop().unwrap_or(0)
+        };
+        let result = self.run_in(job, slot, cancel).await;
+        self.slots
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(slot);
+        result
+    }
+
+    /// [`CheckPool::run`] with the checkout at running place `slot`.
+    async fn run_in(
+        &self,
+        job: &CheckJob<'_>,
+        slot: usize,
+        cancel: &Cancel,
+    ) -> Result<Vec<CheckResult>, String> {
+        if let Some(seed) = &self.seed {
             let mut seed = seed.lock().await;
-            if seed.base == job.commit {
+            let made = self.seed_checkout(&mut seed).await?;
+            if matches!(job.lineage, Lineage::Gate) && seed.base == job.commit {
                 // The base is trusted: its checks run in the seed itself, and warm it.
-                let made = self.seed_checkout(&mut seed).await?;
-                let results = run_commands(&made, job, cancel).await;
-                if !seed.warmed.iter().any(|w| w == job.commands) {
-                    seed.warmed.push(job.commands.to_vec());
-                    seed.save();
-                }
+                let running = self.running(slot);
+                let moved = self.relocate(made, running.clone()).await?;
+                let results = run_commands(&moved, job, cancel).await;
+                seed.checkout = Some(self.relocate(moved, seed.dir.clone()).await?);
+                seed.mark(&running, job.commands);
                 return Ok(results);
             }
         }
-        let made = self.checkout_for(job, cancel).await?;
+        let running = self.running(slot);
+        let made = self.checkout_for(job, &running, cancel).await?;
         let results = run_commands(&made, job, cancel).await;
         match &job.lineage {
-            Lineage::Task(task) => self.give_back(task, made).await,
+            Lineage::Task(task) => {
+                let parked = self.fresh_path("task");
+                let parked = self.relocate(made, parked).await?;
+                self.give_back(task, parked).await;
+            }
             Lineage::Gate => self.remove(made.path).await,
         }
         Ok(results)
     }
 
-    /// The checkout `job` runs in, at its commit.
-    async fn checkout_for(&self, job: &CheckJob<'_>, cancel: &Cancel) -> Result<Checkout, String> {
-        if let Lineage::Task(task) = &job.lineage {
-            let kept = {
-                let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
-                let at = idle.iter().position(|(t, _)| t == task);
-                at.map(|i| idle.remove(i).1)
-            };
-            if let Some(kept) = kept {
-                let (moved, commit) = (kept.clone(), job.commit);
-                blocking(move || moved.move_to(commit)).await?;
-                return Ok(kept);
-            }
-        }
-        let name = match &job.lineage {
-            Lineage::Task(_) => "task",
-            Lineage::Gate => "gate",
-        };
+    /// The place checks run in for `slot`: the same path each time (for tools whose build
+    /// output names its sources' paths, such as cargo, to find theirs), under the kept
+    /// seed's directory while this pool holds it, so that it stays the same across runs.
+    fn running(&self, slot: usize) -> PathBuf {
+        let root = self
+            .slot_root
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let path = root.join(format!("slot-{}", slot + 1));
+        self.made
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(path.clone());
+        path
+    }
+
+    fn fresh_path(&self, name: &str) -> PathBuf {
         let path = self.root.join(format!(
             "{name}-{}",
             self.next.fetch_add(1, Ordering::Relaxed) + 1
@@ -203,23 +249,64 @@ impl CheckPool {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .push(path.clone());
-        let (workdir, adding, commit) = (self.workdir.clone(), self.adding.clone(), job.commit);
+        path
+    }
+
+    async fn relocate(&self, made: Checkout, to: PathBuf) -> Result<Checkout, String> {
+        let workdir = self.workdir.clone();
+        blocking(move || made.relocate(&workdir, &to)).await
+    }
+
+    /// The checkout `job` runs in, at its commit, in `running`: the task's own, or a new
+    /// copy of the seed (warmed there first), or a new checkout.
+    async fn checkout_for(
+        &self,
+        job: &CheckJob<'_>,
+        running: &Path,
+        cancel: &Cancel,
+    ) -> Result<Checkout, String> {
+        let commit = job.commit;
+        if let Lineage::Task(task) = &job.lineage {
+            let kept = {
+                let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+                let at = idle.iter().position(|(t, _)| t == task);
+                at.map(|i| idle.remove(i).1)
+            };
+            if let Some(kept) = kept {
+                let moved = self.relocate(kept, running.to_path_buf()).await?;
+                let at = moved.clone();
+                blocking(move || at.move_to(commit)).await?;
+                return Ok(moved);
+            }
+        }
+        let (workdir, adding, path) = (
+            self.workdir.clone(),
+            self.adding.clone(),
+            running.to_path_buf(),
+        );
         let Some(seed) = &self.seed else {
+            checkout::remove(&workdir, &path);
             return blocking(move || checkout::add(&workdir, &path, commit, true, &adding)).await;
         };
         let copied = {
             let mut seed = seed.lock().await;
-            let from = self.seed_checkout(&mut seed).await?;
-            if !seed.warmed.iter().any(|w| w == job.commands) && !cancel.is_cancelled() {
-                self.warm(&from, &seed, job, cancel).await;
+            let mut from = self.seed_checkout(&mut seed).await?;
+            if !seed.warmed_at(running, job.commands) && !cancel.is_cancelled() {
+                let moved = self.relocate(from, running.to_path_buf()).await?;
+                self.warm(&moved, &seed, job, cancel).await;
+                from = self.relocate(moved, seed.dir.clone()).await?;
+                seed.checkout = Some(from.clone());
                 // An interrupted warm-up leaves a trusted seed, not a warm one.
                 if !cancel.is_cancelled() {
-                    seed.warmed.push(job.commands.to_vec());
-                    seed.save();
+                    seed.mark(running, job.commands);
                 }
             }
             let base = seed.base;
-            blocking(move || checkout::copy(&workdir, &from, base, &path, &adding)).await?
+            blocking(move || {
+                checkout::remove(&workdir, &path);
+                checkout::copy(&workdir, &from, base, &path, &adding)
+            })
+            .await?
         };
         let moved = copied.clone();
         blocking(move || moved.move_to(commit)).await?;
@@ -233,7 +320,13 @@ impl CheckPool {
             return Ok(made.clone());
         }
         match hold(&seed.dir) {
-            Some(file) => seed._held = Some(file),
+            Some(file) => {
+                seed._held = Some(file);
+                if let Some(parent) = seed.dir.parent() {
+                    *self.slot_root.lock().unwrap_or_else(|e| e.into_inner()) =
+                        parent.join("checks");
+                }
+            }
             None => {
                 seed.dir = self.root.join("seed");
                 self.made

@@ -104,9 +104,9 @@ fn changes_outside_ownership_are_violations_left_uncommitted() {
     assert!(status.contains("M docs/guide.md"), "{status}");
     assert!(status.contains(" M lib/b/mod.py"), "{status}");
     assert!(status.contains("?? stray.txt"), "{status}");
-    // The merged branch has the owned change only.
+    // A task with violations stays out of the merge until a person accepts it.
     let merged = repo.tree_files(&state.merged_branch());
-    assert_eq!(merged["lib/a/mod.py"], "a = 2\n");
+    assert_eq!(merged["lib/a/mod.py"], "a = 1\n");
     assert_eq!(merged["docs/guide.md"], "guide\n");
 }
 
