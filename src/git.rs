@@ -250,8 +250,8 @@ struct Ident {
 pub fn signatures(repo: &Repository) -> Result<Identity, git2::Error> {
     use std::collections::HashMap;
     use std::sync::{Mutex, OnceLock};
-    static KNOWN: OnceLock<Mutex<HashMap<PathBuf, (Option<Ident>, Option<Ident>)>>> =
-        OnceLock::new();
+    type Known = HashMap<PathBuf, (Option<Ident>, Option<Ident>)>;
+    static KNOWN: OnceLock<Mutex<Known>> = OnceLock::new();
     let dir = workdir(repo);
     let (author, committer) = {
         let mut known = KNOWN
