@@ -98,6 +98,9 @@ pub fn cmd_run(dir: &Path, args: RunArgs) -> Result<(), CommandError> {
     if let Some(warning) = resolved.sandbox_warning() {
         errln!("warning: {warning}");
     }
+    if let Some(warning) = resolved.single_file_warning() {
+        errln!("warning: {warning}");
+    }
     let jobs = args
         .jobs
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(4, |n| n.get()));
