@@ -1,0 +1,286 @@
+//! Lineage benchmark: what checkouts with a lineage cost a whole run against the shared
+//! checkouts they replaced, and against cleaning every checkout before each use. Prints
+//! figures, asserts nothing about time.
+//!
+//! A real crate with its own test suite (regex-syntax from the local cargo registry, or the
+//! directory `--crate` names), one exec task per source file (each appends a comment), task
+//! check `cargo check --offline`, merged check `cargo test --offline`, checks two at once.
+//! Three runs, each in its own copy of the repository:
+//! - *shared*: the plait of `--baseline REV` (default: the last commit with one shared
+//!   pool of check checkouts), built once into `target/bench-baseline/`;
+//! - *lineage*: this plait;
+//! - *lineage-2*: this plait again in the lineage run's repository, its seed kept warm;
+//! - *clean*: this plait removing the ignored build output (`target/`, what `git clean
+//!   -ffdx` removes here) before every check command.
+//!
+//! Run it through `./bench --lineage [--crate DIR] [--baseline REV]`.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+
+mod common;
+use common::{git, isolate_git, secs, stage};
+
+/// The last commit whose checks shared one pool of checkouts.
+const BASELINE: &str = "78adbf5";
+
+fn arg(name: &str) -> Option<String> {
+    let args: Vec<String> = std::env::args().collect();
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1).cloned())
+}
+
+fn cargo_home() -> PathBuf {
+    std::env::var_os("CARGO_HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(std::env::var("HOME").unwrap_or_default()).join(".cargo"))
+}
+
+/// The crate to run on: `--crate DIR`, else the newest regex-syntax in the registry.
+fn find_crate() -> Result<PathBuf> {
+    if let Some(dir) = arg("--crate") {
+        return Ok(PathBuf::from(dir));
+    }
+    let mut found = Vec::new();
+    for index in std::fs::read_dir(cargo_home().join("registry/src"))? {
+        for entry in std::fs::read_dir(index?.path())? {
+            let path = entry?.path();
+            let name = path.file_name().unwrap_or_default().to_string_lossy();
+            if name.starts_with("regex-syntax-0.8") {
+                found.push(path);
+            }
+        }
+    }
+    found.sort();
+    found
+        .pop()
+        .context("no regex-syntax-0.8.* in the cargo registry; name a crate with --crate DIR")
+}
+
+/// A git repository holding the crate, its lockfile made offline (optional dependencies
+/// the registry lacks taken out), `target/` ignored.
+fn repo(root: &Path, krate: &Path) -> Result<PathBuf> {
+    let path = root.join("repo");
+    let status = Command::new("cp")
+        .arg("-a")
+        .arg(krate)
+        .arg(&path)
+        .status()?;
+    if !status.success() {
+        bail!("cannot copy {}", krate.display());
+    }
+    let manifest = path.join("Cargo.toml");
+    let text = std::fs::read_to_string(&manifest)?;
+    let text = regex::Regex::new(r"(?m)^\[dependencies\.arbitrary\]\n(?:[^\[\n].*\n)*")?
+        .replace_all(&text, "")
+        .replace("arbitrary = [\"dep:arbitrary\"]\n", "");
+    std::fs::write(&manifest, text)?;
+    let _ = std::fs::remove_file(path.join("Cargo.lock"));
+    let out = Command::new("cargo")
+        .args(["generate-lockfile", "--offline"])
+        .current_dir(&path)
+        .output()?;
+    if !out.status.success() {
+        bail!(
+            "cargo generate-lockfile --offline: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    std::fs::write(path.join(".gitignore"), "target/\n")?;
+    git(&path, &["init", "-q", "-b", "main"])?;
+    git(&path, &["add", "-A"])?;
+    git(&path, &["commit", "-q", "-m", "base"])?;
+    Ok(path)
+}
+
+fn sources(repo: &Path) -> Result<Vec<String>> {
+    let listed = git(repo, &["ls-files", "src"])?;
+    Ok(listed
+        .lines()
+        .filter(|p| p.ends_with(".rs"))
+        .map(str::to_string)
+        .collect())
+}
+
+fn plan(files: &[String], clean: bool) -> String {
+    // What `git clean -ffdx` removes here: the ignored build output.
+    let prefix = if clean { "rm -rf target && " } else { "" };
+    let mut toml = format!(
+        "goal = \"bench\"\n[checks]\ntask = [\"{prefix}cargo check --offline -q\"]\n\
+         merged = [\"{prefix}cargo test --offline -q\"]\njobs = 2\ntimeout = \"30m\"\n\
+         [review]\nagent = \"off\"\n[defaults]\nsandbox = {{ writable = [\"{}\"] }}\n",
+        cargo_home().display()
+    );
+    for (k, file) in files.iter().enumerate() {
+        toml.push_str(&format!(
+            "[[task]]\nid = \"t{k:02}\"\nprompt = \"p\"\nowns = [\"/{file}\"]\n\
+             agent = {{ exec = \"echo '// touched by plait' >> {file}\" }}\n"
+        ));
+    }
+    toml
+}
+
+/// The plait binary of `rev`, built once under `target/bench-baseline/`.
+fn baseline(rev: &str) -> Result<PathBuf> {
+    let root = std::env::current_dir()?.join("target/bench-baseline");
+    let full = git(&std::env::current_dir()?, &["rev-parse", rev])?
+        .trim()
+        .to_string();
+    let src = root.join(&full);
+    let target = root.join("target");
+    let bin = target.join(&full).join("release/plait");
+    if bin.exists() {
+        return Ok(bin);
+    }
+    if !src.exists() {
+        git(
+            &std::env::current_dir()?,
+            &[
+                "worktree",
+                "add",
+                "-q",
+                "--detach",
+                &src.display().to_string(),
+                &full,
+            ],
+        )?;
+    }
+    stage(&format!("building the baseline plait at {rev} (once)"));
+    let status = Command::new("cargo")
+        .args([
+            "build",
+            "--release",
+            "--locked",
+            "--bin",
+            "plait",
+            "--target-dir",
+        ])
+        .arg(target.join(&full))
+        .current_dir(&src)
+        .stdout(Stdio::null())
+        .status()?;
+    if !status.success() {
+        bail!("cannot build plait at {rev}");
+    }
+    Ok(bin)
+}
+
+struct Figures {
+    wall: f64,
+    task_checks: f64,
+    merged_checks: f64,
+    green: bool,
+}
+
+/// Runs `toml` with `plait` in a copy of `repo` named `copy` (made unless it exists: a
+/// second run there finds the first one's seed).
+fn run(plait: &Path, repo: &Path, toml: &str, copy: &str, name: &str) -> Result<Figures> {
+    let copy = repo.with_file_name(copy);
+    if !copy.exists() {
+        let status = Command::new("cp").arg("-a").arg(repo).arg(&copy).status()?;
+        if !status.success() {
+            bail!("cannot copy the repository");
+        }
+    }
+    let plan = repo.with_file_name(format!("{name}.toml"));
+    std::fs::write(&plan, toml)?;
+    let start = Instant::now();
+    let out = Command::new(plait)
+        .args(["run", &plan.display().to_string(), "-j", "2"])
+        .current_dir(&copy)
+        .stdin(Stdio::null())
+        .output()?;
+    let wall = start.elapsed().as_secs_f64();
+    let id = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    if id.is_empty() || id.contains(char::is_whitespace) {
+        bail!("plait run failed: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    let status = Command::new(plait)
+        .args(["status", &id, "--json"])
+        .current_dir(&copy)
+        .output()?;
+    let state: serde_json::Value = serde_json::from_slice(&status.stdout)?;
+    let ms = |checks: &serde_json::Value| -> f64 {
+        checks
+            .as_array()
+            .map(|c| c.iter().filter_map(|r| r["ms"].as_f64()).sum::<f64>())
+            .unwrap_or(0.0)
+            / 1000.0
+    };
+    let task_checks = state["tasks"]
+        .as_array()
+        .map(|tasks| tasks.iter().map(|t| ms(&t["checks"])).sum())
+        .unwrap_or(0.0);
+    Ok(Figures {
+        wall,
+        task_checks,
+        merged_checks: ms(&state["merged_checks"]),
+        green: state["merged_checks"]
+            .as_array()
+            .is_some_and(|c| !c.is_empty() && c.iter().all(|r| r["passed"] == true)),
+    })
+}
+
+fn main() -> Result<()> {
+    let dir = tempfile::Builder::new()
+        .prefix("plait-lineage-")
+        .tempdir()?;
+    let rev = arg("--baseline").unwrap_or_else(|| BASELINE.to_string());
+    let shared_plait = baseline(&rev)?;
+    let empty = dir.path().join("empty");
+    std::fs::create_dir_all(&empty)?;
+    isolate_git(&empty)?;
+    let krate = find_crate()?;
+    let repo = repo(dir.path(), &krate)?;
+    let files = sources(&repo)?;
+    println!(
+        "plait lineage benchmark: {} ({} tasks, one per source file), task check `cargo check`, \
+         merged check `cargo test`, checks 2 at once, -j 2",
+        krate.file_name().unwrap_or_default().to_string_lossy(),
+        files.len()
+    );
+    let this = PathBuf::from(env!("CARGO_BIN_EXE_plait"));
+    let mut rows = Vec::new();
+    for (name, copy, plait, clean) in [
+        ("shared", "shared", shared_plait.as_path(), false),
+        ("lineage", "lineage", this.as_path(), false),
+        ("clean", "clean", this.as_path(), true),
+        // The same plan again in the first lineage run's repository: its seed is warm.
+        ("lineage-2", "lineage", this.as_path(), false),
+    ] {
+        stage(&format!("run: {name}"));
+        rows.push((name, run(plait, &repo, &plan(&files, clean), copy, name)?));
+    }
+    println!();
+    println!(
+        "{:<10} {:>10} {:>14} {:>14}  merged checks",
+        "checkouts", "wall", "task checks", "merged checks"
+    );
+    for (name, f) in &rows {
+        println!(
+            "{name:<10} {:>10} {:>14} {:>14}  {}",
+            secs(f.wall),
+            secs(f.task_checks),
+            secs(f.merged_checks),
+            if f.green { "passed" } else { "FAILED" }
+        );
+    }
+    let wall = |n: &str| {
+        rows.iter()
+            .find(|(r, _)| *r == n)
+            .map_or(0.0, |(_, f)| f.wall)
+    };
+    println!();
+    println!(
+        "lineage / shared: {:.2}x (goal <= 1.3x); lineage / clean: {:.2}x (goal <= 0.5x); \
+         a second run, its seed kept: {:.2}x the first",
+        wall("lineage") / wall("shared"),
+        wall("lineage") / wall("clean"),
+        wall("lineage-2") / wall("lineage")
+    );
+    Ok(())
+}
