@@ -382,13 +382,20 @@ pub async fn check_run(
     checks: &CheckSettings,
     owns: &HashMap<String, Globs>,
 ) -> Result<CheckReport, RunError> {
+    // A branch moved by hand is collected, as `plait land` would; one that cannot be stays
+    // moved, and says so below.
+    let adopted =
+        !orchestrator::adopt::adopt_moved(workdir.clone(), run_dir.clone(), state, checks, owns)
+            .await?
+            .adopted
+            .is_empty();
     let (ownership, moved) = {
         let (workdir, snapshot, owns) = (workdir.clone(), state.clone(), owns.clone());
         tokio::task::spawn_blocking(move || ownership(&workdir, &snapshot, &owns))
             .await
             .map_err(|e| RunError::Internal(e.to_string()))??
     };
-    if merge::run::merge_is_stale(state) {
+    if adopted || merge::run::merge_is_stale(state) {
         orchestrator::remerge(workdir.clone(), run_dir.clone(), state, checks).await?;
     }
     let mut report = CheckReport {

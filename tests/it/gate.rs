@@ -206,3 +206,32 @@ fn a_fix_committed_by_hand_in_a_task_branch_is_collected_by_land_never_dropped()
     );
     assert_eq!(repo.git(&["rev-parse", "main"]), main_before);
 }
+
+#[test]
+fn plait_check_collects_a_fix_committed_by_hand_as_land_does() {
+    let repo = files();
+    let id = two_tasks(&repo, "echo more >> a.txt");
+    let state = repo.status_json(&[&id]);
+    let wt = std::path::PathBuf::from(state["tasks"][0]["worktree"].as_str().unwrap());
+    std::fs::write(wt.join("a.txt"), "a\nmore\nfixed by hand\n").unwrap();
+    crate::support::git_in(&wt, &["commit", "-q", "-am", "fix by hand"]);
+    let out = repo.plait(&["check", &id, "--into", "main"]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    let merged = repo.tree_files(&format!("plait/{id}/merged"));
+    assert_eq!(merged["a.txt"], "a\nmore\nfixed by hand\n");
+    let out = repo.plait(&["land", &id, "--into", "main"]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    assert_eq!(repo.tree_files("main")["a.txt"], "a\nmore\nfixed by hand\n");
+}
