@@ -60,6 +60,12 @@ function fmtCost(usd) {
   return '$' + (usd < 0.1 ? usd.toFixed(4) : usd.toFixed(2));
 }
 
+
+// Rounds as the agent counts them (PLAIT_ROUND): 0 is the first try, then round 1, 2, ...
+function roundName(round) {
+  return round === 0 ? 'first try' : `round ${round}`;
+}
+
 function fmtMs(ms) {
   if (ms == null || ms < 0) return '—';
   if (ms < 1000) return `${Math.round(ms)} ms`;
@@ -755,7 +761,7 @@ function runView(runId) {
       f.conflict && h('span', { class: 'tag warn' }, 'conflict'),
       f.culprit && h('span', { class: 'tag bad' }, 'culprit'),
       f.excluded && h('span', { class: 'tag' }, 'left out'),
-      t.rounds > 0 && h('span', { class: 'tag', title: 'rounds of changes after the first try' }, `round ${t.rounds + 1}`),
+      t.rounds > 0 && h('span', { class: 'tag', title: 'rounds of changes after the first try (the agent\'s PLAIT_ROUND)' }, `round ${t.rounds}`),
     ];
     const detail = t.error || details.get(t.id);
     const changes = t.changes?.length || 0;
@@ -1000,7 +1006,7 @@ function taskView(runId, taskId) {
     const r = d.task.review;
     if (!r) { fill(review.body, emptyNote(d.task.state === 'reviewing' ? 'Being reviewed…' : 'Not reviewed.')); return; }
     fill(review.body,
-      h('div', { class: 'review-head' }, verdictBadge(r.verdict), h('span', { class: 'muted' }, ` by ${r.by || 'reviewer'} · round ${(r.round ?? 0) + 1}`),
+      h('div', { class: 'review-head' }, verdictBadge(r.verdict), h('span', { class: 'muted' }, ` by ${r.by || 'reviewer'} · ${roundName(r.round ?? 0)}`),
         d.task.decision && d.task.decision.verdict !== r.verdict ? h('span', { class: 'overruled' }, ' overruled by the person\'s decision') : null),
       r.summary && h('p', { class: 'prose summary' }, withCode(r.summary)),
       r.note && h('p', { class: 'note' }, r.note),
@@ -1150,7 +1156,7 @@ function transcriptView(turns, open) {
   turns.forEach((turn, i) => {
     if (turn.round != null && turn.round !== round) {
       round = turn.round;
-      out.push(h('h3', { class: 'round' }, `Round ${round}`));
+      out.push(h('h3', { class: 'round' }, roundName(round)));
     }
     const role = turn.role || 'assistant';
     const kind = turn.kind || 'text';
