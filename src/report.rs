@@ -696,6 +696,13 @@ fn task_review_text(
             let _ = writeln!(out, "  - {place}{}", c.body);
         }
     }
+    for sent in &task.sent_back {
+        let _ = writeln!(
+            out,
+            "sent back by a person (for round {}): {}",
+            sent.round, sent.comment
+        );
+    }
     for c in task.checks.iter().filter(|c| !c.passed) {
         let _ = writeln!(
             out,

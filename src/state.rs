@@ -362,6 +362,18 @@ pub struct TaskRecord {
     /// Whether its processes ran confined, and what the sandbox refused them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<SandboxRecord>,
+    /// What people said when they sent the task back (`plait send-back`), oldest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sent_back: Vec<SentBack>,
+}
+
+/// A person's comment that sent a finished task back for one more round.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SentBack {
+    pub comment: String,
+    pub at: u64,
+    /// The round it started (`PLAIT_ROUND` of the agent that heard it).
+    pub round: u32,
 }
 
 impl TaskRecord {
@@ -395,6 +407,7 @@ impl TaskRecord {
             review: None,
             decision: None,
             sandbox: None,
+            sent_back: Vec::new(),
         }
     }
 

@@ -338,7 +338,13 @@ pub fn prepare_send_back(
         "A person reviewed your work and sent it back with this comment:\n{}\n\nChange what concerns the files your task owns.",
         comment.trim()
     );
+    let round = state.tasks[index].rounds + 1;
     state.tasks[index].decision = None;
+    state.tasks[index].sent_back.push(crate::state::SentBack {
+        comment: comment.trim().to_string(),
+        at: now_ms(),
+        round,
+    });
     going_again(
         settings,
         store,

@@ -62,6 +62,14 @@ fn send_back_gives_a_task_one_more_round_told_the_comment_and_merges_again() {
     );
     assert_eq!(b["rounds"], 1);
     assert!(b.get("decision").is_none(), "{b}");
+    // The comment is kept in the record, with the round it started, and review shows it.
+    assert_eq!(b["sent_back"][0]["comment"], "SHOUT it", "{b}");
+    assert_eq!(b["sent_back"][0]["round"], 1, "{b}");
+    let review = stdout(&repo.plait(&["review", &run, "--task", "b"]));
+    assert!(
+        review.contains("sent back by a person (for round 1): SHOUT it"),
+        "{review}"
+    );
     assert_eq!(
         repo.tree_files(&format!("plait/{run}/b"))["lib/b.txt"],
         "V2\n"

@@ -1004,8 +1004,12 @@ function taskView(runId, taskId) {
 
   function renderReview(d) {
     const r = d.task.review;
-    if (!r) { fill(review.body, emptyNote(d.task.state === 'reviewing' ? 'Being reviewed…' : 'Not reviewed.')); return; }
-    fill(review.body,
+    // What people said when they sent the task back, each with the round it started.
+    const sent = (d.task.sent_back || []).length ? h('ul', { class: 'comments sent-back' }, d.task.sent_back.map((c) => h('li', null,
+      h('span', { class: 'muted' }, `sent back by a person for ${roundName(c.round)}`),
+      h('div', { class: 'comment-body' }, withCode(c.comment))))) : null;
+    if (!r) { fill(review.body, emptyNote(d.task.state === 'reviewing' ? 'Being reviewed…' : 'Not reviewed.'), sent); return; }
+    fill(review.body, sent,
       h('div', { class: 'review-head' }, verdictBadge(r.verdict), h('span', { class: 'muted' }, ` by ${r.by || 'reviewer'} · ${roundName(r.round ?? 0)}`),
         d.task.decision && d.task.decision.verdict !== r.verdict ? h('span', { class: 'overruled' }, ' overruled by the person\'s decision') : null),
       r.summary && h('p', { class: 'prose summary' }, withCode(r.summary)),
