@@ -16,8 +16,10 @@ use crate::state::{now_ms, Decision, RunState, Verdict};
 #[derive(Debug, Args)]
 #[command(after_help = "\
 Then overrule the reviewer where you disagree:
-  plait accept RUN TASK     # the task counts as approved
-  plait reject RUN TASK     # the task is left out of the merge
+  plait accept RUN TASK     # the task counts as approved, violations and all (they
+                            # were never committed: its committed work goes in)
+  plait reject RUN TASK     # the task is left out of the merge, and the rest lands
+                            # without --partial
 In a grouped run, TASK may be a supervisor group (group-<k>): accepting it sends its branch
 up to the top merge whatever its supervisor said.
 `plait land` merges again when decisions changed which tasks belong in the result.
