@@ -162,6 +162,9 @@ impl From<PlanError> for CommandError {
             PlanError::BaseNotFound { .. } => {
                 Some("set `base` to an existing branch or commit, or leave it out for HEAD")
             }
+            PlanError::Config { .. } => {
+                Some("`plait config --help` says what a config file may hold")
+            }
             _ => None,
         };
         let err = CommandError::usage(e.to_string()).because(e);

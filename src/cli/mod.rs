@@ -6,6 +6,7 @@
 mod check;
 mod clean;
 mod completions;
+mod config;
 mod diff;
 mod error;
 mod guard;
@@ -81,6 +82,7 @@ pub enum Command {
     Serve(serve::ServeArgs),
     Worker(worker::WorkerArgs),
     Completions(completions::CompletionsArgs),
+    Config(config::ConfigArgs),
 }
 
 pub use error::{CommandError, Kind};
@@ -113,6 +115,7 @@ pub fn main() -> ExitCode {
         Command::Serve(args) => serve::cmd_serve(&dir, args),
         Command::Worker(args) => worker::cmd_worker(args),
         Command::Completions(args) => completions::cmd_completions(args),
+        Command::Config(args) => config::cmd_config(&dir, args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

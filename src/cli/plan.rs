@@ -202,6 +202,7 @@ fn warn_single_file(repo: &git2::Repository, plan: &plan::PlanFile) {
 /// created.
 fn check_plan(dir: &Path, path: &Path) -> Result<(), CommandError> {
     let text = super::run::read_plan(path)?;
+    let text = super::config::with_config(dir, path, text)?;
     let resolved = super::run::resolve_plan(dir, path, &text)?;
     if let Some(warning) = resolved.sandbox_warning() {
         errln!("warning: {warning}");

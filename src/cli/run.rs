@@ -94,6 +94,7 @@ pub fn cmd_run(dir: &Path, args: RunArgs) -> Result<(), CommandError> {
             ))
         }
     };
+    let plan_text = super::config::with_config(dir, &plan_path, plan_text)?;
     let resolved = resolve_plan(dir, &plan_path, &plan_text)?;
     if let Some(warning) = resolved.sandbox_warning() {
         errln!("warning: {warning}");

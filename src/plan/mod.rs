@@ -3,6 +3,7 @@
 //! against the repository before anything is created.
 
 pub mod commands;
+pub mod config;
 mod exec;
 pub mod globs;
 pub mod layout;
@@ -331,6 +332,8 @@ pub enum PlanError {
     },
     #[error("plan {path} is not valid: {message}")]
     Parse { path: PathBuf, message: String },
+    #[error("config {path} is not valid: {message}")]
+    Config { path: PathBuf, message: String },
     #[error("plan {path}: base `{base}` is not a branch or commit in this repository")]
     BaseNotFound { path: PathBuf, base: String },
     #[error("plan {path} has {} problem{}:\n{}", problems.len(), if problems.len() == 1 { "" } else { "s" }, problems.iter().map(|p| format!("  - {p}")).collect::<Vec<_>>().join("\n"))]

@@ -4,6 +4,7 @@ mod check;
 mod claude_code;
 mod cli;
 mod collect;
+mod config;
 mod culprits;
 mod distributed;
 mod firstday;

@@ -32,6 +32,8 @@ pub fn init() {
         }
         let empty = std::env::temp_dir().join("plait-tests-no-config");
         let _ = fs::create_dir_all(&empty);
+        // No user config of plait's own either (the tests that want one set their own).
+        std::env::set_var("XDG_CONFIG_HOME", &empty);
         for level in [
             git2::ConfigLevel::Global,
             git2::ConfigLevel::XDG,
