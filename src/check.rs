@@ -345,7 +345,7 @@ fn merge_branches(
 
 /// The paths commit `tip` changes against the base outside task `task`'s ownership, as
 /// `task: path`.
-fn outside_ownership(
+pub(crate) fn outside_ownership(
     repo: &Repository,
     base_tree: &git2::Tree<'_>,
     tip: Oid,

@@ -196,7 +196,7 @@ fn remove_worktrees(
     let checks = run_dir.join("checks");
     if let Ok(entries) = std::fs::read_dir(&checks) {
         for entry in entries.flatten() {
-            crate::review::checks::remove_slot(&crate::git::workdir(repo), &entry.path());
+            crate::review::checkout::remove(&crate::git::workdir(repo), &entry.path());
         }
     }
     remove_empty_dir(&checks);

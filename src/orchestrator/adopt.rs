@@ -12,7 +12,7 @@ use git2::Oid;
 
 use super::RunError;
 use crate::cancel::Cancel;
-use crate::git::{self, branch_ref, tree_changes};
+use crate::git::{self, branch_ref};
 use crate::plan::globs::Globs;
 use crate::plan::CheckSettings;
 use crate::review::checks::{CheckJob, CheckPool, Lineage};
@@ -118,15 +118,12 @@ fn weigh(
             ));
             continue;
         }
-        let tree = repo
-            .find_commit(tip)
-            .and_then(|c| c.tree())
-            .map_err(internal)?;
-        let outside: Vec<String> = tree_changes(&repo, &base_tree, &tree)
-            .map_err(|e| RunError::Internal(e.to_string()))?
-            .into_keys()
-            .filter(|path| !owns.get(&task.id).is_some_and(|g| g.matches(path)))
-            .collect();
+        let prefix = format!("{}: ", task.id);
+        let outside: Vec<String> =
+            crate::check::outside_ownership(&repo, &base_tree, tip, &task.id, owns)?
+                .into_iter()
+                .map(|p| p.strip_prefix(&prefix).map(str::to_string).unwrap_or(p))
+                .collect();
         if !outside.is_empty() {
             adoption.refused.push((
                 task.branch.clone(),

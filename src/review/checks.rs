@@ -503,11 +503,6 @@ async fn run_commands(
     results
 }
 
-/// Removes one check worktree, if it exists.
-pub fn remove_slot(workdir: &Path, slot: &Path) {
-    checkout::remove(workdir, slot)
-}
-
 fn append(path: &Path, text: &str) -> std::io::Result<()> {
     use std::io::Write;
     std::fs::OpenOptions::new()
