@@ -164,6 +164,12 @@ fn init_logging() {
 }
 
 /// This plait binary, which agents' hooks run (`plait guard`).
+/// The user's cache directory: `XDG_CACHE_HOME`, else `~/.cache`.
+fn cache_home() -> Option<PathBuf> {
+    let env = |name: &str| std::env::var(name).ok();
+    crate::orchestrator::worker::cache_home(&env)
+}
+
 fn plait_program() -> Result<PathBuf, CommandError> {
     std::env::current_exe()
         .map_err(|e| CommandError::internal("cannot find plait's own binary").because(e))

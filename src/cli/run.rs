@@ -108,7 +108,7 @@ pub fn cmd_run(dir: &Path, args: RunArgs) -> Result<(), CommandError> {
     if args.dry_run {
         return dry_run(dir, &args, &resolved, jobs);
     }
-    let worktree_root = worktree_root(&args)?;
+    let worktree_root = worktree_root(&args, dir)?;
     let total = resolved.tasks.len();
     let (store, remote) = spread(dir, &args, &resolved.base.to_string())?;
     let settings = RunSettings {
@@ -135,14 +135,20 @@ pub fn cmd_run(dir: &Path, args: RunArgs) -> Result<(), CommandError> {
     drive(prepared, total, args.json)
 }
 
-/// `--worktree-dir`, made absolute.
-fn worktree_root(args: &RunArgs) -> Result<Option<PathBuf>, CommandError> {
-    let Some(d) = &args.worktree_dir else {
+/// Where the run's worktrees go: `--worktree-dir`, made absolute; else the repository's
+/// directory under the user's cache (`workspace::default_root`), outside the checkout;
+/// else (no `XDG_CACHE_HOME` or `HOME`) the run's directory under the git directory.
+fn worktree_root(args: &RunArgs, dir: &Path) -> Result<Option<PathBuf>, CommandError> {
+    if let Some(d) = &args.worktree_dir {
+        return std::path::absolute(d)
+            .map(Some)
+            .map_err(|e| CommandError::usage(format!("--worktree-dir {}: {e}", d.display())));
+    }
+    let Some(cache) = super::cache_home() else {
         return Ok(None);
     };
-    std::path::absolute(d)
-        .map(Some)
-        .map_err(|e| CommandError::usage(format!("--worktree-dir {}: {e}", d.display())))
+    let repo = git::open(dir)?;
+    Ok(Some(crate::workspace::default_root(&cache, &repo)))
 }
 
 /// The store (`--store` or PLAIT_STORE) and, with `--remote`, the remote the run is spread
@@ -198,7 +204,7 @@ fn dry_run(
         .unwrap_or_else(|| plan.groups.groups_for(plan.tasks.len()));
     let repo = git::open(dir)?;
     let store = crate::state::Store::new(git::plait_dir(&repo));
-    let worktrees = match worktree_root(args)? {
+    let worktrees = match worktree_root(args, dir)? {
         Some(root) => root.join("<run>"),
         None => store.run_dir("<run>").join("worktrees"),
     };

@@ -324,7 +324,15 @@ fn set_up(
         plan_path,
         plan_text: queue.plan.clone(),
         jobs: settings.jobs,
-        worktree_root: None,
+        // Outside the clone: a tool walking up from a worktree must not reach the
+        // clone's own checkout.
+        worktree_root: Some(
+            settings.dir.join("worktrees").join(
+                clone
+                    .file_name()
+                    .unwrap_or_else(|| std::ffi::OsStr::new("clone")),
+            ),
+        ),
         max_cost: None,
         groups: None,
         plait_program: settings.plait_program.clone(),
@@ -680,9 +688,18 @@ async fn checkpoint(ctx: &RunCtx, pg: &PgStore, task: &str) {
 /// Where a worker keeps its clones by default: `$XDG_CACHE_HOME/plait/worker`, else
 /// `~/.cache/plait/worker` (`env` looks the variables up).
 pub fn default_dir(env: &dyn Fn(&str) -> Option<String>) -> Option<PathBuf> {
+    cache_home(env).map(|d| d.join("plait").join("worker"))
+}
+
+/// The user's cache directory, as `env` tells it: `XDG_CACHE_HOME` (when absolute, as the
+/// XDG spec asks), else `~/.cache`.
+pub fn cache_home(env: &dyn Fn(&str) -> Option<String>) -> Option<PathBuf> {
     env("XDG_CACHE_HOME")
-        .filter(|d| !d.is_empty())
         .map(PathBuf::from)
-        .or_else(|| env("HOME").map(|h| Path::new(&h).join(".cache")))
-        .map(|d| d.join("plait").join("worker"))
+        .filter(|d| d.is_absolute())
+        .or_else(|| {
+            env("HOME")
+                .filter(|h| !h.is_empty())
+                .map(|h| Path::new(&h).join(".cache"))
+        })
 }

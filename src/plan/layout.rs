@@ -206,9 +206,27 @@ impl Layout {
                     .filter(|&i| files[i].is_blob() && globs.matches(&files[i].path)),
             );
         }
-        let mut cone = Cone::new(whole, []);
+        // The directories on the way from the root to each owned file and to each
+        // directory an owned glob can write in: their own files are the task's context,
+        // where tools look for their configuration (pyproject.toml, Cargo.toml,
+        // .editorconfig, package.json, tsconfig.json, conftest.py).
+        let mut on_the_way: BTreeSet<&str> = whole.iter().map(String::as_str).collect();
+        on_the_way.extend(
+            held.iter()
+                .filter(|&&i| owns.matches(&files[i].path))
+                .map(|&i| parent(&files[i].path)),
+        );
+        let mut cone = Cone::new(whole.iter().cloned(), []);
         for &i in &held {
             cone.add_own(parent(&files[i].path).to_string());
+        }
+        let mut dirs: BTreeSet<&str> = BTreeSet::new();
+        for dir in on_the_way {
+            dirs.insert(dir);
+            dirs.extend(parents(dir));
+        }
+        for dir in dirs {
+            held.extend(own_files(files, dir).filter(|&i| files[i].is_blob()));
         }
         // The ignore files of the cone's directories.
         let mut scopes: Vec<String> = cone.whole().map(|d| format!("{d}/")).collect();
@@ -228,6 +246,41 @@ impl Layout {
         held.dedup();
         Layout { files: held, cone }
     }
+}
+
+/// `dir`'s ancestors as slices of it, the root (`""`) first.
+fn parents(dir: &str) -> impl Iterator<Item = &str> {
+    let cuts = dir.match_indices('/').map(|(i, _)| i);
+    std::iter::once("")
+        .filter(move |_| !dir.is_empty())
+        .chain(cuts.map(move |i| &dir[..i]))
+}
+
+/// The indices of the files directly inside `dir` (`""`: the root) in the sorted list
+/// `files`. Each subdirectory is stepped over with one binary search, so this costs the
+/// directory's own entries, not what lies below it.
+fn own_files<'a>(files: &'a [TreeFile], dir: &str) -> impl Iterator<Item = usize> + 'a {
+    let prefix = if dir.is_empty() {
+        String::new()
+    } else {
+        format!("{dir}/")
+    };
+    let mut i = files.partition_point(|f| f.path.as_bytes() < prefix.as_bytes());
+    std::iter::from_fn(move || loop {
+        let path = files.get(i)?.path.as_str();
+        let rest = path.strip_prefix(prefix.as_str())?;
+        match rest.find('/') {
+            None => {
+                i += 1;
+                return Some(i - 1);
+            }
+            Some(cut) => {
+                // Past everything under `<prefix><sub>/`: `0` sorts right after `/`.
+                let end = format!("{prefix}{}0", &rest[..cut]);
+                i += files[i..].partition_point(|f| f.path.as_bytes() < end.as_bytes());
+            }
+        }
+    })
 }
 
 /// `.gitignore` files are held wherever the cone reaches.
@@ -260,5 +313,38 @@ mod tests {
         );
         assert_eq!(cone.whole().collect::<Vec<_>>(), vec!["src/a"]);
         assert!(Cone::new(["".to_string()], []).is_full());
+    }
+
+    #[test]
+    fn own_files_steps_over_subdirectories() {
+        let mut paths = vec![
+            "a.txt",
+            "b/c.txt",
+            "b/d/e.txt",
+            "b/d/f.txt",
+            "b/g.txt",
+            "b.txt",
+            "b-x/h.txt",
+            "z.txt",
+        ];
+        paths.sort();
+        let files: Vec<TreeFile> = paths
+            .iter()
+            .map(|p| TreeFile {
+                path: p.to_string(),
+                mode: crate::git::mode::FILE,
+                oid: git2::Oid::zero(),
+            })
+            .collect();
+        let names = |dir: &str| -> Vec<&str> {
+            own_files(&files, dir)
+                .map(|i| files[i].path.as_str())
+                .collect()
+        };
+        assert_eq!(names(""), ["a.txt", "b.txt", "z.txt"]);
+        assert_eq!(names("b"), ["b/c.txt", "b/g.txt"]);
+        assert_eq!(names("b/d"), ["b/d/e.txt", "b/d/f.txt"]);
+        assert!(names("q").is_empty());
+        assert_eq!(parents("x/y/z").collect::<Vec<_>>(), ["", "x", "x/y"]);
     }
 }

@@ -84,6 +84,43 @@ pub fn admin_name(run: &str, task: &str) -> String {
     format!("plait-{run}-{task}")
 }
 
+/// Where a repository's task worktrees go unless `--worktree-dir` says: a directory of its
+/// own under the user's cache, `<cache>/plait/<name>-<hash>` (the checkout's name and a
+/// hash of its git directory's path, so two clones of one project never share it). It is
+/// outside every checkout, so a tool walking up from a worktree for its configuration or
+/// its cache finds the task's own files and nothing of the user's.
+pub fn default_root(cache: &Path, repo: &Repository) -> PathBuf {
+    use sha1::Digest as _;
+    let common = repo.commondir();
+    let common = common
+        .canonicalize()
+        .unwrap_or_else(|_| common.to_path_buf());
+    let named = match common.file_name() {
+        Some(n) if n == ".git" => common.parent().and_then(Path::file_name),
+        other => other,
+    };
+    let name: String = named
+        .map(|n| n.to_string_lossy().trim_end_matches(".git").to_string())
+        .unwrap_or_default()
+        .chars()
+        .map(|c| {
+            if c.is_alphanumeric() || matches!(c, '-' | '_' | '.') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let digest = sha1::Sha1::digest(common.as_os_str().as_encoded_bytes());
+    let hash: String = digest[..4].iter().map(|b| format!("{b:02x}")).collect();
+    let dir = if name.is_empty() || name.starts_with('.') {
+        hash
+    } else {
+        format!("{name}-{hash}")
+    };
+    cache.join("plait").join(dir)
+}
+
 /// The administrative directory of a linked worktree.
 pub fn admin_dir(repo: &Repository, admin_name: &str) -> PathBuf {
     repo.commondir().join("worktrees").join(admin_name)

@@ -131,7 +131,17 @@ fn clean_refuses_to_lose_work_until_forced() {
         "{err}"
     );
     assert_eq!(repo.branches().len(), 3, "nothing was removed");
-    let wt = repo.path.join(format!(".git/plait/runs/{run}/worktrees/a"));
+    let state = repo.path.join(format!(".git/plait/runs/{run}/state.json"));
+    let state: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(state).unwrap()).unwrap();
+    let wt = std::path::PathBuf::from(state["tasks"][0]["worktree"].as_str().unwrap());
+    // Outside the user's checkout: under the user's cache.
+    assert!(!wt.starts_with(&repo.path), "{}", wt.display());
+    assert!(
+        wt.starts_with(std::env::var("XDG_CACHE_HOME").unwrap()),
+        "{}",
+        wt.display()
+    );
     assert_eq!(
         std::fs::read_to_string(wt.join("notes.md")).unwrap(),
         "mine\n"
@@ -227,6 +237,7 @@ fn the_run_summary_shows_failures_violations_and_conflicts() {
         (r"\b[0-9a-f]{8}\b", "[HASH]"),
         (r"(?m) +\d+(\.\d)?s( {2}|$)", " [TIME]${2}"),
         (r"/\S+/\.git/plait", "[GITDIR]/plait"),
+        (r"/\S+/plait/repo-\[HASH\]", "[WORKTREES]"),
         (r"Landlock ABI \d+", "Landlock ABI [N]"),
     ]}, {
         insta::assert_snapshot!(text);

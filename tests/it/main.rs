@@ -27,3 +27,4 @@ mod serve;
 mod split;
 mod support;
 mod workspace;
+mod worktrees;

@@ -2,7 +2,7 @@
 //! of one task never stops the others.
 
 use std::fs;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use plait::state::{RunPhase, TaskState};
@@ -335,7 +335,14 @@ fn ctrl_c_stops_the_agents_and_saves_the_run_as_interrupted() {
 fn processes_of(repo: &TestRepo, run: &str) -> Vec<u32> {
     use std::os::unix::ffi::OsStrExt as _;
     let mark = format!("PLAIT_RUN={run}");
-    let roots = [repo.path.clone(), repo.path.canonicalize().unwrap()];
+    let cache = PathBuf::from(std::env::var("XDG_CACHE_HOME").unwrap());
+    let worktrees =
+        plait::workspace::default_root(&cache, &git2::Repository::open(&repo.path).unwrap());
+    let roots = [
+        repo.path.clone(),
+        repo.path.canonicalize().unwrap(),
+        worktrees,
+    ];
     fs::read_dir("/proc")
         .unwrap()
         .flatten()

@@ -34,6 +34,22 @@ pub fn init() {
         let _ = fs::create_dir_all(&empty);
         // No user config of plait's own either (the tests that want one set their own).
         std::env::set_var("XDG_CONFIG_HOME", &empty);
+        // Worktrees go under the user's cache: one of this test process's own, and those
+        // of test processes that have ended are removed.
+        let tmp = std::env::temp_dir();
+        if let Ok(entries) = fs::read_dir(&tmp) {
+            for entry in entries.flatten() {
+                let name = entry.file_name().to_string_lossy().into_owned();
+                if let Some(pid) = name.strip_prefix("plait-tests-cache-") {
+                    if !Path::new("/proc").join(pid).exists() {
+                        let _ = fs::remove_dir_all(entry.path());
+                    }
+                }
+            }
+        }
+        let cache = tmp.join(format!("plait-tests-cache-{}", std::process::id()));
+        let _ = fs::create_dir_all(&cache);
+        std::env::set_var("XDG_CACHE_HOME", &cache);
         for level in [
             git2::ConfigLevel::Global,
             git2::ConfigLevel::XDG,

@@ -197,12 +197,14 @@ fn worktrees_are_sparse_checkouts_git_reads_as_its_own() {
     let admin = git_in(wt, &["rev-parse", "--git-dir"]);
     let index = fs::read(std::path::Path::new(&admin).join("index")).unwrap();
     assert!(index.windows(4).any(|w| w == b"sdir"));
-    // What plait committed leaves git clean; the held files are the task's.
+    // What plait committed leaves git clean; the held files are the task's, and the root's
+    // own files (the directories on the way to its files) as context.
     assert_eq!(git_in(wt, &["status", "--porcelain"]), "");
     assert_eq!(
         files_in(wt),
         [
             ".gitignore",
+            "README.md",
             "core/f0.txt",
             "core/f1.txt",
             "core/new.txt",
@@ -253,15 +255,29 @@ fn worktrees_are_sparse_checkouts_git_reads_as_its_own() {
         plait::workspace::index::checked_out(&std::path::Path::new(&admin).join("index")).unwrap();
     assert_eq!(held, files_in(wt));
 
-    // A task owning one file: its directory's own files are in the cone, nothing whole.
+    // A task owning one file: its directory's own files are in the cone, nothing whole;
+    // the own files of each directory on the way to it are held as context, the rest of
+    // the cone is skip-worktree.
     let one = state.task("one").unwrap();
     assert_eq!(git_in(&one.worktree, &["sparse-checkout", "list"]), "");
     assert_eq!(git_in(&one.worktree, &["status", "--porcelain"]), "");
-    assert_eq!(files_in(&one.worktree), [".gitignore", "app/sub/g1.txt"]);
+    assert_eq!(
+        files_in(&one.worktree),
+        [
+            ".gitignore",
+            "README.md",
+            "app/f0.txt",
+            "app/f1.txt",
+            "app/f2.txt",
+            "app/sub/g0.txt",
+            "app/sub/g1.txt",
+            "app/sub/g2.txt"
+        ]
+    );
     let sparse = git_in(&one.worktree, &["ls-files", "--sparse", "-t"]);
-    assert!(sparse.contains("S app/sub/g0.txt"), "{sparse}");
+    assert!(sparse.contains("H app/sub/g0.txt"), "{sparse}");
+    assert!(sparse.contains("H README.md"), "{sparse}");
     assert!(sparse.contains("S core/"), "{sparse}");
-    assert!(sparse.contains("S README.md"), "{sparse}");
 }
 
 #[test]
