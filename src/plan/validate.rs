@@ -169,6 +169,10 @@ pub struct ToolSettings {
 pub struct InheritedEnv {
     /// `ANTHROPIC_API_KEY` is set and not empty.
     pub anthropic_key: bool,
+    /// Another way Claude Code authenticates without a login of its own is set:
+    /// `ANTHROPIC_AUTH_TOKEN`, `CLAUDE_CODE_OAUTH_TOKEN`, or Bedrock or Vertex
+    /// (`CLAUDE_CODE_USE_BEDROCK`, `CLAUDE_CODE_USE_VERTEX`).
+    pub anthropic_other_auth: bool,
     /// Claude Code's own config directory (`CLAUDE_CONFIG_DIR`, else `~/.claude`), where a
     /// logged-in user's credentials are.
     pub claude_config: Option<PathBuf>,
@@ -177,10 +181,48 @@ pub struct InheritedEnv {
 }
 
 impl InheritedEnv {
+    /// Why Claude Code would start without a way to authenticate (it then fails every
+    /// round with "Not logged in · Please run /login"), or `None` when it has one: a key or
+    /// token in the environment, a provider with a key, a login's credentials in its config
+    /// directory, or an `apiKeyHelper` in its settings. On macOS the login is in the
+    /// keychain, where plait does not look.
+    pub fn claude_login_missing(&self, provider: Option<&ProviderSettings>) -> Option<String> {
+        if cfg!(target_os = "macos")
+            || self.anthropic_key
+            || self.anthropic_other_auth
+            || provider.is_some_and(|p| p.api_key.is_some())
+        {
+            return None;
+        }
+        let config = self.claude_config.as_ref()?;
+        if config.join(".credentials.json").is_file() {
+            return None;
+        }
+        let helper = std::fs::read_to_string(config.join("settings.json"))
+            .is_ok_and(|t| t.contains("\"apiKeyHelper\""));
+        if helper {
+            return None;
+        }
+        Some(format!(
+            "agent `claude-code` has no way to sign in: no login in {} (no .credentials.json), \
+             no ANTHROPIC_API_KEY and no provider with a key; run `claude` once and sign in \
+             with /login, set ANTHROPIC_API_KEY, or name a provider under [agents.claude-code]",
+            config.display()
+        ))
+    }
+
     pub fn read(env: &dyn Fn(&str) -> Option<String>) -> InheritedEnv {
         let set = |key: &str| env(key).filter(|v| !v.is_empty());
         InheritedEnv {
             anthropic_key: set("ANTHROPIC_API_KEY").is_some(),
+            anthropic_other_auth: [
+                "ANTHROPIC_AUTH_TOKEN",
+                "CLAUDE_CODE_OAUTH_TOKEN",
+                "CLAUDE_CODE_USE_BEDROCK",
+                "CLAUDE_CODE_USE_VERTEX",
+            ]
+            .iter()
+            .any(|k| set(k).is_some()),
             claude_config: set("CLAUDE_CONFIG_DIR")
                 .map(PathBuf::from)
                 .or_else(|| set("HOME").map(|h| PathBuf::from(h).join(".claude"))),
@@ -814,12 +856,18 @@ fn resolve_tool(
             Some(resolved)
         }
     };
+    let inherited = InheritedEnv::read(inputs.env);
+    if name == "claude-code" {
+        if let Some(missing) = inherited.claude_login_missing(provider.as_deref()) {
+            return Err(missing);
+        }
+    }
     let settings = Arc::new(ToolSettings {
         program,
         model: file.model.clone(),
         provider,
         args: file.args.clone(),
-        inherited: InheritedEnv::read(inputs.env),
+        inherited,
     });
     Ok(match name {
         "claude-code" => AgentConfig::ClaudeCode(settings),

@@ -110,6 +110,8 @@ fn run_fake_claude_for(
             ("FAKE_CLAUDE_SCRIPT", &script),
             ("FAKE_CLAUDE_RECORD", &records),
             ("PLAIT_TEST_KEY", KEY),
+            // The fake needs no login; this stands for one.
+            ("CLAUDE_CODE_OAUTH_TOKEN", "fake-login"),
         ],
     );
     (out, records)
@@ -476,6 +478,63 @@ fn real_claude_code_edits_owned_files_and_its_hook_refuses_the_rest() {
 }
 
 #[test]
+fn claude_code_without_a_login_or_a_key_is_a_plan_error_before_anything_is_created() {
+    let repo = sample();
+    let home = tempfile::tempdir().unwrap();
+    let own = home.path().join(".claude");
+    fs::create_dir_all(&own).unwrap();
+    let toml = plan(
+        "claude-code",
+        &format!(
+            "[agents.claude-code]\nbin = \"{}\"\n",
+            fake("claude").display()
+        ),
+    );
+    let plan_path = repo.plan(&toml);
+    let home_dir = home.path().to_str().unwrap();
+    let no_login = [
+        ("HOME", home_dir),
+        ("CLAUDE_CONFIG_DIR", ""),
+        ("ANTHROPIC_API_KEY", ""),
+        ("ANTHROPIC_AUTH_TOKEN", ""),
+        ("CLAUDE_CODE_OAUTH_TOKEN", ""),
+        ("CLAUDE_CODE_USE_BEDROCK", ""),
+        ("CLAUDE_CODE_USE_VERTEX", ""),
+    ];
+    let before = repo.git(&["for-each-ref"]);
+    for command in [
+        &["run", plan_path.to_str().unwrap()][..],
+        &["plan", "--check", plan_path.to_str().unwrap()],
+    ] {
+        let out = repo.plait_env(command, &no_login);
+        assert_eq!(out.status.code(), Some(2), "{command:?}: {}", stderr(&out));
+        let err = stderr(&out);
+        assert!(
+            err.contains("agent `claude-code` has no way to sign in")
+                && err.contains(&own.display().to_string())
+                && err.contains("/login")
+                && err.contains("ANTHROPIC_API_KEY"),
+            "{err}"
+        );
+    }
+    assert_eq!(repo.git(&["for-each-ref"]), before, "nothing was created");
+
+    // Each way of signing in is enough: a login's credentials, an apiKeyHelper, a key.
+    fs::write(own.join("settings.json"), "{\"apiKeyHelper\": \"echo k\"}").unwrap();
+    let out = repo.plait_env(&["plan", "--check", plan_path.to_str().unwrap()], &no_login);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    fs::remove_file(own.join("settings.json")).unwrap();
+    fs::write(own.join(".credentials.json"), "{}").unwrap();
+    let out = repo.plait_env(&["plan", "--check", plan_path.to_str().unwrap()], &no_login);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    fs::remove_file(own.join(".credentials.json")).unwrap();
+    let mut with_key = no_login.to_vec();
+    with_key.push(("ANTHROPIC_API_KEY", "sk-test"));
+    let out = repo.plait_env(&["plan", "--check", plan_path.to_str().unwrap()], &with_key);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+}
+
+#[test]
 fn a_claude_login_is_linked_for_the_run_and_not_left_behind() {
     let repo = sample();
     let home = tempfile::tempdir().unwrap();
@@ -541,6 +600,7 @@ fn ctrl_c_interrupts_claude_and_resume_carries_on_from_its_work() {
         .current_dir(&repo.path)
         .env("FAKE_CLAUDE_SCRIPT", &script_path)
         .env("FAKE_CLAUDE_RECORD", &records)
+        .env("CLAUDE_CODE_OAUTH_TOKEN", "fake-login")
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
@@ -587,6 +647,7 @@ fn ctrl_c_interrupts_claude_and_resume_carries_on_from_its_work() {
         &[
             ("FAKE_CLAUDE_SCRIPT", &script_path),
             ("FAKE_CLAUDE_RECORD", &records),
+            ("CLAUDE_CODE_OAUTH_TOKEN", "fake-login"),
         ],
     );
     assert!(out.status.success(), "{}", stderr(&out));
