@@ -50,7 +50,8 @@ pub struct RunArgs {
     /// group's step; last, the finished run) instead of the run id
     #[arg(long)]
     pub json: bool,
-    /// Put the worktrees under DIR/<run>/ instead of the repository's git directory
+    /// Put the worktrees under DIR/<run>/ instead of the user's cache
+    /// ($XDG_CACHE_HOME/plait/<repository>-<hash>/<run>/)
     #[arg(long, value_name = "DIR")]
     pub worktree_dir: Option<PathBuf>,
     /// Stop starting model requests once the run has cost this many US dollars
