@@ -33,8 +33,12 @@ pub enum BisectError {
     Merge(#[from] merge::MergeError),
     #[error("the culprit search was interrupted")]
     Interrupted,
-    #[error("{0}")]
-    Internal(String),
+    #[error(transparent)]
+    Repo(#[from] crate::git::RepoError),
+    #[error("git: {0}")]
+    Git(#[from] git2::Error),
+    #[error("the culprit search's merge panicked: {0}")]
+    Panicked(#[from] tokio::task::JoinError),
 }
 
 /// One step of the search, for progress displays.
@@ -136,7 +140,7 @@ impl<'a> Tester<'a> {
         let (repo, base) = (self.search.repo.to_path_buf(), self.base);
         let scratch = scratch_branch(&self.search.state.id);
         let outcome = tokio::task::spawn_blocking(move || {
-            let git = git::open(&repo).map_err(|e| BisectError::Internal(e.to_string()))?;
+            let git = git::open(&repo)?;
             let workdir = git::workdir(&git);
             let settings = MergeSettings {
                 workdir: &workdir,
@@ -147,9 +151,8 @@ impl<'a> Tester<'a> {
             };
             merge::merge(&git, &settings).map_err(BisectError::from)
         })
-        .await
-        .map_err(|e| BisectError::Internal(format!("merge panicked: {e}")))??;
-        Oid::from_str(&outcome.commit).map_err(|e| BisectError::Internal(e.to_string()))
+        .await??;
+        Ok(Oid::from_str(&outcome.commit)?)
     }
 
     /// A minimal part of `x` that fails with `context` merged too, given that `context`
@@ -283,8 +286,7 @@ fn scratch_branch(run: &str) -> String {
 
 /// Finds the culprit sets among `inputs` (the branches of a merge whose checks failed).
 pub async fn find(search: &Search<'_>, inputs: &[BranchInput]) -> Result<Culprits, BisectError> {
-    let base =
-        Oid::from_str(&search.state.base).map_err(|e| BisectError::Internal(e.to_string()))?;
+    let base = Oid::from_str(&search.state.base)?;
     let mut tester = Tester {
         search,
         inputs,

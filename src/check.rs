@@ -116,7 +116,7 @@ pub async fn check_merge(
         );
         tokio::task::spawn_blocking(move || scope_of(&workdir, &snapshot, &merging, &owns))
             .await
-            .map_err(|e| RunError::Internal(e.to_string()))??
+            .map_err(RunError::panicked("weighing what the merge brings in"))??
     };
     let gate: Vec<Blocker> = crate::land::blockers(state)
         .into_iter()
@@ -159,12 +159,11 @@ fn scope_of(
     owns: &HashMap<String, Globs>,
 ) -> Result<(MergeScope, Vec<String>, Oid), RunError> {
     let repo = git::open(workdir)?;
-    let internal = |e: git2::Error| RunError::Internal(e.to_string());
-    let base = Oid::from_str(&state.base).map_err(internal)?;
+    let base = Oid::from_str(&state.base)?;
     let base_tree = repo
         .find_commit(base)
         .and_then(|c| c.tree())
-        .map_err(internal)?;
+        ?;
     let tips: Vec<Oid> = std::iter::once(merging.target)
         .chain(merging.heads.iter().copied())
         .collect();
@@ -175,7 +174,7 @@ fn scope_of(
             continue;
         };
         let reached =
-            merging.brings.contains(&task.id) || reaches(&repo, &tips, commit).map_err(internal)?;
+            merging.brings.contains(&task.id) || reaches(&repo, &tips, commit)?;
         if !reached {
             scope.left_out.push(task.id.clone());
             continue;
@@ -185,14 +184,14 @@ fn scope_of(
             &repo, &base_tree, commit, &task.id, owns,
         )?);
     }
-    let who = signatures(&repo).map_err(internal)?;
+    let who = signatures(&repo)?;
     let parents: Vec<git2::Commit<'_>> = tips
         .iter()
         .map(|&t| repo.find_commit(t))
         .collect::<Result<_, _>>()
-        .map_err(internal)?;
+        ?;
     let parents: Vec<&git2::Commit<'_>> = parents.iter().collect();
-    let tree = repo.find_tree(merging.tree).map_err(internal)?;
+    let tree = repo.find_tree(merging.tree)?;
     let commit = repo
         .commit(
             None,
@@ -202,7 +201,7 @@ fn scope_of(
             &tree,
             &parents,
         )
-        .map_err(internal)?;
+        ?;
     Ok((scope, outside, commit))
 }
 
@@ -244,7 +243,7 @@ pub async fn check_branches(
         let (workdir, branches, owns) = (workdir.clone(), branches.to_vec(), owns.clone());
         tokio::task::spawn_blocking(move || merge_branches(&workdir, base, &branches, &owns))
             .await
-            .map_err(|e| RunError::Internal(e.to_string()))??
+            .map_err(RunError::panicked("merging the branches"))??
     };
     let (ownership, outcome) = merged;
     let mut report = CheckReport {
@@ -266,7 +265,7 @@ pub async fn check_branches(
         let (workdir, into, merged) = (workdir.clone(), into.to_string(), outcome.commit.clone());
         tokio::task::spawn_blocking(move || with_target(&workdir, &into, &merged))
             .await
-            .map_err(|e| RunError::Internal(e.to_string()))??
+            .map_err(RunError::panicked("merging with the target"))??
     };
     let commit = match target {
         Target::Conflicts(conflicts) => {
@@ -295,7 +294,7 @@ pub async fn check_branches(
         let (_interrupt, cancel) = Cancel::new();
         let results = pool.run(&job, &cancel).await;
         pool.remove_all();
-        report.checks = results.map_err(RunError::Internal)?;
+        report.checks = results?;
     }
     report.pass = report.passes();
     Ok(report)
@@ -310,17 +309,16 @@ fn merge_branches(
     owns: &HashMap<String, Globs>,
 ) -> Result<(Vec<String>, merge::MergeOutcome), RunError> {
     let repo = git::open(workdir)?;
-    let internal = |e: git2::Error| RunError::Internal(e.to_string());
     let base_tree = repo
         .find_commit(base)
         .and_then(|c| c.tree())
-        .map_err(internal)?;
+        ?;
     let mut outside = Vec::new();
     let mut inputs = Vec::new();
     for tb in branches {
         let tip = repo
             .refname_to_id(&branch_ref(&tb.branch))
-            .map_err(|_| RunError::Internal(format!("branch `{}` does not exist", tb.branch)))?;
+            .map_err(|_| RunError::Refused(format!("branch `{}` does not exist", tb.branch)))?;
         outside.extend(outside_ownership(&repo, &base_tree, tip, &tb.task, owns)?);
         inputs.push(merge::BranchInput {
             task: tb.task.clone(),
@@ -355,7 +353,7 @@ pub(crate) fn outside_ownership(
     let tree = repo
         .find_commit(tip)
         .and_then(|c| c.tree())
-        .map_err(|e| RunError::Internal(e.to_string()))?;
+        ?;
     let globs = owns.get(task);
     Ok(tree_changes(repo, base_tree, &tree)
         .map_err(MergeError::from)?
@@ -393,7 +391,7 @@ pub async fn check_run(
         let (workdir, snapshot, owns) = (workdir.clone(), state.clone(), owns.clone());
         tokio::task::spawn_blocking(move || ownership(&workdir, &snapshot, &owns))
             .await
-            .map_err(|e| RunError::Internal(e.to_string()))??
+            .map_err(RunError::panicked("checking ownership"))??
     };
     if adopted || merge::run::merge_is_stale(state) {
         orchestrator::remerge(workdir.clone(), run_dir.clone(), state, checks).await?;
@@ -416,7 +414,7 @@ pub async fn check_run(
         let (workdir, into, merged) = (workdir.clone(), into.to_string(), merged.clone());
         tokio::task::spawn_blocking(move || with_target(&workdir, &into, &merged))
             .await
-            .map_err(|e| RunError::Internal(e.to_string()))??
+            .map_err(RunError::panicked("merging with the target"))??
     };
     match target {
         Target::Contains | Target::FastForward => {}
@@ -440,11 +438,11 @@ fn ownership(
     owns: &HashMap<String, Globs>,
 ) -> Result<(Vec<String>, Vec<Blocker>), RunError> {
     let repo = git::open(workdir)?;
-    let base = Oid::from_str(&state.base).map_err(|e| RunError::Internal(e.to_string()))?;
+    let base = Oid::from_str(&state.base)?;
     let base_tree = repo
         .find_commit(base)
         .and_then(|c| c.tree())
-        .map_err(|e| RunError::Internal(e.to_string()))?;
+        ?;
     let mut outside = Vec::new();
     let mut moved = Vec::new();
     for task in &state.tasks {
@@ -476,15 +474,14 @@ enum Target {
 
 fn with_target(workdir: &Path, into: &str, merged: &str) -> Result<Target, RunError> {
     let repo = git::open(workdir)?;
-    let internal = |e: git2::Error| RunError::Internal(e.to_string());
-    let merged = Oid::from_str(merged).map_err(internal)?;
+    let merged = Oid::from_str(merged)?;
     let target = repo
         .refname_to_id(&branch_ref(into))
-        .map_err(|_| RunError::Internal(format!("branch `{into}` does not exist")))?;
-    if target == merged || repo.graph_descendant_of(target, merged).map_err(internal)? {
+        .map_err(|_| RunError::Refused(format!("branch `{into}` does not exist")))?;
+    if target == merged || repo.graph_descendant_of(target, merged)? {
         return Ok(Target::Contains);
     }
-    if repo.graph_descendant_of(merged, target).map_err(internal)? {
+    if repo.graph_descendant_of(merged, target)? {
         return Ok(Target::FastForward);
     }
     let result = merge::merge_tree(workdir, None, &branch_ref(into), &merged.to_string())?;
@@ -498,7 +495,7 @@ fn with_target(workdir: &Path, into: &str, merged: &str) -> Result<Target, RunEr
         ));
     }
     Ok(Target::Merged(
-        commit_of(&repo, result.tree, target, merged).map_err(internal)?,
+        commit_of(&repo, result.tree, target, merged)?,
     ))
 }
 

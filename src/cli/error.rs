@@ -194,9 +194,43 @@ impl From<RunError> for CommandError {
         match e {
             RunError::Repo(e) => e.into(),
             RunError::State(e) => e.into(),
+            RunError::Store(e) => e.into(),
+            RunError::Remote(e) => e.into(),
+            RunError::Merge(e) => e.into(),
+            RunError::Git(e) => e.into(),
             RunError::Refused(why) => CommandError::usage(why),
+            RunError::Panicked { .. } => CommandError::internal(e.to_string()).because(e).hint(
+                "this is a bug in plait: the run's record and events.jsonl under its run directory say how far it got; `plait resume` carries it on",
+            ),
+            RunError::TakeRun { .. } => CommandError::internal(e.to_string())
+                .because(e)
+                .hint("the run stays queued; another worker, or this one after the cause is fixed, takes its tasks"),
             other => CommandError::internal(other.to_string()).because(other),
         }
+    }
+}
+
+impl From<crate::pg::PgError> for CommandError {
+    fn from(e: crate::pg::PgError) -> Self {
+        use crate::pg::PgError;
+        match &e {
+            PgError::BadUrl { .. } => CommandError::usage(e.to_string())
+                .because(e)
+                .hint("a store is a URL such as postgres://user@host/db (--store, or PLAIT_STORE)"),
+            PgError::NewerSchema { .. } => CommandError::usage(e.to_string()).because(e),
+            PgError::Connect { .. } => CommandError::usage(e.to_string()).because(e),
+            _ => CommandError::internal(e.to_string()).because(e).hint(
+                "the store's server said this; its own log has more, and the run's local record is kept",
+            ),
+        }
+    }
+}
+
+impl From<crate::remote::RemoteError> for CommandError {
+    fn from(e: crate::remote::RemoteError) -> Self {
+        CommandError::internal(e.to_string())
+            .because(e)
+            .hint("check that the remote's URL is right and that this machine may fetch from and push to it (git ls-remote URL)")
     }
 }
 

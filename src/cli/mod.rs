@@ -220,12 +220,10 @@ fn queued_remote(
 ) -> Result<Option<String>, CommandError> {
     runtime()?.block_on(async {
         let pg = crate::pg::PgStore::connect(config, std::time::Duration::from_secs(10))
-            .await
-            .map_err(|e| CommandError::usage(e.to_string()).because(e))?;
+            .await?;
         let queue = pg
             .queue(run)
-            .await
-            .map_err(|e| CommandError::internal(e.to_string()).because(e))?;
+            .await?;
         Ok(queue.map(|q| q.remote))
     })
 }
@@ -237,8 +235,7 @@ pub fn store_config(url: Option<&str>) -> Result<Option<tokio_postgres::Config>,
     let Some(url) = url.map(str::to_string).or(from_env) else {
         return Ok(None);
     };
-    let config = crate::pg::config(&url, &|name| std::env::var(name).ok())
-        .map_err(|e| CommandError::usage(e.to_string()).because(e))?;
+    let config = crate::pg::config(&url, &|name| std::env::var(name).ok())?;
     runtime()?
         .block_on(crate::pg::PgStore::connect(
             &config,

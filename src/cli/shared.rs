@@ -38,19 +38,16 @@ impl StoreArg {
         let explicit = self.store.is_some();
         let found = super::runtime()?.block_on(async {
             let pg = crate::pg::PgStore::connect(&config, std::time::Duration::from_secs(10))
-                .await
-                .map_err(|e| CommandError::usage(e.to_string()).because(e))?;
+                .await?;
             let Some(value) = pg
                 .run_state(run)
-                .await
-                .map_err(|e| CommandError::internal(e.to_string()).because(e))?
+                .await?
             else {
                 return Ok(None);
             };
             let queue = pg
                 .queue(run)
-                .await
-                .map_err(|e| CommandError::internal(e.to_string()).because(e))?;
+                .await?;
             Ok::<_, CommandError>(Some((value, queue)))
         })?;
         let (value, queue) = match found {
@@ -114,11 +111,10 @@ impl Synced {
             .map_err(|e| CommandError::internal(format!("cannot encode run {}: {e}", self.run)))?;
         super::runtime()?.block_on(async {
             let pg = crate::pg::PgStore::connect(&self.config, std::time::Duration::from_secs(10))
-                .await
-                .map_err(|e| CommandError::usage(e.to_string()).because(e))?;
+                .await?;
             pg.save_run(&self.run, &value)
                 .await
-                .map_err(|e| CommandError::internal(e.to_string()).because(e))
+                .map_err(CommandError::from)
         })?;
         if let Some(remote) = &self.remote {
             let run = &self.run;
@@ -127,8 +123,7 @@ impl Synced {
                 remote,
                 &[crate::remote::run_branches(run)],
                 &format!("the branches of run {run}"),
-            )
-            .map_err(|e| CommandError::internal(e.to_string()))?;
+            )?;
         }
         Ok(())
     }

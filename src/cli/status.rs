@@ -73,8 +73,7 @@ fn status_from_store(args: &StatusArgs) -> Result<(), CommandError> {
             let pg =
                 crate::pg::PgStore::connect(&config, std::time::Duration::from_secs(10)).await?;
             pg.run_state(&run).await
-        })
-        .map_err(|e| CommandError::internal(e.to_string()).because(e))?
+        })?
         .ok_or_else(|| CommandError::usage(format!("the store has no run `{run}`")))?;
     let state: crate::state::RunState = serde_json::from_value(value)
         .map_err(|e| CommandError::internal(format!("run {run} in the store: {e}")))?;

@@ -40,7 +40,7 @@ pub async fn adopt_moved(
         let (workdir, snapshot, owns) = (workdir.clone(), state.clone(), owns.clone());
         tokio::task::spawn_blocking(move || weigh(&workdir, &snapshot, &owns))
             .await
-            .map_err(|e| RunError::Internal(e.to_string()))??
+            .map_err(RunError::panicked("weighing the moved branches"))??
     };
     let pool = CheckPool::new(run_dir.join("checks"), workdir, checks.jobs);
     let (_interrupt, cancel) = Cancel::new();
@@ -63,7 +63,7 @@ pub async fn adopt_moved(
             sandbox: &checks.sandbox,
             lineage: Lineage::Task(id.clone()),
         };
-        let results = pool.run(&job, &cancel).await.map_err(RunError::Internal)?;
+        let results = pool.run(&job, &cancel).await?;
         if let Some(task) = state.task_mut(&id) {
             task.commit = Some(tip.to_string());
             task.checks = results;
@@ -94,12 +94,11 @@ fn weigh(
     owns: &HashMap<String, Globs>,
 ) -> Result<(Vec<(String, Oid)>, Adoption), RunError> {
     let repo = git::open(workdir)?;
-    let internal = |e: git2::Error| RunError::Internal(e.to_string());
-    let base = Oid::from_str(&state.base).map_err(internal)?;
+    let base = Oid::from_str(&state.base)?;
     let base_tree = repo
         .find_commit(base)
         .and_then(|c| c.tree())
-        .map_err(internal)?;
+        ?;
     let (mut moved, mut adoption) = (Vec::new(), Adoption::default());
     for task in &state.tasks {
         let Some(commit) = task.commit.as_deref().and_then(|c| Oid::from_str(c).ok()) else {
@@ -111,7 +110,7 @@ fn weigh(
         if tip == commit {
             continue;
         }
-        if !repo.graph_descendant_of(tip, commit).map_err(internal)? {
+        if !repo.graph_descendant_of(tip, commit)? {
             adoption.refused.push((
                 task.branch.clone(),
                 "was moved to a commit that does not come after the run's".to_string(),

@@ -42,11 +42,10 @@ pub(super) struct Spread {
 /// and branches in step; returns early when the run is interrupted (the tasks stay queued
 /// for the workers, and `plait resume` waits again).
 pub(super) async fn run_tasks(shared: &Arc<Shared>, spread: &Spread) -> Result<(), RunError> {
-    let internal = |e: crate::pg::PgError| RunError::Internal(e.to_string());
     let (pg, remote) = (&spread.pg, spread.remote.as_str());
     let mut listener = PgListener::connect(&spread.config, Duration::from_secs(10))
         .await
-        .map_err(internal)?;
+        ?;
     let own = (spread.jobs > 0).then(|| {
         let worker = super::worker::WorkerSettings {
             store: spread.config.clone(),
@@ -74,7 +73,7 @@ pub(super) async fn run_tasks(shared: &Arc<Shared>, spread: &Spread) -> Result<(
         }
     }
     if outcome.is_ok() && !shared.cancel.is_cancelled() {
-        pg.close_queue(&shared.run).await.map_err(internal)?;
+        pg.close_queue(&shared.run).await?;
     }
     outcome
 }
@@ -89,7 +88,6 @@ pub(super) async fn rework(
     spread: &Spread,
     targets: Vec<(usize, String)>,
 ) -> Result<(), RunError> {
-    let internal = |e: crate::pg::PgError| RunError::Internal(e.to_string());
     let tasks: Vec<(String, String)> = targets
         .into_iter()
         .map(|(index, feedback)| (shared.plan.tasks[index].id.clone(), feedback))
@@ -98,7 +96,7 @@ pub(super) async fn rework(
         .pg
         .send_back(&shared.run, &tasks)
         .await
-        .map_err(internal)?;
+        ?;
     if back.is_empty() {
         return Ok(());
     }
@@ -114,7 +112,7 @@ pub(super) async fn rework(
     run_tasks(shared, spread).await?;
     if shared.cancel.is_cancelled() {
         // The run ends now: nobody would take in what workers did after.
-        spread.pg.close_queue(&shared.run).await.map_err(internal)?;
+        spread.pg.close_queue(&shared.run).await?;
     }
     Ok(())
 }
@@ -133,8 +131,7 @@ async fn wait(
         let after = if all { 0 } else { before };
         let (rows, newest) = pg
             .changed_tasks(&shared.run, after)
-            .await
-            .map_err(|e| RunError::Internal(e.to_string()))?;
+            .await?;
         take_in(shared, &rows, remote).await?;
         before = seen;
         seen = seen.max(newest);
@@ -171,7 +168,7 @@ async fn take_in(
     for (index, row) in rows.iter().map(|(i, r)| (*i, r)) {
         let local = (index < tasks).then(|| shared.record(index));
         let Some(local) = local.filter(|t| t.id == row.id) else {
-            return Err(RunError::Internal(format!(
+            return Err(RunError::Refused(format!(
                 "the store's tasks of run {} do not match its plan (task {})",
                 shared.run, row.id
             )));
@@ -213,8 +210,7 @@ async fn take_in(
             )
         })
         .await
-        .map_err(|e| RunError::Internal(e.to_string()))?
-        .map_err(|e| RunError::Internal(format!("run {}: {e}", shared.run)))?;
+        .map_err(RunError::panicked("fetching the task branches"))??;
     }
     let repo = crate::git::open(&shared.repo)?;
     for (index, row) in ended {

@@ -57,8 +57,46 @@ pub enum RunError {
     /// The run cannot do what was asked of it, as it stands (the user can fix that).
     #[error("{0}")]
     Refused(String),
-    #[error("{0}")]
-    Internal(String),
+    /// The run's PostgreSQL store.
+    #[error(transparent)]
+    Store(#[from] crate::pg::PgError),
+    /// The git remote of a run over many machines.
+    #[error(transparent)]
+    Remote(#[from] crate::remote::RemoteError),
+    #[error("git: {0}")]
+    Git(#[from] git2::Error),
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// A part of the run on a thread or task of its own panicked or was dropped.
+    #[error("{what} panicked: {source}")]
+    Panicked {
+        what: &'static str,
+        source: tokio::task::JoinError,
+    },
+    #[error("cannot set up HTTP: {0}")]
+    Http(#[from] reqwest::Error),
+    #[error("cannot encode the run's record: {0}")]
+    Encode(#[from] serde_json::Error),
+    #[error(transparent)]
+    Worktree(#[from] crate::workspace::WorkspaceError),
+    #[error("the checks could not run: {0}")]
+    Checks(#[from] crate::review::checks::CheckoutError),
+    /// A worker could not set up a queued run on its machine.
+    #[error("cannot take run {run}'s tasks: {source}")]
+    TakeRun {
+        run: String,
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+}
+
+impl RunError {
+    /// A panicked (or cancelled) blocking part of the run, naming what it was doing.
+    pub fn panicked(what: &'static str) -> impl FnOnce(tokio::task::JoinError) -> RunError {
+        move |source| RunError::Panicked { what, source }
+    }
 }
 
 /// How to run a plan.
@@ -247,7 +285,7 @@ pub fn prepare_resume(settings: RunSettings, run: &str) -> Result<Prepared, RunE
     let store = Store::new(git::plait_dir(&repo));
     let state = store.load(run)?;
     if state.phase == RunPhase::Finished {
-        return Err(RunError::Internal(format!(
+        return Err(RunError::Refused(format!(
             "run {run} has already finished; nothing to resume"
         )));
     }
@@ -263,7 +301,7 @@ pub fn prepare_resume(settings: RunSettings, run: &str) -> Result<Prepared, RunE
     let ids: Vec<&str> = settings.plan.tasks.iter().map(|t| t.id.as_str()).collect();
     let recorded: Vec<&str> = state.tasks.iter().map(|t| t.id.as_str()).collect();
     if ids != recorded {
-        return Err(RunError::Internal(format!(
+        return Err(RunError::Refused(format!(
             "the plan kept with run {run} no longer matches its tasks"
         )));
     }
@@ -410,8 +448,7 @@ impl Shared {
             repo: settings.repo.clone(),
             plan: settings.plan.clone(),
             cancel,
-            client: crate::llm::client()
-                .map_err(|e| RunError::Internal(format!("cannot set up HTTP: {e}")))?,
+            client: crate::llm::client()?,
             checks: CheckPool::seeded(
                 checks_dir,
                 settings.repo.clone(),
@@ -599,9 +636,7 @@ async fn run_tasks(shared: &Arc<Shared>) -> Result<(), RunError> {
         });
     }
     while let Some(joined) = set.join_next().await {
-        if let Err(e) = joined {
-            return Err(RunError::Internal(format!("a task panicked: {e}")));
-        }
+        joined.map_err(RunError::panicked("a task"))?;
     }
     Ok(())
 }
@@ -614,12 +649,10 @@ async fn open_store(
     state: &RunState,
 ) -> Result<crate::pg::PgStore, RunError> {
     let pg = crate::pg::PgStore::connect(config, std::time::Duration::from_secs(10))
-        .await
-        .map_err(|e| RunError::Internal(e.to_string()))?;
+        .await?;
     let known = pg
         .run_state(&state.id)
-        .await
-        .map_err(|e| RunError::Internal(e.to_string()))?;
+        .await?;
     if known.is_some() {
         return Ok(pg);
     }
@@ -629,10 +662,9 @@ async fn open_store(
         .iter()
         .map(|t| (t.id.clone(), serde_json::to_value(t).unwrap_or_default()))
         .collect();
-    let value = serde_json::to_value(state).map_err(|e| RunError::Internal(e.to_string()))?;
+    let value = serde_json::to_value(state)?;
     pg.create_run(&state.id, &repo.display().to_string(), &value, &tasks)
-        .await
-        .map_err(|e| RunError::Internal(e.to_string()))?;
+        .await?;
     if let Some(remote) = &settings.remote {
         let queue = crate::pg::Queue {
             plan: settings.plan_text.clone(),
@@ -641,8 +673,7 @@ async fn open_store(
             remote: remote.clone(),
         };
         pg.open_queue(&state.id, &queue)
-            .await
-            .map_err(|e| RunError::Internal(e.to_string()))?;
+            .await?;
     }
     Ok(pg)
 }
@@ -694,14 +725,14 @@ async fn merge_run(shared: Arc<Shared>) -> Result<merge::MergeOutcome, RunError>
             merge::run::merge_tasks(&repo_path, &state).map_err(RunError::from)
         })
         .await
-        .map_err(|e| RunError::Internal(format!("merge panicked: {e}")))?;
+        .map_err(RunError::panicked("the merge"))?;
     }
     let path = repo_path.clone();
     let mut state = tokio::task::spawn_blocking(move || {
         groups::merge_groups(&path, &mut state).map(|()| state)
     })
     .await
-    .map_err(|e| RunError::Internal(format!("merge panicked: {e}")))??;
+    .map_err(RunError::panicked("the merge"))??;
     grouped::report(&shared, &state, false);
     grouped::review_groups(&shared, &mut state).await;
     for _ in 0..shared.plan.groups.rounds {
@@ -717,7 +748,7 @@ async fn merge_run(shared: Arc<Shared>) -> Result<merge::MergeOutcome, RunError>
             groups::merge_groups(&path, &mut state).map(|()| state)
         })
         .await
-        .map_err(|e| RunError::Internal(format!("merge panicked: {e}")))??;
+        .map_err(RunError::panicked("the merge"))??;
         grouped::report(&shared, &state, false);
         grouped::review_groups(&shared, &mut state).await;
     }
@@ -725,7 +756,7 @@ async fn merge_run(shared: Arc<Shared>) -> Result<merge::MergeOutcome, RunError>
         groups::merge_top(&repo_path, &mut state).map(|outcome| (state, outcome))
     })
     .await
-    .map_err(|e| RunError::Internal(format!("merge panicked: {e}")))??;
+    .map_err(RunError::panicked("the merge"))??;
     grouped::report(&shared, &state, true);
     shared
         .state
@@ -890,7 +921,7 @@ async fn rebuild(
         Ok::<_, RunError>((snapshot, outcome))
     })
     .await
-    .map_err(|e| RunError::Internal(format!("merge panicked: {e}")))??;
+    .map_err(RunError::panicked("the merge"))??;
     state.groups = snapshot.groups;
     shared
         .state
@@ -929,7 +960,7 @@ pub async fn remerge(
         }
     })
     .await
-    .map_err(|e| RunError::Internal(format!("merge panicked: {e}")))??;
+    .map_err(RunError::panicked("the merge"))??;
     state.groups = snapshot.groups;
     let merged_checks = if checks.merged.is_empty() || outcome.included.is_empty() {
         Vec::new()

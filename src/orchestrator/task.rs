@@ -26,6 +26,39 @@ use crate::state::{
 };
 use crate::workspace::{self, WorktreeSpec};
 
+/// Why a step of a task's pipeline failed; its text is the task's failure in the record.
+#[derive(Debug, thiserror::Error)]
+pub enum TaskError {
+    #[error(transparent)]
+    Repo(#[from] git::RepoError),
+    #[error("git: {0}")]
+    Git(#[from] git2::Error),
+    #[error(transparent)]
+    Collect(#[from] collect::CollectError),
+    #[error(transparent)]
+    Worktree(#[from] workspace::WorkspaceError),
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{what} panicked: {source}")]
+    Panicked {
+        what: &'static str,
+        source: tokio::task::JoinError,
+    },
+    /// The agent replaced the worktree's `.git` link; plait put it back.
+    #[error("the agent replaced {link}, plait's link to the worktree's git data; plait put it back and collected nothing")]
+    LinkReplaced { link: PathBuf },
+}
+
+fn io_at(path: &Path) -> impl FnOnce(std::io::Error) -> TaskError + '_ {
+    move |source| TaskError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
 /// Runs task `index` from its worktree's creation (or, in a resumed run, from where it
 /// stopped) to its end.
 pub(super) async fn run_task(shared: &Arc<Shared>, index: usize) {
@@ -118,7 +151,7 @@ async fn lay_out_from(shared: &Arc<Shared>, index: usize, commit: Oid) -> Option
             });
             return Some(record);
         }
-        Ok(Err(e)) => e,
+        Ok(Err(e)) => e.to_string(),
         Err(e) => e.to_string(),
     };
     fail_task(
@@ -137,47 +170,43 @@ fn restore(
     index: usize,
     record: &TaskRecord,
     commit: Oid,
-) -> Result<Vec<FileChange>, String> {
+) -> Result<Vec<FileChange>, TaskError> {
     use std::os::unix::fs::PermissionsExt;
-    let repo = git::open(&shared.repo).map_err(|e| e.to_string())?;
+    let repo = git::open(&shared.repo)?;
     let task = &shared.plan.tasks[index];
     let base = shared.plan.base;
-    let changes = branch_changes(&repo, base, commit).map_err(|e| e.to_string())?;
+    let changes = branch_changes(&repo, base, commit)?;
     let tree = repo
         .find_commit(commit)
-        .and_then(|c| c.tree())
-        .map_err(|e| e.to_string())?;
+        .and_then(|c| c.tree())?;
     for change in &changes {
         if !task.checks_out(&change.path) {
             continue;
         }
         let path = record.worktree.join(&change.path);
-        let io = |e: std::io::Error| format!("{}: {e}", path.display());
         if change.kind == ChangeKind::Deleted {
             let _ = std::fs::remove_file(&path);
             continue;
         }
         let entry = tree
-            .get_path(Path::new(&change.path))
-            .map_err(|e| e.to_string())?;
-        let blob = repo.find_blob(entry.id()).map_err(|e| e.to_string())?;
+            .get_path(Path::new(&change.path))?;
+        let blob = repo.find_blob(entry.id())?;
         if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent).map_err(io)?;
+            std::fs::create_dir_all(parent).map_err(io_at(&path))?;
         }
         let _ = std::fs::remove_file(&path);
         if entry.filemode() == 0o120000 {
             let target = String::from_utf8_lossy(blob.content()).into_owned();
-            std::os::unix::fs::symlink(target, &path).map_err(io)?;
+            std::os::unix::fs::symlink(target, &path).map_err(io_at(&path))?;
             continue;
         }
-        std::fs::write(&path, blob.content()).map_err(io)?;
+        std::fs::write(&path, blob.content()).map_err(io_at(&path))?;
         if entry.filemode() == 0o100755 {
-            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).map_err(io)?;
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).map_err(io_at(&path))?;
         }
     }
     let refname = git::branch_ref(&record.branch);
-    repo.reference(&refname, commit, true, "plait: take the task over")
-        .map_err(|e| e.to_string())?;
+    repo.reference(&refname, commit, true, "plait: take the task over")?;
     Ok(changes)
 }
 
@@ -643,7 +672,7 @@ async fn collect_round(
     index: usize,
     record: &TaskRecord,
     message: String,
-) -> Result<Option<Oid>, String> {
+) -> Result<Option<Oid>, TaskError> {
     // Where plait last left the branch: an agent's own `git commit` must not smuggle
     // changes past collect.
     let expected = shared
@@ -658,7 +687,10 @@ async fn collect_round(
             collect_worktree(&shared, index, &record, expected, message)
         })
         .await
-        .map_err(|e| format!("collecting panicked: {e}"))?
+        .map_err(|source| TaskError::Panicked {
+            what: "collecting",
+            source,
+        })?
     };
     let collected = collected?;
     let base = shared.plan.base;
@@ -689,8 +721,8 @@ fn collect_worktree(
     record: &TaskRecord,
     expected: Oid,
     message: String,
-) -> Result<Collected, String> {
-    let repo = git::open(&shared.repo).map_err(|e| e.to_string())?;
+) -> Result<Collected, TaskError> {
+    let repo = git::open(&shared.repo)?;
     let task = &shared.plan.tasks[index];
     check_git_link(&repo, &shared.run, &task.id, record)?;
     let refname = git::branch_ref(&record.branch);
@@ -703,11 +735,10 @@ fn collect_worktree(
         holds: &|path| task.checks_out(path),
         message,
     };
-    let outcome = collect::collect(&repo, &settings).map_err(|e| e.to_string())?;
+    let outcome = collect::collect(&repo, &settings)?;
     let tip = repo
-        .refname_to_id(&git::branch_ref(&record.branch))
-        .map_err(|e| e.to_string())?;
-    let changes = branch_changes(&repo, shared.plan.base, tip).map_err(|e| e.to_string())?;
+        .refname_to_id(&git::branch_ref(&record.branch))?;
+    let changes = branch_changes(&repo, shared.plan.base, tip)?;
     Ok(Collected {
         tip,
         changes,
@@ -722,23 +753,20 @@ fn check_git_link(
     run: &str,
     task: &str,
     record: &TaskRecord,
-) -> Result<(), String> {
+) -> Result<(), TaskError> {
     let link = record.worktree.join(".git");
     let restored =
         workspace::restore_link(repo, &workspace::admin_name(run, task), &record.worktree)
-            .map_err(|e| format!("cannot check {}: {e}", link.display()))?;
+            .map_err(io_at(&link))?;
     if restored {
-        return Err(format!(
-            "the agent replaced {}, plait's link to the worktree's git data; plait put it back and collected nothing",
-            link.display()
-        ));
+        return Err(TaskError::LinkReplaced { link });
     }
     Ok(())
 }
 
 /// Moves the branch `refname` back to `expected` if the agent committed on it.
-fn undo_agent_commits(repo: &git2::Repository, refname: &str, expected: Oid) -> Result<(), String> {
-    let tip = repo.refname_to_id(refname).map_err(|e| e.to_string())?;
+fn undo_agent_commits(repo: &git2::Repository, refname: &str, expected: Oid) -> Result<(), TaskError> {
+    let tip = repo.refname_to_id(refname)?;
     if tip != expected {
         // Its commits' files are still in the worktree; collect judges them there.
         repo.reference_matching(
@@ -747,8 +775,7 @@ fn undo_agent_commits(repo: &git2::Repository, refname: &str, expected: Oid) -> 
             true,
             tip,
             "plait: undo a commit the agent made",
-        )
-        .map_err(|e| e.to_string())?;
+        )?;
     }
     Ok(())
 }
@@ -761,8 +788,7 @@ fn branch_changes(
 ) -> Result<Vec<FileChange>, git2::Error> {
     let base_tree = repo.find_commit(base)?.tree()?;
     let tip_tree = repo.find_commit(tip)?.tree()?;
-    let changes = tree_changes(repo, &base_tree, &tip_tree)
-        .map_err(|e| git2::Error::from_str(&e.to_string()))?;
+    let changes = tree_changes(repo, &base_tree, &tip_tree)?;
     Ok(changes
         .into_iter()
         .map(|(path, entry)| {
@@ -810,8 +836,8 @@ fn discard_partial(shared: &Shared, record: &TaskRecord) {
 }
 
 /// Creates the task's branch and its worktree at the base, holding the files it checks out.
-fn prepare_worktree(shared: &Shared, index: usize, record: &TaskRecord) -> Result<(), String> {
-    let repo = git::open(&shared.repo).map_err(|e| e.to_string())?;
+fn prepare_worktree(shared: &Shared, index: usize, record: &TaskRecord) -> Result<(), TaskError> {
+    let repo = git::open(&shared.repo)?;
     let task = &shared.plan.tasks[index];
     let admin_name = workspace::admin_name(&shared.run, &task.id);
     let spec = WorktreeSpec {
@@ -822,5 +848,5 @@ fn prepare_worktree(shared: &Shared, index: usize, record: &TaskRecord) -> Resul
         files: &shared.plan.files,
         layout: &task.layout,
     };
-    workspace::create(&repo, &spec).map_err(|e| e.to_string())
+    Ok(workspace::create(&repo, &spec)?)
 }

@@ -92,18 +92,19 @@ pub async fn serve(
     events: Option<mpsc::UnboundedSender<Update>>,
     cancel: Cancel,
 ) -> Result<WorkerReport, RunError> {
-    let internal = |e: crate::pg::PgError| RunError::Internal(e.to_string());
-    std::fs::create_dir_all(&settings.dir)
-        .map_err(|e| RunError::Internal(format!("cannot make {}: {e}", settings.dir.display())))?;
+    std::fs::create_dir_all(&settings.dir).map_err(|source| RunError::Io {
+        path: settings.dir.clone(),
+        source,
+    })?;
     let _lock = Store::new(settings.dir.clone()).lock()?;
     let pg = Arc::new(
         PgStore::connect(&settings.store, Duration::from_secs(10))
             .await
-            .map_err(internal)?,
+            ?,
     );
     let mut listener = PgListener::connect(&settings.store, Duration::from_secs(10))
         .await
-        .map_err(internal)?;
+        ?;
     // Every run's model requests share the limits of their keys with the other machines.
     let exchange: Arc<dyn crate::llm::limiter::Exchange> =
         Arc::new(crate::pg::PgExchange::new(pg.clone()));
@@ -129,7 +130,11 @@ pub async fn serve(
             // worker claims nothing more.
             biased;
             _ = cancel.cancelled() => break,
-            p = permits.clone().acquire_owned() => p.map_err(|e| RunError::Internal(e.to_string()))?,
+            p = permits.clone().acquire_owned() => match p {
+                Ok(p) => p,
+                // The slots are never closed; if they were, no task could start.
+                Err(_) => break,
+            },
         };
         if cancel.is_cancelled() {
             break;
@@ -147,7 +152,7 @@ pub async fn serve(
                 free.len(),
             )
             .await
-            .map_err(internal)?;
+            ?;
         if claims.is_empty() {
             drop(free);
             let idle = set.is_empty();
@@ -232,7 +237,7 @@ fn joined_error(joined: Result<Result<(), RunError>, tokio::task::JoinError>) ->
     match joined {
         Ok(Ok(())) => None,
         Ok(Err(e)) => Some(e),
-        Err(e) => Some(RunError::Internal(format!("a task panicked: {e}"))),
+        Err(e) => Some(RunError::panicked("a task")(e)),
     }
 }
 
@@ -248,16 +253,15 @@ async fn open_run(
 ) -> Result<Arc<RunCtx>, RunError> {
     let queue = pg
         .queue(run)
-        .await
-        .map_err(|e| RunError::Internal(e.to_string()))?
-        .ok_or_else(|| RunError::Internal(format!("run {run} is not queued for workers")))?;
+        .await?
+        .ok_or_else(|| RunError::Refused(format!("run {run} is not queued for workers")))?;
     let remote = settings.remote.clone().unwrap_or(queue.remote.clone());
     let (settings_for, run_id) = (settings.clone(), run.to_string());
     let remote_for = remote.clone();
     let (run_settings, state, store) =
         tokio::task::spawn_blocking(move || set_up(&settings_for, &run_id, &queue, &remote_for))
             .await
-            .map_err(|e| RunError::Internal(e.to_string()))??;
+            .map_err(RunError::panicked("setting up the run"))??;
     let (tx, rx) = mpsc::unbounded_channel();
     let shared = Arc::new(Shared::new(
         &run_settings,
@@ -285,9 +289,11 @@ fn set_up(
     queue: &crate::pg::Queue,
     remote: &str,
 ) -> Result<(RunSettings, crate::state::RunState, Store), RunError> {
-    let problem =
-        |what: String| RunError::Internal(format!("cannot take run {run}'s tasks: {what}"));
-    let clone = remote::clone_for(&settings.dir, remote).map_err(|e| problem(e.to_string()))?;
+    let problem = |e: Box<dyn std::error::Error + Send + Sync>| RunError::TakeRun {
+        run: run.to_string(),
+        source: e,
+    };
+    let clone = remote::clone_for(&settings.dir, remote).map_err(|e| problem(e.into()))?;
     let base_ref = remote::base_ref(&queue.base);
     remote::fetch(
         &clone,
@@ -295,13 +301,13 @@ fn set_up(
         &[format!("+{base_ref}:{base_ref}")],
         &format!("the run's base commit {}", crate::git::short(&queue.base)),
     )
-    .map_err(|e| problem(e.to_string()))?;
+    .map_err(|e| problem(e.into()))?;
     // A new clone has no commit checked out; plait opens only repositories that have one.
-    let base = Oid::from_str(&queue.base).map_err(|e| problem(e.to_string()))?;
-    let raw = git2::Repository::open(&clone).map_err(|e| problem(e.to_string()))?;
+    let base = Oid::from_str(&queue.base).map_err(|e| problem(e.into()))?;
+    let raw = git2::Repository::open(&clone).map_err(|e| problem(e.into()))?;
     if raw.head().is_err() {
         raw.set_head_detached(base)
-            .map_err(|e| problem(e.to_string()))?;
+            .map_err(|e| problem(e.into()))?;
     }
     drop(raw);
     let repo = crate::git::open(&clone)?;
@@ -310,11 +316,11 @@ fn set_up(
         Some((known, plan)) if known == run => plan.clone(),
         _ => {
             let mut parsed =
-                plan::parse(&queue.plan, &plan_path).map_err(|e| problem(e.to_string()))?;
+                plan::parse(&queue.plan, &plan_path).map_err(|e| problem(e.into()))?;
             parsed.base = Some(queue.base.clone());
             let env = settings.env.clone();
             let resolved = plan::resolve_with_env(&repo, parsed, &plan_path, &|name| env(name))
-                .map_err(|e| problem(e.to_string()))?;
+                .map_err(|e| problem(e.into()))?;
             Arc::new(resolved)
         }
     };
@@ -378,7 +384,7 @@ async fn work_on(
     let shared = &ctx.shared;
     let Some(index) = shared.plan.tasks.iter().position(|t| t.id == claim.task) else {
         let _ = pg.release(&claim.run, &claim).await;
-        return Err(RunError::Internal(format!(
+        return Err(RunError::Refused(format!(
             "run {} has no task {} in its plan on this machine",
             claim.run, claim.task
         )));
@@ -572,21 +578,20 @@ async fn settle(
     counts: &Counts,
 ) -> Result<(), RunError> {
     let record = ctx.shared.record(index);
-    let store_error = |e: crate::pg::PgError| RunError::Internal(e.to_string());
     if !record.state.is_final() {
         if let Some(commit) = &record.commit {
             match push_attempt(ctx, claim, commit, true).await {
                 Ok(_) => {
                     pg.checkpoint(claim, &format!("{} {commit}", claim.generation))
                         .await
-                        .map_err(store_error)?;
+                        ?;
                 }
                 Err(e) => {
                     tracing::warn!("task {}: its work so far was not pushed: {e}", claim.task)
                 }
             }
         }
-        pg.release(&claim.run, claim).await.map_err(store_error)?;
+        pg.release(&claim.run, claim).await?;
         counts.released.fetch_add(1, Ordering::Relaxed);
         return Ok(());
     }
@@ -604,12 +609,12 @@ async fn settle(
         if let Err(e) = push_attempt(ctx, claim, commit, true).await {
             // Not recorded: the task goes back to the queue for a worker that can push.
             tracing::warn!("task {}: its branch could not be pushed: {e}", claim.task);
-            pg.release(&claim.run, claim).await.map_err(store_error)?;
+            pg.release(&claim.run, claim).await?;
             counts.released.fetch_add(1, Ordering::Relaxed);
             return Ok(());
         }
     }
-    let value = serde_json::to_value(&record).map_err(|e| RunError::Internal(e.to_string()))?;
+    let value = serde_json::to_value(&record)?;
     let won = pg
         .finish_at(
             &claim.run,
@@ -619,7 +624,7 @@ async fn settle(
             record.commit.as_deref(),
         )
         .await
-        .map_err(store_error)?;
+        ?;
     if !won {
         counts.lost.fetch_add(1, Ordering::Relaxed);
         return Ok(());

@@ -317,7 +317,7 @@ mod tests {
 
     #[test]
     fn own_files_steps_over_subdirectories() {
-        let mut paths = vec![
+        let mut paths = [
             "a.txt",
             "b/c.txt",
             "b/d/e.txt",
@@ -333,7 +333,7 @@ mod tests {
             .map(|p| TreeFile {
                 path: p.to_string(),
                 mode: crate::git::mode::FILE,
-                oid: git2::Oid::zero(),
+                oid: git2::Oid::ZERO_SHA1,
             })
             .collect();
         let names = |dir: &str| -> Vec<&str> {

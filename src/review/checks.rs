@@ -41,6 +41,12 @@ pub enum Lineage {
     Gate,
 }
 
+/// Why a checkout for checks could not be made, copied, moved or removed: what plait was
+/// doing and what git, `cp` or the file system said.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct CheckoutError(pub String);
+
 /// Full checkouts for checks, each with its lineage (see the module's doc).
 pub struct CheckPool {
     root: PathBuf,
@@ -175,13 +181,17 @@ impl CheckPool {
         &self,
         job: &CheckJob<'_>,
         cancel: &Cancel,
-    ) -> Result<Vec<CheckResult>, String> {
-        let _permit = self.permits.acquire().await.map_err(|e| e.to_string())?;
+    ) -> Result<Vec<CheckResult>, CheckoutError> {
+        let _permit = self
+            .permits
+            .acquire()
+            .await
+            .map_err(|e| CheckoutError(e.to_string()))?;
         let slot = {
             let mut free = self.slots.lock().unwrap_or_else(|e| e.into_inner());
             free.pop().unwrap_or(0)
         };
-        let result = self.run_in(job, slot, cancel).await;
+        let result = self.run_in(job, slot, cancel).await.map_err(CheckoutError);
         self.slots
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -541,7 +551,7 @@ pub async fn checks_at(
             command: "(prepare a checkout to check)".to_string(),
             passed: false,
             exit_code: None,
-            tail: e,
+            tail: e.to_string(),
             log: logs.to_path_buf(),
             ms: 0,
             refused: Vec::new(),
