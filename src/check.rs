@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 use git2::{Oid, Repository};
 use serde::Serialize;
 
+use crate::state::RunDir;
 use crate::cancel::Cancel;
 use crate::git::tree_changes;
 use crate::git::{self, branch_ref, signatures};
@@ -61,13 +62,13 @@ impl CheckReport {
 /// that is removed again, logging under `logs`.
 async fn merged_checks_once(
     workdir: &Path,
-    run_dir: &Path,
+    run_dir: &RunDir,
     state: &RunState,
     commit: Oid,
     checks: &CheckSettings,
     logs: &Path,
 ) -> Vec<CheckResult> {
-    let pool = CheckPool::new(run_dir.join("checks"), workdir.to_path_buf(), checks.jobs);
+    let pool = CheckPool::new(run_dir.checks(), workdir.to_path_buf(), checks.jobs);
     let (_interrupt, cancel) = Cancel::new();
     let results =
         crate::review::checks::checks_at(&pool, state, commit, checks, logs, &cancel).await;
@@ -100,7 +101,7 @@ pub struct MergeInProgress {
 /// out), and the plan's merged checks on the very tree git is about to commit.
 pub async fn check_merge(
     workdir: PathBuf,
-    run_dir: PathBuf,
+    run_dir: RunDir,
     state: &RunState,
     into: &str,
     merging: &MergeInProgress,
@@ -142,7 +143,7 @@ pub async fn check_merge(
         merge: Some(scope),
     };
     if !checks.merged.is_empty() {
-        let logs = run_dir.join("check-merge-in-progress");
+        let logs = run_dir.check_in_progress();
         report.checks = merged_checks_once(&workdir, &run_dir, state, commit, checks, &logs).await;
     }
     report.pass = report.passes();
@@ -374,7 +375,7 @@ pub fn owns_of(plan: &PlanFile) -> HashMap<String, Globs> {
 /// Checks run `state` against branch `into`; `state` is updated when it had to merge again.
 pub async fn check_run(
     workdir: PathBuf,
-    run_dir: PathBuf,
+    run_dir: RunDir,
     state: &mut RunState,
     into: &str,
     checks: &CheckSettings,
@@ -420,7 +421,7 @@ pub async fn check_run(
         Target::Contains | Target::FastForward => {}
         Target::Conflicts(conflicts) => report.conflicts = conflicts,
         Target::Merged(commit) if !checks.merged.is_empty() => {
-            let logs = run_dir.join("check-merged-with-target");
+            let logs = run_dir.check_with_target();
             report.checks =
                 merged_checks_once(&workdir, &run_dir, state, commit, checks, &logs).await;
         }
@@ -517,7 +518,7 @@ fn commit_of(repo: &Repository, tree: Oid, target: Oid, merged: Oid) -> Result<O
 /// hears each step.
 pub async fn bisect_run(
     workdir: PathBuf,
-    run_dir: PathBuf,
+    run_dir: RunDir,
     state: &RunState,
     checks: &CheckSettings,
     failing: &[String],
@@ -529,14 +530,14 @@ pub async fn bisect_run(
         .map(|m| m.included.clone())
         .unwrap_or_default();
     let inputs = merge::run::branch_inputs(included.iter().filter_map(|id| state.task(id)), None);
-    let pool = CheckPool::new(run_dir.join("check-bisect"), workdir.clone(), checks.jobs);
+    let pool = CheckPool::new(run_dir.check_bisect(), workdir.clone(), checks.jobs);
     let (_interrupt, cancel) = Cancel::new();
     let search = crate::bisect::Search {
         repo: &workdir,
         state,
         pool: &pool,
         checks: crate::bisect::failing_only(checks, failing),
-        logs: run_dir.join("check-bisect").join("logs"),
+        logs: run_dir.bisect_logs(),
         cancel: &cancel,
         report,
     };

@@ -7,6 +7,7 @@ use std::path::Path;
 
 use git2::{BranchType, Oid, Repository};
 
+use crate::state::RunDir;
 use crate::collect;
 use crate::state::{RunState, TaskState, Verdict};
 use crate::workspace::{self, WorkspaceError};
@@ -55,7 +56,7 @@ pub struct CleanOutcome {
 pub fn clean(
     repo: &Repository,
     state: &mut RunState,
-    run_dir: &Path,
+    run_dir: &RunDir,
     live: bool,
     force: bool,
 ) -> Result<CleanOutcome, CleanError> {
@@ -182,7 +183,7 @@ fn weigh_branches(
 fn remove_worktrees(
     repo: &Repository,
     state: &RunState,
-    run_dir: &Path,
+    run_dir: &RunDir,
     outcome: &mut CleanOutcome,
 ) -> Result<(), CleanError> {
     for task in &state.tasks {
@@ -193,7 +194,7 @@ fn remove_worktrees(
         }
     }
     remove_empty_dir(&state.worktree_root);
-    let checks = run_dir.join("checks");
+    let checks = run_dir.checks();
     if let Ok(entries) = std::fs::read_dir(&checks) {
         for entry in entries.flatten() {
             crate::review::checkout::remove(&crate::git::workdir(repo), &entry.path());

@@ -43,7 +43,7 @@ struct Files {
 
 impl Files {
     fn of(task: &TaskContext) -> Files {
-        let dir = task.dir().join("claude-code");
+        let dir = crate::state::TaskDir(task.dir().to_path_buf()).claude_code();
         Files {
             config: dir.join("config"),
             settings: dir.join("settings.json"),

@@ -303,7 +303,7 @@ fn records(store: &Store) -> Result<Vec<(String, FileKey)>, WorkError> {
             continue;
         };
         // A run without a record is no run to judge.
-        if let Ok(meta) = std::fs::metadata(entry.path().join("state.json")) {
+        if let Ok(meta) = std::fs::metadata(crate::state::RunDir(entry.path()).state()) {
             out.push((id, FileKey::of(&meta)));
         }
     }

@@ -195,7 +195,7 @@ fn finished_run(
             "run {run} has not finished"
         )));
     }
-    let plan = crate::plan::load(&store.run_dir(run).join("plan.toml"))?;
+    let plan = crate::plan::load(&store.run(run).plan())?;
     let checks = crate::plan::checks_of(&plan, &|name| std::env::var(name).ok());
     Ok((state, checks, check::owns_of(&plan)))
 }
@@ -212,7 +212,7 @@ pub fn check_one(
     let report = runtime
         .block_on(check::check_run(
             git::workdir(repo),
-            store.run_dir(run),
+            store.run(run),
             &mut state,
             into,
             &checks,
@@ -237,7 +237,7 @@ pub fn check_merge_one(
     runtime
         .block_on(check::check_merge(
             git::workdir(repo),
-            store.run_dir(run),
+            store.run(run),
             &state,
             into,
             merging,
@@ -278,7 +278,7 @@ fn bisect_one(
     let found = runtime
         .block_on(check::bisect_run(
             git::workdir(repo),
-            store.run_dir(run),
+            store.run(run),
             &state,
             &checks,
             &failing,

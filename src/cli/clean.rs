@@ -44,7 +44,7 @@ pub fn cmd_clean(dir: &Path, args: CleanArgs) -> Result<(), CommandError> {
     let run = store.find(Some(&run))?;
     let mut state = store.load(&run)?;
     let live = store.is_running(&run);
-    let outcome = clean::clean(&repo, &mut state, &store.run_dir(&run), live, args.force)?;
+    let outcome = clean::clean(&repo, &mut state, &store.run(&run), live, args.force)?;
     if !args.force && !outcome.at_risk.is_empty() {
         let mut msg = format!("not cleaning run {run}; this would be lost:");
         for risk in &outcome.at_risk {

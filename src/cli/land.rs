@@ -61,12 +61,12 @@ fn land(dir: &Path, args: &LandArgs) -> Result<(), CommandError> {
         if !adopted {
             errln!("decisions changed which tasks belong in run {run}: merging again and re-running the merged checks");
         }
-        let plan = crate::plan::load(&store.run_dir(&run).join("plan.toml"))?;
+        let plan = crate::plan::load(&store.run(&run).plan())?;
         let checks = crate::plan::checks_of(&plan, &|name| std::env::var(name).ok());
         super::runtime()?
             .block_on(orchestrator::remerge(
                 workdir.clone(),
-                store.run_dir(&run),
+                store.run(&run),
                 &mut state,
                 &checks,
             ))
@@ -108,13 +108,13 @@ fn adopt(
     workdir: &Path,
     state: &mut crate::state::RunState,
 ) -> Result<bool, CommandError> {
-    let plan = crate::plan::load(&store.run_dir(run).join("plan.toml"))?;
+    let plan = crate::plan::load(&store.run(run).plan())?;
     let checks = crate::plan::checks_of(&plan, &|name| std::env::var(name).ok());
     let owns = crate::check::owns_of(&plan);
     let adoption = super::runtime()?
         .block_on(orchestrator::adopt::adopt_moved(
             workdir.to_path_buf(),
-            store.run_dir(run),
+            store.run(run),
             state,
             &checks,
             &owns,

@@ -55,7 +55,7 @@ pub fn cmd_log(dir: &Path, args: LogArgs) -> Result<(), CommandError> {
     let (text, missing) = if args.checks {
         (logs::checks_text(&task), "ran no task checks")
     } else if args.transcript {
-        let path = store.task_dir(&state.id, &task.id).join("transcript.jsonl");
+        let path = store.run(&state.id).task(&task.id).transcript();
         let entries = crate::llm::readable::read(&path);
         (logs::transcript_text(&entries), "has no model transcript")
     } else {

@@ -83,7 +83,7 @@ pub(super) fn kept_settings(
     state: &crate::state::RunState,
     jobs: usize,
 ) -> Result<RunSettings, CommandError> {
-    let copy = store.run_dir(&state.id).join("plan.toml");
+    let copy = store.run(&state.id).plan();
     let plan_text =
         std::fs::read_to_string(&copy).context(format!("cannot read {}", copy.display()))?;
     let mut parsed = plan::parse(&plan_text, &copy)?;

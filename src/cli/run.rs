@@ -207,7 +207,7 @@ fn dry_run(
     let store = crate::state::Store::new(git::plait_dir(&repo));
     let worktrees = match worktree_root(args, dir)? {
         Some(root) => root.join("<run>"),
-        None => store.run_dir("<run>").join("worktrees"),
+        None => store.run("<run>").worktrees(),
     };
     out!("{}", report::plan_text(plan, groups))?;
     outln!(

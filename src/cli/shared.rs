@@ -93,7 +93,7 @@ fn write_local(store: &Store, state: &RunState, plan: Option<&str>) -> Result<()
     std::fs::create_dir_all(&dir)
         .map_err(|e| CommandError::internal(format!("cannot make {}: {e}", dir.display())))?;
     if let Some(plan) = plan {
-        let copy = dir.join("plan.toml");
+        let copy = store.run(&state.id).plan();
         std::fs::write(&copy, plan)
             .map_err(|e| CommandError::internal(format!("cannot write {}: {e}", copy.display())))?;
     }

@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use git2::Oid;
 
 use super::RunError;
+use crate::state::RunDir;
 use crate::cancel::Cancel;
 use crate::git::{self, branch_ref};
 use crate::plan::globs::Globs;
@@ -31,7 +32,7 @@ pub struct Adoption {
 /// the module's doc); `owns` are the tasks' owned globs.
 pub async fn adopt_moved(
     workdir: PathBuf,
-    run_dir: PathBuf,
+    run_dir: RunDir,
     state: &mut RunState,
     checks: &CheckSettings,
     owns: &HashMap<String, Globs>,
@@ -42,13 +43,12 @@ pub async fn adopt_moved(
             .await
             .map_err(RunError::panicked("weighing the moved branches"))??
     };
-    let pool = CheckPool::new(run_dir.join("checks"), workdir, checks.jobs);
+    let pool = CheckPool::new(run_dir.checks(), workdir, checks.jobs);
     let (_interrupt, cancel) = Cancel::new();
     for (id, tip) in moved {
         let logs = run_dir
-            .join("tasks")
-            .join(&id)
-            .join(format!("checks-by-hand-{}", git::short(&tip.to_string())));
+            .task(&id)
+            .checks_by_hand(git::short(&tip.to_string()));
         let job = CheckJob {
             commit: tip,
             commands: &checks.task,

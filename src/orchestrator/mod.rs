@@ -33,6 +33,7 @@ mod grouped;
 mod task;
 pub mod worker;
 
+use crate::state::RunDir;
 use crate::cancel::Cancel;
 use crate::git::{self, RepoError};
 use crate::groups;
@@ -222,21 +223,21 @@ fn lay_down(store: &Store, run: &str, settings: &RunSettings) -> Result<RunState
     let run_dir = store.run_dir(run);
     let worktree_root = match &settings.worktree_root {
         Some(root) => root.join(run),
-        None => run_dir.join("worktrees"),
+        None => store.run(run).worktrees(),
     };
     let io = |path: &Path| {
         let path = path.to_path_buf();
         move |source| StateError::Io { path, source }
     };
     fs::create_dir_all(&run_dir).map_err(io(&run_dir))?;
-    let plan_copy = run_dir.join("plan.toml");
+    let plan_copy = store.run(run).plan();
     fs::write(&plan_copy, &settings.plan_text).map_err(io(&plan_copy))?;
     let plan = &settings.plan;
     let mut tasks = Vec::with_capacity(plan.tasks.len());
     for task in &plan.tasks {
         let dir = store.task_dir(run, &task.id);
         fs::create_dir_all(&dir).map_err(io(&dir))?;
-        let owned_list = dir.join("owned.txt");
+        let owned_list = store.run(run).task(&task.id).owned_list();
         let mut list = task.owned.join("\n");
         list.push('\n');
         fs::write(&owned_list, list).map_err(io(&owned_list))?;
@@ -245,7 +246,7 @@ fn lay_down(store: &Store, run: &str, settings: &RunSettings) -> Result<RunState
             &task.id,
             worktree_root.join(&task.id),
             task.owned.len(),
-            dir.join("agent.log"),
+            store.run(run).task(&task.id).agent_log(),
         ));
     }
     Ok(RunState {
@@ -431,12 +432,12 @@ impl Shared {
         pg: Option<Arc<crate::pg::PgStore>>,
         limiters: crate::llm::limiter::Limiters,
     ) -> Result<Shared, RunError> {
-        let checks_dir = store.run_dir(&state.id).join("checks");
+        let checks_dir = store.run(&state.id).checks();
         let seed_dir = store.seed_dir();
         let event_log = fs::OpenOptions::new()
             .create(true)
             .append(true)
-            .open(store.run_dir(&state.id).join(EVENTS_FILE))
+            .open(store.run(&state.id).events())
             .ok();
         Ok(Shared {
             run: state.id.clone(),
@@ -813,11 +814,7 @@ async fn search_culprits(
             state: &state,
             pool: &shared.checks,
             checks: crate::bisect::failing_only(&shared.plan.checks, &failing),
-            logs: shared
-                .store
-                .run_dir(&shared.run)
-                .join("bisect")
-                .join(attempt.to_string()),
+            logs: shared.store.run(&shared.run).bisect(attempt),
             cancel: &shared.cancel,
             report: &report,
         };
@@ -928,7 +925,7 @@ async fn rebuild(
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .groups = state.groups.clone();
-    let run_dir = shared.store.run_dir(&shared.run);
+    let run_dir = shared.store.run(&shared.run);
     let checks = merged_checks(
         &shared.checks,
         &state,
@@ -945,7 +942,7 @@ async fn rebuild(
 /// on the result; the state is updated (not saved).
 pub async fn remerge(
     repo: PathBuf,
-    run_dir: PathBuf,
+    run_dir: RunDir,
     state: &mut RunState,
     checks: &CheckSettings,
 ) -> Result<(), RunError> {
@@ -965,7 +962,7 @@ pub async fn remerge(
     let merged_checks = if checks.merged.is_empty() || outcome.included.is_empty() {
         Vec::new()
     } else {
-        let pool = Arc::new(CheckPool::new(run_dir.join("checks"), repo, checks.jobs));
+        let pool = Arc::new(CheckPool::new(run_dir.checks(), repo, checks.jobs));
         let (_interrupt, cancel) = Cancel::new();
         let results = merged_checks(&pool, state, &outcome, checks, &run_dir, &cancel).await;
         let _ = tokio::task::spawn_blocking(move || pool.remove_all()).await;
@@ -981,7 +978,7 @@ async fn run_merged_checks(
     merge: &merge::MergeOutcome,
 ) -> Vec<crate::state::CheckResult> {
     let state = shared.snapshot();
-    let run_dir = shared.store.run_dir(&shared.run);
+    let run_dir = shared.store.run(&shared.run);
     merged_checks(
         &shared.checks,
         &state,
@@ -998,7 +995,7 @@ async fn merged_checks(
     state: &RunState,
     merge: &merge::MergeOutcome,
     checks: &CheckSettings,
-    run_dir: &Path,
+    run_dir: &RunDir,
     cancel: &Cancel,
 ) -> Vec<crate::state::CheckResult> {
     let Ok(commit) = git2::Oid::from_str(&merge.commit) else {
@@ -1009,7 +1006,7 @@ async fn merged_checks(
         state,
         commit,
         checks,
-        &run_dir.join("merged-checks"),
+        &run_dir.merged_checks(),
         cancel,
     )
     .await

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use git2::Oid;
 
 use super::Shared;
+use crate::state::TaskDir;
 use crate::agent::{self, Agent, AgentOutcome, AgentReport, TaskContext};
 use crate::collect::{self, CollectSettings};
 use crate::git;
@@ -464,7 +465,7 @@ impl<'a> Worker<'a> {
         if shared.plan.checks.task.is_empty() {
             return ControlFlow::Continue(Vec::new());
         }
-        let logs = self.record.log.with_file_name(format!("checks-{round}"));
+        let logs = TaskDir::of_log(&self.record.log).checks(round);
         let job = CheckJob {
             commit: tip,
             commands: &shared.plan.checks.task,
@@ -627,7 +628,7 @@ fn context(
         prompt: task.prompt.clone(),
         base: shared.plan.base.to_string(),
         worktree: record.worktree.clone(),
-        owned_list: record.log.with_file_name("owned.txt"),
+        owned_list: TaskDir::of_log(&record.log).owned_list(),
         single_file: task.single_file().map(str::to_string),
         log: record.log.clone(),
         timeout: task.timeout,
@@ -636,7 +637,7 @@ fn context(
         owns: task.owns.clone(),
         owned: task.owned.clone(),
         files: shared.plan.files.clone(),
-        transcript: record.log.with_file_name("transcript.jsonl"),
+        transcript: TaskDir::of_log(&record.log).transcript(),
         max_turns: task.max_turns,
         round,
         feedback,

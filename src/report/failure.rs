@@ -113,7 +113,7 @@ fn tail_lines(out: &mut String, run: &str, failure: &Failure, indent: &str) {
         return;
     }
     if failure.tail.is_empty() {
-        let transcript = failure.log.with_file_name("transcript.jsonl");
+        let transcript = crate::state::TaskDir::of_log(&failure.log).transcript();
         let _ = if transcript.is_file() {
             writeln!(
                 out,

@@ -29,7 +29,7 @@ pub fn check_logs(task: &TaskRecord) -> Vec<CheckLog> {
         return Vec::new();
     };
     let mut logs = Vec::new();
-    for (round, round_dir) in numbered(dir, "checks-", "") {
+    for (round, round_dir) in numbered(dir, crate::state::TaskDir::CHECKS_PREFIX, "") {
         for (index, path) in numbered(&round_dir, "check-", ".log") {
             let head = std::fs::read_to_string(&path).unwrap_or_default();
             let first = head.lines().next().unwrap_or("");
