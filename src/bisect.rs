@@ -19,7 +19,8 @@ use std::pin::Pin;
 use git2::Oid;
 
 use crate::cancel::Cancel;
-use crate::git::{self, branch_ref};
+use crate::git;
+use crate::refs::branch_ref;
 use crate::merge::{self, BranchInput, MergeSettings};
 use crate::plan::CheckSettings;
 use crate::review::checks::checks_at;
@@ -281,7 +282,7 @@ impl<'a> Tester<'a> {
 
 /// The scratch branch the search merges subsets on.
 fn scratch_branch(run: &str) -> String {
-    format!("plait/{run}/bisect")
+    crate::refs::bisect_branch(run)
 }
 
 /// Finds the culprit sets among `inputs` (the branches of a merge whose checks failed).

@@ -18,7 +18,8 @@ use serde::Serialize;
 use crate::state::RunDir;
 use crate::cancel::Cancel;
 use crate::git::tree_changes;
-use crate::git::{self, branch_ref, signatures};
+use crate::refs::branch_ref;
+use crate::git::{self, signatures};
 use crate::land::{gate, Blocker};
 use crate::merge::{self, Conflict, MergeError};
 use crate::orchestrator::{self, RunError};
@@ -327,7 +328,7 @@ fn merge_branches(
             commit: tip,
         });
     }
-    let scratch = format!("plait/check-{}/merged", std::process::id());
+    let scratch = crate::refs::check_branch(std::process::id());
     let settings = merge::MergeSettings {
         workdir,
         branch: &scratch,

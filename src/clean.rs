@@ -82,7 +82,7 @@ pub fn clean(
         // The reference itself: `Branch::delete` asks every worktree of the repository
         // whether it has the branch checked out, which with thousands of worktrees makes
         // a large run's clean quadratic; `checked_out` answered that once.
-        repo.find_reference(&crate::git::branch_ref(&name))?
+        repo.find_reference(&crate::refs::branch_ref(&name))?
             .delete()?;
         outcome.deleted_branches.push(DeletedBranch {
             name,
@@ -130,7 +130,7 @@ fn weigh_branches(
     outcome: &mut CleanOutcome,
 ) -> Result<Vec<(String, Oid, bool)>, CleanError> {
     let base = Oid::from_str(&state.base)?;
-    let prefix = format!("plait/{}/", state.id);
+    let prefix = crate::refs::run_prefix(&state.id);
     let elsewhere = reachable_elsewhere(repo, base, &prefix)?;
     let checked_out = checked_out_branches(repo)?;
     let mut branches = Vec::new();

@@ -11,7 +11,8 @@ use std::path::{Path, PathBuf};
 
 use git2::{build::TreeUpdateBuilder, FileMode, ObjectType, Oid, Repository};
 
-use crate::git::{branch_ref, mode, signatures};
+use crate::refs::branch_ref;
+use crate::git::{mode, signatures};
 use crate::plan::globs::Globs;
 use crate::plan::layout::{self, Cone};
 use crate::state::{ChangeKind, FileChange};

@@ -319,10 +319,6 @@ fn parse_ident(line: &str) -> Option<Ident> {
     })
 }
 
-/// The name of a local branch's ref.
-pub fn branch_ref(branch: &str) -> String {
-    format!("refs/heads/{branch}")
-}
 
 /// A path's entry on one side of a tree diff: its id and mode; `None` where it is absent.
 pub type Entry = Option<(git2::Oid, u32)>;

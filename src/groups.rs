@@ -12,7 +12,8 @@ use crate::git;
 use crate::merge::run::{branch_inputs, merge_message};
 use crate::merge::{self, BranchInput, Conflict, MergeError, MergeOutcome, MergeSettings};
 use crate::plan::{ResolvedPlan, ResolvedTask, Reviewer};
-use crate::state::{group_branch, GroupRecord, RunState};
+use crate::refs::group_branch;
+use crate::state::{GroupRecord, RunState};
 
 /// Cuts `tasks` into `count` groups of nearly equal size, neighbours by path: tasks are
 /// ordered by their first owned path, and each cut is moved, within a third of a group's

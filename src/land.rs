@@ -12,7 +12,8 @@ use std::path::{Path, PathBuf};
 use git2::{Oid, Repository};
 
 use crate::git::tree_changes;
-use crate::git::{branch_ref, run_git, signatures, GitCliError};
+use crate::refs::branch_ref;
+use crate::git::{run_git, signatures, GitCliError};
 use crate::merge::{self, Conflict, MergeError};
 use crate::state::{
     now_ms, CulpritSet, LandRecord, RunPhase, RunState, TaskRecord, TaskState, Verdict,

@@ -51,6 +51,7 @@ pub mod merge;
 pub mod orchestrator;
 pub mod pg;
 pub mod plan;
+pub mod refs;
 pub mod remote;
 pub mod report;
 pub mod review;

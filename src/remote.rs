@@ -41,20 +41,6 @@ pub enum RemoteError {
     Spawn(std::io::Error),
 }
 
-/// Where the base commit `base` of runs is kept on the remote.
-pub fn base_ref(base: &str) -> String {
-    format!("refs/plait/base/{base}")
-}
-
-/// Where a claim (`generation`) of a task pushes its work.
-pub fn attempt_ref(run: &str, task: &str, generation: i64) -> String {
-    format!("refs/plait/{run}/{task}/g{generation}")
-}
-
-/// The refspec that moves every branch of run `run` (`plait/<run>/*`) to the same name.
-pub fn run_branches(run: &str) -> String {
-    format!("+refs/heads/plait/{run}/*:refs/heads/plait/{run}/*")
-}
 
 /// A remote as every machine should read it: a local path that exists is made absolute
 /// (a worker runs elsewhere); URLs and `host:path` are left as they are.
@@ -147,7 +133,7 @@ pub fn fetch(dir: &Path, remote: &str, refspecs: &[String], what: &str) -> Resul
 /// Puts commit `base` on `remote` (under [`base_ref`]) and checks that it is there.
 pub fn publish_base(dir: &Path, remote: &str, base: &str) -> Result<(), RemoteError> {
     let what = format!("the base commit {}", crate::git::short(base));
-    let refname = base_ref(base);
+    let refname = crate::refs::base_ref(base);
     push(dir, remote, &[format!("{base}:{refname}")], &what)?;
     let listed =
         git(dir, &["ls-remote", remote, &refname], None)?.map_err(|stderr| RemoteError::Fetch {

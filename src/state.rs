@@ -388,7 +388,7 @@ impl TaskRecord {
     ) -> TaskRecord {
         TaskRecord {
             id: id.to_string(),
-            branch: task_branch(run, id),
+            branch: crate::refs::task_branch(run, id),
             worktree,
             state: TaskState::Pending,
             owned,
@@ -611,24 +611,10 @@ impl RunState {
 
     /// The merged branch's name.
     pub fn merged_branch(&self) -> String {
-        merged_branch(&self.id)
+        crate::refs::merged_branch(&self.id)
     }
 }
 
-/// The branch of a task: `plait/<run>/<task>`.
-pub fn task_branch(run: &str, task: &str) -> String {
-    format!("plait/{run}/{task}")
-}
-
-/// A supervisor group's branch: `plait/<run>/group-<k>`.
-pub fn group_branch(run: &str, group: &str) -> String {
-    format!("plait/{run}/{group}")
-}
-
-/// The run's integration branch: `plait/<run>/merged`.
-pub fn merged_branch(run: &str) -> String {
-    format!("plait/{run}/merged")
-}
 
 /// Milliseconds since the Unix epoch.
 pub fn now_ms() -> u64 {

@@ -242,7 +242,7 @@ fn refs_key(repo: &Repository, run: &str) -> Option<String> {
     let now = std::time::SystemTime::now();
     let mut parts = Vec::new();
     for path in [
-        common.join("refs/heads/plait").join(run),
+        common.join(crate::refs::PLAIT_REFS).join(run),
         common.join("packed-refs"),
     ] {
         match std::fs::metadata(&path) {
@@ -266,7 +266,7 @@ fn refs_key(repo: &Repository, run: &str) -> Option<String> {
 /// The commits run `run`'s branches point at, read from its refs.
 fn tips_of(repo: &Repository, run: &str) -> Result<Vec<Oid>, WorkError> {
     let mut tips = Vec::new();
-    for reference in repo.references_glob(&format!("refs/heads/plait/{run}/*"))? {
+    for reference in repo.references_glob(&crate::refs::run_glob(run))? {
         if let Some(tip) = reference?.target() {
             tips.push(tip);
         }

@@ -135,7 +135,7 @@ fn check_plan(
                 path.display()
             )));
         }
-        if repo.find_reference(&git::branch_ref(&branch)).is_err() {
+        if repo.find_reference(&crate::refs::branch_ref(&branch)).is_err() {
             return Err(CommandError::usage(format!(
                 "--branch {spec}: no branch `{branch}`"
             )));
@@ -150,10 +150,10 @@ fn check_plan(
             .map_err(|_| CommandError::usage(format!("base `{rev}` is not a branch or commit")))?,
         None => {
             let mut tips = vec![repo
-                .refname_to_id(&git::branch_ref(into))
+                .refname_to_id(&crate::refs::branch_ref(into))
                 .map_err(|_| CommandError::usage(format!("branch `{into}` does not exist")))?];
             for b in &branches {
-                tips.extend(repo.refname_to_id(&git::branch_ref(&b.branch)).ok());
+                tips.extend(repo.refname_to_id(&crate::refs::branch_ref(&b.branch)).ok());
             }
             repo.merge_base_many(&tips).map_err(|_| {
                 CommandError::usage(

@@ -541,7 +541,7 @@ fn pre_push(repo: &git2::Repository, store: &crate::state::Store) -> Result<(), 
         let [local, sha, ..] = fields.as_slice() else {
             continue;
         };
-        let Some(rest) = local.strip_prefix("refs/heads/plait/") else {
+        let Some(rest) = local.strip_prefix(crate::refs::PLAIT_REFS) else {
             continue;
         };
         if sha.chars().all(|c| c == '0') {

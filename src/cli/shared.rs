@@ -71,7 +71,7 @@ impl StoreArg {
             crate::remote::fetch(
                 dir,
                 remote,
-                &[crate::remote::run_branches(run)],
+                &[crate::refs::run_branches(run)],
                 &format!("the branches of run {run}"),
             )
             .map_err(|e| {
@@ -121,7 +121,7 @@ impl Synced {
             crate::remote::push(
                 dir,
                 remote,
-                &[crate::remote::run_branches(run)],
+                &[crate::refs::run_branches(run)],
                 &format!("the branches of run {run}"),
             )?;
         }

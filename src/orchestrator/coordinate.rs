@@ -194,8 +194,8 @@ async fn take_in(
         .map(|(_, row)| {
             format!(
                 "+{}:{}",
-                remote::attempt_ref(&shared.run, &row.id, row.generation),
-                crate::git::branch_ref(&crate::state::task_branch(&shared.run, &row.id))
+                crate::refs::attempt_ref(&shared.run, &row.id, row.generation),
+                crate::refs::branch_ref(&crate::refs::task_branch(&shared.run, &row.id))
             )
         })
         .collect();
@@ -218,7 +218,7 @@ async fn take_in(
         let problem = match &row.tip {
             Some(tip) => {
                 let branch =
-                    crate::git::branch_ref(&crate::state::task_branch(&shared.run, &row.id));
+                    crate::refs::branch_ref(&crate::refs::task_branch(&shared.run, &row.id));
                 let at = repo.refname_to_id(&branch).ok();
                 (at != Oid::from_str(tip).ok()).then(|| {
                     format!("the remote's branch is not at the commit its worker recorded ({tip})")
@@ -255,7 +255,7 @@ pub(super) async fn publish(shared: &Shared, remote: &str) {
         remote::push(
             &repo,
             &remote,
-            &[crate::remote::run_branches(&run)],
+            &[crate::refs::run_branches(&run)],
             &format!("the branches of run {run}"),
         )
     })

@@ -206,7 +206,7 @@ fn restore(
             std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).map_err(io_at(&path))?;
         }
     }
-    let refname = git::branch_ref(&record.branch);
+    let refname = crate::refs::branch_ref(&record.branch);
     repo.reference(&refname, commit, true, "plait: take the task over")?;
     Ok(changes)
 }
@@ -218,7 +218,7 @@ pub(super) fn reset(shared: &Shared, index: usize) {
     if let Ok(repo) = git::open(&shared.repo) {
         let name = workspace::admin_name(&shared.run, &record.id);
         let _ = workspace::remove(&repo, &name, &record.worktree);
-        if let Ok(mut branch) = repo.find_reference(&git::branch_ref(&record.branch)) {
+        if let Ok(mut branch) = repo.find_reference(&crate::refs::branch_ref(&record.branch)) {
             let _ = branch.delete();
         }
     }
@@ -726,7 +726,7 @@ fn collect_worktree(
     let repo = git::open(&shared.repo)?;
     let task = &shared.plan.tasks[index];
     check_git_link(&repo, &shared.run, &task.id, record)?;
-    let refname = git::branch_ref(&record.branch);
+    let refname = crate::refs::branch_ref(&record.branch);
     undo_agent_commits(&repo, &refname, expected)?;
     let settings = CollectSettings {
         worktree: &record.worktree,
@@ -738,7 +738,7 @@ fn collect_worktree(
     };
     let outcome = collect::collect(&repo, &settings)?;
     let tip = repo
-        .refname_to_id(&git::branch_ref(&record.branch))?;
+        .refname_to_id(&crate::refs::branch_ref(&record.branch))?;
     let changes = branch_changes(&repo, shared.plan.base, tip)?;
     Ok(Collected {
         tip,
@@ -827,10 +827,10 @@ fn discard_partial(shared: &Shared, record: &TaskRecord) {
     let name = workspace::admin_name(&shared.run, &record.id);
     let _ = workspace::remove(&repo, &name, &record.worktree);
     let at_base = repo
-        .refname_to_id(&git::branch_ref(&record.branch))
+        .refname_to_id(&crate::refs::branch_ref(&record.branch))
         .is_ok_and(|tip| tip == shared.plan.base);
     if at_base {
-        if let Ok(mut branch) = repo.find_reference(&git::branch_ref(&record.branch)) {
+        if let Ok(mut branch) = repo.find_reference(&crate::refs::branch_ref(&record.branch)) {
             let _ = branch.delete();
         }
     }

@@ -4,7 +4,7 @@
 //! repository, fed from the run's git remote.
 //!
 //! What it pushes, and when: a round's commit, when the task goes on past it (to review or
-//! another round), to the claim's own ref ([`remote::attempt_ref`]) with the store told
+//! another round), to the claim's own ref ([`crate::refs::attempt_ref`]) with the store told
 //! (the checkpoint a worker taking the task over goes on from); at the end, the tip to that
 //! ref, then the outcome recorded in the store fenced by the claim's generation. A claim
 //! whose lease was taken over records nothing. The task branch `plait/<run>/<task>` on the
@@ -294,7 +294,7 @@ fn set_up(
         source: e,
     };
     let clone = remote::clone_for(&settings.dir, remote).map_err(|e| problem(e.into()))?;
-    let base_ref = remote::base_ref(&queue.base);
+    let base_ref = crate::refs::base_ref(&queue.base);
     remote::fetch(
         &clone,
         remote,
@@ -467,7 +467,7 @@ async fn fetch_checkpoint(
     generation: i64,
     commit: Oid,
 ) -> Result<(), String> {
-    let refname = remote::attempt_ref(&claim.run, &claim.task, generation);
+    let refname = crate::refs::attempt_ref(&claim.run, &claim.task, generation);
     let (repo, remote) = (ctx.shared.repo.clone(), ctx.remote.clone());
     tokio::task::spawn_blocking(move || {
         remote::fetch(
@@ -514,7 +514,7 @@ async fn push_attempt(
     commit: &str,
     last: bool,
 ) -> Result<bool, String> {
-    let refname = remote::attempt_ref(&claim.run, &claim.task, claim.generation);
+    let refname = crate::refs::attempt_ref(&claim.run, &claim.task, claim.generation);
     let (tx, mut rx) = tokio::sync::oneshot::channel();
     {
         let mut waiting = ctx.pusher.waiting.lock().unwrap_or_else(|e| e.into_inner());

@@ -224,7 +224,7 @@ pub(super) async fn diff(
             .map_err(|e| ApiError::internal(format!("the run's base: {e}")))?;
         // The branch as it is now (a person may have moved it), else the run's commit.
         let tip = repo
-            .find_reference(&git::branch_ref(&record.branch))
+            .find_reference(&crate::refs::branch_ref(&record.branch))
             .ok()
             .and_then(|r| r.peel_to_commit().ok())
             .map(|c| c.id())
