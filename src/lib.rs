@@ -48,6 +48,7 @@ pub mod groups;
 pub mod land;
 pub mod llm;
 pub mod merge;
+pub mod ops;
 pub mod orchestrator;
 pub mod pg;
 pub mod plan;

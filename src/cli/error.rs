@@ -210,6 +210,33 @@ impl From<RunError> for CommandError {
     }
 }
 
+impl From<crate::ops::OpsError> for CommandError {
+    fn from(e: crate::ops::OpsError) -> Self {
+        use crate::ops::OpsError;
+        match e {
+            OpsError::Refused { message, hint } => {
+                let err = CommandError::usage(message);
+                match hint {
+                    Some(h) => err.hint(h),
+                    None => err,
+                }
+            }
+            OpsError::MovedByHand { .. } => CommandError::attention(e.to_string()).hint(
+                "move each back to the run's commit (`git branch -f BRANCH COMMIT`, `plait status` names it), or keep its changes to the task's own files",
+            ),
+            OpsError::Repo(e) => e.into(),
+            OpsError::State(e) => e.into(),
+            OpsError::Plan(e) => e.into(),
+            OpsError::Land(e) => e.into(),
+            OpsError::Run { what, source } => {
+                let mut err = CommandError::from(source);
+                err.message = format!("{what}: {}", err.message);
+                err
+            }
+        }
+    }
+}
+
 impl From<crate::pg::PgError> for CommandError {
     fn from(e: crate::pg::PgError) -> Self {
         use crate::pg::PgError;

@@ -4,12 +4,10 @@ use std::path::Path;
 
 use clap::Args;
 
-use super::error::Context as _;
 use super::ui::{errln, outln};
-use super::{open_store, CommandError};
-use crate::git;
-use crate::land::{self, LandOutcome, LandSettings, Refusal};
-use crate::orchestrator;
+use super::CommandError;
+use crate::land::{LandOutcome, Refusal};
+use crate::ops;
 
 /// Advance a branch to the run's merged result, only when the merge is clean
 #[derive(Debug, Args)]
@@ -47,103 +45,47 @@ pub fn cmd_land(dir: &Path, args: LandArgs) -> Result<(), CommandError> {
 }
 
 fn land(dir: &Path, args: &LandArgs) -> Result<(), CommandError> {
-    let (repo, store) = open_store(dir)?;
-    let run = store.find(Some(&args.run))?;
-    let mut state = store.load(&run)?;
-    let workdir = git::workdir(&repo);
-    let finished = state.phase == crate::state::RunPhase::Finished;
-    let adopted = if finished {
-        adopt(&run, &store, &workdir, &mut state)?
-    } else {
-        false
-    };
-    if finished && (adopted || crate::merge::run::merge_is_stale(&state)) {
-        if !adopted {
-            errln!("decisions changed which tasks belong in run {run}: merging again and re-running the merged checks");
-        }
-        let plan = crate::plan::load(&store.run(&run).plan())?;
-        let checks = crate::plan::checks_of(&plan, &|name| std::env::var(name).ok());
-        super::runtime()?
-            .block_on(orchestrator::remerge(
-                workdir.clone(),
-                store.run(&run),
-                &mut state,
-                &checks,
-            ))
-            .context("cannot merge again")?;
-        store.save(&state)?;
-    }
-    let settings = LandSettings {
-        workdir: &workdir,
+    let env = |name: &str| std::env::var(name).ok();
+    let request = ops::land::LandRequest {
+        dir,
+        run: Some(&args.run),
         into: &args.into,
         partial: args.partial,
+        env: &env,
     };
-    match land::land(&repo, &mut state, &settings)? {
-        LandOutcome::Landed(record) => {
-            store.save(&state)?;
-            outln!(
-                "landed run {run} into {}: {} → {} ({})",
-                record.branch,
-                crate::git::short(&record.from),
-                crate::git::short(&record.to),
-                if record.fast_forward {
-                    "fast-forward"
-                } else {
-                    "merge commit"
-                }
-            )
-        }
+    let landing = super::runtime()?.block_on(ops::land::land(&request))?;
+    let run = &landing.run;
+    for adopted in &landing.adopted {
+        let checks = match adopted.checks_pass {
+            None => "no task checks",
+            Some(true) => "task checks pass",
+            Some(false) => "task checks FAIL",
+        };
+        errln!(
+            "branch of task {} moved by hand: collected its commits (own files only; {checks}); merging again and re-running the merged checks",
+            adopted.task
+        );
+    }
+    if landing.remerged == Some(ops::land::Remerged::Decisions) {
+        errln!("decisions changed which tasks belong in run {run}: merging again and re-running the merged checks");
+    }
+    match landing.outcome {
+        LandOutcome::Landed(record) => outln!(
+            "landed run {run} into {}: {} → {} ({})",
+            record.branch,
+            crate::git::short(&record.from),
+            crate::git::short(&record.to),
+            if record.fast_forward {
+                "fast-forward"
+            } else {
+                "merge commit"
+            }
+        ),
         LandOutcome::AlreadyLanded { branch } => {
             outln!("{branch} already contains run {run}'s result")
         }
-        LandOutcome::Refused(refusal) => Err(refused(&run, &args.into, &state, refusal)),
+        LandOutcome::Refused(refusal) => Err(refused(run, &args.into, &landing.state, refusal)),
     }
-}
-
-/// Collects task branches moved by hand since the run committed to them; whether any was,
-/// so the run merges again. A move that cannot be collected refuses the landing.
-fn adopt(
-    run: &str,
-    store: &crate::state::Store,
-    workdir: &Path,
-    state: &mut crate::state::RunState,
-) -> Result<bool, CommandError> {
-    let plan = crate::plan::load(&store.run(run).plan())?;
-    let checks = crate::plan::checks_of(&plan, &|name| std::env::var(name).ok());
-    let owns = crate::check::owns_of(&plan);
-    let adoption = super::runtime()?
-        .block_on(orchestrator::adopt::adopt_moved(
-            workdir.to_path_buf(),
-            store.run(run),
-            state,
-            &checks,
-            &owns,
-        ))
-        .context("cannot collect the branches moved by hand")?;
-    if !adoption.refused.is_empty() {
-        let mut msg = format!("not landing run {run}: task branches moved by hand:");
-        for (branch, why) in &adoption.refused {
-            msg.push_str(&format!("\n  - {branch} {why}"));
-        }
-        return Err(CommandError::attention(msg).hint(
-            "move each back to the run's commit (`git branch -f BRANCH COMMIT`, `plait status` names it), or keep its changes to the task's own files",
-        ));
-    }
-    for id in &adoption.adopted {
-        let task = state.task(id);
-        let checks = match task {
-            Some(t) if t.checks.is_empty() => "no task checks".to_string(),
-            Some(t) if t.checks_pass() => "task checks pass".to_string(),
-            _ => "task checks FAIL".to_string(),
-        };
-        errln!(
-            "branch of task {id} moved by hand: collected its commits (own files only; {checks}); merging again and re-running the merged checks"
-        );
-    }
-    if !adoption.adopted.is_empty() {
-        store.save(state)?;
-    }
-    Ok(!adoption.adopted.is_empty())
 }
 
 /// Why the landing was refused, and what to do about it.

@@ -10,7 +10,7 @@ use super::error::Context as _;
 use super::ui::{errln, out, outln};
 use super::{open_store, CommandError};
 use crate::report::{self, DiffStyle};
-use crate::state::{now_ms, Decision, RunState, Verdict};
+use crate::state::{RunState, Verdict};
 
 /// Show each task's verdict, review comments, checks and diff
 #[derive(Debug, Args)]
@@ -169,47 +169,17 @@ pub fn cmd_send_back(dir: &Path, args: SendBackArgs) -> Result<(), CommandError>
 }
 
 fn decide(dir: &Path, run: &str, task: &str, verdict: Verdict) -> Result<(), CommandError> {
-    let (_repo, store) = open_store(dir)?;
-    let run = store.find(Some(run))?;
-    if store.is_running(&run) {
-        return Err(CommandError::usage(format!(
-            "run {run} is still in progress; decide when it has finished"
-        )));
-    }
-    let mut state = store.load(&run)?;
-    let decision = Some(Decision {
-        verdict,
-        at: now_ms(),
-    });
-    let what = if let Some(group) = state.groups.iter_mut().find(|g| g.id == task) {
-        group.decision = decision;
-        "group"
-    } else if let Some(record) = state.task_mut(task) {
-        record.decision = decision;
-        // A person's acceptance overrules the culprit search: the task goes back in.
-        if verdict == Verdict::Approve {
-            if let Some(culprits) = &mut state.culprits {
-                culprits.sets.retain(|s| !s.tasks.iter().any(|t| t == task));
-            }
-        }
-        "task"
-    } else {
-        let groups = if state.groups.is_empty() {
-            String::new()
-        } else {
-            " or group".to_string()
-        };
-        return Err(
-            CommandError::usage(format!("run {run} has no task{groups} `{task}`"))
-                .hint(format!("`plait status {run}` lists them")),
-        );
-    };
-    store.save(&state)?;
+    let decided = crate::ops::decide::decide(dir, Some(run), task, verdict)?;
     let word = if verdict == Verdict::Approve {
         "accepted"
     } else {
         "rejected"
     };
-    outln!("{what} {task} of run {run} {word}; `plait land {run} --into BRANCH` merges again with this decision")?;
+    outln!(
+        "{} {task} of run {} {word}; `plait land {} --into BRANCH` merges again with this decision",
+        decided.what,
+        decided.run,
+        decided.run
+    )?;
     Ok(())
 }

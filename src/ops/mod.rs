@@ -1,0 +1,63 @@
+//! The use cases, one function each, called alike by the command line and the review
+//! page: decide on a task (accept, reject), land a run. Each opens what it needs, takes
+//! the same locks and refusals whoever calls it, and returns a typed report; it prints
+//! nothing and reads no environment (what it needs of the environment is passed in).
+//! `cli/` parses arguments, calls these and renders their reports; `serve` calls them in
+//! its own process.
+
+pub mod decide;
+pub mod land;
+
+use crate::git::RepoError;
+use crate::land::LandError;
+use crate::orchestrator::RunError;
+use crate::plan::PlanError;
+use crate::state::StateError;
+
+/// Why a use case could not be carried out.
+#[derive(Debug, thiserror::Error)]
+pub enum OpsError {
+    /// The request cannot be done as things stand; the message says what to do.
+    #[error("{message}")]
+    Refused {
+        message: String,
+        hint: Option<String>,
+    },
+    /// Task branches moved by hand in ways plait cannot take: no landing.
+    #[error("not landing run {run}: task branches moved by hand:{}", list(refused))]
+    MovedByHand {
+        run: String,
+        /// Each branch and why it cannot be taken.
+        refused: Vec<(String, String)>,
+    },
+    #[error(transparent)]
+    Repo(#[from] RepoError),
+    #[error(transparent)]
+    State(#[from] StateError),
+    #[error(transparent)]
+    Plan(#[from] PlanError),
+    #[error(transparent)]
+    Land(#[from] LandError),
+    /// Part of the run's pipeline (a merge again, checks, collecting moved branches).
+    #[error("{what}: {source}")]
+    Run {
+        what: &'static str,
+        source: RunError,
+    },
+}
+
+impl OpsError {
+    pub(crate) fn refused(message: impl Into<String>, hint: Option<String>) -> OpsError {
+        OpsError::Refused {
+            message: message.into(),
+            hint,
+        }
+    }
+}
+
+fn list(items: &[(String, String)]) -> String {
+    items
+        .iter()
+        .map(|(branch, why)| format!("\n  - {branch} {why}"))
+        .collect()
+}
