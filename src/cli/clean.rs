@@ -5,8 +5,9 @@ use std::path::Path;
 use clap::Args;
 
 use super::ui::{errln, outln};
-use super::{open_store, CommandError};
-use crate::clean;
+use super::CommandError;
+use crate::ops;
+use crate::ops::clean::SeedCleaned;
 
 /// Remove a run's worktrees and branches, refusing to lose unsaved work
 #[derive(Debug, Args)]
@@ -37,18 +38,20 @@ pub struct CleanArgs {
 }
 
 pub fn cmd_clean(dir: &Path, args: CleanArgs) -> Result<(), CommandError> {
-    let (repo, store) = open_store(dir)?;
     let Some(run) = args.run else {
-        return clean_seed(&repo, &store);
+        return match ops::clean::clean_seed(dir)? {
+            SeedCleaned::NoSeed => outln!("no seed to remove"),
+            SeedCleaned::Removed(seed) => {
+                outln!("removed the checks' seed {}", seed.display())
+            }
+        };
     };
-    let run = store.find(Some(&run))?;
-    let mut state = store.load(&run)?;
-    let live = store.is_running(&run);
-    let outcome = clean::clean(&repo, &mut state, &store.run(&run), live, args.force)?;
-    if !args.force && !outcome.at_risk.is_empty() {
+    let cleaned = ops::clean::clean(dir, Some(&run), args.force)?;
+    let (run, outcome) = (&cleaned.run, &cleaned.outcome);
+    if cleaned.refused {
         let mut msg = format!("not cleaning run {run}; this would be lost:");
-        for risk in &outcome.at_risk {
-            msg.push_str(&format!("\n  - {}: {}", risk.what, risk.reason));
+        for line in ops::clean::at_risk_lines(&outcome.at_risk) {
+            msg.push_str(&format!("\n  - {line}"));
         }
         return Err(CommandError::attention(msg).hint(format!(
             "land the run, commit or copy the work, or run `plait clean {run} --force`"
@@ -73,25 +76,5 @@ pub fn cmd_clean(dir: &Path, args: CleanArgs) -> Result<(), CommandError> {
             branch.tip
         )?;
     }
-    store.save(&state)?;
-    Ok(())
-}
-
-/// `plait clean --seed`, refused while a run may be using the seed.
-fn clean_seed(repo: &git2::Repository, store: &crate::state::Store) -> Result<(), CommandError> {
-    if let Some((pid, run)) = store.lock_holder() {
-        return Err(CommandError::attention(format!(
-            "run {run} is running (process {pid}) and may be using the seed"
-        ))
-        .hint("wait for it to end, or stop it with Ctrl-C, then clean again"));
-    }
-    let seed = store.seed_dir();
-    if !seed.exists() {
-        outln!("no seed to remove")?;
-        return Ok(());
-    }
-    crate::review::checkout::remove(&crate::git::workdir(repo), &seed);
-    let _ = std::fs::remove_file(seed.with_extension("json"));
-    outln!("removed the checks' seed {}", seed.display())?;
     Ok(())
 }

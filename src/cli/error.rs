@@ -221,6 +221,14 @@ impl From<crate::ops::OpsError> for CommandError {
                     None => err,
                 }
             }
+            OpsError::Busy { message, hint } => {
+                let err = CommandError::attention(message);
+                match hint {
+                    Some(h) => err.hint(h),
+                    None => err,
+                }
+            }
+            OpsError::Clean(e) => e.into(),
             OpsError::MovedByHand { .. } => CommandError::attention(e.to_string()).hint(
                 "move each back to the run's commit (`git branch -f BRANCH COMMIT`, `plait status` names it), or keep its changes to the task's own files",
             ),

@@ -1,16 +1,13 @@
 //! `plait resume`: carry on a run that was interrupted or killed.
 
 use std::path::Path;
-use std::sync::Arc;
 
 use clap::Args;
 
-use super::error::Context as _;
 use super::run::drive;
 use super::ui::errln;
 use super::{open_store, CommandError};
 use crate::orchestrator::{self, RunSettings};
-use crate::plan;
 use crate::state::RunPhase;
 
 /// Carry on an interrupted or killed run: finished tasks are kept, interrupted ones go on
@@ -42,7 +39,7 @@ pub fn cmd_resume(dir: &Path, args: ResumeArgs) -> Result<(), CommandError> {
     if args.jobs == Some(0) && args.store.is_none() {
         return Err(CommandError::usage("-j must be at least 1"));
     }
-    let (repo, store) = open_store(dir)?;
+    let (_repo, store) = open_store(dir)?;
     let run = store.find(Some(&args.run))?;
     let state = store.load(&run)?;
     if state.phase == RunPhase::Finished {
@@ -61,7 +58,7 @@ pub fn cmd_resume(dir: &Path, args: ResumeArgs) -> Result<(), CommandError> {
     let jobs = args
         .jobs
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(4, |n| n.get()));
-    let mut settings = kept_settings(dir, &repo, &store, &state, jobs)?;
+    let mut settings = kept_settings(dir, &state, jobs)?;
     let total = settings.plan.tasks.len();
     settings.store = super::store_config(args.store.as_deref())?;
     settings.remote = match &settings.store {
@@ -74,36 +71,18 @@ pub fn cmd_resume(dir: &Path, args: ResumeArgs) -> Result<(), CommandError> {
     drive(prepared, total, args.json)
 }
 
-/// The settings to carry on run `state` with: its own copy of its plan, resolved against
-/// the commit it started from (wherever its base branch is now), `jobs` tasks at once.
+/// The settings to carry on run `state` with (see `ops::resume::kept_settings`), its
+/// sandbox warning printed.
 pub(super) fn kept_settings(
     dir: &Path,
-    repo: &git2::Repository,
-    store: &crate::state::Store,
     state: &crate::state::RunState,
     jobs: usize,
 ) -> Result<RunSettings, CommandError> {
-    let copy = store.run(&state.id).plan();
-    let plan_text =
-        std::fs::read_to_string(&copy).context(format!("cannot read {}", copy.display()))?;
-    let mut parsed = plan::parse(&plan_text, &copy)?;
-    parsed.base = Some(state.base.clone());
-    let resolved = plan::resolve_with_env(repo, parsed, &copy, &|name| std::env::var(name).ok())?;
-    if let Some(warning) = resolved.sandbox_warning() {
+    let env = |name: &str| std::env::var(name).ok();
+    let (settings, warning) =
+        crate::ops::resume::kept_settings(dir, state, jobs, &env, super::plait_program()?)?;
+    if let Some(warning) = warning {
         errln!("warning: {warning}");
     }
-    Ok(RunSettings {
-        store: None,
-        remote: None,
-        repo: std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf()),
-        plan: Arc::new(resolved),
-        plan_path: state.plan.clone(),
-        plan_text,
-        jobs,
-        // The tasks' worktrees are recorded in the state already.
-        worktree_root: None,
-        max_cost: state.max_cost,
-        groups: None,
-        plait_program: super::plait_program()?,
-    })
+    Ok(settings)
 }

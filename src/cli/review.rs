@@ -148,7 +148,7 @@ pub fn cmd_reject(dir: &Path, args: RejectArgs) -> Result<(), CommandError> {
 }
 
 pub fn cmd_send_back(dir: &Path, args: SendBackArgs) -> Result<(), CommandError> {
-    let (repo, store) = open_store(dir)?;
+    let (_repo, store) = open_store(dir)?;
     let run = store.find(Some(&args.run))?;
     let state = store.load(&run)?;
     if store.is_running(&run) {
@@ -156,8 +156,7 @@ pub fn cmd_send_back(dir: &Path, args: SendBackArgs) -> Result<(), CommandError>
             "run {run} is still in progress; send a task back when it has finished"
         )));
     }
-    let settings = super::resume::kept_settings(dir, &repo, &store, &state, 1)?;
-    drop(repo);
+    let settings = super::resume::kept_settings(dir, &state, 1)?;
     let prepared =
         crate::orchestrator::prepare_send_back(settings, &run, &args.task, &args.comment)?;
     errln!(

@@ -1,12 +1,14 @@
 //! The use cases, one function each, called alike by the command line and the review
-//! page: decide on a task (accept, reject), land a run. Each opens what it needs, takes
+//! page: decide on a task (accept, reject), land a run, clean a run or the seed. Each opens what it needs, takes
 //! the same locks and refusals whoever calls it, and returns a typed report; it prints
 //! nothing and reads no environment (what it needs of the environment is passed in).
 //! `cli/` parses arguments, calls these and renders their reports; `serve` calls them in
 //! its own process.
 
+pub mod clean;
 pub mod decide;
 pub mod land;
+pub mod resume;
 
 use crate::git::RepoError;
 use crate::land::LandError;
@@ -20,6 +22,13 @@ pub enum OpsError {
     /// The request cannot be done as things stand; the message says what to do.
     #[error("{message}")]
     Refused {
+        message: String,
+        hint: Option<String>,
+    },
+    /// Something else is using what the request needs (a run in progress); try again
+    /// when it has ended.
+    #[error("{message}")]
+    Busy {
         message: String,
         hint: Option<String>,
     },
@@ -38,6 +47,8 @@ pub enum OpsError {
     Plan(#[from] PlanError),
     #[error(transparent)]
     Land(#[from] LandError),
+    #[error(transparent)]
+    Clean(crate::clean::CleanError),
     /// Part of the run's pipeline (a merge again, checks, collecting moved branches).
     #[error("{what}: {source}")]
     Run {

@@ -97,14 +97,8 @@ pub async fn serve(
         source,
     })?;
     let _lock = Store::new(settings.dir.clone()).lock()?;
-    let pg = Arc::new(
-        PgStore::connect(&settings.store, Duration::from_secs(10))
-            .await
-            ?,
-    );
-    let mut listener = PgListener::connect(&settings.store, Duration::from_secs(10))
-        .await
-        ?;
+    let pg = Arc::new(PgStore::connect(&settings.store, Duration::from_secs(10)).await?);
+    let mut listener = PgListener::connect(&settings.store, Duration::from_secs(10)).await?;
     // Every run's model requests share the limits of their keys with the other machines.
     let exchange: Arc<dyn crate::llm::limiter::Exchange> =
         Arc::new(crate::pg::PgExchange::new(pg.clone()));
@@ -151,8 +145,7 @@ pub async fn serve(
                 settings.lease,
                 free.len(),
             )
-            .await
-            ?;
+            .await?;
         if claims.is_empty() {
             drop(free);
             let idle = set.is_empty();
@@ -306,8 +299,7 @@ fn set_up(
     let base = Oid::from_str(&queue.base).map_err(|e| problem(e.into()))?;
     let raw = git2::Repository::open(&clone).map_err(|e| problem(e.into()))?;
     if raw.head().is_err() {
-        raw.set_head_detached(base)
-            .map_err(|e| problem(e.into()))?;
+        raw.set_head_detached(base).map_err(|e| problem(e.into()))?;
     }
     drop(raw);
     let repo = crate::git::open(&clone)?;
@@ -315,11 +307,11 @@ fn set_up(
     let plan = match &settings.known {
         Some((known, plan)) if known == run => plan.clone(),
         _ => {
-            let mut parsed =
-                plan::parse(&queue.plan, &plan_path).map_err(|e| problem(e.into()))?;
-            parsed.base = Some(queue.base.clone());
             let env = settings.env.clone();
-            let resolved = plan::resolve_with_env(&repo, parsed, &plan_path, &|name| env(name))
+            let resolved =
+                plan::resolve_kept(&repo, &queue.plan, &plan_path, &queue.base, &|name| {
+                    env(name)
+                })
                 .map_err(|e| problem(e.into()))?;
             Arc::new(resolved)
         }
@@ -583,8 +575,7 @@ async fn settle(
             match push_attempt(ctx, claim, commit, true).await {
                 Ok(_) => {
                     pg.checkpoint(claim, &format!("{} {commit}", claim.generation))
-                        .await
-                        ?;
+                        .await?;
                 }
                 Err(e) => {
                     tracing::warn!("task {}: its work so far was not pushed: {e}", claim.task)
@@ -623,8 +614,7 @@ async fn settle(
             &value,
             record.commit.as_deref(),
         )
-        .await
-        ?;
+        .await?;
     if !won {
         counts.lost.fetch_add(1, Ordering::Relaxed);
         return Ok(());

@@ -24,7 +24,7 @@ use crate::llm::provider::ProviderFile;
 use crate::sandbox::SandboxMode;
 pub use exec::ExecCommand;
 pub use validate::{
-    checks_of, resolve, resolve_with_env, AgentConfig, CheckSettings, GroupSettings, ResolvedPlan,
+    checks_of, resolve, resolve_kept, resolve_with_env, AgentConfig, CheckSettings, GroupSettings, ResolvedPlan,
     ResolvedTask, ReviewSettings, Reviewer, ToolSettings, DEFAULT_GROUP_THRESHOLD,
 };
 

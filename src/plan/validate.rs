@@ -288,6 +288,21 @@ pub fn resolve(
     resolve_with_env(repo, plan, source, &|_| None)
 }
 
+/// A run's kept plan (its text `text`, read from `source`) resolved again against the
+/// commit `base` the run started from, wherever its base branch is now: for resuming a
+/// run, sending a task back, or a worker taking a queued run's tasks.
+pub fn resolve_kept(
+    repo: &Repository,
+    text: &str,
+    source: &Path,
+    base: &str,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<ResolvedPlan, PlanError> {
+    let mut parsed = super::parse(text, source)?;
+    parsed.base = Some(base.to_string());
+    resolve_with_env(repo, parsed, source, env)
+}
+
 /// Validates `plan` against `repo`; `env` looks up environment variables (API keys and
 /// base URLs of model providers).
 pub fn resolve_with_env(
