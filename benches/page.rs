@@ -12,13 +12,16 @@
 //!    the median of the next `--reps`, and the body's size, plain and gzipped (when the
 //!    server compresses);
 //! 2. in headless Chromium, when it and playwright-core are found as the browser tests find
-//!    them (`PLAIT_TEST_CHROMIUM`, `PLAIT_TEST_PLAYWRIGHT`): the time from the navigation's
-//!    start until the task list is rendered (`body[data-ready]`), the rows in the DOM, and
-//!    until every task's +/− lines are shown, on a server just started and again warm;
+//!    them (`PLAIT_TEST_CHROMIUM`, `PLAIT_TEST_PLAYWRIGHT`), on a server just started and
+//!    again warm: the run page opened from the list of runs (the page itself already
+//!    loaded), until its task list is rendered (`body[data-ready]`) and until every task's
+//!    +/− lines are shown, and the rows in the DOM; then the run page's URL opened afresh,
+//!    counted from the navigation's start (loading the page and its script too);
 //! 3. the server's resident memory after it.
 //!
 //! `--sizes 2000,10000` picks the sizes, `--reps N` the warm repetitions (default 5),
-//! `--keep` keeps the temporary directory. Run it through `./bench --page`.
+//! `--plait BIN` serves with another plait binary (an older build, to compare), `--keep`
+//! keeps the temporary directory. Run it through `./bench --page`.
 
 use std::io::{BufRead as _, BufReader, Read as _, Write as _};
 use std::net::TcpStream;
@@ -41,6 +44,7 @@ struct Config {
     sizes: Vec<usize>,
     reps: usize,
     keep: bool,
+    plait: PathBuf,
 }
 
 impl Config {
@@ -49,6 +53,7 @@ impl Config {
             sizes: vec![2_000, 10_000],
             reps: 5,
             keep: false,
+            plait: PathBuf::from(env!("CARGO_BIN_EXE_plait")),
         };
         let mut args = std::env::args().skip(1);
         while let Some(arg) = args.next() {
@@ -63,8 +68,11 @@ impl Config {
                 }
                 "--reps" => cfg.reps = value("--reps")?.parse()?,
                 "--keep" => cfg.keep = true,
+                "--plait" => cfg.plait = PathBuf::from(value("--plait")?),
                 "-h" | "--help" => {
-                    println!("usage: bench --page [--sizes N,N,...] [--reps N] [--keep]");
+                    println!(
+                        "usage: bench --page [--sizes N,N,...] [--reps N] [--plait BIN] [--keep]"
+                    );
                     std::process::exit(0);
                 }
                 _ => {}
@@ -196,7 +204,7 @@ fn task(run_dir: &Path, repo: &Path, k: usize, commit: &str) -> TaskRecord {
             refused: Vec::new(),
         })
         .collect();
-    t.rounds = (k % 5 == 0) as u32 + (k % 10 == 0) as u32;
+    t.rounds = k.is_multiple_of(5) as u32 + k.is_multiple_of(10) as u32;
     let verdict = match k % 33 {
         7 => Verdict::Reject,
         11 => Verdict::RequestChanges,
@@ -296,8 +304,8 @@ struct Served {
 }
 
 impl Served {
-    fn start(repo: &Path) -> Result<Served> {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_plait"))
+    fn start(plait: &Path, repo: &Path) -> Result<Served> {
+        let mut child = Command::new(plait)
             .args(["serve", "--port", "0"])
             .current_dir(repo)
             .stdin(Stdio::null())
@@ -411,35 +419,47 @@ fn browser() -> Option<(PathBuf, PathBuf)> {
     found.then_some((playwright, chromium))
 }
 
-/// What the page took in Chromium: ms from the navigation's start to the rendered task
-/// list, the task rows in the DOM, and ms until every task's lines are shown (if the page
-/// shows them).
+/// What the page took in Chromium, in ms: the run page opened from the list of runs until
+/// its task list is rendered and until every task's lines are shown (when it shows them),
+/// the rows then in the DOM, and the run page's URL opened afresh until its list is
+/// rendered, from the navigation's start.
 #[derive(Debug, Default)]
 struct PageFigures {
     ready_ms: f64,
-    rows: u64,
     lines_ms: Option<f64>,
+    rows: u64,
+    fresh_ms: f64,
 }
 
-/// Until `#tasks` says its lines are all known (`data-lines="all"`), or 60 s: the time.
-const LINES_JS: &str = "new Promise((done) => { const t0 = Date.now(); \
+/// Opens the run's page from the list of runs; resolves to the ms until the task list is
+/// rendered and until `#tasks` says every line is known (`data-lines="all"`; null after
+/// 60 s, or on a page that does not say it).
+const OPEN_JS: &str = "new Promise((done) => { const t0 = performance.now(); let ready = null; \
+    location.hash = '#/runs/RUN'; \
     const look = () => { const el = document.querySelector('#tasks'); \
-      if (el && el.dataset.lines === 'all') return done(performance.now()); \
-      if (Date.now() - t0 > 60000) return done(null); setTimeout(look, 20); }; look(); })";
+      if (ready == null && document.body.dataset.ready === 'true' && el && el.querySelector('[data-task]')) ready = performance.now() - t0; \
+      if (ready != null && (el.dataset.lines === 'all' || el.dataset.lines == null)) \
+        return done({ready, lines: el.dataset.lines === 'all' ? performance.now() - t0 : null}); \
+      if (performance.now() - t0 > 60000) return done({ready, lines: null}); setTimeout(look, 5); }; \
+    setTimeout(look, 0); })";
 
 fn in_chromium(
     (playwright, chromium): &(PathBuf, PathBuf),
     served: &Served,
     dir: &Path,
 ) -> Result<PageFigures> {
-    let url = format!("http://{}/#/runs/{RUN}", served.addr);
+    let root_url = format!("http://{}/", served.addr);
     let script = serde_json::json!({"timeout_ms": 120000, "viewport": [1280, 900], "steps": [
-        {"goto": url},
+        {"goto": root_url},
+        {"wait_attr": ["body", "data-ready", "true"]},
+        {"wait": "#runs"},
+        {"eval": OPEN_JS.replace("RUN", RUN)},
+        {"eval": "document.querySelectorAll('#tasks [data-task]').length"},
+        {"goto": "about:blank"},
+        {"goto": format!("{root_url}#/runs/{RUN}")},
         {"wait_attr": ["body", "data-ready", "true"]},
         {"wait": "#tasks [data-task]"},
         {"eval": "performance.now()"},
-        {"eval": "document.querySelectorAll('#tasks [data-task]').length"},
-        {"eval": LINES_JS},
     ]});
     let path = dir.join("page-script.json");
     std::fs::write(&path, script.to_string())?;
@@ -462,10 +482,12 @@ fn in_chromium(
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
         .filter_map(|v| v.get("eval").cloned())
         .collect();
+    let opened = evals.first().cloned().unwrap_or_default();
     Ok(PageFigures {
-        ready_ms: evals.first().and_then(|v| v.as_f64()).unwrap_or(f64::NAN),
+        ready_ms: opened["ready"].as_f64().unwrap_or(f64::NAN),
+        lines_ms: opened["lines"].as_f64(),
         rows: evals.get(1).and_then(|v| v.as_u64()).unwrap_or(0),
-        lines_ms: evals.get(2).and_then(|v| v.as_f64()),
+        fresh_ms: evals.get(2).and_then(|v| v.as_f64()).unwrap_or(f64::NAN),
     })
 }
 
@@ -482,7 +504,7 @@ fn measure(root: &Path, n: usize, cfg: &Config) -> Result<()> {
     ));
     println!("\n== {n} tasks (state.json {})", bytes(size));
 
-    let served = Served::start(&repo)?;
+    let served = Served::start(&cfg.plait, &repo)?;
     let endpoints = [
         format!("/api/runs/{RUN}"),
         format!("/api/runs/{RUN}/summary"),
@@ -527,15 +549,16 @@ fn measure(root: &Path, n: usize, cfg: &Config) -> Result<()> {
     match browser() {
         None => println!("Chromium: not found (PLAIT_TEST_CHROMIUM, PLAIT_TEST_PLAYWRIGHT)"),
         Some(found) => {
-            let served = Served::start(&repo)?;
+            let served = Served::start(&cfg.plait, &repo)?;
             for label in ["cold server", "warm server"] {
                 match in_chromium(&found, &served, root) {
                     Ok(p) => println!(
-                        "Chromium, {label}: task list rendered at {} ({} rows in the DOM); all +/− lines shown at {}",
+                        "Chromium, {label}: opened from the runs, task list rendered in {} ({} rows in the DOM), all +/− lines in {}; the URL afresh: rendered {} after the navigation's start",
                         secs(p.ready_ms / 1e3),
                         p.rows,
                         p.lines_ms
-                            .map_or("— (not shown)".to_string(), |ms| secs(ms / 1e3))
+                            .map_or("— (not shown)".to_string(), |ms| secs(ms / 1e3)),
+                        secs(p.fresh_ms / 1e3),
                     ),
                     Err(e) => println!("Chromium, {label}: {e:#}"),
                 }

@@ -86,7 +86,8 @@ async fn resolve(app: &Arc<App>, run: &str, task: Option<&str>) -> Result<String
     let (app, run, task) = (app.clone(), run.to_string(), task.map(str::to_string));
     blocking(move || {
         let (_repo, store) = data::store(&app)?;
-        let state = data::load(&store, &run)?;
+        let loaded = data::loaded(&app, &store, &run)?;
+        let state = &loaded.state;
         if let Some(task) = task {
             if state.task(&task).is_none() && !state.groups.iter().any(|g| g.id == task) {
                 return Err(ApiError::new(
@@ -95,7 +96,7 @@ async fn resolve(app: &Arc<App>, run: &str, task: Option<&str>) -> Result<String
                 ));
             }
         }
-        Ok(state.id)
+        Ok(state.id.clone())
     })
     .await
 }

@@ -1,15 +1,19 @@
-//! The API's reads: the runs, one run with its gate and totals, one task with everything a
-//! reviewer reads, and a task's diff against the base.
+//! The API's reads: the runs, one run with its gate and totals (whole, or summed up for its
+//! page), one task with everything a reviewer reads, and a task's diff against the base.
+//! Records come through the server's cache (`cache`), read again only when they change.
 
-use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
-use axum::extract::{Path as UrlPath, State};
+use axum::extract::{Path as UrlPath, Query, State};
+use axum::http::HeaderMap;
+use axum::response::Response;
 use axum::Json;
 use serde_json::{json, Value};
 
-use super::{blocking, ApiError, App};
+use super::cache::Loaded;
+use super::summary::{self, states};
+use super::{blocking, rounds, ApiError, App};
 use crate::git;
 use crate::state::{RunState, StateError, Store, TaskRecord};
 
@@ -23,30 +27,25 @@ pub(super) fn store(app: &App) -> Result<(git2::Repository, Store), ApiError> {
     Ok((repo, store))
 }
 
-/// The run `run` names (a unique prefix will do) and its record.
-pub(super) fn load(store: &Store, run: &str) -> Result<RunState, ApiError> {
-    let id = store.find(Some(run)).map_err(|e| match e {
+/// The id of the run `run` names (a unique prefix will do).
+pub(super) fn find(store: &Store, run: &str) -> Result<String, ApiError> {
+    store.find(Some(run)).map_err(|e| match e {
         StateError::NoRuns | StateError::UnknownRun { .. } | StateError::Ambiguous { .. } => {
             ApiError::not_found(e.to_string())
         }
         other => ApiError::internal(other.to_string()),
-    })?;
-    store
-        .load(&id)
-        .map_err(|e| ApiError::internal(e.to_string()))
+    })
+}
+
+/// The run `run` names and its record, as its `state.json` holds it now.
+pub(super) fn loaded(app: &App, store: &Store, run: &str) -> Result<Arc<Loaded>, ApiError> {
+    let id = find(store, run)?;
+    app.records.get(store, &id)
 }
 
 /// Whether the run's plait process is running now.
 fn live(store: &Store, run: &str) -> bool {
     store.is_running(run)
-}
-
-fn states(tasks: &[TaskRecord]) -> BTreeMap<&'static str, usize> {
-    let mut counts = BTreeMap::new();
-    for t in tasks {
-        *counts.entry(t.state.as_str()).or_insert(0) += 1;
-    }
-    counts
 }
 
 /// `GET /api/runs`: every run of the repository, oldest first.
@@ -88,37 +87,68 @@ pub(super) async fn runs(State(app): State<Arc<App>>) -> Result<Json<Value>, Api
 pub(super) async fn run(
     State(app): State<Arc<App>>,
     UrlPath(run): UrlPath<String>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    blocking(move || {
+        let (_repo, store) = store(&app)?;
+        let loaded = loaded(&app, &store, &run)?;
+        let state = &loaded.state;
+        let live = live(&store, &state.id);
+        let body = loaded.body("run", live, || {
+            serde_json::to_vec(&json!({
+                "live": live,
+                "attention": crate::report::attention(state),
+                "gate": summary::gate(state),
+                "totals": summary::totals(state),
+                "run": state,
+            }))
+            .map_err(|e| ApiError::internal(e.to_string()))
+        })?;
+        Ok(body.respond(&headers))
+    })
+    .await
+}
+
+/// `GET /api/runs/{run}/summary`: what the run page shows before a task is opened (see
+/// `summary`).
+pub(super) async fn run_summary(
+    State(app): State<Arc<App>>,
+    UrlPath(run): UrlPath<String>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    blocking(move || {
+        let (_repo, store) = store(&app)?;
+        let loaded = loaded(&app, &store, &run)?;
+        let live = live(&store, &loaded.state.id);
+        let body = loaded.body("summary", live, || {
+            loaded
+                .summary()
+                .to_json(live, &loaded.version())
+                .map_err(|e| ApiError::internal(e.to_string()))
+        })?;
+        Ok(body.respond(&headers))
+    })
+    .await
+}
+
+#[derive(serde::Deserialize)]
+pub(super) struct SearchQuery {
+    #[serde(default)]
+    q: String,
+}
+
+/// `GET /api/runs/{run}/search?q=TEXT`: the tasks whose id, error, summary or changed
+/// paths hold TEXT.
+pub(super) async fn search(
+    State(app): State<Arc<App>>,
+    UrlPath(run): UrlPath<String>,
+    Query(query): Query<SearchQuery>,
 ) -> Result<Json<Value>, ApiError> {
     blocking(move || {
         let (_repo, store) = store(&app)?;
-        let state = load(&store, &run)?;
-        let usage = crate::report::total_usage(&state).unwrap_or_default();
-        let gate: Vec<String> = crate::land::gate(&state, false)
-            .iter()
-            .map(|b| crate::report::blocker_line(b, &state.id))
-            .collect();
-        let elapsed = state
-            .finished_at
-            .unwrap_or_else(crate::state::now_ms)
-            .saturating_sub(state.created_at);
-        let totals = json!({
-            "tasks": state.tasks.len(),
-            "states": states(&state.tasks),
-            "changed_files": state.tasks.iter().map(|t| t.changes.len()).sum::<usize>(),
-            "violations": state.tasks.iter().map(|t| t.violations.len()).sum::<usize>(),
-            "input_tokens": usage.input_tokens,
-            "output_tokens": usage.output_tokens,
-            "cache_read_input_tokens": usage.cache_read_input_tokens,
-            "cost_usd": usage.cost_usd,
-            "elapsed_ms": elapsed,
-        });
-        Ok(Json(json!({
-            "live": live(&store, &state.id),
-            "attention": crate::report::attention(&state),
-            "gate": {"green": gate.is_empty(), "blockers": gate},
-            "totals": totals,
-            "run": state,
-        })))
+        let loaded = loaded(&app, &store, &run)?;
+        let found = summary::search(&loaded.state, &query.q);
+        Ok(Json(json!({"query": query.q, "tasks": found})))
     })
     .await
 }
@@ -136,10 +166,11 @@ pub(super) async fn task(
     UrlPath((run, task)): UrlPath<(String, String)>,
 ) -> Result<Json<Value>, ApiError> {
     blocking(move || {
-        let (_repo, store) = store(&app)?;
-        let state = load(&store, &run)?;
-        let record = task_of(&state, &task)?;
-        let plan = plan_task(&store.run_dir(&state.id).join("plan.toml"), &task);
+        let (repo, store) = store(&app)?;
+        let loaded = loaded(&app, &store, &run)?;
+        let state = &loaded.state;
+        let record = task_of(state, &task)?;
+        let plan = plan_task(&store.run(&state.id).plan(), &task);
         let conflicts: Vec<&crate::state::Conflict> = state
             .merge
             .iter()
@@ -161,7 +192,7 @@ pub(super) async fn task(
                 })
             })
             .collect();
-        let task_dir = store.task_dir(&state.id, &task);
+        let task_dir = store.run(&state.id).task(&task);
         Ok(Json(json!({
             "task": record,
             "prompt": plan.as_ref().map(|p| p.0.clone()),
@@ -171,7 +202,10 @@ pub(super) async fn task(
             "conflicts": conflicts,
             "culprit": state.culprits.as_ref().is_some_and(|c| c.blames(&task)),
             "checks": checks,
-            "transcript": crate::llm::readable::read(&task_dir.join("transcript.jsonl")),
+            "rounds": rounds::rounds(record, task_dir.path()),
+            "branch": super::branches::of_task(&repo, state, record),
+            "adopted": rounds::adopted(record),
+            "transcript": crate::llm::readable::read(&task_dir.transcript()),
             "log": tail(&record.log).unwrap_or_default(),
         })))
     })
@@ -218,8 +252,9 @@ pub(super) async fn diff(
 ) -> Result<Json<Value>, ApiError> {
     blocking(move || {
         let (repo, store) = store(&app)?;
-        let state = load(&store, &run)?;
-        let record = task_of(&state, &task)?;
+        let loaded = loaded(&app, &store, &run)?;
+        let state = &loaded.state;
+        let record = task_of(state, &task)?;
         let base = git2::Oid::from_str(&state.base)
             .map_err(|e| ApiError::internal(format!("the run's base: {e}")))?;
         // The branch as it is now (a person may have moved it), else the run's commit.

@@ -1,13 +1,21 @@
 //! `plait serve`: the review page and its JSON API, on 127.0.0.1 only. The page (HTML, CSS
 //! and a little JavaScript, compiled into the binary) lists the repository's runs and, for
-//! one run, its tasks, the gate and each task's work (`data`); while a run goes on it
-//! follows the run's events (`events`, server-sent); its decisions run the matching plait
-//! commands (`actions`), so each does exactly what the command does. Every request must
-//! name this server as its `Host`, and every changing one carry the server's token.
+//! one run, its tasks, the gate and each task's work (`data`): the run page reads the run's
+//! `summary` (a row's worth per task) and what git says of its `branches` (+/− lines,
+//! branches moved or merged by hand, the target's move), a task's page its `rounds`; the
+//! records come through a `cache` kept by `state.json`'s version. While a run goes on the
+//! page follows the run's events (`events`, server-sent: the changed rows, not the
+//! record); its decisions run the matching plait commands (`actions`), so each does exactly
+//! what the command does. Every request must name this server as its `Host`, and every
+//! changing one carry the server's token.
 
 mod actions;
+mod branches;
+mod cache;
 mod data;
 mod events;
+mod rounds;
+mod summary;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -45,6 +53,10 @@ struct App {
     /// `localhost:PORT`.
     hosts: [String; 2],
     cancel: Cancel,
+    /// The runs' records as last read, and what was made of them.
+    records: cache::Records,
+    /// The tasks' +/− lines, by commit.
+    lines: branches::LineCounts,
 }
 
 /// A failed API request: its status and what to tell the page.
@@ -94,12 +106,17 @@ pub async fn serve(
         settings,
         hosts: [format!("127.0.0.1:{port}"), format!("localhost:{port}")],
         cancel: cancel.clone(),
+        records: cache::Records::default(),
+        lines: branches::LineCounts::default(),
     });
     let router = Router::new()
         .route("/", get(index))
         .route("/assets/{name}", get(asset))
         .route("/api/runs", get(data::runs))
         .route("/api/runs/{run}", get(data::run))
+        .route("/api/runs/{run}/summary", get(data::run_summary))
+        .route("/api/runs/{run}/branches", get(branches::branches))
+        .route("/api/runs/{run}/search", get(data::search))
         .route("/api/runs/{run}/tasks/{task}", get(data::task))
         .route("/api/runs/{run}/tasks/{task}/diff", get(data::diff))
         .route("/api/runs/{run}/events", get(events::follow))

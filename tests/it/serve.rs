@@ -11,6 +11,9 @@ use serde_json::{json, Value};
 
 use crate::support::{stderr, stdout, wait_until, TestRepo};
 
+/// The run page at scale and in depth: summaries, branches, rounds, thousands of tasks.
+mod scale;
+
 pub fn sample() -> TestRepo {
     TestRepo::with_files(&[
         ("lib/a.txt", "a\n"),
@@ -549,15 +552,30 @@ fn the_events_stream_carries_a_run_s_changes_as_they_happen() {
             }
         }
     };
-    // First a `state`, so the page catches up with what it may have missed.
-    assert_eq!(next_event(&mut reader).0, "state");
-    // A decision from the command line shows as a change of the record.
+    // First a `state` with the record's version, so the page knows whether it missed a
+    // change.
+    let (kind, first) = next_event(&mut reader);
+    assert_eq!(kind, "state");
+    let version = first["version"].as_str().unwrap().to_string();
+    assert_eq!(
+        served.get(&format!("/api/runs/{run}/summary"))["version"],
+        version
+    );
+    // A decision from the command line shows as a change of the record: the rows that
+    // changed, not the record.
     assert!(repo.plait(&["reject", &run, "a"]).status.success());
     let (kind, data) = next_event(&mut reader);
+    assert_eq!((kind.as_str(), &data["run"]), ("state", &json!(run)));
+    assert_eq!(data["since"], version.as_str(), "{data}");
+    assert_ne!(data["version"], version.as_str(), "{data}");
+    let rows = data["tasks"].as_array().unwrap();
+    assert_eq!(rows.len(), 1, "only a changed: {data}");
     assert_eq!(
-        (kind.as_str(), &data),
-        ("state", &json!({"event": "state", "run": run}))
+        (&rows[0]["id"], &rows[0]["verdict"], &rows[0]["by"]),
+        (&json!("a"), &json!("reject"), &json!("person"))
     );
+    assert_eq!(data["head"]["gate"]["green"], true, "{data}");
+    assert!(data["head"]["run"].get("tasks").is_none(), "{data}");
     // A send-back's round shows as task events, the same JSON --json prints.
     let worker = std::thread::spawn({
         let path = repo.path.clone();
@@ -722,12 +740,12 @@ mod browser {
         }
     }
 
-    fn ready() -> Value {
+    pub(super) fn ready() -> Value {
         json!({"wait_attr": ["body", "data-ready", "true"]})
     }
 
     /// Where the tests keep what a person may want to look at after them.
-    fn artifacts() -> PathBuf {
+    pub(super) fn artifacts() -> PathBuf {
         let dir = project_root().join("target/test-artifacts");
         std::fs::create_dir_all(&dir).unwrap();
         dir

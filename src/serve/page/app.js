@@ -174,14 +174,6 @@ function verdictCell(t) {
       'review: ', VERDICTS[review] || review));
 }
 
-function checksCell(checks) {
-  if (!checks?.length) return h('span', { class: 'muted' }, '—');
-  const passed = checks.filter((c) => c.passed).length;
-  const failed = checks.length - passed;
-  return h('span', { class: failed ? 'checks fail' : 'checks pass', title: checks.map((c) => `${c.passed ? '✓' : '✗'} ${c.command}`).join('\n') },
-    failed ? `✗ ${failed} failed` : '✓', h('span', { class: 'muted' }, ` ${passed}/${checks.length}`));
-}
-
 function tokensText(usage) {
   if (!usage) return h('span', { class: 'muted' }, '—');
   const title = `input ${usage.input_tokens ?? 0}, output ${usage.output_tokens ?? 0}, cache write ${usage.cache_creation_input_tokens ?? 0}, cache read ${usage.cache_read_input_tokens ?? 0}; ${usage.requests ?? 0} requests, ${usage.turns ?? 0} turns`;
@@ -506,7 +498,9 @@ const Live = (() => {
     kind = kind || data?.event;
     if (!data || !current || current.run !== run) return;
     current.onEvent?.(kind, data);
-    if (kind === 'state') refreshSoon();
+    // A `state` the page can apply itself (its version, or the rows that changed) needs
+    // no reading again.
+    if (kind === 'state' && !current.onState?.(data)) refreshSoon();
   }
 
   /** Refetches the shown page once events calm down (~300 ms). */
@@ -575,72 +569,138 @@ async function runsPage(seq) {
 
 // ---------- a run ----------
 
-const FILTERS = [['all', 'All'], ['attention', 'Needs attention'], ['rejected', 'Rejected'], ['conflicts', 'Conflicts'], ['failed', 'Failed']];
+// The run page reads the run's summary (a row's worth of each task), then what git says of
+// its branches (+/− lines, branches moved or merged by hand, the target's move), shown as
+// "…" until it comes. A long list is windowed: only the rows in view (and a margin) are in
+// the page, so 10,000 tasks cost what 100 do.
 
-/** What the run knows about each task beyond its record: conflicts, culprits, left out. */
-function taskFacts(run) {
-  const facts = new Map(run.tasks.map((t) => [t.id, { conflict: false, culprit: false, excluded: false }]));
-  const merges = [run.merge, ...(run.groups || []).map((g) => g.merge)].filter(Boolean);
-  for (const m of merges) {
-    for (const c of m.conflicts || []) for (const id of c.tasks || []) if (facts.has(id)) facts.get(id).conflict = true;
-    for (const id of m.excluded || []) if (facts.has(id)) facts.get(id).excluded = true;
-  }
-  for (const s of run.culprits?.sets || []) for (const id of s.tasks || []) if (facts.has(id)) facts.get(id).culprit = true;
-  return facts;
+const FILTERS = [['all', 'All'], ['attention', 'Needs attention'], ['rejected', 'Rejected'], ['conflicts', 'Conflicts'], ['failed', 'Failed']];
+const COLUMNS = ['Task', 'State', 'Lines', 'Files', 'Viol.', 'Checks', 'Verdict', 'Tokens in / out', 'Cost', 'Time'];
+const WINDOWED_FROM = 300;   // rows from which the list is windowed
+const OVERSCAN = 25;         // rows rendered beyond the view on each side
+
+/** A blocker's line; one naming hundreds of tasks is folded after its first ones. */
+function blockerText(text) {
+  if (text.length <= 320) return withCode(text);
+  const cut = text.lastIndexOf(', ', 280);
+  const shownPart = text.slice(0, cut > 0 ? cut : 280);
+  const rest = text.slice(shownPart.length).split(', ').filter(Boolean).length;
+  return h('details', { class: 'long' }, h('summary', null, withCode(shownPart), h('span', { class: 'muted' }, ` … and ${rest} more`)), h('p', { class: 'small' }, withCode(text)));
 }
 
-const verdictOf = (t) => t.decision?.verdict || t.review?.verdict || null;
-
-function matchesFilter(filter, t, f) {
-  const rejected = t.state === 'rejected' || verdictOf(t) === 'reject';
+function matchesFilter(filter, t) {
+  const rejected = t.state === 'rejected' || t.verdict === 'reject';
   switch (filter) {
     case 'failed': return t.state === 'failed';
     case 'rejected': return rejected;
-    case 'conflicts': return f.conflict;
+    case 'conflicts': return !!t.conflict;
     case 'attention':
       return t.state === 'failed' || t.state === 'interrupted' || t.state === 'stopped' || rejected ||
-        (t.violations?.length > 0) || (t.state === 'done' && verdictOf(t) === 'request_changes') || f.conflict || f.culprit;
+        t.violations > 0 || (t.state === 'done' && t.verdict === 'request_changes') || !!t.conflict || !!t.culprit;
     default: return true;
   }
 }
 
-function matchesSearch(q, t) {
-  if (!q) return true;
-  const hay = [t.id, t.error, t.detail, ...(t.changes || []).map((c) => c.path), ...(t.violations || []).map((c) => c.path)];
-  return hay.some((s) => s && String(s).toLowerCase().includes(q));
+/** A row's verdict: the one that counts, and the reviewer's when a person overruled it. */
+function rowVerdictCell(t) {
+  if (!t.verdict) return h('span', { class: 'muted' }, '—');
+  const person = t.by === 'person';
+  return h('span', { class: 'verdicts' },
+    verdictBadge(t.verdict, person ? 'decided' : null), h('span', { class: 'by' }, t.by || 'review'),
+    t.overruled && h('span', { class: 'overruled small', title: 'the review\'s verdict, overruled by the person\'s decision' },
+      'review: ', VERDICTS[t.overruled] || t.overruled));
+}
+
+function rowChecksCell(t) {
+  const [passed, total] = t.checks || [0, 0];
+  if (!total) return h('span', { class: 'muted' }, '—');
+  const failed = total - passed;
+  return h('span', { class: failed ? 'checks fail' : 'checks pass', title: (t.failed || []).map((c) => `✗ ${c}`).join('\n') || 'all passed' },
+    failed ? `✗ ${failed} failed` : '✓', h('span', { class: 'muted' }, ` ${passed}/${total}`));
+}
+
+function rowTokens(t) {
+  if (!t.tokens) return h('span', { class: 'muted' }, '—');
+  return h('span', { title: `input ${t.tokens[0]}, output ${t.tokens[1]}` }, `${fmtTokens(t.tokens[0])} / ${fmtTokens(t.tokens[1])}`);
+}
+
+/** +added −removed of a task's branch against the base, "…" until git has said. */
+function linesCell(git, id) {
+  const lines = git?.lines?.[id];
+  if (!git) return h('span', { class: 'muted lines-pending', title: 'counting the lines of the branches…' }, '…');
+  if (!lines) return h('span', { class: 'muted', title: 'git cannot read this task\'s commit' }, '—');
+  return h('span', { class: 'lines', title: `${lines[0]} added, ${lines[1]} removed against the run's base` },
+    h('span', { class: 'plus' }, `+${lines[0]}`), ' ', h('span', { class: 'minus' }, `−${lines[1]}`));
+}
+
+/** What the target branch did since the run's base, in one line (null when nothing). */
+function targetNote(run, git) {
+  const t = git?.target;
+  if (!t) return null;
+  const landing = (run.landed || []).filter((l) => l.branch === t.branch).pop();
+  if (landing) {
+    return landing.to === t.tip ? null
+      : h('span', { id: 'target', class: 'warn-text', dataset: { moved: 'true' } }, h('code', null, t.branch), ` moved since the run landed into it (now ${short(t.tip)})`);
+  }
+  if (!t.ahead && !t.behind) return h('span', { id: 'target', dataset: { moved: 'false' } }, h('code', null, t.branch), ' has not moved since the base');
+  return h('span', { id: 'target', class: 'warn-text', dataset: { moved: 'true', ahead: t.ahead, behind: t.behind },
+    title: `${t.branch} is at ${short(t.tip)}` },
+  h('code', null, t.branch), ` moved since the base: ${count(t.ahead, 'new commit')}`,
+  t.behind ? `, and ${count(t.behind, 'commit')} of the base gone (reset or rewritten)` : '',
+  git.merged?.length ? ` · ${count(git.merged.length, 'task')} merged into it by hand` : '');
 }
 
 async function runPage(seq, runId) {
-  const data = await getJSON(runUrl(runId));
+  const data = await getJSON(`${runUrl(runId)}/summary`);
   if (seq !== navSeq) return null;
   const view = runView(runId);
   view.update(data);
   setCrumbs([{ text: 'runs', href: '#/' }, { text: runId }]);
   mount(view.el);
   window.scrollTo(0, runPrefs.get(runId).scroll || 0);
+  view.start();
   return view;
 }
 
 function runView(runId) {
   if (!runPrefs.has(runId)) runPrefs.set(runId, { filter: 'all', search: '', scroll: 0 });
   const prefs = runPrefs.get(runId);
-  let data = null;
+  let data = null;             // the summary: {run, tasks, gate, attention, totals, live, version}
+  let byId = new Map();        // task id -> its row in data.tasks
+  let git = null;              // what git says of the branches, once it has
+  let gitSeq = 0;
   let busy = false;
   let seq = 0;
+  let items = [];              // what the list shows: {group} heads and {task} rows, filtered
+  let shownCount = 0;
+  let found = null;            // the server's search: {q, ids: Set}
+  let searchTimer = null;
   const details = new Map();   // task id -> last detail line from events
+  const rendered = new Map();  // task id -> its <tr>, for the rows in the page
+  let win = { first: -1, last: -1 };
+  let rowH = 45;               // a row's height, measured once rows are in the page
+  let frame = 0;
 
   const head = h('div', { class: 'page-head' });
   const totals = h('div', { id: 'totals', class: 'totals' });
   const gate = h('div', { id: 'gate', class: 'gate', dataset: { green: 'false' } });
   const attentionEl = h('div', { id: 'attention' });
   const extras = h('div', { class: 'run-extras' });
-  const tasks = h('div', { id: 'tasks', class: 'panel flush' });
+  const tasks = h('div', { id: 'tasks', class: 'panel flush', dataset: { lines: 'pending' } });
   const shown = h('span', { class: 'muted shown' });
   const activity = h('ol', { id: 'activity', class: 'activity' });
   const outcome = h('div', { id: 'outcome', class: 'outcome', hidden: true, role: 'status' });
 
+  const tbody = h('tbody');
+  const topPad = h('tr', { class: 'pad', 'aria-hidden': 'true' }, h('td', { colspan: COLUMNS.length }));
+  const bottomPad = h('tr', { class: 'pad', 'aria-hidden': 'true' }, h('td', { colspan: COLUMNS.length }));
+  const table = h('table', { class: 'grid tasks' },
+    h('colgroup', null, COLUMNS.map((c, i) => h('col', { class: `c-${i}` }))),
+    h('thead', null, h('tr', null, COLUMNS.map((c) => h('th', null, c)))), tbody);
+  const empty = h('div');
+
   const search = h('input', { id: 'search', type: 'search', placeholder: 'Search tasks, paths, errors', value: prefs.search, autocomplete: 'off',
-    oninput: () => { prefs.search = search.value; renderTasks(); } });
+    oninput: () => { prefs.search = search.value; askServer(); renderTasks(); } });
   const filterButtons = FILTERS.map(([key, label]) => h('button', { type: 'button', dataset: { filter: key },
     onclick: () => { prefs.filter = key; renderTasks(); } }, label, h('span', { class: 'count' })));
 
@@ -658,6 +718,7 @@ function runView(runId) {
     h('div', { class: 'toolbar' }, h('div', { class: 'seg filters', role: 'group', 'aria-label': 'filter' }, filterButtons), search, shown),
     tasks,
     h('section', { class: 'activity-panel', hidden: true }, h('h2', null, 'Live events'), activity));
+  add(tasks, table, empty);
 
   function updateLand() {
     const green = !!data?.gate?.green;
@@ -687,6 +748,7 @@ function runView(runId) {
       h('p', { class: 'goal-line' }, run.goal),
       h('p', { class: 'meta-line muted' },
         h('span', null, 'base ', h('code', null, run.base_name), ' @ ', h('code', null, short(run.base))),
+        targetNote(run, git),
         h('span', { title: fmtDate(run.created_at) }, 'started ', fmtAgo(run.created_at)),
         run.merge && h('span', null, 'merged into ', h('code', null, run.merge.branch)),
         (run.landed || []).map((l) => h('span', { class: 'ok' }, `landed into ${l.branch} ${fmtAgo(l.at)}${l.fast_forward ? ' (fast-forward)' : ''}`))));
@@ -696,13 +758,14 @@ function runView(runId) {
     const t = d.totals || {};
     const stat = (label, value, cls) => h('div', { class: `stat ${cls || ''}` }, h('div', { class: 'value' }, value), h('div', { class: 'label' }, label));
     const budget = d.run.max_cost != null ? ` of ${fmtCost(d.run.max_cost)}` : '';
+    const elapsed = d.run.finished_at ? d.run.finished_at - d.run.created_at : Date.now() - d.run.created_at;
     fill(totals,
-      stat('tasks', [String(t.tasks ?? d.run.tasks.length), ' ', stateSummary(t.states, t.tasks)], 'wide'),
+      stat('tasks', [String(t.tasks ?? d.tasks.length), ' ', stateSummary(t.states, t.tasks)], 'wide'),
       stat('files changed', t.changed_files ?? '—'),
       stat('violations', t.violations ?? '—', t.violations ? 'warn' : ''),
       stat('tokens in / out', `${fmtTokens(t.input_tokens)} / ${fmtTokens(t.output_tokens)}`),
       stat('cost', fmtCost(t.cost_usd) + budget),
-      stat('time', fmtMs(t.elapsed_ms)));
+      stat('time', fmtMs(elapsed)));
   }
 
   function renderGate(d) {
@@ -712,9 +775,9 @@ function runView(runId) {
     fill(gate,
       h('h2', null, h('span', { class: 'gate-light', 'aria-hidden': 'true' }), g.green ? 'Ready to land' : 'Not ready to land',
         h('span', { class: 'muted small' }, g.green ? ' — the gate is green' : ` — ${count(g.blockers.length, 'blocker')}`)),
-      g.blockers.length ? h('ul', { class: 'blockers' }, g.blockers.map((b) => h('li', { class: attention.has(b) ? 'attention' : '' }, withCode(b)))) : null);
+      g.blockers.length ? h('ul', { class: 'blockers' }, g.blockers.map((b) => h('li', { class: attention.has(b) ? 'attention' : '' }, blockerText(b)))) : null);
     const more = (d.attention || []).filter((a) => !g.blockers.includes(a));
-    fill(attentionEl, more.length ? [h('h3', null, 'Needs attention'), h('ul', { class: 'blockers' }, more.map((a) => h('li', { class: 'attention' }, withCode(a))))] : null);
+    fill(attentionEl, more.length ? [h('h3', null, 'Needs attention'), h('ul', { class: 'blockers' }, more.map((a) => h('li', { class: 'attention' }, blockerText(a))))] : null);
     if (!into.value) into.value = d.run.base_name || '';
     updateLand();
   }
@@ -749,96 +812,174 @@ function runView(runId) {
     fill(extras, parts);
   }
 
-  function taskRow(t, f) {
+  function taskRow(t) {
     const tr = h('tr', { class: 'task-row', dataset: { task: t.id, state: t.state } });
-    fillRow(tr, t, f);
+    fillRow(tr, t);
     return tr;
   }
 
-  function fillRow(tr, t, f) {
+  function fillRow(tr, t) {
     tr.dataset.state = t.state;
+    const moved = git?.moved?.[t.id];
+    const merged = git?.mergedSet?.has(t.id);
+    tr.dataset.moved = moved ? 'true' : 'false';
+    tr.dataset.merged = merged ? 'true' : 'false';
     const tags = [
-      f.conflict && h('span', { class: 'tag warn' }, 'conflict'),
-      f.culprit && h('span', { class: 'tag bad' }, 'culprit'),
-      f.excluded && h('span', { class: 'tag' }, 'left out'),
+      t.conflict && h('span', { class: 'tag warn' }, 'conflict'),
+      t.culprit && h('span', { class: 'tag bad' }, 'culprit'),
+      t.excluded && h('span', { class: 'tag' }, 'left out'),
       t.rounds > 0 && h('span', { class: 'tag', title: 'rounds of changes after the first try (the agent\'s PLAIT_ROUND)' }, `round ${t.rounds}`),
+      t.sent_back > 0 && h('span', { class: 'tag', title: 'sent back by a person' }, count(t.sent_back, 'send-back')),
+      moved && h('span', { class: 'tag warn moved', title: `its branch was moved by hand since the run's commit (now ${short(moved)}); plait land collects the new commits if they change only what the task owns` }, 'moved by hand'),
+      merged && h('span', { class: 'tag warn merged', title: `${git.target.branch} already has its commit, merged by hand` }, 'merged by hand'),
+      t.adopted && h('span', { class: 'tag', title: `commits made by hand on its branch were collected (${t.adopted})` }, 'fixed by hand'),
     ];
     const detail = t.error || details.get(t.id);
-    const changes = t.changes?.length || 0;
-    const violations = t.violations?.length || 0;
     fill(tr,
       h('td', { class: 'task-id' }, h('a', { href: taskHref(runId, t.id) }, t.id), ' ', tags,
-        detail && h('div', { class: t.error ? 'detail err' : 'detail muted' }, detail)),
+        detail && h('div', { class: t.error ? 'detail err' : 'detail muted', title: detail }, detail)),
       h('td', null, stateBadge(t.state)),
-      h('td', { class: 'num', title: (t.changes || []).map((c) => `${c.kind} ${c.path}`).join('\n') }, changes || h('span', { class: 'muted' }, '0')),
-      h('td', { class: violations ? 'num warn-text' : 'num muted', title: (t.violations || []).map((c) => c.path).join('\n') }, violations),
-      h('td', null, checksCell(t.checks)),
-      h('td', null, verdictCell(t)),
-      h('td', { class: 'num nowrap' }, tokensText(t.usage)),
-      h('td', { class: 'num' }, fmtCost(t.usage?.cost_usd)),
+      h('td', { class: 'num nowrap lines-cell' }, linesCell(git, t.id)),
+      h('td', { class: 'num' }, t.files || h('span', { class: 'muted' }, '0')),
+      h('td', { class: t.violations ? 'num warn-text' : 'num muted' }, t.violations),
+      h('td', null, rowChecksCell(t)),
+      h('td', null, rowVerdictCell(t)),
+      h('td', { class: 'num nowrap' }, rowTokens(t)),
+      h('td', { class: 'num' }, fmtCost(t.cost_usd)),
       h('td', { class: 'num nowrap' }, fmtMs(taskElapsed(t))));
   }
 
-  function groupHead(g, rows, total) {
+  function groupHead(g, rows) {
     const acceptB = h('button', { type: 'button', class: 'btn small', dataset: { action: 'accept-group', group: g.id } }, 'Accept');
     const rejectB = h('button', { type: 'button', class: 'btn small danger', dataset: { action: 'reject-group', group: g.id } }, 'Reject');
     acceptB.onclick = () => decideGroup(g.id, 'accept', [acceptB, rejectB]);
     rejectB.onclick = () => decideGroup(g.id, 'reject', [acceptB, rejectB]);
-    const conflicts = g.merge?.conflicts?.length || 0;
-    return h('tr', { class: 'group-head', dataset: { group: g.id } }, h('td', { colspan: 9 },
+    if (g.loose) return h('tr', { class: 'group-head', dataset: { group: '' } }, h('td', { colspan: COLUMNS.length }, h('strong', null, 'not in a group')));
+    const total = g.tasks;
+    return h('tr', { class: 'group-head', dataset: { group: g.id } }, h('td', { colspan: COLUMNS.length },
       h('div', { class: 'group-line' },
         h('strong', { class: 'mono' }, g.id),
         h('span', { class: 'muted' }, rows === total ? count(total, 'task') : `${rows} of ${count(total, 'task')}`),
         g.supervised ? verdictCell({ review: g.review ? { ...g.review, by: 'supervisor' } : null, decision: g.decision })
           : h('span', { class: 'muted' }, 'not supervised'),
-        conflicts ? h('span', { class: 'tag warn' }, count(conflicts, 'conflict')) : null,
+        g.conflicts ? h('span', { class: 'tag warn' }, count(g.conflicts, 'conflict')) : null,
         h('span', { class: g.merged_up ? 'tag ok' : 'tag' }, g.merged_up ? 'in the top merge' : 'held out of the top merge'),
         h('span', { class: 'spacer' }),
         g.supervised && acceptB, g.supervised && rejectB)));
   }
 
+  /** Asks the server which tasks the search finds in what the rows leave out (paths). */
+  function askServer() {
+    clearTimeout(searchTimer);
+    const q = prefs.search.trim();
+    if (!q) { found = null; return; }
+    searchTimer = setTimeout(async () => {
+      try {
+        const res = await getJSON(`${runUrl(runId)}/search?q=${enc(q)}`);
+        if (prefs.search.trim() !== q || current?.el !== el) return;
+        found = { q, ids: new Set(res.tasks || []) };
+        renderTasks();
+      } catch (e) {
+        console.warn('search failed', e);
+      }
+    }, 150);
+  }
+
+  function matchesSearch(q, t) {
+    if (!q) return true;
+    if (found && found.q.toLowerCase() === q && found.ids.has(t.id)) return true;
+    const detail = details.get(t.id);
+    return [t.id, t.error, detail].some((s) => s && String(s).toLowerCase().includes(q));
+  }
+
+  /** Filters the rows into the list's items (group heads and rows), then shows them. */
   function renderTasks() {
     if (!data) return;
     const run = data.run;
-    const facts = taskFacts(run);
     const q = prefs.search.trim().toLowerCase();
-    const visible = (t) => matchesFilter(prefs.filter, t, facts.get(t.id)) && matchesSearch(q, { ...t, detail: details.get(t.id) });
+    const visible = (t) => matchesFilter(prefs.filter, t) && matchesSearch(q, t);
     for (const b of filterButtons) {
       const key = b.dataset.filter;
       b.setAttribute('aria-pressed', key === prefs.filter ? 'true' : 'false');
-      b.querySelector('.count').textContent = String(run.tasks.filter((t) => matchesFilter(key, t, facts.get(t.id))).length);
+      b.querySelector('.count').textContent = String(data.counts[key] ?? 0);
     }
-    const head = h('thead', null, h('tr', null,
-      ['Task', 'State', 'Files', 'Viol.', 'Checks', 'Verdict', 'Tokens in / out', 'Cost', 'Time'].map((c) => h('th', null, c))));
-    const bodies = [];
+    items = [];
     let n = 0;
-    const byId = new Map(run.tasks.map((t) => [t.id, t]));
     const groups = run.groups?.length ? [...run.groups] : [];
-    const grouped = new Set(groups.flatMap((g) => g.tasks));
-    const loose = run.tasks.filter((t) => !grouped.has(t.id)).map((t) => t.id);
-    if (groups.length && loose.length) groups.push({ id: 'ungrouped', tasks: loose, loose: true });
-    if (!groups.length) groups.push({ id: '', tasks: run.tasks.map((t) => t.id), loose: true, plain: true });
-    for (const g of groups) {
-      const members = g.tasks.map((id) => byId.get(id)).filter(Boolean);
-      const rows = members.filter(visible).map((t) => taskRow(t, facts.get(t.id)));
-      n += rows.length;
-      if (!rows.length && !g.plain && prefs.filter !== 'all') continue;
-      const tbody = h('tbody', { class: g.plain ? '' : 'group' });
-      if (!g.plain) {
-        tbody.append(g.loose ? h('tr', { class: 'group-head' }, h('td', { colspan: 9 }, h('strong', null, 'not in a group'))) : groupHead(g, rows.length, members.length));
+    if (!groups.length) {
+      for (const t of data.tasks) if (visible(t)) { items.push({ task: t }); n++; }
+    } else {
+      const members = new Map(groups.map((g) => [g.id, []]));
+      const loose = [];
+      for (const t of data.tasks) (members.get(t.group) || loose).push(t);
+      if (loose.length) groups.push({ id: '', loose: true, tasks: loose.length });
+      members.set('', loose);
+      for (const g of groups) {
+        const rows = members.get(g.id).filter(visible);
+        n += rows.length;
+        if (!rows.length && prefs.filter !== 'all') continue;
+        items.push({ group: g, rows: rows.length });
+        for (const t of rows) items.push({ task: t });
       }
-      add(tbody, rows);
-      bodies.push(tbody);
     }
-    const scroll = window.scrollY;
-    fill(tasks, h('table', { class: 'grid tasks' }, head, bodies));
-    if (!n) tasks.append(emptyNote(run.tasks.length ? 'No task matches this filter.' : 'This run has no tasks.'));
-    shown.textContent = n === run.tasks.length ? count(n, 'task') : `${n} of ${count(run.tasks.length, 'task')}`;
-    window.scrollTo(0, scroll);
+    shownCount = n;
+    table.classList.toggle('windowed', items.length >= WINDOWED_FROM);
+    fill(empty, n ? null : emptyNote(data.tasks.length ? 'No task matches this filter.' : 'This run has no tasks.'));
+    shown.textContent = n === data.tasks.length ? count(n, 'task') : `${n} of ${count(data.tasks.length, 'task')}`;
+    win = { first: -1, last: -1 };
+    renderWindow();
+  }
+
+  function itemEl(item) {
+    if (item.group) return groupHead(item.group, item.rows);
+    const tr = taskRow(item.task);
+    rendered.set(item.task.id, tr);
+    return tr;
+  }
+
+  /** Puts the items in view (all of them for a short list) into the table. */
+  function renderWindow() {
+    frame = 0;
+    let first = 0;
+    let last = items.length;
+    if (items.length >= WINDOWED_FROM) {
+      const top = tbody.getBoundingClientRect().top;
+      first = Math.max(0, Math.floor(-top / rowH) - OVERSCAN);
+      last = Math.min(items.length, Math.ceil((window.innerHeight - top) / rowH) + OVERSCAN);
+      first = Math.min(first, Math.max(0, last - OVERSCAN));
+    }
+    if (first === win.first && last === win.last) return;
+    win = { first, last };
+    rendered.clear();
+    topPad.firstChild.style.height = `${first * rowH}px`;
+    bottomPad.firstChild.style.height = `${(items.length - last) * rowH}px`;
+    topPad.hidden = first === 0;
+    bottomPad.hidden = last === items.length;
+    const rows = items.slice(first, last).map(itemEl);
+    tbody.replaceChildren(topPad, ...rows, bottomPad);
+    tasks.dataset.first = String(first);
+    tasks.dataset.rendered = String(rows.length);
+    if (items.length >= WINDOWED_FROM && rows.length) {
+      // The rows' real height, so the padding stands for the rows left out.
+      const measured = rows.reduce((a, r) => a + r.offsetHeight, 0) / rows.length;
+      if (measured > 10 && Math.abs(measured - rowH) > 0.5) { rowH = measured; win = { first: -1, last: -1 }; schedule(); }
+    }
+  }
+
+  function schedule() {
+    if (!frame) frame = requestAnimationFrame(renderWindow);
+  }
+
+  function countFilters(d) {
+    d.counts = {};
+    for (const [key] of FILTERS) d.counts[key] = 0;
+    for (const t of d.tasks) for (const [key] of FILTERS) if (matchesFilter(key, t)) d.counts[key]++;
   }
 
   function update(d) {
     data = d;
+    byId = new Map(d.tasks.map((t) => [t.id, t]));
+    countFilters(d);
     renderHead(d);
     renderTotals(d);
     renderGate(d);
@@ -846,14 +987,61 @@ function runView(runId) {
     renderTasks();
   }
 
+  /** Reads what git says of the branches, then shows the lines and the moves. */
+  async function readBranches() {
+    const mine = ++gitSeq;
+    try {
+      const g = await getJSON(`${runUrl(runId)}/branches`);
+      if (mine !== gitSeq || current?.el !== el && current !== null) return;
+      g.mergedSet = new Set(g.merged || []);
+      git = g;
+      if (data) renderHead(data);
+      for (const [id, tr] of rendered) { const t = byId.get(id); if (t) fillRow(tr, t); }
+      tasks.dataset.lines = 'all';
+    } catch (e) {
+      console.warn('reading the branches failed', e);
+      tasks.dataset.lines = 'failed';
+    }
+  }
+
+  function start() {
+    window.addEventListener('scroll', schedule, { passive: true });
+    window.addEventListener('resize', schedule);
+    schedule();   // the list was first laid out before it was in the page
+    readBranches();
+  }
+
   async function refresh() {
     const mine = ++seq;
     try {
-      const d = await getJSON(runUrl(runId));
-      if (mine === seq && current?.el === el) update(d);
+      const d = await getJSON(`${runUrl(runId)}/summary`);
+      if (mine === seq && current?.el === el) { update(d); readBranches(); }
     } catch (e) {
       console.warn('refresh failed', e);
     }
+  }
+
+  /** A `state` event: patches the rows it names when it follows the version shown. */
+  function onState(msg) {
+    if (!data || !msg.version) return false;
+    if (msg.version === data.version) return true;
+    if (msg.since !== data.version || !Array.isArray(msg.tasks) || !msg.head) return false;
+    for (const row of msg.tasks) {
+      const t = byId.get(row.id);
+      if (!t) return false;
+      for (const k of Object.keys(t)) if (!(k in row)) delete t[k];
+      Object.assign(t, row);
+    }
+    Object.assign(data, msg.head, { version: msg.version });
+    countFilters(data);
+    renderHead(data);
+    renderTotals(data);
+    renderGate(data);
+    renderExtras(data);
+    renderTasks();
+    clearTimeout(onState.timer);
+    onState.timer = setTimeout(readBranches, 300);
+    return true;
   }
 
   function logEvent(text) {
@@ -865,16 +1053,16 @@ function runView(runId) {
   function onEvent(kind, msg) {
     if (kind === 'task' && msg.task && data) {
       const ev = msg.task;
-      const t = data.run.tasks.find((x) => x.id === ev.task);
+      const t = byId.get(ev.task);
       const said = ev.detail && ev.detail !== ev.state ? ev.detail : null;
       logEvent(`${ev.task} → ${ev.state}${said ? `: ${said}` : ''}`);
       if (!t) { Live.refreshSoon(); return; }
       t.state = ev.state;
-      if (ev.usage) t.usage = ev.usage;
+      if (ev.usage) { t.tokens = [ev.usage.input_tokens ?? 0, ev.usage.output_tokens ?? 0]; t.cost_usd = ev.usage.cost_usd; }
       if (said) details.set(t.id, said); else details.delete(t.id);
-      const tr = tasks.querySelector(`tr[data-task="${CSS.escape(t.id)}"]`);
+      const tr = rendered.get(t.id);
       if (tr) {
-        fillRow(tr, t, taskFacts(data.run).get(t.id));
+        fillRow(tr, t);
         tr.classList.remove('flash');
         void tr.offsetWidth;   // restart the animation
         tr.classList.add('flash');
@@ -888,9 +1076,12 @@ function runView(runId) {
 
   function leave() {
     prefs.scroll = window.scrollY;
+    window.removeEventListener('scroll', schedule);
+    window.removeEventListener('resize', schedule);
+    if (frame) cancelAnimationFrame(frame);
   }
 
-  return { kind: 'run', run: runId, el, update, refresh, onEvent, leave };
+  return { kind: 'run', run: runId, el, update, refresh, onEvent, onState, leave, start, shown: () => shownCount };
 }
 
 // ---------- a task ----------
@@ -921,6 +1112,7 @@ function taskView(runId, taskId) {
   const prompt = section('prompt', 'Prompt');
   const review = section('review', 'Review');
   const checks = section('checks', 'Checks');
+  const rounds = section('rounds', 'Rounds');
   const violations = section('violations', 'Violations');
   const conflicts = section('conflicts', 'Conflicts');
   const transcript = section('transcript', 'Transcript');
@@ -960,13 +1152,13 @@ function taskView(runId, taskId) {
 
   const jump = (id, label, sec) => h('button', { type: 'button', class: 'linklike', onclick: () => document.getElementById(id)?.scrollIntoView({ behavior: 'smooth', block: 'start' }) }, label, sec && sec.badge);
   const nav = h('nav', { class: 'jump' },
-    jump('prompt', 'Prompt'), jump('review', 'Review'), jump('checks', 'Checks', checks), jump('violations', 'Violations', violations),
+    jump('prompt', 'Prompt'), jump('review', 'Review'), jump('checks', 'Checks', checks), jump('rounds', 'Rounds', rounds), jump('violations', 'Violations', violations),
     jump('conflicts', 'Conflicts', conflicts), jump('diff', 'Diff', diffView), jump('transcript', 'Transcript', transcript), jump('log', 'Log'));
 
   const el = h('div', { id: 'task', dataset: { task: taskId, state: '' } },
     head, banners, nav,
     h('div', { class: 'task-grid' },
-      h('div', { class: 'task-main' }, prompt.el, review.el, checks.el),
+      h('div', { class: 'task-main' }, prompt.el, review.el, checks.el, rounds.el),
       h('div', { class: 'task-side' }, actions, violations.el, conflicts.el)),
     diffView.el, transcript.el, log.el);
 
@@ -989,6 +1181,11 @@ function taskView(runId, taskId) {
     fill(banners,
       t.error && h('div', { id: 'error', class: 'banner bad' }, h('strong', null, 'Error: '), withCode(t.error)),
       d.culprit && h('div', { class: 'banner bad' }, 'Held out of the merge by the culprit search: this task breaks the merged checks.'),
+      d.branch?.moved && h('div', { id: 'moved', class: 'banner warn' }, 'Its branch was moved by hand since the run\'s commit: it is now at ',
+        h('code', null, short(d.branch.tip)), '. `plait land` collects the new commits if they change only what the task owns.'),
+      d.branch?.merged && h('div', { id: 'merged', class: 'banner warn' }, h('code', null, d.branch.target), ' already has this task\'s commit: it was merged by hand.'),
+      d.adopted && h('div', { id: 'adopted', class: 'banner info' }, 'Commits made by hand on its branch were collected (',
+        h('code', null, d.adopted), '); its checks ran on them.'),
       d.conflicts?.length > 0 && h('div', { class: 'banner warn' }, `In ${count(d.conflicts.length, 'conflict')} of the merge; see Conflicts below.`),
       t.summary && h('div', { class: 'banner info' }, h('strong', null, 'Agent\'s summary: '), t.summary));
   }
@@ -1045,6 +1242,12 @@ function taskView(runId, taskId) {
         h('pre', { class: 'output' }, c.output || '(no output)')))) : emptyNote('No checks ran.'));
   }
 
+  function renderRounds(d) {
+    const list = d.rounds || [];
+    rounds.badge.textContent = list.length ? String(list.length) : '';
+    fill(rounds.body, list.length ? list.map((r) => roundView(r, d, open)) : emptyNote('No round has run yet.'));
+  }
+
   function renderViolations(d) {
     const v = d.task.violations || [];
     violations.badge.textContent = v.length ? String(v.length) : '';
@@ -1085,6 +1288,7 @@ function taskView(runId, taskId) {
     renderReview(d);
     renderDecision(d);
     renderChecks(d);
+    renderRounds(d);
     renderViolations(d);
     renderConflicts(d);
     renderTranscript(d);
@@ -1117,6 +1321,35 @@ function taskView(runId, taskId) {
   }
 
   return { kind: 'task', run: runId, task: taskId, el, update, refresh, onEvent, showFile: diffView.showFile };
+}
+
+/** One round of a task: what it was told, the checks and review that judged it, its end. */
+function roundView(r, d, open) {
+  const told = r.told || {};
+  const toldEl = told.kind === 'person'
+    ? [h('span', { class: 'muted' }, `sent back by a person${told.at ? ` ${fmtAgo(told.at)}` : ''}:`), h('blockquote', { class: 'told-text' }, withCode(told.text || ''))]
+    : told.kind === 'prompt'
+      ? h('span', { class: 'muted' }, 'the task\'s prompt')
+      : h('span', { class: 'muted' }, `the feedback on ${roundName(r.round - 1)}: its failed checks' output and the reviewer's request for changes`);
+  const checks = (r.checks || []).map((c, i) => h('li', { class: c.passed === true ? 'pass' : c.passed === false ? 'fail' : '' },
+    details(open, `round-${r.round}-check-${i}`, c.passed === false,
+      [h('span', { class: 'icon' }, c.passed === true ? '✓' : c.passed === false ? '✗' : '·'), h('code', null, c.command),
+        c.exit_code != null ? h('span', { class: 'muted small' }, ` exit ${c.exit_code}`) : null],
+      h('pre', { class: 'output' }, c.output || '(no output)'))));
+  const rv = r.review;
+  const review = rv && h('div', { class: 'round-review' },
+    h('span', { class: 'muted' }, 'review: '), rv.verdict ? verdictBadge(rv.verdict) : h('span', { class: 'muted' }, 'the reviewer said'),
+    rv.by && h('span', { class: 'muted small' }, ` by ${rv.by}`),
+    rv.summary && h('p', { class: 'prose summary' }, withCode(rv.summary)),
+    rv.comments?.length ? h('ul', { class: 'comments' }, rv.comments.map((c) => h('li', null,
+      c.path ? h('span', { class: 'place mono' }, c.line != null ? `${c.path}:${c.line}` : c.path) : null,
+      h('div', { class: 'comment-body' }, withCode(c.body))))) : null,
+    rv.output && h('pre', { class: 'output' }, rv.output));
+  return h('div', { class: 'round', dataset: { round: r.round, told: told.kind } },
+    h('h3', null, roundName(r.round), h('span', { class: 'muted small round-outcome' }, ` — ${r.outcome}`)),
+    h('div', { class: 'told' }, h('strong', null, 'Told: '), toldEl),
+    checks.length ? h('ul', { class: 'round-checks check-list' }, checks) : null,
+    review);
 }
 
 /** Text as paragraphs: blank lines split them, ``` fences make code blocks, `x` is code. */
