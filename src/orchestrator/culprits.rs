@@ -1,0 +1,180 @@
+//! When the merged checks fail: the culprit search, the culprits sent back to their
+//! workers, and the merge rebuilt without them.
+
+use std::sync::Arc;
+
+use super::merging::merged_checks;
+use super::{coordinate, task, RunError, Shared, Update};
+use crate::state::RunState;
+use crate::{groups, merge};
+
+/// When the merged checks failed (and `[checks] bisect` is on): the culprit search; with
+/// `[checks] rework = N`, up to N rounds in which the culprits go back to their workers
+/// with what broke and the whole is merged and checked again; then the merge rebuilt
+/// without the culprits (in both levels of a grouped run) and its merged checks.
+pub(super) async fn search_culprits(
+    shared: &Arc<Shared>,
+    mut merge: merge::MergeOutcome,
+    mut checks: Vec<crate::state::CheckResult>,
+) -> Result<
+    (
+        merge::MergeOutcome,
+        Vec<crate::state::CheckResult>,
+        Option<crate::state::Culprits>,
+    ),
+    RunError,
+> {
+    let mut reworked: Vec<String> = Vec::new();
+    let mut runs = 0;
+    let rework = shared.plan.checks.rework;
+    for attempt in 0..=rework {
+        let failing: Vec<String> = checks
+            .iter()
+            .filter(|c| !c.passed)
+            .map(|c| c.command.clone())
+            .collect();
+        if failing.is_empty()
+            || !shared.plan.checks.bisect
+            || shared.cancel.is_cancelled()
+            || merge.included.is_empty()
+        {
+            let after_rework = (!reworked.is_empty()).then(|| crate::state::Culprits {
+                runs,
+                reworked: reworked.clone(),
+                ..Default::default()
+            });
+            return Ok((merge, checks, after_rework));
+        }
+        let state = shared.snapshot();
+        // The tasks in the merge (a grouped run's outcome names them too).
+        let inputs: Vec<merge::BranchInput> =
+            merge::run::branch_inputs(merge.included.iter().filter_map(|id| state.task(id)), None);
+        let report = |step: crate::bisect::Step| shared.emit(Update::Bisect(step));
+        let search = crate::bisect::Search {
+            repo: &shared.repo,
+            state: &state,
+            pool: &shared.checks,
+            checks: crate::bisect::failing_only(&shared.plan.checks, &failing),
+            logs: shared.store.run(&shared.run).bisect(attempt),
+            cancel: &shared.cancel,
+            report: &report,
+        };
+        let mut culprits = crate::bisect::find(&search, &inputs).await?;
+        runs += culprits.runs;
+        culprits.runs = runs;
+        culprits.reworked = reworked.clone();
+        if culprits.sets.is_empty() {
+            return Ok((merge, checks, Some(culprits)));
+        }
+        if attempt < rework && !shared.cancel.is_cancelled() {
+            send_back_culprits(shared, &state, &culprits).await?;
+            reworked.extend(culprits.sets.iter().flat_map(|s| s.tasks.clone()));
+            (merge, checks) = rebuild(shared, None).await?;
+            continue;
+        }
+        let (merge, checks) = rebuild(shared, Some(culprits.clone())).await?;
+        return Ok((merge, checks, Some(culprits)));
+    }
+    Ok((merge, checks, None))
+}
+
+/// Sends each culprit back to its worker for one more round, told which check broke, its
+/// output, and what its partners changed.
+pub(super) async fn send_back_culprits(
+    shared: &Arc<Shared>,
+    state: &RunState,
+    culprits: &crate::state::Culprits,
+) -> Result<(), RunError> {
+    let mut targets = Vec::new();
+    for set in &culprits.sets {
+        let mut text = format!(
+            "The run's merged checks fail with your branch merged in: {}.\n\nOutput of the failing check(s):\n{}\n",
+            crate::report::culprit_sentence(set),
+            set.tail.trim_end()
+        );
+        for partner in &set.partners {
+            let changed: Vec<&str> = state
+                .task(partner)
+                .map(|t| t.changes.iter().map(|c| c.path.as_str()).collect())
+                .unwrap_or_default();
+            text.push_str(&format!(
+                "\nTask `{partner}` (merged too) changed: {}",
+                changed.join(", ")
+            ));
+        }
+        text.push_str(
+            "\n\nChange the files your task owns so that the checks pass with the other tasks' changes merged in.",
+        );
+        for id in &set.tasks {
+            if let Some(index) = shared.plan.tasks.iter().position(|t| &t.id == id) {
+                targets.push((index, text.clone()));
+            }
+        }
+    }
+    send_back_tasks(shared, targets).await
+}
+
+/// Sends ended tasks back for one more round each, `(index, feedback)`, and waits for them
+/// to end again: in their worktrees here, `-j` at a time; in a run over many machines,
+/// through the store to the workers (`coordinate::rework`).
+pub(super) async fn send_back_tasks(
+    shared: &Arc<Shared>,
+    targets: Vec<(usize, String)>,
+) -> Result<(), RunError> {
+    if let Some(spread) = &shared.spread {
+        return coordinate::rework(shared, spread, targets).await;
+    }
+    let permits = Arc::new(tokio::sync::Semaphore::new(shared.jobs));
+    let jobs = targets.into_iter().map(|(index, feedback)| {
+        let permits = permits.clone();
+        async move {
+            let Ok(_permit) = permits.acquire_owned().await else {
+                return;
+            };
+            task::rework(shared, index, feedback).await;
+        }
+    });
+    futures_util::future::join_all(jobs).await;
+    Ok(())
+}
+
+/// The run merged again (in both levels of a grouped run), holding out `culprits`, and
+/// its merged checks.
+pub(super) async fn rebuild(
+    shared: &Arc<Shared>,
+    culprits: Option<crate::state::Culprits>,
+) -> Result<(merge::MergeOutcome, Vec<crate::state::CheckResult>), RunError> {
+    let mut state = shared.snapshot();
+    state.culprits = culprits;
+    let repo = shared.repo.clone();
+    let snapshot = state.clone();
+    let (snapshot, rebuilt) = tokio::task::spawn_blocking(move || {
+        let mut snapshot = snapshot;
+        let outcome = if snapshot.groups.is_empty() {
+            merge::run::merge_tasks(&repo, &snapshot)?
+        } else {
+            groups::merge_groups(&repo, &mut snapshot)?;
+            groups::merge_top(&repo, &mut snapshot)?
+        };
+        Ok::<_, RunError>((snapshot, outcome))
+    })
+    .await
+    .map_err(RunError::panicked("the merge"))??;
+    state.groups = snapshot.groups;
+    shared
+        .state
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .groups = state.groups.clone();
+    let run_dir = shared.store.run(&shared.run);
+    let checks = merged_checks(
+        &shared.checks,
+        &state,
+        &rebuilt,
+        &shared.plan.checks,
+        &run_dir,
+        &shared.cancel,
+    )
+    .await;
+    Ok((rebuilt, checks))
+}

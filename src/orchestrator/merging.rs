@@ -1,0 +1,135 @@
+//! A run's merge: the tasks, or the groups then the top, merged; the merged checks; and
+//! `remerge`, which does both again after a person's decisions.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use super::{grouped, RunError, Shared};
+use crate::cancel::Cancel;
+use crate::plan::CheckSettings;
+use crate::review::checks::{checks_at, CheckPool};
+use crate::state::{RunDir, RunState};
+use crate::{groups, merge};
+
+pub(super) async fn merge_run(shared: Arc<Shared>) -> Result<merge::MergeOutcome, RunError> {
+    let mut state = shared.snapshot();
+    let repo_path = shared.repo.clone();
+    if state.groups.is_empty() {
+        return tokio::task::spawn_blocking(move || {
+            merge::run::merge_tasks(&repo_path, &state).map_err(RunError::from)
+        })
+        .await
+        .map_err(RunError::panicked("the merge"))?;
+    }
+    let path = repo_path.clone();
+    let mut state = tokio::task::spawn_blocking(move || {
+        groups::merge_groups(&path, &mut state).map(|()| state)
+    })
+    .await
+    .map_err(RunError::panicked("the merge"))??;
+    grouped::report(&shared, &state, false);
+    grouped::review_groups(&shared, &mut state).await;
+    for _ in 0..shared.plan.groups.rounds {
+        if shared.cancel.is_cancelled() || !grouped::send_back(&shared, &mut state).await? {
+            break;
+        }
+        // The tasks' new rounds are in the shared state; the groups' are here.
+        let groups = std::mem::take(&mut state.groups);
+        state = shared.snapshot();
+        state.groups = groups;
+        let path = repo_path.clone();
+        state = tokio::task::spawn_blocking(move || {
+            groups::merge_groups(&path, &mut state).map(|()| state)
+        })
+        .await
+        .map_err(RunError::panicked("the merge"))??;
+        grouped::report(&shared, &state, false);
+        grouped::review_groups(&shared, &mut state).await;
+    }
+    let (state, outcome) = tokio::task::spawn_blocking(move || {
+        groups::merge_top(&repo_path, &mut state).map(|outcome| (state, outcome))
+    })
+    .await
+    .map_err(RunError::panicked("the merge"))??;
+    grouped::report(&shared, &state, true);
+    shared
+        .state
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .groups = state.groups;
+    Ok(outcome)
+}
+
+/// Merges the run again with the tasks that belong in it now and runs the merged checks
+/// on the result; the state is updated (not saved).
+pub async fn remerge(
+    repo: PathBuf,
+    run_dir: RunDir,
+    state: &mut RunState,
+    checks: &CheckSettings,
+) -> Result<(), RunError> {
+    let mut snapshot = state.clone();
+    let repo_for_merge = repo.clone();
+    let (snapshot, outcome) = tokio::task::spawn_blocking(move || {
+        if snapshot.groups.is_empty() {
+            merge::run::merge_tasks(&repo_for_merge, &snapshot).map(|o| (snapshot, o))
+        } else {
+            groups::merge_groups(&repo_for_merge, &mut snapshot)?;
+            groups::merge_top(&repo_for_merge, &mut snapshot).map(|o| (snapshot, o))
+        }
+    })
+    .await
+    .map_err(RunError::panicked("the merge"))??;
+    state.groups = snapshot.groups;
+    let merged_checks = if checks.merged.is_empty() || outcome.included.is_empty() {
+        Vec::new()
+    } else {
+        let pool = Arc::new(CheckPool::new(run_dir.checks(), repo, checks.jobs));
+        let (_interrupt, cancel) = Cancel::new();
+        let results = merged_checks(&pool, state, &outcome, checks, &run_dir, &cancel).await;
+        let _ = tokio::task::spawn_blocking(move || pool.remove_all()).await;
+        results
+    };
+    state.merge = Some(outcome);
+    state.merged_checks = merged_checks;
+    Ok(())
+}
+
+pub(super) async fn run_merged_checks(
+    shared: &Arc<Shared>,
+    merge: &merge::MergeOutcome,
+) -> Vec<crate::state::CheckResult> {
+    let state = shared.snapshot();
+    let run_dir = shared.store.run(&shared.run);
+    merged_checks(
+        &shared.checks,
+        &state,
+        merge,
+        &shared.plan.checks,
+        &run_dir,
+        &shared.cancel,
+    )
+    .await
+}
+
+pub(super) async fn merged_checks(
+    pool: &CheckPool,
+    state: &RunState,
+    merge: &merge::MergeOutcome,
+    checks: &CheckSettings,
+    run_dir: &RunDir,
+    cancel: &Cancel,
+) -> Vec<crate::state::CheckResult> {
+    let Ok(commit) = git2::Oid::from_str(&merge.commit) else {
+        return Vec::new();
+    };
+    checks_at(
+        pool,
+        state,
+        commit,
+        checks,
+        &run_dir.merged_checks(),
+        cancel,
+    )
+    .await
+}

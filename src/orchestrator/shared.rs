@@ -1,0 +1,219 @@
+//! What the tasks of a run share: the record behind a lock, the event log, the HTTP
+//! client, the checks pool, the limiters and the budget; the state writer that coalesces
+//! saves, and the mirror of the record in a PostgreSQL store.
+
+use std::fs;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::{mpsc, Notify};
+
+use super::{coordinate, Event, GroupEvent, RunError, RunSettings, Update};
+use crate::cancel::Cancel;
+use crate::plan::ResolvedPlan;
+use crate::review::checks::CheckPool;
+use crate::state::{RunState, Store, TaskRecord};
+
+/// State shared by the tasks of a run.
+pub(super) struct Shared {
+    pub(super) run: String,
+    pub(super) store: Store,
+    pub(super) state: Mutex<RunState>,
+    pub(super) dirty: Notify,
+    pub(super) events: Option<mpsc::UnboundedSender<Update>>,
+    /// The run's `events.jsonl`, appended to as the updates are sent.
+    pub(super) event_log: Mutex<Option<fs::File>>,
+    pub(super) repo: PathBuf,
+    pub(super) plan: Arc<ResolvedPlan>,
+    pub(super) cancel: Cancel,
+    /// One HTTP client, so model agents share connections.
+    pub(super) client: reqwest::Client,
+    /// Full checkouts for checks.
+    pub(super) checks: CheckPool,
+    /// One limiter per model provider and key.
+    pub(super) limiters: crate::llm::limiter::Limiters,
+    pub(super) budget: Arc<crate::agent::Budget>,
+    /// Tasks at once (`-j`).
+    pub(super) jobs: usize,
+    pub(super) plait_program: PathBuf,
+    /// The PostgreSQL store the run's record is written to as well, if any.
+    pub(super) pg: Option<Arc<crate::pg::PgStore>>,
+    /// For the coordinator of a run over many machines: how it reaches them.
+    pub(super) spread: Option<coordinate::Spread>,
+}
+
+impl Shared {
+    /// The shared state of a run whose record is `state`, kept in `store`.
+    pub(super) fn new(
+        settings: &RunSettings,
+        store: Store,
+        state: RunState,
+        events: Option<mpsc::UnboundedSender<Update>>,
+        cancel: Cancel,
+        pg: Option<Arc<crate::pg::PgStore>>,
+        limiters: crate::llm::limiter::Limiters,
+    ) -> Result<Shared, RunError> {
+        let checks_dir = store.run(&state.id).checks();
+        let seed_dir = store.seed_dir();
+        let event_log = fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(store.run(&state.id).events())
+            .ok();
+        Ok(Shared {
+            run: state.id.clone(),
+            store,
+            state: Mutex::new(state),
+            dirty: Notify::new(),
+            events,
+            event_log: Mutex::new(event_log),
+            repo: settings.repo.clone(),
+            plan: settings.plan.clone(),
+            cancel,
+            client: crate::llm::client()?,
+            checks: CheckPool::seeded(
+                checks_dir,
+                settings.repo.clone(),
+                settings.plan.checks.jobs,
+                seed_dir,
+                settings.plan.base,
+                settings.plan.checks.jobs + settings.jobs.max(1),
+            ),
+            limiters,
+            budget: Arc::new(crate::agent::Budget::new(settings.max_cost)),
+            jobs: settings.jobs.max(1),
+            plait_program: settings.plait_program.clone(),
+            pg,
+            spread: None,
+        })
+    }
+
+    /// Applies `change` to task `index`, reports it and schedules a save.
+    pub(super) fn update(&self, index: usize, change: impl FnOnce(&mut TaskRecord)) {
+        {
+            let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+            let run = state.id.clone();
+            let task = &mut state.tasks[index];
+            change(task);
+            // Sent under the lock (an unbounded send never waits), so events arrive in
+            // the order the changes were made.
+            self.emit(Update::Task(Event {
+                run,
+                task: task.id.clone(),
+                state: task.state,
+                detail: task.error.clone(),
+                usage: task.usage.clone(),
+            }));
+        }
+        self.dirty.notify_one();
+    }
+
+    /// Reports a step of a supervisor group.
+    pub(super) fn group_event(&self, group: &str, stage: &'static str, detail: String) {
+        self.emit(Update::Group(GroupEvent {
+            run: self.run.clone(),
+            group: group.to_string(),
+            stage,
+            detail,
+        }));
+    }
+
+    /// Sends `update` to the caller's channel and appends it to the run's events file.
+    pub(super) fn emit(&self, update: Update) {
+        {
+            let mut log = self.event_log.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(file) = log.as_mut() {
+                use std::io::Write as _;
+                let mut line = update.to_json().to_string();
+                line.push('\n');
+                // One write per line, so a reader never sees half of one.
+                if file.write_all(line.as_bytes()).is_err() {
+                    *log = None;
+                }
+            }
+        }
+        if let Some(tx) = &self.events {
+            let _ = tx.send(update);
+        }
+    }
+
+    pub(super) fn snapshot(&self) -> RunState {
+        self.state.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    pub(super) fn record(&self, index: usize) -> TaskRecord {
+        self.state.lock().unwrap_or_else(|e| e.into_inner()).tasks[index].clone()
+    }
+}
+
+/// Connects to the run's PostgreSQL store and records the run there, unless it is there
+/// already (a resumed run); with a remote, its tasks are queued for workers.
+pub(super) async fn open_store(
+    config: &tokio_postgres::Config,
+    settings: &RunSettings,
+    state: &RunState,
+) -> Result<crate::pg::PgStore, RunError> {
+    let pg = crate::pg::PgStore::connect(config, std::time::Duration::from_secs(10)).await?;
+    let known = pg.run_state(&state.id).await?;
+    if known.is_some() {
+        return Ok(pg);
+    }
+    let repo = &settings.repo;
+    let tasks: Vec<(String, serde_json::Value)> = state
+        .tasks
+        .iter()
+        .map(|t| (t.id.clone(), serde_json::to_value(t).unwrap_or_default()))
+        .collect();
+    let value = serde_json::to_value(state)?;
+    pg.create_run(&state.id, &repo.display().to_string(), &value, &tasks)
+        .await?;
+    if let Some(remote) = &settings.remote {
+        let queue = crate::pg::Queue {
+            plan: settings.plan_text.clone(),
+            plan_path: settings.plan_path.display().to_string(),
+            base: state.base.clone(),
+            remote: remote.clone(),
+        };
+        pg.open_queue(&state.id, &queue).await?;
+    }
+    Ok(pg)
+}
+
+/// Writes `state` to the run's PostgreSQL store, if it has one.
+pub(super) async fn mirror(shared: &Shared, state: &RunState) {
+    let Some(pg) = &shared.pg else {
+        return;
+    };
+    match serde_json::to_value(state) {
+        Ok(value) => {
+            if let Err(e) = pg.save_run(&state.id, &value).await {
+                tracing::warn!("could not save run state to the store: {e}");
+            }
+        }
+        Err(e) => tracing::warn!("could not encode run state: {e}"),
+    }
+}
+
+/// Saves the newest state each time a task changes, until told to stop.
+pub(super) async fn write_states(shared: Arc<Shared>, stop: Arc<Notify>) {
+    // The store's copy is written at most once a second (and at the end): a record of
+    // ten thousand tasks is megabytes.
+    let mut mirrored: Option<std::time::Instant> = None;
+    loop {
+        tokio::select! {
+            biased;
+            _ = stop.notified() => return,
+            _ = shared.dirty.notified() => {}
+        }
+        let snapshot = shared.snapshot();
+        if mirrored.is_none_or(|at| at.elapsed() >= std::time::Duration::from_secs(1)) {
+            mirror(&shared, &snapshot).await;
+            mirrored = Some(std::time::Instant::now());
+        }
+        let store = shared.store.clone();
+        let saved = tokio::task::spawn_blocking(move || store.save(&snapshot)).await;
+        if let Ok(Err(e)) = saved {
+            tracing::warn!("could not save run state: {e}");
+        }
+    }
+}
