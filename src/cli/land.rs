@@ -95,45 +95,6 @@ fn refused(
     state: &crate::state::RunState,
     refusal: Refusal,
 ) -> CommandError {
-    let (mut msg, items, hint) = match refusal {
-        Refusal::Gate(why) => (
-            format!("not landing run {run}:"),
-            why.iter()
-                .map(|w| crate::report::blocker_line(w, run))
-                .collect::<Vec<_>>(),
-            format!(
-                "`plait status {run}` shows the details; --partial lands only the tasks that merged cleanly"
-            ),
-        ),
-        Refusal::Conflicts(conflicts) => (
-            format!("not landing run {run}: {into} moved on and conflicts with it:"),
-            conflicts
-                .iter()
-                .map(|c| {
-                    let tasks = if c.tasks.is_empty() {
-                        String::new()
-                    } else {
-                        format!(" (tasks {})", c.tasks.join(", "))
-                    };
-                    format!("{} ({}){tasks}", c.path, c.kind)
-                })
-                .collect(),
-            format!(
-                "merge {} into {into} by hand, or rebase the run's work onto it",
-                state.merged_branch()
-            ),
-        ),
-        Refusal::Dirty { worktree, paths } => (
-            format!(
-                "not landing run {run}: {into} is checked out in {} with uncommitted changes the landing would overwrite:",
-                worktree.display()
-            ),
-            paths,
-            "commit or stash those changes, then land again".to_string(),
-        ),
-    };
-    for item in &items {
-        msg.push_str(&format!("\n  - {item}"));
-    }
+    let (msg, hint) = ops::land::refusal_text(run, into, state, &refusal);
     CommandError::attention(msg).hint(hint)
 }

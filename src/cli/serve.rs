@@ -49,6 +49,7 @@ pub fn cmd_serve(dir: &Path, args: ServeArgs) -> Result<(), CommandError> {
         plait_program: super::plait_program()?,
         run: run.clone(),
         token,
+        env: std::sync::Arc::new(|name: &str| std::env::var(name).ok()),
     };
     let runtime = super::runtime()?;
     runtime.block_on(async {

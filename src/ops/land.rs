@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use crate::git;
-use crate::land::{self, LandOutcome, LandSettings};
+use crate::land::{self, LandOutcome, LandSettings, Refusal};
 use crate::orchestrator;
 use crate::state::{RunPhase, RunState, Store};
 
@@ -148,4 +148,55 @@ async fn adopt(
         store.save(state)?;
     }
     Ok(adopted)
+}
+
+/// Why a landing was refused, as one message listing what stands in the way, and what to
+/// do about it.
+pub fn refusal_text(
+    run: &str,
+    into: &str,
+    state: &RunState,
+    refusal: &Refusal,
+) -> (String, String) {
+    let (mut msg, items, hint) = match refusal {
+        Refusal::Gate(why) => (
+            format!("not landing run {run}:"),
+            why.iter()
+                .map(|w| crate::report::blocker_line(w, run))
+                .collect::<Vec<_>>(),
+            format!(
+                "`plait status {run}` shows the details; --partial lands only the tasks that merged cleanly"
+            ),
+        ),
+        Refusal::Conflicts(conflicts) => (
+            format!("not landing run {run}: {into} moved on and conflicts with it:"),
+            conflicts
+                .iter()
+                .map(|c| {
+                    let tasks = if c.tasks.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" (tasks {})", c.tasks.join(", "))
+                    };
+                    format!("{} ({}){tasks}", c.path, c.kind)
+                })
+                .collect(),
+            format!(
+                "merge {} into {into} by hand, or rebase the run's work onto it",
+                state.merged_branch()
+            ),
+        ),
+        Refusal::Dirty { worktree, paths } => (
+            format!(
+                "not landing run {run}: {into} is checked out in {} with uncommitted changes the landing would overwrite:",
+                worktree.display()
+            ),
+            paths.clone(),
+            "commit or stash those changes, then land again".to_string(),
+        ),
+    };
+    for item in &items {
+        msg.push_str(&format!("\n  - {item}"));
+    }
+    (msg, hint)
 }

@@ -57,7 +57,35 @@ pub enum OpsError {
     },
 }
 
+/// Whose the failure is, which decides a command's exit code and a request's status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// What was asked cannot be done: a bad name, a run in progress, a branch that does
+    /// not exist (exit 2; 400).
+    Request,
+    /// It can be done later, or after a person acts (exit 1; 409).
+    Waiting,
+    /// plait, git or the file system failed (exit 3; 500).
+    Plait,
+}
+
 impl OpsError {
+    /// Whose the failure is.
+    pub fn fault(&self) -> Fault {
+        use crate::state::StateError;
+        match self {
+            OpsError::Refused { .. } | OpsError::Plan(_) => Fault::Request,
+            OpsError::Busy { .. } | OpsError::MovedByHand { .. } => Fault::Waiting,
+            OpsError::Repo(RepoError::Git(_)) => Fault::Plait,
+            OpsError::Repo(_) => Fault::Request,
+            OpsError::State(StateError::Io { .. } | StateError::Corrupt { .. }) => Fault::Plait,
+            OpsError::State(_) => Fault::Request,
+            OpsError::Land(LandError::NoBranch { .. }) => Fault::Request,
+            OpsError::Clean(crate::clean::CleanError::InProgress { .. }) => Fault::Request,
+            OpsError::Land(_) | OpsError::Clean(_) | OpsError::Run { .. } => Fault::Plait,
+        }
+    }
+
     pub(crate) fn refused(message: impl Into<String>, hint: Option<String>) -> OpsError {
         OpsError::Refused {
             message: message.into(),

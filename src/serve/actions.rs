@@ -1,7 +1,8 @@
-//! The API's decisions. Each runs the plait command that makes it (`accept`, `reject`,
-//! `send-back`, `land`) on the repository, so the page does exactly what the command does,
-//! and answers with what the command said: its message, or its error with the status its
-//! exit code calls for.
+//! The API's decisions. `accept`, `reject` and `land` call the same use cases as the
+//! commands (`ops::decide`, `ops::land`), in this process, and answer with what the
+//! command would say: its message, or its error with the status its kind calls for.
+//! `send-back` runs a whole round of an agent, so it runs as `plait send-back` in a
+//! process of its own, which outlives a request and is followed through the run's events.
 
 use std::process::Stdio;
 use std::sync::Arc;
@@ -14,6 +15,9 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::{blocking, data, ApiError, App};
+use crate::land::LandOutcome;
+use crate::ops;
+use crate::state::Verdict;
 
 /// How long a send-back is waited for before the page is told it is under way (its
 /// progress then arrives as events).
@@ -46,8 +50,29 @@ pub(super) async fn decide(
     let body = body.map(|Json(b)| b).unwrap_or_default();
     let run = resolve(&app, &run, Some(&task)).await?;
     match action.as_str() {
-        // After `--`, nothing the page sends is read as a flag.
-        "accept" | "reject" => command(&app, &[&action, "--", &run, &task]).await,
+        "accept" | "reject" => {
+            let verdict = if action == "accept" {
+                Verdict::Approve
+            } else {
+                Verdict::Reject
+            };
+            let repo = app.settings.repo.clone();
+            blocking(move || {
+                let decided = ops::decide::decide(&repo, Some(&run), &task, verdict)
+                    .map_err(ops_error)?;
+                let word = if verdict == Verdict::Approve {
+                    "accepted"
+                } else {
+                    "rejected"
+                };
+                let message = format!(
+                    "{} {} of run {} {word}; `plait land {} --into BRANCH` merges again with this decision",
+                    decided.what, decided.id, decided.run, decided.run
+                );
+                Ok((StatusCode::OK, Json(json!({"message": message}))))
+            })
+            .await
+        }
         "send-back" => {
             let comment = body.comment.unwrap_or_default();
             if comment.trim().is_empty() {
@@ -71,13 +96,72 @@ pub(super) async fn land(
     Json(body): Json<LandBody>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
     let run = resolve(&app, &run, None).await?;
-    let into = format!("--into={}", body.into);
-    let mut args = vec!["land", &into];
-    if body.partial {
-        args.push("--partial");
-    }
-    args.extend(["--", &run]);
-    command(&app, &args).await
+    let app = app.clone();
+    blocking(move || {
+        let env = app.settings.env.clone();
+        let env = move |name: &str| env(name);
+        let request = ops::land::LandRequest {
+            dir: &app.settings.repo,
+            run: Some(&run),
+            into: &body.into,
+            partial: body.partial,
+            env: &env,
+        };
+        // The landing's merge and checks run on a runtime of their own, off the server's.
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| ApiError::internal(format!("cannot start the landing: {e}")))?;
+        let landing = runtime.block_on(ops::land::land(&request)).map_err(ops_error)?;
+        let run = &landing.run;
+        let mut said: Vec<String> = landing
+            .adopted
+            .iter()
+            .map(|a| format!("branch of task {} moved by hand: collected its commits", a.task))
+            .collect();
+        if landing.remerged == Some(ops::land::Remerged::Decisions) {
+            said.push(format!("decisions changed which tasks belong in run {run}: merged again and re-ran the merged checks"));
+        }
+        match &landing.outcome {
+            LandOutcome::Landed(record) => said.push(format!(
+                "landed run {run} into {}: {} → {} ({})",
+                record.branch,
+                crate::git::short(&record.from),
+                crate::git::short(&record.to),
+                if record.fast_forward { "fast-forward" } else { "merge commit" }
+            )),
+            LandOutcome::AlreadyLanded { branch } => {
+                said.push(format!("{branch} already contains run {run}'s result"))
+            }
+            LandOutcome::Refused(refusal) => {
+                let (message, hint) =
+                    ops::land::refusal_text(run, &body.into, &landing.state, refusal);
+                return Err(ApiError::new(
+                    StatusCode::CONFLICT,
+                    format!("{message}\nhint: {hint}"),
+                ));
+            }
+        }
+        Ok((StatusCode::OK, Json(json!({"message": said.join("\n")}))))
+    })
+    .await
+}
+
+/// The status and message of a use case's error, as the command's exit code would say.
+fn ops_error(e: ops::OpsError) -> ApiError {
+    use ops::{Fault, OpsError};
+    let status = match e.fault() {
+        Fault::Request => StatusCode::BAD_REQUEST,
+        Fault::Waiting => StatusCode::CONFLICT,
+        Fault::Plait => StatusCode::INTERNAL_SERVER_ERROR,
+    };
+    let hint = match &e {
+        OpsError::Refused { hint: Some(h), .. } | OpsError::Busy { hint: Some(h), .. } => {
+            format!("\nhint: {h}")
+        }
+        _ => String::new(),
+    };
+    ApiError::new(status, format!("{e}{hint}"))
 }
 
 /// The full id of the run `run` names, which must have task (or group) `task` if one is
@@ -112,17 +196,6 @@ fn plait(app: &App, args: &[&str]) -> tokio::process::Command {
         .stdin(Stdio::null())
         .kill_on_drop(false);
     command
-}
-
-/// Runs a decision's command to its end: its message, or its error.
-async fn command(app: &App, args: &[&str]) -> Result<(StatusCode, Json<Value>), ApiError> {
-    let output = plait(app, args)
-        .output()
-        .await
-        .map_err(|e| ApiError::internal(format!("cannot run plait {}: {e}", args[0])))?;
-    let said = |bytes: &[u8]| String::from_utf8_lossy(bytes).trim().to_string();
-    let (stdout, stderr) = (said(&output.stdout), said(&output.stderr));
-    answer(output.status.code(), stdout, stderr)
 }
 
 /// The answer for a command that ended with `code`, having said `stdout` and `stderr`.

@@ -31,7 +31,7 @@ use axum::{Json, Router};
 use crate::cancel::Cancel;
 
 /// What the server serves.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct ServeSettings {
     /// The repository whose runs it shows.
     pub repo: PathBuf,
@@ -41,6 +41,8 @@ pub struct ServeSettings {
     pub run: Option<String>,
     /// The token every changing request must carry (`X-Plait-Token`).
     pub token: String,
+    /// The environment a landing's checks resolve variables from.
+    pub env: crate::orchestrator::worker::Env,
 }
 
 /// The header that carries the server's token.
