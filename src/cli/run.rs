@@ -109,7 +109,7 @@ pub fn cmd_run(dir: &Path, args: RunArgs) -> Result<(), CommandError> {
     if args.dry_run {
         return dry_run(dir, &args, &resolved, jobs);
     }
-    let worktree_root = worktree_root(&args, dir)?;
+    let worktree_root = worktree_root(&args, dir, true)?;
     let total = resolved.tasks.len();
     let (store, remote) = spread(dir, &args, &resolved.base.to_string())?;
     let settings = RunSettings {
@@ -138,8 +138,10 @@ pub fn cmd_run(dir: &Path, args: RunArgs) -> Result<(), CommandError> {
 
 /// Where the run's worktrees go: `--worktree-dir`, made absolute; else the repository's
 /// directory under the user's cache (`workspace::default_root`), outside the checkout;
-/// else (no `XDG_CACHE_HOME` or `HOME`) the run's directory under the git directory.
-fn worktree_root(args: &RunArgs, dir: &Path) -> Result<Option<PathBuf>, CommandError> {
+/// else (no `XDG_CACHE_HOME` or `HOME`, or one plait cannot write) the run's directory
+/// under the git directory. With `make`, the cache's directory is made (a dry run makes
+/// nothing).
+fn worktree_root(args: &RunArgs, dir: &Path, make: bool) -> Result<Option<PathBuf>, CommandError> {
     if let Some(d) = &args.worktree_dir {
         return std::path::absolute(d)
             .map(Some)
@@ -149,7 +151,18 @@ fn worktree_root(args: &RunArgs, dir: &Path) -> Result<Option<PathBuf>, CommandE
         return Ok(None);
     };
     let repo = git::open(dir)?;
-    Ok(Some(crate::workspace::default_root(&cache, &repo)))
+    let root = crate::workspace::default_root(&cache, &repo);
+    if !make {
+        return Ok(Some(root));
+    }
+    if let Err(e) = std::fs::create_dir_all(&root) {
+        errln!(
+            "warning: cannot make {} ({e}); the worktrees go under the git directory instead (--worktree-dir DIR chooses)",
+            root.display()
+        );
+        return Ok(None);
+    }
+    Ok(Some(root))
 }
 
 /// The store (`--store` or PLAIT_STORE) and, with `--remote`, the remote the run is spread
@@ -205,7 +218,7 @@ fn dry_run(
         .unwrap_or_else(|| plan.groups.groups_for(plan.tasks.len()));
     let repo = git::open(dir)?;
     let store = crate::state::Store::new(git::plait_dir(&repo));
-    let worktrees = match worktree_root(args, dir)? {
+    let worktrees = match worktree_root(args, dir, false)? {
         Some(root) => root.join("<run>"),
         None => store.run("<run>").worktrees(),
     };

@@ -245,7 +245,20 @@ fn worktree_dir_still_chooses_and_without_a_cache_the_git_directory_is_used() {
         "{}",
         wt.display()
     );
-    // The dry run says where they would go.
+    // A cache plait cannot write: a warning, and the git directory.
+    let out = repo.plait_env(
+        &["run", plan.to_str().unwrap()],
+        &[("XDG_CACHE_HOME", "/proc/plait-cannot-write")],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("warning: cannot make /proc/plait-cannot-write/plait/repo-"),
+        "{}",
+        stderr(&out)
+    );
+    let run = stdout(&out).trim().to_string();
+    assert!(worktree_of(&repo, &run, "a").ends_with(format!(".git/plait/runs/{run}/worktrees/a")));
+    // The dry run says where they would go, and makes nothing there.
     let out = repo.plait(&["run", plan.to_str().unwrap(), "--dry-run"]);
     let cache = std::env::var("XDG_CACHE_HOME").unwrap();
     assert!(
