@@ -52,6 +52,7 @@ pub mod ops;
 pub mod orchestrator;
 pub mod pg;
 pub mod plan;
+pub mod prompts;
 pub mod refs;
 pub mod remote;
 pub mod report;

@@ -10,10 +10,10 @@ use std::sync::{Arc, LazyLock};
 use regex::Regex;
 
 use super::exec::{outcome_of, task_env};
-use super::model::prompt;
 use super::{Agent, AgentFuture, AgentOutcome, AgentReport, TaskContext};
 use crate::llm::provider::ProviderKind;
 use crate::plan::ToolSettings;
+use crate::prompts;
 use crate::shell;
 use crate::state::Usage;
 use crate::workspace;
@@ -31,12 +31,11 @@ impl AiderAgent {
 
     /// The command line for one round; history files go to `dir`.
     fn argv(&self, task: &TaskContext, dir: &Path) -> Vec<String> {
-        let rules = prompt::cli_rules(&task.goal, &task.task, task.owns.patterns(), &task.owned);
-        let ask = match &task.feedback {
-            Some(feedback) => prompt::next_round(&task.prompt, task.round, feedback),
-            None => task.prompt.clone(),
-        };
-        let message = format!("{rules}\n\nYour task:\n{ask}");
+        let rules =
+            prompts::worker::cli_rules(&task.goal, &task.task, task.owns.patterns(), &task.owned);
+        let ask =
+            prompts::worker::round_message(&task.prompt, task.round, task.feedback.as_deref());
+        let message = prompts::worker::aider_message(&rules, &ask);
         let mut argv: Vec<String> = [
             self.settings.program.as_str(),
             "--message",

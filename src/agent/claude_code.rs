@@ -16,9 +16,9 @@ use serde_json::Value;
 
 use super::exec::{outcome_of, task_env};
 use super::guard::GuardFile;
-use super::model::prompt;
 use super::{Agent, AgentFuture, AgentOutcome, AgentReport, TaskContext};
 use crate::plan::ToolSettings;
+use crate::prompts;
 use crate::shell::{self, ShellOutcome};
 use crate::state::Usage;
 
@@ -62,11 +62,10 @@ impl ClaudeCodeAgent {
 
     /// The command line for one round.
     fn argv(&self, task: &TaskContext, files: &Files) -> Vec<String> {
-        let message = match &task.feedback {
-            Some(feedback) => prompt::next_round(&task.prompt, task.round, feedback),
-            None => task.prompt.clone(),
-        };
-        let rules = prompt::cli_rules(&task.goal, &task.task, task.owns.patterns(), &task.owned);
+        let message =
+            prompts::worker::round_message(&task.prompt, task.round, task.feedback.as_deref());
+        let rules =
+            prompts::worker::cli_rules(&task.goal, &task.task, task.owns.patterns(), &task.owned);
         let mut argv = vec![
             self.settings.program.clone(),
             "-p".to_string(),

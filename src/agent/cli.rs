@@ -22,10 +22,8 @@ impl CliAgent {
 
     /// The argument list with the task's placeholders filled in.
     pub fn argv_for(&self, task: &TaskContext) -> Vec<String> {
-        let prompt = match &task.feedback {
-            Some(feedback) => format!("{}\n\n{feedback}", task.prompt),
-            None => task.prompt.clone(),
-        };
+        let prompt =
+            crate::prompts::worker::placeholder_prompt(&task.prompt, task.feedback.as_deref());
         self.argv
             .iter()
             .map(|arg| {

@@ -87,24 +87,8 @@ pub(super) async fn send_back_culprits(
 ) -> Result<(), RunError> {
     let mut targets = Vec::new();
     for set in &culprits.sets {
-        let mut text = format!(
-            "The run's merged checks fail with your branch merged in: {}.\n\nOutput of the failing check(s):\n{}\n",
-            crate::report::culprit_sentence(set),
-            set.tail.trim_end()
-        );
-        for partner in &set.partners {
-            let changed: Vec<&str> = state
-                .task(partner)
-                .map(|t| t.changes.iter().map(|c| c.path.as_str()).collect())
-                .unwrap_or_default();
-            text.push_str(&format!(
-                "\nTask `{partner}` (merged too) changed: {}",
-                changed.join(", ")
-            ));
-        }
-        text.push_str(
-            "\n\nChange the files your task owns so that the checks pass with the other tasks' changes merged in.",
-        );
+        let sentence = crate::report::culprit_sentence(set);
+        let text = crate::prompts::feedback::culprit(set, &sentence, state);
         for id in &set.tasks {
             if let Some(index) = shared.plan.tasks.iter().position(|t| &t.id == id) {
                 targets.push((index, text.clone()));

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use super::{RunError, Shared};
 use crate::git;
 use crate::groups;
+use crate::prompts;
 use crate::report::{self, DiffStyle};
 use crate::review::reviewer::{self, ReviewInput};
 use crate::state::{RunState, Verdict};
@@ -27,7 +28,7 @@ pub async fn review_groups(shared: &Arc<Shared>, state: &mut RunState) {
         let reviewer = groups::supervisor(&shared.plan, state, k);
         let dir = run_dir.join("groups").join(&group.id);
         let _ = std::fs::create_dir_all(&dir);
-        let prompt = brief(state, k);
+        let prompt = prompts::supervisor::brief(state, k);
         let owns: Vec<String> = group
             .tasks
             .iter()
@@ -146,17 +147,7 @@ pub async fn send_back(shared: &Arc<Shared>, state: &mut RunState) -> Result<boo
                     .any(|c| !c.path.is_empty() && owns.matches(&c.path))
             })
             .collect();
-        let mut text = format!(
-            "The supervisor of {} (the group of {} tasks your task belongs to) reviewed the group's \
-             merged work and asked for changes: {}",
-            group.id,
-            group.tasks.len(),
-            review.summary
-        );
-        for c in &review.comments {
-            text.push_str(&format!("\n- {}{}", c.place(), c.body));
-        }
-        text.push_str("\n\nChange what concerns the files your task owns.");
+        let text = prompts::feedback::supervisor(group, &review);
         let chosen = if named.is_empty() { merged } else { named };
         let ids: Vec<&str> = chosen
             .iter()
@@ -170,36 +161,6 @@ pub async fn send_back(shared: &Arc<Shared>, state: &mut RunState) -> Result<boo
     }
     super::send_back_tasks(shared, targets).await?;
     Ok(true)
-}
-
-/// What a supervisor is told about its group: each task's prompt and its worker's summary.
-fn brief(state: &RunState, group: usize) -> String {
-    let group = &state.groups[group];
-    let mut text = format!(
-        "Supervisor review of {}: the merged work of {} task(s). Judge the group's diff as a whole: \
-         do the tasks together do what they were asked, consistently with each other and the goal?\n",
-        group.id,
-        group.tasks.len()
-    );
-    let merge = group.merge.as_ref();
-    for id in &group.tasks {
-        let Some(task) = state.task(id) else {
-            continue;
-        };
-        let status = if merge.is_some_and(|m| m.included.contains(id)) {
-            "merged"
-        } else if merge.is_some_and(|m| m.excluded.contains(id)) {
-            "left out: conflict"
-        } else {
-            "not merged"
-        };
-        text.push_str(&format!(
-            "\n- task {id} ({status}), files changed: {}\n  worker's summary: {}",
-            task.changes.len(),
-            task.summary.as_deref().unwrap_or("(none)").trim()
-        ));
-    }
-    text
 }
 
 async fn group_diff(shared: &Arc<Shared>, commit: &str) -> String {

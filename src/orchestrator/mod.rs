@@ -379,10 +379,7 @@ pub fn prepare_send_back(
     }
     let lock = store.lock()?;
     lock.set_run(run)?;
-    let feedback = format!(
-        "A person reviewed your work and sent it back with this comment:\n{}\n\nChange what concerns the files your task owns.",
-        comment.trim()
-    );
+    let feedback = crate::prompts::feedback::person(comment);
     let round = state.tasks[index].rounds + 1;
     state.tasks[index].decision = None;
     state.tasks[index].sent_back.push(crate::state::SentBack {

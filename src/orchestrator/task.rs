@@ -16,8 +16,8 @@ use crate::collect::{self, CollectSettings};
 use crate::git;
 use crate::git::tree_changes;
 use crate::plan::{ResolvedTask, Reviewer};
+use crate::prompts;
 use crate::report::{self, DiffStyle};
-use crate::review;
 use crate::review::checks::{CheckJob, Lineage};
 use crate::review::reviewer::{self, ReviewInput};
 use crate::sandbox::{Confinement, Sandbox};
@@ -81,11 +81,7 @@ pub(super) async fn run_task(shared: &Arc<Shared>, index: usize) {
     if !resumed && !prepare(shared, index, &record).await {
         return;
     }
-    let feedback = resumed.then(|| {
-        "This task was interrupted. The worktree holds the work done so far (it is committed \
-         on the task's branch); look at it and carry on from there."
-            .to_string()
-    });
+    let feedback = resumed.then(|| prompts::feedback::INTERRUPTED.to_string());
     let limit = shared.plan.review.rounds;
     work(shared, index, &record, (record.rounds, limit), feedback).await;
 }
@@ -100,10 +96,7 @@ pub(super) async fn take_over(shared: &Arc<Shared>, index: usize, commit: Oid) {
     let Some(record) = lay_out_from(shared, index, commit).await else {
         return;
     };
-    let feedback = "This task was taken over from another machine that stopped working on \
-         it. The worktree holds the work done so far (it is committed on the task's branch); \
-         look at it and carry on from there."
-        .to_string();
+    let feedback = prompts::feedback::TAKEN_OVER.to_string();
     let limit = shared.plan.review.rounds;
     work(
         shared,
@@ -370,7 +363,7 @@ impl<'a> Worker<'a> {
             return self.fail(reason, None);
         }
         let verdict = self.review(round, tip, &checks).await;
-        let next = review::feedback(&checks, verdict.as_ref());
+        let next = prompts::feedback::of_round(&checks, verdict.as_ref());
         let rejected = verdict
             .as_ref()
             .is_some_and(|r| r.verdict == Verdict::Reject);

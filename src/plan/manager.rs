@@ -14,19 +14,16 @@ use super::globs::Globs;
 use super::{resolve_with_env, AgentSpec, Defaults, PlanError, PlanFile, ResolvedPlan, TaskFile};
 use crate::cancel::Cancel;
 use crate::git::TreeFile;
-use crate::llm::conversation::{Block, Message, Role, System, ToolSpec};
+use crate::llm::conversation::{Block, Message, Role, ToolSpec};
 use crate::llm::http::{self, Transcript};
 use crate::llm::limiter::Limiter;
 use crate::llm::provider::ProviderSettings;
 use crate::llm::{account, forced_tool_body};
+use crate::prompts;
 use crate::state::Usage;
 
 /// The tool the manager must answer with.
 pub const SUBMIT_PLAN: &str = "submit_plan";
-
-/// The line of the system prompt that names the manager's request (the mock model server
-/// in the tests keys on it).
-const MANAGER_LINE: &str = "Manager of a plait run";
 
 /// At most this many files are listed one by one; past it, directories are summed up.
 const MAX_LISTED_FILES: usize = 3000;
@@ -97,7 +94,7 @@ impl Manager<'_> {
         request: &PlanRequest,
     ) -> Result<Planned, ManagerError> {
         let provider = self.provider;
-        let system = system(request);
+        let system = prompts::planner::system(&request.goal, request.max_tasks, SUBMIT_PLAN);
         let mut messages = vec![Message::user_text(overview(repo, files, request))];
         let mut transcript = Transcript::open(self.transcript);
         let mut usage = Usage {
@@ -195,10 +192,7 @@ impl Manager<'_> {
 /// The manager's answer and plait's reply to it: the problems, as the tool's error result
 /// when it called the tool (a plain message when it did not), and a request to try again.
 fn correction(answer: Vec<Block>, call: Option<String>, problems: &[String]) -> [Message; 2] {
-    let feedback = format!(
-        "The plan is not valid:\n{}\nCall {SUBMIT_PLAN} again with a corrected plan (all tasks, not only the changed ones).",
-        problems.iter().map(|p| format!("- {p}")).collect::<Vec<_>>().join("\n")
-    );
+    let feedback = prompts::planner::correction(problems, SUBMIT_PLAN);
     let reply = match call {
         Some(id) => Message {
             role: Role::User,
@@ -310,29 +304,6 @@ fn tool() -> ToolSpec {
             },
             "required": ["tasks"]
         }),
-    }
-}
-
-fn system(request: &PlanRequest) -> System {
-    let shared = format!(
-        "{MANAGER_LINE}. You split a change to a git repository into tasks that coding agents \
-carry out at the same time, each in its own worktree holding only the files its task owns.\n\n\
-How to plan:\n\
-- Every task owns a set of files, given as gitignore-style globs matched against the \
-repository's paths: `src/db/` takes a directory, `/README.md` one file at the root, `*.py` \
-every Python file at any depth, `!` excludes. No file may be owned by two tasks, and every \
-glob must match at least one tracked file.\n\
-- Own only the files that must change to reach the goal; leave the rest unowned.\n\
-- Keep files that must change together in one task, and tests with the code they test.\n\
-- Make the tasks about the same size, and as many as the work splits into naturally (at most {}).\n\
-- Each prompt must stand on its own: the worker sees only its prompt, the goal and its files.\n\
-- Task ids are short, lowercase, with letters, digits and `-`; they become branch names.\n\
-- Answer by calling {SUBMIT_PLAN} once.",
-        request.max_tasks
-    );
-    System {
-        shared,
-        task: format!("The goal: {}", request.goal.trim()),
     }
 }
 

@@ -10,12 +10,13 @@ use serde_json::{json, Value};
 
 use crate::agent::Budget;
 use crate::cancel::Cancel;
-use crate::llm::conversation::{Block, Message, System, ToolSpec};
+use crate::llm::conversation::{Block, Message, ToolSpec};
 use crate::llm::forced_tool_body;
 use crate::llm::http::{self, Transcript};
 use crate::llm::limiter::{Limiter, Limiters};
 use crate::llm::provider::ProviderSettings;
 use crate::plan::Reviewer;
+use crate::prompts;
 use crate::sandbox::{Sandbox, SandboxSettings};
 use crate::shell::{self, Launch, ShellOutcome};
 use crate::state::{CheckResult, Comment, Review, Usage, Verdict};
@@ -23,7 +24,6 @@ use crate::state::{CheckResult, Comment, Review, Usage, Verdict};
 /// The tool a model reviewer answers with.
 pub const SUBMIT_REVIEW: &str = "submit_review";
 const ATTEMPTS: u32 = 3;
-const MAX_DIFF: usize = 200_000;
 
 /// What a reviewer is shown.
 pub struct ReviewInput<'a> {
@@ -159,60 +159,6 @@ fn tool() -> ToolSpec {
     }
 }
 
-fn system(input: &ReviewInput<'_>) -> System {
-    let goal = if input.goal.trim().is_empty() {
-        "(none given)"
-    } else {
-        input.goal.trim()
-    };
-    System {
-        shared: format!(
-            "You review the work of coding agents that change one git repository in parallel, each \
-             owning its own files. The goal of the whole run: {goal}\n\n\
-             Judge one task's diff: does it do what the task asks, completely and correctly, without \
-             unrelated changes, in the project's style? The checks' results are included. Answer only \
-             by calling {SUBMIT_REVIEW}."
-        ),
-        task: format!(
-            "Review of task: {}\n\nThe task's prompt:\n{}\n\nIt owns: {}",
-            input.task,
-            input.prompt,
-            input.owns.join(", ")
-        ),
-    }
-}
-
-fn message(input: &ReviewInput<'_>) -> String {
-    let mut text = String::new();
-    if input.checks.is_empty() {
-        text.push_str("No checks were run.\n");
-    }
-    for c in input.checks {
-        text.push_str(&format!(
-            "Check `{}`: {}\n",
-            c.command,
-            if c.passed {
-                "passed".to_string()
-            } else {
-                format!("FAILED\n{}", c.tail)
-            }
-        ));
-    }
-    let mut diff = input.diff.to_string();
-    if diff.len() > MAX_DIFF {
-        let cut = (0..=MAX_DIFF)
-            .rev()
-            .find(|&i| diff.is_char_boundary(i))
-            .unwrap_or(0);
-        diff.truncate(cut);
-        diff.push_str("\n[diff truncated]\n");
-    }
-    text.push_str(&format!(
-        "\nThe diff against the base:\n```diff\n{diff}```\n"
-    ));
-    text
-}
-
 async fn by_model(
     provider: &ProviderSettings,
     limiter: &Limiter,
@@ -220,8 +166,17 @@ async fn by_model(
     client: &reqwest::Client,
     cancel: &Cancel,
 ) -> Review {
-    let system = system(input);
-    let messages = [Message::user_text(message(input))];
+    let system = prompts::reviewer::system(
+        input.goal,
+        input.task,
+        input.prompt,
+        input.owns,
+        SUBMIT_REVIEW,
+    );
+    let messages = [Message::user_text(prompts::reviewer::message(
+        input.checks,
+        input.diff,
+    ))];
     let mut transcript = Transcript::open(&input.dir.join("review.jsonl"));
     let mut usage = Usage {
         cost_usd: provider.prices.map(|_| 0.0),

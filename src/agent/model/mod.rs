@@ -4,7 +4,6 @@
 //! continue; a refusal fails the task; `max_turns` ends a looping agent. Tokens, cost and
 //! time are counted per task; every request and response goes to the task's transcript.
 
-pub mod prompt;
 pub mod tools;
 
 use std::sync::Arc;
@@ -12,6 +11,7 @@ use std::sync::Arc;
 use crate::llm::conversation::{Block, Message, Reply, Role, Stop, System, ToolSpec};
 use crate::llm::http::{self, Transcript};
 use crate::llm::{account, anthropic, conversation, openai};
+use crate::prompts;
 use tools::Workspace;
 
 use super::{Agent, AgentFuture, AgentOutcome, AgentReport, TaskContext};
@@ -144,8 +144,8 @@ impl Session {
     /// later round).
     fn open(provider: &ProviderSettings, task: &TaskContext) -> Session {
         let first = match &task.feedback {
-            None => prompt::first_message(&task.prompt),
-            Some(feedback) => prompt::next_round(&task.prompt, task.round, feedback),
+            None => prompts::worker::first_message(&task.prompt),
+            Some(feedback) => prompts::worker::next_round(&task.prompt, task.round, feedback),
         };
         Session {
             workspace: Arc::new(Workspace::new(
@@ -154,7 +154,7 @@ impl Session {
                 task.files.clone(),
                 task.owns.clone(),
             )),
-            system: prompt::system(
+            system: prompts::worker::system(
                 &task.goal,
                 &task.task,
                 &task.prompt,
@@ -231,9 +231,9 @@ impl Session {
                 });
             }
             Stop::PauseTurn => {}
-            Stop::MaxTokens => self.messages.push(Message::user_text(
-                "Your reply was cut off by the token limit. Continue where you stopped.",
-            )),
+            Stop::MaxTokens => self
+                .messages
+                .push(Message::user_text(prompts::worker::CUT_OFF)),
             Stop::EndTurn | Stop::ToolUse | Stop::Other(_) => {
                 return Some(AgentOutcome::Finished);
             }

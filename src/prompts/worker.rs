@@ -1,8 +1,9 @@
-//! The words a worker starts from: a system prompt whose first part — the rules and the
-//! run's goal — is the same for every task (so providers can cache it once), and whose
-//! second part is the task itself: its id, prompt and owned files.
+//! The words a worker starts from: a model agent's system prompt, whose first part — the
+//! rules and the run's goal — is the same for every task (so providers can cache it once),
+//! and whose second part is the task itself: its id, prompt and owned files; an agent CLI's
+//! rules on top of its own system prompt; and the message of each round.
 
-use super::conversation::System;
+use crate::llm::conversation::System;
 
 const MAX_LISTED: usize = 200;
 
@@ -94,4 +95,30 @@ pub fn next_round(prompt: &str, round: u32, feedback: &str) -> String {
 worktree. The checks and the reviewer asked for more:\n\n{feedback}\n\nLook at the files again and \
 make the changes that answer this."
     )
+}
+
+/// What a model agent is told when its reply was cut off by the token limit.
+pub const CUT_OFF: &str = "Your reply was cut off by the token limit. Continue where you stopped.";
+
+/// The message of an agent CLI's round (Claude Code's `-p`, aider's task): the task's
+/// prompt, or in a later round [`next_round`].
+pub fn round_message(prompt: &str, round: u32, feedback: Option<&str>) -> String {
+    match feedback {
+        Some(feedback) => next_round(prompt, round, feedback),
+        None => prompt.to_string(),
+    }
+}
+
+/// aider's `--message`: it has no system prompt of plait's, so the rules come first.
+pub fn aider_message(rules: &str, ask: &str) -> String {
+    format!("{rules}\n\nYour task:\n{ask}")
+}
+
+/// What `{prompt}` stands for in a `cli` agent's arguments: the task's prompt, then the
+/// feedback of a later round.
+pub fn placeholder_prompt(prompt: &str, feedback: Option<&str>) -> String {
+    match feedback {
+        Some(feedback) => format!("{prompt}\n\n{feedback}"),
+        None => prompt.to_string(),
+    }
 }
