@@ -9,7 +9,7 @@ use git2::Oid;
 use super::error::Context as _;
 use super::ui::{errln, out};
 use super::{open_store, CommandError};
-use crate::report::{self, DiffStyle};
+use crate::report::diff::{diff_text, DiffStyle};
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum Color {
@@ -83,7 +83,7 @@ pub fn cmd_diff(dir: &Path, args: DiffArgs) -> Result<(), CommandError> {
         Color::Never => false,
         Color::Auto => std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none(),
     };
-    let text = report::diff_text(
+    let text = diff_text(
         &repo,
         base,
         tip,

@@ -9,7 +9,8 @@ use clap::Args;
 use super::error::Context as _;
 use super::ui::{errln, out, outln};
 use super::{open_store, CommandError};
-use crate::report::{self, DiffStyle};
+use crate::report;
+use crate::report::diff::DiffStyle;
 use crate::state::{RunState, Verdict};
 
 /// Show each task's verdict, review comments, checks and diff

@@ -8,7 +8,7 @@ use super::{RunError, Shared};
 use crate::git;
 use crate::groups;
 use crate::prompts;
-use crate::report::{self, DiffStyle};
+use crate::report::diff::{diff_text, DiffStyle};
 use crate::review::reviewer::{self, ReviewInput};
 use crate::state::{RunState, Verdict};
 
@@ -169,7 +169,7 @@ async fn group_diff(shared: &Arc<Shared>, commit: &str) -> String {
     tokio::task::spawn_blocking(move || {
         let repo = git::open(&repo_path).map_err(|e| e.to_string())?;
         let tip = git2::Oid::from_str(&commit).map_err(|e| e.to_string())?;
-        report::diff_text(&repo, base, tip, DiffStyle::default()).map_err(|e| e.to_string())
+        diff_text(&repo, base, tip, DiffStyle::default()).map_err(|e| e.to_string())
     })
     .await
     .map_err(|e| e.to_string())

@@ -17,7 +17,7 @@ use crate::git;
 use crate::git::tree_changes;
 use crate::plan::{ResolvedTask, Reviewer};
 use crate::prompts;
-use crate::report::{self, DiffStyle};
+use crate::report::diff::{diff_text, DiffStyle};
 use crate::review::checks::{CheckJob, Lineage};
 use crate::review::reviewer::{self, ReviewInput};
 use crate::sandbox::{Confinement, Sandbox};
@@ -803,7 +803,7 @@ async fn diff(shared: &Arc<Shared>, tip: Oid) -> String {
     let (repo_path, base) = (shared.repo.clone(), shared.plan.base);
     tokio::task::spawn_blocking(move || {
         let repo = git::open(&repo_path).map_err(|e| e.to_string())?;
-        report::diff_text(&repo, base, tip, DiffStyle::default()).map_err(|e| e.to_string())
+        diff_text(&repo, base, tip, DiffStyle::default()).map_err(|e| e.to_string())
     })
     .await
     .map_err(|e| e.to_string())
