@@ -11,13 +11,13 @@ use std::path::{Path, PathBuf};
 use git2::Oid;
 
 use super::RunError;
-use crate::state::RunDir;
 use crate::cancel::Cancel;
 use crate::git;
-use crate::refs::branch_ref;
 use crate::plan::globs::Globs;
 use crate::plan::CheckSettings;
+use crate::refs::branch_ref;
 use crate::review::checks::{CheckJob, CheckPool, Lineage};
+use crate::state::RunDir;
 use crate::state::{RunState, TaskState};
 
 /// What became of the moved branches.
@@ -96,10 +96,7 @@ fn weigh(
 ) -> Result<(Vec<(String, Oid)>, Adoption), RunError> {
     let repo = git::open(workdir)?;
     let base = Oid::from_str(&state.base)?;
-    let base_tree = repo
-        .find_commit(base)
-        .and_then(|c| c.tree())
-        ?;
+    let base_tree = repo.find_commit(base).and_then(|c| c.tree())?;
     let (mut moved, mut adoption) = (Vec::new(), Adoption::default());
     for task in &state.tasks {
         let Some(commit) = task.commit.as_deref().and_then(|c| Oid::from_str(c).ok()) else {

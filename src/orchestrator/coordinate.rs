@@ -43,9 +43,7 @@ pub(super) struct Spread {
 /// for the workers, and `plait resume` waits again).
 pub(super) async fn run_tasks(shared: &Arc<Shared>, spread: &Spread) -> Result<(), RunError> {
     let (pg, remote) = (&spread.pg, spread.remote.as_str());
-    let mut listener = PgListener::connect(&spread.config, Duration::from_secs(10))
-        .await
-        ?;
+    let mut listener = PgListener::connect(&spread.config, Duration::from_secs(10)).await?;
     let own = (spread.jobs > 0).then(|| {
         let worker = super::worker::WorkerSettings {
             store: spread.config.clone(),
@@ -92,11 +90,7 @@ pub(super) async fn rework(
         .into_iter()
         .map(|(index, feedback)| (shared.plan.tasks[index].id.clone(), feedback))
         .collect();
-    let back = spread
-        .pg
-        .send_back(&shared.run, &tasks)
-        .await
-        ?;
+    let back = spread.pg.send_back(&shared.run, &tasks).await?;
     if back.is_empty() {
         return Ok(());
     }
@@ -129,9 +123,7 @@ async fn wait(
     let mut all = false;
     loop {
         let after = if all { 0 } else { before };
-        let (rows, newest) = pg
-            .changed_tasks(&shared.run, after)
-            .await?;
+        let (rows, newest) = pg.changed_tasks(&shared.run, after).await?;
         take_in(shared, &rows, remote).await?;
         before = seen;
         seen = seen.max(newest);

@@ -10,7 +10,6 @@ use std::sync::Arc;
 use git2::Oid;
 
 use super::Shared;
-use crate::state::TaskDir;
 use crate::agent::{self, Agent, AgentOutcome, AgentReport, TaskContext};
 use crate::collect::{self, CollectSettings};
 use crate::git;
@@ -21,6 +20,7 @@ use crate::report::diff::{diff_text, DiffStyle};
 use crate::review::checks::{CheckJob, Lineage};
 use crate::review::reviewer::{self, ReviewInput};
 use crate::sandbox::{Confinement, Sandbox};
+use crate::state::TaskDir;
 use crate::state::{
     now_ms, ChangeKind, CheckResult, FileChange, Review, SandboxRecord, TaskRecord, TaskState,
     Usage, Verdict,
@@ -170,9 +170,7 @@ fn restore(
     let task = &shared.plan.tasks[index];
     let base = shared.plan.base;
     let changes = branch_changes(&repo, base, commit)?;
-    let tree = repo
-        .find_commit(commit)
-        .and_then(|c| c.tree())?;
+    let tree = repo.find_commit(commit).and_then(|c| c.tree())?;
     for change in &changes {
         if !task.checks_out(&change.path) {
             continue;
@@ -182,8 +180,7 @@ fn restore(
             let _ = std::fs::remove_file(&path);
             continue;
         }
-        let entry = tree
-            .get_path(Path::new(&change.path))?;
+        let entry = tree.get_path(Path::new(&change.path))?;
         let blob = repo.find_blob(entry.id())?;
         if let Some(parent) = path.parent() {
             std::fs::create_dir_all(parent).map_err(io_at(&path))?;
@@ -196,7 +193,8 @@ fn restore(
         }
         std::fs::write(&path, blob.content()).map_err(io_at(&path))?;
         if entry.filemode() == 0o100755 {
-            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).map_err(io_at(&path))?;
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))
+                .map_err(io_at(&path))?;
         }
     }
     let refname = crate::refs::branch_ref(&record.branch);
@@ -730,8 +728,7 @@ fn collect_worktree(
         message,
     };
     let outcome = collect::collect(&repo, &settings)?;
-    let tip = repo
-        .refname_to_id(&crate::refs::branch_ref(&record.branch))?;
+    let tip = repo.refname_to_id(&crate::refs::branch_ref(&record.branch))?;
     let changes = branch_changes(&repo, shared.plan.base, tip)?;
     Ok(Collected {
         tip,
@@ -759,7 +756,11 @@ fn check_git_link(
 }
 
 /// Moves the branch `refname` back to `expected` if the agent committed on it.
-fn undo_agent_commits(repo: &git2::Repository, refname: &str, expected: Oid) -> Result<(), TaskError> {
+fn undo_agent_commits(
+    repo: &git2::Repository,
+    refname: &str,
+    expected: Oid,
+) -> Result<(), TaskError> {
     let tip = repo.refname_to_id(refname)?;
     if tip != expected {
         // Its commits' files are still in the worktree; collect judges them there.
