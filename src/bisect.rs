@@ -20,9 +20,9 @@ use git2::Oid;
 
 use crate::cancel::Cancel;
 use crate::git;
-use crate::refs::branch_ref;
 use crate::merge::{self, BranchInput, MergeSettings};
 use crate::plan::CheckSettings;
+use crate::refs::branch_ref;
 use crate::review::checks::checks_at;
 use crate::review::checks::CheckPool;
 use crate::state::{CheckResult, CulpritSet, Culprits, RunState};

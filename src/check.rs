@@ -15,17 +15,17 @@ use std::path::{Path, PathBuf};
 use git2::{Oid, Repository};
 use serde::Serialize;
 
-use crate::state::RunDir;
 use crate::cancel::Cancel;
 use crate::git::tree_changes;
-use crate::refs::branch_ref;
 use crate::git::{self, signatures};
 use crate::land::{gate, Blocker};
 use crate::merge::{self, Conflict, MergeError};
 use crate::orchestrator::{self, RunError};
 use crate::plan::globs::Globs;
 use crate::plan::{CheckSettings, PlanFile};
+use crate::refs::branch_ref;
 use crate::review::checks::{CheckJob, CheckPool};
+use crate::state::RunDir;
 use crate::state::{CheckResult, RunState};
 
 /// What `plait check` found.
@@ -162,10 +162,7 @@ fn scope_of(
 ) -> Result<(MergeScope, Vec<String>, Oid), RunError> {
     let repo = git::open(workdir)?;
     let base = Oid::from_str(&state.base)?;
-    let base_tree = repo
-        .find_commit(base)
-        .and_then(|c| c.tree())
-        ?;
+    let base_tree = repo.find_commit(base).and_then(|c| c.tree())?;
     let tips: Vec<Oid> = std::iter::once(merging.target)
         .chain(merging.heads.iter().copied())
         .collect();
@@ -175,8 +172,7 @@ fn scope_of(
         let Some(commit) = task.commit.as_deref().and_then(|c| Oid::from_str(c).ok()) else {
             continue;
         };
-        let reached =
-            merging.brings.contains(&task.id) || reaches(&repo, &tips, commit)?;
+        let reached = merging.brings.contains(&task.id) || reaches(&repo, &tips, commit)?;
         if !reached {
             scope.left_out.push(task.id.clone());
             continue;
@@ -190,20 +186,17 @@ fn scope_of(
     let parents: Vec<git2::Commit<'_>> = tips
         .iter()
         .map(|&t| repo.find_commit(t))
-        .collect::<Result<_, _>>()
-        ?;
+        .collect::<Result<_, _>>()?;
     let parents: Vec<&git2::Commit<'_>> = parents.iter().collect();
     let tree = repo.find_tree(merging.tree)?;
-    let commit = repo
-        .commit(
-            None,
-            &who.author,
-            &who.committer,
-            "plait check: the merge in progress",
-            &tree,
-            &parents,
-        )
-        ?;
+    let commit = repo.commit(
+        None,
+        &who.author,
+        &who.committer,
+        "plait check: the merge in progress",
+        &tree,
+        &parents,
+    )?;
     Ok((scope, outside, commit))
 }
 
@@ -311,10 +304,7 @@ fn merge_branches(
     owns: &HashMap<String, Globs>,
 ) -> Result<(Vec<String>, merge::MergeOutcome), RunError> {
     let repo = git::open(workdir)?;
-    let base_tree = repo
-        .find_commit(base)
-        .and_then(|c| c.tree())
-        ?;
+    let base_tree = repo.find_commit(base).and_then(|c| c.tree())?;
     let mut outside = Vec::new();
     let mut inputs = Vec::new();
     for tb in branches {
@@ -352,10 +342,7 @@ pub(crate) fn outside_ownership(
     task: &str,
     owns: &HashMap<String, Globs>,
 ) -> Result<Vec<String>, RunError> {
-    let tree = repo
-        .find_commit(tip)
-        .and_then(|c| c.tree())
-        ?;
+    let tree = repo.find_commit(tip).and_then(|c| c.tree())?;
     let globs = owns.get(task);
     Ok(tree_changes(repo, base_tree, &tree)
         .map_err(MergeError::from)?
@@ -441,10 +428,7 @@ fn ownership(
 ) -> Result<(Vec<String>, Vec<Blocker>), RunError> {
     let repo = git::open(workdir)?;
     let base = Oid::from_str(&state.base)?;
-    let base_tree = repo
-        .find_commit(base)
-        .and_then(|c| c.tree())
-        ?;
+    let base_tree = repo.find_commit(base).and_then(|c| c.tree())?;
     let mut outside = Vec::new();
     let mut moved = Vec::new();
     for task in &state.tasks {
@@ -496,9 +480,12 @@ fn with_target(workdir: &Path, into: &str, merged: &str) -> Result<Target, RunEr
                 .collect(),
         ));
     }
-    Ok(Target::Merged(
-        commit_of(&repo, result.tree, target, merged)?,
-    ))
+    Ok(Target::Merged(commit_of(
+        &repo,
+        result.tree,
+        target,
+        merged,
+    )?))
 }
 
 fn commit_of(repo: &Repository, tree: Oid, target: Oid, merged: Oid) -> Result<Oid, git2::Error> {

@@ -7,8 +7,8 @@ use std::path::Path;
 
 use git2::{BranchType, Oid, Repository};
 
-use crate::state::RunDir;
 use crate::collect;
+use crate::state::RunDir;
 use crate::state::{RunState, TaskState, Verdict};
 use crate::workspace::{self, WorkspaceError};
 

@@ -11,10 +11,10 @@ use std::path::{Path, PathBuf};
 
 use git2::{build::TreeUpdateBuilder, FileMode, ObjectType, Oid, Repository};
 
-use crate::refs::branch_ref;
 use crate::git::{mode, signatures};
 use crate::plan::globs::Globs;
 use crate::plan::layout::{self, Cone};
+use crate::refs::branch_ref;
 use crate::state::{ChangeKind, FileChange};
 use crate::workspace::index;
 use crate::workspace::sparse::{self, DIR_MODE};

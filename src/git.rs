@@ -319,7 +319,6 @@ fn parse_ident(line: &str) -> Option<Ident> {
     })
 }
 
-
 /// A path's entry on one side of a tree diff: its id and mode; `None` where it is absent.
 pub type Entry = Option<(git2::Oid, u32)>;
 

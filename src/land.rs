@@ -12,9 +12,9 @@ use std::path::{Path, PathBuf};
 use git2::{Oid, Repository};
 
 use crate::git::tree_changes;
-use crate::refs::branch_ref;
 use crate::git::{run_git, signatures, GitCliError};
 use crate::merge::{self, Conflict, MergeError};
+use crate::refs::branch_ref;
 use crate::state::{
     now_ms, CulpritSet, LandRecord, RunPhase, RunState, TaskRecord, TaskState, Verdict,
 };

@@ -41,7 +41,6 @@ pub enum RemoteError {
     Spawn(std::io::Error),
 }
 
-
 /// A remote as every machine should read it: a local path that exists is made absolute
 /// (a worker runs elsewhere); URLs and `host:path` are left as they are.
 pub fn normalize(remote: &str, cwd: &Path) -> String {

@@ -615,7 +615,6 @@ impl RunState {
     }
 }
 
-
 /// Milliseconds since the Unix epoch.
 pub fn now_ms() -> u64 {
     SystemTime::now()

@@ -135,7 +135,10 @@ fn check_plan(
                 path.display()
             )));
         }
-        if repo.find_reference(&crate::refs::branch_ref(&branch)).is_err() {
+        if repo
+            .find_reference(&crate::refs::branch_ref(&branch))
+            .is_err()
+        {
             return Err(CommandError::usage(format!(
                 "--branch {spec}: no branch `{branch}`"
             )));

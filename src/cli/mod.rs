@@ -219,11 +219,8 @@ fn queued_remote(
     run: &str,
 ) -> Result<Option<String>, CommandError> {
     runtime()?.block_on(async {
-        let pg = crate::pg::PgStore::connect(config, std::time::Duration::from_secs(10))
-            .await?;
-        let queue = pg
-            .queue(run)
-            .await?;
+        let pg = crate::pg::PgStore::connect(config, std::time::Duration::from_secs(10)).await?;
+        let queue = pg.queue(run).await?;
         Ok(queue.map(|q| q.remote))
     })
 }

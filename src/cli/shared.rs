@@ -37,17 +37,12 @@ impl StoreArg {
         };
         let explicit = self.store.is_some();
         let found = super::runtime()?.block_on(async {
-            let pg = crate::pg::PgStore::connect(&config, std::time::Duration::from_secs(10))
-                .await?;
-            let Some(value) = pg
-                .run_state(run)
-                .await?
-            else {
+            let pg =
+                crate::pg::PgStore::connect(&config, std::time::Duration::from_secs(10)).await?;
+            let Some(value) = pg.run_state(run).await? else {
                 return Ok(None);
             };
-            let queue = pg
-                .queue(run)
-                .await?;
+            let queue = pg.queue(run).await?;
             Ok::<_, CommandError>(Some((value, queue)))
         })?;
         let (value, queue) = match found {

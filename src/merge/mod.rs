@@ -11,8 +11,8 @@ use std::path::Path;
 
 use git2::{build::TreeUpdateBuilder, FileMode, Oid, Repository, Tree};
 
-use crate::refs::branch_ref;
 use crate::git::{mode, run_git, signatures, GitCliError, RepoError};
+use crate::refs::branch_ref;
 pub use crate::state::{Conflict, MergeOutcome};
 
 pub mod run;

@@ -24,8 +24,8 @@ use crate::llm::provider::ProviderFile;
 use crate::sandbox::SandboxMode;
 pub use exec::ExecCommand;
 pub use validate::{
-    checks_of, resolve, resolve_kept, resolve_with_env, AgentConfig, CheckSettings, GroupSettings, ResolvedPlan,
-    ResolvedTask, ReviewSettings, Reviewer, ToolSettings, DEFAULT_GROUP_THRESHOLD,
+    checks_of, resolve, resolve_kept, resolve_with_env, AgentConfig, CheckSettings, GroupSettings,
+    ResolvedPlan, ResolvedTask, ReviewSettings, Reviewer, ToolSettings, DEFAULT_GROUP_THRESHOLD,
 };
 
 /// How long an agent may run when the plan does not say.

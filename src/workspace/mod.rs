@@ -23,8 +23,8 @@ use std::sync::Mutex;
 
 use git2::{Oid, Repository};
 
-use crate::refs::branch_ref;
 use crate::git::{mode, TreeFile};
+use crate::refs::branch_ref;
 
 /// Why a worktree could not be created or removed.
 #[derive(Debug, thiserror::Error)]
