@@ -1,8 +1,10 @@
 //! The kernel's walls, with real processes: exec agents and checks that try to write into a
 //! neighbour's worktree, the user's checkout, the git directory, `$HOME` and `/tmp` are
-//! refused by Landlock and nothing there changes; `writable` lets a cache path through;
-//! `required` on a system without Landlock (made so with a seccomp filter that answers
-//! `ENOSYS`, as an old kernel does) is a plan error before anything is created.
+//! refused by Landlock and nothing there changes; `writable` lets a cache path through; a
+//! refusal the tool keeps quiet about is recorded all the same (the seccomp observer, from
+//! Landlock ABI 5), and a task that writes thousands of files inside records none and runs as
+//! it would; `required` on a system without Landlock (made so with a seccomp filter that
+//! answers `ENOSYS`, as an old kernel does) is a plan error before anything is created.
 
 use std::fs;
 use std::os::unix::process::CommandExt as _;
@@ -206,6 +208,110 @@ fn writable_lets_a_cache_path_through_and_nothing_else() {
         refused(a),
         [format!("write to {}/.cache/other refused", home.display())]
     );
+}
+
+/// Whether this kernel can confine and observe (Landlock ABI 5, where plait spawns from a
+/// thread of its own and installs the seccomp observer there).
+fn observer() -> bool {
+    match support() {
+        Support::Landlock(abi) if *abi >= 5 => true,
+        other => {
+            eprintln!("skipped: the observer needs Landlock ABI 5 ({other:?})");
+            false
+        }
+    }
+}
+
+#[test]
+fn a_refusal_the_tool_keeps_quiet_about_is_recorded() {
+    if !observer() {
+        return;
+    }
+    let repo = sample();
+    let home = home(&repo);
+    let out = repo.scratch.join("out");
+    fs::create_dir_all(out.join("existing")).unwrap();
+    // Every refusal's message goes to /dev/null, as ruff's "Failed to create temporary file"
+    // names neither the path nor EACCES; `mkdir -p` meets existing directories on its way,
+    // which nothing refused; a relative path is taken from the working directory.
+    let agent = format!(
+        r#"echo x > a/f.txt
+mkdir "$HOME/.ruff_cache" 2>/dev/null
+mkdir -p {out}/existing/new 2>/dev/null
+{{ echo quiet > {out}/file; }} 2>/dev/null
+ln -s f.txt {out}/link 2>/dev/null
+(cd {out}/existing && touch ../relative) 2>/dev/null
+exit 1"#,
+        out = out.display()
+    );
+    let plan = repo.plan(&format!(
+        "[[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"/a/\"]\nagent = {{ exec = '''{agent}''' }}\n"
+    ));
+    let run = plait(&repo, &["run", plan.to_str().unwrap()], &home);
+    assert_eq!(run.status.code(), Some(1), "{}", stderr(&run));
+    assert!(!out.join("file").exists());
+    let status = repo.status_json(&[]);
+    let a = task(&status, "a");
+    assert_eq!(a["state"], "failed", "{a}");
+    let log = fs::read_to_string(a["log"].as_str().unwrap()).unwrap();
+    assert!(
+        !log.to_lowercase().contains("denied"),
+        "the tool said nothing: {log}"
+    );
+    let expected: Vec<String> = [
+        home.join(".ruff_cache"),
+        out.join("existing/new"),
+        out.join("file"),
+        out.join("link"),
+        out.join("relative"),
+    ]
+    .iter()
+    .map(|p| format!("write to {} refused", p.display()))
+    .collect();
+    assert_eq!(refused(a), expected, "{a}");
+    let error = a["error"].as_str().unwrap();
+    assert!(
+        error.contains("the sandbox refused it") && error.contains(&expected[0]),
+        "{error}"
+    );
+    let text = stdout(&repo.plait(&["status"]));
+    assert!(text.contains("the sandbox refused a"), "{text}");
+}
+
+#[test]
+fn a_task_writing_thousands_of_files_inside_records_nothing_and_runs_as_it_would() {
+    if !landlock() {
+        return;
+    }
+    let repo = sample();
+    let home = home(&repo);
+    // Files made, written, read back, renamed, linked and removed in the worktree, in its
+    // temporary directory and /dev/null, by absolute paths and relative ones, and a
+    // `mkdir -p` from the root down.
+    let agent = r#"set -e
+mkdir -p "$PWD/a/many/deep/er"
+i=0
+while [ $i -lt 3000 ]; do echo "$i" > a/many/$i; i=$((i+1)); done
+sum=0
+for f in a/many/[0-9]*; do read -r n < "$f"; sum=$((sum+n)); done
+mv a/many/0 a/many/deep/zero && ln a/many/deep/zero a/many/hard && ln -s zero a/many/deep/soft
+tmp=$(mktemp) && echo t > "$tmp" && rm "$tmp"
+echo discarded > /dev/null
+rm -r a/many
+echo "$sum" > a/f.txt"#;
+    let plan = repo.plan(&format!(
+        "[[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"/a/\"]\nagent = {{ exec = '''{agent}''' }}\n"
+    ));
+    let out = plait(&repo, &["run", plan.to_str().unwrap()], &home);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let run = stdout(&out).trim().to_string();
+    let status = repo.status_json(&[&run]);
+    let a = task(&status, "a");
+    assert_eq!(a["state"], "done", "{a}");
+    assert_eq!(refused(a), Vec::<String>::new(), "{a}");
+    let tree = repo.tree_files(&format!("plait/{run}/a"));
+    assert_eq!(tree["a/f.txt"], format!("{}\n", (0..3000).sum::<u32>()));
+    assert!(!tree.keys().any(|k| k.starts_with("a/many")), "{tree:?}");
 }
 
 #[test]

@@ -11,13 +11,40 @@
 //!
 //! Without Landlock ABI 3 (Linux 6.2; before it `truncate(2)` was not covered), mode `auto`
 //! runs unconfined and says so once, `required` refuses the plan, and `off` is the user's own
-//! choice. A write the kernel refuses reaches the program as `EACCES`; plait reads the lines
-//! of its log that say so and records, per task, the paths the sandbox kept it from writing.
+//! choice. A write the kernel refuses reaches the program as `EACCES`, which it may or may not
+//! tell: plait records, per task, the paths the sandbox kept it from writing, from two
+//! witnesses. From ABI 5 on a seccomp filter beside the walls stops every write a process
+//! attempts until plait has looked at its path ([`notify`]: Landlock still decides); and the
+//! lines of the process's log that say a write was refused are read after it ends (the only
+//! witness before ABI 5, or where seccomp's listener is not available).
 
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use serde::{Deserialize, Serialize};
+
+#[cfg(all(
+    target_os = "linux",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+))]
+mod notify;
+
+/// Where seccomp's listener is not available, no observer: the logs are the only witness.
+#[cfg(not(all(
+    target_os = "linux",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+)))]
+mod notify {
+    pub(super) struct Observer;
+
+    impl Observer {
+        pub(super) fn start(_places: std::sync::Arc<super::Places>) -> Option<Observer> {
+            None
+        }
+
+        pub(super) fn install(self) {}
+    }
+}
 
 /// The oldest Landlock ABI plait confines with: 3 covers truncation (Linux 6.2).
 pub const MIN_ABI: i32 = 3;
@@ -184,7 +211,7 @@ impl Confinement {
 }
 
 /// The walls of the processes started for one purpose (a task's agent, its checks in one
-/// slot, a reviewer): what they may write, and the refused writes their logs showed.
+/// slot, a reviewer): what they may write, and the writes the walls refused them.
 #[derive(Debug)]
 pub struct Sandbox {
     settings: SandboxSettings,
@@ -193,11 +220,68 @@ pub struct Sandbox {
     /// The private temporary directory and the kernel's ruleset, made at the first spawn and
     /// shared by every process of this sandbox; the directory goes with the sandbox.
     armed: OnceLock<Result<Armed, SandboxError>>,
-    denials: Mutex<Vec<String>>,
+    denials: Arc<Denials>,
 }
 
 /// At most this many refused writes are kept per sandbox.
 const MAX_DENIALS: usize = 10;
+
+/// The refused writes of a sandbox's processes, as `write to PATH refused`, oldest first,
+/// each once, at most [`MAX_DENIALS`].
+#[derive(Debug, Default)]
+struct Denials(Mutex<Vec<String>>);
+
+impl Denials {
+    fn add(&self, found: impl IntoIterator<Item = String>) {
+        let mut denials = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        for denial in found {
+            if denials.len() < MAX_DENIALS && !denials.contains(&denial) {
+                denials.push(denial);
+            }
+        }
+    }
+
+    fn list(&self) -> Vec<String> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+}
+
+/// Where an armed sandbox's processes may write, and the record of what they were refused:
+/// what the observers of its processes share with the sandbox.
+#[derive(Debug)]
+pub(crate) struct Places {
+    /// The own places, the private temporary directory and `writable`, each also with its
+    /// links resolved (as the kernel names a working directory) when that differs.
+    roots: Vec<PathBuf>,
+    denials: Arc<Denials>,
+}
+
+impl Places {
+    fn new(roots: Vec<PathBuf>, denials: Arc<Denials>) -> Places {
+        let mut all = Vec::with_capacity(roots.len() * 2);
+        for root in roots {
+            let real = root.canonicalize().ok().filter(|real| *real != root);
+            all.push(root);
+            all.extend(real);
+        }
+        Places {
+            roots: all,
+            denials,
+        }
+    }
+
+    /// Whether `path` lies in one of the places every process of the sandbox may write.
+    fn may_write(&self, path: &Path) -> bool {
+        self.roots.iter().any(|root| path.starts_with(root))
+            || DEVICES.iter().any(|d| path == Path::new(d))
+    }
+
+    /// Keeps a write to `path`, outside the places, that the walls refused.
+    fn record(&self, path: &Path) {
+        self.denials
+            .add([format!("write to {} refused", path.display())]);
+    }
+}
 
 impl Sandbox {
     /// Walls that let processes write `own` and what `settings` allow.
@@ -206,7 +290,7 @@ impl Sandbox {
             settings: settings.clone(),
             own,
             armed: OnceLock::new(),
-            denials: Mutex::new(Vec::new()),
+            denials: Arc::default(),
         }
     }
 
@@ -225,12 +309,10 @@ impl Sandbox {
         self.settings.confinement()
     }
 
-    /// The writes the kernel refused, as far as the processes' logs tell, oldest first.
+    /// The writes the kernel refused, as far as the observer and the processes' logs tell,
+    /// oldest first.
     pub fn denials(&self) -> Vec<String> {
-        self.denials
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
+        self.denials.list()
     }
 
     /// The walls its processes start behind: the private temporary directory and the
@@ -263,35 +345,22 @@ impl Sandbox {
             }
             paths.push(path.clone());
         }
+        let places = Arc::new(Places::new(paths.clone(), self.denials.clone()));
         paths.extend(DEVICES.iter().map(PathBuf::from));
         let ruleset = ruleset(abi, &paths)?;
-        Ok(Armed { abi, ruleset, tmp })
+        Ok(Armed {
+            abi,
+            ruleset,
+            tmp,
+            places,
+        })
     }
 
     /// Reads the output a process wrote under `armed` in `cwd` (`text`) for writes the
     /// kernel refused, and keeps the paths outside its places.
     pub(crate) fn note_denials(&self, armed: &Armed, cwd: &Path, text: &str) {
-        let found = refused_writes(text, cwd, |path| {
-            path.starts_with(armed.tmp.path()) || self.may_write(path)
-        });
-        if found.is_empty() {
-            return;
-        }
-        let mut denials = self.denials.lock().unwrap_or_else(|e| e.into_inner());
-        for denial in found {
-            if denials.len() < MAX_DENIALS && !denials.contains(&denial) {
-                denials.push(denial);
-            }
-        }
-    }
-
-    /// Whether `path` lies in one of the places every process of this sandbox may write.
-    fn may_write(&self, path: &Path) -> bool {
-        self.own
-            .iter()
-            .chain(&self.settings.writable)
-            .any(|root| path.starts_with(root))
-            || DEVICES.iter().any(|d| path == Path::new(d))
+        let found = refused_writes(text, cwd, |path| armed.places.may_write(path));
+        self.denials.add(found);
     }
 }
 
@@ -301,6 +370,7 @@ pub(crate) struct Armed {
     abi: i32,
     ruleset: std::os::fd::OwnedFd,
     tmp: tempfile::TempDir,
+    places: Arc<Places>,
 }
 
 impl Armed {
@@ -311,8 +381,14 @@ impl Armed {
     /// push input into a terminal (`TIOCSTI`) even without a session of its own; there the
     /// walls go up on a short-lived thread of plait's, which the kernel's rules bind, and the
     /// child starts from it through `posix_spawn` (`vfork`): no copy of plait's page tables,
-    /// and no copy-on-write faults in plait afterwards. Older kernels fork, and the child
-    /// starts its own session and raises the walls itself between fork and exec.
+    /// and no copy-on-write faults in plait afterwards. The same thread installs the
+    /// observer's seccomp filter after the walls ([`notify`]; a spawn goes on without it when
+    /// the kernel refuses it), with its supervisor started before either.
+    ///
+    /// Older kernels fork, and the child starts its own session and raises the walls itself
+    /// between fork and exec. There is no observer then: the filter's listener would be born
+    /// in the child, with no way back to plait short of passing it over a socket between fork
+    /// and exec, so only the processes' logs tell what was refused.
     pub async fn spawn(
         &self,
         mut cmd: tokio::process::Command,
@@ -339,16 +415,22 @@ impl Armed {
         cmd.process_group(0);
         // The thread holds a copy of the ruleset fd of its own, whatever becomes of `self`.
         let ruleset = self.ruleset.try_clone()?;
+        let places = self.places.clone();
         let runtime = tokio::runtime::Handle::current();
         let (sent, received) = tokio::sync::oneshot::channel();
-        // The thread is bound by the rules once it has raised them, and ends right after the
-        // spawn: no other work of plait's ever runs on it.
+        // The thread is bound by the rules and the filter once it has raised them, and ends
+        // right after the spawn: no other work of plait's ever runs on it.
         std::thread::Builder::new()
             .name("plait-sandbox".to_string())
             // It only builds the command's arguments and calls `posix_spawn`.
             .stack_size(256 * 1024)
             .spawn(move || {
+                // Started first, the supervisor is bound by neither the walls nor the filter.
+                let observer = notify::Observer::start(places);
                 let spawned = restrict(ruleset.as_raw_fd()).and_then(|()| {
+                    if let Some(observer) = observer {
+                        observer.install();
+                    }
                     let _entered = runtime.enter();
                     cmd.spawn()
                 });
@@ -443,20 +525,23 @@ fn paths_in(line: &str, cwd: &Path) -> Vec<PathBuf> {
     line.split(stops)
         .map(|word| word.trim_end_matches([':', '.']))
         .filter(|word| word.len() > 1 && word.contains('/') && !word.contains("://"))
-        .map(|word| {
-            let mut path = PathBuf::new();
-            for part in cwd.join(word).components() {
-                match part {
-                    std::path::Component::ParentDir => {
-                        path.pop();
-                    }
-                    std::path::Component::CurDir => {}
-                    other => path.push(other),
-                }
-            }
-            path
-        })
+        .map(|word| lexical(&cwd.join(word)))
         .collect()
+}
+
+/// `path` without `.` and `..`, taken as written (a `..` after a link is not followed).
+fn lexical(path: &Path) -> PathBuf {
+    let mut normal = PathBuf::new();
+    for part in path.components() {
+        match part {
+            std::path::Component::ParentDir => {
+                normal.pop();
+            }
+            std::path::Component::CurDir => {}
+            other => normal.push(other),
+        }
+    }
+    normal
 }
 
 #[cfg(test)]
@@ -556,5 +641,70 @@ mod tests {
             assert!(own.join("ok").exists(), "ABI {abi}");
             assert!(!root.path().join("outside").exists(), "ABI {abi}");
         }
+    }
+
+    /// Runs `script` with `sh -c` in `root` behind the newest walls of a sandbox owning
+    /// `root/own`, its output thrown away; returns what the sandbox recorded.
+    #[cfg(target_os = "linux")]
+    fn observed(root: &Path, script: &str) -> Vec<String> {
+        let Support::Landlock(abi) = support().clone() else {
+            unreachable!("checked by the caller")
+        };
+        let settings = SandboxSettings {
+            mode: SandboxMode::Auto,
+            writable: Vec::new(),
+            temp_root: root.to_path_buf(),
+        };
+        let sandbox = Sandbox::new(&settings, vec![root.join("own")]);
+        let armed = sandbox.prepare(abi).unwrap();
+        let mut cmd = tokio::process::Command::new("sh");
+        cmd.arg("-c")
+            .arg(script)
+            .current_dir(root)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null());
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let status = runtime
+            .block_on(async { armed.spawn(cmd).await.unwrap().wait().await })
+            .unwrap();
+        assert!(status.success(), "{script}");
+        sandbox.denials()
+    }
+
+    /// From ABI 5 on the observer records refused writes the program never mentions, and
+    /// only those: nothing for writes inside, nor for calls that fail before the wall.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn the_observer_records_silent_refusals_only() {
+        if !matches!(support(), Support::Landlock(abi) if *abi >= 5) {
+            eprintln!("skipped: the observer needs Landlock ABI 5");
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        std::fs::create_dir_all(root.join("own/sub")).unwrap();
+        std::fs::create_dir_all(root.join("out/there")).unwrap();
+        std::os::unix::fs::symlink(root.join("own"), root.join("link")).unwrap();
+        let inside = "echo a > own/a; mkdir -p own/sub/deeper; mv own/a own/sub/b; \
+                      ln -s b own/sub/c; rm own/sub/c; echo t > \"$TMPDIR/t\"; \
+                      echo l > link/l; echo n > /dev/null; echo s > /dev/stdout; \
+                      cat own/sub/b /etc/hostname > /dev/null; true";
+        assert_eq!(observed(&root, inside), Vec::<String>::new());
+        assert!(root.join("own/l").exists());
+        let outside = "mkdir -p out/there/new 2>/dev/null; echo x > out/file 2>/dev/null; \
+                       cd own/sub && mkdir ../../out/up 2>/dev/null; \
+                       rm ../../out/missing 2>/dev/null; true";
+        let refused = |p: &str| format!("write to {} refused", root.join(p).display());
+        assert_eq!(
+            observed(&root, outside),
+            [
+                refused("out/there/new"),
+                refused("out/file"),
+                refused("out/up")
+            ]
+        );
     }
 }
