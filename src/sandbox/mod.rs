@@ -276,8 +276,14 @@ impl Places {
             || DEVICES.iter().any(|d| path == Path::new(d))
     }
 
-    /// Keeps a write to `path`, outside the places, that the walls refused.
+    /// Keeps a write to `path`, outside the places, that the walls refused. The
+    /// controlling terminal is not kept: programs open it to write at start-up (a Python
+    /// build probing it, for one) and go on without it, so it would stand in every task's
+    /// record and say nothing (it is still refused).
     fn record(&self, path: &Path) {
+        if path == Path::new("/dev/tty") {
+            return;
+        }
         self.denials
             .add([format!("write to {} refused", path.display())]);
     }
