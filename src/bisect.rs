@@ -139,7 +139,7 @@ impl<'a> Tester<'a> {
         }
         let branches: Vec<BranchInput> = set.iter().map(|&i| self.inputs[i].clone()).collect();
         let (repo, base) = (self.search.repo.to_path_buf(), self.base);
-        let scratch = scratch_branch(&self.search.state.id);
+        let scratch = crate::refs::bisect_branch(&self.search.state.id);
         let outcome = tokio::task::spawn_blocking(move || {
             let git = git::open(&repo)?;
             let workdir = git::workdir(&git);
@@ -280,11 +280,6 @@ impl<'a> Tester<'a> {
     }
 }
 
-/// The scratch branch the search merges subsets on.
-fn scratch_branch(run: &str) -> String {
-    crate::refs::bisect_branch(run)
-}
-
 /// Finds the culprit sets among `inputs` (the branches of a merge whose checks failed).
 pub async fn find(search: &Search<'_>, inputs: &[BranchInput]) -> Result<Culprits, BisectError> {
     let base = Oid::from_str(&search.state.base)?;
@@ -297,7 +292,9 @@ pub async fn find(search: &Search<'_>, inputs: &[BranchInput]) -> Result<Culprit
     };
     let outcome = hunt(&mut tester).await;
     if let Ok(repo) = git::open(search.repo) {
-        if let Ok(mut r) = repo.find_reference(&branch_ref(&scratch_branch(&search.state.id))) {
+        if let Ok(mut r) =
+            repo.find_reference(&branch_ref(&crate::refs::bisect_branch(&search.state.id)))
+        {
             let _ = r.delete();
         }
     }

@@ -54,37 +54,15 @@ fn land(dir: &Path, args: &LandArgs) -> Result<(), CommandError> {
         env: &env,
     };
     let landing = super::runtime()?.block_on(ops::land::land(&request))?;
-    let run = &landing.run;
-    for adopted in &landing.adopted {
-        let checks = match adopted.checks_pass {
-            None => "no task checks",
-            Some(true) => "task checks pass",
-            Some(false) => "task checks FAIL",
-        };
-        errln!(
-            "branch of task {} moved by hand: collected its commits (own files only; {checks}); merging again and re-running the merged checks",
-            adopted.task
-        );
+    for note in landing.notes() {
+        errln!("{note}");
     }
-    if landing.remerged == Some(ops::land::Remerged::Decisions) {
-        errln!("decisions changed which tasks belong in run {run}: merging again and re-running the merged checks");
+    if let LandOutcome::Refused(refusal) = landing.outcome {
+        return Err(refused(&landing.run, &args.into, &landing.state, refusal));
     }
-    match landing.outcome {
-        LandOutcome::Landed(record) => outln!(
-            "landed run {run} into {}: {} → {} ({})",
-            record.branch,
-            crate::git::short(&record.from),
-            crate::git::short(&record.to),
-            if record.fast_forward {
-                "fast-forward"
-            } else {
-                "merge commit"
-            }
-        ),
-        LandOutcome::AlreadyLanded { branch } => {
-            outln!("{branch} already contains run {run}'s result")
-        }
-        LandOutcome::Refused(refusal) => Err(refused(run, &args.into, &landing.state, refusal)),
+    match landing.outcome_line() {
+        Some(line) => outln!("{line}"),
+        None => Ok(()),
     }
 }
 

@@ -170,16 +170,6 @@ pub fn cmd_send_back(dir: &Path, args: SendBackArgs) -> Result<(), CommandError>
 
 fn decide(dir: &Path, run: &str, task: &str, verdict: Verdict) -> Result<(), CommandError> {
     let decided = crate::ops::decide::decide(dir, Some(run), task, verdict)?;
-    let word = if verdict == Verdict::Approve {
-        "accepted"
-    } else {
-        "rejected"
-    };
-    outln!(
-        "{} {task} of run {} {word}; `plait land {} --into BRANCH` merges again with this decision",
-        decided.what,
-        decided.run,
-        decided.run
-    )?;
+    outln!("{}", decided.message())?;
     Ok(())
 }

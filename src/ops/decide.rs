@@ -18,6 +18,21 @@ pub struct Decided {
     pub verdict: Verdict,
 }
 
+impl Decided {
+    /// What the decision did, in words: the same line for the command and the page.
+    pub fn message(&self) -> String {
+        let word = if self.verdict == Verdict::Approve {
+            "accepted"
+        } else {
+            "rejected"
+        };
+        format!(
+            "{} {} of run {} {word}; `plait land {} --into BRANCH` merges again with this decision",
+            self.what, self.id, self.run, self.run
+        )
+    }
+}
+
 /// Records `verdict` on task (or group) `id` of run `run` (or the latest run) of the
 /// repository at `dir`. A person's acceptance overrules the culprit search: an accepted
 /// task held out as a culprit goes back into the merge. Refused while the run is in

@@ -52,6 +52,57 @@ pub struct Landing {
     pub state: RunState,
 }
 
+impl Landing {
+    /// What was done before the landing (branches collected, the merge made again), a line
+    /// each.
+    pub fn notes(&self) -> Vec<String> {
+        let mut notes: Vec<String> = self
+            .adopted
+            .iter()
+            .map(|adopted| {
+                let checks = match adopted.checks_pass {
+                    None => "no task checks",
+                    Some(true) => "task checks pass",
+                    Some(false) => "task checks FAIL",
+                };
+                format!(
+                    "branch of task {} moved by hand: collected its commits (own files only; {checks}); merging again and re-running the merged checks",
+                    adopted.task
+                )
+            })
+            .collect();
+        if self.remerged == Some(Remerged::Decisions) {
+            notes.push(format!(
+                "decisions changed which tasks belong in run {}: merging again and re-running the merged checks",
+                self.run
+            ));
+        }
+        notes
+    }
+
+    /// The landing's outcome in a line, unless it was refused (`refusal_text` says why).
+    pub fn outcome_line(&self) -> Option<String> {
+        let run = &self.run;
+        match &self.outcome {
+            LandOutcome::Landed(record) => Some(format!(
+                "landed run {run} into {}: {} → {} ({})",
+                record.branch,
+                git::short(&record.from),
+                git::short(&record.to),
+                if record.fast_forward {
+                    "fast-forward"
+                } else {
+                    "merge commit"
+                }
+            )),
+            LandOutcome::AlreadyLanded { branch } => {
+                Some(format!("{branch} already contains run {run}'s result"))
+            }
+            LandOutcome::Refused(_) => None,
+        }
+    }
+}
+
 /// Lands run `request.run` into `request.into` (see the module's doc). A refusal of the
 /// gate, a conflict with a target that moved, or uncommitted changes in the target's
 /// checkout are an `Ok` outcome; moved branches that cannot be taken are an error.

@@ -143,10 +143,7 @@ impl Cone {
 
 /// `dir`'s ancestors, nearest last, the root (`""`) first.
 fn ancestors(dir: &str) -> impl Iterator<Item = String> + '_ {
-    let cuts = dir.match_indices('/').map(|(i, _)| i);
-    std::iter::once(String::new())
-        .filter(move |_| !dir.is_empty())
-        .chain(cuts.map(move |i| dir[..i].to_string()))
+    parents(dir).map(str::to_string)
 }
 
 /// The directory holding `path` (`""` for a file at the root).

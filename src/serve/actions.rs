@@ -58,17 +58,9 @@ pub(super) async fn decide(
             };
             let repo = app.settings.repo.clone();
             blocking(move || {
-                let decided = ops::decide::decide(&repo, Some(&run), &task, verdict)
-                    .map_err(ops_error)?;
-                let word = if verdict == Verdict::Approve {
-                    "accepted"
-                } else {
-                    "rejected"
-                };
-                let message = format!(
-                    "{} {} of run {} {word}; `plait land {} --into BRANCH` merges again with this decision",
-                    decided.what, decided.id, decided.run, decided.run
-                );
+                let decided =
+                    ops::decide::decide(&repo, Some(&run), &task, verdict).map_err(ops_error)?;
+                let message = decided.message();
                 Ok((StatusCode::OK, Json(json!({"message": message}))))
             })
             .await
@@ -112,36 +104,19 @@ pub(super) async fn land(
             .enable_all()
             .build()
             .map_err(|e| ApiError::internal(format!("cannot start the landing: {e}")))?;
-        let landing = runtime.block_on(ops::land::land(&request)).map_err(ops_error)?;
-        let run = &landing.run;
-        let mut said: Vec<String> = landing
-            .adopted
-            .iter()
-            .map(|a| format!("branch of task {} moved by hand: collected its commits", a.task))
-            .collect();
-        if landing.remerged == Some(ops::land::Remerged::Decisions) {
-            said.push(format!("decisions changed which tasks belong in run {run}: merged again and re-ran the merged checks"));
+        let landing = runtime
+            .block_on(ops::land::land(&request))
+            .map_err(ops_error)?;
+        let mut said = landing.notes();
+        if let LandOutcome::Refused(refusal) = &landing.outcome {
+            let (message, hint) =
+                ops::land::refusal_text(&landing.run, &body.into, &landing.state, refusal);
+            return Err(ApiError::new(
+                StatusCode::CONFLICT,
+                format!("{message}\nhint: {hint}"),
+            ));
         }
-        match &landing.outcome {
-            LandOutcome::Landed(record) => said.push(format!(
-                "landed run {run} into {}: {} → {} ({})",
-                record.branch,
-                crate::git::short(&record.from),
-                crate::git::short(&record.to),
-                if record.fast_forward { "fast-forward" } else { "merge commit" }
-            )),
-            LandOutcome::AlreadyLanded { branch } => {
-                said.push(format!("{branch} already contains run {run}'s result"))
-            }
-            LandOutcome::Refused(refusal) => {
-                let (message, hint) =
-                    ops::land::refusal_text(run, &body.into, &landing.state, refusal);
-                return Err(ApiError::new(
-                    StatusCode::CONFLICT,
-                    format!("{message}\nhint: {hint}"),
-                ));
-            }
-        }
+        said.extend(landing.outcome_line());
         Ok((StatusCode::OK, Json(json!({"message": said.join("\n")}))))
     })
     .await
