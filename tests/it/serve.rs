@@ -955,9 +955,11 @@ mod browser {
         let url = format!("http://{}/", served.addr);
         let port = served.addr.split(':').nth(1).unwrap().to_string();
         let before = repo.status_json(&[&run]);
+        // Each answer is read whole before the next step: a navigation would abort a body
+        // still on its way, which the page reports as a failed request.
         let post = |headers: &str| {
             format!(
-                "fetch('/api/runs/{run}/tasks/a/reject', {{method: 'POST', headers: {{'Content-Type': 'application/json'{headers}}}, body: '{{}}'}}).then(r => r.status)"
+                "fetch('/api/runs/{run}/tasks/a/reject', {{method: 'POST', headers: {{'Content-Type': 'application/json'{headers}}}, body: '{{}}'}}).then(r => r.text().then(() => r.status))"
             )
         };
         // `rebound.example` resolves to this machine, as a site's name does after DNS
@@ -974,7 +976,7 @@ mod browser {
                 {"eval": format!("fetch('{rebound}api/runs').then(r => r.status).catch(() => 'blocked')")},
                 {"goto": rebound},
                 {"eval": "document.body.innerText"},
-                {"eval": format!("fetch('/api/runs/{run}/tasks/a/reject', {{method: 'POST', headers: {{'Content-Type': 'application/json', 'X-Plait-Token': 'x'}}, body: '{{}}'}}).then(r => r.status)")},
+                {"eval": format!("fetch('/api/runs/{run}/tasks/a/reject', {{method: 'POST', headers: {{'Content-Type': 'application/json', 'X-Plait-Token': 'x'}}, body: '{{}}'}}).then(r => r.text().then(() => r.status))")},
             ]}),
             &repo.scratch,
             &["--host-resolver-rules=MAP rebound.example 127.0.0.1"],
