@@ -493,17 +493,23 @@ pub async fn execute(
     Ok(state)
 }
 
-/// Runs every task, `-j` at a time, until all have ended.
+/// Runs every task, `-j` at a time, until all have ended. Tasks start in the plan's order:
+/// a slot is taken before a task is spawned, so a later task never overtakes an earlier
+/// one that waits for the same slot.
 async fn run_tasks(shared: &Arc<Shared>) -> Result<(), RunError> {
     let permits = Arc::new(Semaphore::new(shared.jobs));
     let mut set = JoinSet::new();
     for index in 0..shared.plan.tasks.len() {
+        let Ok(permit) = permits.clone().acquire_owned().await else {
+            break;
+        };
+        // A task that panicked is told at once, not after every later task has started.
+        while let Some(joined) = set.try_join_next() {
+            joined.map_err(RunError::panicked("a task"))?;
+        }
         let shared = shared.clone();
-        let permits = permits.clone();
         set.spawn(async move {
-            let Ok(_permit) = permits.acquire_owned().await else {
-                return;
-            };
+            let _permit = permit;
             task::run_task(&shared, index).await;
         });
     }

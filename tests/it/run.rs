@@ -484,7 +484,12 @@ fn a_killed_run_is_finished_by_resume_without_losing_committed_work() {
     let mut before = serde_json::Value::Null;
     wait_until("m0 committed while m1 and m2 run", || {
         before = wait_for_running(&repo, 2);
-        before["tasks"][0]["commit"].is_string()
+        let m0 = &before["tasks"][0];
+        assert!(
+            m0["state"] == "running" || m0["state"] == "done",
+            "m0, first in the plan, starts first and ends done: {before:#}"
+        );
+        m0["commit"].is_string()
     });
     let run = before["id"].as_str().unwrap().to_string();
     let m0 = before["tasks"][0]["commit"].as_str().unwrap().to_string();
