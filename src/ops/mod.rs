@@ -5,10 +5,13 @@
 //! `cli/` parses arguments, calls these and renders their reports; `serve` calls them in
 //! its own process.
 
+pub mod check;
 pub mod clean;
 pub mod decide;
 pub mod land;
 pub mod resume;
+pub mod send_back;
+pub mod sync;
 
 use crate::git::RepoError;
 use crate::land::LandError;

@@ -1,0 +1,1 @@
+//! Syncing a run between its PostgreSQL store and the local record.
