@@ -16,10 +16,10 @@ use git2::{Oid, Repository};
 use serde::Serialize;
 
 use crate::cancel::Cancel;
-use crate::git::tree_changes;
+use crate::collect::outside_ownership;
 use crate::git::{self, signatures};
 use crate::land::{gate, Blocker};
-use crate::merge::{self, Conflict, MergeError};
+use crate::merge::{self, Conflict};
 use crate::orchestrator::{self, RunError};
 use crate::plan::globs::Globs;
 use crate::plan::{CheckSettings, PlanFile};
@@ -331,25 +331,6 @@ fn merge_branches(
         let _ = r.delete();
     }
     Ok((outside, outcome?))
-}
-
-/// The paths commit `tip` changes against the base outside task `task`'s ownership, as
-/// `task: path`.
-pub(crate) fn outside_ownership(
-    repo: &Repository,
-    base_tree: &git2::Tree<'_>,
-    tip: Oid,
-    task: &str,
-    owns: &HashMap<String, Globs>,
-) -> Result<Vec<String>, RunError> {
-    let tree = repo.find_commit(tip).and_then(|c| c.tree())?;
-    let globs = owns.get(task);
-    Ok(tree_changes(repo, base_tree, &tree)
-        .map_err(MergeError::from)?
-        .into_keys()
-        .filter(|path| !globs.is_some_and(|g| g.matches(path)))
-        .map(|path| format!("{task}: {path}"))
-        .collect())
 }
 
 /// The owned globs of each task of a plan.

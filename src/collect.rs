@@ -383,3 +383,22 @@ pub fn commit_message(run: &str, task: &str, prompt: &str) -> String {
     }
     format!("plait({task}): {subject}\n\nPlait-Run: {run}\n")
 }
+
+/// The paths commit `tip` changes against `base_tree` outside task `task`'s ownership, as
+/// `task: path`: this stage's rule applied to commits made without it (a task branch moved
+/// by hand, branches `plait check` is given). A task with no entry in `owns` owns nothing.
+pub fn outside_ownership(
+    repo: &Repository,
+    base_tree: &git2::Tree<'_>,
+    tip: Oid,
+    task: &str,
+    owns: &HashMap<String, Globs>,
+) -> Result<Vec<String>, git2::Error> {
+    let tree = repo.find_commit(tip).and_then(|c| c.tree())?;
+    let globs = owns.get(task);
+    Ok(crate::git::tree_changes(repo, base_tree, &tree)?
+        .into_keys()
+        .filter(|path| !globs.is_some_and(|g| g.matches(path)))
+        .map(|path| format!("{task}: {path}"))
+        .collect())
+}

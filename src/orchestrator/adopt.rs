@@ -117,7 +117,7 @@ fn weigh(
         }
         let prefix = format!("{}: ", task.id);
         let outside: Vec<String> =
-            crate::check::outside_ownership(&repo, &base_tree, tip, &task.id, owns)?
+            crate::collect::outside_ownership(&repo, &base_tree, tip, &task.id, owns)?
                 .into_iter()
                 .map(|p| p.strip_prefix(&prefix).map(str::to_string).unwrap_or(p))
                 .collect();
