@@ -6,6 +6,9 @@
 //! green. Nothing is landed and no branch but the run's merged branch is written.
 //! A merge in progress (a hook's) is judged on its own: only the tasks it brings in, by
 //! history or, through [`work`], by content.
+//! These are the steps; `ops::check` is the use case that strings them together with the
+//! orchestrator's (collecting branches moved by hand, merging again) and with the run's
+//! record.
 
 pub mod work;
 
@@ -20,7 +23,7 @@ use crate::collect::outside_ownership;
 use crate::git::{self, signatures};
 use crate::land::{gate, Blocker};
 use crate::merge::{self, Conflict};
-use crate::orchestrator::{self, RunError};
+use crate::orchestrator::RunError;
 use crate::plan::globs::Globs;
 use crate::plan::{CheckSettings, PlanFile};
 use crate::refs::branch_ref;
@@ -341,42 +344,51 @@ pub fn owns_of(plan: &PlanFile) -> HashMap<String, Globs> {
         .collect()
 }
 
-/// Checks run `state` against branch `into`; `state` is updated when it had to merge again.
+/// What a run's task branches hold that the gate must hear of: the paths they change
+/// outside their tasks' ownership (as `task: path`), and the branches that moved since the
+/// run recorded them.
+#[derive(Debug, Clone, Default)]
+pub struct BranchFindings {
+    pub ownership: Vec<String>,
+    pub moved: Vec<Blocker>,
+}
+
+/// Weighs the task branches of run `state` as they are now (see [`BranchFindings`]).
+pub async fn weigh_branches(
+    workdir: &Path,
+    state: &RunState,
+    owns: &HashMap<String, Globs>,
+) -> Result<BranchFindings, RunError> {
+    let (workdir, snapshot, owns) = (workdir.to_path_buf(), state.clone(), owns.clone());
+    tokio::task::spawn_blocking(move || ownership(&workdir, &snapshot, &owns))
+        .await
+        .map_err(RunError::panicked("checking ownership"))?
+}
+
+/// Checks run `state`, as it is merged now, against branch `into`: `branches` (from
+/// [`weigh_branches`]), the run's gate, conflicts of its merged result with `into`, and
+/// the merged checks on the two merged (those the run recorded when `into` already holds
+/// the result or is behind it). Collecting moved branches and merging again first is
+/// `ops::check`'s part.
 pub async fn check_run(
     workdir: PathBuf,
     run_dir: RunDir,
-    state: &mut RunState,
+    state: &RunState,
     into: &str,
     checks: &CheckSettings,
-    owns: &HashMap<String, Globs>,
+    branches: BranchFindings,
 ) -> Result<CheckReport, RunError> {
-    // A branch moved by hand is collected, as `plait land` would; one that cannot be stays
-    // moved, and says so below.
-    let adopted =
-        !orchestrator::adopt::adopt_moved(workdir.clone(), run_dir.clone(), state, checks, owns)
-            .await?
-            .adopted
-            .is_empty();
-    let (ownership, moved) = {
-        let (workdir, snapshot, owns) = (workdir.clone(), state.clone(), owns.clone());
-        tokio::task::spawn_blocking(move || ownership(&workdir, &snapshot, &owns))
-            .await
-            .map_err(RunError::panicked("checking ownership"))??
-    };
-    if adopted || merge::run::merge_is_stale(state) {
-        orchestrator::remerge(workdir.clone(), run_dir.clone(), state, checks).await?;
-    }
     let mut report = CheckReport {
         run: state.id.clone(),
         target: into.to_string(),
         pass: false,
-        ownership,
+        ownership: branches.ownership,
         conflicts: Vec::new(),
         checks: state.merged_checks.clone(),
         gate: gate(state, false),
         merge: None,
     };
-    report.gate.extend(moved);
+    report.gate.extend(branches.moved);
     let Some(merged) = state.merge.as_ref().map(|m| m.commit.clone()) else {
         return Ok(report);
     };
@@ -406,7 +418,7 @@ fn ownership(
     workdir: &Path,
     state: &RunState,
     owns: &HashMap<String, Globs>,
-) -> Result<(Vec<String>, Vec<Blocker>), RunError> {
+) -> Result<BranchFindings, RunError> {
     let repo = git::open(workdir)?;
     let base = Oid::from_str(&state.base)?;
     let base_tree = repo.find_commit(base).and_then(|c| c.tree())?;
@@ -425,7 +437,10 @@ fn ownership(
             outside.extend(outside_ownership(&repo, &base_tree, tip, &task.id, owns)?);
         }
     }
-    Ok((outside, moved))
+    Ok(BranchFindings {
+        ownership: outside,
+        moved,
+    })
 }
 
 enum Target {

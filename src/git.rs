@@ -56,6 +56,14 @@ pub fn open(path: &Path) -> Result<Repository, RepoError> {
     }
 }
 
+/// The branch HEAD is on, if any.
+pub fn current_branch(repo: &Repository) -> Option<String> {
+    let head = repo.head().ok()?;
+    head.is_branch()
+        .then(|| head.shorthand().ok().map(str::to_string))
+        .flatten()
+}
+
 /// The working directory of a non-bare repository (its git dir for a bare one).
 pub fn workdir(repo: &Repository) -> PathBuf {
     repo.workdir().unwrap_or_else(|| repo.path()).to_path_buf()

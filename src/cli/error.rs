@@ -236,13 +236,21 @@ impl From<crate::ops::OpsError> for CommandError {
             OpsError::State(e) => e.into(),
             OpsError::Plan(e) => e.into(),
             OpsError::Land(e) => e.into(),
-            OpsError::Run { what, source } => {
-                let mut err = CommandError::from(source);
-                err.message = format!("{what}: {}", err.message);
-                err
+            OpsError::Run { what, source } => doing(what, source),
+            OpsError::Check { what, source } => doing(&what, source),
+            OpsError::Work(e) => {
+                CommandError::internal("cannot look up the runs' task work for the hook").because(e)
             }
         }
     }
+}
+
+/// A failure of the run's pipeline while doing `what`: its own kind and hint, with `what`
+/// before its message.
+fn doing(what: &str, source: RunError) -> CommandError {
+    let mut err = CommandError::from(source);
+    err.message = format!("{what}: {}", err.message);
+    err
 }
 
 impl From<crate::pg::PgError> for CommandError {

@@ -1,21 +1,22 @@
 //! `plait hook`: git hooks that judge whatever brings a run's work into a branch outside
 //! `plait/` (a merge, a fast-forward, a squash merge's commit, a cherry-pick, a rebase, a
 //! reset) as `plait check` judges a merge, and run `plait check` before plait branches
-//! are pushed.
+//! are pushed. `ops::check` does the judging; this file installs the hooks, reads what
+//! git hands them and prints.
 
-use std::collections::BTreeMap;
 use std::io::Read;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use clap::{Args, Subcommand};
 
-use super::check::{check_merge_one, check_one, current_branch, text};
+use super::check::text;
 use super::error::Context as _;
 use super::ui::{err, outln};
 use super::{open_store, CommandError};
-use crate::check::{work, MergeInProgress};
+use crate::check::{CheckReport, MergeInProgress};
 use crate::git;
+use crate::ops::check::{BackOut, BranchUpdate, Case, Checker, Judged};
 
 /// Install or remove the git hooks that judge what brings a run's work into your branches
 #[derive(Debug, Args)]
@@ -229,79 +230,32 @@ fn merge_in_progress(
     }))
 }
 
-/// The runs a move onto `tree` from the commit `from` concerns, each with the tasks whose
-/// work the tree brings in by content: those, and the runs with a branch at one of `tips`.
-fn runs_concerned(
-    repo: &git2::Repository,
-    store: &crate::state::Store,
-    from: git2::Oid,
-    tree: git2::Oid,
-    tips: &[git2::Oid],
-) -> Result<BTreeMap<String, Vec<String>>, CommandError> {
-    let trees = repo
-        .find_commit(from)
-        .and_then(|c| c.tree())
-        .and_then(|old| Ok((old, repo.find_tree(tree)?)));
-    let Ok((old, new)) = trees else {
-        return Ok(BTreeMap::new());
-    };
-    work::concerned(repo, store, &old, &new, tips).map_err(work_failed)
-}
-
-fn work_failed(e: work::WorkError) -> CommandError {
-    CommandError::internal("cannot look up the runs' task work for the hook").because(e)
-}
-
-/// How the runs concerned judged a move.
-#[derive(Debug, Default)]
-struct Judged {
-    runs: usize,
-    refused: bool,
-}
-
-/// Judges `merging` into branch `into` against each run of `found`, with the tasks found
-/// there by content as the ones it brings in; prints each report.
-fn judge_runs(
-    repo: &git2::Repository,
-    store: &crate::state::Store,
-    into: &str,
-    merging: &MergeInProgress,
-    found: BTreeMap<String, Vec<String>>,
-) -> Result<Judged, CommandError> {
-    let mut judged = Judged::default();
-    for (run, brings) in found {
-        if !has_record(store, &run)? {
-            continue;
-        }
-        let merging = MergeInProgress {
-            brings,
-            ..merging.clone()
-        };
-        let report = check_merge_one(repo, store, &run, into, &merging)?;
-        err!("{}", text(&report));
-        judged.runs += 1;
-        judged.refused |= !report.pass;
+/// Judges `cases`, printing each report on stderr as soon as it is made.
+fn judge(checker: &Checker<'_>, cases: Vec<Case>) -> Result<Judged, CommandError> {
+    if cases.is_empty() {
+        return Ok(Judged::default());
     }
-    Ok(judged)
+    Ok(super::runtime()?.block_on(checker.judge(cases, &show))?)
+}
+
+/// Prints a hook's report of one run on stderr.
+fn show(report: &CheckReport) {
+    err!("{}", text(report));
 }
 
 /// pre-merge-commit: the merge git is about to commit, judged against the runs whose
 /// branches it merges and those whose task work its tree brings in. A merge that passed
 /// leaves a note for reference-transaction, which then lets its commit's update through
 /// without judging it again.
-fn pre_merge_commit(
-    dir: &Path,
-    repo: &git2::Repository,
-    store: &crate::state::Store,
-) -> Result<(), CommandError> {
-    let Some(into) = current_branch(repo) else {
+fn pre_merge_commit(dir: &Path, checker: &Checker<'_>) -> Result<(), CommandError> {
+    let repo = checker.repo;
+    let Some(into) = git::current_branch(repo) else {
         return Ok(());
     };
     let Some(merging) = merge_in_progress(dir, repo)? else {
         return Ok(());
     };
-    let found = runs_concerned(repo, store, merging.target, merging.tree, &merging.heads)?;
-    let judged = judge_runs(repo, store, &into, &merging, found)?;
+    let judged = judge(checker, checker.concerned(&into, &merging, &merging.heads)?)?;
     if judged.refused {
         return Err(CommandError::attention(
             "plait check failed for the merge being made; see above",
@@ -334,15 +288,6 @@ fn judged_already(repo: &git2::Repository, note: Option<&str>, update: &BranchUp
     target == update.old.to_string() && new_tree.is_ok_and(|t| t.to_string() == tree)
 }
 
-/// One ref update of a transaction that moves a branch outside `plait/` from one commit
-/// to another.
-#[derive(Debug, Clone)]
-struct BranchUpdate {
-    branch: String,
-    old: git2::Oid,
-    new: git2::Oid,
-}
-
 /// The branch update a line of reference-transaction's input describes, if it is one to
 /// judge: not a plait branch's, not a creation or deletion, not a no-op. git passes a zero
 /// old value for a forced update too; the branch's current tip is the old one then.
@@ -367,19 +312,15 @@ fn branch_update(repo: &git2::Repository, line: &str) -> Option<BranchUpdate> {
     })
 }
 
-/// reference-transaction, prepared: every branch outside `plait/` that moves (a commit, a
-/// merge, a fast-forward, a squash merge's commit, a cherry-pick, a rebase, `git am`, a
-/// reset, `update-ref`) is judged as a merge of what it brings in: the new tip's tree, the
-/// old tip as the target, the tasks whose work the new tree brings in by content, and the
-/// runs with a branch at the new tip (a fast-forward) or at a commit it merges.
-fn reference_transaction(
-    repo: &git2::Repository,
-    store: &crate::state::Store,
-) -> Result<(), CommandError> {
+/// reference-transaction, prepared: every branch outside `plait/` that moves is judged as
+/// a merge of what it brings in (`Checker::judge_update`), unless pre-merge-commit judged
+/// it already.
+fn reference_transaction(checker: &Checker<'_>) -> Result<(), CommandError> {
     // `plait land` moves branches only after its own gate.
     if std::env::var_os(crate::land::LANDING_VAR).is_some() {
         return Ok(());
     }
+    let repo = checker.repo;
     let mut input = String::new();
     let _ = std::io::stdin().read_to_string(&mut input);
     let updates: Vec<BranchUpdate> = input
@@ -395,13 +336,20 @@ fn reference_transaction(
         // The note is for this transaction or it is stale: either way it is used up.
         let _ = std::fs::remove_file(&note_path);
     }
+    let updates: Vec<BranchUpdate> = updates
+        .into_iter()
+        .filter(|update| !judged_already(repo, note.as_deref(), update))
+        .collect();
+    if updates.is_empty() {
+        return Ok(());
+    }
+    let reflog_action = std::env::var("GIT_REFLOG_ACTION").unwrap_or_default();
+    let runtime = super::runtime()?;
     let mut refused = Vec::new();
     for update in updates {
-        if judged_already(repo, note.as_deref(), &update) {
-            continue;
-        }
-        if let Some(hint) = judge_update(repo, store, &update)? {
-            refused.push(hint);
+        let judged = checker.judge_update(&update, &reflog_action, &show);
+        if let Some(back_out) = runtime.block_on(judged)? {
+            refused.push(refusal(&update, back_out));
         }
     }
     if refused.is_empty() {
@@ -415,162 +363,57 @@ const BYPASS: &str = "to go ahead anyway, run the same command as \
     `git -c core.hooksPath=/dev/null ...` (`--no-verify` does not skip this hook), \
     or `plait hook uninstall`";
 
-/// Judges one branch update; when it is refused, what happened to the branch and the
-/// checkout, and how to back out.
-fn judge_update(
-    repo: &git2::Repository,
-    store: &crate::state::Store,
-    update: &BranchUpdate,
-) -> Result<Option<String>, CommandError> {
-    let Ok(new) = repo.find_commit(update.new) else {
-        return Ok(None);
+/// What happened to a refused update's branch and checkout, and how to back out.
+fn refusal(update: &BranchUpdate, back_out: BackOut) -> String {
+    let then = match back_out {
+        BackOut::Abort(op) => format!("; `git {op} --abort` backs the {op} out"),
+        BackOut::PutBack => {
+            " and the checkout was put back with it (uncommitted changes kept)".to_string()
+        }
+        BackOut::IndexKept => {
+            "; the index still holds what was to be committed (`git reset --merge` drops it)"
+                .to_string()
+        }
+        BackOut::Untouched => String::new(),
     };
-    let forward = repo
-        .graph_descendant_of(update.new, update.old)
-        .unwrap_or(false);
-    // A fast-forward's new tip, and the commits a merge commit merges in.
-    let tips: Vec<git2::Oid> = forward
-        .then_some(update.new)
-        .into_iter()
-        .chain(new.parent_ids().skip(1))
-        .collect();
-    let found = runs_concerned(repo, store, update.old, new.tree_id(), &tips)?;
-    if found.is_empty() {
-        return Ok(None);
-    }
-    let merging = MergeInProgress {
-        tree: new.tree_id(),
-        target: update.old,
-        heads: vec![update.new],
-        brings: Vec::new(),
-    };
-    if !judge_runs(repo, store, &update.branch, &merging, found)?.refused {
-        return Ok(None);
-    }
-    let plaits = !work::WorkIndex::load(repo, store)
-        .map_err(work_failed)?
-        .runs_at(&[update.new])
-        .is_empty();
-    Ok(Some(format!(
+    format!(
         "plait check refused moving {branch} to {new} (see above): {branch} stays at {old}{then}.",
         branch = update.branch,
         new = git::short(&update.new.to_string()),
         old = git::short(&update.old.to_string()),
-        then = back_out(repo, update, forward, plaits)
-    )))
-}
-
-/// What to do about the checkout after a refused update, as the rest of a sentence. An
-/// operation git leaves in progress (a merge, cherry-pick, revert, rebase, `git am`) is
-/// backed out by its `--abort`. A checkout git moved onto a commit that is not the
-/// user's own (a fast-forward merge, or a commit a plait branch points at, as a reset
-/// onto a task's commit) is put back, uncommitted changes kept. Otherwise (a commit of the
-/// user's) the index keeps what was to be committed.
-fn back_out(repo: &git2::Repository, update: &BranchUpdate, forward: bool, plaits: bool) -> String {
-    use git2::RepositoryState as S;
-    let op = match repo.state() {
-        S::Merge => Some("merge"),
-        S::CherryPick | S::CherryPickSequence => Some("cherry-pick"),
-        S::Revert | S::RevertSequence => Some("revert"),
-        S::Rebase | S::RebaseInteractive | S::RebaseMerge => Some("rebase"),
-        S::ApplyMailbox | S::ApplyMailboxOrRebase => Some("am"),
-        S::Clean | S::Bisect => None,
-    };
-    if let Some(op) = op {
-        return format!("; `git {op} --abort` backs the {op} out");
-    }
-    if current_branch(repo).as_deref() != Some(update.branch.as_str()) {
-        return String::new();
-    }
-    let workdir = git::workdir(repo);
-    let index = git::index_tree(&workdir, None).ok();
-    let new_tree = repo.find_commit(update.new).map(|c| c.tree_id()).ok();
-    if index.is_none() || index != new_tree {
-        return String::new();
-    }
-    let action = std::env::var("GIT_REFLOG_ACTION").unwrap_or_default();
-    let fast_forward = forward && (action.starts_with("merge") || action.starts_with("pull"));
-    if fast_forward || plaits {
-        // git updated the checkout before the ref; the ref stays, so the checkout goes
-        // back too (as a checkout from the new tip to the old would, local changes kept).
-        let (new, old) = (update.new.to_string(), update.old.to_string());
-        let undone = git::run_git(&workdir, &["read-tree", "-m", "-u", &new, &old], &[]);
-        if undone.is_ok() {
-            return " and the checkout was put back with it (uncommitted changes kept)".to_string();
-        }
-    }
-    "; the index still holds what was to be committed (`git reset --merge` drops it)".to_string()
-}
-
-/// Whether run `run` has a record here: a branch of a run whose record is gone is not
-/// judged, but a record that cannot be read stops the hook (the gate cannot judge it).
-fn has_record(store: &crate::state::Store, run: &str) -> Result<bool, CommandError> {
-    match store.load(run) {
-        Ok(_) => Ok(true),
-        Err(crate::state::StateError::UnknownRun { .. }) => Ok(false),
-        Err(crate::state::StateError::Io { source, .. })
-            if source.kind() == std::io::ErrorKind::NotFound =>
-        {
-            Ok(false)
-        }
-        Err(e) => Err(e.into()),
-    }
+    )
 }
 
 fn run(dir: &Path, name: &str, args: &[String]) -> Result<(), CommandError> {
     let (repo, store) = open_store(dir)?;
+    let env = |name: &str| std::env::var(name).ok();
+    let checker = Checker {
+        repo: &repo,
+        store: &store,
+        env: &env,
+    };
     match name {
         // git runs it three times a transaction (prepared, committed, aborted).
         "reference-transaction" if args.first().map(String::as_str) == Some("prepared") => {
-            reference_transaction(&repo, &store)
+            reference_transaction(&checker)
         }
         "reference-transaction" => Ok(()),
-        "pre-merge-commit" => pre_merge_commit(dir, &repo, &store),
-        "pre-push" => pre_push(&repo, &store),
+        "pre-merge-commit" => pre_merge_commit(dir, &checker),
+        "pre-push" => pre_push(&checker),
         other => Err(CommandError::usage(format!("unknown hook `{other}`"))),
     }
 }
 
 /// pre-push: `plait check` on the run of each plait branch pushed, into the run's target.
-fn pre_push(repo: &git2::Repository, store: &crate::state::Store) -> Result<(), CommandError> {
+fn pre_push(checker: &Checker<'_>) -> Result<(), CommandError> {
     let mut input = String::new();
     let _ = std::io::stdin().read_to_string(&mut input);
-    let mut targets: Vec<(String, String)> = Vec::new();
-    for line in input.lines() {
-        let fields: Vec<&str> = line.split_whitespace().collect();
-        let [local, sha, ..] = fields.as_slice() else {
-            continue;
-        };
-        let Some(rest) = local.strip_prefix(crate::refs::PLAIT_REFS) else {
-            continue;
-        };
-        if sha.chars().all(|c| c == '0') {
-            continue;
-        }
-        let Some(run) = rest.split('/').next() else {
-            continue;
-        };
-        if let Ok(state) = store.load(run) {
-            let into = if state.base_name == "HEAD" {
-                current_branch(repo).unwrap_or_default()
-            } else {
-                state.base_name.clone()
-            };
-            targets.push((run.to_string(), into));
-        }
-    }
-    targets.sort();
-    targets.dedup();
-    let mut failed = false;
-    for (run, into) in targets {
-        if !has_record(store, &run)? {
-            continue;
-        }
-        let report = check_one(repo, store, &run, &into)?;
-        err!("{}", text(&report));
-        failed |= !report.pass;
-    }
-    if failed {
+    // Each line: local ref, local commit, remote ref, remote commit.
+    let pushes = input.lines().filter_map(|line| {
+        let mut fields = line.split_whitespace();
+        Some((fields.next()?, fields.next()?))
+    });
+    if judge(checker, checker.pushed(pushes))?.refused {
         Err(CommandError::attention(
             "plait check failed; see above (bypass with --no-verify)",
         ))

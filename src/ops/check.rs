@@ -1,1 +1,528 @@
 //! Checking runs against a branch: the use case behind `plait check` and the git hooks.
+//! A run is checked as `plait land` would find it: task branches moved by hand are
+//! collected first, and the run is merged again when that or a person's decisions made its
+//! merge stale; then come `check`'s steps (ownership, the merge with the target, the
+//! merged checks, the gate), and what was learned is saved in the run's record. A hook
+//! judges what a move of a branch brings in against every run it concerns and combines
+//! their verdicts; `plait check --plan` checks branches made outside a run against a plan.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use git2::{Oid, Repository};
+
+use crate::bisect::Step;
+use crate::check::{self, work, CheckReport, MergeInProgress, TaskBranch};
+use crate::git;
+use crate::orchestrator::{self, RunError};
+use crate::plan::globs::Globs;
+use crate::plan::{CheckSettings, PlanFile};
+use crate::refs::branch_ref;
+use crate::state::{Culprits, RunDir, RunPhase, RunState, StateError, Store};
+
+use super::OpsError;
+
+/// Where checks run: a repository, its runs, and the environment the plans' checks resolve
+/// their variables from.
+pub struct Checker<'a> {
+    pub repo: &'a Repository,
+    pub store: &'a Store,
+    pub env: &'a (dyn Fn(&str) -> Option<String> + Sync),
+}
+
+/// Branches made outside a run, to check against a plan.
+pub struct BranchesRequest<'a> {
+    /// The plan whose ownership and checks apply.
+    pub plan: &'a Path,
+    /// Each branch as `[TASK=]BRANCH`; without a task, the branch's last path component
+    /// names it.
+    pub branches: &'a [String],
+    /// The commit the branches started from (default: the plan's base, else their merge
+    /// base with the target).
+    pub base: Option<&'a str>,
+    /// The branch the result would land on.
+    pub into: &'a str,
+}
+
+/// One run's case for a hook to judge.
+#[derive(Debug, Clone)]
+pub enum Case {
+    /// The run's branches, as `plait check RUN --into INTO` checks them (pre-push).
+    Run { run: String, into: String },
+    /// A merge into `into`, or another move of it, that brings in the run's work.
+    Merge {
+        run: String,
+        into: String,
+        merging: MergeInProgress,
+    },
+}
+
+impl Case {
+    /// The run the case is about.
+    pub fn run(&self) -> &str {
+        match self {
+            Case::Run { run, .. } | Case::Merge { run, .. } => run,
+        }
+    }
+}
+
+/// How the runs concerned judged a move or a push, combined.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Judged {
+    /// How many runs judged it.
+    pub runs: usize,
+    /// Whether one of them refused it.
+    pub refused: bool,
+}
+
+/// One ref update of a transaction that moves a branch outside `plait/` from one commit
+/// to another.
+#[derive(Debug, Clone)]
+pub struct BranchUpdate {
+    pub branch: String,
+    pub old: Oid,
+    pub new: Oid,
+}
+
+/// What becomes of the checkout when a branch update is refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BackOut {
+    /// git leaves an operation in progress (`merge`, `cherry-pick`, `revert`, `rebase`,
+    /// `am`), which its `--abort` backs out.
+    Abort(&'static str),
+    /// The checkout was put back with the branch, uncommitted changes kept.
+    PutBack,
+    /// The index still holds what was to be committed.
+    IndexKept,
+    /// Nothing to do: the branch is not checked out here, or its checkout is not at the
+    /// refused commit.
+    Untouched,
+}
+
+/// A finished run's record, with its plan's checks and owned globs.
+struct Finished {
+    run: String,
+    state: RunState,
+    checks: CheckSettings,
+    owns: HashMap<String, Globs>,
+}
+
+impl Checker<'_> {
+    /// Checks run `run` against branch `into` (see the module's doc) and saves what it
+    /// learned. Refused unless the run has finished.
+    pub async fn run(&self, run: &str, into: &str) -> Result<CheckReport, OpsError> {
+        let Finished {
+            run,
+            mut state,
+            checks,
+            owns,
+        } = self.finished(run)?;
+        let report = against(
+            &git::workdir(self.repo),
+            self.store.run(&run),
+            &mut state,
+            into,
+            &checks,
+            &owns,
+        )
+        .await
+        .map_err(|source| OpsError::Check {
+            what: format!("cannot check run {run}"),
+            source,
+        })?;
+        self.store.save(&state)?;
+        Ok(report)
+    }
+
+    /// Checks the merge `merging` into branch `into` against run `run`: only what that
+    /// merge brings in (`check::check_merge`). The run is not changed.
+    pub async fn merge(
+        &self,
+        run: &str,
+        into: &str,
+        merging: &MergeInProgress,
+    ) -> Result<CheckReport, OpsError> {
+        let finished = self.finished(run)?;
+        check::check_merge(
+            git::workdir(self.repo),
+            self.store.run(&finished.run),
+            &finished.state,
+            into,
+            merging,
+            &finished.checks,
+            &finished.owns,
+        )
+        .await
+        .map_err(|source| OpsError::Check {
+            what: format!("cannot check the merge against run {}", finished.run),
+            source,
+        })
+    }
+
+    /// Checks branches made outside a run against a plan (`plait check --plan`), in a
+    /// scratch directory under the store that is removed again.
+    pub async fn branches(&self, request: &BranchesRequest<'_>) -> Result<CheckReport, OpsError> {
+        let plan = crate::plan::load(request.plan)?;
+        if request.branches.is_empty() {
+            return Err(OpsError::refused(
+                "--plan needs at least one --branch [TASK=]BRANCH",
+                None,
+            ));
+        }
+        let branches = self.task_branches(&plan, request)?;
+        let base = self.base_of(&plan, request, &branches)?;
+        let scratch = self.store.run_dir(&format!("check-{}", std::process::id()));
+        let report = check::check_branches(
+            git::workdir(self.repo),
+            scratch.clone(),
+            base,
+            &branches,
+            request.into,
+            &crate::plan::checks_of(&plan, self.env),
+            &check::owns_of(&plan),
+        )
+        .await;
+        let _ = std::fs::remove_dir_all(&scratch);
+        report.map_err(|source| OpsError::Check {
+            what: "cannot check the branches".to_string(),
+            source,
+        })
+    }
+
+    /// The culprit search over run `run`'s merged tasks for the merged checks that failed
+    /// in `report` (its check), without changing the run; `None` when none failed. `step`
+    /// hears each step.
+    pub async fn bisect(
+        &self,
+        run: &str,
+        report: &CheckReport,
+        step: &(dyn Fn(Step) + Send + Sync),
+    ) -> Result<Option<Culprits>, OpsError> {
+        let failing: Vec<String> = report
+            .checks
+            .iter()
+            .filter(|c| !c.passed)
+            .map(|c| c.command.clone())
+            .collect();
+        if failing.is_empty() {
+            return Ok(None);
+        }
+        let finished = self.finished(run)?;
+        check::bisect_run(
+            git::workdir(self.repo),
+            self.store.run(&finished.run),
+            &finished.state,
+            &finished.checks,
+            &failing,
+            step,
+        )
+        .await
+        .map(Some)
+        .map_err(|source| OpsError::Check {
+            what: format!("cannot search run {} for culprits", finished.run),
+            source,
+        })
+    }
+
+    /// Judges each case in turn, skipping runs that have no record here, and combines the
+    /// verdicts; `heard` hears each report as soon as it is made.
+    pub async fn judge(
+        &self,
+        cases: Vec<Case>,
+        heard: &dyn Fn(&CheckReport),
+    ) -> Result<Judged, OpsError> {
+        let mut judged = Judged::default();
+        for case in cases {
+            if !self.has_record(case.run())? {
+                continue;
+            }
+            let report = match &case {
+                Case::Run { run, into } => self.run(run, into).await?,
+                Case::Merge { run, into, merging } => self.merge(run, into, merging).await?,
+            };
+            heard(&report);
+            judged.runs += 1;
+            judged.refused |= !report.pass;
+        }
+        Ok(judged)
+    }
+
+    /// The runs a move of branch `into` concerns, each a case to judge as a merge: those
+    /// whose tasks' work `merging`'s tree brings in by content (as against its target's),
+    /// with those tasks as the ones it brings in, and those with a branch at one of `tips`.
+    pub fn concerned(
+        &self,
+        into: &str,
+        merging: &MergeInProgress,
+        tips: &[Oid],
+    ) -> Result<Vec<Case>, OpsError> {
+        let repo = self.repo;
+        let trees = repo
+            .find_commit(merging.target)
+            .and_then(|c| c.tree())
+            .and_then(|old| Ok((old, repo.find_tree(merging.tree)?)));
+        let Ok((old, new)) = trees else {
+            return Ok(Vec::new());
+        };
+        let found = work::concerned(repo, self.store, &old, &new, tips)?;
+        Ok(found
+            .into_iter()
+            .map(|(run, brings)| Case::Merge {
+                run,
+                into: into.to_string(),
+                merging: MergeInProgress {
+                    brings,
+                    ..merging.clone()
+                },
+            })
+            .collect())
+    }
+
+    /// Judges one branch update (a commit, a merge, a fast-forward, a squash merge's
+    /// commit, a cherry-pick, a rebase, `git am`, a reset, `update-ref`) as a merge of what
+    /// it brings in: the new tip's tree, the old tip as the target, against the runs whose
+    /// tasks' work that tree brings in and those with a branch at the new tip (a
+    /// fast-forward) or at a commit it merges. `None` when no run refuses it; otherwise what
+    /// became of the checkout, `reflog_action` being how git named the operation
+    /// (`GIT_REFLOG_ACTION`).
+    pub async fn judge_update(
+        &self,
+        update: &BranchUpdate,
+        reflog_action: &str,
+        heard: &dyn Fn(&CheckReport),
+    ) -> Result<Option<BackOut>, OpsError> {
+        let Ok(new) = self.repo.find_commit(update.new) else {
+            return Ok(None);
+        };
+        let forward = self
+            .repo
+            .graph_descendant_of(update.new, update.old)
+            .unwrap_or(false);
+        // A fast-forward's new tip, and the commits a merge commit merges in.
+        let tips: Vec<Oid> = forward
+            .then_some(update.new)
+            .into_iter()
+            .chain(new.parent_ids().skip(1))
+            .collect();
+        let merging = MergeInProgress {
+            tree: new.tree_id(),
+            target: update.old,
+            heads: vec![update.new],
+            brings: Vec::new(),
+        };
+        let cases = self.concerned(&update.branch, &merging, &tips)?;
+        if cases.is_empty() || !self.judge(cases, heard).await?.refused {
+            return Ok(None);
+        }
+        let plaits = !work::WorkIndex::load(self.repo, self.store)?
+            .runs_at(&[update.new])
+            .is_empty();
+        Ok(Some(self.back_out(update, forward, plaits, reflog_action)))
+    }
+
+    /// The cases pre-push judges: the run of each plait branch pushed, checked into the
+    /// run's target (the branch HEAD is on for a run based on HEAD). `pushes` are the
+    /// local ref and commit of each line git gives the hook.
+    pub fn pushed<'p>(&self, pushes: impl IntoIterator<Item = (&'p str, &'p str)>) -> Vec<Case> {
+        let mut targets: Vec<(String, String)> = Vec::new();
+        for (local, sha) in pushes {
+            let Some(rest) = local.strip_prefix(crate::refs::PLAIT_REFS) else {
+                continue;
+            };
+            if sha.chars().all(|c| c == '0') {
+                continue;
+            }
+            let Some(run) = rest.split('/').next() else {
+                continue;
+            };
+            if let Ok(state) = self.store.load(run) {
+                let into = if state.base_name == "HEAD" {
+                    git::current_branch(self.repo).unwrap_or_default()
+                } else {
+                    state.base_name.clone()
+                };
+                targets.push((run.to_string(), into));
+            }
+        }
+        targets.sort();
+        targets.dedup();
+        targets
+            .into_iter()
+            .map(|(run, into)| Case::Run { run, into })
+            .collect()
+    }
+
+    /// Run `run`'s record (found by its id or a prefix of it), which must be finished, with
+    /// its plan's checks and owned globs.
+    fn finished(&self, run: &str) -> Result<Finished, OpsError> {
+        let run = self.store.find(Some(run))?;
+        let state = self.store.load(&run)?;
+        if state.phase != RunPhase::Finished {
+            return Err(OpsError::Busy {
+                message: format!("run {run} has not finished"),
+                hint: None,
+            });
+        }
+        let plan = crate::plan::load(&self.store.run(&run).plan())?;
+        Ok(Finished {
+            checks: crate::plan::checks_of(&plan, self.env),
+            owns: check::owns_of(&plan),
+            run,
+            state,
+        })
+    }
+
+    /// Whether run `run` has a record here: a branch of a run whose record is gone is not
+    /// judged, but a record that cannot be read stops the hook (the gate cannot judge it).
+    fn has_record(&self, run: &str) -> Result<bool, OpsError> {
+        match self.store.load(run) {
+            Ok(_) => Ok(true),
+            Err(StateError::UnknownRun { .. }) => Ok(false),
+            Err(StateError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+                Ok(false)
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// The branches of `request` with the task each must keep to, each checked against
+    /// the plan's tasks and the repository's branches.
+    fn task_branches(
+        &self,
+        plan: &PlanFile,
+        request: &BranchesRequest<'_>,
+    ) -> Result<Vec<TaskBranch>, OpsError> {
+        let ids: Vec<&str> = plan.tasks.iter().map(|t| t.id.as_str()).collect();
+        let mut branches = Vec::new();
+        for spec in request.branches {
+            let (task, branch) = match spec.split_once('=') {
+                Some((t, b)) => (t.to_string(), b.to_string()),
+                None => (
+                    spec.rsplit('/').next().unwrap_or(spec).to_string(),
+                    spec.clone(),
+                ),
+            };
+            if !ids.contains(&task.as_str()) {
+                return Err(OpsError::refused(
+                    format!(
+                        "--branch {spec}: plan {} has no task `{task}`; write it as TASK=BRANCH",
+                        request.plan.display()
+                    ),
+                    None,
+                ));
+            }
+            if self.repo.find_reference(&branch_ref(&branch)).is_err() {
+                return Err(OpsError::refused(
+                    format!("--branch {spec}: no branch `{branch}`"),
+                    None,
+                ));
+            }
+            branches.push(TaskBranch { task, branch });
+        }
+        Ok(branches)
+    }
+
+    /// The commit `branches` started from: the request's base, else the plan's, else their
+    /// merge base with the target.
+    fn base_of(
+        &self,
+        plan: &PlanFile,
+        request: &BranchesRequest<'_>,
+        branches: &[TaskBranch],
+    ) -> Result<Oid, OpsError> {
+        let repo = self.repo;
+        if let Some(rev) = request.base.or(plan.base.as_deref()) {
+            return repo
+                .revparse_single(rev)
+                .and_then(|o| o.peel_to_commit())
+                .map(|c| c.id())
+                .map_err(|_| {
+                    OpsError::refused(format!("base `{rev}` is not a branch or commit"), None)
+                });
+        }
+        let into = request.into;
+        let mut tips = vec![repo
+            .refname_to_id(&branch_ref(into))
+            .map_err(|_| OpsError::refused(format!("branch `{into}` does not exist"), None))?];
+        for b in branches {
+            tips.extend(repo.refname_to_id(&branch_ref(&b.branch)).ok());
+        }
+        repo.merge_base_many(&tips).map_err(|_| {
+            OpsError::refused(
+                "the branches share no history with the target; pass --base REV",
+                None,
+            )
+        })
+    }
+
+    /// What to do about the checkout after a refused update. An operation git leaves in
+    /// progress (a merge, cherry-pick, revert, rebase, `git am`) is backed out by its
+    /// `--abort`. A checkout git moved onto a commit that is not the user's own (a
+    /// fast-forward merge, or a commit a plait branch points at, as a reset onto a task's
+    /// commit) is put back, uncommitted changes kept. Otherwise (a commit of the user's)
+    /// the index keeps what was to be committed.
+    fn back_out(
+        &self,
+        update: &BranchUpdate,
+        forward: bool,
+        plaits: bool,
+        reflog_action: &str,
+    ) -> BackOut {
+        use git2::RepositoryState as S;
+        let repo = self.repo;
+        let op = match repo.state() {
+            S::Merge => Some("merge"),
+            S::CherryPick | S::CherryPickSequence => Some("cherry-pick"),
+            S::Revert | S::RevertSequence => Some("revert"),
+            S::Rebase | S::RebaseInteractive | S::RebaseMerge => Some("rebase"),
+            S::ApplyMailbox | S::ApplyMailboxOrRebase => Some("am"),
+            S::Clean | S::Bisect => None,
+        };
+        if let Some(op) = op {
+            return BackOut::Abort(op);
+        }
+        if git::current_branch(repo).as_deref() != Some(update.branch.as_str()) {
+            return BackOut::Untouched;
+        }
+        let workdir = git::workdir(repo);
+        let index = git::index_tree(&workdir, None).ok();
+        let new_tree = repo.find_commit(update.new).map(|c| c.tree_id()).ok();
+        if index.is_none() || index != new_tree {
+            return BackOut::Untouched;
+        }
+        let fast_forward =
+            forward && (reflog_action.starts_with("merge") || reflog_action.starts_with("pull"));
+        if fast_forward || plaits {
+            // git updated the checkout before the ref; the ref stays, so the checkout goes
+            // back too (as a checkout from the new tip to the old would, local changes kept).
+            let (new, old) = (update.new.to_string(), update.old.to_string());
+            let undone = git::run_git(&workdir, &["read-tree", "-m", "-u", &new, &old], &[]);
+            if undone.is_ok() {
+                return BackOut::PutBack;
+            }
+        }
+        BackOut::IndexKept
+    }
+}
+
+/// Checks run `state` against branch `into` as `plait land` would find it: the branches
+/// moved by hand collected (one that cannot be stays moved, and the report says so), the
+/// run merged again if that or decisions made its merge stale, then `check::check_run`.
+async fn against(
+    workdir: &Path,
+    run_dir: RunDir,
+    state: &mut RunState,
+    into: &str,
+    checks: &CheckSettings,
+    owns: &HashMap<String, Globs>,
+) -> Result<CheckReport, RunError> {
+    let workdir: PathBuf = workdir.to_path_buf();
+    let adoption =
+        orchestrator::adopt::adopt_moved(workdir.clone(), run_dir.clone(), state, checks, owns)
+            .await?;
+    let branches = check::weigh_branches(&workdir, state, owns).await?;
+    if !adoption.adopted.is_empty() || crate::merge::run::merge_is_stale(state) {
+        orchestrator::remerge(workdir.clone(), run_dir.clone(), state, checks).await?;
+    }
+    check::check_run(workdir, run_dir, state, into, checks, branches).await
+}

@@ -1,7 +1,8 @@
 //! The use cases, one function each, called alike by the command line and the review
-//! page: decide on a task (accept, reject), land a run, clean a run or the seed. Each opens what it needs, takes
-//! the same locks and refusals whoever calls it, and returns a typed report; it prints
-//! nothing and reads no environment (what it needs of the environment is passed in).
+//! page: decide on a task (accept, reject), land a run, check a run or judge a hook's
+//! move, clean a run or the seed. Each opens what it needs, takes the same locks and
+//! refusals whoever calls it, and returns a typed report; it prints nothing and reads no
+//! environment (what it needs of the environment is passed in).
 //! `cli/` parses arguments, calls these and renders their reports; `serve` calls them in
 //! its own process.
 
@@ -58,6 +59,13 @@ pub enum OpsError {
         what: &'static str,
         source: RunError,
     },
+    /// Checking a run, a merge in progress or branches against a plan; `what` names which
+    /// (`cannot check run 0abc12`).
+    #[error("{what}: {source}")]
+    Check { what: String, source: RunError },
+    /// The runs' task work, by which a hook finds the runs a move concerns, cannot be read.
+    #[error(transparent)]
+    Work(#[from] crate::check::work::WorkError),
 }
 
 /// Whose the failure is, which decides a command's exit code and a request's status.
@@ -85,7 +93,15 @@ impl OpsError {
             OpsError::State(_) => Fault::Request,
             OpsError::Land(LandError::NoBranch { .. }) => Fault::Request,
             OpsError::Clean(crate::clean::CleanError::InProgress { .. }) => Fault::Request,
-            OpsError::Land(_) | OpsError::Clean(_) | OpsError::Run { .. } => Fault::Plait,
+            OpsError::Check {
+                source: RunError::Refused(_),
+                ..
+            } => Fault::Request,
+            OpsError::Land(_)
+            | OpsError::Clean(_)
+            | OpsError::Run { .. }
+            | OpsError::Check { .. }
+            | OpsError::Work(_) => Fault::Plait,
         }
     }
 
