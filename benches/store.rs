@@ -8,11 +8,13 @@
 use std::time::{Duration, Instant};
 
 use plait::pg::{self, PgStore};
-use serde_json::json;
+use plait::state::TaskState;
 use tokio_postgres::Config;
 
 #[path = "common/cluster.rs"]
 mod cluster;
+#[path = "common/records.rs"]
+mod records;
 
 const WAIT: Duration = Duration::from_secs(10);
 
@@ -75,13 +77,8 @@ fn main() {
 /// at a time, finishing each.
 async fn measure(config: &Config, run: &str, tasks: usize, claimers: usize, size: usize) -> f64 {
     let store = PgStore::connect(config, WAIT).await.expect("store");
-    let list: Vec<(String, serde_json::Value)> = (0..tasks)
-        .map(|k| (format!("t{k:05}"), json!({})))
-        .collect();
-    store
-        .create_run(run, "/repo", &json!({}), &list)
-        .await
-        .expect("run");
+    let state = records::run_state(run, (0..tasks).map(|k| format!("t{k:05}")));
+    store.create_run("/repo", &state).await.expect("run");
     let start = Instant::now();
     let mut handles = Vec::new();
     for w in 0..claimers {
@@ -101,10 +98,9 @@ async fn measure(config: &Config, run: &str, tasks: usize, claimers: usize, size
                     return n;
                 }
                 for claim in &claims {
-                    store
-                        .finish(&run, claim, "done", &json!({}))
-                        .await
-                        .expect("finish");
+                    let mut done = claim.record.clone().expect("record");
+                    done.state = TaskState::Done;
+                    store.finish(&run, claim, &done).await.expect("finish");
                 }
                 n += claims.len();
             }

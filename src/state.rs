@@ -428,6 +428,21 @@ impl TaskRecord {
     pub fn checks_pass(&self) -> bool {
         self.checks.iter().all(|c| c.passed)
     }
+
+    /// Takes `stored`, the record another machine made of this task (as the store holds
+    /// it: its state, rounds, usage and judgements), in place of this one, keeping this
+    /// machine's own branch, worktree and log.
+    pub fn adopt(&mut self, stored: TaskRecord) {
+        let branch = std::mem::take(&mut self.branch);
+        let worktree = std::mem::take(&mut self.worktree);
+        let log = std::mem::take(&mut self.log);
+        *self = TaskRecord {
+            branch,
+            worktree,
+            log,
+            ..stored
+        };
+    }
 }
 
 impl TaskRecord {
@@ -966,4 +981,24 @@ fn base36(mut n: u64) -> String {
         n /= 36;
     }
     String::from_utf8(out).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_adopted_record_keeps_this_machines_paths() {
+        let mut here = TaskRecord::pending("r1", "a", "/here/a".into(), 1, "/here/a.log".into());
+        let mut stored =
+            TaskRecord::pending("r1", "a", "/there/a".into(), 1, "/there/a.log".into());
+        stored.state = TaskState::Done;
+        stored.rounds = 2;
+        stored.branch = "elsewhere".into();
+        here.adopt(stored);
+        assert_eq!((here.state, here.rounds), (TaskState::Done, 2));
+        assert_eq!(here.branch, crate::refs::task_branch("r1", "a"));
+        assert_eq!(here.worktree, PathBuf::from("/here/a"));
+        assert_eq!(here.log, PathBuf::from("/here/a.log"));
+    }
 }

@@ -262,6 +262,7 @@ impl From<crate::pg::PgError> for CommandError {
                 .hint("a store is a URL such as postgres://user@host/db (--store, or PLAIT_STORE)"),
             PgError::NewerSchema { .. } => CommandError::usage(e.to_string()).because(e),
             PgError::Connect { .. } => CommandError::usage(e.to_string()).because(e),
+            PgError::Decode { .. } => CommandError::internal(e.to_string()),
             _ => CommandError::internal(e.to_string()).because(e).hint(
                 "the store's server said this; its own log has more, and the run's local record is kept",
             ),

@@ -39,13 +39,13 @@ impl StoreArg {
         let found = super::runtime()?.block_on(async {
             let pg =
                 crate::pg::PgStore::connect(&config, std::time::Duration::from_secs(10)).await?;
-            let Some(value) = pg.run_state(run).await? else {
+            let Some(state) = pg.run_state(run).await? else {
                 return Ok(None);
             };
             let queue = pg.queue(run).await?;
-            Ok::<_, CommandError>(Some((value, queue)))
+            Ok::<_, CommandError>(Some((state, queue)))
         })?;
-        let (value, queue) = match found {
+        let (state, queue) = match found {
             Some(found) => found,
             // PLAIT_STORE alone: a run this clone made without the store is its own.
             None if !explicit => return Ok(None),
@@ -54,8 +54,6 @@ impl StoreArg {
                     .hint("`plait status RUN --store URL` shows a run the store has"))
             }
         };
-        let state: RunState = serde_json::from_value(value)
-            .map_err(|e| CommandError::internal(format!("run {run} in the store: {e}")))?;
         let (_repo, store) = super::open_store(dir)?;
         let live_here = store.is_running(run);
         if !live_here {
@@ -102,14 +100,10 @@ impl Synced {
     pub fn sync_out(&self, dir: &Path) -> Result<(), CommandError> {
         let (_repo, store) = super::open_store(dir)?;
         let state = store.load(&self.run)?;
-        let value = serde_json::to_value(&state)
-            .map_err(|e| CommandError::internal(format!("cannot encode run {}: {e}", self.run)))?;
         super::runtime()?.block_on(async {
             let pg = crate::pg::PgStore::connect(&self.config, std::time::Duration::from_secs(10))
                 .await?;
-            pg.save_run(&self.run, &value)
-                .await
-                .map_err(CommandError::from)
+            pg.save_run(&state).await.map_err(CommandError::from)
         })?;
         if let Some(remote) = &self.remote {
             let run = &self.run;

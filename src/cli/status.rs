@@ -68,15 +68,13 @@ fn status_from_store(args: &StatusArgs) -> Result<(), CommandError> {
     let config = super::store_config(args.store.as_deref())?
         .ok_or_else(|| CommandError::usage("--store needs a URL"))?;
     let runtime = super::runtime()?;
-    let value = runtime
+    let state = runtime
         .block_on(async {
             let pg =
                 crate::pg::PgStore::connect(&config, std::time::Duration::from_secs(10)).await?;
             pg.run_state(&run).await
         })?
         .ok_or_else(|| CommandError::usage(format!("the store has no run `{run}`")))?;
-    let state: crate::state::RunState = serde_json::from_value(value)
-        .map_err(|e| CommandError::internal(format!("run {run} in the store: {e}")))?;
     // Another machine cannot tell whether the run's process lives: its phase says.
     print_status(&state, args.json, true)
 }

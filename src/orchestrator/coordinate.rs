@@ -21,7 +21,7 @@ use git2::Oid;
 use super::{RunError, Shared};
 use crate::pg::{PgListener, PgStore, TaskRow};
 use crate::remote;
-use crate::state::{TaskRecord, TaskState};
+use crate::state::TaskState;
 
 /// How long the coordinator waits for a notification before it reads every task again: a
 /// change numbered before another may commit after it (and a notification may be lost
@@ -206,7 +206,7 @@ async fn take_in(
     }
     let repo = crate::git::open(&shared.repo)?;
     for (index, row) in ended {
-        let record: Option<TaskRecord> = serde_json::from_value(row.record.clone()).ok();
+        let record = row.record.clone();
         let problem = match &row.tip {
             Some(tip) => {
                 let branch =
@@ -224,10 +224,9 @@ async fn take_in(
                 t.error = Some("the store's record of the task cannot be read".to_string());
                 return;
             };
-            let keep = (t.branch.clone(), t.worktree.clone(), t.log.clone());
+            // A person's decision is made here, on the run's record.
             let decision = t.decision.take();
-            *t = from;
-            (t.branch, t.worktree, t.log) = keep;
+            t.adopt(from);
             t.decision = decision;
             t.commit = row.tip.clone();
             if let Some(problem) = problem {

@@ -154,18 +154,10 @@ pub(super) async fn open_store(
     state: &RunState,
 ) -> Result<crate::pg::PgStore, RunError> {
     let pg = crate::pg::PgStore::connect(config, std::time::Duration::from_secs(10)).await?;
-    let known = pg.run_state(&state.id).await?;
-    if known.is_some() {
+    if pg.has_run(&state.id).await? {
         return Ok(pg);
     }
-    let repo = &settings.repo;
-    let tasks: Vec<(String, serde_json::Value)> = state
-        .tasks
-        .iter()
-        .map(|t| (t.id.clone(), serde_json::to_value(t).unwrap_or_default()))
-        .collect();
-    let value = serde_json::to_value(state)?;
-    pg.create_run(&state.id, &repo.display().to_string(), &value, &tasks)
+    pg.create_run(&settings.repo.display().to_string(), state)
         .await?;
     if let Some(remote) = &settings.remote {
         let queue = crate::pg::Queue {
@@ -184,13 +176,8 @@ pub(super) async fn mirror(shared: &Shared, state: &RunState) {
     let Some(pg) = &shared.pg else {
         return;
     };
-    match serde_json::to_value(state) {
-        Ok(value) => {
-            if let Err(e) = pg.save_run(&state.id, &value).await {
-                tracing::warn!("could not save run state to the store: {e}");
-            }
-        }
-        Err(e) => tracing::warn!("could not encode run state: {e}"),
+    if let Err(e) = pg.save_run(state).await {
+        tracing::warn!("could not save run state to the store: {e}");
     }
 }
 

@@ -24,7 +24,7 @@ use tokio::task::JoinSet;
 
 use super::{lay_down, task, RunError, RunSettings, Shared, Update};
 use crate::cancel::Cancel;
-use crate::pg::{Claim, PgListener, PgStore};
+use crate::pg::{Checkpoint, Claim, PgListener, PgStore};
 use crate::plan::{self, ResolvedPlan};
 use crate::remote;
 use crate::state::{Store, TaskState};
@@ -407,14 +407,19 @@ async fn work_on(
 /// its branch's tip with what it is told.
 async fn run_claimed(ctx: &RunCtx, claim: &Claim, index: usize) {
     let shared = &ctx.shared;
-    let Some((generation, commit)) = checkpoint_of(claim) else {
+    let Some(checkpoint) = claim.checkpoint else {
         return task::run_task(shared, index).await;
     };
-    let fetched = fetch_checkpoint(ctx, claim, generation, commit).await;
+    let commit = checkpoint.commit;
+    let fetched = fetch_checkpoint(ctx, claim, checkpoint).await;
     match (fetched, &claim.feedback) {
         (Ok(()), None) => task::take_over(shared, index, commit).await,
         (Ok(()), Some(feedback)) => {
-            adopt(shared, index, &claim.record);
+            // Its record here becomes the one its last claim recorded (its rounds, usage
+            // and judgements), with this machine's paths.
+            if let Some(stored) = claim.record.clone() {
+                shared.update(index, |t| t.adopt(stored));
+            }
             task::rework_from(shared, index, commit, feedback.clone()).await
         }
         (Err(e), None) => {
@@ -434,31 +439,13 @@ async fn run_claimed(ctx: &RunCtx, claim: &Claim, index: usize) {
     }
 }
 
-/// Makes the record of task `index` here the one the store holds (`stored`, as its last
-/// claim recorded it: its rounds, usage and judgements), keeping this machine's paths.
-fn adopt(shared: &Shared, index: usize, stored: &serde_json::Value) {
-    let Ok(from) = serde_json::from_value::<crate::state::TaskRecord>(stored.clone()) else {
-        return;
-    };
-    shared.update(index, |t| {
-        let keep = (t.branch.clone(), t.worktree.clone(), t.log.clone());
-        *t = from;
-        (t.branch, t.worktree, t.log) = keep;
-    });
-}
-
-/// The claim's checkpoint: the generation that pushed it and its commit.
-fn checkpoint_of(claim: &Claim) -> Option<(i64, Oid)> {
-    let (generation, commit) = claim.checkpoint.as_deref()?.split_once(' ')?;
-    Some((generation.parse().ok()?, Oid::from_str(commit).ok()?))
-}
-
+/// Fetches the work `checkpoint` names from the remote, to go on from.
 async fn fetch_checkpoint(
     ctx: &RunCtx,
     claim: &Claim,
-    generation: i64,
-    commit: Oid,
+    checkpoint: Checkpoint,
 ) -> Result<(), String> {
+    let Checkpoint { generation, commit } = checkpoint;
     let refname = crate::refs::attempt_ref(&claim.run, &claim.task, generation);
     let (repo, remote) = (ctx.shared.repo.clone(), ctx.remote.clone());
     tokio::task::spawn_blocking(move || {
@@ -573,9 +560,11 @@ async fn settle(
     if !record.state.is_final() {
         if let Some(commit) = &record.commit {
             match push_attempt(ctx, claim, commit, true).await {
+                // A commit that could be pushed is a commit id.
                 Ok(_) => {
-                    pg.checkpoint(claim, &format!("{} {commit}", claim.generation))
-                        .await?;
+                    if let Ok(at) = Oid::from_str(commit) {
+                        pg.checkpoint(claim, at).await?;
+                    }
                 }
                 Err(e) => {
                     tracing::warn!("task {}: its work so far was not pushed: {e}", claim.task)
@@ -605,15 +594,8 @@ async fn settle(
             return Ok(());
         }
     }
-    let value = serde_json::to_value(&record)?;
     let won = pg
-        .finish_at(
-            &claim.run,
-            claim,
-            record.state.as_str(),
-            &value,
-            record.commit.as_deref(),
-        )
+        .finish_at(&claim.run, claim, &record, record.commit.as_deref())
         .await?;
     if !won {
         counts.lost.fetch_add(1, Ordering::Relaxed);
@@ -653,6 +635,10 @@ async fn checkpoint(ctx: &RunCtx, pg: &PgStore, task: &str) {
     let Some(commit) = ctx.shared.record(index).commit else {
         return;
     };
+    // plait records each commit by its id.
+    let Ok(at) = Oid::from_str(&commit) else {
+        return;
+    };
     let claim = {
         let claims = ctx.claims.lock().unwrap_or_else(|e| e.into_inner());
         match claims.get(task) {
@@ -663,8 +649,7 @@ async fn checkpoint(ctx: &RunCtx, pg: &PgStore, task: &str) {
     match push_attempt(ctx, &claim, &commit, false).await {
         Ok(false) => {}
         Ok(true) => {
-            let at = format!("{} {commit}", claim.generation);
-            if let Err(e) = pg.checkpoint(&claim, &at).await {
+            if let Err(e) = pg.checkpoint(&claim, at).await {
                 tracing::warn!("task {task}: its checkpoint was not recorded: {e}");
             }
             if let Some((_, pushed)) = ctx

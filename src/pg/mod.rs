@@ -34,7 +34,7 @@ pub use config::{config, redact};
 pub use exchange::PgExchange;
 pub use listen::{PgListener, TASKS_CHANNEL};
 pub use migrate::SCHEMA_VERSION;
-pub use queue::{Claim, Queue, TaskRow};
+pub use queue::{Checkpoint, Claim, Queue, TaskRow};
 
 /// Why the store could not do what was asked.
 #[derive(Debug, thiserror::Error)]
@@ -57,6 +57,23 @@ pub enum PgError {
     /// What the store holds is not what was asked for (a run it does not have).
     #[error("store: {0}")]
     Data(String),
+    /// A record the store holds cannot be read as this plait's (`what` names it).
+    #[error("{what} in the store: {source}")]
+    Decode {
+        what: String,
+        source: serde_json::Error,
+    },
+}
+
+impl PgError {
+    /// Whether the store was asked wrongly (a bad address, a server it cannot reach, a
+    /// schema a newer plait made) rather than failing itself.
+    pub fn is_request(&self) -> bool {
+        matches!(
+            self,
+            PgError::BadUrl { .. } | PgError::Connect { .. } | PgError::NewerSchema { .. }
+        )
+    }
 }
 
 /// A connection to the store.

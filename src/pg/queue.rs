@@ -3,21 +3,27 @@
 //! another round; the checkpoints a worker taking a task over goes on from; and the
 //! tasks that changed, for the coordinator.
 
+use std::fmt;
 use std::time::Duration;
 
-use serde_json::Value;
+use git2::Oid;
+use tokio_postgres::types::Json;
+use tokio_postgres::Row;
 
 use super::{PgError, PgStore};
+use crate::state::TaskRecord;
 
 /// A task a worker claimed: its id, its record, and the generation its lease fences.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub struct Claim {
     pub run: String,
     pub task: String,
     pub generation: i64,
-    pub record: Value,
-    /// The last work pushed for the task by an earlier claim (a commit id), to go on from.
-    pub checkpoint: Option<String>,
+    /// The task's record as the store holds it; `None` when it cannot be read as one
+    /// (another version of plait wrote it).
+    pub record: Option<TaskRecord>,
+    /// The last work pushed for the task by an earlier claim, to go on from.
+    pub checkpoint: Option<Checkpoint>,
     /// For a task sent back after it ended: what its next round is told (it goes on from
     /// its branch's tip, the checkpoint).
     pub feedback: Option<String>,
@@ -37,11 +43,59 @@ pub struct Queue {
 #[derive(Debug, Clone)]
 pub struct TaskRow {
     pub id: String,
+    /// Its state's name ([`TaskState::as_str`](crate::state::TaskState::as_str)).
     pub state: String,
-    pub record: Value,
+    /// Its record as its last claim left it; `None` when it cannot be read as one
+    /// (another version of plait wrote it).
+    pub record: Option<TaskRecord>,
     pub generation: i64,
     /// The winning generation's branch tip, once the task has ended with one.
     pub tip: Option<String>,
+}
+
+/// Work a claim pushed for its task, for a worker that takes the task over to go on from:
+/// the generation of the claim that pushed it (which names the ref it is on,
+/// [`crate::refs::attempt_ref`]) and the commit. The store keeps it as the text
+/// `"{generation} {commit}"`, written by [`Display`](fmt::Display) and read by
+/// [`Checkpoint::parse`] (and, for a task sent back, built from its tip by
+/// [`PgStore::send_back`]'s statement).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Checkpoint {
+    pub generation: i64,
+    pub commit: Oid,
+}
+
+impl Checkpoint {
+    /// Reads a checkpoint as the store keeps it; `None` when `text` is not one.
+    pub fn parse(text: &str) -> Option<Checkpoint> {
+        let (generation, commit) = text.split_once(' ')?;
+        Some(Checkpoint {
+            generation: generation.parse().ok()?,
+            commit: Oid::from_str(commit).ok()?,
+        })
+    }
+}
+
+impl fmt::Display for Checkpoint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}", self.generation, self.commit)
+    }
+}
+
+/// A task record read from the store, as a [`TaskRow`] or [`Claim`] holds it.
+fn task_record(value: serde_json::Value) -> Option<TaskRecord> {
+    serde_json::from_value(value).ok()
+}
+
+/// A [`TaskRow`] from the columns `id, state, record, generation, tip`.
+fn task_row(r: &Row) -> TaskRow {
+    TaskRow {
+        id: r.get(0),
+        state: r.get(1),
+        record: task_record(r.get(2)),
+        generation: r.get(3),
+        tip: r.get(4),
+    }
 }
 
 impl PgStore {
@@ -142,8 +196,11 @@ impl PgStore {
                 run: row.get(0),
                 task: row.get(1),
                 generation: row.get(2),
-                record: row.get(3),
-                checkpoint: row.get(4),
+                record: task_record(row.get(3)),
+                checkpoint: row
+                    .get::<_, Option<String>>(4)
+                    .as_deref()
+                    .and_then(Checkpoint::parse),
                 feedback: row.get(5),
             })
             .collect())
@@ -168,16 +225,16 @@ impl PgStore {
         Ok(n == 1)
     }
 
-    /// Records a claimed task's outcome (`state` and its record) and tells the listeners;
-    /// false, and nothing written, when the claim was lost: a result is recorded once.
+    /// Records a claimed task's outcome (its record, and the state it names) and tells the
+    /// listeners; false, and nothing written, when the claim was lost: a result is recorded
+    /// once.
     pub async fn finish(
         &self,
         run: &str,
         claim: &Claim,
-        state: &str,
-        record: &Value,
+        record: &TaskRecord,
     ) -> Result<bool, PgError> {
-        self.finish_at(run, claim, state, record, None).await
+        self.finish_at(run, claim, record, None).await
     }
 
     /// [`finish`](Self::finish), recording the branch tip the claim pushed (`tip`): the
@@ -186,8 +243,7 @@ impl PgStore {
         &self,
         run: &str,
         claim: &Claim,
-        state: &str,
-        record: &Value,
+        record: &TaskRecord,
         tip: Option<&str>,
     ) -> Result<bool, PgError> {
         // The listeners are told in the same statement, when the claim held.
@@ -207,7 +263,14 @@ impl PgStore {
             .client
             .query(
                 &finish,
-                &[&run, &claim.task, &claim.generation, &state, record, &tip],
+                &[
+                    &run,
+                    &claim.task,
+                    &claim.generation,
+                    &record.state.as_str(),
+                    &Json(record),
+                    &tip,
+                ],
             )
             .await?;
         Ok(rows.len() == 1)
@@ -246,6 +309,8 @@ impl PgStore {
             .iter()
             .map(|(id, text)| (id.as_str(), text.as_str()))
             .unzip();
+        // A task's checkpoint is made of its last claim's generation and tip here, as
+        // `Checkpoint`'s text.
         let rows = self
             .client
             .query(
@@ -270,9 +335,14 @@ impl PgStore {
         Ok(rows.iter().map(|r| r.get(0)).collect())
     }
 
-    /// Records work a claim pushed (`commit`), for a worker that takes the task over;
-    /// false when the claim was lost.
-    pub async fn checkpoint(&self, claim: &Claim, commit: &str) -> Result<bool, PgError> {
+    /// Records work a claim pushed (`commit`) as its generation's [`Checkpoint`], for a
+    /// worker that takes the task over; false when the claim was lost.
+    pub async fn checkpoint(&self, claim: &Claim, commit: Oid) -> Result<bool, PgError> {
+        let at = Checkpoint {
+            generation: claim.generation,
+            commit,
+        }
+        .to_string();
         let checkpoint = self
             .prepared(
                 "UPDATE plait_tasks SET checkpoint = $4
@@ -283,7 +353,7 @@ impl PgStore {
             .client
             .execute(
                 &checkpoint,
-                &[&claim.run, &claim.task, &claim.generation, &commit],
+                &[&claim.run, &claim.task, &claim.generation, &at],
             )
             .await?;
         Ok(n == 1)
@@ -358,19 +428,7 @@ impl PgStore {
             .fold(after, i64::max);
         let rows = rows
             .iter()
-            .map(|r| {
-                let position: i32 = r.get(5);
-                (
-                    position as usize,
-                    TaskRow {
-                        id: r.get(0),
-                        state: r.get(1),
-                        record: r.get(2),
-                        generation: r.get(3),
-                        tip: r.get(4),
-                    },
-                )
-            })
+            .map(|r| (r.get::<_, i32>(5) as usize, task_row(r)))
             .collect();
         Ok((rows, newest))
     }
@@ -385,30 +443,26 @@ impl PgStore {
                 &[&run],
             )
             .await?;
-        Ok(rows
-            .iter()
-            .map(|r| TaskRow {
-                id: r.get(0),
-                state: r.get(1),
-                record: r.get(2),
-                generation: r.get(3),
-                tip: r.get(4),
-            })
-            .collect())
+        Ok(rows.iter().map(task_row).collect())
     }
+}
 
-    /// Each task of `run`, in plan order: id, state, record.
-    pub async fn tasks(&self, run: &str) -> Result<Vec<(String, String, Value)>, PgError> {
-        let rows = self
-            .client
-            .query(
-                "SELECT id, state, record FROM plait_tasks WHERE run_id = $1 ORDER BY position",
-                &[&run],
-            )
-            .await?;
-        Ok(rows
-            .iter()
-            .map(|r| (r.get(0), r.get(1), r.get(2)))
-            .collect())
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_checkpoint_reads_back_as_it_was_written() {
+        let commit = Oid::from_str(&"ab".repeat(20)).unwrap();
+        let checkpoint = Checkpoint {
+            generation: 3,
+            commit,
+        };
+        let text = checkpoint.to_string();
+        assert_eq!(text, format!("3 {}", "ab".repeat(20)));
+        assert_eq!(Checkpoint::parse(&text), Some(checkpoint));
+        for bad in ["", "3", "x abab", &format!("3{}", "ab".repeat(20)), "3 zz"] {
+            assert_eq!(Checkpoint::parse(bad), None, "{bad:?}");
+        }
     }
 }

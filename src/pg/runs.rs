@@ -2,33 +2,30 @@
 //! events.
 
 use serde_json::Value;
+use tokio_postgres::types::Json;
 
 use super::{PgError, PgStore};
+use crate::state::RunState;
 
 impl PgStore {
-    /// Records a new run of repository `repo`: its state, and each of its tasks, pending,
+    /// Records run `state` of repository `repo`: its state, and each of its tasks, pending,
     /// in order, with its record.
-    pub async fn create_run(
-        &self,
-        run: &str,
-        repo: &str,
-        state: &Value,
-        tasks: &[(String, Value)],
-    ) -> Result<(), PgError> {
+    pub async fn create_run(&self, repo: &str, state: &RunState) -> Result<(), PgError> {
+        let run = &state.id;
         self.client.batch_execute("BEGIN").await?;
         let outcome = async {
             self.client
                 .execute(
                     "INSERT INTO plait_runs (id, repo, state) VALUES ($1, $2, $3)",
-                    &[&run, &repo, state],
+                    &[run, &repo, &Json(state)],
                 )
                 .await?;
-            for (position, (id, record)) in tasks.iter().enumerate() {
+            for (position, record) in state.tasks.iter().enumerate() {
                 self.client
                     .execute(
                         "INSERT INTO plait_tasks (run_id, id, position, state, record)
                          VALUES ($1, $2, $3, 'pending', $4)",
-                        &[&run, id, &(position as i32), record],
+                        &[run, &record.id, &(position as i32), &Json(record)],
                     )
                     .await?;
             }
@@ -38,22 +35,40 @@ impl PgStore {
         self.end(outcome).await
     }
 
-    /// The run's state, as last saved.
-    pub async fn run_state(&self, run: &str) -> Result<Option<Value>, PgError> {
+    /// Whether the store has run `run`.
+    pub async fn has_run(&self, run: &str) -> Result<bool, PgError> {
+        let row = self
+            .client
+            .query_opt("SELECT 1 FROM plait_runs WHERE id = $1", &[&run])
+            .await?;
+        Ok(row.is_some())
+    }
+
+    /// The run's state, as last saved; `None` when the store has no run `run`.
+    pub async fn run_state(&self, run: &str) -> Result<Option<RunState>, PgError> {
         let row = self
             .client
             .query_opt("SELECT state FROM plait_runs WHERE id = $1", &[&run])
             .await?;
-        Ok(row.map(|r| r.get(0)))
+        let Some(row) = row else {
+            return Ok(None);
+        };
+        serde_json::from_value(row.get(0))
+            .map(Some)
+            .map_err(|source| PgError::Decode {
+                what: format!("run {run}"),
+                source,
+            })
     }
 
-    /// Saves the run's state.
-    pub async fn save_run(&self, run: &str, state: &Value) -> Result<(), PgError> {
+    /// Saves the run's state (it names the run).
+    pub async fn save_run(&self, state: &RunState) -> Result<(), PgError> {
+        let run = &state.id;
         let n = self
             .client
             .execute(
                 "UPDATE plait_runs SET state = $2, updated_at = now() WHERE id = $1",
-                &[&run, state],
+                &[run, &Json(state)],
             )
             .await?;
         if n == 0 {

@@ -10,11 +10,13 @@ use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
 use plait::pg::{self, PgError, PgStore};
-use serde_json::json;
+use plait::state::{TaskRecord, TaskState};
 use tokio_postgres::Config;
 
 #[path = "../../benches/common/cluster.rs"]
 mod cluster;
+#[path = "../../benches/common/records.rs"]
+mod records;
 
 /// The server's base URL (database `postgres`), or why there is none.
 static SERVER: LazyLock<Result<String, String>> =
@@ -126,14 +128,28 @@ fn a_wrong_store_url_is_a_clear_error_without_the_password() {
 /// A run of `n` tasks `t00`.. in a fresh store.
 async fn run_of(config: &Config, n: usize) -> PgStore {
     let store = PgStore::connect(config, WAIT).await.unwrap();
-    let tasks: Vec<(String, serde_json::Value)> = (0..n)
-        .map(|k| (format!("t{k:02}"), json!({"id": format!("t{k:02}")})))
-        .collect();
+    let state = records::run_state("r1", (0..n).map(|k| format!("t{k:02}")));
+    store.create_run("/repo", &state).await.unwrap();
     store
-        .create_run("r1", "/repo", &json!({"id": "r1"}), &tasks)
+}
+
+/// The record a claim of a task ends with: `state`, and who ended it as its summary.
+fn ended(claim: &pg::Claim, state: TaskState, by: &str) -> TaskRecord {
+    let mut record = claim.record.clone().expect("the task's record");
+    record.state = state;
+    record.summary = Some(by.to_string());
+    record
+}
+
+/// Who ended each task of run `run`, as [`ended`] recorded it, and in which state.
+async fn ended_by(store: &PgStore, run: &str) -> Vec<(String, Option<String>)> {
+    store
+        .task_rows(run)
         .await
-        .unwrap();
-    store
+        .unwrap()
+        .into_iter()
+        .map(|row| (row.state, row.record.and_then(|r| r.summary)))
+        .collect()
 }
 
 #[test]
@@ -155,8 +171,8 @@ fn workers_racing_for_tasks_each_get_every_task_once() {
                     .unwrap()
                 {
                     assert_eq!(claim.generation, 1);
-                    let done = json!({"id": claim.task, "by": owner});
-                    assert!(store.finish("r1", &claim, "done", &done).await.unwrap());
+                    let done = ended(&claim, TaskState::Done, &owner);
+                    assert!(store.finish("r1", &claim, &done).await.unwrap());
                     claimed.lock().unwrap().push(claim.task);
                 }
             }));
@@ -169,12 +185,10 @@ fn workers_racing_for_tasks_each_get_every_task_once() {
         let want: Vec<String> = (0..30).map(|k| format!("t{k:02}")).collect();
         assert_eq!(claimed, want, "every task once");
         let store = PgStore::connect(&config, WAIT).await.unwrap();
-        let tasks = store.tasks("r1").await.unwrap();
-        assert!(tasks.iter().all(|(_, state, _)| state == "done"));
-        let by: std::collections::BTreeSet<String> = tasks
-            .iter()
-            .map(|(_, _, r)| r["by"].as_str().unwrap().to_string())
-            .collect();
+        let tasks = ended_by(&store, "r1").await;
+        assert!(tasks.iter().all(|(state, _)| state == "done"));
+        let by: std::collections::BTreeSet<String> =
+            tasks.into_iter().map(|(_, by)| by.unwrap()).collect();
         assert!(by.len() > 1, "the work was shared: {by:?}");
     });
 }
@@ -199,17 +213,20 @@ fn a_lost_lease_is_taken_over_and_the_old_worker_cannot_record_its_result() {
         // a comes back: its lease is gone, its result is refused.
         assert!(!store.renew("r1", &first, lease).await.unwrap());
         assert!(!store
-            .finish("r1", &first, "done", &json!({"by": "a"}))
+            .finish("r1", &first, &ended(&first, TaskState::Done, "a"))
             .await
             .unwrap());
         assert!(!store.release("r1", &first).await.unwrap());
         assert!(other
-            .finish("r1", &second, "done", &json!({"by": "b"}))
+            .finish("r1", &second, &ended(&second, TaskState::Done, "b"))
             .await
             .unwrap());
-        let tasks = store.tasks("r1").await.unwrap();
-        assert_eq!(tasks[0].1, "done");
-        assert_eq!(tasks[0].2["by"], "b", "recorded once, by the lease holder");
+        let tasks = ended_by(&store, "r1").await;
+        assert_eq!(
+            tasks[0],
+            ("done".to_string(), Some("b".to_string())),
+            "recorded once, by the lease holder"
+        );
         // A released task goes back to the queue.
         let store = run_of_named(&config, "r2").await;
         let c = store.claim("r2", "a", lease).await.unwrap().unwrap();
@@ -250,11 +267,11 @@ fn a_batch_claim_takes_tasks_in_plan_order_run_out_leases_included_oldest_run_fi
             .is_empty());
         // The fence holds for a batch's claims: a's are lost.
         assert!(!store
-            .finish("r1", &first[0], "done", &json!({}))
+            .finish("r1", &first[0], &ended(&first[0], TaskState::Done, "a"))
             .await
             .unwrap());
         assert!(store
-            .finish("r1", &again[0], "done", &json!({}))
+            .finish("r1", &again[0], &ended(&again[0], TaskState::Done, "c"))
             .await
             .unwrap());
 
@@ -294,11 +311,12 @@ fn an_ended_task_sent_back_is_claimed_again_with_its_feedback_from_its_tip() {
         let claims = store.claim_many(Some("r1"), "a", lease, 3).await.unwrap();
         let tip = "1".repeat(40);
         let (t00, t01) = (&claims[0], &claims[1]);
+        let done = ended(t00, TaskState::Done, "a");
+        assert!(store.finish_at("r1", t00, &done, Some(&tip)).await.unwrap());
         assert!(store
-            .finish_at("r1", t00, "done", &json!({"rounds": 0}), Some(&tip))
+            .finish("r1", t01, &ended(t01, TaskState::Failed, "a"))
             .await
             .unwrap());
-        assert!(store.finish("r1", t01, "failed", &json!({})).await.unwrap());
         let mut listener = pg::PgListener::connect(&config, WAIT).await.unwrap();
         // Only a task that ended with work goes back: not t01 (no tip), nor t02 (running).
         let back = store
@@ -318,12 +336,25 @@ fn an_ended_task_sent_back_is_claimed_again_with_its_feedback_from_its_tip() {
         let again = store.claim_next(None, "b", lease).await.unwrap().unwrap();
         assert_eq!((again.task.as_str(), again.generation), ("t00", 2));
         assert_eq!(again.feedback.as_deref(), Some("do better"));
-        assert_eq!(again.checkpoint, Some(format!("1 {tip}")));
-        assert_eq!(again.record, json!({"rounds": 0}));
+        let checkpoint = again.checkpoint.expect("a checkpoint");
+        assert_eq!(checkpoint.to_string(), format!("1 {tip}"));
+        assert_eq!(
+            checkpoint,
+            pg::Checkpoint {
+                generation: 1,
+                commit: git2::Oid::from_str(&tip).unwrap()
+            }
+        );
+        let record = again.record.as_ref().expect("its record");
+        assert_eq!(
+            (record.state, record.summary.as_deref()),
+            (TaskState::Done, Some("a")),
+            "as its last claim recorded it"
+        );
         // Its end clears the feedback; the claims before it are fenced off.
-        assert!(!store.finish("r1", t00, "done", &json!({})).await.unwrap());
+        assert!(!store.finish("r1", t00, &done).await.unwrap());
         assert!(store
-            .finish("r1", &again, "done", &json!({}))
+            .finish("r1", &again, &ended(&again, TaskState::Done, "b"))
             .await
             .unwrap());
         let left = store
@@ -341,15 +372,8 @@ fn an_ended_task_sent_back_is_claimed_again_with_its_feedback_from_its_tip() {
 
 async fn run_of_named(config: &Config, run: &str) -> PgStore {
     let store = PgStore::connect(config, WAIT).await.unwrap();
-    store
-        .create_run(
-            run,
-            "/repo",
-            &json!({"id": run}),
-            &[("t00".into(), json!({}))],
-        )
-        .await
-        .unwrap();
+    let state = records::run_state(run, ["t00".to_string()]);
+    store.create_run("/repo", &state).await.unwrap();
     store
 }
 
@@ -438,14 +462,13 @@ fn a_coordinator_hears_a_task_end_without_polling() {
         assert!(!listener.changed("r1", Duration::from_millis(200)).await);
         // Another run's change does not wake it for r1; r1's does.
         let c2 = other.claim("r2", "w", WAIT).await.unwrap().unwrap();
-        other.finish("r2", &c2, "done", &json!({})).await.unwrap();
+        let done = ended(&c2, TaskState::Done, "w");
+        other.finish("r2", &c2, &done).await.unwrap();
         let claim = store.claim("r1", "w", WAIT).await.unwrap().unwrap();
         let finisher = async {
             tokio::time::sleep(Duration::from_millis(100)).await;
-            store
-                .finish("r1", &claim, "done", &json!({}))
-                .await
-                .unwrap()
+            let done = ended(&claim, TaskState::Done, "w");
+            store.finish("r1", &claim, &done).await.unwrap()
         };
         let start = std::time::Instant::now();
         let (heard, finished) = tokio::join!(listener.changed("r1", WAIT), finisher);
