@@ -241,6 +241,10 @@ impl From<crate::ops::OpsError> for CommandError {
             OpsError::Work(e) => {
                 CommandError::internal("cannot look up the runs' task work for the hook").because(e)
             }
+            OpsError::Store(e) => e.into(),
+            OpsError::FetchBranches(e) => CommandError::usage(e.to_string())
+                .hint("the run's branches are on the remote it was started with"),
+            OpsError::PushBranches(e) => e.into(),
         }
     }
 }

@@ -1,8 +1,9 @@
 //! The use cases, one function each, called alike by the command line and the review
 //! page: decide on a task (accept, reject), land a run, check a run or judge a hook's
-//! move, clean a run or the seed. Each opens what it needs, takes the same locks and
-//! refusals whoever calls it, and returns a typed report; it prints nothing and reads no
-//! environment (what it needs of the environment is passed in).
+//! move, sync a run with its store, clean a run or the seed. Each opens what it needs,
+//! takes the same locks and refusals whoever calls it, and returns a typed report; it
+//! prints nothing and reads no environment (what it needs of the environment is passed
+//! in).
 //! `cli/` parses arguments, calls these and renders their reports; `serve` calls them in
 //! its own process.
 
@@ -53,6 +54,15 @@ pub enum OpsError {
     Land(#[from] LandError),
     #[error(transparent)]
     Clean(crate::clean::CleanError),
+    /// The run's PostgreSQL store could not be reached, or did not do what was asked.
+    #[error(transparent)]
+    Store(#[from] crate::pg::PgError),
+    /// The branches of a run spread over workers could not be fetched from its remote.
+    #[error(transparent)]
+    FetchBranches(crate::remote::RemoteError),
+    /// The branches of a run spread over workers could not be pushed to its remote.
+    #[error(transparent)]
+    PushBranches(crate::remote::RemoteError),
     /// Part of the run's pipeline (a merge again, checks, collecting moved branches).
     #[error("{what}: {source}")]
     Run {
@@ -93,6 +103,8 @@ impl OpsError {
             OpsError::State(_) => Fault::Request,
             OpsError::Land(LandError::NoBranch { .. }) => Fault::Request,
             OpsError::Clean(crate::clean::CleanError::InProgress { .. }) => Fault::Request,
+            OpsError::Store(e) if e.is_request() => Fault::Request,
+            OpsError::FetchBranches(_) => Fault::Request,
             OpsError::Check {
                 source: RunError::Refused(_),
                 ..
@@ -101,7 +113,9 @@ impl OpsError {
             | OpsError::Clean(_)
             | OpsError::Run { .. }
             | OpsError::Check { .. }
-            | OpsError::Work(_) => Fault::Plait,
+            | OpsError::Work(_)
+            | OpsError::Store(_)
+            | OpsError::PushBranches(_) => Fault::Plait,
         }
     }
 
