@@ -108,7 +108,8 @@ pub enum Blocker {
 }
 
 /// The kinds of trouble a task can be in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Trouble {
     Failed,
     Violations,
@@ -118,6 +119,45 @@ pub enum Trouble {
     Rejected,
 }
 
+impl Trouble {
+    /// Every kind, in the order the gate lists them.
+    pub const ALL: [Trouble; 6] = [
+        Trouble::Failed,
+        Trouble::Violations,
+        Trouble::Interrupted,
+        Trouble::Stopped,
+        Trouble::NotApproved,
+        Trouble::Rejected,
+    ];
+
+    /// Whether task `t` is in this trouble (before a person's rejection, which clears
+    /// every trouble: see [`troubles`]).
+    fn applies(self, t: &TaskRecord) -> bool {
+        match self {
+            Trouble::Failed => t.state == TaskState::Failed,
+            Trouble::Violations => !t.violations.is_empty() && !t.decided(Verdict::Approve),
+            Trouble::Interrupted => t.state == TaskState::Interrupted,
+            Trouble::Stopped => t.state == TaskState::Stopped,
+            Trouble::NotApproved => {
+                t.state == TaskState::Done && t.verdict() == Some(Verdict::RequestChanges)
+            }
+            Trouble::Rejected => t.verdict() == Some(Verdict::Reject),
+        }
+    }
+}
+
+/// The troubles of task `t` that hold up its run's landing, as [`blockers`] counts them:
+/// none for a task a person rejected, which was decided away.
+pub fn troubles(t: &TaskRecord) -> Vec<Trouble> {
+    if t.decided(Verdict::Reject) {
+        return Vec::new();
+    }
+    Trouble::ALL
+        .into_iter()
+        .filter(|trouble| trouble.applies(t))
+        .collect()
+}
+
 /// What needs a person in `state`: failed, violating, interrupted, stopped, unapproved or
 /// rejected tasks, an interrupted or unfinished run, failing merged checks, held groups,
 /// conflicts. Empty: the run is all good. A task a person rejected needs nobody: it was
@@ -125,24 +165,17 @@ pub enum Trouble {
 /// is in the merge as it is.
 pub fn blockers(state: &RunState) -> Vec<Blocker> {
     let mut out = Vec::new();
-    let kinds: [(Trouble, &TaskTest); 6] = [
-        (Trouble::Failed, &|t| t.state == TaskState::Failed),
-        (Trouble::Violations, &|t| {
-            !t.violations.is_empty() && !t.decided(Verdict::Approve)
-        }),
-        (Trouble::Interrupted, &|t| t.state == TaskState::Interrupted),
-        (Trouble::Stopped, &|t| t.state == TaskState::Stopped),
-        (Trouble::NotApproved, &|t| {
-            t.state == TaskState::Done && t.verdict() == Some(Verdict::RequestChanges)
-        }),
-        (Trouble::Rejected, &|t| t.verdict() == Some(Verdict::Reject)),
-    ];
-    for (trouble, applies) in kinds {
-        let tasks: Vec<String> = state
-            .tasks
+    let troubled: Vec<(&str, Vec<Trouble>)> = state
+        .tasks
+        .iter()
+        .map(|t| (t.id.as_str(), troubles(t)))
+        .filter(|(_, troubles)| !troubles.is_empty())
+        .collect();
+    for trouble in Trouble::ALL {
+        let tasks: Vec<String> = troubled
             .iter()
-            .filter(|t| applies(t) && !t.decided(Verdict::Reject))
-            .map(|t| t.id.clone())
+            .filter(|(_, troubles)| troubles.contains(&trouble))
+            .map(|(id, _)| id.to_string())
             .collect();
         if !tasks.is_empty() {
             out.push(Blocker::Tasks { trouble, tasks });
@@ -196,8 +229,6 @@ pub fn blockers(state: &RunState) -> Vec<Blocker> {
     }
     out
 }
-
-type TaskTest = dyn Fn(&TaskRecord) -> bool;
 
 /// The gate: what keeps this run from landing.
 pub fn gate(state: &RunState, partial: bool) -> Vec<Blocker> {

@@ -149,23 +149,25 @@ pub fn cmd_reject(dir: &Path, args: RejectArgs) -> Result<(), CommandError> {
 }
 
 pub fn cmd_send_back(dir: &Path, args: SendBackArgs) -> Result<(), CommandError> {
-    let (_repo, store) = open_store(dir)?;
-    let run = store.find(Some(&args.run))?;
-    let state = store.load(&run)?;
-    if store.is_running(&run) {
-        return Err(CommandError::usage(format!(
-            "run {run} is still in progress; send a task back when it has finished"
-        )));
+    let env = |name: &str| std::env::var(name).ok();
+    let sent = crate::ops::send_back::prepare(&crate::ops::send_back::SendBackRequest {
+        dir,
+        run: &args.run,
+        task: &args.task,
+        comment: &args.comment,
+        env: &env,
+        plait: super::plait_program()?,
+    })?;
+    if let Some(warning) = &sent.warning {
+        errln!("warning: {warning}");
     }
-    let settings = super::resume::kept_settings(dir, &state, 1)?;
-    let prepared =
-        crate::orchestrator::prepare_send_back(settings, &run, &args.task, &args.comment)?;
     errln!(
-        "sending task {} of run {run} back for one more round",
-        args.task
+        "sending task {} of run {} back for one more round",
+        args.task,
+        sent.run
     );
     // The progress counts the one task that goes back.
-    super::run::drive(prepared, 1, args.json)
+    super::run::drive(sent.prepared, 1, args.json)
 }
 
 fn decide(dir: &Path, run: &str, task: &str, verdict: Verdict) -> Result<(), CommandError> {

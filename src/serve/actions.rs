@@ -1,10 +1,9 @@
-//! The API's decisions. `accept`, `reject` and `land` call the same use cases as the
-//! commands (`ops::decide`, `ops::land`), in this process, and answer with what the
-//! command would say: its message, or its error with the status its kind calls for.
-//! `send-back` runs a whole round of an agent, so it runs as `plait send-back` in a
-//! process of its own, which outlives a request and is followed through the run's events.
+//! The API's decisions. `accept`, `reject`, `send-back` and `land` call the same use cases
+//! as the commands (`ops::decide`, `ops::send_back`, `ops::land`), in this process, and
+//! answer with what the command would say: its message, or its error with the status its
+//! kind calls for. A send-back runs a whole round of an agent, which outlives the request:
+//! the page follows it through the run's events.
 
-use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -14,7 +13,7 @@ use axum::Json;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::{blocking, data, ApiError, App};
+use super::{blocking, cache, ApiError, App};
 use crate::land::LandOutcome;
 use crate::ops;
 use crate::state::Verdict;
@@ -144,8 +143,8 @@ fn ops_error(e: ops::OpsError) -> ApiError {
 async fn resolve(app: &Arc<App>, run: &str, task: Option<&str>) -> Result<String, ApiError> {
     let (app, run, task) = (app.clone(), run.to_string(), task.map(str::to_string));
     blocking(move || {
-        let (_repo, store) = data::store(&app)?;
-        let loaded = data::loaded(&app, &store, &run)?;
+        let (_repo, store) = cache::store(&app)?;
+        let loaded = cache::loaded(&app, &store, &run)?;
         let state = &loaded.state;
         if let Some(task) = task {
             if state.task(&task).is_none() && !state.groups.iter().any(|g| g.id == task) {
@@ -160,104 +159,80 @@ async fn resolve(app: &Arc<App>, run: &str, task: Option<&str>) -> Result<String
     .await
 }
 
-/// `plait -C REPO ARGS…`, its output kept.
-fn plait(app: &App, args: &[&str]) -> tokio::process::Command {
-    let mut command = tokio::process::Command::new(&app.settings.plait_program);
-    command
-        .arg("-C")
-        .arg(&app.settings.repo)
-        .args(args)
-        .env("NO_COLOR", "1")
-        .stdin(Stdio::null())
-        .kill_on_drop(false);
-    command
-}
-
-/// The answer for a command that ended with `code`, having said `stdout` and `stderr`.
-fn answer(
-    code: Option<i32>,
-    stdout: String,
-    stderr: String,
-) -> Result<(StatusCode, Json<Value>), ApiError> {
-    let both = [stdout.as_str(), stderr.as_str()]
-        .iter()
-        .filter(|s| !s.is_empty())
-        .copied()
-        .collect::<Vec<_>>()
-        .join("\n");
-    let error = || both.strip_prefix("error: ").unwrap_or(&both).to_string();
-    match code {
-        Some(0) => Ok((StatusCode::OK, Json(json!({"message": both})))),
-        // Finished, but what was asked did not happen (a refused landing) or the run
-        // needs attention.
-        Some(1) | Some(130) => Err(ApiError::new(StatusCode::CONFLICT, error())),
-        Some(2) => Err(ApiError::new(StatusCode::BAD_REQUEST, error())),
-        _ => Err(ApiError::internal(error())),
-    }
-}
-
-/// Starts `plait send-back`: answered with its outcome if it ends quickly, else told it
-/// is under way. Its output goes to the task's directory.
+/// Sends task `task` back for one more round, in this process: answered with its outcome
+/// if the round ends quickly, else told it is under way (its progress then arrives as the
+/// run's events). The round goes on after the request, under the server's cancellation, and
+/// what it came to is written to the task's `send-back.log`.
 async fn send_back(
     app: &Arc<App>,
     run: &str,
     task: &str,
     comment: &str,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
-    let (_, store) = data::store(app)?;
-    let task_dir = store.task_dir(run, task);
-    if !task_dir.is_dir() {
-        return Err(ApiError::new(
-            StatusCode::BAD_REQUEST,
-            format!("`{task}` is a group of run {run}: send back one of its tasks"),
-        ));
-    }
-    let log_path = task_dir.join("send-back.log");
-    let log = std::fs::File::create(&log_path)
-        .map_err(|e| ApiError::internal(format!("{}: {e}", log_path.display())))?;
-    let err_log = log
-        .try_clone()
-        .map_err(|e| ApiError::internal(format!("{}: {e}", log_path.display())))?;
-    let comment = format!("--comment={comment}");
-    let mut child = plait(app, &["send-back", &comment, "--", run, task])
-        .stdout(Stdio::from(log))
-        .stderr(Stdio::from(err_log))
-        .spawn()
-        .map_err(|e| ApiError::internal(format!("cannot run plait send-back: {e}")))?;
-    match tokio::time::timeout(SEND_BACK_WAIT, child.wait()).await {
-        Ok(status) => {
-            let status = status.map_err(|e| ApiError::internal(format!("plait send-back: {e}")))?;
-            let said = std::fs::read_to_string(&log_path).unwrap_or_default();
-            match status.code() {
-                // The round ran (1: the run needs attention, as it may have before).
-                Some(0) | Some(1) => Ok((
-                    StatusCode::OK,
-                    Json(json!({"message": format!(
-                        "task {task} of run {run} went back for one more round and has ended it"
-                    )})),
-                )),
-                code => answer(code, String::new(), last_error(&said)),
+    let sent = {
+        let (app, run, task, comment) = (
+            app.clone(),
+            run.to_string(),
+            task.to_string(),
+            comment.to_string(),
+        );
+        blocking(move || {
+            let env = app.settings.env.clone();
+            let env = move |name: &str| env(name);
+            ops::send_back::prepare(&ops::send_back::SendBackRequest {
+                dir: &app.settings.repo,
+                run: &run,
+                task: &task,
+                comment: &comment,
+                env: &env,
+                plait: app.settings.plait_program.clone(),
+            })
+            .map_err(ops_error)
+        })
+        .await?
+    };
+    let log_path = cache::store(app)?
+        .1
+        .task_dir(&sent.run, task)
+        .join("send-back.log");
+    let mut said = Vec::from_iter(sent.warning.iter().map(|w| format!("warning: {w}")));
+    let cancel = app.cancel.clone();
+    let mut round = tokio::spawn(async move {
+        let ended = crate::orchestrator::execute(sent.prepared, None, cancel).await;
+        let text = match &ended {
+            Ok(state) => crate::report::status_text(state, false),
+            Err(e) => format!("error: {e}\n"),
+        };
+        if let Err(e) = std::fs::write(&log_path, text) {
+            tracing::warn!("cannot write {}: {e}", log_path.display());
+        }
+        ended.map(|_| ())
+    });
+    match tokio::time::timeout(SEND_BACK_WAIT, &mut round).await {
+        Ok(joined) => {
+            match joined {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => return Err(ApiError::internal(format!("error: {e}"))),
+                Err(e) => return Err(ApiError::internal(format!("the round failed: {e}"))),
             }
+            said.push(format!(
+                "task {task} of run {run} went back for one more round and has ended it"
+            ));
+            Ok((StatusCode::OK, Json(json!({"message": said.join("\n")}))))
         }
         Err(_) => {
-            // It goes on; its end is reaped here, its progress read from the run's events.
-            tokio::spawn(async move {
-                let _ = child.wait().await;
-            });
+            // It goes on; the server waits for it (or for its interruption) before it ends.
+            app.rounds
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(round);
+            said.push(format!(
+                "task {task} of run {run} was sent back for one more round; its progress shows here as it goes"
+            ));
             Ok((
                 StatusCode::ACCEPTED,
-                Json(json!({"message": format!(
-                    "task {task} of run {run} was sent back for one more round; its progress shows here as it goes"
-                )})),
+                Json(json!({"message": said.join("\n")})),
             ))
         }
-    }
-}
-
-/// The error lines of a command's output (from its `error:` line on).
-fn last_error(output: &str) -> String {
-    match output.find("error: ") {
-        Some(at) => output[at..].trim().to_string(),
-        None => output.trim().to_string(),
     }
 }

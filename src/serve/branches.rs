@@ -16,8 +16,8 @@ use axum::response::Response;
 use git2::{Oid, Repository};
 use serde::Serialize;
 
-use super::cache::Body;
-use super::{blocking, data, ApiError, App};
+use super::cache::{self, Body};
+use super::{blocking, ApiError, App};
 use crate::git;
 use crate::state::RunState;
 
@@ -172,8 +172,8 @@ pub(super) async fn branches(
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     blocking(move || {
-        let (repo, store) = data::store(&app)?;
-        let loaded = data::loaded(&app, &store, &run)?;
+        let (repo, store) = cache::store(&app)?;
+        let loaded = cache::loaded(&app, &store, &run)?;
         let facts = of(&app.lines, &repo, &loaded.state)?;
         let body = serde_json::to_vec(&facts).map_err(|e| ApiError::internal(e.to_string()))?;
         Ok(Body::new(body).respond(&headers))

@@ -3,7 +3,8 @@
 //! file), and what the API makes of it (the summary, each JSON body plain and gzipped) is
 //! made once per version of the record. A 10,000-task record takes a few hundred
 //! milliseconds to parse and as long to serialize, so a page that reloads, and each open
-//! page that follows the run, must not pay that again.
+//! page that follows the run, must not pay that again. Every read of a record goes through
+//! here: [`store`] opens the repository's, [`loaded`] finds a run and takes its record.
 
 use std::collections::HashMap;
 use std::io::Write as _;
@@ -15,8 +16,9 @@ use axum::http::{header, HeaderMap, HeaderValue};
 use axum::response::{IntoResponse, Response};
 
 use super::summary::Summary;
-use super::ApiError;
-use crate::state::{RunState, Store};
+use super::{ApiError, App};
+use crate::git;
+use crate::state::{RunState, StateError, Store};
 
 /// How many runs' records are kept; the least recently used goes first.
 const KEPT: usize = 4;
@@ -208,6 +210,29 @@ fn accepts_gzip(headers: &HeaderMap) -> bool {
             let refused = parts.any(|p| matches!(p.trim(), "q=0" | "q=0.0" | "q=0.00"));
             (name.eq_ignore_ascii_case("gzip") || name == "*") && !refused
         })
+}
+
+/// The repository's plait store.
+pub(super) fn store(app: &App) -> Result<(git2::Repository, Store), ApiError> {
+    let repo = git::open(&app.settings.repo).map_err(|e| ApiError::internal(e.to_string()))?;
+    let store = Store::new(git::plait_dir(&repo));
+    Ok((repo, store))
+}
+
+/// The id of the run `run` names (a unique prefix will do).
+pub(super) fn find(store: &Store, run: &str) -> Result<String, ApiError> {
+    store.find(Some(run)).map_err(|e| match e {
+        StateError::NoRuns | StateError::UnknownRun { .. } | StateError::Ambiguous { .. } => {
+            ApiError::not_found(e.to_string())
+        }
+        other => ApiError::internal(other.to_string()),
+    })
+}
+
+/// The run `run` names and its record, as its `state.json` holds it now.
+pub(super) fn loaded(app: &App, store: &Store, run: &str) -> Result<Arc<Loaded>, ApiError> {
+    let id = find(store, run)?;
+    app.records.get(store, &id)
 }
 
 #[cfg(test)]

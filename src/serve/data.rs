@@ -11,37 +11,14 @@ use axum::response::Response;
 use axum::Json;
 use serde_json::{json, Value};
 
-use super::cache::Loaded;
+use super::cache::{loaded, store};
 use super::summary::{self, states};
 use super::{blocking, rounds, ApiError, App};
 use crate::git;
-use crate::state::{RunState, StateError, Store, TaskRecord};
+use crate::state::{RunState, Store, TaskRecord};
 
 /// How much of a log the page is sent: its last this many bytes.
 const LOG_TAIL: u64 = 256 * 1024;
-
-/// The repository's plait store.
-pub(super) fn store(app: &App) -> Result<(git2::Repository, Store), ApiError> {
-    let repo = git::open(&app.settings.repo).map_err(|e| ApiError::internal(e.to_string()))?;
-    let store = Store::new(git::plait_dir(&repo));
-    Ok((repo, store))
-}
-
-/// The id of the run `run` names (a unique prefix will do).
-pub(super) fn find(store: &Store, run: &str) -> Result<String, ApiError> {
-    store.find(Some(run)).map_err(|e| match e {
-        StateError::NoRuns | StateError::UnknownRun { .. } | StateError::Ambiguous { .. } => {
-            ApiError::not_found(e.to_string())
-        }
-        other => ApiError::internal(other.to_string()),
-    })
-}
-
-/// The run `run` names and its record, as its `state.json` holds it now.
-pub(super) fn loaded(app: &App, store: &Store, run: &str) -> Result<Arc<Loaded>, ApiError> {
-    let id = find(store, run)?;
-    app.records.get(store, &id)
-}
 
 /// Whether the run's plait process is running now.
 fn live(store: &Store, run: &str) -> bool {

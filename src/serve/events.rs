@@ -21,7 +21,7 @@ use serde_json::{json, Value};
 
 use super::cache::{self, Loaded, Stamp};
 use super::summary::Summary;
-use super::{blocking, data, ApiError, App};
+use super::{blocking, ApiError, App};
 use crate::cancel::Cancel;
 use crate::state::Store;
 
@@ -54,8 +54,8 @@ pub(super) async fn follow(
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
     let cancel = app.cancel.clone();
     let follow = blocking(move || {
-        let (_repo, store) = data::store(&app)?;
-        let loaded = data::loaded(&app, &store, &run)?;
+        let (_repo, store) = cache::store(&app)?;
+        let loaded = cache::loaded(&app, &store, &run)?;
         let id = loaded.state.id.clone();
         let dir = store.run(&id);
         let events = dir.events();

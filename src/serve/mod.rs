@@ -35,7 +35,7 @@ use crate::cancel::Cancel;
 pub struct ServeSettings {
     /// The repository whose runs it shows.
     pub repo: PathBuf,
-    /// This plait binary, which the decisions run.
+    /// This plait binary, which the agents' hooks of a send-back's round call back.
     pub plait_program: PathBuf,
     /// The run the page opens on, if one was named.
     pub run: Option<String>,
@@ -59,6 +59,10 @@ struct App {
     records: cache::Records,
     /// The tasks' +/− lines, by commit.
     lines: branches::LineCounts,
+    /// The send-back rounds that outlived their request, waited for before the server
+    /// ends (the server's cancellation interrupts them, and they save their run).
+    rounds:
+        std::sync::Mutex<Vec<tokio::task::JoinHandle<Result<(), crate::orchestrator::RunError>>>>,
 }
 
 /// A failed API request: its status and what to tell the page.
@@ -110,6 +114,7 @@ pub async fn serve(
         cancel: cancel.clone(),
         records: cache::Records::default(),
         lines: branches::LineCounts::default(),
+        rounds: Default::default(),
     });
     let router = Router::new()
         .route("/", get(index))
@@ -128,11 +133,15 @@ pub async fn serve(
         )
         .route("/api/runs/{run}/land", post(actions::land))
         .fallback(|| async { ApiError::not_found("no such page") })
-        .layer(middleware::from_fn_with_state(app.clone(), guard))
-        .with_state(app);
-    axum::serve(listener, router)
+        .layer(middleware::from_fn_with_state(app.clone(), guard));
+    let served = axum::serve(listener, router.with_state(app.clone()))
         .with_graceful_shutdown(async move { cancel.cancelled().await })
-        .await
+        .await;
+    let rounds = std::mem::take(&mut *app.rounds.lock().unwrap_or_else(|e| e.into_inner()));
+    for round in rounds {
+        let _ = round.await;
+    }
+    served
 }
 
 /// Refuses a request whose `Host` is not this server (a page of another site that

@@ -54,6 +54,13 @@ pub(super) struct Row {
     pub error: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub group: Option<String>,
+    /// What holds up the landing in it, as the gate counts it (`land::troubles`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub troubles: Vec<crate::land::Trouble>,
+    /// Whether it needs a person: a trouble, a conflict or a culprit. The page's "needs
+    /// attention" shows these, and derives nothing itself.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub attention: bool,
     /// In a conflict of a merge.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub conflict: bool,
@@ -175,7 +182,11 @@ impl<'a> Facts<'a> {
             (None, Some(r)) => Some(r.by.clone()),
             (None, None) => None,
         };
+        let troubles = crate::land::troubles(t);
+        let (conflict, culprit) = (self.conflict.contains(id), self.culprit.contains(id));
         Row {
+            attention: !troubles.is_empty() || conflict || culprit,
+            troubles,
             id: t.id.clone(),
             state: t.state,
             verdict: t.verdict(),
@@ -198,8 +209,8 @@ impl<'a> Facts<'a> {
             finished_at: t.finished_at,
             error: t.error.as_deref().map(cut),
             group: self.group.get(id).map(|g| g.to_string()),
-            conflict: self.conflict.contains(id),
-            culprit: self.culprit.contains(id),
+            conflict,
+            culprit,
             excluded: self.excluded.contains(id),
             adopted: super::rounds::adopted(t),
         }

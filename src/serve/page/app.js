@@ -594,9 +594,8 @@ function matchesFilter(filter, t) {
     case 'failed': return t.state === 'failed';
     case 'rejected': return rejected;
     case 'conflicts': return !!t.conflict;
-    case 'attention':
-      return t.state === 'failed' || t.state === 'interrupted' || t.state === 'stopped' || rejected ||
-        t.violations > 0 || (t.state === 'done' && t.verdict === 'request_changes') || !!t.conflict || !!t.culprit;
+    // As the gate decides it (the server's `attention`): a task a person rejected needs nobody.
+    case 'attention': return !!t.attention;
     default: return true;
   }
 }

@@ -400,7 +400,8 @@ fn a_run_of_3000_tasks_is_summed_up_in_a_bounded_summary_and_every_branch_counte
                "checks": [0, 1], "failed": ["make test"], "files": 1, "violations": 0,
                "rounds": 3, "tokens": [10003, 800], "cost_usd": 0.01,
                "started_at": 1_767_225_600_000u64, "finished_at": 1_767_225_620_000u64,
-               "error": "its checks still fail after 2 round(s) of changes"})
+               "error": "its checks still fail after 2 round(s) of changes",
+               "troubles": ["failed"], "attention": true})
     );
     assert_eq!(
         summary["totals"]["states"],
