@@ -236,6 +236,7 @@ impl From<crate::ops::OpsError> for CommandError {
             OpsError::State(e) => e.into(),
             OpsError::Plan(e) => e.into(),
             OpsError::Land(e) => e.into(),
+            OpsError::Prepare(e) => e.into(),
             OpsError::Run { what, source } => doing(what, source),
             OpsError::Check { what, source } => doing(&what, source),
             OpsError::Work(e) => {

@@ -203,17 +203,14 @@ fn warn_single_file(repo: &git2::Repository, plan: &plan::PlanFile) {
 fn check_plan(dir: &Path, path: &Path) -> Result<(), CommandError> {
     let text = super::run::read_plan(path)?;
     let text = super::config::with_config(dir, path, text)?;
-    let resolved = super::run::resolve_plan(dir, path, &text)?;
-    if let Some(warning) = resolved.sandbox_warning() {
-        errln!("warning: {warning}");
-    }
-    if let Some(warning) = resolved.single_file_warning() {
+    let planned = crate::ops::run::plan(dir, path, &text, &|name| std::env::var(name).ok())?;
+    for warning in &planned.warnings {
         errln!("warning: {warning}");
     }
     outln!(
         "{}: valid: {}",
         path.display(),
-        crate::report::plan_summary(&resolved)
+        crate::report::plan_summary(&planned.resolved)
     )
 }
 

@@ -2,7 +2,6 @@
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use clap::Args;
 use tokio::sync::mpsc;
@@ -10,9 +9,7 @@ use tokio::sync::mpsc;
 use super::ui::{err, errln, out, outln};
 use super::{progress, CommandError};
 use crate::cancel::Cancel;
-use crate::git;
-use crate::orchestrator::{self, RunSettings};
-use crate::plan;
+use crate::orchestrator;
 use crate::report;
 use crate::state::RunPhase;
 
@@ -96,154 +93,64 @@ pub fn cmd_run(dir: &Path, args: RunArgs) -> Result<(), CommandError> {
         }
     };
     let plan_text = super::config::with_config(dir, &plan_path, plan_text)?;
-    let resolved = resolve_plan(dir, &plan_path, &plan_text)?;
-    if let Some(warning) = resolved.sandbox_warning() {
-        errln!("warning: {warning}");
-    }
-    if let Some(warning) = resolved.single_file_warning() {
+    let env = |name: &str| std::env::var(name).ok();
+    let planned = crate::ops::run::plan(dir, &plan_path, &plan_text, &env)?;
+    for warning in &planned.warnings {
         errln!("warning: {warning}");
     }
     let jobs = args
         .jobs
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(4, |n| n.get()));
-    if args.dry_run {
-        return dry_run(dir, &args, &resolved, jobs);
-    }
-    let worktree_root = worktree_root(&args, dir, true)?;
-    let total = resolved.tasks.len();
-    let (store, remote) = spread(dir, &args, &resolved.base.to_string())?;
-    let settings = RunSettings {
-        repo: std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf()),
-        plan: Arc::new(resolved),
-        plan_path: std::path::absolute(&plan_path).unwrap_or(plan_path),
+    let request = crate::ops::run::RunRequest {
+        dir,
+        plan_path: &plan_path,
         plan_text,
         jobs,
-        worktree_root,
+        worktree_dir: args.worktree_dir.as_deref(),
+        cache: super::cache_home(),
         max_cost: args.max_cost,
         groups: args.groups,
-        plait_program: super::plait_program()?,
-        store,
-        remote: remote.clone(),
+        store: None,
+        remote: args.remote.as_deref(),
+        cwd: std::env::current_dir().unwrap_or_else(|_| dir.to_path_buf()),
+        env: &env,
+        plait: super::plait_program()?,
     };
-    let prepared = orchestrator::prepare(settings)?;
-    match &remote {
-        Some(remote) => errln!(
-            "run {}: {total} task(s) queued for workers through {remote}, {jobs} at a time on this machine",
-            prepared.id()
-        ),
-        None => errln!("run {}: {total} task(s), {jobs} at a time", prepared.id()),
-    }
-    drive(prepared, total, args.json)
-}
-
-/// Where the run's worktrees go: `--worktree-dir`, made absolute; else the repository's
-/// directory under the user's cache (`workspace::default_root`), outside the checkout;
-/// else (no `XDG_CACHE_HOME` or `HOME`, or one plait cannot write) the run's directory
-/// under the git directory. With `make`, the cache's directory is made (a dry run makes
-/// nothing).
-fn worktree_root(args: &RunArgs, dir: &Path, make: bool) -> Result<Option<PathBuf>, CommandError> {
-    if let Some(d) = &args.worktree_dir {
-        return std::path::absolute(d)
-            .map(Some)
-            .map_err(|e| CommandError::usage(format!("--worktree-dir {}: {e}", d.display())));
-    }
-    let Some(cache) = super::cache_home() else {
-        return Ok(None);
-    };
-    let repo = git::open(dir)?;
-    let root = crate::workspace::default_root(&cache, &repo);
-    if !make {
-        return Ok(Some(root));
-    }
-    if let Err(e) = std::fs::create_dir_all(&root) {
-        errln!(
-            "warning: cannot make {} ({e}); the worktrees go under the git directory instead (--worktree-dir DIR chooses)",
-            root.display()
-        );
-        return Ok(None);
-    }
-    Ok(Some(root))
-}
-
-/// The store (`--store` or PLAIT_STORE) and, with `--remote`, the remote the run is spread
-/// over, the base commit `base` already put there.
-fn spread(
-    dir: &Path,
-    args: &RunArgs,
-    base: &str,
-) -> Result<(Option<tokio_postgres::Config>, Option<String>), CommandError> {
-    let store = super::store_config(args.store.as_deref())?;
-    let remote = match (&args.remote, &store) {
-        (Some(remote), Some(_)) => Some(publish_base(dir, remote, base)?),
-        (Some(_), None) => {
-            return Err(
-                CommandError::usage("--remote spreads a run over workers through a store")
-                    .hint("pass --store postgres://user@host/db as well, or set PLAIT_STORE"),
-            )
+    if args.dry_run {
+        let dry = crate::ops::run::dry_run(&request, &planned.resolved)?;
+        out!("{}", report::plan_text(&planned.resolved, dry.groups))?;
+        outln!(
+            "run: {jobs} task(s) at a time; each on branch plait/<run>/<task>, in a worktree under {}",
+            dry.worktrees.display()
+        )?;
+        if let Some((pid, run)) = dry.busy {
+            errln!("note: run {run} is in progress (plait process {pid}); `plait run` refuses to start until it ends");
         }
-        (None, _) => None,
+        errln!("dry run: the plan is valid; nothing was created");
+        return Ok(());
+    }
+    let request = crate::ops::run::RunRequest {
+        store: super::store_config(args.store.as_deref())?,
+        ..request
     };
-    Ok((store, remote))
+    let started = crate::ops::run::start(request, planned)?;
+    for warning in &started.warnings {
+        errln!("warning: {warning}");
+    }
+    let (id, total) = (started.prepared.id(), started.total);
+    match &started.remote {
+        Some(remote) => errln!(
+            "run {id}: {total} task(s) queued for workers through {remote}, {jobs} at a time on this machine"
+        ),
+        None => errln!("run {id}: {total} task(s), {jobs} at a time"),
+    }
+    drive(started.prepared, total, args.json)
 }
 
 /// The text of the plan file at `path`.
 pub(super) fn read_plan(path: &Path) -> Result<String, CommandError> {
     std::fs::read_to_string(path)
         .map_err(|e| CommandError::usage(format!("cannot read plan {}: {e}", path.display())))
-}
-
-/// The plan `text` (read from `path`) parsed and validated against the repository at
-/// `dir`, as a run takes it: every problem is a usage error (exit 2).
-pub(super) fn resolve_plan(
-    dir: &Path,
-    path: &Path,
-    text: &str,
-) -> Result<plan::ResolvedPlan, CommandError> {
-    let repo = git::open(dir)?;
-    let parsed = plan::parse(text, path)?;
-    let resolved = plan::resolve_with_env(&repo, parsed, path, &|name| std::env::var(name).ok())?;
-    Ok(resolved)
-}
-
-/// `plait run --dry-run`: the resolved plan and where its run would work, on stdout;
-/// nothing is created (no run directory, branch, worktree or lock).
-fn dry_run(
-    dir: &Path,
-    args: &RunArgs,
-    plan: &plan::ResolvedPlan,
-    jobs: usize,
-) -> Result<(), CommandError> {
-    let groups = args
-        .groups
-        .unwrap_or_else(|| plan.groups.groups_for(plan.tasks.len()));
-    let repo = git::open(dir)?;
-    let store = crate::state::Store::new(git::plait_dir(&repo));
-    let worktrees = match worktree_root(args, dir, false)? {
-        Some(root) => root.join("<run>"),
-        None => store.run("<run>").worktrees(),
-    };
-    out!("{}", report::plan_text(plan, groups))?;
-    outln!(
-        "run: {jobs} task(s) at a time; each on branch plait/<run>/<task>, in a worktree under {}",
-        worktrees.display()
-    )?;
-    if let Some((pid, run)) = store.lock_holder() {
-        errln!("note: run {run} is in progress (plait process {pid}); `plait run` refuses to start until it ends");
-    }
-    errln!("dry run: the plan is valid; nothing was created");
-    Ok(())
-}
-
-/// Puts the base commit on `remote` (a local path made absolute, for workers elsewhere);
-/// the remote as the run records it.
-fn publish_base(dir: &Path, remote: &str, base: &str) -> Result<String, CommandError> {
-    let cwd = std::env::current_dir().unwrap_or_else(|_| dir.to_path_buf());
-    let remote = crate::remote::normalize(remote, &cwd);
-    crate::remote::publish_base(dir, &remote, base).map_err(|e| {
-        CommandError::usage(format!("--remote {remote}: {e}"))
-            .hint("the remote is any URL git can push to (a bare repository's path, ssh or https); nothing was created")
-    })?;
-    Ok(remote)
 }
 
 /// Asks the manager for a plan for `goal` and, unless `--yes`, the user whether to run it.

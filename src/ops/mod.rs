@@ -12,6 +12,7 @@ pub mod clean;
 pub mod decide;
 pub mod land;
 pub mod resume;
+pub mod run;
 pub mod send_back;
 pub mod sync;
 
@@ -63,6 +64,10 @@ pub enum OpsError {
     /// The branches of a run spread over workers could not be pushed to its remote.
     #[error(transparent)]
     PushBranches(crate::remote::RemoteError),
+    /// A run could not be made, or made ready to go on (its lock, record, branches or
+    /// worktrees), or the orchestrator refused it.
+    #[error(transparent)]
+    Prepare(#[from] RunError),
     /// Part of the run's pipeline (a merge again, checks, collecting moved branches).
     #[error("{what}: {source}")]
     Run {
@@ -93,14 +98,11 @@ pub enum Fault {
 impl OpsError {
     /// Whose the failure is.
     pub fn fault(&self) -> Fault {
-        use crate::state::StateError;
         match self {
             OpsError::Refused { .. } | OpsError::Plan(_) => Fault::Request,
             OpsError::Busy { .. } | OpsError::MovedByHand { .. } => Fault::Waiting,
-            OpsError::Repo(RepoError::Git(_)) => Fault::Plait,
-            OpsError::Repo(_) => Fault::Request,
-            OpsError::State(StateError::Io { .. } | StateError::Corrupt { .. }) => Fault::Plait,
-            OpsError::State(_) => Fault::Request,
+            OpsError::Repo(e) => OpsError::fault_of_repo(e),
+            OpsError::State(e) => OpsError::fault_of_state(e),
             OpsError::Land(LandError::NoBranch { .. }) => Fault::Request,
             OpsError::Clean(crate::clean::CleanError::InProgress { .. }) => Fault::Request,
             OpsError::Store(e) if e.is_request() => Fault::Request,
@@ -108,14 +110,32 @@ impl OpsError {
             OpsError::Check {
                 source: RunError::Refused(_),
                 ..
-            } => Fault::Request,
+            }
+            | OpsError::Prepare(RunError::Refused(_)) => Fault::Request,
+            OpsError::Prepare(RunError::Repo(e)) => OpsError::fault_of_repo(e),
+            OpsError::Prepare(RunError::State(e)) => OpsError::fault_of_state(e),
             OpsError::Land(_)
             | OpsError::Clean(_)
             | OpsError::Run { .. }
+            | OpsError::Prepare(_)
             | OpsError::Check { .. }
             | OpsError::Work(_)
             | OpsError::Store(_)
             | OpsError::PushBranches(_) => Fault::Plait,
+        }
+    }
+
+    fn fault_of_repo(e: &RepoError) -> Fault {
+        match e {
+            RepoError::Git(_) => Fault::Plait,
+            _ => Fault::Request,
+        }
+    }
+
+    fn fault_of_state(e: &StateError) -> Fault {
+        match e {
+            StateError::Io { .. } | StateError::Corrupt { .. } => Fault::Plait,
+            _ => Fault::Request,
         }
     }
 

@@ -6,7 +6,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::orchestrator::{self, Prepared, RunError};
+use crate::orchestrator::{self, Prepared};
 use crate::state::Store;
 
 use super::OpsError;
@@ -64,14 +64,7 @@ pub fn prepare(request: &SendBackRequest<'_>) -> Result<SendBack, OpsError> {
     }
     let (settings, warning) =
         super::resume::kept_settings(request.dir, &state, 1, request.env, request.plait.clone())?;
-    let prepared = orchestrator::prepare_send_back(settings, &run, request.task, request.comment)
-        .map_err(|e| match e {
-        RunError::Refused(why) => OpsError::refused(why, None),
-        source => OpsError::Run {
-            what: "cannot send the task back",
-            source,
-        },
-    })?;
+    let prepared = orchestrator::prepare_send_back(settings, &run, request.task, request.comment)?;
     Ok(SendBack {
         run,
         prepared,
