@@ -16,8 +16,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures_util::future::BoxFuture;
 use git2::Oid;
 
+use super::dispatch::Dispatch;
 use super::{RunError, Shared};
 use crate::pg::{PgListener, PgStore, TaskRow};
 use crate::remote;
@@ -28,7 +30,8 @@ use crate::state::TaskState;
 /// with a dropped connection); neither must stall the run.
 const QUIET: Duration = Duration::from_secs(2);
 
-/// How the coordinator of a run over many machines reaches them.
+/// How the coordinator of a run over many machines reaches them: the run's tasks go to
+/// the workers through it.
 pub(super) struct Spread {
     pub config: tokio_postgres::Config,
     pub pg: Arc<PgStore>,
@@ -38,10 +41,29 @@ pub(super) struct Spread {
     pub jobs: usize,
 }
 
+impl Dispatch for Spread {
+    fn run_tasks<'a>(&'a self, shared: &'a Arc<Shared>) -> BoxFuture<'a, Result<(), RunError>> {
+        Box::pin(run_tasks(shared, self))
+    }
+
+    fn rework<'a>(
+        &'a self,
+        shared: &'a Arc<Shared>,
+        targets: Vec<(usize, String)>,
+    ) -> BoxFuture<'a, Result<(), RunError>> {
+        Box::pin(rework(shared, self, targets))
+    }
+
+    /// Other machines see the merge (`plait diff/land --store`) through the remote.
+    fn publish<'a>(&'a self, shared: &'a Shared) -> BoxFuture<'a, ()> {
+        Box::pin(publish(shared, &self.remote))
+    }
+}
+
 /// Waits until every task of the run has ended on some worker, keeping the run's record
 /// and branches in step; returns early when the run is interrupted (the tasks stay queued
 /// for the workers, and `plait resume` waits again).
-pub(super) async fn run_tasks(shared: &Arc<Shared>, spread: &Spread) -> Result<(), RunError> {
+async fn run_tasks(shared: &Arc<Shared>, spread: &Spread) -> Result<(), RunError> {
     let (pg, remote) = (&spread.pg, spread.remote.as_str());
     let mut listener = PgListener::connect(&spread.config, Duration::from_secs(10)).await?;
     let own = (spread.jobs > 0).then(|| {
@@ -81,7 +103,7 @@ pub(super) async fn run_tasks(shared: &Arc<Shared>, spread: &Spread) -> Result<(
 /// have ended again, their new tips fetched. A task the store cannot send back (it ended
 /// with no work) keeps its result. Interrupted, the run goes on without them (they are
 /// not merged), as a local run does with tasks interrupted in their rework.
-pub(super) async fn rework(
+async fn rework(
     shared: &Arc<Shared>,
     spread: &Spread,
     targets: Vec<(usize, String)>,
@@ -239,7 +261,7 @@ async fn take_in(
 }
 
 /// Pushes the run's branches made here (its merge, its groups') to the remote.
-pub(super) async fn publish(shared: &Shared, remote: &str) {
+async fn publish(shared: &Shared, remote: &str) {
     let run = shared.run.clone();
     let (repo, remote) = (shared.repo.clone(), remote.to_string());
     let pushed = tokio::task::spawn_blocking(move || {

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use super::merging::merged_checks;
-use super::{coordinate, task, RunError, Shared, Update};
+use super::{RunError, Shared, Update};
 use crate::state::RunState;
 use crate::{groups, merge};
 
@@ -95,31 +95,7 @@ pub(super) async fn send_back_culprits(
             }
         }
     }
-    send_back_tasks(shared, targets).await
-}
-
-/// Sends ended tasks back for one more round each, `(index, feedback)`, and waits for them
-/// to end again: in their worktrees here, `-j` at a time; in a run over many machines,
-/// through the store to the workers (`coordinate::rework`).
-pub(super) async fn send_back_tasks(
-    shared: &Arc<Shared>,
-    targets: Vec<(usize, String)>,
-) -> Result<(), RunError> {
-    if let Some(spread) = &shared.spread {
-        return coordinate::rework(shared, spread, targets).await;
-    }
-    let permits = Arc::new(tokio::sync::Semaphore::new(shared.jobs));
-    let jobs = targets.into_iter().map(|(index, feedback)| {
-        let permits = permits.clone();
-        async move {
-            let Ok(_permit) = permits.acquire_owned().await else {
-                return;
-            };
-            task::rework(shared, index, feedback).await;
-        }
-    });
-    futures_util::future::join_all(jobs).await;
-    Ok(())
+    shared.dispatch.rework(shared, targets).await
 }
 
 /// The run merged again (in both levels of a grouped run), holding out `culprits`, and

@@ -159,7 +159,7 @@ pub async fn send_back(shared: &Arc<Shared>, state: &mut RunState) -> Result<boo
     if targets.is_empty() {
         return Ok(false);
     }
-    super::send_back_tasks(shared, targets).await?;
+    shared.dispatch.rework(shared, targets).await?;
     Ok(true)
 }
 

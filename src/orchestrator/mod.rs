@@ -16,27 +16,31 @@
 //! A grouped run merges in two levels after its tasks (`grouped`): the groups' merges, the
 //! supervisors' reviews (all at once), at most `[groups] rounds` passes of sending tasks
 //! back through `task::rework` (gated by a fresh semaphore of `jobs` permits) and merging
-//! again, then the top merge; each step is a [`GroupEvent`] on the same channel. A run over
-//! many machines sends tasks back (for its supervisors, or `[checks] rework`) through the
-//! store instead, and waits for the workers again (`coordinate::rework`).
+//! again, then the top merge; each step is a [`GroupEvent`] on the same channel.
+//!
+//! Where the tasks run is the run's [`dispatch::Dispatch`], picked once by [`execute`]:
+//! here, as above, or spread over many machines, whose coordinator queues the tasks (and
+//! those sent back, for its supervisors or `[checks] rework`) in the store and waits for
+//! the workers (`coordinate`). A run with a store mirrors its record there either way.
 
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use tokio::sync::{mpsc, Notify, Semaphore};
-use tokio::task::JoinSet;
+use tokio::sync::{mpsc, Notify};
 
 pub mod adopt;
 mod coordinate;
 mod culprits;
+mod dispatch;
 mod grouped;
 mod merging;
 mod shared;
 mod task;
 pub mod worker;
 
-use culprits::{search_culprits, send_back_tasks};
+use culprits::search_culprits;
+use dispatch::Dispatch;
 pub use merging::remerge;
 use merging::{merge_run, run_merged_checks};
 use shared::{mirror, open_store, write_states, Shared};
@@ -418,30 +422,31 @@ pub async fn execute(
         Some(config) => Some(Arc::new(open_store(config, &settings, &state).await?)),
         None => None,
     };
-    let mut shared = Shared::new(
+    let dispatch: Box<dyn Dispatch> = match (&settings.store, &settings.remote, &pg) {
+        (Some(config), Some(remote), Some(pg)) => Box::new(coordinate::Spread {
+            config: config.clone(),
+            pg: pg.clone(),
+            remote: remote.clone(),
+            jobs: settings.jobs,
+        }),
+        _ => Box::new(dispatch::Local),
+    };
+    let shared = Shared::new(
         &settings,
         store,
         state,
         events,
         cancel,
-        pg.clone(),
+        pg,
         Default::default(),
-    )?;
-    if let (Some(config), Some(remote), Some(pg)) = (&settings.store, &settings.remote, &pg) {
-        shared.spread = Some(coordinate::Spread {
-            config: config.clone(),
-            pg: pg.clone(),
-            remote: remote.clone(),
-            jobs: settings.jobs,
-        });
-    }
+    )?
+    .dispatching(dispatch);
     let shared = Arc::new(shared);
     let stop_writer = Arc::new(Notify::new());
     let writer = tokio::spawn(write_states(shared.clone(), stop_writer.clone()));
-    match (work, &shared.spread) {
-        (Work::SendBack { index, feedback }, _) => task::rework(&shared, index, feedback).await,
-        (Work::Tasks, Some(spread)) => coordinate::run_tasks(&shared, spread).await?,
-        (Work::Tasks, None) => run_tasks(&shared).await?,
+    match work {
+        Work::SendBack { index, feedback } => task::rework(&shared, index, feedback).await,
+        Work::Tasks => shared.dispatch.run_tasks(&shared).await?,
     }
     let outcome = if shared.cancel.is_cancelled() {
         None
@@ -485,36 +490,9 @@ pub async fn execute(
     state.finished_at = Some(now_ms());
     shared.store.save(&state)?;
     mirror(&shared, &state).await;
-    if let (Some(remote), Some(_)) = (&settings.remote, &state.merge) {
-        // Other machines see the merge (`plait diff/land --store`) through the remote.
-        coordinate::publish(&shared, remote).await;
+    if state.merge.is_some() {
+        shared.dispatch.publish(&shared).await;
     }
     drop(lock);
     Ok(state)
-}
-
-/// Runs every task, `-j` at a time, until all have ended. Tasks start in the plan's order:
-/// a slot is taken before a task is spawned, so a later task never overtakes an earlier
-/// one that waits for the same slot.
-async fn run_tasks(shared: &Arc<Shared>) -> Result<(), RunError> {
-    let permits = Arc::new(Semaphore::new(shared.jobs));
-    let mut set = JoinSet::new();
-    for index in 0..shared.plan.tasks.len() {
-        let Ok(permit) = permits.clone().acquire_owned().await else {
-            break;
-        };
-        // A task that panicked is told at once, not after every later task has started.
-        while let Some(joined) = set.try_join_next() {
-            joined.map_err(RunError::panicked("a task"))?;
-        }
-        let shared = shared.clone();
-        set.spawn(async move {
-            let _permit = permit;
-            task::run_task(&shared, index).await;
-        });
-    }
-    while let Some(joined) = set.join_next().await {
-        joined.map_err(RunError::panicked("a task"))?;
-    }
-    Ok(())
 }

@@ -1,6 +1,6 @@
 //! What the tasks of a run share: the record behind a lock, the event log, the HTTP
-//! client, the checks pool, the limiters and the budget; the state writer that coalesces
-//! saves, and the mirror of the record in a PostgreSQL store.
+//! client, the checks pool, the limiters and the budget; where the tasks run; the state
+//! writer that coalesces saves, and the mirror of the record in a PostgreSQL store.
 
 use std::fs;
 use std::path::PathBuf;
@@ -8,7 +8,8 @@ use std::sync::{Arc, Mutex};
 
 use tokio::sync::{mpsc, Notify};
 
-use super::{coordinate, Event, GroupEvent, RunError, RunSettings, Update};
+use super::dispatch::{Dispatch, Local};
+use super::{Event, GroupEvent, RunError, RunSettings, Update};
 use crate::cancel::Cancel;
 use crate::plan::ResolvedPlan;
 use crate::review::checks::CheckPool;
@@ -38,8 +39,9 @@ pub(super) struct Shared {
     pub(super) plait_program: PathBuf,
     /// The PostgreSQL store the run's record is written to as well, if any.
     pub(super) pg: Option<Arc<crate::pg::PgStore>>,
-    /// For the coordinator of a run over many machines: how it reaches them.
-    pub(super) spread: Option<coordinate::Spread>,
+    /// Where the run's tasks run and are sent back to: here, unless [`Shared::dispatching`]
+    /// says otherwise.
+    pub(super) dispatch: Box<dyn Dispatch>,
 }
 
 impl Shared {
@@ -84,8 +86,13 @@ impl Shared {
             jobs: settings.jobs.max(1),
             plait_program: settings.plait_program.clone(),
             pg,
-            spread: None,
+            dispatch: Box::new(Local),
         })
+    }
+
+    /// The same shared state, its tasks run by `dispatch`.
+    pub(super) fn dispatching(self, dispatch: Box<dyn Dispatch>) -> Shared {
+        Shared { dispatch, ..self }
     }
 
     /// Applies `change` to task `index`, reports it and schedules a save.

@@ -1,0 +1,93 @@
+//! Where a run's tasks run: here, `-j` at a time ([`Local`]), or spread over many machines
+//! through the store (`coordinate::Spread`). `execute` picks one for the run and keeps it
+//! on [`Shared`]; the run's tasks, every send-back after them (a supervisor's, the
+//! culprits') and the publishing of its merge go through it, so nothing else asks how the
+//! run is spread.
+
+use std::sync::Arc;
+
+use futures_util::future::BoxFuture;
+use tokio::sync::Semaphore;
+use tokio::task::JoinSet;
+
+use super::{task, RunError, Shared};
+
+/// How a run's tasks are run and sent back.
+pub(super) trait Dispatch: Send + Sync {
+    /// Runs every task of the run that has not ended, until all have ended or the run is
+    /// interrupted.
+    fn run_tasks<'a>(&'a self, shared: &'a Arc<Shared>) -> BoxFuture<'a, Result<(), RunError>>;
+
+    /// Sends ended tasks back for one more round each, `(index, feedback)`, and waits for
+    /// them to end again.
+    fn rework<'a>(
+        &'a self,
+        shared: &'a Arc<Shared>,
+        targets: Vec<(usize, String)>,
+    ) -> BoxFuture<'a, Result<(), RunError>>;
+
+    /// Makes the run's merge seen wherever its tasks ran (nothing to do for a local run).
+    fn publish<'a>(&'a self, _shared: &'a Shared) -> BoxFuture<'a, ()> {
+        Box::pin(async {})
+    }
+}
+
+/// Runs the tasks in this process, in their worktrees here.
+pub(super) struct Local;
+
+impl Dispatch for Local {
+    fn run_tasks<'a>(&'a self, shared: &'a Arc<Shared>) -> BoxFuture<'a, Result<(), RunError>> {
+        Box::pin(run_tasks(shared))
+    }
+
+    fn rework<'a>(
+        &'a self,
+        shared: &'a Arc<Shared>,
+        targets: Vec<(usize, String)>,
+    ) -> BoxFuture<'a, Result<(), RunError>> {
+        Box::pin(rework(shared, targets))
+    }
+}
+
+/// Runs every task, `-j` at a time, until all have ended. Tasks start in the plan's order:
+/// a slot is taken before a task is spawned, so a later task never overtakes an earlier
+/// one that waits for the same slot.
+async fn run_tasks(shared: &Arc<Shared>) -> Result<(), RunError> {
+    let permits = Arc::new(Semaphore::new(shared.jobs));
+    let mut set = JoinSet::new();
+    for index in 0..shared.plan.tasks.len() {
+        let Ok(permit) = permits.clone().acquire_owned().await else {
+            break;
+        };
+        // A task that panicked is told at once, not after every later task has started.
+        while let Some(joined) = set.try_join_next() {
+            joined.map_err(RunError::panicked("a task"))?;
+        }
+        let shared = shared.clone();
+        set.spawn(async move {
+            let _permit = permit;
+            task::run_task(&shared, index).await;
+        });
+    }
+    while let Some(joined) = set.join_next().await {
+        joined.map_err(RunError::panicked("a task"))?;
+    }
+    Ok(())
+}
+
+/// Sends ended tasks back to their worktrees here for one more round each, `-j` at a time,
+/// and waits for them to end again.
+async fn rework(shared: &Arc<Shared>, targets: Vec<(usize, String)>) -> Result<(), RunError> {
+    let permits = Arc::new(Semaphore::new(shared.jobs));
+    let jobs = targets.into_iter().map(|(index, feedback)| {
+        let permits = permits.clone();
+        async move {
+            let Ok(_permit) = permits.acquire_owned().await else {
+                return;
+            };
+            task::rework(shared, index, feedback).await;
+        }
+    });
+    futures_util::future::join_all(jobs).await;
+    Ok(())
+}
