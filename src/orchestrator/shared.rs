@@ -1,6 +1,7 @@
 //! What the tasks of a run share: the record behind a lock, the event log, the HTTP
-//! client, the checks pool, the limiters and the budget; where the tasks run; the state
-//! writer that coalesces saves, and the mirror of the record in a PostgreSQL store.
+//! client, the checks pool, the limiters and the budget; where the tasks run, and who is
+//! told of the rounds' commits; the state writer that coalesces saves, and the mirror of
+//! the record in a PostgreSQL store.
 
 use std::fs;
 use std::path::PathBuf;
@@ -42,7 +43,15 @@ pub(super) struct Shared {
     /// Where the run's tasks run and are sent back to: here, unless [`Shared::dispatching`]
     /// says otherwise.
     pub(super) dispatch: Box<dyn Dispatch>,
+    /// Told of each round's commit a task goes on past (nobody, unless
+    /// [`Shared::on_commit`] says who).
+    pub(super) on_commit: OnCommit,
 }
+
+/// Told, by the task's index, each time a task goes on past a round's commit (to its
+/// review, or to another round): a worker pushes the commit as its claim's checkpoint. The
+/// work a task ends with is not told of: it is recorded with the task's end.
+pub(super) type OnCommit = Box<dyn Fn(usize) + Send + Sync>;
 
 impl Shared {
     /// The shared state of a run whose record is `state`, kept in `store`.
@@ -87,12 +96,21 @@ impl Shared {
             plait_program: settings.plait_program.clone(),
             pg,
             dispatch: Box::new(Local),
+            on_commit: Box::new(|_| {}),
         })
     }
 
     /// The same shared state, its tasks run by `dispatch`.
     pub(super) fn dispatching(self, dispatch: Box<dyn Dispatch>) -> Shared {
         Shared { dispatch, ..self }
+    }
+
+    /// The same shared state, `hook` told of each round's commit a task goes on past.
+    pub(super) fn on_commit(self, hook: OnCommit) -> Shared {
+        Shared {
+            on_commit: hook,
+            ..self
+        }
     }
 
     /// Applies `change` to task `index`, reports it and schedules a save.

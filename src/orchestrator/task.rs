@@ -354,6 +354,7 @@ impl<'a> Worker<'a> {
         }
         self.shared
             .update(self.index, |t| t.state = TaskState::Reviewing);
+        self.goes_on();
         let checks = self.run_checks(round, tip).await?;
         if let Some(reason) = plans_fault(&checks) {
             // No round of the agent's can fix a check that cannot start.
@@ -389,6 +390,13 @@ impl<'a> Worker<'a> {
                 t.sandbox = Some(now);
             }
         });
+        self.goes_on();
+    }
+
+    /// Tells [`Shared::on_commit`] that the task goes on past the commit its branch is at
+    /// (into its review, or into a round on top of it).
+    fn goes_on(&self) {
+        (self.shared.on_commit)(self.index);
     }
 
     /// Runs the agent for the round and records what it used; `Break` when it failed or was

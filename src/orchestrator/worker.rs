@@ -4,13 +4,14 @@
 //! repository, fed from the run's git remote.
 //!
 //! What it pushes, and when: a round's commit, when the task goes on past it (to review or
-//! another round), to the claim's own ref ([`crate::refs::attempt_ref`]) with the store told
-//! (the checkpoint a worker taking the task over goes on from); at the end, the tip to that
-//! ref, then the outcome recorded in the store fenced by the claim's generation. A claim
-//! whose lease was taken over records nothing. The task branch `plait/<run>/<task>` on the
-//! remote is set by the coordinator from the recorded tip, so it never holds a loser's.
-//! Ctrl-C lets the running tasks end at a boundary (their work committed and pushed) and
-//! gives them back to the queue.
+//! another round, as the pipeline tells through `Shared::on_commit`; progress events only
+//! pass to the caller), to the claim's own ref ([`crate::refs::attempt_ref`]) with the
+//! store told (the checkpoint a worker taking the task over goes on from); at the end, the
+//! tip to that ref, then the outcome recorded in the store fenced by the claim's
+//! generation. A claim whose lease was taken over records nothing. The task branch
+//! `plait/<run>/<task>` on the remote is set by the coordinator from the recorded tip, so
+//! it never holds a loser's. Ctrl-C lets the running tasks end at a boundary (their work
+//! committed and pushed) and gives them back to the queue.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -27,7 +28,7 @@ use crate::cancel::Cancel;
 use crate::pg::{Checkpoint, Claim, PgListener, PgStore};
 use crate::plan::{self, ResolvedPlan};
 use crate::remote;
-use crate::state::{Store, TaskState};
+use crate::state::Store;
 
 /// How long a claim lasts unless renewed (it is renewed at a third of that).
 pub const LEASE: Duration = Duration::from_secs(30);
@@ -255,23 +256,26 @@ async fn open_run(
         tokio::task::spawn_blocking(move || set_up(&settings_for, &run_id, &queue, &remote_for))
             .await
             .map_err(RunError::panicked("setting up the run"))??;
-    let (tx, rx) = mpsc::unbounded_channel();
-    let shared = Arc::new(Shared::new(
+    let (commits, committed) = mpsc::unbounded_channel();
+    let shared = Shared::new(
         &run_settings,
         store,
         state,
-        Some(tx),
+        events,
         cancel,
         None,
         crate::llm::limiter::Limiters::shared(exchange),
-    )?);
+    )?
+    .on_commit(Box::new(move |index| {
+        let _ = commits.send(index);
+    }));
     let ctx = Arc::new(RunCtx {
-        shared,
+        shared: Arc::new(shared),
         remote,
         claims: Mutex::new(HashMap::new()),
         pusher: Pusher::default(),
     });
-    tokio::spawn(forward(Arc::downgrade(&ctx), pg.clone(), rx, events));
+    tokio::spawn(checkpoints(Arc::downgrade(&ctx), pg.clone(), committed));
     Ok(ctx)
 }
 
@@ -605,34 +609,26 @@ async fn settle(
     Ok(())
 }
 
-/// Passes the run's updates on, and pushes each new commit of a claimed task as its
-/// checkpoint while it runs.
-async fn forward(
+/// Pushes the commit of each claimed task the pipeline goes on past (its index, as
+/// [`Shared::on_commit`] tells it) as the claim's checkpoint, one at a time, while the run
+/// is held here.
+async fn checkpoints(
     ctx: std::sync::Weak<RunCtx>,
     pg: Arc<PgStore>,
-    mut rx: mpsc::UnboundedReceiver<Update>,
-    events: Option<mpsc::UnboundedSender<Update>>,
+    mut committed: mpsc::UnboundedReceiver<usize>,
 ) {
-    while let Some(update) = rx.recv().await {
-        if let (Update::Task(event), Some(ctx)) = (&update, ctx.upgrade()) {
-            // A round's commit is pushed when the task goes on past it (to its review, or
-            // to another round): work a task ends with is pushed once, as it is recorded.
-            if matches!(event.state, TaskState::Running | TaskState::Reviewing) {
-                checkpoint(&ctx, &pg, &event.task).await;
-            }
-        }
-        if let Some(events) = &events {
-            let _ = events.send(update);
-        }
+    while let Some(index) = committed.recv().await {
+        let Some(ctx) = ctx.upgrade() else {
+            return;
+        };
+        checkpoint(&ctx, &pg, index).await;
     }
 }
 
-/// Pushes the newest commit of claimed task `task`, if it has one not pushed yet.
-async fn checkpoint(ctx: &RunCtx, pg: &PgStore, task: &str) {
-    let Some(index) = ctx.shared.plan.tasks.iter().position(|t| t.id == task) else {
-        return;
-    };
-    let Some(commit) = ctx.shared.record(index).commit else {
+/// Pushes the newest commit of claimed task `index`, if it has one not pushed yet.
+async fn checkpoint(ctx: &RunCtx, pg: &PgStore, index: usize) {
+    let record = ctx.shared.record(index);
+    let (task, Some(commit)) = (record.id.as_str(), record.commit) else {
         return;
     };
     // plait records each commit by its id.
