@@ -9,6 +9,7 @@
 //! the measured cost of one (which cannot find the pair).
 //! Run it through `./bench --culprits`.
 
+use std::fmt::Write as _;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Instant;
@@ -30,7 +31,7 @@ fn repo(root: &Path) -> Result<std::path::PathBuf> {
             path.join(format!("src/m{k:02}.sh")),
             format!("f{k:02}() {{ echo {k}; }}\n"),
         )?;
-        test.push_str(&format!("[ \"$(f{k:02})\" = {k} ] || exit 1\n"));
+        let _ = writeln!(test, "[ \"$(f{k:02})\" = {k} ] || exit 1");
     }
     test.push_str("[ -z \"$A_ON\" ] || [ -z \"$B_ON\" ]\n");
     std::fs::write(path.join("tests/run.sh"), test)?;
@@ -50,9 +51,7 @@ fn plan(edits: &[(usize, &str)], bisect: bool) -> String {
             || format!("echo '# touched' >> src/m{k:02}.sh"),
             |(_, e)| e.to_string(),
         );
-        toml.push_str(&format!(
-            "[[task]]\nid = \"m{k:02}\"\nprompt = \"p\"\nowns = [\"/src/m{k:02}.sh\"]\nagent = {{ exec = \"{edit}\" }}\n"
-        ));
+        let _ = writeln!(toml, "[[task]]\nid = \"m{k:02}\"\nprompt = \"p\"\nowns = [\"/src/m{k:02}.sh\"]\nagent = {{ exec = \"{edit}\" }}");
     }
     toml
 }
@@ -120,7 +119,7 @@ fn main() -> Result<()> {
                     .map(|s| {
                         let mut text = s["tasks"].to_string();
                         if let Some(p) = s["partners"].as_array().filter(|p| !p.is_empty()) {
-                            text.push_str(&format!(" with {}", serde_json::Value::from(p.clone())));
+                            let _ = write!(text, " with {}", serde_json::Value::from(p.clone()));
                         }
                         text
                     })

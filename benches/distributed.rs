@@ -15,6 +15,7 @@
 // Children are reaped with `wait4` (for their peak memory), which clippy cannot see.
 #![allow(clippy::zombie_processes)]
 
+use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Instant;
@@ -72,9 +73,10 @@ fn project(root: &Path, n: usize, agent: &str) -> (PathBuf, PathBuf, PathBuf) {
         let file = repo.join(&path);
         std::fs::create_dir_all(file.parent().unwrap()).unwrap();
         std::fs::write(&file, format!("file {k}\n")).unwrap();
-        toml.push_str(&format!(
-            "[[task]]\nid = \"t{k:05}\"\nprompt = \"p\"\nowns = [\"/{path}\"]\n"
-        ));
+        let _ = writeln!(
+            toml,
+            "[[task]]\nid = \"t{k:05}\"\nprompt = \"p\"\nowns = [\"/{path}\"]"
+        );
     }
     git(&repo, &["add", "-A"]);
     git(&repo, &["commit", "-q", "-m", "base"]);

@@ -19,6 +19,7 @@
 //! with the branches as plait leaves them (loose refs) and again after `git pack-refs`.
 //! `--keep` keeps the directory. Run it through `./bench --hooks`.
 
+use std::fmt::Write as _;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -85,10 +86,11 @@ fn repo(root: &Path, dirs: usize) -> Result<PathBuf> {
 fn plan(k: usize, tasks: usize) -> String {
     let mut toml = format!("goal = \"run {k}\"\n[groups]\nthreshold = 100000\n");
     for t in 0..tasks {
-        toml.push_str(&format!(
+        let _ = writeln!(
+            toml,
             "[[task]]\nid = \"t{t:03}\"\nprompt = \"p\"\nowns = [\"/d{t:03}/\"]\n\
-             agent = {{ exec = \"echo run{k} >> d{t:03}/f.txt\" }}\n"
-        ));
+             agent = {{ exec = \"echo run{k} >> d{t:03}/f.txt\" }}"
+        );
     }
     toml
 }

@@ -15,6 +15,7 @@
 //!
 //! Run it through `./bench --lineage [--crate DIR] [--baseline REV]`.
 
+use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Instant;
@@ -116,10 +117,11 @@ fn plan(files: &[String], clean: bool) -> String {
         cargo_home().display()
     );
     for (k, file) in files.iter().enumerate() {
-        toml.push_str(&format!(
+        let _ = writeln!(
+            toml,
             "[[task]]\nid = \"t{k:02}\"\nprompt = \"p\"\nowns = [\"/{file}\"]\n\
-             agent = {{ exec = \"echo '// touched by plait' >> {file}\" }}\n"
-        ));
+             agent = {{ exec = \"echo '// touched by plait' >> {file}\" }}"
+        );
     }
     toml
 }

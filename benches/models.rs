@@ -27,6 +27,7 @@
 #[path = "../tests/it/mock/mod.rs"]
 mod mock;
 
+use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::{Arc, Mutex};
@@ -163,13 +164,14 @@ fn plan(url: &str, n: usize, limits: Option<&str>) -> String {
          model = \"claude-sonnet-4-5\"\nmax_tokens = 1024\nstream = true\n"
     );
     if let Some(limits) = limits {
-        toml.push_str(&format!("limits = {limits}\n"));
+        let _ = writeln!(toml, "limits = {limits}");
     }
     toml.push_str("[review]\nagent = \"off\"\n[defaults]\nagent = \"mock\"\ntimeout = \"30m\"\n");
     for d in 0..n {
-        toml.push_str(&format!(
-            "[[task]]\nid = \"t{d:04}\"\nprompt = \"Look at d{d:04}\"\nowns = [\"/d{d:04}/\"]\n"
-        ));
+        let _ = writeln!(
+            toml,
+            "[[task]]\nid = \"t{d:04}\"\nprompt = \"Look at d{d:04}\"\nowns = [\"/d{d:04}/\"]"
+        );
     }
     toml
 }
@@ -354,7 +356,7 @@ fn outcome(t: &Timed) -> String {
         t.count(TaskState::Failed)
     );
     if let Some(e) = t.first_error() {
-        text.push_str(&format!(" (first error: {e})"));
+        let _ = write!(text, " (first error: {e})");
     }
     text
 }

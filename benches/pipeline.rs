@@ -482,9 +482,10 @@ fn sandbox_costs(t: &mut Table, root: &Path, repo: &Path, n: usize, reps: usize)
             );
             for d in 0..n {
                 let id = dir_name(d);
-                toml.push_str(&format!(
-                    "[[task]]\nid = \"{id}\"\nprompt = \"p\"\nowns = [\"/{id}/\"]\n"
-                ));
+                let _ = writeln!(
+                    toml,
+                    "[[task]]\nid = \"{id}\"\nprompt = \"p\"\nowns = [\"/{id}/\"]"
+                );
             }
             let plan_path = root.join(format!("sandbox-{mode}.toml"));
             std::fs::write(&plan_path, &toml)?;

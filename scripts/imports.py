@@ -1,14 +1,23 @@
 #!/usr/bin/env python3
 """Prints the import circles among plait's modules: strongly connected components of the
 graph "file A names crate::X" (any `crate::`/`super::` path, in `use` or inline), at the
-level of files and of top-level modules (`src/<name>`), ignoring tests. Usage:
-scripts/imports.py [SRC_DIR]"""
+level of files and of top-level modules (`<crate>/src/<name>`), ignoring tests, for each
+crate of the workspace (`src/` and `crates/*/src/`; cargo itself refuses circles between
+crates). Usage: scripts/imports.py [SRC_DIR]"""
 import os
 import re
 import sys
 
-src = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", "src")
-src = os.path.normpath(src)
+if len(sys.argv) < 2:
+    import glob
+    import subprocess
+    root = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+    for crate in [os.path.join(root, "src")] + sorted(glob.glob(os.path.join(root, "crates", "*", "src"))):
+        print(f"{os.path.relpath(os.path.dirname(crate), root) if crate != os.path.join(root, 'src') else 'plait-cli (src)'}:")
+        out = subprocess.run([sys.executable, os.path.abspath(__file__), crate], capture_output=True, text=True, check=True).stdout
+        print("".join("  " + line + "\n" for line in out.splitlines()), end="")
+    sys.exit(0)
+src = os.path.normpath(sys.argv[1])
 
 def module_of(path):
     rel = os.path.relpath(path, src)[:-3].split(os.sep)

@@ -1,6 +1,7 @@
 //! `plait check`: the gate, for git hooks and CI. `ops::check` does the checking; this
 //! file reads the arguments and prints the report.
 
+use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use clap::Args;
@@ -137,23 +138,26 @@ fn bisect_step(json: bool) -> impl Fn(Step) + Send + Sync {
 fn culprit_text(found: &crate::state::Culprits) -> String {
     let mut out = format!("culprit search ({} check run(s)):\n", found.runs);
     for set in &found.sets {
-        out.push_str(&format!(
-            "  {} (output: {})\n",
+        let _ = writeln!(
+            out,
+            "  {} (output: {})",
             crate::report::culprit_sentence(set),
             set.logs.display()
-        ));
+        );
     }
     if !found.base_fails.is_empty() {
-        out.push_str(&format!(
-            "  {} fail(s) on the base alone: no task is to blame\n",
+        let _ = writeln!(
+            out,
+            "  {} fail(s) on the base alone: no task is to blame",
             found.base_fails.join(", ")
-        ));
+        );
     }
     if !found.flaky.is_empty() {
-        out.push_str(&format!(
-            "  flaky: {} failed, then passed on the same tree\n",
+        let _ = writeln!(
+            out,
+            "  flaky: {} failed, then passed on the same tree",
             found.flaky.join(", ")
-        ));
+        );
     }
     out
 }
@@ -174,40 +178,40 @@ pub(super) fn text(report: &CheckReport) -> String {
                 tasks.join(", ")
             }
         };
-        out.push_str(&format!(
+        let _ = write!(
+            out,
             "  this merge includes: {}
   it leaves out: {}
 ",
             list(&scope.included),
             list(&scope.left_out)
-        ));
+        );
     }
     for o in &report.ownership {
-        out.push_str(&format!("  changes a file it does not own: {o}\n"));
+        let _ = writeln!(out, "  changes a file it does not own: {o}");
     }
     for c in &report.conflicts {
-        out.push_str(&format!(
-            "  conflicts with {} ({}): {}\n",
+        let _ = writeln!(
+            out,
+            "  conflicts with {} ({}): {}",
             report.target, c.kind, c.path
-        ));
+        );
     }
     for c in &report.checks {
-        out.push_str(&format!(
-            "  merged check `{}`: {}\n",
+        let _ = writeln!(
+            out,
+            "  merged check `{}`: {}",
             c.command,
             if c.passed { "passed" } else { "FAILED" }
-        ));
+        );
         if !c.passed && !c.tail.trim().is_empty() {
             for line in c.tail.trim_end().lines() {
-                out.push_str(&format!("    | {line}\n"));
+                let _ = writeln!(out, "    | {line}");
             }
         }
     }
     for g in &report.gate {
-        out.push_str(&format!(
-            "  {}\n",
-            crate::report::blocker_line(g, &report.run)
-        ));
+        let _ = writeln!(out, "  {}", crate::report::blocker_line(g, &report.run));
     }
     out
 }

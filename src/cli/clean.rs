@@ -1,5 +1,6 @@
 //! `plait clean`: remove a run's worktrees and branches.
 
+use std::fmt::Write as _;
 use std::path::Path;
 
 use clap::Args;
@@ -51,7 +52,7 @@ pub fn cmd_clean(dir: &Path, args: CleanArgs) -> Result<(), CommandError> {
     if cleaned.refused {
         let mut msg = format!("not cleaning run {run}; this would be lost:");
         for line in ops::clean::at_risk_lines(&outcome.at_risk) {
-            msg.push_str(&format!("\n  - {line}"));
+            let _ = write!(msg, "\n  - {line}");
         }
         return Err(CommandError::attention(msg).hint(format!(
             "land the run, commit or copy the work, or run `plait clean {run} --force`"

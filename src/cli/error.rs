@@ -10,6 +10,7 @@ use crate::orchestrator::RunError;
 use crate::plan::manager::ManagerError;
 use crate::plan::PlanError;
 use crate::state::StateError;
+use std::fmt::Write as _;
 
 /// How a command failed, which decides the exit code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -112,12 +113,12 @@ impl CommandError {
         while let Some(e) = cause {
             let text = e.to_string();
             if !text.is_empty() && !out.contains(&text) {
-                out.push_str(&format!("\ncaused by: {text}"));
+                let _ = write!(out, "\ncaused by: {text}");
             }
             cause = e.source();
         }
         if let Some(hint) = &self.hint {
-            out.push_str(&format!("\nhint: {hint}"));
+            let _ = write!(out, "\nhint: {hint}");
         }
         out
     }

@@ -1,6 +1,7 @@
 //! `plait log`: what a task's agent wrote, its checks' logs, or its model transcript; and
 //! `--follow`, which prints a running task's log as it grows until the task ends.
 
+use std::fmt::Write as _;
 use std::path::Path;
 use std::time::Duration;
 
@@ -96,9 +97,10 @@ fn target(
     let Some(record) = state.task(task).cloned() else {
         let mut hint = format!("its tasks: {}", super::task_list(&state));
         if run.is_none() && store.find(Some(task)).is_ok() {
-            hint.push_str(&format!(
+            let _ = write!(
+                hint,
                 "; `{task}` is a run: plait log {task} TASK reads one of its tasks"
-            ));
+            );
         }
         return Err(CommandError::usage(format!("run {id} has no task `{task}`")).hint(hint));
     };

@@ -1,5 +1,6 @@
 //! Planning by a manager model, shared by `plait plan --goal` and `plait run --goal`.
 
+use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use super::error::Context as _;
@@ -160,16 +161,17 @@ pub fn summary(planned: &Planned) -> String {
         planned.attempts
     );
     if let Some(cost) = planned.usage.cost_usd {
-        out.push_str(&format!(" (${cost:.4})"));
+        let _ = write!(out, " (${cost:.4})");
     }
     out.push_str(":\n");
     for (task, resolved) in planned.plan.tasks.iter().zip(&planned.resolved.tasks) {
-        out.push_str(&format!(
-            "  {:<20} {:>4} file(s)  {}\n",
+        let _ = writeln!(
+            out,
+            "  {:<20} {:>4} file(s)  {}",
             task.id,
             resolved.owned.len(),
             task.owns.join(" ")
-        ));
+        );
     }
     if planned.unowned.is_empty() {
         out.push_str("every tracked file is owned by a task\n");
@@ -181,8 +183,9 @@ pub fn summary(planned: &Planned) -> String {
             .map(String::as_str)
             .collect();
         let more = planned.unowned.len().saturating_sub(shown.len());
-        out.push_str(&format!(
-            "{} tracked file(s) no task owns: {}{}\n",
+        let _ = writeln!(
+            out,
+            "{} tracked file(s) no task owns: {}{}",
             planned.unowned.len(),
             shown.join(", "),
             if more > 0 {
@@ -190,7 +193,7 @@ pub fn summary(planned: &Planned) -> String {
             } else {
                 String::new()
             }
-        ));
+        );
     }
     out
 }

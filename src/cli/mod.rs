@@ -26,6 +26,7 @@ mod status;
 mod ui;
 mod worker;
 
+use std::fmt::Write as _;
 use std::io::IsTerminal as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -252,10 +253,11 @@ pub(super) fn task_list(state: &crate::state::RunState) -> String {
     let ids: Vec<&str> = state.tasks.iter().map(|t| t.id.as_str()).collect();
     let mut list = ids[..ids.len().min(SHOWN)].join(", ");
     if ids.len() > SHOWN {
-        list.push_str(&format!(
+        let _ = write!(
+            list,
             " and {} more (`plait status` lists them)",
             ids.len() - SHOWN
-        ));
+        );
     }
     list
 }

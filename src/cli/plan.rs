@@ -1,5 +1,6 @@
 //! `plait plan`: write a plan from a split rule.
 
+use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use clap::Args;
@@ -265,7 +266,7 @@ fn listing(title: &str, paths: &[String]) -> String {
         out.push_str(path);
     }
     if paths.len() > SHOWN {
-        out.push_str(&format!("\n  ... and {} more", paths.len() - SHOWN));
+        let _ = write!(out, "\n  ... and {} more", paths.len() - SHOWN);
     }
     out
 }

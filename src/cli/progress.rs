@@ -3,6 +3,7 @@
 //! lines when stderr is not a terminal; with `--json`, one JSON event per line on stdout.
 
 use std::collections::{BTreeMap, HashMap};
+use std::fmt::Write as _;
 use std::time::Duration;
 
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -157,11 +158,13 @@ impl Tally {
                 })
                 .sum();
             let cost: Option<f64> = self.usage.values().map(|u| u.cost_usd).sum();
-            text.push_str(&format!(" · {tokens} tokens"));
-            text.push_str(&match cost {
-                Some(c) => format!(" · ${c:.4}"),
-                None => " · cost unknown".to_string(),
-            });
+            let _ = write!(text, " · {tokens} tokens");
+            match cost {
+                Some(c) => {
+                    let _ = write!(text, " · ${c:.4}");
+                }
+                None => text.push_str(" · cost unknown"),
+            }
         }
         text
     }

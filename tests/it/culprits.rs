@@ -2,6 +2,7 @@
 //! and land the rest.
 
 use crate::support::{stderr, stdout, TestRepo};
+use std::fmt::Write as _;
 
 /// Sixteen modules, each defining its function, and a test that calls them all; the test
 /// also fails when both `A_ON` and `B_ON` are set (two features that clash at run time).
@@ -16,7 +17,7 @@ fn modules() -> TestRepo {
         .collect();
     let mut test = String::from("for m in src/m*.sh; do . ./$m; done\n");
     for k in 0..16 {
-        test.push_str(&format!("[ \"$(f{k:02})\" = {k} ] || exit 1\n"));
+        let _ = writeln!(test, "[ \"$(f{k:02})\" = {k} ] || exit 1");
     }
     test.push_str("[ -z \"$A_ON\" ] || [ -z \"$B_ON\" ]\n");
     files.push(("tests/run.sh".into(), test));
@@ -36,9 +37,7 @@ fn plan(edits: &[(usize, &str)], extra: &str) -> String {
             || format!("echo '# touched' >> src/m{k:02}.sh"),
             |(_, e)| e.to_string(),
         );
-        toml.push_str(&format!(
-            "[[task]]\nid = \"m{k:02}\"\nprompt = \"p\"\nowns = [\"/src/m{k:02}.sh\"]\nagent = {{ exec = \"{edit}\" }}\n"
-        ));
+        let _ = writeln!(toml, "[[task]]\nid = \"m{k:02}\"\nprompt = \"p\"\nowns = [\"/src/m{k:02}.sh\"]\nagent = {{ exec = \"{edit}\" }}");
     }
     toml
 }

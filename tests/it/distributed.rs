@@ -3,6 +3,7 @@
 //! directory with its own clone, as if on other machines, and a bare repository as the
 //! remote. Without PostgreSQL these tests say they are skipped.
 
+use std::fmt::Write as _;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -30,9 +31,10 @@ fn project_with(n: usize, exec: &str, extra: &str) -> (TestRepo, PathBuf) {
     let mut toml =
         format!("goal = \"spread\"\n[defaults]\nagent = {{ exec = '''{exec}''' }}\n{extra}\n");
     for k in 0..n {
-        toml.push_str(&format!(
-            "[[task]]\nid = \"m{k:02}\"\nprompt = \"Edit m{k:02}\"\nowns = [\"/pkg/m{k:02}.txt\"]\n"
-        ));
+        let _ = writeln!(
+            toml,
+            "[[task]]\nid = \"m{k:02}\"\nprompt = \"Edit m{k:02}\"\nowns = [\"/pkg/m{k:02}.txt\"]"
+        );
     }
     let plan = repo.plan(&toml);
     git_in(&repo.scratch, &["init", "-q", "--bare", "remote.git"]);
@@ -545,9 +547,10 @@ fn three_workers_keep_together_to_one_keys_concurrency_and_rate() {
                 Turn::Text("done".into()),
             ],
         );
-        toml.push_str(&format!(
-            "[[task]]\nid = \"t{k:02}\"\nprompt = \"p\"\nowns = [\"/m/t{k:02}.txt\"]\n"
-        ));
+        let _ = writeln!(
+            toml,
+            "[[task]]\nid = \"t{k:02}\"\nprompt = \"p\"\nowns = [\"/m/t{k:02}.txt\"]"
+        );
     }
     let plan = repo.plan(&toml);
     let mut coordinator = spawn_with(

@@ -4,6 +4,7 @@
 //! the small things (a plain Ctrl-C warning in a pipe, `-C` on a missing directory, TIME
 //! without the wait for a slot).
 
+use std::fmt::Write as _;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -28,9 +29,10 @@ fn plan(agent: &str, extra: &str) -> String {
     let mut plan =
         format!("goal = \"g\"\n[defaults]\nagent = {{ exec = '''{agent}''' }}\n{extra}\n");
     for id in ["a", "b", "c"] {
-        plan.push_str(&format!(
-            "[[task]]\nid = \"{id}\"\nprompt = \"fix {id}\"\nowns = [\"lib/{id}.txt\"]\n"
-        ));
+        let _ = writeln!(
+            plan,
+            "[[task]]\nid = \"{id}\"\nprompt = \"fix {id}\"\nowns = [\"lib/{id}.txt\"]"
+        );
     }
     plan
 }

@@ -4,6 +4,7 @@
 
 use plait::state::RunState;
 use serde_json::json;
+use std::fmt::Write as _;
 
 use crate::mock::{MockModel, Provider, ToolCall, Turn};
 use crate::support::{stderr, stdout, TestRepo};
@@ -26,9 +27,10 @@ fn wide(n: usize, extra: &str) -> (TestRepo, String) {
          agent = {{ exec = \"echo touched >> \\\"$PLAIT_FILE\\\"\" }}\n{extra}\n"
     );
     for i in 1..=n {
-        plan.push_str(&format!(
-            "[[task]]\nid = \"t{i:02}\"\nprompt = \"touch\"\nowns = [\"/d{i:02}/\"]\n"
-        ));
+        let _ = writeln!(
+            plan,
+            "[[task]]\nid = \"t{i:02}\"\nprompt = \"touch\"\nowns = [\"/d{i:02}/\"]"
+        );
     }
     (repo, plan)
 }

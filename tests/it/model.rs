@@ -1,6 +1,7 @@
 //! Model agents against the mock model server: the edit loop on both providers, streamed
 //! and not; ownership, path confinement, loops, broken answers and bad keys.
 
+use std::fmt::Write as _;
 use std::fs;
 use std::time::Duration;
 
@@ -686,9 +687,10 @@ fn a_run_keeps_to_a_token_bucket_it_learns_from_the_headers() {
             &format!("t{k:02}"),
             vec![Turn::PauseTurn, Turn::Text("done".into())],
         );
-        toml.push_str(&format!(
-            "[[task]]\nid = \"t{k:02}\"\nprompt = \"p\"\nowns = [\"/m/t{k:02}.txt\"]\n"
-        ));
+        let _ = writeln!(
+            toml,
+            "[[task]]\nid = \"t{k:02}\"\nprompt = \"p\"\nowns = [\"/m/t{k:02}.txt\"]"
+        );
     }
     let state = repo.run_with_env(&toml, 35, &env);
     assert!(mock.problems().is_empty(), "{:#?}", mock.problems());
@@ -731,9 +733,10 @@ fn output_tokens_are_reserved_from_max_tokens_and_what_is_unused_comes_back() {
             &format!("t{k:02}"),
             vec![Turn::PauseTurn, Turn::Text("done".into())],
         );
-        toml.push_str(&format!(
-            "[[task]]\nid = \"t{k:02}\"\nprompt = \"p\"\nowns = [\"/m/t{k:02}.txt\"]\n"
-        ));
+        let _ = writeln!(
+            toml,
+            "[[task]]\nid = \"t{k:02}\"\nprompt = \"p\"\nowns = [\"/m/t{k:02}.txt\"]"
+        );
     }
     let state = repo.run_with_env(&toml, 30, &env);
     assert!(mock.problems().is_empty(), "{:#?}", mock.problems());

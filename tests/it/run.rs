@@ -1,6 +1,7 @@
 //! Stages 3 and 6: exec agents run in their worktrees, at most `-j` at once, and a failure
 //! of one task never stops the others.
 
+use std::fmt::Write as _;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -24,9 +25,10 @@ fn dir_plan(n: usize, exec: &str, extra: &str) -> String {
     let mut toml =
         format!("goal = \"the goal\"\n[defaults]\nagent = {{ exec = '''{exec}''' }}\n{extra}\n");
     for i in 0..n {
-        toml.push_str(&format!(
-            "[[task]]\nid = \"m{i}\"\nprompt = \"Edit m{i}\"\nowns = [\"/pkg/m{i}/\"]\n"
-        ));
+        let _ = writeln!(
+            toml,
+            "[[task]]\nid = \"m{i}\"\nprompt = \"Edit m{i}\"\nowns = [\"/pkg/m{i}/\"]"
+        );
     }
     toml
 }

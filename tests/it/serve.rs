@@ -2,6 +2,7 @@
 //! spoken to over plain HTTP (any `Host` header can be sent), and in a real browser
 //! (`browser`).
 
+use std::fmt::Write as _;
 use std::io::{BufRead as _, BufReader, Read as _, Write as _};
 use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
@@ -29,9 +30,10 @@ pub fn plan(agent: &str, extra: &str) -> String {
     let mut plan =
         format!("goal = \"g\"\n[defaults]\nagent = {{ exec = '''{agent}''' }}\n{extra}\n");
     for id in ["a", "b", "c"] {
-        plan.push_str(&format!(
-            "[[task]]\nid = \"{id}\"\nprompt = \"fix {id}\"\nowns = [\"lib/{id}.txt\"]\n"
-        ));
+        let _ = writeln!(
+            plan,
+            "[[task]]\nid = \"{id}\"\nprompt = \"fix {id}\"\nowns = [\"lib/{id}.txt\"]"
+        );
     }
     plan
 }
@@ -188,15 +190,15 @@ impl Served {
         let body = body.map(Value::to_string).unwrap_or_default();
         let mut head = format!("{method} {path} HTTP/1.1\r\nConnection: close\r\n");
         if !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("host")) {
-            head.push_str(&format!("Host: {}\r\n", self.addr));
+            let _ = writeln!(head, "Host: {}\r", self.addr);
         }
         for (k, v) in headers {
-            head.push_str(&format!("{k}: {v}\r\n"));
+            let _ = writeln!(head, "{k}: {v}\r");
         }
         if !body.is_empty() {
             head.push_str("Content-Type: application/json\r\n");
         }
-        head.push_str(&format!("Content-Length: {}\r\n\r\n", body.len()));
+        let _ = writeln!(head, "Content-Length: {}\r\n\r", body.len());
         stream.write_all(head.as_bytes()).unwrap();
         stream.write_all(body.as_bytes()).unwrap();
         let mut response = Vec::new();

@@ -2,6 +2,7 @@
 //! git says of the branches (+/− lines, moved and merged by hand, the target's move), each
 //! task's rounds with what it was told, and the page itself windowing 3,000 rows.
 
+use std::fmt::Write as _;
 use std::io::{Read as _, Write as _};
 use std::net::TcpStream;
 use std::process::{Command, Stdio};
@@ -247,25 +248,25 @@ fn many(repo: &TestRepo, n: usize) -> String {
     let run = "1many0";
     let who = "Test Author <author@example.com> 1767225600 +0000";
     let mut stream = String::new();
-    let data =
-        |out: &mut String, text: &str| out.push_str(&format!("data {}\n{text}\n", text.len()));
-    stream.push_str(&format!(
-        "commit refs/heads/main\nmark :1\ncommitter {who}\n"
-    ));
+    let data = |out: &mut String, text: &str| {
+        let _ = writeln!(out, "data {}\n{text}", text.len());
+    };
+    let _ = writeln!(stream, "commit refs/heads/main\nmark :1\ncommitter {who}");
     data(&mut stream, "the base of many tasks");
     stream.push_str("from refs/heads/main^0\n");
     for k in 0..n {
-        stream.push_str(&format!("M 100644 inline {}\n", many_task(k).1));
+        let _ = writeln!(stream, "M 100644 inline {}", many_task(k).1);
         data(&mut stream, &format!("one {k}\ntwo\n"));
     }
     for k in 0..n {
         let (id, path) = many_task(k);
-        stream.push_str(&format!(
-            "commit refs/heads/plait/{run}/{id}\nmark :{}\ncommitter {who}\n",
+        let _ = writeln!(
+            stream,
+            "commit refs/heads/plait/{run}/{id}\nmark :{}\ncommitter {who}",
             k + 2
-        ));
+        );
         data(&mut stream, &format!("plait({id}): fix it"));
-        stream.push_str(&format!("from :1\nM 100644 inline {path}\n"));
+        let _ = writeln!(stream, "from :1\nM 100644 inline {path}");
         let more: String = (0..=k % 3).map(|i| format!("more {i}\n")).collect();
         data(&mut stream, &format!("one {k}\nTWO\n{more}"));
     }

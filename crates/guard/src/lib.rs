@@ -1,0 +1,402 @@
+//! The guard: Claude Code's `PreToolUse` hook, run as `plait guard FILE` before every tool
+//! call an agent attempts. It refuses, at the moment of the attempt, an `Edit`, `Write`,
+//! `MultiEdit` or `NotebookEdit` outside the task's worktree, inside `.git`, or of a file the
+//! task does not own (saying which globs the task owns), any `Bash` command but a few
+//! read-only ones without shell operators, and reading (`Read`, `Grep`, `Glob`, `LS`, those
+//! commands' files) outside the worktree and the repository. Other tools go ahead. Claude
+//! Code's protocol: the hook reads one JSON object on stdin; exit 2 blocks the tool call and
+//! its stderr goes back to the model; exit 0 lets it go ahead.
+//!
+//! `Bash` commands are judged by an allowlist: `shell` reads the command into words as
+//! sh does, `programs` holds the programs and their harmless options, `bash` resolves
+//! each word as the program would and confines what it reads.
+
+use std::io::Write as _;
+use std::path::{Component, Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use plait_core::globs::Globs;
+
+mod bash;
+mod programs;
+mod shell;
+
+/// The tools that change files, and the input field naming the file.
+const EDIT_TOOLS: &[(&str, &str)] = &[
+    ("Edit", "file_path"),
+    ("Write", "file_path"),
+    ("MultiEdit", "file_path"),
+    ("NotebookEdit", "notebook_path"),
+];
+
+/// What the guard of one task knows, written next to the agent's settings.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct GuardFile {
+    pub task: String,
+    pub worktree: PathBuf,
+    /// The task's `owns` globs.
+    pub owns: Vec<String>,
+    /// Where each refusal is appended, one JSON line each.
+    pub refusals: PathBuf,
+    /// Directories the agent may read in, besides its worktree (the repository's working
+    /// directory). Empty: reads are not judged.
+    #[serde(default)]
+    pub read_roots: Vec<PathBuf>,
+}
+
+/// The tools that read, and the input field naming what they read (absent: the cwd).
+const READ_TOOLS: &[(&str, &str)] = &[
+    ("Read", "file_path"),
+    ("NotebookRead", "notebook_path"),
+    ("Grep", "path"),
+    ("Glob", "path"),
+    ("LS", "path"),
+];
+
+/// The guard's answer to one attempted tool call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    Allow,
+    /// Refused; the reason is for the model.
+    Deny(String),
+}
+
+/// Decides one hook call: `input` is the JSON Claude Code sends on stdin.
+pub fn decide(guard: &GuardFile, input: &str) -> Verdict {
+    let input: Value = match serde_json::from_str(input) {
+        Ok(v) => v,
+        Err(e) => return Verdict::Deny(format!("plait guard: the hook input is not JSON ({e})")),
+    };
+    let tool = input["tool_name"].as_str().unwrap_or_default();
+    let cwd = input["cwd"]
+        .as_str()
+        .map_or_else(|| guard.worktree.clone(), PathBuf::from);
+    if tool == "Bash" {
+        let command = input["tool_input"]["command"].as_str().unwrap_or_default();
+        return bash::command_verdict(guard, &cwd, command);
+    }
+    if let Some(&(_, field)) = READ_TOOLS.iter().find(|(name, _)| *name == tool) {
+        let path = input["tool_input"][field]
+            .as_str()
+            .filter(|p| !p.is_empty());
+        let pattern = input["tool_input"]["pattern"].as_str().unwrap_or_default();
+        // An absolute glob pattern reads where its literal part leads.
+        let glob_root = (tool == "Glob" && pattern.starts_with('/')).then(|| {
+            let literal = pattern.split(['*', '?', '[', '{']).next().unwrap_or("/");
+            literal
+                .rsplit_once('/')
+                .map_or("/", |(dir, _)| dir)
+                .to_string()
+        });
+        return path
+            .into_iter()
+            .chain(glob_root.as_deref())
+            .map(|p| read_verdict(guard, &cwd, p))
+            .find(|v| *v != Verdict::Allow)
+            .unwrap_or(Verdict::Allow);
+    }
+    let Some(&(_, field)) = EDIT_TOOLS.iter().find(|(name, _)| *name == tool) else {
+        return Verdict::Allow;
+    };
+    let Some(path) = input["tool_input"][field]
+        .as_str()
+        .filter(|p| !p.is_empty())
+    else {
+        return Verdict::Deny(format!("plait guard: {tool} names no file in `{field}`"));
+    };
+    let owns = match Globs::new(&guard.owns) {
+        Ok(g) => g,
+        Err(e) => return Verdict::Deny(format!("plait guard: task `{}`: {e}", guard.task)),
+    };
+    let owned_globs = guard.owns.join(", ");
+    let worktree = guard
+        .worktree
+        .canonicalize()
+        .unwrap_or_else(|_| guard.worktree.clone());
+    let target = resolve(&cwd.join(path));
+    let Ok(relative) = target.strip_prefix(&worktree) else {
+        return Verdict::Deny(format!(
+            "plait: `{path}` is outside task `{}`'s worktree ({}). This task may change only files matching: {owned_globs}.",
+            guard.task,
+            worktree.display()
+        ));
+    };
+    let relative: Vec<String> = relative
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect();
+    if relative.first().is_some_and(|c| c == ".git") || relative.is_empty() {
+        return Verdict::Deny(format!(
+            "plait: `{path}` is git's own data, which no task may change."
+        ));
+    }
+    let relative = relative.join("/");
+    if owns.matches(&relative) {
+        Verdict::Allow
+    } else {
+        Verdict::Deny(format!(
+            "plait: task `{}` does not own `{relative}`; it may change only files matching: {owned_globs}. \
+Another task owns this file or no task does: leave it unchanged and say in your summary what should change there.",
+            guard.task
+        ))
+    }
+}
+
+/// Whether the agent may read `path` (relative to `cwd`): inside its worktree or one of
+/// the read roots, when the guard has any.
+fn read_verdict(guard: &GuardFile, cwd: &Path, path: &str) -> Verdict {
+    if guard.read_roots.is_empty() {
+        return Verdict::Allow;
+    }
+    let target = resolve(&cwd.join(path));
+    let inside = std::iter::once(&guard.worktree)
+        .chain(&guard.read_roots)
+        .any(|root| target.starts_with(root.canonicalize().unwrap_or_else(|_| root.clone())));
+    if inside {
+        Verdict::Allow
+    } else {
+        Verdict::Deny(format!(
+            "plait: reading `{path}` is refused: it is outside the repository. Read files of the \
+repository; `git show HEAD:<path>` prints one your worktree does not hold."
+        ))
+    }
+}
+
+/// `path` made absolute without `.` and `..`, with symbolic links resolved as far as the
+/// path exists, so a link cannot lead out of the worktree.
+fn resolve(path: &Path) -> PathBuf {
+    let mut lexical = PathBuf::new();
+    for component in path.components() {
+        match component {
+            Component::ParentDir => {
+                lexical.pop();
+            }
+            Component::CurDir => {}
+            other => lexical.push(other),
+        }
+    }
+    let mut existing = lexical.as_path();
+    let mut rest = Vec::new();
+    loop {
+        if let Ok(real) = existing.canonicalize() {
+            let mut out = real;
+            out.extend(rest.iter().rev());
+            return out;
+        }
+        match (existing.parent(), existing.file_name()) {
+            (Some(parent), Some(name)) => {
+                rest.push(name.to_os_string());
+                existing = parent;
+            }
+            _ => return lexical,
+        }
+    }
+}
+
+/// The guard as a hook: reads the guard file, judges the call in `stdin` (Claude Code's
+/// hook input) and records a refused edit in the task's refusals file. The command line
+/// turns `Deny` into exit 2 with the reason on stderr.
+pub fn judge_hook(guard_file: &Path, stdin: &str) -> Verdict {
+    let guard: GuardFile = match std::fs::read(guard_file)
+        .map_err(|e| e.to_string())
+        .and_then(|b| serde_json::from_slice(&b).map_err(|e| e.to_string()))
+    {
+        Ok(g) => g,
+        Err(e) => {
+            return Verdict::Deny(format!(
+                "plait guard: cannot read {}: {e}; every edit is refused until it can",
+                guard_file.display()
+            ))
+        }
+    };
+    let verdict = decide(&guard, stdin);
+    if let Verdict::Deny(reason) = &verdict {
+        let input: Value = serde_json::from_str(stdin).unwrap_or(Value::Null);
+        let tool = input["tool_name"].as_str().unwrap_or_default();
+        if EDIT_TOOLS.iter().any(|(name, _)| *name == tool) {
+            let line = serde_json::json!({
+                "tool": input["tool_name"],
+                "input": input["tool_input"],
+                "reason": reason,
+            });
+            if let Ok(mut file) = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&guard.refusals)
+            {
+                let _ = writeln!(file, "{line}");
+            }
+        }
+    }
+    verdict
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn guard(dir: &Path) -> GuardFile {
+        GuardFile {
+            task: "t1".into(),
+            worktree: dir.to_path_buf(),
+            owns: vec!["src/a/".into(), "README.md".into()],
+            refusals: dir.join("refusals.jsonl"),
+            read_roots: Vec::new(),
+        }
+    }
+
+    fn call(tool: &str, field: &str, path: &str, cwd: &Path) -> String {
+        serde_json::json!({
+            "hook_event_name": "PreToolUse",
+            "cwd": cwd,
+            "tool_name": tool,
+            "tool_input": { field: path },
+        })
+        .to_string()
+    }
+
+    #[test]
+    fn owned_paths_pass_and_others_are_refused_with_the_globs() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        std::fs::create_dir_all(root.join("src/a")).unwrap();
+        let g = guard(&root);
+        let ok = |tool, field, path: &str| decide(&g, &call(tool, field, path, &root));
+        assert_eq!(ok("Edit", "file_path", "src/a/x.rs"), Verdict::Allow);
+        assert_eq!(
+            ok(
+                "Write",
+                "file_path",
+                &root.join("src/a/new/y.rs").display().to_string()
+            ),
+            Verdict::Allow
+        );
+        assert_eq!(
+            ok("NotebookEdit", "notebook_path", "README.md"),
+            Verdict::Allow
+        );
+        assert_eq!(ok("Read", "file_path", "/etc/passwd"), Verdict::Allow);
+        let Verdict::Deny(why) = ok("MultiEdit", "file_path", "src/b.rs") else {
+            panic!("src/b.rs is not owned")
+        };
+        assert!(
+            why.contains("`src/b.rs`") && why.contains("src/a/, README.md"),
+            "{why}"
+        );
+        for outside in [
+            "../elsewhere.rs",
+            "/tmp/x.rs",
+            "src/a/../../../x",
+            ".git/config",
+        ] {
+            assert!(
+                matches!(ok("Write", "file_path", outside), Verdict::Deny(_)),
+                "{outside} must be refused"
+            );
+        }
+        assert!(matches!(ok("Write", "content", "x"), Verdict::Deny(_)));
+        let bash = |command: &str| {
+            let input =
+                serde_json::json!({"tool_name": "Bash", "tool_input": {"command": command}});
+            decide(&g, &input.to_string())
+        };
+        for fine in [
+            "git show HEAD:src/b.rs",
+            "git ls-files",
+            "grep -rn 'fn main' src",
+            "cat README.md",
+        ] {
+            assert_eq!(bash(fine), Verdict::Allow, "{fine}");
+        }
+        for bad in [
+            "rm -rf src",
+            "git commit -am x",
+            "git show HEAD:a > b",
+            "cat a; rm b",
+            "git diff --output=/tmp/x",
+            "git -c core.pager=sh show",
+            "echo $(id)",
+            "grep 'open",
+            "",
+        ] {
+            assert!(
+                matches!(bash(bad), Verdict::Deny(_)),
+                "{bad} must be refused"
+            );
+        }
+        assert!(matches!(decide(&g, "not json"), Verdict::Deny(_)));
+    }
+
+    #[test]
+    fn a_symlink_out_of_the_worktree_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        std::fs::create_dir_all(root.join("src")).unwrap();
+        std::os::unix::fs::symlink(outside.path(), root.join("src/a")).unwrap();
+        let g = guard(&root);
+        let verdict = decide(&g, &call("Write", "file_path", "src/a/x.rs", &root));
+        assert!(
+            matches!(verdict, Verdict::Deny(ref why) if why.contains("outside")),
+            "{verdict:?}"
+        );
+    }
+
+    #[test]
+    fn reads_stay_in_the_worktree_and_the_repository() {
+        let repo = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let repo_root = repo.path().canonicalize().unwrap();
+        let worktree = repo_root.join(".git/plait/wt");
+        std::fs::create_dir_all(worktree.join("src/a")).unwrap();
+        std::fs::write(outside.path().join("secret"), "s").unwrap();
+        let mut g = guard(&worktree);
+        g.read_roots = vec![repo_root.clone()];
+        let secret = outside.path().join("secret").display().to_string();
+        let read =
+            |tool: &str, field: &str, path: &str| decide(&g, &call(tool, field, path, &worktree));
+        assert_eq!(read("Read", "file_path", "src/a/x.rs"), Verdict::Allow);
+        let main_file = repo_root.join("README.md").display().to_string();
+        assert_eq!(read("Read", "file_path", &main_file), Verdict::Allow);
+        assert_eq!(
+            read("Grep", "path", "../../.."),
+            Verdict::Allow,
+            "the repository root"
+        );
+        for (tool, field, path) in [
+            ("Read", "file_path", secret.as_str()),
+            ("Read", "file_path", "../../../../x"),
+            ("Grep", "path", "/etc"),
+            ("LS", "path", "/"),
+        ] {
+            assert!(
+                matches!(read(tool, field, path), Verdict::Deny(ref w) if w.contains("outside the repository")),
+                "{tool} {path} must be refused"
+            );
+        }
+        let glob = |pattern: &str| {
+            let input = serde_json::json!({"cwd": worktree, "tool_name": "Glob", "tool_input": {"pattern": pattern}});
+            decide(&g, &input.to_string())
+        };
+        assert_eq!(glob("**/*.rs"), Verdict::Allow);
+        assert!(matches!(glob("/etc/**/*.conf"), Verdict::Deny(_)));
+        let bash = |command: &str| {
+            let input = serde_json::json!({"cwd": worktree, "tool_name": "Bash", "tool_input": {"command": command}});
+            decide(&g, &input.to_string())
+        };
+        assert_eq!(bash("cat src/a/x.rs"), Verdict::Allow);
+        assert_eq!(
+            bash("grep -rn /etc/passwd src"),
+            Verdict::Allow,
+            "a pattern, not a path"
+        );
+        assert!(matches!(bash(&format!("cat {secret}")), Verdict::Deny(_)));
+        assert!(matches!(bash("grep -r x /etc"), Verdict::Deny(_)));
+        assert!(matches!(
+            bash("git diff --no-index /etc/passwd x"),
+            Verdict::Deny(_)
+        ));
+    }
+}

@@ -1,0 +1,181 @@
+//! Stage 3: agents. The worker that edits a task's worktree, behind one trait so the
+//! orchestrator treats a shell command, a model over HTTP and an agent CLI alike. An agent's
+//! failure is an outcome recorded on the task, never an error of plait's.
+
+pub mod aider;
+pub mod claude_code;
+pub mod cli;
+pub mod exec;
+pub use plait_guard as guard;
+pub mod model;
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::cancel::Cancel;
+use crate::git::TreeFile;
+use crate::plan::globs::Globs;
+use crate::plan::AgentConfig;
+use crate::sandbox::Sandbox;
+use crate::shell::Launch;
+use crate::state::Usage;
+
+/// Everything an agent gets to know about its task.
+#[derive(Debug, Clone)]
+pub struct TaskContext {
+    pub run: String,
+    pub task: String,
+    pub goal: String,
+    pub prompt: String,
+    /// The base commit, as a full hex id.
+    pub base: String,
+    pub worktree: PathBuf,
+    /// A file listing the owned paths, one per line.
+    pub owned_list: PathBuf,
+    /// The one owned file, for single-file tasks.
+    pub single_file: Option<String>,
+    /// Where the agent's output goes.
+    pub log: PathBuf,
+    pub timeout: Duration,
+    /// Fires when the run is interrupted; the agent stops at once.
+    pub cancel: Cancel,
+    /// The repository (a directory inside it), for reading the base commit.
+    pub repo: PathBuf,
+    /// The task's `owns` globs and the tracked files they match.
+    pub owns: Globs,
+    pub owned: Vec<String>,
+    /// Every entry of the base commit's tree, sorted.
+    pub files: Arc<Vec<TreeFile>>,
+    /// Where a model agent writes its requests and responses (JSON lines).
+    pub transcript: PathBuf,
+    pub max_turns: u32,
+    /// 0 for the first try; then each round of changes the checks or the reviewer asked for.
+    pub round: u32,
+    /// What the checks and the reviewer asked for, in later rounds.
+    pub feedback: Option<String>,
+    /// The run's cost budget, shared by every task.
+    pub budget: Arc<Budget>,
+    /// Tokens this task may use in all, for model agents.
+    pub token_budget: Option<u64>,
+    /// The walls of every process the agent starts: the worktree, the task's directory.
+    pub sandbox: Arc<Sandbox>,
+    /// The plait binary, for the hooks agents run (`plait guard`).
+    pub plait_program: PathBuf,
+}
+
+impl TaskContext {
+    /// The task's own directory (beside its log), where agents keep their files.
+    pub fn dir(&self) -> &std::path::Path {
+        self.log.parent().unwrap_or(std::path::Path::new("."))
+    }
+
+    /// How the agent's program runs: in the worktree, with `env`, into the log, in the
+    /// task's sandbox.
+    pub fn launch<'a>(&'a self, env: &'a [(&'a str, String)]) -> Launch<'a> {
+        Launch {
+            dir: &self.worktree,
+            env,
+            log: &self.log,
+            timeout: self.timeout,
+            cancel: &self.cancel,
+            sandbox: &self.sandbox,
+        }
+    }
+}
+
+/// The run's cost budget: once it is spent no new model request starts.
+#[derive(Debug, Default)]
+pub struct Budget {
+    max_cost: Option<f64>,
+    spent: std::sync::Mutex<f64>,
+}
+
+impl Budget {
+    pub fn new(max_cost: Option<f64>) -> Budget {
+        Budget {
+            max_cost,
+            spent: std::sync::Mutex::new(0.0),
+        }
+    }
+
+    /// Counts `usd` as spent.
+    pub fn spend(&self, usd: f64) {
+        *self.spent.lock().unwrap_or_else(|e| e.into_inner()) += usd;
+    }
+
+    /// Why no more may be spent, if so.
+    pub fn exhausted(&self) -> Option<String> {
+        let max = self.max_cost?;
+        let spent = *self.spent.lock().unwrap_or_else(|e| e.into_inner());
+        (spent >= max)
+            .then(|| format!("stopped by budget: the run spent ${spent:.4} of its ${max:.2}"))
+    }
+}
+
+/// How an agent's work ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AgentOutcome {
+    /// The agent says it finished; its worktree is ready to collect.
+    Finished,
+    /// The agent failed; the reason is one line.
+    Failed {
+        reason: String,
+        exit_code: Option<i32>,
+    },
+    /// A budget stopped the agent at a turn boundary.
+    Stopped { reason: String },
+}
+
+/// What an agent's run produced.
+#[derive(Debug, Clone)]
+pub struct AgentReport {
+    pub outcome: AgentOutcome,
+    /// Requests, tokens, cost and time, for model agents.
+    pub usage: Option<Usage>,
+    /// The agent's closing words, if it had any.
+    pub summary: Option<String>,
+}
+
+impl From<AgentOutcome> for AgentReport {
+    fn from(outcome: AgentOutcome) -> AgentReport {
+        AgentReport {
+            outcome,
+            usage: None,
+            summary: None,
+        }
+    }
+}
+
+/// A future an agent returns.
+pub type AgentFuture<'a> = Pin<Box<dyn Future<Output = AgentReport> + Send + 'a>>;
+
+/// A worker that edits one task's worktree.
+pub trait Agent: Send + Sync {
+    /// Runs the agent on the task until it finishes, fails or times out.
+    fn run<'a>(&'a self, task: &'a TaskContext) -> AgentFuture<'a>;
+}
+
+/// Builds the agent a resolved plan names; model agents share `client`'s connections and
+/// their provider's limiter.
+pub fn from_config(
+    config: &AgentConfig,
+    client: &reqwest::Client,
+    limiters: &crate::llm::limiter::Limiters,
+) -> Box<dyn Agent> {
+    match config {
+        AgentConfig::Exec(command) => Box::new(exec::ExecAgent::new(command.clone())),
+        AgentConfig::Cli(argv) => Box::new(cli::CliAgent::new(argv.clone())),
+        AgentConfig::ClaudeCode(settings) => {
+            Box::new(claude_code::ClaudeCodeAgent::new(settings.clone()))
+        }
+        AgentConfig::Aider(settings) => Box::new(aider::AiderAgent::new(settings.clone())),
+        AgentConfig::Model(provider) => Box::new(model::ModelAgent::new(
+            provider.clone(),
+            client.clone(),
+            limiters.get(provider),
+        )),
+    }
+}

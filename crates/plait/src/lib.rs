@@ -1,0 +1,58 @@
+//! plait runs many coding agents at once inside one git repository.
+//!
+//! Each task owns a disjoint set of files, gets its own branch and a worktree holding only
+//! those files, and an agent edits it; plait commits the owned changes, merges the branches
+//! and lands the result only when the merge is clean. The modules follow the pipeline:
+//!
+//! 1. [`plan`] — read and validate a plan (TOML, a split rule, or a manager model's
+//!    answer): tasks, owned globs, base, providers, agent CLIs, checks, reviewer, groups.
+//! 2. [`workspace`] — per task, a branch `plait/<run>/<task>` and a worktree with only the
+//!    owned and context files, built without a checkout (a sparse checkout in cone mode with
+//!    a hand-written sparse index).
+//! 3. [`agent`] — run the task's agent in its worktree: `exec` (a shell command), a model
+//!    over HTTP with a confined tool loop, Claude Code (with plait's guard as its hook),
+//!    aider, or any agent CLI.
+//! 4. [`collect`] — walk the worktree, commit owned changes on the task branch, report
+//!    every other change as a violation.
+//! 5. [`review`] — checks on a full checkout of the branch and a reviewer's verdict; a
+//!    failing check or a request for changes sends the worker back for another round.
+//! 6. [`groups`] — in a large run, groups of tasks by path, each merged into
+//!    `plait/<run>/group-<k>` and reviewed by a supervisor before the top merge.
+//! 7. [`merge`] — combine the approved branches into `plait/<run>/merged`; disjoint changes
+//!    go straight onto the base tree, overlapping paths go through `git merge-tree`; then
+//!    the merged checks; when they fail, [`bisect`] finds the tasks to blame and holds
+//!    them out.
+//! 8. [`land`] — advance the user's branch to the merged result, only when the gate is green.
+//! 9. [`report`] — per task and per run: state, changes, violations, verdicts, checks,
+//!    conflicts, tokens, cost, time; diffs.
+//!
+//! [`orchestrator`] drives stages 2–7 for a run with bounded concurrency, persisting the
+//! run's [`state`] after every transition; [`clean`] removes what a run created; [`check`]
+//! is the gate for hooks and CI. [`git`] holds the repository helpers every stage shares
+//! and [`shell`] the way every stage runs a command, inside the walls of a [`sandbox`]
+//! (Landlock: a task's processes write only its own places). [`llm`] is the model APIs
+//! over HTTP that agents, reviewers and the planner share, and [`cancel`] the run's
+//! interrupt; [`pg`] is the PostgreSQL store a run is also written to for other machines.
+//! Only [`cli`] prints, reads the environment, installs signal handlers and
+//! chooses exit codes.
+
+pub mod agent;
+pub mod bisect;
+pub mod check;
+pub mod clean;
+pub mod collect;
+pub mod groups;
+pub mod land;
+pub mod merge;
+pub mod ops;
+pub mod orchestrator;
+pub mod plan;
+pub mod prompts;
+pub mod report;
+pub mod review;
+pub mod workspace;
+
+pub use plait_core::{cancel, git, refs, state};
+pub use plait_llm as llm;
+pub use plait_sandbox::{sandbox, shell};
+pub use plait_store::{pg, remote};

@@ -1,0 +1,254 @@
+//! Landing a run: task branches moved by hand collected first, the merge made again when
+//! that or a person's decisions made it stale, then the gate and the landing itself.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use crate::git;
+use crate::land::{self, LandOutcome, LandSettings, Refusal};
+use crate::orchestrator;
+use crate::state::{RunPhase, RunState, Store};
+
+use super::OpsError;
+
+/// What to land where.
+pub struct LandRequest<'a> {
+    /// A directory in the repository.
+    pub dir: &'a Path,
+    /// The run (default: the latest).
+    pub run: Option<&'a str>,
+    pub into: &'a str,
+    /// Land the tasks that merged cleanly even though others did not.
+    pub partial: bool,
+    /// The environment the run's checks resolve variables from.
+    pub env: &'a (dyn Fn(&str) -> Option<String> + Sync),
+}
+
+/// A task whose branch was moved by hand and whose new commits were collected.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Adopted {
+    pub task: String,
+    /// Its task checks on the collected tip: `None` when the plan has none.
+    pub checks_pass: Option<bool>,
+}
+
+/// Why the run was merged again before landing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Remerged {
+    /// Branches moved by hand were collected.
+    Adopted,
+    /// Decisions changed which tasks belong in the merge.
+    Decisions,
+}
+
+/// What landing did.
+#[derive(Debug)]
+pub struct Landing {
+    pub run: String,
+    pub adopted: Vec<Adopted>,
+    pub remerged: Option<Remerged>,
+    pub outcome: LandOutcome,
+    /// The run's record after it all (for a refusal's details).
+    pub state: RunState,
+}
+
+impl Landing {
+    /// What was done before the landing (branches collected, the merge made again), a line
+    /// each.
+    pub fn notes(&self) -> Vec<String> {
+        let mut notes: Vec<String> = self
+            .adopted
+            .iter()
+            .map(|adopted| {
+                let checks = match adopted.checks_pass {
+                    None => "no task checks",
+                    Some(true) => "task checks pass",
+                    Some(false) => "task checks FAIL",
+                };
+                format!(
+                    "branch of task {} moved by hand: collected its commits (own files only; {checks}); merging again and re-running the merged checks",
+                    adopted.task
+                )
+            })
+            .collect();
+        if self.remerged == Some(Remerged::Decisions) {
+            notes.push(format!(
+                "decisions changed which tasks belong in run {}: merging again and re-running the merged checks",
+                self.run
+            ));
+        }
+        notes
+    }
+
+    /// The landing's outcome in a line, unless it was refused (`refusal_text` says why).
+    pub fn outcome_line(&self) -> Option<String> {
+        let run = &self.run;
+        match &self.outcome {
+            LandOutcome::Landed(record) => Some(format!(
+                "landed run {run} into {}: {} → {} ({})",
+                record.branch,
+                git::short(&record.from),
+                git::short(&record.to),
+                if record.fast_forward {
+                    "fast-forward"
+                } else {
+                    "merge commit"
+                }
+            )),
+            LandOutcome::AlreadyLanded { branch } => {
+                Some(format!("{branch} already contains run {run}'s result"))
+            }
+            LandOutcome::Refused(_) => None,
+        }
+    }
+}
+
+/// Lands run `request.run` into `request.into` (see the module's doc). A refusal of the
+/// gate, a conflict with a target that moved, or uncommitted changes in the target's
+/// checkout are an `Ok` outcome; moved branches that cannot be taken are an error.
+pub async fn land(request: &LandRequest<'_>) -> Result<Landing, OpsError> {
+    let repo = git::open(request.dir)?;
+    let store = Store::new(git::plait_dir(&repo));
+    let run = store.find(request.run)?;
+    let mut state = store.load(&run)?;
+    let workdir = git::workdir(&repo);
+    let finished = state.phase == RunPhase::Finished;
+    let mut adopted = Vec::new();
+    if finished {
+        adopted = adopt(&run, &store, &workdir, &mut state, request.env).await?;
+    }
+    let remerged = if !finished {
+        None
+    } else if !adopted.is_empty() {
+        Some(Remerged::Adopted)
+    } else if crate::merge::run::merge_is_stale(&state) {
+        Some(Remerged::Decisions)
+    } else {
+        None
+    };
+    if remerged.is_some() {
+        let plan = crate::plan::load(&store.run(&run).plan())?;
+        let checks = crate::plan::checks_of(&plan, request.env);
+        orchestrator::remerge(workdir.clone(), store.run(&run), &mut state, &checks)
+            .await
+            .map_err(|source| OpsError::Run {
+                what: "cannot merge again",
+                source,
+            })?;
+        store.save(&state)?;
+    }
+    let settings = LandSettings {
+        workdir: &workdir,
+        into: request.into,
+        partial: request.partial,
+    };
+    let outcome = land::land(&repo, &mut state, &settings)?;
+    if matches!(outcome, LandOutcome::Landed(_)) {
+        store.save(&state)?;
+    }
+    Ok(Landing {
+        run,
+        adopted,
+        remerged,
+        outcome,
+        state,
+    })
+}
+
+/// Collects the task branches moved by hand since the run committed to them.
+async fn adopt(
+    run: &str,
+    store: &Store,
+    workdir: &Path,
+    state: &mut RunState,
+    env: &(dyn Fn(&str) -> Option<String> + Sync),
+) -> Result<Vec<Adopted>, OpsError> {
+    let plan = crate::plan::load(&store.run(run).plan())?;
+    let checks = crate::plan::checks_of(&plan, env);
+    let owns = crate::check::owns_of(&plan);
+    let adoption = orchestrator::adopt::adopt_moved(
+        workdir.to_path_buf(),
+        store.run(run),
+        state,
+        &checks,
+        &owns,
+    )
+    .await
+    .map_err(|source| OpsError::Run {
+        what: "cannot collect the branches moved by hand",
+        source,
+    })?;
+    if !adoption.refused.is_empty() {
+        return Err(OpsError::MovedByHand {
+            run: run.to_string(),
+            refused: adoption.refused,
+        });
+    }
+    let adopted: Vec<Adopted> = adoption
+        .adopted
+        .iter()
+        .map(|id| Adopted {
+            task: id.clone(),
+            checks_pass: state
+                .task(id)
+                .filter(|t| !t.checks.is_empty())
+                .map(|t| t.checks_pass()),
+        })
+        .collect();
+    if !adopted.is_empty() {
+        store.save(state)?;
+    }
+    Ok(adopted)
+}
+
+/// Why a landing was refused, as one message listing what stands in the way, and what to
+/// do about it.
+pub fn refusal_text(
+    run: &str,
+    into: &str,
+    state: &RunState,
+    refusal: &Refusal,
+) -> (String, String) {
+    let (mut msg, items, hint) = match refusal {
+        Refusal::Gate(why) => (
+            format!("not landing run {run}:"),
+            why.iter()
+                .map(|w| crate::report::blocker_line(w, run))
+                .collect::<Vec<_>>(),
+            format!(
+                "`plait status {run}` shows the details; --partial lands only the tasks that merged cleanly"
+            ),
+        ),
+        Refusal::Conflicts(conflicts) => (
+            format!("not landing run {run}: {into} moved on and conflicts with it:"),
+            conflicts
+                .iter()
+                .map(|c| {
+                    let tasks = if c.tasks.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" (tasks {})", c.tasks.join(", "))
+                    };
+                    format!("{} ({}){tasks}", c.path, c.kind)
+                })
+                .collect(),
+            format!(
+                "merge {} into {into} by hand, or rebase the run's work onto it",
+                state.merged_branch()
+            ),
+        ),
+        Refusal::Dirty { worktree, paths } => (
+            format!(
+                "not landing run {run}: {into} is checked out in {} with uncommitted changes the landing would overwrite:",
+                worktree.display()
+            ),
+            paths.clone(),
+            "commit or stash those changes, then land again".to_string(),
+        ),
+    };
+    for item in &items {
+        let _ = write!(msg, "\n  - {item}");
+    }
+    (msg, hint)
+}

@@ -1,0 +1,855 @@
+//! One task's way through the pipeline: its worktree, then rounds of agent → collect →
+//! checks and review, until the branch is approved, rejected, or out of rounds. Each step
+//! changes the task's state through `Shared::update`; a failure ends the task, never the
+//! run.
+
+use std::ops::ControlFlow;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use git2::Oid;
+
+use super::Shared;
+use crate::agent::{self, Agent, AgentOutcome, AgentReport, TaskContext};
+use crate::collect::{self, CollectSettings};
+use crate::git;
+use crate::git::tree_changes;
+use crate::plan::{ResolvedTask, Reviewer};
+use crate::prompts;
+use crate::report::diff::{diff_text, DiffStyle};
+use crate::review::checks::{CheckJob, Lineage};
+use crate::review::reviewer::{self, ReviewInput};
+use crate::sandbox::{Confinement, Sandbox};
+use crate::state::TaskDir;
+use crate::state::{
+    now_ms, ChangeKind, CheckResult, FileChange, Review, SandboxRecord, TaskRecord, TaskState,
+    Usage, Verdict,
+};
+use crate::workspace::{self, WorktreeSpec};
+
+/// Why a step of a task's pipeline failed; its text is the task's failure in the record.
+#[derive(Debug, thiserror::Error)]
+pub enum TaskError {
+    #[error(transparent)]
+    Repo(#[from] git::RepoError),
+    #[error("git: {0}")]
+    Git(#[from] git2::Error),
+    #[error(transparent)]
+    Collect(#[from] collect::CollectError),
+    #[error(transparent)]
+    Worktree(#[from] workspace::WorkspaceError),
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{what} panicked: {source}")]
+    Panicked {
+        what: &'static str,
+        source: tokio::task::JoinError,
+    },
+    /// The agent replaced the worktree's `.git` link; plait put it back.
+    #[error("the agent replaced {link}, plait's link to the worktree's git data; plait put it back and collected nothing")]
+    LinkReplaced { link: PathBuf },
+}
+
+fn io_at(path: &Path) -> impl FnOnce(std::io::Error) -> TaskError + '_ {
+    move |source| TaskError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// Runs task `index` from its worktree's creation (or, in a resumed run, from where it
+/// stopped) to its end.
+pub(super) async fn run_task(shared: &Arc<Shared>, index: usize) {
+    if shared.cancel.is_cancelled() {
+        return;
+    }
+    let record = shared.record(index);
+    // A resumed run: finished tasks stay as they are; interrupted ones go on from their
+    // worktrees; one caught while preparing starts again.
+    let resumed = match record.state {
+        s if s.is_final() => return,
+        TaskState::Pending => false,
+        TaskState::Preparing => {
+            discard_partial(shared, &record);
+            false
+        }
+        _ => record.worktree.join(".git").exists(),
+    };
+    if !resumed && !prepare(shared, index, &record).await {
+        return;
+    }
+    let feedback = resumed.then(|| prompts::feedback::INTERRUPTED.to_string());
+    let limit = shared.plan.review.rounds;
+    work(shared, index, &record, (record.rounds, limit), feedback).await;
+}
+
+/// Takes task `index` over from a worker that stopped (its lease ran out, or it let the
+/// task go): its worktree at the base, then the work that worker last pushed (`commit`,
+/// fetched already) on the branch and in the worktree, and the agent told to carry on.
+pub(super) async fn take_over(shared: &Arc<Shared>, index: usize, commit: Oid) {
+    if shared.cancel.is_cancelled() {
+        return;
+    }
+    let Some(record) = lay_out_from(shared, index, commit).await else {
+        return;
+    };
+    let feedback = prompts::feedback::TAKEN_OVER.to_string();
+    let limit = shared.plan.review.rounds;
+    work(
+        shared,
+        index,
+        &record,
+        (record.rounds, limit),
+        Some(feedback),
+    )
+    .await;
+}
+
+/// Sends task `index`, which ended on another machine, back for one more round with
+/// `feedback` and the review rounds after it, as [`rework`] does in a worktree that is
+/// here: its worktree is laid out from `commit` (the branch's tip, fetched already) first.
+/// The task's record is the one its last claim recorded.
+pub(super) async fn rework_from(shared: &Arc<Shared>, index: usize, commit: Oid, feedback: String) {
+    if shared.cancel.is_cancelled() {
+        return;
+    }
+    shared.update(index, |t| t.finished_at = None);
+    let Some(record) = lay_out_from(shared, index, commit).await else {
+        return;
+    };
+    let round = record.rounds + 1;
+    let limit = round + shared.plan.review.rounds;
+    work(shared, index, &record, (round, limit), Some(feedback)).await;
+}
+
+/// Task `index`'s worktree at the base, then `commit` (work pushed for it, fetched
+/// already) on its branch and its files in the worktree; the task's record, or `None` when
+/// that failed (the failure is recorded).
+async fn lay_out_from(shared: &Arc<Shared>, index: usize, commit: Oid) -> Option<TaskRecord> {
+    let record = shared.record(index);
+    if !prepare(shared, index, &record).await {
+        return None;
+    }
+    let restored = {
+        let (shared, record) = (shared.clone(), record.clone());
+        tokio::task::spawn_blocking(move || restore(&shared, index, &record, commit)).await
+    };
+    let reason = match restored {
+        Ok(Ok(changes)) => {
+            shared.update(index, |t| {
+                t.commit = Some(commit.to_string());
+                t.changes = changes;
+            });
+            return Some(record);
+        }
+        Ok(Err(e)) => e.to_string(),
+        Err(e) => e.to_string(),
+    };
+    fail_task(
+        shared,
+        index,
+        format!("could not restore the work pushed for it before: {reason}"),
+        None,
+    );
+    None
+}
+
+/// Puts `commit` (the task's work so far) on the task's branch and its files in the
+/// worktree, which holds the base; what the branch changes against the base.
+fn restore(
+    shared: &Shared,
+    index: usize,
+    record: &TaskRecord,
+    commit: Oid,
+) -> Result<Vec<FileChange>, TaskError> {
+    use std::os::unix::fs::PermissionsExt;
+    let repo = git::open(&shared.repo)?;
+    let task = &shared.plan.tasks[index];
+    let base = shared.plan.base;
+    let changes = branch_changes(&repo, base, commit)?;
+    let tree = repo.find_commit(commit).and_then(|c| c.tree())?;
+    for change in &changes {
+        if !task.checks_out(&change.path) {
+            continue;
+        }
+        let path = record.worktree.join(&change.path);
+        if change.kind == ChangeKind::Deleted {
+            let _ = std::fs::remove_file(&path);
+            continue;
+        }
+        let entry = tree.get_path(Path::new(&change.path))?;
+        let blob = repo.find_blob(entry.id())?;
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).map_err(io_at(&path))?;
+        }
+        let _ = std::fs::remove_file(&path);
+        if entry.filemode() == 0o120000 {
+            let target = String::from_utf8_lossy(blob.content()).into_owned();
+            std::os::unix::fs::symlink(target, &path).map_err(io_at(&path))?;
+            continue;
+        }
+        std::fs::write(&path, blob.content()).map_err(io_at(&path))?;
+        if entry.filemode() == 0o100755 {
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))
+                .map_err(io_at(&path))?;
+        }
+    }
+    let refname = crate::refs::branch_ref(&record.branch);
+    repo.reference(&refname, commit, true, "plait: take the task over")?;
+    Ok(changes)
+}
+
+/// Throws away what an earlier claim of task `index` left on this machine (its worktree
+/// and branch) and makes it pending again, for a claim that starts it afresh.
+pub(super) fn reset(shared: &Shared, index: usize) {
+    let record = shared.record(index);
+    if let Ok(repo) = git::open(&shared.repo) {
+        let name = workspace::admin_name(&shared.run, &record.id);
+        let _ = workspace::remove(&repo, &name, &record.worktree);
+        if let Ok(mut branch) = repo.find_reference(&crate::refs::branch_ref(&record.branch)) {
+            let _ = branch.delete();
+        }
+    }
+    let fresh = TaskRecord::pending(
+        &shared.run,
+        &record.id,
+        record.worktree.clone(),
+        record.owned,
+        record.log.clone(),
+    );
+    shared.update(index, |t| *t = fresh);
+}
+
+/// Marks the task preparing and creates its worktree; false when that failed (the failure
+/// is recorded).
+async fn prepare(shared: &Arc<Shared>, index: usize, record: &TaskRecord) -> bool {
+    shared.update(index, |t| {
+        t.state = TaskState::Preparing;
+        t.started_at = Some(now_ms());
+        t.error = None;
+    });
+    let prepared = {
+        let shared = shared.clone();
+        let record = record.clone();
+        tokio::task::spawn_blocking(move || prepare_worktree(&shared, index, &record)).await
+    };
+    let reason = match prepared {
+        Ok(Ok(())) => return true,
+        Ok(Err(e)) => format!("could not create the worktree: {e}"),
+        Err(e) => format!("worktree creation panicked: {e}"),
+    };
+    fail_task(shared, index, reason, None);
+    false
+}
+
+/// Sends a finished task back to its worktree with `feedback` (a supervisor's request for
+/// changes) for one more round and the review rounds that follow it.
+pub(super) async fn rework(shared: &Arc<Shared>, index: usize, feedback: String) {
+    if shared.cancel.is_cancelled() {
+        return;
+    }
+    let record = shared.record(index);
+    if !record.worktree.join(".git").exists() {
+        return;
+    }
+    shared.update(index, |t| {
+        t.state = TaskState::Running;
+        t.finished_at = None;
+        t.error = None;
+    });
+    let round = record.rounds + 1;
+    let limit = round + shared.plan.review.rounds;
+    work(shared, index, &record, (round, limit), Some(feedback)).await;
+}
+
+/// Rounds of agent → collect → checks and review, from the first of `(round, limit)` to at
+/// most the second, until the task is done, rejected or failed.
+async fn work(
+    shared: &Arc<Shared>,
+    index: usize,
+    record: &TaskRecord,
+    (mut round, limit): (u32, u32),
+    mut feedback: Option<String>,
+) {
+    let worker = Worker::new(shared, index, record);
+    let mut confinement = Some(worker.task.sandbox.confinement());
+    while let ControlFlow::Continue(next) = worker
+        .round(round, limit, feedback.take(), confinement.take())
+        .await
+    {
+        round += 1;
+        feedback = Some(next);
+    }
+}
+
+/// Records that task `index` failed for `reason`.
+pub(super) fn fail_task(shared: &Shared, index: usize, reason: String, exit_code: Option<i32>) {
+    shared.update(index, |t| {
+        t.state = TaskState::Failed;
+        t.error = Some(reason);
+        t.exit_code = exit_code;
+        t.finished_at = Some(now_ms());
+    })
+}
+
+/// What the rounds of one task share: the task, its agent, its reviewer and its sandbox.
+struct Worker<'a> {
+    shared: &'a Arc<Shared>,
+    index: usize,
+    record: &'a TaskRecord,
+    task: &'a ResolvedTask,
+    agent: Box<dyn Agent>,
+    reviewer: Reviewer,
+    /// The task's directory: its logs, review files and the agent CLIs' own files.
+    task_dir: PathBuf,
+    sandbox: Arc<Sandbox>,
+}
+
+impl<'a> Worker<'a> {
+    /// The worker of task `index`, its agent and reviewer as the plan says.
+    fn new(shared: &'a Arc<Shared>, index: usize, record: &'a TaskRecord) -> Worker<'a> {
+        let task = &shared.plan.tasks[index];
+        let agent = agent::from_config(&task.agent, &shared.client, &shared.limiters);
+        let reviewer = shared.plan.review.reviewer_for(task);
+        // The agent's processes may write its worktree and the task's directory (logs, the
+        // agent CLIs' own files), and nothing of any other task.
+        let task_dir = record
+            .log
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_default();
+        let sandbox = Arc::new(Sandbox::new(
+            &task.sandbox,
+            vec![record.worktree.clone(), task_dir.clone()],
+        ));
+        Worker {
+            shared,
+            index,
+            record,
+            task,
+            agent,
+            reviewer,
+            task_dir,
+            sandbox,
+        }
+    }
+
+    /// One round: the agent, then collect, checks and review; the feedback for the next
+    /// round, or `Break` when the task has ended (and its end is recorded).
+    async fn round(
+        &self,
+        round: u32,
+        limit: u32,
+        feedback: Option<String>,
+        confinement: Option<Confinement>,
+    ) -> ControlFlow<(), String> {
+        self.start(round, confinement);
+        self.run_agent(round, feedback).await?;
+        let tip = self.collect().await?;
+        if self.shared.plan.checks.task.is_empty() && matches!(self.reviewer, Reviewer::Off) {
+            return self.finish(TaskState::Done);
+        }
+        self.shared
+            .update(self.index, |t| t.state = TaskState::Reviewing);
+        self.goes_on();
+        let checks = self.run_checks(round, tip).await?;
+        if let Some(reason) = plans_fault(&checks) {
+            // No round of the agent's can fix a check that cannot start.
+            self.record_judgement(checks, None);
+            return self.fail(reason, None);
+        }
+        let verdict = self.review(round, tip, &checks).await;
+        let next = prompts::feedback::of_round(&checks, verdict.as_ref());
+        let rejected = verdict
+            .as_ref()
+            .is_some_and(|r| r.verdict == Verdict::Reject);
+        let checks_pass = checks.iter().all(|c| c.passed);
+        self.record_judgement(checks, verdict);
+        if self.shared.cancel.is_cancelled() {
+            return self.fail("interrupted".to_string(), None);
+        }
+        if rejected {
+            return self.finish(TaskState::Rejected);
+        }
+        self.next_round(next, checks_pass, round, limit)
+    }
+
+    /// Marks the task running in `round`; a `confinement` (the first round's) records how
+    /// its processes are confined, keeping the refusals of earlier tries.
+    fn start(&self, round: u32, confinement: Option<Confinement>) {
+        self.shared.update(self.index, |t| {
+            t.state = TaskState::Running;
+            t.rounds = round;
+            if let Some(confinement) = confinement {
+                let refused = t.sandbox.take().map(|s| s.refused).unwrap_or_default();
+                let mut now = SandboxRecord::from(&confinement);
+                now.add_refused(&refused);
+                t.sandbox = Some(now);
+            }
+        });
+        self.goes_on();
+    }
+
+    /// Tells [`Shared::on_commit`] that the task goes on past the commit its branch is at
+    /// (into its review, or into a round on top of it).
+    fn goes_on(&self) {
+        (self.shared.on_commit)(self.index);
+    }
+
+    /// Runs the agent for the round and records what it used; `Break` when it failed or was
+    /// stopped, or the run was interrupted.
+    async fn run_agent(&self, round: u32, feedback: Option<String>) -> ControlFlow<()> {
+        let (shared, index) = (self.shared, self.index);
+        let context = context(shared, index, self.record, round, feedback, &self.sandbox);
+        let report = self.agent.run(&context).await;
+        record_report(shared, index, &report);
+        self.note_refused(self.sandbox.denials());
+        if shared.cancel.is_cancelled() {
+            return self.keep_interrupted().await;
+        }
+        match report.outcome {
+            AgentOutcome::Finished => ControlFlow::Continue(()),
+            AgentOutcome::Failed { reason, exit_code } => {
+                self.fail(with_refused(reason, &self.sandbox.denials()), exit_code)
+            }
+            AgentOutcome::Stopped { reason } => {
+                shared.update(index, |t| {
+                    t.state = TaskState::Stopped;
+                    t.error = Some(reason);
+                    t.finished_at = Some(now_ms());
+                });
+                ControlFlow::Break(())
+            }
+        }
+    }
+
+    /// Commits what the agent wrote before the run was interrupted (on the task's branch,
+    /// not merged) and records the task as interrupted; always `Break`.
+    async fn keep_interrupted(&self) -> ControlFlow<()> {
+        let message = format!(
+            "plait({}): work in progress (interrupted)\n\nPlait-Run: {}\n",
+            self.task.id, self.shared.run
+        );
+        let kept = collect_round(self.shared, self.index, self.record, message).await;
+        self.shared.update(self.index, |t| {
+            t.state = TaskState::Interrupted;
+            t.error = match kept {
+                Ok(_) => Some("interrupted".to_string()),
+                Err(e) => Some(format!("interrupted; its work could not be committed: {e}")),
+            };
+        });
+        ControlFlow::Break(())
+    }
+
+    /// Commits the round's owned changes; the branch's tip, or `Break` when the branch
+    /// changes nothing (the task is done) or collecting failed.
+    async fn collect(&self) -> ControlFlow<(), Oid> {
+        self.shared
+            .update(self.index, |t| t.state = TaskState::Collecting);
+        let message = collect::commit_message(&self.shared.run, &self.task.id, &self.task.prompt);
+        match collect_round(self.shared, self.index, self.record, message).await {
+            Ok(Some(tip)) => ControlFlow::Continue(tip),
+            Ok(None) => self.finish(TaskState::Done),
+            Err(e) => self.fail(format!("could not collect the worktree: {e}"), None),
+        }
+    }
+
+    /// The task checks' results on the round's commit (none when the plan has none);
+    /// `Break` when they could not run.
+    async fn run_checks(&self, round: u32, tip: Oid) -> ControlFlow<(), Vec<CheckResult>> {
+        let shared = self.shared;
+        if shared.plan.checks.task.is_empty() {
+            return ControlFlow::Continue(Vec::new());
+        }
+        let logs = TaskDir::of_log(&self.record.log).checks(round);
+        let job = CheckJob {
+            commit: tip,
+            commands: &shared.plan.checks.task,
+            env: vec![
+                ("PLAIT_RUN", shared.run.clone()),
+                ("PLAIT_TASK", self.task.id.clone()),
+                ("PLAIT_BASE", shared.plan.base.to_string()),
+                ("PLAIT_COMMIT", tip.to_string()),
+            ],
+            logs: &logs,
+            timeout: shared.plan.checks.timeout,
+            sandbox: &self.task.sandbox,
+            lineage: Lineage::Task(self.task.id.clone()),
+        };
+        match shared.checks.run(&job, &shared.cancel).await {
+            Ok(results) => {
+                self.note_refused(results.iter().flat_map(|r| r.refused.clone()).collect());
+                ControlFlow::Continue(results)
+            }
+            Err(e) => self.fail(format!("the task checks could not run: {e}"), None),
+        }
+    }
+
+    /// The reviewer's judgement of the round's commit, its diff and its checks; `None`
+    /// when no reviewer judges it.
+    async fn review(&self, round: u32, tip: Oid, checks: &[CheckResult]) -> Option<Review> {
+        let (shared, task) = (self.shared, self.task);
+        let diff = diff(shared, tip).await;
+        let input = ReviewInput {
+            run: &shared.run,
+            goal: &shared.plan.goal,
+            task: &task.id,
+            prompt: &task.prompt,
+            owns: task.owns.patterns(),
+            diff: &diff,
+            checks,
+            round,
+            base: shared.plan.base.to_string(),
+            commit: tip.to_string(),
+            worktree: self.record.worktree.clone(),
+            dir: self.task_dir.clone(),
+            timeout: shared.plan.checks.timeout,
+            budget: &shared.budget,
+            sandbox: &task.sandbox,
+        };
+        reviewer::review(
+            &self.reviewer,
+            &input,
+            &shared.client,
+            &shared.limiters,
+            &shared.cancel,
+        )
+        .await
+    }
+
+    /// Records the round's checks and review, and adds what the review used to the task's
+    /// usage.
+    fn record_judgement(&self, checks: Vec<CheckResult>, verdict: Option<Review>) {
+        self.shared.update(self.index, |t| {
+            t.checks = checks;
+            if let Some(review) = verdict {
+                if let Some(u) = &review.usage {
+                    t.usage
+                        .get_or_insert_with(|| Usage {
+                            cost_usd: Some(0.0),
+                            ..Usage::default()
+                        })
+                        .add(u);
+                }
+                t.review = Some(review);
+            }
+        });
+    }
+
+    /// After a judged round: the feedback `next` for another round while rounds are left,
+    /// else the task's end.
+    fn next_round(
+        &self,
+        next: Option<String>,
+        checks_pass: bool,
+        round: u32,
+        limit: u32,
+    ) -> ControlFlow<(), String> {
+        match next {
+            None => self.finish(TaskState::Done),
+            Some(text) if round < limit => ControlFlow::Continue(text),
+            Some(_) if !checks_pass => self.fail(
+                format!("its checks still fail after {round} round(s) of changes"),
+                None,
+            ),
+            // Out of rounds with changes still requested: done, but not approved.
+            Some(_) => self.finish(TaskState::Done),
+        }
+    }
+
+    /// Records writes the sandbox refused the task's processes.
+    fn note_refused(&self, refused: Vec<String>) {
+        if !refused.is_empty() {
+            self.shared.update(self.index, |t| {
+                if let Some(s) = &mut t.sandbox {
+                    s.add_refused(&refused);
+                }
+            });
+        }
+    }
+
+    /// Records that the task failed for `reason`; `Break`, for it has ended.
+    fn fail<T>(&self, reason: String, exit_code: Option<i32>) -> ControlFlow<(), T> {
+        fail_task(self.shared, self.index, reason, exit_code);
+        ControlFlow::Break(())
+    }
+
+    /// Records that the task ended in `state`; `Break`, for it has ended.
+    fn finish<T>(&self, state: TaskState) -> ControlFlow<(), T> {
+        self.shared.update(self.index, |t| {
+            t.state = state;
+            t.finished_at = Some(now_ms());
+        });
+        ControlFlow::Break(())
+    }
+}
+
+/// Why the round's checks failed through no fault of the agent's: a check whose own
+/// program was not found.
+fn plans_fault(checks: &[CheckResult]) -> Option<String> {
+    checks.iter().filter(|c| !c.passed).find_map(|c| {
+        let program = crate::plan::commands::program_not_found(&c.command, c.exit_code, &c.tail)?;
+        Some(format!(
+            "the check `{}` cannot run: `{program}` was not found (exit 127); fix [checks] in the plan and run it again",
+            c.command
+        ))
+    })
+}
+
+/// A failure's reason, with the writes the sandbox refused the agent, which may be why.
+fn with_refused(reason: String, refused: &[String]) -> String {
+    if refused.is_empty() {
+        return reason;
+    }
+    format!(
+        "{reason}; the sandbox refused it: {} (if the tool needs that path, add it to [sandbox] writable)",
+        refused.join(", ")
+    )
+}
+
+/// What the agent is told and given for one round.
+fn context(
+    shared: &Shared,
+    index: usize,
+    record: &TaskRecord,
+    round: u32,
+    feedback: Option<String>,
+    sandbox: &Arc<Sandbox>,
+) -> TaskContext {
+    let task = &shared.plan.tasks[index];
+    TaskContext {
+        run: shared.run.clone(),
+        task: task.id.clone(),
+        goal: shared.plan.goal.clone(),
+        prompt: task.prompt.clone(),
+        base: shared.plan.base.to_string(),
+        worktree: record.worktree.clone(),
+        owned_list: TaskDir::of_log(&record.log).owned_list(),
+        single_file: task.single_file().map(str::to_string),
+        log: record.log.clone(),
+        timeout: task.timeout,
+        cancel: shared.cancel.clone(),
+        repo: shared.repo.clone(),
+        owns: task.owns.clone(),
+        owned: task.owned.clone(),
+        files: shared.plan.files.clone(),
+        transcript: TaskDir::of_log(&record.log).transcript(),
+        max_turns: task.max_turns,
+        round,
+        feedback,
+        budget: shared.budget.clone(),
+        token_budget: task.token_budget,
+        sandbox: sandbox.clone(),
+        plait_program: shared.plait_program.clone(),
+    }
+}
+
+/// Adds a round's usage to the task's and keeps the agent's last words.
+fn record_report(shared: &Shared, index: usize, report: &AgentReport) {
+    if report.usage.is_none() && report.summary.is_none() {
+        return;
+    }
+    shared.update(index, |t| {
+        if let Some(u) = &report.usage {
+            match &mut t.usage {
+                Some(total) => total.add(u),
+                None => t.usage = Some(u.clone()),
+            }
+        }
+        if report.summary.is_some() {
+            t.summary = report.summary.clone();
+        }
+    });
+}
+
+/// Commits the round's owned changes; returns the branch's tip when it differs from the
+/// base, and records what the branch changes as a whole.
+async fn collect_round(
+    shared: &Arc<Shared>,
+    index: usize,
+    record: &TaskRecord,
+    message: String,
+) -> Result<Option<Oid>, TaskError> {
+    // Where plait last left the branch: an agent's own `git commit` must not smuggle
+    // changes past collect.
+    let expected = shared
+        .record(index)
+        .commit
+        .and_then(|c| Oid::from_str(&c).ok())
+        .unwrap_or(shared.plan.base);
+    let collected = {
+        let shared = shared.clone();
+        let record = record.clone();
+        tokio::task::spawn_blocking(move || {
+            collect_worktree(&shared, index, &record, expected, message)
+        })
+        .await
+        .map_err(|source| TaskError::Panicked {
+            what: "collecting",
+            source,
+        })?
+    };
+    let collected = collected?;
+    let base = shared.plan.base;
+    let tip = collected.tip;
+    shared.update(index, |t| {
+        t.commit = (tip != base).then(|| tip.to_string());
+        t.changes = collected.changes;
+        t.violations = collected.violations;
+    });
+    Ok((tip != base).then_some(tip))
+}
+
+/// What collecting a round leaves on the task's branch.
+struct Collected {
+    /// The branch's tip.
+    tip: Oid,
+    /// What the branch changes against the base.
+    changes: Vec<FileChange>,
+    /// Changes outside ownership, left uncommitted in the worktree.
+    violations: Vec<FileChange>,
+}
+
+/// Collects the worktree onto the task's branch, which plait last left at `expected`
+/// (blocking: run it off the async threads).
+fn collect_worktree(
+    shared: &Shared,
+    index: usize,
+    record: &TaskRecord,
+    expected: Oid,
+    message: String,
+) -> Result<Collected, TaskError> {
+    let repo = git::open(&shared.repo)?;
+    let task = &shared.plan.tasks[index];
+    check_git_link(&repo, &shared.run, &task.id, record)?;
+    let refname = crate::refs::branch_ref(&record.branch);
+    undo_agent_commits(&repo, &refname, expected)?;
+    let settings = CollectSettings {
+        worktree: &record.worktree,
+        branch: &record.branch,
+        owns: &task.owns,
+        cone: &task.layout.cone,
+        holds: &|path| task.checks_out(path),
+        message,
+    };
+    let outcome = collect::collect(&repo, &settings)?;
+    let tip = repo.refname_to_id(&crate::refs::branch_ref(&record.branch))?;
+    let changes = branch_changes(&repo, shared.plan.base, tip)?;
+    Ok(Collected {
+        tip,
+        changes,
+        violations: outcome.violations,
+    })
+}
+
+/// Checks the worktree's `.git` link to its git data: one the agent replaced is put back,
+/// and is an error (nothing is collected).
+fn check_git_link(
+    repo: &git2::Repository,
+    run: &str,
+    task: &str,
+    record: &TaskRecord,
+) -> Result<(), TaskError> {
+    let link = record.worktree.join(".git");
+    let restored =
+        workspace::restore_link(repo, &workspace::admin_name(run, task), &record.worktree)
+            .map_err(io_at(&link))?;
+    if restored {
+        return Err(TaskError::LinkReplaced { link });
+    }
+    Ok(())
+}
+
+/// Moves the branch `refname` back to `expected` if the agent committed on it.
+fn undo_agent_commits(
+    repo: &git2::Repository,
+    refname: &str,
+    expected: Oid,
+) -> Result<(), TaskError> {
+    let tip = repo.refname_to_id(refname)?;
+    if tip != expected {
+        // Its commits' files are still in the worktree; collect judges them there.
+        repo.reference_matching(
+            refname,
+            expected,
+            true,
+            tip,
+            "plait: undo a commit the agent made",
+        )?;
+    }
+    Ok(())
+}
+
+/// What a branch changes against the base, path by path.
+fn branch_changes(
+    repo: &git2::Repository,
+    base: Oid,
+    tip: Oid,
+) -> Result<Vec<FileChange>, git2::Error> {
+    let base_tree = repo.find_commit(base)?.tree()?;
+    let tip_tree = repo.find_commit(tip)?.tree()?;
+    let changes = tree_changes(repo, &base_tree, &tip_tree)?;
+    Ok(changes
+        .into_iter()
+        .map(|(path, entry)| {
+            let kind = match entry {
+                None => ChangeKind::Deleted,
+                Some(_) if base_tree.get_path(std::path::Path::new(&path)).is_ok() => {
+                    ChangeKind::Modified
+                }
+                Some(_) => ChangeKind::Added,
+            };
+            FileChange { path, kind }
+        })
+        .collect())
+}
+
+/// The branch's diff against the base, for the reviewer (or why it could not be made).
+async fn diff(shared: &Arc<Shared>, tip: Oid) -> String {
+    let (repo_path, base) = (shared.repo.clone(), shared.plan.base);
+    tokio::task::spawn_blocking(move || {
+        let repo = git::open(&repo_path).map_err(|e| e.to_string())?;
+        diff_text(&repo, base, tip, DiffStyle::default()).map_err(|e| e.to_string())
+    })
+    .await
+    .map_err(|e| e.to_string())
+    .and_then(|d| d)
+    .unwrap_or_else(|e| format!("(the diff could not be made: {e})"))
+}
+
+/// Removes what an interrupted preparation left: the worktree, its administrative
+/// directory, and the branch while it still points at the base.
+fn discard_partial(shared: &Shared, record: &TaskRecord) {
+    let Ok(repo) = git::open(&shared.repo) else {
+        return;
+    };
+    let name = workspace::admin_name(&shared.run, &record.id);
+    let _ = workspace::remove(&repo, &name, &record.worktree);
+    let at_base = repo
+        .refname_to_id(&crate::refs::branch_ref(&record.branch))
+        .is_ok_and(|tip| tip == shared.plan.base);
+    if at_base {
+        if let Ok(mut branch) = repo.find_reference(&crate::refs::branch_ref(&record.branch)) {
+            let _ = branch.delete();
+        }
+    }
+}
+
+/// Creates the task's branch and its worktree at the base, holding the files it checks out.
+fn prepare_worktree(shared: &Shared, index: usize, record: &TaskRecord) -> Result<(), TaskError> {
+    let repo = git::open(&shared.repo)?;
+    let task = &shared.plan.tasks[index];
+    let admin_name = workspace::admin_name(&shared.run, &task.id);
+    let spec = WorktreeSpec {
+        branch: &record.branch,
+        admin_name: &admin_name,
+        path: &record.worktree,
+        base: shared.plan.base,
+        files: &shared.plan.files,
+        layout: &task.layout,
+    };
+    Ok(workspace::create(&repo, &spec)?)
+}

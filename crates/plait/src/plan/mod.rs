@@ -1,0 +1,380 @@
+//! Stage 1: the plan. What the run should achieve, from which commit, and the tasks with the
+//! files each one owns. A plan comes from a TOML file or a split rule and is validated
+//! against the repository before anything is created.
+
+pub mod commands;
+pub mod config;
+mod exec;
+pub use plait_core::globs;
+pub mod layout;
+pub mod manager;
+
+pub mod split;
+mod validate;
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::de::{self, MapAccess, Visitor};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use crate::llm::provider::ProviderFile;
+use crate::sandbox::SandboxMode;
+pub use exec::ExecCommand;
+pub use validate::{
+    checks_of, resolve, resolve_kept, resolve_with_env, AgentConfig, CheckSettings, GroupSettings,
+    ResolvedPlan, ResolvedTask, ReviewSettings, Reviewer, ToolSettings, DEFAULT_GROUP_THRESHOLD,
+};
+
+/// How long an agent may run when the plan does not say.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30 * 60);
+
+/// How many model turns a task may take when the plan does not say.
+pub const DEFAULT_MAX_TURNS: u32 = 30;
+
+/// A plan as written in TOML.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PlanFile {
+    /// What the whole run should achieve; every agent sees it.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub goal: String,
+    /// Branch or commit the tasks start from (default: HEAD).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base: Option<String>,
+    #[serde(default, skip_serializing_if = "Defaults::is_empty")]
+    pub defaults: Defaults,
+    #[serde(default, rename = "task")]
+    pub tasks: Vec<TaskFile>,
+    /// Named model providers, `[providers.NAME]`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub providers: BTreeMap<String, ProviderFile>,
+    /// Commands that judge each task's branch and the merged result.
+    #[serde(default, skip_serializing_if = "ChecksFile::is_empty")]
+    pub checks: ChecksFile,
+    /// Who reviews each task's branch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub review: Option<ReviewFile>,
+    /// Settings of the agent CLIs plait drives itself, `[agents.claude-code]` and
+    /// `[agents.aider]`.
+    #[serde(default, skip_serializing_if = "AgentsFile::is_empty")]
+    pub agents: AgentsFile,
+    /// Supervisors for large runs: tasks grouped by path, each group merged and reviewed
+    /// as a whole before the top merge.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub groups: Option<GroupsFile>,
+}
+
+/// The `[groups]` table.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GroupsFile {
+    /// Runs with more tasks than this are grouped (default 12).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub threshold: Option<usize>,
+    /// Exactly this many groups, whatever the number of tasks (`--groups N` overrides it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub count: Option<usize>,
+    /// The supervisor who reviews each group's merged diff: `"off"`, a model provider or
+    /// `{ exec = "CMD" }` (default: the `[review]` agent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub review: Option<AgentSpec>,
+    /// Times a supervisor's request for changes goes back to the group's tasks (default 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rounds: Option<u32>,
+}
+
+/// The `[agents]` table: one entry per agent CLI plait knows.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentsFile {
+    #[serde(
+        default,
+        rename = "claude-code",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub claude_code: Option<ToolFile>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub aider: Option<ToolFile>,
+}
+
+impl AgentsFile {
+    fn is_empty(&self) -> bool {
+        self.claude_code.is_none() && self.aider.is_none()
+    }
+}
+
+/// How to run one agent CLI.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolFile {
+    /// The program: a name looked up on `PATH` (the default is the CLI's usual name) or a path.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bin: Option<String>,
+    /// The model it should use (default: the provider's model, or the CLI's own default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// The provider (built-in or `[providers.NAME]`) whose base URL and key it gets.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider: Option<String>,
+    /// More arguments, added after plait's own.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub args: Vec<String>,
+}
+
+/// The `[checks]` table: shell commands, each run in a full checkout.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ChecksFile {
+    /// Run against each task's branch; a failure goes back to the worker.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub task: Vec<String>,
+    /// Run against the merged branch; a failure keeps the run from landing.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub merged: Vec<String>,
+    /// How many checks run at once (default: the number of CPUs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jobs: Option<usize>,
+    /// How long one check command may run (default 30m).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<String>,
+    /// Whether failing merged checks start a culprit search (default true).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bisect: Option<bool>,
+    /// More rounds for the culprits a search finds, before they are held out (default 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rework: Option<u32>,
+}
+
+impl ChecksFile {
+    fn is_empty(&self) -> bool {
+        self.task.is_empty()
+            && self.merged.is_empty()
+            && self.jobs.is_none()
+            && self.timeout.is_none()
+    }
+}
+
+/// The `[review]` table.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReviewFile {
+    /// `"off"`, a model provider (`"anthropic"`, `"openai"`, a `[providers]` name) or
+    /// `{ exec = "CMD" }` (exit 0 approve, 1 request changes, 2 reject). Default: the
+    /// worker's own model, or off for exec workers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<AgentSpec>,
+    /// Rounds of changes a task may get after its first try (default 2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rounds: Option<u32>,
+}
+
+/// Settings every task inherits unless it sets its own.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Defaults {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<AgentSpec>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkout: Option<Checkout>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<Vec<String>>,
+    /// How long an agent may run, such as `"90s"` or `"10m"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<String>,
+    /// How many turns a model agent may take.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_turns: Option<u32>,
+    /// How many tokens (input, output and cache) a model agent may use in all.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_budget: Option<u64>,
+    /// The kernel's walls around every process of a task (and the merged checks).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<SandboxFile>,
+}
+
+impl Defaults {
+    fn is_empty(&self) -> bool {
+        self.agent.is_none()
+            && self.checkout.is_none()
+            && self.context.is_none()
+            && self.timeout.is_none()
+            && self.max_turns.is_none()
+            && self.token_budget.is_none()
+            && self.sandbox.is_none()
+    }
+}
+
+/// A `sandbox` table, under `[defaults]` or a task.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SandboxFile {
+    /// `"auto"` (the default), `"required"` or `"off"`; a task's overrides `[defaults]`'.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<SandboxMode>,
+    /// More paths the processes may write (absolute or `~/...`), such as a package cache;
+    /// a task's are added to `[defaults]`'.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub writable: Vec<String>,
+}
+
+/// One `[[task]]` entry.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TaskFile {
+    pub id: String,
+    pub prompt: String,
+    /// Gitignore-style globs of the files this task may change.
+    pub owns: Vec<String>,
+    /// Globs of files checked out read-only for the agent to look at.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkout: Option<Checkout>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<AgentSpec>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_turns: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_budget: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<SandboxFile>,
+}
+
+/// Which files a task's worktree holds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Checkout {
+    /// The owned files, the context files and the repository's `.gitignore` files.
+    #[default]
+    Owned,
+    /// Every tracked file.
+    Full,
+}
+
+/// The agent a task runs: a name, `{ exec = "CMD" }`, `{ exec_each = "CMD {file}" }` or
+/// `{ cli = [...] }`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AgentSpec {
+    Named(String),
+    Exec(ExecCommand),
+    Cli(Vec<String>),
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AgentTable {
+    exec: Option<String>,
+    exec_each: Option<String>,
+    cli: Option<Vec<String>>,
+}
+
+impl<'de> Deserialize<'de> for AgentSpec {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct SpecVisitor;
+        impl<'de> Visitor<'de> for SpecVisitor {
+            type Value = AgentSpec;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(
+                    "an agent name, or a table { exec = \"CMD\" }, { exec_each = \"CMD {file}\" } \
+                     or { cli = [...] }",
+                )
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<AgentSpec, E> {
+                Ok(AgentSpec::Named(v.to_string()))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<AgentSpec, A::Error> {
+                let table = AgentTable::deserialize(de::value::MapAccessDeserializer::new(map))?;
+                match (table.exec, table.exec_each, table.cli) {
+                    (Some(cmd), None, None) => Ok(AgentSpec::Exec(ExecCommand::once(cmd))),
+                    (None, Some(cmd), None) => Ok(AgentSpec::Exec(ExecCommand::each_file(cmd))),
+                    (None, None, Some(argv)) => Ok(AgentSpec::Cli(argv)),
+                    _ => Err(de::Error::custom(
+                        "an agent table needs exactly one of `exec`, `exec_each` or `cli`",
+                    )),
+                }
+            }
+        }
+        deserializer.deserialize_any(SpecVisitor)
+    }
+}
+
+impl Serialize for AgentSpec {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        match self {
+            AgentSpec::Named(name) => serializer.serialize_str(name),
+            AgentSpec::Exec(cmd) => {
+                let mut map = serializer.serialize_map(Some(1))?;
+                map.serialize_entry(cmd.key(), &cmd.command)?;
+                map.end()
+            }
+            AgentSpec::Cli(argv) => {
+                let mut map = serializer.serialize_map(Some(1))?;
+                map.serialize_entry("cli", argv)?;
+                map.end()
+            }
+        }
+    }
+}
+
+/// Why a plan cannot be used. Nothing has been created when one is returned.
+#[derive(Debug, thiserror::Error)]
+pub enum PlanError {
+    #[error("cannot read plan {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("plan {path} is not valid: {message}")]
+    Parse { path: PathBuf, message: String },
+    #[error("config {path} is not valid: {message}")]
+    Config { path: PathBuf, message: String },
+    #[error("plan {path}: base `{base}` is not a branch or commit in this repository")]
+    BaseNotFound { path: PathBuf, base: String },
+    #[error("plan {path} has {} problem{}:\n{}", problems.len(), if problems.len() == 1 { "" } else { "s" }, problems.iter().map(|p| format!("  - {p}")).collect::<Vec<_>>().join("\n"))]
+    Invalid {
+        path: PathBuf,
+        problems: Vec<String>,
+    },
+    #[error("bad split rule `{spec}`: {reason}")]
+    Split { spec: String, reason: String },
+    #[error("git: {0}")]
+    Git(#[from] git2::Error),
+}
+
+/// Reads and parses a plan file; unknown keys are refused with their line.
+pub fn load(path: &Path) -> Result<PlanFile, PlanError> {
+    let text = std::fs::read_to_string(path).map_err(|source| PlanError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    parse(&text, path)
+}
+
+/// Parses plan text; `path` is only used in messages.
+pub fn parse(text: &str, path: &Path) -> Result<PlanFile, PlanError> {
+    toml::from_str(text).map_err(|e| PlanError::Parse {
+        path: path.to_path_buf(),
+        message: e.to_string().trim_end().to_string(),
+    })
+}
+
+/// Renders a plan as TOML, with a comment saying how it was made.
+pub fn to_toml(plan: &PlanFile, header: &str) -> String {
+    let body =
+        toml::to_string_pretty(plan).unwrap_or_else(|e| format!("# could not render: {e}\n"));
+    let mut out = String::new();
+    for line in header.lines() {
+        out.push_str("# ");
+        out.push_str(line);
+        out.push('\n');
+    }
+    out.push('\n');
+    out.push_str(&body);
+    out
+}

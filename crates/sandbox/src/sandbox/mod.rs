@@ -1,0 +1,727 @@
+//! The kernel's wall around every process plait starts for a task — agents, checks, command
+//! reviewers and supervisors. Under Landlock such a process may write only its own places
+//! (its worktree or check checkout, its task directory, a private temporary directory plait
+//! makes for it and passes as `TMPDIR`, and a few harmless devices) plus the paths the plan
+//! lists as `writable`; reads, execution and the network stay as they were. plait decides
+//! the rules and builds them; a short-lived thread of plait's raises them on itself
+//! (`prctl(PR_SET_NO_NEW_PRIVS)`, `landlock_restrict_self`) and starts the child with
+//! `posix_spawn`, so it costs no `fork` of plait (before ABI 5 the child raises them between
+//! `fork` and `exec`, with async-signal-safe calls only). The rules hold for the process and
+//! everything it starts, and no process can lift them.
+//!
+//! Without Landlock ABI 3 (Linux 6.2; before it `truncate(2)` was not covered), mode `auto`
+//! runs unconfined and says so once, `required` refuses the plan, and `off` is the user's own
+//! choice. A write the kernel refuses reaches the program as `EACCES`, which it may or may not
+//! tell: plait records, per task, the paths the sandbox kept it from writing, from two
+//! witnesses. From ABI 5 on a seccomp filter beside the walls stops every write a process
+//! attempts until plait has looked at its path ([`notify`]: Landlock still decides); and the
+//! lines of the process's log that say a write was refused are read after it ends (the only
+//! witness before ABI 5, or where seccomp's listener is not available).
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use serde::{Deserialize, Serialize};
+
+#[cfg(all(
+    target_os = "linux",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+))]
+mod notify;
+
+/// Where seccomp's listener is not available, no observer: the logs are the only witness.
+#[cfg(not(all(
+    target_os = "linux",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+)))]
+mod notify {
+    pub(super) struct Observer;
+
+    impl Observer {
+        pub(super) fn start(_places: std::sync::Arc<super::Places>) -> Option<Observer> {
+            None
+        }
+
+        pub(super) fn install(self) {}
+    }
+}
+
+/// The oldest Landlock ABI plait confines with: 3 covers truncation (Linux 6.2).
+pub const MIN_ABI: i32 = 3;
+
+/// Devices every process may write (and `ioctl`), as `/dev/null` is written everywhere.
+const DEVICES: &[&str] = &[
+    "/dev/null",
+    "/dev/zero",
+    "/dev/full",
+    "/dev/random",
+    "/dev/urandom",
+];
+
+/// Why a sandbox's walls could not be prepared; the process is then not started.
+#[derive(Debug, thiserror::Error)]
+pub enum SandboxError {
+    #[error("cannot make a private temporary directory in {dir}: {source}")]
+    TempDir {
+        dir: PathBuf,
+        source: std::io::Error,
+    },
+    #[cfg(target_os = "linux")]
+    #[error("cannot build the Landlock rules: {0}")]
+    Rules(#[from] landlock::RulesetError),
+    #[error("the kernel made no Landlock ruleset")]
+    NoRuleset,
+}
+
+/// How plait confines a task's processes: `[sandbox] mode` in the plan.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SandboxMode {
+    /// Confined where the kernel can; otherwise unconfined, with one warning.
+    #[default]
+    Auto,
+    /// Confined, or the plan is refused.
+    Required,
+    /// Unconfined: the user's explicit choice.
+    Off,
+}
+
+impl SandboxMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SandboxMode::Auto => "auto",
+            SandboxMode::Required => "required",
+            SandboxMode::Off => "off",
+        }
+    }
+}
+
+/// What this system offers to confine processes with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Support {
+    /// Landlock, at this ABI version (at least [`MIN_ABI`]).
+    Landlock(i32),
+    /// Nothing plait can use; why, for a person.
+    Missing(String),
+}
+
+/// What this system supports, asked of the kernel once per process.
+pub fn support() -> &'static Support {
+    static SUPPORT: OnceLock<Support> = OnceLock::new();
+    SUPPORT.get_or_init(probe)
+}
+
+#[cfg(target_os = "linux")]
+fn probe() -> Support {
+    const LANDLOCK_CREATE_RULESET_VERSION: libc::c_uint = 1;
+    // SAFETY: with a null attribute, size 0 and only the VERSION flag, the call creates
+    // nothing and returns the ABI version (or -1 with errno).
+    let abi = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<libc::c_void>(),
+            0usize,
+            LANDLOCK_CREATE_RULESET_VERSION,
+        )
+    };
+    if abi < 0 {
+        let error = std::io::Error::last_os_error();
+        return Support::Missing(match error.raw_os_error() {
+            Some(libc::ENOSYS) => {
+                "this kernel has no Landlock (it needs Linux 6.2 or newer, built with CONFIG_SECURITY_LANDLOCK)"
+                    .to_string()
+            }
+            Some(libc::EOPNOTSUPP) => {
+                "Landlock is built into this kernel but not enabled (add `landlock` to the `lsm=` boot parameter)"
+                    .to_string()
+            }
+            _ => format!("asking the kernel for Landlock failed: {error}"),
+        });
+    }
+    let abi = abi as i32;
+    if abi < MIN_ABI {
+        return Support::Missing(format!(
+            "this kernel's Landlock is ABI {abi}; plait needs ABI {MIN_ABI} (Linux 6.2 or newer) to confine writes fully"
+        ));
+    }
+    Support::Landlock(abi)
+}
+
+#[cfg(not(target_os = "linux"))]
+fn probe() -> Support {
+    Support::Missing("plait confines processes with Landlock, which only Linux has".to_string())
+}
+
+/// The sandbox settings of a task (or of the run, for merged checks and supervisors),
+/// resolved from the plan.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SandboxSettings {
+    pub mode: SandboxMode,
+    /// Absolute paths the plan lets every process write, besides its own places.
+    pub writable: Vec<PathBuf>,
+    /// Where private temporary directories are made (the `TMPDIR` plait was started with).
+    pub temp_root: PathBuf,
+}
+
+impl Default for SandboxSettings {
+    fn default() -> SandboxSettings {
+        SandboxSettings {
+            mode: SandboxMode::Auto,
+            writable: Vec::new(),
+            temp_root: PathBuf::from("/tmp"),
+        }
+    }
+}
+
+impl SandboxSettings {
+    /// How processes under these settings run on this system.
+    pub fn confinement(&self) -> Confinement {
+        match (self.mode, support()) {
+            (SandboxMode::Off, _) => Confinement::Off,
+            (_, Support::Landlock(abi)) => Confinement::Landlock(*abi),
+            (_, Support::Missing(why)) => Confinement::Unsupported(why.clone()),
+        }
+    }
+}
+
+/// How a process ran.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Confinement {
+    /// Under Landlock at this ABI.
+    Landlock(i32),
+    /// Unconfined: the plan said `mode = "off"`.
+    Off,
+    /// Unconfined: the system cannot confine (mode `auto`); why.
+    Unsupported(String),
+}
+
+impl Confinement {
+    pub fn is_confined(&self) -> bool {
+        matches!(self, Confinement::Landlock(_))
+    }
+
+    /// One phrase for a person: `Landlock ABI 7`, `off in the plan`, ….
+    pub fn describe(&self) -> String {
+        match self {
+            Confinement::Landlock(abi) => format!("Landlock ABI {abi}"),
+            Confinement::Off => "off in the plan".to_string(),
+            Confinement::Unsupported(why) => format!("unconfined: {why}"),
+        }
+    }
+}
+
+/// The walls of the processes started for one purpose (a task's agent, its checks in one
+/// slot, a reviewer): what they may write, and the writes the walls refused them.
+#[derive(Debug)]
+pub struct Sandbox {
+    settings: SandboxSettings,
+    /// The processes' own places: worktree or checkout, task directory.
+    own: Vec<PathBuf>,
+    /// The private temporary directory and the kernel's ruleset, made at the first spawn and
+    /// shared by every process of this sandbox; the directory goes with the sandbox.
+    armed: OnceLock<Result<Armed, SandboxError>>,
+    denials: Arc<Denials>,
+}
+
+/// At most this many refused writes are kept per sandbox.
+const MAX_DENIALS: usize = 10;
+
+/// The refused writes of a sandbox's processes, as `write to PATH refused`, oldest first,
+/// each once, at most [`MAX_DENIALS`].
+#[derive(Debug, Default)]
+struct Denials(Mutex<Vec<String>>);
+
+impl Denials {
+    fn add(&self, found: impl IntoIterator<Item = String>) {
+        let mut denials = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        for denial in found {
+            if denials.len() < MAX_DENIALS && !denials.contains(&denial) {
+                denials.push(denial);
+            }
+        }
+    }
+
+    fn list(&self) -> Vec<String> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+}
+
+/// Where an armed sandbox's processes may write, and the record of what they were refused:
+/// what the observers of its processes share with the sandbox.
+#[derive(Debug)]
+pub(crate) struct Places {
+    /// The own places, the private temporary directory and `writable`, each also with its
+    /// links resolved (as the kernel names a working directory) when that differs.
+    roots: Vec<PathBuf>,
+    denials: Arc<Denials>,
+}
+
+impl Places {
+    fn new(roots: Vec<PathBuf>, denials: Arc<Denials>) -> Places {
+        let mut all = Vec::with_capacity(roots.len() * 2);
+        for root in roots {
+            let real = root.canonicalize().ok().filter(|real| *real != root);
+            all.push(root);
+            all.extend(real);
+        }
+        Places {
+            roots: all,
+            denials,
+        }
+    }
+
+    /// Whether `path` lies in one of the places every process of the sandbox may write.
+    fn may_write(&self, path: &Path) -> bool {
+        self.roots.iter().any(|root| path.starts_with(root))
+            || DEVICES.iter().any(|d| path == Path::new(d))
+    }
+
+    /// Keeps a write to `path`, outside the places, that the walls refused. The
+    /// controlling terminal is not kept: programs open it to write at start-up (a Python
+    /// build probing it, for one) and go on without it, so it would stand in every task's
+    /// record and say nothing (it is still refused).
+    fn record(&self, path: &Path) {
+        if path == Path::new("/dev/tty") {
+            return;
+        }
+        self.denials
+            .add([format!("write to {} refused", path.display())]);
+    }
+}
+
+impl Sandbox {
+    /// Walls that let processes write `own` and what `settings` allow.
+    pub fn new(settings: &SandboxSettings, own: Vec<PathBuf>) -> Sandbox {
+        Sandbox {
+            settings: settings.clone(),
+            own,
+            armed: OnceLock::new(),
+            denials: Arc::default(),
+        }
+    }
+
+    /// No walls at all (plait's own git commands, and tests).
+    pub fn none() -> Sandbox {
+        Sandbox::new(
+            &SandboxSettings {
+                mode: SandboxMode::Off,
+                ..SandboxSettings::default()
+            },
+            Vec::new(),
+        )
+    }
+
+    pub fn confinement(&self) -> Confinement {
+        self.settings.confinement()
+    }
+
+    /// The writes the kernel refused, as far as the observer and the processes' logs tell,
+    /// oldest first.
+    pub fn denials(&self) -> Vec<String> {
+        self.denials.list()
+    }
+
+    /// The walls its processes start behind: the private temporary directory and the
+    /// kernel's ruleset, prepared once. `None` when they run unconfined.
+    pub(crate) fn arm(&self) -> Result<Option<&Armed>, &SandboxError> {
+        let Confinement::Landlock(abi) = self.confinement() else {
+            return Ok(None);
+        };
+        match self.armed.get_or_init(|| self.prepare(abi)) {
+            Ok(armed) => Ok(Some(armed)),
+            Err(why) => Err(why),
+        }
+    }
+
+    fn prepare(&self, abi: i32) -> Result<Armed, SandboxError> {
+        let tmp = tempfile::Builder::new()
+            .prefix("plait-")
+            .tempdir_in(&self.settings.temp_root)
+            .map_err(|source| SandboxError::TempDir {
+                dir: self.settings.temp_root.clone(),
+                source,
+            })?;
+        let mut paths: Vec<PathBuf> = self.own.clone();
+        paths.push(tmp.path().to_path_buf());
+        for path in &self.settings.writable {
+            // A cache directory the plan names may not exist yet; the process could not make
+            // it under a read-only parent, so plait does.
+            if !path.exists() {
+                let _ = std::fs::create_dir_all(path);
+            }
+            paths.push(path.clone());
+        }
+        let places = Arc::new(Places::new(paths.clone(), self.denials.clone()));
+        paths.extend(DEVICES.iter().map(PathBuf::from));
+        let ruleset = ruleset(abi, &paths)?;
+        Ok(Armed {
+            abi,
+            ruleset,
+            tmp,
+            places,
+        })
+    }
+
+    /// Reads the output a process wrote under `armed` in `cwd` (`text`) for writes the
+    /// kernel refused, and keeps the paths outside its places.
+    pub(crate) fn note_denials(&self, armed: &Armed, cwd: &Path, text: &str) {
+        let found = refused_writes(text, cwd, |path| armed.places.may_write(path));
+        self.denials.add(found);
+    }
+}
+
+/// A sandbox's walls, ready to start processes behind.
+#[derive(Debug)]
+pub(crate) struct Armed {
+    abi: i32,
+    ruleset: std::os::fd::OwnedFd,
+    tmp: tempfile::TempDir,
+    places: Arc<Places>,
+}
+
+impl Armed {
+    /// Starts `cmd` behind the walls, before the program runs: no new privileges, the
+    /// ruleset, and a process group (or, before ABI 5, a session) of its own.
+    ///
+    /// From ABI 5 on, the ruleset also covers `ioctl` on devices, so a confined process cannot
+    /// push input into a terminal (`TIOCSTI`) even without a session of its own; there the
+    /// walls go up on a short-lived thread of plait's, which the kernel's rules bind, and the
+    /// child starts from it through `posix_spawn` (`vfork`): no copy of plait's page tables,
+    /// and no copy-on-write faults in plait afterwards. The same thread installs the
+    /// observer's seccomp filter after the walls ([`notify`]; a spawn goes on without it when
+    /// the kernel refuses it), with its supervisor started before either.
+    ///
+    /// Older kernels fork, and the child starts its own session and raises the walls itself
+    /// between fork and exec. There is no observer then: the filter's listener would be born
+    /// in the child, with no way back to plait short of passing it over a socket between fork
+    /// and exec, so only the processes' logs tell what was refused.
+    pub async fn spawn(
+        &self,
+        mut cmd: tokio::process::Command,
+    ) -> std::io::Result<tokio::process::Child> {
+        use std::os::fd::AsRawFd as _;
+        for var in ["TMPDIR", "TMP", "TEMP"] {
+            cmd.env(var, self.tmp.path());
+        }
+        if self.abi < 5 {
+            let fd = self.ruleset.as_raw_fd();
+            // SAFETY: the closure runs between fork and exec; it makes only async-signal-safe
+            // system calls and allocates nothing. The ruleset fd stays open in the parent
+            // until the spawn returns, so the child's copy is valid; it is close-on-exec.
+            unsafe {
+                cmd.pre_exec(move || {
+                    if libc::setsid() < 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    restrict(fd)
+                });
+            }
+            return cmd.spawn();
+        }
+        cmd.process_group(0);
+        // The thread holds a copy of the ruleset fd of its own, whatever becomes of `self`.
+        let ruleset = self.ruleset.try_clone()?;
+        let places = self.places.clone();
+        let runtime = tokio::runtime::Handle::current();
+        let (sent, received) = tokio::sync::oneshot::channel();
+        // The thread is bound by the rules and the filter once it has raised them, and ends
+        // right after the spawn: no other work of plait's ever runs on it.
+        std::thread::Builder::new()
+            .name("plait-sandbox".to_string())
+            // It only builds the command's arguments and calls `posix_spawn`.
+            .stack_size(256 * 1024)
+            .spawn(move || {
+                // Started first, the supervisor is bound by neither the walls nor the filter.
+                let observer = notify::Observer::start(places);
+                let spawned = restrict(ruleset.as_raw_fd()).and_then(|()| {
+                    if let Some(observer) = observer {
+                        observer.install();
+                    }
+                    let _entered = runtime.enter();
+                    cmd.spawn()
+                });
+                let _ = sent.send(spawned);
+            })?;
+        received
+            .await
+            .unwrap_or_else(|_| Err(std::io::Error::other("the sandbox's spawning thread died")))
+    }
+}
+
+#[cfg(target_os = "linux")]
+fn restrict(fd: std::os::fd::RawFd) -> std::io::Result<()> {
+    // SAFETY: plain system calls on a valid ruleset fd; no memory is passed.
+    unsafe {
+        if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        if libc::syscall(libc::SYS_landlock_restrict_self, fd, 0u32) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+#[cfg(not(target_os = "linux"))]
+fn restrict(_fd: std::os::fd::RawFd) -> std::io::Result<()> {
+    Err(std::io::Error::other("Landlock is Linux's"))
+}
+
+/// The kernel ruleset that lets a process write beneath `paths` only (files among them:
+/// only those files), and signal no process outside its own sandbox (ABI 6 and newer).
+#[cfg(target_os = "linux")]
+fn ruleset(abi: i32, paths: &[PathBuf]) -> Result<std::os::fd::OwnedFd, SandboxError> {
+    use landlock::{
+        path_beneath_rules, AccessFs, CompatLevel, Compatible, Ruleset, RulesetAttr,
+        RulesetCreatedAttr, Scope, ABI,
+    };
+    let version = ABI::from(abi);
+    let write = AccessFs::from_write(version);
+    let mut ruleset = Ruleset::default()
+        .set_compatibility(CompatLevel::HardRequirement)
+        .handle_access(write)?;
+    if abi >= 6 {
+        ruleset = ruleset.scope(Scope::Signal)?;
+    }
+    let created = ruleset
+        .create()?
+        .add_rules(path_beneath_rules(paths, write))?;
+    let fd: Option<std::os::fd::OwnedFd> = created.into();
+    fd.ok_or(SandboxError::NoRuleset)
+}
+
+#[cfg(not(target_os = "linux"))]
+fn ruleset(_abi: i32, _paths: &[PathBuf]) -> Result<std::os::fd::OwnedFd, SandboxError> {
+    Err(SandboxError::NoRuleset)
+}
+
+/// Phrases with which programs report a refused write (`EACCES`, `EPERM`, `EXDEV`).
+const REFUSALS: &[&str] = &[
+    "permission denied",
+    "operation not permitted",
+    "eacces",
+    "eperm",
+    "invalid cross-device link",
+];
+
+/// The refused writes `text` tells of: for each line that reports one, the paths it names
+/// (relative ones from `cwd`) that `allowed` says the process may not write, as
+/// `write to PATH refused`.
+fn refused_writes(text: &str, cwd: &Path, allowed: impl Fn(&Path) -> bool) -> Vec<String> {
+    let mut found = Vec::new();
+    for line in text.lines() {
+        let lower = line.to_ascii_lowercase();
+        if !REFUSALS.iter().any(|r| lower.contains(r)) {
+            continue;
+        }
+        for path in paths_in(line, cwd) {
+            let denial = format!("write to {} refused", path.display());
+            if !allowed(&path) && !found.contains(&denial) {
+                found.push(denial);
+            }
+        }
+    }
+    found
+}
+
+/// The paths written in a line of output, quoted or not: words that start with `/`, or hold
+/// one and are not URLs (those are taken from `cwd`), without `.` and `..`.
+fn paths_in(line: &str, cwd: &Path) -> Vec<PathBuf> {
+    let stops = |c: char| c.is_whitespace() || "'\"`,;()[]{}<>=‘’“”«»".contains(c);
+    line.split(stops)
+        .map(|word| word.trim_end_matches([':', '.']))
+        .filter(|word| word.len() > 1 && word.contains('/') && !word.contains("://"))
+        .map(|word| lexical(&cwd.join(word)))
+        .collect()
+}
+
+/// `path` without `.` and `..`, taken as written (a `..` after a link is not followed).
+fn lexical(path: &Path) -> PathBuf {
+    let mut normal = PathBuf::new();
+    for part in path.components() {
+        match part {
+            std::path::Component::ParentDir => {
+                normal.pop();
+            }
+            std::path::Component::CurDir => {}
+            other => normal.push(other),
+        }
+    }
+    normal
+}
+
+impl From<&Confinement> for plait_core::state::SandboxRecord {
+    /// The record of how a task's processes were confined, nothing refused yet.
+    fn from(confinement: &Confinement) -> Self {
+        plait_core::state::SandboxRecord {
+            confined: confinement.is_confined(),
+            how: confinement.describe(),
+            refused: Vec::new(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refused_writes_name_the_paths_outside() {
+        let log = "touch: cannot touch '/home/u/x': Permission denied\n\
+                   mkdir: cannot create directory ‘/home/u/.cache’: Permission denied\n\
+                   sh: 1: cannot create /srv/wt/ok.txt: Permission denied\n\
+                   PermissionError: [Errno 13] Permission denied: '/root/.cache/pip/y'\n\
+                   Error: EACCES: permission denied, open '/var/tmp/z'\n\
+                   ssh: Permission denied (publickey).\n\
+                   plain line with /etc/passwd\n";
+        let cwd = Path::new("/srv/wt");
+        let found = refused_writes(log, cwd, |p| p.starts_with("/srv/wt"));
+        assert_eq!(
+            found,
+            [
+                "write to /home/u/x refused",
+                "write to /home/u/.cache refused",
+                "write to /root/.cache/pip/y refused",
+                "write to /var/tmp/z refused",
+            ]
+        );
+        assert_eq!(
+            paths_in(
+                "mv: cannot move 'a/b' to '../n/y': Invalid cross-device link (see https://x.y/z)",
+                cwd
+            ),
+            [PathBuf::from("/srv/wt/a/b"), PathBuf::from("/srv/n/y")]
+        );
+    }
+
+    #[test]
+    fn the_probe_agrees_with_the_kernel() {
+        // This machine's kernel may or may not have Landlock; the probe must say which
+        // without failing, and `off` is never confined.
+        let _ = support();
+        let off = SandboxSettings {
+            mode: SandboxMode::Off,
+            ..SandboxSettings::default()
+        };
+        assert_eq!(off.confinement(), Confinement::Off);
+    }
+
+    /// Both ways of raising the walls (a spawning thread from ABI 5 on, `pre_exec` in a
+    /// forked child before) confine the child and give it a process group of its own, and
+    /// before ABI 5 a session of its own too.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn both_ways_of_spawning_confine_the_child() {
+        let Support::Landlock(newest) = support().clone() else {
+            eprintln!("skipped: no Landlock here");
+            return;
+        };
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        for abi in [MIN_ABI, 4, newest].into_iter().filter(|a| *a <= newest) {
+            let root = tempfile::tempdir().unwrap();
+            let own = root.path().join("own");
+            std::fs::create_dir(&own).unwrap();
+            let settings = SandboxSettings {
+                mode: SandboxMode::Auto,
+                writable: Vec::new(),
+                temp_root: root.path().to_path_buf(),
+            };
+            let sandbox = Sandbox::new(&settings, vec![own.clone()]);
+            let armed = sandbox.prepare(abi).unwrap();
+            let mut cmd = tokio::process::Command::new("sh");
+            cmd.arg("-c")
+                .arg(
+                    "echo in > own/ok; echo out > outside; echo tmp > \"$TMPDIR/t\" && echo tmp-ok; \
+                     read -r stat < /proc/self/stat; set -- $stat; echo \"$1 $5 $6\"",
+                )
+                .current_dir(root.path())
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::null());
+            let out = runtime
+                .block_on(async { armed.spawn(cmd).await.unwrap().wait_with_output().await })
+                .unwrap();
+            let text = String::from_utf8_lossy(&out.stdout);
+            let mut lines = text.lines();
+            assert_eq!(lines.next(), Some("tmp-ok"), "ABI {abi}: {text}");
+            let ids: Vec<&str> = lines.next().unwrap().split(' ').collect();
+            // pid, process group, session of the shell itself (`read` is a builtin).
+            assert_eq!(
+                ids[0], ids[1],
+                "ABI {abi}: a process group of its own: {text}"
+            );
+            if abi < 5 {
+                assert_eq!(ids[0], ids[2], "ABI {abi}: a session of its own: {text}");
+            }
+            assert!(own.join("ok").exists(), "ABI {abi}");
+            assert!(!root.path().join("outside").exists(), "ABI {abi}");
+        }
+    }
+
+    /// Runs `script` with `sh -c` in `root` behind the newest walls of a sandbox owning
+    /// `root/own`, its output thrown away; returns what the sandbox recorded.
+    #[cfg(target_os = "linux")]
+    fn observed(root: &Path, script: &str) -> Vec<String> {
+        let Support::Landlock(abi) = support().clone() else {
+            unreachable!("checked by the caller")
+        };
+        let settings = SandboxSettings {
+            mode: SandboxMode::Auto,
+            writable: Vec::new(),
+            temp_root: root.to_path_buf(),
+        };
+        let sandbox = Sandbox::new(&settings, vec![root.join("own")]);
+        let armed = sandbox.prepare(abi).unwrap();
+        let mut cmd = tokio::process::Command::new("sh");
+        cmd.arg("-c")
+            .arg(script)
+            .current_dir(root)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null());
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let status = runtime
+            .block_on(async { armed.spawn(cmd).await.unwrap().wait().await })
+            .unwrap();
+        assert!(status.success(), "{script}");
+        sandbox.denials()
+    }
+
+    /// From ABI 5 on the observer records refused writes the program never mentions, and
+    /// only those: nothing for writes inside, nor for calls that fail before the wall.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn the_observer_records_silent_refusals_only() {
+        if !matches!(support(), Support::Landlock(abi) if *abi >= 5) {
+            eprintln!("skipped: the observer needs Landlock ABI 5");
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        std::fs::create_dir_all(root.join("own/sub")).unwrap();
+        std::fs::create_dir_all(root.join("out/there")).unwrap();
+        std::os::unix::fs::symlink(root.join("own"), root.join("link")).unwrap();
+        let inside = "echo a > own/a; mkdir -p own/sub/deeper; mv own/a own/sub/b; \
+                      ln -s b own/sub/c; rm own/sub/c; echo t > \"$TMPDIR/t\"; \
+                      echo l > link/l; echo n > /dev/null; echo s > /dev/stdout; \
+                      cat own/sub/b /etc/hostname > /dev/null; true";
+        assert_eq!(observed(&root, inside), Vec::<String>::new());
+        assert!(root.join("own/l").exists());
+        let outside = "mkdir -p out/there/new 2>/dev/null; echo x > out/file 2>/dev/null; \
+                       cd own/sub && mkdir ../../out/up 2>/dev/null; \
+                       rm ../../out/missing 2>/dev/null; true";
+        let refused = |p: &str| format!("write to {} refused", root.join(p).display());
+        assert_eq!(
+            observed(&root, outside),
+            [
+                refused("out/there/new"),
+                refused("out/file"),
+                refused("out/up")
+            ]
+        );
+    }
+}

@@ -1,0 +1,9 @@
+//! plait's store for runs spread over many machines: [`pg`] (the PostgreSQL record, task
+//! queue, change feed and shared rate limits) and [`remote`] (the git remote the base and
+//! the tasks' work go through).
+
+pub mod pg;
+pub mod remote;
+
+use plait_core::{git, refs, state};
+use plait_llm as llm;
