@@ -743,9 +743,22 @@ impl TaskDir {
     /// The prefix of [`TaskDir::checks`]'s names, to list the rounds.
     pub const CHECKS_PREFIX: &'static str = "checks-";
 
-    /// Claude Code's own files for the task (config directory, guard, settings).
+    /// plait's control files for the task's agent CLI (the guard's rules, Claude Code's
+    /// settings and hooks): beside the task's scratch, never writable by its processes.
     pub fn claude_code(&self) -> PathBuf {
         self.0.join("claude-code")
+    }
+
+    /// The one place in the task's directory its agent's processes may write (an agent
+    /// CLI's own config directory and history, a `run` command's files): everything else
+    /// there (logs, transcript, control files, check logs) is plait's, read-only to them.
+    pub fn scratch(&self) -> PathBuf {
+        self.0.join("scratch")
+    }
+
+    /// The output of each `run` command of the task's agent, one file per command.
+    pub fn runs(&self) -> PathBuf {
+        self.0.join("runs")
     }
 }
 
@@ -763,6 +776,11 @@ impl Store {
 
     pub fn runs_dir(&self) -> PathBuf {
         self.root.join("runs")
+    }
+
+    /// Where the checkouts of bases that tasks' views lie over are kept between runs.
+    pub fn views_dir(&self) -> PathBuf {
+        self.root.join("views")
     }
 
     /// Where the checks' seed is kept between runs: plait's own build of a base.

@@ -157,14 +157,8 @@ async fn spawn_and_wait(
     for (key, value) in launch.env {
         cmd.env(key, value);
     }
-    let spawned = match &armed {
-        // The walls give the child a process group (or session) of its own as well.
-        Some(armed) => armed.spawn(cmd).await,
-        None => {
-            cmd.process_group(0);
-            cmd.spawn()
-        }
-    };
+    // The walls (and a view) give the child a process group (or session) of its own.
+    let spawned = launch.sandbox.spawn(armed, cmd, launch.dir).await;
     let outcome = wait(spawned, program, launch).await;
     if let Some(armed) = &armed {
         let mut text = read_from(launch.log, log_start);

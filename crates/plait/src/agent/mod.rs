@@ -64,12 +64,24 @@ pub struct TaskContext {
     pub sandbox: Arc<Sandbox>,
     /// The plait binary, for the hooks agents run (`plait guard`).
     pub plait_program: PathBuf,
+    /// The task's whole-tree view, where the commands its agent runs see every file: every
+    /// process started through [`TaskContext::launch`] starts in it when it is an overlay;
+    /// call [`crate::workspace::view::TaskView::ensure`] before a command either way.
+    pub view: Arc<crate::workspace::view::TaskView>,
 }
 
 impl TaskContext {
-    /// The task's own directory (beside its log), where agents keep their files.
+    /// The task's own directory (beside its log): plait's files, read-only to the agent.
     pub fn dir(&self) -> &std::path::Path {
         self.log.parent().unwrap_or(std::path::Path::new("."))
+    }
+
+    /// The one place in the task's directory its agent's processes may write (an agent
+    /// CLI's config directory and history), made on first use.
+    pub fn scratch(&self) -> PathBuf {
+        let dir = crate::state::TaskDir(self.dir().to_path_buf()).scratch();
+        let _ = std::fs::create_dir_all(&dir);
+        dir
     }
 
     /// How the agent's program runs: in the worktree, with `env`, into the log, in the

@@ -46,6 +46,9 @@ pub(super) struct Shared {
     /// Told of each round's commit a task goes on past (nobody, unless
     /// [`Shared::on_commit`] says who).
     pub(super) on_commit: OnCommit,
+    /// The checkout of the base the tasks' overlay views lie over, made at the first need,
+    /// with the shared lock that keeps it from being pruned while the run uses it.
+    pub(super) base_tree: tokio::sync::OnceCell<Result<(PathBuf, Arc<fs::File>), String>>,
 }
 
 /// Told, by the task's index, each time a task goes on past a round's commit (to its
@@ -97,7 +100,33 @@ impl Shared {
             pg,
             dispatch: Box::new(Local),
             on_commit: Box::new(|_| {}),
+            base_tree: tokio::sync::OnceCell::new(),
         })
+    }
+
+    /// The checkout of the run's base that overlay views lie over, made once (and kept
+    /// between runs under the store's `views`).
+    pub(super) async fn base_tree(&self) -> Result<PathBuf, String> {
+        let made = self
+            .base_tree
+            .get_or_init(|| async {
+                let (repo, dir) = (self.repo.clone(), self.store.views_dir());
+                let (base, files) = (self.plan.base, self.plan.files.clone());
+                tokio::task::spawn_blocking(move || {
+                    let repo = git2::Repository::discover(&repo).map_err(|e| e.to_string())?;
+                    crate::workspace::view::base_tree(&repo, &dir, base, &files)
+                        .map(|(tree, lock)| (tree, Arc::new(lock)))
+                })
+                .await
+                .map_err(|e| e.to_string())?
+            })
+            .await;
+        match made {
+            Ok((tree, _)) => Ok(tree.clone()),
+            Err(why) => Err(format!(
+                "cannot make the checkout of the base the task's view lies over: {why}"
+            )),
+        }
     }
 
     /// The same shared state, its tasks run by `dispatch`.

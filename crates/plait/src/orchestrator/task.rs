@@ -25,6 +25,7 @@ use crate::state::{
     now_ms, ChangeKind, CheckResult, FileChange, Review, SandboxRecord, TaskRecord, TaskState,
     Usage, Verdict,
 };
+use crate::workspace::view::{self, TaskView, ViewKind};
 use crate::workspace::{self, WorktreeSpec};
 
 /// Why a step of a task's pipeline failed; its text is the task's failure in the record.
@@ -306,6 +307,8 @@ struct Worker<'a> {
     /// The task's directory: its logs, review files and the agent CLIs' own files.
     task_dir: PathBuf,
     sandbox: Arc<Sandbox>,
+    /// Where the commands its agent runs see the whole tree.
+    view: Arc<TaskView>,
 }
 
 impl<'a> Worker<'a> {
@@ -314,17 +317,20 @@ impl<'a> Worker<'a> {
         let task = &shared.plan.tasks[index];
         let agent = agent::from_config(&task.agent, &shared.client, &shared.limiters);
         let reviewer = shared.plan.review.reviewer_for(task);
-        // The agent's processes may write its worktree and the task's directory (logs, the
-        // agent CLIs' own files), and nothing of any other task.
+        // The agent's processes may write its worktree and the task's scratch (the agent
+        // CLIs' own files), and nothing of any other task: the rest of the task's directory
+        // (logs, transcript, the guard's rules and Claude Code's settings) is plait's.
         let task_dir = record
             .log
             .parent()
             .map(Path::to_path_buf)
             .unwrap_or_default();
-        let sandbox = Arc::new(Sandbox::new(
-            &task.sandbox,
-            vec![record.worktree.clone(), task_dir.clone()],
-        ));
+        let scratch = TaskDir(task_dir.clone()).scratch();
+        let view = Arc::new(task_view(shared, record, task));
+        let sandbox = Arc::new(
+            Sandbox::new(&task.sandbox, vec![record.worktree.clone(), scratch])
+                .with_view(view.overlay().cloned()),
+        );
         Worker {
             shared,
             index,
@@ -334,6 +340,7 @@ impl<'a> Worker<'a> {
             reviewer,
             task_dir,
             sandbox,
+            view,
         }
     }
 
@@ -403,7 +410,19 @@ impl<'a> Worker<'a> {
     /// stopped, or the run was interrupted.
     async fn run_agent(&self, round: u32, feedback: Option<String>) -> ControlFlow<()> {
         let (shared, index) = (self.shared, self.index);
-        let context = context(shared, index, self.record, round, feedback, &self.sandbox);
+        if self.view.overlay().is_some() {
+            if let Err(why) = shared.base_tree().await {
+                return self.fail(why, None);
+            }
+        }
+        let context = context(
+            shared,
+            index,
+            self.record,
+            round,
+            feedback,
+            (&self.sandbox, &self.view),
+        );
         let report = self.agent.run(&context).await;
         record_report(shared, index, &report);
         self.note_refused(self.sandbox.denials());
@@ -617,7 +636,7 @@ fn context(
     record: &TaskRecord,
     round: u32,
     feedback: Option<String>,
-    sandbox: &Arc<Sandbox>,
+    (sandbox, view): (&Arc<Sandbox>, &Arc<TaskView>),
 ) -> TaskContext {
     let task = &shared.plan.tasks[index];
     TaskContext {
@@ -644,7 +663,32 @@ fn context(
         token_budget: task.token_budget,
         sandbox: sandbox.clone(),
         plait_program: shared.plait_program.clone(),
+        view: view.clone(),
     }
+}
+
+/// The whole-tree view of a task: an overlay of its worktree on the base's checkout where
+/// this system allows it, else the worktree filled in at the first command.
+fn task_view(shared: &Shared, record: &TaskRecord, task: &ResolvedTask) -> TaskView {
+    let kind = match crate::sandbox::view_support() {
+        Ok(()) => {
+            let work = view::work_dir(&record.worktree);
+            let _ = std::fs::create_dir_all(&work);
+            ViewKind::Overlay(crate::sandbox::OverlayView {
+                lower: shared.store.views_dir().join(shared.plan.base.to_string()),
+                upper: record.worktree.clone(),
+                work,
+            })
+        }
+        Err(why) => ViewKind::Materialize(why.clone()),
+    };
+    TaskView::new(
+        kind,
+        record.worktree.clone(),
+        shared.repo.clone(),
+        shared.plan.files.clone(),
+        task.owns.clone(),
+    )
 }
 
 /// Adds a round's usage to the task's and keeps the agent's last words.

@@ -11,6 +11,7 @@
 
 pub mod index;
 pub mod sparse;
+pub mod view;
 
 use crate::plan::layout::{Cone, Layout};
 

@@ -46,6 +46,9 @@ mod notify {
     }
 }
 
+mod view;
+pub use view::{support as view_support, OverlayView};
+
 /// The oldest Landlock ABI plait confines with: 3 covers truncation (Linux 6.2).
 pub const MIN_ABI: i32 = 3;
 
@@ -221,6 +224,8 @@ pub struct Sandbox {
     /// shared by every process of this sandbox; the directory goes with the sandbox.
     armed: OnceLock<Result<Armed, SandboxError>>,
     denials: Arc<Denials>,
+    /// The whole-tree view every process starts in, when the task has one.
+    view: Option<OverlayView>,
 }
 
 /// At most this many refused writes are kept per sandbox.
@@ -297,6 +302,40 @@ impl Sandbox {
             own,
             armed: OnceLock::new(),
             denials: Arc::default(),
+            view: None,
+        }
+    }
+
+    /// The same walls, with every process started inside `view` (see [`view`]).
+    pub fn with_view(mut self, view: Option<OverlayView>) -> Sandbox {
+        self.view = view;
+        self
+    }
+
+    /// The view its processes start in, if any.
+    pub fn view(&self) -> Option<&OverlayView> {
+        self.view.as_ref()
+    }
+
+    /// Starts `cmd` (its working directory `cwd`) inside the walls, and inside the view when
+    /// there is one. `armed` is what [`Sandbox::arm`] gave.
+    pub(crate) async fn spawn(
+        &self,
+        armed: Option<&Armed>,
+        mut cmd: tokio::process::Command,
+        cwd: &Path,
+    ) -> std::io::Result<tokio::process::Child> {
+        match (armed, &self.view) {
+            (Some(armed), Some(view)) => armed.spawn_in_view(cmd, view, cwd),
+            (Some(armed), None) => armed.spawn(cmd).await,
+            (None, Some(view)) => {
+                view::prepare(&mut cmd, view, Some(cwd), None)?;
+                cmd.spawn()
+            }
+            (None, None) => {
+                cmd.process_group(0);
+                cmd.spawn()
+            }
         }
     }
 
@@ -353,12 +392,18 @@ impl Sandbox {
         }
         let places = Arc::new(Places::new(paths.clone(), self.denials.clone()));
         paths.extend(DEVICES.iter().map(PathBuf::from));
-        let ruleset = ruleset(abi, &paths)?;
+        // Inside a view the worktree's rule is opened by the child, after its mount.
+        let rule_paths: Vec<PathBuf> = match &self.view {
+            Some(view) => paths.into_iter().filter(|p| *p != view.upper).collect(),
+            None => paths,
+        };
+        let ruleset = ruleset(abi, &rule_paths)?;
         Ok(Armed {
             abi,
             ruleset,
             tmp,
             places,
+            rule_paths,
         })
     }
 
@@ -377,9 +422,34 @@ pub(crate) struct Armed {
     ruleset: std::os::fd::OwnedFd,
     tmp: tempfile::TempDir,
     places: Arc<Places>,
+    /// What the ruleset was built from, for a view's ruleset of its own per process.
+    rule_paths: Vec<PathBuf>,
 }
 
 impl Armed {
+    /// Starts `cmd` inside `view`, behind walls of its own: the ruleset (made afresh, for the
+    /// child adds the worktree's rule to it) raised in the child after its mount. No
+    /// observer: the child's filter would be born in it (see [`Armed::spawn`]), so the
+    /// processes' logs are the witness.
+    fn spawn_in_view(
+        &self,
+        mut cmd: tokio::process::Command,
+        view: &OverlayView,
+        cwd: &Path,
+    ) -> std::io::Result<tokio::process::Child> {
+        for var in ["TMPDIR", "TMP", "TEMP"] {
+            cmd.env(var, self.tmp.path());
+        }
+        let ruleset = ruleset(self.abi, &self.rule_paths).map_err(std::io::Error::other)?;
+        let walls = view::Walls {
+            ruleset,
+            access: write_access(self.abi),
+            session: self.abi < 5,
+        };
+        view::prepare(&mut cmd, view, Some(cwd), Some(walls))?;
+        cmd.spawn()
+    }
+
     /// Starts `cmd` behind the walls, before the program runs: no new privileges, the
     /// ruleset, and a process group (or, before ABI 5, a session) of its own.
     ///
@@ -488,6 +558,17 @@ fn ruleset(abi: i32, paths: &[PathBuf]) -> Result<std::os::fd::OwnedFd, SandboxE
         .add_rules(path_beneath_rules(paths, write))?;
     let fd: Option<std::os::fd::OwnedFd> = created.into();
     fd.ok_or(SandboxError::NoRuleset)
+}
+
+/// The write rights a directory rule grants at `abi`, as the kernel's bits.
+#[cfg(target_os = "linux")]
+fn write_access(abi: i32) -> u64 {
+    landlock::AccessFs::from_write(landlock::ABI::from(abi)).bits()
+}
+
+#[cfg(not(target_os = "linux"))]
+fn write_access(_abi: i32) -> u64 {
+    0
 }
 
 #[cfg(not(target_os = "linux"))]

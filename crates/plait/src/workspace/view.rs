@@ -1,0 +1,286 @@
+//! A task's whole-tree view: where the commands its agent runs (builds, tests, linters, a
+//! model's `run`, Claude Code's `Bash`) see the whole repository at the task's base with
+//! the task's current edits in place of its owned files.
+//!
+//! Where the kernel lets an unprivileged process make a user and mount namespace (most
+//! Linux systems), the view is an overlay: every process of the task's agent starts in a
+//! mount namespace of its own where the worktree's path is an overlayfs whose lower layer
+//! is a plain checkout of the base, shared read-only by every task of that base (made once
+//! and kept between runs, `base_tree`), and whose upper layer is the task's worktree
+//! itself. Nothing is copied or synchronised: an edit of an owned file is the worktree's,
+//! build output (`target/`, `node_modules/`, `__pycache__/`, `.venv/`) lands in the
+//! worktree as ignored files and is kept for the task's later commands, and a write to a
+//! file the task does not own is copied up into the worktree, where collect finds it and
+//! reports it as a violation, never committed. Per process it costs a namespace and a
+//! mount; per task nothing, so a task that runs nothing keeps the sparse worktree's cost.
+//!
+//! Without such namespaces the view is the worktree filled in (`materialize`): the base's
+//! other files written into it once, at the task's first command, skipping what it holds
+//! and what it owns. That costs a checkout's writes, once per task, and collect's walk then
+//! covers the whole tree.
+
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use git2::{Oid, Repository};
+
+use crate::git::{mode, TreeFile};
+use crate::plan::globs::Globs;
+use crate::sandbox::OverlayView;
+
+/// How a task's view is made on this system.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ViewKind {
+    /// The worktree over a shared checkout of the base, in a mount namespace per process.
+    Overlay(OverlayView),
+    /// The base's other files written into the worktree at the first command; why the
+    /// overlay could not be had.
+    Materialize(String),
+}
+
+/// One task's view, shared by its agent's rounds.
+#[derive(Debug)]
+pub struct TaskView {
+    pub kind: ViewKind,
+    worktree: PathBuf,
+    /// The repository (a directory inside it), to read the base's blobs.
+    repo: PathBuf,
+    files: Arc<Vec<TreeFile>>,
+    owns: Globs,
+    /// Written in once, for [`ViewKind::Materialize`].
+    filled: tokio::sync::OnceCell<Result<(), String>>,
+}
+
+impl TaskView {
+    pub fn new(
+        kind: ViewKind,
+        worktree: PathBuf,
+        repo: PathBuf,
+        files: Arc<Vec<TreeFile>>,
+        owns: Globs,
+    ) -> TaskView {
+        TaskView {
+            kind,
+            worktree,
+            repo,
+            files,
+            owns,
+            filled: tokio::sync::OnceCell::new(),
+        }
+    }
+
+    /// The overlay every process of the task starts in, if the view is one.
+    pub fn overlay(&self) -> Option<&OverlayView> {
+        match &self.kind {
+            ViewKind::Overlay(o) => Some(o),
+            ViewKind::Materialize(_) => None,
+        }
+    }
+
+    /// Makes the view ready for a command: nothing for an overlay; for a filled-in
+    /// worktree, the base's other files written the first time.
+    pub async fn ensure(&self) -> Result<(), String> {
+        if self.overlay().is_some() {
+            return Ok(());
+        }
+        self.filled
+            .get_or_init(|| async {
+                let (repo, worktree) = (self.repo.clone(), self.worktree.clone());
+                let (files, owns) = (self.files.clone(), self.owns.clone());
+                tokio::task::spawn_blocking(move || {
+                    let repo = Repository::discover(&repo).map_err(|e| e.to_string())?;
+                    materialize(&repo, &files, &owns, &worktree).map(|_| ())
+                })
+                .await
+                .map_err(|e| format!("filling in the view failed: {e}"))?
+            })
+            .await
+            .clone()
+    }
+
+    /// One phrase for a person.
+    pub fn describe(&self) -> String {
+        match &self.kind {
+            ViewKind::Overlay(_) => "overlay".to_string(),
+            ViewKind::Materialize(why) => format!("filled-in worktree ({why})"),
+        }
+    }
+}
+
+/// Writes into `worktree` every file of the base (`files`) it does not hold and the task
+/// does not own: the whole tree, with the task's files as they are. Files already there
+/// (held, or written by an earlier call) are left alone, so a second call costs a walk of
+/// the list. Returns how many files it wrote.
+pub fn materialize(
+    repo: &Repository,
+    files: &[TreeFile],
+    owns: &Globs,
+    worktree: &Path,
+) -> Result<usize, String> {
+    let mut written = 0;
+    for file in files {
+        if file.mode == mode::GITLINK || owns.matches(&file.path) {
+            continue;
+        }
+        let dest = worktree.join(&file.path);
+        if fs::symlink_metadata(&dest).is_ok() {
+            continue;
+        }
+        super::checkout_file(repo, worktree, file).map_err(|e| e.to_string())?;
+        written += 1;
+    }
+    Ok(written)
+}
+
+/// How many base checkouts are kept; older ones not in use go when a new one is made.
+const KEEP_TREES: usize = 3;
+
+/// A plain checkout of `base` (no `.git`) under `dir`, made once (in a staging directory
+/// renamed into place whole) and kept between runs; the returned lock (a shared `flock`)
+/// keeps it from being removed while held.
+pub fn base_tree(
+    repo: &Repository,
+    dir: &Path,
+    base: Oid,
+    files: &[TreeFile],
+) -> Result<(PathBuf, fs::File), String> {
+    let shown = |e: io::Error, p: &Path| format!("{}: {e}", p.display());
+    fs::create_dir_all(dir).map_err(|e| shown(e, dir))?;
+    let tree = dir.join(base.to_string());
+    let lock_path = tree.with_extension("lock");
+    let lock = fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+        .map_err(|e| shown(e, &lock_path))?;
+    flock(&lock, libc::LOCK_SH);
+    if !tree.is_dir() {
+        let staging = dir.join(format!(".staging-{base}-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&staging);
+        fs::create_dir_all(&staging).map_err(|e| shown(e, &staging))?;
+        let made = write_tree(repo, &staging, files);
+        if let Err(e) = made {
+            let _ = fs::remove_dir_all(&staging);
+            return Err(e);
+        }
+        if fs::rename(&staging, &tree).is_err() {
+            // Another process made it meanwhile.
+            let _ = fs::remove_dir_all(&staging);
+        }
+        prune(dir, &tree);
+    }
+    Ok((tree, lock))
+}
+
+/// Every file of `files` written under `root`, on as many threads as there are CPUs.
+fn write_tree(repo: &Repository, root: &Path, files: &[TreeFile]) -> Result<(), String> {
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let chunk = files.len().div_ceil(threads).max(1);
+    let path = repo.path().to_path_buf();
+    std::thread::scope(|scope| {
+        let workers: Vec<_> = files
+            .chunks(chunk)
+            .map(|part| {
+                let path = path.clone();
+                scope.spawn(move || -> Result<(), String> {
+                    let repo = Repository::open(&path).map_err(|e| e.to_string())?;
+                    for file in part {
+                        if file.mode == mode::GITLINK {
+                            let _ = fs::create_dir_all(root.join(&file.path));
+                            continue;
+                        }
+                        super::checkout_file(&repo, root, file).map_err(|e| e.to_string())?;
+                    }
+                    Ok(())
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .map(|w| w.join().unwrap_or_else(|_| Err("a thread panicked".into())))
+            .collect::<Result<(), String>>()
+    })
+}
+
+/// Removes the oldest base checkouts beyond [`KEEP_TREES`] that no one holds, never `keep`.
+fn prune(dir: &Path, keep: &Path) {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
+    let mut trees: Vec<(std::time::SystemTime, PathBuf)> = entries
+        .flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
+        .filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.path())))
+        .filter(|(_, p)| p != keep)
+        .collect();
+    trees.sort();
+    let excess = (trees.len() + 1).saturating_sub(KEEP_TREES);
+    for (_, tree) in trees.into_iter().take(excess) {
+        let Ok(lock) = fs::OpenOptions::new()
+            .write(true)
+            .open(tree.with_extension("lock"))
+        else {
+            continue;
+        };
+        if try_flock(&lock, libc::LOCK_EX) {
+            let _ = fs::remove_dir_all(&tree);
+            let _ = fs::remove_file(tree.with_extension("lock"));
+        }
+    }
+}
+
+/// Removes every kept base checkout no one holds (`plait clean --seed`); returns how many.
+pub fn remove_trees(dir: &Path) -> usize {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return 0;
+    };
+    let mut removed = 0;
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if !entry.file_type().is_ok_and(|t| t.is_dir()) {
+            continue;
+        }
+        if entry.file_name().to_string_lossy().starts_with('.') {
+            let _ = fs::remove_dir_all(&path);
+            continue;
+        }
+        let lock = fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(path.with_extension("lock"));
+        if lock.is_ok_and(|l| try_flock(&l, libc::LOCK_EX)) && fs::remove_dir_all(&path).is_ok() {
+            let _ = fs::remove_file(path.with_extension("lock"));
+            removed += 1;
+        }
+    }
+    removed
+}
+
+fn flock(file: &fs::File, how: libc::c_int) {
+    use std::os::fd::AsRawFd as _;
+    // SAFETY: flock on an open file; a failure leaves the file unlocked, which only lets a
+    // pruner remove a tree it should not, and it removes only whole, unheld trees.
+    unsafe {
+        libc::flock(file.as_raw_fd(), how);
+    }
+}
+
+fn try_flock(file: &fs::File, how: libc::c_int) -> bool {
+    use std::os::fd::AsRawFd as _;
+    // SAFETY: as above.
+    unsafe { libc::flock(file.as_raw_fd(), how | libc::LOCK_NB) == 0 }
+}
+
+/// The overlay's work directory for a worktree: beside it, on its file system.
+pub fn work_dir(worktree: &Path) -> PathBuf {
+    let name = worktree
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    worktree.with_file_name(format!(".{name}.view"))
+}
