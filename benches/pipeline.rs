@@ -422,6 +422,7 @@ fn sandbox_costs(t: &mut Table, root: &Path, repo: &Path, n: usize, reps: usize)
     let (_interrupt, cancel) = plait::cancel::Cancel::new();
     let settings = SandboxSettings {
         mode: SandboxMode::Auto,
+        view: Default::default(),
         writable: Vec::new(),
         temp_root: root.to_path_buf(),
     };

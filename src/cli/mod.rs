@@ -19,6 +19,7 @@ mod progress;
 mod resume;
 mod review;
 mod run;
+mod run_in_view;
 mod runs;
 mod serve;
 mod shared;
@@ -78,6 +79,7 @@ pub enum Command {
     Check(check::CheckArgs),
     Hook(hook::HookArgs),
     Guard(guard::GuardArgs),
+    RunInView(run_in_view::RunInViewArgs),
     Clean(clean::CleanArgs),
     Runs(runs::RunsArgs),
     Serve(serve::ServeArgs),
@@ -111,6 +113,7 @@ pub fn main() -> ExitCode {
         Command::Check(args) => check::cmd_check(&dir, args),
         Command::Hook(args) => hook::cmd_hook(&dir, args),
         Command::Guard(args) => return guard::cmd_guard(args),
+        Command::RunInView(args) => return run_in_view::cmd_run_in_view(args),
         Command::Clean(args) => clean::cmd_clean(&dir, args),
         Command::Runs(args) => runs::cmd_runs(&dir, args),
         Command::Serve(args) => serve::cmd_serve(&dir, args),

@@ -17,6 +17,7 @@ mod merge;
 mod mock;
 mod mock_selftest;
 mod model;
+mod model_run;
 mod per_file;
 mod pg;
 mod plan;

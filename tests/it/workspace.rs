@@ -47,6 +47,8 @@ fn files_in(dir: &std::path::Path) -> Vec<String> {
         .into_iter()
         .filter_map(Result::ok)
         .filter(|e| !e.file_type().is_dir())
+        // A file of the base deleted in the task's view is overlayfs's whiteout there.
+        .filter(|e| !std::os::unix::fs::FileTypeExt::is_char_device(&e.file_type()))
         .map(|e| {
             e.path()
                 .strip_prefix(dir)

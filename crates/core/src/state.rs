@@ -175,6 +175,12 @@ pub struct Usage {
     pub model_ms: u64,
     /// Writes outside ownership the tools refused.
     pub refused_writes: u64,
+    /// Commands the agent ran through its `run` tool.
+    #[serde(default)]
+    pub runs: u64,
+    /// Time those commands took, in all.
+    #[serde(default)]
+    pub run_ms: u64,
 }
 
 fn is_zero(value: &f64) -> bool {
@@ -198,6 +204,8 @@ impl Usage {
         };
         self.model_ms += other.model_ms;
         self.refused_writes += other.refused_writes;
+        self.runs += other.runs;
+        self.run_ms += other.run_ms;
     }
 }
 

@@ -137,6 +137,18 @@ pub fn scan(worktree: &Path, held: &Held<'_>) -> Result<Scan, CollectError> {
             continue;
         }
         let known = in_head(&rel);
+        // An overlay view's deletion of a file of the base: a whiteout. For a file the
+        // worktree holds, its absence says it all; for any other it is a change too.
+        if is_whiteout(entry.path(), file_type) {
+            if known.is_some() && !checked_out.contains(&rel) {
+                changes.push(Change {
+                    path: rel,
+                    kind: ChangeKind::Deleted,
+                    content: None,
+                });
+            }
+            continue;
+        }
         if known.is_none() && wt.is_path_ignored(&rel).unwrap_or(false) {
             continue;
         }
@@ -184,6 +196,12 @@ fn checked_out_by_git(worktree: &Path) -> Result<Vec<String>, crate::git::GitCli
         .filter_map(|entry| entry.strip_prefix(b"H "))
         .filter_map(|p| String::from_utf8(p.to_vec()).ok())
         .collect())
+}
+
+/// Whether an entry is overlayfs's mark of a deleted file (a character device 0:0).
+fn is_whiteout(path: &Path, file_type: fs::FileType) -> bool {
+    use std::os::unix::fs::{FileTypeExt as _, MetadataExt as _};
+    file_type.is_char_device() && fs::symlink_metadata(path).is_ok_and(|m| m.rdev() == 0)
 }
 
 fn relative(root: &Path, path: &Path) -> Option<String> {

@@ -375,11 +375,18 @@ fn task_table(out: &mut String, state: &RunState) {
     } else {
         Models::None
     };
-    let model_header = match models {
+    let mut model_header = match models {
         Models::None => String::new(),
         Models::Plain => format!("  {:>8}  {:>8}", "TOKENS", "COST"),
         Models::Cached => format!("  {:>8}  {:>8}  {:>6}", "TOKENS", "COST", "CACHED"),
     };
+    let runs = state
+        .tasks
+        .iter()
+        .any(|t| t.usage.as_ref().is_some_and(|u| u.runs > 0));
+    if runs {
+        let _ = write!(model_header, "  {:>10}", "RUNS");
+    }
     let _ = writeln!(
         out,
         "\n{:<width$}  {:<10}  {:>5}  {:>5}  {:>7}{model_header}  NOTE",
@@ -389,7 +396,7 @@ fn task_table(out: &mut String, state: &RunState) {
         .tasks
         .iter()
         .map(|task| {
-            let row = task_row(task, &conflicted, models, width - indent);
+            let row = task_row(task, &conflicted, (models, runs), width - indent);
             (task.id.as_str(), row)
         })
         .collect();
@@ -411,9 +418,23 @@ fn cached(u: &Usage) -> bool {
     u.cache_creation_input_tokens + u.cache_read_input_tokens > 0
 }
 
-/// One task's row of the table, its id padded to `width`; `models` says which model
-/// columns the table has.
-fn task_row(task: &TaskRecord, conflicted: &[&str], models: Models, width: usize) -> String {
+/// One task's row of the table, its id padded to `width`; `columns` says which model
+/// columns the table has, and whether it has RUNS.
+fn task_row(
+    task: &TaskRecord,
+    conflicted: &[&str],
+    columns: (Models, bool),
+    width: usize,
+) -> String {
+    let (models, runs) = columns;
+    let mut cells = model_cells(task.usage.as_ref(), models);
+    if runs {
+        let used = task.usage.as_ref().filter(|u| u.runs > 0);
+        let cell = used.map_or("-".to_string(), |u| {
+            format!("{} ({})", u.runs, seconds(u.run_ms))
+        });
+        let _ = write!(cells, "  {cell:>10}");
+    }
     let row = format!(
         "{:<width$}  {:<10}  {:>5}  {:>5}  {:>7}{}  {}",
         task.id,
@@ -423,7 +444,7 @@ fn task_row(task: &TaskRecord, conflicted: &[&str], models: Models, width: usize
         task.elapsed_ms()
             .map(seconds)
             .unwrap_or_else(|| "-".to_string()),
-        model_cells(task.usage.as_ref(), models),
+        cells,
         task_note(task, conflicted),
     );
     row.trim_end().to_string()
@@ -507,6 +528,14 @@ fn usage_line(out: &mut String, state: &RunState) {
         seconds(total.model_ms),
         if total.refused_writes > 0 { format!("; {} write(s) outside ownership refused", total.refused_writes) } else { String::new() },
     );
+    if total.runs > 0 {
+        let _ = writeln!(
+            out,
+            "commands: {} run by model agents, {} in all",
+            total.runs,
+            seconds(total.run_ms)
+        );
+    }
 }
 
 /// The files each task changed but does not own, task by task.

@@ -130,6 +130,26 @@ pub fn task_env(task: &TaskContext) -> Vec<(&'static str, String)> {
         ("PLAIT_WORKTREE", task.worktree.display().to_string()),
         ("PLAIT_OWNED", task.owned_list.display().to_string()),
         ("PLAIT_ROUND", task.round.to_string()),
+        // How the task's whole-tree view is made, and the way into it for a command.
+        (
+            "PLAIT_VIEW",
+            if task.view.overlay().is_some() {
+                "overlay"
+            } else {
+                "filled"
+            }
+            .to_string(),
+        ),
+        (
+            "PLAIT_RUN_IN",
+            format!(
+                "'{}' run-in-view --",
+                task.plait_program
+                    .display()
+                    .to_string()
+                    .replace('\'', r"'\''")
+            ),
+        ),
     ];
     if let Some(file) = &task.single_file {
         env.push(("PLAIT_FILE", file.clone()));

@@ -184,8 +184,9 @@ pub fn from_config(
             Box::new(claude_code::ClaudeCodeAgent::new(settings.clone()))
         }
         AgentConfig::Aider(settings) => Box::new(aider::AiderAgent::new(settings.clone())),
-        AgentConfig::Model(provider) => Box::new(model::ModelAgent::new(
+        AgentConfig::Model { provider, run } => Box::new(model::ModelAgent::new(
             provider.clone(),
+            run.clone(),
             client.clone(),
             limiters.get(provider),
         )),

@@ -670,7 +670,11 @@ fn context(
 /// The whole-tree view of a task: an overlay of its worktree on the base's checkout where
 /// this system allows it, else the worktree filled in at the first command.
 fn task_view(shared: &Shared, record: &TaskRecord, task: &ResolvedTask) -> TaskView {
-    let kind = match crate::sandbox::view_support() {
+    let support = match task.sandbox.view {
+        crate::sandbox::ViewMode::Auto => crate::sandbox::view_support().clone(),
+        crate::sandbox::ViewMode::Filled => Err("[sandbox] view = \"filled\"".to_string()),
+    };
+    let kind = match support {
         Ok(()) => {
             let work = view::work_dir(&record.worktree);
             let _ = std::fs::create_dir_all(&work);
@@ -680,7 +684,7 @@ fn task_view(shared: &Shared, record: &TaskRecord, task: &ResolvedTask) -> TaskV
                 work,
             })
         }
-        Err(why) => ViewKind::Materialize(why.clone()),
+        Err(why) => ViewKind::Materialize(why),
     };
     TaskView::new(
         kind,

@@ -10,6 +10,7 @@ pub mod layout;
 pub mod manager;
 
 pub mod split;
+pub mod tools;
 mod validate;
 
 use std::collections::BTreeMap;
@@ -65,6 +66,10 @@ pub struct PlanFile {
     /// as a whole before the top merge.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub groups: Option<GroupsFile>,
+    /// What a model agent's tools may do beyond its files: `[tools] run`, the commands its
+    /// `run` tool may run.
+    #[serde(default, skip_serializing_if = "tools::ToolsFile::is_empty")]
+    pub tools: tools::ToolsFile,
 }
 
 /// The `[groups]` table.
@@ -218,6 +223,10 @@ pub struct SandboxFile {
     /// a task's are added to `[defaults]`'.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub writable: Vec<String>,
+    /// How the task's whole-tree view is made: `"auto"` (an overlay where the system
+    /// allows, the default) or `"filled"`; a task's overrides `[defaults]`'.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub view: Option<crate::sandbox::ViewMode>,
 }
 
 /// One `[[task]]` entry.

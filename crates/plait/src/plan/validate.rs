@@ -10,6 +10,7 @@ use git2::{Oid, Repository};
 
 use super::globs::{within, Globs};
 use super::layout::{self, Layout};
+use super::tools::RunCommands;
 use super::{
     AgentSpec, Checkout, ExecCommand, PlanError, PlanFile, SandboxFile, TaskFile,
     DEFAULT_MAX_TURNS, DEFAULT_TIMEOUT,
@@ -128,7 +129,9 @@ impl ReviewSettings {
     /// The reviewer of `task`, with `Worker` resolved.
     pub fn reviewer_for(&self, task: &ResolvedTask) -> Reviewer {
         match (&self.reviewer, &task.agent) {
-            (Reviewer::Worker, AgentConfig::Model(p)) => Reviewer::Model(p.clone()),
+            (Reviewer::Worker, AgentConfig::Model { provider, .. }) => {
+                Reviewer::Model(provider.clone())
+            }
             (Reviewer::Worker, _) => Reviewer::Off,
             (other, _) => other.clone(),
         }
@@ -140,8 +143,11 @@ impl ReviewSettings {
 pub enum AgentConfig {
     /// A shell command, once per task or once per owned file.
     Exec(ExecCommand),
-    /// A model over HTTP, with its tool loop.
-    Model(Arc<ProviderSettings>),
+    /// A model over HTTP, with its tool loop; `run`: the commands its `run` tool may run.
+    Model {
+        provider: Arc<ProviderSettings>,
+        run: Arc<RunCommands>,
+    },
     /// An agent program and its arguments, with placeholders.
     Cli(Vec<String>),
     /// The Claude Code CLI, run headless.
@@ -331,12 +337,14 @@ pub fn resolve_with_env(
     check_ids(&plan.tasks, &mut problems);
 
     let mut providers: HashMap<String, Result<Arc<ProviderSettings>, String>> = HashMap::new();
+    let run = Arc::new(RunCommands::resolve(&plan.tools, &mut problems));
     let mut tasks = Vec::with_capacity(plan.tasks.len());
     for task in &plan.tasks {
         let context = TaskInputs {
             plan: &plan,
             files: &files,
             env,
+            run: &run,
         };
         if let Some(resolved) = resolve_task(&context, task, &mut providers, &mut problems) {
             tasks.push(resolved);
@@ -489,6 +497,10 @@ fn resolve_sandbox(
         .map_or_else(|| PathBuf::from("/tmp"), PathBuf::from);
     SandboxSettings {
         mode,
+        view: task
+            .and_then(|t| t.view)
+            .or(defaults.and_then(|d| d.view))
+            .unwrap_or_default(),
         writable,
         temp_root,
     }
@@ -640,6 +652,8 @@ struct TaskInputs<'a> {
     plan: &'a PlanFile,
     files: &'a [TreeFile],
     env: &'a dyn Fn(&str) -> Option<String>,
+    /// The plan's `[tools] run`, shared by its model agents.
+    run: &'a Arc<RunCommands>,
 }
 
 /// Resolves one task's settings, adding what is wrong with them to `problems`; `None` when
@@ -740,7 +754,10 @@ fn resolve_named_agent(
             ));
             return None;
         };
-        settings.map(AgentConfig::Model)
+        settings.map(|provider| AgentConfig::Model {
+            provider,
+            run: inputs.run.clone(),
+        })
     };
     match resolved {
         Ok(agent) => Some(agent),

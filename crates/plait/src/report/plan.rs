@@ -103,7 +103,12 @@ fn paths(out: &mut String, label: &str, list: &[String]) {
 fn agent_text(agent: &AgentConfig) -> String {
     match agent {
         AgentConfig::Exec(command) => format!("exec `{command}`"),
-        AgentConfig::Model(p) => format!("model {} ({})", p.model, p.name),
+        AgentConfig::Model { provider, run } => format!(
+            "model {} ({}) · run: {}",
+            provider.model,
+            provider.name,
+            run.describe()
+        ),
         AgentConfig::Cli(args) => format!("cli `{}`", args.join(" ")),
         AgentConfig::ClaudeCode(tool) => format!("claude-code ({})", tool.program),
         AgentConfig::Aider(tool) => format!("aider ({})", tool.program),

@@ -265,8 +265,10 @@ fn write_file(path: &Path, bytes: &[u8]) -> Result<(), WorkspaceError> {
     fs::write(path, bytes).map_err(io_err(path))
 }
 
-/// Removes a worktree and its administrative directory (not its branch).
+/// Removes a worktree, its view's work directory and its administrative directory (not its
+/// branch).
 pub fn remove(repo: &Repository, admin_name: &str, path: &Path) -> Result<(), WorkspaceError> {
+    view::remove_work_dir(path);
     for dir in [path.to_path_buf(), admin_dir(repo, admin_name)] {
         match fs::remove_dir_all(&dir) {
             Ok(()) => {}

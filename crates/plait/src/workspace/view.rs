@@ -91,7 +91,7 @@ impl TaskView {
                 let (files, owns) = (self.files.clone(), self.owns.clone());
                 tokio::task::spawn_blocking(move || {
                     let repo = Repository::discover(&repo).map_err(|e| e.to_string())?;
-                    materialize(&repo, &files, &owns, &worktree).map(|_| ())
+                    materialize(&repo, &files, &|p| owns.matches(p), &worktree).map(|_| ())
                 })
                 .await
                 .map_err(|e| format!("filling in the view failed: {e}"))?
@@ -110,18 +110,18 @@ impl TaskView {
 }
 
 /// Writes into `worktree` every file of the base (`files`) it does not hold and the task
-/// does not own: the whole tree, with the task's files as they are. Files already there
+/// does not own (`owned`): the whole tree, with the task's files as they are. Files already there
 /// (held, or written by an earlier call) are left alone, so a second call costs a walk of
 /// the list. Returns how many files it wrote.
 pub fn materialize(
     repo: &Repository,
     files: &[TreeFile],
-    owns: &Globs,
+    owned: &dyn Fn(&str) -> bool,
     worktree: &Path,
 ) -> Result<usize, String> {
     let mut written = 0;
     for file in files {
-        if file.mode == mode::GITLINK || owns.matches(&file.path) {
+        if file.mode == mode::GITLINK || owned(&file.path) {
             continue;
         }
         let dest = worktree.join(&file.path);
@@ -200,8 +200,7 @@ fn write_tree(repo: &Repository, root: &Path, files: &[TreeFile]) -> Result<(), 
             .collect();
         workers
             .into_iter()
-            .map(|w| w.join().unwrap_or_else(|_| Err("a thread panicked".into())))
-            .collect::<Result<(), String>>()
+            .try_for_each(|w| w.join().unwrap_or_else(|_| Err("a thread panicked".into())))
     })
 }
 
@@ -283,4 +282,20 @@ pub fn work_dir(worktree: &Path) -> PathBuf {
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
     worktree.with_file_name(format!(".{name}.view"))
+}
+
+/// Removes a worktree's overlay work directory, whose inner `work` directory overlayfs
+/// leaves without permissions.
+pub fn remove_work_dir(worktree: &Path) {
+    use std::os::unix::fs::PermissionsExt as _;
+    let dir = work_dir(worktree);
+    if !dir.exists() {
+        return;
+    }
+    for entry in walkdir::WalkDir::new(&dir).into_iter().flatten() {
+        if entry.file_type().is_dir() {
+            let _ = fs::set_permissions(entry.path(), fs::Permissions::from_mode(0o700));
+        }
+    }
+    let _ = fs::remove_dir_all(&dir);
 }

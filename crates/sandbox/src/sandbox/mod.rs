@@ -155,11 +155,24 @@ fn probe() -> Support {
     Support::Missing("plait confines processes with Landlock, which only Linux has".to_string())
 }
 
+/// How a task's whole-tree view is made: `[sandbox] view` in the plan.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ViewMode {
+    /// An overlay where the system allows user and mount namespaces; else filled in.
+    #[default]
+    Auto,
+    /// The worktree filled in with the base's other files at the first command.
+    Filled,
+}
+
 /// The sandbox settings of a task (or of the run, for merged checks and supervisors),
 /// resolved from the plan.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SandboxSettings {
     pub mode: SandboxMode,
+    /// How the task's whole-tree view is made.
+    pub view: ViewMode,
     /// Absolute paths the plan lets every process write, besides its own places.
     pub writable: Vec<PathBuf>,
     /// Where private temporary directories are made (the `TMPDIR` plait was started with).
@@ -170,6 +183,7 @@ impl Default for SandboxSettings {
     fn default() -> SandboxSettings {
         SandboxSettings {
             mode: SandboxMode::Auto,
+            view: ViewMode::Auto,
             writable: Vec::new(),
             temp_root: PathBuf::from("/tmp"),
         }
@@ -289,6 +303,14 @@ impl Places {
         if path == Path::new("/dev/tty") {
             return;
         }
+        // A view's child maps its user and group before the walls go up (see [`view`]).
+        if path.starts_with("/proc")
+            && path
+                .file_name()
+                .is_some_and(|n| n == "uid_map" || n == "gid_map" || n == "setgroups")
+        {
+            return;
+        }
         self.denials
             .add([format!("write to {} refused", path.display())]);
     }
@@ -326,7 +348,7 @@ impl Sandbox {
         cwd: &Path,
     ) -> std::io::Result<tokio::process::Child> {
         match (armed, &self.view) {
-            (Some(armed), Some(view)) => armed.spawn_in_view(cmd, view, cwd),
+            (Some(armed), Some(view)) => armed.spawn_in_view(cmd, view, cwd).await,
             (Some(armed), None) => armed.spawn(cmd).await,
             (None, Some(view)) => {
                 view::prepare(&mut cmd, view, Some(cwd), None)?;
@@ -428,10 +450,11 @@ pub(crate) struct Armed {
 
 impl Armed {
     /// Starts `cmd` inside `view`, behind walls of its own: the ruleset (made afresh, for the
-    /// child adds the worktree's rule to it) raised in the child after its mount. No
-    /// observer: the child's filter would be born in it (see [`Armed::spawn`]), so the
-    /// processes' logs are the witness.
-    fn spawn_in_view(
+    /// child adds the worktree's rule to it) raised in the child after its mount. From ABI 5
+    /// the observer's filter goes up on a short-lived thread of plait's that then forks the
+    /// child, which inherits it; the thread raises no walls itself, for the child must
+    /// still mount.
+    async fn spawn_in_view(
         &self,
         mut cmd: tokio::process::Command,
         view: &OverlayView,
@@ -447,7 +470,28 @@ impl Armed {
             session: self.abi < 5,
         };
         view::prepare(&mut cmd, view, Some(cwd), Some(walls))?;
-        cmd.spawn()
+        if self.abi < 5 {
+            return cmd.spawn();
+        }
+        let places = self.places.clone();
+        let runtime = tokio::runtime::Handle::current();
+        let (sent, received) = tokio::sync::oneshot::channel();
+        std::thread::Builder::new()
+            .name("plait-sandbox".to_string())
+            .stack_size(256 * 1024)
+            .spawn(move || {
+                let observer = notify::Observer::start(places);
+                // SAFETY: a plain system call; the filter needs no new privileges.
+                let quiet = unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } == 0;
+                if let (Some(observer), true) = (observer, quiet) {
+                    observer.install();
+                }
+                let _entered = runtime.enter();
+                let _ = sent.send(cmd.spawn());
+            })?;
+        received
+            .await
+            .unwrap_or_else(|_| Err(std::io::Error::other("the sandbox's spawning thread died")))
     }
 
     /// Starts `cmd` behind the walls, before the program runs: no new privileges, the
@@ -707,6 +751,7 @@ mod tests {
             std::fs::create_dir(&own).unwrap();
             let settings = SandboxSettings {
                 mode: SandboxMode::Auto,
+                view: ViewMode::Auto,
                 writable: Vec::new(),
                 temp_root: root.path().to_path_buf(),
             };
@@ -750,6 +795,7 @@ mod tests {
         };
         let settings = SandboxSettings {
             mode: SandboxMode::Auto,
+            view: ViewMode::Auto,
             writable: Vec::new(),
             temp_root: root.to_path_buf(),
         };

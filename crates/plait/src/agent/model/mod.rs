@@ -1,9 +1,12 @@
 //! The model agent: a worker that is a model over HTTP — the Anthropic Messages API or any
 //! OpenAI-compatible chat-completions endpoint — reading and editing its worktree through
 //! tools, turn after turn, until it says it is done. `max_tokens` and `pause_turn`
-//! continue; a refusal fails the task; `max_turns` ends a looping agent. Tokens, cost and
-//! time are counted per task; every request and response goes to the task's transcript.
+//! continue; a refusal fails the task; `max_turns` ends a looping agent. Besides its file
+//! tools (`tools`) it may `run` commands in its whole-tree view (`run`), as the plan's
+//! `[tools] run` allows. Tokens, cost, time and commands are counted per task; every
+//! request and response goes to the task's transcript.
 
+pub mod run;
 pub mod tools;
 
 use std::sync::Arc;
@@ -12,10 +15,11 @@ use crate::llm::conversation::{Block, Message, Reply, Role, Stop, System, ToolSp
 use crate::llm::http::{self, Transcript};
 use crate::llm::{account, anthropic, conversation, openai};
 use crate::prompts;
-use tools::Workspace;
+use tools::{ToolOutcome, Workspace};
 
 use super::{Agent, AgentFuture, AgentOutcome, AgentReport, TaskContext};
 use crate::llm::provider::{ProviderKind, ProviderSettings};
+use crate::plan::tools::RunCommands;
 use crate::state::Usage;
 
 /// Retried requests one task may need in all before it gives up (each request is also
@@ -25,19 +29,24 @@ pub const MAX_TASK_RETRIES: u64 = 30;
 /// A worker backed by a model provider.
 pub struct ModelAgent {
     provider: Arc<ProviderSettings>,
+    /// The commands its `run` tool may run.
+    run: Arc<RunCommands>,
     client: reqwest::Client,
     limiter: Arc<crate::llm::limiter::Limiter>,
 }
 
 impl ModelAgent {
-    /// A model agent that sends its requests through `client`, paced by `limiter`.
+    /// A model agent that sends its requests through `client`, paced by `limiter`, whose
+    /// `run` tool may run the commands `run` allows.
     pub fn new(
         provider: Arc<ProviderSettings>,
+        run: Arc<RunCommands>,
         client: reqwest::Client,
         limiter: Arc<crate::llm::limiter::Limiter>,
     ) -> ModelAgent {
         ModelAgent {
             provider,
+            run,
             client,
             limiter,
         }
@@ -46,7 +55,7 @@ impl ModelAgent {
     /// Runs one round of a task: the conversation, then what it used and the model's last
     /// words.
     async fn run_task(&self, task: &TaskContext) -> AgentReport {
-        let mut session = Session::open(&self.provider, task);
+        let mut session = Session::open(&self.provider, task, self.run.clone());
         let outcome = self.converse(task, &mut session).await;
         AgentReport {
             outcome,
@@ -68,7 +77,7 @@ impl ModelAgent {
                 Err(outcome) => return outcome,
             };
             let (stop, calls) = session.add_reply(reply);
-            if let Some(outcome) = session.answer(stop, calls).await {
+            if let Some(outcome) = session.answer(stop, calls, task, deadline).await {
                 return outcome;
             }
         }
@@ -130,6 +139,10 @@ type ToolCall = (String, String, Result<serde_json::Value, String>);
 /// has used so far.
 struct Session {
     workspace: Arc<Workspace>,
+    /// The commands the `run` tool may run.
+    run: Arc<RunCommands>,
+    /// Commands run so far this round.
+    commands: u32,
     system: System,
     specs: Vec<ToolSpec>,
     transcript: Transcript,
@@ -142,7 +155,7 @@ struct Session {
 impl Session {
     /// The session of a round that begins with the task's prompt (or the feedback of a
     /// later round).
-    fn open(provider: &ProviderSettings, task: &TaskContext) -> Session {
+    fn open(provider: &ProviderSettings, task: &TaskContext, run: Arc<RunCommands>) -> Session {
         let first = match &task.feedback {
             None => prompts::worker::first_message(&task.prompt),
             Some(feedback) => prompts::worker::next_round(&task.prompt, task.round, feedback),
@@ -161,7 +174,12 @@ impl Session {
                 task.owns.patterns(),
                 &task.owned,
             ),
-            specs: tools::specs(),
+            specs: tools::specs()
+                .into_iter()
+                .chain(run.offered().then(|| run::spec(&run)))
+                .collect(),
+            run,
+            commands: 0,
             transcript: Transcript::open(&task.transcript),
             messages: vec![Message::user_text(first)],
             usage: Usage {
@@ -213,9 +231,56 @@ impl Session {
         (reply.stop, calls)
     }
 
+    /// Runs the tool calls of one reply in order, file tools on a blocking thread and
+    /// commands as they come, so that each sees what the ones before it did.
+    async fn run_tools(
+        &mut self,
+        calls: Vec<ToolCall>,
+        task: &TaskContext,
+        deadline: tokio::time::Instant,
+    ) -> Vec<Block> {
+        let mut results = Vec::with_capacity(calls.len());
+        for (id, name, input) in calls {
+            let outcome = match (&input, name.as_str()) {
+                (Ok(input), run::RUN) if self.run.offered() => {
+                    self.commands += 1;
+                    let (outcome, ran) =
+                        run::run(task, &self.run, input, self.commands, deadline).await;
+                    if let Some(ran) = ran {
+                        self.usage.runs += 1;
+                        self.usage.run_ms += ran.elapsed.as_millis() as u64;
+                    }
+                    outcome
+                }
+                _ => {
+                    let workspace = self.workspace.clone();
+                    tokio::task::spawn_blocking(move || workspace.run(&name, &input))
+                        .await
+                        .unwrap_or_else(|e| ToolOutcome::error(format!("the tool failed: {e}")))
+                }
+            };
+            if outcome.refused_write {
+                self.usage.refused_writes += 1;
+            }
+            results.push(Block::ToolResult {
+                id,
+                content: outcome.content,
+                is_error: outcome.is_error,
+            });
+        }
+        results
+    }
+
     /// Answers a reply that stopped for `stop`: with the results of its tool calls, or a
     /// request to go on; the task's outcome instead when the conversation ends here.
-    async fn answer(&mut self, stop: Stop, calls: Vec<ToolCall>) -> Option<AgentOutcome> {
+    /// Commands run until `deadline` at the latest.
+    async fn answer(
+        &mut self,
+        stop: Stop,
+        calls: Vec<ToolCall>,
+        task: &TaskContext,
+        deadline: tokio::time::Instant,
+    ) -> Option<AgentOutcome> {
         match stop {
             Stop::Refusal => return Some(failed("the model refused the task")),
             Stop::ContextWindow => {
@@ -224,7 +289,7 @@ impl Session {
                 ))
             }
             _ if !calls.is_empty() => {
-                let results = run_tools(&self.workspace, calls, &mut self.usage).await;
+                let results = self.run_tools(calls, task, deadline).await;
                 self.messages.push(Message {
                     role: Role::User,
                     content: results,
@@ -280,47 +345,6 @@ fn failed(reason: &str) -> AgentOutcome {
     AgentOutcome::Failed {
         reason: reason.to_string(),
         exit_code: None,
-    }
-}
-
-/// Runs the tool calls of one reply on a blocking thread; results keep their order.
-async fn run_tools(
-    workspace: &Arc<Workspace>,
-    calls: Vec<ToolCall>,
-    usage: &mut Usage,
-) -> Vec<Block> {
-    let workspace = workspace.clone();
-    let ids: Vec<String> = calls.iter().map(|(id, ..)| id.clone()).collect();
-    let outcomes = tokio::task::spawn_blocking(move || {
-        calls
-            .iter()
-            .map(|(_, name, input)| workspace.run(name, input))
-            .collect::<Vec<_>>()
-    })
-    .await;
-    match outcomes {
-        Ok(outcomes) => ids
-            .into_iter()
-            .zip(outcomes)
-            .map(|(id, outcome)| {
-                if outcome.refused_write {
-                    usage.refused_writes += 1;
-                }
-                Block::ToolResult {
-                    id,
-                    content: outcome.content,
-                    is_error: outcome.is_error,
-                }
-            })
-            .collect(),
-        Err(e) => ids
-            .into_iter()
-            .map(|id| Block::ToolResult {
-                id,
-                content: format!("the tool failed: {e}"),
-                is_error: true,
-            })
-            .collect(),
     }
 }
 

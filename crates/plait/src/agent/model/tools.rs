@@ -84,7 +84,7 @@ pub struct ToolOutcome {
 }
 
 impl ToolOutcome {
-    fn ok(content: impl Into<String>) -> ToolOutcome {
+    pub(super) fn ok(content: impl Into<String>) -> ToolOutcome {
         ToolOutcome {
             content: content.into(),
             is_error: false,
@@ -92,7 +92,7 @@ impl ToolOutcome {
         }
     }
 
-    fn error(content: impl Into<String>) -> ToolOutcome {
+    pub(super) fn error(content: impl Into<String>) -> ToolOutcome {
         ToolOutcome {
             content: content.into(),
             is_error: true,

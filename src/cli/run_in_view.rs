@@ -1,0 +1,83 @@
+//! `plait run-in-view -- CMD`: an exec or `{ cli }` agent's way into its task's whole-tree
+//! view, also given to agents as `$PLAIT_RUN_IN` (`$PLAIT_RUN_IN make test`).
+
+use std::ffi::OsString;
+use std::os::unix::process::CommandExt as _;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Args;
+
+use super::ui::errln;
+
+/// Run a command in this task's whole-tree view (for the commands an agent runs)
+///
+/// The command sees the whole repository at the task's base with the task's edits in place
+/// of its owned files, inside the task's walls. An agent's processes already start in the
+/// view where the system has overlays (then this only runs the command); elsewhere the
+/// base's other files are written into the worktree first, once. Its exit status is the
+/// command's. Outside a task (no `PLAIT_WORKTREE`) it refuses with exit 2.
+#[derive(Debug, Args)]
+pub struct RunInViewArgs {
+    /// The command and its arguments
+    #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
+    pub command: Vec<OsString>,
+}
+
+pub fn cmd_run_in_view(args: RunInViewArgs) -> ExitCode {
+    let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
+    let Some(worktree) = var("PLAIT_WORKTREE").map(PathBuf::from) else {
+        errln!(
+            "plait run-in-view: PLAIT_WORKTREE is not set; this runs the commands of a task's \
+             agent in its whole-tree view, from inside the task (see README, \"Agents that \
+             run commands\")"
+        );
+        return ExitCode::from(2);
+    };
+    if var("PLAIT_VIEW").is_none_or(|v| v != "overlay") {
+        if let Err(why) = fill(&worktree, var("PLAIT_BASE"), var("PLAIT_OWNED")) {
+            errln!(
+                "plait run-in-view: cannot fill in the view in {}: {why}",
+                worktree.display()
+            );
+            return ExitCode::from(3);
+        }
+    }
+    let (program, rest) = args.command.split_first().expect("clap requires a command");
+    let error = std::process::Command::new(program).args(rest).exec();
+    errln!(
+        "plait run-in-view: cannot run {}: {error}",
+        program.to_string_lossy()
+    );
+    ExitCode::from(if error.kind() == std::io::ErrorKind::NotFound {
+        127
+    } else {
+        126
+    })
+}
+
+/// Writes the base's files the worktree lacks into it, but never an owned one (those are
+/// the task's, deleted ones included).
+fn fill(
+    worktree: &std::path::Path,
+    base: Option<OsString>,
+    owned: Option<OsString>,
+) -> Result<(), String> {
+    let base = base.ok_or("PLAIT_BASE is not set")?;
+    let repo = git2::Repository::open(worktree).map_err(|e| e.message().to_string())?;
+    let base = git2::Oid::from_str(&base.to_string_lossy()).map_err(|e| e.to_string())?;
+    let tree = repo
+        .find_commit(base)
+        .and_then(|c| c.tree())
+        .map_err(|e| e.message().to_string())?;
+    let files = crate::git::flatten_tree(&tree).map_err(|e| e.message().to_string())?;
+    let owned: std::collections::HashSet<String> = match owned {
+        Some(list) => std::fs::read_to_string(&list)
+            .map_err(|e| format!("{}: {e}", PathBuf::from(&list).display()))?
+            .lines()
+            .map(str::to_string)
+            .collect(),
+        None => Default::default(),
+    };
+    crate::workspace::view::materialize(&repo, &files, &|p| owned.contains(p), worktree).map(|_| ())
+}
