@@ -20,7 +20,8 @@ it. The run's record (state, logs) is kept.
 
 --seed removes the checks' seed instead: the checkout of a base where plait built and ran
 the checks before any task's code ran there, kept between runs so that builds start warm
-(`<git-common-dir>/plait/seed`). The next run with checks makes it again.
+(`<git-common-dir>/plait/seed`), and the checkouts of bases that the tasks' whole-tree views
+lie over (`<git-common-dir>/plait/views`). The next run makes them again.
 
 Examples:
   plait clean 0abc12
@@ -30,7 +31,7 @@ pub struct CleanArgs {
     /// The run
     #[arg(required_unless_present = "seed", conflicts_with = "seed")]
     pub run: Option<String>,
-    /// Remove the checks' seed kept between runs
+    /// Remove the checks' seed and the views' base checkouts kept between runs
     #[arg(long)]
     pub seed: bool,
     /// Remove even worktrees and branches holding work that would be lost
@@ -40,12 +41,15 @@ pub struct CleanArgs {
 
 pub fn cmd_clean(dir: &Path, args: CleanArgs) -> Result<(), CommandError> {
     let Some(run) = args.run else {
-        return match ops::clean::clean_seed(dir)? {
-            SeedCleaned::NoSeed => outln!("no seed to remove"),
-            SeedCleaned::Removed(seed) => {
-                outln!("removed the checks' seed {}", seed.display())
-            }
-        };
+        let SeedCleaned { seed, views } = ops::clean::clean_seed(dir)?;
+        match seed {
+            None => outln!("no seed to remove")?,
+            Some(seed) => outln!("removed the checks' seed {}", seed.display())?,
+        }
+        if views > 0 {
+            outln!("removed {views} checkout(s) of a base under the tasks' views")?;
+        }
+        return Ok(());
     };
     let cleaned = ops::clean::clean(dir, Some(&run), args.force)?;
     let (run, outcome) = (&cleaned.run, &cleaned.outcome);

@@ -14,8 +14,8 @@ use crate::agent::guard::{judge_hook, Verdict};
 /// Reads Claude Code's hook input (JSON) on stdin. Exit 0 lets the call go ahead; exit 2
 /// refuses it, with the reason on stderr for the model: an Edit, Write, MultiEdit or
 /// NotebookEdit of a file outside the task's worktree, inside .git, or not matching the
-/// task's `owns` globs; a Bash command other than a read-only one without shell operators;
-/// a read outside the worktree and the repository.
+/// task's `owns` globs; a read outside the worktree and the repository. Bash commands go
+/// ahead: the task's kernel walls confine them.
 #[derive(Debug, Args)]
 pub struct GuardArgs {
     /// The task's guard file (written by plait next to the agent's settings)

@@ -1,6 +1,6 @@
-//! Agent CLIs plait drives itself: Claude Code (a scripted fake that calls the PreToolUse
-//! hook as the real CLI does, and the real CLI against the mock model server) and aider
-//! (a scripted fake).
+//! Claude Code, an agent CLI plait drives itself: a scripted fake that calls the PreToolUse
+//! hook as the real CLI does, and the real CLI against the mock model server. aider's
+//! tests are in `aider.rs`.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -11,13 +11,13 @@ use serde_json::{json, Value};
 use crate::mock::{claude_tools, MockModel, Turn};
 use crate::support::{project_root, stderr, TestRepo};
 
-const KEY: &str = "sk-test-cli-0123456789";
+pub(crate) const KEY: &str = "sk-test-cli-0123456789";
 
-fn fake(name: &str) -> PathBuf {
+pub(crate) fn fake(name: &str) -> PathBuf {
     project_root().join("tests/fake").join(name)
 }
 
-fn sample() -> TestRepo {
+pub(crate) fn sample() -> TestRepo {
     TestRepo::with_files(&[
         ("src/a/x.txt", "hi\n"),
         ("src/a/other.txt", "keep\n"),
@@ -27,7 +27,7 @@ fn sample() -> TestRepo {
 }
 
 /// A plan of two tasks running `agent`, with `extra` TOML after the tasks.
-fn plan(agent: &str, extra: &str) -> String {
+pub(crate) fn plan(agent: &str, extra: &str) -> String {
     format!(
         "goal = \"Greet properly\"\n\
          [defaults]\nagent = \"{agent}\"\ntimeout = \"60s\"\nmax_turns = 7\n\
@@ -39,7 +39,7 @@ fn plan(agent: &str, extra: &str) -> String {
 }
 
 /// Writes a fake CLI's script and returns (script path, record dir).
-fn script(repo: &TestRepo, name: &str, entries: Value) -> (String, String) {
+pub(crate) fn script(repo: &TestRepo, name: &str, entries: Value) -> (String, String) {
     let script = repo.scratch.join(format!("{name}-script.json"));
     fs::write(&script, entries.to_string()).unwrap();
     let record = repo.scratch.join(format!("{name}-records"));
@@ -48,11 +48,11 @@ fn script(repo: &TestRepo, name: &str, entries: Value) -> (String, String) {
 }
 
 /// `toml` with the fake's record directory among the paths the sandbox lets agents write.
-fn with_records(toml: &str, records: &str) -> String {
+pub(crate) fn with_records(toml: &str, records: &str) -> String {
     format!("{toml}\n[defaults.sandbox]\nwritable = [\"{records}\"]\n")
 }
 
-fn record(dir: &str, task: &str) -> Value {
+pub(crate) fn record(dir: &str, task: &str) -> Value {
     let path = Path::new(dir).join(format!("{task}.json"));
     let text =
         fs::read_to_string(&path).unwrap_or_else(|e| panic!("no record {}: {e}", path.display()));
@@ -60,13 +60,13 @@ fn record(dir: &str, task: &str) -> Value {
 }
 
 /// The command line a fake CLI recorded.
-fn argv_of(rec: &Value) -> Vec<&str> {
+pub(crate) fn argv_of(rec: &Value) -> Vec<&str> {
     let argv = rec["argv"].as_array().unwrap();
     argv.iter().map(|v| v.as_str().unwrap()).collect()
 }
 
 /// The argument after `flag`.
-fn after<'a>(argv: &[&'a str], flag: &str) -> &'a str {
+pub(crate) fn after<'a>(argv: &[&'a str], flag: &str) -> &'a str {
     let i = argv
         .iter()
         .position(|a| *a == flag)
@@ -174,7 +174,13 @@ fn fake_claude_edits_owned_files_and_the_hook_refuses_the_rest() {
     let argv = argv_of(&rec);
     let after = |flag: &str| after(&argv, flag);
     assert_eq!(after("-p"), "Say hello in src/a/x.txt");
-    assert_eq!(after("--output-format"), "json");
+    assert_eq!(after("--output-format"), "stream-json");
+    assert!(
+        argv.contains(&"--verbose"),
+        "stream-json needs --verbose: {argv:?}"
+    );
+    // Only plait's settings: none a process of the agent could write switch its hook off.
+    assert_eq!(after("--setting-sources"), "");
     assert_eq!(after("--max-turns"), "7");
     assert_eq!(after("--model"), "claude-test-model");
     let rules = after("--append-system-prompt");
@@ -300,79 +306,8 @@ fn a_missing_claude_binary_is_a_plan_error_before_anything_is_created() {
     assert!(stderr(&out).contains("`claude`"), "{}", stderr(&out));
 }
 
-#[test]
-fn fake_aider_gets_the_owned_files_and_the_providers_model_base_url_and_key() {
-    let repo = sample();
-    let (script, records) = script(
-        &repo,
-        "aider",
-        json!({
-            "a": {
-                "actions": [{"edit": "src/a/x.txt", "old": "hi", "new": "hello"}],
-                "tokens_sent": "1.5k", "tokens_received": "300",
-                "cost_message": "0.0100", "cost_session": "0.0100",
-            },
-            "b": {"actions": [{"edit": "src/b/y.txt", "old": "yo", "new": "hey"}]},
-        }),
-    );
-    let toml = plan(
-        "aider",
-        &format!(
-            "[agents.aider]\nbin = \"{}\"\nprovider = \"local\"\n\
-             [providers.local]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:9/v1\"\napi_key_env = \"PLAIT_TEST_KEY\"\nmodel = \"qwen-coder\"\n",
-            fake("aider").display()
-        ),
-    );
-    let plan_path = repo.plan(&with_records(&toml, &records));
-    let out = repo.plait_env(
-        &["run", plan_path.to_str().unwrap()],
-        &[
-            ("FAKE_AIDER_SCRIPT", &script),
-            ("FAKE_AIDER_RECORD", &records),
-            ("PLAIT_TEST_KEY", KEY),
-        ],
-    );
-    assert!(out.status.success(), "{}", stderr(&out));
-    let status = repo.status_json(&[]);
-    let a = task(&status, "a");
-    assert_eq!(a["state"], "done", "{a}");
-    assert_eq!(a["usage"]["input_tokens"], 1500, "{a}");
-    assert_eq!(a["usage"]["output_tokens"], 300, "{a}");
-    assert_eq!(a["usage"]["cost_usd"], 0.01, "{a}");
-    let run = status["id"].as_str().unwrap();
-    assert_eq!(
-        repo.tree_files(&format!("plait/{run}/merged"))["src/a/x.txt"],
-        "hello\n"
-    );
-
-    let rec = record(&records, "a");
-    let argv = argv_of(&rec);
-    let after = |flag: &str| after(&argv, flag);
-    assert_eq!(after("--model"), "openai/qwen-coder");
-    assert_eq!(after("--openai-api-base"), "http://127.0.0.1:9/v1");
-    let message = after("--message");
-    assert!(
-        message.contains("Say hello in src/a/x.txt") && message.contains("Task id: a"),
-        "{message}"
-    );
-    for flag in ["--yes-always", "--no-auto-commits", "--no-stream"] {
-        assert!(argv.contains(&flag), "{flag} missing: {argv:?}");
-    }
-    assert!(
-        argv.ends_with(&["src/a/other.txt", "src/a/x.txt"]),
-        "owned files last: {argv:?}"
-    );
-    assert!(
-        !argv.iter().any(|a| a.contains(KEY)),
-        "the key must not be on the command line"
-    );
-    assert_eq!(rec["env"]["OPENAI_API_KEY"], KEY);
-    // aider's history files stay out of the worktree: nothing but the edit was collected.
-    assert_eq!(a["violations"].as_array().unwrap().len(), 0, "{a}");
-}
-
 /// `plait run` of `toml` with the key and a home of its own, as the real CLIs get it.
-fn run_real(repo: &TestRepo, toml: &str) -> Output {
+pub(crate) fn run_real(repo: &TestRepo, toml: &str) -> Output {
     let plan_path = repo.plan(toml);
     let home = tempfile::tempdir().unwrap();
     repo.plait_env(
@@ -419,6 +354,9 @@ fn real_claude_code_edits_owned_files_and_its_hook_refuses_the_rest() {
         vec![
             Turn::Tools(vec![claude_tools::read("src/a/x.txt")]),
             Turn::Tools(vec![claude_tools::edit("src/a/x.txt", "hi", "hello")]),
+            // The whole tree is in view: the CLI makes its agent read a file before it
+            // overwrites it, and the hook refuses the write.
+            Turn::Tools(vec![claude_tools::read("src/b/y.txt")]),
             Turn::Tools(vec![claude_tools::write("src/b/y.txt", "taken over\n")]),
             Turn::Tools(vec![claude_tools::read(&secret)]),
             Turn::Text("Said hello; src/b/y.txt belongs to another task.".into()),
@@ -666,7 +604,7 @@ fn ctrl_c_interrupts_claude_and_resume_carries_on_from_its_work() {
 
 /// Asserts that a task's processes ran under the kernel's walls, where it has them (the
 /// real CLIs must work confined).
-fn assert_confined(task: &Value) {
+pub(crate) fn assert_confined(task: &Value) {
     if matches!(
         plait::sandbox::support(),
         plait::sandbox::Support::Landlock(_)
@@ -679,98 +617,122 @@ fn assert_confined(task: &Value) {
     );
 }
 
-/// Real aider: `PLAIT_TEST_AIDER`, or the copy `.ci/run` installs under `target/ci-tools`.
-fn real_aider() -> Option<PathBuf> {
-    if let Some(path) = std::env::var_os("PLAIT_TEST_AIDER").filter(|p| !p.is_empty()) {
-        return Some(PathBuf::from(path));
-    }
-    let local = project_root().join("target/ci-tools/aider-venv/bin/aider");
-    local.exists().then_some(local)
-}
-
+/// What the real CLI's `Bash` may do now: run the project's tests in the whole tree with the
+/// task's edits in place (a module no task owns imported), learn from a failure and fix it,
+/// all inside the walls; and what it may not: switch plait's hook off through settings it
+/// can write (the worktree's `.claude/`, its own config directory), or rewrite plait's
+/// control files.
 #[test]
-fn real_aider_edits_the_owned_files_with_the_providers_model() {
-    let Some(aider) = real_aider() else {
-        eprintln!(
-            "skipped: aider is not installed (set PLAIT_TEST_AIDER, or `python3 -m venv target/ci-tools/aider-venv && target/ci-tools/aider-venv/bin/pip install aider-chat`)"
-        );
+fn real_claude_code_runs_the_tests_in_the_whole_tree_and_cannot_switch_off_its_hook() {
+    let Some(claude) = real_claude() else {
+        eprintln!("skipped: the Claude Code CLI is not installed (see the test above)");
         return;
     };
-    let repo = sample();
-    let config_before = fs::read_to_string(repo.path.join(".git/config")).unwrap();
-    let mock = MockModel::start_aider(KEY);
+    let repo = TestRepo::with_files(&[
+        (".gitignore", "__pycache__/\n"),
+        ("lib/helper.py", "VALUE = 41\n"),
+        (
+            "src/a/app.py",
+            "import helper\n\n\ndef answer():\n    return helper.VALUE\n",
+        ),
+        (
+            "src/a/test_app.py",
+            "import os\nimport sys\nimport unittest\n\n\
+             sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', '..', 'lib'))\n\
+             import app  # noqa: E402\n\n\n\
+             class T(unittest.TestCase):\n    def test_answer(self):\n        self.assertEqual(app.answer(), 42)\n",
+        ),
+        ("src/b/y.txt", "yo\n"),
+    ]);
+    let test = "(cd src/a && python3 -m unittest test_app 2>&1); echo \"exit=$?\"";
+    let plait_files = repo.path.join(".git/plait/runs");
+    let tamper = format!(
+        "mkdir -p .claude && echo '{{\"disableAllHooks\": true}}' > .claude/settings.local.json; \
+         echo '{{\"disableAllHooks\": true}}' > \"$CLAUDE_CONFIG_DIR/settings.json\" && echo config-written; \
+         for f in {}/*/tasks/a/claude-code/*.json; do echo '{{}}' > \"$f\" && echo \"OVERWROTE $f\"; done; echo tampered",
+        plait_files.display()
+    );
+    let mock = MockModel::start_claude_code(KEY);
     mock.script(
         "a",
-        vec![Turn::Text("src/a/x.txt\n```\nhello\n```\n".into())],
+        vec![
+            Turn::Tools(vec![claude_tools::bash(test)]),
+            Turn::Tools(vec![claude_tools::read("src/a/app.py")]),
+            Turn::Tools(vec![claude_tools::edit(
+                "src/a/app.py",
+                "return helper.VALUE",
+                "return helper.VALUE + 1",
+            )]),
+            Turn::Tools(vec![claude_tools::bash(test)]),
+            Turn::Tools(vec![claude_tools::bash(&tamper)]),
+            Turn::Tools(vec![claude_tools::read("src/b/y.txt")]),
+            Turn::Tools(vec![claude_tools::edit("src/b/y.txt", "yo", "mine")]),
+            Turn::Text("The answer is 42 and the tests pass.".into()),
+        ],
     );
-    // A file the task creates: aider would `git add` it, which the sandbox refuses.
-    mock.script(
-        "b",
-        vec![Turn::Text(
-            "src/b/y.txt\n```\nhey\n```\n\nsrc/b/new.txt\n```\nfresh\n```\n".into(),
-        )],
-    );
+    mock.script("b", vec![Turn::Text("Nothing to do.".into())]);
     let toml = plan(
-        "aider",
+        "claude-code",
         &format!(
-            "[agents.aider]\nbin = \"{}\"\nprovider = \"mock\"\nargs = [\"--edit-format\", \"whole\"]\n\
-             [providers.mock]\nkind = \"openai\"\nbase_url = \"{}\"\napi_key_env = \"PLAIT_TEST_KEY\"\nmodel = \"qwen-coder\"\n",
-            aider.display(),
+            "[agents.claude-code]\nbin = \"{}\"\nprovider = \"mock\"\n\
+             [providers.mock]\nkind = \"anthropic\"\nbase_url = \"{}\"\napi_key_env = \"PLAIT_TEST_KEY\"\nmodel = \"claude-sonnet-4-5\"\n",
+            claude.display(),
             mock.url()
         ),
-    );
+    )
+    .replace("max_turns = 7", "max_turns = 12");
     let out = run_real(&repo, &toml);
-    let status = repo.status_json(&[]);
-    let logs: Vec<String> = ["a", "b"]
-        .iter()
-        .map(|id| {
-            fs::read_to_string(task(&status, id)["log"].as_str().unwrap()).unwrap_or_default()
-        })
-        .collect();
-    assert!(
-        out.status.success(),
-        "plait run failed: {}\n{logs:#?}",
-        stderr(&out)
-    );
     assert!(mock.problems().is_empty(), "{:#?}", mock.problems());
-    assert_eq!(mock.count("a"), 1);
+    let status = repo.status_json(&[]);
     let a = task(&status, "a");
-    assert_eq!(a["state"], "done", "{a}");
-    assert_eq!(a["violations"].as_array().unwrap().len(), 0, "{a}");
-    assert_eq!(a["usage"]["turns"], 1, "{a}");
+    let results = mock.tool_results("a");
+    let texts: Vec<&str> = results.iter().map(|r| r.text.as_str()).collect();
+    assert_eq!(results.len(), 7, "{}\n{texts:#?}\n{a}", stderr(&out));
+
+    // The tests ran in the whole tree: the module no task owns was there to import.
+    assert!(
+        texts[0].contains("41 != 42") && texts[0].contains("exit=1"),
+        "the first run fails on the base's answer: {}",
+        texts[0]
+    );
+    assert!(
+        texts[3].contains("OK") && texts[3].contains("exit=0"),
+        "the second run sees the edit: {}",
+        texts[3]
+    );
+    // Writes the walls allow happened; none of them could undo plait's rules.
+    assert!(texts[4].contains("tampered"), "{}", texts[4]);
+    assert!(
+        !texts[4].contains("OVERWROTE"),
+        "plait's control files are read-only to the agent: {}",
+        texts[4]
+    );
+    assert!(
+        results[6].is_error && texts[6].contains("does not own `src/b/y.txt`"),
+        "the hook still judges edits after the agent wrote settings of its own: {}",
+        texts[6]
+    );
+
+    assert_eq!(a["usage"]["refused_writes"], 1, "{a}");
     assert_confined(a);
-    let request = mock
-        .requests()
-        .into_iter()
-        .find(|r| r.task.as_deref() == Some("a"))
-        .unwrap();
-    assert_eq!(request.body["model"], "qwen-coder");
-    assert_eq!(request.headers["authorization"], format!("Bearer {KEY}"));
     let run = status["id"].as_str().unwrap();
-    let merged = repo.tree_files(&format!("plait/{run}/merged"));
-    assert_eq!(merged["src/a/x.txt"], "hello\n");
-    assert_eq!(merged["src/b/y.txt"], "hey\n");
-    assert_eq!(merged["src/b/new.txt"], "fresh\n");
-    assert_eq!(merged["src/a/other.txt"], "keep\n");
-    let b = task(&status, "b");
-    assert_confined(b);
-    // The only write aider is refused is its first-run marker in `~/.aider`, which it
-    // shrugs off; its `git add` of the new file went to a git state of its own.
-    for refused in b["sandbox"]["refused"].as_array().into_iter().flatten() {
-        assert!(
-            refused.as_str().unwrap().contains("/.aider"),
-            "{refused}\n{logs:#?}"
-        );
-    }
+    let branch = repo.tree_files(&format!("plait/{run}/a"));
+    assert!(branch["src/a/app.py"].contains("helper.VALUE + 1"));
+    assert_eq!(branch["src/b/y.txt"], "yo\n");
+    assert_eq!(branch["lib/helper.py"], "VALUE = 41\n");
+    assert!(
+        !branch
+            .keys()
+            .any(|p| p.contains("__pycache__") || p.starts_with(".claude")),
+        "build output and the agent's settings are never committed: {:?}",
+        branch.keys()
+    );
+    // The settings file the agent wrote in the worktree is a file it does not own.
+    let violations = a["violations"].to_string();
+    assert!(violations.contains(".claude/settings.local.json"), "{a}");
     assert_eq!(
         repo.git(&["status", "--porcelain"]).trim(),
         "",
         "the checkout is untouched"
-    );
-    // aider writes a placeholder identity into a repository without one; not here.
-    let config_after = fs::read_to_string(repo.path.join(".git/config")).unwrap();
-    assert_eq!(
-        config_before,
-        crate::support::without_worktree_config(&config_after)
     );
 }

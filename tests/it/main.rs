@@ -1,5 +1,6 @@
 //! plait's integration tests: one binary, hermetic repositories in temp dirs.
 
+mod aider;
 mod check;
 mod claude_code;
 mod cli;

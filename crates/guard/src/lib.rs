@@ -1,27 +1,20 @@
 //! The guard: Claude Code's `PreToolUse` hook, run as `plait guard FILE` before every tool
 //! call an agent attempts. It refuses, at the moment of the attempt, an `Edit`, `Write`,
 //! `MultiEdit` or `NotebookEdit` outside the task's worktree, inside `.git`, or of a file the
-//! task does not own (saying which globs the task owns), any `Bash` command but a few
-//! read-only ones without shell operators, and reading (`Read`, `Grep`, `Glob`, `LS`, those
-//! commands' files) outside the worktree and the repository. Other tools go ahead. Claude
-//! Code's protocol: the hook reads one JSON object on stdin; exit 2 blocks the tool call and
-//! its stderr goes back to the model; exit 0 lets it go ahead.
-//!
-//! `Bash` commands are judged by an allowlist: `shell` reads the command into words as
-//! sh does, `programs` holds the programs and their harmless options, `bash` resolves
-//! each word as the program would and confines what it reads.
+//! task does not own (saying which globs the task owns), and reading (`Read`, `Grep`,
+//! `Glob`, `LS`) outside the worktree and the repository. Other tools go ahead, `Bash`
+//! among them: its commands build and test inside the task's kernel walls (they write only
+//! the worktree and the task's scratch, and what they write to a file the task does not
+//! own is reported, never committed), which judge a command by what it does rather than by
+//! its words. Claude Code's protocol: the hook reads one JSON object on stdin; exit 2
+//! blocks the tool call and its stderr goes back to the model; exit 0 lets it go ahead.
 
-use std::io::Write as _;
 use std::path::{Component, Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use plait_core::globs::Globs;
-
-mod bash;
-mod programs;
-mod shell;
 
 /// The tools that change files, and the input field naming the file.
 const EDIT_TOOLS: &[(&str, &str)] = &[
@@ -38,8 +31,6 @@ pub struct GuardFile {
     pub worktree: PathBuf,
     /// The task's `owns` globs.
     pub owns: Vec<String>,
-    /// Where each refusal is appended, one JSON line each.
-    pub refusals: PathBuf,
     /// Directories the agent may read in, besides its worktree (the repository's working
     /// directory). Empty: reads are not judged.
     #[serde(default)]
@@ -73,10 +64,6 @@ pub fn decide(guard: &GuardFile, input: &str) -> Verdict {
     let cwd = input["cwd"]
         .as_str()
         .map_or_else(|| guard.worktree.clone(), PathBuf::from);
-    if tool == "Bash" {
-        let command = input["tool_input"]["command"].as_str().unwrap_or_default();
-        return bash::command_verdict(guard, &cwd, command);
-    }
     if let Some(&(_, field)) = READ_TOOLS.iter().find(|(name, _)| *name == tool) {
         let path = input["tool_input"][field]
             .as_str()
@@ -195,9 +182,9 @@ fn resolve(path: &Path) -> PathBuf {
     }
 }
 
-/// The guard as a hook: reads the guard file, judges the call in `stdin` (Claude Code's
-/// hook input) and records a refused edit in the task's refusals file. The command line
-/// turns `Deny` into exit 2 with the reason on stderr.
+/// The guard as a hook: reads the guard file and judges the call in `stdin` (Claude
+/// Code's hook input). The command line turns `Deny` into exit 2 with the reason on stderr;
+/// plait learns of the refusals from the CLI's own result.
 pub fn judge_hook(guard_file: &Path, stdin: &str) -> Verdict {
     let guard: GuardFile = match std::fs::read(guard_file)
         .map_err(|e| e.to_string())
@@ -211,26 +198,7 @@ pub fn judge_hook(guard_file: &Path, stdin: &str) -> Verdict {
             ))
         }
     };
-    let verdict = decide(&guard, stdin);
-    if let Verdict::Deny(reason) = &verdict {
-        let input: Value = serde_json::from_str(stdin).unwrap_or(Value::Null);
-        let tool = input["tool_name"].as_str().unwrap_or_default();
-        if EDIT_TOOLS.iter().any(|(name, _)| *name == tool) {
-            let line = serde_json::json!({
-                "tool": input["tool_name"],
-                "input": input["tool_input"],
-                "reason": reason,
-            });
-            if let Ok(mut file) = std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(&guard.refusals)
-            {
-                let _ = writeln!(file, "{line}");
-            }
-        }
-    }
-    verdict
+    decide(&guard, stdin)
 }
 
 #[cfg(test)]
@@ -242,7 +210,6 @@ mod tests {
             task: "t1".into(),
             worktree: dir.to_path_buf(),
             owns: vec!["src/a/".into(), "README.md".into()],
-            refusals: dir.join("refusals.jsonl"),
             read_roots: Vec::new(),
         }
     }
@@ -302,29 +269,14 @@ mod tests {
                 serde_json::json!({"tool_name": "Bash", "tool_input": {"command": command}});
             decide(&g, &input.to_string())
         };
-        for fine in [
-            "git show HEAD:src/b.rs",
-            "git ls-files",
-            "grep -rn 'fn main' src",
-            "cat README.md",
-        ] {
-            assert_eq!(bash(fine), Verdict::Allow, "{fine}");
-        }
-        for bad in [
+        // The walls judge what a command does; the guard lets every command go ahead.
+        for any in [
+            "cargo test",
+            "cd src && pytest -q | tail",
             "rm -rf src",
-            "git commit -am x",
-            "git show HEAD:a > b",
-            "cat a; rm b",
-            "git diff --output=/tmp/x",
-            "git -c core.pager=sh show",
             "echo $(id)",
-            "grep 'open",
-            "",
         ] {
-            assert!(
-                matches!(bash(bad), Verdict::Deny(_)),
-                "{bad} must be refused"
-            );
+            assert_eq!(bash(any), Verdict::Allow, "{any}");
         }
         assert!(matches!(decide(&g, "not json"), Verdict::Deny(_)));
     }
@@ -386,17 +338,6 @@ mod tests {
             let input = serde_json::json!({"cwd": worktree, "tool_name": "Bash", "tool_input": {"command": command}});
             decide(&g, &input.to_string())
         };
-        assert_eq!(bash("cat src/a/x.rs"), Verdict::Allow);
-        assert_eq!(
-            bash("grep -rn /etc/passwd src"),
-            Verdict::Allow,
-            "a pattern, not a path"
-        );
-        assert!(matches!(bash(&format!("cat {secret}")), Verdict::Deny(_)));
-        assert!(matches!(bash("grep -r x /etc"), Verdict::Deny(_)));
-        assert!(matches!(
-            bash("git diff --no-index /etc/passwd x"),
-            Verdict::Deny(_)
-        ));
+        assert_eq!(bash(&format!("cat {secret}")), Verdict::Allow);
     }
 }

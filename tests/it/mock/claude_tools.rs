@@ -19,3 +19,8 @@ pub fn edit(path: &str, old: &str, new: &str) -> ToolCall {
 pub fn write(path: &str, content: &str) -> ToolCall {
     ToolCall::new("Write", json!({"file_path": path, "content": content}))
 }
+
+pub fn bash(command: &str) -> ToolCall {
+    let input = json!({"command": command, "description": "Run a command"});
+    ToolCall::new("Bash", input)
+}

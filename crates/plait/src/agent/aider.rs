@@ -1,8 +1,20 @@
 //! The `aider` agent: `aider --message` in the task's worktree with the owned files in the
 //! chat, `--yes-always --no-auto-commits`, and its model, base URL and key from the task's
-//! provider. Its history files live in the task's own directory, not in the worktree, so
-//! collect sees only the agent's edits. The token and cost lines it prints feed the task's
-//! accounting.
+//! provider.
+//!
+//! aider runs in the task's whole-tree view, so it reads (and its commands run against) the
+//! whole repository with the task's edits in place. Where the plan has task checks, they
+//! are its `--test-cmd` with `--auto-test`: after each edit aider runs them through
+//! `plait run-in-view` (which fills in the view where there is no overlay) and, while they
+//! fail, sends their output back to the model for another edit, up to aider's own limit of
+//! three, all within one of plait's rounds; plait's own run of the checks on the round's
+//! commit still decides.
+//!
+//! What aider writes itself (its chat and input history, its git index and objects) goes to
+//! `aider/` in the task's scratch, the one place in the task's directory its processes may
+//! write, never the worktree, so collect sees only the agent's edits. Its stdout, which
+//! plait captures into `aider-output-<round>.txt` beside the log, holds the token and cost
+//! lines that feed the task's accounting.
 
 use std::path::Path;
 use std::sync::{Arc, LazyLock};
@@ -25,6 +37,7 @@ pub struct AiderAgent {
 }
 
 impl AiderAgent {
+    /// Runs aider with these settings (`[agents.aider]`).
     pub fn new(settings: Arc<ToolSettings>) -> AiderAgent {
         AiderAgent { settings }
     }
@@ -85,6 +98,10 @@ impl AiderAgent {
             argv.push("--openai-api-base".to_string());
             argv.push(p.base_url.clone());
         }
+        if let Some(test) = test_cmd(&task.plait_program, &task.checks) {
+            argv.extend(["--test-cmd".to_string(), test, "--auto-test".to_string()]);
+        }
+        // The plan's own arguments come after plait's, so its `--test-cmd` wins.
         argv.extend(self.settings.args.iter().cloned());
         argv.extend(task.owned.iter().cloned());
         argv
@@ -121,7 +138,16 @@ impl AiderAgent {
         if let Some(reason) = task.budget.exhausted() {
             return AgentOutcome::Stopped { reason }.into();
         }
-        let dir = task.dir().join("aider");
+        // aider runs commands (its `--test-cmd`) and reads the repository: the view must
+        // be whole before it starts.
+        if let Err(why) = task.view.ensure().await {
+            return AgentOutcome::Failed {
+                reason: format!("the task's whole-tree view could not be made for aider: {why}"),
+                exit_code: None,
+            }
+            .into();
+        }
+        let dir = task.scratch().join("aider");
         if let Err(e) = std::fs::create_dir_all(&dir) {
             return AgentOutcome::Failed {
                 reason: format!("cannot create {}: {e}", dir.display()),
@@ -129,7 +155,8 @@ impl AiderAgent {
             }
             .into();
         }
-        let stdout_path = dir.join(format!("output-{}.txt", task.round));
+        // Written by plait, not by aider: it may live beside the log.
+        let stdout_path = task.dir().join(format!("aider-output-{}.txt", task.round));
         let env = self.env(task, &dir);
         let (outcome, stdout) =
             shell::run_argv_capturing(&self.argv(task, &dir), &task.launch(&env), &stdout_path)
@@ -146,12 +173,37 @@ impl AiderAgent {
     }
 }
 
+/// The shell command aider runs after each of its edits (`--test-cmd`, which aider hands to
+/// `sh -c`): the task checks one after another, each in a shell of its own as plait runs
+/// them, stopping at the first that fails, all in the task's whole-tree view through
+/// `plait run-in-view`; `None` when there are no task checks.
+fn test_cmd(plait: &Path, checks: &[String]) -> Option<String> {
+    if checks.is_empty() {
+        return None;
+    }
+    let mut command = format!(
+        "{} run-in-view -- sh -c {} checks",
+        shell_quote(&plait.display().to_string()),
+        shell_quote(r#"for check do sh -c "$check" || exit; done"#),
+    );
+    for check in checks {
+        command.push(' ');
+        command.push_str(&shell_quote(check));
+    }
+    Some(command)
+}
+
+/// `text` as one shell word: in single quotes, each `'` written `'\''`.
+fn shell_quote(text: &str) -> String {
+    format!("'{}'", text.replace('\'', r"'\''"))
+}
+
 /// A git index and object store of aider's own: aider `git add`s the files it creates,
 /// and the worktree's index and the repository's objects are git state, which the sandbox
 /// lets no agent write (plait commits from the files on disk). As git's own quarantine
 /// does for a push, aider writes new objects into a directory of the task's and reads the
 /// repository's through `GIT_ALTERNATE_OBJECT_DIRECTORIES`; its index is a copy of the
-/// worktree's, taken before each round.
+/// worktree's, taken before each round. Both are in `dir`, in the task's scratch.
 fn own_git_state(
     task: &TaskContext,
     repo: Option<&git2::Repository>,
@@ -255,7 +307,46 @@ impl Agent for AiderAgent {
 
 #[cfg(test)]
 mod tests {
-    use super::parse_usage;
+    use super::{parse_usage, test_cmd};
+
+    #[test]
+    fn the_test_command_runs_each_check_in_a_shell_of_its_own_until_one_fails() {
+        assert_eq!(test_cmd("/bin/plait".as_ref(), &[]), None);
+        // A stand-in for plait that drops `run-in-view --` and runs the rest.
+        let dir = std::env::temp_dir().join(format!("plait-aider-test-cmd-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let dir = dir.canonicalize().unwrap();
+        let plait = dir.join("it's plait");
+        std::fs::write(&plait, "#!/bin/sh\nshift 2\nexec \"$@\"\n").unwrap();
+        let mut perms = std::fs::metadata(&plait).unwrap().permissions();
+        std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
+        std::fs::set_permissions(&plait, perms).unwrap();
+        let checks: Vec<String> = [
+            "cd / && echo \"first's\" >> \"$OUT\"",
+            "pwd >> \"$OUT\"; exit 3",
+            "echo never >> \"$OUT\"",
+        ]
+        .map(String::from)
+        .to_vec();
+        let command = test_cmd(&plait, &checks).unwrap();
+        let out = dir.join("out");
+        let status = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(&command)
+            .current_dir(&dir)
+            .env("OUT", &out)
+            .status()
+            .unwrap();
+        let written = std::fs::read_to_string(&out).unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+        assert_eq!(status.code(), Some(3), "{command}");
+        // The second check ran where aider started it, not where the first `cd`-ed.
+        assert_eq!(
+            written,
+            format!("first's\n{}\n", dir.display()),
+            "{command}"
+        );
+    }
 
     #[test]
     fn aider_accounting_lines_are_summed() {

@@ -1,13 +1,21 @@
 //! The `claude-code` agent: the Claude Code CLI run headless (`claude -p`) in the task's
-//! worktree. plait gives it the task as the prompt, its rules (goal, task id, owned globs)
-//! through `--append-system-prompt`, its own `CLAUDE_CONFIG_DIR`, and a settings file whose
-//! `PreToolUse` hook is `plait guard`, which judges every tool call when it is attempted: an
-//! edit outside the owned files is refused, and so is any shell command but a few read-only
-//! ones. The guard is the gate, so the CLI runs with `bypassPermissions`: its own rules
-//! would refuse every edit anyway, since plait's worktrees live under `.git`, which Claude
-//! Code treats as sensitive. The guard fails closed (`|| exit 2`). The JSON result on stdout
-//! decides the outcome (`is_error` fails the task even after exit 0) and gives turns,
-//! tokens and cost.
+//! worktree, which its processes see as the task's whole-tree view: every file of the base
+//! with the task's edits in place. plait gives it the task as the prompt, its rules (goal,
+//! task id, owned globs) through `--append-system-prompt`, a config directory of its own in
+//! the task's scratch, and a settings file whose `PreToolUse` hook is `plait guard`, which
+//! judges every tool call when it is attempted: an edit outside the owned files is refused,
+//! and so is a read outside the repository. `Bash` goes ahead: its commands build and test
+//! inside the task's walls, which let them write only the worktree and the task's scratch,
+//! and a write they make to a file the task does not own is a violation, never committed.
+//! The settings and the guard's file lie in the task's directory, where no process of the
+//! agent can write, and `--setting-sources ""` keeps Claude Code from loading settings the
+//! agent could write (its config directory, the worktree's `.claude/`), which could
+//! otherwise switch the hook off. The guard is the gate, so the CLI runs with
+//! `bypassPermissions`: its own rules would refuse every edit anyway, since plait's
+//! worktrees live under `.git`, which Claude Code treats as sensitive. The guard fails
+//! closed (`|| exit 2`). The CLI's stream (`stream-json`) is kept as the round's result;
+//! its last `result` object decides the outcome (`is_error` fails the task even after exit
+//! 0) and gives turns, tokens, cost and the calls the hook refused.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -31,7 +39,8 @@ pub struct ClaudeCodeAgent {
     settings: Arc<ToolSettings>,
 }
 
-/// The files of one round: all under the task's own directory.
+/// The files of one round: plait's under the task's own directory, read-only to the
+/// agent; the CLI's own config directory in the task's scratch, which it writes.
 struct Files {
     dir: PathBuf,
     config: PathBuf,
@@ -43,9 +52,10 @@ struct Files {
 
 impl Files {
     fn of(task: &TaskContext) -> Files {
-        let dir = crate::state::TaskDir(task.dir().to_path_buf()).claude_code();
+        let task_dir = crate::state::TaskDir(task.dir().to_path_buf());
+        let dir = task_dir.claude_code();
         Files {
-            config: dir.join("config"),
+            config: task_dir.scratch().join("claude-code"),
             settings: dir.join("settings.json"),
             guard: dir.join("guard.json"),
             refusals: dir.join(format!("refusals-{}.jsonl", task.round)),
@@ -71,13 +81,17 @@ impl ClaudeCodeAgent {
             "-p".to_string(),
             message,
             "--output-format".to_string(),
-            "json".to_string(),
+            "stream-json".to_string(),
+            "--verbose".to_string(),
             "--max-turns".to_string(),
             task.max_turns.to_string(),
             "--append-system-prompt".to_string(),
             rules,
             "--settings".to_string(),
             files.settings.display().to_string(),
+            // Only the settings above: none the agent's own processes could write.
+            "--setting-sources".to_string(),
+            String::new(),
             "--permission-mode".to_string(),
             "bypassPermissions".to_string(),
         ];
@@ -121,7 +135,18 @@ impl ClaudeCodeAgent {
             return AgentOutcome::Stopped { reason }.into();
         }
         let files = Files::of(task);
-        if let Err(e) = prepare(task, &files) {
+        if let Err(why) = task.view.ensure().await {
+            return AgentOutcome::Failed {
+                reason: format!("the task's view of the repository is not ready: {why}"),
+                exit_code: None,
+            }
+            .into();
+        }
+        if let Err(e) = prepare(
+            task,
+            &files,
+            self.settings.inherited.claude_config.as_deref(),
+        ) {
             return AgentOutcome::Failed {
                 reason: format!(
                     "cannot prepare claude-code's files in {}: {e}",
@@ -145,10 +170,10 @@ impl ClaudeCodeAgent {
         if let Some(link) = login {
             let _ = std::fs::remove_file(link);
         }
-        let refused = std::fs::read_to_string(&files.refusals)
-            .map(|t| t.lines().count() as u64)
-            .unwrap_or(0);
         let result = parse_result(&stdout);
+        let refused = result
+            .as_ref()
+            .map_or(0, |r| record_refusals(&r.denials, &files.refusals));
         if let Some(result) = &result {
             if let Some(cost) = result.usage.cost_usd {
                 task.budget.spend(cost);
@@ -165,9 +190,12 @@ impl ClaudeCodeAgent {
     }
 }
 
-/// Writes the agent's config directory, guard file and settings.
-fn prepare(task: &TaskContext, files: &Files) -> std::io::Result<()> {
+/// Writes the agent's config directory, guard file and settings. A user's `apiKeyHelper`
+/// (in their own config directory, `home`) is carried into the settings, the only ones
+/// the CLI loads.
+fn prepare(task: &TaskContext, files: &Files, home: Option<&Path>) -> std::io::Result<()> {
     std::fs::create_dir_all(&files.config)?;
+    std::fs::create_dir_all(&files.dir)?;
     let repository = git2::Repository::discover(&task.repo)
         .ok()
         .and_then(|r| r.workdir().map(Path::to_path_buf))
@@ -176,7 +204,6 @@ fn prepare(task: &TaskContext, files: &Files) -> std::io::Result<()> {
         task: task.task.clone(),
         worktree: task.worktree.clone(),
         owns: task.owns.patterns().to_vec(),
-        refusals: files.refusals.clone(),
         read_roots: vec![repository],
     };
     std::fs::write(&files.guard, serde_json::to_vec_pretty(&guard)?)?;
@@ -187,15 +214,43 @@ fn prepare(task: &TaskContext, files: &Files) -> std::io::Result<()> {
         shell_quote(&plait.display().to_string()),
         shell_quote(&files.guard.display().to_string())
     );
-    let settings = serde_json::json!({
+    let mut settings = serde_json::json!({
         "hooks": {
             "PreToolUse": [{
                 "matcher": "*",
                 "hooks": [{ "type": "command", "command": command, "timeout": 30 }]
             }]
-        }
+        },
+        "disableAllHooks": false
     });
+    if let Some(helper) = home.and_then(api_key_helper) {
+        settings["apiKeyHelper"] = Value::String(helper);
+    }
     std::fs::write(&files.settings, serde_json::to_vec_pretty(&settings)?)
+}
+
+/// The `apiKeyHelper` of the user's Claude Code settings in `home`, if they set one.
+fn api_key_helper(home: &Path) -> Option<String> {
+    let text = std::fs::read(home.join("settings.json")).ok()?;
+    let value: Value = serde_json::from_slice(&text).ok()?;
+    value["apiKeyHelper"].as_str().map(str::to_string)
+}
+
+/// The tools that change files.
+const EDIT_TOOLS: &[&str] = &["Edit", "Write", "MultiEdit", "NotebookEdit"];
+
+/// Writes the calls the hook refused (`denials`, from the CLI's result) to `path`, one
+/// JSON line each, for the task's record; returns how many were edits.
+fn record_refusals(denials: &[Value], path: &Path) -> u64 {
+    if denials.is_empty() {
+        return 0;
+    }
+    let lines: String = denials.iter().map(|d| format!("{d}\n")).collect();
+    let _ = std::fs::write(path, lines);
+    denials
+        .iter()
+        .filter(|d| EDIT_TOOLS.contains(&d["tool_name"].as_str().unwrap_or_default()))
+        .count() as u64
 }
 
 /// A user logged in to Claude Code (rather than using an API key) keeps that login in their
@@ -222,10 +277,12 @@ pub struct CliResult {
     pub subtype: String,
     pub text: String,
     pub usage: Usage,
+    /// The tool calls refused (by plait's hook: its `permission_denials`).
+    pub denials: Vec<Value>,
 }
 
-/// The last `{"type": "result", ...}` object on stdout (the only line with
-/// `--output-format json`; the last of many with `stream-json`).
+/// The last `{"type": "result", ...}` object on stdout (the last of many with
+/// `--output-format stream-json`; the only line with `json`).
 pub fn parse_result(stdout: &str) -> Option<CliResult> {
     let value = stdout
         .lines()
@@ -248,7 +305,12 @@ pub fn parse_result(stdout: &str) -> Option<CliResult> {
         }
         text.truncate(cut);
     }
+    let denials = value["permission_denials"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
     Some(CliResult {
+        denials,
         is_error: value["is_error"].as_bool().unwrap_or(true),
         subtype: value["subtype"].as_str().unwrap_or("unknown").to_string(),
         text,

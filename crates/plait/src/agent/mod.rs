@@ -68,6 +68,9 @@ pub struct TaskContext {
     /// process started through [`TaskContext::launch`] starts in it when it is an overlay;
     /// call [`crate::workspace::view::TaskView::ensure`] before a command either way.
     pub view: Arc<crate::workspace::view::TaskView>,
+    /// The task checks (`[checks] task`), which judge each round's commit: an agent that
+    /// tests its own edits (aider's `--test-cmd`) runs these.
+    pub checks: Vec<String>,
 }
 
 impl TaskContext {

@@ -44,31 +44,40 @@ pub fn clean(dir: &Path, run: Option<&str>, force: bool) -> Result<Cleaned, OpsE
     })
 }
 
-/// What `clean_seed` found.
+/// What `clean_seed` removed.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum SeedCleaned {
-    Removed(PathBuf),
-    NoSeed,
+pub struct SeedCleaned {
+    /// The checks' seed, if there was one.
+    pub seed: Option<PathBuf>,
+    /// The checkouts of bases that tasks' views lay over (`views/`), how many.
+    pub views: usize,
 }
 
-/// Removes the checks' seed (plait's build of a base, kept between runs); refused while a
-/// run may be using it.
+/// Removes what plait keeps between runs to start warm: the checks' seed (plait's build of
+/// a base) and the checkouts of bases under the tasks' views; refused while a run may be
+/// using them.
 pub fn clean_seed(dir: &Path) -> Result<SeedCleaned, OpsError> {
     let repo = git::open(dir)?;
     let store = Store::new(git::plait_dir(&repo));
     if let Some((pid, run)) = store.lock_holder() {
         return Err(OpsError::Busy {
-            message: format!("run {run} is running (process {pid}) and may be using the seed"),
+            message: format!(
+                "run {run} is running (process {pid}) and may be using the seed and the views"
+            ),
             hint: Some("wait for it to end, or stop it with Ctrl-C, then clean again".to_string()),
         });
     }
+    let views = crate::workspace::view::remove_trees(&store.views_dir());
     let seed = store.seed_dir();
     if !seed.exists() {
-        return Ok(SeedCleaned::NoSeed);
+        return Ok(SeedCleaned { seed: None, views });
     }
     crate::review::checkout::remove(&git::workdir(&repo), &seed);
     let _ = std::fs::remove_file(seed.with_extension("json"));
-    Ok(SeedCleaned::Removed(seed))
+    Ok(SeedCleaned {
+        seed: Some(seed),
+        views,
+    })
 }
 
 /// The lines saying what would be lost, for a refusal.

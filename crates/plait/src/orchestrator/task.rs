@@ -664,6 +664,7 @@ fn context(
         sandbox: sandbox.clone(),
         plait_program: shared.plait_program.clone(),
         view: view.clone(),
+        checks: shared.plan.checks.task.clone(),
     }
 }
 

@@ -8,12 +8,25 @@ use std::fmt::Write as _;
 
 const MAX_LISTED: usize = 200;
 
-/// The system prompt for one task.
-pub fn system(goal: &str, task: &str, prompt: &str, owns: &[String], owned: &[String]) -> System {
+/// The system prompt for one task; `commands`: the agent has the `run` tool.
+pub fn system(
+    goal: &str,
+    task: &str,
+    prompt: &str,
+    owns: &[String],
+    owned: &[String],
+    commands: bool,
+) -> System {
     let goal = if goal.trim().is_empty() {
         "(none given; follow your task)"
     } else {
         goal.trim()
+    };
+    let run = if commands {
+        "- `run` runs a command in the repository root, where every file is present with your \
+edits: build and run the project's tests with it as you work, and before you finish.\n"
+    } else {
+        ""
     };
     let shared = format!(
         "You are one of several coding agents working at the same time on one git repository. \
@@ -23,6 +36,7 @@ Rules:\n\
 - Change only files your task owns. A write to any other file is refused; do not try to work around it.\n\
 - You may read any file of the repository with the editor's `view` command, `list_files` and `search`.\n\
 - Use paths relative to the repository root, such as `src/main.rs`. Absolute paths, `..` and `.git` are refused.\n\
+{run}\
 - Make the change your task asks for, completely, and nothing else. Keep the project's style.\n\
 - Do not commit; the orchestrator commits your work when you finish.\n\
 - When the task is done, stop calling tools and reply with a short summary of what you changed."
@@ -71,10 +85,12 @@ The goal of the whole run: {goal}\n\n\
 Task id: {task}\n\n\
 Rules:\n\
 - Change only files your task owns: files matching {}. An edit of any other file is refused; \
-do not try to work around it, with the shell or otherwise. If another file should change, say \
-so in your summary.\n\
-- Your working directory holds the files you own and a few for context, not the whole \
-repository. `git ls-files` lists every file, and `git show HEAD:<path>` prints one.\n\
+do not try to work around it, with the shell or otherwise: what a command writes to a file you \
+do not own is never kept. If another file should change, say so in your summary.\n\
+- Your working directory shows the whole repository, with your edits in place. Build it and \
+run its tests there as you work, and before you finish: any command may run, inside walls \
+that let it write only your worktree and a private TMPDIR. Nothing asks questions: keep \
+commands from prompting or paging.\n\
 - Make the change your task asks for, completely, and nothing else. Keep the project's style.\n\
 - Do not commit; the orchestrator commits your work when you finish.\n\
 - When the task is done, reply with a short summary of what you changed.\n\n\

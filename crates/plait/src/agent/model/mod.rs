@@ -173,6 +173,7 @@ impl Session {
                 &task.prompt,
                 task.owns.patterns(),
                 &task.owned,
+                run.offered(),
             ),
             specs: tools::specs()
                 .into_iter()

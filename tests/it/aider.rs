@@ -1,0 +1,252 @@
+//! aider, an agent CLI plait drives itself: a scripted fake, and the real aider against
+//! the mock model server.
+
+use std::fs;
+use std::path::PathBuf;
+
+use serde_json::json;
+
+use crate::claude_code::{
+    after, argv_of, assert_confined, fake, plan, record, run_real, sample, script, task,
+    with_records, KEY,
+};
+use crate::mock::{MockModel, Turn};
+use crate::support::{project_root, stderr};
+
+#[test]
+fn fake_aider_gets_the_owned_files_and_the_providers_model_base_url_and_key() {
+    let repo = sample();
+    let (script, records) = script(
+        &repo,
+        "aider",
+        json!({
+            "a": {
+                "actions": [{"edit": "src/a/x.txt", "old": "hi", "new": "hello"}],
+                "tokens_sent": "1.5k", "tokens_received": "300",
+                "cost_message": "0.0100", "cost_session": "0.0100",
+            },
+            "b": {"actions": [{"edit": "src/b/y.txt", "old": "yo", "new": "hey"}]},
+        }),
+    );
+    let toml = plan(
+        "aider",
+        &format!(
+            "[agents.aider]\nbin = \"{}\"\nprovider = \"local\"\n\
+             [providers.local]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:9/v1\"\napi_key_env = \"PLAIT_TEST_KEY\"\nmodel = \"qwen-coder\"\n",
+            fake("aider").display()
+        ),
+    );
+    let plan_path = repo.plan(&with_records(&toml, &records));
+    let out = repo.plait_env(
+        &["run", plan_path.to_str().unwrap()],
+        &[
+            ("FAKE_AIDER_SCRIPT", &script),
+            ("FAKE_AIDER_RECORD", &records),
+            ("PLAIT_TEST_KEY", KEY),
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let status = repo.status_json(&[]);
+    let a = task(&status, "a");
+    assert_eq!(a["state"], "done", "{a}");
+    assert_eq!(a["usage"]["input_tokens"], 1500, "{a}");
+    assert_eq!(a["usage"]["output_tokens"], 300, "{a}");
+    assert_eq!(a["usage"]["cost_usd"], 0.01, "{a}");
+    let run = status["id"].as_str().unwrap();
+    assert_eq!(
+        repo.tree_files(&format!("plait/{run}/merged"))["src/a/x.txt"],
+        "hello\n"
+    );
+
+    let rec = record(&records, "a");
+    let argv = argv_of(&rec);
+    let after = |flag: &str| after(&argv, flag);
+    assert_eq!(after("--model"), "openai/qwen-coder");
+    assert_eq!(after("--openai-api-base"), "http://127.0.0.1:9/v1");
+    let message = after("--message");
+    assert!(
+        message.contains("Say hello in src/a/x.txt") && message.contains("Task id: a"),
+        "{message}"
+    );
+    for flag in ["--yes-always", "--no-auto-commits", "--no-stream"] {
+        assert!(argv.contains(&flag), "{flag} missing: {argv:?}");
+    }
+    assert!(
+        argv.ends_with(&["src/a/other.txt", "src/a/x.txt"]),
+        "owned files last: {argv:?}"
+    );
+    assert!(
+        !argv.iter().any(|a| a.contains(KEY)),
+        "the key must not be on the command line"
+    );
+    assert_eq!(rec["env"]["OPENAI_API_KEY"], KEY);
+    // aider's history files stay out of the worktree: nothing but the edit was collected.
+    assert_eq!(a["violations"].as_array().unwrap().len(), 0, "{a}");
+}
+
+/// Real aider: `PLAIT_TEST_AIDER`, or the copy `.ci/run` installs under `target/ci-tools`.
+fn real_aider() -> Option<PathBuf> {
+    if let Some(path) = std::env::var_os("PLAIT_TEST_AIDER").filter(|p| !p.is_empty()) {
+        return Some(PathBuf::from(path));
+    }
+    let local = project_root().join("target/ci-tools/aider-venv/bin/aider");
+    local.exists().then_some(local)
+}
+
+#[test]
+fn real_aider_edits_the_owned_files_with_the_providers_model() {
+    let Some(aider) = real_aider() else {
+        eprintln!(
+            "skipped: aider is not installed (set PLAIT_TEST_AIDER, or `python3 -m venv target/ci-tools/aider-venv && target/ci-tools/aider-venv/bin/pip install aider-chat`)"
+        );
+        return;
+    };
+    let repo = sample();
+    let config_before = fs::read_to_string(repo.path.join(".git/config")).unwrap();
+    let mock = MockModel::start_aider(KEY);
+    mock.script(
+        "a",
+        vec![Turn::Text("src/a/x.txt\n```\nhello\n```\n".into())],
+    );
+    // A file the task creates: aider would `git add` it, which the sandbox refuses.
+    mock.script(
+        "b",
+        vec![Turn::Text(
+            "src/b/y.txt\n```\nhey\n```\n\nsrc/b/new.txt\n```\nfresh\n```\n".into(),
+        )],
+    );
+    let toml = plan(
+        "aider",
+        &format!(
+            "[agents.aider]\nbin = \"{}\"\nprovider = \"mock\"\nargs = [\"--edit-format\", \"whole\"]\n\
+             [providers.mock]\nkind = \"openai\"\nbase_url = \"{}\"\napi_key_env = \"PLAIT_TEST_KEY\"\nmodel = \"qwen-coder\"\n",
+            aider.display(),
+            mock.url()
+        ),
+    );
+    let out = run_real(&repo, &toml);
+    let status = repo.status_json(&[]);
+    let logs: Vec<String> = ["a", "b"]
+        .iter()
+        .map(|id| {
+            fs::read_to_string(task(&status, id)["log"].as_str().unwrap()).unwrap_or_default()
+        })
+        .collect();
+    assert!(
+        out.status.success(),
+        "plait run failed: {}\n{logs:#?}",
+        stderr(&out)
+    );
+    assert!(mock.problems().is_empty(), "{:#?}", mock.problems());
+    assert_eq!(mock.count("a"), 1);
+    let a = task(&status, "a");
+    assert_eq!(a["state"], "done", "{a}");
+    assert_eq!(a["violations"].as_array().unwrap().len(), 0, "{a}");
+    assert_eq!(a["usage"]["turns"], 1, "{a}");
+    assert_confined(a);
+    let request = mock
+        .requests()
+        .into_iter()
+        .find(|r| r.task.as_deref() == Some("a"))
+        .unwrap();
+    assert_eq!(request.body["model"], "qwen-coder");
+    assert_eq!(request.headers["authorization"], format!("Bearer {KEY}"));
+    let run = status["id"].as_str().unwrap();
+    let merged = repo.tree_files(&format!("plait/{run}/merged"));
+    assert_eq!(merged["src/a/x.txt"], "hello\n");
+    assert_eq!(merged["src/b/y.txt"], "hey\n");
+    assert_eq!(merged["src/b/new.txt"], "fresh\n");
+    assert_eq!(merged["src/a/other.txt"], "keep\n");
+    let b = task(&status, "b");
+    assert_confined(b);
+    // The only write aider is refused is its first-run marker in `~/.aider`, which it
+    // shrugs off; its `git add` of the new file went to a git state of its own.
+    for refused in b["sandbox"]["refused"].as_array().into_iter().flatten() {
+        assert!(
+            refused.as_str().unwrap().contains("/.aider"),
+            "{refused}\n{logs:#?}"
+        );
+    }
+    assert_eq!(
+        repo.git(&["status", "--porcelain"]).trim(),
+        "",
+        "the checkout is untouched"
+    );
+    // aider writes a placeholder identity into a repository without one; not here.
+    let config_after = fs::read_to_string(repo.path.join(".git/config")).unwrap();
+    assert_eq!(
+        config_before,
+        crate::support::without_worktree_config(&config_after)
+    );
+}
+
+/// With task checks, real aider tests its own edits: `--test-cmd` runs the checks through
+/// `plait run-in-view` in the task's whole-tree view after each edit, and a failure goes back
+/// to the model, which fixes it within the same round of plait's.
+#[test]
+fn real_aider_runs_the_task_checks_after_its_edit_and_fixes_what_they_report() {
+    let Some(aider) = real_aider() else {
+        eprintln!("skipped: aider is not installed (see the test above)");
+        return;
+    };
+    let repo = sample();
+    let mock = MockModel::start_aider(KEY);
+    mock.script(
+        "a",
+        vec![
+            Turn::Text("src/a/x.txt\n```\nhallo\n```\n".into()),
+            Turn::Text("src/a/x.txt\n```\nhello\n```\n".into()),
+        ],
+    );
+    mock.script("b", vec![Turn::Text("src/b/y.txt\n```\nhey\n```\n".into())]);
+    // Reads a file no task owns, as a project's tests read the rest of the tree.
+    let check = "test -f README.md && ! grep -rq hallo src || { echo \"CHECK SAYS: $(cat src/a/x.txt) is not a greeting\"; exit 1; }";
+    let toml = plan(
+        "aider",
+        &format!(
+            "[agents.aider]\nbin = \"{}\"\nprovider = \"mock\"\nargs = [\"--edit-format\", \"whole\"]\n\
+             [providers.mock]\nkind = \"openai\"\nbase_url = \"{}\"\napi_key_env = \"PLAIT_TEST_KEY\"\nmodel = \"qwen-coder\"\n\
+             [checks]\ntask = [{}]\n",
+            aider.display(),
+            mock.url(),
+            serde_json::to_string(check).unwrap()
+        ),
+    );
+    let out = run_real(&repo, &toml);
+    let status = repo.status_json(&[]);
+    let a = task(&status, "a");
+    let log = fs::read_to_string(a["log"].as_str().unwrap()).unwrap_or_default();
+    assert!(
+        out.status.success(),
+        "plait run failed: {}\n{log}",
+        stderr(&out)
+    );
+    assert!(mock.problems().is_empty(), "{:#?}", mock.problems());
+    assert_eq!(
+        mock.count("a"),
+        2,
+        "aider asked again after the failed check\n{log}"
+    );
+    let second = mock
+        .requests()
+        .into_iter()
+        .filter(|r| r.task.as_deref() == Some("a"))
+        .nth(1)
+        .unwrap();
+    assert!(
+        second
+            .body
+            .to_string()
+            .contains("CHECK SAYS: hallo is not a greeting"),
+        "the check's output went back to the model: {}",
+        second.body
+    );
+    assert_eq!(a["state"], "done", "{a}");
+    assert_eq!(a["rounds"], 0, "fixed within plait's first round: {a}");
+    assert_confined(a);
+    let run = status["id"].as_str().unwrap();
+    let merged = repo.tree_files(&format!("plait/{run}/merged"));
+    assert_eq!(merged["src/a/x.txt"], "hello\n");
+    assert_eq!(merged["src/b/y.txt"], "hey\n");
+    assert_eq!(mock.count("b"), 1, "b's edit passed its check at once");
+}
