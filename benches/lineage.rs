@@ -23,7 +23,7 @@ use std::time::Instant;
 use anyhow::{bail, Context, Result};
 
 mod common;
-use common::{git, isolate_git, secs, stage};
+use common::{baseline, git, isolate_git, secs, stage};
 
 /// The last commit whose checks shared one pool of checkouts.
 const BASELINE: &str = "78adbf5";
@@ -124,51 +124,6 @@ fn plan(files: &[String], clean: bool) -> String {
         );
     }
     toml
-}
-
-/// The plait binary of `rev`, built once under `target/bench-baseline/`.
-fn baseline(rev: &str) -> Result<PathBuf> {
-    let root = std::env::current_dir()?.join("target/bench-baseline");
-    let full = git(&std::env::current_dir()?, &["rev-parse", rev])?
-        .trim()
-        .to_string();
-    let src = root.join(&full);
-    let target = root.join("target");
-    let bin = target.join(&full).join("release/plait");
-    if bin.exists() {
-        return Ok(bin);
-    }
-    if !src.exists() {
-        git(
-            &std::env::current_dir()?,
-            &[
-                "worktree",
-                "add",
-                "-q",
-                "--detach",
-                &src.display().to_string(),
-                &full,
-            ],
-        )?;
-    }
-    stage(&format!("building the baseline plait at {rev} (once)"));
-    let status = Command::new("cargo")
-        .args([
-            "build",
-            "--release",
-            "--locked",
-            "--bin",
-            "plait",
-            "--target-dir",
-        ])
-        .arg(target.join(&full))
-        .current_dir(&src)
-        .stdout(Stdio::null())
-        .status()?;
-    if !status.success() {
-        bail!("cannot build plait at {rev}");
-    }
-    Ok(bin)
 }
 
 struct Figures {

@@ -2,8 +2,8 @@
 //! how figures are printed.
 #![allow(dead_code)]
 
-use std::path::Path;
-use std::process::Stdio;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
@@ -125,4 +125,49 @@ pub fn fs_probe(dir: &Path) -> Result<f64> {
         Ok(())
     })?;
     Ok(s)
+}
+
+/// The plait binary of `rev`, built once under `target/bench-baseline/`.
+pub fn baseline(rev: &str) -> Result<PathBuf> {
+    let root = std::env::current_dir()?.join("target/bench-baseline");
+    let full = git(&std::env::current_dir()?, &["rev-parse", rev])?
+        .trim()
+        .to_string();
+    let src = root.join(&full);
+    let target = root.join("target");
+    let bin = target.join(&full).join("release/plait");
+    if bin.exists() {
+        return Ok(bin);
+    }
+    if !src.exists() {
+        git(
+            &std::env::current_dir()?,
+            &[
+                "worktree",
+                "add",
+                "-q",
+                "--detach",
+                &src.display().to_string(),
+                &full,
+            ],
+        )?;
+    }
+    stage(&format!("building the baseline plait at {rev} (once)"));
+    let status = Command::new("cargo")
+        .args([
+            "build",
+            "--release",
+            "--locked",
+            "--bin",
+            "plait",
+            "--target-dir",
+        ])
+        .arg(target.join(&full))
+        .current_dir(&src)
+        .stdout(Stdio::null())
+        .status()?;
+    if !status.success() {
+        bail!("cannot build plait at {rev}");
+    }
+    Ok(bin)
 }

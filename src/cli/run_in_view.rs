@@ -35,7 +35,16 @@ pub fn cmd_run_in_view(args: RunInViewArgs) -> ExitCode {
         return ExitCode::from(2);
     };
     if var("PLAIT_VIEW").is_none_or(|v| v != "overlay") {
-        if let Err(why) = fill(&worktree, var("PLAIT_BASE"), var("PLAIT_OWNED")) {
+        let filled = fill(&worktree, var("PLAIT_BASE"), var("PLAIT_OWNED")).and_then(|()| {
+            // Tells collect the worktree now holds the base's files (a deletion of one is
+            // then a violation).
+            let task_dir =
+                var("PLAIT_SCRATCH").and_then(|s| Some(PathBuf::from(s).parent()?.to_owned()));
+            task_dir.map_or(Ok(()), |dir| {
+                crate::workspace::view::mark_filled(&crate::state::TaskDir(dir).view_filled())
+            })
+        });
+        if let Err(why) = filled {
             errln!(
                 "plait run-in-view: cannot fill in the view in {}: {why}",
                 worktree.display()

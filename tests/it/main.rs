@@ -28,5 +28,6 @@ mod sandbox;
 mod serve;
 mod split;
 mod support;
+mod views;
 mod workspace;
 mod worktrees;

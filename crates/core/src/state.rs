@@ -764,6 +764,15 @@ impl TaskDir {
         self.0.join("scratch")
     }
 
+    /// Written once the task's worktree has been filled in as its whole-tree view (where
+    /// there is no overlay): from then on collect holds every file of the base the task
+    /// does not own to be there, so a deletion of one is a violation. In the scratch, as
+    /// `plait run-in-view` writes it from inside the walls; an agent that removes it
+    /// only hides a deletion that never reaches a branch anyway.
+    pub fn view_filled(&self) -> PathBuf {
+        self.scratch().join(".view-filled")
+    }
+
     /// The output of each `run` command of the task's agent, one file per command.
     pub fn runs(&self) -> PathBuf {
         self.0.join("runs")

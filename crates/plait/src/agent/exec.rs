@@ -130,6 +130,8 @@ pub fn task_env(task: &TaskContext) -> Vec<(&'static str, String)> {
         ("PLAIT_WORKTREE", task.worktree.display().to_string()),
         ("PLAIT_OWNED", task.owned_list.display().to_string()),
         ("PLAIT_ROUND", task.round.to_string()),
+        // A directory of the task's own its processes may write, kept across rounds.
+        ("PLAIT_SCRATCH", task.scratch().display().to_string()),
         // How the task's whole-tree view is made, and the way into it for a command.
         (
             "PLAIT_VIEW",
@@ -140,15 +142,11 @@ pub fn task_env(task: &TaskContext) -> Vec<(&'static str, String)> {
             }
             .to_string(),
         ),
+        // Meant to be expanded unquoted (`$PLAIT_RUN_IN make test`), so the path is not
+        // quoted: the shell does not read quotes that come out of an expansion.
         (
             "PLAIT_RUN_IN",
-            format!(
-                "'{}' run-in-view --",
-                task.plait_program
-                    .display()
-                    .to_string()
-                    .replace('\'', r"'\''")
-            ),
+            format!("{} run-in-view --", task.plait_program.display()),
         ),
     ];
     if let Some(file) = &task.single_file {

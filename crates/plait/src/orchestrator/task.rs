@@ -693,6 +693,7 @@ fn task_view(shared: &Shared, record: &TaskRecord, task: &ResolvedTask) -> TaskV
         shared.repo.clone(),
         shared.plan.files.clone(),
         task.owns.clone(),
+        TaskDir::of_log(&record.log).view_filled(),
     )
 }
 
@@ -776,12 +777,16 @@ fn collect_worktree(
     check_git_link(&repo, &shared.run, &task.id, record)?;
     let refname = crate::refs::branch_ref(&record.branch);
     undo_agent_commits(&repo, &refname, expected)?;
+    // A worktree filled in as the task's view holds every file of the base: one it does
+    // not own that is gone is a deletion.
+    let filled = TaskDir::of_log(&record.log).view_filled().exists();
+    let full = crate::plan::layout::Cone::full();
     let settings = CollectSettings {
         worktree: &record.worktree,
         branch: &record.branch,
         owns: &task.owns,
-        cone: &task.layout.cone,
-        holds: &|path| task.checks_out(path),
+        cone: if filled { &full } else { &task.layout.cone },
+        holds: &|path| task.checks_out(path) || (filled && !task.owns.matches(path)),
         message,
     };
     let outcome = collect::collect(&repo, &settings)?;

@@ -49,6 +49,8 @@ pub struct TaskView {
     repo: PathBuf,
     files: Arc<Vec<TreeFile>>,
     owns: Globs,
+    /// Written once the worktree is filled in (`TaskDir::view_filled`).
+    filled_marker: PathBuf,
     /// Written in once, for [`ViewKind::Materialize`].
     filled: tokio::sync::OnceCell<Result<(), String>>,
 }
@@ -60,6 +62,7 @@ impl TaskView {
         repo: PathBuf,
         files: Arc<Vec<TreeFile>>,
         owns: Globs,
+        filled_marker: PathBuf,
     ) -> TaskView {
         TaskView {
             kind,
@@ -67,6 +70,7 @@ impl TaskView {
             repo,
             files,
             owns,
+            filled_marker,
             filled: tokio::sync::OnceCell::new(),
         }
     }
@@ -89,9 +93,11 @@ impl TaskView {
             .get_or_init(|| async {
                 let (repo, worktree) = (self.repo.clone(), self.worktree.clone());
                 let (files, owns) = (self.files.clone(), self.owns.clone());
+                let marker = self.filled_marker.clone();
                 tokio::task::spawn_blocking(move || {
                     let repo = Repository::discover(&repo).map_err(|e| e.to_string())?;
-                    materialize(&repo, &files, &|p| owns.matches(p), &worktree).map(|_| ())
+                    materialize(&repo, &files, &|p| owns.matches(p), &worktree)?;
+                    mark_filled(&marker)
                 })
                 .await
                 .map_err(|e| format!("filling in the view failed: {e}"))?
@@ -132,6 +138,14 @@ pub fn materialize(
         written += 1;
     }
     Ok(written)
+}
+
+/// Notes that a worktree has been filled in (see `TaskDir::view_filled`).
+pub fn mark_filled(marker: &Path) -> Result<(), String> {
+    if let Some(dir) = marker.parent() {
+        fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    }
+    fs::write(marker, b"").map_err(|e| format!("{}: {e}", marker.display()))
 }
 
 /// How many base checkouts are kept; older ones not in use go when a new one is made.

@@ -1,0 +1,195 @@
+//! A task's whole-tree view for the commands its agent runs, with exec agents (plain
+//! processes): the whole repository at the base with the task's edits in place, in the
+//! overlay where the kernel allows it and filled in (`[sandbox] view = "filled"`) either
+//! way; writes and deletions of files not owned are violations that reach no branch; and
+//! `plait clean` takes the views' directories away.
+
+use std::fs;
+
+use crate::support::{stderr, stdout, TestRepo};
+
+const HELPER: &str = "VALUE = 41\n";
+
+fn sample() -> TestRepo {
+    TestRepo::with_files(&[
+        (".gitignore", "target/\n"),
+        ("lib/helper.py", HELPER),
+        ("src/a/x.txt", "hi\n"),
+        ("src/b/y.txt", "yo\n"),
+        ("README.md", "readme\n"),
+    ])
+}
+
+/// A plan of tasks a and b, their exec agents `a` and `b`, with `extra` after them.
+fn plan(a: &str, b: &str, extra: &str) -> String {
+    format!(
+        "goal = \"g\"\n[review]\nagent = \"off\"\nrounds = 2\n\
+         [[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"src/a/\"]\nagent = {{ exec = '''{a}''' }}\n\
+         [[task]]\nid = \"b\"\nprompt = \"p\"\nowns = [\"src/b/\"]\nagent = {{ exec = '''{b}''' }}\n\
+         {extra}"
+    )
+}
+
+const MODES: [&str; 2] = ["", "[defaults.sandbox]\nview = \"filled\"\n"];
+
+/// The agent's command, reading files it does not own, as a build or a test would: in
+/// the overlay its processes start in the view; filled in, through `$PLAIT_RUN_IN`.
+const READS: &str = "$PLAIT_RUN_IN sh -c 'test -f src/b/y.txt && test -f README.md && \
+     cat lib/helper.py > src/a/seen.txt && ls lib src >> src/a/seen.txt && echo \"$PLAIT_VIEW\" > src/a/view.txt'";
+
+#[test]
+fn an_exec_agent_sees_the_whole_tree_with_its_edits_in_either_kind_of_view() {
+    for mode in MODES {
+        let repo = sample();
+        let a = format!(
+            "echo hello > src/a/x.txt && {READS} && $PLAIT_RUN_IN grep -qx hello src/a/x.txt"
+        );
+        let out = repo.plait(&["run", repo.plan(&plan(&a, "true", mode)).to_str().unwrap()]);
+        assert!(out.status.success(), "{mode}: {}", stderr(&out));
+        let status = repo.status_json(&[]);
+        let run = status["id"].as_str().unwrap();
+        let task = &status["tasks"][0];
+        assert_eq!(task["state"], "done", "{mode}: {task}");
+        assert_eq!(
+            task["violations"].as_array().unwrap().len(),
+            0,
+            "{mode}: {task}"
+        );
+        let branch = repo.tree_files(&format!("plait/{run}/a"));
+        assert_eq!(branch["src/a/x.txt"], "hello\n");
+        assert_eq!(
+            branch["src/a/seen.txt"],
+            format!("{HELPER}lib:\nhelper.py\n\nsrc:\na\nb\n")
+        );
+        let expected = if mode.is_empty() && plait::sandbox::view_support().is_ok() {
+            "overlay\n"
+        } else {
+            "filled\n"
+        };
+        assert_eq!(branch["src/a/view.txt"], expected, "{mode}");
+        // Only what the task owns and changed is on its branch; nothing of the view's.
+        let changed = repo.git(&["diff", "--name-only", "main", &format!("plait/{run}/a")]);
+        assert_eq!(
+            changed, "src/a/seen.txt\nsrc/a/view.txt\nsrc/a/x.txt",
+            "{mode}"
+        );
+        assert_eq!(
+            repo.git(&["status", "--porcelain"]),
+            "",
+            "{mode}: the checkout is untouched"
+        );
+    }
+}
+
+#[test]
+fn writes_and_deletions_of_files_not_owned_in_the_view_are_violations_on_no_branch() {
+    for mode in MODES {
+        let repo = sample();
+        let a =
+            "$PLAIT_RUN_IN sh -c 'echo hello > src/a/x.txt && echo VALUE = 0 > lib/helper.py && \
+                 rm README.md && echo taken > src/b/y.txt'";
+        let out = repo.plait(&[
+            "run",
+            repo.plan(&plan(a, "echo hey > src/b/y.txt", mode))
+                .to_str()
+                .unwrap(),
+        ]);
+        let status = repo.status_json(&[]);
+        let run = status["id"].as_str().unwrap().to_string();
+        let a = &status["tasks"][0];
+        let mut violations: Vec<&str> = a["violations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v["path"].as_str().unwrap())
+            .collect();
+        violations.sort();
+        assert_eq!(
+            violations,
+            ["README.md", "lib/helper.py", "src/b/y.txt"],
+            "{mode}: {a}\n{}",
+            stderr(&out)
+        );
+        for branch in repo.branches() {
+            let files = repo.tree_files(&branch);
+            assert_eq!(files["lib/helper.py"], HELPER, "{mode}: {branch}");
+            assert_eq!(files["README.md"], "readme\n", "{mode}: {branch}");
+        }
+        let b = repo.tree_files(&format!("plait/{run}/b"));
+        assert_eq!(
+            b["src/b/y.txt"], "hey\n",
+            "{mode}: the neighbour's own work stands"
+        );
+        assert_eq!(repo.read("lib/helper.py"), HELPER, "{mode}");
+        assert_eq!(
+            repo.git(&["status", "--porcelain"]),
+            "",
+            "{mode}: the checkout is untouched"
+        );
+    }
+}
+
+#[test]
+fn build_output_in_the_view_is_kept_for_the_next_round_and_committed_nowhere() {
+    for mode in MODES {
+        let repo = sample();
+        // Round 0 builds and fails its check; round 1 finds its own build output.
+        let a = "$PLAIT_RUN_IN sh -c 'mkdir -p target && echo \"round $PLAIT_ROUND\" >> target/built && \
+                 cp target/built src/a/x.txt'";
+        let check = r#"test "$(tail -n 1 src/a/x.txt)" != "round 0""#;
+        let extra = format!("{mode}[checks]\ntask = ['''{check}''']\n");
+        let toml = plan(a, "true", &extra);
+        let out = repo.plait(&["run", repo.plan(&toml).to_str().unwrap()]);
+        let status = repo.status_json(&[]);
+        let task = &status["tasks"][0];
+        assert!(out.status.success(), "{mode}: {}\n{task}", stderr(&out));
+        let run = status["id"].as_str().unwrap();
+        let branch = repo.tree_files(&format!("plait/{run}/a"));
+        assert_eq!(
+            branch["src/a/x.txt"], "round 0\nround 1\n",
+            "{mode}: {task}"
+        );
+        assert!(!branch.keys().any(|p| p.starts_with("target")), "{mode}");
+    }
+}
+
+#[test]
+fn clean_removes_a_runs_view_directories_and_clean_seed_the_bases_checkouts() {
+    let repo = sample();
+    let out = repo.plait(&["run", repo.plan(&plan(READS, "true", "")).to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let status = repo.status_json(&[]);
+    let run = status["id"].as_str().unwrap().to_string();
+    let worktree = std::path::PathBuf::from(status["tasks"][0]["worktree"].as_str().unwrap());
+    let views = repo.path.join(".git/plait/views");
+    let overlay = plait::sandbox::view_support().is_ok();
+    let work = plait::workspace::view::work_dir(&worktree);
+    if overlay {
+        assert!(work.is_dir(), "{}", work.display());
+        assert_eq!(
+            fs::read_dir(&views)
+                .unwrap()
+                .flatten()
+                .filter(|e| e.path().is_dir())
+                .count(),
+            1
+        );
+    }
+    let out = repo.plait(&["clean", &run, "--force"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(!work.exists(), "{}", work.display());
+    assert!(!worktree.exists());
+    let out = repo.plait(&["clean", "--seed"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    if overlay {
+        assert!(
+            stdout(&out).contains("removed 1 checkout(s) of a base"),
+            "{}",
+            stdout(&out)
+        );
+    }
+    let left = fs::read_dir(&views)
+        .map(|d| d.flatten().filter(|e| e.path().is_dir()).count())
+        .unwrap_or(0);
+    assert_eq!(left, 0);
+}
