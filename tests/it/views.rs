@@ -85,12 +85,16 @@ fn an_exec_agent_sees_the_whole_tree_with_its_edits_in_either_kind_of_view() {
 fn writes_and_deletions_of_files_not_owned_in_the_view_are_violations_on_no_branch() {
     for mode in MODES {
         let repo = sample();
-        let a =
+        // Also the shared checkout under the overlay itself, by its own path.
+        let a = format!(
             "$PLAIT_RUN_IN sh -c 'echo hello > src/a/x.txt && echo VALUE = 0 > lib/helper.py && \
-                 rm README.md && echo taken > src/b/y.txt'";
+             rm README.md && echo taken > src/b/y.txt; for f in {}/.git/plait/views/*/lib/helper.py; \
+             do echo VALUE = 1 > \"$f\"; done; true'",
+            repo.path.display()
+        );
         let out = repo.plait(&[
             "run",
-            repo.plan(&plan(a, "echo hey > src/b/y.txt", mode))
+            repo.plan(&plan(&a, "echo hey > src/b/y.txt", mode))
                 .to_str()
                 .unwrap(),
         ]);
@@ -121,6 +125,18 @@ fn writes_and_deletions_of_files_not_owned_in_the_view_are_violations_on_no_bran
             "{mode}: the neighbour's own work stands"
         );
         assert_eq!(repo.read("lib/helper.py"), HELPER, "{mode}");
+        let views = fs::read_dir(repo.path.join(".git/plait/views"));
+        let mut shared_seen = 0;
+        for entry in views.into_iter().flatten().flatten() {
+            let shared = entry.path().join("lib/helper.py");
+            if shared.exists() {
+                let text = fs::read_to_string(&shared).unwrap();
+                assert_eq!(text, HELPER, "{mode}: {}", shared.display());
+                shared_seen += 1;
+            }
+        }
+        let overlay = mode.is_empty() && plait::sandbox::view_support().is_ok();
+        assert_eq!(shared_seen, usize::from(overlay), "{mode}");
         assert_eq!(
             repo.git(&["status", "--porcelain"]),
             "",
