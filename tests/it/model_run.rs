@@ -373,3 +373,56 @@ fn a_bad_run_glob_is_a_plan_error_and_a_dry_run_shows_the_commands() {
     );
     assert_eq!(mock.count("a"), 0, "a dry run asks no model");
 }
+
+/// Under a terminal (plait started by `script`, as from a shell), a command that opens
+/// `/dev/tty` to ask something is told there is none, at once: it never stops in the
+/// background waiting for the terminal until its time runs out.
+#[test]
+fn a_command_asking_the_terminal_is_told_there_is_none_and_does_not_wait() {
+    if !plait::shell::findable("script", std::env::var("PATH").ok().as_deref()) {
+        eprintln!("skipped: no `script` to give plait a terminal");
+        return;
+    }
+    let repo = sample();
+    let mock = MockModel::start(Provider::Anthropic, KEY);
+    mock.script(
+        "a",
+        vec![
+            Turn::Tools(vec![run_for(
+                "read answer < /dev/tty; echo \"read status $?\"",
+                60.0,
+            )]),
+            Turn::Text("done".into()),
+        ],
+    );
+    mock.script("b", vec![Turn::Text("nothing to do".into())]);
+    let plan_path = repo.plan(&plan(&mock, ""));
+    crate::support::init();
+    let command = format!(
+        "'{}' run '{}' -j 2",
+        env!("CARGO_BIN_EXE_plait"),
+        plan_path.display()
+    );
+    let started = std::time::Instant::now();
+    let out = std::process::Command::new("script")
+        .args(["-qec", &command, "/dev/null"])
+        .current_dir(&repo.path)
+        .env("PLAIT_TEST_KEY", KEY)
+        .env("NO_COLOR", "1")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(mock.problems(), Vec::<String>::new());
+    let results = results(&mock, "a");
+    let shown = stdout(&out);
+    let tail = &shown[shown.len().saturating_sub(2000)..];
+    assert_eq!(results.len(), 1, "{tail}");
+    let text = &results[0].0;
+    assert!(text.contains("read status"), "{text}");
+    assert!(!text.contains("read status 0"), "{text}");
+    assert!(!text.contains("timed out"), "{text}");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(50),
+        "the command waited for the terminal: {text}"
+    );
+}

@@ -467,7 +467,10 @@ impl Armed {
         let walls = view::Walls {
             ruleset,
             access: write_access(self.abi),
-            session: self.abi < 5,
+            // No controlling terminal: a command that opens `/dev/tty` to ask something
+            // (a password prompt) is told there is none, rather than stopped by SIGTTIN as
+            // a background process group of plait's terminal would be.
+            session: true,
         };
         view::prepare(&mut cmd, view, Some(cwd), Some(walls))?;
         if self.abi < 5 {

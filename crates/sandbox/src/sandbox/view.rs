@@ -140,7 +140,7 @@ unsafe fn write_all(path: &CString, bytes: &[u8]) -> bool {
 pub(crate) struct Walls {
     pub(crate) ruleset: OwnedFd,
     pub(crate) access: u64,
-    /// Before ABI 5: a session of its own as well.
+    /// A session of its own (no controlling terminal) rather than only a process group.
     pub(crate) session: bool,
 }
 
