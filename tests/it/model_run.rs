@@ -415,7 +415,10 @@ fn a_command_asking_the_terminal_is_told_there_is_none_and_does_not_wait() {
     assert_eq!(mock.problems(), Vec::<String>::new());
     let results = results(&mock, "a");
     let shown = stdout(&out);
-    let tail = &shown[shown.len().saturating_sub(2000)..];
+    let tail: String = shown
+        .chars()
+        .skip(shown.chars().count().saturating_sub(2000))
+        .collect();
     assert_eq!(results.len(), 1, "{tail}");
     let text = &results[0].0;
     assert!(text.contains("read status"), "{text}");
