@@ -1,8 +1,10 @@
-//! A task's whole-tree view for the commands its agent runs, with exec agents (plain
-//! processes): the whole repository at the base with the task's edits in place, in the
-//! overlay where the kernel allows it and filled in (`[sandbox] view = "filled"`) either
-//! way; writes and deletions of files not owned are violations that reach no branch; and
-//! `plait clean` takes the views' directories away.
+//! A task's whole-tree view for the commands its agent runs, with agents that are plain
+//! processes: the whole repository at the base with the task's edits in place — for a
+//! `{ cli }` agent an overlay it starts in where the kernel allows it, else (and with
+//! `[sandbox] view = "filled"`, and for an exec agent, which starts in its sparse
+//! worktree) the worktree filled in by `$PLAIT_RUN_IN`; writes and deletions of files not
+//! owned are violations that reach no branch; and `plait clean` takes the views'
+//! directories away.
 
 use std::fs;
 
@@ -20,40 +22,81 @@ fn sample() -> TestRepo {
     ])
 }
 
-/// A plan of tasks a and b, their exec agents `a` and `b`, with `extra` after them.
-fn plan(a: &str, b: &str, extra: &str) -> String {
+/// How a test's agents run: `kind` "exec" (`{ exec = CMD }`) or "cli" (`{ cli = ["sh",
+/// "-c", CMD] }`), with `extra` TOML.
+#[derive(Clone, Copy, Debug)]
+struct Mode {
+    kind: &'static str,
+    extra: &'static str,
+}
+
+impl Mode {
+    /// Whether this mode's processes start in an overlay view here.
+    fn overlay(self) -> bool {
+        self.kind == "cli" && self.extra.is_empty() && plait::sandbox::view_support().is_ok()
+    }
+
+    fn agent(self, command: &str) -> String {
+        match self.kind {
+            "exec" => format!("{{ exec = '''{command}''' }}"),
+            _ => format!("{{ cli = [\"sh\", \"-c\", '''{command}'''] }}"),
+        }
+    }
+}
+
+const FILLED: &str = "[defaults.sandbox]\nview = \"filled\"\n";
+const MODES: [Mode; 3] = [
+    Mode {
+        kind: "exec",
+        extra: "",
+    },
+    Mode {
+        kind: "cli",
+        extra: "",
+    },
+    Mode {
+        kind: "cli",
+        extra: FILLED,
+    },
+];
+
+/// A plan of tasks a and b, their agents running `a` and `b` as `mode` says, with `extra`
+/// after them.
+fn plan(mode: Mode, a: &str, b: &str, extra: &str) -> String {
     format!(
         "goal = \"g\"\n[review]\nagent = \"off\"\nrounds = 2\n\
-         [[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"src/a/\"]\nagent = {{ exec = '''{a}''' }}\n\
-         [[task]]\nid = \"b\"\nprompt = \"p\"\nowns = [\"src/b/\"]\nagent = {{ exec = '''{b}''' }}\n\
-         {extra}"
+         [[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"src/a/\"]\nagent = {}\n\
+         [[task]]\nid = \"b\"\nprompt = \"p\"\nowns = [\"src/b/\"]\nagent = {}\n\
+         {}{extra}",
+        mode.agent(a),
+        mode.agent(b),
+        mode.extra
     )
 }
 
-const MODES: [&str; 2] = ["", "[defaults.sandbox]\nview = \"filled\"\n"];
-
-/// The agent's command, reading files it does not own, as a build or a test would: in
-/// the overlay its processes start in the view; filled in, through `$PLAIT_RUN_IN`.
+/// The agent's command, reading files it does not own, as a build or a test would,
+/// through `$PLAIT_RUN_IN` (which only runs it where the agent is in an overlay).
 const READS: &str = "$PLAIT_RUN_IN sh -c 'test -f src/b/y.txt && test -f README.md && \
      cat lib/helper.py > src/a/seen.txt && ls lib src >> src/a/seen.txt && echo \"$PLAIT_VIEW\" > src/a/view.txt'";
 
 #[test]
-fn an_exec_agent_sees_the_whole_tree_with_its_edits_in_either_kind_of_view() {
+fn an_agent_sees_the_whole_tree_with_its_edits_in_either_kind_of_view() {
     for mode in MODES {
         let repo = sample();
         let a = format!(
             "echo hello > src/a/x.txt && {READS} && $PLAIT_RUN_IN grep -qx hello src/a/x.txt"
         );
-        let out = repo.plait(&["run", repo.plan(&plan(&a, "true", mode)).to_str().unwrap()]);
-        assert!(out.status.success(), "{mode}: {}", stderr(&out));
+        let toml = plan(mode, &a, "true", "");
+        let out = repo.plait(&["run", repo.plan(&toml).to_str().unwrap()]);
+        assert!(out.status.success(), "{mode:?}: {}", stderr(&out));
         let status = repo.status_json(&[]);
         let run = status["id"].as_str().unwrap();
         let task = &status["tasks"][0];
-        assert_eq!(task["state"], "done", "{mode}: {task}");
+        assert_eq!(task["state"], "done", "{mode:?}: {task}");
         assert_eq!(
             task["violations"].as_array().unwrap().len(),
             0,
-            "{mode}: {task}"
+            "{mode:?}: {task}"
         );
         let branch = repo.tree_files(&format!("plait/{run}/a"));
         assert_eq!(branch["src/a/x.txt"], "hello\n");
@@ -61,22 +104,22 @@ fn an_exec_agent_sees_the_whole_tree_with_its_edits_in_either_kind_of_view() {
             branch["src/a/seen.txt"],
             format!("{HELPER}lib:\nhelper.py\n\nsrc:\na\nb\n")
         );
-        let expected = if mode.is_empty() && plait::sandbox::view_support().is_ok() {
+        let expected = if mode.overlay() {
             "overlay\n"
         } else {
             "filled\n"
         };
-        assert_eq!(branch["src/a/view.txt"], expected, "{mode}");
+        assert_eq!(branch["src/a/view.txt"], expected, "{mode:?}");
         // Only what the task owns and changed is on its branch; nothing of the view's.
         let changed = repo.git(&["diff", "--name-only", "main", &format!("plait/{run}/a")]);
         assert_eq!(
             changed, "src/a/seen.txt\nsrc/a/view.txt\nsrc/a/x.txt",
-            "{mode}"
+            "{mode:?}"
         );
         assert_eq!(
             repo.git(&["status", "--porcelain"]),
             "",
-            "{mode}: the checkout is untouched"
+            "{mode:?}: the checkout is untouched"
         );
     }
 }
@@ -94,7 +137,7 @@ fn writes_and_deletions_of_files_not_owned_in_the_view_are_violations_on_no_bran
         );
         let out = repo.plait(&[
             "run",
-            repo.plan(&plan(&a, "echo hey > src/b/y.txt", mode))
+            repo.plan(&plan(mode, &a, "echo hey > src/b/y.txt", ""))
                 .to_str()
                 .unwrap(),
         ]);
@@ -111,36 +154,35 @@ fn writes_and_deletions_of_files_not_owned_in_the_view_are_violations_on_no_bran
         assert_eq!(
             violations,
             ["README.md", "lib/helper.py", "src/b/y.txt"],
-            "{mode}: {a}\n{}",
+            "{mode:?}: {a}\n{}",
             stderr(&out)
         );
         for branch in repo.branches() {
             let files = repo.tree_files(&branch);
-            assert_eq!(files["lib/helper.py"], HELPER, "{mode}: {branch}");
-            assert_eq!(files["README.md"], "readme\n", "{mode}: {branch}");
+            assert_eq!(files["lib/helper.py"], HELPER, "{mode:?}: {branch}");
+            assert_eq!(files["README.md"], "readme\n", "{mode:?}: {branch}");
         }
         let b = repo.tree_files(&format!("plait/{run}/b"));
         assert_eq!(
             b["src/b/y.txt"], "hey\n",
-            "{mode}: the neighbour's own work stands"
+            "{mode:?}: the neighbour's own work stands"
         );
-        assert_eq!(repo.read("lib/helper.py"), HELPER, "{mode}");
+        assert_eq!(repo.read("lib/helper.py"), HELPER, "{mode:?}");
         let views = fs::read_dir(repo.path.join(".git/plait/views"));
         let mut shared_seen = 0;
         for entry in views.into_iter().flatten().flatten() {
             let shared = entry.path().join("lib/helper.py");
             if shared.exists() {
                 let text = fs::read_to_string(&shared).unwrap();
-                assert_eq!(text, HELPER, "{mode}: {}", shared.display());
+                assert_eq!(text, HELPER, "{mode:?}: {}", shared.display());
                 shared_seen += 1;
             }
         }
-        let overlay = mode.is_empty() && plait::sandbox::view_support().is_ok();
-        assert_eq!(shared_seen, usize::from(overlay), "{mode}");
+        assert_eq!(shared_seen, usize::from(mode.overlay()), "{mode:?}");
         assert_eq!(
             repo.git(&["status", "--porcelain"]),
             "",
-            "{mode}: the checkout is untouched"
+            "{mode:?}: the checkout is untouched"
         );
     }
 }
@@ -153,32 +195,39 @@ fn build_output_in_the_view_is_kept_for_the_next_round_and_committed_nowhere() {
         let a = "$PLAIT_RUN_IN sh -c 'mkdir -p target && echo \"round $PLAIT_ROUND\" >> target/built && \
                  cp target/built src/a/x.txt'";
         let check = r#"test "$(tail -n 1 src/a/x.txt)" != "round 0""#;
-        let extra = format!("{mode}[checks]\ntask = ['''{check}''']\n");
-        let toml = plan(a, "true", &extra);
+        let extra = format!("[checks]\ntask = ['''{check}''']\n");
+        let toml = plan(mode, a, "true", &extra);
         let out = repo.plait(&["run", repo.plan(&toml).to_str().unwrap()]);
         let status = repo.status_json(&[]);
         let task = &status["tasks"][0];
-        assert!(out.status.success(), "{mode}: {}\n{task}", stderr(&out));
+        assert!(out.status.success(), "{mode:?}: {}\n{task}", stderr(&out));
         let run = status["id"].as_str().unwrap();
         let branch = repo.tree_files(&format!("plait/{run}/a"));
         assert_eq!(
             branch["src/a/x.txt"], "round 0\nround 1\n",
-            "{mode}: {task}"
+            "{mode:?}: {task}"
         );
-        assert!(!branch.keys().any(|p| p.starts_with("target")), "{mode}");
+        assert!(!branch.keys().any(|p| p.starts_with("target")), "{mode:?}");
     }
 }
 
 #[test]
 fn clean_removes_a_runs_view_directories_and_clean_seed_the_bases_checkouts() {
     let repo = sample();
-    let out = repo.plait(&["run", repo.plan(&plan(READS, "true", "")).to_str().unwrap()]);
+    let cli = Mode {
+        kind: "cli",
+        extra: "",
+    };
+    let out = repo.plait(&[
+        "run",
+        repo.plan(&plan(cli, READS, "true", "")).to_str().unwrap(),
+    ]);
     assert!(out.status.success(), "{}", stderr(&out));
     let status = repo.status_json(&[]);
     let run = status["id"].as_str().unwrap().to_string();
     let worktree = std::path::PathBuf::from(status["tasks"][0]["worktree"].as_str().unwrap());
     let views = repo.path.join(".git/plait/views");
-    let overlay = plait::sandbox::view_support().is_ok();
+    let overlay = cli.overlay();
     let work = plait::workspace::view::work_dir(&worktree);
     if overlay {
         assert!(work.is_dir(), "{}", work.display());

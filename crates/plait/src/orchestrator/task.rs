@@ -14,7 +14,7 @@ use crate::agent::{self, Agent, AgentOutcome, AgentReport, TaskContext};
 use crate::collect::{self, CollectSettings};
 use crate::git;
 use crate::git::tree_changes;
-use crate::plan::{ResolvedTask, Reviewer};
+use crate::plan::{AgentConfig, ResolvedTask, Reviewer};
 use crate::prompts;
 use crate::report::diff::{diff_text, DiffStyle};
 use crate::review::checks::{CheckJob, Lineage};
@@ -410,7 +410,13 @@ impl<'a> Worker<'a> {
     /// stopped, or the run was interrupted.
     async fn run_agent(&self, round: u32, feedback: Option<String>) -> ControlFlow<()> {
         let (shared, index) = (self.shared, self.index);
-        if self.view.overlay().is_some() {
+        // The base's checkout under the overlay, made the first time an agent of the run
+        // may run commands (a model agent without its `run` tool never does).
+        let runs_commands = !matches!(
+            &shared.plan.tasks[index].agent,
+            AgentConfig::Model { run, .. } if matches!(**run, crate::plan::tools::RunCommands::Off)
+        );
+        if self.view.overlay().is_some() && runs_commands {
             if let Err(why) = shared.base_tree().await {
                 return self.fail(why, None);
             }
@@ -671,9 +677,15 @@ fn context(
 /// The whole-tree view of a task: an overlay of its worktree on the base's checkout where
 /// this system allows it, else the worktree filled in at the first command.
 fn task_view(shared: &Shared, record: &TaskRecord, task: &ResolvedTask) -> TaskView {
-    let support = match task.sandbox.view {
-        crate::sandbox::ViewMode::Auto => crate::sandbox::view_support().clone(),
-        crate::sandbox::ViewMode::Filled => Err("[sandbox] view = \"filled\"".to_string()),
+    let support = match (&task.agent, task.sandbox.view) {
+        // A shell command in the task's sparse worktree, as before views: a task that runs
+        // nothing costs what it owns; one that runs a command through `$PLAIT_RUN_IN`
+        // has the worktree filled in then.
+        (AgentConfig::Exec(_), _) => Err("an exec agent, which enters it through \
+            `$PLAIT_RUN_IN`"
+            .to_string()),
+        (_, crate::sandbox::ViewMode::Auto) => crate::sandbox::view_support().clone(),
+        (_, crate::sandbox::ViewMode::Filled) => Err("[sandbox] view = \"filled\"".to_string()),
     };
     let kind = match support {
         Ok(()) => {
