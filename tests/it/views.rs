@@ -258,3 +258,48 @@ fn clean_removes_a_runs_view_directories_and_clean_seed_the_bases_checkouts() {
         .unwrap_or(0);
     assert_eq!(left, 0);
 }
+
+/// A plait killed mid-round leaves the task's view as it was: the resumed round starts in
+/// the same overlay (or filled-in worktree) and finds the build output the killed one left.
+#[test]
+fn a_resumed_task_keeps_its_view_and_build_output_after_a_crash() {
+    for mode in [MODES[1], MODES[2]] {
+        let repo = sample();
+        let a = "$PLAIT_RUN_IN sh -c 'mkdir -p target && echo run >> target/log && \
+                 if [ -f target/first ]; then cp target/log src/a/x.txt && test -f README.md && echo seen >> src/a/x.txt; \
+                 else touch target/first && echo started > src/a/started && sleep 60; fi'";
+        let plan_path = repo.plan(&plan(mode, a, "true", ""));
+        crate::support::init();
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_plait"))
+            .args(["run", plan_path.to_str().unwrap(), "-j", "2"])
+            .current_dir(&repo.path)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let status = crate::run::wait_for_running(&repo, 1);
+        let run = status["id"].as_str().unwrap().to_string();
+        let task = status["tasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["id"] == "a")
+            .unwrap();
+        let worktree = std::path::PathBuf::from(task["worktree"].as_str().unwrap());
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while !worktree.join("src/a/started").exists() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{mode:?}: the agent never started"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        child.kill().unwrap();
+        child.wait().unwrap();
+        let out = repo.plait(&["resume", &run]);
+        assert!(out.status.success(), "{mode:?}: {}", stderr(&out));
+        let branch = repo.tree_files(&format!("plait/{run}/a"));
+        assert_eq!(branch["src/a/x.txt"], "run\nrun\nseen\n", "{mode:?}");
+        assert!(!branch.keys().any(|p| p.starts_with("target")), "{mode:?}");
+    }
+}
