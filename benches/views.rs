@@ -199,7 +199,7 @@ fn noop_plan(tasks: usize, dirs: usize) -> String {
         let d = t * dirs / tasks;
         let _ = write!(
             toml,
-            "[[task]]\nid = \"t{t:03}\"\nprompt = \"p\"\nowns = [\"{}/\"]\n",
+            "[[task]]\nid = \"t{t:03}\"\nprompt = \"p\"\nowns = [\"/{}/\"]\n",
             dir_name(d)
         );
     }
