@@ -152,6 +152,13 @@ pub fn baseline(rev: &str) -> Result<PathBuf> {
             ],
         )?;
     }
+    // The checkout lies inside this workspace's directory: a plait from before the
+    // workspace gets an empty `[workspace]` of its own, or cargo takes it for a member.
+    let manifest = src.join("Cargo.toml");
+    let text = std::fs::read_to_string(&manifest)?;
+    if !text.lines().any(|l| l.trim() == "[workspace]") {
+        std::fs::write(&manifest, format!("{text}\n[workspace]\n"))?;
+    }
     stage(&format!("building the baseline plait at {rev} (once)"));
     let status = Command::new("cargo")
         .args([
