@@ -24,6 +24,11 @@ const EDIT_TOOLS: &[(&str, &str)] = &[
     ("NotebookEdit", "notebook_path"),
 ];
 
+/// Whether `tool` is one of Claude Code's tools that change files.
+pub fn is_edit_tool(tool: &str) -> bool {
+    EDIT_TOOLS.iter().any(|(name, _)| *name == tool)
+}
+
 /// What the guard of one task knows, written next to the agent's settings.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct GuardFile {

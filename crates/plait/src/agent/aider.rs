@@ -21,7 +21,7 @@ use std::sync::{Arc, LazyLock};
 
 use regex::Regex;
 
-use super::exec::{outcome_of, task_env};
+use super::exec::{outcome_of, shell_quote, task_env};
 use super::{Agent, AgentFuture, AgentOutcome, AgentReport, TaskContext};
 use crate::llm::provider::ProviderKind;
 use crate::plan::ToolSettings;
@@ -191,11 +191,6 @@ fn test_cmd(plait: &Path, checks: &[String]) -> Option<String> {
         command.push_str(&shell_quote(check));
     }
     Some(command)
-}
-
-/// `text` as one shell word: in single quotes, each `'` written `'\''`.
-fn shell_quote(text: &str) -> String {
-    format!("'{}'", text.replace('\'', r"'\''"))
 }
 
 /// A git index and object store of aider's own: aider `git add`s the files it creates,

@@ -22,7 +22,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::exec::{outcome_of, task_env};
+use super::exec::{outcome_of, shell_quote, task_env};
 use super::guard::GuardFile;
 use super::{Agent, AgentFuture, AgentOutcome, AgentReport, TaskContext};
 use crate::plan::ToolSettings;
@@ -236,9 +236,6 @@ fn api_key_helper(home: &Path) -> Option<String> {
     value["apiKeyHelper"].as_str().map(str::to_string)
 }
 
-/// The tools that change files.
-const EDIT_TOOLS: &[&str] = &["Edit", "Write", "MultiEdit", "NotebookEdit"];
-
 /// Writes the calls the hook refused (`denials`, from the CLI's result) to `path`, one
 /// JSON line each, for the task's record; returns how many were edits.
 fn record_refusals(denials: &[Value], path: &Path) -> u64 {
@@ -249,7 +246,7 @@ fn record_refusals(denials: &[Value], path: &Path) -> u64 {
     let _ = std::fs::write(path, lines);
     denials
         .iter()
-        .filter(|d| EDIT_TOOLS.contains(&d["tool_name"].as_str().unwrap_or_default()))
+        .filter(|d| super::guard::is_edit_tool(d["tool_name"].as_str().unwrap_or_default()))
         .count() as u64
 }
 
@@ -263,11 +260,6 @@ fn link_login(config: &Path, has_key: bool, home: Option<&Path>) -> Option<PathB
     }
     let source = home?.join(".credentials.json");
     (source.is_file() && std::os::unix::fs::symlink(&source, &target).is_ok()).then_some(target)
-}
-
-/// `text` quoted for `sh`.
-fn shell_quote(text: &str) -> String {
-    format!("'{}'", text.replace('\'', r"'\''"))
 }
 
 /// What the CLI's JSON result says.

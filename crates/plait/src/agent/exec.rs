@@ -90,7 +90,7 @@ pub fn with_file(command: &str, file: &str) -> String {
 }
 
 /// `text` as one shell word: in single quotes, each `'` written `'\''`.
-fn shell_quote(text: &str) -> String {
+pub(crate) fn shell_quote(text: &str) -> String {
     format!("'{}'", text.replace('\'', r"'\''"))
 }
 

@@ -412,10 +412,10 @@ impl<'a> Worker<'a> {
         let (shared, index) = (self.shared, self.index);
         // The base's checkout under the overlay, made the first time an agent of the run
         // may run commands (a model agent without its `run` tool never does).
-        let runs_commands = !matches!(
-            &shared.plan.tasks[index].agent,
-            AgentConfig::Model { run, .. } if matches!(**run, crate::plan::tools::RunCommands::Off)
-        );
+        let runs_commands = match &shared.plan.tasks[index].agent {
+            AgentConfig::Model { run, .. } => run.offered(),
+            _ => true,
+        };
         if self.view.overlay().is_some() && runs_commands {
             if let Err(why) = shared.base_tree().await {
                 return self.fail(why, None);
