@@ -34,16 +34,15 @@ pub fn cmd_run_in_view(args: RunInViewArgs) -> ExitCode {
         );
         return ExitCode::from(2);
     };
-    if var("PLAIT_VIEW").is_none_or(|v| v != "overlay") {
-        let filled = fill(&worktree, var("PLAIT_BASE"), var("PLAIT_OWNED")).and_then(|()| {
-            // Tells collect the worktree now holds the base's files (a deletion of one is
-            // then a violation).
-            let task_dir =
-                var("PLAIT_SCRATCH").and_then(|s| Some(PathBuf::from(s).parent()?.to_owned()));
-            task_dir.map_or(Ok(()), |dir| {
-                crate::workspace::view::mark_filled(&crate::state::TaskDir(dir).view_filled())
-            })
-        });
+    // Where plait notes that the worktree holds the base's files: collect then takes a
+    // deletion of one for a violation, and a later command need not walk the base again.
+    let marker = var("PLAIT_SCRATCH")
+        .and_then(|s| Some(PathBuf::from(s).parent()?.to_owned()))
+        .map(|dir| crate::state::TaskDir(dir).view_filled());
+    let filled_before = marker.as_ref().is_some_and(|m| m.exists());
+    if var("PLAIT_VIEW").is_none_or(|v| v != "overlay") && !filled_before {
+        let filled = fill(&worktree, var("PLAIT_BASE"), var("PLAIT_OWNED"))
+            .and_then(|()| marker.map_or(Ok(()), |m| crate::workspace::view::mark_filled(&m)));
         if let Err(why) = filled {
             errln!(
                 "plait run-in-view: cannot fill in the view in {}: {why}",
