@@ -303,3 +303,26 @@ fn a_resumed_task_keeps_its_view_and_build_output_after_a_crash() {
         assert!(!branch.keys().any(|p| p.starts_with("target")), "{mode:?}");
     }
 }
+
+/// The marker that says a worktree was filled in lies in the scratch, where the agent
+/// writes: one an agent in an overlay writes itself does not make collect take the base's
+/// files, which its worktree never holds, for deletions.
+#[test]
+fn a_filled_marker_written_in_an_overlay_means_nothing() {
+    let cli = MODES[1];
+    if !cli.overlay() {
+        eprintln!("not checked: no overlay views here");
+        return;
+    }
+    let repo = sample();
+    let a = "touch \"$PLAIT_SCRATCH/.view-filled\" && echo hello > src/a/x.txt";
+    let out = repo.plait(&[
+        "run",
+        repo.plan(&plan(cli, a, "true", "")).to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let status = repo.status_json(&[]);
+    let task = &status["tasks"][0];
+    assert_eq!(task["violations"], serde_json::json!([]), "{task}");
+    assert_eq!(task["state"], "done", "{task}");
+}

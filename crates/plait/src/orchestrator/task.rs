@@ -458,7 +458,14 @@ impl<'a> Worker<'a> {
             "plait({}): work in progress (interrupted)\n\nPlait-Run: {}\n",
             self.task.id, self.shared.run
         );
-        let kept = collect_round(self.shared, self.index, self.record, message).await;
+        let kept = collect_round(
+            self.shared,
+            self.index,
+            self.record,
+            self.view.overlay().is_none(),
+            message,
+        )
+        .await;
         self.shared.update(self.index, |t| {
             t.state = TaskState::Interrupted;
             t.error = match kept {
@@ -475,7 +482,15 @@ impl<'a> Worker<'a> {
         self.shared
             .update(self.index, |t| t.state = TaskState::Collecting);
         let message = collect::commit_message(&self.shared.run, &self.task.id, &self.task.prompt);
-        match collect_round(self.shared, self.index, self.record, message).await {
+        match collect_round(
+            self.shared,
+            self.index,
+            self.record,
+            self.view.overlay().is_none(),
+            message,
+        )
+        .await
+        {
             Ok(Some(tip)) => ControlFlow::Continue(tip),
             Ok(None) => self.finish(TaskState::Done),
             Err(e) => self.fail(format!("could not collect the worktree: {e}"), None),
@@ -733,6 +748,7 @@ async fn collect_round(
     shared: &Arc<Shared>,
     index: usize,
     record: &TaskRecord,
+    unlayered: bool,
     message: String,
 ) -> Result<Option<Oid>, TaskError> {
     // Where plait last left the branch: an agent's own `git commit` must not smuggle
@@ -746,7 +762,7 @@ async fn collect_round(
         let shared = shared.clone();
         let record = record.clone();
         tokio::task::spawn_blocking(move || {
-            collect_worktree(&shared, index, &record, expected, message)
+            collect_worktree(&shared, index, &record, expected, unlayered, message)
         })
         .await
         .map_err(|source| TaskError::Panicked {
@@ -782,6 +798,7 @@ fn collect_worktree(
     index: usize,
     record: &TaskRecord,
     expected: Oid,
+    unlayered: bool,
     message: String,
 ) -> Result<Collected, TaskError> {
     let repo = git::open(&shared.repo)?;
@@ -790,8 +807,9 @@ fn collect_worktree(
     let refname = crate::refs::branch_ref(&record.branch);
     undo_agent_commits(&repo, &refname, expected)?;
     // A worktree filled in as the task's view holds every file of the base: one it does
-    // not own that is gone is a deletion.
-    let filled = TaskDir::of_log(&record.log).view_filled().exists();
+    // not own that is gone is a deletion. (`unlayered`: the view is not an overlay, whose
+    // worktree never holds the base's files, so a marker an agent wrote there means nothing.)
+    let filled = unlayered && TaskDir::of_log(&record.log).view_filled().exists();
     let full = crate::plan::layout::Cone::full();
     let settings = CollectSettings {
         worktree: &record.worktree,
