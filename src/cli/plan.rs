@@ -20,7 +20,8 @@ Examples:
   plait plan --goal 'Move every module under src/ from log to tracing' --include 'Cargo.toml' -o plait.toml
   plait plan --split 'dir:src/*' --prompt 'Move {path} from log to tracing' --exec './migrate.sh' -o plait.toml
   plait plan --split 'file:lib/**/*.py' --prompt 'Format {path}' --exec 'ruff format \"$PLAIT_FILE\"' > plait.toml
-  plait plan --split 'module:src/*' --prompt 'Format {path}' --exec-each 'rustfmt {file}' -o plait.toml
+  plait plan --split 'module:src/*' --prompt 'Format {path}' --each '*.rs' \\
+    --exec-each 'rustfmt --edition 2021 --emit stdout < {file} > \"$PLAIT_SCRATCH/out\" && cp \"$PLAIT_SCRATCH/out\" {file}' -o plait.toml
   plait plan --split 'module:src/*' --prompt 'Document {path}' --agent anthropic -o plait.toml
   plait plan --check plait.toml     # validate a plan alone, as `plait run` would
 
@@ -43,7 +44,12 @@ selected modules in different tasks, and the files the glob reaches that no task
 
 --exec runs once per task: $PLAIT_FILE is its file only when it owns exactly one (plait
 plan warns otherwise), $PLAIT_OWNED and $PLAIT_FILES list them all (one per line, and
-NUL-separated). --exec-each runs once per owned file, {file} quoted for the shell.
+NUL-separated). --exec-each runs once per owned file, {file} quoted for the shell, and
+--each keeps it to the files a glob matches (plait plan warns when it would also run on
+files of another kind, such as a LICENSE in a module of .rs files). rustfmt given a path
+follows the file's `mod x;` into files the task does not hold (and fails there: a lib.rs
+task), so the example gives it the file on stdin, which it formats alone, with the
+repository's rustfmt.toml (found from the worktree's root, where it is context).
 
 With --goal and no --split, a manager model (--manager, default anthropic) sees the tracked
 files with their sizes, and the contents of files matching --include, and submits tasks;
@@ -64,6 +70,10 @@ pub struct PlanArgs {
     /// path, quoted for the shell (PLAIT_FILE is set to it too)
     #[arg(long, value_name = "CMD", conflicts_with_all = ["exec", "agent"])]
     pub exec_each: Option<String>,
+    /// With --exec-each: run it only on the owned files GLOB matches (gitignore-style:
+    /// '*.rs' at any depth; repeatable)
+    #[arg(long, value_name = "GLOB", requires = "exec_each")]
+    pub each: Vec<String>,
     /// Name of the agent every task runs
     #[arg(long, value_name = "NAME")]
     pub agent: Option<String>,
@@ -144,7 +154,7 @@ fn plan_by_split(
     if settings.agent.is_none() {
         errln!("note: the plan has no agent; set `agent` under [defaults] before running it");
     }
-    warn_single_file(&repo, plan);
+    warn_exec(&repo, plan);
     match &args.output {
         Some(path) => {
             std::fs::write(path, &text).map_err(|e| {
@@ -184,17 +194,23 @@ fn split_header(spec: &str, outcome: &SplitOutcome) -> String {
 }
 
 /// Warns when the plan's exec command reads `$PLAIT_FILE` and some task owns more than
-/// one file; the plan is resolved as `plait run` would only in that case.
-fn warn_single_file(repo: &git2::Repository, plan: &plan::PlanFile) {
-    let reads = |spec: &Option<AgentSpec>| match spec {
-        Some(AgentSpec::Exec(cmd)) => cmd.reads_single_file(),
-        _ => false,
-    };
-    if !reads(&plan.defaults.agent) && !plan.tasks.iter().any(|t| reads(&t.agent)) {
+/// one file, or its per-file command will run on files of another kind than most; the plan
+/// is resolved as `plait run` would only when it has an exec agent.
+fn warn_exec(repo: &git2::Repository, plan: &plan::PlanFile) {
+    let exec = |spec: &Option<AgentSpec>| matches!(spec, Some(AgentSpec::Exec(_)));
+    if !exec(&plan.defaults.agent) && !plan.tasks.iter().any(|t| exec(&t.agent)) {
         return;
     }
-    let resolved = plan::resolve(repo, plan.clone(), Path::new("the split plan"));
-    if let Some(warning) = resolved.ok().and_then(|r| r.single_file_warning()) {
+    let Ok(resolved) = plan::resolve(repo, plan.clone(), Path::new("the split plan")) else {
+        return;
+    };
+    for warning in [
+        resolved.single_file_warning(),
+        resolved.mixed_files_warning(),
+    ]
+    .into_iter()
+    .flatten()
+    {
         errln!("warning: {warning}");
     }
 }
@@ -218,7 +234,9 @@ fn check_plan(dir: &Path, path: &Path) -> Result<(), CommandError> {
 /// The tasks' agent from `--exec`, `--exec-each` or `--agent`.
 fn worker(args: &PlanArgs) -> Option<AgentSpec> {
     if let Some(cmd) = &args.exec_each {
-        return Some(AgentSpec::Exec(ExecCommand::each_file(cmd.as_str())));
+        return Some(AgentSpec::Exec(
+            ExecCommand::each_file(cmd.as_str()).on_files(args.each.clone()),
+        ));
     }
     match (&args.exec, &args.agent) {
         (Some(cmd), _) => Some(AgentSpec::Exec(ExecCommand::once(cmd.as_str()))),

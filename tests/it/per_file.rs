@@ -186,3 +186,116 @@ fn exec_each_is_a_workers_key_and_stands_alone() {
         "{err}"
     );
 }
+
+/// The README's rustfmt recipe on a crate whose root declares its modules and whose module
+/// directory holds a file that is not Rust: the real rustfmt formats each task's `.rs` files
+/// alone (the lib.rs task too, whose `mod` files it does not hold), with the repository's
+/// rustfmt.toml, and `--each '*.rs'` keeps it off the LICENSE; without `--each`, `plait
+/// plan` warns about the LICENSE.
+#[test]
+fn the_readme_rustfmt_recipe_formats_every_module_task_alone() {
+    if std::process::Command::new("rustfmt")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        eprintln!("skipped: no rustfmt on PATH");
+        return;
+    }
+    let repo = TestRepo::with_files(&[
+        (
+            "Cargo.toml",
+            "[package]\nname = \"demo\"\nedition = \"2021\"\n",
+        ),
+        ("rustfmt.toml", "hard_tabs = true\n"),
+        (
+            "src/lib.rs",
+            "pub mod tables;\npub mod parser;\npub fn   root() {\nlet x=1;\n}\n",
+        ),
+        ("src/parser.rs", "pub fn   parse() {\nlet y=2;\n}\n"),
+        ("src/tables/mod.rs", "pub const   T: u8 = 1;\n"),
+        ("src/tables/LICENSE-DATA", "Data, Inc. terms\n"),
+    ]);
+    let recipe = "rustfmt --edition 2021 --emit stdout < {file} > \"$PLAIT_SCRATCH/out\" \
+                  && cp \"$PLAIT_SCRATCH/out\" {file}";
+    let (_, err) = plan(&repo, "module:src/*", &["--exec-each", recipe]);
+    assert!(
+        err.contains("warning: the exec_each command `rustfmt --edition 2021 --emit stdout")
+            && err.contains(
+                "and 1 owned file is not `.rs` (such as `src/tables/LICENSE-DATA` of task \
+             `tables`); to run it on the `.rs` files alone, add files = [\"*.rs\"] to the \
+             agent table (plait plan --each '*.rs')"
+            ),
+        "{err}"
+    );
+    let (path, err) = plan(
+        &repo,
+        "module:src/*",
+        &["--each", "*.rs", "--exec-each", recipe],
+    );
+    assert!(!err.contains("warning"), "{err}");
+    assert!(
+        std::fs::read_to_string(&path)
+            .unwrap()
+            .contains("files = [\"*.rs\"]"),
+        "the plan keeps the filter"
+    );
+    let run = run(&repo, &path, 0);
+    let root = repo.tree_files(&format!("plait/{run}/lib"));
+    assert_eq!(
+        root["src/lib.rs"],
+        "pub mod parser;\npub mod tables;\npub fn root() {\n\tlet x = 1;\n}\n"
+    );
+    let parser = repo.tree_files(&format!("plait/{run}/parser"));
+    assert_eq!(
+        parser["src/parser.rs"],
+        "pub fn parse() {\n\tlet y = 2;\n}\n"
+    );
+    let tables = repo.tree_files(&format!("plait/{run}/tables"));
+    assert_eq!(tables["src/tables/mod.rs"], "pub const T: u8 = 1;\n");
+    assert_eq!(tables["src/tables/LICENSE-DATA"], "Data, Inc. terms\n");
+    let log = std::fs::read_to_string(
+        repo.path
+            .join(format!(".git/plait/runs/{run}/tasks/tables/agent.log")),
+    )
+    .unwrap();
+    assert!(
+        log.contains("plait: 1 of 2 owned file(s) match files = [\"*.rs\"]"),
+        "{log}"
+    );
+    // The same plan without the filter fails on the LICENSE, naming it.
+    let text = std::fs::read_to_string(&path)
+        .unwrap()
+        .replace("files = [\"*.rs\"]\n", "");
+    std::fs::write(&path, text).unwrap();
+    let out = repo.plait(&["run", &path]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let id = stdout(&out).trim().to_string();
+    let status = repo.plait(&["status", &id]);
+    assert!(
+        stdout(&status).contains("on src/tables/LICENSE-DATA (1 of 2)"),
+        "{}",
+        stdout(&status)
+    );
+}
+
+#[test]
+fn files_goes_with_exec_each_alone() {
+    let repo = crate_with_tests();
+    let task = "[[task]]\nid = \"p\"\nprompt = \"x\"\nowns = [\"/src/parser.rs\"]\n";
+    let path = repo.scratch.join("files.toml");
+    std::fs::write(
+        &path,
+        format!("[defaults]\nagent = {{ exec = \"true\", files = [\"*.rs\"] }}\n{task}"),
+    )
+    .unwrap();
+    let out = repo.plait(&["plan", "--check", path.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("`files` goes with `exec_each`"),
+        "{}",
+        stderr(&out)
+    );
+    let out = repo.plait(&["plan", "--split", "module:src/*", "--each", "*.rs"]);
+    assert_eq!(out.status.code(), Some(2), "--each needs --exec-each");
+}

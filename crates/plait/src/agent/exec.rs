@@ -49,8 +49,19 @@ impl ExecAgent {
     /// failure ends the task, naming its file.
     async fn run_each(&self, task: &TaskContext, env: Vec<(&str, String)>) -> AgentOutcome {
         let started = Instant::now();
-        let total = task.owned.len();
-        for (n, file) in task.owned.iter().enumerate() {
+        let files = self.command.files_of(&task.owned);
+        let total = files.len();
+        if total < task.owned.len() {
+            note(
+                task,
+                &format!(
+                    "plait: {total} of {} owned file(s) match files = {:?}",
+                    task.owned.len(),
+                    self.command.files
+                ),
+            );
+        }
+        for (n, file) in files.into_iter().enumerate() {
             let command = with_file(&self.command.command, file);
             note(task, &format!("plait: {} of {total}: {command}", n + 1));
             let mut env = env.clone();

@@ -63,10 +63,14 @@ pub fn plan(
     let repo = crate::git::open(dir)?;
     let parsed = crate::plan::parse(text, path)?;
     let resolved = crate::plan::resolve_with_env(&repo, parsed, path, env)?;
-    let warnings = [resolved.sandbox_warning(), resolved.single_file_warning()]
-        .into_iter()
-        .flatten()
-        .collect();
+    let warnings = [
+        resolved.sandbox_warning(),
+        resolved.single_file_warning(),
+        resolved.mixed_files_warning(),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
     Ok(Planned { resolved, warnings })
 }
 

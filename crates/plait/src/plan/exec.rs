@@ -14,6 +14,9 @@ pub struct ExecCommand {
     /// Once per owned file, in order, `{file}` replaced by the file's path (quoted for the
     /// shell) and `PLAIT_FILE` set to it; otherwise once for the whole task.
     pub each_file: bool,
+    /// With `each_file`: the owned files it runs on, as gitignore-style globs (`*.rs`: at
+    /// any depth); empty, every owned file.
+    pub files: Vec<String>,
 }
 
 impl ExecCommand {
@@ -22,6 +25,7 @@ impl ExecCommand {
         ExecCommand {
             command: command.into(),
             each_file: false,
+            files: Vec::new(),
         }
     }
 
@@ -30,6 +34,22 @@ impl ExecCommand {
         ExecCommand {
             command: command.into(),
             each_file: true,
+            files: Vec::new(),
+        }
+    }
+
+    /// The same per-file command, run only on the owned files `files` matches.
+    pub fn on_files(self, files: Vec<String>) -> ExecCommand {
+        ExecCommand { files, ..self }
+    }
+
+    /// Which of `owned` a per-file command runs on: those its `files` match, else all.
+    pub fn files_of<'a>(&self, owned: &'a [String]) -> Vec<&'a String> {
+        match super::globs::Globs::new(&self.files) {
+            Ok(globs) if !self.files.is_empty() => {
+                owned.iter().filter(|f| globs.matches(f)).collect()
+            }
+            _ => owned.iter().collect(),
         }
     }
 
@@ -109,6 +129,59 @@ impl ResolvedPlan {
     }
 }
 
+/// A file's extension as the warning names it: `.rs`, or the whole name when it has none.
+fn kind_of(path: &str) -> String {
+    let name = path.rsplit('/').next().unwrap_or(path);
+    match name.rsplit_once('.') {
+        Some((stem, ext)) if !stem.is_empty() => format!(".{ext}"),
+        _ => name.to_string(),
+    }
+}
+
+impl ResolvedPlan {
+    /// The warning to give when an `exec_each` command with no `files` will run on owned
+    /// files of another kind than most of them (a `LICENSE` or a `README.md` in a module
+    /// of `.rs` files): how many, one of them, and the `files` that keeps to the others.
+    pub fn mixed_files_warning(&self) -> Option<String> {
+        let each: Vec<_> = self
+            .tasks
+            .iter()
+            .filter_map(|t| match &t.agent {
+                AgentConfig::Exec(c) if c.each_file && c.files.is_empty() => Some((t, c)),
+                _ => None,
+            })
+            .collect();
+        let mut counts: std::collections::BTreeMap<String, usize> = Default::default();
+        for (task, _) in &each {
+            for file in &task.owned {
+                *counts.entry(kind_of(file)).or_default() += 1;
+            }
+        }
+        let (main, _) = counts
+            .iter()
+            .filter(|(kind, _)| kind.starts_with('.'))
+            .max_by_key(|(_, n)| **n)?;
+        let mut others = each.iter().flat_map(|(task, command)| {
+            task.owned
+                .iter()
+                .filter(|f| &kind_of(f) != main)
+                .map(move |f| (task, command, f))
+        });
+        let (task, command, file) = others.next()?;
+        let more = others.count();
+        let files = match more {
+            0 => "1 owned file is".to_string(),
+            n => format!("{} owned files are", n + 1),
+        };
+        Some(format!(
+            "the exec_each command `{command}` runs on every owned file, and {files} not \
+             `{main}` (such as `{file}` of task `{}`); to run it on the `{main}` files alone, \
+             add files = [\"*{main}\"] to the agent table (plait plan --each '*{main}')",
+            task.id
+        ))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -133,5 +206,29 @@ mod tests {
             assert!(!ExecCommand::once(cmd).reads_single_file(), "{cmd}");
         }
         assert!(!ExecCommand::each_file("rustfmt \"$PLAIT_FILE\"").reads_single_file());
+    }
+
+    #[test]
+    fn files_choose_the_owned_files_a_per_file_command_runs_on() {
+        let owned: Vec<String> = [
+            "src/a/mod.rs",
+            "src/a/LICENSE",
+            "src/a/b/c.rs",
+            "tests/a.rs",
+        ]
+        .map(String::from)
+        .to_vec();
+        let all = ExecCommand::each_file("rustfmt {file}");
+        assert_eq!(all.files_of(&owned).len(), 4);
+        let rs = all.clone().on_files(vec!["*.rs".to_string()]);
+        assert_eq!(
+            rs.files_of(&owned),
+            vec!["src/a/mod.rs", "src/a/b/c.rs", "tests/a.rs"]
+        );
+        let src = all.on_files(vec!["/src/**/*.rs".to_string()]);
+        assert_eq!(src.files_of(&owned), vec!["src/a/mod.rs", "src/a/b/c.rs"]);
+        assert_eq!(kind_of("src/a/LICENSE"), "LICENSE");
+        assert_eq!(kind_of("src/.hidden"), ".hidden");
+        assert_eq!(kind_of("a/b.tar.gz"), ".gz");
     }
 }

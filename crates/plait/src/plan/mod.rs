@@ -279,6 +279,7 @@ pub enum AgentSpec {
 struct AgentTable {
     exec: Option<String>,
     exec_each: Option<String>,
+    files: Option<Vec<String>>,
     cli: Option<Vec<String>>,
 }
 
@@ -298,9 +299,17 @@ impl<'de> Deserialize<'de> for AgentSpec {
             }
             fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<AgentSpec, A::Error> {
                 let table = AgentTable::deserialize(de::value::MapAccessDeserializer::new(map))?;
+                if table.files.is_some() && table.exec_each.is_none() {
+                    return Err(de::Error::custom(
+                        "`files` goes with `exec_each`: it chooses the owned files the \
+                         per-file command runs on",
+                    ));
+                }
                 match (table.exec, table.exec_each, table.cli) {
                     (Some(cmd), None, None) => Ok(AgentSpec::Exec(ExecCommand::once(cmd))),
-                    (None, Some(cmd), None) => Ok(AgentSpec::Exec(ExecCommand::each_file(cmd))),
+                    (None, Some(cmd), None) => Ok(AgentSpec::Exec(
+                        ExecCommand::each_file(cmd).on_files(table.files.unwrap_or_default()),
+                    )),
                     (None, None, Some(argv)) => Ok(AgentSpec::Cli(argv)),
                     _ => Err(de::Error::custom(
                         "an agent table needs exactly one of `exec`, `exec_each` or `cli`",
@@ -318,8 +327,11 @@ impl Serialize for AgentSpec {
         match self {
             AgentSpec::Named(name) => serializer.serialize_str(name),
             AgentSpec::Exec(cmd) => {
-                let mut map = serializer.serialize_map(Some(1))?;
+                let mut map = serializer.serialize_map(None)?;
                 map.serialize_entry(cmd.key(), &cmd.command)?;
+                if !cmd.files.is_empty() {
+                    map.serialize_entry("files", &cmd.files)?;
+                }
                 map.end()
             }
             AgentSpec::Cli(argv) => {

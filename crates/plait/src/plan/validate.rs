@@ -730,7 +730,13 @@ fn resolve_agent(
             problems.push(format!("task `{id}`: the {} command is empty", cmd.key()));
             None
         }
-        Some(AgentSpec::Exec(cmd)) => Some(AgentConfig::Exec(cmd.clone())),
+        Some(AgentSpec::Exec(cmd)) => {
+            if let Err(e) = super::globs::Globs::new(&cmd.files) {
+                problems.push(format!("task `{id}`: exec_each `files`: {e}"));
+                return None;
+            }
+            Some(AgentConfig::Exec(cmd.clone()))
+        }
         Some(AgentSpec::Named(name)) => resolve_named_agent(inputs, id, name, providers, problems),
         Some(AgentSpec::Cli(argv)) => resolve_cli_agent(inputs, id, argv, problems),
     }
