@@ -420,21 +420,26 @@ fn sandbox_costs(t: &mut Table, root: &Path, repo: &Path, n: usize, reps: usize)
     std::fs::create_dir_all(&dir)?;
     let log = dir.join("spawn.log");
     let (_interrupt, cancel) = plait::cancel::Cancel::new();
-    let settings = SandboxSettings {
+    let walled = SandboxSettings {
         mode: SandboxMode::Auto,
-        view: Default::default(),
-        writable: Vec::new(),
         temp_root: root.to_path_buf(),
+        ..SandboxSettings::default()
     };
+    let settings = walled.with_network(plait::sandbox::Network::On);
     let open = Sandbox::none();
     let spawns = 200;
-    let (mut on, mut off) = (Vec::new(), Vec::new());
+    let (mut on, mut off, mut netless) = (Vec::new(), Vec::new(), Vec::new());
     runtime.block_on(async {
-        for i in 0..2 * spawns {
+        for i in 0..3 * spawns {
             // A new sandbox each time, as each task has: its ruleset and TMPDIR are made
-            // (and the directory removed) inside the timed span.
+            // (and the directory removed) inside the timed span; every third with the
+            // network off too (a namespace of its own where the system allows).
             let started = Instant::now();
-            let confined = (i % 2 == 0).then(|| Sandbox::new(&settings, vec![dir.clone()]));
+            let confined = match i % 3 {
+                0 => Some(Sandbox::new(&settings, vec![dir.clone()])),
+                2 => Some(Sandbox::new(&walled, vec![dir.clone()])),
+                _ => None,
+            };
             let sandbox = confined.as_ref().unwrap_or(&open);
             let launch = Launch {
                 dir: &dir,
@@ -450,15 +455,15 @@ fn sandbox_costs(t: &mut Table, root: &Path, repo: &Path, n: usize, reps: usize)
             if outcome != shell::ShellOutcome::Exited(0) {
                 bail!("`true` did not succeed: {outcome:?}");
             }
-            if i % 2 == 0 {
-                on.push(took)
-            } else {
-                off.push(took)
+            match i % 3 {
+                0 => on.push(took),
+                1 => off.push(took),
+                _ => netless.push(took),
             }
         }
         Ok(())
     })?;
-    let (on_s, off_s) = (median(&on), median(&off));
+    let (on_s, off_s, netless_s) = (median(&on), median(&off), median(&netless));
     t.gap();
     t.row(
         format!("sandbox: spawn `true`, median of {spawns}"),
@@ -471,6 +476,15 @@ fn sandbox_costs(t: &mut Table, root: &Path, repo: &Path, n: usize, reps: usize)
             },
             secs(off_s),
             (on_s - off_s) * 1e3
+        ),
+    );
+    t.row(
+        format!("sandbox: spawn `true` with the network off, median of {spawns}"),
+        format!(
+            "{} ({}): +{:.2} ms per spawn over confined with the network on",
+            secs(netless_s),
+            walled.describe(),
+            (netless_s - on_s) * 1e3
         ),
     );
 

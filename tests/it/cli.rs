@@ -239,6 +239,7 @@ fn the_run_summary_shows_failures_violations_and_conflicts() {
         (r"/\S+/\.git/plait", "[GITDIR]/plait"),
         (r"/\S+/plait/repo-\[HASH\]", "[WORKTREES]"),
         (r"Landlock ABI \d+", "Landlock ABI [N]"),
+        (r"network off \([^)]*\)", "network off ([HOW])"),
     ]}, {
         insta::assert_snapshot!(text);
     });

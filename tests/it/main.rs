@@ -19,6 +19,7 @@ mod mock;
 mod mock_selftest;
 mod model;
 mod model_run;
+mod network;
 mod per_file;
 mod pg;
 mod plan;

@@ -313,6 +313,7 @@ mod tests {
             context: Globs::empty(),
             owned: vec![path.to_string()],
             sandbox: Default::default(),
+            check_sandbox: Default::default(),
             layout: Default::default(),
         }
     }

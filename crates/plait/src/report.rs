@@ -254,7 +254,8 @@ fn group_note(group: &crate::state::GroupRecord) -> String {
 }
 
 /// How the tasks' processes ran: one line when all ran alike, else one per kind; then the
-/// writes the sandbox refused each task.
+/// writes and connections the sandbox refused each task (a connection's words name the
+/// setting that allows it).
 fn sandbox_lines(out: &mut String, state: &RunState) {
     let mut kinds: Vec<(&str, Vec<&str>)> = Vec::new();
     for task in &state.tasks {
@@ -287,11 +288,13 @@ fn sandbox_lines(out: &mut String, state: &RunState) {
         let Some(sandbox) = task.sandbox.as_ref().filter(|s| !s.refused.is_empty()) else {
             continue;
         };
-        let _ = writeln!(
-            out,
-            "\nthe sandbox refused {} (a path its tools need belongs in [sandbox] writable):",
-            task.id
-        );
+        let writes = sandbox.refused.iter().any(|r| r.starts_with("write to "));
+        let hint = if writes {
+            " (a path its tools need belongs in [sandbox] writable)"
+        } else {
+            ""
+        };
+        let _ = writeln!(out, "\nthe sandbox refused {}{hint}:", task.id);
         for refused in &sandbox.refused {
             let _ = writeln!(out, "  {refused}");
         }

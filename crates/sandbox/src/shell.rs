@@ -154,6 +154,9 @@ async fn spawn_and_wait(
     for var in crate::git::REDIRECTING_VARS {
         cmd.env_remove(var);
     }
+    for var in launch.sandbox.withheld_env() {
+        cmd.env_remove(var);
+    }
     for (key, value) in launch.env {
         cmd.env(key, value);
     }

@@ -393,6 +393,8 @@ impl<'a> Worker<'a> {
             if let Some(confinement) = confinement {
                 let refused = t.sandbox.take().map(|s| s.refused).unwrap_or_default();
                 let mut now = SandboxRecord::from(&confinement);
+                // How writes and the network are walled, as this system does it.
+                now.how = self.task.sandbox.describe();
                 now.add_refused(&refused);
                 t.sandbox = Some(now);
             }
@@ -516,7 +518,7 @@ impl<'a> Worker<'a> {
             ],
             logs: &logs,
             timeout: shared.plan.checks.timeout,
-            sandbox: &self.task.sandbox,
+            sandbox: &self.task.check_sandbox,
             lineage: Lineage::Task(self.task.id.clone()),
         };
         match shared.checks.run(&job, &shared.cancel).await {
@@ -548,7 +550,7 @@ impl<'a> Worker<'a> {
             dir: self.task_dir.clone(),
             timeout: shared.plan.checks.timeout,
             budget: &shared.budget,
-            sandbox: &task.sandbox,
+            sandbox: &task.check_sandbox,
         };
         reviewer::review(
             &self.reviewer,
@@ -644,8 +646,14 @@ fn with_refused(reason: String, refused: &[String]) -> String {
     if refused.is_empty() {
         return reason;
     }
+    // A refused connection's words name the setting that allows it; a write's do not.
+    let hint = if refused.iter().any(|r| r.starts_with("write to ")) {
+        " (if the tool needs that path, add it to [sandbox] writable)"
+    } else {
+        ""
+    };
     format!(
-        "{reason}; the sandbox refused it: {} (if the tool needs that path, add it to [sandbox] writable)",
+        "{reason}; the sandbox refused it: {}{hint}",
         refused.join(", ")
     )
 }

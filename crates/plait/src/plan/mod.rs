@@ -151,6 +151,10 @@ pub struct ChecksFile {
     /// More rounds for the culprits a search finds, before they are held out (default 0).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rework: Option<u32>,
+    /// What checks and command reviewers may reach over the network: `"off"` (the
+    /// default: a loopback of their own, and `[sandbox] ports`) or `"on"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<crate::sandbox::Network>,
 }
 
 impl ChecksFile {
@@ -159,6 +163,9 @@ impl ChecksFile {
             && self.merged.is_empty()
             && self.jobs.is_none()
             && self.timeout.is_none()
+            && self.bisect.is_none()
+            && self.rework.is_none()
+            && self.network.is_none()
     }
 }
 
@@ -227,6 +234,19 @@ pub struct SandboxFile {
     /// allows, the default) or `"filled"`; a task's overrides `[defaults]`'.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub view: Option<crate::sandbox::ViewMode>,
+    /// What the task's agent may reach over the network: `"off"` (a loopback of its own,
+    /// and `ports`; the default for exec and model agents) or `"on"` (the default for
+    /// agent CLIs, which talk to their model); a task's overrides `[defaults]'`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<crate::sandbox::Network>,
+    /// Ports on the machine's loopback that agents and checks may connect to with the
+    /// network off (a database a test suite needs); a task's are added to `[defaults]'`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ports: Vec<u16>,
+    /// Variables that point at sockets or hold credentials, which a process with the
+    /// network off does not get unless they are named here; added like `ports`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub keep_env: Vec<String>,
 }
 
 /// One `[[task]]` entry.

@@ -17,7 +17,7 @@ use super::{
 };
 use crate::git::{flatten_tree, TreeFile};
 use crate::llm::provider::{resolve_provider, ProviderSettings};
-use crate::sandbox::{SandboxMode, SandboxSettings, Support};
+use crate::sandbox::{Network, SandboxMode, SandboxSettings, Support};
 
 /// Task ids that would collide with branches plait makes itself.
 const RESERVED_IDS: &[&str] = &["merged"];
@@ -95,9 +95,11 @@ pub struct CheckSettings {
     pub jobs: usize,
     /// How long one command may run.
     pub timeout: Duration,
-    /// The walls of the merged checks (the plan's `[defaults] sandbox`); task checks run in
-    /// their task's.
+    /// The walls of the merged checks (the plan's `[defaults] sandbox`, with the checks'
+    /// network); task checks run in their task's, with the checks' network.
     pub sandbox: SandboxSettings,
+    /// What checks and command reviewers may reach over the network.
+    pub network: Network,
     /// Whether failing merged checks start a culprit search.
     pub bisect: bool,
     /// More rounds for the culprits a search finds, each with feedback naming the check,
@@ -259,8 +261,10 @@ pub struct ResolvedTask {
     pub context: Globs,
     /// Tracked files of the base that this task owns, sorted.
     pub owned: Vec<String>,
-    /// The walls of the task's processes.
+    /// The walls of the task's agent's processes.
     pub sandbox: SandboxSettings,
+    /// The walls of its checks and command reviewer: the same, with the checks' network.
+    pub check_sandbox: SandboxSettings,
     /// The files its worktree holds and its sparse-checkout cone.
     pub layout: Layout,
 }
@@ -345,6 +349,7 @@ pub fn resolve_with_env(
             files: &files,
             env,
             run: &run,
+            check_network: plan.checks.network.unwrap_or(Network::Off),
         };
         if let Some(resolved) = resolve_task(&context, task, &mut providers, &mut problems) {
             tasks.push(resolved);
@@ -423,6 +428,7 @@ fn resolve_checks(
     if file.jobs == Some(0) {
         problems.push("[checks]: jobs must be at least 1".to_string());
     }
+    let network = file.network.unwrap_or(Network::Off);
     CheckSettings {
         task: file.task.clone(),
         merged: file.merged.clone(),
@@ -437,7 +443,9 @@ fn resolve_checks(
             None,
             env,
             problems,
-        ),
+        )
+        .with_network(network),
+        network,
         bisect: file.bisect.unwrap_or(true),
         rework: file.rework.unwrap_or(0),
     }
@@ -495,6 +503,27 @@ fn resolve_sandbox(
     let temp_root = env("TMPDIR")
         .filter(|t| t.starts_with('/'))
         .map_or_else(|| PathBuf::from("/tmp"), PathBuf::from);
+    let mut ports: Vec<u16> = Vec::new();
+    for &port in defaults.into_iter().chain(task).flat_map(|f| &f.ports) {
+        if port == 0 {
+            push_once(
+                problems,
+                format!("{place}: ports: 0 is no port; name the port the service listens on"),
+            );
+        } else if !ports.contains(&port) {
+            ports.push(port);
+        }
+    }
+    let mut keep_env: Vec<String> = Vec::new();
+    for name in defaults.into_iter().chain(task).flat_map(|f| &f.keep_env) {
+        if name.is_empty() || name.contains('=') {
+            problems.push(format!(
+                "{place}: keep_env: `{name}` is not a variable's name"
+            ));
+        } else if !keep_env.contains(name) {
+            keep_env.push(name.clone());
+        }
+    }
     SandboxSettings {
         mode,
         view: task
@@ -503,6 +532,12 @@ fn resolve_sandbox(
             .unwrap_or_default(),
         writable,
         temp_root,
+        network: task
+            .and_then(|t| t.network)
+            .or(defaults.and_then(|d| d.network))
+            .unwrap_or(Network::Off),
+        ports,
+        keep_env,
     }
 }
 
@@ -654,6 +689,8 @@ struct TaskInputs<'a> {
     env: &'a dyn Fn(&str) -> Option<String>,
     /// The plan's `[tools] run`, shared by its model agents.
     run: &'a Arc<RunCommands>,
+    /// What checks and command reviewers reach over the network.
+    check_network: Network,
 }
 
 /// Resolves one task's settings, adding what is wrong with them to `problems`; `None` when
@@ -684,13 +721,28 @@ fn resolve_task(
         .cloned()
         .unwrap_or_default();
     let context = compile(id, "context", &context_globs, files, problems);
-    let sandbox = resolve_sandbox(
+    let mut sandbox = resolve_sandbox(
         &format!("task `{id}` sandbox"),
         plan.defaults.sandbox.as_ref(),
         task.sandbox.as_ref(),
         inputs.env,
         problems,
     );
+    let asked = task.sandbox.as_ref().and_then(|s| s.network).or(plan
+        .defaults
+        .sandbox
+        .as_ref()
+        .and_then(|s| s.network));
+    if let Some(agent) = &agent {
+        sandbox.network = asked.unwrap_or_else(|| default_network(agent));
+        if let (Some(Network::Off), Some(name)) = (asked, model_cli(agent)) {
+            problems.push(format!(
+                "task `{id}`: {name} talks to its model over the network, and sandbox network = \"off\" leaves it none; \
+                 set network = \"on\" for this task (the default for agent CLIs)"
+            ));
+        }
+    }
+    let check_sandbox = sandbox.with_network(inputs.check_network);
     if problems.len() > before {
         return None;
     }
@@ -706,8 +758,28 @@ fn resolve_task(
         context: context?,
         owned: Vec::new(),
         sandbox,
+        check_sandbox,
         layout: Layout::default(),
     })
+}
+
+/// What an agent's processes reach over the network when the plan does not say: nothing
+/// outside for exec agents and a model's `run` commands (plait makes the model's requests
+/// itself), the network for agent CLIs, which make their own.
+fn default_network(agent: &AgentConfig) -> Network {
+    match agent {
+        AgentConfig::Exec(_) | AgentConfig::Model { .. } => Network::Off,
+        AgentConfig::Cli(_) | AgentConfig::ClaudeCode(_) | AgentConfig::Aider(_) => Network::On,
+    }
+}
+
+/// The name of an agent CLI that cannot work without reaching its model.
+fn model_cli(agent: &AgentConfig) -> Option<&'static str> {
+    match agent {
+        AgentConfig::ClaudeCode(_) => Some("Claude Code"),
+        AgentConfig::Aider(_) => Some("aider"),
+        _ => None,
+    }
 }
 
 /// The task's agent (its own, else the plan's default), or `None` with a problem added.

@@ -129,15 +129,20 @@ fn sandbox_text(sandbox: &crate::sandbox::SandboxSettings) -> String {
         SandboxMode::Required => "required",
         SandboxMode::Off => "off",
     };
-    if sandbox.writable.is_empty() {
-        return mode.to_string();
+    let mut text = format!("{mode}, network {}", sandbox.network.as_str());
+    if !sandbox.ports.is_empty() {
+        let ports: Vec<String> = sandbox.ports.iter().map(u16::to_string).collect();
+        let _ = write!(text, " (loopback ports {})", ports.join(", "));
     }
-    let writable: Vec<String> = sandbox
-        .writable
-        .iter()
-        .map(|p| p.display().to_string())
-        .collect();
-    format!("{mode}, also writable: {}", writable.join(", "))
+    if !sandbox.writable.is_empty() {
+        let writable: Vec<String> = sandbox
+            .writable
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect();
+        let _ = write!(text, ", also writable: {}", writable.join(", "));
+    }
+    text
 }
 
 /// The task and merged checks, with their limits, and how many review rounds.
@@ -154,9 +159,10 @@ fn check_lines(out: &mut String, plan: &ResolvedPlan) {
     let _ = writeln!(out, "merged checks: {}", list(&checks.merged));
     let _ = writeln!(
         out,
-        "checks: {} at once, {} each; culprit search {}; {} rework round(s) for culprits; {} review round(s) of changes",
+        "checks: {} at once, {} each, network {}; culprit search {}; {} rework round(s) for culprits; {} review round(s) of changes",
         checks.jobs,
         humantime::format_duration(checks.timeout),
+        checks.network.as_str(),
         if checks.bisect { "on" } else { "off" },
         checks.rework,
         plan.review.rounds

@@ -46,7 +46,9 @@ mod notify {
     }
 }
 
+mod net;
 mod view;
+pub use net::{support as net_support, NetWall, Network};
 pub use view::{support as view_support, OverlayView};
 
 /// The oldest Landlock ABI plait confines with: 3 covers truncation (Linux 6.2).
@@ -177,6 +179,12 @@ pub struct SandboxSettings {
     pub writable: Vec<PathBuf>,
     /// Where private temporary directories are made (the `TMPDIR` plait was started with).
     pub temp_root: PathBuf,
+    /// What the processes may reach over the network.
+    pub network: Network,
+    /// Ports on the machine's loopback they may still connect to when the network is off.
+    pub ports: Vec<u16>,
+    /// Variables the plan passes although they point at sockets or hold credentials.
+    pub keep_env: Vec<String>,
 }
 
 impl Default for SandboxSettings {
@@ -186,6 +194,9 @@ impl Default for SandboxSettings {
             view: ViewMode::Auto,
             writable: Vec::new(),
             temp_root: PathBuf::from("/tmp"),
+            network: Network::Off,
+            ports: Vec::new(),
+            keep_env: Vec::new(),
         }
     }
 }
@@ -197,6 +208,39 @@ impl SandboxSettings {
             (SandboxMode::Off, _) => Confinement::Off,
             (_, Support::Landlock(abi)) => Confinement::Landlock(*abi),
             (_, Support::Missing(why)) => Confinement::Unsupported(why.clone()),
+        }
+    }
+
+    /// The same settings with the network `network` (checks and reviewers have their own).
+    pub fn with_network(&self, network: Network) -> SandboxSettings {
+        SandboxSettings {
+            network,
+            ..self.clone()
+        }
+    }
+
+    /// How the network wall holds for processes under these settings on this system.
+    pub fn net_wall(&self) -> NetWall {
+        match (self.network, self.confinement()) {
+            (Network::On, _) | (_, Confinement::Off | Confinement::Unsupported(_)) => NetWall::Open,
+            (Network::Off, Confinement::Landlock(abi)) => {
+                if net::support().is_ok() {
+                    NetWall::Namespace
+                } else if abi >= 4 {
+                    NetWall::Landlock
+                } else {
+                    NetWall::NoSockets
+                }
+            }
+        }
+    }
+
+    /// How processes under these settings are confined, writes and network, in a phrase.
+    pub fn describe(&self) -> String {
+        let confinement = self.confinement();
+        match self.net_wall() {
+            NetWall::Open if !confinement.is_confined() => confinement.describe(),
+            wall => format!("{}, {}", confinement.describe(), wall.describe(&self.ports)),
         }
     }
 }
@@ -240,6 +284,21 @@ pub struct Sandbox {
     denials: Arc<Denials>,
     /// The whole-tree view every process starts in, when the task has one.
     view: Option<OverlayView>,
+    /// The forwarders of the `ports` of its processes' network namespaces.
+    forwards: Mutex<Vec<tokio::task::AbortHandle>>,
+}
+
+impl Drop for Sandbox {
+    fn drop(&mut self) {
+        for task in self
+            .forwards
+            .get_mut()
+            .unwrap_or_else(|e| e.into_inner())
+            .drain(..)
+        {
+            task.abort();
+        }
+    }
 }
 
 /// At most this many refused writes are kept per sandbox.
@@ -273,6 +332,9 @@ pub(crate) struct Places {
     /// links resolved (as the kernel names a working directory) when that differs.
     roots: Vec<PathBuf>,
     denials: Arc<Denials>,
+    /// How the network is walled, for the observer to record refused connections; `None`
+    /// when it is open.
+    net: Option<net::Watch>,
 }
 
 impl Places {
@@ -286,6 +348,7 @@ impl Places {
         Places {
             roots: all,
             denials,
+            net: None,
         }
     }
 
@@ -314,6 +377,11 @@ impl Places {
         self.denials
             .add([format!("write to {} refused", path.display())]);
     }
+
+    /// Keeps a connection the network wall refused, in words that name what would allow it.
+    fn record_connect(&self, what: String) {
+        self.denials.add([what]);
+    }
 }
 
 impl Sandbox {
@@ -325,6 +393,7 @@ impl Sandbox {
             armed: OnceLock::new(),
             denials: Arc::default(),
             view: None,
+            forwards: Mutex::default(),
         }
     }
 
@@ -347,18 +416,55 @@ impl Sandbox {
         mut cmd: tokio::process::Command,
         cwd: &Path,
     ) -> std::io::Result<tokio::process::Child> {
-        match (armed, &self.view) {
-            (Some(armed), Some(view)) => armed.spawn_in_view(cmd, view, cwd).await,
-            (Some(armed), None) => armed.spawn(cmd).await,
-            (None, Some(view)) => {
-                view::prepare(&mut cmd, view, Some(cwd), None)?;
-                cmd.spawn()
-            }
-            (None, None) => {
-                cmd.process_group(0);
-                cmd.spawn()
-            }
+        let Some(armed) = armed else {
+            return match &self.view {
+                Some(view) => {
+                    let entry = view::Entry {
+                        view: Some(view),
+                        net: None,
+                    };
+                    view::prepare(&mut cmd, entry, Some(cwd), None)?;
+                    cmd.spawn()
+                }
+                None => {
+                    cmd.process_group(0);
+                    cmd.spawn()
+                }
+            };
+        };
+        if armed.namespace.is_none() && self.view.is_none() {
+            return armed.spawn(cmd).await;
         }
+        let entry = view::Entry {
+            view: self.view.as_ref(),
+            net: armed.namespace.as_ref(),
+        };
+        let (child, channel) = armed.spawn_entered(cmd, entry, cwd).await?;
+        if let (Some(channel), Some(pid)) = (channel, child.id()) {
+            let ports = &armed.namespace.as_ref().map_or(&[][..], |n| &n.ports[..]);
+            let started = net::forward(&channel, pid, ports);
+            let mut forwards = self.forwards.lock().unwrap_or_else(|e| e.into_inner());
+            forwards.retain(|task| !task.is_finished());
+            forwards.extend(started);
+        }
+        Ok(child)
+    }
+
+    /// The variables of plait's environment its processes do not get: where the network is
+    /// walled, those that point at sockets served outside or hold credentials, unless the
+    /// plan keeps them.
+    pub(crate) fn withheld_env(&self) -> Vec<std::ffi::OsString> {
+        if self.settings.net_wall() == NetWall::Open {
+            return Vec::new();
+        }
+        std::env::vars_os()
+            .map(|(name, _)| name)
+            .filter(|name| {
+                name.to_str().is_some_and(|n| {
+                    net::withheld(n) && !self.settings.keep_env.iter().any(|k| k == n)
+                })
+            })
+            .collect()
     }
 
     /// No walls at all (plait's own git commands, and tests).
@@ -395,6 +501,10 @@ impl Sandbox {
     }
 
     fn prepare(&self, abi: i32) -> Result<Armed, SandboxError> {
+        self.prepare_walled(abi, self.settings.net_wall())
+    }
+
+    fn prepare_walled(&self, abi: i32, wall: NetWall) -> Result<Armed, SandboxError> {
         let tmp = tempfile::Builder::new()
             .prefix("plait-")
             .tempdir_in(&self.settings.temp_root)
@@ -412,20 +522,37 @@ impl Sandbox {
             }
             paths.push(path.clone());
         }
-        let places = Arc::new(Places::new(paths.clone(), self.denials.clone()));
+        let mut places = Places::new(paths.clone(), self.denials.clone());
+        let hide = match wall {
+            NetWall::Namespace => net::served_sockets(&places.roots),
+            _ => Vec::new(),
+        };
+        places.net = (wall != NetWall::Open).then(|| net::Watch {
+            wall: wall.clone(),
+            ports: self.settings.ports.clone(),
+            hidden: hide.clone(),
+        });
+        let places = Arc::new(places);
         paths.extend(DEVICES.iter().map(PathBuf::from));
         // Inside a view the worktree's rule is opened by the child, after its mount.
         let rule_paths: Vec<PathBuf> = match &self.view {
             Some(view) => paths.into_iter().filter(|p| *p != view.upper).collect(),
             None => paths,
         };
-        let ruleset = ruleset(abi, &rule_paths)?;
+        let tcp = (wall == NetWall::Landlock).then_some(&self.settings.ports[..]);
+        let ruleset = ruleset(abi, &rule_paths, tcp)?;
+        let namespace = (wall == NetWall::Namespace).then(|| net::Namespace {
+            ports: self.settings.ports.clone(),
+            hide,
+        });
         Ok(Armed {
             abi,
             ruleset,
             tmp,
             places,
             rule_paths,
+            wall,
+            namespace,
         })
     }
 
@@ -446,24 +573,32 @@ pub(crate) struct Armed {
     places: Arc<Places>,
     /// What the ruleset was built from, for a view's ruleset of its own per process.
     rule_paths: Vec<PathBuf>,
+    /// How the network is walled.
+    wall: NetWall,
+    /// The network namespace each process makes for itself, when that is the wall.
+    namespace: Option<net::Namespace>,
 }
 
 impl Armed {
-    /// Starts `cmd` inside `view`, behind walls of its own: the ruleset (made afresh, for the
-    /// child adds the worktree's rule to it) raised in the child after its mount. From ABI 5
-    /// the observer's filter goes up on a short-lived thread of plait's that then forks the
-    /// child, which inherits it; the thread raises no walls itself, for the child must
-    /// still mount.
-    async fn spawn_in_view(
+    /// Starts `cmd` where `entry` says (a view, a network namespace), behind walls of its
+    /// own raised in the child after its mounts: in a view, the ruleset made afresh, for the
+    /// child adds the worktree's rule to it. From ABI 5 the observer's filter goes up on a
+    /// short-lived thread of plait's that then forks the child, which inherits it; the
+    /// thread raises no walls itself, for the child must still make its namespaces. Also
+    /// returns the channel on which the child sent the listeners of its `ports`.
+    async fn spawn_entered(
         &self,
         mut cmd: tokio::process::Command,
-        view: &OverlayView,
+        entry: view::Entry<'_>,
         cwd: &Path,
-    ) -> std::io::Result<tokio::process::Child> {
+    ) -> std::io::Result<(tokio::process::Child, Option<std::os::fd::OwnedFd>)> {
         for var in ["TMPDIR", "TMP", "TEMP"] {
             cmd.env(var, self.tmp.path());
         }
-        let ruleset = ruleset(self.abi, &self.rule_paths).map_err(std::io::Error::other)?;
+        let ruleset = match entry.view {
+            Some(_) => ruleset(self.abi, &self.rule_paths, None).map_err(std::io::Error::other)?,
+            None => self.ruleset.try_clone()?,
+        };
         let walls = view::Walls {
             ruleset,
             access: write_access(self.abi),
@@ -472,9 +607,9 @@ impl Armed {
             // a background process group of plait's terminal would be.
             session: true,
         };
-        view::prepare(&mut cmd, view, Some(cwd), Some(walls))?;
+        let channel = view::prepare(&mut cmd, entry, Some(cwd), Some(walls))?;
         if self.abi < 5 {
-            return cmd.spawn();
+            return Ok((cmd.spawn()?, channel));
         }
         let places = self.places.clone();
         let runtime = tokio::runtime::Handle::current();
@@ -492,9 +627,10 @@ impl Armed {
                 let _entered = runtime.enter();
                 let _ = sent.send(cmd.spawn());
             })?;
-        received
+        let child = received
             .await
-            .unwrap_or_else(|_| Err(std::io::Error::other("the sandbox's spawning thread died")))
+            .unwrap_or_else(|_| Err(std::io::Error::other("the sandbox's spawning thread died")))?;
+        Ok((child, channel))
     }
 
     /// Starts `cmd` behind the walls, before the program runs: no new privileges, the
@@ -525,12 +661,17 @@ impl Armed {
             // SAFETY: the closure runs between fork and exec; it makes only async-signal-safe
             // system calls and allocates nothing. The ruleset fd stays open in the parent
             // until the spawn returns, so the child's copy is valid; it is close-on-exec.
+            let filter = self.net_filter();
             unsafe {
                 cmd.pre_exec(move || {
                     if libc::setsid() < 0 {
                         return Err(std::io::Error::last_os_error());
                     }
-                    restrict(fd)
+                    restrict(fd)?;
+                    match filter {
+                        Some(code) => net::install(code),
+                        None => Ok(()),
+                    }
                 });
             }
             return cmd.spawn();
@@ -539,6 +680,7 @@ impl Armed {
         // The thread holds a copy of the ruleset fd of its own, whatever becomes of `self`.
         let ruleset = self.ruleset.try_clone()?;
         let places = self.places.clone();
+        let filter = self.net_filter();
         let runtime = tokio::runtime::Handle::current();
         let (sent, received) = tokio::sync::oneshot::channel();
         // The thread is bound by the rules and the filter once it has raised them, and ends
@@ -551,6 +693,10 @@ impl Armed {
                 // Started first, the supervisor is bound by neither the walls nor the filter.
                 let observer = notify::Observer::start(places);
                 let spawned = restrict(ruleset.as_raw_fd()).and_then(|()| {
+                    if let Some(code) = filter {
+                        // SAFETY: a plain system call on a filter that outlives it.
+                        unsafe { net::install(code)? };
+                    }
                     if let Some(observer) = observer {
                         observer.install();
                     }
@@ -562,6 +708,17 @@ impl Armed {
         received
             .await
             .unwrap_or_else(|_| Err(std::io::Error::other("the sandbox's spawning thread died")))
+    }
+}
+
+impl Armed {
+    /// The seccomp filter that walls the network where Landlock alone must (no namespace).
+    fn net_filter(&self) -> Option<&'static [libc::sock_filter]> {
+        match self.wall {
+            NetWall::Landlock => Some(net::filter(true)),
+            NetWall::NoSockets => Some(net::filter(false)),
+            NetWall::Open | NetWall::Namespace => None,
+        }
     }
 }
 
@@ -586,23 +743,39 @@ fn restrict(_fd: std::os::fd::RawFd) -> std::io::Result<()> {
 
 /// The kernel ruleset that lets a process write beneath `paths` only (files among them:
 /// only those files), and signal no process outside its own sandbox (ABI 6 and newer).
+/// With `tcp` (ABI 4 and newer), TCP connects only to those ports and binds none, and from
+/// ABI 6 abstract UNIX sockets outside the sandbox are out of reach.
 #[cfg(target_os = "linux")]
-fn ruleset(abi: i32, paths: &[PathBuf]) -> Result<std::os::fd::OwnedFd, SandboxError> {
+fn ruleset(
+    abi: i32,
+    paths: &[PathBuf],
+    tcp: Option<&[u16]>,
+) -> Result<std::os::fd::OwnedFd, SandboxError> {
     use landlock::{
-        path_beneath_rules, AccessFs, CompatLevel, Compatible, Ruleset, RulesetAttr,
-        RulesetCreatedAttr, Scope, ABI,
+        path_beneath_rules, Access as _, AccessFs, AccessNet, CompatLevel, Compatible, NetPort,
+        Ruleset, RulesetAttr, RulesetCreatedAttr, Scope, ABI,
     };
     let version = ABI::from(abi);
     let write = AccessFs::from_write(version);
     let mut ruleset = Ruleset::default()
         .set_compatibility(CompatLevel::HardRequirement)
         .handle_access(write)?;
+    let tcp = tcp.filter(|_| abi >= 4);
+    if tcp.is_some() {
+        ruleset = ruleset.handle_access(AccessNet::from_all(version))?;
+    }
     if abi >= 6 {
         ruleset = ruleset.scope(Scope::Signal)?;
+        if tcp.is_some() {
+            ruleset = ruleset.scope(Scope::AbstractUnixSocket)?;
+        }
     }
-    let created = ruleset
+    let mut created = ruleset
         .create()?
         .add_rules(path_beneath_rules(paths, write))?;
+    for &port in tcp.unwrap_or_default() {
+        created = created.add_rule(NetPort::new(port, AccessNet::ConnectTcp))?;
+    }
     let fd: Option<std::os::fd::OwnedFd> = created.into();
     fd.ok_or(SandboxError::NoRuleset)
 }
@@ -619,7 +792,11 @@ fn write_access(_abi: i32) -> u64 {
 }
 
 #[cfg(not(target_os = "linux"))]
-fn ruleset(_abi: i32, _paths: &[PathBuf]) -> Result<std::os::fd::OwnedFd, SandboxError> {
+fn ruleset(
+    _abi: i32,
+    _paths: &[PathBuf],
+    _tcp: Option<&[u16]>,
+) -> Result<std::os::fd::OwnedFd, SandboxError> {
     Err(SandboxError::NoRuleset)
 }
 
@@ -757,6 +934,7 @@ mod tests {
                 view: ViewMode::Auto,
                 writable: Vec::new(),
                 temp_root: root.path().to_path_buf(),
+                ..SandboxSettings::default()
             };
             let sandbox = Sandbox::new(&settings, vec![own.clone()]);
             let armed = sandbox.prepare(abi).unwrap();
@@ -801,6 +979,7 @@ mod tests {
             view: ViewMode::Auto,
             writable: Vec::new(),
             temp_root: root.to_path_buf(),
+            ..SandboxSettings::default()
         };
         let sandbox = Sandbox::new(&settings, vec![root.join("own")]);
         let armed = sandbox.prepare(abi).unwrap();
@@ -853,5 +1032,125 @@ mod tests {
                 refused("out/up")
             ]
         );
+    }
+
+    /// With the network off, a process reaches its own loopback and the plan's ports, and
+    /// nothing served outside: no TCP listener, no UDP socket, no path or abstract UNIX
+    /// socket; in a namespace of its own, and (where there is none) by Landlock and seccomp.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn network_off_reaches_its_own_loopback_and_the_ports_only() {
+        use std::io::Write as _;
+        use std::os::linux::net::SocketAddrExt as _;
+        let Support::Landlock(abi) = support().clone() else {
+            eprintln!("skipped: no Landlock here");
+            return;
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        std::fs::create_dir(root.join("own")).unwrap();
+        let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let open = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let open_port = open.local_addr().unwrap().port();
+        std::thread::spawn(move || {
+            for stream in open.incoming().flatten() {
+                let mut stream = stream;
+                let _ = stream.write_all(b"pong");
+            }
+        });
+        let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        udp.set_nonblocking(true).unwrap();
+        let path = root.join("served.sock");
+        let _unix = std::os::unix::net::UnixListener::bind(&path).unwrap();
+        let abstract_name = format!("plait-test-{}", std::process::id());
+        let address =
+            std::os::unix::net::SocketAddr::from_abstract_name(abstract_name.as_bytes()).unwrap();
+        let _abstract = std::os::unix::net::UnixListener::bind_addr(&address).unwrap();
+        let script = format!(
+            r#"
+import socket
+def tcp(port):
+    try:
+        s = socket.create_connection(("127.0.0.1", port), timeout=2)
+    except OSError as e:
+        return "refused"
+    try:
+        return "open:" + s.recv(4).decode()
+    except OSError as e:
+        return "open"
+def unix(name):
+    try:
+        socket.socket(socket.AF_UNIX).connect(name)
+        return "open"
+    except OSError:
+        return "refused"
+def udp():
+    try:
+        socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b"x", ("127.0.0.1", {udp}))
+        return "sent"
+    except OSError:
+        return "refused"
+def own():
+    try:
+        server = socket.socket()
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        client = socket.create_connection(server.getsockname(), timeout=2)
+        return "open"
+    except OSError:
+        return "refused"
+print(tcp({closed}), tcp({open_port}), unix("{path}"), unix("\0{abstract_name}"), udp(), own())
+"#,
+            udp = udp.local_addr().unwrap().port(),
+            closed = closed.local_addr().unwrap().port(),
+            path = path.display(),
+        );
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let mut walls = vec![NetWall::Namespace];
+        if abi >= 6 {
+            walls.push(NetWall::Landlock);
+        }
+        for wall in walls {
+            if wall == NetWall::Namespace && net::support().is_err() {
+                eprintln!("skipped: no network namespaces here");
+                continue;
+            }
+            let settings = SandboxSettings {
+                temp_root: root.clone(),
+                ports: vec![open_port],
+                ..SandboxSettings::default()
+            };
+            let sandbox = Sandbox::new(&settings, vec![root.join("own")]);
+            let armed = sandbox.prepare_walled(abi, wall.clone()).unwrap();
+            let mut cmd = tokio::process::Command::new("python3");
+            cmd.arg("-c")
+                .arg(&script)
+                .current_dir(&root)
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped());
+            let out = runtime
+                .block_on(async {
+                    let child = sandbox.spawn(Some(&armed), cmd, &root).await.unwrap();
+                    child.wait_with_output().await
+                })
+                .unwrap();
+            let text = String::from_utf8_lossy(&out.stdout);
+            let expected = match wall {
+                // Its own loopback works in a namespace; Landlock binds nothing.
+                NetWall::Namespace => "refused open:pong refused refused sent open",
+                _ => "refused open:pong open refused refused refused",
+            };
+            assert_eq!(
+                text.trim(),
+                expected,
+                "{wall:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let mut buf = [0u8; 8];
+            assert!(udp.recv(&mut buf).is_err(), "{wall:?}: a datagram got out");
+        }
     }
 }

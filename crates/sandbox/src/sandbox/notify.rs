@@ -49,12 +49,15 @@ const PATH_MAX: usize = 4096;
 /// about to install.
 pub(super) struct Observer {
     listener: mpsc::SyncSender<OwnedFd>,
+    /// Whether connections are watched too (the network is walled).
+    connect: bool,
 }
 
 impl Observer {
     /// Starts the supervisor on a thread of its own, before the walls and the filter go up on
     /// the calling thread; `None` if it cannot start (the spawn then goes on unobserved).
     pub(super) fn start(places: Arc<Places>) -> Option<Observer> {
+        let connect = places.net.is_some();
         let (sent, received) = mpsc::sync_channel::<OwnedFd>(1);
         std::thread::Builder::new()
             .name("plait-observer".to_string())
@@ -65,7 +68,10 @@ impl Observer {
                 }
             })
             .ok()?;
-        Some(Observer { listener: sent })
+        Some(Observer {
+            listener: sent,
+            connect,
+        })
     }
 
     /// Installs the filter on the calling thread, for it and every process it starts, and
@@ -73,7 +79,7 @@ impl Observer {
     /// listener already in this thread's chain: `EBUSY`, as in a plait run by a plait agent)
     /// the thread goes on unobserved and the supervisor ends.
     pub(super) fn install(self) {
-        if let Ok(listener) = filter::install(filter::filter()) {
+        if let Ok(listener) = filter::install(filter::filter(self.connect)) {
             wake_on_this_cpu(&listener);
             // The supervisor is waiting in `recv`; the channel has room for the one fd.
             let _ = self.listener.send(listener);
@@ -217,6 +223,19 @@ impl Buffer {
 /// `places` and would reach the wall.
 fn observe(listener: RawFd, call: &libc::seccomp_notif, places: &Places) {
     let nr = libc::c_long::from(call.data.nr);
+    if nr == libc::SYS_connect {
+        if let Some(watch) = &places.net {
+            let (pid, args) = (call.pid, call.data.args);
+            let mut addr = [0u8; 128];
+            let len = (args[2] as usize).min(addr.len());
+            let read = read_memory(pid, args[1], &mut addr[..len]);
+            let refused = watch.refused(pid, &addr[..read]);
+            if let Some(what) = refused.filter(|_| still_waiting(listener, call.id)) {
+                places.record_connect(what);
+            }
+        }
+        return;
+    }
     let Some(watched) = WATCHED.iter().find(|w| w.nr == nr) else {
         return;
     };

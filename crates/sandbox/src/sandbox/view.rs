@@ -1,10 +1,12 @@
-//! Starting a process inside a task's whole-tree view: between fork and exec the child makes
-//! a user namespace (mapping only its own user and group) and a mount namespace of its own,
+//! Starting a process inside a task's whole-tree view, a network namespace of its own, or
+//! both: between fork and exec the child makes a user namespace (mapping only its own user
+//! and group) and a mount namespace of its own (and a network namespace: [`super::net`]),
 //! mounts an overlayfs on the worktree's path (lower: a shared checkout of the base, upper:
-//! the worktree), steps into it, and only then raises the walls, whose rule for the worktree
-//! it opens itself: a rule on the worktree's directory opened before the mount would not
-//! cover the overlay, and a process behind Landlock can no longer mount. Everything the
-//! child runs is async-signal-safe system calls on data prepared before the fork.
+//! the worktree), covers the path sockets served outside, steps into it, and only then raises
+//! the walls, whose rule for the worktree it opens itself: a rule on the worktree's directory
+//! opened before the mount would not cover the overlay, and a process behind Landlock can no
+//! longer mount. Everything the child runs is async-signal-safe system calls on data
+//! prepared before the fork.
 //!
 //! Whether this system allows it is asked once per process, by doing it (`support`).
 
@@ -24,17 +26,35 @@ pub struct OverlayView {
     pub work: PathBuf,
 }
 
+/// Where a child goes between fork and exec, before its walls: a task's whole-tree view,
+/// a network namespace of its own, or both (either one needs a user namespace).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Entry<'a> {
+    pub(crate) view: Option<&'a OverlayView>,
+    pub(crate) net: Option<&'a super::net::Namespace>,
+}
+
+/// The overlay mount, as the child passes it to `mount(2)`.
+struct Mount {
+    target: CString,
+    overlay: CString,
+    options: CString,
+}
+
 /// What the child needs, prepared before the fork.
 struct Prepared {
+    flags: libc::c_int,
     setgroups: CString,
     uid_map: CString,
     gid_map: CString,
     uid_line: Vec<u8>,
     gid_line: Vec<u8>,
     root: CString,
-    target: CString,
-    overlay: CString,
-    options: CString,
+    mount: Option<Mount>,
+    /// Path sockets served outside, each covered with `/dev/null`.
+    hide: Vec<CString>,
+    devnull: CString,
+    net: Option<super::net::Prepared>,
     cwd: Option<CString>,
 }
 
@@ -54,10 +74,8 @@ fn escaped(path: &Path) -> Vec<u8> {
     out
 }
 
-impl Prepared {
-    fn new(view: &OverlayView, cwd: Option<&Path>) -> io::Result<Prepared> {
-        // SAFETY: getuid and getgid have no preconditions.
-        let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
+impl Mount {
+    fn new(view: &OverlayView) -> io::Result<Mount> {
         let mut options = b"lowerdir=".to_vec();
         options.extend(escaped(&view.lower));
         options.extend(b",upperdir=");
@@ -65,27 +83,58 @@ impl Prepared {
         options.extend(b",workdir=");
         options.extend(escaped(&view.work));
         options.extend(b",userxattr");
-        Ok(Prepared {
+        Ok(Mount {
+            target: c_path(&view.upper)?,
+            overlay: CString::new("overlay").unwrap_or_default(),
+            options: CString::new(options).map_err(|_| io::Error::other("a path holds NUL"))?,
+        })
+    }
+}
+
+impl Prepared {
+    /// Also the parent's end of the channel the child sends its listeners over, when it
+    /// makes any.
+    fn new(entry: Entry<'_>, cwd: Option<&Path>) -> io::Result<(Prepared, Option<OwnedFd>)> {
+        // SAFETY: getuid and getgid have no preconditions.
+        let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
+        let mut flags = libc::CLONE_NEWUSER | libc::CLONE_NEWNS;
+        let (net, channel) = match entry.net {
+            Some(namespace) => {
+                flags |= libc::CLONE_NEWNET;
+                let (prepared, channel) = super::net::Prepared::new(namespace)?;
+                (Some(prepared), channel)
+            }
+            None => (None, None),
+        };
+        let hide = entry
+            .net
+            .map(|n| n.hide.iter().map(|p| c_path(p)).collect())
+            .transpose()?
+            .unwrap_or_default();
+        let prepared = Prepared {
+            flags,
             setgroups: CString::new("/proc/self/setgroups").unwrap_or_default(),
             uid_map: CString::new("/proc/self/uid_map").unwrap_or_default(),
             gid_map: CString::new("/proc/self/gid_map").unwrap_or_default(),
             uid_line: format!("{uid} {uid} 1\n").into_bytes(),
             gid_line: format!("{gid} {gid} 1\n").into_bytes(),
             root: CString::new("/").unwrap_or_default(),
-            target: c_path(&view.upper)?,
-            overlay: CString::new("overlay").unwrap_or_default(),
-            options: CString::new(options).map_err(|_| io::Error::other("a path holds NUL"))?,
+            mount: entry.view.map(Mount::new).transpose()?,
+            hide,
+            devnull: CString::new("/dev/null").unwrap_or_default(),
+            net,
             cwd: cwd.map(c_path).transpose()?,
-        })
+        };
+        Ok((prepared, channel))
     }
 
-    /// In the child: the namespaces, the mount, the working directory again.
+    /// In the child: the namespaces, the mounts, the network, the working directory again.
     ///
     /// # Safety
     /// Between fork and exec only: plain system calls, no allocation.
-    unsafe fn enter(&self) -> io::Result<()> {
+    unsafe fn enter(&mut self) -> io::Result<()> {
         let fail = || Err(io::Error::last_os_error());
-        if libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNS) != 0 {
+        if libc::unshare(self.flags) != 0 {
             return fail();
         }
         if !write_all(&self.setgroups, b"deny\n")
@@ -105,15 +154,31 @@ impl Prepared {
         {
             return fail();
         }
-        if libc::mount(
-            self.overlay.as_ptr(),
-            self.target.as_ptr(),
-            self.overlay.as_ptr(),
-            0,
-            self.options.as_ptr().cast(),
-        ) != 0
-        {
-            return fail();
+        if let Some(mount) = &self.mount {
+            if libc::mount(
+                mount.overlay.as_ptr(),
+                mount.target.as_ptr(),
+                mount.overlay.as_ptr(),
+                0,
+                mount.options.as_ptr().cast(),
+            ) != 0
+            {
+                return fail();
+            }
+        }
+        // A socket that is gone meanwhile, or that lies where this namespace cannot mount,
+        // is left as it is: the first is no way out, and the second is rare.
+        for socket in &self.hide {
+            libc::mount(
+                self.devnull.as_ptr(),
+                socket.as_ptr(),
+                std::ptr::null(),
+                libc::MS_BIND,
+                std::ptr::null(),
+            );
+        }
+        if let Some(net) = &mut self.net {
+            net.enter()?;
         }
         if let Some(cwd) = &self.cwd {
             if libc::chdir(cwd.as_ptr()) != 0 {
@@ -135,8 +200,9 @@ unsafe fn write_all(path: &CString, bytes: &[u8]) -> bool {
     n == bytes.len() as isize
 }
 
-/// The walls raised in the child after the mount: `ruleset` (every rule but the
-/// worktree's), plus a rule giving `access` beneath the worktree as the child now sees it.
+/// The walls raised in the child after its mounts: `ruleset` (every rule but the
+/// worktree's, in a view), plus a rule giving `access` beneath the worktree as the child
+/// now sees it.
 pub(crate) struct Walls {
     pub(crate) ruleset: OwnedFd,
     pub(crate) access: u64,
@@ -145,7 +211,7 @@ pub(crate) struct Walls {
 }
 
 #[cfg(target_os = "linux")]
-unsafe fn raise(walls: &Walls, target: &CString) -> io::Result<()> {
+unsafe fn raise(walls: &Walls, target: Option<&CString>) -> io::Result<()> {
     #[repr(C, packed)]
     struct PathBeneath {
         allowed_access: u64,
@@ -155,43 +221,46 @@ unsafe fn raise(walls: &Walls, target: &CString) -> io::Result<()> {
     if walls.session && libc::setsid() < 0 {
         return Err(io::Error::last_os_error());
     }
-    let fd = libc::open(target.as_ptr(), libc::O_PATH | libc::O_CLOEXEC);
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    let rule = PathBeneath {
-        allowed_access: walls.access,
-        parent_fd: fd,
-    };
-    let added = libc::syscall(
-        libc::SYS_landlock_add_rule,
-        walls.ruleset.as_raw_fd(),
-        LANDLOCK_RULE_PATH_BENEATH,
-        &rule as *const PathBeneath,
-        0u32,
-    );
-    libc::close(fd);
-    if added != 0 {
-        return Err(io::Error::last_os_error());
+    if let Some(target) = target {
+        let fd = libc::open(target.as_ptr(), libc::O_PATH | libc::O_CLOEXEC);
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let rule = PathBeneath {
+            allowed_access: walls.access,
+            parent_fd: fd,
+        };
+        let added = libc::syscall(
+            libc::SYS_landlock_add_rule,
+            walls.ruleset.as_raw_fd(),
+            LANDLOCK_RULE_PATH_BENEATH,
+            &rule as *const PathBeneath,
+            0u32,
+        );
+        libc::close(fd);
+        if added != 0 {
+            return Err(io::Error::last_os_error());
+        }
     }
     super::restrict(walls.ruleset.as_raw_fd())
 }
 
 #[cfg(not(target_os = "linux"))]
-unsafe fn raise(_walls: &Walls, _target: &CString) -> io::Result<()> {
+unsafe fn raise(_walls: &Walls, _target: Option<&CString>) -> io::Result<()> {
     Err(io::Error::other("Landlock is Linux's"))
 }
 
-/// Sets `cmd` up to start inside `view` (its working directory taken again inside), behind
-/// `walls` when there are any, in a process group of its own.
+/// Sets `cmd` up to start where `entry` says (its working directory taken again inside),
+/// behind `walls` when there are any, in a process group (or a session) of its own. Returns
+/// the channel on which the child sends the listeners it made in its network namespace.
 pub(crate) fn prepare(
     cmd: &mut tokio::process::Command,
-    view: &OverlayView,
+    entry: Entry<'_>,
     cwd: Option<&Path>,
     walls: Option<Walls>,
-) -> io::Result<()> {
+) -> io::Result<Option<OwnedFd>> {
     use std::os::unix::process::CommandExt as _;
-    let prepared = Prepared::new(view, cwd)?;
+    let (mut prepared, channel) = Prepared::new(entry, cwd)?;
     if !walls.as_ref().is_some_and(|w| w.session) {
         cmd.as_std_mut().process_group(0);
     }
@@ -201,12 +270,12 @@ pub(crate) fn prepare(
         cmd.pre_exec(move || {
             prepared.enter()?;
             match &walls {
-                Some(walls) => raise(walls, &prepared.target),
+                Some(walls) => raise(walls, prepared.mount.as_ref().map(|m| &m.target)),
                 None => Ok(()),
             }
         });
     }
-    Ok(())
+    Ok(channel)
 }
 
 /// Whether processes can start in an overlay view here, found by starting one; why not.
@@ -239,7 +308,16 @@ fn probe() -> Result<(), String> {
                 .stdin(std::process::Stdio::null())
                 .stdout(std::process::Stdio::piped())
                 .stderr(std::process::Stdio::null());
-            prepare(&mut cmd, &view, Some(&upper), None).map_err(|e| e.to_string())?;
+            prepare(
+                &mut cmd,
+                Entry {
+                    view: Some(&view),
+                    net: None,
+                },
+                Some(&upper),
+                None,
+            )
+            .map_err(|e| e.to_string())?;
             let out = cmd
                 .output()
                 .await

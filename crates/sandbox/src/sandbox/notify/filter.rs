@@ -189,13 +189,17 @@ enum Op {
 }
 
 /// The filter as steps: another architecture's calls are allowed; each watched call either
-/// notifies, or jumps to the test of its flags; everything else is allowed.
-fn program() -> Vec<Op> {
+/// notifies, or jumps to the test of its flags; `connect` notifies too when `connect` says
+/// so; everything else is allowed.
+fn program(connect: bool) -> Vec<Op> {
     let mut ops = vec![
         Op::Load(ARCH_AT),
         Op::UnlessEqual(ARCH, Label::Allow),
         Op::Load(NR_AT),
     ];
+    if connect {
+        ops.push(Op::IfEqual(libc::SYS_connect as u32, Label::Notify));
+    }
     let mut flag_args = Vec::new();
     for call in WATCHED {
         let to = match call.flags {
@@ -269,10 +273,12 @@ fn assemble(ops: &[Op]) -> Vec<libc::sock_filter> {
     code
 }
 
-/// The assembled filter, built once.
-pub(super) fn filter() -> &'static [libc::sock_filter] {
+/// The assembled filter, built once; with `connect`, it stops connections too.
+pub(super) fn filter(connect: bool) -> &'static [libc::sock_filter] {
     static FILTER: OnceLock<Vec<libc::sock_filter>> = OnceLock::new();
-    FILTER.get_or_init(|| assemble(&program()))
+    static CONNECT: OnceLock<Vec<libc::sock_filter>> = OnceLock::new();
+    let cell = if connect { &CONNECT } else { &FILTER };
+    cell.get_or_init(|| assemble(&program(connect)))
 }
 
 /// Installs `code` on the calling thread (which has no new privileges) and returns its
@@ -340,9 +346,12 @@ mod tests {
 
     #[test]
     fn the_filter_stops_writes_only() {
-        let code = filter();
-        assert!(code.len() < 64, "{} instructions", code.len());
+        let code = filter(false);
         let at = |nr, flags: i32| call(ARCH, nr, [0, 0, flags as u64, 0, 0, 0]);
+        let connect = at(libc::SYS_connect, 0);
+        assert_eq!(run(filter(true), &connect), libc::SECCOMP_RET_USER_NOTIF);
+        assert_eq!(run(code, &connect), libc::SECCOMP_RET_ALLOW);
+        assert!(code.len() < 64, "{} instructions", code.len());
         let notify = libc::SECCOMP_RET_USER_NOTIF;
         let allow = libc::SECCOMP_RET_ALLOW;
         for (data, expected, what) in [
