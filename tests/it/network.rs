@@ -2,7 +2,8 @@
 //! check, each with the network off (their default), reach nothing served outside the run —
 //! not a TCP listener on the machine's loopback, not a UDP socket, not a path or an abstract
 //! UNIX socket — and the agent's refused connection is recorded with the setting that would
-//! allow it; `ports = [P]` lets them reach a local service on P, a check may serve and reach
+//! allow it; `ports = [P]` lets them reach a local service on P, `sockets` a UNIX
+//! socket served outside, a check may serve and reach
 //! its own loopback, `network = "on"` opens the network; variables that point at sockets or
 //! hold credentials are withheld unless `keep_env` names them; Claude Code with the network
 //! off is a plan error.
@@ -234,7 +235,15 @@ fn an_agent_and_its_check_reach_nothing_served_outside() {
     assert!(
         refused
             .iter()
-            .any(|r| r.contains(&outside.path.display().to_string()) || r.contains(&outside.name)),
+            .any(|r| r.contains(&outside.path.display().to_string())
+                && r.contains(&format!(
+                    "[sandbox] sockets = [\"{}\"]",
+                    repo.scratch.display()
+                ))),
+        "{refused:?}"
+    );
+    assert!(
+        refused.iter().any(|r| r.contains(&outside.name)),
         "{refused:?}"
     );
     let text = stdout(&repo.plait(&["status", &run]));
@@ -256,12 +265,21 @@ fn pong() -> u16 {
 }
 
 #[test]
-fn ports_let_agents_and_checks_reach_a_local_service_and_checks_serve_their_own() {
+fn ports_and_sockets_let_agents_and_checks_reach_local_services_and_checks_serve_their_own() {
     if !landlock() {
         return;
     }
     let repo = sample();
     let port = pong();
+    // A database's UNIX socket, served outside, in a directory `sockets` names.
+    let db = repo.scratch.join("db");
+    fs::create_dir_all(&db).unwrap();
+    let socket = UnixListener::bind(db.join(".s.PGSQL.5432")).unwrap();
+    std::thread::spawn(move || {
+        for mut stream in socket.incoming().flatten() {
+            let _ = stream.write_all(b"unix");
+        }
+    });
     let client = repo.scratch.join("client.py");
     fs::write(
         &client,
@@ -272,15 +290,19 @@ fn ports_let_agents_and_checks_reach_a_local_service_and_checks_serve_their_own(
          own = socket.socket(); own.bind(('127.0.0.1', 0)); own.listen()\n\
          c = socket.create_connection(own.getsockname(), timeout=5)\n\
          peer, _ = own.accept(); c.sendall(b'self'); assert peer.recv(4) == b'self'\n\
+         u = socket.socket(socket.AF_UNIX); u.settimeout(5); u.connect(sys.argv[2])\n\
+         assert u.recv(4) == b'unix'\n\
          print('served')\n",
     )
     .unwrap();
     let client = client.display();
+    let sock = db.join(".s.PGSQL.5432").display().to_string();
+    let db = db.display();
     let plan = repo.plan(&format!(
-        "[defaults]\nsandbox = {{ ports = [{port}] }}\n\
-         [checks]\ntask = [\"python3 {client} {port}\"]\n[review]\nagent = \"off\"\n\
+        "[defaults]\nsandbox = {{ ports = [{port}], sockets = [\"{db}\"] }}\n\
+         [checks]\ntask = [\"python3 {client} {port} {sock}\"]\n[review]\nagent = \"off\"\n\
          [[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"/a/\"]\n\
-         agent = {{ exec = 'python3 {client} {port} > a/out.txt' }}\n"
+         agent = {{ exec = 'python3 {client} {port} {sock} > a/out.txt' }}\n"
     ));
     let out = plait(&repo, &["run", plan.to_str().unwrap()], &[]);
     assert!(out.status.success(), "{}", stderr(&out));

@@ -243,6 +243,10 @@ pub struct SandboxFile {
     /// network off (a database a test suite needs); a task's are added to `[defaults]'`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ports: Vec<u16>,
+    /// UNIX sockets served outside (a database's, at or beneath these paths) that agents and
+    /// checks may still connect to with the network off; added like `ports`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sockets: Vec<String>,
     /// Variables that point at sockets or hold credentials, which a process with the
     /// network off does not get unless they are named here; added like `ports`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -467,28 +467,34 @@ fn resolve_sandbox(
         .or(defaults.and_then(|d| d.mode))
         .unwrap_or_default();
     let home = env("HOME").filter(|h| h.starts_with('/'));
-    let mut writable = Vec::new();
-    for path in defaults.into_iter().chain(task).flat_map(|f| &f.writable) {
-        let expanded = match (path.strip_prefix('~'), &home) {
-            (Some(rest), Some(home)) if rest.is_empty() || rest.starts_with('/') => {
-                Some(PathBuf::from(format!("{home}{rest}")))
+    let mut paths = |key: &str, of: fn(&SandboxFile) -> &Vec<String>| {
+        let mut out: Vec<PathBuf> = Vec::new();
+        for path in defaults.into_iter().chain(task).flat_map(of) {
+            let expanded = match (path.strip_prefix('~'), &home) {
+                (Some(rest), Some(home)) if rest.is_empty() || rest.starts_with('/') => {
+                    Some(PathBuf::from(format!("{home}{rest}")))
+                }
+                (Some(_), None) => {
+                    problems.push(format!(
+                        "{place}: {key} path `{path}` starts with `~`, but HOME is not set to an absolute path"
+                    ));
+                    continue;
+                }
+                _ if path.starts_with('/') => Some(PathBuf::from(path)),
+                _ => None,
+            };
+            match expanded {
+                Some(p) if !out.contains(&p) => out.push(p),
+                Some(_) => {}
+                None => problems.push(format!(
+                    "{place}: {key} path `{path}` must be absolute or start with `~/`"
+                )),
             }
-            (Some(_), None) => {
-                problems.push(format!(
-                    "{place}: writable path `{path}` starts with `~`, but HOME is not set to an absolute path"
-                ));
-                continue;
-            }
-            _ if path.starts_with('/') => Some(PathBuf::from(path)),
-            _ => None,
-        };
-        match expanded {
-            Some(p) => writable.push(p),
-            None => problems.push(format!(
-                "{place}: writable path `{path}` must be absolute or start with `~/`"
-            )),
         }
-    }
+        out
+    };
+    let writable = paths("writable", |f| &f.writable);
+    let sockets = paths("sockets", |f| &f.sockets);
     if mode == SandboxMode::Required {
         if let Support::Missing(why) = crate::sandbox::support() {
             push_once(
@@ -537,6 +543,7 @@ fn resolve_sandbox(
             .or(defaults.and_then(|d| d.network))
             .unwrap_or(Network::Off),
         ports,
+        sockets,
         keep_env,
     }
 }

@@ -134,6 +134,14 @@ fn sandbox_text(sandbox: &crate::sandbox::SandboxSettings) -> String {
         let ports: Vec<String> = sandbox.ports.iter().map(u16::to_string).collect();
         let _ = write!(text, " (loopback ports {})", ports.join(", "));
     }
+    if !sandbox.sockets.is_empty() {
+        let sockets: Vec<String> = sandbox
+            .sockets
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect();
+        let _ = write!(text, ", sockets under {}", sockets.join(", "));
+    }
     if !sandbox.writable.is_empty() {
         let writable: Vec<String> = sandbox
             .writable

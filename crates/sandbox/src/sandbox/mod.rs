@@ -183,6 +183,8 @@ pub struct SandboxSettings {
     pub network: Network,
     /// Ports on the machine's loopback they may still connect to when the network is off.
     pub ports: Vec<u16>,
+    /// UNIX sockets served outside, at or beneath these paths, they may still connect to.
+    pub sockets: Vec<PathBuf>,
     /// Variables the plan passes although they point at sockets or hold credentials.
     pub keep_env: Vec<String>,
 }
@@ -196,6 +198,7 @@ impl Default for SandboxSettings {
             temp_root: PathBuf::from("/tmp"),
             network: Network::Off,
             ports: Vec::new(),
+            sockets: Vec::new(),
             keep_env: Vec::new(),
         }
     }
@@ -524,7 +527,13 @@ impl Sandbox {
         }
         let mut places = Places::new(paths.clone(), self.denials.clone());
         let hide = match wall {
-            NetWall::Namespace => net::served_sockets(&places.roots),
+            NetWall::Namespace => {
+                let reachable: Vec<PathBuf> = (places.roots.iter())
+                    .chain(&self.settings.sockets)
+                    .cloned()
+                    .collect();
+                net::served_sockets(&reachable)
+            }
             _ => Vec::new(),
         };
         places.net = (wall != NetWall::Open).then(|| net::Watch {

@@ -519,9 +519,11 @@ impl Watch {
                     let end = name.iter().position(|b| *b == 0).unwrap_or(name.len());
                     let path = Path::new(std::ffi::OsStr::from_bytes(&name[..end]));
                     self.hidden.iter().any(|h| h == path).then(|| {
+                        let dir = path.parent().unwrap_or(path);
                         format!(
-                            "connect to socket {} refused: served outside the sandbox ({on})",
-                            path.display()
+                            "connect to socket {} refused: served outside the sandbox ([sandbox] sockets = [\"{}\"] allows it)",
+                            path.display(),
+                            dir.display()
                         )
                     })
                 }
