@@ -242,10 +242,15 @@ fn an_agent_and_its_check_reach_nothing_served_outside() {
                 ))),
         "{refused:?}"
     );
-    assert!(
-        refused.iter().any(|r| r.contains(&outside.name)),
-        "{refused:?}"
-    );
+    // The agent's and the check's, each naming the key that opens its network.
+    for key in ["[sandbox] network", "[checks] network"] {
+        assert!(
+            refused
+                .iter()
+                .any(|r| r.contains(&outside.name) && r.contains(&format!("{key} = \"on\""))),
+            "{key}: {refused:?}"
+        );
+    }
     let text = stdout(&repo.plait(&["status", &run]));
     assert!(text.contains("network off"), "{text}");
 }

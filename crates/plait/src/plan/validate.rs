@@ -444,7 +444,7 @@ fn resolve_checks(
             env,
             problems,
         )
-        .with_network(network),
+        .for_checks(network),
         network,
         bisect: file.bisect.unwrap_or(true),
         rework: file.rework.unwrap_or(0),
@@ -545,6 +545,7 @@ fn resolve_sandbox(
         ports,
         sockets,
         keep_env,
+        ..SandboxSettings::default()
     }
 }
 
@@ -749,7 +750,7 @@ fn resolve_task(
             ));
         }
     }
-    let check_sandbox = sandbox.with_network(inputs.check_network);
+    let check_sandbox = sandbox.for_checks(inputs.check_network);
     if problems.len() > before {
         return None;
     }

@@ -187,6 +187,9 @@ pub struct SandboxSettings {
     pub sockets: Vec<PathBuf>,
     /// Variables the plan passes although they point at sockets or hold credentials.
     pub keep_env: Vec<String>,
+    /// The plan's key that sets `network`, for the words of a refusal: `[sandbox] network`
+    /// for an agent's processes, `[checks] network` for checks and reviewers.
+    pub network_key: &'static str,
 }
 
 impl Default for SandboxSettings {
@@ -200,6 +203,7 @@ impl Default for SandboxSettings {
             ports: Vec::new(),
             sockets: Vec::new(),
             keep_env: Vec::new(),
+            network_key: "[sandbox] network",
         }
     }
 }
@@ -218,6 +222,15 @@ impl SandboxSettings {
     pub fn with_network(&self, network: Network) -> SandboxSettings {
         SandboxSettings {
             network,
+            ..self.clone()
+        }
+    }
+
+    /// The same settings for checks and reviewers, whose network `[checks] network` sets.
+    pub fn for_checks(&self, network: Network) -> SandboxSettings {
+        SandboxSettings {
+            network,
+            network_key: "[checks] network",
             ..self.clone()
         }
     }
@@ -540,6 +553,7 @@ impl Sandbox {
             wall: wall.clone(),
             ports: self.settings.ports.clone(),
             hidden: hide.clone(),
+            network_key: self.settings.network_key,
         });
         let places = Arc::new(places);
         paths.extend(DEVICES.iter().map(PathBuf::from));

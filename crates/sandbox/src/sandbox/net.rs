@@ -478,6 +478,8 @@ pub(crate) struct Watch {
     pub(crate) ports: Vec<u16>,
     /// The path sockets covered in the processes' mount namespaces.
     pub(crate) hidden: Vec<PathBuf>,
+    /// The plan's key that opens the network for these processes.
+    pub(crate) network_key: &'static str,
 }
 
 impl Watch {
@@ -486,7 +488,7 @@ impl Watch {
     /// `None` when the wall lets it through, or it goes nowhere the sandbox keeps it from.
     pub(crate) fn refused(&self, pid: u32, addr: &[u8]) -> Option<String> {
         let family = i32::from(u16::from_ne_bytes([*addr.first()?, *addr.get(1)?]));
-        let on = "[sandbox] network = \"on\" allows it";
+        let on = format!("{} = \"on\" allows it", self.network_key);
         match family {
             libc::AF_INET if addr.len() >= 8 => {
                 let port = u16::from_be_bytes([addr[2], addr[3]]);
@@ -534,7 +536,7 @@ impl Watch {
 
     fn inet(&self, pid: u32, ip: std::net::IpAddr, port: u16) -> Option<String> {
         let at = std::net::SocketAddr::new(ip, port);
-        let on = "[sandbox] network = \"on\" allows it";
+        let on = format!("{} = \"on\" allows it", self.network_key);
         let listed = format!("[sandbox] ports = [{port}] allows it");
         if port == 0 || (self.ports.contains(&port) && self.wall != NetWall::NoSockets) {
             return None;
