@@ -453,8 +453,15 @@ pub(crate) fn served_sockets(own: &[PathBuf]) -> Vec<PathBuf> {
     const LISTENING: u32 = 0x10000; // __SO_ACCEPTCON
     let mut out = Vec::new();
     for line in table.lines().skip(1) {
-        let fields: Vec<&str> = line.split_whitespace().collect();
-        let (Some(flags), Some(path)) = (fields.get(3), fields.get(7)) else {
+        // Seven fields, then the path as it was bound, spaces and all.
+        let mut rest = line.trim_start();
+        let mut fields = Vec::with_capacity(7);
+        while fields.len() < 7 {
+            let end = rest.find(char::is_whitespace).unwrap_or(rest.len());
+            fields.push(&rest[..end]);
+            rest = rest[end..].trim_start();
+        }
+        let (Some(flags), path) = (fields.get(3), rest) else {
             continue;
         };
         let listening = u32::from_str_radix(flags, 16).is_ok_and(|f| f & LISTENING != 0);
@@ -833,8 +840,13 @@ mod tests {
         let inside = own.join("inside.sock");
         let _a = std::os::unix::net::UnixListener::bind(&outside).unwrap();
         let _b = std::os::unix::net::UnixListener::bind(&inside).unwrap();
+        let spaced = dir.path().join("my sockets");
+        std::fs::create_dir(&spaced).unwrap();
+        let spaced = spaced.join("a b.sock");
+        let _c = std::os::unix::net::UnixListener::bind(&spaced).unwrap();
         let found = served_sockets(std::slice::from_ref(&own));
         assert!(found.contains(&outside), "{found:?}");
+        assert!(found.contains(&spaced), "{found:?}");
         assert!(!found.contains(&inside), "{found:?}");
     }
 }
