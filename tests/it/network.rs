@@ -437,3 +437,120 @@ fn an_agent_cli_with_the_network_off_is_a_plan_error() {
     assert!(err.contains("ports: 0 is no port"), "{err}");
     assert!(repo.branches().iter().all(|b| !b.starts_with("plait/")));
 }
+
+/// Runs the real `plait` binary where `unshare` answers `EPERM`, as in a container that
+/// allows no user namespaces.
+fn plait_without_namespaces(repo: &TestRepo, args: &[&str]) -> Output {
+    use std::os::unix::process::CommandExt as _;
+    crate::support::init();
+    let home = home(repo);
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_plait"));
+    cmd.args(args)
+        .current_dir(&repo.path)
+        .env("NO_COLOR", "1")
+        .env("HOME", home);
+    // SAFETY: the closure runs between fork and exec and only makes system calls on data
+    // prepared before the fork.
+    unsafe {
+        cmd.pre_exec(deny_unshare);
+    }
+    cmd.output().expect("run plait")
+}
+
+/// Installs a seccomp filter that makes `unshare` fail with `EPERM`.
+fn deny_unshare() -> std::io::Result<()> {
+    const LD_W_ABS: u16 = 0x20;
+    const JEQ_K: u16 = 0x15;
+    const RET_K: u16 = 0x06;
+    const ALLOW: u32 = 0x7fff_0000;
+    const ERRNO: u32 = 0x0005_0000;
+    let op = |code: u16, jt: u8, jf: u8, k: u32| libc::sock_filter { code, jt, jf, k };
+    let filter = [
+        op(LD_W_ABS, 0, 0, 0), // the system call's number
+        op(JEQ_K, 1, 0, libc::SYS_unshare as u32),
+        op(RET_K, 0, 0, ALLOW),
+        op(RET_K, 0, 0, ERRNO | libc::EPERM as u32),
+    ];
+    let program = libc::sock_fprog {
+        len: filter.len() as u16,
+        filter: filter.as_ptr() as *mut libc::sock_filter,
+    };
+    // SAFETY: plain system calls; `program` outlives them.
+    unsafe {
+        if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0
+            || libc::prctl(
+                libc::PR_SET_SECCOMP,
+                libc::SECCOMP_MODE_FILTER,
+                &program as *const libc::sock_fprog,
+            ) != 0
+        {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+/// Without namespaces, Landlock's TCP rights and the seccomp filter hold: TCP to a listener
+/// outside, UDP and (from ABI 6) an abstract socket are refused, and the plan's port is
+/// reached; a path socket served outside is not covered there, as the README says.
+#[test]
+fn without_namespaces_landlock_and_seccomp_hold_tcp_udp_and_abstract_sockets() {
+    let abi = match support() {
+        Support::Landlock(abi) if *abi >= 4 => *abi,
+        other => {
+            eprintln!("skipped: the fallback needs Landlock ABI 4 ({other:?})");
+            return;
+        }
+    };
+    let repo = sample();
+    let outside = Outside::new(&repo.scratch);
+    let probe = probe(&repo);
+    let args = outside.args();
+    let port = pong();
+    let reach = format!(
+        "python3 -c \"import socket; socket.create_connection(('127.0.0.1', {port}), timeout=5).close()\""
+    );
+    let plan = repo.plan(&format!(
+        "[review]\nagent = \"off\"\n\
+         [defaults]\nsandbox = {{ ports = [{port}] }}\n\
+         [[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"/a/\"]\n\
+         agent = {{ exec = '''python3 {probe} --loose {args} > a/out.txt && {reach} && echo reached >> a/out.txt''' }}\n"
+    ));
+    let out = plait_without_namespaces(&repo, &["run", plan.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let run = stdout(&out).trim().to_string();
+    let said = &repo.tree_files(&format!("plait/{run}/a"))["a/out.txt"];
+    let mut held = vec!["tcp", "udp"];
+    if abi >= 6 {
+        held.push("abstract");
+    }
+    for way in &held {
+        assert!(
+            said.lines()
+                .any(|l| l.starts_with(&format!("{way} refused"))),
+            "{way}: {said}"
+        );
+    }
+    assert!(said.lines().any(|l| l == "reached"), "{said}");
+    let reached = outside.reached();
+    assert!(
+        reached.iter().all(|r| *r == "unix"),
+        "{reached:?} reached: {said}"
+    );
+    let status = repo.status_json(&[&run]);
+    let a = task(&status, "a");
+    assert!(
+        a["sandbox"]["how"]
+            .as_str()
+            .unwrap()
+            .contains("TCP by Landlock"),
+        "{a}"
+    );
+    let tcp = outside.tcp.local_addr().unwrap().port();
+    assert!(
+        refused(a)
+            .iter()
+            .any(|r| r.contains(&format!("127.0.0.1:{tcp}"))),
+        "{a}"
+    );
+}
