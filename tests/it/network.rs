@@ -457,37 +457,9 @@ fn plait_without_namespaces(repo: &TestRepo, args: &[&str]) -> Output {
     cmd.output().expect("run plait")
 }
 
-/// Installs a seccomp filter that makes `unshare` fail with `EPERM`.
+/// Makes `unshare` fail with `EPERM`.
 fn deny_unshare() -> std::io::Result<()> {
-    const LD_W_ABS: u16 = 0x20;
-    const JEQ_K: u16 = 0x15;
-    const RET_K: u16 = 0x06;
-    const ALLOW: u32 = 0x7fff_0000;
-    const ERRNO: u32 = 0x0005_0000;
-    let op = |code: u16, jt: u8, jf: u8, k: u32| libc::sock_filter { code, jt, jf, k };
-    let filter = [
-        op(LD_W_ABS, 0, 0, 0), // the system call's number
-        op(JEQ_K, 1, 0, libc::SYS_unshare as u32),
-        op(RET_K, 0, 0, ALLOW),
-        op(RET_K, 0, 0, ERRNO | libc::EPERM as u32),
-    ];
-    let program = libc::sock_fprog {
-        len: filter.len() as u16,
-        filter: filter.as_ptr() as *mut libc::sock_filter,
-    };
-    // SAFETY: plain system calls; `program` outlives them.
-    unsafe {
-        if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0
-            || libc::prctl(
-                libc::PR_SET_SECCOMP,
-                libc::SECCOMP_MODE_FILTER,
-                &program as *const libc::sock_fprog,
-            ) != 0
-        {
-            return Err(std::io::Error::last_os_error());
-        }
-    }
-    Ok(())
+    crate::support::deny_calls(&[libc::SYS_unshare as u32], libc::EPERM)
 }
 
 /// Without namespaces, Landlock's TCP rights and the seccomp filter hold: TCP to a listener

@@ -439,40 +439,10 @@ fn plait_without_landlock(repo: &TestRepo, args: &[&str]) -> Output {
     cmd.output().expect("run plait")
 }
 
-/// Installs a seccomp filter that makes `landlock_create_ruleset`, `landlock_add_rule` and
-/// `landlock_restrict_self` (444–446 on every architecture) fail with `ENOSYS`.
+/// Makes `landlock_create_ruleset`, `landlock_add_rule` and `landlock_restrict_self`
+/// (444–446 on every architecture) fail with `ENOSYS`.
 fn deny_landlock() -> std::io::Result<()> {
-    const LD_W_ABS: u16 = 0x20;
-    const JEQ_K: u16 = 0x15;
-    const RET_K: u16 = 0x06;
-    const ALLOW: u32 = 0x7fff_0000;
-    const ERRNO: u32 = 0x0005_0000;
-    let op = |code: u16, jt: u8, jf: u8, k: u32| libc::sock_filter { code, jt, jf, k };
-    let filter = [
-        op(LD_W_ABS, 0, 0, 0), // the system call's number
-        op(JEQ_K, 3, 0, 444),
-        op(JEQ_K, 2, 0, 445),
-        op(JEQ_K, 1, 0, 446),
-        op(RET_K, 0, 0, ALLOW),
-        op(RET_K, 0, 0, ERRNO | libc::ENOSYS as u32),
-    ];
-    let program = libc::sock_fprog {
-        len: filter.len() as u16,
-        filter: filter.as_ptr() as *mut libc::sock_filter,
-    };
-    // SAFETY: plain system calls; `program` outlives them.
-    unsafe {
-        if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0
-            || libc::prctl(
-                libc::PR_SET_SECCOMP,
-                libc::SECCOMP_MODE_FILTER,
-                &program as *const libc::sock_fprog,
-            ) != 0
-        {
-            return Err(std::io::Error::last_os_error());
-        }
-    }
-    Ok(())
+    crate::support::deny_calls(&[444, 445, 446], libc::ENOSYS)
 }
 
 #[test]

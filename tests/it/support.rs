@@ -331,3 +331,43 @@ fn copy_dir(src: &Path, dest: &Path) {
 pub fn without_worktree_config(config: &str) -> String {
     config.replace("[extensions]\n\tworktreeConfig = true\n", "")
 }
+
+/// Installs a seccomp filter that makes the system calls numbered `calls` fail with
+/// `errno`, as a kernel or a container that lacks them does; for `pre_exec`.
+pub fn deny_calls(calls: &[u32], errno: i32) -> std::io::Result<()> {
+    const LD_W_ABS: u16 = 0x20;
+    const JEQ_K: u16 = 0x15;
+    const RET_K: u16 = 0x06;
+    const ALLOW: u32 = 0x7fff_0000;
+    const ERRNO: u32 = 0x0005_0000;
+    let op = |code: u16, jt: u8, jf: u8, k: u32| libc::sock_filter { code, jt, jf, k };
+    // The system call's number; then, for each call, a jump to the refusal at the end. On
+    // the stack: this runs between fork and exec, where nothing may allocate.
+    const MOST: usize = 8;
+    assert!(calls.len() <= MOST, "at most {MOST} calls");
+    let mut filter = [op(RET_K, 0, 0, ALLOW); MOST + 3];
+    filter[0] = op(LD_W_ABS, 0, 0, 0);
+    for (i, &nr) in calls.iter().enumerate() {
+        filter[1 + i] = op(JEQ_K, (calls.len() - i) as u8, 0, nr);
+    }
+    let len = calls.len() + 3;
+    filter[len - 2] = op(RET_K, 0, 0, ALLOW);
+    filter[len - 1] = op(RET_K, 0, 0, ERRNO | errno as u32);
+    let program = libc::sock_fprog {
+        len: len as u16,
+        filter: filter.as_ptr() as *mut libc::sock_filter,
+    };
+    // SAFETY: plain system calls; `program` outlives them.
+    unsafe {
+        if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0
+            || libc::prctl(
+                libc::PR_SET_SECCOMP,
+                libc::SECCOMP_MODE_FILTER,
+                &program as *const libc::sock_fprog,
+            ) != 0
+        {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
