@@ -21,18 +21,8 @@ use std::sync::Arc;
 use plait::sandbox::{support, Support};
 
 use crate::claude_code::task;
+use crate::sandbox::{home, landlock, refused};
 use crate::support::{stderr, stdout, TestRepo};
-
-/// Whether this kernel can confine; the tests that need it say so when it cannot.
-fn landlock() -> bool {
-    match support() {
-        Support::Landlock(_) => true,
-        Support::Missing(why) => {
-            eprintln!("skipped: this system cannot confine processes ({why})");
-            false
-        }
-    }
-}
 
 /// Tries each way out that `targets` name and prints one line per try: `tcp reached`,
 /// `udp refused: ...`; with `--strict` it exits 1 when anything was reached.
@@ -162,24 +152,11 @@ fn probe(repo: &TestRepo) -> String {
     path.display().to_string()
 }
 
-fn home(repo: &TestRepo) -> PathBuf {
-    let home = repo.scratch.join("home");
-    fs::create_dir_all(&home).unwrap();
-    home
-}
-
 fn plait(repo: &TestRepo, args: &[&str], env: &[(&str, &str)]) -> Output {
     let home = home(repo);
     let mut all = vec![("HOME", home.to_str().unwrap())];
     all.extend_from_slice(env);
     repo.plait_env(args, &all)
-}
-
-fn refused(task: &serde_json::Value) -> Vec<String> {
-    task["sandbox"]["refused"]
-        .as_array()
-        .map(|r| r.iter().map(|v| v.as_str().unwrap().to_string()).collect())
-        .unwrap_or_default()
 }
 
 #[test]

@@ -17,7 +17,7 @@ use crate::claude_code::task;
 use crate::support::{init, stderr, stdout, TestRepo};
 
 /// Whether this kernel can confine; the tests that need it say so when it cannot.
-fn landlock() -> bool {
+pub(crate) fn landlock() -> bool {
     match support() {
         Support::Landlock(_) => true,
         Support::Missing(why) => {
@@ -37,7 +37,7 @@ fn sample() -> TestRepo {
 
 /// A home directory of the test's own, so a write that got through would not touch the
 /// real one.
-fn home(repo: &TestRepo) -> PathBuf {
+pub(crate) fn home(repo: &TestRepo) -> PathBuf {
     let home = repo.scratch.join("home");
     fs::create_dir_all(&home).unwrap();
     home
@@ -47,7 +47,7 @@ fn plait(repo: &TestRepo, args: &[&str], home: &Path) -> Output {
     repo.plait_env(args, &[("HOME", home.to_str().unwrap())])
 }
 
-fn refused(task: &serde_json::Value) -> Vec<String> {
+pub(crate) fn refused(task: &serde_json::Value) -> Vec<String> {
     task["sandbox"]["refused"]
         .as_array()
         .map(|r| r.iter().map(|v| v.as_str().unwrap().to_string()).collect())

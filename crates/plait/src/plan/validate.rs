@@ -538,10 +538,8 @@ fn resolve_sandbox(
             .unwrap_or_default(),
         writable,
         temp_root,
-        network: task
-            .and_then(|t| t.network)
-            .or(defaults.and_then(|d| d.network))
-            .unwrap_or(Network::Off),
+        // The network is the caller's: a task's depends on its agent, the checks' on
+        // `[checks] network`.
         ports,
         sockets,
         keep_env,

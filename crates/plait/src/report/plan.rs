@@ -134,21 +134,15 @@ fn sandbox_text(sandbox: &crate::sandbox::SandboxSettings) -> String {
         let ports: Vec<String> = sandbox.ports.iter().map(u16::to_string).collect();
         let _ = write!(text, " (loopback ports {})", ports.join(", "));
     }
+    let listed = |paths: &[std::path::PathBuf]| {
+        let shown: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
+        shown.join(", ")
+    };
     if !sandbox.sockets.is_empty() {
-        let sockets: Vec<String> = sandbox
-            .sockets
-            .iter()
-            .map(|p| p.display().to_string())
-            .collect();
-        let _ = write!(text, ", sockets under {}", sockets.join(", "));
+        let _ = write!(text, ", sockets under {}", listed(&sandbox.sockets));
     }
     if !sandbox.writable.is_empty() {
-        let writable: Vec<String> = sandbox
-            .writable
-            .iter()
-            .map(|p| p.display().to_string())
-            .collect();
-        let _ = write!(text, ", also writable: {}", writable.join(", "));
+        let _ = write!(text, ", also writable: {}", listed(&sandbox.writable));
     }
     text
 }
