@@ -82,7 +82,8 @@ impl Transcript {
         }
     }
 
-    fn write(&mut self, record: Value) {
+    /// Appends one record (a request, its attempt, status and response) as a line.
+    pub fn write(&mut self, record: Value) {
         if let Some(file) = &mut self.file {
             let _ = writeln!(file, "{record}");
         }

@@ -62,7 +62,17 @@ pub fn account(
     reply: &Reply,
     timing: &http::Timing,
 ) {
-    let u = reply.usage;
+    account_turn(usage, provider.prices, reply.usage, timing);
+}
+
+/// Adds one answered request's tokens `u` to `usage`, at `prices` (unknown: the cost
+/// stays unknown).
+pub fn account_turn(
+    usage: &mut Usage,
+    prices: Option<provider::Prices>,
+    u: conversation::TurnUsage,
+    timing: &http::Timing,
+) {
     usage.requests += 1 + u64::from(timing.retries);
     usage.retries += u64::from(timing.retries);
     usage.turns += 1;
@@ -74,7 +84,7 @@ pub fn account(
     if usage.first_token_ms.is_none() {
         usage.first_token_ms = Some(timing.first_token.as_millis() as u64);
     }
-    if let (Some(cost), Some(p)) = (usage.cost_usd.as_mut(), provider.prices) {
+    if let (Some(cost), Some(p)) = (usage.cost_usd.as_mut(), prices) {
         let per = |tokens: u64, price: f64| tokens as f64 * price / 1_000_000.0;
         let (write, read) = (
             p.cache_write.unwrap_or(p.input * 1.25),

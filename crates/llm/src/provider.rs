@@ -170,6 +170,28 @@ pub fn builtin_kind(name: &str) -> Option<ProviderKind> {
     }
 }
 
+/// The built-in provider of `kind` as the environment gives it, for traffic plait passes
+/// on rather than makes (the gateway's, for an agent CLI the plan gives no provider): its
+/// base URL, and its key when one is set. Without a key the client's own credentials go
+/// through: a Claude Code login's bearer.
+pub fn from_env(kind: ProviderKind, env: &dyn Fn(&str) -> Option<String>) -> ProviderSettings {
+    let defaults = builtin(kind);
+    let name = match kind {
+        ProviderKind::Anthropic => "anthropic",
+        ProviderKind::Openai => "openai",
+    };
+    let keyed = env(defaults.key_env).is_some_and(|k| !k.trim().is_empty());
+    let file = ProviderFile {
+        api_key_env: (!keyed).then(String::new),
+        ..ProviderFile::default()
+    };
+    resolve_provider(name, Some(&file), env).unwrap_or_else(|_| {
+        // A base URL in the environment that is not one: the provider's own.
+        let plain = |key: &str| (key != defaults.base_env).then(|| env(key)).flatten();
+        resolve_provider(name, Some(&file), &plain).expect("the built-in provider resolves")
+    })
+}
+
 /// Resolves provider `name` from its table (if any) and the environment; the error says
 /// what to set.
 pub fn resolve_provider(

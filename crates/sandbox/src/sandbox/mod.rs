@@ -226,6 +226,15 @@ impl SandboxSettings {
         }
     }
 
+    /// The same settings with the gateway's `port` open when the network is `gateway`.
+    pub fn through_gateway(&self, port: u16) -> SandboxSettings {
+        let mut settings = self.clone();
+        if settings.network == Network::Gateway && !settings.ports.contains(&port) {
+            settings.ports.push(port);
+        }
+        settings
+    }
+
     /// The same settings for checks and reviewers, whose network `[checks] network` sets.
     pub fn for_checks(&self, network: Network) -> SandboxSettings {
         SandboxSettings {
@@ -239,7 +248,7 @@ impl SandboxSettings {
     pub fn net_wall(&self) -> NetWall {
         match (self.network, self.confinement()) {
             (Network::On, _) | (_, Confinement::Off | Confinement::Unsupported(_)) => NetWall::Open,
-            (Network::Off, Confinement::Landlock(abi)) => {
+            (Network::Off | Network::Gateway, Confinement::Landlock(abi)) => {
                 if net::support().is_ok() {
                     NetWall::Namespace
                 } else if abi >= 4 {

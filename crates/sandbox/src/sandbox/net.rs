@@ -32,6 +32,11 @@ pub enum Network {
     Off,
     /// The network as plait has it.
     On,
+    /// Off, but for the port of plait's gateway, through which an agent CLI reaches its
+    /// model (the port is known when the run starts: [`SandboxSettings::through_gateway`]).
+    ///
+    /// [`SandboxSettings::through_gateway`]: super::SandboxSettings::through_gateway
+    Gateway,
 }
 
 impl Network {
@@ -39,7 +44,13 @@ impl Network {
         match self {
             Network::Off => "off",
             Network::On => "on",
+            Network::Gateway => "gateway",
         }
+    }
+
+    /// Whether the wall is up: anything but `on`.
+    pub fn walled(self) -> bool {
+        self != Network::On
     }
 }
 
