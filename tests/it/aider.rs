@@ -62,7 +62,7 @@ fn fake_aider_gets_the_owned_files_and_the_providers_model_base_url_and_key() {
     let argv = argv_of(&rec);
     let after = |flag: &str| after(&argv, flag);
     assert_eq!(after("--model"), "openai/qwen-coder");
-    assert_eq!(after("--openai-api-base"), "http://127.0.0.1:9/v1");
+    crate::claude_code::assert_gateway_url(after("--openai-api-base"));
     let message = after("--message");
     assert!(
         message.contains("Say hello in src/a/x.txt") && message.contains("Task id: a"),
@@ -79,13 +79,17 @@ fn fake_aider_gets_the_owned_files_and_the_providers_model_base_url_and_key() {
         !argv.iter().any(|a| a.contains(KEY)),
         "the key must not be on the command line"
     );
-    assert_eq!(rec["env"]["OPENAI_API_KEY"], KEY);
+    let stand_in = rec["env"]["OPENAI_API_KEY"].as_str().unwrap();
+    assert!(
+        stand_in.starts_with("plait-") && !stand_in.contains(KEY),
+        "{stand_in}"
+    );
     // aider's history files stay out of the worktree: nothing but the edit was collected.
     assert_eq!(a["violations"].as_array().unwrap().len(), 0, "{a}");
 }
 
 /// Real aider: `PLAIT_TEST_AIDER`, or the copy `.ci/run` installs under `target/ci-tools`.
-fn real_aider() -> Option<PathBuf> {
+pub(crate) fn real_aider() -> Option<PathBuf> {
     if let Some(path) = std::env::var_os("PLAIT_TEST_AIDER").filter(|p| !p.is_empty()) {
         return Some(PathBuf::from(path));
     }
@@ -124,6 +128,7 @@ fn real_aider_edits_the_owned_files_with_the_providers_model() {
             mock.url()
         ),
     );
+    mock.set_usage(300, 20, 0, 0);
     let out = run_real(&repo, &toml);
     let status = repo.status_json(&[]);
     let logs: Vec<String> = ["a", "b"]
@@ -143,6 +148,22 @@ fn real_aider_edits_the_owned_files_with_the_providers_model() {
     assert_eq!(a["state"], "done", "{a}");
     assert_eq!(a["violations"].as_array().unwrap().len(), 0, "{a}");
     assert_eq!(a["usage"]["turns"], 1, "{a}");
+    // Counted by plait's gateway, through which aider reached the model.
+    assert_eq!(a["usage"]["requests"], 1, "{a}");
+    assert_eq!(a["usage"]["input_tokens"], 300, "{a}");
+    assert_eq!(a["usage"]["output_tokens"], 20, "{a}");
+    if a["sandbox"]["confined"] == true {
+        assert!(
+            a["sandbox"]["how"].as_str().unwrap().contains("gateway"),
+            "{a}"
+        );
+    }
+    let transcript = repo.plait(&["log", "a", "--transcript"]);
+    assert!(
+        String::from_utf8_lossy(&transcript.stdout).contains("hello"),
+        "{}",
+        String::from_utf8_lossy(&transcript.stdout)
+    );
     assert_confined(a);
     let request = mock
         .requests()

@@ -84,6 +84,20 @@ pub(crate) fn task<'a>(status: &'a Value, id: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("no task {id} in {status}"))
 }
 
+/// Asserts that `url` is a task's way through plait's gateway:
+/// `http://127.0.0.1:<port>/t/<token>`.
+pub(crate) fn assert_gateway_url(url: &str) {
+    let rest = url
+        .strip_prefix("http://127.0.0.1:")
+        .unwrap_or_else(|| panic!("{url}"));
+    let (port, token) = rest.split_once("/t/").unwrap_or_else(|| panic!("{url}"));
+    assert!(port.parse::<u16>().is_ok(), "{url}");
+    assert!(
+        token.len() == 32 && token.chars().all(|c| c.is_ascii_hexdigit()),
+        "{url}"
+    );
+}
+
 fn run_fake_claude(repo: &TestRepo, entries: Value, extra: &str) -> (Output, String) {
     run_fake_claude_for(repo, entries, extra, "60s")
 }
@@ -191,8 +205,14 @@ fn fake_claude_edits_owned_files_and_the_hook_refuses_the_rest() {
         "{rules}"
     );
     let env = &rec["env"];
-    assert_eq!(env["ANTHROPIC_BASE_URL"], "http://127.0.0.1:9");
-    assert_eq!(env["ANTHROPIC_API_KEY"], KEY);
+    // The provider's key stays in plait: the CLI is given its way through the gateway and
+    // a stand-in for the key, which the gateway swaps for the real one.
+    assert_gateway_url(env["ANTHROPIC_BASE_URL"].as_str().unwrap());
+    let stand_in = env["ANTHROPIC_API_KEY"].as_str().unwrap();
+    assert!(
+        stand_in.starts_with("plait-") && !stand_in.contains(KEY),
+        "{stand_in}"
+    );
     assert_eq!(env["CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"], "1");
     assert_eq!(env["PLAIT_TASK"], "a");
     let config = env["CLAUDE_CONFIG_DIR"].as_str().unwrap();
@@ -321,7 +341,7 @@ pub(crate) fn run_real(repo: &TestRepo, toml: &str) -> Output {
 
 /// The real Claude Code CLI: `PLAIT_TEST_CLAUDE`, `claude` on PATH, or the copy `.ci/run`
 /// installs under `target/ci-tools`.
-fn real_claude() -> Option<PathBuf> {
+pub(crate) fn real_claude() -> Option<PathBuf> {
     if let Some(path) = std::env::var_os("PLAIT_TEST_CLAUDE").filter(|p| !p.is_empty()) {
         return Some(PathBuf::from(path));
     }

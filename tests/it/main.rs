@@ -10,6 +10,7 @@ mod culprits;
 mod distributed;
 mod firstday;
 mod gate;
+mod gateway;
 mod groups;
 mod land;
 mod lineage;

@@ -408,7 +408,7 @@ fn an_agent_cli_with_the_network_off_is_a_plan_error() {
     assert_eq!(out.status.code(), Some(2), "{}", stdout(&out));
     let err = stderr(&out);
     assert!(
-        err.contains("task `a`") && err.contains("network = \"on\""),
+        err.contains("task `a`") && err.contains("network = \"gateway\""),
         "{err}"
     );
     assert!(err.contains("ports: 0 is no port"), "{err}");

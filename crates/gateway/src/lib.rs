@@ -27,7 +27,7 @@ use std::collections::HashMap;
 use std::io::Read as _;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
@@ -82,6 +82,8 @@ struct Entry {
     route: Route,
     /// Requests for an answer so far, numbered in the transcript.
     turns: AtomicU32,
+    /// Answers counted so far.
+    answered: Arc<AtomicU64>,
 }
 
 type Routes = Mutex<HashMap<String, Arc<Entry>>>;
@@ -110,6 +112,7 @@ pub struct Lease {
     port: u16,
     routes: Weak<Inner>,
     holds_key: bool,
+    answered: Arc<AtomicU64>,
 }
 
 impl std::fmt::Debug for Lease {
@@ -134,6 +137,11 @@ impl Lease {
 
     pub fn port(&self) -> u16 {
         self.port
+    }
+
+    /// How many answers the gateway has counted for this task so far.
+    pub fn answered(&self) -> u64 {
+        self.answered.load(Ordering::Relaxed)
     }
 }
 
@@ -194,11 +202,13 @@ impl Gateway {
     pub fn open(&self, route: Route) -> Lease {
         let token = token();
         let holds_key = route.provider.api_key.is_some();
+        let answered = Arc::new(AtomicU64::new(0));
         lock(&self.inner.routes).insert(
             token.clone(),
             Arc::new(Entry {
                 route,
                 turns: AtomicU32::new(0),
+                answered: answered.clone(),
             }),
         );
         Lease {
@@ -206,6 +216,7 @@ impl Gateway {
             port: self.port,
             routes: Arc::downgrade(&self.inner),
             holds_key,
+            answered,
         }
     }
 }
@@ -589,6 +600,7 @@ impl Call {
             };
             plait_llm::account_turn(&mut usage, prices, tokens.unwrap_or_default(), &timing);
             route.meter.answered(&usage);
+            self.entry.answered.fetch_add(1, Ordering::Relaxed);
             return;
         }
     }

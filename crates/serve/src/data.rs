@@ -199,7 +199,7 @@ fn plan_task(copy: &Path, task: &str) -> Option<(String, String, Vec<String>)> {
     let agent = match spec.agent.as_ref().or(plan.defaults.agent.as_ref()) {
         Some(AgentSpec::Named(name)) => name.clone(),
         Some(AgentSpec::Exec(command)) => format!("exec: {command}"),
-        Some(AgentSpec::Cli(args)) => format!("cli: {}", args.join(" ")),
+        Some(AgentSpec::Cli(spec)) => format!("cli: {}", spec.argv.join(" ")),
         None => "the plan's default model".to_string(),
     };
     Some((spec.prompt.clone(), agent, spec.owns.clone()))

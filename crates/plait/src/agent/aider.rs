@@ -96,7 +96,7 @@ impl AiderAgent {
         }
         if let Some(p) = provider.filter(|p| p.kind == ProviderKind::Openai) {
             argv.push("--openai-api-base".to_string());
-            argv.push(p.base_url.clone());
+            argv.push(base_url(task, p));
         }
         if let Some(test) = test_cmd(&task.plait_program, &task.checks) {
             argv.extend(["--test-cmd".to_string(), test, "--auto-test".to_string()]);
@@ -113,15 +113,19 @@ impl AiderAgent {
     fn env(&self, task: &TaskContext, dir: &Path) -> Vec<(&'static str, String)> {
         let mut env = task_env(task);
         if let Some(p) = &self.settings.provider {
-            let key = p.api_key.as_ref().map(|k| k.expose().to_string());
+            // Through the gateway: its stand-in key (the real one stays in plait).
+            let key = match &task.gateway {
+                Some(lease) => lease.key(),
+                None => p.api_key.as_ref().map(|k| k.expose().to_string()),
+            };
             match p.kind {
                 ProviderKind::Openai => {
                     env.extend(key.map(|k| ("OPENAI_API_KEY", k)));
                 }
                 ProviderKind::Anthropic => {
                     env.extend(key.map(|k| ("ANTHROPIC_API_KEY", k)));
-                    env.push(("ANTHROPIC_BASE_URL", p.base_url.clone()));
-                    env.push(("ANTHROPIC_API_BASE", p.base_url.clone()));
+                    env.push(("ANTHROPIC_BASE_URL", base_url(task, p)));
+                    env.push(("ANTHROPIC_API_BASE", base_url(task, p)));
                 }
             }
         }
@@ -158,18 +162,27 @@ impl AiderAgent {
         // Written by plait, not by aider: it may live beside the log.
         let stdout_path = task.dir().join(format!("aider-output-{}.txt", task.round));
         let env = self.env(task, &dir);
+        let counted = task.counted();
         let (outcome, stdout) =
             shell::run_argv_capturing(&self.argv(task, &dir), &task.launch(&env), &stdout_path)
                 .await;
         let usage = parse_usage(&stdout);
-        if let Some(cost) = usage.as_ref().and_then(|u| u.cost_usd) {
-            task.budget.spend(cost);
-        }
+        task.spend(usage.as_ref().and_then(|u| u.cost_usd), counted);
+        let usage = usage.map(|u| task.own_usage(u, counted));
         AgentReport {
             outcome: outcome_of(outcome, task),
             usage,
             summary: None,
         }
+    }
+}
+
+/// The base URL aider is given for provider `p`: the task's way through the gateway, or
+/// the provider's own.
+fn base_url(task: &TaskContext, p: &crate::llm::provider::ProviderSettings) -> String {
+    match &task.gateway {
+        Some(lease) => lease.base_url(),
+        None => p.base_url.clone(),
     }
 }
 

@@ -109,7 +109,8 @@ impl ClaudeCodeAgent {
     }
 
     /// The environment: the `PLAIT_*` variables, the agent's own config directory, no
-    /// traffic beyond the model, and the provider's base URL and key when the plan names one.
+    /// traffic beyond the model, and the task's way through the gateway (or, where it has
+    /// none, the provider's base URL and key when the plan names one).
     fn env(&self, task: &TaskContext, files: &Files) -> Vec<(&'static str, String)> {
         let mut env = task_env(task);
         env.push(("CLAUDE_CONFIG_DIR", files.config.display().to_string()));
@@ -121,11 +122,20 @@ impl ClaudeCodeAgent {
         if unsafe { libc::geteuid() } == 0 {
             env.push(("IS_SANDBOX", "1".to_string()));
         }
-        if let Some(provider) = &self.settings.provider {
-            env.push(("ANTHROPIC_BASE_URL", provider.base_url.clone()));
-            if let Some(key) = &provider.api_key {
-                env.push(("ANTHROPIC_API_KEY", key.expose().to_string()));
+        match (&task.gateway, &self.settings.provider) {
+            // Through the gateway, with its stand-in for the key plait holds; without one
+            // (a login, an `apiKeyHelper`), with the CLI's own credentials.
+            (Some(lease), _) => {
+                env.push(("ANTHROPIC_BASE_URL", lease.base_url()));
+                env.extend(lease.key().map(|key| ("ANTHROPIC_API_KEY", key)));
             }
+            (None, Some(provider)) => {
+                env.push(("ANTHROPIC_BASE_URL", provider.base_url.clone()));
+                if let Some(key) = &provider.api_key {
+                    env.push(("ANTHROPIC_API_KEY", key.expose().to_string()));
+                }
+            }
+            (None, None) => {}
         }
         env
     }
@@ -165,6 +175,7 @@ impl ClaudeCodeAgent {
             has_key,
             self.settings.inherited.claude_config.as_deref(),
         );
+        let counted = task.counted();
         let (outcome, stdout) =
             shell::run_argv_capturing(&argv, &task.launch(&env), &files.result).await;
         if let Some(link) = login {
@@ -175,15 +186,13 @@ impl ClaudeCodeAgent {
             .as_ref()
             .map_or(0, |r| record_refusals(&r.denials, &files.refusals));
         if let Some(result) = &result {
-            if let Some(cost) = result.usage.cost_usd {
-                task.budget.spend(cost);
-            }
+            task.spend(result.usage.cost_usd, counted);
         }
         let mut report: AgentReport = judge(outcome, result.as_ref(), task).into();
         if let Some(result) = result {
             let mut usage = result.usage;
             usage.refused_writes = refused;
-            report.usage = Some(usage);
+            report.usage = Some(task.own_usage(usage, counted));
             report.summary = Some(result.text).filter(|t| !t.trim().is_empty());
         }
         report

@@ -2,22 +2,52 @@
 //! task's worktree from an argument list in the plan, with no shell in between. In each
 //! argument `{prompt}`, `{goal}`, `{task}`, `{owned}` (the file listing the owned paths),
 //! `{file}` (the one owned file, or empty) and `{worktree}` are filled in; the program also
-//! gets the `PLAIT_*` variables. Exit 0 finishes the task; collect enforces ownership
+//! gets the `PLAIT_*` variables. With `gateway = "PROVIDER"` it reaches its model through
+//! plait's gateway: `{gateway}` is the task's base URL there, and the provider's own
+//! variables (`ANTHROPIC_BASE_URL`, `OPENAI_BASE_URL`, their keys) point at it. Exit 0 finishes the task; collect enforces ownership
 //! afterwards, whatever the program did.
 
 use super::exec::{outcome_of, task_env};
 use super::{Agent, AgentFuture, TaskContext};
+use crate::llm::provider::ProviderKind;
+use crate::plan::CliSettings;
 use crate::shell;
+
+/// The variables that point a program at its provider, set to the task's way through the
+/// gateway (and `PLAIT_GATEWAY_URL`, `PLAIT_GATEWAY_KEY`, for a program that reads others):
+/// the base URL, and the stand-in key when plait holds the real one.
+pub fn gateway_env(
+    lease: &plait_gateway::Lease,
+    kind: ProviderKind,
+) -> Vec<(&'static str, String)> {
+    let url = lease.base_url();
+    let mut env = vec![("PLAIT_GATEWAY_URL", url.clone())];
+    let (urls, key): (&[&'static str], &'static str) = match kind {
+        ProviderKind::Anthropic => (&["ANTHROPIC_BASE_URL"], "ANTHROPIC_API_KEY"),
+        ProviderKind::Openai => (&["OPENAI_BASE_URL", "OPENAI_API_BASE"], "OPENAI_API_KEY"),
+    };
+    env.extend(urls.iter().map(|name| (*name, url.clone())));
+    if let Some(stand_in) = lease.key() {
+        env.push(("PLAIT_GATEWAY_KEY", stand_in.clone()));
+        env.push((key, stand_in));
+    }
+    env
+}
 
 /// Runs one program per task.
 #[derive(Debug, Clone)]
 pub struct CliAgent {
     argv: Vec<String>,
+    /// The API the program speaks through the gateway, when the plan names a provider.
+    gateway: Option<ProviderKind>,
 }
 
 impl CliAgent {
-    pub fn new(argv: Vec<String>) -> CliAgent {
-        CliAgent { argv }
+    pub fn new(settings: &CliSettings) -> CliAgent {
+        CliAgent {
+            argv: settings.argv.clone(),
+            gateway: settings.gateway.as_ref().map(|p| p.kind),
+        }
     }
 
     /// The argument list with the task's placeholders filled in.
@@ -33,6 +63,14 @@ impl CliAgent {
                     .replace("{owned}", &task.owned_list.display().to_string())
                     .replace("{file}", task.single_file.as_deref().unwrap_or(""))
                     .replace("{worktree}", &task.worktree.display().to_string())
+                    .replace(
+                        "{gateway}",
+                        &task
+                            .gateway
+                            .as_ref()
+                            .map(|l| l.base_url())
+                            .unwrap_or_default(),
+                    )
             })
             .collect()
     }
@@ -42,7 +80,10 @@ impl Agent for CliAgent {
     fn run<'a>(&'a self, task: &'a TaskContext) -> AgentFuture<'a> {
         Box::pin(async move {
             let argv = self.argv_for(task);
-            let env = task_env(task);
+            let mut env = task_env(task);
+            if let (Some(lease), Some(kind)) = (&task.gateway, self.gateway) {
+                env.extend(gateway_env(lease, kind));
+            }
             let outcome = shell::run_argv(&argv, &task.launch(&env)).await;
             outcome_of(outcome, task).into()
         })

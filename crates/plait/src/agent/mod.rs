@@ -71,6 +71,10 @@ pub struct TaskContext {
     /// The task checks (`[checks] task`), which judge each round's commit: an agent that
     /// tests its own edits (aider's `--test-cmd`) runs these.
     pub checks: Vec<String>,
+    /// The task's way to its model through plait's gateway, for an agent CLI: the base URL
+    /// and stand-in key it is given. Its requests' usage is counted as they end, so the
+    /// agent reports none of its own ([`TaskContext::own_usage`]).
+    pub gateway: Option<Arc<plait_gateway::Lease>>,
 }
 
 impl TaskContext {
@@ -85,6 +89,36 @@ impl TaskContext {
         let dir = crate::state::TaskDir(self.dir().to_path_buf()).scratch();
         let _ = std::fs::create_dir_all(&dir);
         dir
+    }
+
+    /// How many answers the gateway has counted for the task so far (0 without one): taken
+    /// before a round, for [`TaskContext::own_usage`] after it.
+    pub fn counted(&self) -> u64 {
+        self.gateway.as_ref().map_or(0, |lease| lease.answered())
+    }
+
+    /// What of an agent CLI's own account of a round (`usage`) the task's record takes:
+    /// all of it, unless the gateway counted answers since `counted` (it added their usage
+    /// and cost as they ended); then only what the gateway cannot see.
+    pub fn own_usage(&self, usage: Usage, counted: u64) -> Usage {
+        if self.counted() == counted {
+            return usage;
+        }
+        Usage {
+            refused_writes: usage.refused_writes,
+            runs: usage.runs,
+            run_ms: usage.run_ms,
+            cost_usd: Some(0.0),
+            ..Usage::default()
+        }
+    }
+
+    /// Counts an agent CLI's own figure of what a round cost against the run's budget,
+    /// unless the gateway counted the round's answers (and their cost) itself.
+    pub fn spend(&self, usd: Option<f64>, counted: u64) {
+        if let (true, Some(usd)) = (self.counted() == counted, usd) {
+            self.budget.spend(usd);
+        }
     }
 
     /// How the agent's program runs: in the worktree, with `env`, into the log, in the
@@ -182,7 +216,7 @@ pub fn from_config(
 ) -> Box<dyn Agent> {
     match config {
         AgentConfig::Exec(command) => Box::new(exec::ExecAgent::new(command.clone())),
-        AgentConfig::Cli(argv) => Box::new(cli::CliAgent::new(argv.clone())),
+        AgentConfig::Cli(settings) => Box::new(cli::CliAgent::new(settings)),
         AgentConfig::ClaudeCode(settings) => {
             Box::new(claude_code::ClaudeCodeAgent::new(settings.clone()))
         }

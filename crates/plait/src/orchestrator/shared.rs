@@ -49,6 +49,9 @@ pub(super) struct Shared {
     /// The checkout of the base the tasks' overlay views lie over, made at the first need,
     /// with the shared lock that keeps it from being pruned while the run uses it.
     pub(super) base_tree: tokio::sync::OnceCell<Result<(PathBuf, Arc<fs::File>), String>>,
+    /// The run's gateway, through which its agent CLIs reach their models, started for the
+    /// first task that needs it.
+    pub(super) gateway: tokio::sync::OnceCell<Result<Arc<plait_gateway::Gateway>, String>>,
 }
 
 /// Told, by the task's index, each time a task goes on past a round's commit (to its
@@ -101,6 +104,7 @@ impl Shared {
             dispatch: Box::new(Local),
             on_commit: Box::new(|_| {}),
             base_tree: tokio::sync::OnceCell::new(),
+            gateway: tokio::sync::OnceCell::new(),
         })
     }
 
@@ -127,6 +131,41 @@ impl Shared {
                 "cannot make the checkout of the base the task's view lies over: {why}"
             )),
         }
+    }
+
+    /// The run's gateway, started on first use.
+    pub(super) async fn gateway(&self) -> Result<Arc<plait_gateway::Gateway>, String> {
+        self.gateway
+            .get_or_init(|| async {
+                plait_gateway::Gateway::start(self.client.clone())
+                    .await
+                    .map(Arc::new)
+                    .map_err(|e| format!("cannot start plait's gateway on 127.0.0.1: {e}"))
+            })
+            .await
+            .clone()
+    }
+
+    /// Opens task `index`'s way through the gateway to `provider`: its requests paced by
+    /// the run's limiter of that provider and key, its usage added to the task's record and
+    /// to the run's budget as each answer ends, its transcript beside its log.
+    pub(super) async fn gateway_lease(
+        self: &Arc<Self>,
+        index: usize,
+        provider: &Arc<crate::llm::provider::ProviderSettings>,
+        transcript: PathBuf,
+    ) -> Result<plait_gateway::Lease, String> {
+        let gateway = self.gateway().await?;
+        Ok(gateway.open(plait_gateway::Route {
+            task: self.plan.tasks[index].id.clone(),
+            provider: provider.clone(),
+            limiter: self.limiters.get(provider),
+            transcript,
+            meter: Arc::new(TaskMeter {
+                shared: Arc::downgrade(self),
+                index,
+            }),
+        }))
     }
 
     /// The same shared state, its tasks run by `dispatch`.
@@ -256,5 +295,31 @@ pub(super) async fn write_states(shared: Arc<Shared>, stop: Arc<Notify>) {
         if let Ok(Err(e)) = saved {
             tracing::warn!("could not save run state: {e}");
         }
+    }
+}
+
+/// What a task's requests through the gateway count against: the task's usage, live, and
+/// the run's budget.
+struct TaskMeter {
+    shared: std::sync::Weak<Shared>,
+    index: usize,
+}
+
+impl plait_gateway::Meter for TaskMeter {
+    fn refused(&self) -> Option<String> {
+        self.shared.upgrade()?.budget.exhausted()
+    }
+
+    fn answered(&self, usage: &crate::state::Usage) {
+        let Some(shared) = self.shared.upgrade() else {
+            return;
+        };
+        if let Some(cost) = usage.cost_usd {
+            shared.budget.spend(cost);
+        }
+        shared.update(self.index, |t| match &mut t.usage {
+            Some(total) => total.add(usage),
+            None => t.usage = Some(usage.clone()),
+        });
     }
 }

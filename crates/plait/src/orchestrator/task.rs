@@ -275,7 +275,18 @@ async fn work(
     (mut round, limit): (u32, u32),
     mut feedback: Option<String>,
 ) {
-    let worker = Worker::new(shared, index, record);
+    // An agent CLI's way to its model, open while its rounds run.
+    let lease = match shared.plan.tasks[index].agent.gateway() {
+        None => None,
+        Some(provider) => {
+            let transcript = TaskDir::of_log(&record.log).transcript();
+            match shared.gateway_lease(index, provider, transcript).await {
+                Ok(lease) => Some(Arc::new(lease)),
+                Err(why) => return fail_task(shared, index, why, None),
+            }
+        }
+    };
+    let worker = Worker::new(shared, index, record, lease);
     let mut confinement = Some(worker.task.sandbox.confinement());
     while let ControlFlow::Continue(next) = worker
         .round(round, limit, feedback.take(), confinement.take())
@@ -309,11 +320,18 @@ struct Worker<'a> {
     sandbox: Arc<Sandbox>,
     /// Where the commands its agent runs see the whole tree.
     view: Arc<TaskView>,
+    /// The task's way through the run's gateway, for an agent CLI.
+    gateway: Option<Arc<plait_gateway::Lease>>,
 }
 
 impl<'a> Worker<'a> {
     /// The worker of task `index`, its agent and reviewer as the plan says.
-    fn new(shared: &'a Arc<Shared>, index: usize, record: &'a TaskRecord) -> Worker<'a> {
+    fn new(
+        shared: &'a Arc<Shared>,
+        index: usize,
+        record: &'a TaskRecord,
+        gateway: Option<Arc<plait_gateway::Lease>>,
+    ) -> Worker<'a> {
         let task = &shared.plan.tasks[index];
         let agent = agent::from_config(&task.agent, &shared.client, &shared.limiters);
         let reviewer = shared.plan.review.reviewer_for(task);
@@ -327,8 +345,13 @@ impl<'a> Worker<'a> {
             .unwrap_or_default();
         let scratch = TaskDir(task_dir.clone()).scratch();
         let view = Arc::new(task_view(shared, record, task));
+        // With `network = "gateway"`, the gateway's port is the one way out.
+        let settings = match &gateway {
+            Some(lease) => task.sandbox.through_gateway(lease.port()),
+            None => task.sandbox.clone(),
+        };
         let sandbox = Arc::new(
-            Sandbox::new(&task.sandbox, vec![record.worktree.clone(), scratch])
+            Sandbox::new(&settings, vec![record.worktree.clone(), scratch])
                 .with_view(view.overlay().cloned()),
         );
         Worker {
@@ -341,6 +364,7 @@ impl<'a> Worker<'a> {
             task_dir,
             sandbox,
             view,
+            gateway,
         }
     }
 
@@ -394,7 +418,7 @@ impl<'a> Worker<'a> {
                 let refused = t.sandbox.take().map(|s| s.refused).unwrap_or_default();
                 let mut now = SandboxRecord::from(&confinement);
                 // How writes and the network are walled, as this system does it.
-                now.how = self.task.sandbox.describe();
+                now.how = self.sandbox.settings().describe();
                 now.add_refused(&refused);
                 t.sandbox = Some(now);
             }
@@ -423,7 +447,7 @@ impl<'a> Worker<'a> {
                 return self.fail(why, None);
             }
         }
-        let context = context(
+        let mut context = context(
             shared,
             index,
             self.record,
@@ -431,13 +455,21 @@ impl<'a> Worker<'a> {
             feedback,
             (&self.sandbox, &self.view),
         );
+        context.gateway = self.gateway.clone();
         let report = self.agent.run(&context).await;
         record_report(shared, index, &report);
         self.note_refused(self.sandbox.denials());
         if shared.cancel.is_cancelled() {
             return self.keep_interrupted().await;
         }
-        match report.outcome {
+        let mut outcome = report.outcome;
+        if let (AgentOutcome::Failed { .. }, Some(_)) = (&outcome, &self.gateway) {
+            // The gateway refused the CLI's requests once the run's budget was spent.
+            if let Some(reason) = shared.budget.exhausted() {
+                outcome = AgentOutcome::Stopped { reason };
+            }
+        }
+        match outcome {
             AgentOutcome::Finished => ControlFlow::Continue(()),
             AgentOutcome::Failed { reason, exit_code } => {
                 self.fail(with_refused(reason, &self.sandbox.denials()), exit_code)
@@ -694,6 +726,7 @@ fn context(
         plait_program: shared.plait_program.clone(),
         view: view.clone(),
         checks: shared.plan.checks.task.clone(),
+        gateway: None,
     }
 }
 

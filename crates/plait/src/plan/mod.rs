@@ -25,8 +25,9 @@ use crate::llm::provider::ProviderFile;
 use crate::sandbox::SandboxMode;
 pub use exec::ExecCommand;
 pub use validate::{
-    checks_of, resolve, resolve_kept, resolve_with_env, AgentConfig, CheckSettings, GroupSettings,
-    ResolvedPlan, ResolvedTask, ReviewSettings, Reviewer, ToolSettings, DEFAULT_GROUP_THRESHOLD,
+    checks_of, resolve, resolve_kept, resolve_with_env, AgentConfig, CheckSettings, CliSettings,
+    GroupSettings, ResolvedPlan, ResolvedTask, ReviewSettings, Reviewer, ToolSettings,
+    DEFAULT_GROUP_THRESHOLD,
 };
 
 /// How long an agent may run when the plan does not say.
@@ -295,7 +296,18 @@ pub enum Checkout {
 pub enum AgentSpec {
     Named(String),
     Exec(ExecCommand),
-    Cli(Vec<String>),
+    Cli(CliSpec),
+}
+
+/// `{ cli = [...], gateway = "provider" }`: an agent program, and the provider whose API it
+/// speaks when it reaches its model through plait's gateway.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CliSpec {
+    pub argv: Vec<String>,
+    /// A built-in provider or a `[providers.NAME]` table; the program is given the
+    /// gateway as that provider's base URL and key (`ANTHROPIC_BASE_URL`,
+    /// `OPENAI_BASE_URL`, ...).
+    pub gateway: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -305,6 +317,7 @@ struct AgentTable {
     exec_each: Option<String>,
     files: Option<Vec<String>>,
     cli: Option<Vec<String>>,
+    gateway: Option<String>,
 }
 
 impl<'de> Deserialize<'de> for AgentSpec {
@@ -329,12 +342,21 @@ impl<'de> Deserialize<'de> for AgentSpec {
                          per-file command runs on",
                     ));
                 }
+                if table.gateway.is_some() && table.cli.is_none() {
+                    return Err(de::Error::custom(
+                        "`gateway` goes with `cli`: it names the provider whose API the \
+                         program speaks through plait's gateway",
+                    ));
+                }
                 match (table.exec, table.exec_each, table.cli) {
                     (Some(cmd), None, None) => Ok(AgentSpec::Exec(ExecCommand::once(cmd))),
                     (None, Some(cmd), None) => Ok(AgentSpec::Exec(
                         ExecCommand::each_file(cmd).on_files(table.files.unwrap_or_default()),
                     )),
-                    (None, None, Some(argv)) => Ok(AgentSpec::Cli(argv)),
+                    (None, None, Some(argv)) => Ok(AgentSpec::Cli(CliSpec {
+                        argv,
+                        gateway: table.gateway,
+                    })),
                     _ => Err(de::Error::custom(
                         "an agent table needs exactly one of `exec`, `exec_each` or `cli`",
                     )),
@@ -358,9 +380,12 @@ impl Serialize for AgentSpec {
                 }
                 map.end()
             }
-            AgentSpec::Cli(argv) => {
-                let mut map = serializer.serialize_map(Some(1))?;
-                map.serialize_entry("cli", argv)?;
+            AgentSpec::Cli(spec) => {
+                let mut map = serializer.serialize_map(None)?;
+                map.serialize_entry("cli", &spec.argv)?;
+                if let Some(provider) = &spec.gateway {
+                    map.serialize_entry("gateway", provider)?;
+                }
                 map.end()
             }
         }

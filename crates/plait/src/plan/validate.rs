@@ -151,11 +151,30 @@ pub enum AgentConfig {
         run: Arc<RunCommands>,
     },
     /// An agent program and its arguments, with placeholders.
-    Cli(Vec<String>),
+    Cli(Arc<CliSettings>),
     /// The Claude Code CLI, run headless.
     ClaudeCode(Arc<ToolSettings>),
     /// aider, run with one message.
     Aider(Arc<ToolSettings>),
+}
+
+impl AgentConfig {
+    /// The provider whose traffic the agent sends through plait's gateway, if it does.
+    pub fn gateway(&self) -> Option<&Arc<ProviderSettings>> {
+        match self {
+            AgentConfig::ClaudeCode(t) | AgentConfig::Aider(t) => t.gateway.as_ref(),
+            AgentConfig::Cli(c) => c.gateway.as_ref(),
+            AgentConfig::Exec(_) | AgentConfig::Model { .. } => None,
+        }
+    }
+}
+
+/// A `{ cli = [...] }` agent, resolved.
+#[derive(Debug, Clone)]
+pub struct CliSettings {
+    pub argv: Vec<String>,
+    /// The provider the program reaches through plait's gateway, if the plan names one.
+    pub gateway: Option<Arc<ProviderSettings>>,
 }
 
 /// An agent CLI that plait drives itself (`claude-code`, `aider`), resolved.
@@ -169,6 +188,10 @@ pub struct ToolSettings {
     pub args: Vec<String>,
     /// What the CLI will find in plait's own environment.
     pub inherited: InheritedEnv,
+    /// Where plait's gateway sends the CLI's requests: the plan's provider, else (Claude
+    /// Code) Anthropic's API as the environment gives it; `None` where the gateway cannot
+    /// stand in (Claude Code on Bedrock or Vertex).
+    pub gateway: Option<Arc<ProviderSettings>>,
 }
 
 /// What an agent CLI finds in the environment plait was started with, read when the plan
@@ -355,9 +378,10 @@ pub fn resolve_with_env(
             tasks.push(resolved);
         }
     }
-    let checks = resolve_checks(&plan, env, &mut problems);
+    let mut checks = resolve_checks(&plan, env, &mut problems);
     let review = resolve_review(&plan, env, &mut providers, &mut problems);
     let groups = resolve_groups(&plan, &review, env, &mut providers, &mut problems);
+    withhold_keys(&providers, &mut tasks, &mut checks);
     if problems.is_empty() {
         assign_owners(&mut tasks, &files, &mut problems);
         for task in &mut tasks {
@@ -381,6 +405,42 @@ pub fn resolve_with_env(
         review,
         groups,
     })
+}
+
+/// The keys of the plan's providers are plait's: its own requests and its gateway use
+/// them in the agents' place, so no process of a task gets their variables (an agent that
+/// talks to its model without the gateway is handed its key by plait, named).
+fn withhold_keys(
+    providers: &HashMap<String, Result<Arc<ProviderSettings>, String>>,
+    tasks: &mut [ResolvedTask],
+    checks: &mut CheckSettings,
+) {
+    let mut names: Vec<String> = providers
+        .values()
+        .filter_map(|p| p.as_ref().ok())
+        .filter(|p| p.api_key.is_some() && !p.key_env.is_empty())
+        .map(|p| p.key_env.clone())
+        .collect();
+    // Claude Code's own key, which the gateway holds for it.
+    let gateway_keys = tasks
+        .iter()
+        .filter_map(|t| t.agent.gateway())
+        .filter(|p| p.api_key.is_some() && !p.key_env.is_empty())
+        .map(|p| p.key_env.clone());
+    names.extend(gateway_keys.collect::<Vec<_>>());
+    names.sort();
+    names.dedup();
+    for sandbox in tasks
+        .iter_mut()
+        .flat_map(|t| [&mut t.sandbox, &mut t.check_sandbox])
+        .chain([&mut checks.sandbox])
+    {
+        for name in &names {
+            if !sandbox.keep_env.contains(name) && !sandbox.withhold.contains(name) {
+                sandbox.withhold.push(name.clone());
+            }
+        }
+    }
 }
 
 /// The `[checks]` of a plan, resolved (`env` gives `HOME` and `TMPDIR` for the sandbox);
@@ -428,7 +488,16 @@ fn resolve_checks(
     if file.jobs == Some(0) {
         problems.push("[checks]: jobs must be at least 1".to_string());
     }
-    let network = file.network.unwrap_or(Network::Off);
+    let network = match file.network.unwrap_or(Network::Off) {
+        Network::Gateway => {
+            problems.push(
+                "[checks]: network = \"gateway\" is for agent CLIs reaching their model; checks and reviewers take \"off\" or \"on\""
+                    .to_string(),
+            );
+            Network::Off
+        }
+        network => network,
+    };
     CheckSettings {
         task: file.task.clone(),
         merged: file.merged.clone(),
@@ -741,11 +810,28 @@ fn resolve_task(
         .and_then(|s| s.network));
     if let Some(agent) = &agent {
         sandbox.network = asked.unwrap_or_else(|| default_network(agent));
-        if let (Some(Network::Off), Some(name)) = (asked, model_cli(agent)) {
-            problems.push(format!(
+        match (asked, agent.gateway(), model_cli(agent)) {
+            (Some(Network::Off), Some(_), _) => problems.push(format!(
+                "task `{id}`: its agent reaches its model through plait's gateway, and sandbox network = \"off\" leaves it none; \
+                 set network = \"gateway\" (the default for agent CLIs: the gateway's port and nothing else) or \"on\""
+            )),
+            (Some(Network::Off), None, Some(name)) => problems.push(format!(
                 "task `{id}`: {name} talks to its model over the network, and sandbox network = \"off\" leaves it none; \
-                 set network = \"on\" for this task (the default for agent CLIs)"
-            ));
+                 set network = \"on\" for this task"
+            )),
+            (Some(Network::Gateway), None, _) => problems.push(format!(
+                "task `{id}`: sandbox network = \"gateway\" opens the port of plait's gateway, which only an agent CLI with a model uses \
+                 (claude-code, aider, {{ cli = [...], gateway = \"PROVIDER\" }}); set network = \"off\" or \"on\""
+            )),
+            _ => {}
+        }
+        if matches!(agent, AgentConfig::ClaudeCode(_)) && sandbox.network.walled() {
+            // A login's own bearer, which the gateway passes through as it is.
+            for name in ["ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN"] {
+                if !sandbox.keep_env.iter().any(|k| k == name) {
+                    sandbox.keep_env.push(name.to_string());
+                }
+            }
         }
     }
     let check_sandbox = sandbox.for_checks(inputs.check_network);
@@ -771,11 +857,18 @@ fn resolve_task(
 
 /// What an agent's processes reach over the network when the plan does not say: nothing
 /// outside for exec agents and a model's `run` commands (plait makes the model's requests
-/// itself), the network for agent CLIs, which make their own.
+/// itself); for agent CLIs the gateway's port alone, through which they reach their
+/// model; the network for Claude Code where the gateway cannot stand in (Bedrock,
+/// Vertex).
 fn default_network(agent: &AgentConfig) -> Network {
     match agent {
         AgentConfig::Exec(_) | AgentConfig::Model { .. } => Network::Off,
-        AgentConfig::Cli(_) | AgentConfig::ClaudeCode(_) | AgentConfig::Aider(_) => Network::On,
+        AgentConfig::ClaudeCode(_) if agent.gateway().is_none() => Network::On,
+        // A program that names no provider for the gateway reaches nothing through it.
+        AgentConfig::Cli(_) if agent.gateway().is_none() => Network::Off,
+        AgentConfig::Cli(_) | AgentConfig::ClaudeCode(_) | AgentConfig::Aider(_) => {
+            Network::Gateway
+        }
     }
 }
 
@@ -816,7 +909,7 @@ fn resolve_agent(
             Some(AgentConfig::Exec(cmd.clone()))
         }
         Some(AgentSpec::Named(name)) => resolve_named_agent(inputs, id, name, providers, problems),
-        Some(AgentSpec::Cli(argv)) => resolve_cli_agent(inputs, id, argv, problems),
+        Some(AgentSpec::Cli(spec)) => resolve_cli_agent(inputs, id, spec, providers, problems),
     }
 }
 
@@ -852,13 +945,32 @@ fn resolve_named_agent(
     }
 }
 
-/// A `cli` agent of task `id`: its program must be on `PATH`.
+/// A `cli` agent of task `id`: its program must be on `PATH`, and the provider it reaches
+/// through the gateway must resolve.
 fn resolve_cli_agent(
     inputs: &TaskInputs<'_>,
     id: &str,
-    argv: &[String],
+    spec: &super::CliSpec,
+    providers: &mut HashMap<String, Result<Arc<ProviderSettings>, String>>,
     problems: &mut Vec<String>,
 ) -> Option<AgentConfig> {
+    let argv = &spec.argv;
+    let gateway = match spec.gateway.as_deref() {
+        None => None,
+        Some(name) => match provider_named(inputs.plan, name, inputs.env, providers) {
+            Some(Ok(provider)) => Some(provider),
+            Some(Err(e)) => {
+                push_once(problems, e);
+                return None;
+            }
+            None => {
+                problems.push(format!(
+                    "task `{id}`: cli `gateway = \"{name}\"` is neither a built-in model (anthropic, openai) nor a [providers.{name}] table"
+                ));
+                return None;
+            }
+        },
+    };
     match argv.first() {
         None => {
             problems.push(format!("task `{id}`: the `cli` list is empty"));
@@ -870,7 +982,10 @@ fn resolve_cli_agent(
             ));
             None
         }
-        Some(_) => Some(AgentConfig::Cli(argv.to_vec())),
+        Some(_) => Some(AgentConfig::Cli(Arc::new(CliSettings {
+            argv: argv.to_vec(),
+            gateway,
+        }))),
     }
 }
 
@@ -978,12 +1093,24 @@ fn resolve_tool(
             return Err(missing);
         }
     }
+    let cloud = ["CLAUDE_CODE_USE_BEDROCK", "CLAUDE_CODE_USE_VERTEX"]
+        .iter()
+        .any(|k| (inputs.env)(k).is_some_and(|v| !v.is_empty() && v != "0"));
+    let gateway = match (&provider, name) {
+        (Some(p), _) => Some(p.clone()),
+        (None, "claude-code") if !cloud => Some(Arc::new(crate::llm::provider::from_env(
+            crate::llm::provider::ProviderKind::Anthropic,
+            inputs.env,
+        ))),
+        (None, _) => None,
+    };
     let settings = Arc::new(ToolSettings {
         program,
         model: file.model.clone(),
         provider,
         args: file.args.clone(),
         inherited,
+        gateway,
     });
     Ok(match name {
         "claude-code" => AgentConfig::ClaudeCode(settings),

@@ -109,7 +109,14 @@ fn agent_text(agent: &AgentConfig) -> String {
             provider.name,
             run.describe()
         ),
-        AgentConfig::Cli(args) => format!("cli `{}`", args.join(" ")),
+        AgentConfig::Cli(cli) => match &cli.gateway {
+            Some(p) => format!(
+                "cli `{}` (its model {} through the gateway)",
+                cli.argv.join(" "),
+                p.name
+            ),
+            None => format!("cli `{}`", cli.argv.join(" ")),
+        },
         AgentConfig::ClaudeCode(tool) => format!("claude-code ({})", tool.program),
         AgentConfig::Aider(tool) => format!("aider ({})", tool.program),
     }

@@ -187,6 +187,9 @@ pub struct SandboxSettings {
     pub sockets: Vec<PathBuf>,
     /// Variables the plan passes although they point at sockets or hold credentials.
     pub keep_env: Vec<String>,
+    /// Variables withheld whatever the network: the keys of the plan's providers, which
+    /// plait (and its gateway) use in the processes' place.
+    pub withhold: Vec<String>,
     /// The plan's key that sets `network`, for the words of a refusal: `[sandbox] network`
     /// for an agent's processes, `[checks] network` for checks and reviewers.
     pub network_key: &'static str,
@@ -203,6 +206,7 @@ impl Default for SandboxSettings {
             ports: Vec::new(),
             sockets: Vec::new(),
             keep_env: Vec::new(),
+            withhold: Vec::new(),
             network_key: "[sandbox] network",
         }
     }
@@ -253,6 +257,9 @@ impl SandboxSettings {
                     NetWall::Namespace
                 } else if abi >= 4 {
                     NetWall::Landlock
+                } else if self.network == Network::Gateway {
+                    // No wall that leaves one port: the agent must reach its model.
+                    NetWall::Open
                 } else {
                     NetWall::NoSockets
                 }
@@ -265,7 +272,11 @@ impl SandboxSettings {
         let confinement = self.confinement();
         match self.net_wall() {
             NetWall::Open if !confinement.is_confined() => confinement.describe(),
-            wall => format!("{}, {}", confinement.describe(), wall.describe(&self.ports)),
+            wall => format!(
+                "{}, {}",
+                confinement.describe(),
+                wall.describe(self.network, &self.ports)
+            ),
         }
     }
 }
@@ -410,6 +421,11 @@ impl Places {
 }
 
 impl Sandbox {
+    /// The settings the walls were built from.
+    pub fn settings(&self) -> &SandboxSettings {
+        &self.settings
+    }
+
     /// Walls that let processes write `own` and what `settings` allow.
     pub fn new(settings: &SandboxSettings, own: Vec<PathBuf>) -> Sandbox {
         Sandbox {
@@ -475,18 +491,18 @@ impl Sandbox {
         Ok(child)
     }
 
-    /// The variables of plait's environment its processes do not get: where the network is
-    /// walled, those that point at sockets served outside or hold credentials, unless the
-    /// plan keeps them.
+    /// The variables of plait's environment its processes do not get: the plan's provider
+    /// keys (`withhold`), and where the network is walled, those that point at sockets
+    /// served outside or hold credentials, unless the plan keeps them.
     pub(crate) fn withheld_env(&self) -> Vec<std::ffi::OsString> {
-        if self.settings.net_wall() == NetWall::Open {
-            return Vec::new();
-        }
+        let walled = self.settings.net_wall() != NetWall::Open;
+        let kept = |n: &str| self.settings.keep_env.iter().any(|k| k == n);
         std::env::vars_os()
             .map(|(name, _)| name)
             .filter(|name| {
                 name.to_str().is_some_and(|n| {
-                    net::withheld(n) && !self.settings.keep_env.iter().any(|k| k == n)
+                    self.settings.withhold.iter().any(|w| w == n)
+                        || (walled && net::withheld(n) && !kept(n))
                 })
             })
             .collect()

@@ -69,18 +69,27 @@ pub enum NetWall {
 
 impl NetWall {
     /// What holds, in a phrase for `plait status`.
-    pub fn describe(&self, ports: &[u16]) -> String {
+    /// What holds, in a phrase for `plait status`, for processes whose network is
+    /// `network` and which may reach `ports`.
+    pub fn describe(&self, network: Network, ports: &[u16]) -> String {
         let ports = if ports.is_empty() {
             String::new()
         } else {
             let list: Vec<String> = ports.iter().map(u16::to_string).collect();
             format!(", loopback port(s) {}", list.join(", "))
         };
+        let off = match network {
+            Network::Gateway => "network: plait's gateway only",
+            _ => "network off",
+        };
         match self {
+            NetWall::Open if network == Network::Gateway => "network open (the kernel cannot \
+                wall it and leave the gateway's port: no namespaces, Landlock before ABI 4)"
+                .to_string(),
             NetWall::Open => "network open".to_string(),
-            NetWall::Namespace => format!("network off (a namespace of its own{ports})"),
-            NetWall::Landlock => format!("network off (TCP by Landlock{ports}, UDP by seccomp)"),
-            NetWall::NoSockets => "network off (no IP sockets, by seccomp)".to_string(),
+            NetWall::Namespace => format!("{off} (a namespace of its own{ports})"),
+            NetWall::Landlock => format!("{off} (TCP by Landlock{ports}, UDP by seccomp)"),
+            NetWall::NoSockets => format!("{off} (no IP sockets, by seccomp)"),
         }
     }
 }

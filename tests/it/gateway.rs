@@ -1,0 +1,338 @@
+//! plait's gateway: the one way an agent CLI reaches its model, through the real binary
+//! with the real Claude Code and a `{ cli }` program against the mock model server.
+
+use std::fs;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::claude_code::{assert_gateway_url, plan, real_claude, run_real, sample, task, KEY};
+use crate::mock::{claude_tools, MockModel, Turn};
+use crate::support::{stderr, stdout, TestRepo};
+
+/// A plan of Claude Code tasks against `mock`, with `extra` TOML after it.
+fn claude_plan(claude: &std::path::Path, mock: &MockModel, extra: &str) -> String {
+    plan(
+        "claude-code",
+        &format!(
+            "[agents.claude-code]\nbin = \"{}\"\nprovider = \"mock\"\n\
+             [providers.mock]\nkind = \"anthropic\"\nbase_url = \"{}\"\napi_key_env = \"PLAIT_TEST_KEY\"\nmodel = \"claude-sonnet-4-5\"\n{extra}",
+            claude.display(),
+            mock.url()
+        ),
+    )
+}
+
+/// `plait run` started in the background, as a user would from another terminal.
+fn spawn_run(
+    repo: &TestRepo,
+    plan: &std::path::Path,
+    args: &[&str],
+    home: &std::path::Path,
+) -> std::process::Child {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_plait"));
+    cmd.arg("run")
+        .arg(plan)
+        .args(args)
+        .current_dir(&repo.path)
+        .env("NO_COLOR", "1")
+        .env("PLAIT_TEST_KEY", KEY)
+        .env("HOME", home)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    cmd.spawn().expect("start plait run")
+}
+
+#[test]
+fn claude_code_reaches_its_model_through_the_gateway_its_tokens_live_and_its_transcript_kept() {
+    let Some(claude) = real_claude() else {
+        eprintln!("skipped: the Claude Code CLI is not installed");
+        return;
+    };
+    let repo = sample();
+    let mock = MockModel::start_claude_code(KEY);
+    mock.set_usage(1000, 40, 0, 0);
+    // Task a's command takes a while: its first answers are counted while it runs.
+    mock.script(
+        "a",
+        vec![
+            Turn::Tools(vec![claude_tools::bash("sleep 4")]),
+            Turn::Tools(vec![claude_tools::edit("src/a/x.txt", "hi", "hello")]),
+            Turn::Text("Said hello.".into()),
+        ],
+    );
+    mock.script(
+        "b",
+        vec![
+            Turn::Tools(vec![claude_tools::edit("src/b/y.txt", "yo", "hey")]),
+            Turn::Text("Said hey.".into()),
+        ],
+    );
+    let home = tempfile::tempdir().unwrap();
+    let plan_path = repo.plan(&claude_plan(&claude, &mock, ""));
+    let mut child = spawn_run(&repo, &plan_path, &["-j", "2"], home.path());
+    let started = Instant::now();
+    let mut live = None;
+    while child.try_wait().unwrap().is_none() && started.elapsed() < Duration::from_secs(120) {
+        let out = repo.plait(&["status", "--json"]);
+        if let Ok(status) = serde_json::from_slice::<Value>(&out.stdout) {
+            let a = task(&status, "a");
+            if a["state"] == "running" && a["usage"]["input_tokens"].as_u64().unwrap_or(0) > 0 {
+                live = Some(a.clone());
+            }
+        }
+        if live.is_some() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(150));
+    }
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "plait run failed: {}", stderr(&out));
+    let live = live.expect("task a's tokens showed in plait status while it ran");
+    assert_eq!(
+        live["usage"]["input_tokens"].as_u64().unwrap() % 1000,
+        0,
+        "{live}"
+    );
+    assert!(mock.problems().is_empty(), "{:#?}", mock.problems());
+
+    let status = repo.status_json(&[]);
+    let a = task(&status, "a");
+    assert_eq!(a["state"], "done", "{a}");
+    // Every answer the model gave task a, counted once, by the gateway.
+    let requests = a["usage"]["requests"].as_u64().unwrap();
+    assert!(requests >= 3, "{a}");
+    assert_eq!(
+        a["usage"]["input_tokens"].as_u64().unwrap(),
+        requests * 1000,
+        "{a}"
+    );
+    assert_eq!(
+        a["usage"]["output_tokens"].as_u64().unwrap(),
+        requests * 40,
+        "{a}"
+    );
+    assert!(a["usage"]["cost_usd"].as_f64().unwrap() > 0.0, "{a}");
+    if a["sandbox"]["confined"] == true {
+        let how = a["sandbox"]["how"].as_str().unwrap();
+        assert!(how.contains("gateway only"), "{how}");
+    }
+    // Its requests and answers, readable as a model agent's are.
+    let transcript = repo.plait(&["log", "a", "--transcript"]);
+    let text = stdout(&transcript);
+    assert!(transcript.status.success(), "{}", stderr(&transcript));
+    assert!(
+        text.contains("Said hello.") && text.contains("sleep 4"),
+        "{text}"
+    );
+    // The key reached the mock (it checked every request's), never a file of plait's.
+    repo.assert_not_written(KEY);
+}
+
+#[test]
+fn two_claude_codes_on_one_key_are_held_by_the_limiter_and_a_429_is_waited_out() {
+    let Some(claude) = real_claude() else {
+        eprintln!("skipped: the Claude Code CLI is not installed");
+        return;
+    };
+    for (limits, expect_429) in [("limits = { concurrency = 1 }\n", false), ("", true)] {
+        let repo = sample();
+        let mock = MockModel::start_claude_code(KEY);
+        // One request at a time, as an account's concurrency limit.
+        mock.set_limits(1, 0, 1);
+        for (id, file, old, new) in [
+            ("a", "src/a/x.txt", "hi", "hello"),
+            ("b", "src/b/y.txt", "yo", "hey"),
+        ] {
+            mock.script(
+                id,
+                vec![
+                    Turn::Tools(vec![claude_tools::edit(file, old, new)]),
+                    Turn::Text("Done.".into()),
+                ],
+            );
+        }
+        let toml = claude_plan(&claude, &mock, limits);
+        let out = run_real(&repo, &toml);
+        assert!(out.status.success(), "plait run failed: {}", stderr(&out));
+        let stats = mock.load_stats();
+        let status = repo.status_json(&[]);
+        for id in ["a", "b"] {
+            assert_eq!(task(&status, id)["state"], "done", "{}", task(&status, id));
+        }
+        if expect_429 {
+            // The provider said 429; the gateway waited and asked again, so neither CLI
+            // saw it (each finished its turns), and the retries are counted.
+            let retries: u64 = ["a", "b"]
+                .iter()
+                .map(|id| task(&status, id)["usage"]["retries"].as_u64().unwrap_or(0))
+                .sum();
+            assert_eq!(retries, stats.limited, "{stats:?}");
+        } else {
+            // The plan's limit held the second CLI's requests: the provider never refused.
+            assert_eq!(stats.limited, 0, "{stats:?}");
+        }
+        assert_eq!(stats.peak_in_flight, 1, "{stats:?}");
+    }
+}
+
+#[test]
+fn max_cost_stops_a_claude_code_task_mid_round() {
+    let Some(claude) = real_claude() else {
+        eprintln!("skipped: the Claude Code CLI is not installed");
+        return;
+    };
+    let repo = sample();
+    let mock = MockModel::start_claude_code(KEY);
+    // $0.60 of input and $0.015 of output a request at claude-sonnet-4-5's prices.
+    mock.set_usage(200_000, 1000, 0, 0);
+    let turns = (0..6)
+        .map(|k| Turn::Tools(vec![claude_tools::bash(&format!("echo {k}"))]))
+        .chain([Turn::Text("Done.".into())])
+        .collect();
+    mock.script("a", turns);
+    mock.script("b", vec![Turn::Text("Done.".into())]);
+    let home = tempfile::tempdir().unwrap();
+    let plan_path = repo.plan(&claude_plan(&claude, &mock, ""));
+    let out = repo.plait_env(
+        &[
+            "run",
+            plan_path.to_str().unwrap(),
+            "-j",
+            "1",
+            "--max-cost",
+            "1.00",
+        ],
+        &[
+            ("PLAIT_TEST_KEY", KEY),
+            ("HOME", home.path().to_str().unwrap()),
+        ],
+    );
+    let status = repo.status_json(&[]);
+    let a = task(&status, "a");
+    assert_eq!(a["state"], "stopped", "{a}\n{}", stderr(&out));
+    assert!(a["error"].as_str().unwrap().contains("budget"), "{a}");
+    // Two answers spent the budget; the third request was refused before the provider.
+    assert_eq!(mock.count("a"), 2, "{a}");
+    assert_eq!(a["usage"]["requests"], 2, "{a}");
+}
+
+#[test]
+fn a_cli_program_given_a_gateway_reaches_its_model_there_and_nothing_else() {
+    let repo = sample();
+    // An OpenAI-compatible server that, as for aider, takes a plain chat request.
+    let mock = MockModel::start_aider(KEY);
+    mock.set_usage(500, 25, 0, 0);
+    mock.script("a", vec![Turn::Text("hello".into())]);
+    // A program that asks its model through the variables plait sets, writes the answer,
+    // then tries the provider directly and reports what it found in its environment.
+    let program = repo.scratch.join("agent.py");
+    fs::write(
+        &program,
+        format!(
+            r#"
+import json, os, sys, urllib.error, urllib.request
+base, key = os.environ["OPENAI_BASE_URL"], os.environ.get("OPENAI_API_KEY", "")
+body = {{"model": "qwen-coder", "messages": [{{"role": "user", "content": "Task id: a\\nSay hello."}}]}}
+req = urllib.request.Request(base + "/chat/completions", json.dumps(body).encode(),
+    {{"content-type": "application/json", "authorization": "Bearer " + key}})
+try:
+    answer = json.load(urllib.request.urlopen(req, timeout=30))
+except urllib.error.HTTPError as e:
+    sys.exit("the model answered %s: %s" % (e.code, e.read().decode()))
+open("src/a/x.txt", "w").write(answer["choices"][0]["message"]["content"] + "\n")
+try:
+    urllib.request.urlopen("{direct}/models", timeout=5)
+    direct = "reached"
+except urllib.error.HTTPError:
+    direct = "reached"
+except Exception:
+    direct = "refused"
+report = {{"base": base, "key": key, "direct": direct,
+          "leaked": any("{KEY}" in v for v in os.environ.values())}}
+open(os.environ["REPORT"], "w").write(json.dumps(report))
+"#,
+            direct = mock.url()
+        ),
+    )
+    .unwrap();
+    let report = repo.scratch.join("report.json");
+    let toml = format!(
+        "[defaults]\ntimeout = \"60s\"\n[review]\nagent = \"off\"\n\
+         [providers.mock]\nkind = \"openai\"\nbase_url = \"{}\"\napi_key_env = \"PLAIT_TEST_KEY\"\nmodel = \"qwen-coder\"\n\
+         [[task]]\nid = \"a\"\nprompt = \"Say hello\"\nowns = [\"src/a/x.txt\"]\n\
+         agent = {{ cli = [\"python3\", \"{}\"], gateway = \"mock\" }}\n\
+         sandbox = {{ writable = [\"{}\"], keep_env = [\"REPORT\"] }}\n",
+        mock.url(),
+        program.display(),
+        repo.scratch.display()
+    );
+    let plan_path = repo.plan(&toml);
+    let out = repo.plait_env(
+        &["run", plan_path.to_str().unwrap()],
+        &[
+            ("PLAIT_TEST_KEY", KEY),
+            ("REPORT", report.to_str().unwrap()),
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}\n{:#?}",
+        stderr(&out),
+        mock.problems()
+    );
+    let status = repo.status_json(&[]);
+    let a = task(&status, "a");
+    assert_eq!(a["state"], "done", "{a}");
+    assert_eq!(a["usage"]["input_tokens"], 500, "{a}");
+    assert_eq!(a["usage"]["output_tokens"], 25, "{a}");
+    let run = status["id"].as_str().unwrap();
+    assert_eq!(
+        repo.tree_files(&format!("plait/{run}/merged"))["src/a/x.txt"],
+        "hello\n"
+    );
+    let report: Value = serde_json::from_str(&fs::read_to_string(&report).unwrap()).unwrap();
+    assert_gateway_url(report["base"].as_str().unwrap());
+    assert_eq!(report["leaked"], false, "{report}");
+    assert!(
+        report["key"].as_str().unwrap().starts_with("plait-"),
+        "{report}"
+    );
+    if a["sandbox"]["confined"] == true {
+        assert_eq!(report["direct"], "refused", "{report}");
+        let refused = a["sandbox"]["refused"].to_string();
+        assert!(refused.contains("connect to 127.0.0.1:"), "{refused}");
+    }
+    let request = mock.requests().into_iter().next().unwrap();
+    assert_eq!(request.headers["authorization"], format!("Bearer {KEY}"));
+    assert!(mock.problems().is_empty(), "{:#?}", mock.problems());
+}
+
+#[test]
+fn a_gateway_with_the_network_off_or_for_what_has_no_model_is_a_plan_error() {
+    let repo = sample();
+    let plan = repo.plan(
+        "[[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"/src/a/\"]\n\
+         agent = { cli = [\"true\"], gateway = \"anthropic\" }\nsandbox = { network = \"off\" }\n\
+         [[task]]\nid = \"b\"\nprompt = \"p\"\nowns = [\"/README.md\"]\nagent = { exec = 'true' }\n\
+         sandbox = { network = \"gateway\" }\n\
+         [checks]\nnetwork = \"gateway\"\n",
+    );
+    let out = repo.plait_env(
+        &["run", plan.to_str().unwrap()],
+        &[("ANTHROPIC_API_KEY", "sk-test")],
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", stdout(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("task `a`") && err.contains("through plait's gateway"),
+        "{err}"
+    );
+    assert!(
+        err.contains("task `b`") && err.contains("network = \"gateway\" opens"),
+        "{err}"
+    );
+    assert!(err.contains("[checks]: network = \"gateway\""), "{err}");
+    assert!(repo.branches().iter().all(|b| !b.starts_with("plait/")));
+}
