@@ -117,6 +117,9 @@ fn claude_code_reaches_its_model_through_the_gateway_its_tokens_live_and_its_tra
     if a["sandbox"]["confined"] == true {
         let how = a["sandbox"]["how"].as_str().unwrap();
         assert!(how.contains("gateway only"), "{how}");
+        // Claude Code needs nothing but its model: no connection of its was refused.
+        let refused = a["sandbox"]["refused"].to_string();
+        assert!(!refused.contains("connect"), "{refused}");
     }
     // Its requests and answers, readable as a model agent's are.
     let transcript = repo.plait(&["log", "a", "--transcript"]);

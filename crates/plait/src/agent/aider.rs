@@ -77,26 +77,17 @@ impl AiderAgent {
             history("input.history"),
         ]);
         let provider = self.settings.provider.as_ref();
-        let model = self
-            .settings
-            .model
-            .clone()
-            .or_else(|| provider.map(|p| p.model.clone()));
-        if let Some(model) = model {
-            let prefix = match provider.map(|p| p.kind) {
-                Some(ProviderKind::Anthropic) => "anthropic/",
-                _ => "openai/",
-            };
+        if let Some(model) = self.model_name() {
             argv.push("--model".to_string());
-            argv.push(if model.contains('/') {
-                model
-            } else {
-                format!("{prefix}{model}")
-            });
+            argv.push(model);
         }
         if let Some(p) = provider.filter(|p| p.kind == ProviderKind::Openai) {
             argv.push("--openai-api-base".to_string());
             argv.push(base_url(task, p));
+        }
+        if let Some(path) = self.model_metadata(task) {
+            argv.push("--model-metadata-file".to_string());
+            argv.push(path.display().to_string());
         }
         if let Some(test) = test_cmd(&task.plait_program, &task.checks) {
             argv.extend(["--test-cmd".to_string(), test, "--auto-test".to_string()]);
@@ -105,6 +96,51 @@ impl AiderAgent {
         argv.extend(self.settings.args.iter().cloned());
         argv.extend(task.owned.iter().cloned());
         argv
+    }
+
+    /// What aider is told of its model (`--model-metadata-file`), so that it does not
+    /// fetch litellm's table from GitHub at every start, which the network wall refuses:
+    /// its context window and output limit, and its prices where plait knows them. Written
+    /// beside the task's log, read-only to aider; `None` when there is no provider.
+    fn model_metadata(&self, task: &TaskContext) -> Option<std::path::PathBuf> {
+        let provider = self.settings.provider.as_ref()?;
+        let model = self.model_name()?;
+        let mut entry = serde_json::json!({
+            "max_input_tokens": 128_000,
+            "max_output_tokens": provider.max_tokens,
+            "max_tokens": provider.max_tokens,
+            "litellm_provider": match provider.kind {
+                ProviderKind::Anthropic => "anthropic",
+                ProviderKind::Openai => "openai",
+            },
+            "mode": "chat",
+        });
+        if let Some(p) = crate::llm::provider::default_prices(&model).or(provider.prices) {
+            entry["input_cost_per_token"] = serde_json::json!(p.input / 1e6);
+            entry["output_cost_per_token"] = serde_json::json!(p.output / 1e6);
+        }
+        let path = task.dir().join("aider-models.json");
+        let text = serde_json::json!({ model: entry }).to_string();
+        std::fs::write(&path, text).ok()?;
+        Some(path)
+    }
+
+    /// The model as aider is given it: `openai/NAME` or `anthropic/NAME`.
+    fn model_name(&self) -> Option<String> {
+        let provider = self.settings.provider.as_ref();
+        let model = self
+            .settings
+            .model
+            .clone()
+            .or_else(|| provider.map(|p| p.model.clone()))?;
+        if model.contains('/') {
+            return Some(model);
+        }
+        let prefix = match provider.map(|p| p.kind) {
+            Some(ProviderKind::Anthropic) => "anthropic/",
+            _ => "openai/",
+        };
+        Some(format!("{prefix}{model}"))
     }
 
     /// The `PLAIT_*` variables and the provider's key (never on the command line, where
