@@ -1,6 +1,7 @@
 //! plait's gateway: the one way an agent CLI reaches its model, through the real binary
 //! with the real Claude Code and a `{ cli }` program against the mock model server.
 
+use std::fmt::Write as _;
 use std::fs;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -338,4 +339,163 @@ fn a_gateway_with_the_network_off_or_for_what_has_no_model_is_a_plan_error() {
     );
     assert!(err.contains("[checks]: network = \"gateway\""), "{err}");
     assert!(repo.branches().iter().all(|b| !b.starts_with("plait/")));
+}
+
+#[test]
+fn a_claude_code_login_without_a_key_works_through_the_gateway() {
+    let Some(claude) = real_claude() else {
+        eprintln!("skipped: the Claude Code CLI is not installed");
+        return;
+    };
+    let repo = sample();
+    // The mock takes the login's OAuth access token as its bearer.
+    let mock = MockModel::start_claude_code(KEY);
+    for (id, file, old, new) in [
+        ("a", "src/a/x.txt", "hi", "hello"),
+        ("b", "src/b/y.txt", "yo", "hey"),
+    ] {
+        mock.script(
+            id,
+            vec![
+                Turn::Tools(vec![claude_tools::edit(file, old, new)]),
+                Turn::Text("Done.".into()),
+            ],
+        );
+    }
+    let home = tempfile::tempdir().unwrap();
+    let own = home.path().join(".claude");
+    fs::create_dir_all(&own).unwrap();
+    let far = (std::time::SystemTime::now() + Duration::from_secs(30 * 86_400))
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis();
+    fs::write(
+        own.join(".credentials.json"),
+        serde_json::json!({"claudeAiOauth": {
+            "accessToken": KEY, "refreshToken": "refresh-of-the-login", "expiresAt": far,
+            "scopes": ["user:inference", "user:profile"], "subscriptionType": "pro"}})
+        .to_string(),
+    )
+    .unwrap();
+    // No provider in the plan and no key: the base URL is the environment's.
+    let toml = plan(
+        "claude-code",
+        &format!(
+            "[agents.claude-code]\nbin = \"{}\"\nmodel = \"claude-sonnet-4-5\"\n",
+            claude.display()
+        ),
+    );
+    let plan_path = repo.plan(&toml);
+    let out = repo.plait_env(
+        &["run", plan_path.to_str().unwrap(), "-j", "2"],
+        &[
+            ("HOME", home.path().to_str().unwrap()),
+            ("CLAUDE_CONFIG_DIR", ""),
+            ("ANTHROPIC_API_KEY", ""),
+            ("ANTHROPIC_BASE_URL", &mock.url()),
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}\n{:#?}",
+        stderr(&out),
+        mock.problems()
+    );
+    assert!(mock.problems().is_empty(), "{:#?}", mock.problems());
+    let status = repo.status_json(&[]);
+    let a = task(&status, "a");
+    assert_eq!(a["state"], "done", "{a}");
+    assert!(a["usage"]["requests"].as_u64().unwrap() >= 2, "{a}");
+    // The login's own bearer reached the model through the gateway.
+    let request = mock
+        .requests()
+        .into_iter()
+        .find(|r| r.task.as_deref() == Some("a"))
+        .unwrap();
+    assert_eq!(request.headers["authorization"], format!("Bearer {KEY}"));
+    assert!(
+        !request.headers.contains_key("x-api-key"),
+        "{:?}",
+        request.headers
+    );
+}
+
+#[test]
+fn thirty_claude_codes_on_a_bucketed_account_meet_almost_no_429() {
+    let Some(claude) = real_claude() else {
+        eprintln!("skipped: the Claude Code CLI is not installed");
+        return;
+    };
+    const AGENTS: usize = 30;
+    let files: Vec<(String, String)> = (0..AGENTS)
+        .map(|k| (format!("src/f{k}.txt"), "hi\n".to_string()))
+        .collect();
+    let refs: Vec<(&str, &str)> = files
+        .iter()
+        .map(|(p, c)| (p.as_str(), c.as_str()))
+        .collect();
+    let repo = TestRepo::with_files(&refs);
+    let mock = MockModel::start_claude_code(KEY);
+    // The account: 60 requests a minute as a token bucket, 10 in flight.
+    mock.set_limits(10, 60, 1);
+    let mut tasks = String::new();
+    for k in 0..AGENTS {
+        let (id, file) = (format!("t{k}"), format!("src/f{k}.txt"));
+        mock.script(
+            &id,
+            vec![
+                Turn::Tools(vec![claude_tools::bash("true")]),
+                Turn::Tools(vec![claude_tools::edit(&file, "hi", "hello")]),
+                Turn::Text("Done.".into()),
+            ],
+        );
+        let _ = writeln!(
+            tasks,
+            "[[task]]\nid = \"{id}\"\nprompt = \"Say hello in {file}\"\nowns = [\"{file}\"]"
+        );
+    }
+    let toml = format!(
+        "goal = \"Greet\"\n[defaults]\nagent = \"claude-code\"\ntimeout = \"300s\"\n\
+         [review]\nagent = \"off\"\n\
+         [agents.claude-code]\nbin = \"{}\"\nprovider = \"mock\"\n\
+         [providers.mock]\nkind = \"anthropic\"\nbase_url = \"{}\"\napi_key_env = \"PLAIT_TEST_KEY\"\n\
+         model = \"claude-sonnet-4-5\"\nlimits = {{ concurrency = 10 }}\n{tasks}",
+        claude.display(),
+        mock.url()
+    );
+    let plan_path = repo.plan(&toml);
+    let home = tempfile::tempdir().unwrap();
+    let started = Instant::now();
+    let out = repo.plait_env(
+        &[
+            "run",
+            plan_path.to_str().unwrap(),
+            "-j",
+            &AGENTS.to_string(),
+        ],
+        &[
+            ("PLAIT_TEST_KEY", KEY),
+            ("HOME", home.path().to_str().unwrap()),
+        ],
+    );
+    let took = started.elapsed();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let stats = mock.load_stats();
+    let answered = stats.ok + stats.limited;
+    eprintln!("{AGENTS} Claude Codes: {stats:?} in {took:?}");
+    assert!(stats.ok >= 3 * AGENTS as u64, "{stats:?}");
+    assert!(
+        (stats.limited as f64) < 0.05 * answered as f64,
+        "{} of {answered} requests answered 429: {stats:?}",
+        stats.limited
+    );
+    assert!(stats.peak_in_flight <= 10, "{stats:?}");
+    let status = repo.status_json(&[]);
+    let done = status["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["state"] == "done")
+        .count();
+    assert_eq!(done, AGENTS, "{}", stdout(&out));
 }

@@ -311,7 +311,7 @@ async fn handle(State(inner): State<Arc<Inner>>, request: Request) -> Response {
             *response.headers_mut() = headers;
             response
         }
-        Ok(Head::Error(response)) => response,
+        Ok(Head::Error(response)) => *response,
         Err(_) => error(
             StatusCode::BAD_GATEWAY,
             "api_error",
@@ -326,7 +326,7 @@ enum Head {
         status: StatusCode,
         headers: HeaderMap,
     },
-    Error(Response),
+    Error(Box<Response>),
 }
 
 /// A request for an answer (a Messages, chat completions or responses call): what the
@@ -462,7 +462,7 @@ impl Call {
                         Err(reason) => {
                             let response =
                                 error(StatusCode::UNAUTHORIZED, "authentication_error", &reason);
-                            let _ = head.take().map(|h| h.send(Head::Error(response)));
+                            tell(&mut head, response);
                             return;
                         }
                     }
@@ -493,7 +493,7 @@ impl Call {
                         continue;
                     }
                     let response = error(StatusCode::BAD_GATEWAY, "api_error", &reason);
-                    let _ = head.take().map(|h| h.send(Head::Error(response)));
+                    tell(&mut head, response);
                     return;
                 }
             };
@@ -526,7 +526,7 @@ impl Call {
                     }
                 }
                 let response = passed_on(status, &headers, Body::from(text));
-                let _ = head.take().map(|h| h.send(Head::Error(response)));
+                tell(&mut head, response);
                 return;
             }
             let Some(told) = head.take() else { return };
@@ -624,6 +624,13 @@ impl Call {
             record.extend(said);
         }
         Transcript::open(&self.entry.route.transcript).write(record);
+    }
+}
+
+/// Hands the handler an answer made here (an error, or the provider's refusal).
+fn tell(head: &mut Option<oneshot::Sender<Head>>, response: Response) {
+    if let Some(head) = head.take() {
+        let _ = head.send(Head::Error(Box::new(response)));
     }
 }
 
