@@ -171,6 +171,10 @@ impl Gateway {
     pub async fn start(client: reqwest::Client) -> std::io::Result<Gateway> {
         let listener = tokio::net::TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0))).await?;
         let port = listener.local_addr()?.port();
+        // Each event of a stream goes out as it comes, not when the last one is acked.
+        let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+            let _ = tcp.set_nodelay(true);
+        });
         let inner = Arc::new(Inner {
             client,
             routes: Mutex::new(HashMap::new()),

@@ -53,6 +53,7 @@ pub mod review;
 pub mod workspace;
 
 pub use plait_core::{cancel, git, refs, state};
+pub use plait_gateway as gateway;
 pub use plait_llm as llm;
 pub use plait_sandbox::{sandbox, shell};
 pub use plait_store::{pg, remote};
