@@ -516,7 +516,16 @@ fn agents_part(cfg: &Config) -> Result<()> {
 
 fn main() -> Result<()> {
     let cfg = Config::load()?;
-    std::env::set_var("GIT_CONFIG_GLOBAL", "/dev/null");
+    for (k, v) in [
+        ("GIT_CONFIG_GLOBAL", "/dev/null"),
+        ("GIT_CONFIG_NOSYSTEM", "1"),
+        ("GIT_AUTHOR_NAME", "Plait Bench"),
+        ("GIT_AUTHOR_EMAIL", "bench@plait.invalid"),
+        ("GIT_COMMITTER_NAME", "Plait Bench"),
+        ("GIT_COMMITTER_EMAIL", "bench@plait.invalid"),
+    ] {
+        std::env::set_var(k, v);
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;

@@ -393,3 +393,41 @@ fn openai_usage_keeps_cache_reads_apart() {
     assert_eq!((u.input, u.cache_read, u.output), (40, 10, 4));
     assert!(usage_of(&[json!({"choices": []})], ProviderKind::Openai).is_none());
 }
+
+#[test]
+fn only_answers_token_counts_and_models_are_passed_on() {
+    for (method, path) in [
+        (Method::POST, "v1/messages"),
+        (Method::POST, "v1/messages/count_tokens"),
+        (Method::GET, "v1/models"),
+        (Method::GET, "v1/models/claude-sonnet-4-5"),
+        (Method::POST, "chat/completions"),
+        (Method::POST, "responses"),
+    ] {
+        assert!(allowed(&method, path).is_ok(), "{method} {path}");
+    }
+    for (method, path) in [
+        (Method::GET, "v1/files"),
+        (Method::POST, "v1/organizations/api_keys"),
+        (Method::DELETE, "v1/models/x"),
+        (Method::POST, "v1/messages/../organizations"),
+        (Method::POST, "v1/messages/%2e%2e/batches"),
+        (Method::POST, "v1/messages/batches"),
+        (Method::GET, "v1/models/a/b"),
+    ] {
+        let why = allowed(&method, path).unwrap_err();
+        assert!(why.contains("answers, token counts and models"), "{why}");
+    }
+}
+
+#[tokio::test]
+async fn a_request_beyond_the_model_s_endpoints_is_refused_before_the_provider() {
+    let s = setup(Some("sk-real")).await;
+    let response = reqwest::Client::new()
+        .get(format!("{}/v1/files", s.lease.base_url()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 403);
+    assert!(lock_keys(&s.up).is_empty());
+}
