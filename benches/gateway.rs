@@ -24,6 +24,7 @@
 #[path = "../tests/it/mock/mod.rs"]
 mod mock;
 
+use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -437,9 +438,10 @@ fn agents_part(cfg: &Config) -> Result<()> {
     let mut tasks = String::new();
     for k in 0..cfg.agents {
         std::fs::write(repo.join(format!("src/f{k}.txt")), "hi\n")?;
-        tasks.push_str(&format!(
-            "[[task]]\nid = \"t{k}\"\nprompt = \"Say hello in src/f{k}.txt\"\nowns = [\"src/f{k}.txt\"]\n"
-        ));
+        let _ = writeln!(
+            tasks,
+            "[[task]]\nid = \"t{k}\"\nprompt = \"Say hello in src/f{k}.txt\"\nowns = [\"src/f{k}.txt\"]"
+        );
     }
     for args in [
         &["init", "-q", "-b", "main"][..],
