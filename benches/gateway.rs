@@ -390,7 +390,7 @@ fn bucketed(agents: usize) -> MockModel {
         mock.script(
             &format!("t{k}"),
             vec![
-                Turn::Tools(vec![claude_tools::bash("true")]),
+                Turn::Tools(vec![claude_tools::read(&file)]),
                 Turn::Tools(vec![claude_tools::edit(&file, "hi", "hello")]),
                 Turn::Text("Done.".into()),
             ],

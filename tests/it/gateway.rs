@@ -59,6 +59,7 @@ fn claude_code_reaches_its_model_through_the_gateway_its_tokens_live_and_its_tra
         "a",
         vec![
             Turn::Tools(vec![claude_tools::bash("sleep 4")]),
+            Turn::Tools(vec![claude_tools::read("src/a/x.txt")]),
             Turn::Tools(vec![claude_tools::edit("src/a/x.txt", "hi", "hello")]),
             Turn::Text("Said hello.".into()),
         ],
@@ -66,6 +67,7 @@ fn claude_code_reaches_its_model_through_the_gateway_its_tokens_live_and_its_tra
     mock.script(
         "b",
         vec![
+            Turn::Tools(vec![claude_tools::read("src/b/y.txt")]),
             Turn::Tools(vec![claude_tools::edit("src/b/y.txt", "yo", "hey")]),
             Turn::Text("Said hey.".into()),
         ],
@@ -101,6 +103,15 @@ fn claude_code_reaches_its_model_through_the_gateway_its_tokens_live_and_its_tra
     let status = repo.status_json(&[]);
     let a = task(&status, "a");
     assert_eq!(a["state"], "done", "{a}");
+    let run = status["id"].as_str().unwrap();
+    let merged = repo.tree_files(&format!("plait/{run}/merged"));
+    assert_eq!(
+        (
+            merged["src/a/x.txt"].as_str(),
+            merged["src/b/y.txt"].as_str()
+        ),
+        ("hello\n", "hey\n")
+    );
     // Every answer the model gave task a, counted once, by the gateway.
     let requests = a["usage"]["requests"].as_u64().unwrap();
     assert!(requests >= 3, "{a}");
@@ -357,6 +368,7 @@ fn a_claude_code_login_without_a_key_works_through_the_gateway() {
         mock.script(
             id,
             vec![
+                Turn::Tools(vec![claude_tools::read(file)]),
                 Turn::Tools(vec![claude_tools::edit(file, old, new)]),
                 Turn::Text("Done.".into()),
             ],
@@ -444,7 +456,7 @@ fn thirty_claude_codes_on_a_bucketed_account_meet_almost_no_429() {
         mock.script(
             &id,
             vec![
-                Turn::Tools(vec![claude_tools::bash("true")]),
+                Turn::Tools(vec![claude_tools::read(&file)]),
                 Turn::Tools(vec![claude_tools::edit(&file, "hi", "hello")]),
                 Turn::Text("Done.".into()),
             ],
@@ -498,4 +510,9 @@ fn thirty_claude_codes_on_a_bucketed_account_meet_almost_no_429() {
         .filter(|t| t["state"] == "done")
         .count();
     assert_eq!(done, AGENTS, "{}", stdout(&out));
+    let run = status["id"].as_str().unwrap();
+    let merged = repo.tree_files(&format!("plait/{run}/merged"));
+    for k in 0..AGENTS {
+        assert_eq!(merged[&format!("src/f{k}.txt")], "hello\n");
+    }
 }

@@ -25,6 +25,7 @@ mod per_file;
 mod pg;
 mod plan;
 mod review;
+mod roles;
 mod run;
 mod sandbox;
 mod serve;

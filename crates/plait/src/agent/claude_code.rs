@@ -280,6 +280,8 @@ pub struct CliResult {
     pub usage: Usage,
     /// The tool calls refused (by plait's hook: its `permission_denials`).
     pub denials: Vec<Value>,
+    /// The answer in the form `--json-schema` asked for (`structured_output`).
+    pub structured: Option<Value>,
 }
 
 /// The last `{"type": "result", ...}` object on stdout (the last of many with
@@ -311,6 +313,10 @@ pub fn parse_result(stdout: &str) -> Option<CliResult> {
         .cloned()
         .unwrap_or_default();
     Some(CliResult {
+        structured: value
+            .get("structured_output")
+            .filter(|v| !v.is_null())
+            .cloned(),
         denials,
         is_error: value["is_error"].as_bool().unwrap_or(true),
         subtype: value["subtype"].as_str().unwrap_or("unknown").to_string(),
@@ -366,5 +372,187 @@ fn judge(outcome: ShellOutcome, result: Option<&CliResult>, task: &TaskContext) 
 impl Agent for ClaudeCodeAgent {
     fn run<'a>(&'a self, task: &'a TaskContext) -> AgentFuture<'a> {
         Box::pin(self.run_round(task))
+    }
+}
+
+/// A question to Claude Code in a role that judges or plans (a reviewer, a supervisor, the
+/// manager): read-only tools (`Read`, `Grep`, `Glob`, behind plait's guard, which keeps
+/// their reads in the repository), no session kept, and an answer in the form `schema`
+/// gives it (`--json-schema`, which the CLI hands the model as its `StructuredOutput`
+/// tool and returns as the result's `structured_output`).
+pub struct Question<'a> {
+    pub settings: &'a ToolSettings,
+    pub system: String,
+    pub message: String,
+    pub schema: &'a Value,
+    /// Where it runs: the tree it reads.
+    pub cwd: &'a Path,
+    /// The directories its reads may reach.
+    pub read_roots: Vec<PathBuf>,
+    /// Plait's directory for this question: the CLI's config, settings and result, under
+    /// the name `name`. The CLI's processes must be able to write its `name` directory.
+    pub dir: &'a Path,
+    pub name: &'a str,
+    pub plait_program: &'a Path,
+    pub timeout: std::time::Duration,
+    pub cancel: &'a crate::cancel::Cancel,
+    pub sandbox: &'a crate::sandbox::Sandbox,
+    /// Its way to its model through plait's gateway, if it has one.
+    pub gateway: Option<&'a plait_gateway::Lease>,
+    pub max_turns: u32,
+}
+
+/// What Claude Code answered a [`Question`].
+#[derive(Debug, Clone)]
+pub struct Answered {
+    pub value: Value,
+    /// What it used, as the CLI counted it (the gateway's count is the caller's).
+    pub usage: Usage,
+}
+
+/// Asks Claude Code `question`; the error says why there is no answer (the CLI failed, or
+/// gave none in the schema's form).
+pub async fn ask(question: &Question<'_>) -> Result<Answered, String> {
+    let q = question;
+    let own = q.dir.join(q.name);
+    let config = own.join("config");
+    std::fs::create_dir_all(&config)
+        .map_err(|e| format!("cannot create {}: {e}", config.display()))?;
+    let settings_path = q.dir.join(format!("{}.settings.json", q.name));
+    let guard_path = q.dir.join(format!("{}.guard.json", q.name));
+    let guard = GuardFile {
+        task: q.name.to_string(),
+        worktree: q.cwd.to_path_buf(),
+        owns: Vec::new(),
+        read_roots: q.read_roots.clone(),
+    };
+    let command = format!(
+        "{} guard {} || exit 2",
+        shell_quote(&q.plait_program.display().to_string()),
+        shell_quote(&guard_path.display().to_string())
+    );
+    let mut hooks = serde_json::json!({
+        "hooks": {"PreToolUse": [{"matcher": "*", "hooks": [{"type": "command", "command": command, "timeout": 30}]}]},
+        "disableAllHooks": false
+    });
+    if let Some(helper) = q
+        .settings
+        .inherited
+        .claude_config
+        .as_deref()
+        .and_then(api_key_helper)
+    {
+        hooks["apiKeyHelper"] = Value::String(helper);
+    }
+    let written = serde_json::to_vec_pretty(&guard)
+        .map_err(std::io::Error::other)
+        .and_then(|g| std::fs::write(&guard_path, g))
+        .and_then(|()| std::fs::write(&settings_path, hooks.to_string()));
+    if let Err(e) = written {
+        return Err(format!(
+            "cannot write claude-code's settings in {}: {e}",
+            q.dir.display()
+        ));
+    }
+    let mut argv = vec![
+        q.settings.program.clone(),
+        "-p".to_string(),
+        q.message.clone(),
+        "--output-format".to_string(),
+        "json".to_string(),
+        "--json-schema".to_string(),
+        q.schema.to_string(),
+        "--append-system-prompt".to_string(),
+        q.system.clone(),
+        "--tools".to_string(),
+        "Read,Grep,Glob".to_string(),
+        "--max-turns".to_string(),
+        q.max_turns.to_string(),
+        "--settings".to_string(),
+        settings_path.display().to_string(),
+        "--setting-sources".to_string(),
+        String::new(),
+        "--permission-mode".to_string(),
+        "bypassPermissions".to_string(),
+        "--no-session-persistence".to_string(),
+    ];
+    let model = q
+        .settings
+        .model
+        .clone()
+        .or_else(|| q.settings.provider.as_ref().map(|p| p.model.clone()));
+    if let Some(model) = model {
+        argv.push("--model".to_string());
+        argv.push(model);
+    }
+    let mut env: Vec<(&'static str, String)> = vec![
+        ("CLAUDE_CONFIG_DIR", config.display().to_string()),
+        ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1".to_string()),
+        ("DISABLE_AUTOUPDATER", "1".to_string()),
+    ];
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        env.push(("IS_SANDBOX", "1".to_string()));
+    }
+    match (q.gateway, &q.settings.provider) {
+        (Some(lease), _) => {
+            env.push(("ANTHROPIC_BASE_URL", lease.base_url()));
+            env.extend(lease.key().map(|key| ("ANTHROPIC_API_KEY", key)));
+        }
+        (None, Some(provider)) => {
+            env.push(("ANTHROPIC_BASE_URL", provider.base_url.clone()));
+            if let Some(key) = &provider.api_key {
+                env.push(("ANTHROPIC_API_KEY", key.expose().to_string()));
+            }
+        }
+        (None, None) => {}
+    }
+    let has_key =
+        env.iter().any(|(k, _)| *k == "ANTHROPIC_API_KEY") || q.settings.inherited.anthropic_key;
+    let login = link_login(
+        &config,
+        has_key,
+        q.settings.inherited.claude_config.as_deref(),
+    );
+    let log = q.dir.join(format!("{}.log", q.name));
+    let result_path = q.dir.join(format!("{}.json", q.name));
+    let launch = crate::shell::Launch {
+        dir: q.cwd,
+        env: &env,
+        log: &log,
+        timeout: q.timeout,
+        cancel: q.cancel,
+        sandbox: q.sandbox,
+    };
+    let (outcome, stdout) = shell::run_argv_capturing(&argv, &launch, &result_path).await;
+    if let Some(link) = login {
+        let _ = std::fs::remove_file(link);
+    }
+    let result = parse_result(&stdout);
+    match (outcome, result) {
+        (_, Some(r)) if !r.is_error && r.subtype == "success" => match r.structured {
+            Some(value) => Ok(Answered {
+                value,
+                usage: r.usage,
+            }),
+            None => Err(format!(
+                "claude-code gave no answer in the asked form (no structured_output); it said: {}",
+                r.text.lines().next().unwrap_or("").trim()
+            )),
+        },
+        (_, Some(r)) => Err(format!(
+            "claude-code ended with {}: {}",
+            r.subtype,
+            r.text.lines().next().unwrap_or("").trim()
+        )),
+        (ShellOutcome::Exited(code), None) => Err(format!(
+            "claude-code exited with status {code} without a JSON result; see {}",
+            log.display()
+        )),
+        (other, None) => Err(format!(
+            "claude-code {}; see {}",
+            other.describe(q.timeout),
+            log.display()
+        )),
     }
 }

@@ -164,6 +164,51 @@ impl Budget {
     }
 }
 
+/// A role's way to its model through plait's gateway (a Claude Code or `{ cli }`
+/// reviewer's, a supervisor's): its lease, and what its requests used.
+pub struct RoleGateway {
+    pub lease: plait_gateway::Lease,
+    pub tally: Arc<Tally>,
+}
+
+/// What a role's requests through the gateway used, added up as each answer ends; the
+/// run's budget pays for them then, and refuses them once it is spent.
+pub struct Tally {
+    budget: Arc<Budget>,
+    used: std::sync::Mutex<Option<Usage>>,
+}
+
+impl Tally {
+    pub fn new(budget: Arc<Budget>) -> Tally {
+        Tally {
+            budget,
+            used: std::sync::Mutex::new(None),
+        }
+    }
+
+    /// What was used so far (`None`: no answer yet), and counting starts again.
+    pub fn take(&self) -> Option<Usage> {
+        self.used.lock().unwrap_or_else(|e| e.into_inner()).take()
+    }
+}
+
+impl plait_gateway::Meter for Tally {
+    fn refused(&self) -> Option<String> {
+        self.budget.exhausted()
+    }
+
+    fn answered(&self, usage: &Usage) {
+        if let Some(cost) = usage.cost_usd {
+            self.budget.spend(cost);
+        }
+        let mut used = self.used.lock().unwrap_or_else(|e| e.into_inner());
+        match used.as_mut() {
+            Some(total) => total.add(usage),
+            None => *used = Some(usage.clone()),
+        }
+    }
+}
+
 /// How an agent's work ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AgentOutcome {

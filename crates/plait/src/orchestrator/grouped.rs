@@ -40,6 +40,22 @@ pub async fn review_groups(shared: &Arc<Shared>, state: &mut RunState) {
         let id = group.id.clone();
         let diff = group_diff(shared, &commit).await;
         jobs.push(async move {
+            let gateway = match reviewer.gateway() {
+                None => None,
+                Some(provider) => {
+                    let transcript = dir.join("review.jsonl");
+                    match shared
+                        .role_gateway(&format!("supervisor:{id}"), provider, transcript)
+                        .await
+                    {
+                        Ok(g) => Some(g),
+                        Err(why) => {
+                            tracing::warn!("{why}; the supervisor goes without it");
+                            None
+                        }
+                    }
+                }
+            };
             let input = ReviewInput {
                 run: &shared.run,
                 goal: &shared.plan.goal,
@@ -56,6 +72,8 @@ pub async fn review_groups(shared: &Arc<Shared>, state: &mut RunState) {
                 timeout: shared.plan.checks.timeout,
                 budget: &shared.budget,
                 sandbox: &shared.plan.checks.sandbox,
+                plait_program: &shared.plait_program,
+                gateway: gateway.as_ref(),
             };
             let review = reviewer::review(
                 &reviewer,

@@ -168,6 +168,27 @@ impl Shared {
         }))
     }
 
+    /// A way through the gateway to `provider` for a role (a reviewer, a supervisor) whose
+    /// transcript is `transcript`: its usage is tallied for the role's record, and the run's
+    /// budget pays for it.
+    pub(super) async fn role_gateway(
+        &self,
+        who: &str,
+        provider: &Arc<crate::llm::provider::ProviderSettings>,
+        transcript: PathBuf,
+    ) -> Result<crate::agent::RoleGateway, String> {
+        let gateway = self.gateway().await?;
+        let tally = Arc::new(crate::agent::Tally::new(self.budget.clone()));
+        let lease = gateway.open(plait_gateway::Route {
+            task: who.to_string(),
+            provider: provider.clone(),
+            limiter: self.limiters.get(provider),
+            transcript,
+            meter: tally.clone(),
+        });
+        Ok(crate::agent::RoleGateway { lease, tally })
+    }
+
     /// The same shared state, its tasks run by `dispatch`.
     pub(super) fn dispatching(self, dispatch: Box<dyn Dispatch>) -> Shared {
         Shared { dispatch, ..self }

@@ -567,6 +567,20 @@ impl<'a> Worker<'a> {
     async fn review(&self, round: u32, tip: Oid, checks: &[CheckResult]) -> Option<Review> {
         let (shared, task) = (self.shared, self.task);
         let diff = diff(shared, tip).await;
+        let gateway = match self.reviewer.gateway() {
+            None => None,
+            Some(provider) => {
+                let transcript = self.task_dir.join("review.jsonl");
+                let who = format!("review:{}", task.id);
+                match shared.role_gateway(&who, provider, transcript).await {
+                    Ok(g) => Some(g),
+                    Err(why) => {
+                        tracing::warn!("{why}; the reviewer goes without it");
+                        None
+                    }
+                }
+            }
+        };
         let input = ReviewInput {
             run: &shared.run,
             goal: &shared.plan.goal,
@@ -583,6 +597,8 @@ impl<'a> Worker<'a> {
             timeout: shared.plan.checks.timeout,
             budget: &shared.budget,
             sandbox: &task.check_sandbox,
+            plait_program: &shared.plait_program,
+            gateway: gateway.as_ref(),
         };
         reviewer::review(
             &self.reviewer,

@@ -308,6 +308,9 @@ pub struct CliSpec {
     /// gateway as that provider's base URL and key (`ANTHROPIC_BASE_URL`,
     /// `OPENAI_BASE_URL`, ...).
     pub gateway: Option<String>,
+    /// `"json"`: in a role that answers (a reviewer, a supervisor), the program's last JSON
+    /// object on stdout, or the file `{answer}`, is its answer.
+    pub answer: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -318,6 +321,7 @@ struct AgentTable {
     files: Option<Vec<String>>,
     cli: Option<Vec<String>>,
     gateway: Option<String>,
+    answer: Option<String>,
 }
 
 impl<'de> Deserialize<'de> for AgentSpec {
@@ -342,10 +346,16 @@ impl<'de> Deserialize<'de> for AgentSpec {
                          per-file command runs on",
                     ));
                 }
-                if table.gateway.is_some() && table.cli.is_none() {
+                if table.answer.as_deref().is_some_and(|a| a != "json") {
                     return Err(de::Error::custom(
-                        "`gateway` goes with `cli`: it names the provider whose API the \
-                         program speaks through plait's gateway",
+                        "`answer` takes \"json\": the program's last JSON object on stdout (or \
+                         the file {answer}) is its answer",
+                    ));
+                }
+                if (table.gateway.is_some() || table.answer.is_some()) && table.cli.is_none() {
+                    return Err(de::Error::custom(
+                        "`gateway` and `answer` go with `cli`: the provider whose API the \
+                         program speaks through plait's gateway, and how it answers",
                     ));
                 }
                 match (table.exec, table.exec_each, table.cli) {
@@ -356,6 +366,7 @@ impl<'de> Deserialize<'de> for AgentSpec {
                     (None, None, Some(argv)) => Ok(AgentSpec::Cli(CliSpec {
                         argv,
                         gateway: table.gateway,
+                        answer: table.answer,
                     })),
                     _ => Err(de::Error::custom(
                         "an agent table needs exactly one of `exec`, `exec_each` or `cli`",
@@ -385,6 +396,9 @@ impl Serialize for AgentSpec {
                 map.serialize_entry("cli", &spec.argv)?;
                 if let Some(provider) = &spec.gateway {
                     map.serialize_entry("gateway", provider)?;
+                }
+                if let Some(answer) = &spec.answer {
+                    map.serialize_entry("answer", answer)?;
                 }
                 map.end()
             }

@@ -115,8 +115,24 @@ pub enum Reviewer {
     Command(String),
     /// A model, answering through `submit_review`.
     Model(Arc<ProviderSettings>),
+    /// Claude Code (`[agents.claude-code]`), answering through `--json-schema`.
+    ClaudeCode(Arc<ToolSettings>),
+    /// Any agent program, whose last JSON object on stdout (or the file `{answer}`) is its
+    /// answer: `{ cli = [...], answer = "json" }`.
+    Cli(Arc<CliSettings>),
     /// The task's own model; off for exec workers.
     Worker,
+}
+
+impl Reviewer {
+    /// The provider a Claude Code or `{ cli }` reviewer reaches through plait's gateway.
+    pub fn gateway(&self) -> Option<&Arc<ProviderSettings>> {
+        match self {
+            Reviewer::ClaudeCode(t) => t.gateway.as_ref(),
+            Reviewer::Cli(c) => c.gateway.as_ref(),
+            _ => None,
+        }
+    }
 }
 
 /// How branches are reviewed, resolved.
@@ -133,6 +149,10 @@ impl ReviewSettings {
         match (&self.reviewer, &task.agent) {
             (Reviewer::Worker, AgentConfig::Model { provider, .. }) => {
                 Reviewer::Model(provider.clone())
+            }
+            // Claude Code reviews Claude Code's work: a login is all the run needs.
+            (Reviewer::Worker, AgentConfig::ClaudeCode(settings)) => {
+                Reviewer::ClaudeCode(settings.clone())
             }
             (Reviewer::Worker, _) => Reviewer::Off,
             (other, _) => other.clone(),
@@ -175,6 +195,8 @@ pub struct CliSettings {
     pub argv: Vec<String>,
     /// The provider the program reaches through plait's gateway, if the plan names one.
     pub gateway: Option<Arc<ProviderSettings>>,
+    /// Whether it answers a role in JSON (`answer = "json"`).
+    pub answers_json: bool,
 }
 
 /// An agent CLI that plait drives itself (`claude-code`, `aider`), resolved.
@@ -670,6 +692,16 @@ fn resolve_reviewer(
 ) -> Reviewer {
     match spec {
         AgentSpec::Named(name) if name == "off" => Reviewer::Off,
+        AgentSpec::Named(name) if name == "claude-code" => {
+            match resolve_tool(plan, env, name, providers) {
+                Ok(AgentConfig::ClaudeCode(settings)) => Reviewer::ClaudeCode(settings),
+                Ok(_) => Reviewer::Off,
+                Err(e) => {
+                    push_once(problems, format!("{place}: {e}"));
+                    Reviewer::Off
+                }
+            }
+        }
         AgentSpec::Exec(cmd) if cmd.command.trim().is_empty() => {
             problems.push(format!("{place}: the exec command is empty"));
             Reviewer::Off
@@ -694,13 +726,50 @@ fn resolve_reviewer(
                 Reviewer::Off
             }
         },
-        AgentSpec::Cli(_) => {
-            problems.push(format!(
-                "{place}: `cli` reviewers are not available; use a model or {{ exec = \"CMD\" }}"
-            ));
-            Reviewer::Off
-        }
+        AgentSpec::Cli(spec) => match resolve_cli_role(place, spec, plan, env, providers) {
+            Ok(settings) => Reviewer::Cli(settings),
+            Err(e) => {
+                push_once(problems, e);
+                Reviewer::Off
+            }
+        },
     }
+}
+
+/// A `{ cli = [...], answer = "json" }` in a role that answers (`place`): its program must
+/// be on `PATH`, its gateway's provider must resolve, and it must say how it answers.
+fn resolve_cli_role(
+    place: &str,
+    spec: &super::CliSpec,
+    plan: &PlanFile,
+    env: &dyn Fn(&str) -> Option<String>,
+    providers: &mut HashMap<String, Result<Arc<ProviderSettings>, String>>,
+) -> Result<Arc<CliSettings>, String> {
+    let Some(program) = spec.argv.first() else {
+        return Err(format!("{place}: the `cli` list is empty"));
+    };
+    if spec.answer.as_deref() != Some("json") {
+        return Err(format!(
+            "{place}: a `cli` reviewer needs answer = \"json\": its last JSON object on stdout \
+             (or the file {{answer}}) is its verdict, {{ \"verdict\": \"approve\" | \"request_changes\" | \"reject\", \"summary\": \"...\" }}"
+        ));
+    }
+    if !crate::shell::findable(program, env("PATH").as_deref()) {
+        return Err(format!(
+            "{place}: the program `{program}` is not on PATH; install it or give its full path"
+        ));
+    }
+    let gateway = match spec.gateway.as_deref() {
+        None => None,
+        Some(name) => Some(provider_named(plan, name, env, providers).ok_or_else(|| {
+            format!("{place}: cli `gateway = \"{name}\"` is neither a built-in model (anthropic, openai) nor a [providers.{name}] table")
+        })??),
+    };
+    Ok(Arc::new(CliSettings {
+        argv: spec.argv.clone(),
+        gateway,
+        answers_json: true,
+    }))
 }
 
 /// The branch HEAD points at, if it points at one.
@@ -922,7 +991,7 @@ fn resolve_named_agent(
     problems: &mut Vec<String>,
 ) -> Option<AgentConfig> {
     let resolved = if TOOLS.iter().any(|t| t.0 == name) {
-        resolve_tool(inputs, name, providers)
+        resolve_tool(inputs.plan, inputs.env, name, providers)
     } else {
         let Some(settings) = provider_named(inputs.plan, name, inputs.env, providers) else {
             problems.push(format!(
@@ -985,6 +1054,7 @@ fn resolve_cli_agent(
         Some(_) => Some(AgentConfig::Cli(Arc::new(CliSettings {
             argv: argv.to_vec(),
             gateway,
+            answers_json: spec.answer.is_some(),
         }))),
     }
 }
@@ -1046,11 +1116,11 @@ fn push_once(problems: &mut Vec<String>, problem: String) {
 /// Resolves the agent CLI `name` (one of [`TOOLS`]) from its `[agents.NAME]` table: its
 /// program must be findable and its provider resolvable, of the kind the CLI speaks.
 fn resolve_tool(
-    inputs: &TaskInputs<'_>,
+    plan: &PlanFile,
+    env: &dyn Fn(&str) -> Option<String>,
     name: &str,
     providers: &mut HashMap<String, Result<Arc<ProviderSettings>, String>>,
 ) -> Result<AgentConfig, String> {
-    let plan = inputs.plan;
     let &(_, default_bin, default_provider) = TOOLS
         .iter()
         .find(|t| t.0 == name)
@@ -1064,7 +1134,7 @@ fn resolve_tool(
     if program.trim().is_empty() {
         return Err(format!("[agents.{name}]: `bin` is empty"));
     }
-    if !crate::shell::findable(&program, (inputs.env)("PATH").as_deref()) {
+    if !crate::shell::findable(&program, env("PATH").as_deref()) {
         return Err(format!(
             "agent `{name}` needs the program `{program}`, which is not on PATH: install it, or set `bin` under [agents.{name}] to its full path"
         ));
@@ -1072,7 +1142,7 @@ fn resolve_tool(
     let provider = match file.provider.as_deref().or(default_provider) {
         None => None,
         Some(p) => {
-            let resolved = provider_named(plan, p, inputs.env, providers).ok_or_else(|| {
+            let resolved = provider_named(plan, p, env, providers).ok_or_else(|| {
                 format!(
                     "[agents.{name}]: provider `{p}` is neither a built-in model (anthropic, openai) nor a [providers.{p}] table"
                 )
@@ -1087,7 +1157,7 @@ fn resolve_tool(
             Some(resolved)
         }
     };
-    let inherited = InheritedEnv::read(inputs.env);
+    let inherited = InheritedEnv::read(env);
     if name == "claude-code" {
         if let Some(missing) = inherited.claude_login_missing(provider.as_deref()) {
             return Err(missing);
@@ -1095,12 +1165,12 @@ fn resolve_tool(
     }
     let cloud = ["CLAUDE_CODE_USE_BEDROCK", "CLAUDE_CODE_USE_VERTEX"]
         .iter()
-        .any(|k| (inputs.env)(k).is_some_and(|v| !v.is_empty() && v != "0"));
+        .any(|k| env(k).is_some_and(|v| !v.is_empty() && v != "0"));
     let gateway = match (&provider, name) {
         (Some(p), _) => Some(p.clone()),
         (None, "claude-code") if !cloud => Some(Arc::new(crate::llm::provider::from_env(
             crate::llm::provider::ProviderKind::Anthropic,
-            inputs.env,
+            env,
         ))),
         (None, _) => None,
     };

@@ -127,6 +127,14 @@ fn reviewer_text(reviewer: &Reviewer) -> String {
         Reviewer::Off | Reviewer::Worker => "off".to_string(),
         Reviewer::Command(command) => format!("command `{command}`"),
         Reviewer::Model(p) => format!("model {} ({})", p.model, p.name),
+        Reviewer::ClaudeCode(t) => format!(
+            "claude-code{}",
+            t.model
+                .as_deref()
+                .map(|m| format!(" ({m})"))
+                .unwrap_or_default()
+        ),
+        Reviewer::Cli(c) => format!("cli `{}`", c.argv.join(" ")),
     }
 }
 

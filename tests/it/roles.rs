@@ -1,0 +1,196 @@
+//! Every role on an agent CLI: Claude Code (the real CLI against the mock model server)
+//! and any program answering in JSON as reviewer, with no key for plait itself.
+
+use serde_json::{json, Value};
+
+use crate::claude_code::{real_claude, run_real, task, KEY};
+use crate::mock::{claude_tools, MockModel, ToolCall, Turn};
+use crate::support::{stderr, TestRepo};
+
+fn verdict(verdict: &str, summary: &str, comments: Value) -> Turn {
+    Turn::Tools(vec![ToolCall::new(
+        "StructuredOutput",
+        json!({"verdict": verdict, "summary": summary, "comments": comments}),
+    )])
+}
+
+#[test]
+fn claude_code_reviews_claude_code_workers_by_default() {
+    let Some(claude) = real_claude() else {
+        eprintln!("skipped: the Claude Code CLI is not installed");
+        return;
+    };
+    let repo = TestRepo::with_files(&[
+        ("src/a/x.txt", "hi\n"),
+        ("src/b/y.txt", "yo\n"),
+        ("src/c/z.txt", "hey\n"),
+    ]);
+    let mock = MockModel::start_claude_code(KEY);
+    mock.script(
+        "a",
+        vec![
+            Turn::Tools(vec![claude_tools::read("src/a/x.txt")]),
+            Turn::Tools(vec![claude_tools::edit("src/a/x.txt", "hi", "hello")]),
+            Turn::Text("Said hello.".into()),
+        ],
+    );
+    mock.script("review:a", vec![verdict("approve", "Greets.", json!([]))]);
+    // b is sent back once with a comment, then approved.
+    mock.script(
+        "b",
+        vec![
+            Turn::Tools(vec![claude_tools::read("src/b/y.txt")]),
+            Turn::Tools(vec![claude_tools::edit("src/b/y.txt", "yo", "hey")]),
+            Turn::Text("Said hey.".into()),
+            Turn::Tools(vec![claude_tools::read("src/b/y.txt")]),
+            Turn::Tools(vec![claude_tools::edit("src/b/y.txt", "hey", "hey there")]),
+            Turn::Text("Said hey there.".into()),
+        ],
+    );
+    mock.script(
+        "review:b",
+        vec![
+            verdict(
+                "request_changes",
+                "Too short.",
+                json!([{"path": "src/b/y.txt", "body": "say hey there"}]),
+            ),
+            verdict("approve", "Better.", json!([])),
+        ],
+    );
+    mock.script(
+        "c",
+        vec![
+            Turn::Tools(vec![claude_tools::read("src/c/z.txt")]),
+            Turn::Tools(vec![claude_tools::edit("src/c/z.txt", "hey", "go away")]),
+            Turn::Text("Done.".into()),
+        ],
+    );
+    mock.script("review:c", vec![verdict("reject", "Rude.", json!([]))]);
+    // No [review]: the workers' own kind reviews them.
+    let toml = format!(
+        "goal = \"Greet properly\"\n[defaults]\nagent = \"claude-code\"\ntimeout = \"60s\"\n\
+         [agents.claude-code]\nbin = \"{}\"\nprovider = \"mock\"\n\
+         [providers.mock]\nkind = \"anthropic\"\nbase_url = \"{}\"\napi_key_env = \"PLAIT_TEST_KEY\"\nmodel = \"claude-sonnet-4-5\"\n\
+         [[task]]\nid = \"a\"\nprompt = \"Say hello in src/a/x.txt\"\nowns = [\"src/a/\"]\n\
+         [[task]]\nid = \"b\"\nprompt = \"Say hey in src/b/y.txt\"\nowns = [\"src/b/\"]\n\
+         [[task]]\nid = \"c\"\nprompt = \"Greet in src/c/z.txt\"\nowns = [\"src/c/\"]\n",
+        claude.display(),
+        mock.url()
+    );
+    let out = run_real(&repo, &toml);
+    let status = repo.status_json(&[]);
+    assert!(
+        mock.problems().is_empty(),
+        "{:#?}\n{}",
+        mock.problems(),
+        stderr(&out)
+    );
+    let a = task(&status, "a");
+    assert_eq!(a["state"], "done", "{a}");
+    assert_eq!(a["review"]["verdict"], "approve", "{a}");
+    let by = a["review"]["by"].as_str().unwrap();
+    assert!(by.starts_with("claude-code"), "{by}");
+    // The review's tokens count with the task's.
+    assert!(
+        a["review"]["usage"]["input_tokens"].as_u64().unwrap() > 0,
+        "{a}"
+    );
+
+    let b = task(&status, "b");
+    assert_eq!(b["state"], "done", "{b}");
+    assert_eq!(b["review"]["verdict"], "approve", "{b}");
+    assert_eq!(b["rounds"], 1, "{b}");
+    // The comment reached the worker's second round.
+    let asked: Vec<String> = mock
+        .requests()
+        .into_iter()
+        .filter(|r| r.task.as_deref() == Some("b"))
+        .map(|r| r.body.to_string())
+        .collect();
+    assert!(
+        asked.iter().any(|b| b.contains("say hey there")),
+        "{asked:#?}"
+    );
+
+    let c = task(&status, "c");
+    assert_eq!(c["state"], "rejected", "{c}");
+    let run = status["id"].as_str().unwrap();
+    let merged = repo.tree_files(&format!("plait/{run}/merged"));
+    assert_eq!(merged["src/a/x.txt"], "hello\n");
+    assert_eq!(merged["src/b/y.txt"], "hey there\n");
+    assert_eq!(
+        merged["src/c/z.txt"], "hey\n",
+        "a rejection stays out of the merge"
+    );
+    // `plait review` says who reviewed.
+    let review = repo.plait(&["review", run]);
+    let text = String::from_utf8_lossy(&review.stdout);
+    assert!(text.contains("claude-code"), "{text}");
+}
+
+#[test]
+fn a_cli_reviewer_answers_in_json_and_its_garbage_fails_the_review() {
+    for (script, verdict, note) in [
+        (
+            r#"echo thinking...; echo '{"verdict": "approve", "summary": "fine"}'"#,
+            "approve",
+            None,
+        ),
+        (
+            "echo this is not a verdict",
+            "request_changes",
+            Some("no JSON object"),
+        ),
+        (
+            r#"echo '{"verdict": "maybe", "summary": "?"}'"#,
+            "request_changes",
+            Some("unknown verdict `maybe`"),
+        ),
+        (
+            // The program writes its answer to the file plait names.
+            r#"printf '{"verdict": "reject", "summary": "no"}' > "$PLAIT_ANSWER"; echo done"#,
+            "reject",
+            None,
+        ),
+    ] {
+        let repo = TestRepo::with_files(&[("src/a/x.txt", "hi\n")]);
+        let toml = format!(
+            "[defaults]\nagent = {{ exec = \"echo hello > src/a/x.txt\" }}\n\
+             [review]\nagent = {{ cli = [\"sh\", \"-c\", '''{script}'''], answer = \"json\" }}\nrounds = 0\n\
+             [[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"src/a/\"]\n"
+        );
+        let plan = repo.plan(&toml);
+        let out = repo.plait(&["run", plan.to_str().unwrap()]);
+        let status = repo.status_json(&[]);
+        let a = task(&status, "a");
+        assert_eq!(a["review"]["verdict"], verdict, "{a}\n{}", stderr(&out));
+        assert_eq!(a["review"]["by"], "cli sh", "{a}");
+        match note {
+            Some(note) => {
+                let said = a["review"]["note"].as_str().unwrap();
+                assert!(
+                    said.contains(note) && said.contains("counted as request_changes"),
+                    "{said}"
+                );
+            }
+            None => assert!(a["review"]["note"].is_null(), "{a}"),
+        }
+    }
+}
+
+#[test]
+fn a_cli_reviewer_without_answer_json_is_a_plan_error() {
+    let repo = TestRepo::with_files(&[("src/a/x.txt", "hi\n")]);
+    let plan = repo.plan(
+        "[defaults]\nagent = { exec = \"true\" }\n[review]\nagent = { cli = [\"sh\", \"-c\", \"true\"] }\n\
+         [[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"src/a/\"]\n",
+    );
+    let out = repo.plait(&["run", plan.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert!(
+        err.contains("[review]") && err.contains("answer = \"json\""),
+        "{err}"
+    );
+}
