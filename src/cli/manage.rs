@@ -16,10 +16,11 @@ use crate::plan::AgentSpec;
 /// The manager's flags, shared by `plait plan` and `plait run`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct ManagerArgs {
-    /// With --goal: the manager model's provider, `anthropic` or `openai` (key and base URL
-    /// from the environment)
-    #[arg(long, value_name = "NAME", default_value = "anthropic")]
-    pub manager: String,
+    /// With --goal: who plans: `anthropic` or `openai` (a model; key and base URL from the
+    /// environment), or `claude-code` (the Claude Code CLI, on its login). Default:
+    /// `anthropic` with ANTHROPIC_API_KEY set, else `claude-code` when `claude` is on PATH
+    #[arg(long, value_name = "NAME")]
+    pub manager: Option<String>,
     /// With --goal: the manager's model (default: the provider's)
     #[arg(long = "manager-model", value_name = "MODEL")]
     pub manager_model: Option<String>,
@@ -43,7 +44,7 @@ impl ManagerArgs {
     ) -> ManagerOptions {
         ManagerOptions {
             goal: goal.to_string(),
-            manager: self.manager.clone(),
+            manager: self.manager.clone().unwrap_or_else(default_manager),
             model: self.manager_model.clone(),
             include: self.include.clone(),
             max_tasks: self.max_tasks,
@@ -70,13 +71,32 @@ pub struct ManagerOptions {
     pub base: Option<String>,
 }
 
+/// The manager when `--manager` is not given: the Anthropic API where plait has its key,
+/// else Claude Code where it is installed (a login is all it needs), else the API (whose
+/// missing key the error then names).
+fn default_manager() -> String {
+    let keyed = std::env::var("ANTHROPIC_API_KEY").is_ok_and(|k| !k.trim().is_empty());
+    let path = std::env::var("PATH").ok();
+    if !keyed && crate::shell::findable("claude", path.as_deref()) {
+        "claude-code".to_string()
+    } else {
+        "anthropic".to_string()
+    }
+}
+
+/// Who plans, as the options say.
+enum Chosen {
+    Model(Box<ProviderSettings>),
+    ClaudeCode(std::sync::Arc<crate::plan::ToolSettings>),
+}
+
 /// Asks the manager for a plan; returns its TOML (with a header listing what no task owns)
 /// and the plan. The transcript is kept under the repository's plait directory.
 pub fn plan_by_manager(
     dir: &Path,
     options: &ManagerOptions,
 ) -> Result<(String, Planned, PathBuf), CommandError> {
-    let provider = check(options)?;
+    let chosen = check(options)?;
     let env = |name: &str| std::env::var(name).ok();
     let repo = git::open(dir)?;
     let files = super::base_files(&repo, options.base.as_deref())?;
@@ -102,31 +122,48 @@ pub fn plan_by_manager(
         .map_err(|e| CommandError::internal("cannot start the async runtime").because(e))?;
     let client = crate::llm::client()
         .map_err(|e| CommandError::internal("cannot set up HTTP").because(e))?;
-    let limiter = Limiter::new(provider.limits);
     let (_interrupt, cancel) = Cancel::new();
-    errln!(
-        "asking the manager ({}, {}) for a plan...",
-        provider.name,
-        provider.model
-    );
+    let plait_program = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("plait"));
+    let (planner, name, limiter);
+    match &chosen {
+        Chosen::Model(provider) => {
+            limiter = Limiter::new(provider.limits);
+            name = format!("{} ({})", provider.name, provider.model);
+            planner = manager::Planner::Model {
+                provider,
+                limiter: &limiter,
+                client: &client,
+            };
+        }
+        Chosen::ClaudeCode(settings) => {
+            name = match &settings.model {
+                Some(model) => format!("claude-code ({model})"),
+                None => "claude-code".to_string(),
+            };
+            planner = manager::Planner::ClaudeCode {
+                settings,
+                plait_program: &plait_program,
+                dir: &plans_dir,
+            };
+        }
+    }
+    errln!("asking the manager ({name}) for a plan...");
     let manager = Manager {
-        provider: &provider,
-        limiter: &limiter,
-        client: &client,
+        planner,
         cancel: &cancel,
         transcript: &transcript,
         env: &env,
     };
     let planned = runtime.block_on(manager.plan(&repo, &files, &request))?;
-    let name = format!("{} ({})", provider.name, provider.model);
     let toml = manager::render(&planned, &name);
     let plan_copy = plans_dir.join(format!("manager-{stamp}.toml"));
     let _ = std::fs::write(&plan_copy, &toml);
     Ok((toml, planned, plan_copy))
 }
 
-/// Checks the options; returns the manager's provider, resolved from the environment.
-fn check(options: &ManagerOptions) -> Result<ProviderSettings, CommandError> {
+/// Checks the options; returns who plans: the manager's provider, resolved from the
+/// environment, or Claude Code.
+fn check(options: &ManagerOptions) -> Result<Chosen, CommandError> {
     if options.goal.trim().is_empty() {
         return Err(CommandError::usage("--goal is empty"));
     }
@@ -137,19 +174,26 @@ fn check(options: &ManagerOptions) -> Result<ProviderSettings, CommandError> {
         crate::plan::globs::Globs::new(std::slice::from_ref(glob))
             .map_err(|e| CommandError::usage(format!("--include: {e}")))?;
     }
+    let env = |name: &str| std::env::var(name).ok();
+    if options.manager == "claude-code" {
+        let plan = crate::plan::PlanFile::default();
+        return crate::plan::claude_code_settings(&plan, &env, options.model.clone())
+            .map(Chosen::ClaudeCode)
+            .map_err(|e| CommandError::usage(format!("the manager: {e}")));
+    }
     if builtin_kind(&options.manager).is_none() {
         return Err(CommandError::usage(format!(
-            "--manager `{}` is not a built-in model provider",
+            "--manager `{}` is neither a built-in model provider nor claude-code",
             options.manager
         ))
-        .hint("use --manager anthropic or --manager openai (ANTHROPIC_BASE_URL / OPENAI_BASE_URL point them elsewhere)"));
+        .hint("use --manager anthropic, --manager openai (ANTHROPIC_BASE_URL / OPENAI_BASE_URL point them elsewhere) or --manager claude-code"));
     }
-    let env = |name: &str| std::env::var(name).ok();
     let file = ProviderFile {
         model: options.model.clone(),
         ..ProviderFile::default()
     };
     resolve_provider(&options.manager, Some(&file), &env)
+        .map(|p| Chosen::Model(Box::new(p)))
         .map_err(|e| CommandError::usage(format!("the manager: {e}")))
 }
 

@@ -1,6 +1,8 @@
 //! Every role on an agent CLI: Claude Code (the real CLI against the mock model server)
 //! and any program answering in JSON as reviewer, with no key for plait itself.
 
+use std::fmt::Write as _;
+
 use serde_json::{json, Value};
 
 use crate::claude_code::{real_claude, run_real, task, KEY};
@@ -192,5 +194,169 @@ fn a_cli_reviewer_without_answer_json_is_a_plan_error() {
     assert!(
         err.contains("[review]") && err.contains("answer = \"json\""),
         "{err}"
+    );
+}
+
+/// A home whose Claude Code login (an OAuth access token the mock takes as its bearer)
+/// is all there is: no key for plait.
+fn login_home() -> tempfile::TempDir {
+    let home = tempfile::tempdir().unwrap();
+    let own = home.path().join(".claude");
+    std::fs::create_dir_all(&own).unwrap();
+    let far = (std::time::SystemTime::now() + std::time::Duration::from_secs(30 * 86_400))
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis();
+    let login = json!({"claudeAiOauth": {"accessToken": KEY, "refreshToken": "r", "expiresAt": far,
+        "scopes": ["user:inference", "user:profile"], "subscriptionType": "pro"}});
+    std::fs::write(own.join(".credentials.json"), login.to_string()).unwrap();
+    home
+}
+
+#[test]
+fn claude_code_plans_on_a_login_and_its_overlapping_plan_is_corrected() {
+    let Some(claude) = real_claude() else {
+        eprintln!("skipped: the Claude Code CLI is not installed");
+        return;
+    };
+    let repo = TestRepo::with_files(&[
+        ("src/a.py", "A = 1\n"),
+        ("src/b.py", "B = 1\n"),
+        ("README.md", "readme\n"),
+    ]);
+    let mock = MockModel::start_claude_code(KEY);
+    let plan_of = |tasks: Value| {
+        Turn::Tools(vec![ToolCall::new(
+            "StructuredOutput",
+            json!({ "tasks": tasks }),
+        )])
+    };
+    mock.script(
+        "manager",
+        vec![
+            plan_of(json!([
+                {"id": "a", "owns": ["src/"], "prompt": "Set A to 2 in src/a.py"},
+                {"id": "b", "owns": ["/src/b.py"], "prompt": "Set B to 2 in src/b.py"},
+            ])),
+            plan_of(json!([
+                {"id": "a", "owns": ["/src/a.py"], "prompt": "Set A to 2 in src/a.py"},
+                {"id": "b", "owns": ["/src/b.py"], "prompt": "Set B to 2 in src/b.py"},
+            ])),
+        ],
+    );
+    let home = login_home();
+    let bin = claude.parent().unwrap().display().to_string();
+    let path = format!("{bin}:{}", std::env::var("PATH").unwrap_or_default());
+    let out_path = repo.scratch.join("plan.toml");
+    // No --manager and no key: Claude Code, found on PATH, plans.
+    let out = repo.plait_env(
+        &[
+            "plan",
+            "--goal",
+            "Set every constant to 2",
+            "-o",
+            out_path.to_str().unwrap(),
+        ],
+        &[
+            ("HOME", home.path().to_str().unwrap()),
+            ("PATH", &path),
+            ("CLAUDE_CONFIG_DIR", ""),
+            ("ANTHROPIC_API_KEY", ""),
+            ("ANTHROPIC_BASE_URL", &mock.url()),
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}\n{:#?}",
+        stderr(&out),
+        mock.problems()
+    );
+    assert!(mock.problems().is_empty(), "{:#?}", mock.problems());
+    let err = stderr(&out);
+    assert!(
+        err.contains("claude-code") && err.contains("in 2 answer(s)"),
+        "{err}"
+    );
+    // The second question held what was wrong with the first answer.
+    let asked: Vec<String> = mock
+        .requests()
+        .into_iter()
+        .filter(|r| r.task.as_deref() == Some("manager"))
+        .map(|r| r.body.to_string())
+        .collect();
+    assert!(
+        asked
+            .iter()
+            .any(|b| b.contains("both own 1 file: src/b.py")),
+        "{asked:#?}"
+    );
+    let plan = plait::plan::load(&out_path).unwrap();
+    assert_eq!(plan.tasks.len(), 2);
+    assert_eq!(plan.tasks[0].owns, vec!["/src/a.py".to_string()]);
+    assert!(matches!(
+        plan.defaults.agent,
+        Some(plait::plan::AgentSpec::Named(ref n)) if n == "claude-code"
+    ));
+}
+
+#[test]
+fn supervisors_can_be_claude_code() {
+    let Some(claude) = real_claude() else {
+        eprintln!("skipped: the Claude Code CLI is not installed");
+        return;
+    };
+    let mock = MockModel::start_claude_code(KEY);
+    mock.script(
+        "review:group-1",
+        vec![verdict("approve", "consistent", json!([]))],
+    );
+    mock.script(
+        "review:group-2",
+        vec![verdict("reject", "t04 is wrong", json!([]))],
+    );
+    let files: Vec<(String, String)> = (1..=4)
+        .map(|i| (format!("d{i:02}/f.txt"), format!("file {i}\n")))
+        .collect();
+    let refs: Vec<(&str, &str)> = files
+        .iter()
+        .map(|(p, c)| (p.as_str(), c.as_str()))
+        .collect();
+    let repo = TestRepo::with_files(&refs);
+    let mut toml = format!(
+        "goal = \"Touch every file\"\n[defaults]\ntimeout = \"60s\"\n\
+         agent = {{ exec = \"echo touched >> \\\"$PLAIT_FILE\\\"\" }}\n\
+         [groups]\ncount = 2\nreview = \"claude-code\"\nrounds = 0\n\
+         [agents.claude-code]\nbin = \"{}\"\nprovider = \"mock\"\n\
+         [providers.mock]\nkind = \"anthropic\"\nbase_url = \"{}\"\napi_key_env = \"PLAIT_TEST_KEY\"\nmodel = \"claude-sonnet-4-5\"\n",
+        claude.display(),
+        mock.url()
+    );
+    for i in 1..=4 {
+        let _ = writeln!(
+            toml,
+            "[[task]]\nid = \"t{i:02}\"\nprompt = \"touch\"\nowns = [\"/d{i:02}/\"]"
+        );
+    }
+    let out = run_real(&repo, &toml);
+    assert!(
+        mock.problems().is_empty(),
+        "{:#?}\n{}",
+        mock.problems(),
+        stderr(&out)
+    );
+    let status = repo.status_json(&[]);
+    let groups = status["groups"].as_array().unwrap();
+    assert_eq!(groups[0]["review"]["verdict"], "approve", "{status}");
+    assert!(groups[0]["review"]["by"]
+        .as_str()
+        .unwrap()
+        .starts_with("claude-code"));
+    assert_eq!(groups[1]["review"]["verdict"], "reject", "{status}");
+    let run = status["id"].as_str().unwrap();
+    let merged = repo.tree_files(&format!("plait/{run}/merged"));
+    assert_eq!(merged["d01/f.txt"], "file 1\ntouched\n");
+    assert_eq!(
+        merged["d04/f.txt"], "file 4\n",
+        "the rejected group stays out"
     );
 }

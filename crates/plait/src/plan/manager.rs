@@ -73,11 +73,28 @@ pub enum ManagerError {
     Plan(#[from] PlanError),
 }
 
+/// Who plans: a model over its API (answering through a forced `submit_plan`), or Claude
+/// Code (answering in `submit_plan`'s form through `--json-schema`, with read-only tools
+/// in the repository, each correction a new question holding its last answer and what
+/// was wrong with it).
+pub enum Planner<'a> {
+    Model {
+        provider: &'a ProviderSettings,
+        limiter: &'a Limiter,
+        client: &'a reqwest::Client,
+    },
+    ClaudeCode {
+        settings: &'a super::ToolSettings,
+        /// The plait binary, for Claude Code's guard.
+        plait_program: &'a Path,
+        /// Where its files go (the plans directory).
+        dir: &'a Path,
+    },
+}
+
 /// Everything the manager call needs.
 pub struct Manager<'a> {
-    pub provider: &'a ProviderSettings,
-    pub limiter: &'a Limiter,
-    pub client: &'a reqwest::Client,
+    pub planner: Planner<'a>,
     pub cancel: &'a Cancel,
     /// Where requests and answers are written (JSON lines).
     pub transcript: &'a Path,
@@ -93,7 +110,22 @@ impl Manager<'_> {
         files: &[TreeFile],
         request: &PlanRequest,
     ) -> Result<Planned, ManagerError> {
-        let provider = self.provider;
+        let (provider, limiter, client) = match &self.planner {
+            Planner::Model {
+                provider,
+                limiter,
+                client,
+            } => (*provider, *limiter, *client),
+            Planner::ClaudeCode {
+                settings,
+                plait_program,
+                dir,
+            } => {
+                return self
+                    .plan_in_claude_code(repo, files, request, settings, plait_program, dir)
+                    .await
+            }
+        };
         let system = prompts::planner::system(&request.goal, request.max_tasks, SUBMIT_PLAN);
         let mut messages = vec![Message::user_text(overview(repo, files, request))];
         let mut transcript = Transcript::open(self.transcript);
@@ -106,9 +138,9 @@ impl Manager<'_> {
         for attempt in 1..=attempts {
             let body = forced_tool_body(provider, &system, tool(), &messages);
             let (reply, timing) = http::call(
-                self.client,
+                client,
                 provider,
-                self.limiter,
+                limiter,
                 &body,
                 attempt,
                 &mut transcript,
@@ -142,6 +174,88 @@ impl Manager<'_> {
                 Err(found) => problems = found,
             }
             messages.extend(correction(reply.content, id, &problems));
+        }
+        Err(ManagerError::NeverValid { attempts, problems })
+    }
+
+    /// [`Manager::plan`] with Claude Code as the planner.
+    async fn plan_in_claude_code(
+        &self,
+        repo: &Repository,
+        files: &[TreeFile],
+        request: &PlanRequest,
+        settings: &super::ToolSettings,
+        plait_program: &Path,
+        dir: &Path,
+    ) -> Result<Planned, ManagerError> {
+        let system = prompts::planner::system(
+            &request.goal,
+            request.max_tasks,
+            "answering in the structured form asked for",
+        );
+        let overview = overview(repo, files, request);
+        let schema = tool().schema;
+        let workdir = repo
+            .workdir()
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| dir.to_path_buf());
+        // Its reads stay in the repository (the guard); it writes only its own files.
+        let walls = crate::sandbox::SandboxSettings {
+            network: crate::sandbox::Network::On,
+            ..crate::sandbox::SandboxSettings::default()
+        };
+        let sandbox = crate::sandbox::Sandbox::new(&walls, vec![dir.to_path_buf()]);
+        let stamp = crate::state::now_ms();
+        let mut usage = Usage {
+            cost_usd: Some(0.0),
+            ..Usage::default()
+        };
+        let mut problems = Vec::new();
+        let mut last: Option<Value> = None;
+        let attempts = request.corrections + 1;
+        for attempt in 1..=attempts {
+            let message = match &last {
+                None => overview.clone(),
+                Some(answer) => format!(
+                    "{overview}\n\nYour last plan was:\n{answer}\n\n{}",
+                    prompts::planner::correction(&problems, "your answer")
+                ),
+            };
+            let name = format!("manager-{stamp}-{attempt}");
+            let question = crate::agent::claude_code::Question {
+                settings,
+                system: format!("{}\n\n{}", system.shared, system.task),
+                message,
+                schema: &schema,
+                cwd: &workdir,
+                read_roots: vec![workdir.clone()],
+                dir,
+                name: &name,
+                plait_program,
+                timeout: std::time::Duration::from_secs(30 * 60),
+                cancel: self.cancel,
+                sandbox: &sandbox,
+                gateway: None,
+                max_turns: 40,
+            };
+            let answered = crate::agent::claude_code::ask(&question)
+                .await
+                .map_err(ManagerError::Call)?;
+            usage.add(&answered.usage);
+            match self.judge(repo, request, &Ok(answered.value.clone())) {
+                Ok((plan, resolved)) => {
+                    let unowned = unowned(&resolved);
+                    return Ok(Planned {
+                        plan,
+                        resolved,
+                        unowned,
+                        attempts: attempt,
+                        usage,
+                    });
+                }
+                Err(found) => problems = found,
+            }
+            last = Some(answered.value);
         }
         Err(ManagerError::NeverValid { attempts, problems })
     }

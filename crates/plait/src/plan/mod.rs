@@ -25,9 +25,9 @@ use crate::llm::provider::ProviderFile;
 use crate::sandbox::SandboxMode;
 pub use exec::ExecCommand;
 pub use validate::{
-    checks_of, resolve, resolve_kept, resolve_with_env, AgentConfig, CheckSettings, CliSettings,
-    GroupSettings, ResolvedPlan, ResolvedTask, ReviewSettings, Reviewer, ToolSettings,
-    DEFAULT_GROUP_THRESHOLD,
+    checks_of, claude_code_settings, resolve, resolve_kept, resolve_with_env, AgentConfig,
+    CheckSettings, CliSettings, GroupSettings, ResolvedPlan, ResolvedTask, ReviewSettings,
+    Reviewer, ToolSettings, DEFAULT_GROUP_THRESHOLD,
 };
 
 /// How long an agent may run when the plan does not say.

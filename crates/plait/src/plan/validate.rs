@@ -1113,6 +1113,26 @@ fn push_once(problems: &mut Vec<String>, problem: String) {
     }
 }
 
+/// Claude Code as plan `plan`'s `[agents.claude-code]` (or the defaults) and the
+/// environment give it, for a role outside a run (the manager); `model` overrides its
+/// model.
+pub fn claude_code_settings(
+    plan: &PlanFile,
+    env: &dyn Fn(&str) -> Option<String>,
+    model: Option<String>,
+) -> Result<Arc<ToolSettings>, String> {
+    match resolve_tool(plan, env, "claude-code", &mut HashMap::new())? {
+        AgentConfig::ClaudeCode(settings) => Ok(match model {
+            None => settings,
+            Some(model) => Arc::new(ToolSettings {
+                model: Some(model),
+                ..(*settings).clone()
+            }),
+        }),
+        _ => Err("claude-code did not resolve to Claude Code".to_string()),
+    }
+}
+
 /// Resolves the agent CLI `name` (one of [`TOOLS`]) from its `[agents.NAME]` table: its
 /// program must be findable and its provider resolvable, of the kind the CLI speaks.
 fn resolve_tool(
