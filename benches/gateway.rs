@@ -17,6 +17,9 @@
 //!    used: the floor the bucket allows (what is past its first 60, at one a second)
 //!    against the time taken. Skipped without Claude Code (`PLAIT_TEST_CLAUDE`, `PATH`, or
 //!    `target/ci-tools`).
+//! 6. Reviews: `--reviews` exec tasks at `-j 1`, each reviewed by a model over the mock
+//!    server's API, then by Claude Code against the mock (the CLI's start included): the
+//!    time each review adds per task. Skipped without Claude Code.
 //!
 //! Run through `./bench --gateway` or `cargo bench --bench gateway`.
 
@@ -50,6 +53,7 @@ struct Config {
     requests: usize,
     streams: usize,
     agents: usize,
+    reviews: usize,
 }
 
 impl Config {
@@ -58,6 +62,7 @@ impl Config {
             requests: 2000,
             streams: 1000,
             agents: 30,
+            reviews: 5,
         };
         let mut args = std::env::args().skip(1);
         while let Some(arg) = args.next() {
@@ -71,8 +76,9 @@ impl Config {
                 "--requests" => cfg.requests = value("--requests")?.max(100),
                 "--streams" => cfg.streams = value("--streams")?.max(1),
                 "--agents" => cfg.agents = value("--agents")?,
+                "--reviews" => cfg.reviews = value("--reviews")?,
                 "-h" | "--help" => {
-                    println!("usage: bench --gateway [--requests N] [--streams N] [--agents N]");
+                    println!("usage: bench --gateway [--requests N] [--streams N] [--agents N] [--reviews N]");
                     std::process::exit(0);
                 }
                 _ => {}
@@ -516,6 +522,111 @@ fn agents_part(cfg: &Config) -> Result<()> {
     Ok(())
 }
 
+/// Runs `tasks` exec tasks reviewed by `review` (TOML for `[review]` and what it needs)
+/// at `-j 1`; the time.
+fn reviewed_run(dir: &Path, tasks: usize, review: &str) -> Result<Duration> {
+    static RUNS: AtomicU64 = AtomicU64::new(0);
+    let repo = dir.join(format!("repo-{}", RUNS.fetch_add(1, Ordering::Relaxed)));
+    std::fs::create_dir_all(repo.join("src"))?;
+    let mut plan = format!(
+        "goal = \"Greet\"\n[defaults]\nagent = {{ exec = \"echo hello > \\\"$PLAIT_FILE\\\"\" }}\ntimeout = \"300s\"\n{review}\n"
+    );
+    for k in 0..tasks {
+        std::fs::write(repo.join(format!("src/f{k}.txt")), "hi\n")?;
+        let _ = writeln!(
+            plan,
+            "[[task]]\nid = \"t{k}\"\nprompt = \"Say hello in src/f{k}.txt\"\nowns = [\"src/f{k}.txt\"]"
+        );
+    }
+    for args in [
+        &["init", "-q", "-b", "main"][..],
+        &["add", "-A"],
+        &["commit", "-qm", "base"],
+    ] {
+        git(&repo, args)?;
+    }
+    let path = dir.join("review-plan.toml");
+    std::fs::write(&path, plan)?;
+    let home = dir.join("home");
+    std::fs::create_dir_all(&home)?;
+    let started = Instant::now();
+    let out = Command::new(env!("CARGO_BIN_EXE_plait"))
+        .args(["run", path.to_str().unwrap(), "-j", "1"])
+        .current_dir(&repo)
+        .env("PLAIT_BENCH_KEY", KEY)
+        .env("HOME", &home)
+        .output()?;
+    let took = started.elapsed();
+    if !out.status.success() {
+        bail!("plait run: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    Ok(took)
+}
+
+fn reviews_part(cfg: &Config) -> Result<()> {
+    if cfg.reviews == 0 {
+        return Ok(());
+    }
+    let Some(claude) = real_claude() else {
+        println!("6. reviews: skipped, Claude Code is not installed");
+        return Ok(());
+    };
+    let dir = tempfile::tempdir()?;
+    let provider = |url: &str| {
+        format!(
+            "[providers.mock]\nkind = \"anthropic\"\nbase_url = \"{url}\"\napi_key_env = \"PLAIT_BENCH_KEY\"\nmodel = \"claude-sonnet-4-5\"\n"
+        )
+    };
+    let verdict = json!({"verdict": "approve", "summary": "fine"});
+    let model = MockModel::start(mock::Provider::Anthropic, KEY);
+    let code = MockModel::start_claude_code(KEY);
+    for k in 0..cfg.reviews {
+        let id = format!("review:t{k}");
+        model.script(
+            &id,
+            vec![Turn::Tools(vec![mock::ToolCall::new(
+                "submit_review",
+                verdict.clone(),
+            )])],
+        );
+        code.script(
+            &id,
+            vec![Turn::Tools(vec![mock::ToolCall::new(
+                "StructuredOutput",
+                verdict.clone(),
+            )])],
+        );
+    }
+    let none = reviewed_run(dir.path(), cfg.reviews, "[review]\nagent = \"off\"")?;
+    let by_model = reviewed_run(
+        dir.path(),
+        cfg.reviews,
+        &format!("[review]\nagent = \"mock\"\n{}", provider(&model.url())),
+    )?;
+    let by_code = reviewed_run(
+        dir.path(),
+        cfg.reviews,
+        &format!(
+            "[review]\nagent = \"claude-code\"\n[agents.claude-code]\nbin = \"{}\"\nprovider = \"mock\"\n{}",
+            claude.display(),
+            provider(&code.url())
+        ),
+    )?;
+    let per = |d: Duration| d.saturating_sub(none).as_secs_f64() * 1000.0 / cfg.reviews as f64;
+    println!(
+        "6. reviews, {} exec tasks at -j 1 (no review: {:.2} s):",
+        cfg.reviews,
+        none.as_secs_f64()
+    );
+    println!(
+        "   a model review adds {:.0} ms a task; a Claude Code review {:.0} ms a task (its start included); Claude Code adds {:.0} ms a task more",
+        per(by_model),
+        per(by_code),
+        per(by_code) - per(by_model)
+    );
+    Ok(())
+}
+
 fn main() -> Result<()> {
     let cfg = Config::load()?;
     for (k, v) in [
@@ -533,5 +644,6 @@ fn main() -> Result<()> {
         .build()?;
     runtime.block_on(http_part(&cfg))?;
     drop(runtime);
-    agents_part(&cfg)
+    agents_part(&cfg)?;
+    reviews_part(&cfg)
 }
