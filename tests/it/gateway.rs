@@ -374,21 +374,7 @@ fn a_claude_code_login_without_a_key_works_through_the_gateway() {
             ],
         );
     }
-    let home = tempfile::tempdir().unwrap();
-    let own = home.path().join(".claude");
-    fs::create_dir_all(&own).unwrap();
-    let far = (std::time::SystemTime::now() + Duration::from_secs(30 * 86_400))
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis();
-    fs::write(
-        own.join(".credentials.json"),
-        serde_json::json!({"claudeAiOauth": {
-            "accessToken": KEY, "refreshToken": "refresh-of-the-login", "expiresAt": far,
-            "scopes": ["user:inference", "user:profile"], "subscriptionType": "pro"}})
-        .to_string(),
-    )
-    .unwrap();
+    let home = crate::roles::login_home();
     // No provider in the plan and no key: the base URL is the environment's.
     let toml = plan(
         "claude-code",

@@ -199,7 +199,7 @@ fn a_cli_reviewer_without_answer_json_is_a_plan_error() {
 
 /// A home whose Claude Code login (an OAuth access token the mock takes as its bearer)
 /// is all there is: no key for plait.
-fn login_home() -> tempfile::TempDir {
+pub(crate) fn login_home() -> tempfile::TempDir {
     let home = tempfile::tempdir().unwrap();
     let own = home.path().join(".claude");
     std::fs::create_dir_all(&own).unwrap();

@@ -38,7 +38,7 @@ use axum::response::{IntoResponse, Response};
 use futures_util::StreamExt as _;
 use plait_core::state::Usage;
 use plait_llm::conversation::TurnUsage;
-use plait_llm::http::{classify, CallError, Timing, Transcript};
+use plait_llm::http::{classify, without_url, CallError, Timing, Transcript};
 use plait_llm::limiter::{Cost, Limiter};
 use plait_llm::provider::{default_prices, ProviderKind, ProviderSettings};
 use plait_llm::{anthropic, sse};
@@ -877,21 +877,6 @@ fn now_ms() -> u64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis() as u64)
         .unwrap_or(0)
-}
-
-/// A reqwest error without the URL (which may carry the task's token) and with its causes.
-fn without_url(e: &reqwest::Error) -> String {
-    let mut text = e.to_string();
-    if let Some(url) = e.url() {
-        text = text.replace(&format!(" for url ({url})"), "");
-    }
-    let mut source = std::error::Error::source(e);
-    while let Some(s) = source {
-        text.push_str(": ");
-        text.push_str(&s.to_string());
-        source = s.source();
-    }
-    text
 }
 
 #[cfg(test)]

@@ -340,8 +340,9 @@ fn feed(
     }
 }
 
-/// A reqwest error without the URL (which the caller already names).
-fn without_url(e: &reqwest::Error) -> String {
+/// A reqwest error without the URL (which the caller already names, and which may carry
+/// a gateway's task token) and with its causes.
+pub fn without_url(e: &reqwest::Error) -> String {
     let mut text = e.to_string();
     if let Some(url) = e.url() {
         text = text.replace(&format!(" for url ({url})"), "");

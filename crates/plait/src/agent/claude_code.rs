@@ -113,30 +113,11 @@ impl ClaudeCodeAgent {
     /// none, the provider's base URL and key when the plan names one).
     fn env(&self, task: &TaskContext, files: &Files) -> Vec<(&'static str, String)> {
         let mut env = task_env(task);
-        env.push(("CLAUDE_CONFIG_DIR", files.config.display().to_string()));
-        env.push(("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1".to_string()));
-        env.push(("DISABLE_AUTOUPDATER", "1".to_string()));
-        // plait's guard decides every tool call (see the module's doc); Claude Code asks
-        // for this when permissions are bypassed as root.
-        // SAFETY: geteuid has no preconditions.
-        if unsafe { libc::geteuid() } == 0 {
-            env.push(("IS_SANDBOX", "1".to_string()));
-        }
-        match (&task.gateway, &self.settings.provider) {
-            // Through the gateway, with its stand-in for the key plait holds; without one
-            // (a login, an `apiKeyHelper`), with the CLI's own credentials.
-            (Some(lease), _) => {
-                env.push(("ANTHROPIC_BASE_URL", lease.base_url()));
-                env.extend(lease.key().map(|key| ("ANTHROPIC_API_KEY", key)));
-            }
-            (None, Some(provider)) => {
-                env.push(("ANTHROPIC_BASE_URL", provider.base_url.clone()));
-                if let Some(key) = &provider.api_key {
-                    env.push(("ANTHROPIC_API_KEY", key.expose().to_string()));
-                }
-            }
-            (None, None) => {}
-        }
+        env.extend(cli_env(
+            &files.config,
+            task.gateway.as_deref(),
+            &self.settings,
+        ));
         env
     }
 
@@ -197,6 +178,42 @@ impl ClaudeCodeAgent {
         }
         report
     }
+}
+
+/// What Claude Code is given in every role: its own config directory, no traffic beyond
+/// the model, and its way to the model: the gateway's lease (with its stand-in for the key
+/// plait holds; without one, a login or an `apiKeyHelper`, the CLI's own credentials), or
+/// where it has none, the provider's base URL and key when the plan names one.
+fn cli_env(
+    config: &Path,
+    gateway: Option<&plait_gateway::Lease>,
+    settings: &ToolSettings,
+) -> Vec<(&'static str, String)> {
+    let mut env = vec![
+        ("CLAUDE_CONFIG_DIR", config.display().to_string()),
+        ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1".to_string()),
+        ("DISABLE_AUTOUPDATER", "1".to_string()),
+    ];
+    // plait's guard decides every tool call (see the module's doc); Claude Code asks for
+    // this when permissions are bypassed as root.
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        env.push(("IS_SANDBOX", "1".to_string()));
+    }
+    match (gateway, &settings.provider) {
+        (Some(lease), _) => {
+            env.push(("ANTHROPIC_BASE_URL", lease.base_url()));
+            env.extend(lease.key().map(|key| ("ANTHROPIC_API_KEY", key)));
+        }
+        (None, Some(provider)) => {
+            env.push(("ANTHROPIC_BASE_URL", provider.base_url.clone()));
+            if let Some(key) = &provider.api_key {
+                env.push(("ANTHROPIC_API_KEY", key.expose().to_string()));
+            }
+        }
+        (None, None) => {}
+    }
+    env
 }
 
 /// Writes the agent's config directory, guard file and settings. A user's `apiKeyHelper`
@@ -485,28 +502,7 @@ pub async fn ask(question: &Question<'_>) -> Result<Answered, String> {
         argv.push("--model".to_string());
         argv.push(model);
     }
-    let mut env: Vec<(&'static str, String)> = vec![
-        ("CLAUDE_CONFIG_DIR", config.display().to_string()),
-        ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1".to_string()),
-        ("DISABLE_AUTOUPDATER", "1".to_string()),
-    ];
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } == 0 {
-        env.push(("IS_SANDBOX", "1".to_string()));
-    }
-    match (q.gateway, &q.settings.provider) {
-        (Some(lease), _) => {
-            env.push(("ANTHROPIC_BASE_URL", lease.base_url()));
-            env.extend(lease.key().map(|key| ("ANTHROPIC_API_KEY", key)));
-        }
-        (None, Some(provider)) => {
-            env.push(("ANTHROPIC_BASE_URL", provider.base_url.clone()));
-            if let Some(key) = &provider.api_key {
-                env.push(("ANTHROPIC_API_KEY", key.expose().to_string()));
-            }
-        }
-        (None, None) => {}
-    }
+    let env = cli_env(&config, q.gateway, q.settings);
     let has_key =
         env.iter().any(|(k, _)| *k == "ANTHROPIC_API_KEY") || q.settings.inherited.anthropic_key;
     let login = link_login(
