@@ -232,13 +232,29 @@ fn prepare(task: &TaskContext, files: &Files, home: Option<&Path>) -> std::io::R
         owns: task.owns.patterns().to_vec(),
         read_roots: vec![repository],
     };
-    std::fs::write(&files.guard, serde_json::to_vec_pretty(&guard)?)?;
-    let plait = &task.plait_program;
+    write_guarded_settings(
+        &guard,
+        (&files.guard, &files.settings),
+        &task.plait_program,
+        home,
+    )
+}
+
+/// Writes `guard` to its file and the only settings the CLI loads to theirs (`paths`):
+/// `plait guard` on that file as the `PreToolUse` hook of every tool call, and a user's
+/// `apiKeyHelper` (from their own config directory, `home`).
+fn write_guarded_settings(
+    guard: &GuardFile,
+    (guard_path, settings_path): (&Path, &Path),
+    plait: &Path,
+    home: Option<&Path>,
+) -> std::io::Result<()> {
+    std::fs::write(guard_path, serde_json::to_vec_pretty(guard)?)?;
     // Any failure of the guard itself (a missing binary, a crash) blocks the call too.
     let command = format!(
         "{} guard {} || exit 2",
         shell_quote(&plait.display().to_string()),
-        shell_quote(&files.guard.display().to_string())
+        shell_quote(&guard_path.display().to_string())
     );
     let mut settings = serde_json::json!({
         "hooks": {
@@ -252,7 +268,7 @@ fn prepare(task: &TaskContext, files: &Files, home: Option<&Path>) -> std::io::R
     if let Some(helper) = home.and_then(api_key_helper) {
         settings["apiKeyHelper"] = Value::String(helper);
     }
-    std::fs::write(&files.settings, serde_json::to_vec_pretty(&settings)?)
+    std::fs::write(settings_path, serde_json::to_vec_pretty(&settings)?)
 }
 
 /// The `apiKeyHelper` of the user's Claude Code settings in `home`, if they set one.
@@ -443,28 +459,12 @@ pub async fn ask(question: &Question<'_>) -> Result<Answered, String> {
         owns: Vec::new(),
         read_roots: q.read_roots.clone(),
     };
-    let command = format!(
-        "{} guard {} || exit 2",
-        shell_quote(&q.plait_program.display().to_string()),
-        shell_quote(&guard_path.display().to_string())
+    let written = write_guarded_settings(
+        &guard,
+        (&guard_path, &settings_path),
+        q.plait_program,
+        q.settings.inherited.claude_config.as_deref(),
     );
-    let mut hooks = serde_json::json!({
-        "hooks": {"PreToolUse": [{"matcher": "*", "hooks": [{"type": "command", "command": command, "timeout": 30}]}]},
-        "disableAllHooks": false
-    });
-    if let Some(helper) = q
-        .settings
-        .inherited
-        .claude_config
-        .as_deref()
-        .and_then(api_key_helper)
-    {
-        hooks["apiKeyHelper"] = Value::String(helper);
-    }
-    let written = serde_json::to_vec_pretty(&guard)
-        .map_err(std::io::Error::other)
-        .and_then(|g| std::fs::write(&guard_path, g))
-        .and_then(|()| std::fs::write(&settings_path, hooks.to_string()));
     if let Err(e) = written {
         return Err(format!(
             "cannot write claude-code's settings in {}: {e}",

@@ -155,16 +155,30 @@ impl Shared {
         provider: &Arc<crate::llm::provider::ProviderSettings>,
         transcript: PathBuf,
     ) -> Result<plait_gateway::Lease, String> {
+        let meter = Arc::new(TaskMeter {
+            shared: Arc::downgrade(self),
+            index,
+        });
+        let task = self.plan.tasks[index].id.clone();
+        self.open_route(task, provider, transcript, meter).await
+    }
+
+    /// Opens a way through the run's gateway (started on first use) for `who`'s requests to
+    /// `provider`, paced by the run's limiter of that provider and key.
+    async fn open_route(
+        &self,
+        who: String,
+        provider: &Arc<crate::llm::provider::ProviderSettings>,
+        transcript: PathBuf,
+        meter: Arc<dyn plait_gateway::Meter>,
+    ) -> Result<plait_gateway::Lease, String> {
         let gateway = self.gateway().await?;
         Ok(gateway.open(plait_gateway::Route {
-            task: self.plan.tasks[index].id.clone(),
+            task: who,
             provider: provider.clone(),
             limiter: self.limiters.get(provider),
             transcript,
-            meter: Arc::new(TaskMeter {
-                shared: Arc::downgrade(self),
-                index,
-            }),
+            meter,
         }))
     }
 
@@ -177,15 +191,10 @@ impl Shared {
         provider: &Arc<crate::llm::provider::ProviderSettings>,
         transcript: PathBuf,
     ) -> Result<crate::agent::RoleGateway, String> {
-        let gateway = self.gateway().await?;
         let tally = Arc::new(crate::agent::Tally::new(self.budget.clone()));
-        let lease = gateway.open(plait_gateway::Route {
-            task: who.to_string(),
-            provider: provider.clone(),
-            limiter: self.limiters.get(provider),
-            transcript,
-            meter: tally.clone(),
-        });
+        let lease = self
+            .open_route(who.to_string(), provider, transcript, tally.clone())
+            .await?;
         Ok(crate::agent::RoleGateway { lease, tally })
     }
 

@@ -161,16 +161,7 @@ impl Manager<'_> {
                 Some((id, input)) => (Some(id.clone()), self.judge(repo, request, input)),
             };
             match verdict {
-                Ok((plan, resolved)) => {
-                    let unowned = unowned(&resolved);
-                    return Ok(Planned {
-                        plan,
-                        resolved,
-                        unowned,
-                        attempts: attempt,
-                        usage,
-                    });
-                }
+                Ok((plan, resolved)) => return Ok(planned(plan, resolved, attempt, usage)),
                 Err(found) => problems = found,
             }
             messages.extend(correction(reply.content, id, &problems));
@@ -243,16 +234,7 @@ impl Manager<'_> {
                 .map_err(ManagerError::Call)?;
             usage.add(&answered.usage);
             match self.judge(repo, request, &Ok(answered.value.clone())) {
-                Ok((plan, resolved)) => {
-                    let unowned = unowned(&resolved);
-                    return Ok(Planned {
-                        plan,
-                        resolved,
-                        unowned,
-                        attempts: attempt,
-                        usage,
-                    });
-                }
+                Ok((plan, resolved)) => return Ok(planned(plan, resolved, attempt, usage)),
                 Err(found) => problems = found,
             }
             last = Some(answered.value);
@@ -382,6 +364,17 @@ fn parse_tasks(input: &Value) -> Result<Vec<TaskFile>, Vec<String>> {
         Ok(tasks)
     } else {
         Err(problems)
+    }
+}
+
+/// A valid plan, made in `attempts` answers, with the files it leaves unowned.
+fn planned(plan: PlanFile, resolved: ResolvedPlan, attempts: u32, usage: Usage) -> Planned {
+    Planned {
+        unowned: unowned(&resolved),
+        plan,
+        resolved,
+        attempts,
+        usage,
     }
 }
 

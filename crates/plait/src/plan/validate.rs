@@ -437,19 +437,14 @@ fn withhold_keys(
     tasks: &mut [ResolvedTask],
     checks: &mut CheckSettings,
 ) {
+    // The plan's providers, and Claude Code's own key, which the gateway holds for it.
     let mut names: Vec<String> = providers
         .values()
         .filter_map(|p| p.as_ref().ok())
+        .chain(tasks.iter().filter_map(|t| t.agent.gateway()))
         .filter(|p| p.api_key.is_some() && !p.key_env.is_empty())
         .map(|p| p.key_env.clone())
         .collect();
-    // Claude Code's own key, which the gateway holds for it.
-    let gateway_keys = tasks
-        .iter()
-        .filter_map(|t| t.agent.gateway())
-        .filter(|p| p.api_key.is_some() && !p.key_env.is_empty())
-        .map(|p| p.key_env.clone());
-    names.extend(gateway_keys.collect::<Vec<_>>());
     names.sort();
     names.dedup();
     for sandbox in tasks

@@ -155,13 +155,7 @@ fn role_sandbox(input: &ReviewInput<'_>) -> Sandbox {
 /// What a role's answer used: the gateway's count where it saw the answers, else the
 /// program's own.
 fn role_usage(input: &ReviewInput<'_>, own: Option<Usage>) -> Option<Usage> {
-    match input.gateway.and_then(|g| g.tally.take()) {
-        Some(counted) => Some(Usage {
-            refused_writes: 0,
-            ..counted
-        }),
-        None => own,
-    }
+    input.gateway.and_then(|g| g.tally.take()).or(own)
 }
 
 /// A review in Claude Code: the reviewer's prompt, the task's diff and checks, read-only
