@@ -285,6 +285,7 @@ fn record(repo: &Path, base: &str, commits: &[String]) -> Result<u64> {
             included,
             excluded,
             conflicts: Vec::new(),
+            waiting: Vec::new(),
         }),
         landed: Vec::new(),
         cleaned: false,

@@ -573,6 +573,7 @@ fn plan_file(dirs: usize) -> PlanFile {
                 max_turns: None,
                 token_budget: None,
                 sandbox: None,
+                after: None,
             })
             .collect(),
         ..PlanFile::default()
@@ -849,6 +850,7 @@ fn plan_validation(b: &Bench, repo: &Repository) -> Result<PlanFigures> {
                     max_turns: None,
                     token_budget: None,
                     sandbox: None,
+                    after: None,
                 }
             })
             .collect(),
@@ -1128,6 +1130,7 @@ fn merge_costs(t: &mut Table, b: &Bench, repo: &Repository, kept: &PlaitRun) -> 
                 task: dir_name(d),
                 branch,
                 commit,
+                start: None,
             });
             expected.push((path, blob));
         }

@@ -18,11 +18,14 @@ pub enum Color {
     Never,
 }
 
-/// Show what a task changed on its branch, as a unified diff against the base
+/// Show what a task changed on its branch, as a unified diff against where it started
 #[derive(Debug, Args)]
 #[command(after_help = "\
 TASK may also be `merged`, for the whole merged result, or in a grouped run a supervisor
 group (`group-<k>`), for the merge of its tasks.
+
+A task that comes after others (`after`) started from their merge: its diff is its own
+work against that start; `--from-base` shows it against the run's base, their work included.
 
 Examples:
   plait diff 0abc12 lib-a
@@ -35,6 +38,9 @@ pub struct DiffArgs {
     /// Show changed files with counts of added and removed lines
     #[arg(long)]
     pub stat: bool,
+    /// Against the run's base, for a task that started from the tasks it comes after
+    #[arg(long)]
+    pub from_base: bool,
     /// When to colour the output
     #[arg(long, value_enum, default_value = "auto")]
     pub color: Color,
@@ -47,7 +53,7 @@ pub fn cmd_diff(dir: &Path, args: DiffArgs) -> Result<(), CommandError> {
     let (repo, store) = open_store(dir)?;
     let run = store.find(Some(&args.run))?;
     let state = store.load(&run)?;
-    let base = Oid::from_str(&state.base)?;
+    let mut base = Oid::from_str(&state.base)?;
     let tip = if args.task == "merged" {
         match &state.merge {
             Some(m) => Some(m.commit.clone()),
@@ -71,6 +77,9 @@ pub fn cmd_diff(dir: &Path, args: DiffArgs) -> Result<(), CommandError> {
                     .hint(format!("its tasks include: {}", ids.join(", "))),
             );
         };
+        if let (Some(start), false) = (&task.start, args.from_base) {
+            base = Oid::from_str(start)?;
+        }
         task.commit.clone()
     };
     let Some(tip) = tip else {

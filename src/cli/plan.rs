@@ -19,6 +19,9 @@ use crate::plan::{self, AgentSpec, ExecCommand};
 Examples:
   plait plan --goal 'Move every module under src/ from log to tracing' --include 'Cargo.toml' -o plait.toml
   plait plan --split 'dir:src/*' --prompt 'Move {path} from log to tracing' --exec './migrate.sh' -o plait.toml
+  plait plan --split 'module:src/*' --prompt 'Move {path} from log to tracing' --agent claude-code \
+    --first /Cargo.toml --first-prompt 'Add tracing to the dependencies' \
+    --last /Cargo.toml --last-prompt 'Remove log from the dependencies' -o plait.toml
   plait plan --split 'file:lib/**/*.py' --prompt 'Format {path}' --exec 'ruff format \"$PLAIT_FILE\"' > plait.toml
   plait plan --split 'module:src/*' --prompt 'Format {path}' --each '*.rs' \\
     --exec-each 'rustfmt --edition 2021 --emit stdout < {file} > \"$PLAIT_SCRATCH/out\" && cp \"$PLAIT_SCRATCH/out\" {file}' -o plait.toml
@@ -41,6 +44,11 @@ name: tests/x.rs, benches/x.rs, tests/test_x.py (x.py, else _x.py), x_test.py, x
 __tests__/x.ts, tests/x.test.ts, tests/x/; of several modules with that name, the nearest
 selected one. The plan's header lists the tests that name no module, those named after
 selected modules in different tasks, and the files the glob reaches that no task owns.
+
+--first GLOB --first-prompt TEXT adds a task `first` owning GLOB that every split task
+comes after (`[defaults] after`): they start from its result. --last GLOB --last-prompt
+TEXT adds a task `last` that comes after every other (`after = [\"*\"]`). Either may own a
+split task's files again: it runs before or after them, never beside them.
 
 --exec runs once per task: $PLAIT_FILE is its file only when it owns exactly one (plait
 plan warns otherwise), $PLAIT_OWNED and $PLAIT_FILES list them all (one per line, and
@@ -77,6 +85,20 @@ pub struct PlanArgs {
     /// Name of the agent every task runs
     #[arg(long, value_name = "NAME")]
     pub agent: Option<String>,
+    /// With --split: a task owning these files (a glob; repeat for more) that every split
+    /// task comes after, such as the build file a change needs first
+    #[arg(long, value_name = "GLOB", requires_all = ["split", "first_prompt"])]
+    pub first: Vec<String>,
+    /// What the --first task is told
+    #[arg(long, value_name = "TEXT", requires = "first")]
+    pub first_prompt: Option<String>,
+    /// With --split: a task owning these files that comes after every other, such as a
+    /// removal once nothing uses what it removes
+    #[arg(long, value_name = "GLOB", requires_all = ["split", "last_prompt"])]
+    pub last: Vec<String>,
+    /// What the --last task is told
+    #[arg(long, value_name = "TEXT", requires = "last")]
+    pub last_prompt: Option<String>,
     /// What the whole run should achieve (with --split, default: the prompt template;
     /// without, a manager model plans for it)
     #[arg(long, value_name = "TEXT")]
@@ -134,6 +156,8 @@ fn plan_by_split(
             .unwrap_or_else(|| default_goal(template, spec)),
         agent: worker(args),
         base: args.base.clone(),
+        first: edge(&args.first, &args.first_prompt),
+        last: edge(&args.last, &args.last_prompt),
     };
     let outcome = split(&files, &settings)?;
     let plan = &outcome.plan;
@@ -165,6 +189,14 @@ fn plan_by_split(
         None => out!("{text}")?,
     }
     Ok(())
+}
+
+/// The task `--first` or `--last` asks for, if any.
+fn edge(owns: &[String], prompt: &Option<String>) -> Option<crate::plan::split::Edge> {
+    (!owns.is_empty()).then(|| crate::plan::split::Edge {
+        owns: owns.to_vec(),
+        prompt: prompt.clone().unwrap_or_default(),
+    })
 }
 
 /// The comment at the top of a split plan: how it was made, and what no task owns and why.

@@ -46,7 +46,10 @@ pub async fn show(mut rx: mpsc::UnboundedReceiver<Update>, total: usize, mode: M
             Mode::Lines if newly_final => {
                 let detail = match (event.state, &event.detail) {
                     (
-                        TaskState::Failed | TaskState::Stopped | TaskState::Interrupted,
+                        TaskState::Failed
+                        | TaskState::Stopped
+                        | TaskState::Interrupted
+                        | TaskState::Blocked,
                         Some(reason),
                     ) => {
                         format!(": {reason}")
@@ -140,7 +143,7 @@ impl Tally {
         let failed = self.count(|s| {
             matches!(
                 s,
-                TaskState::Failed | TaskState::Rejected | TaskState::Stopped
+                TaskState::Failed | TaskState::Rejected | TaskState::Stopped | TaskState::Blocked
             )
         });
         let running =

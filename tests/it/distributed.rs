@@ -874,3 +874,89 @@ fn a_supervisors_request_for_changes_goes_back_to_the_workers_and_the_group_is_m
         "2"
     );
 }
+
+#[test]
+fn a_plan_in_waves_over_two_workers_starts_each_task_from_what_it_comes_after() {
+    let rt = runtime();
+    let Some(url) = database_url(&rt) else { return };
+    drop(rt);
+    let repo = TestRepo::with_files(&[
+        ("src/core.txt", "core\n"),
+        ("src/a.txt", "a\n"),
+        ("src/b.txt", "b\n"),
+        ("src/z.txt", "z\n"),
+        ("src/bad.txt", "bad\n"),
+        ("src/late.txt", "late\n"),
+    ]);
+    // a and b copy core's work into their own files, so their work shows what they
+    // started from; z copies theirs. `bad` fails, so `late` is blocked.
+    let plan = repo.plan(
+        "goal = \"waves\"\n\
+         [[task]]\nid = \"core\"\nprompt = \"p\"\nowns = [\"/src/core.txt\"]\nagent = { exec = \"echo new >> src/core.txt\" }\n\
+         [[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"/src/a.txt\"]\nafter = [\"core\"]\nagent = { exec = \"cat src/core.txt >> src/a.txt\" }\n\
+         [[task]]\nid = \"b\"\nprompt = \"p\"\nowns = [\"/src/b.txt\"]\nafter = [\"core\"]\nagent = { exec = \"cat src/core.txt >> src/b.txt\" }\n\
+         [[task]]\nid = \"z\"\nprompt = \"p\"\nowns = [\"/src/z.txt\"]\nafter = [\"a\", \"b\"]\nagent = { exec = \"cat src/a.txt src/b.txt >> src/z.txt\" }\n\
+         [[task]]\nid = \"bad\"\nprompt = \"p\"\nowns = [\"/src/bad.txt\"]\nagent = { exec = \"exit 3\" }\n\
+         [[task]]\nid = \"late\"\nprompt = \"p\"\nowns = [\"/src/late.txt\"]\nafter = [\"bad\"]\nagent = { exec = \"echo 2 >> src/late.txt\" }\n",
+    );
+    git_in(&repo.scratch, &["init", "-q", "--bare", "remote.git"]);
+    let (run, state, recorded) = run_spread(&repo, &plan, &url);
+    assert_eq!(state["phase"], "finished", "{state}");
+    let task = |id: &str| {
+        state["tasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["id"] == id)
+            .unwrap()
+            .clone()
+    };
+    for id in ["core", "a", "b", "z"] {
+        assert_eq!(task(id)["state"], "done", "{:#}", task(id));
+    }
+    assert_eq!(task("bad")["state"], "failed");
+    assert_eq!(task("late")["state"], "blocked");
+    assert_eq!(task("late")["blocked_by"], serde_json::json!(["bad"]));
+    assert_eq!(
+        recorded, 5,
+        "every task but the blocked one ran on a worker, once"
+    );
+    assert_eq!(task("a")["start_from"]["core"], task("core")["commit"]);
+    let merged = |path: &str| repo.git(&["show", &format!("plait/{run}/merged:{path}")]);
+    assert_eq!(merged("src/a.txt"), "a\ncore\nnew");
+    assert_eq!(merged("src/z.txt"), "z\na\ncore\nnew\nb\ncore\nnew");
+    let states = rows(
+        &url,
+        &format!("SELECT id, state, generation FROM plait_tasks WHERE run_id = '{run}'"),
+    );
+    assert!(
+        states
+            .iter()
+            .any(|(id, s, g)| id == "late" && s == "blocked" && *g == 0),
+        "{states:?}"
+    );
+}
+
+#[test]
+fn a_culprit_sent_back_in_a_spread_run_runs_the_tasks_after_it_again_on_the_workers() {
+    let rt = runtime();
+    let Some(url) = database_url(&rt) else { return };
+    drop(rt);
+    let repo = crate::waves::culprit_waves_repo();
+    let plan = repo.plan(crate::waves::CULPRIT_WAVES);
+    git_in(&repo.scratch, &["init", "-q", "--bare", "remote.git"]);
+    let (run, state, recorded) = run_spread(&repo, &plan, &url);
+    assert_eq!(state["phase"], "finished", "{state}");
+    assert_eq!(
+        state["culprits"]["reworked"],
+        serde_json::json!(["core"]),
+        "{state}"
+    );
+    assert_eq!(state["merged_checks"][0]["passed"], true, "{state}");
+    assert_eq!(recorded, 8, "four tasks, each twice");
+    let merged = |path: &str| repo.git(&["show", &format!("plait/{run}/merged:{path}")]);
+    assert_eq!(merged("src/a.txt"), "fixed");
+    assert_eq!(merged("src/z.txt"), "fixed\nfixed");
+    let g = generations(&url);
+    assert_eq!((g["core"], g["a"], g["z"]), (2, 2, 2), "{g:?}");
+}

@@ -32,5 +32,6 @@ mod serve;
 mod split;
 mod support;
 mod views;
+mod waves;
 mod workspace;
 mod worktrees;

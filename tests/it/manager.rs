@@ -317,3 +317,47 @@ fn an_openai_compatible_manager_plans_too() {
     assert!(stderr(&out).contains("OPENAI_API_KEY"), "{}", stderr(&out));
     assert_eq!(manager_requests(&mock).len(), 1);
 }
+
+#[test]
+fn the_manager_orders_tasks_with_after_and_a_cycle_goes_back_to_it() {
+    let repo = sample();
+    let mock = MockModel::start(Provider::Anthropic, KEY);
+    mock.script(
+        "manager",
+        vec![
+            submit(json!([
+                {"id": "a", "owns": ["/src/a.py"], "prompt": "p", "after": ["b"]},
+                {"id": "b", "owns": ["/src/b.py"], "prompt": "p", "after": ["a"]},
+            ])),
+            submit(json!([
+                {"id": "a", "owns": ["/src/a.py"], "prompt": "Define A"},
+                {"id": "b", "owns": ["/src/b.py"], "prompt": "Use A", "after": ["a"]},
+            ])),
+        ],
+    );
+    let out_path = repo.scratch.join("plan.toml");
+    let out = plait(
+        &repo,
+        &mock,
+        &[
+            "plan",
+            "--goal",
+            "g",
+            "--exec",
+            "true",
+            "-o",
+            out_path.to_str().unwrap(),
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let requests = manager_requests(&mock);
+    assert_eq!(requests.len(), 2);
+    let system = requests[0]["system"].to_string();
+    assert!(system.contains("give a task `after`"), "{system}");
+    let schema = requests[0]["tools"][0]["input_schema"].to_string();
+    assert!(schema.contains("\"after\""), "{schema}");
+    let correction = requests[1]["messages"].to_string();
+    assert!(correction.contains("in a circle"), "{correction}");
+    let plan = plait::plan::parse(&fs::read_to_string(&out_path).unwrap(), &out_path).unwrap();
+    assert_eq!(plan.tasks[1].after, Some(vec!["a".to_string()]));
+}

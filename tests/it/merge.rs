@@ -30,6 +30,7 @@ fn inputs(names: &[(&str, &str)]) -> Vec<BranchInput> {
             task: task.to_string(),
             branch: format!("t/{task}"),
             commit: Oid::from_str(commit).unwrap(),
+            start: None,
         })
         .collect()
 }

@@ -4,7 +4,7 @@ use std::path::Path;
 
 use plait::plan::{self, split, PlanError};
 
-use crate::support::TestRepo;
+use crate::support::{stderr, TestRepo};
 
 fn sample() -> TestRepo {
     TestRepo::with_files(&[
@@ -208,6 +208,8 @@ fn split_by_directory_gives_nested_directories_their_own_task() {
         goal: "g".into(),
         agent: Some(plan::AgentSpec::Exec("true".into())),
         base: None,
+        first: None,
+        last: None,
     };
     let plan_file = split::split(&files, &settings).unwrap().plan;
     let ids: Vec<&str> = plan_file.tasks.iter().map(|t| t.id.as_str()).collect();
@@ -238,6 +240,8 @@ fn split_by_file_escapes_glob_characters_in_paths() {
         goal: "g".into(),
         agent: Some(plan::AgentSpec::Exec("true".into())),
         base: None,
+        first: None,
+        last: None,
     };
     let plan_file = split::split(&files, &settings).unwrap().plan;
     assert_eq!(plan_file.tasks.len(), 2, "`*` does not cross directories");
@@ -261,4 +265,57 @@ fn bad_split_rules_are_refused() {
         let err = split::SplitRule::parse(spec).unwrap_err().to_string();
         assert!(err.contains(why), "{spec}: {err}");
     }
+}
+
+#[test]
+fn after_is_validated_before_anything_exists() {
+    let repo = TestRepo::with_files(&[
+        ("src/core.rs", "c\n"),
+        ("src/a.rs", "a\n"),
+        ("README.md", "r\n"),
+    ]);
+    // Expand/contract: core-drop owns core-add's file again, after the callers.
+    let ok = repo.plan(
+        "[defaults]\nagent = { exec = \"true\" }\n\
+         [[task]]\nid = \"core-add\"\nprompt = \"p\"\nowns = [\"/src/core.rs\"]\n\
+         [[task]]\nid = \"callers\"\nprompt = \"p\"\nowns = [\"/src/a.rs\"]\nafter = [\"core-add\"]\n\
+         [[task]]\nid = \"core-drop\"\nprompt = \"p\"\nowns = [\"/src/core.rs\"]\nafter = [\"call*\"]\n",
+    );
+    let out = repo.plait(&["run", ok.to_str().unwrap(), "--dry-run"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let bad = repo.plan(
+        "[defaults]\nagent = { exec = \"true\" }\n\
+         [[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"/src/core.rs\"]\nafter = [\"c\"]\n\
+         [[task]]\nid = \"b\"\nprompt = \"p\"\nowns = [\"/src/a.rs\"]\nafter = [\"a\", \"nobody\"]\n\
+         [[task]]\nid = \"c\"\nprompt = \"p\"\nowns = [\"/README.md\"]\nafter = [\"b\"]\n",
+    );
+    let out = repo.plait(&["run", bad.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert!(err.contains("after `nobody` names no other task"), "{err}");
+    let unordered = repo.plan(
+        "[defaults]\nagent = { exec = \"true\" }\n\
+         [[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"/src/core.rs\"]\n\
+         [[task]]\nid = \"b\"\nprompt = \"p\"\nowns = [\"/src/a.rs\"]\nafter = [\"a\"]\n\
+         [[task]]\nid = \"c\"\nprompt = \"p\"\nowns = [\"/src/core.rs\"]\nafter = [\"b\"]\n\
+         [[task]]\nid = \"d\"\nprompt = \"p\"\nowns = [\"/src/core.rs\"]\nafter = [\"a\"]\n",
+    );
+    let out = repo.plait(&["run", unordered.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    // c and d both come after a, but neither after the other.
+    assert!(
+        err.contains("tasks `c` and `d` both own 1 file: src/core.rs"),
+        "{err}"
+    );
+    assert!(!err.contains("tasks `a` and"), "{err}");
+    assert!(repo.branches().iter().all(|b| !b.starts_with("plait/")));
+    let cycle = repo.plan(
+        "[defaults]\nagent = { exec = \"true\" }\n\
+         [[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"/src/core.rs\"]\nafter = [\"b\"]\n\
+         [[task]]\nid = \"b\"\nprompt = \"p\"\nowns = [\"/src/a.rs\"]\nafter = [\"a\"]\n",
+    );
+    let out = repo.plait(&["run", cycle.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("in a circle: "), "{}", stderr(&out));
 }

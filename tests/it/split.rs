@@ -38,6 +38,8 @@ fn split_by(repo: &TestRepo, spec: &str) -> Result<split::SplitOutcome, PlanErro
         goal: "g".into(),
         agent: Some(plan::AgentSpec::Exec("true".into())),
         base: None,
+        first: None,
+        last: None,
     };
     split::split(&files, &settings)
 }

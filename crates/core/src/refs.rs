@@ -31,6 +31,12 @@ pub fn group_branch(run: &str, group: &str) -> String {
     format!("plait/{run}/{group}")
 }
 
+/// Where task `task` of run `run` starts when it comes after others: the base with their
+/// work merged in, `plait/<run>/start-<task>`.
+pub fn start_branch(run: &str, task: &str) -> String {
+    format!("plait/{run}/start-{task}")
+}
+
 /// The run's integration branch: `plait/<run>/merged`.
 pub fn merged_branch(run: &str) -> String {
     format!("plait/{run}/merged")

@@ -3,6 +3,7 @@
 //! reader in another terminal, or a crash, never sees half a file. Also the repository lock
 //! that keeps two runs from working on one repository at once.
 
+use std::collections::BTreeMap;
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -35,6 +36,10 @@ pub struct MergeOutcome {
     /// Tasks left out because their changes conflict.
     pub excluded: Vec<String>,
     pub conflicts: Vec<Conflict>,
+    /// Tasks left out because a task they come after (`after`) is not in the merge: their
+    /// work was made on top of it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub waiting: Vec<String>,
 }
 
 impl MergeOutcome {
@@ -92,6 +97,9 @@ pub enum TaskState {
     Stopped,
     /// Stopped by Ctrl-C or SIGTERM; its work so far is committed; `plait resume` goes on.
     Interrupted,
+    /// Never started: a task it comes after (`after`) failed, was rejected, or their merge
+    /// conflicted (`blocked_by` names them, `error` says why).
+    Blocked,
 }
 
 impl TaskState {
@@ -99,7 +107,11 @@ impl TaskState {
     pub fn is_final(self) -> bool {
         matches!(
             self,
-            TaskState::Done | TaskState::Failed | TaskState::Rejected | TaskState::Stopped
+            TaskState::Done
+                | TaskState::Failed
+                | TaskState::Rejected
+                | TaskState::Stopped
+                | TaskState::Blocked
         )
     }
 
@@ -115,6 +127,7 @@ impl TaskState {
             TaskState::Rejected => "rejected",
             TaskState::Stopped => "stopped",
             TaskState::Interrupted => "interrupted",
+            TaskState::Blocked => "blocked",
         }
     }
 
@@ -365,6 +378,20 @@ pub struct TaskRecord {
     /// What people said when they sent the task back (`plait send-back`), oldest first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub sent_back: Vec<SentBack>,
+    /// The tasks it comes after (the plan's `after`, as ids), directly.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub after: Vec<String>,
+    /// The commit its branch started from when that is not the run's base: the base with
+    /// the work of every task it comes after merged in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start: Option<String>,
+    /// The commit of each task it comes after, as its start took them in (so a later move
+    /// of theirs shows its start is stale).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub start_from: BTreeMap<String, String>,
+    /// The tasks it comes after that keep it from starting (state `blocked`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub blocked_by: Vec<String>,
 }
 
 /// A person's comment that sent a finished task back for one more round.
@@ -408,7 +435,16 @@ impl TaskRecord {
             decision: None,
             sandbox: None,
             sent_back: Vec::new(),
+            after: Vec::new(),
+            start: None,
+            start_from: BTreeMap::new(),
+            blocked_by: Vec::new(),
         }
+    }
+
+    /// The commit its branch started from: [`start`](Self::start), or the run's `base`.
+    pub fn start_or<'a>(&'a self, base: &'a str) -> &'a str {
+        self.start.as_deref().unwrap_or(base)
     }
 
     /// The verdict that counts: a person's over the reviewer's; `None` when nobody judged.
@@ -585,6 +621,10 @@ pub struct GroupRecord {
     /// Whether the group's branch went into the top merge.
     #[serde(default)]
     pub merged_up: bool,
+    /// Where its merge starts when its tasks come after tasks of other groups: the base
+    /// with those tasks' work merged in (its diff is shown from there).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from: Option<String>,
 }
 
 impl GroupRecord {

@@ -181,9 +181,8 @@ fn scope_of(
             continue;
         }
         scope.included.push(task.id.clone());
-        outside.extend(outside_ownership(
-            &repo, &base_tree, commit, &task.id, owns,
-        )?);
+        let from = crate::collect::start_tree(&repo, &base_tree, task)?;
+        outside.extend(outside_ownership(&repo, &from, commit, &task.id, owns)?);
     }
     let who = signatures(&repo)?;
     let parents: Vec<git2::Commit<'_>> = tips
@@ -319,6 +318,7 @@ fn merge_branches(
             task: tb.task.clone(),
             branch: tb.branch.clone(),
             commit: tip,
+            start: None,
         });
     }
     let scratch = crate::refs::check_branch(std::process::id());
@@ -434,7 +434,8 @@ fn ownership(
             });
         }
         if owns.contains_key(&task.id) {
-            outside.extend(outside_ownership(&repo, &base_tree, tip, &task.id, owns)?);
+            let from = crate::collect::start_tree(&repo, &base_tree, task)?;
+            outside.extend(outside_ownership(&repo, &from, tip, &task.id, owns)?);
         }
     }
     Ok(BranchFindings {

@@ -402,6 +402,19 @@ pub fn commit_message(run: &str, task: &str, prompt: &str) -> String {
     format!("plait({task}): {subject}\n\nPlait-Run: {run}\n")
 }
 
+/// The tree task `task`'s own work is told from: its start's (the base with the work of the
+/// tasks it comes after), or the run's base's, `base_tree`.
+pub fn start_tree<'r>(
+    repo: &'r git2::Repository,
+    base_tree: &git2::Tree<'r>,
+    task: &crate::state::TaskRecord,
+) -> Result<git2::Tree<'r>, git2::Error> {
+    match &task.start {
+        Some(start) => repo.find_commit(git2::Oid::from_str(start)?)?.tree(),
+        None => Ok(base_tree.clone()),
+    }
+}
+
 /// The paths commit `tip` changes against `base_tree` outside task `task`'s ownership, as
 /// `task: path`: this stage's rule applied to commits made without it (a task branch moved
 /// by hand, branches `plait check` is given). A task with no entry in `owns` owns nothing.

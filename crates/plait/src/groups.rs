@@ -87,6 +87,7 @@ pub fn records(
                 review: None,
                 decision: None,
                 merged_up: false,
+                from: None,
             }
         })
         .collect()
@@ -99,11 +100,13 @@ pub fn combine(state: &RunState, top: MergeOutcome) -> MergeOutcome {
     let mut included = Vec::new();
     let mut excluded = Vec::new();
     let mut conflicts = Vec::new();
+    let mut waiting = Vec::new();
     for group in &state.groups {
         let Some(merge) = &group.merge else {
             continue;
         };
         excluded.extend(merge.excluded.iter().cloned());
+        waiting.extend(merge.waiting.iter().cloned());
         conflicts.extend(merge.conflicts.iter().map(|c| Conflict {
             message: format!("in {}: {}", group.id, c.message),
             ..c.clone()
@@ -147,6 +150,7 @@ pub fn combine(state: &RunState, top: MergeOutcome) -> MergeOutcome {
         included,
         excluded,
         conflicts,
+        waiting,
     }
 }
 
@@ -158,7 +162,9 @@ pub fn merge_groups(repo_path: &Path, state: &mut RunState) -> Result<(), MergeE
     let inputs = group_inputs(state);
     let outcomes = merge_parallel(repo_path, base, &inputs);
     for (group, outcome) in state.groups.iter_mut().zip(outcomes) {
-        let outcome = outcome.unwrap_or_else(|| Err(MergeError::NotMerged(group.id.clone())))?;
+        let (outcome, from) =
+            outcome.unwrap_or_else(|| Err(MergeError::NotMerged(group.id.clone())))?;
+        group.from = from;
         let same = group
             .merge
             .as_ref()
@@ -171,23 +177,89 @@ pub fn merge_groups(repo_path: &Path, state: &mut RunState) -> Result<(), MergeE
     Ok(())
 }
 
-/// One group's merge: its branch, its tasks' branches that may be merged, the message.
-type GroupInput = (String, Vec<BranchInput>, String);
+/// One group's merge.
+struct GroupInput {
+    /// `plait/<run>/group-<k>`.
+    branch: String,
+    /// Its tasks' branches that may be merged.
+    own: Vec<BranchInput>,
+    /// The branches of other groups' tasks that its tasks started from (`after`): merged
+    /// first, so that its tasks' work can be merged, and left out of its outcome.
+    context: Vec<BranchInput>,
+    message: String,
+}
 
 fn group_inputs(state: &RunState) -> Vec<GroupInput> {
     state
         .groups
         .iter()
         .map(|group| {
-            let branches = branch_inputs(
+            let own = branch_inputs(
                 group.tasks.iter().filter_map(|id| state.task(id)),
                 state.culprits.as_ref(),
             );
+            let mut from: BTreeSet<&str> = own
+                .iter()
+                .filter_map(|b| b.start.as_ref())
+                .flat_map(|s| s.from.keys().map(String::as_str))
+                .collect();
+            from.retain(|id| !group.tasks.iter().any(|t| t == id));
+            let context = branch_inputs(
+                from.iter().filter_map(|id| state.task(id)),
+                state.culprits.as_ref(),
+            );
             let what = format!("{} of run {}", group.id, state.id);
-            let message = merge_message(state, &what, "Tasks", &branches);
-            (group.branch.clone(), branches, message)
+            let message = merge_message(state, &what, "Tasks", &own);
+            GroupInput {
+                branch: group.branch.clone(),
+                own,
+                context,
+                message,
+            }
         })
         .collect()
+}
+
+/// A group's merge outcome and the commit it started from (when it has context).
+type GroupMerge = (MergeOutcome, Option<String>);
+
+/// Merges one group: its context alone first (`<branch>-from`), then its context and its
+/// own tasks, the outcome telling of its own tasks only.
+fn merge_group(
+    repo: &git2::Repository,
+    workdir: &Path,
+    base: git2::Oid,
+    input: &GroupInput,
+) -> Result<GroupMerge, MergeError> {
+    let mut from = None;
+    if !input.context.is_empty() {
+        let branch = format!("{}-from", input.branch);
+        let settings = MergeSettings {
+            workdir,
+            branch: &branch,
+            base,
+            branches: &input.context,
+            message: format!("{}\n(what its tasks start from)", input.message),
+        };
+        from = Some(merge::merge(repo, &settings)?.commit);
+    }
+    let branches: Vec<BranchInput> = input.context.iter().chain(&input.own).cloned().collect();
+    let settings = MergeSettings {
+        workdir,
+        branch: &input.branch,
+        base,
+        branches: &branches,
+        message: input.message.clone(),
+    };
+    let mut outcome = merge::merge(repo, &settings)?;
+    if !input.context.is_empty() {
+        let own = |id: &String| input.own.iter().any(|b| &b.task == id);
+        outcome.included.retain(own);
+        outcome.excluded.retain(own);
+        outcome.waiting.retain(own);
+        outcome.conflicts.retain(|c| c.tasks.iter().any(own));
+    }
+    Ok((outcome, from))
 }
 
 /// Runs the merges of `inputs` on as many threads as there are CPUs, each with its own
@@ -196,7 +268,7 @@ fn merge_parallel(
     repo_path: &Path,
     base: git2::Oid,
     inputs: &[GroupInput],
-) -> Vec<Option<Result<MergeOutcome, MergeError>>> {
+) -> Vec<Option<Result<GroupMerge, MergeError>>> {
     let threads = std::thread::available_parallelism()
         .map_or(2, |n| n.get())
         .min(inputs.len())
@@ -219,17 +291,10 @@ fn merge_parallel(
                 let workdir = git::workdir(&repo);
                 loop {
                     let k = claim();
-                    let Some((branch, branches, message)) = inputs.get(k) else {
+                    let Some(input) = inputs.get(k) else {
                         return;
                     };
-                    let settings = MergeSettings {
-                        workdir: &workdir,
-                        branch,
-                        base,
-                        branches,
-                        message: message.clone(),
-                    };
-                    put(k, merge::merge(&repo, &settings));
+                    put(k, merge_group(&repo, &workdir, base, input));
                 }
             });
         }
@@ -243,6 +308,9 @@ pub fn merge_top(repo_path: &Path, state: &mut RunState) -> Result<MergeOutcome,
     let base = git2::Oid::from_str(&state.base)?;
     let repo = git::open(repo_path)?;
     let workdir = git::workdir(&repo);
+    if state.tasks.iter().any(|t| !t.after.is_empty()) {
+        return merge_top_tasks(&repo, &workdir, state);
+    }
     let branches: Vec<BranchInput> = state
         .groups
         .iter()
@@ -252,6 +320,7 @@ pub fn merge_top(repo_path: &Path, state: &mut RunState) -> Result<MergeOutcome,
                 task: g.id.clone(),
                 branch: g.branch.clone(),
                 commit: git2::Oid::from_str(&g.merge.as_ref()?.commit).ok()?,
+                start: None,
             })
         })
         .collect();
@@ -268,6 +337,67 @@ pub fn merge_top(repo_path: &Path, state: &mut RunState) -> Result<MergeOutcome,
         group.merged_up = top.included.contains(&group.id);
     }
     Ok(combine(state, top))
+}
+
+/// The top merge of a run whose tasks come after others: the tasks of the groups that go
+/// up, merged as one level (a task's work can only go in on top of what it started from,
+/// which may be another group's), folded with the groups' own merges.
+fn merge_top_tasks(
+    repo: &git2::Repository,
+    workdir: &Path,
+    state: &mut RunState,
+) -> Result<MergeOutcome, MergeError> {
+    let base = git2::Oid::from_str(&state.base)?;
+    let up: Vec<&str> = state
+        .groups
+        .iter()
+        .filter(|g| g.goes_up())
+        .filter_map(|g| g.merge.as_ref())
+        .flat_map(|m| m.included.iter().map(String::as_str))
+        .collect();
+    let branches = branch_inputs(
+        state.tasks.iter().filter(|t| up.contains(&t.id.as_str())),
+        state.culprits.as_ref(),
+    );
+    let message = merge_message(state, &format!("run {}", state.id), "Tasks", &branches);
+    let settings = MergeSettings {
+        workdir,
+        branch: &state.merged_branch(),
+        base,
+        branches: &branches,
+        message,
+    };
+    let top = merge::merge(repo, &settings)?;
+    let mut excluded = top.excluded.clone();
+    let mut waiting = top.waiting.clone();
+    let mut conflicts = top.conflicts.clone();
+    for group in &mut state.groups {
+        group.merged_up = group.goes_up()
+            && group
+                .merge
+                .as_ref()
+                .is_some_and(|m| m.included.iter().any(|t| top.included.contains(t)));
+        let Some(merge) = &group.merge else {
+            continue;
+        };
+        excluded.extend(merge.excluded.iter().cloned());
+        waiting.extend(merge.waiting.iter().cloned());
+        conflicts.extend(merge.conflicts.iter().map(|c| Conflict {
+            message: format!("in {}: {}", group.id, c.message),
+            ..c.clone()
+        }));
+    }
+    excluded.sort();
+    excluded.dedup();
+    waiting.sort();
+    waiting.dedup();
+    Ok(MergeOutcome {
+        included: top.included,
+        excluded,
+        waiting,
+        conflicts,
+        ..top
+    })
 }
 
 /// The supervisor of `group` (an index into the state's groups): the plan's `[groups]
@@ -314,6 +444,7 @@ mod tests {
             owned: vec![path.to_string()],
             sandbox: Default::default(),
             check_sandbox: Default::default(),
+            after: Vec::new(),
             layout: Default::default(),
         }
     }

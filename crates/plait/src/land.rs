@@ -102,6 +102,8 @@ pub enum Blocker {
     },
     /// Branches checked outside a run that conflicts kept out (`plait check --branches`).
     LeftOutByConflicts(Vec<String>),
+    /// Tasks left out of the merge because a task they come after is not in it.
+    Waiting(Vec<String>),
     /// Sets of tasks that break the merged checks, held out of the merge by the culprit
     /// search.
     Culprits(Vec<CulpritSet>),
@@ -117,17 +119,20 @@ pub enum Trouble {
     Stopped,
     NotApproved,
     Rejected,
+    /// Never started: a task it comes after did not end well (`after`).
+    Blocked,
 }
 
 impl Trouble {
     /// Every kind, in the order the gate lists them.
-    pub const ALL: [Trouble; 6] = [
+    pub const ALL: [Trouble; 7] = [
         Trouble::Failed,
         Trouble::Violations,
         Trouble::Interrupted,
         Trouble::Stopped,
         Trouble::NotApproved,
         Trouble::Rejected,
+        Trouble::Blocked,
     ];
 
     /// Whether task `t` is in this trouble (before a person's rejection, which clears
@@ -142,6 +147,7 @@ impl Trouble {
                 t.state == TaskState::Done && t.verdict() == Some(Verdict::RequestChanges)
             }
             Trouble::Rejected => t.verdict() == Some(Verdict::Reject),
+            Trouble::Blocked => t.state == TaskState::Blocked,
         }
     }
 }
@@ -220,6 +226,9 @@ pub fn blockers(state: &RunState) -> Vec<Blocker> {
         out.push(Blocker::Culprits(culprits.sets.clone()));
     }
     if let Some(merge) = &state.merge {
+        if !merge.waiting.is_empty() {
+            out.push(Blocker::Waiting(merge.waiting.clone()));
+        }
         if !merge.conflicts.is_empty() {
             out.push(Blocker::Conflicts {
                 count: merge.conflicts.len(),

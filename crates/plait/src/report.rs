@@ -48,6 +48,12 @@ pub fn blocker_line(blocker: &Blocker, run: &str) -> String {
                     "not approved (changes still requested; left out of the merge)".to_string()
                 }
                 Trouble::Rejected => "rejected (left out of the merge)".to_string(),
+                Trouble::Blocked => format!(
+                    "blocked, never started: a task they come after did not end well \
+                     (`plait status {run}` says which; once it is mended or accepted, \
+                     `plait send-back {run} TASK` starts one; `plait land {run} --partial` \
+                     lands the rest)"
+                ),
             };
             format!("{} {what}: {}", list(tasks), tasks.join(", "))
         }
@@ -79,6 +85,10 @@ pub fn blocker_line(blocker: &Blocker, run: &str) -> String {
         Blocker::LeftOutByConflicts(tasks) => {
             format!("left out of the merge by conflicts: {}", tasks.join(", "))
         }
+        Blocker::Waiting(tasks) => format!(
+            "left out of the merge because a task they come after is not in it: {} (`plait land {run} --partial` lands the rest)",
+            tasks.join(", ")
+        ),
         Blocker::Culprits(sets) => {
             let named: Vec<String> = sets.iter().map(culprit_sentence).collect();
             format!(
@@ -358,6 +368,11 @@ fn task_table(out: &mut String, state: &RunState) {
         .iter()
         .flat_map(|m| m.excluded.iter().map(String::as_str))
         .collect();
+    let waiting: Vec<&str> = state
+        .merge
+        .iter()
+        .flat_map(|m| m.waiting.iter().map(String::as_str))
+        .collect();
     let indent = if state.groups.is_empty() { 0 } else { 2 };
     let width = state
         .tasks
@@ -390,6 +405,17 @@ fn task_table(out: &mut String, state: &RunState) {
     if runs {
         let _ = write!(model_header, "  {:>10}", "RUNS");
     }
+    // What each task comes after, when any task of the run does.
+    let waits = state
+        .tasks
+        .iter()
+        .map(|t| t.after.join(",").chars().count().min(WAITS_WIDTH))
+        .max()
+        .filter(|&w| w > 0)
+        .map(|w| w.max("WAITS".len()));
+    if let Some(w) = waits {
+        let _ = write!(model_header, "  {:<w$}", "WAITS");
+    }
     let _ = writeln!(
         out,
         "\n{:<width$}  {:<10}  {:>5}  {:>5}  {:>7}{model_header}  NOTE",
@@ -399,7 +425,12 @@ fn task_table(out: &mut String, state: &RunState) {
         .tasks
         .iter()
         .map(|task| {
-            let row = task_row(task, &conflicted, (models, runs), width - indent);
+            let row = task_row(
+                task,
+                (&conflicted, &waiting),
+                (models, runs, waits),
+                width - indent,
+            );
             (task.id.as_str(), row)
         })
         .collect();
@@ -425,11 +456,11 @@ fn cached(u: &Usage) -> bool {
 /// columns the table has, and whether it has RUNS.
 fn task_row(
     task: &TaskRecord,
-    conflicted: &[&str],
-    columns: (Models, bool),
+    conflicted: (&[&str], &[&str]),
+    columns: (Models, bool, Option<usize>),
     width: usize,
 ) -> String {
-    let (models, runs) = columns;
+    let (models, runs, waits) = columns;
     let mut cells = model_cells(task.usage.as_ref(), models);
     if runs {
         let used = task.usage.as_ref().filter(|u| u.runs > 0);
@@ -437,6 +468,13 @@ fn task_row(
             format!("{} ({})", u.runs, seconds(u.run_ms))
         });
         let _ = write!(cells, "  {cell:>10}");
+    }
+    if let Some(w) = waits {
+        let mut after = task.after.join(",");
+        if after.chars().count() > w {
+            after = after.chars().take(w.saturating_sub(1)).collect::<String>() + "…";
+        }
+        let _ = write!(cells, "  {after:<w$}");
     }
     let row = format!(
         "{:<width$}  {:<10}  {:>5}  {:>5}  {:>7}{}  {}",
@@ -453,12 +491,19 @@ fn task_row(
     row.trim_end().to_string()
 }
 
+/// The widest WAITS cell; longer lists are cut short.
+const WAITS_WIDTH: usize = 24;
+
 /// The NOTE cell of a task's row: why it was left out, that it changed nothing, its
 /// verdict, or its error.
-fn task_note(task: &TaskRecord, conflicted: &[&str]) -> String {
+fn task_note(task: &TaskRecord, (conflicted, waiting): (&[&str], &[&str])) -> String {
     let mut note = task.error.clone().unwrap_or_default();
-    if conflicted.contains(&task.id.as_str()) {
+    if waiting.contains(&task.id.as_str()) {
+        note = "left out of the merge: a task it comes after is not in it".to_string();
+    } else if conflicted.contains(&task.id.as_str()) {
         note = "conflict: left out of the merge".to_string();
+    } else if task.state == TaskState::Pending && !task.after.is_empty() {
+        note = format!("waits for {}", task.after.join(", "));
     } else if task.state == TaskState::Done && task.commit.is_none() {
         note = "no changes".to_string();
     } else if let Some(verdict) = task.verdict() {
@@ -754,6 +799,22 @@ fn task_review_text(
         let _ = writeln!(out, "error: {error}");
     }
     failure::review_lines(out, run, task);
+    let base = match task.start.as_deref().map(Oid::from_str) {
+        Some(Ok(start)) => {
+            let _ = writeln!(
+                out,
+                "started from {} (the work of {} merged onto the base); its own work:",
+                short(&start.to_string()),
+                task.start_from
+                    .keys()
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+            start
+        }
+        _ => base,
+    };
     match task.commit.as_deref().map(Oid::from_str) {
         Some(Ok(tip)) => out.push_str(&diff_text(repo, base, tip, style)?),
         _ => {

@@ -232,8 +232,10 @@ pub(super) async fn diff(
         let loaded = loaded(&app, &store, &run)?;
         let state = &loaded.state;
         let record = task_of(state, &task)?;
-        let base = git2::Oid::from_str(&state.base)
-            .map_err(|e| ApiError::internal(format!("the run's base: {e}")))?;
+        // A task that comes after others shows its own work, from its start.
+        let from = record.start_or(&state.base);
+        let base = git2::Oid::from_str(from)
+            .map_err(|e| ApiError::internal(format!("the task's start: {e}")))?;
         // The branch as it is now (a person may have moved it), else the run's commit.
         let tip = repo
             .find_reference(&crate::refs::branch_ref(&record.branch))
@@ -252,7 +254,7 @@ pub(super) async fn diff(
             None => Vec::new(),
         };
         Ok(Json(json!({
-            "base": state.base,
+            "base": from,
             "tip": tip.map(|t| t.to_string()),
             "files": files,
         })))

@@ -73,6 +73,15 @@ pub(super) struct Row {
     /// The commit made by hand on its branch that plait collected, if one was.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub adopted: Option<String>,
+    /// The tasks it comes after (`after`), directly.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub after: Vec<String>,
+    /// Those that keep it from starting (state `blocked`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub blocked_by: Vec<String>,
+    /// Left out of the merge because a task it comes after is not in it.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub waiting: bool,
 }
 
 fn is_zero(n: &usize) -> bool {
@@ -134,6 +143,7 @@ struct Facts<'a> {
     conflict: HashSet<&'a str>,
     culprit: HashSet<&'a str>,
     excluded: HashSet<&'a str>,
+    waiting: HashSet<&'a str>,
     group: HashMap<&'a str, &'a str>,
 }
 
@@ -144,6 +154,11 @@ impl<'a> Facts<'a> {
             .iter()
             .chain(state.groups.iter().filter_map(|g| g.merge.as_ref()));
         let (mut conflict, mut excluded) = (HashSet::new(), HashSet::new());
+        let waiting = state
+            .merge
+            .iter()
+            .flat_map(|m| m.waiting.iter().map(String::as_str))
+            .collect();
         for m in merges {
             conflict.extend(
                 m.conflicts
@@ -167,6 +182,7 @@ impl<'a> Facts<'a> {
             conflict,
             culprit,
             excluded,
+            waiting,
             group,
         }
     }
@@ -213,6 +229,9 @@ impl<'a> Facts<'a> {
             culprit,
             excluded: self.excluded.contains(id),
             adopted: super::rounds::adopted(t),
+            after: t.after.clone(),
+            blocked_by: t.blocked_by.clone(),
+            waiting: self.waiting.contains(id),
         }
     }
 }

@@ -363,6 +363,7 @@ fn many(repo: &TestRepo, n: usize) -> String {
             included: tasks.iter().map(|t| t.id.clone()).collect(),
             excluded: Vec::new(),
             conflicts: Vec::new(),
+            waiting: Vec::new(),
         }),
         tasks,
         landed: Vec::new(),

@@ -312,7 +312,8 @@ fn records(store: &Store) -> Result<Vec<(String, FileKey)>, WorkError> {
     Ok(out)
 }
 
-/// What each task of `state` changes against the run's base; nothing for a cleaned run,
+/// What each task of `state` changes against where it started (the run's base, or its
+/// start); nothing for a cleaned run,
 /// for tasks a landing holds, and where git no longer has the commits.
 fn work_of(repo: &Repository, state: &RunState) -> Vec<Change> {
     if state.cleaned {
@@ -348,7 +349,10 @@ fn work_of(repo: &Repository, state: &RunState) -> Vec<Change> {
         let Ok(tree) = tree_of(commit) else {
             continue;
         };
-        let Ok(changes) = git::tree_changes(repo, &base, &tree) else {
+        let Ok(from) = crate::collect::start_tree(repo, &base, task) else {
+            continue;
+        };
+        let Ok(changes) = git::tree_changes(repo, &from, &tree) else {
             continue;
         };
         work.extend(changes.into_iter().map(|(path, entry)| Change {

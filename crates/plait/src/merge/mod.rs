@@ -6,7 +6,7 @@
 //! tree and is reported with its path, kind, tasks and marked-up hunks. Conflicted content
 //! is never committed.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;
 
 use git2::{build::TreeUpdateBuilder, FileMode, Oid, Repository, Tree};
@@ -38,6 +38,43 @@ pub struct BranchInput {
     pub task: String,
     pub branch: String,
     pub commit: Oid,
+    /// Where the branch started when not at the base (a task with `after`).
+    pub start: Option<Start>,
+}
+
+/// A branch's starting point when it is not the base: the base with other tasks' work
+/// merged in. Its own work is what it changes against `commit`; it can only be merged
+/// together with exactly the work it started from.
+#[derive(Debug, Clone)]
+pub struct Start {
+    pub commit: Oid,
+    /// The tasks whose work the start holds, each at the commit it held.
+    pub from: BTreeMap<String, Oid>,
+}
+
+impl BranchInput {
+    /// The branch of a task as its record has it (its commit, and its start when it has
+    /// one); `None` without a commit.
+    pub fn of(task: &crate::state::TaskRecord) -> Option<BranchInput> {
+        let commit = Oid::from_str(task.commit.as_deref()?).ok()?;
+        let start = match &task.start {
+            None => None,
+            Some(start) => Some(Start {
+                commit: Oid::from_str(start).ok()?,
+                from: task
+                    .start_from
+                    .iter()
+                    .filter_map(|(id, c)| Some((id.clone(), Oid::from_str(c).ok()?)))
+                    .collect(),
+            }),
+        };
+        Some(BranchInput {
+            task: task.id.clone(),
+            branch: task.branch.clone(),
+            commit,
+            start,
+        })
+    }
 }
 
 /// What to merge and where to put it.
@@ -53,7 +90,39 @@ pub struct MergeSettings<'a> {
 
 use crate::git::{tree_changes, Entry};
 
-/// Merges `settings.branches` onto the base in order and writes the merged branch.
+/// `branches` in an order where each comes after the branches its start holds, otherwise
+/// as given.
+fn in_start_order(branches: &[BranchInput]) -> Vec<&BranchInput> {
+    let mut placed: HashSet<&str> = HashSet::new();
+    let mut out = Vec::with_capacity(branches.len());
+    let present: HashSet<&str> = branches.iter().map(|b| b.task.as_str()).collect();
+    let mut rest: Vec<&BranchInput> = branches.iter().collect();
+    while !rest.is_empty() {
+        let before = rest.len();
+        rest.retain(|b| {
+            let ready = b.start.as_ref().is_none_or(|s| {
+                s.from
+                    .keys()
+                    .all(|k| placed.contains(k.as_str()) || !present.contains(k.as_str()))
+            });
+            if ready {
+                placed.insert(b.task.as_str());
+                out.push(*b);
+            }
+            !ready
+        });
+        if rest.len() == before {
+            // A cycle cannot be in a validated plan; keep what is left as given.
+            out.append(&mut rest);
+        }
+    }
+    out
+}
+
+/// Merges `settings.branches` onto the base in order and writes the merged branch. A
+/// branch with a start goes in after the branches its start holds and only when they went
+/// in at the commits it started from (else it is `waiting`); its own work is merged with
+/// its start as the merge base.
 pub fn merge(repo: &Repository, settings: &MergeSettings<'_>) -> Result<MergeOutcome, MergeError> {
     let base = repo.find_commit(settings.base)?;
     let base_tree = base.tree()?;
@@ -61,13 +130,31 @@ pub fn merge(repo: &Repository, settings: &MergeSettings<'_>) -> Result<MergeOut
     let mut merged: BTreeMap<String, Entry> = BTreeMap::new();
     let mut touched: HashMap<String, Vec<String>> = HashMap::new();
     let mut included: Vec<&BranchInput> = Vec::new();
+    // Every branch whose work is in the merge (those that change nothing too), by commit.
+    let mut taken: HashMap<&str, Oid> = HashMap::new();
     let mut excluded = Vec::new();
+    let mut waiting = Vec::new();
     let mut conflicts = Vec::new();
 
-    for input in settings.branches {
+    for input in in_start_order(settings.branches) {
+        let from = match &input.start {
+            Some(start) => {
+                let whole = start
+                    .from
+                    .iter()
+                    .all(|(task, commit)| taken.get(task.as_str()) == Some(commit));
+                if !whole {
+                    waiting.push(input.task.clone());
+                    continue;
+                }
+                repo.find_commit(start.commit)?.tree()?
+            }
+            None => base_tree.clone(),
+        };
         let tree = repo.find_commit(input.commit)?.tree()?;
-        let changes = tree_changes(repo, &base_tree, &tree)?;
+        let changes = tree_changes(repo, &from, &tree)?;
         if changes.is_empty() {
+            taken.insert(&input.task, input.commit);
             continue;
         }
         if !changes.keys().any(|p| overlaps(&merged, p)) {
@@ -78,10 +165,12 @@ pub fn merge(repo: &Repository, settings: &MergeSettings<'_>) -> Result<MergeOut
                     .push(input.task.clone());
                 merged.insert(path, entry);
             }
+            taken.insert(&input.task, input.commit);
             included.push(input);
             continue;
         }
-        // Slow path: git's engine merges what is merged so far with this branch.
+        // Slow path: git's engine merges what is merged so far with this branch, from
+        // where the branch started.
         let ours = write_tree(repo, &base_tree, &merged)?;
         let who = signatures(repo)?;
         let ours_commit = repo.commit(
@@ -103,9 +192,10 @@ pub fn merge(repo: &Repository, settings: &MergeSettings<'_>) -> Result<MergeOut
             Ok(id) if id == input.commit => branch_ref(&input.branch),
             _ => input.commit.to_string(),
         };
+        let merge_base = input.start.as_ref().map_or(settings.base, |s| s.commit);
         let result = merge_tree(
             settings.workdir,
-            Some(settings.base),
+            Some(merge_base),
             &branch_ref(settings.branch),
             &theirs,
         )?;
@@ -118,6 +208,7 @@ pub fn merge(repo: &Repository, settings: &MergeSettings<'_>) -> Result<MergeOut
                     .or_default()
                     .push(input.task.clone());
             }
+            taken.insert(&input.task, input.commit);
             included.push(input);
         } else {
             for raw in result.conflicts {
@@ -136,6 +227,19 @@ pub fn merge(repo: &Repository, settings: &MergeSettings<'_>) -> Result<MergeOut
         }
     }
 
+    // The branches no other included branch started from: the merge commit's parents.
+    let heads: Vec<&BranchInput> = included
+        .iter()
+        .copied()
+        .filter(|input| {
+            !included.iter().any(|other| {
+                other
+                    .start
+                    .as_ref()
+                    .is_some_and(|s| s.from.get(&input.task) == Some(&input.commit))
+            })
+        })
+        .collect();
     let commit = if included.is_empty() {
         settings.base
     } else if included.len() == 1 {
@@ -143,20 +247,26 @@ pub fn merge(repo: &Repository, settings: &MergeSettings<'_>) -> Result<MergeOut
         included[0].commit
     } else {
         let tree = repo.find_tree(write_tree(repo, &base_tree, &merged)?)?;
-        let mut parents = vec![base.clone()];
-        for input in &included {
-            parents.push(repo.find_commit(input.commit)?);
+        match heads.as_slice() {
+            // A line of tasks each started from the one before: the last is the merge.
+            [head] if repo.find_commit(head.commit)?.tree_id() == tree.id() => head.commit,
+            _ => {
+                let mut parents = vec![base.clone()];
+                for input in &heads {
+                    parents.push(repo.find_commit(input.commit)?);
+                }
+                let parents: Vec<&git2::Commit<'_>> = parents.iter().collect();
+                let who = signatures(repo)?;
+                repo.commit(
+                    None,
+                    &who.author,
+                    &who.committer,
+                    &settings.message,
+                    &tree,
+                    &parents,
+                )?
+            }
         }
-        let parents: Vec<&git2::Commit<'_>> = parents.iter().collect();
-        let who = signatures(repo)?;
-        repo.commit(
-            None,
-            &who.author,
-            &who.committer,
-            &settings.message,
-            &tree,
-            &parents,
-        )?
     };
     repo.reference(&branch_ref(settings.branch), commit, true, "plait: merged")?;
     Ok(MergeOutcome {
@@ -165,6 +275,7 @@ pub fn merge(repo: &Repository, settings: &MergeSettings<'_>) -> Result<MergeOut
         included: included.iter().map(|i| i.task.clone()).collect(),
         excluded,
         conflicts,
+        waiting,
     })
 }
 

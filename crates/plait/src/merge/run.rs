@@ -66,7 +66,7 @@ fn merged_as_wanted<'a>(
         .collect();
     let mut have: Vec<&str> = merge
         .iter()
-        .flat_map(|m| m.included.iter().chain(&m.excluded))
+        .flat_map(|m| m.included.iter().chain(&m.excluded).chain(&m.waiting))
         .map(String::as_str)
         .collect();
     want.sort_unstable();
@@ -82,13 +82,7 @@ pub(crate) fn branch_inputs<'a>(
 ) -> Vec<BranchInput> {
     tasks
         .filter(|t| mergeable(t) && !culprits.is_some_and(|c| c.blames(&t.id)))
-        .filter_map(|t| {
-            Some(BranchInput {
-                task: t.id.clone(),
-                branch: t.branch.clone(),
-                commit: git2::Oid::from_str(t.commit.as_deref()?).ok()?,
-            })
-        })
+        .filter_map(BranchInput::of)
         .collect()
 }
 

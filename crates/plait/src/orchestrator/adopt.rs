@@ -116,11 +116,16 @@ fn weigh(
             continue;
         }
         let prefix = format!("{}: ", task.id);
-        let outside: Vec<String> =
-            crate::collect::outside_ownership(&repo, &base_tree, tip, &task.id, owns)?
-                .into_iter()
-                .map(|p| p.strip_prefix(&prefix).map(str::to_string).unwrap_or(p))
-                .collect();
+        let outside: Vec<String> = crate::collect::outside_ownership(
+            &repo,
+            &crate::collect::start_tree(&repo, &base_tree, task)?,
+            tip,
+            &task.id,
+            owns,
+        )?
+        .into_iter()
+        .map(|p| p.strip_prefix(&prefix).map(str::to_string).unwrap_or(p))
+        .collect();
         if !outside.is_empty() {
             adoption.refused.push((
                 task.branch.clone(),

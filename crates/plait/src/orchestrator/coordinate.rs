@@ -13,6 +13,7 @@
 //! worker ran it, so that is the one place the round can run; and it runs where every
 //! round runs, under a lease, with the workers' agents, keys and shared limits.
 
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -20,6 +21,7 @@ use futures_util::future::BoxFuture;
 use git2::Oid;
 
 use super::dispatch::Dispatch;
+use super::waves::{self, Stale};
 use super::{RunError, Shared};
 use crate::pg::{PgListener, PgStore, TaskRow};
 use crate::remote;
@@ -39,6 +41,8 @@ pub(super) struct Spread {
     pub remote: String,
     /// Tasks at once this machine takes itself (`-j`; none with 0).
     pub jobs: usize,
+    /// Tasks to run again from a new start once released, with the work they had.
+    pub restarts: std::sync::Mutex<HashMap<usize, Stale>>,
 }
 
 impl Dispatch for Spread {
@@ -52,6 +56,14 @@ impl Dispatch for Spread {
         targets: Vec<(usize, String)>,
     ) -> BoxFuture<'a, Result<(), RunError>> {
         Box::pin(rework(shared, self, targets))
+    }
+
+    fn restart<'a>(
+        &'a self,
+        shared: &'a Arc<Shared>,
+        again: Vec<Stale>,
+    ) -> BoxFuture<'a, Result<(), RunError>> {
+        Box::pin(restart(shared, self, again))
     }
 
     /// Other machines see the merge (`plait diff/land --store`) through the remote.
@@ -83,7 +95,7 @@ async fn run_tasks(shared: &Arc<Shared>, spread: &Spread) -> Result<(), RunError
         let cancel = shared.cancel.clone();
         tokio::spawn(async move { super::worker::serve(worker, None, cancel).await })
     });
-    let outcome = wait(shared, pg, &mut listener, remote).await;
+    let outcome = wait(shared, spread, &mut listener).await;
     if let Some(own) = own {
         if outcome.is_ok() && !shared.cancel.is_cancelled() {
             // Every task has ended: the worker has nothing left to do.
@@ -129,16 +141,131 @@ async fn rework(
     if shared.cancel.is_cancelled() {
         // The run ends now: nobody would take in what workers did after.
         spread.pg.close_queue(&shared.run).await?;
+        return Ok(());
+    }
+    // The tasks that come after them start again from their new work.
+    waves::refresh(shared).await
+}
+
+/// Runs stale tasks again from new starts through the store: back to waiting, released
+/// (with their work carried onto the new start) as their inputs end, taken by workers.
+async fn restart(shared: &Arc<Shared>, spread: &Spread, again: Vec<Stale>) -> Result<(), RunError> {
+    let ids: Vec<String> = again
+        .iter()
+        .map(|s| shared.plan.tasks[s.index].id.clone())
+        .collect();
+    spread.pg.rewait(&shared.run, &ids).await?;
+    spread
+        .restarts
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .extend(again.into_iter().map(|s| (s.index, s)));
+    run_tasks(shared, spread).await?;
+    if shared.cancel.is_cancelled() {
+        spread.pg.close_queue(&shared.run).await?;
+    }
+    Ok(())
+}
+
+/// Releases to the workers each waiting task whose inputs have all ended (`released`: those
+/// released by this wait already): blocked, or with its start made here, pushed to the
+/// remote, and recorded in the store; a task run again has its old work carried onto the
+/// new start and pushed as the work to go on from.
+async fn release_ready(
+    shared: &Arc<Shared>,
+    spread: &Spread,
+    released: &mut HashSet<usize>,
+) -> Result<(), RunError> {
+    // Until a pass releases nothing: a task blocked in one may block another.
+    loop {
+        let before = released.len();
+        release_pass(shared, spread, released).await?;
+        if released.len() == before {
+            return Ok(());
+        }
+    }
+}
+
+/// One pass of [`release_ready`] over the plan's tasks.
+async fn release_pass(
+    shared: &Arc<Shared>,
+    spread: &Spread,
+    released: &mut HashSet<usize>,
+) -> Result<(), RunError> {
+    let (pg, remote) = (&spread.pg, spread.remote.as_str());
+    for index in 0..shared.plan.tasks.len() {
+        if shared.waits[index].is_empty() || released.contains(&index) {
+            continue;
+        }
+        if shared.record(index).state != TaskState::Pending || !waves::inputs_ended(shared, index) {
+            continue;
+        }
+        released.insert(index);
+        let restart = spread
+            .restarts
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&index);
+        if !waves::settle_start(shared, index).await {
+            let record = shared.record(index);
+            pg.release_waiting(&shared.run, &record, record.state.as_str(), None)
+                .await?;
+            continue;
+        }
+        let record = shared.record(index);
+        let mut refs = Vec::new();
+        if record.start.is_some() {
+            let start =
+                crate::refs::branch_ref(&crate::refs::start_branch(&shared.run, &record.id));
+            refs.push(format!("+{start}:{start}"));
+        }
+        let mut resume = None;
+        if let Some(stale) = restart.filter(|_| record.started_at.is_some()) {
+            let start = record
+                .start
+                .as_deref()
+                .map_or(Ok(shared.plan.base), Oid::from_str)
+                .map_err(|e| RunError::Refused(e.to_string()))?;
+            let carried = match stale.work {
+                None => Err("it had no work".to_string()),
+                Some(work) => {
+                    let (shared, id) = (shared.clone(), record.id.clone());
+                    tokio::task::spawn_blocking(move || waves::carry(&shared, work, start, &id))
+                        .await
+                        .map_err(RunError::panicked("carrying a task's work"))??
+                        .map_err(|paths| format!("git's merge conflicts at {}", paths.join(", ")))
+                }
+            };
+            if let Ok(commit) = &carried {
+                let generation = pg.generation(&shared.run, &record.id).await?;
+                let at = crate::refs::attempt_ref(&shared.run, &record.id, generation);
+                refs.push(format!("+{commit}:{at}"));
+            }
+            let note = carried.as_ref().map(|_| ()).map_err(String::as_str);
+            let feedback = crate::prompts::feedback::start_moved(&stale.changed, note);
+            resume = carried.ok().map(|commit| (commit, feedback));
+        }
+        if !refs.is_empty() {
+            let (repo, remote, id) = (shared.repo.clone(), remote.to_string(), record.id.clone());
+            tokio::task::spawn_blocking(move || {
+                remote::push(&repo, &remote, &refs, &format!("the start of task {id}"))
+            })
+            .await
+            .map_err(RunError::panicked("pushing a task's start"))??;
+        }
+        pg.release_waiting(&shared.run, &record, "pending", resume)
+            .await?;
     }
     Ok(())
 }
 
 async fn wait(
     shared: &Arc<Shared>,
-    pg: &PgStore,
+    spread: &Spread,
     listener: &mut PgListener,
-    remote: &str,
 ) -> Result<(), RunError> {
+    let (pg, remote) = (&spread.pg, spread.remote.as_str());
+    let mut released = HashSet::new();
     // What the last read saw, and the one before: each read starts from the one before,
     // so a change that committed just after a later-numbered one is read the next time.
     let (mut seen, mut before) = (0, 0);
@@ -147,6 +274,7 @@ async fn wait(
         let after = if all { 0 } else { before };
         let (rows, newest) = pg.changed_tasks(&shared.run, after).await?;
         take_in(shared, &rows, remote).await?;
+        release_ready(shared, spread, &mut released).await?;
         before = seen;
         seen = seen.max(newest);
         let ended = shared

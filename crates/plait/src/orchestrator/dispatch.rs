@@ -10,7 +10,7 @@ use futures_util::future::BoxFuture;
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
-use super::{task, RunError, Shared};
+use super::{task, waves, RunError, Shared};
 
 /// How a run's tasks are run and sent back.
 pub(super) trait Dispatch: Send + Sync {
@@ -24,6 +24,14 @@ pub(super) trait Dispatch: Send + Sync {
         &'a self,
         shared: &'a Arc<Shared>,
         targets: Vec<(usize, String)>,
+    ) -> BoxFuture<'a, Result<(), RunError>>;
+
+    /// Runs tasks whose starts went stale again from new starts (marked pending already),
+    /// and waits for them to end.
+    fn restart<'a>(
+        &'a self,
+        shared: &'a Arc<Shared>,
+        again: Vec<waves::Stale>,
     ) -> BoxFuture<'a, Result<(), RunError>>;
 
     /// Makes the run's merge seen wherever its tasks ran (nothing to do for a local run).
@@ -47,15 +55,40 @@ impl Dispatch for Local {
     ) -> BoxFuture<'a, Result<(), RunError>> {
         Box::pin(rework(shared, targets))
     }
+
+    fn restart<'a>(
+        &'a self,
+        shared: &'a Arc<Shared>,
+        again: Vec<waves::Stale>,
+    ) -> BoxFuture<'a, Result<(), RunError>> {
+        Box::pin(async move {
+            waves::restart_here(shared, again).await;
+            Ok(())
+        })
+    }
 }
 
 /// Runs every task, `-j` at a time, until all have ended. Tasks start in the plan's order:
 /// a slot is taken before a task is spawned, so a later task never overtakes an earlier
-/// one that waits for the same slot.
+/// one that waits for the same slot. A task that comes after others (`after`) waits for
+/// them without a slot, and takes one the moment its start is made.
 async fn run_tasks(shared: &Arc<Shared>) -> Result<(), RunError> {
     let permits = Arc::new(Semaphore::new(shared.jobs));
     let mut set = JoinSet::new();
-    for index in 0..shared.plan.tasks.len() {
+    let count = shared.plan.tasks.len();
+    for index in (0..count).filter(|&i| !shared.waits[i].is_empty()) {
+        let (shared, permits) = (shared.clone(), permits.clone());
+        set.spawn(async move {
+            if !waves::await_start(&shared, index).await {
+                return;
+            }
+            let Ok(_permit) = permits.acquire_owned().await else {
+                return;
+            };
+            task::run_task(&shared, index).await;
+        });
+    }
+    for index in (0..count).filter(|&i| shared.waits[i].is_empty()) {
         let Ok(permit) = permits.clone().acquire_owned().await else {
             break;
         };
@@ -89,5 +122,6 @@ async fn rework(shared: &Arc<Shared>, targets: Vec<(usize, String)>) -> Result<(
         }
     });
     futures_util::future::join_all(jobs).await;
-    Ok(())
+    // The tasks that come after them start again from their new work.
+    waves::refresh(shared).await
 }

@@ -38,7 +38,8 @@ pub async fn review_groups(shared: &Arc<Shared>, state: &mut RunState) {
             .collect();
         let commit = merge.commit.clone();
         let id = group.id.clone();
-        let diff = group_diff(shared, &commit).await;
+        let from = group.from.clone();
+        let diff = group_diff(shared, from.as_deref(), &commit).await;
         jobs.push(async move {
             let gateway = match reviewer.gateway() {
                 None => None,
@@ -65,7 +66,7 @@ pub async fn review_groups(shared: &Arc<Shared>, state: &mut RunState) {
                 diff: &diff,
                 checks: &[],
                 round: 0,
-                base: shared.plan.base.to_string(),
+                base: from.unwrap_or_else(|| shared.plan.base.to_string()),
                 commit,
                 worktree: dir.clone(),
                 dir,
@@ -183,11 +184,16 @@ pub async fn send_back(shared: &Arc<Shared>, state: &mut RunState) -> Result<boo
     Ok(true)
 }
 
-async fn group_diff(shared: &Arc<Shared>, commit: &str) -> String {
+async fn group_diff(shared: &Arc<Shared>, from: Option<&str>, commit: &str) -> String {
     let (repo_path, base) = (shared.repo.clone(), shared.plan.base);
     let commit = commit.to_string();
+    let from = from.map(str::to_string);
     tokio::task::spawn_blocking(move || {
         let repo = git::open(&repo_path).map_err(|e| e.to_string())?;
+        let base = match from {
+            Some(from) => git2::Oid::from_str(&from).map_err(|e| e.to_string())?,
+            None => base,
+        };
         let tip = git2::Oid::from_str(&commit).map_err(|e| e.to_string())?;
         diff_text(&repo, base, tip, DiffStyle::default()).map_err(|e| e.to_string())
     })

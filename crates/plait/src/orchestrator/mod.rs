@@ -37,6 +37,7 @@ mod grouped;
 mod merging;
 mod shared;
 mod task;
+mod waves;
 pub mod worker;
 
 use culprits::search_culprits;
@@ -251,13 +252,19 @@ fn lay_down(store: &Store, run: &str, settings: &RunSettings) -> Result<RunState
         let mut list = task.owned.join("\n");
         list.push('\n');
         fs::write(&owned_list, list).map_err(io(&owned_list))?;
-        tasks.push(TaskRecord::pending(
+        let mut record = TaskRecord::pending(
             run,
             &task.id,
             worktree_root.join(&task.id),
             task.owned.len(),
             store.run(run).task(&task.id).agent_log(),
-        ));
+        );
+        record.after = task
+            .after
+            .iter()
+            .map(|&i| plan.tasks[i].id.clone())
+            .collect();
+        tasks.push(record);
     }
     Ok(RunState {
         version: state::STATE_VERSION,
@@ -375,7 +382,9 @@ pub fn prepare_send_back(
         ));
     };
     let record = &state.tasks[index];
-    if !record.worktree.join(".git").exists() {
+    // A blocked task never ran: sent back, it starts if what it comes after now allows.
+    let blocked = record.state == TaskState::Blocked && record.started_at.is_none();
+    if !blocked && !record.worktree.join(".git").exists() {
         return refused(format!(
             "task {task} of run {run} has no worktree at {} to go back to",
             record.worktree.display()
@@ -428,6 +437,7 @@ pub async fn execute(
             pg: pg.clone(),
             remote: remote.clone(),
             jobs: settings.jobs,
+            restarts: Default::default(),
         }),
         _ => Box::new(dispatch::Local),
     };
@@ -445,7 +455,12 @@ pub async fn execute(
     let stop_writer = Arc::new(Notify::new());
     let writer = tokio::spawn(write_states(shared.clone(), stop_writer.clone()));
     match work {
-        Work::SendBack { index, feedback } => task::rework(&shared, index, feedback).await,
+        Work::SendBack { index, feedback } => {
+            if shared.record(index).state != TaskState::Blocked {
+                task::rework(&shared, index, feedback).await;
+            }
+            waves::refresh(&shared).await?;
+        }
         Work::Tasks => shared.dispatch.run_tasks(&shared).await?,
     }
     let outcome = if shared.cancel.is_cancelled() {

@@ -3,16 +3,21 @@
 //! told of the rounds' commits; the state writer that coalesces saves, and the mirror of
 //! the record in a PostgreSQL store.
 
+use std::collections::HashMap;
 use std::fs;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
+
+use git2::Oid;
 
 use tokio::sync::{mpsc, Notify};
 
 use super::dispatch::{Dispatch, Local};
 use super::{Event, GroupEvent, RunError, RunSettings, Update};
 use crate::cancel::Cancel;
-use crate::plan::ResolvedPlan;
+use crate::git::TreeFile;
+use crate::plan::layout::Layout;
+use crate::plan::{ResolvedPlan, ResolvedTask};
 use crate::review::checks::CheckPool;
 use crate::state::{RunState, Store, TaskRecord};
 
@@ -46,12 +51,56 @@ pub(super) struct Shared {
     /// Told of each round's commit a task goes on past (nobody, unless
     /// [`Shared::on_commit`] says who).
     pub(super) on_commit: OnCommit,
-    /// The checkout of the base the tasks' overlay views lie over, made at the first need,
-    /// with the shared lock that keeps it from being pruned while the run uses it.
-    pub(super) base_tree: tokio::sync::OnceCell<Result<(PathBuf, Arc<fs::File>), String>>,
+    /// The checkouts the tasks' overlay views lie over (the base, and each start of tasks
+    /// that come after others), each made at the first need, with the shared lock that
+    /// keeps it from being pruned while the run uses it.
+    pub(super) view_trees: Mutex<HashMap<Oid, Arc<ViewTree>>>,
+    /// Each task's starting point, once known.
+    pub(super) starts: Mutex<HashMap<usize, Arc<Start>>>,
+    /// Every task it comes after, by index, directly or through others (`after`).
+    pub(super) waits: Vec<Vec<usize>>,
+    /// Woken each time a task ends, for the tasks that wait for it.
+    pub(super) ended: Notify,
     /// The run's gateway, through which its agent CLIs reach their models, started for the
     /// first task that needs it.
     pub(super) gateway: tokio::sync::OnceCell<Result<Arc<plait_gateway::Gateway>, String>>,
+}
+
+/// A checkout views lie over, made once.
+pub(super) type ViewTree = tokio::sync::OnceCell<Result<(PathBuf, Arc<fs::File>), String>>;
+
+/// Where a task starts: a commit, its files, and what of them the task's worktree holds
+/// and it owns there.
+#[derive(Debug)]
+pub(super) struct Start {
+    pub(super) commit: Oid,
+    /// Every entry of the commit's tree, sorted by path.
+    pub(super) files: Arc<Vec<TreeFile>>,
+    pub(super) layout: Arc<Layout>,
+    /// The files of the commit the task owns, sorted.
+    pub(super) owned: Arc<Vec<String>>,
+}
+
+impl Start {
+    /// Task `task`'s start at `commit`, its layout found as the plan finds the base's.
+    pub(super) fn at(repo: &Path, commit: Oid, task: &ResolvedTask) -> Result<Start, RunError> {
+        let repo = crate::git::open(repo)?;
+        let tree = repo.find_commit(commit)?.tree()?;
+        let files = crate::git::flatten_tree(&tree)?;
+        let full = task.checkout == crate::plan::Checkout::Full;
+        let layout = Layout::new(&files, &task.owns, &task.context, full);
+        let owned = crate::plan::globs::within(&files, &task.owns.scopes())
+            .map(|i| &files[i])
+            .filter(|f| f.is_blob() && task.owns.matches(&f.path))
+            .map(|f| f.path.clone())
+            .collect();
+        Ok(Start {
+            commit,
+            files: Arc::new(files),
+            layout: Arc::new(layout),
+            owned: Arc::new(owned),
+        })
+    }
 }
 
 /// Told, by the task's index, each time a task goes on past a round's commit (to its
@@ -103,22 +152,31 @@ impl Shared {
             pg,
             dispatch: Box::new(Local),
             on_commit: Box::new(|_| {}),
-            base_tree: tokio::sync::OnceCell::new(),
+            view_trees: Mutex::new(HashMap::new()),
+            starts: Mutex::new(HashMap::new()),
+            waits: crate::plan::waits_for(&settings.plan.tasks)
+                .into_iter()
+                .map(|set| set.into_iter().collect())
+                .collect(),
+            ended: Notify::new(),
             gateway: tokio::sync::OnceCell::new(),
         })
     }
 
-    /// The checkout of the run's base that overlay views lie over, made once (and kept
-    /// between runs under the store's `views`).
-    pub(super) async fn base_tree(&self) -> Result<PathBuf, String> {
-        let made = self
-            .base_tree
+    /// The checkout of the commit `start` (the run's base or a task's start) that overlay
+    /// views lie over, made once (and kept between runs under the store's `views`).
+    pub(super) async fn view_tree(&self, start: &Start) -> Result<PathBuf, String> {
+        let cell = {
+            let mut trees = self.view_trees.lock().unwrap_or_else(|e| e.into_inner());
+            trees.entry(start.commit).or_default().clone()
+        };
+        let made = cell
             .get_or_init(|| async {
                 let (repo, dir) = (self.repo.clone(), self.store.views_dir());
-                let (base, files) = (self.plan.base, self.plan.files.clone());
+                let (commit, files) = (start.commit, start.files.clone());
                 tokio::task::spawn_blocking(move || {
                     let repo = git2::Repository::discover(&repo).map_err(|e| e.to_string())?;
-                    crate::workspace::view::base_tree(&repo, &dir, base, &files)
+                    crate::workspace::view::base_tree(&repo, &dir, commit, &files)
                         .map(|(tree, lock)| (tree, Arc::new(lock)))
                 })
                 .await
@@ -128,9 +186,55 @@ impl Shared {
         match made {
             Ok((tree, _)) => Ok(tree.clone()),
             Err(why) => Err(format!(
-                "cannot make the checkout of the base the task's view lies over: {why}"
+                "cannot make the checkout of {} the task's view lies over: {why}",
+                if start.commit == self.plan.base {
+                    "the base".to_string()
+                } else {
+                    format!("its start {}", crate::git::short(&start.commit.to_string()))
+                }
             )),
         }
+    }
+
+    /// Where task `index` starts: the start its record names (the base with the work of
+    /// the tasks it comes after merged in), else the run's base.
+    pub(super) fn start(&self, index: usize) -> Result<Arc<Start>, String> {
+        if let Some(start) = self
+            .starts
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&index)
+        {
+            return Ok(start.clone());
+        }
+        let task = &self.plan.tasks[index];
+        let recorded = self.record(index).start;
+        let start = match recorded.as_deref().map(Oid::from_str) {
+            None => Start {
+                commit: self.plan.base,
+                files: self.plan.files.clone(),
+                layout: Arc::new(task.layout.clone()),
+                owned: Arc::new(task.owned.clone()),
+            },
+            Some(Err(e)) => return Err(format!("its start {recorded:?} is no commit: {e}")),
+            Some(Ok(commit)) => {
+                Start::at(&self.repo, commit, task).map_err(|e| format!("its start: {e}"))?
+            }
+        };
+        let start = Arc::new(start);
+        self.starts
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(index, start.clone());
+        Ok(start)
+    }
+
+    /// Forgets task `index`'s start, for one made again.
+    pub(super) fn forget_start(&self, index: usize) {
+        self.starts
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&index);
     }
 
     /// The run's gateway, started on first use.
@@ -217,7 +321,11 @@ impl Shared {
             let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
             let run = state.id.clone();
             let task = &mut state.tasks[index];
+            let was_final = task.state.is_final();
             change(task);
+            if task.state.is_final() && !was_final {
+                self.ended.notify_waiters();
+            }
             // Sent under the lock (an unbounded send never waits), so events arrive in
             // the order the changes were made.
             self.emit(Update::Task(Event {

@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use git2::Oid;
 
+use super::shared::Start;
 use super::Shared;
 use crate::agent::{self, Agent, AgentOutcome, AgentReport, TaskContext};
 use crate::collect::{self, CollectSettings};
@@ -49,6 +50,9 @@ pub enum TaskError {
         what: &'static str,
         source: tokio::task::JoinError,
     },
+    /// Where the task starts could not be read.
+    #[error("{0}")]
+    Start(String),
     /// The agent replaced the worktree's `.git` link; plait put it back.
     #[error("the agent replaced {link}, plait's link to the worktree's git data; plait put it back and collected nothing")]
     LinkReplaced { link: PathBuf },
@@ -126,6 +130,86 @@ pub(super) async fn rework_from(shared: &Arc<Shared>, index: usize, commit: Oid,
     work(shared, index, &record, (round, limit), Some(feedback)).await;
 }
 
+/// Runs task `index` again from its new start (made already): its old worktree and branch
+/// removed, its work (`work`: its old start and tip) carried onto the start where git's
+/// merge can, then a round that is told which of the tasks it comes after (`changed`)
+/// moved, and the review rounds after it. A task that never ran starts as in the run.
+pub(super) async fn restart(
+    shared: &Arc<Shared>,
+    index: usize,
+    work_so_far: Option<(Oid, Oid)>,
+    changed: &[String],
+) {
+    if shared.cancel.is_cancelled() {
+        return;
+    }
+    let record = shared.record(index);
+    if record.started_at.is_none() {
+        return run_task(shared, index).await;
+    }
+    let start = match shared.start(index) {
+        Ok(start) => start.commit,
+        Err(why) => return fail_task(shared, index, why, None),
+    };
+    let carried = {
+        let (shared, record) = (shared.clone(), record.clone());
+        tokio::task::spawn_blocking(move || {
+            if let Ok(repo) = git::open(&shared.repo) {
+                let name = workspace::admin_name(&shared.run, &record.id);
+                let _ = workspace::remove(&repo, &name, &record.worktree);
+                let refname = crate::refs::branch_ref(&record.branch);
+                if let Ok(mut branch) = repo.find_reference(&refname) {
+                    let _ = branch.delete();
+                }
+            }
+            work_so_far
+                .map(|w| super::waves::carry(&shared, w, start, &record.id))
+                .transpose()
+        })
+        .await
+    };
+    shared.update(index, |t| {
+        t.commit = None;
+        t.changes.clear();
+        t.violations.clear();
+        t.checks.clear();
+        t.review = None;
+        t.decision = None;
+    });
+    let (laid_out, note) = match carried {
+        Ok(Ok(Some(Ok(commit)))) => (lay_out_from(shared, index, commit).await, Ok(())),
+        Ok(Ok(Some(Err(paths)))) => {
+            let why = format!("git's merge conflicts at {}", paths.join(", "));
+            let laid = prepare(shared, index, &record)
+                .await
+                .then(|| shared.record(index));
+            (laid, Err(why))
+        }
+        Ok(Ok(None)) => {
+            let laid = prepare(shared, index, &record)
+                .await
+                .then(|| shared.record(index));
+            (laid, Ok(()))
+        }
+        Ok(Err(e)) => {
+            let why = format!("could not carry its work onto its new start: {e}");
+            return fail_task(shared, index, why, None);
+        }
+        Err(e) => {
+            let why = format!("carrying its work onto its new start panicked: {e}");
+            return fail_task(shared, index, why, None);
+        }
+    };
+    let Some(record) = laid_out else {
+        return;
+    };
+    let feedback =
+        prompts::feedback::start_moved(changed, note.as_ref().map(|_| ()).map_err(String::as_str));
+    let round = record.rounds + 1;
+    let limit = round + shared.plan.review.rounds;
+    work(shared, index, &record, (round, limit), Some(feedback)).await;
+}
+
 /// Task `index`'s worktree at the base, then `commit` (work pushed for it, fetched
 /// already) on its branch and its files in the worktree; the task's record, or `None` when
 /// that failed (the failure is recorded).
@@ -169,8 +253,8 @@ fn restore(
     use std::os::unix::fs::PermissionsExt;
     let repo = git::open(&shared.repo)?;
     let task = &shared.plan.tasks[index];
-    let base = shared.plan.base;
-    let changes = branch_changes(&repo, base, commit)?;
+    let start = start_of(shared, index)?;
+    let changes = branch_changes(&repo, start, commit)?;
     let tree = repo.find_commit(commit).and_then(|c| c.tree())?;
     for change in &changes {
         if !task.checks_out(&change.path) {
@@ -214,13 +298,14 @@ pub(super) fn reset(shared: &Shared, index: usize) {
             let _ = branch.delete();
         }
     }
-    let fresh = TaskRecord::pending(
+    let mut fresh = TaskRecord::pending(
         &shared.run,
         &record.id,
         record.worktree.clone(),
         record.owned,
         record.log.clone(),
     );
+    fresh.after = record.after.clone();
     shared.update(index, |t| *t = fresh);
 }
 
@@ -286,7 +371,11 @@ async fn work(
             }
         }
     };
-    let worker = Worker::new(shared, index, record, lease);
+    let start = match shared.start(index) {
+        Ok(start) => start,
+        Err(why) => return fail_task(shared, index, why, None),
+    };
+    let worker = Worker::new(shared, index, record, lease, start);
     let mut confinement = Some(worker.task.sandbox.confinement());
     while let ControlFlow::Continue(next) = worker
         .round(round, limit, feedback.take(), confinement.take())
@@ -322,6 +411,8 @@ struct Worker<'a> {
     view: Arc<TaskView>,
     /// The task's way through the run's gateway, for an agent CLI.
     gateway: Option<Arc<plait_gateway::Lease>>,
+    /// Where its branch started.
+    start: Arc<Start>,
 }
 
 impl<'a> Worker<'a> {
@@ -331,6 +422,7 @@ impl<'a> Worker<'a> {
         index: usize,
         record: &'a TaskRecord,
         gateway: Option<Arc<plait_gateway::Lease>>,
+        start: Arc<Start>,
     ) -> Worker<'a> {
         let task = &shared.plan.tasks[index];
         let agent = agent::from_config(&task.agent, &shared.client, &shared.limiters);
@@ -344,7 +436,7 @@ impl<'a> Worker<'a> {
             .map(Path::to_path_buf)
             .unwrap_or_default();
         let scratch = TaskDir(task_dir.clone()).scratch();
-        let view = Arc::new(task_view(shared, record, task));
+        let view = Arc::new(task_view(shared, record, task, &start));
         // With `network = "gateway"`, the gateway's port is the one way out.
         let settings = match &gateway {
             Some(lease) => task.sandbox.through_gateway(lease.port()),
@@ -365,6 +457,7 @@ impl<'a> Worker<'a> {
             sandbox,
             view,
             gateway,
+            start,
         }
     }
 
@@ -443,14 +536,14 @@ impl<'a> Worker<'a> {
             _ => true,
         };
         if self.view.overlay().is_some() && runs_commands {
-            if let Err(why) = shared.base_tree().await {
+            if let Err(why) = shared.view_tree(&self.start).await {
                 return self.fail(why, None);
             }
         }
         let mut context = context(
             shared,
             index,
-            self.record,
+            (self.record, &self.start),
             round,
             feedback,
             (&self.sandbox, &self.view),
@@ -545,7 +638,8 @@ impl<'a> Worker<'a> {
             env: vec![
                 ("PLAIT_RUN", shared.run.clone()),
                 ("PLAIT_TASK", self.task.id.clone()),
-                ("PLAIT_BASE", shared.plan.base.to_string()),
+                ("PLAIT_BASE", self.start.commit.to_string()),
+                ("PLAIT_RUN_BASE", shared.plan.base.to_string()),
                 ("PLAIT_COMMIT", tip.to_string()),
             ],
             logs: &logs,
@@ -566,7 +660,7 @@ impl<'a> Worker<'a> {
     /// when no reviewer judges it.
     async fn review(&self, round: u32, tip: Oid, checks: &[CheckResult]) -> Option<Review> {
         let (shared, task) = (self.shared, self.task);
-        let diff = diff(shared, tip).await;
+        let diff = diff(shared, self.start.commit, tip).await;
         let gateway = match self.reviewer.gateway() {
             None => None,
             Some(provider) => {
@@ -590,7 +684,7 @@ impl<'a> Worker<'a> {
             diff: &diff,
             checks,
             round,
-            base: shared.plan.base.to_string(),
+            base: self.start.commit.to_string(),
             commit: tip.to_string(),
             worktree: self.record.worktree.clone(),
             dir: self.task_dir.clone(),
@@ -710,7 +804,7 @@ fn with_refused(reason: String, refused: &[String]) -> String {
 fn context(
     shared: &Shared,
     index: usize,
-    record: &TaskRecord,
+    (record, start): (&TaskRecord, &Start),
     round: u32,
     feedback: Option<String>,
     (sandbox, view): (&Arc<Sandbox>, &Arc<TaskView>),
@@ -721,17 +815,20 @@ fn context(
         task: task.id.clone(),
         goal: shared.plan.goal.clone(),
         prompt: task.prompt.clone(),
-        base: shared.plan.base.to_string(),
+        base: start.commit.to_string(),
         worktree: record.worktree.clone(),
         owned_list: TaskDir::of_log(&record.log).owned_list(),
-        single_file: task.single_file().map(str::to_string),
+        single_file: match start.owned.as_slice() {
+            [one] => Some(one.clone()),
+            _ => None,
+        },
         log: record.log.clone(),
         timeout: task.timeout,
         cancel: shared.cancel.clone(),
         repo: shared.repo.clone(),
         owns: task.owns.clone(),
-        owned: task.owned.clone(),
-        files: shared.plan.files.clone(),
+        owned: start.owned.to_vec(),
+        files: start.files.clone(),
         transcript: TaskDir::of_log(&record.log).transcript(),
         max_turns: task.max_turns,
         round,
@@ -748,7 +845,7 @@ fn context(
 
 /// The whole-tree view of a task: an overlay of its worktree on the base's checkout where
 /// this system allows it, else the worktree filled in at the first command.
-fn task_view(shared: &Shared, record: &TaskRecord, task: &ResolvedTask) -> TaskView {
+fn task_view(shared: &Shared, record: &TaskRecord, task: &ResolvedTask, start: &Start) -> TaskView {
     let support = match (&task.agent, task.sandbox.view) {
         // A shell command in the task's sparse worktree, as before views: a task that runs
         // nothing costs what it owns; one that runs a command through `$PLAIT_RUN_IN`
@@ -764,7 +861,7 @@ fn task_view(shared: &Shared, record: &TaskRecord, task: &ResolvedTask) -> TaskV
             let work = view::work_dir(&record.worktree);
             let _ = std::fs::create_dir_all(&work);
             ViewKind::Overlay(crate::sandbox::OverlayView {
-                lower: shared.store.views_dir().join(shared.plan.base.to_string()),
+                lower: shared.store.views_dir().join(start.commit.to_string()),
                 upper: record.worktree.clone(),
                 work,
             })
@@ -775,7 +872,7 @@ fn task_view(shared: &Shared, record: &TaskRecord, task: &ResolvedTask) -> TaskV
         kind,
         record.worktree.clone(),
         shared.repo.clone(),
-        shared.plan.files.clone(),
+        start.files.clone(),
         task.owns.clone(),
         TaskDir::of_log(&record.log).view_filled(),
     )
@@ -813,8 +910,9 @@ async fn collect_round(
     let expected = shared
         .record(index)
         .commit
-        .and_then(|c| Oid::from_str(&c).ok())
-        .unwrap_or(shared.plan.base);
+        .and_then(|c| Oid::from_str(&c).ok());
+    let start = start_of(shared, index)?;
+    let expected = expected.unwrap_or(start);
     let collected = {
         let shared = shared.clone();
         let record = record.clone();
@@ -828,7 +926,7 @@ async fn collect_round(
         })?
     };
     let collected = collected?;
-    let base = shared.plan.base;
+    let base = start;
     let tip = collected.tip;
     shared.update(index, |t| {
         t.commit = (tip != base).then(|| tip.to_string());
@@ -878,7 +976,7 @@ fn collect_worktree(
     };
     let outcome = collect::collect(&repo, &settings)?;
     let tip = repo.refname_to_id(&crate::refs::branch_ref(&record.branch))?;
-    let changes = branch_changes(&repo, shared.plan.base, tip)?;
+    let changes = branch_changes(&repo, start_of(shared, index)?, tip)?;
     Ok(Collected {
         tip,
         changes,
@@ -948,9 +1046,9 @@ fn branch_changes(
         .collect())
 }
 
-/// The branch's diff against the base, for the reviewer (or why it could not be made).
-async fn diff(shared: &Arc<Shared>, tip: Oid) -> String {
-    let (repo_path, base) = (shared.repo.clone(), shared.plan.base);
+/// The branch's diff against where it started, for the reviewer (or why it could not be made).
+async fn diff(shared: &Arc<Shared>, base: Oid, tip: Oid) -> String {
+    let repo_path = shared.repo.clone();
     tokio::task::spawn_blocking(move || {
         let repo = git::open(&repo_path).map_err(|e| e.to_string())?;
         diff_text(&repo, base, tip, DiffStyle::default()).map_err(|e| e.to_string())
@@ -971,7 +1069,7 @@ fn discard_partial(shared: &Shared, record: &TaskRecord) {
     let _ = workspace::remove(&repo, &name, &record.worktree);
     let at_base = repo
         .refname_to_id(&crate::refs::branch_ref(&record.branch))
-        .is_ok_and(|tip| tip == shared.plan.base);
+        .is_ok_and(|tip| tip.to_string() == record.start_or(&shared.plan.base.to_string()));
     if at_base {
         if let Ok(mut branch) = repo.find_reference(&crate::refs::branch_ref(&record.branch)) {
             let _ = branch.delete();
@@ -984,13 +1082,31 @@ fn prepare_worktree(shared: &Shared, index: usize, record: &TaskRecord) -> Resul
     let repo = git::open(&shared.repo)?;
     let task = &shared.plan.tasks[index];
     let admin_name = workspace::admin_name(&shared.run, &task.id);
+    let start = shared.start(index).map_err(TaskError::Start)?;
+    if start.commit != shared.plan.base {
+        // What it owns where it starts, for `$PLAIT_OWNED` and `{owned}`.
+        let list = TaskDir::of_log(&record.log).owned_list();
+        let mut text = start.owned.join("\n");
+        text.push('\n');
+        std::fs::write(&list, text).map_err(io_at(&list))?;
+        let owned = start.owned.len();
+        shared.update(index, |t| t.owned = owned);
+    }
     let spec = WorktreeSpec {
         branch: &record.branch,
         admin_name: &admin_name,
         path: &record.worktree,
-        base: shared.plan.base,
-        files: &shared.plan.files,
-        layout: &task.layout,
+        base: start.commit,
+        files: &start.files,
+        layout: &start.layout,
     };
     Ok(workspace::create(&repo, &spec)?)
+}
+
+/// The commit task `index`'s branch started from.
+fn start_of(shared: &Shared, index: usize) -> Result<Oid, TaskError> {
+    shared
+        .start(index)
+        .map(|s| s.commit)
+        .map_err(TaskError::Start)
 }

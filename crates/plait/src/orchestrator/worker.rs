@@ -394,7 +394,11 @@ async fn work_on(
         let shared = shared.clone();
         let _ = tokio::task::spawn_blocking(move || task::reset(&shared, index)).await;
     }
-    run_claimed(ctx, &claim, index).await;
+    if let Err(why) = take_start(ctx, &claim, index).await {
+        task::fail_task(shared, index, why, None);
+    } else {
+        run_claimed(ctx, &claim, index).await;
+    }
     // The next task starts while this one's work is pushed and recorded (under its lease).
     drop(permit);
     let outcome = settle(ctx, pg, &claim, index, counts).await;
@@ -404,6 +408,44 @@ async fn work_on(
         .unwrap_or_else(|e| e.into_inner())
         .remove(&claim.task);
     outcome
+}
+
+/// A claimed task that comes after others starts where the coordinator made its start:
+/// the start its stored record names is fetched from the remote and recorded here.
+async fn take_start(ctx: &RunCtx, claim: &Claim, index: usize) -> Result<(), String> {
+    let Some(stored) = &claim.record else {
+        return Ok(());
+    };
+    let Some(start) = stored.start.clone() else {
+        return Ok(());
+    };
+    let shared = &ctx.shared;
+    let branch = crate::refs::branch_ref(&crate::refs::start_branch(&claim.run, &claim.task));
+    let (repo, remote) = (shared.repo.clone(), ctx.remote.clone());
+    let wanted = start.clone();
+    tokio::task::spawn_blocking(move || {
+        remote::fetch(
+            &repo,
+            &remote,
+            &[format!("+{branch}:{branch}")],
+            "the task's start",
+        )
+        .map_err(|e| e.to_string())?;
+        let repo = crate::git::open(&repo).map_err(|e| e.to_string())?;
+        Oid::from_str(&wanted)
+            .and_then(|c| repo.find_commit(c))
+            .map(drop)
+            .map_err(|_| format!("its start {wanted} is not on the remote"))
+    })
+    .await
+    .map_err(|e| e.to_string())??;
+    let from = stored.start_from.clone();
+    shared.forget_start(index);
+    shared.update(index, |t| {
+        t.start = Some(start);
+        t.start_from = from;
+    });
+    Ok(())
 }
 
 /// Runs claimed task `index` here, as the claim says: from the start, from the work an

@@ -344,6 +344,17 @@ fn parse_tasks(input: &Value) -> Result<Vec<TaskFile>, Vec<String>> {
                 }
             },
         };
+        let after = match item.get("after") {
+            None | Some(Value::Null) => None,
+            Some(_) => match list("after") {
+                Some(a) if a.is_empty() => None,
+                Some(a) => Some(a),
+                None => {
+                    problems.push(format!("task `{id}`: `after` must be a list of task ids"));
+                    continue;
+                }
+            },
+        };
         tasks.push(TaskFile {
             id,
             prompt,
@@ -355,6 +366,7 @@ fn parse_tasks(input: &Value) -> Result<Vec<TaskFile>, Vec<String>> {
             max_turns: None,
             token_budget: None,
             sandbox: None,
+            after,
         });
     }
     if items.is_empty() {
@@ -391,7 +403,7 @@ fn unowned(plan: &ResolvedPlan) -> Vec<String> {
 fn tool() -> ToolSpec {
     ToolSpec {
         name: SUBMIT_PLAN,
-        description: "Submit the plan: the tasks that together reach the goal, each owning a disjoint set of files.",
+        description: "Submit the plan: the tasks that together reach the goal, each owning a set of files no task running at the same time owns.",
         schema: json!({
             "type": "object",
             "properties": {
@@ -403,7 +415,8 @@ fn tool() -> ToolSpec {
                             "id": {"type": "string", "description": "Short, unique; letters, digits, - _ . (it becomes a branch name)"},
                             "owns": {"type": "array", "items": {"type": "string"}, "description": "gitignore-style globs of the files this task may change; no file may be owned by two tasks"},
                             "prompt": {"type": "string", "description": "What the worker should do, complete in itself"},
-                            "context": {"type": "array", "items": {"type": "string"}, "description": "Globs of files the worker should see but not change"}
+                            "context": {"type": "array", "items": {"type": "string"}, "description": "Globs of files the worker should see but not change"},
+                            "after": {"type": "array", "items": {"type": "string"}, "description": "Ids of tasks this one must come after: it starts from their merged result (definitions before uses, build files before sources, removals last); leave out for independent tasks"}
                         },
                         "required": ["id", "owns", "prompt"]
                     }

@@ -25,9 +25,9 @@ use crate::llm::provider::ProviderFile;
 use crate::sandbox::SandboxMode;
 pub use exec::ExecCommand;
 pub use validate::{
-    checks_of, claude_code_settings, resolve, resolve_kept, resolve_with_env, AgentConfig,
-    CheckSettings, CliSettings, GroupSettings, ResolvedPlan, ResolvedTask, ReviewSettings,
-    Reviewer, ToolSettings, DEFAULT_GROUP_THRESHOLD,
+    checks_of, claude_code_settings, resolve, resolve_kept, resolve_with_env, waits_for,
+    AgentConfig, CheckSettings, CliSettings, GroupSettings, ResolvedPlan, ResolvedTask,
+    ReviewSettings, Reviewer, ToolSettings, DEFAULT_GROUP_THRESHOLD,
 };
 
 /// How long an agent may run when the plan does not say.
@@ -206,6 +206,9 @@ pub struct Defaults {
     /// The kernel's walls around every process of a task (and the merged checks).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<SandboxFile>,
+    /// Tasks every task waits for (ids or globs over ids; a task never waits for itself).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after: Option<Vec<String>>,
 }
 
 impl Defaults {
@@ -217,6 +220,7 @@ impl Defaults {
             && self.max_turns.is_none()
             && self.token_budget.is_none()
             && self.sandbox.is_none()
+            && self.after.is_none()
     }
 }
 
@@ -277,6 +281,10 @@ pub struct TaskFile {
     pub token_budget: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<SandboxFile>,
+    /// The tasks this one waits for (ids, or globs over ids): it starts from the merge of
+    /// their work, once each has ended done and merged cleanly.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after: Option<Vec<String>>,
 }
 
 /// Which files a task's worktree holds.

@@ -69,6 +69,17 @@ pub struct SplitSettings {
     pub goal: String,
     pub agent: Option<AgentSpec>,
     pub base: Option<String>,
+    /// A task every split task comes after (`--first`).
+    pub first: Option<Edge>,
+    /// A task that comes after every other (`--last`).
+    pub last: Option<Edge>,
+}
+
+/// A task before or after the split's: the files it owns and what it is told.
+#[derive(Debug, Clone, Default)]
+pub struct Edge {
+    pub owns: Vec<String>,
+    pub prompt: String,
 }
 
 /// A split plan, and what it leaves to nobody.
@@ -193,29 +204,49 @@ fn by_dir(files: &[TreeFile], matcher: &GlobMatcher) -> Vec<Share> {
 
 fn plan_of(shares: Vec<Share>, settings: &SplitSettings) -> PlanFile {
     let mut used = HashSet::new();
-    let tasks = shares
+    let task = |id: String, prompt: String, owns: Vec<String>| TaskFile {
+        prompt,
+        id,
+        owns,
+        context: None,
+        checkout: None,
+        agent: None,
+        timeout: None,
+        max_turns: None,
+        token_budget: None,
+        sandbox: None,
+        after: None,
+    };
+    let mut tasks: Vec<TaskFile> = shares
         .into_iter()
         .map(|share| {
             let id = unique_id(&share.name, &mut used);
-            TaskFile {
-                prompt: fill(&settings.template, &share.path, &id),
-                id,
-                owns: share.owns,
-                context: None,
-                checkout: None,
-                agent: None,
-                timeout: None,
-                max_turns: None,
-                token_budget: None,
-                sandbox: None,
-            }
+            task(
+                id.clone(),
+                fill(&settings.template, &share.path, &id),
+                share.owns,
+            )
         })
         .collect();
+    // The split's tasks come after `--first` (through the defaults); `--last` after all.
+    let mut after = None;
+    if let Some(first) = &settings.first {
+        let id = unique_id("first", &mut used);
+        after = Some(vec![id.clone()]);
+        tasks.insert(0, task(id, first.prompt.clone(), first.owns.clone()));
+    }
+    if let Some(last) = &settings.last {
+        let id = unique_id("last", &mut used);
+        let mut t = task(id, last.prompt.clone(), last.owns.clone());
+        t.after = Some(vec!["*".to_string()]);
+        tasks.push(t);
+    }
     PlanFile {
         goal: settings.goal.clone(),
         base: settings.base.clone(),
         defaults: Defaults {
             agent: settings.agent.clone(),
+            after,
             ..Defaults::default()
         },
         tasks,

@@ -308,6 +308,8 @@ pub struct ResolvedTask {
     pub owned: Vec<String>,
     /// The walls of the task's agent's processes.
     pub sandbox: SandboxSettings,
+    /// The tasks it waits for, by index into the plan's tasks, directly (`after`).
+    pub after: Vec<usize>,
     /// The walls of its checks and command reviewer: the same, with the checks' network.
     pub check_sandbox: SandboxSettings,
     /// The files its worktree holds and its sparse-checkout cone.
@@ -405,6 +407,9 @@ pub fn resolve_with_env(
     let groups = resolve_groups(&plan, &review, env, &mut providers, &mut problems);
     withhold_keys(&providers, &mut tasks, &mut checks);
     if problems.is_empty() {
+        resolve_after(&plan, &mut tasks, &mut problems);
+    }
+    if problems.is_empty() {
         assign_owners(&mut tasks, &files, &mut problems);
         for task in &mut tasks {
             let full = task.checkout == Checkout::Full;
@@ -458,6 +463,127 @@ fn withhold_keys(
             }
         }
     }
+}
+
+/// Each task's `after` (its own, else `[defaults]`'s): ids, or globs over ids, of the tasks
+/// it waits for; a pattern that names no task, and a cycle, are problems.
+fn resolve_after(plan: &PlanFile, tasks: &mut [ResolvedTask], problems: &mut Vec<String>) {
+    let ids: Vec<String> = tasks.iter().map(|t| t.id.clone()).collect();
+    for (t, file) in plan.tasks.iter().enumerate().take(tasks.len()) {
+        let Some(patterns) = file.after.as_ref().or(plan.defaults.after.as_ref()) else {
+            continue;
+        };
+        let own = file.after.is_some();
+        let mut after = Vec::new();
+        for pattern in patterns {
+            let matched: Vec<usize> = if pattern.contains(['*', '?', '[']) {
+                match globset::Glob::new(pattern) {
+                    Ok(glob) => {
+                        let glob = glob.compile_matcher();
+                        (0..ids.len()).filter(|&k| glob.is_match(&ids[k])).collect()
+                    }
+                    Err(e) => {
+                        problems.push(format!("task `{}`: after `{pattern}`: {e}", ids[t]));
+                        continue;
+                    }
+                }
+            } else {
+                ids.iter()
+                    .position(|id| id == pattern)
+                    .into_iter()
+                    .collect()
+            };
+            // `[defaults] after` naming a task holds for every task but that one.
+            let named_self = !own && matched == [t];
+            let matched: Vec<usize> = matched.into_iter().filter(|&k| k != t).collect();
+            if matched.is_empty() && !named_self && (own || !pattern.contains(['*', '?', '['])) {
+                problems.push(format!(
+                    "task `{}`: after `{pattern}` names no other task of the plan",
+                    ids[t]
+                ));
+            }
+            after.extend(matched);
+        }
+        after.sort_unstable();
+        after.dedup();
+        tasks[t].after = after;
+    }
+    if let Some(cycle) = find_cycle(tasks) {
+        let names: Vec<&str> = cycle.iter().map(|&k| ids[k].as_str()).collect();
+        problems.push(format!(
+            "the tasks wait for each other in a circle: {}; no task of it could ever start",
+            names.join(" → ")
+        ));
+    }
+}
+
+/// A circle of `after`, as the tasks on it with the first repeated at the end.
+fn find_cycle(tasks: &[ResolvedTask]) -> Option<Vec<usize>> {
+    // 0: not seen, 1: on the path, 2: done.
+    let mut mark = vec![0u8; tasks.len()];
+    let mut path = Vec::new();
+    fn visit(
+        k: usize,
+        tasks: &[ResolvedTask],
+        mark: &mut [u8],
+        path: &mut Vec<usize>,
+    ) -> Option<Vec<usize>> {
+        mark[k] = 1;
+        path.push(k);
+        for &d in &tasks[k].after {
+            if mark[d] == 1 {
+                let from = path.iter().position(|&p| p == d).unwrap_or(0);
+                let mut cycle = path[from..].to_vec();
+                cycle.push(d);
+                // In the order the work flows: what is waited for first.
+                cycle.reverse();
+                return Some(cycle);
+            }
+            if mark[d] == 0 {
+                if let Some(cycle) = visit(d, tasks, mark, path) {
+                    return Some(cycle);
+                }
+            }
+        }
+        path.pop();
+        mark[k] = 2;
+        None
+    }
+    (0..tasks.len()).find_map(|k| {
+        if mark[k] == 0 {
+            visit(k, tasks, &mut mark, &mut path)
+        } else {
+            None
+        }
+    })
+}
+
+/// For each task, every task it waits for, directly or through others.
+pub fn waits_for(tasks: &[ResolvedTask]) -> Vec<std::collections::BTreeSet<usize>> {
+    let mut all: Vec<Option<std::collections::BTreeSet<usize>>> = vec![None; tasks.len()];
+    fn close(
+        k: usize,
+        tasks: &[ResolvedTask],
+        all: &mut Vec<Option<std::collections::BTreeSet<usize>>>,
+        depth: usize,
+    ) -> std::collections::BTreeSet<usize> {
+        if let Some(done) = &all[k] {
+            return done.clone();
+        }
+        let mut set = std::collections::BTreeSet::new();
+        // A cycle is a problem reported elsewhere; stop rather than loop.
+        if depth <= tasks.len() {
+            for &d in &tasks[k].after {
+                set.insert(d);
+                set.extend(close(d, tasks, all, depth + 1));
+            }
+        }
+        all[k] = Some(set.clone());
+        set
+    }
+    (0..tasks.len())
+        .map(|k| close(k, tasks, &mut all, 0))
+        .collect()
 }
 
 /// The `[checks]` of a plan, resolved (`env` gives `HOME` and `TMPDIR` for the sandbox);
@@ -792,7 +918,7 @@ pub fn id_problem(id: &str) -> Option<String> {
         "may only hold letters, digits, `-`, `_` and `.`"
     } else if id.contains("..") || id.ends_with('.') || id.ends_with(".lock") {
         "cannot contain `..` or end in `.` or `.lock` (it becomes a branch name)"
-    } else if RESERVED_IDS.contains(&id) || id.starts_with("group-") {
+    } else if RESERVED_IDS.contains(&id) || id.starts_with("group-") || id.starts_with("start-") {
         "is reserved for plait's own branches"
     } else {
         return None;
@@ -915,6 +1041,7 @@ fn resolve_task(
         owned: Vec::new(),
         sandbox,
         check_sandbox,
+        after: Vec::new(),
         layout: Layout::default(),
     })
 }
@@ -1234,9 +1361,13 @@ fn compile(
 /// looks only under the directories its globs can reach, so the cost follows what the
 /// tasks own, not the size of the repository.
 fn assign_owners(tasks: &mut [ResolvedTask], files: &[TreeFile], problems: &mut Vec<String>) {
+    let waits = waits_for(tasks);
+    // Two tasks may own one file only when one comes after the other: the later starts
+    // from the earlier's result.
+    let ordered = |a: usize, b: usize| waits[a].contains(&b) || waits[b].contains(&a);
     let mut shared: BTreeMap<(usize, usize), Vec<&str>> = BTreeMap::new();
-    // The first owner of each file met so far, by index into `files`.
-    let mut owner: HashMap<usize, usize> = HashMap::new();
+    // The owners of each file met so far, by index into `files`.
+    let mut owners: HashMap<usize, Vec<usize>> = HashMap::new();
     for (t, task) in tasks.iter_mut().enumerate() {
         let scopes = task.owns.scopes();
         for i in within(files, &scopes) {
@@ -1245,14 +1376,13 @@ fn assign_owners(tasks: &mut [ResolvedTask], files: &[TreeFile], problems: &mut 
                 continue;
             }
             task.owned.push(file.path.clone());
-            match owner.entry(i) {
-                std::collections::hash_map::Entry::Vacant(e) => {
-                    e.insert(t);
-                }
-                std::collections::hash_map::Entry::Occupied(e) => {
-                    shared.entry((*e.get(), t)).or_default().push(&file.path);
+            let before = owners.entry(i).or_default();
+            for &o in before.iter() {
+                if !ordered(o, t) {
+                    shared.entry((o, t)).or_default().push(&file.path);
                 }
             }
+            before.push(t);
         }
     }
     for paths in shared.values_mut() {

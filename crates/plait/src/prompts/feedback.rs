@@ -15,6 +15,24 @@ pub const TAKEN_OVER: &str = "This task was taken over from another machine that
     working on it. The worktree holds the work done so far (it is committed on the task's \
     branch); look at it and carry on from there.";
 
+/// What a task is told when the tasks it comes after changed since it started: `changed`
+/// names them; `carried` says whether its work was carried onto their new result.
+pub fn start_moved(changed: &[String], carried: Result<(), &str>) -> String {
+    let what = match carried {
+        Ok(()) => "Your work so far was carried onto their new result and is in the worktree;             check that it still fits what they did now, and finish."
+            .to_string(),
+        Err(why) => format!(
+            "Your work so far could not be carried onto their new result ({why}); the \
+             worktree holds their new result without it. Do the task again from there."
+        ),
+    };
+    format!(
+        "The tasks this task comes after changed since it started: {}. It starts again from \
+         their new result. {what}",
+        changed.join(", ")
+    )
+}
+
 /// What the worker is told in its next round: the failing checks' output and the
 /// reviewer's comments.
 pub fn of_round(checks: &[CheckResult], review: Option<&Review>) -> Option<String> {

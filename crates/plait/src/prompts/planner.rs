@@ -18,8 +18,15 @@ carry out at the same time, each in its own worktree holding only the files its 
 How to plan:\n\
 - Every task owns a set of files, given as gitignore-style globs matched against the \
 repository's paths: `src/db/` takes a directory, `/README.md` one file at the root, `*.py` \
-every Python file at any depth, `!` excludes. No file may be owned by two tasks, and every \
-glob must match at least one tracked file.\n\
+every Python file at any depth, `!` excludes. No file may be owned by two tasks that run at \
+the same time, and every glob must match at least one tracked file.\n\
+- When work has an order, give a task `after`: the ids of the tasks it must come after. It \
+starts from their merged result, so its own checks see their work. Use it for definitions \
+before their uses (a function renamed: first add the new name beside the old, then the \
+callers switch, then a last task removes the old name), build files and dependencies before \
+the sources that need them, and removals last. A task may own again a file of a task it \
+comes after (it changes their result). Leave `after` out where tasks are independent: \
+tasks without it all start at once.\n\
 - Own only the files that must change to reach the goal; leave the rest unowned.\n\
 - Keep files that must change together in one task, and tests with the code they test.\n\
 - Make the tasks about the same size, and as many as the work splits into naturally (at most {}).\n\

@@ -135,7 +135,7 @@ const fileHref = (run, task, path) => `${taskHref(run, task)}/files/${enc(path)}
 // ---------- shared bits of the run and task pages ----------
 
 const STATES = ['done', 'running', 'preparing', 'collecting', 'reviewing', 'pending',
-  'failed', 'rejected', 'stopped', 'interrupted'];
+  'failed', 'rejected', 'stopped', 'interrupted', 'blocked'];
 const VERDICTS = { approve: 'approve', request_changes: 'changes requested', reject: 'reject' };
 
 const stateBadge = (state) => h('span', { class: `badge state s-${state}` }, state || '?');
@@ -591,7 +591,7 @@ function blockerText(text) {
 function matchesFilter(filter, t) {
   const rejected = t.state === 'rejected' || t.verdict === 'reject';
   switch (filter) {
-    case 'failed': return t.state === 'failed';
+    case 'failed': return t.state === 'failed' || t.state === 'blocked';
     case 'rejected': return rejected;
     case 'conflicts': return !!t.conflict;
     // As the gate decides it (the server's `attention`): a task a person rejected needs nobody.
@@ -827,6 +827,9 @@ function runView(runId) {
       t.conflict && h('span', { class: 'tag warn' }, 'conflict'),
       t.culprit && h('span', { class: 'tag bad' }, 'culprit'),
       t.excluded && h('span', { class: 'tag' }, 'left out'),
+      t.after?.length > 0 && h('span', { class: 'tag after', title: 'it starts from the merged result of the tasks it comes after (after)' }, `after ${t.after.join(', ')}`),
+      t.blocked_by?.length > 0 && h('span', { class: 'tag bad', title: 'it never started: these did not end well' }, `blocked by ${t.blocked_by.join(', ')}`),
+      t.waiting && h('span', { class: 'tag warn', title: 'left out of the merge: a task it comes after is not in it' }, 'waits'),
       t.rounds > 0 && h('span', { class: 'tag', title: 'rounds of changes after the first try (the agent\'s PLAIT_ROUND)' }, `round ${t.rounds}`),
       t.sent_back > 0 && h('span', { class: 'tag', title: 'sent back by a person' }, count(t.sent_back, 'send-back')),
       moved && h('span', { class: 'tag warn moved', title: `its branch was moved by hand since the run's commit (now ${short(moved)}); plait land collects the new commits if they change only what the task owns` }, 'moved by hand'),
@@ -1171,6 +1174,8 @@ function taskView(runId, taskId) {
         h('span', null, h('code', null, t.branch)),
         t.commit ? h('span', null, 'commit ', h('code', null, short(t.commit))) : h('span', null, 'no commit'),
         d.group && h('span', null, 'in ', h('a', { href: runHref(runId) }, d.group)),
+        t.after?.length > 0 && h('span', { title: t.start ? `its diff is its own work, from ${short(t.start)}` : '' }, 'after ', t.after.join(', '),
+          t.start ? h('span', null, ' · starts from ', h('code', null, short(t.start))) : null),
         t.rounds > 0 && h('span', null, count(t.rounds, 'extra round')),
         t.started_at && h('span', { title: fmtDate(t.started_at) }, fmtMs(taskElapsed(t))),
         u && h('span', null, tokensText(u), ' tokens'),

@@ -335,6 +335,70 @@ impl PgStore {
         Ok(rows.iter().map(|r| r.get(0)).collect())
     }
 
+    /// Releases waiting task `task` of `run` (one that comes after others, its inputs
+    /// ended): `pending` for the workers with `record` (its start in it), and when
+    /// `resume` is given, the work to go on from at the task's own generation and what it
+    /// is told; or `state` for one that is not to run (`blocked`, `failed`). Workers are
+    /// told. False when the task was not waiting.
+    pub async fn release_waiting(
+        &self,
+        run: &str,
+        record: &TaskRecord,
+        state: &str,
+        resume: Option<(Oid, String)>,
+    ) -> Result<bool, PgError> {
+        let (commit, feedback) = match resume {
+            Some((commit, feedback)) => (Some(commit.to_string()), Some(feedback)),
+            None => (None, None),
+        };
+        let n = self
+            .client
+            .execute(
+                "UPDATE plait_tasks
+                    SET state = $3, record = $4, feedback = $6,
+                        checkpoint = CASE WHEN $5::text IS NULL THEN NULL
+                                          ELSE generation || ' ' || $5::text END,
+                        changed = nextval('plait_task_changes')
+                  WHERE run_id = $1 AND id = $2 AND state = 'waiting'",
+                &[&run, &record.id, &state, &Json(record), &commit, &feedback],
+            )
+            .await?;
+        if n == 1 {
+            self.notify(run).await?;
+        }
+        Ok(n == 1)
+    }
+
+    /// Puts ended tasks `tasks` of `run` back to waiting (their starts went stale), for the
+    /// coordinator to release again, and opens the run to workers again.
+    pub async fn rewait(&self, run: &str, tasks: &[String]) -> Result<(), PgError> {
+        self.client
+            .execute(
+                "UPDATE plait_tasks
+                    SET state = 'waiting', owner = NULL, lease_until = NULL, feedback = NULL,
+                        checkpoint = NULL, changed = nextval('plait_task_changes')
+                  WHERE run_id = $1 AND id = ANY($2) AND state NOT IN ('pending', 'running')",
+                &[&run, &tasks],
+            )
+            .await?;
+        self.client
+            .execute("UPDATE plait_runs SET open = true WHERE id = $1", &[&run])
+            .await?;
+        Ok(())
+    }
+
+    /// The generation of task `task` of `run`: its last claim's (0 before any).
+    pub async fn generation(&self, run: &str, task: &str) -> Result<i64, PgError> {
+        let row = self
+            .client
+            .query_one(
+                "SELECT generation FROM plait_tasks WHERE run_id = $1 AND id = $2",
+                &[&run, &task],
+            )
+            .await?;
+        Ok(row.get(0))
+    }
+
     /// Records work a claim pushed (`commit`) as its generation's [`Checkpoint`], for a
     /// worker that takes the task over; false when the claim was lost.
     pub async fn checkpoint(&self, claim: &Claim, commit: Oid) -> Result<bool, PgError> {

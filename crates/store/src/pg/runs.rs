@@ -8,8 +8,8 @@ use super::{PgError, PgStore};
 use crate::state::RunState;
 
 impl PgStore {
-    /// Records run `state` of repository `repo`: its state, and each of its tasks, pending,
-    /// in order, with its record.
+    /// Records run `state` of repository `repo`: its state, and each of its tasks, pending
+    /// (or waiting, when it comes after others), in order, with its record.
     pub async fn create_run(&self, repo: &str, state: &RunState) -> Result<(), PgError> {
         let run = &state.id;
         self.client.batch_execute("BEGIN").await?;
@@ -21,11 +21,18 @@ impl PgStore {
                 )
                 .await?;
             for (position, record) in state.tasks.iter().enumerate() {
+                // A task that comes after others waits until the coordinator releases it
+                // with its start (`release_waiting`).
+                let queued = if record.after.is_empty() {
+                    "pending"
+                } else {
+                    "waiting"
+                };
                 self.client
                     .execute(
                         "INSERT INTO plait_tasks (run_id, id, position, state, record)
-                         VALUES ($1, $2, $3, 'pending', $4)",
-                        &[run, &record.id, &(position as i32), &Json(record)],
+                         VALUES ($1, $2, $3, $5, $4)",
+                        &[run, &record.id, &(position as i32), &Json(record), &queued],
                     )
                     .await?;
             }
