@@ -1,6 +1,7 @@
 //! Waves: `after = [...]`, a task that starts from the merged result of the tasks it
 //! comes after, in one run that lands once.
 
+use std::fmt::Write;
 use std::fs;
 
 use crate::support::{stderr, stdout, wait_until, TestRepo};
@@ -340,10 +341,11 @@ fn fan(n: usize, extra: &str) -> (TestRepo, String) {
     );
     for k in 0..n {
         files.push((format!("pkg/m{k:02}/f.txt"), format!("{k}\n")));
-        plan.push_str(&format!(
+        let _ = write!(
+            plan,
             "[[task]]\nid = \"m{k:02}\"\nprompt = \"p\"\nowns = [\"/pkg/m{k:02}/**\"]\nafter = [\"core\"]\n\
              agent = {{ exec = \"cat pkg/core.txt >> pkg/m{k:02}/f.txt\" }}\n"
-        ));
+        );
     }
     plan.push_str(
         "[[task]]\nid = \"last\"\nprompt = \"p\"\nowns = [\"/pkg/zz/**\"]\nafter = [\"m*\"]\n\
