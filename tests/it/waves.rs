@@ -542,3 +542,48 @@ fn the_page_shows_what_a_task_comes_after_what_blocks_it_and_its_own_diff() {
     let page = include_str!("../../crates/serve/src/page/app.js");
     assert!(page.contains("blocked by ") && page.contains("'blocked'"));
 }
+
+/// core, then a and b from it, then z from both: a breaks the merged checks. The search
+/// blames a, not core whose holding out would have held a out with it, and the merge keeps
+/// core and b and leaves z out with a.
+#[test]
+fn the_culprit_search_blames_the_later_task_not_what_it_started_from() {
+    let repo = culprit_waves_repo();
+    let plan = repo.plan(
+        "goal = \"waves\"\n\
+         [checks]\nmerged = [\"! grep -q broken src/a.txt src/b.txt src/z.txt src/core.txt\"]\n\
+         [[task]]\nid = \"core\"\nprompt = \"p\"\nowns = [\"/src/core.txt\"]\nagent = { exec = \"echo new > src/core.txt\" }\n\
+         [[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"/src/a.txt\"]\nafter = [\"core\"]\nagent = { exec = \"echo broken > src/a.txt\" }\n\
+         [[task]]\nid = \"b\"\nprompt = \"p\"\nowns = [\"/src/b.txt\"]\nafter = [\"core\"]\nagent = { exec = \"cp src/core.txt src/b.txt\" }\n\
+         [[task]]\nid = \"z\"\nprompt = \"p\"\nowns = [\"/src/z.txt\"]\nafter = [\"a\", \"b\"]\nagent = { exec = \"cat src/core.txt src/b.txt > src/z.txt\" }\n",
+    );
+    let out = repo.plait(&["run", plan.to_str().unwrap(), "-j", "2"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let status = repo.status_json(&[]);
+    let run = status["id"].as_str().unwrap().to_string();
+    let sets = status["culprits"]["sets"].as_array().unwrap();
+    assert_eq!(sets.len(), 1, "{status:#}");
+    assert_eq!(sets[0]["tasks"], serde_json::json!(["a"]), "{status:#}");
+    assert!(
+        sets[0]["partners"].as_array().is_none_or(Vec::is_empty),
+        "{status:#}"
+    );
+    assert_eq!(status["merged_checks"][0]["passed"], true, "{status:#}");
+    let mut included: Vec<&str> = status["merge"]["included"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    included.sort_unstable();
+    assert_eq!(included, ["b", "core"], "{status:#}");
+    assert_eq!(
+        status["merge"]["waiting"],
+        serde_json::json!(["z"]),
+        "{status:#}"
+    );
+    let merged = repo.tree_files(&format!("plait/{run}/merged"));
+    assert_eq!(merged["src/core.txt"], "new\n");
+    assert_eq!(merged["src/b.txt"], "new\n");
+    assert_eq!(merged["src/a.txt"], "a\n");
+}

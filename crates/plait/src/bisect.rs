@@ -10,6 +10,13 @@
 //! Hildebrandt's minimizing delta debugging, with the culprit as context). A check that
 //! fails on the base alone is no task's fault; the failing merge is tested once more
 //! before anyone is blamed, and one that then passes is a flaky check.
+//!
+//! In a run in waves a task's work was made on top of the tasks it comes after, so it is
+//! never merged without them: a set tested is closed as the merge closes it (a task whose
+//! inputs are held out is held out too), the search holds out the later tasks before the
+//! earlier ones, a culprit whose holding out helped only because its later tasks went
+//! with it hands the blame down to the fewest of them, and a partner merged in brings
+//! what it comes after.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -74,17 +81,88 @@ type Set = Vec<usize>;
 /// The search's memory: every tree tested and how it went.
 struct Tester<'a> {
     search: &'a Search<'a>,
+    /// The branches, each after every branch that comes after it (`Waves::order`).
     inputs: &'a [BranchInput],
+    waves: Waves,
     base: Oid,
     runs: u32,
     known: HashMap<Set, (bool, Vec<CheckResult>, PathBuf)>,
 }
 
+/// Which of the search's branches started from which (a task with `after`), by index.
+struct Waves {
+    /// For each branch, the branches its start holds.
+    ups: Vec<Vec<usize>>,
+}
+
+impl Waves {
+    /// `inputs` in the order the search takes them: each branch before the branches its
+    /// start holds (a later task holds more), otherwise as given.
+    fn order(inputs: &[BranchInput]) -> Vec<BranchInput> {
+        let held = |b: &BranchInput| b.start.as_ref().map_or(0, |s| s.from.len());
+        let mut sorted = inputs.to_vec();
+        sorted.sort_by_key(|b| std::cmp::Reverse(held(b)));
+        sorted
+    }
+
+    fn of(inputs: &[BranchInput]) -> Waves {
+        let index: HashMap<&str, usize> = inputs
+            .iter()
+            .enumerate()
+            .map(|(i, b)| (b.task.as_str(), i))
+            .collect();
+        let ups = inputs
+            .iter()
+            .map(|b| {
+                b.start.as_ref().map_or_else(Vec::new, |s| {
+                    s.from
+                        .keys()
+                        .filter_map(|t| index.get(t.as_str()).copied())
+                        .collect()
+                })
+            })
+            .collect();
+        Waves { ups }
+    }
+
+    /// `set` as the merge takes it: without the branches whose inputs are not all in it.
+    fn closed(&self, set: &[usize]) -> Set {
+        let mut set = set.to_vec();
+        loop {
+            let before = set.len();
+            let have = set.clone();
+            set.retain(|&i| self.ups[i].iter().all(|u| have.contains(u)));
+            if set.len() == before {
+                return set;
+            }
+        }
+    }
+
+    /// `set` with what its branches started from: merging a branch in brings its inputs.
+    fn with_ups(&self, set: &[usize]) -> Set {
+        let mut out = set.to_vec();
+        for &i in set {
+            out.extend(self.ups[i].iter().copied());
+        }
+        out.sort_unstable();
+        out.dedup();
+        out
+    }
+
+    /// The branches that started from branch `i` (directly or through others).
+    fn downs(&self, i: usize) -> Set {
+        (0..self.ups.len())
+            .filter(|&k| self.ups[k].contains(&i))
+            .collect()
+    }
+}
+
 impl<'a> Tester<'a> {
-    /// Whether the failing checks pass with `set` merged onto the base; `fresh` runs them
-    /// again even when this tree was tested.
+    /// Whether the failing checks pass with `set` merged onto the base (without the
+    /// branches whose inputs it lacks, as the merge does); `fresh` runs them again even
+    /// when this tree was tested.
     async fn test(&mut self, set: &[usize], fresh: bool) -> Result<bool, BisectError> {
-        let mut key = set.to_vec();
+        let mut key = self.waves.closed(set);
         key.sort_unstable();
         if !fresh {
             if let Some((passed, _, _)) = self.known.get(&key) {
@@ -172,16 +250,22 @@ impl<'a> Tester<'a> {
             }
             let (x1, x2) = x.split_at(x.len() / 2);
             let (x1, x2) = (x1.to_vec(), x2.to_vec());
-            let with = |part: &Set| -> Set { context.iter().chain(part).copied().collect() };
-            if !self.test(&with(&x1), false).await? {
+            let waves = &self.waves;
+            let with = |part: &Set| -> Set {
+                let set: Set = context.iter().chain(part).copied().collect();
+                waves.with_ups(&set)
+            };
+            let (with1, with2) = (with(&x1), with(&x2));
+            if !self.test(&with1, false).await? {
                 return self.minimize(x1, context).await;
             }
-            if !self.test(&with(&x2), false).await? {
+            if !self.test(&with2, false).await? {
                 return self.minimize(x2, context).await;
             }
             // Both halves pass: the fault needs something of each.
-            let m1 = self.minimize(x1, with(&x2)).await?;
-            let m2 = self.minimize(x2, with(&m1)).await?;
+            let m1 = self.minimize(x1, with2).await?;
+            let with_m1: Set = context.iter().chain(&m1).copied().collect();
+            let m2 = self.minimize(x2, self.waves.with_ups(&with_m1)).await?;
             Ok(m1.into_iter().chain(m2).collect())
         })
     }
@@ -261,7 +345,7 @@ impl<'a> Tester<'a> {
     /// The checks that failed on the tree of `set`, its logs and the end of the failing
     /// output, if it was tested.
     fn failing(&self, set: &[usize]) -> Option<(Vec<String>, PathBuf, String)> {
-        let mut key = set.to_vec();
+        let mut key = self.waves.closed(set);
         key.sort_unstable();
         self.known.get(&key).map(|(_, results, logs)| {
             let failed: Vec<&CheckResult> = results.iter().filter(|c| !c.passed).collect();
@@ -283,9 +367,11 @@ impl<'a> Tester<'a> {
 /// Finds the culprit sets among `inputs` (the branches of a merge whose checks failed).
 pub async fn find(search: &Search<'_>, inputs: &[BranchInput]) -> Result<Culprits, BisectError> {
     let base = Oid::from_str(&search.state.base)?;
+    let inputs = Waves::order(inputs);
     let mut tester = Tester {
         search,
-        inputs,
+        waves: Waves::of(&inputs),
+        inputs: &inputs,
         base,
         runs: 0,
         known: HashMap::new(),
@@ -330,7 +416,9 @@ async fn hunt(tester: &mut Tester<'_>) -> Result<Culprits, BisectError> {
         }
         out = tester.hold_out(&all, all.clone(), Vec::new()).await?;
     }
-    let rest: Set = all.iter().copied().filter(|i| !out.contains(i)).collect();
+    let out = hand_down(tester, &all, out).await?;
+    let held = tester.held_with(&out);
+    let rest: Set = all.iter().copied().filter(|i| !held.contains(i)).collect();
     // The rest must pass; with nothing left that is the base alone, tested only when no
     // tree passed so far (a tree that passes proves the base is not the fault).
     if (!tester.any_passed() || rest.is_empty()) && !tester.test(&[], false).await? {
@@ -344,7 +432,8 @@ async fn hunt(tester: &mut Tester<'_>) -> Result<Culprits, BisectError> {
     }
     for &c in &out {
         // Alone, or with partners from the rest: the fewest it needs to break the checks.
-        let partners = if !tester.test(&[c], false).await? {
+        let alone = tester.waves.with_ups(&[c]);
+        let partners = if !tester.test(&alone, false).await? {
             Vec::new()
         } else {
             let with_rest: Set = std::iter::once(c).chain(rest.iter().copied()).collect();
@@ -355,6 +444,7 @@ async fn hunt(tester: &mut Tester<'_>) -> Result<Culprits, BisectError> {
             }
         };
         let tree: Set = std::iter::once(c).chain(partners.iter().copied()).collect();
+        let tree = tester.waves.with_ups(&tree);
         let (checks, logs, tail) = tester
             .failing(&tree)
             .or_else(|| tester.failing(&all))
@@ -371,6 +461,58 @@ async fn hunt(tester: &mut Tester<'_>) -> Result<Culprits, BisectError> {
         });
     }
     Ok(culprits)
+}
+
+/// The culprits `out` with the blame handed down: a culprit whose holding out helped only
+/// because the tasks that come after it went out with it is put back, and the fewest of
+/// those tasks are held out in its place.
+async fn hand_down(tester: &mut Tester<'_>, all: &Set, mut out: Set) -> Result<Set, BisectError> {
+    'again: loop {
+        for &c in &out {
+            let downs: Set = tester
+                .waves
+                .downs(c)
+                .into_iter()
+                .filter(|d| !out.contains(d))
+                .collect();
+            if downs.is_empty() {
+                continue;
+            }
+            let others: Set = out.iter().copied().filter(|&k| k != c).collect();
+            // The culprit back in, what comes after it still out.
+            let without_downs = tester.without(all, &others, &downs);
+            if !tester.test(&without_downs, false).await? {
+                continue;
+            }
+            let without_others = tester.without(all, &others, &[]);
+            let blamed = if tester.test(&without_others, false).await? {
+                Vec::new()
+            } else {
+                tester.hold_out(all, downs, others.clone()).await?
+            };
+            out = others.into_iter().chain(blamed).collect();
+            continue 'again;
+        }
+        return Ok(out);
+    }
+}
+
+impl Tester<'_> {
+    /// `all` without `out` and `part`, before the merge closes it.
+    fn without(&self, all: &[usize], out: &[usize], part: &[usize]) -> Set {
+        all.iter()
+            .copied()
+            .filter(|i| !out.contains(i) && !part.contains(i))
+            .collect()
+    }
+
+    /// The branches that holding out `out` keeps out of the merge: `out` and every
+    /// branch that started from one of them.
+    fn held_with(&self, out: &[usize]) -> Set {
+        let all: Set = (0..self.inputs.len()).collect();
+        let kept = self.waves.closed(&self.without(&all, out, &[]));
+        all.into_iter().filter(|i| !kept.contains(i)).collect()
+    }
 }
 
 /// The run's check settings cut to `failing` commands, for the search.
