@@ -318,4 +318,32 @@ fn after_is_validated_before_anything_exists() {
     let out = repo.plait(&["run", cycle.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("in a circle: "), "{}", stderr(&out));
+    // A typo in `[defaults] after` is one problem, not one per task.
+    let typo = repo.plan(
+        "[defaults]\nagent = { exec = \"true\" }\nafter = [\"setpu\"]\n\
+         [[task]]\nid = \"setup\"\nprompt = \"p\"\nowns = [\"/src/core.rs\"]\n\
+         [[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"/src/a.rs\"]\n\
+         [[task]]\nid = \"b\"\nprompt = \"p\"\nowns = [\"/README.md\"]\n",
+    );
+    let out = repo.plait(&["run", typo.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert_eq!(
+        err.matches("[defaults] after `setpu` names no task of the plan")
+            .count(),
+        1,
+        "{err}"
+    );
+    // `[defaults] after` holds for every task but the one it names; `after = []` opts out.
+    let defaults = repo.plan(
+        "[defaults]\nagent = { exec = \"true\" }\nafter = [\"setup\"]\n\
+         [[task]]\nid = \"setup\"\nprompt = \"p\"\nowns = [\"/src/core.rs\"]\n\
+         [[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"/src/a.rs\"]\n\
+         [[task]]\nid = \"b\"\nprompt = \"p\"\nowns = [\"/README.md\"]\nafter = []\n",
+    );
+    let out = repo.plait(&["run", defaults.to_str().unwrap(), "--dry-run"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = crate::support::stdout(&out) + &stderr(&out);
+    assert!(text.contains("waves: 2 (2 → 1 task(s);"), "{text}");
+    assert_eq!(text.matches("after:    setup (").count(), 1, "{text}");
 }

@@ -48,9 +48,11 @@ pub(super) async fn await_start(shared: &Arc<Shared>, index: usize) -> bool {
 
 /// Whether every task that task `index` comes after has ended.
 pub(super) fn inputs_ended(shared: &Shared, index: usize) -> bool {
+    // Read under one lock, without copying records: every waiting task asks at each end.
+    let state = shared.state.lock().unwrap_or_else(|e| e.into_inner());
     shared.waits[index]
         .iter()
-        .all(|&k| shared.record(k).state.is_final())
+        .all(|&k| state.tasks[k].state.is_final())
 }
 
 /// Once every task that task `index` comes after has ended: it is blocked, naming those

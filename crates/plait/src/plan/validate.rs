@@ -466,43 +466,67 @@ fn withhold_keys(
 }
 
 /// Each task's `after` (its own, else `[defaults]`'s): ids, or globs over ids, of the tasks
-/// it waits for; a pattern that names no task, and a cycle, are problems.
+/// it waits for; a pattern that names no task, and a cycle, are problems. `[defaults]`
+/// holds for every task but the ones it names, and a task's own `after = []` opts out.
 fn resolve_after(plan: &PlanFile, tasks: &mut [ResolvedTask], problems: &mut Vec<String>) {
     let ids: Vec<String> = tasks.iter().map(|t| t.id.clone()).collect();
+    // Each pattern matched against the ids once: a plan of thousands of tasks that all
+    // take `[defaults] after = ["m*"]` must not match them all again for each.
+    let mut matches: HashMap<&str, Result<Vec<usize>, String>> = HashMap::new();
+    let matched_by = |pattern: &'_ str| -> Result<Vec<usize>, String> {
+        if !pattern.contains(['*', '?', '[']) {
+            return Ok(ids
+                .iter()
+                .position(|id| id == pattern)
+                .into_iter()
+                .collect());
+        }
+        let glob = globset::Glob::new(pattern).map_err(|e| e.to_string())?;
+        let glob = glob.compile_matcher();
+        Ok((0..ids.len()).filter(|&k| glob.is_match(&ids[k])).collect())
+    };
+    if let Some(patterns) = &plan.defaults.after {
+        for pattern in patterns {
+            let found = matched_by(pattern);
+            match &found {
+                Err(e) => problems.push(format!("[defaults] after `{pattern}`: {e}")),
+                Ok(m) if m.is_empty() => problems.push(format!(
+                    "[defaults] after `{pattern}` names no task of the plan"
+                )),
+                Ok(_) => {}
+            }
+            matches.insert(pattern, found);
+        }
+    }
     for (t, file) in plan.tasks.iter().enumerate().take(tasks.len()) {
-        let Some(patterns) = file.after.as_ref().or(plan.defaults.after.as_ref()) else {
-            continue;
+        let (patterns, own) = match (&file.after, &plan.defaults.after) {
+            (Some(own), _) => (own, true),
+            (None, Some(defaults)) => (defaults, false),
+            (None, None) => continue,
         };
-        let own = file.after.is_some();
         let mut after = Vec::new();
         for pattern in patterns {
-            let matched: Vec<usize> = if pattern.contains(['*', '?', '[']) {
-                match globset::Glob::new(pattern) {
-                    Ok(glob) => {
-                        let glob = glob.compile_matcher();
-                        (0..ids.len()).filter(|&k| glob.is_match(&ids[k])).collect()
-                    }
-                    Err(e) => {
+            let found = matches
+                .entry(pattern)
+                .or_insert_with(|| matched_by(pattern))
+                .clone();
+            let matched = match found {
+                Ok(m) => m,
+                Err(e) => {
+                    if own {
                         problems.push(format!("task `{}`: after `{pattern}`: {e}", ids[t]));
-                        continue;
                     }
+                    continue;
                 }
-            } else {
-                ids.iter()
-                    .position(|id| id == pattern)
-                    .into_iter()
-                    .collect()
             };
-            // `[defaults] after` naming a task holds for every task but that one.
-            let named_self = !own && matched == [t];
-            let matched: Vec<usize> = matched.into_iter().filter(|&k| k != t).collect();
-            if matched.is_empty() && !named_self && (own || !pattern.contains(['*', '?', '['])) {
+            let others: Vec<usize> = matched.iter().copied().filter(|&k| k != t).collect();
+            if own && others.is_empty() {
                 problems.push(format!(
                     "task `{}`: after `{pattern}` names no other task of the plan",
                     ids[t]
                 ));
             }
-            after.extend(matched);
+            after.extend(others);
         }
         after.sort_unstable();
         after.dedup();

@@ -32,6 +32,9 @@ pub fn plan_text(plan: &ResolvedPlan, groups: usize) -> String {
         let _ = writeln!(out, "goal: {}", plan.goal.lines().next().unwrap_or(""));
     }
     let _ = writeln!(out, "plan: {}", plan_summary(plan));
+    if let Some(line) = waves_line(plan) {
+        let _ = writeln!(out, "{line}");
+    }
     for task in &plan.tasks {
         task_lines(&mut out, plan, task);
     }
@@ -39,6 +42,39 @@ pub fn plan_text(plan: &ResolvedPlan, groups: usize) -> String {
     check_lines(&mut out, plan);
     group_lines(&mut out, plan, groups);
     out
+}
+
+/// The plan's waves when a task comes after another: how many tasks at each depth (a task
+/// is one deeper than the deepest it comes after). Tasks start as their inputs end, not
+/// wave by wave; the line says how the work is ordered.
+fn waves_line(plan: &ResolvedPlan) -> Option<String> {
+    if plan.tasks.iter().all(|t| t.after.is_empty()) {
+        return None;
+    }
+    let mut depth: Vec<Option<usize>> = vec![None; plan.tasks.len()];
+    // A validated plan has no circle: every pass settles at least one task.
+    for _ in 0..plan.tasks.len() {
+        for (i, task) in plan.tasks.iter().enumerate() {
+            if depth[i].is_some() {
+                continue;
+            }
+            let ups: Option<Vec<usize>> = task.after.iter().map(|&k| depth[k]).collect();
+            if let Some(ups) = ups {
+                depth[i] = Some(ups.into_iter().max().map_or(0, |d| d + 1));
+            }
+        }
+    }
+    let deepest = depth.iter().flatten().max().copied().unwrap_or(0);
+    let mut counts = vec![0usize; deepest + 1];
+    for d in depth.into_iter().flatten() {
+        counts[d] += 1;
+    }
+    let counts: Vec<String> = counts.iter().map(usize::to_string).collect();
+    Some(format!(
+        "waves: {} ({} task(s); each task starts when what it comes after has ended)",
+        deepest + 1,
+        counts.join(" → ")
+    ))
 }
 
 /// One task: its agent and reviewer, then what its worktree holds and its cone.
@@ -50,6 +86,18 @@ fn task_lines(out: &mut String, plan: &ResolvedPlan, task: &ResolvedTask) {
         task.prompt.lines().next().unwrap_or("")
     );
     let _ = writeln!(out, "  agent:    {}", agent_text(&task.agent));
+    if !task.after.is_empty() {
+        let after: Vec<&str> = task
+            .after
+            .iter()
+            .map(|&k| plan.tasks[k].id.as_str())
+            .collect();
+        let _ = writeln!(
+            out,
+            "  after:    {} (starts from their merged work)",
+            after.join(", ")
+        );
+    }
     let _ = writeln!(
         out,
         "  review:   {}",
