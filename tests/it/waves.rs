@@ -408,7 +408,7 @@ fn a_group_held_by_its_supervisor_holds_out_the_tasks_after_its_tasks() {
     assert!(merge.waiting.contains(&"last".to_string()), "{merge:?}");
     let text = stdout(&repo.plait(&["status", &state.id]));
     assert!(
-        text.contains("a task they come after is not in it"),
+        text.contains("left out of the merge: core not in it"),
         "{text}"
     );
 }
@@ -586,4 +586,75 @@ fn the_culprit_search_blames_the_later_task_not_what_it_started_from() {
     assert_eq!(merged["src/core.txt"], "new\n");
     assert_eq!(merged["src/b.txt"], "new\n");
     assert_eq!(merged["src/a.txt"], "a\n");
+}
+
+/// A hand fix on a task's branch after the run: `plait land` takes it in, and the task
+/// that started from the old work is held out, the gate naming the move and the way on;
+/// `plait send-back` of that task runs it again from the fixed work, told the comment, and
+/// the whole lands.
+#[test]
+fn a_hand_fix_under_a_later_task_is_named_and_sent_back_from() {
+    let repo = TestRepo::with_files(&[("src/core.rs", "c\n"), ("src/a.rs", "a\n")]);
+    let plan = repo.plan(
+        "[[task]]\nid = \"core\"\nprompt = \"p\"\nowns = [\"/src/core.rs\"]\nagent = { exec = \"echo new > src/core.rs\" }\n\
+         [[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"/src/a.rs\"]\nafter = [\"core\"]\n\
+         agent = { exec = \"cp src/core.rs src/a.rs; printf '%s' \\\"$PLAIT_FEEDBACK\\\" > \\\"$PLAIT_SCRATCH/heard\\\"\" }\n",
+    );
+    let out = repo.plait(&["run", plan.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let status = repo.status_json(&[]);
+    let run = status["id"].as_str().unwrap().to_string();
+    let core_tree = std::path::PathBuf::from(status["tasks"][0]["worktree"].as_str().unwrap());
+    fs::write(core_tree.join("src/core.rs"), "fixed by hand\n").unwrap();
+    crate::support::git_in(
+        &core_tree,
+        &[
+            "-c",
+            "user.name=p",
+            "-c",
+            "user.email=p@e",
+            "commit",
+            "-qam",
+            "hand fix",
+        ],
+    );
+    let out = repo.plait(&["land", &run, "--into", "main"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("a (core moved since it started from it)"),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!("plait send-back {run} a -m TEXT")),
+        "{err}"
+    );
+    let table = stdout(&repo.plait(&["status", &run]));
+    assert!(
+        table.contains("left out of the merge: core moved since it started from it"),
+        "{table}"
+    );
+    let out = repo.plait(&["send-back", &run, "a", "-m", "core was fixed by hand"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let after = repo.status_json(&[&run]);
+    let a = &after["tasks"][1];
+    assert_eq!(a["state"], "done", "{a:#}");
+    assert_eq!(
+        a["start_from"]["core"], after["tasks"][0]["commit"],
+        "{a:#}"
+    );
+    let heard = fs::read_to_string(
+        std::path::Path::new(a["log"].as_str().unwrap())
+            .parent()
+            .unwrap()
+            .join("scratch/heard"),
+    )
+    .unwrap();
+    assert!(heard.contains("changed since it started: core"), "{heard}");
+    assert!(heard.contains("core was fixed by hand"), "{heard}");
+    let out = repo.plait(&["land", &run, "--into", "main"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let main = repo.tree_files("main");
+    assert_eq!(main["src/core.rs"], "fixed by hand\n");
+    assert_eq!(main["src/a.rs"], "fixed by hand\n");
 }

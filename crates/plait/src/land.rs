@@ -102,8 +102,9 @@ pub enum Blocker {
     },
     /// Branches checked outside a run that conflicts kept out (`plait check --branches`).
     LeftOutByConflicts(Vec<String>),
-    /// Tasks left out of the merge because a task they come after is not in it.
-    Waiting(Vec<String>),
+    /// Tasks left out of the merge because what they started from is not in it as they
+    /// took it, each with why ([`waiting_cause`]).
+    Waiting(Vec<(String, WaitingCause)>),
     /// Sets of tasks that break the merged checks, held out of the merge by the culprit
     /// search.
     Culprits(Vec<CulpritSet>),
@@ -227,7 +228,17 @@ pub fn blockers(state: &RunState) -> Vec<Blocker> {
     }
     if let Some(merge) = &state.merge {
         if !merge.waiting.is_empty() {
-            out.push(Blocker::Waiting(merge.waiting.clone()));
+            let causes = merge
+                .waiting
+                .iter()
+                .map(|id| {
+                    let cause = state
+                        .task(id)
+                        .map_or(WaitingCause::default(), |t| waiting_cause(state, t));
+                    (id.clone(), cause)
+                })
+                .collect();
+            out.push(Blocker::Waiting(causes));
         }
         if !merge.conflicts.is_empty() {
             out.push(Blocker::Conflicts {
@@ -455,4 +466,64 @@ fn dirty_paths(worktree: &Path) -> Result<Vec<String>, GitCliError> {
         }
     }
     Ok(paths)
+}
+
+/// Why a task with `after` was left out of the merge (`waiting`): the tasks it started from
+/// that are not in the merge, and those in it at other commits than it started from
+/// (sent back or moved by hand since).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WaitingCause {
+    pub missing: Vec<String>,
+    pub moved: Vec<String>,
+}
+
+impl std::fmt::Display for WaitingCause {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // A few names, then how many more: a task after a hundred says so in one line.
+        let names = |list: &[String]| match list {
+            [] | [_] | [_, _] | [_, _, _] => list.join(", "),
+            _ => format!("{} and {} more", list[..3].join(", "), list.len() - 3),
+        };
+        let mut parts = Vec::new();
+        if !self.missing.is_empty() {
+            parts.push(format!("{} not in it", names(&self.missing)));
+        }
+        if !self.moved.is_empty() {
+            parts.push(format!(
+                "{} moved since it started from {}",
+                names(&self.moved),
+                if self.moved.len() == 1 { "it" } else { "them" }
+            ));
+        }
+        if parts.is_empty() {
+            parts.push("what it started from is not in it as it took it".to_string());
+        }
+        f.write_str(&parts.join("; "))
+    }
+}
+
+/// Why task `task` is `waiting` in `state`'s merge (see [`WaitingCause`]).
+pub fn waiting_cause(state: &RunState, task: &TaskRecord) -> WaitingCause {
+    let included: Vec<&str> = state
+        .merge
+        .iter()
+        .flat_map(|m| m.included.iter().map(String::as_str))
+        .collect();
+    let mut cause = WaitingCause::default();
+    for (up, commit) in &task.start_from {
+        if !included.contains(&up.as_str()) {
+            cause.missing.push(up.clone());
+        } else if state.task(up).and_then(|u| u.commit.as_ref()) != Some(commit) {
+            cause.moved.push(up.clone());
+        }
+    }
+    // The tasks it names in `after` when they are among them, not what they came after.
+    let direct = |list: &mut Vec<String>| {
+        if list.iter().any(|t| task.after.contains(t)) {
+            list.retain(|t| task.after.contains(t));
+        }
+    };
+    direct(&mut cause.missing);
+    direct(&mut cause.moved);
+    cause
 }

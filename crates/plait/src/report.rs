@@ -85,10 +85,31 @@ pub fn blocker_line(blocker: &Blocker, run: &str) -> String {
         Blocker::LeftOutByConflicts(tasks) => {
             format!("left out of the merge by conflicts: {}", tasks.join(", "))
         }
-        Blocker::Waiting(tasks) => format!(
-            "left out of the merge because a task they come after is not in it: {} (`plait land {run} --partial` lands the rest)",
-            tasks.join(", ")
-        ),
+        Blocker::Waiting(tasks) => {
+            let each: Vec<String> = tasks
+                .iter()
+                .map(|(id, cause)| format!("{id} ({cause})"))
+                .collect();
+            let again: Vec<&str> = tasks
+                .iter()
+                .filter(|(_, c)| c.missing.is_empty() && !c.moved.is_empty())
+                .map(|(id, _)| id.as_str())
+                .collect();
+            let hint = match again.as_slice() {
+                [] => String::new(),
+                [one] => format!(
+                    "; `plait send-back {run} {one} -m TEXT` runs it again from their work as it is now"
+                ),
+                _ => format!(
+                    "; `plait send-back {run} TASK -m TEXT` runs {} again from their work as it is now",
+                    again.join(", ")
+                ),
+            };
+            format!(
+                "left out of the merge with what they started from: {}{hint} (`plait land {run} --partial` lands the rest)",
+                each.join(", ")
+            )
+        }
         Blocker::Culprits(sets) => {
             let named: Vec<String> = sets.iter().map(culprit_sentence).collect();
             format!(
@@ -425,12 +446,8 @@ fn task_table(out: &mut String, state: &RunState) {
         .tasks
         .iter()
         .map(|task| {
-            let row = task_row(
-                task,
-                (&conflicted, &waiting),
-                (models, runs, waits),
-                width - indent,
-            );
+            let note = task_note(state, task, (&conflicted, &waiting));
+            let row = task_row(task, note, (models, runs, waits), width - indent);
             (task.id.as_str(), row)
         })
         .collect();
@@ -452,11 +469,11 @@ fn cached(u: &Usage) -> bool {
     u.cache_creation_input_tokens + u.cache_read_input_tokens > 0
 }
 
-/// One task's row of the table, its id padded to `width`; `columns` says which model
-/// columns the table has, and whether it has RUNS.
+/// One task's row of the table, its id padded to `width`, ending in `note`; `columns` says
+/// which model columns the table has, whether it has RUNS, and WAITS's width.
 fn task_row(
     task: &TaskRecord,
-    conflicted: (&[&str], &[&str]),
+    note: String,
     columns: (Models, bool, Option<usize>),
     width: usize,
 ) -> String {
@@ -486,7 +503,7 @@ fn task_row(
             .map(seconds)
             .unwrap_or_else(|| "-".to_string()),
         cells,
-        task_note(task, conflicted),
+        note,
     );
     row.trim_end().to_string()
 }
@@ -496,10 +513,17 @@ const WAITS_WIDTH: usize = 24;
 
 /// The NOTE cell of a task's row: why it was left out, that it changed nothing, its
 /// verdict, or its error.
-fn task_note(task: &TaskRecord, (conflicted, waiting): (&[&str], &[&str])) -> String {
+fn task_note(
+    state: &RunState,
+    task: &TaskRecord,
+    (conflicted, waiting): (&[&str], &[&str]),
+) -> String {
     let mut note = task.error.clone().unwrap_or_default();
     if waiting.contains(&task.id.as_str()) {
-        note = "left out of the merge: a task it comes after is not in it".to_string();
+        note = format!(
+            "left out of the merge: {}",
+            crate::land::waiting_cause(state, task)
+        );
     } else if conflicted.contains(&task.id.as_str()) {
         note = "conflict: left out of the merge".to_string();
     } else if task.state == TaskState::Pending && !task.after.is_empty() {

@@ -144,7 +144,7 @@ async fn rework(
         return Ok(());
     }
     // The tasks that come after them start again from their new work.
-    waves::refresh(shared).await
+    waves::refresh(shared, None).await
 }
 
 /// Runs stale tasks again from new starts through the store: back to waiting, released
@@ -242,7 +242,10 @@ async fn release_pass(
                 refs.push(format!("+{commit}:{at}"));
             }
             let note = carried.as_ref().map(|_| ()).map_err(String::as_str);
-            let feedback = crate::prompts::feedback::start_moved(&stale.changed, note);
+            let mut feedback = crate::prompts::feedback::start_moved(&stale.changed, note);
+            if let Some(told) = &stale.told {
+                feedback = format!("{feedback}\n\n{told}");
+            }
             resume = carried.ok().map(|commit| (commit, feedback));
         }
         if !refs.is_empty() {

@@ -123,5 +123,5 @@ async fn rework(shared: &Arc<Shared>, targets: Vec<(usize, String)>) -> Result<(
     });
     futures_util::future::join_all(jobs).await;
     // The tasks that come after them start again from their new work.
-    waves::refresh(shared).await
+    waves::refresh(shared, None).await
 }

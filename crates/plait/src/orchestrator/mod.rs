@@ -456,10 +456,16 @@ pub async fn execute(
     let writer = tokio::spawn(write_states(shared.clone(), stop_writer.clone()));
     match work {
         Work::SendBack { index, feedback } => {
-            if shared.record(index).state != TaskState::Blocked {
+            // A task that never started (blocked), or whose start no longer holds what it
+            // comes after (moved by hand since), goes again from a new start, told the
+            // comment there; any other has its round where it is.
+            let blocked = shared.record(index).state == TaskState::Blocked;
+            if blocked || !waves::moved_inputs(&shared, index).is_empty() {
+                waves::refresh(&shared, Some((index, feedback))).await?;
+            } else {
                 task::rework(&shared, index, feedback).await;
+                waves::refresh(&shared, None).await?;
             }
-            waves::refresh(&shared).await?;
         }
         Work::Tasks => shared.dispatch.run_tasks(&shared).await?,
     }

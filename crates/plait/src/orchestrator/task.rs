@@ -68,6 +68,12 @@ fn io_at(path: &Path) -> impl FnOnce(std::io::Error) -> TaskError + '_ {
 /// Runs task `index` from its worktree's creation (or, in a resumed run, from where it
 /// stopped) to its end.
 pub(super) async fn run_task(shared: &Arc<Shared>, index: usize) {
+    run_task_told(shared, index, None).await;
+}
+
+/// [`run_task`], its first round told `told` (a person's comment to a task that never
+/// ran, sent back once what it comes after allowed it to start).
+async fn run_task_told(shared: &Arc<Shared>, index: usize, told: Option<String>) {
     if shared.cancel.is_cancelled() {
         return;
     }
@@ -86,7 +92,9 @@ pub(super) async fn run_task(shared: &Arc<Shared>, index: usize) {
     if !resumed && !prepare(shared, index, &record).await {
         return;
     }
-    let feedback = resumed.then(|| prompts::feedback::INTERRUPTED.to_string());
+    let feedback = resumed
+        .then(|| prompts::feedback::INTERRUPTED.to_string())
+        .or(told);
     let limit = shared.plan.review.rounds;
     work(shared, index, &record, (record.rounds, limit), feedback).await;
 }
@@ -133,19 +141,21 @@ pub(super) async fn rework_from(shared: &Arc<Shared>, index: usize, commit: Oid,
 /// Runs task `index` again from its new start (made already): its old worktree and branch
 /// removed, its work (`work`: its old start and tip) carried onto the start where git's
 /// merge can, then a round that is told which of the tasks it comes after (`changed`)
-/// moved, and the review rounds after it. A task that never ran starts as in the run.
-pub(super) async fn restart(
-    shared: &Arc<Shared>,
-    index: usize,
-    work_so_far: Option<(Oid, Oid)>,
-    changed: &[String],
-) {
+/// moved (and what a person said, if they sent it back), and the review rounds after it. A
+/// task that never ran starts as in the run.
+pub(super) async fn restart(shared: &Arc<Shared>, stale: super::waves::Stale) {
     if shared.cancel.is_cancelled() {
         return;
     }
+    let super::waves::Stale {
+        index,
+        work: work_so_far,
+        changed,
+        told,
+    } = stale;
     let record = shared.record(index);
     if record.started_at.is_none() {
-        return run_task(shared, index).await;
+        return run_task_told(shared, index, told).await;
     }
     let start = match shared.start(index) {
         Ok(start) => start.commit,
@@ -203,8 +213,11 @@ pub(super) async fn restart(
     let Some(record) = laid_out else {
         return;
     };
-    let feedback =
-        prompts::feedback::start_moved(changed, note.as_ref().map(|_| ()).map_err(String::as_str));
+    let mut feedback =
+        prompts::feedback::start_moved(&changed, note.as_ref().map(|_| ()).map_err(String::as_str));
+    if let Some(told) = told {
+        feedback = format!("{feedback}\n\n{told}");
+    }
     let round = record.rounds + 1;
     let limit = round + shared.plan.review.rounds;
     work(shared, index, &record, (round, limit), Some(feedback)).await;

@@ -242,15 +242,39 @@ pub(super) struct Stale {
     pub(super) work: Option<(Oid, Oid)>,
     /// The tasks it comes after whose work changed (or that run again).
     pub(super) changed: Vec<String>,
+    /// What a person said when they sent it back, for its next round.
+    pub(super) told: Option<String>,
+}
+
+/// The tasks task `index` (ended) comes after whose work is no longer what its start took
+/// in: sent back since, or moved by hand (`plait land` collects such commits).
+pub(super) fn moved_inputs(shared: &Shared, index: usize) -> Vec<String> {
+    let record = shared.record(index);
+    let state = shared.state.lock().unwrap_or_else(|e| e.into_inner());
+    shared.waits[index]
+        .iter()
+        .map(|&k| &state.tasks[k])
+        .filter(|up| record.start_from.get(&up.id) != up.commit.as_ref())
+        .map(|up| up.id.clone())
+        .collect()
 }
 
 /// After tasks were sent back for another round: every task whose start no longer holds
 /// the work of the tasks it comes after as they are now runs again from a new start, its
 /// own work carried onto it (a 3-way merge from its old start); a task blocked by tasks
 /// that may now be started from starts. Where they run is the run's dispatch's
-/// (`Dispatch::restart`); they are marked pending here.
-pub(super) async fn refresh(shared: &Arc<Shared>) -> Result<(), super::RunError> {
-    let again = stale(shared);
+/// (`Dispatch::restart`); they are marked pending here. `told` is a person's comment for
+/// one of them (`plait send-back` of a task whose start went stale, or that is blocked).
+pub(super) async fn refresh(
+    shared: &Arc<Shared>,
+    told: Option<(usize, String)>,
+) -> Result<(), super::RunError> {
+    let mut again = stale(shared);
+    if let Some((index, text)) = told {
+        if let Some(stale) = again.iter_mut().find(|s| s.index == index) {
+            stale.told = Some(text);
+        }
+    }
     if again.is_empty() {
         return Ok(());
     }
@@ -305,6 +329,7 @@ fn stale(shared: &Shared) -> Vec<Stale> {
             index,
             work,
             changed,
+            told: None,
         });
     }
     again
@@ -323,7 +348,7 @@ pub(super) async fn restart_here(shared: &Arc<Shared>, again: Vec<Stale>) {
             let Ok(_permit) = permits.acquire_owned().await else {
                 return;
             };
-            super::task::restart(shared, stale.index, stale.work, &stale.changed).await;
+            super::task::restart(shared, stale).await;
         }
     });
     futures_util::future::join_all(jobs).await;

@@ -19,7 +19,8 @@ pub const TAKEN_OVER: &str = "This task was taken over from another machine that
 /// names them; `carried` says whether its work was carried onto their new result.
 pub fn start_moved(changed: &[String], carried: Result<(), &str>) -> String {
     let what = match carried {
-        Ok(()) => "Your work so far was carried onto their new result and is in the worktree;             check that it still fits what they did now, and finish."
+        Ok(()) => "Your work so far was carried onto their new result and is in the worktree; \
+             check that it still fits what they did now, and finish."
             .to_string(),
         Err(why) => format!(
             "Your work so far could not be carried onto their new result ({why}); the \
