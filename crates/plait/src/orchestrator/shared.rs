@@ -57,6 +57,9 @@ pub(super) struct Shared {
     pub(super) view_trees: Mutex<HashMap<Oid, Arc<ViewTree>>>,
     /// Each task's starting point, once known.
     pub(super) starts: Mutex<HashMap<usize, Arc<Start>>>,
+    /// The files of each start commit, listed once: the tasks of a wave after the same
+    /// tasks share one start.
+    pub(super) start_files: Mutex<HashMap<Oid, Arc<StartFiles>>>,
     /// Every task it comes after, by index, directly or through others (`after`).
     pub(super) waits: Vec<Vec<usize>>,
     /// Woken each time a task ends, for the tasks that wait for it.
@@ -65,6 +68,9 @@ pub(super) struct Shared {
     /// first task that needs it.
     pub(super) gateway: tokio::sync::OnceCell<Result<Arc<plait_gateway::Gateway>, String>>,
 }
+
+/// The files of a start commit, listed at the first need.
+pub(super) type StartFiles = std::sync::OnceLock<Result<Arc<Vec<TreeFile>>, String>>;
 
 /// A checkout views lie over, made once.
 pub(super) type ViewTree = tokio::sync::OnceCell<Result<(PathBuf, Arc<fs::File>), String>>;
@@ -82,11 +88,16 @@ pub(super) struct Start {
 }
 
 impl Start {
-    /// Task `task`'s start at `commit`, its layout found as the plan finds the base's.
-    pub(super) fn at(repo: &Path, commit: Oid, task: &ResolvedTask) -> Result<Start, RunError> {
+    /// Every entry of `commit`'s tree, sorted by path (blocking).
+    fn list(repo: &Path, commit: Oid) -> Result<Vec<TreeFile>, RunError> {
         let repo = crate::git::open(repo)?;
         let tree = repo.find_commit(commit)?.tree()?;
-        let files = crate::git::flatten_tree(&tree)?;
+        Ok(crate::git::flatten_tree(&tree)?)
+    }
+
+    /// Task `task`'s start at `commit` whose files are `files`, its layout found as the
+    /// plan finds the base's.
+    pub(super) fn at(commit: Oid, files: Arc<Vec<TreeFile>>, task: &ResolvedTask) -> Start {
         let full = task.checkout == crate::plan::Checkout::Full;
         let layout = Layout::new(&files, &task.owns, &task.context, full);
         let owned = crate::plan::globs::within(&files, &task.owns.scopes())
@@ -94,12 +105,12 @@ impl Start {
             .filter(|f| f.is_blob() && task.owns.matches(&f.path))
             .map(|f| f.path.clone())
             .collect();
-        Ok(Start {
+        Start {
             commit,
-            files: Arc::new(files),
+            files,
             layout: Arc::new(layout),
             owned: Arc::new(owned),
-        })
+        }
     }
 }
 
@@ -154,6 +165,7 @@ impl Shared {
             on_commit: Box::new(|_| {}),
             view_trees: Mutex::new(HashMap::new()),
             starts: Mutex::new(HashMap::new()),
+            start_files: Mutex::new(HashMap::new()),
             waits: crate::plan::waits_for(&settings.plan.tasks)
                 .into_iter()
                 .map(|set| set.into_iter().collect())
@@ -218,7 +230,22 @@ impl Shared {
             },
             Some(Err(e)) => return Err(format!("its start {recorded:?} is no commit: {e}")),
             Some(Ok(commit)) => {
-                Start::at(&self.repo, commit, task).map_err(|e| format!("its start: {e}"))?
+                let cell = self
+                    .start_files
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .entry(commit)
+                    .or_default()
+                    .clone();
+                let files = cell
+                    .get_or_init(|| {
+                        Start::list(&self.repo, commit)
+                            .map(Arc::new)
+                            .map_err(|e| e.to_string())
+                    })
+                    .clone()
+                    .map_err(|e| format!("its start: {e}"))?;
+                Start::at(commit, files, task)
             }
         };
         let start = Arc::new(start);
