@@ -601,7 +601,7 @@ fn the_events_stream_carries_a_run_s_changes_as_they_happen() {
 }
 
 /// The page in headless Chromium, driven by `tests/browser/drive.mjs` (playwright-core).
-mod browser {
+pub(crate) mod browser {
     use std::io::{BufRead as _, BufReader};
     use std::path::PathBuf;
     use std::process::{Child, ChildStdout, Command, Stdio};
@@ -742,7 +742,7 @@ mod browser {
         }
     }
 
-    pub(super) fn ready() -> Value {
+    pub(crate) fn ready() -> Value {
         json!({"wait_attr": ["body", "data-ready", "true"]})
     }
 

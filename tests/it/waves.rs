@@ -539,8 +539,44 @@ fn the_page_shows_what_a_task_comes_after_what_blocks_it_and_its_own_diff() {
         .map(|f| f["path"].as_str().unwrap())
         .collect();
     assert_eq!(files, ["src/a.txt"], "its own work: {diff:#}");
-    let page = include_str!("../../crates/serve/src/page/app.js");
-    assert!(page.contains("blocked by ") && page.contains("'blocked'"));
+    assert_eq!(row("a")["wave"], 1, "{summary:#}");
+    assert!(row("core").get("wave").is_none(), "wave 0 is left out");
+    // The run page in Chromium: the rows under a head per wave, in the order the work
+    // flows, with what each comes after and what blocks it.
+    let Some(browser) = crate::serve::browser::Browser::find() else {
+        return;
+    };
+    let url = format!("http://{}/", served.addr);
+    let out = browser.run(
+        serde_json::json!({"timeout_ms": 20000, "steps": [
+            {"goto": format!("{url}#/runs/{run}")},
+            crate::serve::browser::ready(),
+            {"wait": "#tasks [data-task='late']"},
+            {"eval": "[...document.querySelectorAll('#tasks tr.wave-head, #tasks tr.task-row')].map((r) => r.dataset.task || `wave ${r.dataset.wave}`)"},
+            {"text": "#tasks tr.wave-head[data-wave='1']"},
+            {"text": "#tasks [data-task='a']"},
+            {"text": "#tasks [data-task='late']"},
+        ]}),
+        &repo.scratch,
+    );
+    assert_eq!(
+        out[3]["eval"],
+        serde_json::json!(["wave 0", "core", "bad", "wave 1", "a", "late"]),
+        "{out:?}"
+    );
+    let head = out[4]["text"].as_str().unwrap();
+    assert!(
+        head.contains("wave 2") && head.contains("2 tasks"),
+        "{head}"
+    );
+    assert!(
+        out[5]["text"].as_str().unwrap().contains("after core"),
+        "{out:?}"
+    );
+    assert!(
+        out[6]["text"].as_str().unwrap().contains("blocked by bad"),
+        "{out:?}"
+    );
 }
 
 /// core, then a and b from it, then z from both: a breaks the merged checks. The search

@@ -653,6 +653,48 @@ impl RunState {
         self.tasks.iter().find(|t| t.id == id)
     }
 
+    /// Each task's wave, by index: 0 for a task that comes after none, else one more than
+    /// the deepest task it comes after (`after`). A circle, which a validated plan cannot
+    /// hold, leaves its tasks at 0.
+    pub fn waves(&self) -> Vec<usize> {
+        let index: std::collections::HashMap<&str, usize> = self
+            .tasks
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (t.id.as_str(), i))
+            .collect();
+        let ups: Vec<Vec<usize>> = self
+            .tasks
+            .iter()
+            .map(|t| {
+                t.after
+                    .iter()
+                    .filter_map(|a| index.get(a.as_str()).copied())
+                    .collect()
+            })
+            .collect();
+        // Kahn's order: a task is placed once every task it comes after is.
+        let mut waiting: Vec<usize> = ups.iter().map(Vec::len).collect();
+        let mut downs: Vec<Vec<usize>> = vec![Vec::new(); ups.len()];
+        for (i, list) in ups.iter().enumerate() {
+            for &u in list {
+                downs[u].push(i);
+            }
+        }
+        let mut wave = vec![0usize; ups.len()];
+        let mut ready: Vec<usize> = (0..ups.len()).filter(|&i| waiting[i] == 0).collect();
+        while let Some(i) = ready.pop() {
+            for &d in &downs[i] {
+                wave[d] = wave[d].max(wave[i] + 1);
+                waiting[d] -= 1;
+                if waiting[d] == 0 {
+                    ready.push(d);
+                }
+            }
+        }
+        wave
+    }
+
     pub fn task_mut(&mut self, id: &str) -> Option<&mut TaskRecord> {
         self.tasks.iter_mut().find(|t| t.id == id)
     }

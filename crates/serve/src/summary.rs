@@ -82,6 +82,10 @@ pub(super) struct Row {
     /// Left out of the merge because a task it comes after is not in it.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub waiting: bool,
+    /// Its wave: 0 when it comes after no task, else one more than the deepest it comes
+    /// after (the page orders a run in waves by it).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub wave: usize,
 }
 
 fn is_zero(n: &usize) -> bool {
@@ -145,6 +149,7 @@ struct Facts<'a> {
     excluded: HashSet<&'a str>,
     waiting: HashSet<&'a str>,
     group: HashMap<&'a str, &'a str>,
+    wave: HashMap<&'a str, usize>,
 }
 
 impl<'a> Facts<'a> {
@@ -178,12 +183,20 @@ impl<'a> Facts<'a> {
             .iter()
             .flat_map(|g| g.tasks.iter().map(|t| (t.as_str(), g.id.as_str())))
             .collect();
+        let wave = state
+            .tasks
+            .iter()
+            .zip(state.waves())
+            .filter(|(_, w)| *w > 0)
+            .map(|(t, w)| (t.id.as_str(), w))
+            .collect();
         Facts {
             conflict,
             culprit,
             excluded,
             waiting,
             group,
+            wave,
         }
     }
 
@@ -232,6 +245,7 @@ impl<'a> Facts<'a> {
             after: t.after.clone(),
             blocked_by: t.blocked_by.clone(),
             waiting: self.waiting.contains(id),
+            wave: self.wave.get(id).copied().unwrap_or(0),
         }
     }
 }

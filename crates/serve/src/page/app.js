@@ -870,6 +870,16 @@ function runView(runId) {
         g.supervised && acceptB, g.supervised && rejectB)));
   }
 
+  /** The head of a wave's rows: its number, and what its tasks start from. */
+  function waveHead(w) {
+    const what = w.wave === 0 ? 'from the base' : 'each from the merged work of the tasks it comes after';
+    return h('tr', { class: 'group-head wave-head', dataset: { wave: String(w.wave) } }, h('td', { colspan: COLUMNS.length },
+      h('div', { class: 'group-line' },
+        h('strong', null, `wave ${w.wave + 1}`),
+        h('span', { class: 'muted' }, w.rows === w.tasks ? count(w.tasks, 'task') : `${w.rows} of ${count(w.tasks, 'task')}`),
+        h('span', { class: 'muted' }, what))));
+  }
+
   /** Asks the server which tasks the search finds in what the rows leave out (paths). */
   function askServer() {
     clearTimeout(searchTimer);
@@ -908,7 +918,20 @@ function runView(runId) {
     items = [];
     let n = 0;
     const groups = run.groups?.length ? [...run.groups] : [];
-    if (!groups.length) {
+    const waves = !groups.length && data.tasks.some((t) => t.wave > 0);
+    if (waves) {
+      // A run in waves: its tasks in the order their work flows, under a head per wave.
+      const byWave = [];
+      for (const t of data.tasks) (byWave[t.wave || 0] ||= []).push(t);
+      byWave.forEach((members, k) => {
+        if (!members) return;
+        const rows = members.filter(visible);
+        n += rows.length;
+        if (!rows.length && prefs.filter !== 'all') return;
+        items.push({ wave: k, rows: rows.length, tasks: members.length });
+        for (const t of rows) items.push({ task: t });
+      });
+    } else if (!groups.length) {
       for (const t of data.tasks) if (visible(t)) { items.push({ task: t }); n++; }
     } else {
       const members = new Map(groups.map((g) => [g.id, []]));
@@ -934,6 +957,7 @@ function runView(runId) {
 
   function itemEl(item) {
     if (item.group) return groupHead(item.group, item.rows);
+    if (item.wave !== undefined) return waveHead(item);
     const tr = taskRow(item.task);
     rendered.set(item.task.id, tr);
     return tr;
