@@ -72,8 +72,9 @@ fn dir_name(d: usize) -> String {
     format!("d{d:04}")
 }
 
-/// `git init` and one `git fast-import` commit of `files` files in directories of 100.
-fn generate(path: &Path, files: usize) -> Result<()> {
+/// `git init` and one `git fast-import` commit of `files` files in directories of
+/// `per_dir`.
+fn generate(path: &Path, files: usize, per_dir: usize) -> Result<()> {
     std::fs::create_dir_all(path)?;
     git(path, &["init", "-q", "-b", "main"])?;
     git(path, &["config", "gc.auto", "0"])?;
@@ -88,8 +89,8 @@ fn generate(path: &Path, files: usize) -> Result<()> {
         let _ = write!(
             stream,
             "M 100644 inline {}/f{:03}.txt\ndata {}\n{text}\n",
-            dir_name(i / 100),
-            i % 100,
+            dir_name(i / per_dir),
+            i % per_dir,
             text.len()
         );
     }
@@ -336,12 +337,12 @@ fn main() -> Result<()> {
 
     stage("part 1: a small repository");
     let small = root.path().join("small").join("repo");
-    generate(&small, cfg.tasks * 10)?;
+    generate(&small, cfg.tasks * 10, 10)?;
     waves_against_anchor(&bin, &small, &cfg, "part 1")?;
 
     stage(&format!("part 2: the {}-file repository", cfg.files));
     let big = root.path().join("big").join("repo");
-    generate(&big, cfg.files.max(cfg.tasks * 100))?;
+    generate(&big, cfg.files.max(cfg.tasks * 100), 100)?;
     waves_against_anchor(&bin, &big, &cfg, "part 2")?;
     start_merge(&big, cfg.tasks, cfg.reps)?;
 

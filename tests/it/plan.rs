@@ -334,6 +334,17 @@ fn after_is_validated_before_anything_exists() {
         1,
         "{err}"
     );
+    let itself = repo.plan(
+        "[defaults]\nagent = { exec = \"true\" }\n\
+         [[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"/src/a.rs\"]\nafter = [\"a\"]\n",
+    );
+    let out = repo.plait(&["run", itself.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("task `a`: after `a` names only the task itself"),
+        "{}",
+        stderr(&out)
+    );
     // `[defaults] after` holds for every task but the one it names; `after = []` opts out.
     let defaults = repo.plan(
         "[defaults]\nagent = { exec = \"true\" }\nafter = [\"setup\"]\n\

@@ -60,6 +60,8 @@ pub(super) struct Shared {
     /// The files of each start commit, listed once: the tasks of a wave after the same
     /// tasks share one start.
     pub(super) start_files: Mutex<HashMap<Oid, Arc<StartFiles>>>,
+    /// Each start merged once, by the tasks and commits it holds.
+    pub(super) start_merges: Mutex<HashMap<super::waves::StartKey, Arc<super::waves::StartMerge>>>,
     /// Every task it comes after, by index, directly or through others (`after`).
     pub(super) waits: Vec<Vec<usize>>,
     /// Woken each time a task ends, for the tasks that wait for it.
@@ -166,6 +168,7 @@ impl Shared {
             view_trees: Mutex::new(HashMap::new()),
             starts: Mutex::new(HashMap::new()),
             start_files: Mutex::new(HashMap::new()),
+            start_merges: Mutex::new(HashMap::new()),
             waits: crate::plan::waits_for(&settings.plan.tasks)
                 .into_iter()
                 .map(|set| set.into_iter().collect())

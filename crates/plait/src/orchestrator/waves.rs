@@ -155,7 +155,8 @@ fn block(shared: &Shared, index: usize, tasks: Vec<String>, reason: String) {
 }
 
 /// Why a start could not be made.
-enum Unmade {
+#[derive(Debug, Clone)]
+pub(super) enum Unmade {
     /// The work of the tasks it comes after does not merge.
     Conflicts {
         tasks: Vec<String>,
@@ -171,7 +172,9 @@ impl<E: std::fmt::Display> From<E> for Unmade {
 }
 
 /// Merges the work of every task that task `index` comes after onto the base (blocking)
-/// and records it as the task's start, with the owned files listed there again.
+/// and records it as the task's start on `plait/<run>/start-<task>`. Tasks that come after
+/// the same tasks at the same commits (a wave after one task) share one merge: the first
+/// makes it, the others wait for it and point their branch there.
 fn make_start(shared: &Shared, index: usize) -> Result<(), Unmade> {
     let task = &shared.plan.tasks[index];
     let inputs: Vec<BranchInput> = shared.waits[index]
@@ -184,47 +187,20 @@ fn make_start(shared: &Shared, index: usize) -> Result<(), Unmade> {
         .collect();
     let mut commit = shared.plan.base;
     if !inputs.is_empty() {
+        let key: StartKey = inputs.iter().map(|i| (i.task.clone(), i.commit)).collect();
+        let cell = shared
+            .start_merges
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(key)
+            .or_default()
+            .clone();
+        commit = cell
+            .get_or_init(|| merge_start(shared, &task.id, &inputs))
+            .clone()?;
         let repo = git::open(&shared.repo)?;
-        let workdir = git::workdir(&repo);
-        let names: Vec<&str> = inputs.iter().map(|i| i.task.as_str()).collect();
-        let settings = MergeSettings {
-            workdir: &workdir,
-            branch: &crate::refs::start_branch(&shared.run, &task.id),
-            base: shared.plan.base,
-            branches: &inputs,
-            message: format!(
-                "plait: the start of task {}\n\nTasks: {}\nPlait-Run: {}\n",
-                task.id,
-                names.join(", "),
-                shared.run
-            ),
-        };
-        let outcome = merge::merge(&repo, &settings)?;
-        if !outcome.conflicts.is_empty() || !outcome.waiting.is_empty() {
-            let mut tasks: Vec<String> = outcome
-                .conflicts
-                .iter()
-                .flat_map(|c| c.tasks.iter().cloned())
-                .chain(outcome.waiting.iter().cloned())
-                .collect();
-            tasks.sort();
-            tasks.dedup();
-            let at: Vec<String> = outcome
-                .conflicts
-                .iter()
-                .map(|c| format!("{} ({})", c.path, c.kind))
-                .collect();
-            let why = if at.is_empty() {
-                format!("the work of {} cannot be merged", tasks.join(", "))
-            } else {
-                format!(
-                    "the work of the tasks it comes after conflicts at {}",
-                    at.join(", ")
-                )
-            };
-            return Err(Unmade::Conflicts { tasks, why });
-        }
-        commit = Oid::from_str(&outcome.commit)?;
+        let branch = crate::refs::branch_ref(&crate::refs::start_branch(&shared.run, &task.id));
+        repo.reference(&branch, commit, true, "plait: the start of a task")?;
     }
     shared.forget_start(index);
     shared.update(index, |t| {
@@ -233,6 +209,58 @@ fn make_start(shared: &Shared, index: usize) -> Result<(), Unmade> {
         t.blocked_by.clear();
     });
     Ok(())
+}
+
+/// The tasks a start holds, each at its commit, in the order of the plan.
+pub(super) type StartKey = Vec<(String, Oid)>;
+
+/// A start made once for every task that starts there.
+pub(super) type StartMerge = std::sync::OnceLock<Result<Oid, Unmade>>;
+
+/// The merge of `inputs` onto the base, made on task `first`'s start branch (blocking);
+/// conflicts are an [`Unmade`] naming the tasks and paths.
+fn merge_start(shared: &Shared, first: &str, inputs: &[BranchInput]) -> Result<Oid, Unmade> {
+    let repo = git::open(&shared.repo)?;
+    let workdir = git::workdir(&repo);
+    let names: Vec<&str> = inputs.iter().map(|i| i.task.as_str()).collect();
+    let settings = MergeSettings {
+        workdir: &workdir,
+        branch: &crate::refs::start_branch(&shared.run, first),
+        base: shared.plan.base,
+        branches: inputs,
+        message: format!(
+            "plait: the start of the tasks after {}\n\nTasks: {}\nPlait-Run: {}\n",
+            names.join(", "),
+            names.join(", "),
+            shared.run
+        ),
+    };
+    let outcome = merge::merge(&repo, &settings)?;
+    if !outcome.conflicts.is_empty() || !outcome.waiting.is_empty() {
+        let mut tasks: Vec<String> = outcome
+            .conflicts
+            .iter()
+            .flat_map(|c| c.tasks.iter().cloned())
+            .chain(outcome.waiting.iter().cloned())
+            .collect();
+        tasks.sort();
+        tasks.dedup();
+        let at: Vec<String> = outcome
+            .conflicts
+            .iter()
+            .map(|c| format!("{} ({})", c.path, c.kind))
+            .collect();
+        let why = if at.is_empty() {
+            format!("the work of {} cannot be merged", tasks.join(", "))
+        } else {
+            format!(
+                "the work of the tasks it comes after conflicts at {}",
+                at.join(", ")
+            )
+        };
+        return Err(Unmade::Conflicts { tasks, why });
+    }
+    Ok(Oid::from_str(&outcome.commit)?)
 }
 
 /// A task to run again from a new start, and the work it had.

@@ -521,10 +521,12 @@ fn resolve_after(plan: &PlanFile, tasks: &mut [ResolvedTask], problems: &mut Vec
             };
             let others: Vec<usize> = matched.iter().copied().filter(|&k| k != t).collect();
             if own && others.is_empty() {
-                problems.push(format!(
-                    "task `{}`: after `{pattern}` names no other task of the plan",
-                    ids[t]
-                ));
+                let why = if matched == [t] {
+                    "names only the task itself, and a task cannot come after itself"
+                } else {
+                    "names no other task of the plan"
+                };
+                problems.push(format!("task `{}`: after `{pattern}` {why}", ids[t]));
             }
             after.extend(others);
         }
