@@ -6,8 +6,9 @@
 //!    (0.3 s for the first and last, 0.1–0.5 s in the middle) and changes a file of its
 //!    own. From the run's record: each wave's slowest task (its elapsed, from its start to
 //!    its end, worktree and collect included), the critical path (their sum), the gaps
-//!    between a wave's last end and the next wave's first start (the start merge and the
-//!    scheduling), and the whole run. The anchor, in the same repetition: the same tasks
+//!    between a wave's last end and the next wave's first start (the scheduling: a task
+//!    released by what it comes after starts then, and its start merge is in its own time
+//!    as a task's worktree is), and the whole run. The anchor, in the same repetition: the same tasks
 //!    without `after`, all at once (`-j` as many as there are tasks), whose run less its
 //!    slowest task is what any run costs beyond its tasks. What waves add per wave is
 //!    (run − critical path − the anchor's run less its slowest task) / 3.
@@ -237,7 +238,7 @@ fn waves_against_anchor(bin: &Path, repo: &Path, cfg: &Config, label: &str) -> R
         ms(med(&critical, &waved))
     );
     println!(
-        "  between the waves (a wave's last end to the next one's first start, its start merge included): {} and {}",
+        "  between the waves (a wave's last end to the next one's first start; a start merge is in its task's time): {} and {}",
         ms(med(&|f| f.gaps[0], &waved)),
         ms(med(&|f| f.gaps[1], &waved))
     );

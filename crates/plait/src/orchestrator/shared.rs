@@ -60,6 +60,10 @@ pub(super) struct Shared {
     /// The files of each start commit, listed once: the tasks of a wave after the same
     /// tasks share one start.
     pub(super) start_files: Mutex<HashMap<Oid, Arc<StartFiles>>>,
+    /// When each released task (its inputs ended) began making its start: its
+    /// `started_at`, so that its time counts from then, as a task without `after` counts
+    /// from its launch, its preparation included.
+    pub(super) released: Mutex<HashMap<usize, u64>>,
     /// Each start merged once, by the tasks and commits it holds.
     pub(super) start_merges: Mutex<HashMap<super::waves::StartKey, Arc<super::waves::StartMerge>>>,
     /// Every task it comes after, by index, directly or through others (`after`).
@@ -169,6 +173,7 @@ impl Shared {
             starts: Mutex::new(HashMap::new()),
             start_files: Mutex::new(HashMap::new()),
             start_merges: Mutex::new(HashMap::new()),
+            released: Mutex::new(HashMap::new()),
             waits: crate::plan::waits_for(&settings.plan.tasks)
                 .into_iter()
                 .map(|set| set.into_iter().collect())

@@ -325,9 +325,15 @@ pub(super) fn reset(shared: &Shared, index: usize) {
 /// Marks the task preparing and creates its worktree; false when that failed (the failure
 /// is recorded).
 async fn prepare(shared: &Arc<Shared>, index: usize, record: &TaskRecord) -> bool {
+    // A task released by what it comes after started when it began making its start.
+    let released = shared
+        .released
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .remove(&index);
     shared.update(index, |t| {
         t.state = TaskState::Preparing;
-        t.started_at = Some(now_ms());
+        t.started_at = Some(released.unwrap_or_else(now_ms));
         t.error = None;
     });
     let prepared = {

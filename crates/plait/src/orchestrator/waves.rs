@@ -86,6 +86,11 @@ pub(super) async fn settle_start(shared: &Arc<Shared>, index: usize) -> bool {
         );
         return false;
     }
+    shared
+        .released
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(index, now_ms());
     let made = {
         let shared = shared.clone();
         tokio::task::spawn_blocking(move || make_start(&shared, index)).await
