@@ -92,6 +92,10 @@ async fn run_task_told(shared: &Arc<Shared>, index: usize, told: Option<String>)
     if !resumed && !prepare(shared, index, &record).await {
         return;
     }
+    if resumed {
+        // It goes on: the interruption is no longer what its record says of it.
+        shared.update(index, |t| t.error = None);
+    }
     let feedback = resumed
         .then(|| prompts::feedback::INTERRUPTED.to_string())
         .or(told);
