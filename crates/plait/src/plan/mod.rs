@@ -2,6 +2,7 @@
 //! files each one owns. A plan comes from a TOML file or a split rule and is validated
 //! against the repository before anything is created.
 
+mod after;
 pub mod commands;
 pub mod config;
 mod exec;
@@ -23,11 +24,12 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::llm::provider::ProviderFile;
 use crate::sandbox::SandboxMode;
+pub use after::waits_for;
 pub use exec::ExecCommand;
 pub use validate::{
-    checks_of, claude_code_settings, resolve, resolve_kept, resolve_with_env, waits_for,
-    AgentConfig, CheckSettings, CliSettings, GroupSettings, ResolvedPlan, ResolvedTask,
-    ReviewSettings, Reviewer, ToolSettings, DEFAULT_GROUP_THRESHOLD,
+    checks_of, claude_code_settings, resolve, resolve_kept, resolve_with_env, AgentConfig,
+    CheckSettings, CliSettings, GroupSettings, ResolvedPlan, ResolvedTask, ReviewSettings,
+    Reviewer, ToolSettings, DEFAULT_GROUP_THRESHOLD,
 };
 
 /// How long an agent may run when the plan does not say.
