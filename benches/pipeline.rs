@@ -23,10 +23,8 @@
 //! fast the file system was at the start and the end. Compare runs whose probes agree.
 
 use std::fmt::Write as _;
-use std::io::Write as _;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
@@ -34,7 +32,8 @@ use anyhow::{bail, Context, Result};
 
 mod common;
 use common::{
-    bytes, fs_probe, git, isolate_git, median, secs, settle, stage, time, DATE, EMAIL, NAME,
+    bytes, fast_import, fs_probe, git, isolate_git, median, secs, settle, stage, time, DATE, EMAIL,
+    NAME,
 };
 use git2::build::{CheckoutBuilder, TreeUpdateBuilder};
 use git2::{FileMode, Oid, Repository, RepositoryInitOptions, Signature, Time};
@@ -223,19 +222,7 @@ fn generate_fast_import(path: &Path, cfg: &Config) -> Result<()> {
             add(&file_path(d, f), &content(d, f));
         }
     }
-    let mut child = plait::git::git_command(path)
-        .args(["fast-import", "--quiet"])
-        .stdin(Stdio::piped())
-        .spawn()?;
-    child
-        .stdin
-        .take()
-        .context("no stdin")?
-        .write_all(stream.as_bytes())?;
-    if !child.wait()?.success() {
-        bail!("git fast-import failed");
-    }
-    git(path, &["reset", "-q", "--hard", "main"])?;
+    fast_import(path, &stream)?;
     Ok(())
 }
 

@@ -27,7 +27,6 @@
 //! `--keep` keeps the directory. Run it through `./bench --views`.
 
 use std::fmt::Write as _;
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -39,7 +38,9 @@ use anyhow::{bail, Context, Result};
 mod mock;
 
 mod common;
-use common::{baseline, git, isolate_git, median, secs, settle, stage, DATE, EMAIL, NAME};
+use common::{
+    baseline, fast_import, git, isolate_git, median, secs, settle, stage, DATE, EMAIL, NAME,
+};
 
 /// The last commit before whole-tree views.
 const BASELINE: &str = "d28712d";
@@ -124,19 +125,7 @@ fn generate(path: &Path, files: usize) -> Result<()> {
             text.len()
         );
     }
-    let mut child = plait::git::git_command(path)
-        .args(["fast-import", "--quiet"])
-        .stdin(Stdio::piped())
-        .spawn()?;
-    child
-        .stdin
-        .take()
-        .context("no stdin")?
-        .write_all(stream.as_bytes())?;
-    if !child.wait()?.success() {
-        bail!("git fast-import failed");
-    }
-    git(path, &["reset", "-q", "--hard", "main"])?;
+    fast_import(path, &stream)?;
     Ok(())
 }
 

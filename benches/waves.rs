@@ -21,7 +21,6 @@
 //! `./bench --waves`.
 
 use std::fmt::Write as _;
-use std::io::Write as _;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Instant;
@@ -29,7 +28,7 @@ use std::time::Instant;
 use anyhow::{bail, Context, Result};
 
 mod common;
-use common::{git, isolate_git, median, stage, DATE, EMAIL, NAME};
+use common::{fast_import, git, isolate_git, median, stage, DATE, EMAIL, NAME};
 
 struct Config {
     tasks: usize,
@@ -95,19 +94,7 @@ fn generate(path: &Path, files: usize, per_dir: usize) -> Result<()> {
             text.len()
         );
     }
-    let mut child = plait::git::git_command(path)
-        .args(["fast-import", "--quiet"])
-        .stdin(Stdio::piped())
-        .spawn()?;
-    child
-        .stdin
-        .take()
-        .context("no stdin")?
-        .write_all(stream.as_bytes())?;
-    if !child.wait()?.success() {
-        bail!("git fast-import failed");
-    }
-    git(path, &["reset", "-q", "--hard", "main"])?;
+    fast_import(path, &stream)?;
     Ok(())
 }
 

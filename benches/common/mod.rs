@@ -178,3 +178,23 @@ pub fn baseline(rev: &str) -> Result<PathBuf> {
     }
     Ok(bin)
 }
+
+/// Feeds `stream` to `git fast-import` in `repo`, which holds one commit on `main` then,
+/// and checks it out with `git reset --hard` (index and files): a generated repository.
+pub fn fast_import(repo: &Path, stream: &str) -> Result<()> {
+    use std::io::Write as _;
+    let mut child = plait::git::git_command(repo)
+        .args(["fast-import", "--quiet"])
+        .stdin(Stdio::piped())
+        .spawn()?;
+    child
+        .stdin
+        .take()
+        .context("no stdin")?
+        .write_all(stream.as_bytes())?;
+    if !child.wait()?.success() {
+        bail!("git fast-import failed");
+    }
+    git(repo, &["reset", "-q", "--hard", "main"])?;
+    Ok(())
+}
