@@ -550,17 +550,12 @@ fn plan_file(dirs: usize) -> PlanFile {
         defaults: Default::default(),
         tasks: (0..dirs)
             .map(|d| TaskFile {
-                id: dir_name(d),
-                prompt: format!("edit {}", dir_name(d)),
-                owns: vec![format!("/{}/", dir_name(d))],
-                context: None,
-                checkout: None,
                 agent: Some(AgentSpec::Exec("true".into())),
-                timeout: None,
-                max_turns: None,
-                token_budget: None,
-                sandbox: None,
-                after: None,
+                ..TaskFile::new(
+                    dir_name(d),
+                    format!("edit {}", dir_name(d)),
+                    vec![format!("/{}/", dir_name(d))],
+                )
             })
             .collect(),
         ..PlanFile::default()
@@ -827,17 +822,12 @@ fn plan_validation(b: &Bench, repo: &Repository) -> Result<PlanFigures> {
             .map(|i| {
                 let (d, f) = (i % n, (i / n) % b.cfg.files);
                 TaskFile {
-                    id: format!("t{i:04}"),
-                    prompt: "edit".to_string(),
-                    owns: vec![format!("/{}", file_path(d, f))],
-                    context: None,
-                    checkout: None,
                     agent: Some(AgentSpec::Exec("true".into())),
-                    timeout: None,
-                    max_turns: None,
-                    token_budget: None,
-                    sandbox: None,
-                    after: None,
+                    ..TaskFile::new(
+                        format!("t{i:04}"),
+                        "edit".to_string(),
+                        vec![format!("/{}", file_path(d, f))],
+                    )
                 }
             })
             .collect(),

@@ -105,12 +105,7 @@ pub fn combine(state: &RunState, top: MergeOutcome) -> MergeOutcome {
         let Some(merge) = &group.merge else {
             continue;
         };
-        excluded.extend(merge.excluded.iter().cloned());
-        waiting.extend(merge.waiting.iter().cloned());
-        conflicts.extend(merge.conflicts.iter().map(|c| Conflict {
-            message: format!("in {}: {}", group.id, c.message),
-            ..c.clone()
-        }));
+        take_in(group, merge, (&mut excluded, &mut waiting, &mut conflicts));
         if top.included.contains(&group.id) {
             included.extend(merge.included.iter().cloned());
         } else if top.excluded.contains(&group.id) {
@@ -380,12 +375,7 @@ fn merge_top_tasks(
         let Some(merge) = &group.merge else {
             continue;
         };
-        excluded.extend(merge.excluded.iter().cloned());
-        waiting.extend(merge.waiting.iter().cloned());
-        conflicts.extend(merge.conflicts.iter().map(|c| Conflict {
-            message: format!("in {}: {}", group.id, c.message),
-            ..c.clone()
-        }));
+        take_in(group, merge, (&mut excluded, &mut waiting, &mut conflicts));
     }
     excluded.sort();
     excluded.dedup();
@@ -423,6 +413,22 @@ pub fn supervised(plan: &ResolvedPlan) -> bool {
             .is_some_and(|t| !matches!(plan.review.reviewer_for(t), Reviewer::Off)),
         _ => true,
     }
+}
+
+/// Adds what group `group`'s merge `merge` left out (tasks excluded by conflicts, tasks
+/// waiting for what they started from) and its conflicts, named by the group, to the
+/// run's.
+fn take_in(
+    group: &GroupRecord,
+    merge: &MergeOutcome,
+    (excluded, waiting, conflicts): (&mut Vec<String>, &mut Vec<String>, &mut Vec<Conflict>),
+) {
+    excluded.extend(merge.excluded.iter().cloned());
+    waiting.extend(merge.waiting.iter().cloned());
+    conflicts.extend(merge.conflicts.iter().map(|c| Conflict {
+        message: format!("in {}: {}", group.id, c.message),
+        ..c.clone()
+    }));
 }
 
 #[cfg(test)]

@@ -356,17 +356,9 @@ fn parse_tasks(input: &Value) -> Result<Vec<TaskFile>, Vec<String>> {
             },
         };
         tasks.push(TaskFile {
-            id,
-            prompt,
-            owns,
             context,
-            checkout: None,
-            agent: None,
-            timeout: None,
-            max_turns: None,
-            token_budget: None,
-            sandbox: None,
             after,
+            ..TaskFile::new(id, prompt, owns)
         });
     }
     if items.is_empty() {

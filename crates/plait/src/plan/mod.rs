@@ -289,6 +289,26 @@ pub struct TaskFile {
     pub after: Option<Vec<String>>,
 }
 
+impl TaskFile {
+    /// A task of id `id` told `prompt`, owning `owns`, everything else left to the plan's
+    /// defaults.
+    pub fn new(id: String, prompt: String, owns: Vec<String>) -> TaskFile {
+        TaskFile {
+            id,
+            prompt,
+            owns,
+            context: None,
+            checkout: None,
+            agent: None,
+            timeout: None,
+            max_turns: None,
+            token_budget: None,
+            sandbox: None,
+            after: None,
+        }
+    }
+}
+
 /// Which files a task's worktree holds.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

@@ -204,19 +204,7 @@ fn by_dir(files: &[TreeFile], matcher: &GlobMatcher) -> Vec<Share> {
 
 fn plan_of(shares: Vec<Share>, settings: &SplitSettings) -> PlanFile {
     let mut used = HashSet::new();
-    let task = |id: String, prompt: String, owns: Vec<String>| TaskFile {
-        prompt,
-        id,
-        owns,
-        context: None,
-        checkout: None,
-        agent: None,
-        timeout: None,
-        max_turns: None,
-        token_budget: None,
-        sandbox: None,
-        after: None,
-    };
+    let task = TaskFile::new;
     let mut tasks: Vec<TaskFile> = shares
         .into_iter()
         .map(|share| {
