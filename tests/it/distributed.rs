@@ -902,15 +902,7 @@ fn a_plan_in_waves_over_two_workers_starts_each_task_from_what_it_comes_after() 
     git_in(&repo.scratch, &["init", "-q", "--bare", "remote.git"]);
     let (run, state, recorded) = run_spread(&repo, &plan, &url);
     assert_eq!(state["phase"], "finished", "{state}");
-    let task = |id: &str| {
-        state["tasks"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|t| t["id"] == id)
-            .unwrap()
-            .clone()
-    };
+    let task = |id: &str| crate::support::task_json(&state, id);
     for id in ["core", "a", "b", "z"] {
         assert_eq!(task(id)["state"], "done", "{:#}", task(id));
     }

@@ -99,15 +99,7 @@ fn forged_bytecode_from_one_task_fools_neither_the_merged_checks_nor_a_neighbour
         .find_map(|e| e["task"]["run"].as_str().map(str::to_string))
         .expect("a task event names the run");
     let state = repo.status_json(&[&id]);
-    let task_state = |id: &str| {
-        state["tasks"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|t| t["id"] == id)
-            .unwrap()
-            .clone()
-    };
+    let task_state = |id: &str| crate::support::task_json(&state, id);
     assert_eq!(task_state("evil")["state"], "done", "{state:#}");
     // The neighbour's check saw its own failure, not evil's exit handler.
     let broken = task_state("broken");

@@ -371,3 +371,15 @@ pub fn deny_calls(calls: &[u32], errno: i32) -> std::io::Result<()> {
     }
     Ok(())
 }
+
+/// The task of id `id` in a run's JSON (`plait status --json`, the page's summary): the
+/// element of its `tasks` with that id.
+pub fn task_json(run: &serde_json::Value, id: &str) -> serde_json::Value {
+    run["tasks"]
+        .as_array()
+        .expect("a list of tasks")
+        .iter()
+        .find(|t| t["id"] == id)
+        .unwrap_or_else(|| panic!("no task {id} in {run:#}"))
+        .clone()
+}

@@ -514,15 +514,7 @@ fn the_page_shows_what_a_task_comes_after_what_blocks_it_and_its_own_diff() {
     let run = repo.status_json(&[])["id"].as_str().unwrap().to_string();
     let served = crate::serve::Served::start(&repo, &[]);
     let summary = served.get(&format!("/api/runs/{run}/summary"));
-    let row = |id: &str| {
-        summary["tasks"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|t| t["id"] == id)
-            .unwrap()
-            .clone()
-    };
+    let row = |id: &str| crate::support::task_json(&summary, id);
     assert_eq!(
         row("a")["after"],
         serde_json::json!(["core"]),
