@@ -34,6 +34,9 @@ pub fn cmd_run_in_view(args: RunInViewArgs) -> ExitCode {
         );
         return ExitCode::from(2);
     };
+    if let Some(fd) = var(plait::forward::FD_VAR) {
+        return forwarded(&fd, &args.command);
+    }
     // Where plait notes that the worktree holds the base's files: collect then takes a
     // deletion of one for a violation, and a later command need not walk the base again.
     let marker = var("PLAIT_SCRATCH")
@@ -88,4 +91,27 @@ fn fill(
         None => Default::default(),
     };
     crate::workspace::view::materialize(&repo, &files, &|p| owned.contains(p), worktree).map(|_| ())
+}
+
+/// Has plait run the command in the view over the inherited way in (`PLAIT_VIEW_FD`), with
+/// this process's standard streams, working directory and environment; exits with its
+/// status.
+fn forwarded(fd: &std::ffi::OsStr, command: &[OsString]) -> ExitCode {
+    let Some(fd) = fd.to_str().and_then(|f| f.parse::<i32>().ok()) else {
+        errln!("plait run-in-view: PLAIT_VIEW_FD is not a descriptor number");
+        return ExitCode::from(3);
+    };
+    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+    let env: Vec<(OsString, OsString)> = std::env::vars_os().collect();
+    match plait::forward::request(fd, &cwd, command, &env) {
+        Ok(Ok(code)) => ExitCode::from(code.clamp(0, 255) as u8),
+        Ok(Err(why)) => {
+            errln!("plait run-in-view: {why}");
+            ExitCode::from(126)
+        }
+        Err(e) => {
+            errln!("plait run-in-view: cannot reach plait over PLAIT_VIEW_FD: {e}");
+            ExitCode::from(3)
+        }
+    }
 }

@@ -539,6 +539,9 @@ pub struct RunState {
     /// The merged checks, run on the merged branch.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub merged_checks: Vec<CheckResult>,
+    /// What the run's views and checks lie over: its base layer, or why copies.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub environment: Option<EnvironmentRecord>,
     /// The run's cost budget in USD, if it had one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_cost: Option<f64>,
@@ -861,6 +864,25 @@ impl TaskDir {
     }
 }
 
+/// A run's environment, as `plait status` and `--json` show it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct EnvironmentRecord {
+    /// The base layer and where its views are mounted, or `none: copies (why)`.
+    pub layer: String,
+    /// The `[setup] run` commands this run ran (none when an earlier run's layer was kept).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub setup: Vec<String>,
+    /// Whether this run made or finished the layer (else it took it as it was).
+    #[serde(default)]
+    pub made: bool,
+    /// How long making (or finding) it took.
+    #[serde(default)]
+    pub ms: u64,
+    /// The task checks that already failed at the base, before any task.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub failed_at_base: Vec<String>,
+}
+
 /// The directories of one repository's plait state.
 #[derive(Debug, Clone)]
 pub struct Store {
@@ -880,6 +902,12 @@ impl Store {
     /// Where the checkouts of bases that tasks' views lie over are kept between runs.
     pub fn views_dir(&self) -> PathBuf {
         self.root.join("views")
+    }
+
+    /// Where the base layers are kept between runs: per commit its tracked files, what
+    /// `[setup]` made, and plait's own build of it.
+    pub fn envs_dir(&self) -> PathBuf {
+        self.root.join("envs")
     }
 
     /// Where the checks' seed is kept between runs: plait's own build of a base.

@@ -3,6 +3,7 @@
 //! refuse) and [`shell`] (a command in a sandbox, with a log, a timeout, the interrupt and
 //! its process group).
 
+pub mod forward;
 pub mod sandbox;
 pub mod shell;
 

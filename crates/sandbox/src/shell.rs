@@ -209,6 +209,76 @@ async fn wait(
     }
 }
 
+/// Runs a command another process asked for through the way into a view
+/// ([`crate::forward`]): its arguments, working directory and environment as asked, its
+/// standard streams the requester's, inside `sandbox` (and its view). Its exit status (128
+/// + the signal when a signal ended it), or why it could not start; dropped, it stops the
+/// command's process group.
+pub async fn run_request(
+    request: crate::forward::Request,
+    sandbox: &crate::sandbox::Sandbox,
+    timeout: Duration,
+    cancel: &Cancel,
+) -> Result<i32, String> {
+    let crate::forward::Request {
+        cwd,
+        argv,
+        env,
+        mut stdio,
+    } = request;
+    let Some((program, args)) = argv.split_first() else {
+        return Err("plait run-in-view: no command".to_string());
+    };
+    let armed = sandbox
+        .arm()
+        .map_err(|why| format!("cannot confine {}: {why}", program.to_string_lossy()))?;
+    if stdio.len() != 3 {
+        return Err("plait run-in-view: no standard streams".to_string());
+    }
+    let err = stdio.pop().map(Stdio::from);
+    let out = stdio.pop().map(Stdio::from);
+    let input = stdio.pop().map(Stdio::from);
+    let mut cmd = Command::new(program);
+    cmd.args(args)
+        .current_dir(&cwd)
+        .env_clear()
+        .envs(env)
+        .stdin(input.unwrap_or_else(Stdio::null))
+        .stdout(out.unwrap_or_else(Stdio::null))
+        .stderr(err.unwrap_or_else(Stdio::null))
+        .kill_on_drop(true);
+    cmd.env_remove(crate::forward::FD_VAR);
+    cmd.env("PLAIT_VIEW", "overlay");
+    for var in sandbox.withheld_env() {
+        cmd.env_remove(var);
+    }
+    let mut child = sandbox
+        .spawn(armed, cmd, &cwd)
+        .await
+        .map_err(|e| format!("cannot start {}: {e}", program.to_string_lossy()))?;
+    struct Group(Option<u32>);
+    impl Drop for Group {
+        fn drop(&mut self) {
+            if let Some(pid) = self.0 {
+                kill_group(pid);
+            }
+        }
+    }
+    let _group = Group(child.id());
+    let status = tokio::select! {
+        waited = tokio::time::timeout(timeout, child.wait()) => match waited {
+            Ok(Ok(status)) => status,
+            Ok(Err(e)) => return Err(format!("waiting for the command failed: {e}")),
+            Err(_) => return Err(format!("the command ran out of its {}s", timeout.as_secs())),
+        },
+        _ = cancel.cancelled() => return Err("the run was interrupted".to_string()),
+    };
+    use std::os::unix::process::ExitStatusExt as _;
+    Ok(status
+        .code()
+        .unwrap_or_else(|| 128 + status.signal().unwrap_or(0)))
+}
+
 /// What a file holds from byte `start` on, at most the last 64 KiB of it.
 fn read_from(path: &Path, start: u64) -> String {
     use std::io::{Read as _, Seek as _, SeekFrom};

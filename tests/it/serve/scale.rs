@@ -369,6 +369,7 @@ fn many(repo: &TestRepo, n: usize) -> String {
         landed: Vec::new(),
         cleaned: false,
         merged_checks: Vec::new(),
+        environment: None,
         max_cost: None,
         groups: Vec::new(),
         culprits: None,

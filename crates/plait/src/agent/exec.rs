@@ -146,7 +146,7 @@ pub fn task_env(task: &TaskContext) -> Vec<(&'static str, String)> {
         // How the task's whole-tree view is made, and the way into it for a command.
         (
             "PLAIT_VIEW",
-            if task.view.overlay().is_some() {
+            if task.view.layered() {
                 "overlay"
             } else {
                 "filled"
@@ -160,6 +160,9 @@ pub fn task_env(task: &TaskContext) -> Vec<(&'static str, String)> {
             format!("{} run-in-view --", task.plait_program.display()),
         ),
     ];
+    if let Some(fd) = task.sandbox.passed_fd() {
+        env.push((plait_sandbox::forward::FD_VAR, fd.to_string()));
+    }
     if let Some(file) = &task.single_file {
         env.push(("PLAIT_FILE", file.clone()));
     }

@@ -96,6 +96,10 @@ pub enum RunError {
     Worktree(#[from] crate::workspace::WorkspaceError),
     #[error("the checks could not run: {0}")]
     Checks(#[from] crate::review::checks::CheckoutError),
+    /// The run's environment could not be made: a `[setup]` command failed, or its base
+    /// layer could not be written. No task started.
+    #[error(transparent)]
+    Setup(#[from] crate::environment::EnvError),
     /// A worker could not set up a queued run on its machine.
     #[error("cannot take run {run}'s tasks: {source}")]
     TakeRun {
@@ -283,6 +287,7 @@ fn lay_down(store: &Store, run: &str, settings: &RunSettings) -> Result<RunState
         landed: Vec::new(),
         cleaned: false,
         merged_checks: Vec::new(),
+        environment: None,
         max_cost: settings.max_cost,
         groups: crate::groups::records(
             run,
@@ -454,6 +459,11 @@ pub async fn execute(
     let shared = Arc::new(shared);
     let stop_writer = Arc::new(Notify::new());
     let writer = tokio::spawn(write_states(shared.clone(), stop_writer.clone()));
+    if let Err(e) = shared.prepare_environment().await {
+        stop_writer.notify_one();
+        let _ = writer.await;
+        return Err(e);
+    }
     match work {
         Work::SendBack { index, feedback } => {
             // A task that never started (blocked), or whose start no longer holds what it

@@ -15,6 +15,7 @@ use tokio::sync::{mpsc, Notify};
 use super::dispatch::{Dispatch, Local};
 use super::{Event, GroupEvent, RunError, RunSettings, Update};
 use crate::cancel::Cancel;
+use crate::environment::{EnvRequest, Environment};
 use crate::git::TreeFile;
 use crate::plan::layout::Layout;
 use crate::plan::{ResolvedPlan, ResolvedTask};
@@ -73,6 +74,9 @@ pub(super) struct Shared {
     /// The run's gateway, through which its agent CLIs reach their models, started for the
     /// first task that needs it.
     pub(super) gateway: tokio::sync::OnceCell<Result<Arc<plait_gateway::Gateway>, String>>,
+    /// The run's base layer, made before any task starts; `Err` says why there is none
+    /// (no user and mount namespaces here: views are filled in and checks copy a seed).
+    pub(super) environment: std::sync::OnceLock<Result<Arc<Environment>, String>>,
 }
 
 /// The files of a start commit, listed at the first need.
@@ -180,7 +184,79 @@ impl Shared {
                 .collect(),
             ended: Notify::new(),
             gateway: tokio::sync::OnceCell::new(),
+            environment: std::sync::OnceLock::new(),
         })
+    }
+
+    /// Makes the run's environment (see [`crate::environment`]) where this system allows
+    /// views over layers, before any task starts, and records what it is; a `[setup]`
+    /// command that fails stops the run here.
+    pub(super) async fn prepare_environment(&self) -> Result<(), RunError> {
+        if self.environment.get().is_some() {
+            return Ok(());
+        }
+        let made = match crate::sandbox::view_support() {
+            Err(why) => Err(why.clone()),
+            Ok(()) => {
+                let (run_dir, worktree_root) = {
+                    let state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+                    (self.store.run(&state.id), state.worktree_root.clone())
+                };
+                let checks = &self.plan.checks;
+                let base = self.plan.base.to_string();
+                let req = EnvRequest {
+                    repo: &self.repo,
+                    envs: self.store.envs_dir(),
+                    base: self.plan.base,
+                    files: self.plan.files.clone(),
+                    setup: &self.plan.setup,
+                    stable: crate::environment::stable_path(&worktree_root),
+                    sandbox: &checks.sandbox,
+                    warm: vec![checks.task.clone(), checks.merged.clone()],
+                    env: vec![
+                        ("PLAIT_RUN", self.run.clone()),
+                        ("PLAIT_TASK", "base".to_string()),
+                        ("PLAIT_BASE", base.clone()),
+                        ("PLAIT_COMMIT", base),
+                    ],
+                    warm_logs: run_dir.checks().with_file_name("seed-checks"),
+                    setup_logs: run_dir.0.join("setup"),
+                    timeout: checks.timeout,
+                    cancel: &self.cancel,
+                };
+                let (env, outcome) = Environment::prepare(req).await?;
+                let described = env.describe();
+                {
+                    let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+                    state.environment = Some(crate::state::EnvironmentRecord {
+                        layer: described,
+                        setup: outcome.ran.iter().map(|(c, _)| c.clone()).collect(),
+                        made: outcome.made,
+                        ms: outcome.ms,
+                        failed_at_base: env.failed_at_base(&checks.task),
+                    });
+                }
+                self.dirty.notify_one();
+                Ok(Arc::new(env))
+            }
+        };
+        if let Err(why) = &made {
+            let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+            state.environment = Some(crate::state::EnvironmentRecord {
+                layer: format!("none: copies ({why})"),
+                ..Default::default()
+            });
+        }
+        if let Ok(env) = &made {
+            self.checks.use_environment(env.clone());
+        }
+        let _ = self.environment.set(made);
+        Ok(())
+    }
+
+    /// The run's base layer, if it has one.
+    pub(super) fn environment(&self) -> Option<&Arc<Environment>> {
+        self.environment.get().and_then(|e| e.as_ref().ok())
     }
 
     /// The checkout of the commit `start` (the run's base or a task's start) that overlay

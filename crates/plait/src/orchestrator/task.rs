@@ -436,6 +436,42 @@ struct Worker<'a> {
     gateway: Option<Arc<plait_gateway::Lease>>,
     /// Where its branch started.
     start: Arc<Start>,
+    /// Serves `$PLAIT_RUN_IN` for an agent whose view is entered through plait.
+    _forward: Option<Forward>,
+}
+
+/// The task running a view's requests, stopped with its worker.
+struct Forward(tokio::task::JoinHandle<()>);
+
+impl Drop for Forward {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Starts serving the requests of `view` (entered through plait) for the processes of
+/// `sandbox`'s task; the sandbox the agent's processes run in, passing them its end.
+fn forward(
+    shared: &Arc<Shared>,
+    task: &ResolvedTask,
+    view: &crate::sandbox::OverlayView,
+    sandbox: Sandbox,
+    settings: &crate::sandbox::SandboxSettings,
+    own: Vec<PathBuf>,
+) -> (Sandbox, Option<Forward>) {
+    let Ok(channel) = plait_sandbox::forward::Channel::new() else {
+        return (sandbox, None);
+    };
+    let inside = Arc::new(Sandbox::new(settings, own).with_view(Some(view.clone())));
+    let (timeout, cancel) = (task.timeout, shared.cancel.clone());
+    let served = plait_sandbox::forward::serve(channel.plait, move |request| {
+        let (inside, cancel) = (inside.clone(), cancel.clone());
+        async move { crate::shell::run_request(request, &inside, timeout, &cancel).await }
+    });
+    match served {
+        Ok(handle) => (sandbox.passing(Arc::new(channel.agent)), Some(Forward(handle))),
+        Err(_) => (sandbox, None),
+    }
 }
 
 impl<'a> Worker<'a> {
@@ -465,10 +501,13 @@ impl<'a> Worker<'a> {
             Some(lease) => task.sandbox.through_gateway(lease.port()),
             None => task.sandbox.clone(),
         };
-        let sandbox = Arc::new(
-            Sandbox::new(&settings, vec![record.worktree.clone(), scratch])
-                .with_view(view.overlay().cloned()),
-        );
+        let own = vec![record.worktree.clone(), scratch];
+        let sandbox = Sandbox::new(&settings, own.clone()).with_view(view.overlay().cloned());
+        let (sandbox, forwarding) = match view.entered() {
+            Some(entered) => forward(shared, task, entered, sandbox, &settings, own),
+            None => (sandbox, None),
+        };
+        let sandbox = Arc::new(sandbox);
         Worker {
             shared,
             index,
@@ -481,6 +520,7 @@ impl<'a> Worker<'a> {
             view,
             gateway,
             start,
+            _forward: forwarding,
         }
     }
 
@@ -558,8 +598,17 @@ impl<'a> Worker<'a> {
             AgentConfig::Model { run, .. } => run.offered(),
             _ => true,
         };
-        if self.view.overlay().is_some() && runs_commands {
-            if let Err(why) = shared.view_tree(&self.start).await {
+        if self.view.layered() && runs_commands {
+            let made = match shared.environment() {
+                Some(env) if self.start.commit != env.base => env
+                    .start_layer(&shared.repo, self.start.commit)
+                    .await
+                    .map(|_| ())
+                    .map_err(|why| format!("cannot make the layer of its start: {why}")),
+                Some(_) => Ok(()),
+                None => shared.view_tree(&self.start).await.map(|_| ()),
+            };
+            if let Err(why) = made {
                 return self.fail(why, None);
             }
         }
@@ -612,7 +661,7 @@ impl<'a> Worker<'a> {
             self.shared,
             self.index,
             self.record,
-            self.view.overlay().is_none(),
+            !self.view.layered(),
             message,
         )
         .await;
@@ -636,7 +685,7 @@ impl<'a> Worker<'a> {
             self.shared,
             self.index,
             self.record,
-            self.view.overlay().is_none(),
+            !self.view.layered(),
             message,
         )
         .await
@@ -869,27 +918,43 @@ fn context(
 /// The whole-tree view of a task: an overlay of its worktree on the base's checkout where
 /// this system allows it, else the worktree filled in at the first command.
 fn task_view(shared: &Shared, record: &TaskRecord, task: &ResolvedTask, start: &Start) -> TaskView {
+    let exec = matches!(task.agent, AgentConfig::Exec(_));
     let support = match (&task.agent, task.sandbox.view) {
         // A shell command in the task's sparse worktree, as before views: a task that runs
-        // nothing costs what it owns; one that runs a command through `$PLAIT_RUN_IN`
-        // has the worktree filled in then.
-        (AgentConfig::Exec(_), _) => Err("an exec agent, which enters it through \
-            `$PLAIT_RUN_IN`"
+        // nothing costs what it owns; without a base layer, one that runs a command
+        // through `$PLAIT_RUN_IN` has the worktree filled in then.
+        (AgentConfig::Exec(_), _) if shared.environment().is_none() => Err("an exec agent, \
+            which enters it through `$PLAIT_RUN_IN`"
             .to_string()),
         (_, crate::sandbox::ViewMode::Auto) => crate::sandbox::view_support().clone(),
         (_, crate::sandbox::ViewMode::Filled) => Err("[sandbox] view = \"filled\"".to_string()),
     };
-    let kind = match support {
-        Ok(()) => {
+    let kind = match (support, shared.environment()) {
+        (Ok(()), Some(env)) => {
             let work = view::work_dir(&record.worktree);
             let _ = std::fs::create_dir_all(&work);
-            ViewKind::Overlay(crate::sandbox::OverlayView {
-                lower: shared.store.views_dir().join(start.commit.to_string()),
-                upper: record.worktree.clone(),
-                work,
-            })
+            let own = crate::environment::LayerDir(view::include_dir(&record.worktree));
+            let _ = env.make_layer(&own);
+            let start_layer = (start.commit != env.base)
+                .then(|| env.dir.join("starts").join(start.commit.to_string()));
+            let view = env.task_view(start_layer, &record.worktree, work, &own);
+            if exec {
+                ViewKind::Entered(view)
+            } else {
+                ViewKind::Overlay(view)
+            }
         }
-        Err(why) => ViewKind::Materialize(why),
+        (Ok(()), None) => {
+            let work = view::work_dir(&record.worktree);
+            let _ = std::fs::create_dir_all(&work);
+            ViewKind::Overlay(crate::sandbox::OverlayView::of_worktree(
+                record.worktree.clone(),
+                vec![shared.store.views_dir().join(start.commit.to_string())],
+                record.worktree.clone(),
+                work,
+            ))
+        }
+        (Err(why), _) => ViewKind::Materialize(why),
     };
     TaskView::new(
         kind,

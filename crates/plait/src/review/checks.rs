@@ -66,6 +66,11 @@ pub struct CheckPool {
     next: AtomicUsize,
     /// Held while `git worktree add` runs: concurrent adds race on `.git/worktrees`.
     adding: Arc<Mutex<()>>,
+    /// The run's base layer, when it has one: then every check runs in a layer over it
+    /// (see [`super::layers`]) instead of a checkout.
+    pub(super) env: std::sync::OnceLock<Arc<crate::environment::Environment>>,
+    /// Each task's layer of its own and the commit it holds.
+    pub(super) layers: Mutex<std::collections::HashMap<String, (crate::environment::LayerDir, Oid)>>,
 }
 
 /// The trusted checkout of the base, made (or taken over from an earlier run) on first use.
@@ -150,6 +155,8 @@ impl CheckPool {
             made: Mutex::new(Vec::new()),
             next: AtomicUsize::new(0),
             adding: Arc::new(Mutex::new(())),
+            env: std::sync::OnceLock::new(),
+            layers: Mutex::default(),
         }
     }
 
@@ -199,6 +206,11 @@ impl CheckPool {
         result
     }
 
+    /// Runs every check in layers over `env` from now on.
+    pub fn use_environment(&self, env: Arc<crate::environment::Environment>) {
+        let _ = self.env.set(env);
+    }
+
     /// [`CheckPool::run`] with the checkout at running place `slot`.
     async fn run_in(
         &self,
@@ -206,6 +218,9 @@ impl CheckPool {
         slot: usize,
         cancel: &Cancel,
     ) -> Result<Vec<CheckResult>, String> {
+        if let Some(env) = self.env.get() {
+            return self.run_layered(env, job, cancel).await;
+        }
         if let Some(seed) = &self.seed {
             let mut seed = seed.lock().await;
             let made = self.seed_checkout(&mut seed).await?;
@@ -260,6 +275,23 @@ impl CheckPool {
             .unwrap_or_else(|e| e.into_inner())
             .push(path.clone());
         path
+    }
+
+    /// Where a layer named `name` goes: a task's is its own (`task-<id>`), a gate's new.
+    pub(super) fn layer_path(&self, name: &str) -> PathBuf {
+        let layers = self.root.join("layers");
+        if name.starts_with("task-") {
+            return layers.join(name);
+        }
+        layers.join(format!(
+            "{name}-{}",
+            self.next.fetch_add(1, Ordering::Relaxed) + 1
+        ))
+    }
+
+    /// The repository the pool checks.
+    pub(super) fn repo_dir(&self) -> PathBuf {
+        self.workdir.clone()
     }
 
     async fn relocate(&self, made: Checkout, to: PathBuf) -> Result<Checkout, String> {
@@ -432,6 +464,7 @@ impl CheckPool {
         for path in made {
             checkout::remove(&self.workdir, &path);
         }
+        crate::environment::remove_tree(&self.root.join("layers"));
         // A seed of the pool's own (another pool held the kept one) leaves its record.
         let _ = std::fs::remove_file(self.root.join("seed.json"));
         let _ = std::fs::remove_dir(&self.root);
@@ -471,13 +504,25 @@ async fn run_commands(
     cancel: &Cancel,
 ) -> Vec<CheckResult> {
     let slot = checkout.path.as_path();
+    run_at(slot, &[slot.to_path_buf()], None, job, cancel).await
+}
+
+/// Runs `job`'s commands one after another in `dir`, each under the job's walls with `own`
+/// its only places to write, inside `view` when there is one.
+pub(super) async fn run_at(
+    slot: &Path,
+    own: &[PathBuf],
+    view: Option<&crate::sandbox::OverlayView>,
+    job: &CheckJob<'_>,
+    cancel: &Cancel,
+) -> Vec<CheckResult> {
     let _ = std::fs::create_dir_all(job.logs);
     let mut results = Vec::new();
     for (i, command) in job.commands.iter().enumerate() {
         let log = job.logs.join(format!("check-{}.log", i + 1));
         let _ = std::fs::write(&log, format!("$ {command}\n"));
         let started = Instant::now();
-        let sandbox = Sandbox::new(job.sandbox, vec![slot.to_path_buf()]);
+        let sandbox = Sandbox::new(job.sandbox, own.to_vec()).with_view(view.cloned());
         let launch = Launch {
             dir: slot,
             env: &job.env,

@@ -7,4 +7,5 @@
 
 pub mod checkout;
 pub mod checks;
+mod layers;
 pub mod reviewer;

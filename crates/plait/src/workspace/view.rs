@@ -38,6 +38,10 @@ pub enum ViewKind {
     /// The base's other files written into the worktree at the first command; why the
     /// overlay could not be had.
     Materialize(String),
+    /// The worktree stays sparse for the agent's own command (an exec agent's codemod sees
+    /// only its files); `$PLAIT_RUN_IN CMD` has plait start `CMD` in this overlay
+    /// (`plait_sandbox::forward`).
+    Entered(OverlayView),
 }
 
 /// One task's view, shared by its agent's rounds.
@@ -79,14 +83,27 @@ impl TaskView {
     pub fn overlay(&self) -> Option<&OverlayView> {
         match &self.kind {
             ViewKind::Overlay(o) => Some(o),
-            ViewKind::Materialize(_) => None,
+            ViewKind::Materialize(_) | ViewKind::Entered(_) => None,
         }
+    }
+
+    /// The overlay `$PLAIT_RUN_IN` enters through plait, if the view is one.
+    pub fn entered(&self) -> Option<&OverlayView> {
+        match &self.kind {
+            ViewKind::Entered(o) => Some(o),
+            _ => None,
+        }
+    }
+
+    /// Whether the worktree is the upper layer of an overlay (never filled in).
+    pub fn layered(&self) -> bool {
+        !matches!(self.kind, ViewKind::Materialize(_))
     }
 
     /// Makes the view ready for a command: nothing for an overlay; for a filled-in
     /// worktree, the base's other files written the first time.
     pub async fn ensure(&self) -> Result<(), String> {
-        if self.overlay().is_some() {
+        if self.layered() {
             return Ok(());
         }
         self.filled
@@ -110,6 +127,7 @@ impl TaskView {
     pub fn describe(&self) -> String {
         match &self.kind {
             ViewKind::Overlay(_) => "overlay".to_string(),
+            ViewKind::Entered(_) => "overlay, entered through $PLAIT_RUN_IN".to_string(),
             ViewKind::Materialize(why) => format!("filled-in worktree ({why})"),
         }
     }
@@ -298,18 +316,19 @@ pub fn work_dir(worktree: &Path) -> PathBuf {
     worktree.with_file_name(format!(".{name}.view"))
 }
 
-/// Removes a worktree's overlay work directory, whose inner `work` directory overlayfs
-/// leaves without permissions.
+/// Where a task's layers of the directories `[setup] include` shares go: beside its
+/// worktree, on its file system.
+pub fn include_dir(worktree: &Path) -> PathBuf {
+    let name = worktree
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    worktree.with_file_name(format!(".{name}.include"))
+}
+
+/// Removes a worktree's overlay work directory and its include layers, whose inner `work`
+/// directories overlayfs leaves without permissions.
 pub fn remove_work_dir(worktree: &Path) {
-    use std::os::unix::fs::PermissionsExt as _;
-    let dir = work_dir(worktree);
-    if !dir.exists() {
-        return;
-    }
-    for entry in walkdir::WalkDir::new(&dir).into_iter().flatten() {
-        if entry.file_type().is_dir() {
-            let _ = fs::set_permissions(entry.path(), fs::Permissions::from_mode(0o700));
-        }
-    }
-    let _ = fs::remove_dir_all(&dir);
+    crate::environment::remove_tree(&work_dir(worktree));
+    crate::environment::remove_tree(&include_dir(worktree));
 }

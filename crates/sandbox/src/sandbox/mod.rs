@@ -49,7 +49,8 @@ mod notify {
 mod net;
 mod view;
 pub use net::{support as net_support, NetWall, Network};
-pub use view::{support as view_support, OverlayView};
+mod caches;
+pub use view::{support as view_support, CacheLayer, Layer, Nested, OverlayView};
 
 /// The oldest Landlock ABI plait confines with: 3 covers truncation (Linux 6.2).
 pub const MIN_ABI: i32 = 3;
@@ -322,6 +323,9 @@ pub struct Sandbox {
     view: Option<OverlayView>,
     /// The forwarders of the `ports` of its processes' network namespaces.
     forwards: Mutex<Vec<tokio::task::AbortHandle>>,
+    /// A descriptor every process it starts inherits (the agent's end of the way into
+    /// its view, `crate::forward`); close-on-exec for every other process.
+    pass: Option<Arc<std::os::fd::OwnedFd>>,
 }
 
 impl Drop for Sandbox {
@@ -435,13 +439,26 @@ impl Sandbox {
             denials: Arc::default(),
             view: None,
             forwards: Mutex::default(),
+            pass: None,
         }
+    }
+
+    /// The same walls, with every process started holding `fd` open across its `exec`.
+    pub fn passing(mut self, fd: Arc<std::os::fd::OwnedFd>) -> Sandbox {
+        self.pass = Some(fd);
+        self
     }
 
     /// The same walls, with every process started inside `view` (see [`view`]).
     pub fn with_view(mut self, view: Option<OverlayView>) -> Sandbox {
         self.view = view;
         self
+    }
+
+    /// The descriptor its processes inherit, if any.
+    pub fn passed_fd(&self) -> Option<std::os::fd::RawFd> {
+        use std::os::fd::AsRawFd as _;
+        self.pass.as_ref().map(|fd| fd.as_raw_fd())
     }
 
     /// The view its processes start in, if any.
@@ -457,12 +474,24 @@ impl Sandbox {
         mut cmd: tokio::process::Command,
         cwd: &Path,
     ) -> std::io::Result<tokio::process::Child> {
+        if let Some(fd) = &self.pass {
+            use std::os::fd::AsRawFd as _;
+            let raw = fd.as_raw_fd();
+            // SAFETY: one fcntl on a descriptor the parent keeps open until the spawn returns;
+            // async-signal-safe, no allocation.
+            unsafe {
+                cmd.pre_exec(move || {
+                    libc::fcntl(raw, libc::F_SETFD, 0);
+                    Ok(())
+                });
+            }
+        }
         let Some(armed) = armed else {
             return match &self.view {
                 Some(view) => {
                     let entry = view::Entry {
                         view: Some(view),
-                        net: None,
+                        ..view::Entry::default()
                     };
                     view::prepare(&mut cmd, entry, Some(cwd), None)?;
                     cmd.spawn()
@@ -478,6 +507,7 @@ impl Sandbox {
         }
         let entry = view::Entry {
             view: self.view.as_ref(),
+            caches: &armed.caches,
             net: armed.namespace.as_ref(),
         };
         let (child, channel) = armed.spawn_entered(cmd, entry, cwd).await?;
@@ -563,7 +593,24 @@ impl Sandbox {
             }
             paths.push(path.clone());
         }
-        let mut places = Places::new(paths.clone(), self.denials.clone());
+        let (cache_root, caches) = match &self.view {
+            Some(view) => {
+                let mut keep: Vec<&Path> = view.paths();
+                keep.extend(paths.iter().map(PathBuf::as_path));
+                keep.push(&self.settings.temp_root);
+                caches::layers(&self.settings.temp_root, &keep)
+            }
+            None => (None, Vec::new()),
+        };
+        // The observer takes the view and the caches for places of the processes' own;
+        // their rules are opened by the child, after its mounts.
+        let mut seen = paths.clone();
+        if let Some(view) = &self.view {
+            seen.push(view.target.clone());
+            seen.extend(view.aliases.iter().cloned());
+        }
+        seen.extend(caches.iter().map(|c| c.dir.clone()));
+        let mut places = Places::new(seen, self.denials.clone());
         let hide = match wall {
             NetWall::Namespace => {
                 let reachable: Vec<PathBuf> = (places.roots.iter())
@@ -584,7 +631,10 @@ impl Sandbox {
         paths.extend(DEVICES.iter().map(PathBuf::from));
         // Inside a view the worktree's rule is opened by the child, after its mount.
         let rule_paths: Vec<PathBuf> = match &self.view {
-            Some(view) => paths.into_iter().filter(|p| *p != view.upper).collect(),
+            Some(view) => paths
+                .into_iter()
+                .filter(|p| *p != view.target && !view.aliases.contains(p))
+                .collect(),
             None => paths,
         };
         let tcp = (wall == NetWall::Landlock).then_some(&self.settings.ports[..]);
@@ -597,6 +647,8 @@ impl Sandbox {
             abi,
             ruleset,
             tmp,
+            caches,
+            _cache_root: cache_root,
             places,
             rule_paths,
             wall,
@@ -618,6 +670,10 @@ pub(crate) struct Armed {
     abi: i32,
     ruleset: std::os::fd::OwnedFd,
     tmp: tempfile::TempDir,
+    /// The tools' caches its processes write through layers of the sandbox's own, when
+    /// they start in a view; the layers are in `_cache_root`, which goes with the sandbox.
+    caches: Vec<view::CacheLayer>,
+    _cache_root: Option<caches::LayerRoot>,
     places: Arc<Places>,
     /// What the ruleset was built from, for a view's ruleset of its own per process.
     rule_paths: Vec<PathBuf>,

@@ -117,8 +117,8 @@ fn probe() -> Result<(), String> {
                 .stdout(std::process::Stdio::null())
                 .stderr(std::process::Stdio::null());
             let entry = super::view::Entry {
-                view: None,
                 net: Some(&namespace),
+                ..super::view::Entry::default()
             };
             super::view::prepare(&mut cmd, entry, None, None).map_err(|e| e.to_string())?;
             let status = cmd

@@ -1,12 +1,15 @@
 //! Starting a process inside a task's whole-tree view, a network namespace of its own, or
 //! both: between fork and exec the child makes a user namespace (mapping only its own user
 //! and group) and a mount namespace of its own (and a network namespace: [`super::net`]),
-//! mounts an overlayfs on the worktree's path (lower: a shared checkout of the base, upper:
-//! the worktree), covers the path sockets served outside, steps into it, and only then raises
-//! the walls, whose rule for the worktree it opens itself: a rule on the worktree's directory
-//! opened before the mount would not cover the overlay, and a process behind Landlock can no
-//! longer mount. Everything the child runs is async-signal-safe system calls on data
-//! prepared before the fork.
+//! mounts the view at its stable path (an overlayfs of the process's own layer over the
+//! read-only layers of the base, or plait's own base layer bound writable), the directories
+//! of the user's checkout the setup shares (`[setup] include`, each a layer of its own), the
+//! view again at every alias (the task's worktree), the tools' caches each over a layer of
+//! the sandbox's own, covers the path sockets served outside, steps into it, and only then
+//! raises the walls, whose rules for the view and the caches it opens itself: a rule on a
+//! directory opened before the mount would not cover what is mounted there, and a process
+//! behind Landlock can no longer mount. Everything the child runs is async-signal-safe
+//! system calls on data prepared before the fork.
 //!
 //! Whether this system allows it is asked once per process, by doing it (`support`).
 
@@ -17,13 +20,84 @@ use std::os::unix::ffi::OsStrExt as _;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-/// A task's overlay: the worktree (`upper`, also where the view is mounted) over `lower`,
-/// with overlayfs's `work` directory on the worktree's file system.
+/// What a process sees at the view's stable path: its own layer (`upper`, with overlayfs's
+/// `work` directory beside it) over the read-only `lower` layers, uppermost first. Without
+/// an upper layer the first lower layer is mounted writable: plait's own steps on the base.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OverlayView {
-    pub lower: PathBuf,
+    /// Where the view is mounted, the same path for every view and check of a repository,
+    /// and where a working directory under an alias is taken to.
+    pub target: PathBuf,
+    pub lower: Vec<PathBuf>,
+    pub upper: Option<Layer>,
+    /// Other paths that show the view too (a task's worktree, so that paths naming it hold).
+    pub aliases: Vec<PathBuf>,
+    /// Directories of the view with layers of their own, mounted over it.
+    pub nested: Vec<Nested>,
+}
+
+/// A writable layer: where its writes land, and overlayfs's work directory on the same
+/// file system.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Layer {
     pub upper: PathBuf,
     pub work: PathBuf,
+}
+
+/// A directory of a view (`path`, relative to its target) showing `source` (a directory of
+/// the user's checkout), under a layer of its own when `layer` is given, else read-only.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Nested {
+    pub path: PathBuf,
+    pub source: PathBuf,
+    pub layer: Option<Layer>,
+}
+
+impl OverlayView {
+    /// A task's view: its worktree (`upper`) over `lower`, mounted at `target` and shown at
+    /// the worktree's own path too, overlayfs's work directory at `work`.
+    pub fn of_worktree(target: PathBuf, lower: Vec<PathBuf>, upper: PathBuf, work: PathBuf) -> Self {
+        OverlayView {
+            target,
+            lower,
+            upper: Some(Layer {
+                upper: upper.clone(),
+                work,
+            }),
+            aliases: vec![upper],
+            nested: Vec::new(),
+        }
+    }
+
+    /// Every path of the host this view names, which no cache layer may cover.
+    pub(crate) fn paths(&self) -> Vec<&Path> {
+        let mut all: Vec<&Path> = vec![&self.target];
+        all.extend(self.lower.iter().map(PathBuf::as_path));
+        all.extend(self.aliases.iter().map(PathBuf::as_path));
+        for layer in self.upper.iter().chain(self.nested.iter().filter_map(|n| n.layer.as_ref())) {
+            all.extend([layer.upper.as_path(), layer.work.as_path()]);
+        }
+        all.extend(self.nested.iter().map(|n| n.source.as_path()));
+        all
+    }
+
+    /// `cwd` as the child takes it: under the target where it lies under an alias.
+    pub fn map_cwd(&self, cwd: &Path) -> PathBuf {
+        for alias in &self.aliases {
+            if let Ok(rest) = cwd.strip_prefix(alias) {
+                return self.target.join(rest);
+            }
+        }
+        cwd.to_path_buf()
+    }
+}
+
+/// A tool's cache the processes of a sandbox write through a layer of the sandbox's own:
+/// reads see the user's cache, writes reach neither it nor another sandbox.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CacheLayer {
+    pub dir: PathBuf,
+    pub layer: Layer,
 }
 
 /// Where a child goes between fork and exec, before its walls: a task's whole-tree view,
@@ -31,14 +105,21 @@ pub struct OverlayView {
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct Entry<'a> {
     pub(crate) view: Option<&'a OverlayView>,
+    pub(crate) caches: &'a [CacheLayer],
     pub(crate) net: Option<&'a super::net::Namespace>,
 }
 
-/// The overlay mount, as the child passes it to `mount(2)`.
+/// One mount, as the child passes it to `mount(2)`: an overlay, or a bind (read-only when
+/// `remount` says so, which takes a second call).
 struct Mount {
+    source: CString,
     target: CString,
-    overlay: CString,
-    options: CString,
+    fstype: Option<CString>,
+    flags: libc::c_ulong,
+    options: Option<CString>,
+    read_only: bool,
+    /// A failure leaves the rest to go on (a tool's cache), rather than failing the spawn.
+    optional: bool,
 }
 
 /// What the child needs, prepared before the fork.
@@ -50,7 +131,12 @@ struct Prepared {
     uid_line: Vec<u8>,
     gid_line: Vec<u8>,
     root: CString,
-    mount: Option<Mount>,
+    mounts: Vec<Mount>,
+    /// Which mounts were made, written by the child (made before the fork: no allocation).
+    mounted: Vec<bool>,
+    /// The paths the child opens for its write rules after its mounts, each with the mount
+    /// that must have been made for the rule to be given.
+    rules: Vec<(CString, Option<usize>)>,
     /// Path sockets served outside, each covered with `/dev/null`.
     hide: Vec<CString>,
     devnull: CString,
@@ -60,6 +146,10 @@ struct Prepared {
 
 fn c_path(path: &Path) -> io::Result<CString> {
     CString::new(path.as_os_str().as_bytes()).map_err(|_| io::Error::other("a path holds NUL"))
+}
+
+fn c_str(text: &str) -> CString {
+    CString::new(text).unwrap_or_default()
 }
 
 /// `path` as overlayfs's option parser reads it: `,`, `:` and `\` escaped.
@@ -75,20 +165,106 @@ fn escaped(path: &Path) -> Vec<u8> {
 }
 
 impl Mount {
-    fn new(view: &OverlayView) -> io::Result<Mount> {
+    fn overlay(target: &Path, lower: &[&Path], layer: &Layer, optional: bool) -> io::Result<Mount> {
         let mut options = b"lowerdir=".to_vec();
-        options.extend(escaped(&view.lower));
+        for (i, dir) in lower.iter().enumerate() {
+            if i > 0 {
+                options.push(b':');
+            }
+            options.extend(escaped(dir));
+        }
         options.extend(b",upperdir=");
-        options.extend(escaped(&view.upper));
+        options.extend(escaped(&layer.upper));
         options.extend(b",workdir=");
-        options.extend(escaped(&view.work));
+        options.extend(escaped(&layer.work));
         options.extend(b",userxattr");
         Ok(Mount {
-            target: c_path(&view.upper)?,
-            overlay: CString::new("overlay").unwrap_or_default(),
-            options: CString::new(options).map_err(|_| io::Error::other("a path holds NUL"))?,
+            source: c_str("overlay"),
+            target: c_path(target)?,
+            fstype: Some(c_str("overlay")),
+            flags: 0,
+            options: Some(
+                CString::new(options).map_err(|_| io::Error::other("a path holds NUL"))?,
+            ),
+            read_only: false,
+            optional,
         })
     }
+
+    fn bind(source: &Path, target: &Path, read_only: bool) -> io::Result<Mount> {
+        Ok(Mount {
+            source: c_path(source)?,
+            target: c_path(target)?,
+            fstype: None,
+            flags: libc::MS_BIND | libc::MS_REC,
+            options: None,
+            read_only,
+            optional: false,
+        })
+    }
+
+    /// In the child: the mount. Async-signal-safe.
+    unsafe fn make(&self) -> bool {
+        let fstype = self.fstype.as_ref().map_or(std::ptr::null(), |f| f.as_ptr());
+        let options = self
+            .options
+            .as_ref()
+            .map_or(std::ptr::null(), |o| o.as_ptr().cast());
+        if libc::mount(
+            self.source.as_ptr(),
+            self.target.as_ptr(),
+            fstype,
+            self.flags,
+            options,
+        ) != 0
+        {
+            return false;
+        }
+        !self.read_only
+            || libc::mount(
+                std::ptr::null(),
+                self.target.as_ptr(),
+                std::ptr::null(),
+                libc::MS_BIND | libc::MS_REMOUNT | libc::MS_RDONLY,
+                std::ptr::null(),
+            ) == 0
+    }
+}
+
+/// The mounts of `view` and `caches`, in order, and the write rules the child opens after
+/// them.
+#[allow(clippy::type_complexity)]
+fn mounts(
+    view: Option<&OverlayView>,
+    caches: &[CacheLayer],
+) -> io::Result<(Vec<Mount>, Vec<(CString, Option<usize>)>)> {
+    let mut mounts = Vec::new();
+    let mut rules = Vec::new();
+    if let Some(view) = view {
+        let lower: Vec<&Path> = view.lower.iter().map(PathBuf::as_path).collect();
+        match (&view.upper, lower.split_first()) {
+            (Some(layer), _) => mounts.push(Mount::overlay(&view.target, &lower, layer, false)?),
+            (None, Some((base, _))) => mounts.push(Mount::bind(base, &view.target, false)?),
+            (None, None) => return Err(io::Error::other("a view with no layer")),
+        }
+        for nested in &view.nested {
+            let target = view.target.join(&nested.path);
+            mounts.push(match &nested.layer {
+                Some(layer) => Mount::overlay(&target, &[&nested.source], layer, false)?,
+                None => Mount::bind(&nested.source, &target, true)?,
+            });
+        }
+        rules.push((c_path(&view.target)?, None));
+        for alias in &view.aliases {
+            mounts.push(Mount::bind(&view.target, alias, false)?);
+            rules.push((c_path(alias)?, None));
+        }
+    }
+    for cache in caches {
+        mounts.push(Mount::overlay(&cache.dir, &[&cache.dir], &cache.layer, true)?);
+        rules.push((c_path(&cache.dir)?, Some(mounts.len() - 1)));
+    }
+    Ok((mounts, rules))
 }
 
 impl Prepared {
@@ -111,19 +287,26 @@ impl Prepared {
             .map(|n| n.hide.iter().map(|p| c_path(p)).collect())
             .transpose()?
             .unwrap_or_default();
+        let (mounts, rules) = mounts(entry.view, entry.caches)?;
+        let cwd = match (cwd, entry.view) {
+            (Some(cwd), Some(view)) => Some(view.map_cwd(cwd)),
+            (cwd, _) => cwd.map(Path::to_path_buf),
+        };
         let prepared = Prepared {
             flags,
-            setgroups: CString::new("/proc/self/setgroups").unwrap_or_default(),
-            uid_map: CString::new("/proc/self/uid_map").unwrap_or_default(),
-            gid_map: CString::new("/proc/self/gid_map").unwrap_or_default(),
+            setgroups: c_str("/proc/self/setgroups"),
+            uid_map: c_str("/proc/self/uid_map"),
+            gid_map: c_str("/proc/self/gid_map"),
             uid_line: format!("{uid} {uid} 1\n").into_bytes(),
             gid_line: format!("{gid} {gid} 1\n").into_bytes(),
-            root: CString::new("/").unwrap_or_default(),
-            mount: entry.view.map(Mount::new).transpose()?,
+            root: c_str("/"),
+            mounted: vec![false; mounts.len()],
+            mounts,
+            rules,
             hide,
-            devnull: CString::new("/dev/null").unwrap_or_default(),
+            devnull: c_str("/dev/null"),
             net,
-            cwd: cwd.map(c_path).transpose()?,
+            cwd: cwd.as_deref().map(c_path).transpose()?,
         };
         Ok((prepared, channel))
     }
@@ -154,17 +337,12 @@ impl Prepared {
         {
             return fail();
         }
-        if let Some(mount) = &self.mount {
-            if libc::mount(
-                mount.overlay.as_ptr(),
-                mount.target.as_ptr(),
-                mount.overlay.as_ptr(),
-                0,
-                mount.options.as_ptr().cast(),
-            ) != 0
-            {
+        for (i, mount) in self.mounts.iter().enumerate() {
+            let made = mount.make();
+            if !made && !mount.optional {
                 return fail();
             }
+            self.mounted[i] = made;
         }
         // A socket that is gone meanwhile, or that lies where this namespace cannot mount,
         // is left as it is: the first is no way out, and the second is rare.
@@ -187,6 +365,14 @@ impl Prepared {
         }
         Ok(())
     }
+
+    /// The write rules to open after the mounts: those whose mount was made.
+    fn rule_targets(&self) -> impl Iterator<Item = &CString> {
+        self.rules
+            .iter()
+            .filter(|(_, needs)| needs.is_none_or(|i| self.mounted[i]))
+            .map(|(path, _)| path)
+    }
 }
 
 /// Writes `bytes` to the file at `path` in one call. Async-signal-safe.
@@ -200,9 +386,9 @@ unsafe fn write_all(path: &CString, bytes: &[u8]) -> bool {
     n == bytes.len() as isize
 }
 
-/// The walls raised in the child after its mounts: `ruleset` (every rule but the
-/// worktree's, in a view), plus a rule giving `access` beneath the worktree as the child
-/// now sees it.
+/// The walls raised in the child after its mounts: `ruleset` (every rule but those of the
+/// view and the caches), plus a rule giving `access` beneath each of those as the child
+/// now sees them.
 pub(crate) struct Walls {
     pub(crate) ruleset: OwnedFd,
     pub(crate) access: u64,
@@ -211,7 +397,7 @@ pub(crate) struct Walls {
 }
 
 #[cfg(target_os = "linux")]
-unsafe fn raise(walls: &Walls, target: Option<&CString>) -> io::Result<()> {
+unsafe fn raise<'a>(walls: &Walls, targets: impl Iterator<Item = &'a CString>) -> io::Result<()> {
     #[repr(C, packed)]
     struct PathBeneath {
         allowed_access: u64,
@@ -221,7 +407,7 @@ unsafe fn raise(walls: &Walls, target: Option<&CString>) -> io::Result<()> {
     if walls.session && libc::setsid() < 0 {
         return Err(io::Error::last_os_error());
     }
-    if let Some(target) = target {
+    for target in targets {
         let fd = libc::open(target.as_ptr(), libc::O_PATH | libc::O_CLOEXEC);
         if fd < 0 {
             return Err(io::Error::last_os_error());
@@ -246,7 +432,10 @@ unsafe fn raise(walls: &Walls, target: Option<&CString>) -> io::Result<()> {
 }
 
 #[cfg(not(target_os = "linux"))]
-unsafe fn raise(_walls: &Walls, _target: Option<&CString>) -> io::Result<()> {
+unsafe fn raise<'a>(
+    _walls: &Walls,
+    _targets: impl Iterator<Item = &'a CString>,
+) -> io::Result<()> {
     Err(io::Error::other("Landlock is Linux's"))
 }
 
@@ -270,7 +459,7 @@ pub(crate) fn prepare(
         cmd.pre_exec(move || {
             prepared.enter()?;
             match &walls {
-                Some(walls) => raise(walls, prepared.mount.as_ref().map(|m| &m.target)),
+                Some(walls) => raise(walls, prepared.rule_targets()),
                 None => Ok(()),
             }
         });
@@ -286,38 +475,29 @@ pub fn support() -> &'static Result<(), String> {
 
 fn probe() -> Result<(), String> {
     let dir = tempfile::tempdir().map_err(|e| format!("no temporary directory: {e}"))?;
-    let view = OverlayView {
-        lower: dir.path().join("lower"),
-        upper: dir.path().join("upper"),
-        work: dir.path().join("work"),
-    };
-    for d in [&view.lower, &view.upper, &view.work] {
-        std::fs::create_dir(d).map_err(|e| format!("{}: {e}", d.display()))?;
+    let at = |name: &str| dir.path().join(name);
+    let view = OverlayView::of_worktree(at("target"), vec![at("lower")], at("upper"), at("work"));
+    for d in ["lower", "upper", "work", "target"] {
+        std::fs::create_dir(at(d)).map_err(|e| format!("{}: {e}", at(d).display()))?;
     }
-    std::fs::write(view.lower.join("probe"), b"lower\n").map_err(|e| e.to_string())?;
+    std::fs::write(at("lower").join("probe"), b"lower\n").map_err(|e| e.to_string())?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| e.to_string())?;
-    let upper = view.upper.clone();
+    let upper = at("upper");
     let result = std::thread::spawn(move || {
         runtime.block_on(async {
             let mut cmd = tokio::process::Command::new("cat");
             cmd.arg("probe")
-                .current_dir(&upper)
                 .stdin(std::process::Stdio::null())
                 .stdout(std::process::Stdio::piped())
                 .stderr(std::process::Stdio::null());
-            prepare(
-                &mut cmd,
-                Entry {
-                    view: Some(&view),
-                    net: None,
-                },
-                Some(&upper),
-                None,
-            )
-            .map_err(|e| e.to_string())?;
+            let entry = Entry {
+                view: Some(&view),
+                ..Entry::default()
+            };
+            prepare(&mut cmd, entry, Some(&upper), None).map_err(|e| e.to_string())?;
             let out = cmd
                 .output()
                 .await

@@ -1,0 +1,372 @@
+//! The environment of a run: one base layer per commit that every view and every check of
+//! that base lies over. It holds the base's tracked files, what `[setup]` adds (the files
+//! `include` names copied in, and what its `run` commands made, run once in it), and
+//! plait's own build of the base (its task and merged checks run in it before any task's
+//! code ran anywhere); the directories `include` names come from the user's checkout as
+//! layers of their own, never copied. No task ever writes it: an agent's view is its
+//! worktree over it, a task's checks a layer of the task's own over it, the gate a new
+//! layer each time, each an overlay in its process's mount namespace mounted at one stable
+//! path (`stable`), so tools that key their caches on the source's path (cargo) find the
+//! base's build valid in every view and check, and nothing walks up into the user's
+//! checkout.
+//!
+//! Base layers are kept between runs under the plait directory's `envs/` (three, besides
+//! those in use): a later run on the same base takes it as it is; one on a descendant base
+//! whose setup `key` files are unchanged takes the nearest such layer over, its installed
+//! dependencies and build moved to the new base by rewriting only what changed, and builds
+//! it again incrementally.
+//!
+//! Where the system allows no user and mount namespaces, no layer is made: views are filled
+//! in and checks run in copies of a seed checkout, as before, and `plait status` says so.
+
+mod layer;
+mod setup;
+
+use std::collections::HashMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use git2::{Oid, Repository};
+
+pub use layer::{apply, changes, git_dir, remove_tree, LayerDir, LayerError};
+pub use setup::{EnvRequest, SetupOutcome};
+
+use crate::git::TreeFile;
+use crate::sandbox::{Layer, Nested, OverlayView};
+
+/// How many base layers not in use are kept.
+const KEEP: usize = 3;
+
+/// Why the environment could not be made: a `[setup]` command failed (naming it and its
+/// log), or the file system or git refused.
+#[derive(Debug, thiserror::Error)]
+pub enum EnvError {
+    #[error("[setup] run `{command}` failed ({outcome}); its output is in {}", log.display())]
+    Setup {
+        command: String,
+        outcome: String,
+        log: PathBuf,
+    },
+    #[error("[setup] include `{path}`: {why}")]
+    Include { path: String, why: String },
+    #[error("cannot make the base layer of {base}: {why}")]
+    Layer { base: String, why: String },
+    #[error("the setup was interrupted")]
+    Interrupted,
+}
+
+/// What a kept base layer holds, in `env.json` beside it.
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
+pub struct EnvRecord {
+    pub base: String,
+    /// The setup it was made with (its `run` lines, `include`, and the `key` files' ids).
+    pub setup_key: String,
+    /// Whether `[setup] run` finished in it.
+    pub set_up: bool,
+    /// The lists of check commands plait ran in it at the base, with whether each passed.
+    pub warmed: Vec<Warmed>,
+    /// Where the layer was taken over from (a layer of an earlier base), if it was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from: Option<String>,
+}
+
+/// One list of check commands plait ran in a base layer.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Warmed {
+    pub commands: Vec<String>,
+    /// The commands that failed at the base (red before any task).
+    pub failed: Vec<String>,
+}
+
+/// A directory `[setup] include` shares from the user's checkout.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Include {
+    /// Relative to the checkout's root.
+    pub path: String,
+    pub source: PathBuf,
+}
+
+/// A run's base layer, ready: where it is, where views are mounted, what it shares.
+#[derive(Debug)]
+pub struct Environment {
+    pub base: Oid,
+    /// Where every view and check of the repository is mounted, in its own namespace.
+    pub stable: PathBuf,
+    /// `envs/<base>`: the layer (`tree`), its index, its record and setup logs.
+    pub dir: PathBuf,
+    pub includes: Vec<Include>,
+    pub record: Mutex<EnvRecord>,
+    /// Layers of the starts of tasks that come after others: what a start changes against
+    /// the base, made once.
+    starts: Mutex<HashMap<Oid, Arc<tokio::sync::OnceCell<Result<PathBuf, String>>>>>,
+    /// A shared lock of the layer while the run uses it.
+    _held: fs::File,
+}
+
+impl Environment {
+    /// The base layer's files.
+    pub fn tree(&self) -> PathBuf {
+        self.dir.join("tree")
+    }
+
+    /// The git index of the base layer's files.
+    pub fn index(&self) -> PathBuf {
+        self.dir.join("index")
+    }
+
+    /// The base layer mounted writable at the stable path: plait's own steps on the base.
+    pub fn base_view(&self) -> OverlayView {
+        OverlayView {
+            target: self.stable.clone(),
+            lower: vec![self.tree()],
+            upper: None,
+            aliases: Vec::new(),
+            nested: self.nested(None),
+        }
+    }
+
+    /// A check's view: `layer`'s files over the base layer, at the stable path.
+    pub fn check_view(&self, layer: &LayerDir) -> OverlayView {
+        OverlayView {
+            target: self.stable.clone(),
+            lower: vec![self.tree()],
+            upper: Some(Layer {
+                upper: layer.upper(),
+                work: layer.work(),
+            }),
+            aliases: Vec::new(),
+            nested: self.nested(Some(layer)),
+        }
+    }
+
+    /// A task's view: its worktree over its start's layer (when it has one) and the base
+    /// layer, at the stable path and at the worktree's own; the included directories in
+    /// layers under `own` (beside the worktree).
+    pub fn task_view(
+        &self,
+        start: Option<PathBuf>,
+        worktree: &Path,
+        work: PathBuf,
+        own: &LayerDir,
+    ) -> OverlayView {
+        let mut lower: Vec<PathBuf> = start.into_iter().collect();
+        lower.push(self.tree());
+        let mut view =
+            OverlayView::of_worktree(self.stable.clone(), lower, worktree.to_path_buf(), work);
+        view.nested = self.nested(Some(own));
+        view
+    }
+
+    /// The included directories: each under a layer of `own`'s, or read-only without one.
+    fn nested(&self, own: Option<&LayerDir>) -> Vec<Nested> {
+        self.includes
+            .iter()
+            .enumerate()
+            .map(|(i, include)| Nested {
+                path: PathBuf::from(&include.path),
+                source: include.source.clone(),
+                layer: own.map(|o| o.include(i)),
+            })
+            .collect()
+    }
+
+    /// Makes the directories of a layer that will lie over this environment.
+    pub fn make_layer(&self, layer: &LayerDir) -> Result<(), LayerError> {
+        layer.make(self.includes.len())
+    }
+
+    /// The layer of start `commit`: its files that differ from the base's, and whiteouts
+    /// for the base's files it removed; made once, under this layer's `starts/`.
+    pub async fn start_layer(&self, repo: &Path, commit: Oid) -> Result<PathBuf, String> {
+        let cell = self
+            .starts
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(commit)
+            .or_default()
+            .clone();
+        cell.get_or_init(|| async {
+            let (repo, base, tree) = (repo.to_path_buf(), self.base, self.tree());
+            let dir = self.dir.join("starts").join(commit.to_string());
+            tokio::task::spawn_blocking(move || {
+                if dir.is_dir() {
+                    return Ok(dir);
+                }
+                let repo = Repository::discover(&repo).map_err(|e| e.to_string())?;
+                let staging = dir.with_extension(format!("staging-{}", std::process::id()));
+                remove_tree(&staging);
+                fs::create_dir_all(&staging).map_err(|e| format!("{}: {e}", staging.display()))?;
+                let changed = changes(&repo, base, commit).map_err(|e| e.to_string())?;
+                apply(&repo, &staging, &changed, &|p| {
+                    fs::symlink_metadata(tree.join(p)).is_ok()
+                })
+                .map_err(|e| e.to_string())?;
+                if fs::rename(&staging, &dir).is_err() {
+                    remove_tree(&staging);
+                }
+                Ok(dir)
+            })
+            .await
+            .map_err(|e| e.to_string())?
+        })
+        .await
+        .clone()
+    }
+
+    /// The check commands that failed at the base when plait built it, with the list
+    /// they were run in.
+    pub fn failed_at_base(&self, commands: &[String]) -> Vec<String> {
+        let record = self.record.lock().unwrap_or_else(|e| e.into_inner());
+        record
+            .warmed
+            .iter()
+            .find(|w| w.commands == commands)
+            .map(|w| w.failed.clone())
+            .unwrap_or_default()
+    }
+
+    /// One phrase for a person: the layer and where its views are mounted.
+    pub fn describe(&self) -> String {
+        let record = self.record.lock().unwrap_or_else(|e| e.into_inner());
+        let mut parts = vec![format!(
+            "base layer {} at {}",
+            crate::git::short(&record.base),
+            self.stable.display()
+        )];
+        if !self.includes.is_empty() {
+            let names: Vec<&str> = self.includes.iter().map(|i| i.path.as_str()).collect();
+            parts.push(format!("sharing {}", names.join(", ")));
+        }
+        if let Some(from) = &record.from {
+            parts.push(format!("taken over from {}", crate::git::short(from)));
+        }
+        parts.join(", ")
+    }
+
+    fn save(&self) {
+        let record = self.record.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        save_record(&self.dir, &record);
+    }
+}
+
+fn record_path(dir: &Path) -> PathBuf {
+    dir.join("env.json")
+}
+
+fn load_record(dir: &Path) -> Option<EnvRecord> {
+    serde_json::from_slice(&fs::read(record_path(dir)).ok()?).ok()
+}
+
+fn save_record(dir: &Path, record: &EnvRecord) {
+    if let Ok(text) = serde_json::to_vec_pretty(record) {
+        let _ = crate::state::write_atomic(&record_path(dir), &text);
+    }
+}
+
+/// Where the views of the runs whose worktrees are under `worktree_root` are mounted: one
+/// directory beside the runs' worktrees (by default under the user's cache, outside every
+/// checkout), the same for every run of the repository.
+pub fn stable_path(worktree_root: &Path) -> PathBuf {
+    match worktree_root.parent() {
+        Some(parent) => parent.join("tree"),
+        None => worktree_root.join("tree"),
+    }
+}
+
+/// Writes every file of `files` under `root`, on as many threads as there are CPUs.
+fn write_files(repo: &Repository, root: &Path, files: &[TreeFile]) -> Result<(), String> {
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let chunk = files.len().div_ceil(threads).max(1);
+    let path = repo.path().to_path_buf();
+    std::thread::scope(|scope| {
+        let workers: Vec<_> = files
+            .chunks(chunk)
+            .map(|part| {
+                let path = path.clone();
+                scope.spawn(move || -> Result<(), String> {
+                    let repo = Repository::open(&path).map_err(|e| e.to_string())?;
+                    for file in part {
+                        if file.mode == crate::git::mode::GITLINK {
+                            let _ = fs::create_dir_all(root.join(&file.path));
+                            continue;
+                        }
+                        crate::workspace::checkout_file(&repo, root, file)
+                            .map_err(|e| e.to_string())?;
+                    }
+                    Ok(())
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .try_for_each(|w| w.join().unwrap_or_else(|_| Err("a thread panicked".into())))
+    })
+}
+
+fn lock_file(path: &Path) -> Result<fs::File, String> {
+    fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(path)
+        .map_err(|e| format!("{}: {e}", path.display()))
+}
+
+fn flock(file: &fs::File, how: libc::c_int) -> bool {
+    use std::os::fd::AsRawFd as _;
+    // SAFETY: flock on an open file this process owns.
+    unsafe { libc::flock(file.as_raw_fd(), how) == 0 }
+}
+
+/// Removes the oldest kept layers beyond [`KEEP`] that no run holds, never `keep`.
+fn prune(envs: &Path, keep: &Path) {
+    let Ok(entries) = fs::read_dir(envs) else {
+        return;
+    };
+    let mut layers: Vec<(std::time::SystemTime, PathBuf)> = entries
+        .flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
+        .filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.path())))
+        .filter(|(_, p)| p != keep)
+        .collect();
+    layers.sort();
+    let excess = (layers.len() + 1).saturating_sub(KEEP);
+    for (_, dir) in layers.into_iter().take(excess) {
+        let Ok(lock) = lock_file(&dir.with_extension("lock")) else {
+            continue;
+        };
+        if flock(&lock, libc::LOCK_EX | libc::LOCK_NB) {
+            remove_tree(&dir);
+            let _ = fs::remove_file(dir.with_extension("lock"));
+        }
+    }
+}
+
+/// Removes every kept base layer no run holds (`plait clean --seed`); returns how many.
+pub fn remove_all(envs: &Path) -> usize {
+    let Ok(entries) = fs::read_dir(envs) else {
+        return 0;
+    };
+    let mut removed = 0;
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if !entry.file_type().is_ok_and(|t| t.is_dir()) {
+            continue;
+        }
+        if entry.file_name().to_string_lossy().starts_with('.') {
+            remove_tree(&path);
+            continue;
+        }
+        let Ok(lock) = lock_file(&path.with_extension("lock")) else {
+            continue;
+        };
+        if flock(&lock, libc::LOCK_EX | libc::LOCK_NB) {
+            remove_tree(&path);
+            let _ = fs::remove_file(path.with_extension("lock"));
+            removed += 1;
+        }
+    }
+    removed
+}

@@ -1,0 +1,479 @@
+//! Making a run's environment: the base layer found, taken over or written, `[setup]` run
+//! in it once, and the base's checks run in it once (plait's own build of the base), all
+//! before any task's code runs anywhere. Only here is a base layer ever written.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use git2::{Oid, Repository};
+use sha1::Digest as _;
+
+use super::layer::{self, LayerError};
+use super::{
+    flock, load_record, lock_file, prune, remove_tree, save_record, write_files, EnvError,
+    EnvRecord, Environment, Include, Warmed,
+};
+use crate::cancel::Cancel;
+use crate::git::TreeFile;
+use crate::plan::SetupSettings;
+use crate::sandbox::{Sandbox, SandboxSettings};
+use crate::shell::{self, Launch, ShellOutcome};
+
+/// Files whose content decides what an install makes, the default `[setup] key`.
+const LOCKFILES: &[&str] = &[
+    "package-lock.json",
+    "npm-shrinkwrap.json",
+    "yarn.lock",
+    "pnpm-lock.yaml",
+    "bun.lockb",
+    "bun.lock",
+    "package.json",
+    "uv.lock",
+    "poetry.lock",
+    "Pipfile.lock",
+    "pdm.lock",
+    "pyproject.toml",
+    "requirements.txt",
+    "requirements-dev.txt",
+    "Gemfile.lock",
+    "Gemfile",
+    "Cargo.lock",
+    "go.sum",
+    "go.mod",
+    "composer.lock",
+    "mix.lock",
+    "pubspec.lock",
+    "Podfile.lock",
+    "gradle.lockfile",
+    "flake.lock",
+];
+
+/// What a run's environment is made from.
+pub struct EnvRequest<'a> {
+    /// A directory of the repository (its checkout's root for `include`).
+    pub repo: &'a Path,
+    /// Where base layers are kept (`Store::envs_dir`).
+    pub envs: PathBuf,
+    pub base: Oid,
+    pub files: Arc<Vec<TreeFile>>,
+    pub setup: &'a SetupSettings,
+    /// Where views are mounted.
+    pub stable: PathBuf,
+    /// The walls of the checks, which the base's checks and the setup run in (the setup
+    /// with its own network).
+    pub sandbox: &'a SandboxSettings,
+    /// The lists of check commands to run at the base, each once per layer.
+    pub warm: Vec<Vec<String>>,
+    /// The environment of the checks run at the base.
+    pub env: Vec<(&'a str, String)>,
+    /// Where the base's checks log (`<n>/check-<i>.log`) and the setup logs (`setup-<i>.log`).
+    pub warm_logs: PathBuf,
+    pub setup_logs: PathBuf,
+    pub timeout: Duration,
+    pub cancel: &'a Cancel,
+}
+
+/// What making the environment did, for the run's record and `plait log --setup`.
+#[derive(Debug, Clone, Default)]
+pub struct SetupOutcome {
+    /// Whether the layer was made by this run (else taken as an earlier run left it).
+    pub made: bool,
+    /// The setup commands run, each with its log.
+    pub ran: Vec<(String, PathBuf)>,
+    pub ms: u64,
+}
+
+impl Environment {
+    /// The environment of `req`'s base: the kept layer, or one taken over or made now,
+    /// set up and warmed. Waits while another run makes it.
+    pub async fn prepare(req: EnvRequest<'_>) -> Result<(Environment, SetupOutcome), EnvError> {
+        let started = Instant::now();
+        let base_hex = req.base.to_string();
+        let failed = |why: String| EnvError::Layer {
+            base: crate::git::short(&base_hex).to_string(),
+            why,
+        };
+        let (includes, files_in) = includes(req.repo, req.setup)?;
+        let key = setup_key(req.setup, &req.files, req.base, &files_in, req.repo);
+        let dir = req.envs.join(&base_hex);
+        fs::create_dir_all(&req.envs).map_err(|e| failed(format!("{}: {e}", req.envs.display())))?;
+        let lock = lock_file(&dir.with_extension("lock")).map_err(failed)?;
+        let mut outcome = SetupOutcome::default();
+        loop {
+            if req.cancel.is_cancelled() {
+                return Err(EnvError::Interrupted);
+            }
+            if flock(&lock, libc::LOCK_EX | libc::LOCK_NB) {
+                break;
+            }
+            // Another run holds it: in use (then it is ready) or being made (wait).
+            let (lock_fd, dir2, key2) = (lock.try_clone(), dir.clone(), key.clone());
+            let ready = tokio::task::spawn_blocking(move || {
+                let Ok(lock) = lock_fd else { return false };
+                flock(&lock, libc::LOCK_SH);
+                let ready = load_record(&dir2).is_some_and(|r| r.set_up && r.setup_key == key2);
+                if !ready {
+                    flock(&lock, libc::LOCK_UN);
+                }
+                ready
+            })
+            .await
+            .unwrap_or(false);
+            if ready {
+                let record = load_record(&dir).unwrap_or_default();
+                let env = Environment::new(req.base, &req, dir, includes, record, lock);
+                outcome.ms = started.elapsed().as_millis() as u64;
+                return Ok((env, outcome));
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        // Held alone: make it, or finish making it.
+        let record = {
+            let (repo, envs, dir, files) = (
+                req.repo.to_path_buf(),
+                req.envs.clone(),
+                dir.clone(),
+                req.files.clone(),
+            );
+            let (base, key, inc) = (req.base, key.clone(), includes.clone());
+            let copied = files_in.clone();
+            tokio::task::spawn_blocking(move || {
+                lay(&repo, &envs, &dir, base, &files, &key, &inc, &copied)
+            })
+            .await
+            .map_err(|e| failed(e.to_string()))?
+            .map_err(|e| failed(e.0))?
+        };
+        outcome.made = true;
+        let env = Environment::new(req.base, &req, dir, includes, record, lock);
+        fs::create_dir_all(&env.stable)
+            .map_err(|e| failed(format!("{}: {e}", env.stable.display())))?;
+        if !env.record.lock().unwrap_or_else(|e| e.into_inner()).set_up {
+            outcome.ran = env.run_setup(&req).await?;
+            env.record.lock().unwrap_or_else(|e| e.into_inner()).set_up = true;
+            env.save();
+            let (repo, tree, index, base) = (req.repo.to_path_buf(), env.tree(), env.index(), req.base);
+            tokio::task::spawn_blocking(move || -> Result<(), LayerError> {
+                let repo = Repository::discover(&repo).map_err(|e| LayerError(e.to_string()))?;
+                layer::base_index(&repo, &tree, base, &index)
+            })
+            .await
+            .map_err(|e| failed(e.to_string()))?
+            .map_err(|e| failed(e.0))?;
+        }
+        env.warm(&req).await;
+        prune(&req.envs, &env.dir);
+        flock(&env._held, libc::LOCK_SH);
+        outcome.ms = started.elapsed().as_millis() as u64;
+        Ok((env, outcome))
+    }
+
+    fn new(
+        base: Oid,
+        req: &EnvRequest<'_>,
+        dir: PathBuf,
+        includes: Vec<Include>,
+        record: EnvRecord,
+        held: fs::File,
+    ) -> Environment {
+        Environment {
+            base,
+            stable: req.stable.clone(),
+            dir,
+            includes,
+            record: Mutex::new(record),
+            starts: Mutex::default(),
+            _held: held,
+        }
+    }
+
+    /// Runs `[setup] run` in the base layer, one command after another; the first that
+    /// fails stops the run, named with its log.
+    async fn run_setup(&self, req: &EnvRequest<'_>) -> Result<Vec<(String, PathBuf)>, EnvError> {
+        let _ = fs::create_dir_all(&req.setup_logs);
+        let mut settings = req.sandbox.for_checks(req.setup.network);
+        settings.network_key = "[setup] network";
+        let env = vec![("PLAIT_BASE", req.base.to_string())];
+        let mut ran = Vec::new();
+        for (i, command) in req.setup.run.iter().enumerate() {
+            let log = req.setup_logs.join(format!("setup-{}.log", i + 1));
+            let _ = fs::write(&log, format!("$ {command}\n"));
+            let sandbox = Sandbox::new(&settings, Vec::new()).with_view(Some(self.base_view()));
+            let launch = Launch {
+                dir: &self.stable,
+                env: &env,
+                log: &log,
+                timeout: req.setup.timeout,
+                cancel: req.cancel,
+                sandbox: &sandbox,
+            };
+            let outcome = shell::run(command, &launch).await;
+            ran.push((command.clone(), log.clone()));
+            match outcome {
+                ShellOutcome::Exited(0) => {}
+                ShellOutcome::Interrupted => return Err(EnvError::Interrupted),
+                other => {
+                    return Err(EnvError::Setup {
+                        command: command.clone(),
+                        outcome: other.describe(req.setup.timeout),
+                        log,
+                    })
+                }
+            }
+        }
+        Ok(ran)
+    }
+
+    /// Runs each list of check commands not yet run in this layer at the base, in it:
+    /// plait's own build of the base, which every view and check starts from. A failure is
+    /// kept (the check is red before any task), never fatal.
+    async fn warm(&self, req: &EnvRequest<'_>) {
+        for commands in &req.warm {
+            if commands.is_empty() || req.cancel.is_cancelled() {
+                continue;
+            }
+            let done = {
+                let record = self.record.lock().unwrap_or_else(|e| e.into_inner());
+                record.warmed.iter().any(|w| w.commands == *commands)
+            };
+            if done {
+                continue;
+            }
+            let n = self.record.lock().unwrap_or_else(|e| e.into_inner()).warmed.len() + 1;
+            let logs = req.warm_logs.join(n.to_string());
+            let _ = fs::create_dir_all(&logs);
+            let mut failed = Vec::new();
+            for (i, command) in commands.iter().enumerate() {
+                let log = logs.join(format!("check-{}.log", i + 1));
+                let _ = fs::write(&log, format!("$ {command}\n"));
+                let sandbox =
+                    Sandbox::new(req.sandbox, Vec::new()).with_view(Some(self.base_view()));
+                let launch = Launch {
+                    dir: &self.stable,
+                    env: &req.env,
+                    log: &log,
+                    timeout: req.timeout,
+                    cancel: req.cancel,
+                    sandbox: &sandbox,
+                };
+                match shell::run(command, &launch).await {
+                    ShellOutcome::Exited(0) => {}
+                    ShellOutcome::Interrupted => return,
+                    _ => failed.push(command.clone()),
+                }
+            }
+            self.record
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .warmed
+                .push(Warmed {
+                    commands: commands.clone(),
+                    failed,
+                });
+            self.save();
+        }
+    }
+}
+
+/// The directories and the files `[setup] include` names in the checkout at `repo`. One that
+/// is not there is refused unless `[setup] run` may make it.
+fn includes(
+    repo: &Path,
+    setup: &SetupSettings,
+) -> Result<(Vec<Include>, Vec<(String, PathBuf)>), EnvError> {
+    if setup.include.is_empty() {
+        return Ok((Vec::new(), Vec::new()));
+    }
+    let workdir = Repository::discover(repo)
+        .ok()
+        .and_then(|r| r.workdir().map(Path::to_path_buf))
+        .ok_or_else(|| EnvError::Include {
+            path: setup.include[0].clone(),
+            why: "the repository has no checkout to share it from".to_string(),
+        })?;
+    let (mut dirs, mut files) = (Vec::new(), Vec::new());
+    for path in &setup.include {
+        let source = workdir.join(path);
+        match fs::metadata(&source) {
+            Ok(meta) if meta.is_dir() => dirs.push(Include {
+                path: path.clone(),
+                source,
+            }),
+            Ok(_) => files.push((path.clone(), source)),
+            Err(_) if !setup.run.is_empty() => {}
+            Err(e) => {
+                return Err(EnvError::Include {
+                    path: path.clone(),
+                    why: format!(
+                        "{} is not in your checkout ({e}); install it there, or add a [setup] run that makes it",
+                        source.display()
+                    ),
+                })
+            }
+        }
+    }
+    Ok((dirs, files))
+}
+
+/// What decides whether a kept layer's setup still holds: the `run` lines, `include`, and
+/// the ids of the `key` files (by default the lockfiles and manifests the base tracks, else
+/// its whole tree); the included files' contents too, since they are copied in.
+fn setup_key(
+    setup: &SetupSettings,
+    files: &[TreeFile],
+    base: Oid,
+    copied: &[(String, PathBuf)],
+    _repo: &Path,
+) -> String {
+    let mut hash = sha1::Sha1::new();
+    for line in setup.run.iter().chain(&setup.include) {
+        hash.update(line.as_bytes());
+        hash.update(b"\0");
+    }
+    let globs = crate::plan::globs::Globs::new(&setup.key).ok();
+    let keyed: Vec<&TreeFile> = files
+        .iter()
+        .filter(|f| match (&globs, setup.key.is_empty()) {
+            (Some(g), false) => g.matches(&f.path),
+            _ => {
+                let name = f.path.rsplit('/').next().unwrap_or(&f.path);
+                LOCKFILES.contains(&name)
+            }
+        })
+        .collect();
+    if keyed.is_empty() && !setup.run.is_empty() {
+        hash.update(base.as_bytes());
+    }
+    for file in keyed {
+        hash.update(file.path.as_bytes());
+        hash.update(file.oid.as_bytes());
+    }
+    for (path, source) in copied {
+        hash.update(path.as_bytes());
+        hash.update(fs::read(source).unwrap_or_default());
+    }
+    hash.finalize().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Makes the layer at `dir` hold `base`'s files as `key`'s setup wants them, holding its
+/// lock alone: kept as it is, taken over from a layer of an earlier base with the same
+/// setup, or written anew; then the included files copied in and the included
+/// directories' mount points made. Returns its record.
+#[allow(clippy::too_many_arguments)]
+fn lay(
+    repo: &Path,
+    envs: &Path,
+    dir: &Path,
+    base: Oid,
+    files: &[TreeFile],
+    key: &str,
+    includes: &[Include],
+    copied: &[(String, PathBuf)],
+) -> Result<EnvRecord, LayerError> {
+    let repo = Repository::discover(repo).map_err(|e| LayerError(e.to_string()))?;
+    let tree = dir.join("tree");
+    let kept = load_record(dir).filter(|r| tree.is_dir() && r.setup_key == key);
+    let mut record = match kept {
+        Some(record) => record,
+        None => {
+            remove_tree(dir);
+            let from = take_over(&repo, envs, dir, base, key)?;
+            if from.is_none() {
+                let staging = envs.join(format!(".staging-{base}-{}", std::process::id()));
+                remove_tree(&staging);
+                fs::create_dir_all(&staging).map_err(|e| LayerError(e.to_string()))?;
+                write_files(&repo, &staging, files).map_err(LayerError)?;
+                fs::create_dir_all(dir).map_err(|e| LayerError(e.to_string()))?;
+                fs::rename(&staging, &tree).map_err(|e| LayerError(e.to_string()))?;
+            }
+            EnvRecord {
+                base: base.to_string(),
+                setup_key: key.to_string(),
+                set_up: false,
+                warmed: Vec::new(),
+                from,
+            }
+        }
+    };
+    record.set_up = record.set_up && record.setup_key == key;
+    for (path, source) in copied {
+        let dest = tree.join(path);
+        if let Some(parent) = dest.parent() {
+            fs::create_dir_all(parent).map_err(|e| LayerError(e.to_string()))?;
+        }
+        fs::copy(source, &dest).map_err(|e| LayerError(format!("{}: {e}", dest.display())))?;
+    }
+    for include in includes {
+        let point = tree.join(&include.path);
+        if fs::symlink_metadata(&point).is_ok_and(|m| !m.is_dir()) {
+            let _ = fs::remove_file(&point);
+        }
+        fs::create_dir_all(&point).map_err(|e| LayerError(format!("{}: {e}", point.display())))?;
+    }
+    // The layer's own git directory: a check at the base, and the setup, see the base
+    // checked out.
+    let admin = dir.join("git");
+    let index = dir.join("index");
+    if !index.exists() {
+        layer::base_index(&repo, &tree, base, &index)?;
+    }
+    layer::git_dir(&repo, &admin, base, &index, &Default::default())?;
+    fs::write(tree.join(".git"), format!("gitdir: {}\n", admin.display()))
+        .map_err(|e| LayerError(e.to_string()))?;
+    save_record(dir, &record);
+    Ok(record)
+}
+
+/// Moves the nearest kept layer of an ancestor of `base` with the same setup (`key`) that
+/// no run holds to `dir`, its tracked files rewritten to `base`'s where they differ; its
+/// installed dependencies and build come along. Returns the base it was made for.
+fn take_over(
+    repo: &Repository,
+    envs: &Path,
+    dir: &Path,
+    base: Oid,
+    key: &str,
+) -> Result<Option<String>, LayerError> {
+    let Ok(entries) = fs::read_dir(envs) else {
+        return Ok(None);
+    };
+    let mut found: Vec<(usize, PathBuf, Oid)> = Vec::new();
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let Some(record) = load_record(&path) else {
+            continue;
+        };
+        let Ok(old) = Oid::from_str(&record.base) else {
+            continue;
+        };
+        if path == dir || !record.set_up || record.setup_key != key {
+            continue;
+        }
+        if !repo.graph_descendant_of(base, old).unwrap_or(false) {
+            continue;
+        }
+        let distance = repo
+            .graph_ahead_behind(base, old)
+            .map_or(usize::MAX, |(ahead, _)| ahead);
+        found.push((distance, path, old));
+    }
+    found.sort();
+    for (_, path, old) in found {
+        let Ok(lock) = lock_file(&path.with_extension("lock")) else {
+            continue;
+        };
+        if !flock(&lock, libc::LOCK_EX | libc::LOCK_NB) {
+            continue;
+        }
+        fs::rename(&path, dir).map_err(|e| LayerError(e.to_string()))?;
+        let _ = fs::remove_file(path.with_extension("lock"));
+        let _ = fs::remove_file(dir.join("index"));
+        remove_tree(&dir.join("starts"));
+        let changed = layer::changes(repo, old, base)?;
+        layer::apply(repo, &dir.join("tree"), &changed, &|_| false)?;
+        return Ok(Some(old.to_string()));
+    }
+    Ok(None)
+}

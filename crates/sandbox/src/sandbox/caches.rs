@@ -1,0 +1,233 @@
+//! The tools' caches under the home (npm's, cargo's registry and its locks, pyenv's shims,
+//! `~/.cache/*`, …), written by every build and install a task runs. Shared, one task's
+//! writes would be what the next task's build trusts; refused, each tool says so in every
+//! task's record although it needed nothing from the write. So a process that starts in a
+//! view sees each cache through an overlay whose upper layer is its sandbox's own: reads
+//! see the user's cache as it is, writes land in the sandbox's layer and go with it.
+//!
+//! A cache directory that holds a place the sandbox names (the view, the worktrees under
+//! `~/.cache/plait`, a `writable` path, the temporary root) is not covered whole: its other
+//! subdirectories are, one by one.
+
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use super::view::{CacheLayer, Layer};
+
+/// Directories under the home that tools write as caches, stores or shims.
+const HOME_CACHES: &[&str] = &[
+    ".cache",
+    ".npm",
+    ".yarn",
+    ".pnpm-store",
+    ".bun",
+    ".deno",
+    ".node-gyp",
+    ".nvm",
+    ".volta",
+    ".cargo",
+    ".rustup",
+    ".pyenv",
+    ".local/share",
+    ".local/state",
+    ".gradle",
+    ".m2",
+    ".ivy2",
+    ".sbt",
+    "go",
+    ".gem",
+    ".bundle",
+    ".composer",
+    ".nuget",
+    ".pub-cache",
+    ".cabal",
+    ".stack",
+    ".opam",
+    ".mix",
+    ".hex",
+    ".julia",
+    ".conda",
+    ".ccache",
+    ".ipython",
+    ".jupyter",
+];
+
+/// Variables that move a tool's cache or home elsewhere.
+const CACHE_VARS: &[&str] = &[
+    "XDG_CACHE_HOME",
+    "XDG_DATA_HOME",
+    "XDG_STATE_HOME",
+    "CARGO_HOME",
+    "RUSTUP_HOME",
+    "npm_config_cache",
+    "NPM_CONFIG_CACHE",
+    "YARN_CACHE_FOLDER",
+    "PNPM_HOME",
+    "BUN_INSTALL",
+    "DENO_DIR",
+    "VOLTA_HOME",
+    "NVM_DIR",
+    "PIP_CACHE_DIR",
+    "UV_CACHE_DIR",
+    "POETRY_CACHE_DIR",
+    "PYENV_ROOT",
+    "GOPATH",
+    "GOMODCACHE",
+    "GOCACHE",
+    "GRADLE_USER_HOME",
+    "CCACHE_DIR",
+    "SCCACHE_DIR",
+];
+
+/// The cache directories of this machine that exist, each once, none inside another,
+/// found once per process.
+pub(crate) fn candidates() -> &'static [PathBuf] {
+    static FOUND: OnceLock<Vec<PathBuf>> = OnceLock::new();
+    FOUND.get_or_init(|| {
+        let home = std::env::var_os("HOME").map(PathBuf::from);
+        let mut dirs: Vec<PathBuf> = Vec::new();
+        if let Some(home) = &home {
+            dirs.extend(HOME_CACHES.iter().map(|c| home.join(c)));
+        }
+        dirs.extend(
+            CACHE_VARS
+                .iter()
+                .filter_map(std::env::var_os)
+                .map(PathBuf::from)
+                .filter(|p| p.is_absolute()),
+        );
+        normalize(dirs, home.as_deref())
+    })
+}
+
+/// `dirs` that are directories, resolved, never the home or `/` itself, each once, and none
+/// inside another.
+fn normalize(dirs: Vec<PathBuf>, home: Option<&Path>) -> Vec<PathBuf> {
+    let home = home.and_then(|h| h.canonicalize().ok());
+    let mut found: Vec<PathBuf> = dirs
+        .into_iter()
+        .filter_map(|d| d.canonicalize().ok())
+        .filter(|d| d.is_dir() && d.parent().is_some() && Some(d) != home.as_ref())
+        .collect();
+    found.sort();
+    found.dedup();
+    let all = found.clone();
+    found.retain(|d| !all.iter().any(|o| o != d && d.starts_with(o)));
+    found
+}
+
+/// The caches to cover for processes that must keep `keep` (the sandbox's places) as they
+/// are: each candidate that neither holds nor lies in one of them, and the subdirectories
+/// of one that holds one.
+pub(crate) fn covered(candidates: &[PathBuf], keep: &[&Path]) -> Vec<PathBuf> {
+    let resolved: Vec<PathBuf> = keep
+        .iter()
+        .flat_map(|p| {
+            let real = p.canonicalize().ok();
+            std::iter::once(p.to_path_buf()).chain(real)
+        })
+        .collect();
+    let holds = |d: &Path| resolved.iter().any(|k| k.starts_with(d));
+    let inside = |d: &Path| resolved.iter().any(|k| d.starts_with(k));
+    let mut out = Vec::new();
+    for dir in candidates {
+        if inside(dir) {
+            continue;
+        }
+        if !holds(dir) {
+            out.push(dir.clone());
+            continue;
+        }
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            continue;
+        };
+        let mut subdirs: Vec<PathBuf> = entries
+            .flatten()
+            .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+            .map(|e| e.path())
+            .filter(|d| !holds(d) && !inside(d))
+            .collect();
+        subdirs.sort();
+        out.extend(subdirs);
+    }
+    out
+}
+
+/// Layers for the caches of this machine under a new directory in `temp_root`, for
+/// processes that must keep `keep` as they are. Nothing when no layer can be made there.
+pub(crate) fn layers(temp_root: &Path, keep: &[&Path]) -> (Option<LayerRoot>, Vec<CacheLayer>) {
+    let dirs = covered(candidates(), keep);
+    if dirs.is_empty() {
+        return (None, Vec::new());
+    }
+    let Ok(root) = tempfile::Builder::new()
+        .prefix("plait-caches-")
+        .tempdir_in(temp_root)
+    else {
+        return (None, Vec::new());
+    };
+    let root = LayerRoot(root.keep());
+    let mut layers = Vec::with_capacity(dirs.len());
+    for (i, dir) in dirs.into_iter().enumerate() {
+        let layer = Layer {
+            upper: root.0.join(format!("{i}/upper")),
+            work: root.0.join(format!("{i}/work")),
+        };
+        if std::fs::create_dir_all(&layer.upper).is_ok() && std::fs::create_dir_all(&layer.work).is_ok() {
+            layers.push(CacheLayer { dir, layer });
+        }
+    }
+    (Some(root), layers)
+}
+
+/// The directory of a sandbox's cache layers, removed with the sandbox (overlayfs leaves
+/// its work directories without permissions, which a plain removal trips over).
+#[derive(Debug)]
+pub(crate) struct LayerRoot(PathBuf);
+
+impl Drop for LayerRoot {
+    fn drop(&mut self) {
+        open_up(&self.0);
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn open_up(dir: &Path) {
+    use std::os::unix::fs::PermissionsExt as _;
+    let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for entry in entries.flatten() {
+            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                open_up(&entry.path());
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cache_holding_a_place_is_covered_by_its_other_subdirectories() {
+        let home = tempfile::tempdir().unwrap();
+        let home = home.path().canonicalize().unwrap();
+        for d in [".cache/pip", ".cache/plait/repo/tree", ".cache/uv", ".npm/_logs"] {
+            std::fs::create_dir_all(home.join(d)).unwrap();
+        }
+        let candidates = normalize(
+            vec![home.join(".cache"), home.join(".npm"), home.join(".cache/uv"), home.clone()],
+            Some(&home),
+        );
+        assert_eq!(candidates, vec![home.join(".cache"), home.join(".npm")]);
+        let tree = home.join(".cache/plait/repo/tree");
+        let covered = covered(&candidates, &[tree.as_path()]);
+        assert_eq!(
+            covered,
+            vec![home.join(".cache/pip"), home.join(".cache/uv"), home.join(".npm")]
+        );
+        let npm_logs = home.join(".npm/_logs");
+        let covered = super::covered(&candidates, &[tree.as_path(), npm_logs.as_path()]);
+        assert!(!covered.contains(&home.join(".npm/_logs")), "{covered:?}");
+    }
+}
