@@ -17,9 +17,10 @@ use crate::plan::config::{self, Layer};
 Two files may hold defaults for every plan: the user config
 ($XDG_CONFIG_HOME/plait/config.toml, else ~/.config/plait/config.toml) and the repository
 config (.plait.toml at the checkout's root). Each may hold [defaults], [providers],
-[agents], [checks] and [sandbox] (the tasks' [defaults] sandbox). They are merged table by
-table under the plan: the repository's over the user's, the plan's over both; a value the
-plan sets, an array included, replaces theirs whole. The run keeps the merged plan.
+[agents], [checks], [tools], [setup] and [sandbox] (the tasks' [defaults] sandbox). They
+are merged table by table under the plan: the repository's over the user's, the plan's over
+both; a value the plan sets, an array included, replaces theirs whole. The run keeps the
+merged plan.
 
 Example ~/.config/plait/config.toml:
   [defaults]

@@ -48,7 +48,8 @@ pub struct RunRequest<'a> {
 /// A plan read against the repository, and what the user should be warned of.
 pub struct Planned {
     pub resolved: ResolvedPlan,
-    /// The sandbox's and the plan's warnings, one line each.
+    /// The sandbox's and the plan's warnings, one line each (with the setup's: what the
+    /// views would lack of the checkout).
     pub warnings: Vec<String>,
 }
 
@@ -70,6 +71,7 @@ pub fn plan(
     ]
     .into_iter()
     .flatten()
+    .chain(resolved.setup_warnings(&crate::git::workdir(&repo)))
     .collect();
     Ok(Planned { resolved, warnings })
 }

@@ -1,7 +1,7 @@
 //! One's defaults, under the plan: a user config (`$XDG_CONFIG_HOME/plait/config.toml`)
 //! and a repository config (`.plait.toml` at the checkout's root) may hold `[defaults]`,
-//! `[providers]`, `[agents]`, `[checks]`, `[tools]` and `[sandbox]` (the tasks' `[defaults]
-//! sandbox`).
+//! `[providers]`, `[agents]`, `[checks]`, `[tools]`, `[setup]` and `[sandbox]` (the tasks'
+//! `[defaults] sandbox`).
 //! They are merged table by table under the plan, the repository's over the user's and
 //! the plan's over both; a value the plan sets (an array included) replaces theirs whole.
 //! The command line finds and reads the files; this module checks and merges them.
@@ -23,6 +23,7 @@ struct ConfigFile {
     agents: Option<Table>,
     checks: Option<Table>,
     tools: Option<Table>,
+    setup: Option<Table>,
     sandbox: Option<Table>,
 }
 
@@ -39,7 +40,7 @@ impl Layer {
         let file: ConfigFile = toml::from_str(text).map_err(|e| PlanError::Config {
             path: source.to_path_buf(),
             message: format!(
-                "{} (a config file may hold [defaults], [providers], [agents], [checks], [tools] and [sandbox])",
+                "{} (a config file may hold [defaults], [providers], [agents], [checks], [tools], [setup] and [sandbox])",
                 e.to_string().trim_end()
             ),
         })?;
@@ -54,6 +55,7 @@ impl Layer {
             ("agents", file.agents),
             ("checks", file.checks),
             ("tools", file.tools),
+            ("setup", file.setup),
         ] {
             if let Some(value) = value {
                 table.insert(key.to_string(), Value::Table(value));
@@ -158,7 +160,7 @@ mod tests {
         let err = Layer::parse("goal = \"g\"\n", Path::new("/u/config.toml")).unwrap_err();
         let text = err.to_string();
         assert!(text.contains("/u/config.toml"), "{text}");
-        assert!(text.contains("[tools] and [sandbox]"), "{text}");
+        assert!(text.contains("[tools], [setup] and [sandbox]"), "{text}");
         assert!(merged_plan("goal = 1", Path::new("p.toml"), &[]).is_ok());
     }
 }

@@ -9,7 +9,7 @@ mod exec;
 pub use plait_core::globs;
 pub mod layout;
 pub mod manager;
-
+pub mod setup;
 pub mod split;
 pub mod tools;
 mod validate;
@@ -26,6 +26,7 @@ use crate::llm::provider::ProviderFile;
 use crate::sandbox::SandboxMode;
 pub use after::waits_for;
 pub use exec::ExecCommand;
+pub use setup::{missing_setup_hint, suggested_setup, SetupFile, SetupSettings};
 pub use validate::{
     checks_of, claude_code_settings, resolve, resolve_kept, resolve_with_env, AgentConfig,
     CheckSettings, CliSettings, GroupSettings, ResolvedPlan, ResolvedTask, ReviewSettings,
@@ -73,6 +74,10 @@ pub struct PlanFile {
     /// `run` tool may run.
     #[serde(default, skip_serializing_if = "tools::ToolsFile::is_empty")]
     pub tools: tools::ToolsFile,
+    /// What the project needs besides its tracked files: ignored paths of the user's
+    /// checkout shared into every view, and commands that install them once per base.
+    #[serde(default, skip_serializing_if = "SetupFile::is_empty")]
+    pub setup: SetupFile,
 }
 
 /// The `[groups]` table.

@@ -10,6 +10,7 @@ use git2::{Oid, Repository};
 
 use super::globs::{within, Globs};
 use super::layout::{self, Layout};
+use super::setup::{resolve_setup, SetupSettings};
 use super::tools::RunCommands;
 use super::{
     AgentSpec, Checkout, ExecCommand, PlanError, PlanFile, SandboxFile, TaskFile,
@@ -36,6 +37,8 @@ pub struct ResolvedPlan {
     pub checks: CheckSettings,
     pub review: ReviewSettings,
     pub groups: GroupSettings,
+    /// What the views and checks get besides the tracked files (`[setup]`).
+    pub setup: SetupSettings,
 }
 
 impl ResolvedPlan {
@@ -405,6 +408,14 @@ pub fn resolve_with_env(
     let mut checks = resolve_checks(&plan, env, &mut problems);
     let review = resolve_review(&plan, env, &mut providers, &mut problems);
     let groups = resolve_groups(&plan, &review, env, &mut providers, &mut problems);
+    let path = env("PATH");
+    let setup = resolve_setup(
+        &plan.setup,
+        &files,
+        checks.timeout,
+        path.as_deref(),
+        &mut problems,
+    );
     withhold_keys(&providers, &mut tasks, &mut checks);
     if problems.is_empty() {
         super::after::resolve_after(&plan, &mut tasks, &mut problems);
@@ -431,6 +442,7 @@ pub fn resolve_with_env(
         checks,
         review,
         groups,
+        setup,
     })
 }
 
