@@ -59,6 +59,10 @@ follows the file's `mod x;` into files the task does not hold (and fails there: 
 task), so the example gives it the file on stdin, which it formats alone, with the
 repository's rustfmt.toml (found from the worktree's root, where it is context).
 
+A dependency directory of your checkout that git ignores and a tracked lockfile fills
+(node_modules/ beside package-lock.json, .venv/ beside uv.lock) goes into the plan's
+[setup] include, so that every task's view has it.
+
 With --goal and no --split, a manager model (--manager, default anthropic) sees the tracked
 files with their sizes, and the contents of files matching --include, and submits tasks;
 plait validates them like a hand-written plan and sends the problems back (--corrections
@@ -159,7 +163,15 @@ fn plan_by_split(
         first: edge(&args.first, &args.first_prompt),
         last: edge(&args.last, &args.last_prompt),
     };
-    let outcome = split(&files, &settings)?;
+    let mut outcome = split(&files, &settings)?;
+    if let Some(setup) = plan::suggested_setup(&git::workdir(&repo), &files) {
+        errln!(
+            "note: the plan's [setup] shares {} of your checkout (ignored, installed from a \
+             tracked lockfile) into every task's view",
+            setup.include.join(", ")
+        );
+        outcome.plan.setup = setup;
+    }
     let plan = &outcome.plan;
     let text = plan::to_toml(plan, &split_header(spec, &outcome));
     if !outcome.orphan_tests.is_empty() {
@@ -260,7 +272,8 @@ fn check_plan(dir: &Path, path: &Path) -> Result<(), CommandError> {
         "{}: valid: {}",
         path.display(),
         crate::report::plan_summary(&planned.resolved)
-    )
+    )?;
+    out!("{}", crate::report::setup_text(&planned.resolved))
 }
 
 /// The tasks' agent from `--exec`, `--exec-each` or `--agent`.

@@ -66,5 +66,5 @@ pub fn cmd_resume(dir: &Path, args: ResumeArgs) -> Result<(), CommandError> {
         resumed.left,
         resumed.total
     );
-    drive(resumed.prepared, resumed.total, args.json)
+    drive(dir, resumed.prepared, resumed.total, args.json)
 }

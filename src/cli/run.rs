@@ -144,7 +144,7 @@ pub fn cmd_run(dir: &Path, args: RunArgs) -> Result<(), CommandError> {
         ),
         None => errln!("run {id}: {total} task(s), {jobs} at a time"),
     }
-    drive(started.prepared, total, args.json)
+    drive(dir, started.prepared, total, args.json)
 }
 
 /// The text of the plan file at `path`.
@@ -182,9 +182,10 @@ fn plan_for_goal(
     Ok((path, toml))
 }
 
-/// Runs a prepared run to its end, printing progress and the summary; the exit code says
-/// how it went.
+/// Runs a prepared run of the repository at `dir` to its end, printing progress and the
+/// summary; the exit code says how it went.
 pub fn drive(
+    dir: &Path,
     prepared: orchestrator::Prepared,
     total: usize,
     json: bool,
@@ -211,6 +212,9 @@ pub fn drive(
     let state = state?;
     errln!();
     err!("{}", report::status_text(&state, false));
+    if let Some(hint) = super::status::setup_hint(dir, &state) {
+        errln!("\nhint: {hint}");
+    }
     let attention = report::attention(&state);
     if json {
         let json = serde_json::json!({

@@ -13,7 +13,9 @@ use crate::report::{self, StatusJson};
 #[command(after_help = "\
 Works from a second terminal while the run is going. RUN may be a unique prefix of a run
 id; without it, the newest run is shown. A failed task's error is followed by its agent
-log's path and last lines (all of it: plait log RUN TASK).
+log's path and last lines (all of it: plait log RUN TASK); when something failed and your
+checkout has ignored dependency directories (node_modules/, .venv/) that the plan's [setup]
+does not share, a hint says so.
 
 Examples:
   plait status
@@ -37,7 +39,21 @@ pub fn cmd_status(dir: &Path, args: StatusArgs) -> Result<(), CommandError> {
     let run = store.find(args.run.as_deref())?;
     let state = store.load(&run)?;
     let live = store.is_running(&state.id);
-    print_status(&state, args.json, live)
+    print_status(&state, args.json, live)?;
+    if !args.json {
+        if let Some(hint) = setup_hint(dir, &state) {
+            outln!("\nhint: {hint}")?;
+        }
+    }
+    Ok(())
+}
+
+/// The hint under a run's failures when its plan's `[setup]` leaves out dependency
+/// directories of the checkout at `dir` (`report::setup_hint`).
+pub(super) fn setup_hint(dir: &Path, state: &crate::state::RunState) -> Option<String> {
+    let (repo, store) = open_store(dir).ok()?;
+    let kept = store.run(&state.id).plan();
+    report::setup_hint(state, &crate::git::workdir(&repo), &kept)
 }
 
 /// The status of `state`, as JSON or as text (`live`: its plait process is running).

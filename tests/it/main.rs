@@ -29,6 +29,7 @@ mod roles;
 mod run;
 mod sandbox;
 mod serve;
+mod setup_plan;
 mod split;
 mod support;
 mod views;

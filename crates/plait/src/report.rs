@@ -12,8 +12,8 @@ mod select;
 
 // The page's data (`serve::data`) reads a task's diff as `report::file_diffs`.
 pub use diff::file_diffs;
-pub use failure::{failure, failures, log_tail, Failure, TAIL_LINES};
-pub use plan::{plan_summary, plan_text};
+pub use failure::{commands_failed, failure, failures, log_tail, setup_hint, Failure, TAIL_LINES};
+pub use plan::{plan_summary, plan_text, setup_text};
 pub use select::needing_attention;
 
 use crate::land::{Blocker, Trouble};
@@ -313,6 +313,22 @@ fn sandbox_lines(out: &mut String, state: &RunState) {
             for (how, tasks) in &kinds {
                 let _ = writeln!(out, "\nsandbox: {how}: {}", tasks.join(", "));
             }
+        }
+    }
+    if let Some(env) = &state.environment {
+        let mut line = format!("environment: {}", env.layer);
+        if !env.setup.is_empty() {
+            let _ = write!(line, "; set up by this run ({})", env.setup.join("; "));
+        } else if env.layer.starts_with("base layer") && !env.made {
+            line.push_str("; kept from an earlier run");
+        }
+        let _ = writeln!(out, "{line}");
+        if !env.failed_at_base.is_empty() {
+            let _ = writeln!(
+                out,
+                "  already failing at the base, before any task: {} (see seed-checks/ in the run's directory)",
+                env.failed_at_base.join("; ")
+            );
         }
     }
     for task in &state.tasks {

@@ -11,7 +11,9 @@ use git2::Repository;
 use serde_json::{json, Value};
 
 use super::globs::Globs;
-use super::{resolve_with_env, AgentSpec, Defaults, PlanError, PlanFile, ResolvedPlan, TaskFile};
+use super::{
+    resolve_with_env, AgentSpec, Defaults, PlanError, PlanFile, ResolvedPlan, SetupFile, TaskFile,
+};
 use crate::cancel::Cancel;
 use crate::git::TreeFile;
 use crate::llm::conversation::{Block, Message, Role, ToolSpec};
@@ -126,6 +128,7 @@ impl Manager<'_> {
                     .await
             }
         };
+        let setup = written_setup(repo, files);
         let system = prompts::planner::system(&request.goal, request.max_tasks, SUBMIT_PLAN);
         let mut messages = vec![Message::user_text(overview(repo, files, request))];
         let mut transcript = Transcript::open(self.transcript);
@@ -158,7 +161,7 @@ impl Manager<'_> {
                     None,
                     Err(vec![format!("the answer did not call {SUBMIT_PLAN}")]),
                 ),
-                Some((id, input)) => (Some(id.clone()), self.judge(repo, request, input)),
+                Some((id, input)) => (Some(id.clone()), self.judge(repo, request, &setup, input)),
             };
             match verdict {
                 Ok((plan, resolved)) => return Ok(planned(plan, resolved, attempt, usage)),
@@ -185,6 +188,7 @@ impl Manager<'_> {
             "answering in the structured form asked for",
         );
         let overview = overview(repo, files, request);
+        let setup = written_setup(repo, files);
         let schema = tool().schema;
         let workdir = repo
             .workdir()
@@ -233,7 +237,7 @@ impl Manager<'_> {
                 .await
                 .map_err(ManagerError::Call)?;
             usage.add(&answered.usage);
-            match self.judge(repo, request, &Ok(answered.value.clone())) {
+            match self.judge(repo, request, &setup, &Ok(answered.value.clone())) {
                 Ok((plan, resolved)) => return Ok(planned(plan, resolved, attempt, usage)),
                 Err(found) => problems = found,
             }
@@ -242,11 +246,13 @@ impl Manager<'_> {
         Err(ManagerError::NeverValid { attempts, problems })
     }
 
-    /// Reads a `submit_plan` input into a plan and validates it; the problems otherwise.
+    /// Reads a `submit_plan` input into a plan with `setup` and validates it; the problems
+    /// otherwise.
     fn judge(
         &self,
         repo: &Repository,
         request: &PlanRequest,
+        setup: &SetupFile,
         input: &Result<Value, String>,
     ) -> Result<(PlanFile, ResolvedPlan), Vec<String>> {
         let input = input
@@ -269,6 +275,7 @@ impl Manager<'_> {
                 ..Defaults::default()
             },
             tasks,
+            setup: setup.clone(),
             ..PlanFile::default()
         };
         match resolve_with_env(repo, plan.clone(), Path::new("<manager>"), self.env) {
@@ -369,6 +376,14 @@ fn parse_tasks(input: &Value) -> Result<Vec<TaskFile>, Vec<String>> {
     } else {
         Err(problems)
     }
+}
+
+/// The `[setup]` a manager's plan gets: the dependency directories of the checkout that
+/// git ignores and a tracked lockfile fills ([`super::suggested_setup`]).
+fn written_setup(repo: &Repository, files: &[TreeFile]) -> SetupFile {
+    repo.workdir()
+        .and_then(|w| super::suggested_setup(w, files))
+        .unwrap_or_default()
 }
 
 /// A valid plan, made in `attempts` answers, with the files it leaves unowned.

@@ -1,7 +1,8 @@
 //! Why a failed task failed, where the user looks: its one-line error ("command exited with
 //! status 1") rarely says the cause, and the agent's own last words usually do. `plait
 //! status`, `plait review` and `status --json` show the last lines of the task's agent log
-//! and the log's path.
+//! and the log's path. A failure in a project whose dependencies the views lack (an ignored
+//! `node_modules/` the plan's `[setup]` does not share) gets a hint saying so.
 
 use std::fmt::Write as _;
 use std::io::{Read as _, Seek as _, SeekFrom};
@@ -84,6 +85,30 @@ fn cut(line: &str) -> String {
         Some((at, _)) => format!("{} [… cut]", &line[..at]),
         None => line.to_string(),
     }
+}
+
+/// Whether a command of the run failed, which a dependency missing from the views could
+/// explain: a task's agent or one of its checks, or a merged check.
+pub fn commands_failed(state: &RunState) -> bool {
+    state
+        .tasks
+        .iter()
+        .any(|t| t.state == TaskState::Failed || !t.checks_pass())
+        || state.merged_checks.iter().any(|c| !c.passed)
+}
+
+/// What to add under the failures of the run of `state`, run from the checkout at
+/// `workdir` with the plan kept at `kept` (the run's `plan.toml`): the dependency
+/// directories of the checkout its `[setup]` leaves out, and how to share or install them
+/// ([`crate::plan::missing_setup_hint`]). `None` when no command failed, or the setup
+/// leaves nothing out.
+pub fn setup_hint(state: &RunState, workdir: &Path, kept: &Path) -> Option<String> {
+    if !commands_failed(state) {
+        return None;
+    }
+    let text = std::fs::read_to_string(kept).ok()?;
+    let plan = crate::plan::parse(&text, kept).ok()?;
+    crate::plan::missing_setup_hint(workdir, &crate::plan::SetupSettings::written(&plan.setup))
 }
 
 /// A failed task's part of `plait status`: its error, then its log's path and last lines.

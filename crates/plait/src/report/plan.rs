@@ -1,7 +1,7 @@
-//! A resolved plan in words, before anything runs: `plait run --dry-run` shows each task
-//! with its agent, the files it owns, the context it reads and the cone of its sparse
-//! worktree (as `plan::layout` decided them), then the checks, the reviewer and the groups;
-//! `plait plan --check` says it in one line.
+//! A resolved plan in words, before anything runs: `plait run --dry-run` shows the setup,
+//! each task with its agent, the files it owns, the context it reads and the cone of its
+//! sparse worktree (as `plan::layout` decided them), then the checks, the reviewer and the
+//! groups; `plait plan --check` says it in one line, and the setup under it.
 
 use std::fmt::Write as _;
 
@@ -11,17 +11,61 @@ use crate::sandbox::SandboxMode;
 /// Paths listed per kind before "… and N more".
 const SHOWN: usize = 10;
 
-/// The plan in one line: its tasks, the files they own, its base and its checks.
+/// The plan in one line: its tasks, the files they own, its base, its checks and (when it
+/// has one) its setup.
 pub fn plan_summary(plan: &ResolvedPlan) -> String {
     let owned: usize = plan.tasks.iter().map(|t| t.owned.len()).sum();
-    format!(
+    let mut line = format!(
         "{} task(s) owning {owned} file(s), base {} ({}), {} task check(s), {} merged check(s)",
         plan.tasks.len(),
         plan.base_name,
         crate::git::short(&plan.base.to_string()),
         plan.checks.task.len(),
         plan.checks.merged.len()
-    )
+    );
+    if !plan.setup.is_empty() {
+        let _ = write!(
+            line,
+            ", setup: {} included path(s), {} run command(s)",
+            plan.setup.include.len(),
+            plan.setup.run.len()
+        );
+    }
+    line
+}
+
+/// The plan's `[setup]`, a heading and a line per kind, for the dry run and `plait plan
+/// --check`; empty when the plan has none.
+pub fn setup_text(plan: &ResolvedPlan) -> String {
+    let setup = &plan.setup;
+    let mut out = String::new();
+    if setup.is_empty() {
+        return out;
+    }
+    let _ = writeln!(out, "setup (once per base, before any task):");
+    paths(&mut out, "include", &setup.include);
+    if !setup.include.is_empty() {
+        let _ = writeln!(
+            out,
+            "  {:<9} (from your checkout, read-only in every view and check checkout)",
+            ""
+        );
+    }
+    let run: Vec<String> = setup.run.iter().map(|c| format!("`{c}`")).collect();
+    paths(&mut out, "run", &run);
+    if !setup.run.is_empty() {
+        let _ = writeln!(
+            out,
+            "  {:<9} network {}, {} each",
+            "",
+            setup.network.as_str(),
+            humantime::format_duration(setup.timeout)
+        );
+    }
+    paths(&mut out, "key", &setup.key);
+    // The base layer's line (where the installed result is, or that it is made anew) goes
+    // here, as `  layer:    ...`.
+    out
 }
 
 /// The whole plan as `plait run --dry-run` shows it; `groups` is how many supervisor
@@ -34,6 +78,10 @@ pub fn plan_text(plan: &ResolvedPlan, groups: usize) -> String {
     let _ = writeln!(out, "plan: {}", plan_summary(plan));
     if let Some(line) = waves_line(plan) {
         let _ = writeln!(out, "{line}");
+    }
+    let setup = setup_text(plan);
+    if !setup.is_empty() {
+        let _ = write!(out, "\n{setup}");
     }
     for task in &plan.tasks {
         task_lines(&mut out, plan, task);
