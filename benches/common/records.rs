@@ -32,6 +32,7 @@ pub fn run_state(run: &str, ids: impl IntoIterator<Item = String>) -> RunState {
         landed: Vec::new(),
         cleaned: false,
         merged_checks: Vec::new(),
+        environment: None,
         max_cost: None,
         groups: Vec::new(),
         culprits: None,

@@ -41,10 +41,18 @@ pub struct CleanArgs {
 
 pub fn cmd_clean(dir: &Path, args: CleanArgs) -> Result<(), CommandError> {
     let Some(run) = args.run else {
-        let SeedCleaned { seed, views } = ops::clean::clean_seed(dir)?;
+        let SeedCleaned {
+            seed,
+            views,
+            layers,
+        } = ops::clean::clean_seed(dir)?;
         match seed {
-            None => outln!("no seed to remove")?,
+            None if layers == 0 => outln!("no seed to remove")?,
+            None => {}
             Some(seed) => outln!("removed the checks' seed {}", seed.display())?,
+        }
+        if layers > 0 {
+            outln!("removed {layers} base layer(s) (tracked files, [setup], plait's build)")?;
         }
         if views > 0 {
             outln!("removed {views} checkout(s) of a base under the tasks' views")?;

@@ -14,8 +14,8 @@ use crate::state::{RunState, StateError, Store, TaskRecord};
 
 /// Print a task's agent log, its checks' logs or its model transcript, or follow its log
 #[derive(Debug, Args)]
-#[command(override_usage = "plait log [RUN] TASK [--checks | --transcript | --follow]")]
-#[command(group(ArgGroup::new("what").args(["checks", "transcript", "follow"])))]
+#[command(override_usage = "plait log [RUN] TASK [--checks | --transcript | --follow]\n       plait log [RUN] --setup")]
+#[command(group(ArgGroup::new("what").args(["checks", "transcript", "follow", "setup"])))]
 #[command(after_help = "\
 RUN may be a unique prefix of a run id; with TASK alone, the newest run's task is shown.
 The agent log is <git-common-dir>/plait/runs/<run>/tasks/<task>/agent.log: everything the
@@ -25,7 +25,8 @@ Examples:
   plait log parser
   plait log 0abc12 parser --checks
   plait log 0abc12 parser --transcript | less
-  plait log parser --follow")]
+  plait log parser --follow
+  plait log --setup")]
 pub struct LogArgs {
     /// The run (default: the newest), or the task when it is the only name given
     #[arg(value_name = "RUN")]
@@ -42,6 +43,10 @@ pub struct LogArgs {
     /// Print the log, then what is added to it, until the task ends
     #[arg(long, short = 'f')]
     pub follow: bool,
+    /// Print the run's environment instead: its `[setup] run` commands' logs and the
+    /// base's checks plait ran in its base layer
+    #[arg(long)]
+    pub setup: bool,
 }
 
 /// How often `--follow` looks at the log and the run's record.
@@ -49,6 +54,13 @@ const POLL: Duration = Duration::from_millis(200);
 
 pub fn cmd_log(dir: &Path, args: LogArgs) -> Result<(), CommandError> {
     let (_repo, store) = open_store(dir)?;
+    if args.setup {
+        if args.task.is_some() {
+            return Err(CommandError::usage("`plait log --setup` takes a RUN, not a TASK")
+                .hint("plait log [RUN] --setup"));
+        }
+        return setup(&store, args.run.as_deref());
+    }
     let (state, task) = target(&store, args.run.as_deref(), args.task.as_deref())?;
     if args.follow {
         return follow(&store, &state.id, &task);
@@ -67,6 +79,51 @@ pub fn cmd_log(dir: &Path, args: LogArgs) -> Result<(), CommandError> {
         return Ok(());
     }
     out!("{text}")
+}
+
+/// Prints run `run`'s (default: the newest) setup logs and its base checks' logs, each under
+/// its name; says where the base layer came from when this run ran none.
+fn setup(store: &Store, run: Option<&str>) -> Result<(), CommandError> {
+    let id = store.find(run)?;
+    let state = store.load(&id)?;
+    let dir = store.run(&id).0;
+    let mut text = String::new();
+    if let Some(env) = &state.environment {
+        let _ = writeln!(text, "environment: {}", env.layer);
+    }
+    for (label, sub) in [("setup", dir.join("setup")), ("base checks", dir.join("seed-checks"))] {
+        let mut logs = Vec::new();
+        files_under(&sub, &mut logs);
+        logs.sort();
+        for log in logs {
+            let _ = writeln!(text, "--- {label}: {} ---", log.display());
+            text.push_str(&logs::read_from(&log, 0).0);
+            if !text.ends_with('\n') {
+                text.push('\n');
+            }
+        }
+    }
+    if !text.contains("--- ") {
+        let _ = writeln!(
+            text,
+            "run {id} ran no [setup] command and no check at its base (its base layer was kept from an earlier run, or it has none)"
+        );
+    }
+    out!("{text}")
+}
+
+/// Every file under `dir`, at any depth.
+fn files_under(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        match entry.file_type() {
+            Ok(t) if t.is_dir() => files_under(&entry.path(), out),
+            Ok(t) if t.is_file() => out.push(entry.path()),
+            _ => {}
+        }
+    }
 }
 
 /// The run and task the names given point at: `RUN TASK`, or `TASK` of the newest run.

@@ -240,6 +240,7 @@ fn the_run_summary_shows_failures_violations_and_conflicts() {
         (r"/\S+/plait/repo-\[HASH\]", "[WORKTREES]"),
         (r"Landlock ABI \d+", "Landlock ABI [N]"),
         (r"network off \([^)]*\)", "network off ([HOW])"),
+        (r"(?m)^environment: .*$", "environment: [ENVIRONMENT]"),
     ]}, {
         insta::assert_snapshot!(text);
     });

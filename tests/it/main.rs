@@ -8,6 +8,7 @@ mod collect;
 mod config;
 mod culprits;
 mod distributed;
+mod environment;
 mod firstday;
 mod gate;
 mod gateway;

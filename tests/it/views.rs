@@ -1,8 +1,9 @@
 //! A task's whole-tree view for the commands its agent runs, with agents that are plain
 //! processes: the whole repository at the base with the task's edits in place — for a
-//! `{ cli }` agent an overlay it starts in where the kernel allows it, else (and with
-//! `[sandbox] view = "filled"`, and for an exec agent, which starts in its sparse
-//! worktree) the worktree filled in by `$PLAIT_RUN_IN`; writes and deletions of files not
+//! `{ cli }` agent an overlay over the run's base layer it starts in where the kernel
+//! allows it, for an exec agent (which starts in its sparse worktree) the same overlay
+//! that `$PLAIT_RUN_IN` has plait start its command in, else (and with `[sandbox] view =
+//! "filled"`) the worktree filled in by `$PLAIT_RUN_IN`; writes and deletions of files not
 //! owned are violations that reach no branch; and `plait clean` takes the views'
 //! directories away.
 
@@ -33,7 +34,7 @@ struct Mode {
 impl Mode {
     /// Whether this mode's processes start in an overlay view here.
     fn overlay(self) -> bool {
-        self.kind == "cli" && self.extra.is_empty() && plait::sandbox::view_support().is_ok()
+        self.extra.is_empty() && plait::sandbox::view_support().is_ok()
     }
 
     fn agent(self, command: &str) -> String {
@@ -131,7 +132,7 @@ fn writes_and_deletions_of_files_not_owned_in_the_view_are_violations_on_no_bran
         // Also the shared checkout under the overlay itself, by its own path.
         let a = format!(
             "$PLAIT_RUN_IN sh -c 'echo hello > src/a/x.txt && echo VALUE = 0 > lib/helper.py && \
-             rm README.md && echo taken > src/b/y.txt; for f in {}/.git/plait/views/*/lib/helper.py; \
+             rm README.md && echo taken > src/b/y.txt; for f in {}/.git/plait/envs/*/tree/lib/helper.py; \
              do echo VALUE = 1 > \"$f\"; done; true'",
             repo.path.display()
         );
@@ -168,17 +169,19 @@ fn writes_and_deletions_of_files_not_owned_in_the_view_are_violations_on_no_bran
             "{mode:?}: the neighbour's own work stands"
         );
         assert_eq!(repo.read("lib/helper.py"), HELPER, "{mode:?}");
-        let views = fs::read_dir(repo.path.join(".git/plait/views"));
+        let views = fs::read_dir(repo.path.join(".git/plait/envs"));
         let mut shared_seen = 0;
         for entry in views.into_iter().flatten().flatten() {
-            let shared = entry.path().join("lib/helper.py");
+            let shared = entry.path().join("tree/lib/helper.py");
             if shared.exists() {
                 let text = fs::read_to_string(&shared).unwrap();
                 assert_eq!(text, HELPER, "{mode:?}: {}", shared.display());
                 shared_seen += 1;
             }
         }
-        assert_eq!(shared_seen, usize::from(mode.overlay()), "{mode:?}");
+        // The base layer is made wherever layers can be had, for the checks too.
+        let layered = plait::sandbox::view_support().is_ok();
+        assert_eq!(shared_seen, usize::from(layered), "{mode:?}");
         assert_eq!(
             repo.git(&["status", "--porcelain"]),
             "",
@@ -226,7 +229,7 @@ fn clean_removes_a_runs_view_directories_and_clean_seed_the_bases_checkouts() {
     let status = repo.status_json(&[]);
     let run = status["id"].as_str().unwrap().to_string();
     let worktree = std::path::PathBuf::from(status["tasks"][0]["worktree"].as_str().unwrap());
-    let views = repo.path.join(".git/plait/views");
+    let views = repo.path.join(".git/plait/envs");
     let overlay = cli.overlay();
     let work = plait::workspace::view::work_dir(&worktree);
     if overlay {
@@ -248,7 +251,7 @@ fn clean_removes_a_runs_view_directories_and_clean_seed_the_bases_checkouts() {
     assert!(out.status.success(), "{}", stderr(&out));
     if overlay {
         assert!(
-            stdout(&out).contains("removed 1 checkout(s) of a base"),
+            stdout(&out).contains("removed 1 base layer(s)"),
             "{}",
             stdout(&out)
         );

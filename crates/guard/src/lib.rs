@@ -40,6 +40,10 @@ pub struct GuardFile {
     /// directory). Empty: reads are not judged.
     #[serde(default)]
     pub read_roots: Vec<PathBuf>,
+    /// Where the agent's processes see the worktree, as its whole-tree view (the stable
+    /// path views are mounted at): a path there is the worktree's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub view: Option<PathBuf>,
 }
 
 /// The tools that read, and the input field naming what they read (absent: the cwd).
@@ -108,7 +112,9 @@ pub fn decide(guard: &GuardFile, input: &str) -> Verdict {
         .canonicalize()
         .unwrap_or_else(|_| guard.worktree.clone());
     let target = resolve(&cwd.join(path));
-    let Ok(relative) = target.strip_prefix(&worktree) else {
+    let view = guard.view.as_ref().map(|v| v.canonicalize().unwrap_or_else(|_| v.clone()));
+    let in_view = view.as_ref().and_then(|v| target.strip_prefix(v).ok());
+    let Some(relative) = in_view.or_else(|| target.strip_prefix(&worktree).ok()) else {
         return Verdict::Deny(format!(
             "plait: `{path}` is outside task `{}`'s worktree ({}). This task may change only files matching: {owned_globs}.",
             guard.task,
@@ -145,6 +151,7 @@ fn read_verdict(guard: &GuardFile, cwd: &Path, path: &str) -> Verdict {
     let target = resolve(&cwd.join(path));
     let inside = std::iter::once(&guard.worktree)
         .chain(&guard.read_roots)
+        .chain(&guard.view)
         .any(|root| target.starts_with(root.canonicalize().unwrap_or_else(|_| root.clone())));
     if inside {
         Verdict::Allow
@@ -216,6 +223,7 @@ mod tests {
             worktree: dir.to_path_buf(),
             owns: vec!["src/a/".into(), "README.md".into()],
             read_roots: Vec::new(),
+            view: None,
         }
     }
 

@@ -231,6 +231,7 @@ fn prepare(task: &TaskContext, files: &Files, home: Option<&Path>) -> std::io::R
         worktree: task.worktree.clone(),
         owns: task.owns.patterns().to_vec(),
         read_roots: vec![repository],
+        view: task.view.overlay().map(|o| o.target.clone()),
     };
     write_guarded_settings(
         &guard,
@@ -458,6 +459,7 @@ pub async fn ask(question: &Question<'_>) -> Result<Answered, String> {
         worktree: q.cwd.to_path_buf(),
         owns: Vec::new(),
         read_roots: q.read_roots.clone(),
+        view: None,
     };
     let written = write_guarded_settings(
         &guard,

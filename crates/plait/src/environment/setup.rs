@@ -146,12 +146,14 @@ impl Environment {
             .map_err(|e| failed(e.to_string()))?
             .map_err(|e| failed(e.0))?
         };
-        outcome.made = true;
+        let (record, made) = record;
+        outcome.made = made;
         let env = Environment::new(req.base, &req, dir, includes, record, lock);
         fs::create_dir_all(&env.stable)
             .map_err(|e| failed(format!("{}: {e}", env.stable.display())))?;
         if !env.record.lock().unwrap_or_else(|e| e.into_inner()).set_up {
             outcome.ran = env.run_setup(&req).await?;
+            outcome.made = true;
             env.record.lock().unwrap_or_else(|e| e.into_inner()).set_up = true;
             env.save();
             let (repo, tree, index, base) = (req.repo.to_path_buf(), env.tree(), env.index(), req.base);
@@ -360,7 +362,7 @@ fn setup_key(
 /// Makes the layer at `dir` hold `base`'s files as `key`'s setup wants them, holding its
 /// lock alone: kept as it is, taken over from a layer of an earlier base with the same
 /// setup, or written anew; then the included files copied in and the included
-/// directories' mount points made. Returns its record.
+/// directories' mount points made. Returns its record, and whether it was written now.
 #[allow(clippy::too_many_arguments)]
 fn lay(
     repo: &Path,
@@ -371,10 +373,11 @@ fn lay(
     key: &str,
     includes: &[Include],
     copied: &[(String, PathBuf)],
-) -> Result<EnvRecord, LayerError> {
+) -> Result<(EnvRecord, bool), LayerError> {
     let repo = Repository::discover(repo).map_err(|e| LayerError(e.to_string()))?;
     let tree = dir.join("tree");
     let kept = load_record(dir).filter(|r| tree.is_dir() && r.setup_key == key);
+    let made = kept.is_none();
     let mut record = match kept {
         Some(record) => record,
         None => {
@@ -423,7 +426,7 @@ fn lay(
     fs::write(tree.join(".git"), format!("gitdir: {}\n", admin.display()))
         .map_err(|e| LayerError(e.to_string()))?;
     save_record(dir, &record);
-    Ok(record)
+    Ok((record, made))
 }
 
 /// Moves the nearest kept layer of an ancestor of `base` with the same setup (`key`) that

@@ -51,11 +51,13 @@ pub struct SeedCleaned {
     pub seed: Option<PathBuf>,
     /// The checkouts of bases that tasks' views lay over (`views/`), how many.
     pub views: usize,
+    /// The base layers (`envs/`: tracked files, `[setup]`, plait's build), how many.
+    pub layers: usize,
 }
 
-/// Removes what plait keeps between runs to start warm: the checks' seed (plait's build of
-/// a base) and the checkouts of bases under the tasks' views; refused while a run may be
-/// using them.
+/// Removes what plait keeps between runs to start warm: the base layers (with what
+/// `[setup]` installed and plait's build of each base), the checks' seed and the checkouts
+/// of bases under the tasks' views; refused while a run may be using them.
 pub fn clean_seed(dir: &Path) -> Result<SeedCleaned, OpsError> {
     let repo = git::open(dir)?;
     let store = Store::new(git::plait_dir(&repo));
@@ -68,15 +70,21 @@ pub fn clean_seed(dir: &Path) -> Result<SeedCleaned, OpsError> {
         });
     }
     let views = crate::workspace::view::remove_trees(&store.views_dir());
+    let layers = crate::environment::remove_all(&store.envs_dir());
     let seed = store.seed_dir();
     if !seed.exists() {
-        return Ok(SeedCleaned { seed: None, views });
+        return Ok(SeedCleaned {
+            seed: None,
+            views,
+            layers,
+        });
     }
     crate::review::checkout::remove(&git::workdir(&repo), &seed);
     let _ = std::fs::remove_file(seed.with_extension("json"));
     Ok(SeedCleaned {
         seed: Some(seed),
         views,
+        layers,
     })
 }
 

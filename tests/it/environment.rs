@@ -1,0 +1,338 @@
+//! The run's environment with real processes: one base layer per commit (tracked files,
+//! `[setup]`, plait's build of the base) under every agent's view and every check, at one
+//! stable path outside the checkout. A Node project whose dependencies are installed in the
+//! user's checkout (`include`) or by `[setup] run`; a project without `[setup]`, where the
+//! agents and the checks agree and the failure names it; a task writing into an included
+//! directory; a Python virtualenv made by the setup; a cargo workspace whose agent's first
+//! build is incremental from the base's.
+
+use std::fs;
+
+use crate::support::{stderr, stdout, task_json, TestRepo};
+
+/// Whether views over layers can be had here (user and mount namespaces); the tests that
+/// need them say so and return where not.
+fn layered() -> bool {
+    if plait::sandbox::view_support().is_ok() {
+        return true;
+    }
+    eprintln!("skipped: this system allows no user and mount namespaces");
+    false
+}
+
+fn has(program: &str) -> bool {
+    let found = plait::shell::findable(program, std::env::var("PATH").ok().as_deref());
+    if !found {
+        eprintln!("skipped: no {program} on PATH");
+    }
+    found
+}
+
+const LEFT_PAD: &str = "module.exports = (s, n, c) => String(c || ' ').repeat(Math.max(0, n - String(s).length)) + s;\n";
+
+/// A Node project whose three modules load `left-pad` and whose `npm test` checks them;
+/// `dependency` is how package.json names it.
+fn node_project(dependency: &str) -> TestRepo {
+    let package = format!(
+        "{{\"name\": \"np\", \"version\": \"1.0.0\", \"scripts\": {{\"test\": \"node test.js\"}}, \
+         \"dependencies\": {{\"left-pad\": \"{dependency}\"}}}}\n"
+    );
+    let mut files = vec![
+        (".gitignore", "node_modules/\n".to_string()),
+        ("package.json", package),
+        (
+            "test.js",
+            "for (const m of ['a', 'b', 'c']) {\n  const v = require('./src/' + m + '.js')();\n  \
+             if (!/^0+[a-c]$/.test(v)) { console.error('bad', m, v); process.exit(1); }\n}\n\
+             console.log('ok');\n"
+                .to_string(),
+        ),
+    ];
+    for m in ["a", "b", "c"] {
+        files.push((
+            Box::leak(format!("src/{m}.js").into_boxed_str()),
+            format!("module.exports = () => require('left-pad')('{m}', 3, '0');\n"),
+        ));
+    }
+    let files: Vec<(&str, &str)> = files.iter().map(|(p, c)| (*p, c.as_str())).collect();
+    TestRepo::with_files(&files)
+}
+
+/// Installs `left-pad` into the user's checkout, as `npm install` would have.
+fn install_in_checkout(repo: &TestRepo) {
+    repo.write("node_modules/left-pad/index.js", LEFT_PAD);
+    repo.write(
+        "node_modules/left-pad/package.json",
+        "{\"name\": \"left-pad\", \"version\": \"1.3.0\", \"main\": \"index.js\"}\n",
+    );
+}
+
+/// A plan of three tasks, each widening its module's padding and running `npm test` in its
+/// view (an exec agent through `$PLAIT_RUN_IN`, the others as agent programs that start in
+/// it), with `npm test` as task and merged check, and `extra` after.
+fn node_plan(extra: &str) -> String {
+    let mut plan = String::from(
+        "goal = \"pad more\"\n[review]\nagent = \"off\"\nrounds = 0\n\
+         [checks]\ntask = [\"npm test\"]\nmerged = [\"npm test\"]\n",
+    );
+    for (m, agent) in [
+        ("a", "{ exec = \"sed -i 's/3/4/' src/a.js && $PLAIT_RUN_IN npm test\" }"),
+        (
+            "b",
+            "{ cli = [\"sh\", \"-c\", \"sed -i 's/3/5/' src/b.js && npm test\"] }",
+        ),
+        (
+            "c",
+            "{ cli = [\"sh\", \"-c\", \"sed -i 's/3/6/' src/c.js && npm test\"] }",
+        ),
+    ] {
+        plan.push_str(&format!(
+            "[[task]]\nid = \"{m}\"\nprompt = \"p\"\nowns = [\"src/{m}.js\"]\nagent = {agent}\n"
+        ));
+    }
+    plan.push_str(extra);
+    plan
+}
+
+/// Asserts that every task of the newest run is done, its merged check passed, and no
+/// process was refused a write under the home's npm cache.
+fn assert_all_green(repo: &TestRepo) -> serde_json::Value {
+    let status = repo.status_json(&[]);
+    for id in ["a", "b", "c"] {
+        let task = task_json(&status, id);
+        assert_eq!(task["state"], "done", "{task:#}");
+        let refused = task["sandbox"]["refused"].to_string();
+        assert!(!refused.contains(".npm"), "{id}: {refused}");
+    }
+    assert!(
+        status["merged_checks"]
+            .as_array()
+            .is_some_and(|c| !c.is_empty() && c.iter().all(|c| c["passed"] == true)),
+        "{:#}",
+        status["merged_checks"]
+    );
+    status
+}
+
+#[test]
+fn included_dependencies_reach_every_agent_and_check_and_the_run_lands() {
+    if !layered() || !has("npm") {
+        return;
+    }
+    let repo = node_project("1.3.0");
+    install_in_checkout(&repo);
+    let plan = repo.plan(&node_plan("[setup]\ninclude = [\"node_modules/\"]\n"));
+    let out = repo.plait(&["run", plan.to_str().unwrap()]);
+    assert!(out.status.success(), "{}\n{}", stdout(&out), stderr(&out));
+    let status = assert_all_green(&repo);
+    let env = &status["environment"];
+    assert!(
+        env["layer"].as_str().unwrap().contains("sharing node_modules"),
+        "{env:#}"
+    );
+    // The views and checks are mounted outside the checkout.
+    assert!(!env["layer"].as_str().unwrap().contains(repo.path.to_str().unwrap()));
+    let run = status["id"].as_str().unwrap().to_string();
+    let out = repo.plait(&["land", &run, "--into", "main"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        repo.read("src/b.js"),
+        "module.exports = () => require('left-pad')('b', 5, '0');\n"
+    );
+    assert_eq!(repo.read("node_modules/left-pad/index.js"), LEFT_PAD);
+}
+
+#[test]
+fn a_setup_run_installs_once_into_the_base_layer_and_leaves_the_checkout_alone() {
+    if !layered() || !has("npm") {
+        return;
+    }
+    let repo = node_project("file:vendor/left-pad");
+    repo.write("vendor/left-pad/index.js", LEFT_PAD);
+    repo.write(
+        "vendor/left-pad/package.json",
+        "{\"name\": \"left-pad\", \"version\": \"1.3.0\", \"main\": \"index.js\"}\n",
+    );
+    // A lockfile, as `npm install` writes it, made in a copy so the checkout stays bare.
+    let copy = repo.scratch.join("lock");
+    fs::create_dir_all(&copy).unwrap();
+    for f in ["package.json"] {
+        fs::copy(repo.path.join(f), copy.join(f)).unwrap();
+    }
+    let vendor = copy.join("vendor/left-pad");
+    fs::create_dir_all(&vendor).unwrap();
+    fs::write(vendor.join("index.js"), LEFT_PAD).unwrap();
+    fs::copy(
+        repo.path.join("vendor/left-pad/package.json"),
+        vendor.join("package.json"),
+    )
+    .unwrap();
+    let made = std::process::Command::new("npm")
+        .args(["install", "--offline", "--no-audit", "--no-fund"])
+        .current_dir(&copy)
+        .output()
+        .unwrap();
+    assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+    fs::copy(copy.join("package-lock.json"), repo.path.join("package-lock.json")).unwrap();
+    repo.commit_all("lock");
+    let plan = repo.plan(&node_plan(
+        "[setup]\nrun = [\"npm ci --offline --no-audit --no-fund\"]\n",
+    ));
+    let out = repo.plait(&["run", plan.to_str().unwrap()]);
+    assert!(out.status.success(), "{}\n{}", stdout(&out), stderr(&out));
+    let status = assert_all_green(&repo);
+    assert_eq!(
+        status["environment"]["setup"],
+        serde_json::json!(["npm ci --offline --no-audit --no-fund"])
+    );
+    assert!(!repo.path.join("node_modules").exists());
+    let run = status["id"].as_str().unwrap().to_string();
+    let log = repo.plait(&["log", &run, "--setup"]);
+    assert!(
+        stdout(&log).contains("--- setup: ") && stdout(&log).contains("npm ci"),
+        "{}",
+        stdout(&log)
+    );
+
+    // A second run on the same base keeps the installed layer: no setup runs again.
+    let out = repo.plait(&["run", plan.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let status = assert_all_green(&repo);
+    assert!(status["environment"]["setup"].is_null(), "{:#}", status["environment"]);
+    assert!(
+        stdout(&repo.plait(&["status"])).contains("kept from an earlier run"),
+        "{}",
+        stdout(&repo.plait(&["status"]))
+    );
+}
+
+#[test]
+fn without_setup_agents_and_checks_agree_and_the_failure_names_setup() {
+    if !layered() || !has("npm") {
+        return;
+    }
+    let repo = node_project("1.3.0");
+    install_in_checkout(&repo);
+    let plan = repo.plan(&node_plan(""));
+    let out = repo.plait(&["run", plan.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let status = repo.status_json(&[]);
+    // The agents' `npm test` fails as the check would: nothing walks up into the
+    // checkout's node_modules.
+    for id in ["a", "b", "c"] {
+        let task = task_json(&status, id);
+        assert_eq!(task["state"], "failed", "{task:#}");
+    }
+    let text = format!("{}{}", stdout(&out), stderr(&out));
+    assert!(text.contains("[setup] include = [\"node_modules/\"]"), "{text}");
+    // The merged check at the base failed too, where plait built it.
+    assert!(
+        status["environment"]["failed_at_base"]
+            .to_string()
+            .contains("npm test"),
+        "{:#}",
+        status["environment"]
+    );
+}
+
+#[test]
+fn a_task_writing_an_included_directory_writes_only_its_own_layer() {
+    if !layered() || !has("node") {
+        return;
+    }
+    let repo = node_project("1.3.0");
+    install_in_checkout(&repo);
+    let check = "grep -q repeat node_modules/left-pad/index.js && node test.js";
+    let plan = format!(
+        "goal = \"g\"\n[review]\nagent = \"off\"\nrounds = 0\n\
+         [checks]\ntask = [\"{check}\"]\nmerged = [\"{check}\"]\n\
+         [setup]\ninclude = [\"node_modules/\"]\n\
+         [[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"src/a.js\"]\n\
+         agent = {{ cli = [\"sh\", \"-c\", \"echo 'module.exports = () => 42' > node_modules/left-pad/index.js && grep -q 42 node_modules/left-pad/index.js && sed -i 's/3/4/' src/a.js\"] }}\n\
+         [[task]]\nid = \"b\"\nprompt = \"p\"\nowns = [\"src/b.js\"]\nafter = [\"a\"]\n\
+         agent = {{ cli = [\"sh\", \"-c\", \"grep -q repeat node_modules/left-pad/index.js && sed -i 's/3/5/' src/b.js\"] }}\n"
+    );
+    let out = repo.plait(&["run", repo.plan(&plan).to_str().unwrap()]);
+    assert!(out.status.success(), "{}\n{}", stdout(&out), stderr(&out));
+    let status = repo.status_json(&[]);
+    for id in ["a", "b"] {
+        let task = task_json(&status, id);
+        assert_eq!(task["state"], "done", "{task:#}");
+        assert_eq!(task["violations"].as_array().unwrap().len(), 0, "{task:#}");
+    }
+    assert_eq!(repo.read("node_modules/left-pad/index.js"), LEFT_PAD);
+}
+
+#[test]
+fn a_python_virtualenv_made_by_the_setup_serves_agents_and_checks() {
+    if !layered() || !has("python3") {
+        return;
+    }
+    let repo = TestRepo::with_files(&[
+        (".gitignore", ".venv/\n"),
+        ("requirements.txt", "\n"),
+        ("app/__init__.py", ""),
+        ("app/a.py", "def a():\n    return 1\n"),
+        (
+            "tests/test_a.py",
+            "import sys, unittest\nfrom app.a import a\n\n\
+             class T(unittest.TestCase):\n    def test(self):\n        \
+             self.assertTrue(sys.prefix.endswith('.venv'), sys.prefix)\n        \
+             self.assertEqual(a(), 2)\n",
+        ),
+        ("tests/__init__.py", ""),
+    ]);
+    let test = ".venv/bin/python -m unittest -q";
+    let plan = format!(
+        "goal = \"g\"\n[review]\nagent = \"off\"\nrounds = 0\n\
+         [checks]\ntask = [\"{test}\"]\nmerged = [\"{test}\"]\n\
+         [setup]\nrun = [\"python3 -m venv --without-pip .venv\"]\n\
+         [[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"app/a.py\"]\n\
+         agent = {{ exec = \"sed -i 's/1/2/' app/a.py && $PLAIT_RUN_IN {test}\" }}\n"
+    );
+    let out = repo.plait(&["run", repo.plan(&plan).to_str().unwrap()]);
+    assert!(out.status.success(), "{}\n{}", stdout(&out), stderr(&out));
+    let status = repo.status_json(&[]);
+    assert_eq!(task_json(&status, "a")["state"], "done");
+    assert!(!repo.path.join(".venv").exists());
+}
+
+#[test]
+fn an_agents_first_cargo_build_is_incremental_from_the_base_layer() {
+    if !layered() || !has("cargo") {
+        return;
+    }
+    let repo = TestRepo::with_files(&[
+        (".gitignore", "target/\n"),
+        (
+            "Cargo.toml",
+            "[workspace]\nmembers = [\"core\", \"app\"]\nresolver = \"2\"\n",
+        ),
+        (
+            "core/Cargo.toml",
+            "[package]\nname = \"core-lib\"\nversion = \"0.1.0\"\nedition = \"2021\"\n",
+        ),
+        ("core/src/lib.rs", "pub fn one() -> u32 { 1 }\n"),
+        (
+            "app/Cargo.toml",
+            "[package]\nname = \"app\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\
+             [dependencies]\ncore-lib = { path = \"../core\" }\n",
+        ),
+        ("app/src/lib.rs", "pub fn two() -> u32 { core_lib::one() + 1 }\n"),
+    ]);
+    // The agent edits its crate and builds; what cargo compiled is kept on its branch.
+    let agent = "sed -i 's/+ 1/+ 2/' app/src/lib.rs && cargo check --offline 2> app/built.txt";
+    let plan = format!(
+        "goal = \"g\"\n[review]\nagent = \"off\"\nrounds = 0\n\
+         [checks]\ntask = [\"cargo check --offline\"]\n\
+         [[task]]\nid = \"app\"\nprompt = \"p\"\nowns = [\"app/\"]\n\
+         agent = {{ cli = [\"sh\", \"-c\", \"{agent}\"] }}\n"
+    );
+    let out = repo.plait(&["run", repo.plan(&plan).to_str().unwrap()]);
+    assert!(out.status.success(), "{}\n{}", stdout(&out), stderr(&out));
+    let status = repo.status_json(&[]);
+    let run = status["id"].as_str().unwrap();
+    let built = &repo.tree_files(&format!("plait/{run}/app"))["app/built.txt"];
+    assert!(built.contains("Checking app"), "{built}");
+    assert!(!built.contains("Checking core-lib"), "{built}");
+}
