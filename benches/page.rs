@@ -290,6 +290,7 @@ fn record(repo: &Path, base: &str, commits: &[String]) -> Result<u64> {
         landed: Vec::new(),
         cleaned: false,
         merged_checks: Vec::new(),
+        environment: None,
         max_cost: None,
         groups: Vec::new(),
         culprits: None,

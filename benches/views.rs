@@ -438,11 +438,12 @@ fn main() -> Result<()> {
     };
     let open = plait::sandbox::Sandbox::none();
     let walled = plait::sandbox::Sandbox::new(&settings, vec![worktree.clone(), scratch.clone()]);
-    let overlay = plait::sandbox::OverlayView {
-        lower: lower.clone(),
-        upper: worktree.clone(),
+    let overlay = plait::sandbox::OverlayView::of_worktree(
+        worktree.clone(),
+        vec![lower.clone()],
+        worktree.clone(),
         work,
-    };
+    );
     let viewed = plait::sandbox::Sandbox::new(&settings, vec![worktree.clone(), scratch.clone()])
         .with_view(plait::sandbox::view_support().is_ok().then_some(overlay));
     let n = cfg.spawns;

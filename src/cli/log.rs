@@ -14,7 +14,9 @@ use crate::state::{RunState, StateError, Store, TaskRecord};
 
 /// Print a task's agent log, its checks' logs or its model transcript, or follow its log
 #[derive(Debug, Args)]
-#[command(override_usage = "plait log [RUN] TASK [--checks | --transcript | --follow]\n       plait log [RUN] --setup")]
+#[command(
+    override_usage = "plait log [RUN] TASK [--checks | --transcript | --follow]\n       plait log [RUN] --setup"
+)]
 #[command(group(ArgGroup::new("what").args(["checks", "transcript", "follow", "setup"])))]
 #[command(after_help = "\
 RUN may be a unique prefix of a run id; with TASK alone, the newest run's task is shown.
@@ -56,8 +58,10 @@ pub fn cmd_log(dir: &Path, args: LogArgs) -> Result<(), CommandError> {
     let (_repo, store) = open_store(dir)?;
     if args.setup {
         if args.task.is_some() {
-            return Err(CommandError::usage("`plait log --setup` takes a RUN, not a TASK")
-                .hint("plait log [RUN] --setup"));
+            return Err(
+                CommandError::usage("`plait log --setup` takes a RUN, not a TASK")
+                    .hint("plait log [RUN] --setup"),
+            );
         }
         return setup(&store, args.run.as_deref());
     }
@@ -91,7 +95,10 @@ fn setup(store: &Store, run: Option<&str>) -> Result<(), CommandError> {
     if let Some(env) = &state.environment {
         let _ = writeln!(text, "environment: {}", env.layer);
     }
-    for (label, sub) in [("setup", dir.join("setup")), ("base checks", dir.join("seed-checks"))] {
+    for (label, sub) in [
+        ("setup", dir.join("setup")),
+        ("base checks", dir.join("seed-checks")),
+    ] {
         let mut logs = Vec::new();
         files_under(&sub, &mut logs);
         logs.sort();

@@ -6,6 +6,7 @@
 //! directory; a Python virtualenv made by the setup; a cargo workspace whose agent's first
 //! build is incremental from the base's.
 
+use std::fmt::Write as _;
 use std::fs;
 
 use crate::support::{stderr, stdout, task_json, TestRepo};
@@ -76,7 +77,10 @@ fn node_plan(extra: &str) -> String {
          [checks]\ntask = [\"npm test\"]\nmerged = [\"npm test\"]\n",
     );
     for (m, agent) in [
-        ("a", "{ exec = \"sed -i 's/3/4/' src/a.js && $PLAIT_RUN_IN npm test\" }"),
+        (
+            "a",
+            "{ exec = \"sed -i 's/3/4/' src/a.js && $PLAIT_RUN_IN npm test\" }",
+        ),
         (
             "b",
             "{ cli = [\"sh\", \"-c\", \"sed -i 's/3/5/' src/b.js && npm test\"] }",
@@ -86,9 +90,10 @@ fn node_plan(extra: &str) -> String {
             "{ cli = [\"sh\", \"-c\", \"sed -i 's/3/6/' src/c.js && npm test\"] }",
         ),
     ] {
-        plan.push_str(&format!(
+        let _ = write!(
+            plan,
             "[[task]]\nid = \"{m}\"\nprompt = \"p\"\nowns = [\"src/{m}.js\"]\nagent = {agent}\n"
-        ));
+        );
     }
     plan.push_str(extra);
     plan
@@ -127,11 +132,17 @@ fn included_dependencies_reach_every_agent_and_check_and_the_run_lands() {
     let status = assert_all_green(&repo);
     let env = &status["environment"];
     assert!(
-        env["layer"].as_str().unwrap().contains("sharing node_modules"),
+        env["layer"]
+            .as_str()
+            .unwrap()
+            .contains("sharing node_modules"),
         "{env:#}"
     );
     // The views and checks are mounted outside the checkout.
-    assert!(!env["layer"].as_str().unwrap().contains(repo.path.to_str().unwrap()));
+    assert!(!env["layer"]
+        .as_str()
+        .unwrap()
+        .contains(repo.path.to_str().unwrap()));
     let run = status["id"].as_str().unwrap().to_string();
     let out = repo.plait(&["land", &run, "--into", "main"]);
     assert!(out.status.success(), "{}", stderr(&out));
@@ -156,9 +167,7 @@ fn a_setup_run_installs_once_into_the_base_layer_and_leaves_the_checkout_alone()
     // A lockfile, as `npm install` writes it, made in a copy so the checkout stays bare.
     let copy = repo.scratch.join("lock");
     fs::create_dir_all(&copy).unwrap();
-    for f in ["package.json"] {
-        fs::copy(repo.path.join(f), copy.join(f)).unwrap();
-    }
+    fs::copy(repo.path.join("package.json"), copy.join("package.json")).unwrap();
     let vendor = copy.join("vendor/left-pad");
     fs::create_dir_all(&vendor).unwrap();
     fs::write(vendor.join("index.js"), LEFT_PAD).unwrap();
@@ -172,8 +181,16 @@ fn a_setup_run_installs_once_into_the_base_layer_and_leaves_the_checkout_alone()
         .current_dir(&copy)
         .output()
         .unwrap();
-    assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
-    fs::copy(copy.join("package-lock.json"), repo.path.join("package-lock.json")).unwrap();
+    assert!(
+        made.status.success(),
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+    fs::copy(
+        copy.join("package-lock.json"),
+        repo.path.join("package-lock.json"),
+    )
+    .unwrap();
     repo.commit_all("lock");
     let plan = repo.plan(&node_plan(
         "[setup]\nrun = [\"npm ci --offline --no-audit --no-fund\"]\n",
@@ -198,7 +215,11 @@ fn a_setup_run_installs_once_into_the_base_layer_and_leaves_the_checkout_alone()
     let out = repo.plait(&["run", plan.to_str().unwrap()]);
     assert!(out.status.success(), "{}", stderr(&out));
     let status = assert_all_green(&repo);
-    assert!(status["environment"]["setup"].is_null(), "{:#}", status["environment"]);
+    assert!(
+        status["environment"]["setup"].is_null(),
+        "{:#}",
+        status["environment"]
+    );
     assert!(
         stdout(&repo.plait(&["status"])).contains("kept from an earlier run"),
         "{}",
@@ -224,7 +245,10 @@ fn without_setup_agents_and_checks_agree_and_the_failure_names_setup() {
         assert_eq!(task["state"], "failed", "{task:#}");
     }
     let text = format!("{}{}", stdout(&out), stderr(&out));
-    assert!(text.contains("[setup] include = [\"node_modules/\"]"), "{text}");
+    assert!(
+        text.contains("[setup] include = [\"node_modules/\"]"),
+        "{text}"
+    );
     // The merged check at the base failed too, where plait built it.
     assert!(
         status["environment"]["failed_at_base"]
@@ -318,7 +342,10 @@ fn an_agents_first_cargo_build_is_incremental_from_the_base_layer() {
             "[package]\nname = \"app\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\
              [dependencies]\ncore-lib = { path = \"../core\" }\n",
         ),
-        ("app/src/lib.rs", "pub fn two() -> u32 { core_lib::one() + 1 }\n"),
+        (
+            "app/src/lib.rs",
+            "pub fn two() -> u32 { core_lib::one() + 1 }\n",
+        ),
     ]);
     // The agent edits its crate and builds; what cargo compiled is kept on its branch.
     let agent = "sed -i 's/+ 1/+ 2/' app/src/lib.rs && cargo check --offline 2> app/built.txt";

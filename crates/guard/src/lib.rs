@@ -112,7 +112,10 @@ pub fn decide(guard: &GuardFile, input: &str) -> Verdict {
         .canonicalize()
         .unwrap_or_else(|_| guard.worktree.clone());
     let target = resolve(&cwd.join(path));
-    let view = guard.view.as_ref().map(|v| v.canonicalize().unwrap_or_else(|_| v.clone()));
+    let view = guard
+        .view
+        .as_ref()
+        .map(|v| v.canonicalize().unwrap_or_else(|_| v.clone()));
     let in_view = view.as_ref().and_then(|v| target.strip_prefix(v).ok());
     let Some(relative) = in_view.or_else(|| target.strip_prefix(&worktree).ok()) else {
         return Verdict::Deny(format!(

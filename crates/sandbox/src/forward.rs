@@ -81,7 +81,10 @@ fn encode(cwd: &std::path::Path, argv: &[OsString], env: &[(OsString, OsString)]
     out
 }
 
-fn decode(bytes: &[u8]) -> Option<(PathBuf, Vec<OsString>, Vec<(OsString, OsString)>)> {
+/// A request's working directory, arguments and environment.
+type Decoded = (PathBuf, Vec<OsString>, Vec<(OsString, OsString)>);
+
+fn decode(bytes: &[u8]) -> Option<Decoded> {
     let mut fields = bytes.split(|&b| b == 0);
     let cwd = PathBuf::from(OsString::from_vec(fields.next()?.to_vec()));
     let argc: usize = std::str::from_utf8(fields.next()?).ok()?.parse().ok()?;
@@ -177,7 +180,11 @@ fn recv_fds(socket: RawFd) -> io::Result<Option<Vec<OwnedFd>>> {
         msg.msg_iovlen = 1;
         msg.msg_control = control.as_mut_ptr().cast();
         msg.msg_controllen = space as _;
-        let n = libc::recvmsg(socket, &mut msg, libc::MSG_CMSG_CLOEXEC | libc::MSG_DONTWAIT);
+        let n = libc::recvmsg(
+            socket,
+            &mut msg,
+            libc::MSG_CMSG_CLOEXEC | libc::MSG_DONTWAIT,
+        );
         if n < 0 {
             return Err(io::Error::last_os_error());
         }

@@ -211,9 +211,9 @@ async fn wait(
 
 /// Runs a command another process asked for through the way into a view
 /// ([`crate::forward`]): its arguments, working directory and environment as asked, its
-/// standard streams the requester's, inside `sandbox` (and its view). Its exit status (128
-/// + the signal when a signal ended it), or why it could not start; dropped, it stops the
-/// command's process group.
+/// standard streams the requester's, inside `sandbox` (and its view). Its exit status
+/// (128 and the signal's number when a signal ended it), or why it could not start;
+/// dropped, it stops the command's process group.
 pub async fn run_request(
     request: crate::forward::Request,
     sandbox: &crate::sandbox::Sandbox,

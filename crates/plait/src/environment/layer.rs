@@ -112,7 +112,7 @@ pub fn whiteout(dest: &Path) -> Result<(), LayerError> {
     let c = std::ffi::CString::new(dest.as_os_str().as_bytes())
         .map_err(|_| LayerError(format!("{}: a path holds NUL", dest.display())))?;
     // SAFETY: mknod on a valid C string; the device 0/0 is overlayfs's whiteout.
-    let made = unsafe { libc::mknod(c.as_ptr(), libc::S_IFCHR | 0o000, 0) };
+    let made = unsafe { libc::mknod(c.as_ptr(), libc::S_IFCHR, 0) };
     if made == 0 {
         Ok(())
     } else {

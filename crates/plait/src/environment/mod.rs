@@ -79,6 +79,9 @@ pub struct Warmed {
     pub failed: Vec<String>,
 }
 
+/// The layer of a start, made once.
+type StartLayer = tokio::sync::OnceCell<Result<PathBuf, String>>;
+
 /// A directory `[setup] include` shares from the user's checkout.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Include {
@@ -99,7 +102,7 @@ pub struct Environment {
     pub record: Mutex<EnvRecord>,
     /// Layers of the starts of tasks that come after others: what a start changes against
     /// the base, made once.
-    starts: Mutex<HashMap<Oid, Arc<tokio::sync::OnceCell<Result<PathBuf, String>>>>>,
+    starts: Mutex<HashMap<Oid, Arc<StartLayer>>>,
     /// A shared lock of the layer while the run uses it.
     _held: fs::File,
 }
@@ -245,7 +248,11 @@ impl Environment {
     }
 
     fn save(&self) {
-        let record = self.record.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let record = self
+            .record
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
         save_record(&self.dir, &record);
     }
 }

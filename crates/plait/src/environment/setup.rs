@@ -98,7 +98,8 @@ impl Environment {
         let (includes, files_in) = includes(req.repo, req.setup)?;
         let key = setup_key(req.setup, &req.files, req.base, &files_in, req.repo);
         let dir = req.envs.join(&base_hex);
-        fs::create_dir_all(&req.envs).map_err(|e| failed(format!("{}: {e}", req.envs.display())))?;
+        fs::create_dir_all(&req.envs)
+            .map_err(|e| failed(format!("{}: {e}", req.envs.display())))?;
         let lock = lock_file(&dir.with_extension("lock")).map_err(failed)?;
         let mut outcome = SetupOutcome::default();
         loop {
@@ -156,7 +157,8 @@ impl Environment {
             outcome.made = true;
             env.record.lock().unwrap_or_else(|e| e.into_inner()).set_up = true;
             env.save();
-            let (repo, tree, index, base) = (req.repo.to_path_buf(), env.tree(), env.index(), req.base);
+            let (repo, tree, index, base) =
+                (req.repo.to_path_buf(), env.tree(), env.index(), req.base);
             tokio::task::spawn_blocking(move || -> Result<(), LayerError> {
                 let repo = Repository::discover(&repo).map_err(|e| LayerError(e.to_string()))?;
                 layer::base_index(&repo, &tree, base, &index)
@@ -243,7 +245,13 @@ impl Environment {
             if done {
                 continue;
             }
-            let n = self.record.lock().unwrap_or_else(|e| e.into_inner()).warmed.len() + 1;
+            let n = self
+                .record
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .warmed
+                .len()
+                + 1;
             let logs = req.warm_logs.join(n.to_string());
             let _ = fs::create_dir_all(&logs);
             let mut failed = Vec::new();
@@ -279,12 +287,13 @@ impl Environment {
     }
 }
 
+/// The files `[setup] include` names, each with where it is in the checkout: copied into
+/// the base layer.
+type Copied = Vec<(String, PathBuf)>;
+
 /// The directories and the files `[setup] include` names in the checkout at `repo`. One that
 /// is not there is refused unless `[setup] run` may make it.
-fn includes(
-    repo: &Path,
-    setup: &SetupSettings,
-) -> Result<(Vec<Include>, Vec<(String, PathBuf)>), EnvError> {
+fn includes(repo: &Path, setup: &SetupSettings) -> Result<(Vec<Include>, Copied), EnvError> {
     if setup.include.is_empty() {
         return Ok((Vec::new(), Vec::new()));
     }

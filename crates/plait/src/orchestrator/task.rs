@@ -469,7 +469,10 @@ fn forward(
         async move { crate::shell::run_request(request, &inside, timeout, &cancel).await }
     });
     match served {
-        Ok(handle) => (sandbox.passing(Arc::new(channel.agent)), Some(Forward(handle))),
+        Ok(handle) => (
+            sandbox.passing(Arc::new(channel.agent)),
+            Some(Forward(handle)),
+        ),
         Err(_) => (sandbox, None),
     }
 }

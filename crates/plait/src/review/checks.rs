@@ -70,7 +70,8 @@ pub struct CheckPool {
     /// (see [`super::layers`]) instead of a checkout.
     pub(super) env: std::sync::OnceLock<Arc<crate::environment::Environment>>,
     /// Each task's layer of its own and the commit it holds.
-    pub(super) layers: Mutex<std::collections::HashMap<String, (crate::environment::LayerDir, Oid)>>,
+    pub(super) layers:
+        Mutex<std::collections::HashMap<String, (crate::environment::LayerDir, Oid)>>,
 }
 
 /// The trusted checkout of the base, made (or taken over from an earlier run) on first use.

@@ -173,7 +173,9 @@ pub(crate) fn layers(temp_root: &Path, keep: &[&Path]) -> (Option<LayerRoot>, Ve
             upper: root.0.join(format!("{i}/upper")),
             work: root.0.join(format!("{i}/work")),
         };
-        if std::fs::create_dir_all(&layer.upper).is_ok() && std::fs::create_dir_all(&layer.work).is_ok() {
+        if std::fs::create_dir_all(&layer.upper).is_ok()
+            && std::fs::create_dir_all(&layer.work).is_ok()
+        {
             layers.push(CacheLayer { dir, layer });
         }
     }
@@ -212,11 +214,21 @@ mod tests {
     fn a_cache_holding_a_place_is_covered_by_its_other_subdirectories() {
         let home = tempfile::tempdir().unwrap();
         let home = home.path().canonicalize().unwrap();
-        for d in [".cache/pip", ".cache/plait/repo/tree", ".cache/uv", ".npm/_logs"] {
+        for d in [
+            ".cache/pip",
+            ".cache/plait/repo/tree",
+            ".cache/uv",
+            ".npm/_logs",
+        ] {
             std::fs::create_dir_all(home.join(d)).unwrap();
         }
         let candidates = normalize(
-            vec![home.join(".cache"), home.join(".npm"), home.join(".cache/uv"), home.clone()],
+            vec![
+                home.join(".cache"),
+                home.join(".npm"),
+                home.join(".cache/uv"),
+                home.clone(),
+            ],
             Some(&home),
         );
         assert_eq!(candidates, vec![home.join(".cache"), home.join(".npm")]);
@@ -224,7 +236,11 @@ mod tests {
         let covered = covered(&candidates, &[tree.as_path()]);
         assert_eq!(
             covered,
-            vec![home.join(".cache/pip"), home.join(".cache/uv"), home.join(".npm")]
+            vec![
+                home.join(".cache/pip"),
+                home.join(".cache/uv"),
+                home.join(".npm")
+            ]
         );
         let npm_logs = home.join(".npm/_logs");
         let covered = super::covered(&candidates, &[tree.as_path(), npm_logs.as_path()]);

@@ -56,7 +56,12 @@ pub struct Nested {
 impl OverlayView {
     /// A task's view: its worktree (`upper`) over `lower`, mounted at `target` and shown at
     /// the worktree's own path too, overlayfs's work directory at `work`.
-    pub fn of_worktree(target: PathBuf, lower: Vec<PathBuf>, upper: PathBuf, work: PathBuf) -> Self {
+    pub fn of_worktree(
+        target: PathBuf,
+        lower: Vec<PathBuf>,
+        upper: PathBuf,
+        work: PathBuf,
+    ) -> Self {
         OverlayView {
             target,
             lower,
@@ -74,7 +79,11 @@ impl OverlayView {
         let mut all: Vec<&Path> = vec![&self.target];
         all.extend(self.lower.iter().map(PathBuf::as_path));
         all.extend(self.aliases.iter().map(PathBuf::as_path));
-        for layer in self.upper.iter().chain(self.nested.iter().filter_map(|n| n.layer.as_ref())) {
+        for layer in self
+            .upper
+            .iter()
+            .chain(self.nested.iter().filter_map(|n| n.layer.as_ref()))
+        {
             all.extend([layer.upper.as_path(), layer.work.as_path()]);
         }
         all.extend(self.nested.iter().map(|n| n.source.as_path()));
@@ -183,9 +192,7 @@ impl Mount {
             target: c_path(target)?,
             fstype: Some(c_str("overlay")),
             flags: 0,
-            options: Some(
-                CString::new(options).map_err(|_| io::Error::other("a path holds NUL"))?,
-            ),
+            options: Some(CString::new(options).map_err(|_| io::Error::other("a path holds NUL"))?),
             read_only: false,
             optional,
         })
@@ -205,7 +212,10 @@ impl Mount {
 
     /// In the child: the mount. Async-signal-safe.
     unsafe fn make(&self) -> bool {
-        let fstype = self.fstype.as_ref().map_or(std::ptr::null(), |f| f.as_ptr());
+        let fstype = self
+            .fstype
+            .as_ref()
+            .map_or(std::ptr::null(), |f| f.as_ptr());
         let options = self
             .options
             .as_ref()
@@ -261,7 +271,12 @@ fn mounts(
         }
     }
     for cache in caches {
-        mounts.push(Mount::overlay(&cache.dir, &[&cache.dir], &cache.layer, true)?);
+        mounts.push(Mount::overlay(
+            &cache.dir,
+            &[&cache.dir],
+            &cache.layer,
+            true,
+        )?);
         rules.push((c_path(&cache.dir)?, Some(mounts.len() - 1)));
     }
     Ok((mounts, rules))
@@ -432,10 +447,7 @@ unsafe fn raise<'a>(walls: &Walls, targets: impl Iterator<Item = &'a CString>) -
 }
 
 #[cfg(not(target_os = "linux"))]
-unsafe fn raise<'a>(
-    _walls: &Walls,
-    _targets: impl Iterator<Item = &'a CString>,
-) -> io::Result<()> {
+unsafe fn raise<'a>(_walls: &Walls, _targets: impl Iterator<Item = &'a CString>) -> io::Result<()> {
     Err(io::Error::other("Landlock is Linux's"))
 }
 
