@@ -363,3 +363,65 @@ fn an_agents_first_cargo_build_is_incremental_from_the_base_layer() {
     assert!(built.contains("Checking app"), "{built}");
     assert!(!built.contains("Checking core-lib"), "{built}");
 }
+
+/// The real Claude Code in the Node project: its plain `npm test` (Bash) finds the included
+/// dependencies in its view, fails on the base, passes after its edit; the task's check
+/// passes too, and nothing is refused under the home's npm cache.
+#[test]
+fn real_claude_codes_npm_test_finds_the_included_dependencies() {
+    use crate::claude_code::{real_claude, run_real, KEY};
+    use crate::mock::{claude_tools, MockModel, Turn};
+    if !layered() || !has("npm") {
+        return;
+    }
+    let Some(claude) = real_claude() else {
+        eprintln!("skipped: the Claude Code CLI is not installed (see tests/it/claude_code.rs)");
+        return;
+    };
+    let repo = node_project("1.3.0");
+    install_in_checkout(&repo);
+    let test = "npm test 2>&1; echo \"exit=$?\"; node -e \"console.log(require('./src/a.js')())\"";
+    let mock = MockModel::start_claude_code(KEY);
+    mock.script(
+        "a",
+        vec![
+            Turn::Tools(vec![claude_tools::bash(test)]),
+            Turn::Tools(vec![claude_tools::read("src/a.js")]),
+            Turn::Tools(vec![claude_tools::edit("src/a.js", "'a', 3", "'a', 4")]),
+            Turn::Tools(vec![claude_tools::bash(test)]),
+            Turn::Text("Padded.".into()),
+        ],
+    );
+    let toml = format!(
+        "goal = \"pad\"\n[defaults]\nagent = \"claude-code\"\ntimeout = \"60s\"\nmax_turns = 8\n\
+         [review]\nagent = \"off\"\n[checks]\ntask = [\"npm test\"]\n\
+         [setup]\ninclude = [\"node_modules/\"]\n\
+         [[task]]\nid = \"a\"\nprompt = \"Pad a to four\"\nowns = [\"src/a.js\"]\n\
+         [agents.claude-code]\nbin = \"{}\"\nprovider = \"mock\"\n\
+         [providers.mock]\nkind = \"anthropic\"\nbase_url = \"{}\"\napi_key_env = \"PLAIT_TEST_KEY\"\nmodel = \"claude-sonnet-4-5\"\n",
+        claude.display(),
+        mock.url()
+    );
+    let out = run_real(&repo, &toml);
+    assert!(mock.problems().is_empty(), "{:#?}", mock.problems());
+    let results = mock.tool_results("a");
+    let texts: Vec<&str> = results.iter().map(|r| r.text.as_str()).collect();
+    assert_eq!(results.len(), 4, "{}\n{texts:#?}", stderr(&out));
+    // `npm test` found left-pad in the view, before and after the edit, which it sees.
+    assert!(
+        texts[0].contains("exit=0") && texts[0].ends_with("\n00a"),
+        "{}",
+        texts[0]
+    );
+    assert!(
+        texts[3].contains("exit=0") && texts[3].ends_with("\n000a"),
+        "{texts:#?}"
+    );
+    let status = repo.status_json(&[]);
+    let a = task_json(&status, "a");
+    assert_eq!(a["state"], "done", "{a:#}\n{}", stderr(&out));
+    assert!(
+        !a["sandbox"]["refused"].to_string().contains(".npm"),
+        "{a:#}"
+    );
+}

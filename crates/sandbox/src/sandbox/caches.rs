@@ -52,6 +52,9 @@ const HOME_CACHES: &[&str] = &[
     ".jupyter",
 ];
 
+/// The caches made empty in a home that lacks them.
+const MADE: &[&str] = &[".cache", ".npm"];
+
 /// Variables that move a tool's cache or home elsewhere.
 const CACHE_VARS: &[&str] = &[
     "XDG_CACHE_HOME",
@@ -87,6 +90,14 @@ pub(crate) fn candidates() -> &'static [PathBuf] {
         let home = std::env::var_os("HOME").map(PathBuf::from);
         let mut dirs: Vec<PathBuf> = Vec::new();
         if let Some(home) = &home {
+            // The caches nearly every toolchain writes, made empty where a home lacks them
+            // (a fresh account, a CI job's home): a tool making one itself would be refused.
+            for made in MADE {
+                let dir = home.join(made);
+                if home.is_dir() && !dir.exists() {
+                    let _ = std::fs::create_dir(&dir);
+                }
+            }
             dirs.extend(HOME_CACHES.iter().map(|c| home.join(c)));
         }
         dirs.extend(
@@ -116,19 +127,26 @@ fn normalize(dirs: Vec<PathBuf>, home: Option<&Path>) -> Vec<PathBuf> {
     found
 }
 
-/// The caches to cover for processes that must keep `keep` (the sandbox's places) as they
-/// are: each candidate that neither holds nor lies in one of them, and the subdirectories
-/// of one that holds one.
-pub(crate) fn covered(candidates: &[PathBuf], keep: &[&Path]) -> Vec<PathBuf> {
-    let resolved: Vec<PathBuf> = keep
+/// Each path of `paths`, and its resolved form where that differs.
+fn resolved(paths: &[&Path]) -> Vec<PathBuf> {
+    paths
         .iter()
         .flat_map(|p| {
             let real = p.canonicalize().ok();
             std::iter::once(p.to_path_buf()).chain(real)
         })
-        .collect();
-    let holds = |d: &Path| resolved.iter().any(|k| k.starts_with(d));
-    let inside = |d: &Path| resolved.iter().any(|k| d.starts_with(k));
+        .collect()
+}
+
+/// The caches to cover for processes that must keep `keep` (the sandbox's places) as they
+/// are, and whose temporary root `temp` no cache may hold: each candidate that neither
+/// holds nor lies in one of `keep` and does not hold `temp`, and the subdirectories of one
+/// that holds one.
+pub(crate) fn covered(candidates: &[PathBuf], keep: &[&Path], temp: &Path) -> Vec<PathBuf> {
+    let kept = resolved(keep);
+    let held = resolved(&[temp]);
+    let holds = |d: &Path| kept.iter().chain(&held).any(|k| k.starts_with(d));
+    let inside = |d: &Path| kept.iter().any(|k| d.starts_with(k));
     let mut out = Vec::new();
     for dir in candidates {
         if inside(dir) {
@@ -156,7 +174,7 @@ pub(crate) fn covered(candidates: &[PathBuf], keep: &[&Path]) -> Vec<PathBuf> {
 /// Layers for the caches of this machine under a new directory in `temp_root`, for
 /// processes that must keep `keep` as they are. Nothing when no layer can be made there.
 pub(crate) fn layers(temp_root: &Path, keep: &[&Path]) -> (Option<LayerRoot>, Vec<CacheLayer>) {
-    let dirs = covered(candidates(), keep);
+    let dirs = covered(candidates(), keep, temp_root);
     if dirs.is_empty() {
         return (None, Vec::new());
     }
@@ -233,7 +251,8 @@ mod tests {
         );
         assert_eq!(candidates, vec![home.join(".cache"), home.join(".npm")]);
         let tree = home.join(".cache/plait/repo/tree");
-        let covered = covered(&candidates, &[tree.as_path()]);
+        let temp = Path::new("/nonexistent-temp");
+        let covered = covered(&candidates, &[tree.as_path()], temp);
         assert_eq!(
             covered,
             vec![
@@ -243,7 +262,12 @@ mod tests {
             ]
         );
         let npm_logs = home.join(".npm/_logs");
-        let covered = super::covered(&candidates, &[tree.as_path(), npm_logs.as_path()]);
+        let covered = super::covered(&candidates, &[tree.as_path(), npm_logs.as_path()], temp);
         assert!(!covered.contains(&home.join(".npm/_logs")), "{covered:?}");
+        // A cache holding the temporary root is not covered (its other subdirectories are).
+        let covered = super::covered(&candidates, &[tree.as_path()], &home.join(".npm/_logs"));
+        assert!(!covered.contains(&home.join(".npm")), "{covered:?}");
+        let covered = super::covered(&candidates, &[tree.as_path()], &home.join(".cache/uv"));
+        assert_eq!(covered, vec![home.join(".cache/pip"), home.join(".npm")]);
     }
 }

@@ -597,7 +597,6 @@ impl Sandbox {
             Some(view) => {
                 let mut keep: Vec<&Path> = view.paths();
                 keep.extend(paths.iter().map(PathBuf::as_path));
-                keep.push(&self.settings.temp_root);
                 caches::layers(&self.settings.temp_root, &keep)
             }
             None => (None, Vec::new()),
