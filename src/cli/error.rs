@@ -203,6 +203,14 @@ impl From<RunError> for CommandError {
             RunError::Panicked { .. } => CommandError::internal(e.to_string()).because(e).hint(
                 "this is a bug in plait: the run's record and events.jsonl under its run directory say how far it got; `plait resume` carries it on",
             ),
+            RunError::Setup(crate::environment::EnvError::Layer { .. }) => {
+                CommandError::internal(e.to_string()).because(e)
+            }
+            RunError::Setup(setup) => CommandError::attention(setup.to_string()).hint(
+                "no task started; `plait log --setup` prints the setup's output; fix the command \
+                 or what it needs, then `plait resume` tries it again (or change [setup] and \
+                 run the plan anew)",
+            ),
             RunError::TakeRun { .. } => CommandError::internal(e.to_string())
                 .because(e)
                 .hint("the run stays queued; another worker, or this one after the cause is fixed, takes its tasks"),

@@ -123,6 +123,7 @@ pub fn cmd_run(dir: &Path, args: RunArgs) -> Result<(), CommandError> {
             "run: {jobs} task(s) at a time; each on branch plait/<run>/<task>, in a worktree under {}",
             dry.worktrees.display()
         )?;
+        outln!("environment: {}", dry.environment)?;
         if let Some((pid, run)) = dry.busy {
             errln!("note: run {run} is in progress (plait process {pid}); `plait run` refuses to start until it ends");
         }

@@ -30,7 +30,7 @@ use std::sync::{Arc, Mutex};
 use git2::{Oid, Repository};
 
 pub use layer::{apply, changes, git_dir, remove_tree, LayerDir, LayerError};
-pub use setup::{EnvRequest, SetupOutcome};
+pub use setup::{preview, EnvRequest, SetupOutcome};
 
 use crate::git::TreeFile;
 use crate::sandbox::{Layer, Nested, OverlayView};

@@ -489,3 +489,38 @@ fn take_over(
     }
     Ok(None)
 }
+
+/// What a run of `plan` would find for its environment, for `plait run --dry-run`: the
+/// kept base layer, one it would take over, or one it would make; where views are mounted.
+/// Reads only.
+pub fn preview(repo: &Path, envs: &Path, plan: &crate::plan::ResolvedPlan, stable: &Path) -> String {
+    if let Err(why) = crate::sandbox::view_support() {
+        return format!("no base layer: checks copy a seed checkout and views are filled in ({why})");
+    }
+    let copied = includes(repo, &plan.setup).map(|(_, f)| f).unwrap_or_default();
+    let key = setup_key(&plan.setup, &plan.files, plan.base, &copied, repo);
+    let dir = envs.join(plan.base.to_string());
+    let at = format!("mounted at {}", stable.display());
+    if let Some(record) = load_record(&dir).filter(|r| r.setup_key == key && r.set_up) {
+        return format!(
+            "the base layer of {} kept from an earlier run ({} list(s) of checks built in it), {at}",
+            crate::git::short(&record.base),
+            record.warmed.len()
+        );
+    }
+    let mut steps = vec!["its tracked files"];
+    if !plan.setup.include.is_empty() {
+        steps.push("[setup] include");
+    }
+    if !plan.setup.run.is_empty() {
+        steps.push("[setup] run");
+    }
+    if !(plan.checks.task.is_empty() && plan.checks.merged.is_empty()) {
+        steps.push("the checks run at the base");
+    }
+    format!(
+        "a base layer of {} made before any task ({}), or an earlier base's with the same setup moved here, {at}",
+        crate::git::short(&plan.base.to_string()),
+        steps.join(", ")
+    )
+}

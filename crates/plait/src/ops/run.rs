@@ -85,6 +85,8 @@ pub struct DryRun {
     /// The run in progress, if one is (its plait process and id): a run now would be
     /// refused until it ends.
     pub busy: Option<(u32, String)>,
+    /// What its views and checks would lie over (`environment::preview`).
+    pub environment: String,
 }
 
 /// What a run of `plan` asked as `request` would do; creates nothing (no run directory,
@@ -99,10 +101,13 @@ pub fn dry_run(request: &RunRequest<'_>, plan: &ResolvedPlan) -> Result<DryRun, 
         Some(root) => root.join("<run>"),
         None => store.run("<run>").worktrees(),
     };
+    let stable = crate::environment::stable_path(&worktrees.with_file_name("<run>"));
+    let environment = crate::environment::preview(request.dir, &store.envs_dir(), plan, &stable);
     Ok(DryRun {
         groups,
         worktrees,
         busy: store.lock_holder(),
+        environment,
     })
 }
 

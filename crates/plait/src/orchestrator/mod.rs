@@ -462,6 +462,8 @@ pub async fn execute(
     if let Err(e) = shared.prepare_environment().await {
         stop_writer.notify_one();
         let _ = writer.await;
+        // The record says why no task started.
+        let _ = shared.store.save(&shared.snapshot());
         return Err(e);
     }
     match work {

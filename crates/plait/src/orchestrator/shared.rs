@@ -224,7 +224,26 @@ impl Shared {
                     timeout: checks.timeout,
                     cancel: &self.cancel,
                 };
-                let (env, outcome) = Environment::prepare(req).await?;
+                let (env, outcome) = match Environment::prepare(req).await {
+                    Ok(made) => made,
+                    Err(crate::environment::EnvError::Interrupted) => {
+                        // The tasks see the interrupt and stop before they start.
+                        let _ = self.environment.set(Err("interrupted".to_string()));
+                        return Ok(());
+                    }
+                    Err(e) => {
+                        {
+                            let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+                            state.phase = crate::state::RunPhase::Interrupted;
+                            state.environment = Some(crate::state::EnvironmentRecord {
+                                layer: format!("not made: {e}"),
+                                ..Default::default()
+                            });
+                        }
+                        self.dirty.notify_one();
+                        return Err(e.into());
+                    }
+                };
                 let described = env.describe();
                 {
                     let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
