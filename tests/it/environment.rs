@@ -425,3 +425,50 @@ fn real_claude_codes_npm_test_finds_the_included_dependencies() {
         "{a:#}"
     );
 }
+
+/// A `[setup] run` command that fails stops the run before any task starts: exit 1, the
+/// command and its log named, no task branch made, the run's record saying why; `plait
+/// resume` tries it again once what it needs is there.
+#[test]
+fn a_failing_setup_stops_the_run_before_any_task_and_resume_tries_it_again() {
+    if !layered() {
+        return;
+    }
+    let repo = TestRepo::with_files(&[(".gitignore", "ready\n"), ("a.txt", "a\n")]);
+    let marker = repo.scratch.join("ready");
+    let plan = format!(
+        "goal = \"g\"\n[review]\nagent = \"off\"\n\
+         [setup]\nrun = [\"echo installing; test -f {}\"]\n\
+         [[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"a.txt\"]\nagent = {{ exec = \"echo b > a.txt\" }}\n",
+        marker.display()
+    );
+    let out = repo.plait(&["run", repo.plan(&plan).to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("[setup] run `echo installing; test -f")
+            && err.contains("failed (command exited with status 1)")
+            && err.contains("setup/setup-1.log"),
+        "{err}"
+    );
+    assert_eq!(repo.branches(), ["main"]);
+    let status = repo.status_json(&[]);
+    assert!(
+        status["environment"]["layer"]
+            .as_str()
+            .unwrap()
+            .starts_with("not made: [setup] run"),
+        "{:#}",
+        status["environment"]
+    );
+    assert_eq!(task_json(&status, "a")["state"], "pending");
+    let log = stdout(&repo.plait(&["log", "--setup"]));
+    assert!(log.contains("installing"), "{log}");
+
+    fs::write(&marker, "").unwrap();
+    let run = status["id"].as_str().unwrap().to_string();
+    let out = repo.plait(&["resume", &run]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let status = repo.status_json(&[]);
+    assert_eq!(task_json(&status, "a")["state"], "done", "{status:#}");
+}

@@ -72,7 +72,7 @@ async fn merged_checks_once(
     checks: &CheckSettings,
     logs: &Path,
 ) -> Vec<CheckResult> {
-    let pool = CheckPool::new(run_dir.checks(), workdir.to_path_buf(), checks.jobs);
+    let pool = CheckPool::for_run(run_dir.checks(), workdir.to_path_buf(), checks.jobs, state);
     let (_interrupt, cancel) = Cancel::new();
     let results =
         crate::review::checks::checks_at(&pool, state, commit, checks, logs, &cancel).await;
@@ -515,7 +515,7 @@ pub async fn bisect_run(
         .map(|m| m.included.clone())
         .unwrap_or_default();
     let inputs = merge::run::branch_inputs(included.iter().filter_map(|id| state.task(id)), None);
-    let pool = CheckPool::new(run_dir.check_bisect(), workdir.clone(), checks.jobs);
+    let pool = CheckPool::for_run(run_dir.check_bisect(), workdir.clone(), checks.jobs, state);
     let (_interrupt, cancel) = Cancel::new();
     let search = crate::bisect::Search {
         repo: &workdir,

@@ -69,6 +69,10 @@ pub struct EnvRecord {
     /// Where the layer was taken over from (a layer of an earlier base), if it was.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub from: Option<String>,
+    /// The directories `[setup] include` shared when it was last used, for the commands
+    /// that check a run later (`Environment::open_kept`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub includes: Vec<(String, PathBuf)>,
 }
 
 /// One list of check commands plait ran in a base layer.
@@ -108,6 +112,39 @@ pub struct Environment {
 }
 
 impl Environment {
+    /// The kept base layer of `base` under `envs`, as a run left it set up, for checks made
+    /// after the run (a person's decisions, `plait land`, the culprit search of `plait
+    /// check`); `None` when there is none, it is not set up, no views over layers can be
+    /// had here, or a run is making it now.
+    pub fn open_kept(envs: &Path, base: Oid, stable: PathBuf) -> Option<Environment> {
+        crate::sandbox::view_support().as_ref().ok()?;
+        let dir = envs.join(base.to_string());
+        let record = load_record(&dir).filter(|r| r.set_up && dir.join("tree").is_dir())?;
+        let held = lock_file(&dir.with_extension("lock")).ok()?;
+        if !flock(&held, libc::LOCK_SH | libc::LOCK_NB) {
+            return None;
+        }
+        let includes = record
+            .includes
+            .iter()
+            .filter(|(_, source)| source.is_dir())
+            .map(|(path, source)| Include {
+                path: path.clone(),
+                source: source.clone(),
+            })
+            .collect();
+        fs::create_dir_all(&stable).ok()?;
+        Some(Environment {
+            base,
+            stable,
+            dir,
+            includes,
+            record: Mutex::new(record),
+            starts: Mutex::default(),
+            _held: held,
+        })
+    }
+
     /// The base layer's files.
     pub fn tree(&self) -> PathBuf {
         self.dir.join("tree")

@@ -147,7 +147,11 @@ impl Environment {
             .map_err(|e| failed(e.to_string()))?
             .map_err(|e| failed(e.0))?
         };
-        let (record, made) = record;
+        let (mut record, made) = record;
+        record.includes = includes
+            .iter()
+            .map(|i| (i.path.clone(), i.source.clone()))
+            .collect();
         outcome.made = made;
         let env = Environment::new(req.base, &req, dir, includes, record, lock);
         fs::create_dir_all(&env.stable)
@@ -406,6 +410,7 @@ fn lay(
                 set_up: false,
                 warmed: Vec::new(),
                 from,
+                includes: Vec::new(),
             }
         }
     };
@@ -493,11 +498,20 @@ fn take_over(
 /// What a run of `plan` would find for its environment, for `plait run --dry-run`: the
 /// kept base layer, one it would take over, or one it would make; where views are mounted.
 /// Reads only.
-pub fn preview(repo: &Path, envs: &Path, plan: &crate::plan::ResolvedPlan, stable: &Path) -> String {
+pub fn preview(
+    repo: &Path,
+    envs: &Path,
+    plan: &crate::plan::ResolvedPlan,
+    stable: &Path,
+) -> String {
     if let Err(why) = crate::sandbox::view_support() {
-        return format!("no base layer: checks copy a seed checkout and views are filled in ({why})");
+        return format!(
+            "no base layer: checks copy a seed checkout and views are filled in ({why})"
+        );
     }
-    let copied = includes(repo, &plan.setup).map(|(_, f)| f).unwrap_or_default();
+    let copied = includes(repo, &plan.setup)
+        .map(|(_, f)| f)
+        .unwrap_or_default();
     let key = setup_key(&plan.setup, &plan.files, plan.base, &copied, repo);
     let dir = envs.join(plan.base.to_string());
     let at = format!("mounted at {}", stable.display());

@@ -44,7 +44,7 @@ pub async fn adopt_moved(
             .await
             .map_err(RunError::panicked("weighing the moved branches"))??
     };
-    let pool = CheckPool::new(run_dir.checks(), workdir, checks.jobs);
+    let pool = CheckPool::for_run(run_dir.checks(), workdir, checks.jobs, state);
     let (_interrupt, cancel) = Cancel::new();
     for (id, tip) in moved {
         let logs = run_dir

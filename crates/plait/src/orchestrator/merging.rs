@@ -84,7 +84,12 @@ pub async fn remerge(
     let merged_checks = if checks.merged.is_empty() || outcome.included.is_empty() {
         Vec::new()
     } else {
-        let pool = Arc::new(CheckPool::new(run_dir.checks(), repo, checks.jobs));
+        let pool = Arc::new(CheckPool::for_run(
+            run_dir.checks(),
+            repo,
+            checks.jobs,
+            state,
+        ));
         let (_interrupt, cancel) = Cancel::new();
         let results = merged_checks(&pool, state, &outcome, checks, &run_dir, &cancel).await;
         let _ = tokio::task::spawn_blocking(move || pool.remove_all()).await;

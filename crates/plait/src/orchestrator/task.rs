@@ -437,11 +437,12 @@ struct Worker<'a> {
     /// Where its branch started.
     start: Arc<Start>,
     /// Serves `$PLAIT_RUN_IN` for an agent whose view is entered through plait.
-    _forward: Option<Forward>,
+    forward: Option<Forward>,
 }
 
-/// The task running a view's requests, stopped with its worker.
-struct Forward(tokio::task::JoinHandle<()>);
+/// The task running a view's requests, stopped with its worker, and the walls its
+/// commands run in (whose refusals are the agent's).
+struct Forward(tokio::task::JoinHandle<()>, Arc<Sandbox>);
 
 impl Drop for Forward {
     fn drop(&mut self) {
@@ -464,6 +465,7 @@ fn forward(
     };
     let inside = Arc::new(Sandbox::new(settings, own).with_view(Some(view.clone())));
     let (timeout, cancel) = (task.timeout, shared.cancel.clone());
+    let walls = inside.clone();
     let served = plait_sandbox::forward::serve(channel.plait, move |request| {
         let (inside, cancel) = (inside.clone(), cancel.clone());
         async move { crate::shell::run_request(request, &inside, timeout, &cancel).await }
@@ -471,7 +473,7 @@ fn forward(
     match served {
         Ok(handle) => (
             sandbox.passing(Arc::new(channel.agent)),
-            Some(Forward(handle)),
+            Some(Forward(handle, walls)),
         ),
         Err(_) => (sandbox, None),
     }
@@ -523,7 +525,7 @@ impl<'a> Worker<'a> {
             view,
             gateway,
             start,
-            _forward: forwarding,
+            forward: forwarding,
         }
     }
 
@@ -627,6 +629,9 @@ impl<'a> Worker<'a> {
         let report = self.agent.run(&context).await;
         record_report(shared, index, &report);
         self.note_refused(self.sandbox.denials());
+        if let Some(forward) = &self.forward {
+            self.note_refused(forward.1.denials());
+        }
         if shared.cancel.is_cancelled() {
             return self.keep_interrupted().await;
         }

@@ -207,6 +207,27 @@ impl CheckPool {
         result
     }
 
+    /// [`CheckPool::new`] for checks of run `state` made after it ran: in layers over its
+    /// kept base layer when there is one (see [`crate::environment::Environment::open_kept`]).
+    pub fn for_run(
+        root: PathBuf,
+        workdir: PathBuf,
+        jobs: usize,
+        state: &crate::state::RunState,
+    ) -> CheckPool {
+        let pool = CheckPool::new(root, workdir.clone(), jobs);
+        let base = Oid::from_str(&state.base).ok();
+        let repo = crate::git::open(&workdir).ok();
+        if let (Some(base), Some(repo)) = (base, repo) {
+            let envs = crate::state::Store::new(crate::git::plait_dir(&repo)).envs_dir();
+            let stable = crate::environment::stable_path(&state.worktree_root);
+            if let Some(env) = crate::environment::Environment::open_kept(&envs, base, stable) {
+                pool.use_environment(Arc::new(env));
+            }
+        }
+        pool
+    }
+
     /// Runs every check in layers over `env` from now on.
     pub fn use_environment(&self, env: Arc<crate::environment::Environment>) {
         let _ = self.env.set(env);

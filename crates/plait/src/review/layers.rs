@@ -32,7 +32,11 @@ impl CheckPool {
                     .remove(task);
                 match kept {
                     Some(kept) => kept,
-                    None => (LayerDir(self.layer_path(&format!("task-{task}"))), env.base),
+                    None => {
+                        let layer = LayerDir(self.layer_path(&format!("task-{task}")));
+                        let at = held(&layer, env.base);
+                        (layer, at)
+                    }
                 }
             }
             Lineage::Gate => (LayerDir(self.layer_path("gate")), env.base),
@@ -57,6 +61,24 @@ impl CheckPool {
             }
         }
         Ok(results)
+    }
+}
+
+/// The commit a task's layer left by an earlier process holds over `base`, as it noted
+/// (`held`); a layer that does not say, or lay over another base, is removed, and the task
+/// starts a new one at the base.
+fn held(layer: &LayerDir, base: Oid) -> Oid {
+    let noted = std::fs::read_to_string(layer.0.join("held")).ok();
+    let at = noted.and_then(|text| {
+        let (over, at) = text.trim().split_once(' ')?;
+        (Oid::from_str(over).ok()? == base).then_some(Oid::from_str(at).ok()?)
+    });
+    match at {
+        Some(at) => at,
+        None => {
+            layer.remove();
+            base
+        }
     }
 }
 
@@ -86,6 +108,9 @@ fn move_layer(
     };
     environment::git_dir(&repo, &layer.git(), commit, &env.index(), &from_base)
         .map_err(|e| e.to_string())?;
+    let held = layer.0.join("held");
+    std::fs::write(&held, format!("{} {commit}\n", env.base))
+        .map_err(|e| format!("{}: {e}", held.display()))?;
     let dot_git = layer.upper().join(".git");
     let _ = std::fs::remove_file(&dot_git);
     std::fs::write(&dot_git, format!("gitdir: {}\n", layer.git().display()))
