@@ -195,6 +195,15 @@ impl Shared {
         if self.environment.get().is_some() {
             return Ok(());
         }
+        if !self.needs_environment() {
+            // Nothing would lie over it: no setup, no check, and agents that are shell
+            // commands naming no way into the view (one that has one anyway, from a script
+            // of its own, has its worktree filled in).
+            let _ = self
+                .environment
+                .set(Err("nothing in the plan runs over it".into()));
+            return Ok(());
+        }
         let made = match crate::sandbox::view_support() {
             Err(why) => Err(why.clone()),
             Ok(()) => {
@@ -271,6 +280,23 @@ impl Shared {
         }
         let _ = self.environment.set(made);
         Ok(())
+    }
+
+    /// Whether anything of the plan runs over a base layer: a setup, a check, an agent
+    /// other than a shell command that may run commands, or a shell command that names the
+    /// way into its view (`$PLAIT_RUN_IN`, `plait run-in-view`).
+    fn needs_environment(&self) -> bool {
+        let plan = &self.plan;
+        !plan.setup.is_empty()
+            || !plan.checks.task.is_empty()
+            || !plan.checks.merged.is_empty()
+            || plan.tasks.iter().any(|t| match &t.agent {
+                crate::plan::AgentConfig::Exec(exec) => {
+                    exec.command.contains("PLAIT_RUN_IN") || exec.command.contains("run-in-view")
+                }
+                crate::plan::AgentConfig::Model { run, .. } => run.offered(),
+                _ => true,
+            })
     }
 
     /// The run's base layer, if it has one.
