@@ -347,7 +347,19 @@ fn the_seed_is_kept_between_runs_and_follows_the_base_only_forward() {
     // checkout (`seed`).
     let (seed, built) = if plait::sandbox::view_support().is_ok() {
         let head = repo.git(&["rev-parse", "HEAD"]);
-        let layer = repo.path.join(".git/plait/envs").join(head.trim());
+        let envs = repo.path.join(".git/plait/envs");
+        let layer = std::fs::read_dir(&envs)
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .find(|p| {
+                p.is_dir()
+                    && p.file_name()
+                        .unwrap()
+                        .to_string_lossy()
+                        .starts_with(head.trim())
+            })
+            .expect("the base's layer");
         (layer.clone(), layer.join("tree/target/seen"))
     } else {
         let seed = repo.path.join(".git/plait/seed");

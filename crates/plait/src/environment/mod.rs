@@ -118,8 +118,22 @@ impl Environment {
     /// had here, or a run is making it now.
     pub fn open_kept(envs: &Path, base: Oid, stable: PathBuf) -> Option<Environment> {
         crate::sandbox::view_support().as_ref().ok()?;
-        let dir = envs.join(base.to_string());
-        let record = load_record(&dir).filter(|r| r.set_up && dir.join("tree").is_dir())?;
+        // The newest layer of the base that is set up (one per setup).
+        let prefix = format!("{base}-");
+        let mut found: Vec<(std::time::SystemTime, PathBuf, EnvRecord)> = fs::read_dir(envs)
+            .ok()?
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+            .map(|e| e.path())
+            .filter(|p| p.join("tree").is_dir())
+            .filter_map(|p| {
+                let record = load_record(&p).filter(|r| r.set_up)?;
+                let at = fs::metadata(record_path(&p)).ok()?.modified().ok()?;
+                Some((at, p, record))
+            })
+            .collect();
+        found.sort_by(|a, b| a.0.cmp(&b.0));
+        let (_, dir, record) = found.pop()?;
         let held = lock_file(&dir.with_extension("lock")).ok()?;
         if !flock(&held, libc::LOCK_SH | libc::LOCK_NB) {
             return None;
@@ -306,6 +320,12 @@ fn save_record(dir: &Path, record: &EnvRecord) {
     if let Ok(text) = serde_json::to_vec_pretty(record) {
         let _ = crate::state::write_atomic(&record_path(dir), &text);
     }
+}
+
+/// Where the base layer of `base` made with the setup whose key is `key` is kept: one per
+/// base and setup, so runs of two setups on one base do not wait for each other.
+pub(crate) fn layer_dir(envs: &Path, base: Oid, key: &str) -> PathBuf {
+    envs.join(format!("{base}-{}", &key[..key.len().min(12)]))
 }
 
 /// Where the views of the runs whose worktrees are under `worktree_root` are mounted: one

@@ -97,7 +97,7 @@ impl Environment {
         };
         let (includes, files_in) = includes(req.repo, req.setup)?;
         let key = setup_key(req.setup, &req.files, req.base, &files_in, req.repo);
-        let dir = req.envs.join(&base_hex);
+        let dir = super::layer_dir(&req.envs, req.base, &key);
         fs::create_dir_all(&req.envs)
             .map_err(|e| failed(format!("{}: {e}", req.envs.display())))?;
         let lock = lock_file(&dir.with_extension("lock")).map_err(failed)?;
@@ -110,23 +110,14 @@ impl Environment {
                 break;
             }
             // Another run holds it: in use (then it is ready) or being made (wait).
-            let (lock_fd, dir2, key2) = (lock.try_clone(), dir.clone(), key.clone());
-            let ready = tokio::task::spawn_blocking(move || {
-                let Ok(lock) = lock_fd else { return false };
-                flock(&lock, libc::LOCK_SH);
-                let ready = load_record(&dir2).is_some_and(|r| r.set_up && r.setup_key == key2);
-                if !ready {
-                    flock(&lock, libc::LOCK_UN);
+            if flock(&lock, libc::LOCK_SH | libc::LOCK_NB) {
+                if load_record(&dir).is_some_and(|r| r.set_up && r.setup_key == key) {
+                    let record = load_record(&dir).unwrap_or_default();
+                    let env = Environment::new(req.base, &req, dir, includes, record, lock);
+                    outcome.ms = started.elapsed().as_millis() as u64;
+                    return Ok((env, outcome));
                 }
-                ready
-            })
-            .await
-            .unwrap_or(false);
-            if ready {
-                let record = load_record(&dir).unwrap_or_default();
-                let env = Environment::new(req.base, &req, dir, includes, record, lock);
-                outcome.ms = started.elapsed().as_millis() as u64;
-                return Ok((env, outcome));
+                flock(&lock, libc::LOCK_UN);
             }
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
@@ -389,7 +380,9 @@ fn lay(
 ) -> Result<(EnvRecord, bool), LayerError> {
     let repo = Repository::discover(repo).map_err(|e| LayerError(e.to_string()))?;
     let tree = dir.join("tree");
-    let kept = load_record(dir).filter(|r| tree.is_dir() && r.setup_key == key);
+    // A layer whose setup did not finish (a failed command, a crash) is made anew: what
+    // the command left half-done is nothing to build on.
+    let kept = load_record(dir).filter(|r| tree.is_dir() && r.setup_key == key && r.set_up);
     let made = kept.is_none();
     let mut record = match kept {
         Some(record) => record,
@@ -513,7 +506,7 @@ pub fn preview(
         .map(|(_, f)| f)
         .unwrap_or_default();
     let key = setup_key(&plan.setup, &plan.files, plan.base, &copied, repo);
-    let dir = envs.join(plan.base.to_string());
+    let dir = super::layer_dir(envs, plan.base, &key);
     let at = format!("mounted at {}", stable.display());
     if let Some(record) = load_record(&dir).filter(|r| r.setup_key == key && r.set_up) {
         return format!(
