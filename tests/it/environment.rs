@@ -472,3 +472,38 @@ fn a_failing_setup_stops_the_run_before_any_task_and_resume_tries_it_again() {
     let status = repo.status_json(&[]);
     assert_eq!(task_json(&status, "a")["state"], "done", "{status:#}");
 }
+
+/// Where no user namespace can be made, no base layer is: the checks copy a seed checkout,
+/// `plait status` says so, and a plan with `[setup]` is warned that it goes without.
+#[test]
+fn without_namespaces_the_run_says_it_copies_and_that_the_setup_is_left_out() {
+    if !layered() {
+        return;
+    }
+    let repo = TestRepo::with_files(&[(".gitignore", "node_modules/\n"), ("a.txt", "a\n")]);
+    repo.write("node_modules/dep/index.js", "module.exports = 1;\n");
+    let plan = repo.plan(
+        "goal = \"g\"\n[review]\nagent = \"off\"\n[checks]\ntask = [\"test -f a.txt\"]\n\
+         [setup]\ninclude = [\"node_modules/\"]\n\
+         [[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"a.txt\"]\nagent = { exec = \"echo b > a.txt\" }\n",
+    );
+    let out = crate::network::plait_without_namespaces(&repo, &["run", plan.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("[setup] is made into a base layer")
+            && stderr(&out).contains("this run's agents and checks work without it"),
+        "{}",
+        stderr(&out)
+    );
+    let status = repo.status_json(&[]);
+    assert_eq!(task_json(&status, "a")["state"], "done");
+    assert!(
+        status["environment"]["layer"]
+            .as_str()
+            .unwrap()
+            .starts_with("none: copies"),
+        "{:#}",
+        status["environment"]
+    );
+    assert!(!repo.path.join(".git/plait/envs").exists());
+}

@@ -417,7 +417,7 @@ fn an_agent_cli_with_the_network_off_is_a_plan_error() {
 
 /// Runs the real `plait` binary where `unshare` answers `EPERM`, as in a container that
 /// allows no user namespaces.
-fn plait_without_namespaces(repo: &TestRepo, args: &[&str]) -> Output {
+pub(crate) fn plait_without_namespaces(repo: &TestRepo, args: &[&str]) -> Output {
     use std::os::unix::process::CommandExt as _;
     crate::support::init();
     let home = home(repo);

@@ -275,6 +275,13 @@ impl ResolvedPlan {
         if self.setup.is_empty() && self.runs_commands() {
             warnings.extend(missing_setup_hint(workdir, &self.setup));
         }
+        if let (false, Err(why)) = (self.setup.is_empty(), crate::sandbox::view_support()) {
+            warnings.push(format!(
+                "[setup] is made into a base layer that views and checks lie over, which needs \
+                 user and mount namespaces; this system allows none ({why}), so this run's \
+                 agents and checks work without it"
+            ));
+        }
         warnings
     }
 
