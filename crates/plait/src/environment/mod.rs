@@ -132,7 +132,7 @@ impl Environment {
                 Some((at, p, record))
             })
             .collect();
-        found.sort_by(|a, b| a.0.cmp(&b.0));
+        found.sort_by_key(|f| f.0);
         let (_, dir, record) = found.pop()?;
         let held = lock_file(&dir.with_extension("lock")).ok()?;
         if !flock(&held, libc::LOCK_SH | libc::LOCK_NB) {

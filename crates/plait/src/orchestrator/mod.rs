@@ -33,6 +33,7 @@ pub mod adopt;
 mod coordinate;
 mod culprits;
 mod dispatch;
+mod entered;
 mod grouped;
 mod merging;
 mod shared;

@@ -437,46 +437,7 @@ struct Worker<'a> {
     /// Where its branch started.
     start: Arc<Start>,
     /// Serves `$PLAIT_RUN_IN` for an agent whose view is entered through plait.
-    forward: Option<Forward>,
-}
-
-/// The task running a view's requests, stopped with its worker, and the walls its
-/// commands run in (whose refusals are the agent's).
-struct Forward(tokio::task::JoinHandle<()>, Arc<Sandbox>);
-
-impl Drop for Forward {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
-
-/// Starts serving the requests of `view` (entered through plait) for the processes of
-/// `sandbox`'s task; the sandbox the agent's processes run in, passing them its end.
-fn forward(
-    shared: &Arc<Shared>,
-    task: &ResolvedTask,
-    view: &crate::sandbox::OverlayView,
-    sandbox: Sandbox,
-    settings: &crate::sandbox::SandboxSettings,
-    own: Vec<PathBuf>,
-) -> (Sandbox, Option<Forward>) {
-    let Ok(channel) = plait_sandbox::forward::Channel::new() else {
-        return (sandbox, None);
-    };
-    let inside = Arc::new(Sandbox::new(settings, own).with_view(Some(view.clone())));
-    let (timeout, cancel) = (task.timeout, shared.cancel.clone());
-    let walls = inside.clone();
-    let served = plait_sandbox::forward::serve(channel.plait, move |request| {
-        let (inside, cancel) = (inside.clone(), cancel.clone());
-        async move { crate::shell::run_request(request, &inside, timeout, &cancel).await }
-    });
-    match served {
-        Ok(handle) => (
-            sandbox.passing(Arc::new(channel.agent)),
-            Some(Forward(handle, walls)),
-        ),
-        Err(_) => (sandbox, None),
-    }
+    forward: Option<super::entered::Forward>,
 }
 
 impl<'a> Worker<'a> {
@@ -509,7 +470,9 @@ impl<'a> Worker<'a> {
         let own = vec![record.worktree.clone(), scratch];
         let sandbox = Sandbox::new(&settings, own.clone()).with_view(view.overlay().cloned());
         let (sandbox, forwarding) = match view.entered() {
-            Some(entered) => forward(shared, task, entered, sandbox, &settings, own),
+            Some(entered) => {
+                super::entered::forward(shared, task, entered, sandbox, &settings, own)
+            }
             None => (sandbox, None),
         };
         let sandbox = Arc::new(sandbox);
@@ -630,7 +593,7 @@ impl<'a> Worker<'a> {
         record_report(shared, index, &report);
         self.note_refused(self.sandbox.denials());
         if let Some(forward) = &self.forward {
-            self.note_refused(forward.1.denials());
+            self.note_refused(forward.denials());
         }
         if shared.cancel.is_cancelled() {
             return self.keep_interrupted().await;
