@@ -177,6 +177,8 @@ impl Environment {
         record: EnvRecord,
         held: fs::File,
     ) -> Environment {
+        // The mount point of every view: an empty directory no one writes.
+        let _ = fs::create_dir_all(&req.stable);
         Environment {
             base,
             stable: req.stable.clone(),
