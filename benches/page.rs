@@ -202,6 +202,7 @@ fn task(run_dir: &Path, repo: &Path, k: usize, commit: &str) -> TaskRecord {
                 .join(format!("check-{}.log", i + 1)),
             ms: 4_000 + (k as u64 % 100) * 10,
             refused: Vec::new(),
+            at_base: false,
         })
         .collect();
     t.rounds = k.is_multiple_of(5) as u32 + k.is_multiple_of(10) as u32;
@@ -291,6 +292,7 @@ fn record(repo: &Path, base: &str, commits: &[String]) -> Result<u64> {
         cleaned: false,
         merged_checks: Vec::new(),
         environment: None,
+        base_checks_ignored: false,
         max_cost: None,
         groups: Vec::new(),
         culprits: None,

@@ -33,6 +33,7 @@ pub fn run_state(run: &str, ids: impl IntoIterator<Item = String>) -> RunState {
         cleaned: false,
         merged_checks: Vec::new(),
         environment: None,
+        base_checks_ignored: false,
         max_cost: None,
         groups: Vec::new(),
         culprits: None,

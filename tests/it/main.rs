@@ -1,6 +1,7 @@
 //! plait's integration tests: one binary, hermetic repositories in temp dirs.
 
 mod aider;
+mod base_checks;
 mod check;
 mod claude_code;
 mod cli;

@@ -295,6 +295,26 @@ pub struct CheckResult {
     /// Writes the sandbox refused it, as its output told of them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub refused: Vec<String>,
+    /// It failed on the base too, before any task's code ran: no task's fault, so it sends
+    /// no task back and no culprit is searched for it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub at_base: bool,
+}
+
+impl CheckResult {
+    /// Whether it failed because of the work it judged (not on the base already).
+    pub fn failed_here(&self) -> bool {
+        !self.passed && !self.at_base
+    }
+
+    /// `failed`, or `failed (as on the base)`: how a person is told it did not pass.
+    pub fn failure_word(&self) -> &'static str {
+        if self.at_base {
+            "failed, as it does on the base"
+        } else {
+            "failed"
+        }
+    }
 }
 
 /// How a task's processes ran: confined by the kernel or not.
@@ -460,9 +480,10 @@ impl TaskRecord {
         self.decision.as_ref().is_some_and(|d| d.verdict == verdict)
     }
 
-    /// Whether the task's checks of the last round all passed (true when there are none).
+    /// Whether the task's checks of the last round all passed, or failed only as they do on
+    /// the base (true when there are none).
     pub fn checks_pass(&self) -> bool {
-        self.checks.iter().all(|c| c.passed)
+        !self.checks.iter().any(CheckResult::failed_here)
     }
 
     /// Takes `stored`, the record another machine made of this task (as the store holds
@@ -539,6 +560,10 @@ pub struct RunState {
     /// The merged checks, run on the merged branch.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub merged_checks: Vec<CheckResult>,
+    /// Whether checks that fail on the base are left out of the gate (`[checks] base =
+    /// "ignore"`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub base_checks_ignored: bool,
     /// What the run's views and checks lie over: its base layer, or why copies.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub environment: Option<EnvironmentRecord>,
@@ -878,7 +903,7 @@ pub struct EnvironmentRecord {
     /// How long making (or finding) it took.
     #[serde(default)]
     pub ms: u64,
-    /// The task checks that already failed at the base, before any task.
+    /// The checks that already failed at the base, before any task.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub failed_at_base: Vec<String>,
 }

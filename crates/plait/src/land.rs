@@ -199,12 +199,7 @@ pub fn blockers(state: &RunState) -> Vec<Blocker> {
     if unfinished > 0 && matches!(state.phase, RunPhase::Finished | RunPhase::Interrupted) {
         out.push(Blocker::Unfinished(unfinished));
     }
-    let failing: Vec<String> = state
-        .merged_checks
-        .iter()
-        .filter(|c| !c.passed)
-        .map(|c| c.command.clone())
-        .collect();
+    let failing: Vec<String> = failing_merged(state).collect();
     if !failing.is_empty() {
         out.push(Blocker::MergedChecksFailed(failing));
     }
@@ -250,6 +245,25 @@ pub fn blockers(state: &RunState) -> Vec<Blocker> {
     out
 }
 
+/// The merged checks that keep the run from landing, each named by its command (and, for
+/// one that fails on the base too, saying so; `[checks] base = "ignore"` leaves those out).
+fn failing_merged(state: &RunState) -> impl Iterator<Item = String> + '_ {
+    state
+        .merged_checks
+        .iter()
+        .filter(|c| !(c.passed || (c.at_base && state.base_checks_ignored)))
+        .map(|c| {
+            if c.at_base {
+                format!(
+                    "{} (fails on the base too; [checks] base = \"ignore\" lets it be)",
+                    c.command
+                )
+            } else {
+                c.command.clone()
+            }
+        })
+}
+
 /// The gate: what keeps this run from landing.
 pub fn gate(state: &RunState, partial: bool) -> Vec<Blocker> {
     let mut why = Vec::new();
@@ -264,8 +278,8 @@ pub fn gate(state: &RunState, partial: bool) -> Vec<Blocker> {
     }
     if partial {
         // The merged branch holds only the clean tasks; it must still pass its checks.
-        for c in state.merged_checks.iter().filter(|c| !c.passed) {
-            why.push(Blocker::MergedCheckFailed(c.command.clone()));
+        for named in failing_merged(state) {
+            why.push(Blocker::MergedCheckFailed(named));
         }
     } else {
         why.extend(blockers(state));

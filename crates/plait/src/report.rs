@@ -646,8 +646,9 @@ fn failed_check_lines(out: &mut String, task: &TaskRecord) {
     for c in task.checks.iter().filter(|c| !c.passed) {
         let _ = writeln!(
             out,
-            "\ncheck `{}` failed for {} (log: {}):",
+            "\ncheck `{}` {} for {} (log: {}):",
             c.command,
+            c.failure_word(),
             task.id,
             c.log.display()
         );
@@ -719,6 +720,8 @@ fn merged_check_lines(out: &mut String, state: &RunState) {
             c.command,
             if c.passed {
                 "passed".to_string()
+            } else if c.at_base {
+                format!("FAILED, as it does on the base (log: {})", c.log.display())
             } else {
                 format!("FAILED (log: {})", c.log.display())
             }
@@ -827,8 +830,9 @@ fn task_review_text(
     for c in task.checks.iter().filter(|c| !c.passed) {
         let _ = writeln!(
             out,
-            "check `{}` failed (log: {}):",
+            "check `{}` {} (log: {}):",
             c.command,
+            c.failure_word(),
             c.log.display()
         );
         for line in c.tail.lines() {

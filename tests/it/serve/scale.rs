@@ -325,6 +325,7 @@ fn many(repo: &TestRepo, n: usize) -> String {
                 log: dir.join("checks-0/check-1.log"),
                 ms: 1200,
                 refused: Vec::new(),
+                at_base: false,
             }];
             t.review = Some(Review {
                 verdict: Verdict::Approve,
@@ -370,6 +371,7 @@ fn many(repo: &TestRepo, n: usize) -> String {
         cleaned: false,
         merged_checks: Vec::new(),
         environment: None,
+        base_checks_ignored: false,
         max_cost: None,
         groups: Vec::new(),
         culprits: None,

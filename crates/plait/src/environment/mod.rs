@@ -268,16 +268,25 @@ impl Environment {
         .clone()
     }
 
-    /// The check commands that failed at the base when plait built it, with the list
-    /// they were run in.
-    pub fn failed_at_base(&self, commands: &[String]) -> Vec<String> {
+    /// The check commands that failed at the base when plait built it, each once.
+    pub fn failed_at_base(&self) -> Vec<String> {
+        let record = self.record.lock().unwrap_or_else(|e| e.into_inner());
+        let mut failed: Vec<String> = Vec::new();
+        for command in record.warmed.iter().flat_map(|w| &w.failed) {
+            if !failed.contains(command) {
+                failed.push(command.clone());
+            }
+        }
+        failed
+    }
+
+    /// Whether `command` failed when plait ran it in this layer at the base.
+    pub fn fails_at_base(&self, command: &str) -> bool {
         let record = self.record.lock().unwrap_or_else(|e| e.into_inner());
         record
             .warmed
             .iter()
-            .find(|w| w.commands == commands)
-            .map(|w| w.failed.clone())
-            .unwrap_or_default()
+            .any(|w| w.failed.iter().any(|c| c == command))
     }
 
     /// One phrase for a person: the layer and where its views are mounted.

@@ -28,9 +28,10 @@ pub(super) async fn search_culprits(
     let mut runs = 0;
     let rework = shared.plan.checks.rework;
     for attempt in 0..=rework {
+        // A check that fails on the base too has no culprit among the tasks.
         let failing: Vec<String> = checks
             .iter()
-            .filter(|c| !c.passed)
+            .filter(|c| c.failed_here())
             .map(|c| c.command.clone())
             .collect();
         if failing.is_empty()

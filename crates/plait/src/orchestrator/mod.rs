@@ -289,6 +289,7 @@ fn lay_down(store: &Store, run: &str, settings: &RunSettings) -> Result<RunState
         cleaned: false,
         merged_checks: Vec::new(),
         environment: None,
+        base_checks_ignored: settings.plan.checks.base_ignored,
         max_cost: settings.max_cost,
         groups: crate::groups::records(
             run,

@@ -261,7 +261,7 @@ impl Shared {
                         setup: outcome.ran.iter().map(|(c, _)| c.clone()).collect(),
                         made: outcome.made,
                         ms: outcome.ms,
-                        failed_at_base: env.failed_at_base(&checks.task),
+                        failed_at_base: env.failed_at_base(),
                     });
                 }
                 self.dirty.notify_one();

@@ -521,7 +521,7 @@ impl<'a> Worker<'a> {
         let rejected = verdict
             .as_ref()
             .is_some_and(|r| r.verdict == Verdict::Reject);
-        let checks_pass = checks.iter().all(|c| c.passed);
+        let checks_pass = !checks.iter().any(CheckResult::failed_here);
         self.record_judgement(checks, verdict);
         if self.shared.cancel.is_cancelled() {
             return self.fail("interrupted".to_string(), None);

@@ -163,6 +163,20 @@ pub struct ChecksFile {
     /// default: a loopback of their own, and `[sandbox] ports`) or `"on"`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub network: Option<crate::sandbox::Network>,
+    /// What a check that already fails on the base does to the gate: `"fail"` (the
+    /// default: it keeps the run from landing, saying it fails on the base too) or
+    /// `"ignore"`. Either way it sends no task back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base: Option<BaseChecks>,
+}
+
+/// `[checks] base`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BaseChecks {
+    #[default]
+    Fail,
+    Ignore,
 }
 
 impl ChecksFile {
@@ -174,6 +188,7 @@ impl ChecksFile {
             && self.bisect.is_none()
             && self.rework.is_none()
             && self.network.is_none()
+            && self.base.is_none()
     }
 }
 

@@ -108,6 +108,8 @@ pub struct CheckSettings {
     /// More rounds for the culprits a search finds, each with feedback naming the check,
     /// its output and the partners.
     pub rework: u32,
+    /// Whether a check that already fails on the base is left out of the gate.
+    pub base_ignored: bool,
 }
 
 /// Who reviews a task's branch.
@@ -551,6 +553,7 @@ fn resolve_checks(
         network,
         bisect: file.bisect.unwrap_or(true),
         rework: file.rework.unwrap_or(0),
+        base_ignored: file.base == Some(super::BaseChecks::Ignore),
     }
 }
 

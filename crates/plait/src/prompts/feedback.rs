@@ -38,7 +38,8 @@ pub fn start_moved(changed: &[String], carried: Result<(), &str>) -> String {
 /// reviewer's comments.
 pub fn of_round(checks: &[CheckResult], review: Option<&Review>) -> Option<String> {
     let mut parts = Vec::new();
-    for check in checks.iter().filter(|c| !c.passed) {
+    // A check that fails on the base too is nothing the task can be asked to fix.
+    for check in checks.iter().filter(|c| c.failed_here()) {
         parts.push(format!(
             "The check `{}` failed ({}). The end of its output:\n{}",
             check.command,

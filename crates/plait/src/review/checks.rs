@@ -199,7 +199,13 @@ impl CheckPool {
             let mut free = self.slots.lock().unwrap_or_else(|e| e.into_inner());
             free.pop().unwrap_or(0)
         };
-        let result = self.run_in(job, slot, cancel).await.map_err(CheckoutError);
+        let mut result = self.run_in(job, slot, cancel).await.map_err(CheckoutError);
+        if let (Ok(results), Some(env)) = (&mut result, self.env.get()) {
+            // A check that failed on the base before any task is no one's fault here.
+            for check in results.iter_mut().filter(|c| !c.passed) {
+                check.at_base = env.fails_at_base(&check.command);
+            }
+        }
         self.slots
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -572,6 +578,7 @@ pub(super) async fn run_at(
             log,
             ms: started.elapsed().as_millis() as u64,
             refused: sandbox.denials(),
+            at_base: false,
         });
         if outcome == ShellOutcome::Interrupted {
             break;
@@ -622,6 +629,7 @@ pub async fn checks_at(
             log: logs.to_path_buf(),
             ms: 0,
             refused: Vec::new(),
+            at_base: false,
         }],
     }
 }

@@ -1,0 +1,91 @@
+//! A check that already fails on the base: plait ran it there before any task, so it is
+//! said to fail on the base, sends no task back for rounds it cannot win, searches no
+//! culprit, and keeps the run from landing saying so, unless `[checks] base = "ignore"`.
+
+use std::fmt::Write as _;
+
+use crate::support::{stderr, stdout, task_json, TestRepo};
+
+fn repo() -> TestRepo {
+    TestRepo::with_files(&[
+        ("lint.sh", "#!/bin/sh\n! grep -rq TODO src\n"),
+        ("src/a.txt", "a TODO\n"),
+        ("src/b.txt", "b\n"),
+        ("src/c.txt", "c\n"),
+    ])
+}
+
+fn plan(extra: &str) -> String {
+    let mut plan = String::from(
+        "goal = \"g\"\n[review]\nagent = \"off\"\nrounds = 2\n\
+         [checks]\ntask = [\"sh lint.sh\"]\nmerged = [\"sh lint.sh\"]\n",
+    );
+    plan.push_str(extra);
+    for id in ["b", "c"] {
+        let _ = write!(
+            plan,
+            "[[task]]\nid = \"{id}\"\nprompt = \"p\"\nowns = [\"src/{id}.txt\"]\n\
+             agent = {{ exec = \"echo more >> src/{id}.txt\" }}\n"
+        );
+    }
+    plan
+}
+
+#[test]
+fn a_check_red_on_the_base_sends_no_task_back_and_the_gate_says_why() {
+    if plait::sandbox::view_support().is_err() {
+        eprintln!("skipped: the base's checks run in its layer, which needs namespaces");
+        return;
+    }
+    let repo = repo();
+    let out = repo.plait(&["run", repo.plan(&plan("")).to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let status = repo.status_json(&[]);
+    for id in ["b", "c"] {
+        let task = task_json(&status, id);
+        assert_eq!(task["state"], "done", "{task:#}");
+        // One round: the lint's failure was not held against the task.
+        assert_eq!(task["rounds"], 0, "{task:#}");
+        assert_eq!(task["checks"][0]["at_base"], true, "{task:#}");
+        let branch = repo.tree_files(&format!("plait/{}/{id}", status["id"].as_str().unwrap()));
+        assert_eq!(branch[&format!("src/{id}.txt")], format!("{id}\nmore\n"));
+    }
+    assert_eq!(status["merged_checks"][0]["at_base"], true);
+    assert!(status["culprits"].is_null(), "{:#}", status["culprits"]);
+    assert_eq!(
+        status["environment"]["failed_at_base"],
+        serde_json::json!(["sh lint.sh"])
+    );
+    let text = stdout(&repo.plait(&["status"]));
+    assert!(
+        text.contains("already failing at the base, before any task: sh lint.sh")
+            && text.contains("FAILED, as it does on the base"),
+        "{text}"
+    );
+    let run = status["id"].as_str().unwrap().to_string();
+    let out = repo.plait(&["land", &run, "--into", "main"]);
+    assert_ne!(out.status.code(), Some(0));
+    assert!(
+        stderr(&out).contains("sh lint.sh (fails on the base too"),
+        "{}",
+        stderr(&out)
+    );
+
+    // Told to ignore it, the gate lets the run land.
+    let repo = self::repo();
+    let out = repo.plait(&[
+        "run",
+        repo.plan(&plan("base = \"ignore\"\n")).to_str().unwrap(),
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}\n{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    let run = repo.status_json(&[])["id"].as_str().unwrap().to_string();
+    let out = repo.plait(&["land", &run, "--into", "main"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(repo.read("src/b.txt"), "b\nmore\n");
+}
