@@ -51,7 +51,16 @@ fn a_check_red_on_the_base_sends_no_task_back_and_the_gate_says_why() {
         assert_eq!(branch[&format!("src/{id}.txt")], format!("{id}\nmore\n"));
     }
     assert_eq!(status["merged_checks"][0]["at_base"], true);
-    assert!(status["culprits"].is_null(), "{:#}", status["culprits"]);
+    // No search: the base's build said it already.
+    assert!(
+        status["culprits"]["sets"].is_null(),
+        "{:#}",
+        status["culprits"]
+    );
+    assert_eq!(
+        status["culprits"]["base_fails"],
+        serde_json::json!(["sh lint.sh"])
+    );
     assert_eq!(
         status["environment"]["failed_at_base"],
         serde_json::json!(["sh lint.sh"])
@@ -88,4 +97,42 @@ fn a_check_red_on_the_base_sends_no_task_back_and_the_gate_says_why() {
     let out = repo.plait(&["land", &run, "--into", "main"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(repo.read("src/b.txt"), "b\nmore\n");
+}
+
+/// An exec agent is run once by default: a failing check does not apply it again (a
+/// command that appends would append twice); `[review] rounds` in the repository's config
+/// (or the plan) asks for more.
+#[test]
+fn an_exec_agent_gets_no_rounds_unless_asked_and_the_config_may_ask() {
+    let repo = TestRepo::with_files(&[("a.txt", "a\n")]);
+    let plan = repo.plan(
+        "goal = \"g\"\n[review]\nagent = \"off\"\n[checks]\ntask = [\"test $(grep -c x a.txt) -ne 1\"]\n\
+         [[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"a.txt\"]\nagent = { exec = \"echo x >> a.txt\" }\n",
+    );
+    let out = repo.plait(&["run", plan.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let status = repo.status_json(&[]);
+    let a = task_json(&status, "a");
+    assert_eq!(a["state"], "failed", "{a:#}");
+    assert_eq!(a["rounds"], 0, "{a:#}");
+    assert!(
+        a["error"]
+            .as_str()
+            .unwrap()
+            .contains("an exec agent gets none"),
+        "{a:#}"
+    );
+    let run = status["id"].as_str().unwrap();
+    assert_eq!(
+        repo.tree_files(&format!("plait/{run}/a"))["a.txt"],
+        "a\nx\n"
+    );
+
+    repo.write(".plait.toml", "[review]\nrounds = 1\n");
+    let out = repo.plait(&["run", plan.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let status = repo.status_json(&[]);
+    let a = task_json(&status, "a");
+    assert_eq!(a["state"], "done", "{a:#}");
+    assert_eq!(a["rounds"], 1, "{a:#}");
 }

@@ -172,16 +172,22 @@ fn a_base_that_already_fails_blames_no_task() {
         "{text}"
     );
     assert_eq!(included(&state).len(), 16);
-    assert_eq!(
-        events.last().unwrap()["step"]["tested"],
-        serde_json::json!(["base"]),
-        "the last step tested the base alone"
-    );
-    assert!(
-        events.len() <= 7,
-        "{} check runs to find the base at fault",
-        events.len()
-    );
+    if plait::sandbox::view_support().is_ok() {
+        // plait built the base before any task and saw the check fail there: no search.
+        assert!(events.is_empty(), "{events:?}");
+        assert_eq!(state["merged_checks"][0]["at_base"], true, "{state}");
+    } else {
+        assert_eq!(
+            events.last().unwrap()["step"]["tested"],
+            serde_json::json!(["base"]),
+            "the last step tested the base alone"
+        );
+        assert!(
+            events.len() <= 7,
+            "{} check runs to find the base at fault",
+            events.len()
+        );
+    }
     let out = repo.plait(&["land", &id, "--into", "main", "--partial"]);
     assert!(!out.status.success(), "a failing merge must not land");
 }

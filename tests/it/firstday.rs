@@ -108,7 +108,8 @@ const TWO_ROUNDS: &str = "echo \"agent of $PLAIT_TASK, round $PLAIT_ROUND\"; if 
 #[test]
 fn plait_log_prints_the_agent_log_and_each_round_s_checks() {
     let repo = sample();
-    let extra = "[checks]\ntask = [\"echo checking\", \"grep -q fixed lib/$PLAIT_TASK.txt\"]\n";
+    let extra = "[checks]\ntask = [\"echo checking\", \"! grep -q broken lib/$PLAIT_TASK.txt\"]\n\
+                 [review]\nrounds = 2\n";
     let (run, _) = run(&repo, &plan(TWO_ROUNDS, extra));
 
     let out = repo.plait(&["log", &run, "a"]);
@@ -128,12 +129,13 @@ fn plait_log_prints_the_agent_log_and_each_round_s_checks() {
         "{checks}"
     );
     assert!(
-        headings[1].starts_with("== round 0 · check 2 · `grep -q fixed lib/$PLAIT_TASK.txt` · "),
+        headings[1].starts_with("== round 0 · check 2 · `! grep -q broken lib/$PLAIT_TASK.txt` · "),
         "{checks}"
     );
     assert!(
-        headings[3]
-            .starts_with("== round 1 · check 2 · `grep -q fixed lib/$PLAIT_TASK.txt` · passed · "),
+        headings[3].starts_with(
+            "== round 1 · check 2 · `! grep -q broken lib/$PLAIT_TASK.txt` · passed · "
+        ),
         "{checks}"
     );
     assert!(headings[3].ends_with("checks-1/check-2.log"), "{checks}");

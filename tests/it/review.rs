@@ -30,7 +30,9 @@ fn a_failing_task_check_goes_back_to_the_worker_until_it_passes() {
     let state = repo.run(
         &plan(
             agent,
-            "[checks]\ntask = [\"grep -q good lib/$PLAIT_TASK.txt && test -f Makefile\"]\n",
+            // A check the base passes: one it fails already sends no task back.
+            "[checks]\ntask = [\"! grep -q bad lib/$PLAIT_TASK.txt && test -f Makefile\"]\n\
+             [review]\nrounds = 2\n",
         ),
         2,
     );
@@ -41,7 +43,7 @@ fn a_failing_task_check_goes_back_to_the_worker_until_it_passes() {
         assert!(t.checks.iter().all(|c| c.passed), "{:?}", t.checks);
         let log = std::fs::read_to_string(&t.log).unwrap();
         assert!(
-            log.contains("The check `grep -q good"),
+            log.contains("The check `! grep -q bad"),
             "the worker was told what failed: {log}"
         );
         assert_eq!(
@@ -67,7 +69,7 @@ fn checks_that_never_pass_fail_the_task_after_the_rounds() {
     let state = repo.run(
         &plan(
             "echo bad > lib/$PLAIT_TASK.txt",
-            "[checks]\ntask = [\"echo nope; exit 1\"]\n[review]\nrounds = 1\n",
+            "[checks]\ntask = [\"if grep -q bad lib/$PLAIT_TASK.txt; then echo nope; exit 1; fi\"]\n[review]\nrounds = 1\n",
         ),
         2,
     );
@@ -77,7 +79,10 @@ fn checks_that_never_pass_fail_the_task_after_the_rounds() {
         a.error.as_deref(),
         Some("its checks still fail after 1 round(s) of changes")
     );
-    assert_eq!(a.checks[0].tail.trim_end(), "$ echo nope; exit 1\nnope");
+    assert_eq!(
+        a.checks[0].tail.trim_end(),
+        "$ if grep -q bad lib/$PLAIT_TASK.txt; then echo nope; exit 1; fi\nnope"
+    );
     assert!(state.merge.as_ref().unwrap().included.is_empty());
 }
 
@@ -138,7 +143,7 @@ fn a_command_reviewer_approves_requests_changes_and_rejects() {
     let state = repo.run(
         &plan(
             agent,
-            &format!("[review]\nagent = {{ exec = '''{reviewer}''' }}\n"),
+            &format!("[review]\nagent = {{ exec = '''{reviewer}''' }}\nrounds = 2\n"),
         ),
         2,
     );

@@ -328,7 +328,7 @@ fn a_check_running_agent_written_code_is_confined_to_its_checkout() {
         "set -e\\nmkdir -p build && echo built > build/out\\necho evil > {user}/README.md\\necho evil > \\\"$HOME/evil\\\"\\n"
     );
     let plan = repo.plan(&format!(
-        "[checks]\ntask = [\"sh a/test.sh\"]\n\
+        "[checks]\ntask = [\"test ! -f a/test.sh || sh a/test.sh\"]\n\
          [review]\nrounds = 0\n\
          [[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"/a/\"]\n\
          agent = {{ exec = 'printf \"{evil}\" > a/test.sh' }}\n"

@@ -84,6 +84,9 @@ pub enum Blocker {
     Unfinished(usize),
     /// The merged checks that failed, by command.
     MergedChecksFailed(Vec<String>),
+    /// Task checks that fail on the base already, by command (`[checks] base = "ignore"`
+    /// lets them be).
+    BaseChecksFailed(Vec<String>),
     /// Groups with changes their supervisor did not approve, with the reason.
     GroupsHeld(Vec<(String, &'static str)>),
     /// Conflicts in the merge, and the tasks they left out.
@@ -202,6 +205,17 @@ pub fn blockers(state: &RunState) -> Vec<Blocker> {
     let failing: Vec<String> = failing_merged(state).collect();
     if !failing.is_empty() {
         out.push(Blocker::MergedChecksFailed(failing));
+    }
+    if !state.base_checks_ignored {
+        let mut red: Vec<String> = Vec::new();
+        for c in state.tasks.iter().flat_map(|t| &t.checks) {
+            if !c.passed && c.at_base && !red.contains(&c.command) {
+                red.push(c.command.clone());
+            }
+        }
+        if !red.is_empty() {
+            out.push(Blocker::BaseChecksFailed(red));
+        }
     }
     let held: Vec<(String, &'static str)> = state
         .groups

@@ -59,6 +59,10 @@ pub fn blocker_line(blocker: &Blocker, run: &str) -> String {
         }
         Blocker::Interrupted => "the run was interrupted".to_string(),
         Blocker::Unfinished(n) => format!("{n} task(s) did not finish"),
+        Blocker::BaseChecksFailed(commands) => format!(
+            "task checks fail on the base too, before any task: {} (fix the base, or [checks] base = \"ignore\")",
+            commands.join("; ")
+        ),
         Blocker::MergedChecksFailed(commands) => {
             format!("merged checks failed: {}", commands.join("; "))
         }

@@ -39,12 +39,21 @@ pub(super) async fn search_culprits(
             || shared.cancel.is_cancelled()
             || merge.included.is_empty()
         {
-            let after_rework = (!reworked.is_empty()).then(|| crate::state::Culprits {
-                runs,
-                reworked: reworked.clone(),
-                ..Default::default()
-            });
-            return Ok((merge, checks, after_rework));
+            // The checks the base layer's build saw fail: no task is to blame, and no
+            // search need say so.
+            let base_fails: Vec<String> = checks
+                .iter()
+                .filter(|c| !c.passed && c.at_base)
+                .map(|c| c.command.clone())
+                .collect();
+            let said =
+                (!reworked.is_empty() || !base_fails.is_empty()).then(|| crate::state::Culprits {
+                    runs,
+                    reworked: reworked.clone(),
+                    base_fails,
+                    ..Default::default()
+                });
+            return Ok((merge, checks, said));
         }
         let state = shared.snapshot();
         // The tasks in the merge (a grouped run's outcome names them too).

@@ -99,7 +99,7 @@ async fn run_task_told(shared: &Arc<Shared>, index: usize, told: Option<String>)
     let feedback = resumed
         .then(|| prompts::feedback::INTERRUPTED.to_string())
         .or(told);
-    let limit = shared.plan.review.rounds;
+    let limit = shared.plan.review.rounds_for(&shared.plan.tasks[index]);
     work(shared, index, &record, (record.rounds, limit), feedback).await;
 }
 
@@ -114,7 +114,7 @@ pub(super) async fn take_over(shared: &Arc<Shared>, index: usize, commit: Oid) {
         return;
     };
     let feedback = prompts::feedback::TAKEN_OVER.to_string();
-    let limit = shared.plan.review.rounds;
+    let limit = shared.plan.review.rounds_for(&shared.plan.tasks[index]);
     work(
         shared,
         index,
@@ -138,7 +138,7 @@ pub(super) async fn rework_from(shared: &Arc<Shared>, index: usize, commit: Oid,
         return;
     };
     let round = record.rounds + 1;
-    let limit = round + shared.plan.review.rounds;
+    let limit = round + shared.plan.review.rounds_for(&shared.plan.tasks[index]);
     work(shared, index, &record, (round, limit), Some(feedback)).await;
 }
 
@@ -223,7 +223,7 @@ pub(super) async fn restart(shared: &Arc<Shared>, stale: super::waves::Stale) {
         feedback = format!("{feedback}\n\n{told}");
     }
     let round = record.rounds + 1;
-    let limit = round + shared.plan.review.rounds;
+    let limit = round + shared.plan.review.rounds_for(&shared.plan.tasks[index]);
     work(shared, index, &record, (round, limit), Some(feedback)).await;
 }
 
@@ -370,7 +370,7 @@ pub(super) async fn rework(shared: &Arc<Shared>, index: usize, feedback: String)
         t.error = None;
     });
     let round = record.rounds + 1;
-    let limit = round + shared.plan.review.rounds;
+    let limit = round + shared.plan.review.rounds_for(&shared.plan.tasks[index]);
     work(shared, index, &record, (round, limit), Some(feedback)).await;
 }
 
@@ -778,6 +778,12 @@ impl<'a> Worker<'a> {
         match next {
             None => self.finish(TaskState::Done),
             Some(text) if round < limit => ControlFlow::Continue(text),
+            Some(_) if !checks_pass && limit == 0 => self.fail(
+                "its checks fail (it had no rounds of changes: an exec agent gets none \
+                 unless [review] rounds sets some)"
+                    .to_string(),
+                None,
+            ),
             Some(_) if !checks_pass => self.fail(
                 format!("its checks still fail after {round} round(s) of changes"),
                 None,

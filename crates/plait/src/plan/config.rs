@@ -1,6 +1,6 @@
 //! One's defaults, under the plan: a user config (`$XDG_CONFIG_HOME/plait/config.toml`)
 //! and a repository config (`.plait.toml` at the checkout's root) may hold `[defaults]`,
-//! `[providers]`, `[agents]`, `[checks]`, `[tools]`, `[setup]` and `[sandbox]` (the tasks'
+//! `[providers]`, `[agents]`, `[checks]`, `[review]`, `[tools]`, `[setup]` and `[sandbox]` (the tasks'
 //! `[defaults] sandbox`).
 //! They are merged table by table under the plan, the repository's over the user's and
 //! the plan's over both; a value the plan sets (an array included) replaces theirs whole.
@@ -22,6 +22,7 @@ struct ConfigFile {
     providers: Option<Table>,
     agents: Option<Table>,
     checks: Option<Table>,
+    review: Option<Table>,
     tools: Option<Table>,
     setup: Option<Table>,
     sandbox: Option<Table>,
@@ -40,7 +41,7 @@ impl Layer {
         let file: ConfigFile = toml::from_str(text).map_err(|e| PlanError::Config {
             path: source.to_path_buf(),
             message: format!(
-                "{} (a config file may hold [defaults], [providers], [agents], [checks], [tools], [setup] and [sandbox])",
+                "{} (a config file may hold [defaults], [providers], [agents], [checks], [review], [tools], [setup] and [sandbox])",
                 e.to_string().trim_end()
             ),
         })?;
@@ -54,6 +55,7 @@ impl Layer {
             ("providers", file.providers),
             ("agents", file.agents),
             ("checks", file.checks),
+            ("review", file.review),
             ("tools", file.tools),
             ("setup", file.setup),
         ] {

@@ -146,9 +146,21 @@ pub struct ReviewSettings {
     pub reviewer: Reviewer,
     /// Rounds of changes after the first try.
     pub rounds: u32,
+    /// Whether the plan (or a config file) set `rounds`; if not, an exec agent gets none.
+    pub rounds_set: bool,
 }
 
 impl ReviewSettings {
+    /// The rounds of changes `task` gets after its first try: the plan's, or none for an
+    /// exec agent the plan did not ask for more of (the same command would do the same
+    /// again, or apply itself twice).
+    pub fn rounds_for(&self, task: &ResolvedTask) -> u32 {
+        match task.agent {
+            AgentConfig::Exec(_) if !self.rounds_set => 0,
+            _ => self.rounds,
+        }
+    }
+
     /// The reviewer of `task`, with `Worker` resolved.
     pub fn reviewer_for(&self, task: &ResolvedTask) -> Reviewer {
         match (&self.reviewer, &task.agent) {
@@ -667,6 +679,7 @@ fn resolve_review(
     ReviewSettings {
         reviewer,
         rounds: file.rounds.unwrap_or(2),
+        rounds_set: file.rounds.is_some(),
     }
 }
 

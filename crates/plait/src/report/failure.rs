@@ -93,7 +93,7 @@ pub fn commands_failed(state: &RunState) -> bool {
     state
         .tasks
         .iter()
-        .any(|t| t.state == TaskState::Failed || !t.checks_pass())
+        .any(|t| t.state == TaskState::Failed || t.checks.iter().any(|c| !c.passed))
         || state.merged_checks.iter().any(|c| !c.passed)
 }
 

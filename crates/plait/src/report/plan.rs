@@ -280,6 +280,17 @@ fn check_lines(out: &mut String, plan: &ResolvedPlan) {
         checks.rework,
         plan.review.rounds
     );
+    let exec = plan
+        .tasks
+        .iter()
+        .filter(|t| matches!(t.agent, AgentConfig::Exec(_)))
+        .count();
+    if exec > 0 && !plan.review.rounds_set {
+        let _ = writeln!(
+            out,
+            "exec agents ({exec} task(s)): no rounds of changes ([review] rounds sets some)"
+        );
+    }
 }
 
 /// The supervisor groups the run would have, each with its tasks.
