@@ -468,7 +468,7 @@ fn a_worker_taking_a_task_over_goes_on_from_the_work_last_pushed() {
     let (repo, _) = project(1, agent);
     let plan = repo.plan(&format!(
         "goal = \"spread\"\n[defaults]\nagent = {{ exec = '''{agent}''' }}\n\
-         [review]\nagent = {{ exec = '''grep -q '^+second' \"$PLAIT_DIFF\" || {{ echo more please; exit 1; }}''' }}\n\
+         [review]\nagent = {{ exec = '''grep -q '^+second' \"$PLAIT_DIFF\" || {{ echo more please; exit 1; }}''' }}\nrounds = 2\n\
          [[task]]\nid = \"m00\"\nprompt = \"Edit m00\"\nowns = [\"/pkg/m00.txt\"]\n"
     ));
     let plan = plan.to_str().unwrap();
