@@ -26,6 +26,7 @@ mod network;
 mod per_file;
 mod pg;
 mod plan;
+mod plan_keys;
 mod review;
 mod roles;
 mod run;

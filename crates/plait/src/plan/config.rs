@@ -17,7 +17,7 @@ use super::PlanError;
 /// The keys a config file may hold.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct ConfigFile {
+pub(super) struct ConfigFile {
     defaults: Option<Table>,
     providers: Option<Table>,
     agents: Option<Table>,
@@ -36,8 +36,17 @@ pub struct Layer {
 }
 
 impl Layer {
-    /// The config file `text` read from `source`; unknown keys are refused with the file.
+    /// The config file `text` read from `source`; unknown keys, in any of its tables, are
+    /// refused all at once, each with its line.
     pub fn parse(text: &str, source: &Path) -> Result<Layer, PlanError> {
+        if let Some(found) = super::keys::unknown(text, &super::keys::CONFIG) {
+            if !found.is_empty() {
+                return Err(PlanError::Config {
+                    path: source.to_path_buf(),
+                    message: super::keys::message(&found),
+                });
+            }
+        }
         let file: ConfigFile = toml::from_str(text).map_err(|e| PlanError::Config {
             path: source.to_path_buf(),
             message: format!(
@@ -162,7 +171,10 @@ mod tests {
         let err = Layer::parse("goal = \"g\"\n", Path::new("/u/config.toml")).unwrap_err();
         let text = err.to_string();
         assert!(text.contains("/u/config.toml"), "{text}");
-        assert!(text.contains("[tools], [setup] and [sandbox]"), "{text}");
+        assert!(
+            text.contains("`goal` at the top level (valid: defaults, providers, agents, checks, review, tools, setup, sandbox)"),
+            "{text}"
+        );
         assert!(merged_plan("goal = 1", Path::new("p.toml"), &[]).is_ok());
     }
 }

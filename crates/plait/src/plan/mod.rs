@@ -7,6 +7,7 @@ pub mod commands;
 pub mod config;
 mod exec;
 pub use plait_core::globs;
+mod keys;
 pub mod layout;
 pub mod manager;
 pub mod setup;
@@ -490,11 +491,18 @@ pub fn load(path: &Path) -> Result<PlanFile, PlanError> {
     parse(&text, path)
 }
 
-/// Parses plan text; `path` is only used in messages.
+/// Parses plan text; `path` is only used in messages. Unknown keys are refused all at
+/// once, each with its line and the keys its table may hold.
 pub fn parse(text: &str, path: &Path) -> Result<PlanFile, PlanError> {
-    toml::from_str(text).map_err(|e| PlanError::Parse {
-        path: path.to_path_buf(),
-        message: e.to_string().trim_end().to_string(),
+    toml::from_str(text).map_err(|e| {
+        let message = match keys::unknown(text, &keys::PLAN) {
+            Some(found) if !found.is_empty() => keys::message(&found),
+            _ => e.to_string().trim_end().to_string(),
+        };
+        PlanError::Parse {
+            path: path.to_path_buf(),
+            message,
+        }
     })
 }
 
