@@ -136,3 +136,21 @@ fn an_exec_agent_gets_no_rounds_unless_asked_and_the_config_may_ask() {
     assert_eq!(a["state"], "done", "{a:#}");
     assert_eq!(a["rounds"], 1, "{a:#}");
 }
+
+/// A check that names a task's own (`$PLAIT_TASK`) fails on the base for want of it, which
+/// says nothing of a task's: such a check still sends the task back.
+#[test]
+fn a_check_naming_the_task_is_not_excused_by_the_base() {
+    let repo = TestRepo::with_files(&[("lib/a.txt", "a\n")]);
+    let agent = "if [ \"$PLAIT_ROUND\" = 0 ]; then echo broken > lib/a.txt; else echo fixed > lib/a.txt; fi";
+    let plan = repo.plan(&format!(
+        "goal = \"g\"\n[review]\nagent = \"off\"\nrounds = 1\n\
+         [checks]\ntask = [\"grep -q fixed lib/$PLAIT_TASK.txt\"]\n\
+         [[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"lib/a.txt\"]\nagent = {{ exec = '''{agent}''' }}\n"
+    ));
+    let out = repo.plait(&["run", plan.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let a = task_json(&repo.status_json(&[]), "a");
+    assert_eq!(a["state"], "done", "{a:#}");
+    assert_eq!(a["rounds"], 1, "{a:#}");
+}

@@ -280,8 +280,14 @@ impl Environment {
         failed
     }
 
-    /// Whether `command` failed when plait ran it in this layer at the base.
+    /// Whether `command` failed when plait ran it in this layer at the base. A command that
+    /// names one of plait's variables (`$PLAIT_TASK`, `$PLAIT_BASE`, `$PLAIT_COMMIT`, …)
+    /// judges each task by what is its own, which the base has none of: its failure there
+    /// says nothing of a task's.
     pub fn fails_at_base(&self, command: &str) -> bool {
+        if command.contains("PLAIT_") {
+            return false;
+        }
         let record = self.record.lock().unwrap_or_else(|e| e.into_inner());
         record
             .warmed
