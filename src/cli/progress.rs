@@ -173,6 +173,20 @@ impl Tally {
     }
 }
 
+/// The line above the live display for a task that ended or was interrupted: its state,
+/// and its detail when that says more. None for a task done, and for one a resume takes
+/// up again (its interruption cleared: `resume` named it already).
+fn ended_line(event: &Event) -> Option<String> {
+    let state = event.state.as_str();
+    match event.detail.as_deref().map(str::trim) {
+        _ if event.state == TaskState::Done => None,
+        None | Some("") if event.state == TaskState::Interrupted => None,
+        None | Some("") => Some(format!("{} {state}", event.task)),
+        Some(detail) if detail == state => Some(format!("{} {state}", event.task)),
+        Some(detail) => Some(format!("{} {state}: {detail}", event.task)),
+    }
+}
+
 struct Live {
     multi: MultiProgress,
     overall: ProgressBar,
@@ -203,13 +217,8 @@ impl Live {
                 line.finish_and_clear();
                 self.multi.remove(&line);
             }
-            if event.state != TaskState::Done {
-                let reason = event.detail.clone().unwrap_or_default();
-                let _ = self.multi.println(format!(
-                    "{} {}: {reason}",
-                    event.task,
-                    event.state.as_str()
-                ));
+            if let Some(line) = ended_line(event) {
+                let _ = self.multi.println(line);
             }
             return;
         }

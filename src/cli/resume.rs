@@ -1,5 +1,6 @@
 //! `plait resume`: carry on a run that was interrupted or killed.
 
+use std::fmt::Write as _;
 use std::path::Path;
 
 use clap::Args;
@@ -7,6 +8,7 @@ use clap::Args;
 use super::run::drive;
 use super::ui::errln;
 use super::CommandError;
+use crate::state::{RunState, TaskState};
 
 /// Carry on an interrupted or killed run: finished tasks are kept, interrupted ones go on
 /// from their worktrees, pending ones start
@@ -60,11 +62,51 @@ pub fn cmd_resume(dir: &Path, args: ResumeArgs) -> Result<(), CommandError> {
     if let Some(warning) = &resumed.warning {
         errln!("warning: {warning}");
     }
-    errln!(
-        "resuming run {}: {} of {} task(s) to go, {jobs} at a time",
-        state.id,
-        resumed.left,
-        resumed.total
-    );
+    errln!("{}", resuming(&state, jobs));
     drive(dir, resumed.prepared, resumed.total, args.json)
+}
+
+/// The one line that says what a resume of `state` takes up: the tasks that go on from
+/// their worktrees, those that start, and how many ended tasks are kept.
+fn resuming(state: &RunState, jobs: usize) -> String {
+    let (mut go_on, mut start, mut kept) = (Vec::new(), Vec::new(), 0);
+    for task in &state.tasks {
+        match task.state {
+            s if s.is_final() => kept += 1,
+            TaskState::Pending | TaskState::Preparing => start.push(task.id.as_str()),
+            _ => go_on.push(task.id.as_str()),
+        }
+    }
+    let mut parts = Vec::new();
+    match go_on.len() {
+        0 => {}
+        1 => parts.push(format!("{} goes on from its worktree", go_on[0])),
+        _ => parts.push(format!("{} go on from their worktrees", listed(&go_on))),
+    }
+    match start.len() {
+        0 => {}
+        1 => parts.push(format!("{} starts", start[0])),
+        _ => parts.push(format!("{} start", listed(&start))),
+    }
+    if parts.is_empty() {
+        parts.push("no task is left; the merge goes on".to_string());
+    }
+    let mut line = format!(
+        "resuming run {}, {jobs} at a time: {}",
+        state.id,
+        parts.join("; ")
+    );
+    if kept > 0 {
+        let _ = write!(line, "; {kept} ended task(s) kept");
+    }
+    line
+}
+
+/// Task ids for a line: all of a few, or the first ones and how many more.
+fn listed(ids: &[&str]) -> String {
+    const SHOWN: usize = 8;
+    if ids.len() <= SHOWN {
+        return ids.join(", ");
+    }
+    format!("{} and {} more", ids[..SHOWN].join(", "), ids.len() - SHOWN)
 }
