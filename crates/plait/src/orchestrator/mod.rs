@@ -178,12 +178,16 @@ pub enum Update {
 
 impl Update {
     /// The update as one JSON event: what `plait run --json` prints, the run's
-    /// `events.jsonl` keeps and `plait serve` streams.
+    /// `events.jsonl` keeps and `plait serve` streams. Its `at` is now, in RFC 3339 UTC:
+    /// an update is made into JSON as it is sent.
     pub fn to_json(&self) -> serde_json::Value {
+        let at = humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string();
         match self {
-            Update::Task(event) => serde_json::json!({"event": "task", "task": event}),
-            Update::Group(group) => serde_json::json!({"event": "group", "group": group}),
-            Update::Bisect(step) => serde_json::json!({"event": "bisect", "step": step}),
+            Update::Task(event) => serde_json::json!({"event": "task", "at": at, "task": event}),
+            Update::Group(group) => {
+                serde_json::json!({"event": "group", "at": at, "group": group})
+            }
+            Update::Bisect(step) => serde_json::json!({"event": "bisect", "at": at, "step": step}),
         }
     }
 }
@@ -308,11 +312,21 @@ fn lay_down(store: &Store, run: &str, settings: &RunSettings) -> Result<RunState
 pub fn prepare_resume(settings: RunSettings, run: &str) -> Result<Prepared, RunError> {
     let repo = git::open(&settings.repo)?;
     let store = Store::new(git::plait_dir(&repo));
-    let state = store.load(run)?;
+    let mut state = store.load(run)?;
     if state.phase == RunPhase::Finished {
         return Err(RunError::Refused(format!(
             "run {run} has already finished; nothing to resume"
         )));
+    }
+    // A task's time is the time it ran: the pause since the run stopped is not its. (A
+    // process killed outright noted no end; its pause counts.)
+    if let Some(stopped) = state.finished_at {
+        let paused = now_ms().saturating_sub(stopped);
+        for task in state.tasks.iter_mut().filter(|t| !t.state.is_final()) {
+            if let Some(started) = task.started_at.as_mut() {
+                *started = started.saturating_add(paused);
+            }
+        }
     }
     let lock = store.lock()?;
     lock.set_run(run)?;
