@@ -31,6 +31,7 @@ mod review;
 mod roles;
 mod run;
 mod sandbox;
+mod second_day;
 mod serve;
 mod setup_plan;
 mod split;

@@ -2,7 +2,9 @@
 //! branch. The worktree is walked file by file — a write to a path that is not checked out
 //! is invisible to `git status` — and compared with the branch's tree. Changes to owned
 //! paths are committed; every other change is a violation: left uncommitted where it is,
-//! and reported by path.
+//! and reported by path. Build output is neither: files git would ignore, and the caches
+//! build tools write ([`build_output::BUILD_OUTPUT`]) that the base does not track and the
+//! task does not own.
 
 use std::collections::{HashMap, HashSet};
 use std::fs;
@@ -18,6 +20,8 @@ use crate::refs::branch_ref;
 use crate::state::{ChangeKind, FileChange};
 use crate::workspace::index;
 use crate::workspace::sparse::{self, DIR_MODE};
+
+pub mod build_output;
 
 /// Why a worktree could not be collected.
 #[derive(Debug, thiserror::Error)]
@@ -50,7 +54,7 @@ pub struct Scan {
     /// The commit the worktree's branch points at.
     pub head: Option<Oid>,
     pub changes: Vec<Change>,
-    /// Every file present in the worktree, tracked or not (ignored files left out).
+    /// Every file present in the worktree, tracked or not (build output left out).
     pub present: HashSet<String>,
     /// The tracked paths the worktree holds: the cone's files of the branch's tree that
     /// the task checks out.
@@ -70,9 +74,16 @@ pub enum Held<'a> {
     Index,
 }
 
-/// Walks `worktree` and lists every change against its branch's tree. The cost follows
-/// the worktree: the files on disk, and the branch's tree only where the cone reaches.
+/// Walks `worktree` and lists every change against its branch's tree, build output left
+/// out. The cost follows the worktree: the files on disk, and the branch's tree only where
+/// the cone reaches.
 pub fn scan(worktree: &Path, held: &Held<'_>) -> Result<Scan, CollectError> {
+    scan_owning(worktree, held, &Globs::empty())
+}
+
+/// [`scan`] for a task owning `owns`: an owned file is never build output, so a directory
+/// of build output where `owns` may reach is walked.
+pub fn scan_owning(worktree: &Path, held: &Held<'_>, owns: &Globs) -> Result<Scan, CollectError> {
     let wt = Repository::open(worktree).map_err(|source| CollectError::NotAWorktree {
         path: worktree.to_path_buf(),
         source,
@@ -108,6 +119,11 @@ pub fn scan(worktree: &Path, held: &Held<'_>) -> Result<Scan, CollectError> {
             .get_path(Path::new(path))
             .is_ok_and(|e| e.kind() == Some(ObjectType::Tree))
     };
+    // A file beside which a directory is build output (`Cargo.toml`), in the base or new.
+    let exists = |path: &str| -> bool {
+        head_tree.get_path(Path::new(path)).is_ok() || worktree.join(path).is_file()
+    };
+    let reaches = owns.reaches();
 
     let mut changes = Vec::new();
     let mut present = HashSet::new();
@@ -127,7 +143,10 @@ pub fn scan(worktree: &Path, held: &Held<'_>) -> Result<Scan, CollectError> {
         let file_type = entry.file_type();
         if file_type.is_dir() {
             let gitlink = in_head(&rel).is_some_and(|(_, m)| m == mode::GITLINK);
-            let ignored = !is_tracked_dir(&rel) && wt.is_path_ignored(&rel).unwrap_or(false);
+            let ignored = !is_tracked_dir(&rel)
+                && (wt.is_path_ignored(&rel).unwrap_or(false)
+                    || (build_output::holds(&rel, true, &exists)
+                        && !build_output::may_own_under(&reaches, &rel)));
             if rel == ".git" || gitlink || ignored {
                 walker.skip_current_dir();
             }
@@ -149,7 +168,10 @@ pub fn scan(worktree: &Path, held: &Held<'_>) -> Result<Scan, CollectError> {
             }
             continue;
         }
-        if known.is_none() && wt.is_path_ignored(&rel).unwrap_or(false) {
+        if known.is_none()
+            && (wt.is_path_ignored(&rel).unwrap_or(false)
+                || build_output::is_unowned(&rel, owns, &exists))
+        {
             continue;
         }
         let Some((bytes, file_mode)) = read_entry(entry.path(), file_type)? else {
@@ -269,7 +291,7 @@ pub fn collect(
         cone: settings.cone,
         holds: settings.holds,
     };
-    let scan = scan(settings.worktree, &held)?;
+    let scan = scan_owning(settings.worktree, &held, settings.owns)?;
     let (owned, violations): (Vec<&Change>, Vec<&Change>) = scan
         .changes
         .iter()

@@ -1,8 +1,11 @@
 //! Why a failed task failed, where the user looks: its one-line error ("command exited with
-//! status 1") rarely says the cause, and the agent's own last words usually do. `plait
-//! status`, `plait review` and `status --json` show the last lines of the task's agent log
-//! and the log's path. A failure in a project whose dependencies the views lack (an ignored
-//! `node_modules/` the plan's `[setup]` does not share) gets a hint saying so.
+//! status 1") rarely says the cause, and the log of the step that failed usually does.
+//! `plait status`, `plait review` and `status --json` name that step (the agent, or the
+//! task check that failed) and show the last lines of the log that holds its cause: the
+//! agent's log, a model agent's transcript when its log holds nothing, or the failing
+//! check's log. A log is "not on this machine" only for a task that ran on another. A
+//! failure in a project whose dependencies the views lack (an ignored `node_modules/` the
+//! plan's `[setup]` does not share) gets a hint saying so.
 
 use std::fmt::Write as _;
 use std::io::{Read as _, Seek as _, SeekFrom};
@@ -10,7 +13,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::state::{RunState, TaskRecord, TaskState};
+use crate::state::{CheckResult, RunState, TaskDir, TaskRecord, TaskState};
 
 /// How many of the log's last non-empty lines a failure shows.
 pub const TAIL_LINES: usize = 5;
@@ -27,8 +30,15 @@ pub struct Failure {
     pub task: String,
     /// The task's one-line error.
     pub error: String,
-    /// Its agent log.
+    /// The step that failed: `agent`, or `check N: \`COMMAND\`` (N from 1).
+    pub step: String,
+    /// The log that holds the cause: the agent's log, a model agent's transcript when its
+    /// log holds nothing, or the failing check's log.
     pub log: PathBuf,
+    /// The command that prints all of it (`plait log RUN TASK [--transcript | --checks]`).
+    pub show: String,
+    /// Whether the task's logs are on this machine (not when it ran on another).
+    pub here: bool,
     /// The log's last non-empty lines, oldest first.
     pub tail: Vec<String>,
 }
@@ -39,18 +49,92 @@ pub fn failures(state: &RunState) -> Vec<Failure> {
         .tasks
         .iter()
         .filter(|t| t.state == TaskState::Failed)
-        .map(failure)
+        .map(|t| failure(&state.id, t))
         .collect()
 }
 
-/// One failed task's cause.
-pub fn failure(task: &TaskRecord) -> Failure {
+/// One failed task of run `run`: the step that failed and the log that holds its cause.
+pub fn failure(run: &str, task: &TaskRecord) -> Failure {
+    let all = format!("plait log {run} {}", task.id);
+    let (step, log, show, tail) = match failing_check(task) {
+        Some((n, check)) => (
+            format!("check {n}: `{}`", check.command),
+            check.log.clone(),
+            format!("{all} --checks"),
+            tail_of_check(check),
+        ),
+        None => {
+            let tail = log_tail(&task.log, TAIL_LINES);
+            let transcript = TaskDir::of_log(&task.log).transcript();
+            if tail.is_empty() && transcript.is_file() {
+                let text =
+                    crate::report::logs::transcript_text(&crate::llm::readable::read(&transcript));
+                let tail = last_lines(&text, TAIL_LINES);
+                (
+                    "agent".to_string(),
+                    transcript,
+                    format!("{all} --transcript"),
+                    tail,
+                )
+            } else {
+                ("agent".to_string(), task.log.clone(), all, tail)
+            }
+        }
+    };
     Failure {
         task: task.id.clone(),
         error: task.error.clone().unwrap_or_default(),
-        log: task.log.clone(),
-        tail: log_tail(&task.log, TAIL_LINES),
+        step,
+        log,
+        show,
+        here: ran_here(task),
+        tail,
     }
+}
+
+/// The first task check of the task's last round that failed through its work, with its
+/// number from 1; `None` when its checks passed, or are of an earlier round than the one
+/// whose agent failed.
+fn failing_check(task: &TaskRecord) -> Option<(usize, &CheckResult)> {
+    let (i, check) = task
+        .checks
+        .iter()
+        .enumerate()
+        .find(|(_, c)| c.failed_here())?;
+    let round = check
+        .log
+        .parent()
+        .and_then(Path::file_name)
+        .and_then(|n| n.to_str())
+        .and_then(|n| n.strip_prefix(TaskDir::CHECKS_PREFIX))
+        .and_then(|n| n.parse::<u32>().ok());
+    // Checks by hand (`checks-by-hand-…`) are the task's last word too.
+    if round.is_some_and(|r| r < task.rounds) {
+        return None;
+    }
+    Some((i + 1, check))
+}
+
+/// A check's last lines: from its log, or the tail its record keeps when the log is gone.
+fn tail_of_check(check: &CheckResult) -> Vec<String> {
+    let tail = log_tail(&check.log, TAIL_LINES);
+    if tail.is_empty() {
+        last_lines(&check.tail, TAIL_LINES)
+    } else {
+        tail
+    }
+}
+
+/// Whether task `task` ran on this machine: something it wrote or plait wrote for it as it
+/// ran (its log, transcript, scratch, worktree) is here. A task a worker on another machine
+/// ran has only its record here.
+fn ran_here(task: &TaskRecord) -> bool {
+    let dir = TaskDir::of_log(&task.log);
+    task.log.exists()
+        || dir.transcript().exists()
+        || dir.scratch().exists()
+        || dir.runs().exists()
+        || task.worktree.exists()
 }
 
 /// The last `n` non-empty lines of the file at `path` (read from its last 64 KiB), oldest
@@ -66,10 +150,18 @@ pub fn log_tail(path: &Path, n: usize) -> Vec<String> {
         return Vec::new();
     }
     let text = String::from_utf8_lossy(&bytes);
+    // The first line read may be the end of a longer one.
+    let text = match text.split_once('\n') {
+        Some((_, rest)) if skipped > 0 => rest,
+        _ => &text,
+    };
+    last_lines(text, n)
+}
+
+/// The last `n` non-empty lines of `text`, oldest first, each cut to [`LINE_CHARS`].
+fn last_lines(text: &str, n: usize) -> Vec<String> {
     let lines: Vec<&str> = text
         .lines()
-        // The first line read may be the end of a longer one.
-        .skip(usize::from(skipped > 0))
         .map(str::trim_end)
         .filter(|l| !l.trim().is_empty())
         .collect();
@@ -111,45 +203,66 @@ pub fn setup_hint(state: &RunState, workdir: &Path, kept: &Path) -> Option<Strin
     crate::plan::missing_setup_hint(workdir, &crate::plan::SetupSettings::written(&plan.setup))
 }
 
-/// A failed task's part of `plait status`: its error, then its log's path and last lines.
+/// A failed task's part of `plait status`: its error, then where its cause is and the last
+/// lines saying it.
 pub(super) fn status_lines(out: &mut String, run: &str, task: &TaskRecord) {
     if task.state != TaskState::Failed {
         return;
     }
-    let failure = failure(task);
+    let failure = failure(run, task);
     let _ = writeln!(out, "\n{} failed: {}", failure.task, failure.error);
-    tail_lines(out, run, &failure, "  ");
+    tail_lines(out, task, &failure, "  ");
 }
 
-/// A failed task's log in `plait review`, under its `error:` line.
+/// A failed task's cause in `plait review`, under its `error:` line.
 pub(super) fn review_lines(out: &mut String, run: &str, task: &TaskRecord) {
     if task.state != TaskState::Failed {
         return;
     }
-    tail_lines(out, run, &failure(task), "");
+    tail_lines(out, task, &failure(run, task), "");
 }
 
-/// The log's path (and the command that prints all of it), then its last lines indented.
-fn tail_lines(out: &mut String, run: &str, failure: &Failure, indent: &str) {
-    let all = format!("plait log {run} {}", failure.task);
+/// Where the cause is (and the command that prints all of it), then its last lines
+/// indented.
+fn tail_lines(out: &mut String, task: &TaskRecord, failure: &Failure, indent: &str) {
     let log = failure.log.display();
-    if !failure.log.is_file() {
-        let _ = writeln!(out, "{indent}log {log} is not on this machine");
+    let show = &failure.show;
+    if !failure.here {
+        let _ = writeln!(
+            out,
+            "{indent}log {log} is not on this machine: the task ran on another"
+        );
         return;
+    }
+    if failure.step != "agent" {
+        let _ = write!(out, "{indent}{} failed; its log {log}", failure.step);
+    } else if failure.log != task.log {
+        let empty = if task.log.exists() {
+            "is empty"
+        } else {
+            "was not written"
+        };
+        let _ = write!(
+            out,
+            "{indent}log {} {empty}; the model's conversation: {log}",
+            task.log.display()
+        );
+    } else if failure.tail.is_empty() {
+        let empty = if failure.log.exists() {
+            "is empty"
+        } else {
+            "was not written"
+        };
+        let _ = writeln!(out, "{indent}log {log} {empty}");
+        return;
+    } else {
+        let _ = write!(out, "{indent}log {log}");
     }
     if failure.tail.is_empty() {
-        let transcript = crate::state::TaskDir::of_log(&failure.log).transcript();
-        let _ = if transcript.is_file() {
-            writeln!(
-                out,
-                "{indent}log {log} is empty; the model's conversation: {all} --transcript"
-            )
-        } else {
-            writeln!(out, "{indent}log {log} is empty")
-        };
+        let _ = writeln!(out, " (all of it: {show}) holds nothing");
         return;
     }
-    let _ = writeln!(out, "{indent}log {log} (all of it: {all}), its last lines:");
+    let _ = writeln!(out, " (all of it: {show}), its last lines:");
     for line in &failure.tail {
         let _ = writeln!(out, "{indent}    {line}");
     }
