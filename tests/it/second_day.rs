@@ -263,3 +263,26 @@ fn one_task_of(agent: &str) -> String {
          [[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"lib/a.txt\"]\n"
     )
 }
+
+/// A task owning a whole directory does not commit the caches its tests leave there.
+#[test]
+fn a_directory_owned_whole_keeps_its_caches_out_of_the_branch() {
+    let repo = no_gitignore();
+    let exec = "mkdir -p src/pkg/__pycache__ && printf '\\0pyc' > src/pkg/__pycache__/mod.cpython-311.pyc \
+                && echo 'a = 2' > src/pkg/mod.py";
+    let whole = format!(
+        "goal = \"g\"\n[defaults]\nagent = {{ exec = '''{exec}''' }}\n\
+         [[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"src/pkg/**\"]\n"
+    );
+    let run = run(&repo, &whole);
+    let json = repo.status_json(&[&run]);
+    let a = task_json(&json, "a");
+    assert_eq!(a["state"], "done", "{json:#}");
+    assert_eq!(a["violations"], serde_json::json!([]), "{json:#}");
+    let files = repo.tree_files(&format!("plait/{run}/a"));
+    assert!(
+        !files.keys().any(|p| p.contains("__pycache__")),
+        "{files:?}"
+    );
+    assert_eq!(files["src/pkg/mod.py"], "a = 2\n");
+}

@@ -2,7 +2,7 @@
 //! whether or not a `.gitignore` says so: a repository without one (an sdist, a fresh
 //! crate) would otherwise see every `__pycache__/*.pyc` its agent's `pytest` wrote reported
 //! as a violation. Only names no project uses for its sources are listed; a file the base
-//! tracks, or the task owns, is never build output.
+//! tracks, or one the task owns by a glob that names the cache, is never build output.
 
 use crate::plan::globs::{Globs, Reach};
 
@@ -88,9 +88,24 @@ pub fn may_own_under(reaches: &[Reach], dir: &str) -> bool {
 }
 
 /// Whether the file at `path`, not tracked at the base, is build output the task does not
-/// own: collect leaves it where it is, neither committed nor a violation.
+/// own by name: collect leaves it where it is, neither committed nor a violation. A glob
+/// that owns a whole directory (`pkg/**`) does not own the `__pycache__/` its tests leave
+/// there; one that names the cache (`pkg/__pycache__/*`, `*.pyc`) does.
 pub fn is_unowned(path: &str, owns: &Globs, exists: &dyn Fn(&str) -> bool) -> bool {
-    holds(path, false, exists) && !owns.matches(path)
+    holds(path, false, exists) && !(owns.matches(path) && names_build_output(owns))
+}
+
+/// Whether one of `owns`' patterns names a kind of build output of the list.
+fn names_build_output(owns: &Globs) -> bool {
+    owns.patterns().iter().any(|pattern| {
+        BUILD_OUTPUT.iter().any(|kind| {
+            let name = match *kind {
+                Kind::Dir(n) | Kind::DirSuffix(n) | Kind::File(n) | Kind::FileSuffix(n) => n,
+                Kind::DirBeside(n, _) => n,
+            };
+            pattern.contains(name)
+        })
+    })
 }
 
 fn join(dir: &str, name: &str) -> String {
