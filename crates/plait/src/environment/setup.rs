@@ -96,7 +96,7 @@ impl Environment {
             why,
         };
         let (includes, files_in) = includes(req.repo, req.setup)?;
-        let key = setup_key(req.setup, &req.files, req.base, &files_in, req.repo);
+        let key = setup_key(req.setup, &req.files, req.base, &files_in);
         let dir = super::layer_dir(&req.envs, req.base, &key);
         fs::create_dir_all(&req.envs)
             .map_err(|e| failed(format!("{}: {e}", req.envs.display())))?;
@@ -333,7 +333,6 @@ fn setup_key(
     files: &[TreeFile],
     base: Oid,
     copied: &[(String, PathBuf)],
-    _repo: &Path,
 ) -> String {
     let mut hash = sha1::Sha1::new();
     for line in setup.run.iter().chain(&setup.include) {
@@ -507,7 +506,7 @@ pub fn preview(
     let copied = includes(repo, &plan.setup)
         .map(|(_, f)| f)
         .unwrap_or_default();
-    let key = setup_key(&plan.setup, &plan.files, plan.base, &copied, repo);
+    let key = setup_key(&plan.setup, &plan.files, plan.base, &copied);
     let dir = super::layer_dir(envs, plan.base, &key);
     let at = format!("mounted at {}", stable.display());
     if let Some(record) = load_record(&dir).filter(|r| r.setup_key == key && r.set_up) {
