@@ -259,3 +259,113 @@ pub fn remove_tree(dir: &Path) {
     }
     let _ = fs::remove_dir_all(dir);
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A repository with commits `from` (a.txt, gone.txt, dir/b.txt) and `to` (a.txt
+    /// changed, gone.txt removed, dir/c.txt added).
+    fn repo() -> (tempfile::TempDir, Repository, Oid, Oid) {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = Repository::init(dir.path()).unwrap();
+        let sig = git2::Signature::now("t", "t@t").unwrap();
+        let commit = |files: &[(&str, &str)], parent: Option<Oid>| {
+            let mut index = git2::Index::new().unwrap();
+            for (path, text) in files {
+                let blob = repo.blob(text.as_bytes()).unwrap();
+                index.add(&entry_for(path, blob, mode::FILE)).unwrap();
+            }
+            let tree = index.write_tree_to(&repo).unwrap();
+            let tree = repo.find_tree(tree).unwrap();
+            let parents: Vec<git2::Commit> = parent
+                .map(|p| repo.find_commit(p).unwrap())
+                .into_iter()
+                .collect();
+            let parents: Vec<&git2::Commit> = parents.iter().collect();
+            repo.commit(None, &sig, &sig, "c", &tree, &parents).unwrap()
+        };
+        let from = commit(
+            &[("a.txt", "a\n"), ("gone.txt", "g\n"), ("dir/b.txt", "b\n")],
+            None,
+        );
+        let to = commit(
+            &[("a.txt", "A\n"), ("dir/b.txt", "b\n"), ("dir/c.txt", "c\n")],
+            Some(from),
+        );
+        (dir, repo, from, to)
+    }
+
+    #[test]
+    fn a_layer_holds_what_changed_and_whiteouts_for_what_went() {
+        use std::os::unix::fs::FileTypeExt as _;
+        let (_dir, repo, from, to) = repo();
+        let upper = tempfile::tempdir().unwrap();
+        // Build output an earlier check left stays.
+        fs::create_dir_all(upper.path().join("target")).unwrap();
+        fs::write(upper.path().join("target/out"), "o").unwrap();
+        let changed = changes(&repo, from, to).unwrap();
+        assert_eq!(changed.len(), 3, "{changed:?}");
+        apply(&repo, upper.path(), &changed, &|p| {
+            p == "gone.txt" || p == "a.txt"
+        })
+        .unwrap();
+        assert_eq!(
+            fs::read_to_string(upper.path().join("a.txt")).unwrap(),
+            "A\n"
+        );
+        assert_eq!(
+            fs::read_to_string(upper.path().join("dir/c.txt")).unwrap(),
+            "c\n"
+        );
+        assert!(!upper.path().join("dir/b.txt").exists());
+        let gone = fs::symlink_metadata(upper.path().join("gone.txt")).unwrap();
+        assert!(gone.file_type().is_char_device());
+        assert!(upper.path().join("target/out").exists());
+
+        // Back to `from`: the whiteout makes way for the file again.
+        let back = changes(&repo, to, from).unwrap();
+        apply(&repo, upper.path(), &back, &|p| {
+            p == "gone.txt" || p == "a.txt"
+        })
+        .unwrap();
+        assert_eq!(
+            fs::read_to_string(upper.path().join("gone.txt")).unwrap(),
+            "g\n"
+        );
+        // dir/c.txt is not in the lower layer: removed, not whited out.
+        assert!(fs::symlink_metadata(upper.path().join("dir/c.txt")).is_err());
+    }
+
+    #[test]
+    fn a_layers_git_directory_is_at_its_commit_with_the_changed_paths_indexed() {
+        let (dir, repo, from, to) = repo();
+        let tree = tempfile::tempdir().unwrap();
+        for (path, text) in [("a.txt", "a\n"), ("gone.txt", "g\n"), ("dir/b.txt", "b\n")] {
+            let file = tree.path().join(path);
+            fs::create_dir_all(file.parent().unwrap()).unwrap();
+            fs::write(file, text).unwrap();
+        }
+        let indexed = dir.path().join("base-index");
+        base_index(&repo, tree.path(), from, &indexed).unwrap();
+        let admin = dir.path().join("layer-git");
+        let changed = changes(&repo, from, to).unwrap();
+        git_dir(&repo, &admin, to, &indexed, &changed).unwrap();
+        assert_eq!(
+            fs::read_to_string(admin.join("HEAD")).unwrap(),
+            format!("{to}\n")
+        );
+        let index = git2::Index::open(&admin.join("index")).unwrap();
+        let paths: Vec<String> = index
+            .iter()
+            .map(|e| String::from_utf8(e.path).unwrap())
+            .collect();
+        assert_eq!(paths, ["a.txt", "dir/b.txt", "dir/c.txt"]);
+        let commit_tree = repo.find_commit(to).unwrap().tree().unwrap();
+        for entry in index.iter() {
+            let path = String::from_utf8(entry.path.clone()).unwrap();
+            let in_tree = commit_tree.get_path(Path::new(&path)).unwrap();
+            assert_eq!(entry.id, in_tree.id(), "{path}");
+        }
+    }
+}
