@@ -8,6 +8,12 @@ use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 
+/// A real crate (regex-syntax) made a repository, for the benchmarks that build one.
+pub mod krate;
+
+/// Running plans and commands: `plait run` to its end, a shell script, a copy.
+pub mod runs;
+
 pub const NAME: &str = "Plait Bench";
 pub const EMAIL: &str = "bench@plait.invalid";
 pub const DATE: &str = "1700000000 +0000";
@@ -197,4 +203,35 @@ pub fn fast_import(repo: &Path, stream: &str) -> Result<()> {
     }
     git(repo, &["reset", "-q", "--hard", "main"])?;
     Ok(())
+}
+
+/// The name of directory `d` of a generated repository.
+pub fn dir_name(d: usize) -> String {
+    format!("d{d:04}")
+}
+
+/// A generated repository at `path`: `git init` and one `git fast-import` commit on `main`
+/// of `files` small text files, `per_dir` in each directory, then checked out.
+pub fn generate(path: &Path, files: usize, per_dir: usize) -> Result<()> {
+    use std::fmt::Write as _;
+    std::fs::create_dir_all(path)?;
+    git(path, &["init", "-q", "-b", "main"])?;
+    git(path, &["config", "gc.auto", "0"])?;
+    let mut stream = String::with_capacity(files * 120);
+    let _ = write!(
+        stream,
+        "commit refs/heads/main\nauthor {NAME} <{EMAIL}> {DATE}\n\
+         committer {NAME} <{EMAIL}> {DATE}\ndata 5\nbase\n\n"
+    );
+    for i in 0..files {
+        let text = format!("file {i} of the generated repository\n");
+        let _ = write!(
+            stream,
+            "M 100644 inline {}/f{:03}.txt\ndata {}\n{text}\n",
+            dir_name(i / per_dir),
+            i % per_dir,
+            text.len()
+        );
+    }
+    fast_import(path, &stream)
 }
