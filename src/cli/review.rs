@@ -7,7 +7,7 @@ use std::path::Path;
 use clap::Args;
 
 use super::error::Context as _;
-use super::ui::{errln, out, outln};
+use super::ui::{self, errln, outln};
 use super::{open_store, CommandError};
 use crate::report;
 use crate::report::diff::DiffStyle;
@@ -16,6 +16,10 @@ use crate::state::{RunState, Verdict};
 /// Show each task's verdict, review comments, checks and diff
 #[derive(Debug, Args)]
 #[command(after_help = "\
+A table comes first: per task its state, verdict, checks passed (or \"not reached\" when the
+task ended before them), files and lines changed. On a terminal the whole goes through your
+pager, as git's output does (GIT_PAGER, core.pager, PAGER, else less; --no-pager: none).
+
 Then overrule the reviewer where you disagree:
   plait accept RUN TASK     # the task counts as approved, violations and all (they
                             # were never committed: its committed work goes in)
@@ -29,6 +33,7 @@ A failed task shows the last lines of its agent log (all of it: plait log RUN TA
 --attention and --task together show the tasks either selects.
 
 Examples:
+  plait review 0abc12 --stat
   plait review 0abc12 --attention
   plait review 0abc12 --task parser --task lexer")]
 pub struct ReviewArgs {
@@ -41,6 +46,12 @@ pub struct ReviewArgs {
     /// Show only this task or group (repeatable)
     #[arg(long = "task", value_name = "ID")]
     pub tasks: Vec<String>,
+    /// Show only the summary table: per task its state, verdict, checks, files and lines
+    #[arg(long)]
+    pub stat: bool,
+    /// Print straight to stdout, not through the pager
+    #[arg(long)]
+    pub no_pager: bool,
     #[command(flatten)]
     pub store: super::shared::StoreArg,
 }
@@ -104,10 +115,20 @@ pub fn cmd_review(dir: &Path, args: ReviewArgs) -> Result<(), CommandError> {
         errln!("nothing in run {run} needs a person");
         return Ok(());
     }
-    let text = report::review_text(&repo, &state, style, only.as_deref())
-        .context("cannot show the review")?;
-    out!("{text}")?;
-    Ok(())
+    let mut text =
+        report::review_summary(&repo, &state, only.as_deref()).context("cannot show the review")?;
+    if !args.stat {
+        text.push('\n');
+        text.push_str(
+            &report::review_text(&repo, &state, style, only.as_deref())
+                .context("cannot show the review")?,
+        );
+    }
+    // On a terminal the text goes through the user's pager, as git's does.
+    let pager = (std::io::stdout().is_terminal() && !args.no_pager)
+        .then(|| ui::pager(dir, &|name| std::env::var(name).ok()))
+        .flatten();
+    ui::page(&text, pager.as_deref())
 }
 
 /// The tasks and groups `--attention` and `--task` select; `None`: all of them.

@@ -28,6 +28,7 @@ mod pg;
 mod plan;
 mod plan_keys;
 mod review;
+mod review_cli;
 mod roles;
 mod run;
 mod sandbox;

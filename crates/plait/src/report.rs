@@ -802,15 +802,18 @@ fn task_review_text(
         ),
         (None, _) => "not reviewed".to_string(),
     };
-    let passed = task.checks.iter().filter(|c| c.passed).count();
+    let checks = match checks_reached(task) {
+        Reached::Counted(passed, total) => format!("checks {passed}/{total} passed"),
+        Reached::None => "no task checks".to_string(),
+        Reached::Not => "checks not reached".to_string(),
+    };
     let _ = writeln!(
         out,
-        "{}== {} · {} · {} · checks {passed}/{} passed · {} round(s) of changes{}",
+        "{}== {} · {} · {} · {checks} · {} round(s) of changes{}",
         paint(style, BOLD),
         task.id,
         task.state.as_str(),
         verdict,
-        task.checks.len(),
         task.rounds,
         reset(style)
     );
@@ -847,30 +850,126 @@ fn task_review_text(
         let _ = writeln!(out, "error: {error}");
     }
     failure::review_lines(out, run, task);
-    let base = match task.start.as_deref().map(Oid::from_str) {
-        Some(Ok(start)) => {
-            let _ = writeln!(
-                out,
-                "started from {} (the work of {} merged onto the base); its own work:",
-                short(&start.to_string()),
-                task.start_from
-                    .keys()
-                    .cloned()
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            );
-            start
-        }
-        _ => base,
-    };
-    match task.commit.as_deref().map(Oid::from_str) {
-        Some(Ok(tip)) => out.push_str(&diff_text(repo, base, tip, style)?),
-        _ => {
+    if let Some(Ok(start)) = task.start.as_deref().map(Oid::from_str) {
+        let _ = writeln!(
+            out,
+            "started from {} (the work of {} merged onto the base); its own work:",
+            short(&start.to_string()),
+            task.start_from
+                .keys()
+                .cloned()
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    match own_work(task, base) {
+        Some((from, tip)) => out.push_str(&diff_text(repo, from, tip, style)?),
+        None => {
             let _ = writeln!(out, "(no changes)");
         }
     }
     out.push('\n');
     Ok(())
+}
+
+/// The commits between which a task's own work lies: where its branch started (its
+/// `start`, or the run's base) and its commit; `None` when it committed nothing.
+fn own_work(task: &TaskRecord, base: Oid) -> Option<(Oid, Oid)> {
+    let tip = Oid::from_str(task.commit.as_deref()?).ok()?;
+    let from = match task.start.as_deref().map(Oid::from_str) {
+        Some(Ok(start)) => start,
+        _ => base,
+    };
+    Some((from, tip))
+}
+
+/// How far a task got with its task checks.
+enum Reached {
+    /// Its last round's checks ran: how many passed, of how many.
+    Counted(usize, usize),
+    /// It was judged without any (the plan has no task checks).
+    None,
+    /// It ended, or stopped, before its checks ran (its agent or collect failed).
+    Not,
+}
+
+/// How far `task` got with its checks. The record keeps the last round's checks; a task
+/// without any that was reviewed or is done was judged without them.
+fn checks_reached(task: &TaskRecord) -> Reached {
+    if !task.checks.is_empty() {
+        let passed = task.checks.iter().filter(|c| c.passed).count();
+        return Reached::Counted(passed, task.checks.len());
+    }
+    let judged =
+        task.review.is_some() || matches!(task.state, TaskState::Done | TaskState::Rejected);
+    if judged {
+        Reached::None
+    } else {
+        Reached::Not
+    }
+}
+
+/// The table `plait review` opens with: per task its state, verdict, checks, and the files
+/// and lines its own work changes; with `only`, just the tasks it names.
+pub fn review_summary(
+    repo: &Repository,
+    state: &RunState,
+    only: Option<&[String]>,
+) -> Result<String, git2::Error> {
+    let base = Oid::from_str(&state.base)?;
+    let shown = |id: &str| only.is_none_or(|ids| ids.iter().any(|i| i == id));
+    let mut rows = Vec::new();
+    for task in state.tasks.iter().filter(|t| shown(&t.id)) {
+        let verdict = match (task.verdict(), &task.decision) {
+            (Some(v), Some(_)) => format!("{} (person)", v.as_str()),
+            (Some(v), None) => v.as_str().to_string(),
+            (None, _) => "not reviewed".to_string(),
+        };
+        let checks = match checks_reached(task) {
+            Reached::Counted(passed, total) => format!("{passed}/{total}"),
+            Reached::None => "none".to_string(),
+            Reached::Not => "not reached".to_string(),
+        };
+        let (mut files, mut added, mut removed) = (0, 0, 0);
+        if let Some((from, tip)) = own_work(task, base) {
+            for file in diff::file_diffs(repo, from, tip)? {
+                files += 1;
+                added += file.added;
+                removed += file.removed;
+            }
+        }
+        rows.push([
+            task.id.clone(),
+            task.state.as_str().to_string(),
+            verdict,
+            checks,
+            files.to_string(),
+            format!("+{added}"),
+            format!("-{removed}"),
+        ]);
+    }
+    let header = ["TASK", "STATE", "VERDICT", "CHECKS", "FILES", "+", "-"];
+    let mut width = header.map(str::len);
+    for row in &rows {
+        for (w, cell) in width.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let mut out = String::new();
+    for row in std::iter::once(header.map(str::to_string)).chain(rows) {
+        let mut line = String::new();
+        for (i, cell) in row.iter().enumerate() {
+            let pad = width[i].saturating_sub(cell.chars().count());
+            // Names and words to the left, numbers to the right.
+            if i < 4 {
+                let _ = write!(line, "{cell}{}  ", " ".repeat(pad));
+            } else {
+                let _ = write!(line, "{}{cell}  ", " ".repeat(pad));
+            }
+        }
+        let _ = writeln!(out, "{}", line.trim_end());
+    }
+    Ok(out)
 }
 
 /// A supervisor group's part of `plait review`: verdict, summary, comments, conflicts.

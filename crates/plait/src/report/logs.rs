@@ -66,30 +66,24 @@ fn numbered(dir: &Path, prefix: &str, suffix: &str) -> Vec<(u32, PathBuf)> {
     found
 }
 
-/// Every check log of `task` with a heading each (round, command, and how the last round's
-/// checks ended), then its output.
+/// Every check log of `task` with a heading each (round, command, and how the check
+/// ended), then its output.
 pub fn checks_text(task: &TaskRecord) -> String {
     let mut out = String::new();
-    for log in check_logs(task) {
-        let result = task.checks.iter().find(|c| c.log == log.path);
-        let verdict = match result {
-            Some(c) if c.passed => " · passed".to_string(),
-            Some(c) => match c.exit_code {
-                Some(code) => format!(" · failed (exit {code})"),
-                None => " · failed".to_string(),
-            },
-            None => String::new(),
-        };
+    let logs = check_logs(task);
+    let last = logs.iter().map(|l| l.round).max().unwrap_or(0);
+    for log in logs {
+        let text = std::fs::read(&log.path).unwrap_or_default();
+        let text = String::from_utf8_lossy(&text);
+        let verdict = outcome(task, &log, &text, last);
         let _ = writeln!(
             out,
-            "== round {} · check {} · `{}`{verdict} · {}",
+            "== round {} · check {} · `{}` · {verdict} · {}",
             log.round,
             log.index,
             log.command,
             log.path.display()
         );
-        let text = std::fs::read(&log.path).unwrap_or_default();
-        let text = String::from_utf8_lossy(&text);
         // The first line is the command, said in the heading.
         let body = text.split_once('\n').map_or("", |(_, rest)| rest);
         out.push_str(body);
@@ -98,6 +92,33 @@ pub fn checks_text(task: &TaskRecord) -> String {
         }
     }
     out
+}
+
+/// How the check whose log is `log` (holding `text`) ended. The record keeps the results
+/// of the last round's checks only; for a check it does not hold, the log says how it
+/// ended when that was not an exit (plait's closing `plait: ...` line: a timeout, a
+/// signal), and an exit status is not kept anywhere, so it is not guessed.
+fn outcome(task: &TaskRecord, log: &CheckLog, text: &str, last: u32) -> String {
+    match task.checks.iter().find(|c| c.log == log.path) {
+        Some(c) if c.passed => return "passed".to_string(),
+        Some(c) => {
+            return match c.exit_code {
+                Some(code) => format!("failed (exit {code})"),
+                None => "failed".to_string(),
+            }
+        }
+        None => {}
+    }
+    let said = text
+        .lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .and_then(|l| l.strip_prefix("plait: "));
+    match said {
+        Some(how) => how.to_string(),
+        None if log.round == last && !task.state.is_final() => "running".to_string(),
+        None => "(outcome not recorded)".to_string(),
+    }
 }
 
 /// A transcript's conversations as text: each one's heading, then who said what, each tool
@@ -155,6 +176,57 @@ pub fn read_from(path: &Path, offset: u64) -> (String, u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::state::CheckResult;
+
+    #[test]
+    fn every_rounds_checks_say_how_they_ended_as_far_as_it_is_known() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut task = TaskRecord::pending(
+            "r",
+            "t",
+            dir.path().join("wt"),
+            1,
+            dir.path().join("agent.log"),
+        );
+        let write = |round: u32, n: u32, text: &str| {
+            let sub = dir.path().join(format!("checks-{round}"));
+            std::fs::create_dir_all(&sub).unwrap();
+            let path = sub.join(format!("check-{n}.log"));
+            std::fs::write(&path, text).unwrap();
+            path
+        };
+        write(0, 1, "$ make lint\nbad style\n");
+        write(0, 2, "$ make test\n\nplait: timed out after 5s\n");
+        let last = write(1, 1, "$ make lint\n");
+        let failed = write(1, 2, "$ make test\n1 failed\n");
+        let result = |log: PathBuf, passed: bool, exit_code: Option<i32>| CheckResult {
+            command: String::new(),
+            passed,
+            exit_code,
+            tail: String::new(),
+            log,
+            ms: 0,
+            refused: Vec::new(),
+            at_base: false,
+        };
+        task.state = crate::state::TaskState::Failed;
+        task.rounds = 1;
+        task.checks = vec![result(last, true, Some(0)), result(failed, false, Some(1))];
+        let headings: Vec<String> = checks_text(&task)
+            .lines()
+            .filter_map(|l| l.strip_prefix("== "))
+            .map(|l| l.rsplit_once(" · ").unwrap().0.to_string())
+            .collect();
+        assert_eq!(
+            headings,
+            [
+                "round 0 · check 1 · `make lint` · (outcome not recorded)",
+                "round 0 · check 2 · `make test` · timed out after 5s",
+                "round 1 · check 1 · `make lint` · passed",
+                "round 1 · check 2 · `make test` · failed (exit 1)",
+            ]
+        );
+    }
 
     #[test]
     fn a_growing_log_is_read_on_from_where_it_stopped_and_characters_stay_whole() {
