@@ -39,11 +39,15 @@ and main.rs make one task), Python packages (directories with __init__.py) and m
 with their .pyi stubs, and JS/TS modules (directories and files under src/, or under the
 package). GLOB selects a module when it matches the module's path or a directory above it
 ('module:src/*': the crate's top-level modules; 'module:**' or 'module:.': every top-level
-module); a module inside a selected one stays with it. Tests go with the module they
-name: tests/x.rs, benches/x.rs, tests/test_x.py (x.py, else _x.py), x_test.py, x.test.ts,
-__tests__/x.ts, tests/x.test.ts, tests/x/; of several modules with that name, the nearest
-selected one. The plan's header lists the tests that name no module, those named after
-selected modules in different tasks, and the files the glob reaches that no task owns.
+module); a module inside a selected one stays with it: 'module:pkg' is one task for the
+package, 'module:pkg/*' a task per module in it, and its __init__.py (mod.rs, index.ts) a
+task of its own. Tests go with the module they name: tests/x.rs, benches/x.rs,
+tests/test_x.py (x.py, else _x.py), x_test.py, x.test.ts, __tests__/x.ts, tests/x.test.ts,
+tests/x/; of several modules with that name, the nearest selected one. The plan's header
+lists the package roots that are tasks of their own, the tests that name no module (test
+modules first), counts the data files among the tests apart, and lists the tests named
+after selected modules in different tasks and the files the glob reaches that no task
+owns.
 
 --first GLOB --first-prompt TEXT adds a task `first` owning GLOB that every split task
 comes after (`[defaults] after`): they start from its result. --last GLOB --last-prompt
@@ -180,6 +184,12 @@ fn plan_by_split(
             outcome.orphan_tests.len()
         );
     }
+    if !outcome.orphan_data.is_empty() {
+        errln!(
+            "note: {} data file(s) among the tests go to no task; the plan's header counts them",
+            outcome.orphan_data.len()
+        );
+    }
     if !outcome.shared_name_tests.is_empty() {
         errln!(
             "note: {} test(s) are named after two or more selected modules and go to no task; \
@@ -217,10 +227,27 @@ fn split_header(spec: &str, outcome: &SplitOutcome) -> String {
         "plait plan, made by --split '{spec}'\n{} task(s); edit freely, then: plait run <this file>",
         outcome.plan.tasks.len()
     );
+    let roots: Vec<String> = outcome
+        .root_tasks
+        .iter()
+        .map(|r| format!("{}: task {}", r.path, r.task))
+        .collect();
+    header.push_str(&listing(
+        "Package roots, each a task of its own (the glob splits their packages):",
+        &roots,
+    ));
     header.push_str(&listing(
         "Tests that name no module; no task owns them:",
         &outcome.orphan_tests,
     ));
+    if !outcome.orphan_data.is_empty() {
+        let _ = write!(
+            header,
+            "\n{} data file(s) among the tests (not code); no task owns them: {}",
+            outcome.orphan_data.len(),
+            data_places(&outcome.orphan_data)
+        );
+    }
     let shared: Vec<String> = outcome
         .shared_name_tests
         .iter()
@@ -332,6 +359,36 @@ fn listing(title: &str, paths: &[String]) -> String {
         let _ = write!(out, "\n  ... and {} more", paths.len() - SHOWN);
     }
     out
+}
+
+/// Where `files` are, in one line: `tests/examples/*.toml (50), tests/data/*.json (2)`,
+/// the places holding most first, at most three.
+fn data_places(files: &[String]) -> String {
+    const SHOWN: usize = 3;
+    let mut places: std::collections::BTreeMap<String, usize> = Default::default();
+    for file in files {
+        let (dir, name) = file.rsplit_once('/').unwrap_or(("", file));
+        let kind = match name.rsplit_once('.') {
+            Some((stem, ext)) if !stem.is_empty() => format!("*.{ext}"),
+            _ => "*".to_string(),
+        };
+        let place = match dir {
+            "" => kind,
+            _ => format!("{dir}/{kind}"),
+        };
+        *places.entry(place).or_default() += 1;
+    }
+    let mut places: Vec<(String, usize)> = places.into_iter().collect();
+    places.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    let mut line: Vec<String> = places
+        .iter()
+        .take(SHOWN)
+        .map(|(place, n)| format!("{place} ({n})"))
+        .collect();
+    if places.len() > SHOWN {
+        line.push(format!("{} more place(s)", places.len() - SHOWN));
+    }
+    line.join(", ")
 }
 
 /// The goal of a split plan when none is given: the template, said of the whole glob.

@@ -36,6 +36,7 @@ mod second_day;
 mod serve;
 mod setup_plan;
 mod split;
+mod split_second;
 mod support;
 mod views;
 mod waves;

@@ -86,13 +86,30 @@ pub struct Edge {
 #[derive(Debug, Clone)]
 pub struct SplitOutcome {
     pub plan: PlanFile,
-    /// Tests (`module:` only) that name no module, so no task owns them.
+    /// Test code (`module:` only) that names no module, so no task owns it: the test
+    /// modules named as their language names tests (`test_x.py`, `x.test.ts`,
+    /// `tests/x.rs`) first, then the code they share (`conftest.py`, `tests/common/mod.rs`),
+    /// each sorted.
     pub orphan_tests: Vec<String>,
+    /// Data files among the tests (`module:` only; fixtures, `tests/examples/*.toml`:
+    /// anything not code of a known language) that no task owns, sorted.
+    pub orphan_data: Vec<String>,
+    /// Package roots (`module:` only; `__init__.py`, `mod.rs`, `index.ts`, a crate's
+    /// `lib.rs`) the glob made tasks of their own, because it splits their package.
+    pub root_tasks: Vec<RootTask>,
     /// Tests (`module:` only) named after two or more selected modules in different
     /// tasks, so no task owns them.
     pub shared_name_tests: Vec<SharedNameTest>,
     /// Other tracked files the glob reaches (`module:` only) that no task owns.
     pub unowned: Vec<String>,
+}
+
+/// A package's root file and the task of its own that owns it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RootTask {
+    /// The root file's path (the first, for a crate's `lib.rs` and `main.rs`).
+    pub path: String,
+    pub task: String,
 }
 
 /// A test whose name two or more selected modules share, equally near it: which one it
@@ -111,6 +128,8 @@ struct Share {
     /// What the task id is made from.
     name: String,
     owns: Vec<String>,
+    /// Whether it is a package's root file alone (`module:` only).
+    root: bool,
 }
 
 /// Cuts the tracked `files` into a plan by `settings.rule`.
@@ -123,6 +142,8 @@ pub fn split(files: &[TreeFile], settings: &SplitSettings) -> Result<SplitOutcom
     let mut outcome = SplitOutcome {
         plan: PlanFile::default(),
         orphan_tests: Vec::new(),
+        orphan_data: Vec::new(),
+        root_tasks: Vec::new(),
         shared_name_tests: Vec::new(),
         unowned: Vec::new(),
     };
@@ -136,6 +157,7 @@ pub fn split(files: &[TreeFile], settings: &SplitSettings) -> Result<SplitOutcom
             };
             let found = modules::split_modules(files, &reach).map_err(bad)?;
             outcome.orphan_tests = found.orphan_tests;
+            outcome.orphan_data = found.orphan_data;
             outcome.shared_name_tests = found.shared_name_tests;
             outcome.unowned = found.unowned;
             found
@@ -145,6 +167,7 @@ pub fn split(files: &[TreeFile], settings: &SplitSettings) -> Result<SplitOutcom
                     path: u.path,
                     name: u.name,
                     owns: u.owns,
+                    root: u.root,
                 })
                 .collect()
         }
@@ -153,7 +176,22 @@ pub fn split(files: &[TreeFile], settings: &SplitSettings) -> Result<SplitOutcom
         let reason = "it matches no tracked file or directory at the base";
         return Err(bad(reason.to_string()));
     }
+    let roots: Vec<(usize, String)> = shares
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| s.root)
+        .map(|(i, s)| (i, s.path.clone()))
+        .collect();
     outcome.plan = plan_of(shares, settings);
+    // The split's tasks follow `--first`'s, in the order of the shares.
+    let skip = usize::from(settings.first.is_some());
+    outcome.root_tasks = roots
+        .into_iter()
+        .map(|(i, path)| RootTask {
+            path,
+            task: outcome.plan.tasks[skip + i].id.clone(),
+        })
+        .collect();
     Ok(outcome)
 }
 
@@ -173,6 +211,7 @@ fn by_file(files: &[TreeFile], matcher: &GlobMatcher) -> Vec<Share> {
             path: f.path.clone(),
             name: f.path.clone(),
             owns: vec![format!("/{}", escape(&f.path))],
+            root: false,
         })
         .collect()
 }
@@ -197,6 +236,7 @@ fn by_dir(files: &[TreeFile], matcher: &GlobMatcher) -> Vec<Share> {
                 path: dir.to_string(),
                 name: dir.to_string(),
                 owns,
+                root: false,
             }
         })
         .collect()

@@ -86,6 +86,58 @@ pub(super) struct Test {
     /// Modules under this directory are preferred.
     pub home: String,
     pub project: String,
+    /// What the file is among the tests (a directory: `Code`).
+    pub kind: TestKind,
+}
+
+/// What a file among the tests is, for the plan's header: test modules first, then the
+/// code they share, and data files apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(super) enum TestKind {
+    /// A test module, named as its language names them: `test_x.py`, `x_test.py`,
+    /// `x.test.ts`, `__tests__/x.js`, a Rust crate's `tests/x.rs` or `tests/x/main.rs`.
+    Named,
+    /// Other code of a known language: `conftest.py`, `tests/common/mod.rs`, helpers.
+    Code,
+    /// Anything else: fixtures, `tests/examples/*.toml`, snapshots.
+    Data,
+}
+
+/// What `path`, a test of `lang`, is; `tree` is the test directory it was found in.
+fn test_kind(lang: Lang, path: &str, tree: Option<&str>) -> TestKind {
+    let name = file_name(path);
+    let code =
+        name.ends_with(".rs") || name.ends_with(".py") || name.ends_with(".pyi") || is_js(path);
+    if !code {
+        return TestKind::Data;
+    }
+    let named = match lang {
+        Lang::Python => python_test_names(name).is_some_and(|names| !names.is_empty()),
+        Lang::Js => {
+            name.contains(".test.")
+                || name.contains(".spec.")
+                || test_dir_in(parent(path), &["__tests__"]).is_some()
+        }
+        Lang::Rust => tree.is_some_and(|dir| {
+            let rel = &path[dir.len() + 1..];
+            match rel.split_once('/') {
+                None => name.ends_with(".rs"),
+                Some((_, rest)) => rest == "main.rs",
+            }
+        }),
+    };
+    if named {
+        TestKind::Named
+    } else {
+        TestKind::Code
+    }
+}
+
+/// Whether `node` is the root file of its package or crate (`__init__.py`, `mod.rs`,
+/// `lib.rs`, `index.ts`): a task of its own when the glob splits the package.
+pub(super) fn is_package_root(node: &Node) -> bool {
+    node.root_file
+        || (node.lang == Lang::Js && !node.dir && js_stem(file_name(&node.path)) == "index")
 }
 
 /// The modules and tests of every language found in the tree.
@@ -268,14 +320,18 @@ fn test_tree(
     found: &mut Found,
 ) {
     let home = parent(dir);
-    let test = |path: &str, dir: bool, names: Vec<String>| Test {
+    let test = |path: &str, is_dir: bool, names: Vec<String>| Test {
         lang,
         path: path.to_string(),
-        dir,
+        dir: is_dir,
         names,
         beside: None,
         home: home.to_string(),
         project: project.to_string(),
+        kind: match is_dir {
+            true => TestKind::Code,
+            false => test_kind(lang, path, Some(dir)),
+        },
     };
     for sub in list.entries(dir).1 {
         found
@@ -447,6 +503,7 @@ fn find_python(list: &Listing, found: &mut Found) {
     for dir in &packages {
         let node = python_node(&package_nodes, &projects, dir, true, found);
         package_nodes.insert(dir, node);
+        python_init(list, dir, node, found);
     }
     for file in &sources {
         if !matches!(file_name(file), "__init__.py" | "__init__.pyi") {
@@ -501,6 +558,41 @@ fn python_node(
     )
 }
 
+/// A package's `__init__.py` (with its `.pyi` stub) as a module of its own inside the
+/// package, named `init`: a glob that splits the package (`pkg/*`) gives it a task.
+fn python_init(list: &Listing, dir: &str, package: usize, found: &mut Found) {
+    let files: Vec<String> = ["__init__.py", "__init__.pyi"]
+        .iter()
+        .map(|name| join(dir, name))
+        .filter(|path| list.is_file(path))
+        .collect();
+    let Some(first) = files.first() else {
+        return;
+    };
+    let (segments, project) = {
+        let package = &found.nodes[package];
+        (with(&package.segments, "init"), package.project.clone())
+    };
+    let mut node = Node::new(
+        Lang::Python,
+        &project,
+        first,
+        false,
+        segments,
+        Some(package),
+    );
+    node.claims = files
+        .iter()
+        .map(|path| Claim {
+            path: path.clone(),
+            dir: false,
+        })
+        .collect();
+    node.select = files;
+    node.root_file = true;
+    push(found, node);
+}
+
 /// The modules a Python test file names, best first: `test_x.py` and `x_test.py` name `x`,
 /// then the private module `_x` (`tests/test_make.py` tests `_make.py`).
 fn python_test_names(name: &str) -> Option<Vec<String>> {
@@ -533,6 +625,7 @@ fn python_tests(list: &Listing, projects: &BTreeSet<&str>, python: &[&str], foun
                 beside: Some(parent(file).to_string()),
                 home: parent(file).to_string(),
                 project: project_of(projects, file),
+                kind: test_kind(Lang::Python, file, None),
             });
         }
     }
@@ -653,6 +746,7 @@ fn js_project(list: &Listing, project: &str, files: &[&str], found: &mut Found) 
             beside: Some(beside.to_string()),
             home: beside.to_string(),
             project: project.to_string(),
+            kind: test_kind(Lang::Js, file, None),
         });
     }
     let names = |name: &str| vec![js_test_name(name)];

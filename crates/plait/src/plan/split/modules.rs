@@ -11,7 +11,7 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 
 use globset::GlobMatcher;
 
-use super::languages::{self, parent, Claim, Found, Lang, Listing, Node, Test};
+use super::languages::{self, parent, Claim, Found, Lang, Listing, Node, Test, TestKind};
 use super::{ancestors, is_inside, SharedNameTest};
 use crate::git::TreeFile;
 use crate::plan::globs::escape;
@@ -46,12 +46,17 @@ pub(super) struct Unit {
     /// The module's path in its project, prefixed by the project's directory name.
     pub name: String,
     pub owns: Vec<String>,
+    /// Whether it is a package's root file alone (`__init__.py`, `mod.rs`, `index.ts`).
+    pub root: bool,
 }
 
 /// The units of a `module:` split and the files in its reach that none owns.
 pub(super) struct ModuleSplit {
     pub units: Vec<Unit>,
+    /// Test code that names no module: test modules first, then the code they share.
     pub orphan_tests: Vec<String>,
+    /// Data files among the tests that no task owns.
+    pub orphan_data: Vec<String>,
     pub shared_name_tests: Vec<SharedNameTest>,
     pub unowned: Vec<String>,
 }
@@ -88,12 +93,19 @@ pub(super) fn split_modules(files: &[TreeFile], reach: &Reach) -> Result<ModuleS
         return Err(nothing_selected(&found.nodes, reach.glob()));
     }
     let left = Leftovers::new(&found.nodes, &kept, &claims);
-    let orphan_tests: BTreeSet<String> = unpaired
+    let orphans: BTreeSet<(TestKind, &str)> = unpaired
         .orphans
         .into_iter()
         .filter(|t| left.holds(t))
-        .map(|t| t.path.clone())
+        .map(|t| (t.kind, t.path.as_str()))
         .collect();
+    let (orphan_data, orphan_tests): (Vec<_>, Vec<_>) = orphans
+        .into_iter()
+        .partition(|(kind, _)| *kind == TestKind::Data);
+    let paths = |list: Vec<(TestKind, &str)>| -> Vec<String> {
+        list.into_iter().map(|(_, p)| p.to_string()).collect()
+    };
+    let (orphan_tests, orphan_data) = (paths(orphan_tests), paths(orphan_data));
     let mut shared_name_tests: Vec<SharedNameTest> = unpaired
         .shared
         .into_iter()
@@ -107,8 +119,8 @@ pub(super) fn split_modules(files: &[TreeFile], reach: &Reach) -> Result<ModuleS
         })
         .collect();
     shared_name_tests.sort_by(|a, b| a.test.cmp(&b.test));
-    unowned
-        .retain(|f| !orphan_tests.contains(f) && !shared_name_tests.iter().any(|t| &t.test == f));
+    let listed: HashSet<&String> = orphan_tests.iter().chain(&orphan_data).collect();
+    unowned.retain(|f| !listed.contains(f) && !shared_name_tests.iter().any(|t| &t.test == f));
 
     let mut units: Vec<Unit> = kept
         .iter()
@@ -118,13 +130,15 @@ pub(super) fn split_modules(files: &[TreeFile], reach: &Reach) -> Result<ModuleS
                 path: node.path.clone(),
                 name: unit_name(node),
                 owns: claims.globs(u, &kept),
+                root: languages::is_package_root(node),
             }
         })
         .collect();
     units.sort_by(|a, b| a.path.cmp(&b.path));
     Ok(ModuleSplit {
         units,
-        orphan_tests: orphan_tests.into_iter().collect(),
+        orphan_tests,
+        orphan_data,
         shared_name_tests,
         unowned,
     })
