@@ -507,3 +507,34 @@ fn without_namespaces_the_run_says_it_copies_and_that_the_setup_is_left_out() {
     );
     assert!(!repo.path.join(".git/plait/envs").exists());
 }
+
+/// git in a check's layer sees the commit checked out: `HEAD` the task's commit, nothing
+/// modified, the task's change in `git diff` against the base; the layer's git directory is
+/// the check's to write (a refreshed index), as a checkout's is.
+#[test]
+fn git_in_a_checks_layer_sees_the_commit_checked_out() {
+    if !layered() {
+        return;
+    }
+    let repo = TestRepo::with_files(&[("a.txt", "a\n"), ("b.txt", "b\n"), ("gone.txt", "g\n")]);
+    let check = "test \"$(git rev-parse HEAD)\" = \"$PLAIT_COMMIT\" \
+                 && test -z \"$(git status --porcelain --untracked-files=no)\" \
+                 && touch \"$(git rev-parse --git-dir)/probe\" \
+                 && { test \"$PLAIT_COMMIT\" = \"$PLAIT_BASE\" || test \"$(git diff --name-only $PLAIT_BASE HEAD | tr '\\n' ' ')\" = 'a.txt gone.txt '; }";
+    let plan = format!(
+        "goal = \"g\"\n[review]\nagent = \"off\"\n\
+         [checks]\ntask = ['''{check}''']\nmerged = ['''{check}''']\n\
+         [[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"a.txt\", \"gone.txt\"]\n\
+         agent = {{ exec = \"echo A > a.txt && rm gone.txt\" }}\n"
+    );
+    let out = repo.plait(&["run", repo.plan(&plan).to_str().unwrap()]);
+    assert!(out.status.success(), "{}\n{}", stdout(&out), stderr(&out));
+    let status = repo.status_json(&[]);
+    let a = task_json(&status, "a");
+    assert_eq!(a["state"], "done", "{a:#}");
+    assert_eq!(a["checks"][0]["passed"], true, "{a:#}");
+    assert!(
+        status["environment"]["failed_at_base"].is_null(),
+        "{status:#}"
+    );
+}

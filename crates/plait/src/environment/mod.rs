@@ -164,6 +164,12 @@ impl Environment {
         self.dir.join("tree")
     }
 
+    /// The git directory a check at the base sees (`HEAD` the base): its own to write, as a
+    /// checkout's is (`git status` saves its refreshed index there).
+    pub fn git_dir(&self) -> PathBuf {
+        self.dir.join("git")
+    }
+
     /// The git index of the base layer's files.
     pub fn index(&self) -> PathBuf {
         self.dir.join("index")

@@ -152,15 +152,6 @@ impl Environment {
             outcome.made = true;
             env.record.lock().unwrap_or_else(|e| e.into_inner()).set_up = true;
             env.save();
-            let (repo, tree, index, base) =
-                (req.repo.to_path_buf(), env.tree(), env.index(), req.base);
-            tokio::task::spawn_blocking(move || -> Result<(), LayerError> {
-                let repo = Repository::discover(&repo).map_err(|e| LayerError(e.to_string()))?;
-                layer::base_index(&repo, &tree, base, &index)
-            })
-            .await
-            .map_err(|e| failed(e.to_string()))?
-            .map_err(|e| failed(e.0))?;
         }
         env.warm(&req).await;
         prune(&req.envs, &env.dir);
@@ -201,7 +192,8 @@ impl Environment {
         for (i, command) in req.setup.run.iter().enumerate() {
             let log = req.setup_logs.join(format!("setup-{}.log", i + 1));
             let _ = fs::write(&log, format!("$ {command}\n"));
-            let sandbox = Sandbox::new(&settings, Vec::new()).with_view(Some(self.base_view()));
+            let sandbox =
+                Sandbox::new(&settings, vec![self.git_dir()]).with_view(Some(self.base_view()));
             let launch = Launch {
                 dir: &self.stable,
                 env: &env,
@@ -255,8 +247,8 @@ impl Environment {
             for (i, command) in commands.iter().enumerate() {
                 let log = logs.join(format!("check-{}.log", i + 1));
                 let _ = fs::write(&log, format!("$ {command}\n"));
-                let sandbox =
-                    Sandbox::new(req.sandbox, Vec::new()).with_view(Some(self.base_view()));
+                let sandbox = Sandbox::new(req.sandbox, vec![self.git_dir()])
+                    .with_view(Some(self.base_view()));
                 let launch = Launch {
                     dir: &self.stable,
                     env: &req.env,

@@ -48,7 +48,9 @@ impl CheckPool {
             .await
             .map_err(|e| format!("preparing a check layer panicked: {e}"))??;
         let view = env.check_view(&layer);
-        let results = run_at(&env.stable, &[], Some(&view), job, cancel).await;
+        // Its git directory is the check's own, as a checkout's is: `git status` saves its
+        // refreshed index there (objects and refs stay the repository's, read-only).
+        let results = run_at(&env.stable, &[layer.git()], Some(&view), job, cancel).await;
         match &job.lineage {
             Lineage::Task(task) => {
                 self.layers
