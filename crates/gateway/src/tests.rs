@@ -237,7 +237,7 @@ async fn a_stream_passes_through_as_it_arrives_and_its_usage_is_counted() {
     assert_eq!(usage.cache_creation_input_tokens, 5);
     assert!(usage.cost_usd.unwrap() > 0.0);
     assert!(usage.first_token_ms.is_some());
-    let transcript = std::fs::read_to_string(&s.transcript).unwrap();
+    let transcript = wait_for_transcript(&s.transcript, 1).await;
     let record: Value = serde_json::from_str(transcript.lines().next().unwrap()).unwrap();
     assert_eq!(record["request"]["messages"][0]["content"], "hello");
     assert_eq!(record["status"], 200);
@@ -248,6 +248,23 @@ async fn a_stream_passes_through_as_it_arrives_and_its_usage_is_counted() {
             .iter()
             .any(|e| e.role == "assistant" && e.text == "hi"),
         "{entries:?}"
+    );
+}
+
+/// The transcript once it holds `lines` lines: an answer's usage may be counted before its
+/// record is written.
+async fn wait_for_transcript(path: &std::path::Path, lines: usize) -> String {
+    for _ in 0..200 {
+        if let Ok(text) = std::fs::read_to_string(path) {
+            if text.lines().count() >= lines {
+                return text;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!(
+        "the transcript never held {lines} line(s): {}",
+        path.display()
     );
 }
 
@@ -285,7 +302,7 @@ async fn a_429_is_waited_out_and_the_client_sees_one_answer() {
     assert_eq!((usage.requests, usage.retries), (2, 1));
     assert_eq!(usage.cache_read_input_tokens, 100);
     // Both attempts are in the transcript; the first says it was limited.
-    let transcript = std::fs::read_to_string(&s.transcript).unwrap();
+    let transcript = wait_for_transcript(&s.transcript, 2).await;
     let lines: Vec<Value> = transcript
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
