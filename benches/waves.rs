@@ -28,7 +28,7 @@ use std::time::Instant;
 use anyhow::{bail, Context, Result};
 
 mod common;
-use common::{fast_import, git, isolate_git, median, stage, DATE, EMAIL, NAME};
+use common::{dir_name, generate, isolate_git, median, stage, EMAIL, NAME};
 
 struct Config {
     tasks: usize,
@@ -66,36 +66,6 @@ impl Config {
         }
         Ok(cfg)
     }
-}
-
-fn dir_name(d: usize) -> String {
-    format!("d{d:04}")
-}
-
-/// `git init` and one `git fast-import` commit of `files` files in directories of
-/// `per_dir`.
-fn generate(path: &Path, files: usize, per_dir: usize) -> Result<()> {
-    std::fs::create_dir_all(path)?;
-    git(path, &["init", "-q", "-b", "main"])?;
-    git(path, &["config", "gc.auto", "0"])?;
-    let mut stream = String::with_capacity(files * 120);
-    let _ = write!(
-        stream,
-        "commit refs/heads/main\nauthor {NAME} <{EMAIL}> {DATE}\n\
-         committer {NAME} <{EMAIL}> {DATE}\ndata 5\nbase\n\n"
-    );
-    for i in 0..files {
-        let text = format!("file {i} of the generated repository\n");
-        let _ = write!(
-            stream,
-            "M 100644 inline {}/f{:03}.txt\ndata {}\n{text}\n",
-            dir_name(i / per_dir),
-            i % per_dir,
-            text.len()
-        );
-    }
-    fast_import(path, &stream)?;
-    Ok(())
 }
 
 /// The 1 → `tasks − 2` → 1 plan over directories `d0000`.. (`waves`: with `after`).

@@ -398,15 +398,17 @@ fn lock_file(path: &Path) -> Result<fs::File, String> {
         .map_err(|e| format!("{}: {e}", path.display()))
 }
 
-fn flock(file: &fs::File, how: libc::c_int) -> bool {
+pub(crate) fn flock(file: &fs::File, how: libc::c_int) -> bool {
     use std::os::fd::AsRawFd as _;
     // SAFETY: flock on an open file this process owns.
     unsafe { libc::flock(file.as_raw_fd(), how) == 0 }
 }
 
-/// Removes the oldest kept layers beyond [`KEEP`] that no run holds, never `keep`.
-fn prune(envs: &Path, keep: &Path) {
-    let Ok(entries) = fs::read_dir(envs) else {
+/// Removes the oldest directories under `dir` beyond `count` (with `keep`, never removed)
+/// that no run holds (an exclusive `flock` of `<dir>.lock` taken at once): the kept base
+/// layers, and the views' base checkouts.
+pub(crate) fn prune_kept(dir: &Path, keep: &Path, count: usize) {
+    let Ok(entries) = fs::read_dir(dir) else {
         return;
     };
     let mut layers: Vec<(std::time::SystemTime, PathBuf)> = entries
@@ -417,7 +419,7 @@ fn prune(envs: &Path, keep: &Path) {
         .filter(|(_, p)| p != keep)
         .collect();
     layers.sort();
-    let excess = (layers.len() + 1).saturating_sub(KEEP);
+    let excess = (layers.len() + 1).saturating_sub(count);
     for (_, dir) in layers.into_iter().take(excess) {
         let Ok(lock) = lock_file(&dir.with_extension("lock")) else {
             continue;
@@ -429,9 +431,11 @@ fn prune(envs: &Path, keep: &Path) {
     }
 }
 
-/// Removes every kept base layer no run holds (`plait clean --seed`); returns how many.
-pub fn remove_all(envs: &Path) -> usize {
-    let Ok(entries) = fs::read_dir(envs) else {
+/// Removes every kept directory under `dir` no run holds (`plait clean --seed`: the base
+/// layers, the views' base checkouts), and unfinished ones (`.staging-*`); returns how many
+/// it removed of the first.
+pub fn remove_all(dir: &Path) -> usize {
+    let Ok(entries) = fs::read_dir(dir) else {
         return 0;
     };
     let mut removed = 0;

@@ -12,7 +12,7 @@ use sha1::Digest as _;
 
 use super::layer::{self, LayerError};
 use super::{
-    flock, load_record, lock_file, prune, remove_tree, save_record, write_files, EnvError,
+    flock, load_record, lock_file, prune_kept, remove_tree, save_record, write_files, EnvError,
     EnvRecord, Environment, Include, Warmed,
 };
 use crate::cancel::Cancel;
@@ -154,7 +154,7 @@ impl Environment {
             env.save();
         }
         env.warm(&req).await;
-        prune(&req.envs, &env.dir);
+        prune_kept(&req.envs, &env.dir, super::KEEP);
         flock(&env._held, libc::LOCK_SH);
         outcome.ms = started.elapsed().as_millis() as u64;
         Ok((env, outcome))

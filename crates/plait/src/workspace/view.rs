@@ -188,7 +188,7 @@ pub fn base_tree(
         .write(true)
         .open(&lock_path)
         .map_err(|e| shown(e, &lock_path))?;
-    flock(&lock, libc::LOCK_SH);
+    crate::environment::flock(&lock, libc::LOCK_SH);
     if !tree.is_dir() {
         let staging = dir.join(format!(".staging-{base}-{}", std::process::id()));
         let _ = fs::remove_dir_all(&staging);
@@ -202,7 +202,7 @@ pub fn base_tree(
             // Another process made it meanwhile.
             let _ = fs::remove_dir_all(&staging);
         }
-        prune(dir, &tree);
+        crate::environment::prune_kept(dir, &tree, KEEP_TREES);
     }
     Ok((tree, lock))
 }
@@ -236,75 +236,9 @@ fn write_tree(repo: &Repository, root: &Path, files: &[TreeFile]) -> Result<(), 
     })
 }
 
-/// Removes the oldest base checkouts beyond [`KEEP_TREES`] that no one holds, never `keep`.
-fn prune(dir: &Path, keep: &Path) {
-    let Ok(entries) = fs::read_dir(dir) else {
-        return;
-    };
-    let mut trees: Vec<(std::time::SystemTime, PathBuf)> = entries
-        .flatten()
-        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-        .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
-        .filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.path())))
-        .filter(|(_, p)| p != keep)
-        .collect();
-    trees.sort();
-    let excess = (trees.len() + 1).saturating_sub(KEEP_TREES);
-    for (_, tree) in trees.into_iter().take(excess) {
-        let Ok(lock) = fs::OpenOptions::new()
-            .write(true)
-            .open(tree.with_extension("lock"))
-        else {
-            continue;
-        };
-        if try_flock(&lock, libc::LOCK_EX) {
-            let _ = fs::remove_dir_all(&tree);
-            let _ = fs::remove_file(tree.with_extension("lock"));
-        }
-    }
-}
-
 /// Removes every kept base checkout no one holds (`plait clean --seed`); returns how many.
 pub fn remove_trees(dir: &Path) -> usize {
-    let Ok(entries) = fs::read_dir(dir) else {
-        return 0;
-    };
-    let mut removed = 0;
-    for entry in entries.flatten() {
-        let path = entry.path();
-        if !entry.file_type().is_ok_and(|t| t.is_dir()) {
-            continue;
-        }
-        if entry.file_name().to_string_lossy().starts_with('.') {
-            let _ = fs::remove_dir_all(&path);
-            continue;
-        }
-        let lock = fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(path.with_extension("lock"));
-        if lock.is_ok_and(|l| try_flock(&l, libc::LOCK_EX)) && fs::remove_dir_all(&path).is_ok() {
-            let _ = fs::remove_file(path.with_extension("lock"));
-            removed += 1;
-        }
-    }
-    removed
-}
-
-fn flock(file: &fs::File, how: libc::c_int) {
-    use std::os::fd::AsRawFd as _;
-    // SAFETY: flock on an open file; a failure leaves the file unlocked, which only lets a
-    // pruner remove a tree it should not, and it removes only whole, unheld trees.
-    unsafe {
-        libc::flock(file.as_raw_fd(), how);
-    }
-}
-
-fn try_flock(file: &fs::File, how: libc::c_int) -> bool {
-    use std::os::fd::AsRawFd as _;
-    // SAFETY: as above.
-    unsafe { libc::flock(file.as_raw_fd(), how | libc::LOCK_NB) == 0 }
+    crate::environment::remove_all(dir)
 }
 
 /// The overlay's work directory for a worktree: beside it, on its file system.
