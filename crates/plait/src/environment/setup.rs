@@ -98,8 +98,10 @@ impl Environment {
         let (includes, files_in) = includes(req.repo, req.setup)?;
         let key = setup_key(req.setup, &req.files, req.base, &files_in);
         let dir = super::layer_dir(&req.envs, req.base, &key);
-        fs::create_dir_all(&req.envs)
-            .map_err(|e| failed(format!("{}: {e}", req.envs.display())))?;
+        // `stable` is the mount point of every view: an empty directory no one writes.
+        for made in [&req.envs, &req.stable] {
+            fs::create_dir_all(made).map_err(|e| failed(format!("{}: {e}", made.display())))?;
+        }
         let lock = lock_file(&dir.with_extension("lock")).map_err(failed)?;
         let mut outcome = SetupOutcome::default();
         loop {
@@ -145,8 +147,6 @@ impl Environment {
             .collect();
         outcome.made = made;
         let env = Environment::new(req.base, &req, dir, includes, record, lock);
-        fs::create_dir_all(&env.stable)
-            .map_err(|e| failed(format!("{}: {e}", env.stable.display())))?;
         if !env.record.lock().unwrap_or_else(|e| e.into_inner()).set_up {
             outcome.ran = env.run_setup(&req).await?;
             outcome.made = true;
@@ -168,8 +168,6 @@ impl Environment {
         record: EnvRecord,
         held: fs::File,
     ) -> Environment {
-        // The mount point of every view: an empty directory no one writes.
-        let _ = fs::create_dir_all(&req.stable);
         Environment {
             base,
             stable: req.stable.clone(),
