@@ -296,6 +296,7 @@ fn record(repo: &Path, base: &str, commits: &[String]) -> Result<u64> {
         max_cost: None,
         groups: Vec::new(),
         culprits: None,
+        timings: Vec::new(),
     };
     store.save(&state)?;
     Ok(std::fs::metadata(run_dir.join("state.json"))?.len())

@@ -37,5 +37,6 @@ pub fn run_state(run: &str, ids: impl IntoIterator<Item = String>) -> RunState {
         max_cost: None,
         groups: Vec::new(),
         culprits: None,
+        timings: Vec::new(),
     }
 }

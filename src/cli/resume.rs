@@ -63,7 +63,7 @@ pub fn cmd_resume(dir: &Path, args: ResumeArgs) -> Result<(), CommandError> {
         errln!("warning: {warning}");
     }
     errln!("{}", resuming(&state, jobs));
-    drive(dir, resumed.prepared, resumed.total, args.json)
+    drive(dir, resumed.prepared, resumed.total, args.json, None)
 }
 
 /// The one line that says what a resume of `state` takes up: the tasks that go on from

@@ -188,7 +188,7 @@ pub fn cmd_send_back(dir: &Path, args: SendBackArgs) -> Result<(), CommandError>
         sent.run
     );
     // The progress counts the one task that goes back.
-    super::run::drive(dir, sent.prepared, 1, args.json)
+    super::run::drive(dir, sent.prepared, 1, args.json, None)
 }
 
 fn decide(dir: &Path, run: &str, task: &str, verdict: Verdict) -> Result<(), CommandError> {

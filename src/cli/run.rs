@@ -71,9 +71,14 @@ pub struct RunArgs {
     /// files and cone, the checks), creating nothing
     #[arg(long, conflicts_with_all = ["goal", "store", "remote"])]
     pub dry_run: bool,
+    /// After the summary, print where the run's time went: each step of the run, and each
+    /// step of its tasks summed (also in `plait status RUN --json`, as `timings`)
+    #[arg(long)]
+    pub timings: bool,
 }
 
 pub fn cmd_run(dir: &Path, args: RunArgs) -> Result<(), CommandError> {
+    let began = crate::state::now_ms();
     if args.jobs == Some(0) && args.remote.is_none() {
         return Err(CommandError::usage("-j must be at least 1")
             .hint("-j 0 (no task on this machine) is for a run spread over workers: --store URL --remote REMOTE"));
@@ -145,7 +150,13 @@ pub fn cmd_run(dir: &Path, args: RunArgs) -> Result<(), CommandError> {
         ),
         None => errln!("run {id}: {total} task(s), {jobs} at a time"),
     }
-    drive(dir, started.prepared, total, args.json)
+    drive(
+        dir,
+        started.prepared,
+        total,
+        args.json,
+        args.timings.then_some(began),
+    )
 }
 
 /// The text of the plan file at `path`.
@@ -184,12 +195,14 @@ fn plan_for_goal(
 }
 
 /// Runs a prepared run of the repository at `dir` to its end, printing progress and the
-/// summary; the exit code says how it went.
+/// summary (and, with `timings`, when the command began, where its time went); the exit
+/// code says how it went.
 pub fn drive(
     dir: &Path,
     prepared: orchestrator::Prepared,
     total: usize,
     json: bool,
+    timings: Option<u64>,
 ) -> Result<(), CommandError> {
     let run_id = prepared.id().to_string();
     let runtime = super::runtime()?;
@@ -215,6 +228,10 @@ pub fn drive(
     err!("{}", report::status_text(&state, false));
     if let Some(hint) = super::status::setup_hint(dir, &state) {
         errln!("\nhint: {hint}");
+    }
+    if timings.is_some() {
+        errln!();
+        err!("{}", report::timings_text(&state, timings));
     }
     let attention = report::attention(&state);
     if json {

@@ -67,7 +67,7 @@ fn a_check_red_on_the_base_sends_no_task_back_and_the_gate_says_why() {
     );
     let text = stdout(&repo.plait(&["status"]));
     assert!(
-        text.contains("already failing at the base, before any task: sh lint.sh")
+        text.contains("already failing at the base: sh lint.sh")
             && text.contains("FAILED, as it does on the base"),
         "{text}"
     );
@@ -153,4 +153,102 @@ fn a_check_naming_the_task_is_not_excused_by_the_base() {
     let a = task_json(&repo.status_json(&[]), "a");
     assert_eq!(a["state"], "done", "{a:#}");
     assert_eq!(a["rounds"], 1, "{a:#}");
+}
+
+/// The merged checks run at the base only when they fail on the merged work: a gate that
+/// passes runs them once; one that fails on the base too is told so (its run at the base
+/// logged under `merged-checks/at-base/`), blames no task and searches no culprit.
+#[test]
+fn merged_checks_run_at_the_base_only_when_they_fail() {
+    if plait::sandbox::view_support().is_err() {
+        eprintln!("skipped: the base's checks run in its layer, which needs namespaces");
+        return;
+    }
+    let plan = |merged: &str| {
+        let mut plan = format!(
+            "goal = \"g\"\n[review]\nagent = \"off\"\n\
+             [checks]\ntask = [\"true\"]\nmerged = [\"{merged}\"]\n"
+        );
+        for id in ["b", "c"] {
+            let _ = write!(
+                plan,
+                "[[task]]\nid = \"{id}\"\nprompt = \"p\"\nowns = [\"src/{id}.txt\"]\n\
+                 agent = {{ exec = \"echo more >> src/{id}.txt\" }}\n"
+            );
+        }
+        plan
+    };
+    // Green: the merged check ran on the merged work alone.
+    let repo = repo();
+    let out = repo.plait(&[
+        "run",
+        "--timings",
+        repo.plan(&plan("test -s src/b.txt")).to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let status = repo.status_json(&[]);
+    let run_dir = repo
+        .path
+        .join(".git/plait/runs")
+        .join(status["id"].as_str().unwrap());
+    assert!(!run_dir.join("merged-checks/at-base").exists());
+    assert!(
+        !run_dir.join("seed-checks/2").exists(),
+        "the merged check ran at the base"
+    );
+    // Where the time went, in the record and on the terminal.
+    let steps: Vec<&str> = status["timings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["step"].as_str().unwrap())
+        .collect();
+    for step in ["tasks", "merge", "merged checks", "agent", "task checks"] {
+        assert!(steps.contains(&step), "{steps:?}");
+    }
+    let text = stderr(&out);
+    assert!(
+        text.contains("timings (") && text.contains("tasks' steps, summed:"),
+        "{text}"
+    );
+    assert!(text.contains("2× ·"), "{text}");
+
+    // Red on the base too: run there once, said, no culprit.
+    let repo = self::repo();
+    let out = repo.plait(&["run", repo.plan(&plan("sh lint.sh")).to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let status = repo.status_json(&[]);
+    assert_eq!(status["merged_checks"][0]["at_base"], true, "{status:#}");
+    assert!(
+        status["culprits"]["sets"].is_null(),
+        "{:#}",
+        status["culprits"]
+    );
+    assert_eq!(
+        status["environment"]["failed_at_base"],
+        serde_json::json!(["sh lint.sh"])
+    );
+    let run_dir = repo
+        .path
+        .join(".git/plait/runs")
+        .join(status["id"].as_str().unwrap());
+    let log = std::fs::read_to_string(run_dir.join("merged-checks/at-base/check-1.log")).unwrap();
+    assert!(log.contains("sh lint.sh"), "{log}");
+
+    // Red on the merged work only: blamed on the task that broke it.
+    let repo = self::repo();
+    repo.write("src/a.txt", "a\n");
+    repo.commit_all("no TODO");
+    let mut broken = plan("sh lint.sh");
+    broken = broken.replace("echo more >> src/b.txt", "echo TODO >> src/b.txt");
+    let out = repo.plait(&["run", repo.plan(&broken).to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let status = repo.status_json(&[]);
+    assert_ne!(status["merged_checks"][0]["at_base"], true, "{status:#}");
+    assert_eq!(
+        status["culprits"]["sets"][0]["tasks"],
+        serde_json::json!(["b"]),
+        "{:#}",
+        status["culprits"]
+    );
 }

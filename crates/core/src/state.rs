@@ -576,6 +576,26 @@ pub struct RunState {
     /// What the culprit search found after the merged checks failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub culprits: Option<Culprits>,
+    /// Where the run's time went, step by step (`plait run --timings`, `status --json`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub timings: Vec<Timing>,
+}
+
+/// One step of a run and the time it took: a step of the run itself (wall time), or a
+/// step of its tasks (`task: true`), summed over every task and round that took it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Timing {
+    pub step: String,
+    pub ms: u64,
+    /// How many times a task step was taken.
+    #[serde(default, skip_serializing_if = "no_count")]
+    pub count: u32,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub task: bool,
+}
+
+fn no_count(n: &u32) -> bool {
+    *n == 0
 }
 
 /// The outcome of a culprit search: the sets of tasks that break the merged checks

@@ -9,12 +9,14 @@ mod failure;
 pub mod logs;
 mod plan;
 mod select;
+mod timings;
 
 // The page's data (`serve::data`) reads a task's diff as `report::file_diffs`.
 pub use diff::file_diffs;
 pub use failure::{commands_failed, failure, failures, log_tail, setup_hint, Failure, TAIL_LINES};
 pub use plan::{plan_summary, plan_text, setup_text};
 pub use select::needing_attention;
+pub use timings::timings_text;
 
 use crate::land::{Blocker, Trouble};
 use diff::{diff_text, paint, reset, DiffStyle, BOLD};
@@ -330,7 +332,7 @@ fn sandbox_lines(out: &mut String, state: &RunState) {
         if !env.failed_at_base.is_empty() {
             let _ = writeln!(
                 out,
-                "  already failing at the base, before any task: {} (see seed-checks/ in the run's directory)",
+                "  already failing at the base: {} (see seed-checks/ and merged-checks/at-base/ in the run's directory)",
                 env.failed_at_base.join("; ")
             );
         }

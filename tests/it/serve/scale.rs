@@ -375,6 +375,7 @@ fn many(repo: &TestRepo, n: usize) -> String {
         max_cost: None,
         groups: Vec::new(),
         culprits: None,
+        timings: Vec::new(),
     };
     store.save(&state).unwrap();
     run.to_string()

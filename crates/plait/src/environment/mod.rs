@@ -1,8 +1,9 @@
 //! The environment of a run: one base layer per commit that every view and every check of
 //! that base lies over. It holds the base's tracked files, what `[setup]` adds (the files
 //! `include` names copied in, and what its `run` commands made, run once in it), and
-//! plait's own build of the base (its task and merged checks run in it before any task's
-//! code ran anywhere); the directories `include` names come from the user's checkout as
+//! plait's own build of the base (its task checks run in it before any task's code ran
+//! anywhere; the merged checks are run at the base, in a layer over it, only when they fail
+//! on merged work, to tell whether the base fails them too); the directories `include` names come from the user's checkout as
 //! layers of their own, never copied. No task ever writes it: an agent's view is its
 //! worktree over it, a task's checks a layer of the task's own over it, the gate a new
 //! layer each time, each an overlay in its process's mount namespace mounted at one stable
@@ -272,6 +273,40 @@ impl Environment {
         })
         .await
         .clone()
+    }
+
+    /// Whether the list of check commands `commands` has been run at the base in this
+    /// layer (by this run or an earlier one).
+    pub fn judged_at_base(&self, commands: &[String]) -> bool {
+        let mut record = self.record.lock().unwrap_or_else(|e| e.into_inner());
+        if record.warmed.iter().any(|w| w.commands == commands) {
+            return true;
+        }
+        // Another run on the same layer may have judged them since this one opened it.
+        if let Some(on_disk) = load_record(&self.dir) {
+            for w in on_disk.warmed {
+                if !record.warmed.iter().any(|m| m.commands == w.commands) {
+                    record.warmed.push(w);
+                }
+            }
+        }
+        record.warmed.iter().any(|w| w.commands == commands)
+    }
+
+    /// Keeps how `commands` fared at the base, run in a layer over it: `failed` those that
+    /// failed. Kept with the layer, for later runs too.
+    pub fn note_at_base(&self, commands: &[String], failed: Vec<String>) {
+        {
+            let mut record = self.record.lock().unwrap_or_else(|e| e.into_inner());
+            if record.warmed.iter().any(|w| w.commands == commands) {
+                return;
+            }
+            record.warmed.push(Warmed {
+                commands: commands.to_vec(),
+                failed,
+            });
+        }
+        self.save();
     }
 
     /// The check commands that failed at the base when plait built it, each once.

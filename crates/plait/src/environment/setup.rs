@@ -83,6 +83,8 @@ pub struct SetupOutcome {
     /// The setup commands run, each with its log.
     pub ran: Vec<(String, PathBuf)>,
     pub ms: u64,
+    /// What making it took, step by step (the layer, the setup, the base's checks).
+    pub steps: Vec<(String, u64)>,
 }
 
 impl Environment {
@@ -124,6 +126,7 @@ impl Environment {
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
         // Held alone: make it, or finish making it.
+        let laying = Instant::now();
         let record = {
             let (repo, envs, dir, files) = (
                 req.repo.to_path_buf(),
@@ -141,6 +144,9 @@ impl Environment {
             .map_err(|e| failed(e.0))?
         };
         let (mut record, made) = record;
+        outcome
+            .steps
+            .push(("environment: base layer".into(), ms_since(laying)));
         record.includes = includes
             .iter()
             .map(|i| (i.path.clone(), i.source.clone()))
@@ -148,12 +154,23 @@ impl Environment {
         outcome.made = made;
         let env = Environment::new(req.base, &req, dir, includes, record, lock);
         if !env.record.lock().unwrap_or_else(|e| e.into_inner()).set_up {
+            let setting_up = Instant::now();
             outcome.ran = env.run_setup(&req).await?;
+            if !outcome.ran.is_empty() {
+                outcome
+                    .steps
+                    .push(("environment: [setup] run".into(), ms_since(setting_up)));
+            }
             outcome.made = true;
             env.record.lock().unwrap_or_else(|e| e.into_inner()).set_up = true;
             env.save();
         }
-        env.warm(&req).await;
+        let warming = Instant::now();
+        if env.warm(&req).await {
+            outcome
+                .steps
+                .push(("environment: checks at the base".into(), ms_since(warming)));
+        }
         prune_kept(&req.envs, &env.dir, super::KEEP);
         flock(&env._held, libc::LOCK_SH);
         outcome.ms = started.elapsed().as_millis() as u64;
@@ -220,7 +237,9 @@ impl Environment {
     /// Runs each list of check commands not yet run in this layer at the base, in it:
     /// plait's own build of the base, which every view and check starts from. A failure is
     /// kept (the check is red before any task), never fatal.
-    async fn warm(&self, req: &EnvRequest<'_>) {
+    /// Whether it ran any.
+    async fn warm(&self, req: &EnvRequest<'_>) -> bool {
+        let mut ran = false;
         for commands in &req.warm {
             if commands.is_empty() || req.cancel.is_cancelled() {
                 continue;
@@ -232,6 +251,7 @@ impl Environment {
             if done {
                 continue;
             }
+            ran = true;
             let n = self
                 .record
                 .lock()
@@ -257,7 +277,7 @@ impl Environment {
                 };
                 match shell::run(command, &launch).await {
                     ShellOutcome::Exited(0) => {}
-                    ShellOutcome::Interrupted => return,
+                    ShellOutcome::Interrupted => return ran,
                     _ => failed.push(command.clone()),
                 }
             }
@@ -271,7 +291,12 @@ impl Environment {
                 });
             self.save();
         }
+        ran
     }
+}
+
+fn ms_since(since: Instant) -> u64 {
+    since.elapsed().as_millis() as u64
 }
 
 /// The files `[setup] include` names, each with where it is in the checkout: copied into

@@ -26,10 +26,12 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Instant;
 
 use tokio::sync::{mpsc, Notify};
 
 pub mod adopt;
+mod clock;
 mod coordinate;
 mod culprits;
 mod dispatch;
@@ -304,6 +306,7 @@ fn lay_down(store: &Store, run: &str, settings: &RunSettings) -> Result<RunState
             groups::supervised(plan),
         ),
         culprits: None,
+        timings: Vec::new(),
     })
 }
 
@@ -475,6 +478,10 @@ pub async fn execute(
     let shared = Arc::new(shared);
     let stop_writer = Arc::new(Notify::new());
     let writer = tokio::spawn(write_states(shared.clone(), stop_writer.clone()));
+    let created = shared.snapshot().created_at;
+    shared
+        .clock
+        .run_ms("start", now_ms().saturating_sub(created));
     if let Err(e) = shared.prepare_environment().await {
         stop_writer.notify_one();
         let _ = writer.await;
@@ -495,7 +502,11 @@ pub async fn execute(
                 waves::refresh(&shared, None).await?;
             }
         }
-        Work::Tasks => shared.dispatch.run_tasks(&shared).await?,
+        Work::Tasks => {
+            let started = Instant::now();
+            shared.dispatch.run_tasks(&shared).await?;
+            shared.clock.run_step("tasks", started);
+        }
     }
     let outcome = if shared.cancel.is_cancelled() {
         None
@@ -505,25 +516,37 @@ pub async fn execute(
             state.phase = RunPhase::Merging;
         }
         shared.dirty.notify_one();
-        Some(merge_run(shared.clone()).await?)
+        let started = Instant::now();
+        let merged = merge_run(shared.clone()).await?;
+        shared.clock.run_step("merge", started);
+        Some(merged)
     };
     let merged_checks = match &outcome {
         // A merge of no task is the base: nothing of the run's to check.
         Some(merge) if !shared.plan.checks.merged.is_empty() && !merge.included.is_empty() => {
-            run_merged_checks(&shared, merge).await
+            let started = Instant::now();
+            let checks = run_merged_checks(&shared, merge).await;
+            shared.clock.run_step("merged checks", started);
+            checks
         }
         _ => Vec::new(),
     };
     let (outcome, merged_checks, culprits) = match outcome {
         Some(merge) => {
+            let started = Instant::now();
             let (merge, checks, culprits) = search_culprits(&shared, merge, merged_checks).await?;
+            if culprits.is_some() {
+                shared.clock.run_step("culprit search", started);
+            }
             (Some(merge), checks, culprits)
         }
         None => (None, merged_checks, None),
     };
     {
-        let shared = shared.clone();
-        let _ = tokio::task::spawn_blocking(move || shared.checks.remove_all()).await;
+        let started = Instant::now();
+        let cleaning = shared.clone();
+        let _ = tokio::task::spawn_blocking(move || cleaning.checks.remove_all()).await;
+        shared.clock.run_step("clean up", started);
     }
     stop_writer.notify_one();
     let _ = writer.await;
@@ -537,6 +560,11 @@ pub async fn execute(
     state.merged_checks = merged_checks;
     state.culprits = culprits;
     state.finished_at = Some(now_ms());
+    state.timings = shared.clock.timings();
+    if let (Some(Ok(env)), Some(record)) = (shared.environment.get(), &mut state.environment) {
+        // The merged checks are judged at the base when they fail (see `CheckPool`).
+        record.failed_at_base = env.failed_at_base();
+    }
     shared.store.save(&state)?;
     mirror(&shared, &state).await;
     if state.merge.is_some() {

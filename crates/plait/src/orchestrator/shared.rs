@@ -77,6 +77,8 @@ pub(super) struct Shared {
     /// The run's base layer, made before any task starts; `Err` says why there is none
     /// (no user and mount namespaces here: views are filled in and checks copy a seed).
     pub(super) environment: std::sync::OnceLock<Result<Arc<Environment>, String>>,
+    /// Where the run's time goes.
+    pub(super) clock: super::clock::Clock,
 }
 
 /// The files of a start commit, listed at the first need.
@@ -185,6 +187,7 @@ impl Shared {
             ended: Notify::new(),
             gateway: tokio::sync::OnceCell::new(),
             environment: std::sync::OnceLock::new(),
+            clock: Default::default(),
         })
     }
 
@@ -221,7 +224,9 @@ impl Shared {
                     setup: &self.plan.setup,
                     stable: crate::environment::stable_path(&worktree_root),
                     sandbox: &checks.sandbox,
-                    warm: vec![checks.task.clone(), checks.merged.clone()],
+                    // The merged checks run at the base only when they fail on the merged
+                    // work (`CheckPool::judge_at_base`): a run whose gate passes runs them once.
+                    warm: vec![checks.task.clone()],
                     env: vec![
                         ("PLAIT_RUN", self.run.clone()),
                         ("PLAIT_TASK", "base".to_string()),
@@ -253,6 +258,9 @@ impl Shared {
                         return Err(e.into());
                     }
                 };
+                for (step, ms) in &outcome.steps {
+                    self.clock.run_ms(step, *ms);
+                }
                 let described = env.describe();
                 {
                     let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());

@@ -6,6 +6,7 @@
 use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Instant;
 
 use git2::Oid;
 
@@ -340,11 +341,13 @@ async fn prepare(shared: &Arc<Shared>, index: usize, record: &TaskRecord) -> boo
         t.started_at = Some(released.unwrap_or_else(now_ms));
         t.error = None;
     });
+    let started = Instant::now();
     let prepared = {
         let shared = shared.clone();
         let record = record.clone();
         tokio::task::spawn_blocking(move || prepare_worktree(&shared, index, &record)).await
     };
+    shared.clock.task_step("worktree", started);
     let reason = match prepared {
         Ok(Ok(())) => return true,
         Ok(Err(e)) => format!("could not create the worktree: {e}"),
@@ -502,21 +505,35 @@ impl<'a> Worker<'a> {
         confinement: Option<Confinement>,
     ) -> ControlFlow<(), String> {
         self.start(round, confinement);
-        self.run_agent(round, feedback).await?;
-        let tip = self.collect().await?;
+        let clock = &self.shared.clock;
+        let started = Instant::now();
+        let agent = self.run_agent(round, feedback).await;
+        clock.task_step("agent", started);
+        agent?;
+        let started = Instant::now();
+        let tip = self.collect().await;
+        clock.task_step("collect and commit", started);
+        let tip = tip?;
         if self.shared.plan.checks.task.is_empty() && matches!(self.reviewer, Reviewer::Off) {
             return self.finish(TaskState::Done);
         }
         self.shared
             .update(self.index, |t| t.state = TaskState::Reviewing);
         self.goes_on();
-        let checks = self.run_checks(round, tip).await?;
+        let started = Instant::now();
+        let checks = self.run_checks(round, tip).await;
+        clock.task_step("task checks", started);
+        let checks = checks?;
         if let Some(reason) = plans_fault(&checks) {
             // No round of the agent's can fix a check that cannot start.
             self.record_judgement(checks, None);
             return self.fail(reason, None);
         }
+        let started = Instant::now();
         let verdict = self.review(round, tip, &checks).await;
+        if verdict.is_some() {
+            clock.task_step("review", started);
+        }
         let next = prompts::feedback::of_round(&checks, verdict.as_ref());
         let rejected = verdict
             .as_ref()

@@ -69,6 +69,8 @@ pub struct CheckPool {
     /// The run's base layer, when it has one: then every check runs in a layer over it
     /// (see [`super::layers`]) instead of a checkout.
     pub(super) env: std::sync::OnceLock<Arc<crate::environment::Environment>>,
+    /// One judgement at the base at a time (see [`CheckPool::judge_at_base`]).
+    judging: tokio::sync::Mutex<()>,
     /// Each task's layer of its own and the commit it holds.
     pub(super) layers:
         Mutex<std::collections::HashMap<String, (crate::environment::LayerDir, Oid)>>,
@@ -157,6 +159,7 @@ impl CheckPool {
             next: AtomicUsize::new(0),
             adding: Arc::new(Mutex::new(())),
             env: std::sync::OnceLock::new(),
+            judging: Default::default(),
             layers: Mutex::default(),
         }
     }
@@ -200,17 +203,78 @@ impl CheckPool {
             free.pop().unwrap_or(0)
         };
         let mut result = self.run_in(job, slot, cancel).await.map_err(CheckoutError);
+        self.slots
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(slot);
+        drop(_permit);
         if let (Ok(results), Some(env)) = (&mut result, self.env.get()) {
+            if results.iter().any(|c| !c.passed) {
+                self.judge_at_base(env, job, cancel).await;
+            }
             // A check that failed on the base before any task is no one's fault here.
             for check in results.iter_mut().filter(|c| !c.passed) {
                 check.at_base = env.fails_at_base(&check.command);
             }
         }
-        self.slots
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(slot);
         result
+    }
+
+    /// Runs `job`'s commands at the base, in a layer of their own over it, unless the base
+    /// layer already knows how they fare there: whether a check that failed on `job`'s
+    /// commit fails on the base too. The task checks are run at the base before any task
+    /// (they build the base layer every task check starts from); the merged checks only
+    /// here, at their first failure, so that a run whose gate passes never runs them twice.
+    async fn judge_at_base(
+        &self,
+        env: &Arc<crate::environment::Environment>,
+        job: &CheckJob<'_>,
+        cancel: &Cancel,
+    ) {
+        if job.commit == env.base || cancel.is_cancelled() {
+            return;
+        }
+        // Its base's failures never excuse a command that names plait's variables.
+        if job.commands.iter().all(|c| c.contains("PLAIT_")) {
+            return;
+        }
+        let _one = self.judging.lock().await;
+        if env.judged_at_base(job.commands) {
+            return;
+        }
+        let logs = job.logs.join("at-base");
+        let _ = std::fs::create_dir_all(&logs);
+        let env_vars = job
+            .env
+            .iter()
+            .map(|(k, v)| match *k {
+                "PLAIT_COMMIT" => (*k, env.base.to_string()),
+                "PLAIT_TASK" => (*k, "base".to_string()),
+                _ => (*k, v.clone()),
+            })
+            .collect();
+        let at_base = CheckJob {
+            commit: env.base,
+            commands: job.commands,
+            env: env_vars,
+            logs: &logs,
+            timeout: job.timeout,
+            sandbox: job.sandbox,
+            lineage: Lineage::Gate,
+        };
+        let Ok(_permit) = self.permits.acquire().await else {
+            return;
+        };
+        if let Ok(results) = self.run_layered(env, &at_base, cancel).await {
+            if !cancel.is_cancelled() {
+                let failed = results
+                    .iter()
+                    .filter(|c| !c.passed)
+                    .map(|c| c.command.clone())
+                    .collect();
+                env.note_at_base(job.commands, failed);
+            }
+        }
     }
 
     /// [`CheckPool::new`] for checks of run `state` made after it ran: in layers over its
