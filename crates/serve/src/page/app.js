@@ -1421,7 +1421,7 @@ function transcriptView(turns, open) {
   turns.forEach((turn, i) => {
     if (turn.round != null && turn.round !== round) {
       round = turn.round;
-      out.push(h('h3', { class: 'round' }, roundName(round)));
+      out.push(h('h3', { class: 'turn-round' }, roundName(round)));
     }
     const role = turn.role || 'assistant';
     const kind = turn.kind || 'text';
