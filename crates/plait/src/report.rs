@@ -741,15 +741,16 @@ fn landed_lines(out: &mut String, state: &RunState) {
     for land in &state.landed {
         let _ = writeln!(
             out,
-            "landed: {} {} → {}{}",
+            "landed: {} {} → {} ({}{})",
             land.branch,
             short(&land.from),
             short(&land.to),
             if land.fast_forward {
-                " (fast-forward)"
+                "fast-forward"
             } else {
-                " (merge commit)"
-            }
+                "merge commit"
+            },
+            if land.partial { ", in part" } else { "" }
         );
     }
 }

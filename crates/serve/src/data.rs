@@ -49,7 +49,7 @@ pub(super) async fn runs(State(app): State<Arc<App>>) -> Result<Json<Value>, Api
                 "tasks": state.tasks.len(),
                 "states": states(&state.tasks),
                 "cost_usd": usage.and_then(|u| u.cost_usd),
-                "landed": !state.landed.is_empty(),
+                "landed": crate::land::current_landing(&state).is_some(),
             }));
         }
         Ok(Json(json!({
