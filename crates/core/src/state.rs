@@ -903,6 +903,12 @@ impl TaskDir {
     pub fn runs(&self) -> PathBuf {
         self.0.join("runs")
     }
+
+    /// The diffs of the last collect's violations against the task's branch (what the agent
+    /// tried to write outside what it owns), as JSON; absent when it had none.
+    pub fn violations(&self) -> PathBuf {
+        self.0.join("violations.json")
+    }
 }
 
 /// A run's environment, as `plait status` and `--json` show it.

@@ -1,9 +1,10 @@
 //! The page agrees with the record after a landing: a partial landing shows as landed with
 //! what it left out and no Land button, a decision that changes the merge brings the gate
-//! back.
+//! back; commands keep their case; a violation shows the change the agent tried to make.
 
-use serde_json::json;
+use serde_json::{json, Value};
 
+use super::browser::{artifacts, ready, Browser};
 use super::{run, Served};
 use crate::support::{stderr, stdout, TestRepo};
 
@@ -87,6 +88,78 @@ fn after_a_partial_landing_the_record_and_the_gate_say_landed_until_the_merge_ch
     let again = gate(&served);
     assert_eq!(again["landed"]["branch"], "main", "{again}");
     assert_eq!(repo.tree_files("main")["lib/a.txt"], "v1\n");
+}
+
+#[test]
+fn the_page_after_a_partial_landing_shows_landed_commands_as_written_and_violations_diffs() {
+    let Some(browser) = Browser::find() else {
+        return;
+    };
+    let (repo, run) = landed_in_part();
+    let served = Served::start(&repo, &[]);
+    let url = format!("http://{}/", served.addr);
+    let shot = artifacts().join("serve-landed.png");
+    let task_shot = artifacts().join("serve-violation.png");
+    let _ = std::fs::remove_file(&shot);
+    let visible = |selector: &str| {
+        format!(
+            "(() => {{ const e = document.querySelector({selector:?}); return !!e && e.offsetParent !== null; }})()"
+        )
+    };
+    let inner = |selector: &str| format!("document.querySelector({selector:?})?.innerText ?? null");
+    let command = "#rounds .round[data-round='0'] .round-checks code";
+    let out = browser.run(
+        json!({"timeout_ms": 15000, "steps": [
+            {"goto": format!("{url}#/runs/{run}")},
+            ready(),
+            {"wait": format!("#run[data-run='{run}']")},
+            {"attr": ["#gate", "data-landed"]},
+            {"eval": inner("#gate h2")},
+            {"count": "#gate .blockers li"},
+            {"eval": visible("button[data-action='land']")},
+            {"eval": "document.querySelector(\"button[data-action='land']\")?.disabled ?? null"},
+            {"eval": inner(".page-head h1 .badge.landed")},
+            {"screenshot": shot.to_str().unwrap()},
+            {"goto": format!("{url}#/runs/{run}/tasks/a")},
+            ready(),
+            {"wait": "#violations .violation[data-path='README.md'] .violation-diff"},
+            {"eval": inner("#violations .violation[data-path='README.md']")},
+            {"count": "#violations .violation[data-path='README.md'] tr.add"},
+            {"wait": command},
+            {"eval": inner(command)},
+            {"eval": format!("getComputedStyle(document.querySelector({command:?})).textTransform")},
+            {"screenshot": task_shot.to_str().unwrap()},
+        ]}),
+        &repo.scratch,
+    );
+    let value = |i: usize, key: &str| -> Value { out[i][key].clone() };
+    assert_eq!(value(3, "attr"), "true", "the gate says landed: {out:?}");
+    let head = value(4, "eval");
+    let head = head.as_str().unwrap_or_default();
+    assert!(head.starts_with("Landed into main"), "{head}");
+    assert!(head.contains("in part, leaving out"), "{head}");
+    assert!(
+        !head.contains("Not ready"),
+        "no contradicting header: {head}"
+    );
+    assert_eq!(value(5, "count"), 2, "what it left out is listed: {out:?}");
+    assert_eq!(value(6, "eval"), false, "no Land button shows: {out:?}");
+    assert_eq!(value(7, "eval"), true, "nor could be pressed: {out:?}");
+    assert_eq!(value(8, "eval"), "landed in part", "{out:?}");
+    let violation = value(13, "eval");
+    let violation = violation.as_str().unwrap_or_default();
+    assert!(
+        violation.contains("SNEAKY line the agent wrote") && violation.contains("# sample"),
+        "the change the agent tried to make, against the base: {violation}"
+    );
+    assert_eq!(value(14, "count"), 1, "one line added: {out:?}");
+    assert_eq!(
+        value(16, "eval"),
+        "test -s lib/$PLAIT_TASK.txt",
+        "the command as written, in the text a person sees: {out:?}"
+    );
+    assert_eq!(value(17, "eval"), "none", "{out:?}");
+    assert!(shot.is_file());
 }
 
 #[test]

@@ -1295,11 +1295,20 @@ function taskView(runId, taskId) {
 
   function renderViolations(d) {
     const v = d.task.violations || [];
+    const diffs = new Map((d.violation_diffs || []).map((f) => [f.path, f]));
     violations.badge.textContent = v.length ? String(v.length) : '';
     violations.badge.className = v.length ? 'count warn' : 'count';
+    // Each path with what the agent tried to write there, against what the task started from.
     fill(violations.body, v.length
-      ? [h('p', { class: 'muted small' }, 'Changed outside what the task owns; left uncommitted in its worktree.'),
-        h('ul', { class: 'plain' }, v.map((c) => h('li', null, h('span', { class: `kind k-${c.kind}` }, c.kind[0].toUpperCase()), ' ', h('code', null, c.path))))]
+      ? [h('p', { class: 'muted small' }, 'Changed outside what the task owns; left uncommitted in its worktree. Each with the change the agent tried to make:'),
+        h('ul', { class: 'plain violations' }, v.map((c) => {
+          const f = diffs.get(c.path);
+          return h('li', { class: 'violation', dataset: { path: c.path } },
+            details(open, `violation-${c.path}`, v.length <= 5 && !f?.large,
+              [h('span', { class: `kind k-${c.kind}` }, c.kind[0].toUpperCase()), ' ', h('code', null, c.path),
+                f && !f.binary ? h('span', { class: 'delta' }, ' ', h('span', { class: 'plus' }, `+${f.added ?? 0}`), ' ', h('span', { class: 'minus' }, `−${f.removed ?? 0}`)) : null],
+              violationDiff(f)));
+        }))]
       : emptyNote('None.'));
   }
 
@@ -1366,6 +1375,15 @@ function taskView(runId, taskId) {
   }
 
   return { kind: 'task', run: runId, task: taskId, el, update, refresh, onEvent, showFile: diffView.showFile };
+}
+
+/** A violation's diff as collect kept it, or why there is none to show. */
+function violationDiff(f) {
+  if (!f) return emptyNote('Its diff was not kept here (the task ran on another machine, or before plait kept them).');
+  if (f.binary) return emptyNote('Binary file; not shown.');
+  if (f.large && !f.hunks?.length) return emptyNote('Too large: its diff was not kept.');
+  if (!f.hunks?.length) return emptyNote(f.kind === 'deleted' ? 'Deleted (an empty file).' : 'No changes in the text.');
+  return h('div', { class: 'violation-diff' }, diffTable(f, 'unified', []));
 }
 
 /** One round of a task: what it was told, the checks and review that judged it, its end. */
