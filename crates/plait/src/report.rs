@@ -1084,7 +1084,8 @@ pub fn run_line(state: &RunState) -> String {
         .count();
     let phase = match state.phase {
         RunPhase::Finished if state.cleaned => "cleaned",
-        RunPhase::Finished if !state.landed.is_empty() => "landed",
+        // As the page says it: the merge as it is now has landed.
+        RunPhase::Finished if crate::land::current_landing(state).is_some() => "landed",
         RunPhase::Finished => "finished",
         RunPhase::Running => "running",
         RunPhase::Merging => "merging",

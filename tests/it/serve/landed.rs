@@ -76,17 +76,22 @@ fn after_a_partial_landing_the_record_and_the_gate_say_landed_until_the_merge_ch
     );
     let runs = served.get("/api/runs");
     assert_eq!(runs["runs"][0]["landed"], true, "{runs}");
+    // `plait runs` says what the page says.
+    let listed = |r: &TestRepo| stdout(&r.plait(&["runs"]));
+    assert!(listed(&repo).contains(" landed "), "{}", listed(&repo));
     // Accepting a's violations changes what belongs in the merge: what landed is history,
     // and the gate speaks for the merge as it will be.
     assert!(repo.plait(&["accept", &run, "a"]).status.success());
     let after = gate(&served);
     assert!(after["landed"].is_null(), "{after}");
     assert_eq!(served.get("/api/runs")["runs"][0]["landed"], false);
+    assert!(listed(&repo).contains(" finished "), "{}", listed(&repo));
     // Landing again merges again and lands a's work too: landed once more.
     let out = repo.plait(&["land", &run, "--into", "main", "--partial"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let again = gate(&served);
     assert_eq!(again["landed"]["branch"], "main", "{again}");
+    assert!(listed(&repo).contains(" landed "), "{}", listed(&repo));
     assert_eq!(repo.tree_files("main")["lib/a.txt"], "v1\n");
 }
 
