@@ -76,9 +76,31 @@ pub fn complete_if_asked() {
         .complete();
 }
 
+/// What a command's task argument takes besides the run's tasks.
+#[derive(Clone, Copy)]
+struct Takes {
+    /// A group (`group-<k>`): `accept`, `reject`, `diff`, `review --task`.
+    groups: bool,
+    /// `merged`, the run's whole result: `diff`.
+    merged: bool,
+    /// With no run named, the newest run's tasks: `log`'s first name.
+    newest: bool,
+}
+
+impl Takes {
+    fn of(command: &str) -> Takes {
+        Takes {
+            groups: matches!(command, "accept" | "reject" | "diff" | "review"),
+            merged: command == "diff",
+            newest: false,
+        }
+    }
+}
+
 /// plait's command line with a completer on every run and task argument: each subcommand's
-/// `run` offers run ids, its `task` and `tasks` the named run's task ids (`log`'s first
-/// name, which may be a task of the newest run, both).
+/// `run` offers run ids, its `task` and `tasks` the named run's task ids (and what else the
+/// command takes there, [`Takes`]); `log`'s first name, which may be a task of the newest
+/// run, both.
 fn command() -> clap::Command {
     let mut cli = Cli::command();
     let names: Vec<String> = cli
@@ -86,6 +108,7 @@ fn command() -> clap::Command {
         .map(|c| c.get_name().to_string())
         .collect();
     for name in names {
+        let takes = Takes::of(&name);
         let log = name == "log";
         cli = cli.mut_subcommand(&name, |sub| {
             let ids: Vec<String> = sub
@@ -97,13 +120,19 @@ fn command() -> clap::Command {
                     a.add(ArgValueCompleter::new(move |now: &OsStr| {
                         let mut found = run_ids(now);
                         if log {
-                            found.extend(task_ids(now, true));
+                            let newest = Takes {
+                                newest: true,
+                                ..takes
+                            };
+                            found.extend(task_ids(now, newest));
                         }
                         found
                     }))
                 }),
                 "task" | "tasks" => sub.mut_arg(id, |a| {
-                    a.add(ArgValueCompleter::new(|now: &OsStr| task_ids(now, false)))
+                    a.add(ArgValueCompleter::new(move |now: &OsStr| {
+                        task_ids(now, takes)
+                    }))
                 }),
                 _ => sub,
             })
@@ -125,13 +154,14 @@ fn run_ids(now: &OsStr) -> Vec<CompletionCandidate> {
 }
 
 /// The ids of the tasks that start with `now` of the run named earlier on the command line
-/// (or of the newest run, when `newest` and none is), each with its state.
-fn task_ids(now: &OsStr, newest: bool) -> Vec<CompletionCandidate> {
+/// (or of the newest run, when `takes.newest` and none is), each with its state; then its
+/// groups and `merged` where the command `takes` them.
+fn task_ids(now: &OsStr, takes: Takes) -> Vec<CompletionCandidate> {
     let Some(store) = store() else {
         return Vec::new();
     };
     let named = earlier_run();
-    if named.is_none() && !newest {
+    if named.is_none() && !takes.newest {
         return Vec::new();
     }
     let Ok(state) = store
@@ -140,12 +170,22 @@ fn task_ids(now: &OsStr, newest: bool) -> Vec<CompletionCandidate> {
     else {
         return Vec::new();
     };
-    let now = now.to_string_lossy();
-    state
+    let tasks = state
         .tasks
         .iter()
-        .filter(|t| t.id.starts_with(now.as_ref()))
-        .map(|t| CompletionCandidate::new(&t.id).help(Some(t.state.as_str().into())))
+        .map(|t| (t.id.as_str(), t.state.as_str()));
+    let groups = state
+        .groups
+        .iter()
+        .filter(|_| takes.groups)
+        .map(|g| (g.id.as_str(), "group"));
+    let merged = takes.merged.then_some(("merged", "the run's whole result"));
+    let now = now.to_string_lossy();
+    tasks
+        .chain(groups)
+        .chain(merged)
+        .filter(|(id, _)| id.starts_with(now.as_ref()))
+        .map(|(id, what)| CompletionCandidate::new(id).help(Some(what.into())))
         .collect()
 }
 

@@ -8,8 +8,8 @@ use std::process::Command;
 
 use crate::support::{stderr, stdout, TestRepo};
 
-/// A run of tasks `ids`, each writing its own file.
-fn run_of(repo: &TestRepo, ids: &[&str]) -> String {
+/// A run of tasks `ids`, each writing its own file, with `flags`.
+fn run_of(repo: &TestRepo, ids: &[&str], flags: &[&str]) -> String {
     let mut toml =
         "goal = \"g\"\n[defaults]\nagent = { exec = 'echo v1 > $PLAIT_TASK.txt' }\n".to_string();
     for id in ids {
@@ -19,7 +19,9 @@ fn run_of(repo: &TestRepo, ids: &[&str]) -> String {
         );
     }
     let plan = repo.plan(&toml);
-    let out = repo.plait(&["run", plan.to_str().unwrap()]);
+    let mut args = vec!["run", plan.to_str().unwrap()];
+    args.extend(flags);
+    let out = repo.plait(&args);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     stdout(&out).trim().to_string()
 }
@@ -60,8 +62,8 @@ fn a_run_s_place_offers_the_run_ids_and_a_task_s_place_the_named_run_s_tasks() {
         .collect();
     let files: Vec<(&str, &str)> = files.iter().map(|(p, c)| (p.as_str(), *c)).collect();
     let repo = TestRepo::with_files(&files);
-    let first = run_of(&repo, &["a", "b"]);
-    let second = run_of(&repo, &["x", "y", "yz"]);
+    let first = run_of(&repo, &["a", "b"], &[]);
+    let second = run_of(&repo, &["x", "y", "yz"], &["--groups", "2"]);
     let runs = set(&[&first, &second]);
     let here = repo.path.as_path();
     for command in ["status", "review", "land", "diff", "accept", "clean"] {
@@ -77,8 +79,25 @@ fn a_run_s_place_offers_the_run_ids_and_a_task_s_place_the_named_run_s_tasks() {
         values(here, &["plait", "accept", prefix, ""]),
         set(&["a", "b"])
     );
+    // Where a command takes a group, or `merged`, those too.
+    let groups: Vec<String> = repo.status_json(&[&second])["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["id"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(groups.len(), 2, "{groups:?}");
+    let mut tasks_and_groups = set(&["x", "y", "yz"]);
+    tasks_and_groups.extend(groups.iter().cloned());
     assert_eq!(
-        values(here, &["plait", "diff", &second, ""]),
+        values(here, &["plait", "accept", &second, ""]),
+        tasks_and_groups
+    );
+    let mut diffable = tasks_and_groups.clone();
+    diffable.insert("merged".to_string());
+    assert_eq!(values(here, &["plait", "diff", &second, ""]), diffable);
+    assert_eq!(
+        values(here, &["plait", "send-back", &second, ""]),
         set(&["x", "y", "yz"])
     );
     assert_eq!(
