@@ -92,6 +92,8 @@ pub use error::{CommandError, Kind};
 
 /// Parses the command line, runs the command and maps the result to an exit code.
 pub fn main() -> ExitCode {
+    // A shell asking for completions is answered before anything else runs.
+    completions::complete_if_asked();
     let cli = Cli::parse();
     init_logging();
     let dir = match start_dir(cli.dir.as_deref()) {

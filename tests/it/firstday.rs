@@ -307,7 +307,7 @@ fn completions_are_printed_for_every_shell_clap_knows() {
         ("elvish", "edit:completion:arg-completer[plait]"),
         ("powershell", "Register-ArgumentCompleter"),
     ] {
-        let out = repo.plait(&["completions", shell]);
+        let out = repo.plait(&["completions", shell, "--static"]);
         assert!(out.status.success(), "{shell}: {}", stderr(&out));
         let script = stdout(&out);
         assert!(script.contains(marker), "{shell}: {script}");

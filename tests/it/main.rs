@@ -6,6 +6,7 @@ mod check;
 mod claude_code;
 mod cli;
 mod collect;
+mod completions;
 mod config;
 mod culprits;
 mod distributed;

@@ -12,6 +12,8 @@ use serde_json::{json, Value};
 
 use crate::support::{stderr, stdout, wait_until, TestRepo};
 
+/// The page and its API after a landing.
+mod landed;
 /// The run page at scale and in depth: summaries, branches, rounds, thousands of tasks.
 mod scale;
 

@@ -533,6 +533,22 @@ pub struct LandRecord {
     pub to: String,
     pub fast_forward: bool,
     pub at: u64,
+    /// The run's merge commit it landed (absent in records older than this field: then
+    /// `to` for a fast-forward).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub merged: Option<String>,
+    /// Landed with `--partial`: the tasks that did not merge cleanly were left out.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub partial: bool,
+}
+
+impl LandRecord {
+    /// The run's merge commit this landing brought in, when the record says.
+    pub fn merged(&self) -> Option<&str> {
+        self.merged
+            .as_deref()
+            .or(self.fast_forward.then_some(self.to.as_str()))
+    }
 }
 
 /// Everything recorded about one run; serialized as `state.json`.
@@ -906,6 +922,12 @@ impl TaskDir {
     /// The output of each `run` command of the task's agent, one file per command.
     pub fn runs(&self) -> PathBuf {
         self.0.join("runs")
+    }
+
+    /// The diffs of the last collect's violations against the task's branch (what the agent
+    /// tried to write outside what it owns), as JSON; absent when it had none.
+    pub fn violations(&self) -> PathBuf {
+        self.0.join("violations.json")
     }
 }
 

@@ -22,6 +22,7 @@ use crate::workspace::index;
 use crate::workspace::sparse::{self, DIR_MODE};
 
 pub mod build_output;
+pub mod violations;
 
 /// Why a worktree could not be collected.
 #[derive(Debug, thiserror::Error)]
@@ -280,9 +281,12 @@ pub struct CollectSettings<'a> {
     /// Whether the worktree holds a tracked file of the cone.
     pub holds: &'a dyn Fn(&str) -> bool,
     pub message: String,
+    /// Where to keep the diffs of the violations (`TaskDir::violations`), if anywhere.
+    pub violations_diff: Option<&'a Path>,
 }
 
-/// Commits the owned changes of a worktree on its branch and reports the others.
+/// Commits the owned changes of a worktree on its branch and reports the others (keeping
+/// their diffs where `settings.violations_diff` says).
 pub fn collect(
     repo: &Repository,
     settings: &CollectSettings<'_>,
@@ -304,6 +308,9 @@ pub fn collect(
     let head = scan
         .head
         .ok_or_else(|| git2::Error::from_str("worktree has no HEAD"))?;
+    if let Some(path) = settings.violations_diff {
+        violations::keep(repo, &repo.find_commit(head)?.tree()?, &violations, path)?;
+    }
     if owned.is_empty() {
         return Ok(outcome);
     }

@@ -301,6 +301,17 @@ pub fn gate(state: &RunState, partial: bool) -> Vec<Blocker> {
     why
 }
 
+/// The landing that holds the run's merge as it is now: the last one, when it landed the
+/// merge commit the run has and no decision since changed which tasks belong in it. The
+/// page and `plait status` say "landed" from this alone; a landing of an earlier merge is
+/// history, and the gate speaks for the merge the run has now.
+pub fn current_landing(state: &RunState) -> Option<&LandRecord> {
+    let last = state.landed.last()?;
+    let merge = state.merge.as_ref()?;
+    let same = last.merged().is_none_or(|m| m == merge.commit);
+    (same && !merge::run::merge_is_stale(state)).then_some(last)
+}
+
 /// Lands the run's merged result into `settings.into`, recording it in `state`: the gate,
 /// the target, the commit to move it to, then the move itself.
 pub fn land(
@@ -347,6 +358,9 @@ pub fn land(
         to: new.to_string(),
         fast_forward,
         at: now_ms(),
+        merged: Some(merged.to_string()),
+        // Partial only when the full gate would have refused it.
+        partial: settings.partial && !gate(state, false).is_empty(),
     };
     state.landed.push(record.clone());
     Ok(LandOutcome::Landed(record))

@@ -743,15 +743,16 @@ fn landed_lines(out: &mut String, state: &RunState) {
     for land in &state.landed {
         let _ = writeln!(
             out,
-            "landed: {} {} → {}{}",
+            "landed: {} {} → {} ({}{})",
             land.branch,
             short(&land.from),
             short(&land.to),
             if land.fast_forward {
-                " (fast-forward)"
+                "fast-forward"
             } else {
-                " (merge commit)"
-            }
+                "merge commit"
+            },
+            if land.partial { ", in part" } else { "" }
         );
     }
 }
@@ -1085,7 +1086,8 @@ pub fn run_line(state: &RunState) -> String {
         .count();
     let phase = match state.phase {
         RunPhase::Finished if state.cleaned => "cleaned",
-        RunPhase::Finished if !state.landed.is_empty() => "landed",
+        // As the page says it: the merge as it is now has landed.
+        RunPhase::Finished if crate::land::current_landing(state).is_some() => "landed",
         RunPhase::Finished => "finished",
         RunPhase::Running => "running",
         RunPhase::Merging => "merging",

@@ -49,7 +49,7 @@ pub(super) async fn runs(State(app): State<Arc<App>>) -> Result<Json<Value>, Api
                 "tasks": state.tasks.len(),
                 "states": states(&state.tasks),
                 "cost_usd": usage.and_then(|u| u.cost_usd),
-                "landed": !state.landed.is_empty(),
+                "landed": crate::land::current_landing(&state).is_some(),
             }));
         }
         Ok(Json(json!({
@@ -184,6 +184,7 @@ pub(super) async fn task(
             "adopted": rounds::adopted(record),
             "transcript": crate::llm::readable::read(&task_dir.transcript()),
             "log": tail(&record.log).unwrap_or_default(),
+            "violation_diffs": violation_diffs(&task_dir.violations()),
         })))
     })
     .await
@@ -203,6 +204,15 @@ fn plan_task(copy: &Path, task: &str) -> Option<(String, String, Vec<String>)> {
         None => "the plan's default model".to_string(),
     };
     Some((spec.prompt.clone(), agent, spec.owns.clone()))
+}
+
+/// The diffs of a task's violations, as collect kept them (`collect::violations`): one
+/// [`crate::report::diff::FileDiff`] per path; none when it kept none here.
+fn violation_diffs(path: &Path) -> Value {
+    std::fs::read(path)
+        .ok()
+        .and_then(|bytes| serde_json::from_slice(&bytes).ok())
+        .unwrap_or_else(|| json!([]))
 }
 
 /// The last [`LOG_TAIL`] bytes of the file at `path`.

@@ -306,13 +306,17 @@ fn run_head(state: &RunState) -> Value {
     })
 }
 
-/// The gate: green, or the blockers as `plait land` says them.
+/// The gate: green, or the blockers as `plait land` says them; and `landed`, the landing
+/// that holds the run's merge as it is now (`land::current_landing`), when one does. The
+/// page says "landed" from that alone: after a `--partial` landing the blockers are what
+/// it left out, and there is nothing left to land until a decision changes the merge.
 pub(super) fn gate(state: &RunState) -> Value {
     let blockers: Vec<String> = crate::land::gate(state, false)
         .iter()
         .map(|b| crate::report::blocker_line(b, &state.id))
         .collect();
-    json!({"green": blockers.is_empty(), "blockers": blockers})
+    let landed = crate::land::current_landing(state);
+    json!({"green": blockers.is_empty(), "blockers": blockers, "landed": landed})
 }
 
 /// The tasks by state.

@@ -86,7 +86,7 @@ impl Landing {
         let run = &self.run;
         match &self.outcome {
             LandOutcome::Landed(record) => Some(format!(
-                "landed run {run} into {}: {} → {} ({})",
+                "landed run {run} into {}: {} → {} ({}{})",
                 record.branch,
                 git::short(&record.from),
                 git::short(&record.to),
@@ -94,6 +94,11 @@ impl Landing {
                     "fast-forward"
                 } else {
                     "merge commit"
+                },
+                if record.partial {
+                    "; in part: the tasks that did not merge cleanly are left out"
+                } else {
+                    ""
                 }
             )),
             LandOutcome::AlreadyLanded { branch } => {

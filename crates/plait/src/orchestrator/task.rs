@@ -1048,6 +1048,7 @@ fn collect_worktree(
     // worktree never holds the base's files, so a marker an agent wrote there means nothing.)
     let filled = unlayered && TaskDir::of_log(&record.log).view_filled().exists();
     let full = crate::plan::layout::Cone::full();
+    let violations = TaskDir::of_log(&record.log).violations();
     let settings = CollectSettings {
         worktree: &record.worktree,
         branch: &record.branch,
@@ -1055,6 +1056,7 @@ fn collect_worktree(
         cone: if filled { &full } else { &task.layout.cone },
         holds: &|path| task.checks_out(path) || (filled && !task.owns.matches(path)),
         message,
+        violations_diff: Some(&violations),
     };
     let outcome = collect::collect(&repo, &settings)?;
     let tip = repo.refname_to_id(&crate::refs::branch_ref(&record.branch))?;

@@ -219,52 +219,58 @@ const LARGE_DIFF: usize = 400;
 /// The diff between two commits' trees, file by file.
 pub fn file_diffs(repo: &Repository, from: Oid, to: Oid) -> Result<Vec<FileDiff>, git2::Error> {
     let changes = changed_files(repo, from, to)?;
-    let mut out = Vec::with_capacity(changes.len());
-    for (path, old, new) in changes {
-        let kind = match (&old, &new) {
-            (None, _) => "added",
-            (_, None) => "deleted",
-            _ => "modified",
-        };
-        let (old, new) = (old.unwrap_or_default(), new.unwrap_or_default());
-        let mut file = FileDiff {
-            path,
-            kind,
-            binary: is_binary(&old, &new),
-            added: 0,
-            removed: 0,
-            large: false,
-            hunks: Vec::new(),
-        };
-        if !file.binary {
-            let old_text = String::from_utf8_lossy(&old);
-            let new_text = String::from_utf8_lossy(&new);
-            let diff = line_diff(&old_text, &new_text);
-            (file.added, file.removed) = line_counts(&diff);
-            file.large = file.added + file.removed > LARGE_DIFF;
-            for hunk in diff.unified_diff().context_radius(3).iter_hunks() {
-                let lines = hunk
-                    .iter_changes()
-                    .map(|c| HunkLine {
-                        op: match c.tag() {
-                            ChangeTag::Insert => '+',
-                            ChangeTag::Delete => '-',
-                            ChangeTag::Equal => ' ',
-                        },
-                        old: c.old_index().map(|i| i + 1),
-                        new: c.new_index().map(|i| i + 1),
-                        text: c.value().trim_end_matches(['\n', '\r']).to_string(),
-                    })
-                    .collect();
-                file.hunks.push(Hunk {
-                    header: hunk.header().to_string(),
-                    lines,
-                });
-            }
-        }
-        out.push(file);
+    Ok(changes
+        .into_iter()
+        .map(|(path, old, new)| file_diff_of(path, old.as_deref(), new.as_deref()))
+        .collect())
+}
+
+/// One file's [`FileDiff`] from its content on either side (`None` where it does not
+/// exist).
+pub fn file_diff_of(path: String, old: Option<&[u8]>, new: Option<&[u8]>) -> FileDiff {
+    let kind = match (&old, &new) {
+        (None, _) => "added",
+        (_, None) => "deleted",
+        _ => "modified",
+    };
+    let (old, new) = (old.unwrap_or_default(), new.unwrap_or_default());
+    let mut file = FileDiff {
+        path,
+        kind,
+        binary: is_binary(old, new),
+        added: 0,
+        removed: 0,
+        large: false,
+        hunks: Vec::new(),
+    };
+    if file.binary {
+        return file;
     }
-    Ok(out)
+    let old_text = String::from_utf8_lossy(old);
+    let new_text = String::from_utf8_lossy(new);
+    let diff = line_diff(&old_text, &new_text);
+    (file.added, file.removed) = line_counts(&diff);
+    file.large = file.added + file.removed > LARGE_DIFF;
+    for hunk in diff.unified_diff().context_radius(3).iter_hunks() {
+        let lines = hunk
+            .iter_changes()
+            .map(|c| HunkLine {
+                op: match c.tag() {
+                    ChangeTag::Insert => '+',
+                    ChangeTag::Delete => '-',
+                    ChangeTag::Equal => ' ',
+                },
+                old: c.old_index().map(|i| i + 1),
+                new: c.new_index().map(|i| i + 1),
+                text: c.value().trim_end_matches(['\n', '\r']).to_string(),
+            })
+            .collect();
+        file.hunks.push(Hunk {
+            header: hunk.header().to_string(),
+            lines,
+        });
+    }
+    file
 }
 
 /// Each path that differs between two commits' trees, with its content on either side

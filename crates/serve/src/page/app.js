@@ -632,6 +632,12 @@ function linesCell(git, id) {
     h('span', { class: 'plus' }, `+${lines[0]}`), ' ', h('span', { class: 'minus' }, `−${lines[1]}`));
 }
 
+/** Whether landing `l` is the one the server says holds the run's merge as it is now. */
+function isCurrent(d, l) {
+  const now = d.gate?.landed;
+  return !!now && now.at === l.at && now.to === l.to && now.branch === l.branch;
+}
+
 /** What the target branch did since the run's base, in one line (null when nothing). */
 function targetNote(run, git) {
   const t = git?.target;
@@ -721,8 +727,12 @@ function runView(runId) {
 
   function updateLand() {
     const green = !!data?.gate?.green;
-    landButton.disabled = busy || !(green || partial.checked);
-    landButton.title = green ? 'land the merged branch' : partial.checked
+    // Landed: the target holds the merge as it is now; nothing is left to land until a
+    // decision changes the merge (then the server no longer says `landed`).
+    const landed = !!data?.gate?.landed;
+    landForm.hidden = landed;
+    landButton.disabled = busy || landed || !(green || partial.checked);
+    landButton.title = landed ? 'landed: the target holds this merge' : green ? 'land the merged branch' : partial.checked
       ? 'try a partial landing (the server checks its own gate)' : 'the gate is not green';
   }
 
@@ -743,14 +753,15 @@ function runView(runId) {
     const run = d.run;
     fill(head,
       h('h1', null, h('span', { class: 'mono' }, run.id), ' ', phaseBadge(run.phase), d.live && liveBadge(),
-        run.landed?.length ? h('span', { class: 'badge landed' }, 'landed') : null),
+        d.gate?.landed ? h('span', { class: 'badge landed' }, d.gate.landed.partial ? 'landed in part' : 'landed') : null),
       h('p', { class: 'goal-line' }, run.goal),
       h('p', { class: 'meta-line muted' },
         h('span', null, 'base ', h('code', null, run.base_name), ' @ ', h('code', null, short(run.base))),
         targetNote(run, git),
         h('span', { title: fmtDate(run.created_at) }, 'started ', fmtAgo(run.created_at)),
         run.merge && h('span', null, 'merged into ', h('code', null, run.merge.branch)),
-        (run.landed || []).map((l) => h('span', { class: 'ok' }, `landed into ${l.branch} ${fmtAgo(l.at)}${l.fast_forward ? ' (fast-forward)' : ''}`))));
+        (run.landed || []).map((l) => h('span', { class: isCurrent(d, l) ? 'ok' : 'muted', dataset: { landing: isCurrent(d, l) ? 'current' : 'earlier' } },
+          `landed into ${l.branch} ${fmtAgo(l.at)}${l.fast_forward ? ' (fast-forward)' : ''}${l.partial ? ', in part' : ''}${isCurrent(d, l) ? '' : ', an earlier merge'}`))));
   }
 
   function renderTotals(d) {
@@ -768,12 +779,18 @@ function runView(runId) {
   }
 
   function renderGate(d) {
-    const g = { green: !!d.gate?.green, blockers: d.gate?.blockers || [] };
+    const g = { green: !!d.gate?.green, blockers: d.gate?.blockers || [], landed: d.gate?.landed || null };
     const attention = new Set(d.attention || []);
     gate.dataset.green = g.green ? 'true' : 'false';
+    gate.dataset.landed = g.landed ? 'true' : 'false';
+    // One verdict from the server's record: landed (the blockers then are what a partial
+    // landing left out), else ready or not.
+    const [title, note] = g.landed
+      ? [h('span', null, 'Landed into ', h('code', null, g.landed.branch)),
+        g.blockers.length ? ' — in part, leaving out:' : ` — ${fmtAgo(g.landed.at)}`]
+      : g.green ? ['Ready to land', ' — the gate is green'] : ['Not ready to land', ` — ${count(g.blockers.length, 'blocker')}`];
     fill(gate,
-      h('h2', null, h('span', { class: 'gate-light', 'aria-hidden': 'true' }), g.green ? 'Ready to land' : 'Not ready to land',
-        h('span', { class: 'muted small' }, g.green ? ' — the gate is green' : ` — ${count(g.blockers.length, 'blocker')}`)),
+      h('h2', null, h('span', { class: 'gate-light', 'aria-hidden': 'true' }), title, h('span', { class: 'muted small' }, note)),
       g.blockers.length ? h('ul', { class: 'blockers' }, g.blockers.map((b) => h('li', { class: attention.has(b) ? 'attention' : '' }, blockerText(b)))) : null);
     const more = (d.attention || []).filter((a) => !g.blockers.includes(a));
     fill(attentionEl, more.length ? [h('h3', null, 'Needs attention'), h('ul', { class: 'blockers' }, more.map((a) => h('li', { class: 'attention' }, blockerText(a))))] : null);
@@ -1278,11 +1295,20 @@ function taskView(runId, taskId) {
 
   function renderViolations(d) {
     const v = d.task.violations || [];
+    const diffs = new Map((d.violation_diffs || []).map((f) => [f.path, f]));
     violations.badge.textContent = v.length ? String(v.length) : '';
     violations.badge.className = v.length ? 'count warn' : 'count';
+    // Each path with what the agent tried to write there, against what the task started from.
     fill(violations.body, v.length
-      ? [h('p', { class: 'muted small' }, 'Changed outside what the task owns; left uncommitted in its worktree.'),
-        h('ul', { class: 'plain' }, v.map((c) => h('li', null, h('span', { class: `kind k-${c.kind}` }, c.kind[0].toUpperCase()), ' ', h('code', null, c.path))))]
+      ? [h('p', { class: 'muted small' }, 'Changed outside what the task owns; left uncommitted in its worktree. Each with the change the agent tried to make:'),
+        h('ul', { class: 'plain violations' }, v.map((c) => {
+          const f = diffs.get(c.path);
+          return h('li', { class: 'violation', dataset: { path: c.path } },
+            details(open, `violation-${c.path}`, v.length <= 5 && !f?.large,
+              [h('span', { class: `kind k-${c.kind}` }, c.kind[0].toUpperCase()), ' ', h('code', null, c.path),
+                f && !f.binary ? h('span', { class: 'delta' }, ' ', h('span', { class: 'plus' }, `+${f.added ?? 0}`), ' ', h('span', { class: 'minus' }, `−${f.removed ?? 0}`)) : null],
+              violationDiff(f)));
+        }))]
       : emptyNote('None.'));
   }
 
@@ -1349,6 +1375,15 @@ function taskView(runId, taskId) {
   }
 
   return { kind: 'task', run: runId, task: taskId, el, update, refresh, onEvent, showFile: diffView.showFile };
+}
+
+/** A violation's diff as collect kept it, or why there is none to show. */
+function violationDiff(f) {
+  if (!f) return emptyNote('Its diff was not kept here (the task ran on another machine, or before plait kept them).');
+  if (f.binary) return emptyNote('Binary file; not shown.');
+  if (f.large && !f.hunks?.length) return emptyNote('Too large: its diff was not kept.');
+  if (!f.hunks?.length) return emptyNote(f.kind === 'deleted' ? 'Deleted (an empty file).' : 'No changes in the text.');
+  return h('div', { class: 'violation-diff' }, diffTable(f, 'unified', []));
 }
 
 /** One round of a task: what it was told, the checks and review that judged it, its end. */
@@ -1421,7 +1456,7 @@ function transcriptView(turns, open) {
   turns.forEach((turn, i) => {
     if (turn.round != null && turn.round !== round) {
       round = turn.round;
-      out.push(h('h3', { class: 'round' }, roundName(round)));
+      out.push(h('h3', { class: 'turn-round' }, roundName(round)));
     }
     const role = turn.role || 'assistant';
     const kind = turn.kind || 'text';
