@@ -23,6 +23,8 @@ pub struct GuardArgs {
 }
 
 pub fn cmd_guard(args: GuardArgs) -> ExitCode {
+    // Inside a task's walls: the user's git config is out of reach.
+    crate::git::without_user_config();
     let mut input = String::new();
     if let Err(e) = std::io::stdin().read_to_string(&mut input) {
         errln!("plait guard: cannot read the hook input: {e}");

@@ -25,6 +25,8 @@ pub struct RunInViewArgs {
 }
 
 pub fn cmd_run_in_view(args: RunInViewArgs) -> ExitCode {
+    // Inside a task's walls: the user's git config is out of reach.
+    crate::git::without_user_config();
     let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
     let Some(worktree) = var("PLAIT_WORKTREE").map(PathBuf::from) else {
         errln!(

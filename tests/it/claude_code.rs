@@ -492,15 +492,18 @@ fn claude_code_without_a_login_or_a_key_is_a_plan_error_before_anything_is_creat
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
 }
 
+/// A login stays in plait: the CLI's own config directory gets a credentials file whose
+/// tokens are the gateway's stand-in, removed after the run; the user's file is never
+/// linked, copied or readable from inside the walls.
 #[test]
-fn a_claude_login_is_linked_for_the_run_and_not_left_behind() {
+fn a_claude_login_is_a_stand_in_for_the_run_and_not_left_behind() {
     let repo = sample();
     let home = tempfile::tempdir().unwrap();
     let own = home.path().join(".claude");
     fs::create_dir_all(&own).unwrap();
     fs::write(
         own.join(".credentials.json"),
-        "{\"token\": \"secret-login\"}",
+        "{\"claudeAiOauth\": {\"accessToken\": \"secret-login\", \"refreshToken\": \"secret-refresh\", \"expiresAt\": 1, \"scopes\": [\"user:inference\"]}}",
     )
     .unwrap();
     let (script, records) = script(&repo, "claude", json!({}));
@@ -525,8 +528,10 @@ fn a_claude_login_is_linked_for_the_run_and_not_left_behind() {
     );
     assert!(out.status.success(), "{}", stderr(&out));
     let rec = record(&records, "a");
-    assert_eq!(rec["config_files"][".credentials.json"], "link", "{rec}");
+    assert_eq!(rec["config_files"][".credentials.json"], "file", "{rec}");
     let config = rec["env"]["CLAUDE_CONFIG_DIR"].as_str().unwrap();
+    repo.assert_not_written("secret-login");
+    repo.assert_not_written("secret-refresh");
     assert!(!Path::new(config).join(".credentials.json").exists());
     assert!(
         own.join(".credentials.json").exists(),

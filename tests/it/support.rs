@@ -32,15 +32,32 @@ pub fn init() {
         }
         let empty = std::env::temp_dir().join("plait-tests-no-config");
         let _ = fs::create_dir_all(&empty);
-        // No user config of plait's own either (the tests that want one set their own).
-        std::env::set_var("XDG_CONFIG_HOME", &empty);
+        // A user config of the tests' own (the tests that want another set theirs): every
+        // process of a task may read the tests' directories (their scripts, fixtures and
+        // plans beside each repository), as a user lists their data in `[sandbox] readable`.
+        // The tests of the read wall set a home and a config of their own.
+        let config =
+            std::env::temp_dir().join(format!("plait-tests-config-{}", std::process::id()));
+        let _ = fs::create_dir_all(config.join("plait"));
+        let _ = fs::write(
+            config.join("plait/config.toml"),
+            format!("[sandbox]\nreadable = [\"{}\"]\n", tests_root().display()),
+        );
+        std::env::set_var("XDG_CONFIG_HOME", &config);
         // Worktrees go under the user's cache: one of this test process's own, and those
         // of test processes that have ended are removed.
         let tmp = std::env::temp_dir();
         if let Ok(entries) = fs::read_dir(&tmp) {
             for entry in entries.flatten() {
                 let name = entry.file_name().to_string_lossy().into_owned();
-                if let Some(pid) = name.strip_prefix("plait-tests-cache-") {
+                let pid = [
+                    "plait-tests-cache-",
+                    "plait-tests-config-",
+                    "plait-tests-root-",
+                ]
+                .iter()
+                .find_map(|p| name.strip_prefix(p));
+                if let Some(pid) = pid {
                     if !Path::new("/proc").join(pid).exists() {
                         let _ = fs::remove_dir_all(entry.path());
                     }
@@ -64,6 +81,13 @@ pub fn init() {
     });
 }
 
+/// Where this test process's repositories and their scratch directories are made.
+pub fn tests_root() -> PathBuf {
+    let root = std::env::temp_dir().join(format!("plait-tests-root-{}", std::process::id()));
+    let _ = fs::create_dir_all(&root);
+    root
+}
+
 /// The project's root, where `fixtures/` lives.
 pub fn project_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -83,7 +107,7 @@ impl TestRepo {
     /// An initialised repository on branch `main`, without commits.
     pub fn empty() -> TestRepo {
         init();
-        let dir = tempfile::tempdir().expect("tempdir");
+        let dir = tempfile::tempdir_in(tests_root()).expect("tempdir");
         let path = dir.path().join("repo");
         let scratch = dir.path().join("scratch");
         fs::create_dir_all(&path).unwrap();

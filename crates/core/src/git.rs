@@ -30,6 +30,23 @@ pub mod mode {
 }
 
 /// Opens the repository containing `path`, refusing bare repositories and unborn ones.
+/// Keeps libgit2 from the user's, the XDG and the system git config, for a plait process
+/// that runs inside a task's walls (`plait run-in-view`, `plait guard`): the walls keep
+/// those files unreadable, and libgit2, which does not read `GIT_CONFIG_GLOBAL`, would
+/// fail on them. Call before any repository is opened.
+pub fn without_user_config() {
+    for level in [
+        git2::ConfigLevel::Global,
+        git2::ConfigLevel::XDG,
+        git2::ConfigLevel::System,
+        git2::ConfigLevel::ProgramData,
+    ] {
+        // SAFETY: called first thing in a command, before any repository is opened and
+        // before any other thread of plait's exists.
+        let _ = unsafe { git2::opts::set_search_path(level, "/nonexistent/plait-no-config") };
+    }
+}
+
 pub fn open(path: &Path) -> Result<Repository, RepoError> {
     let repo = Repository::discover(path).map_err(|e| match e.code() {
         ErrorCode::NotFound => RepoError::NotARepo {

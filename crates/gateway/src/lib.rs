@@ -80,6 +80,9 @@ pub struct Route {
 
 struct Entry {
     route: Route,
+    /// The credentials file of a login (Claude Code's) whose bearer the gateway sends in
+    /// place of the stand-in the client was given (see [`Lease::login`]).
+    login: Mutex<Option<PathBuf>>,
     /// Requests for an answer so far, numbered in the transcript.
     turns: AtomicU32,
     /// Answers counted so far.
@@ -143,6 +146,31 @@ impl Lease {
     pub fn answered(&self) -> u64 {
         self.answered.load(Ordering::Relaxed)
     }
+}
+
+impl Lease {
+    /// Keeps a login in plait: the client is given `plait-<token>` as its bearer (in a
+    /// credentials file of its own that plait writes), and the gateway sends the login's
+    /// real access token, read from `credentials` (Claude Code's `.credentials.json`) at each
+    /// request, so a refresh the user's own CLI makes meanwhile is taken. Returns the
+    /// stand-in.
+    pub fn login(&self, credentials: PathBuf) -> String {
+        if let Some(inner) = self.routes.upgrade() {
+            if let Some(entry) = lock(&inner.routes).get(&self.token) {
+                *entry.login.lock().unwrap_or_else(|e| e.into_inner()) = Some(credentials);
+            }
+        }
+        format!("{KEY_PREFIX}{}", self.token)
+    }
+}
+
+/// The OAuth access token of a Claude Code login's credentials file.
+fn login_token(credentials: &std::path::Path) -> Option<String> {
+    let text = std::fs::read(credentials).ok()?;
+    let value: Value = serde_json::from_slice(&text).ok()?;
+    value["claudeAiOauth"]["accessToken"]
+        .as_str()
+        .map(str::to_string)
 }
 
 impl Drop for Lease {
@@ -211,6 +239,7 @@ impl Gateway {
             token.clone(),
             Arc::new(Entry {
                 route,
+                login: Mutex::new(None),
                 turns: AtomicU32::new(0),
                 answered: answered.clone(),
             }),
@@ -385,6 +414,11 @@ impl Call {
     ) -> Call {
         let provider = &entry.route.provider;
         let url = format!("{}/{}", provider.base_url.trim_end_matches('/'), path);
+        let login = entry
+            .login
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
         let mut headers = HeaderMap::new();
         let ours = |value: &HeaderValue| {
             value.to_str().is_ok_and(|v| {
@@ -401,6 +435,15 @@ impl Call {
                 continue;
             }
             headers.append(name.clone(), value.clone());
+        }
+        // A login plait holds: its bearer, in the stand-in's place.
+        let bearer = login
+            .filter(|_| provider.api_key.is_none())
+            .and_then(|path| login_token(&path));
+        if let Some(token) = bearer {
+            if let Ok(value) = HeaderValue::from_str(&format!("Bearer {token}")) {
+                headers.insert(HeaderName::from_static("authorization"), value);
+            }
         }
         if let Some(key) = &provider.api_key {
             let (name, value) = match provider.kind {

@@ -151,10 +151,11 @@ impl ClaudeCodeAgent {
         let env = self.env(task, &files);
         let has_key = env.iter().any(|(k, _)| *k == "ANTHROPIC_API_KEY")
             || self.settings.inherited.anthropic_key;
-        let login = link_login(
+        let login = give_login(
             &files.config,
             has_key,
             self.settings.inherited.claude_config.as_deref(),
+            task.gateway.as_deref(),
         );
         let counted = task.counted();
         let (outcome, stdout) =
@@ -294,15 +295,58 @@ fn record_refusals(denials: &[Value], path: &Path) -> u64 {
 }
 
 /// A user logged in to Claude Code (rather than using an API key) keeps that login in their
-/// own config directory; each agent's directory gets a link to it for the run, so the login
-/// works and no copy of it is left behind. Returns the link, to be removed afterwards.
-fn link_login(config: &Path, has_key: bool, home: Option<&Path>) -> Option<PathBuf> {
+/// own config directory (`home`). Through the gateway, the login stays in plait: the
+/// agent's config directory gets a credentials file of the same shape whose tokens are the
+/// gateway's stand-in (never expiring, so the CLI never tries to refresh it), and the
+/// gateway sends the login's real bearer in its place; no process in the walls can read
+/// the token. Without a gateway, the directory gets a link to the user's file (which the
+/// CLI then reads itself). Returns what was made, to be removed afterwards.
+fn give_login(
+    config: &Path,
+    has_key: bool,
+    home: Option<&Path>,
+    gateway: Option<&plait_gateway::Lease>,
+) -> Option<PathBuf> {
     let target = config.join(".credentials.json");
-    if has_key || target.exists() {
+    if has_key || std::fs::symlink_metadata(&target).is_ok() {
         return None;
     }
     let source = home?.join(".credentials.json");
-    (source.is_file() && std::os::unix::fs::symlink(&source, &target).is_ok()).then_some(target)
+    if !source.is_file() {
+        return None;
+    }
+    match gateway {
+        Some(lease) => {
+            let text = std::fs::read(&source).ok()?;
+            let mut login: Value = serde_json::from_slice(&text).ok()?;
+            let oauth = login.get_mut("claudeAiOauth")?.as_object_mut()?;
+            let stand_in = lease.login(source.clone());
+            oauth.insert("accessToken".into(), Value::String(stand_in.clone()));
+            oauth.insert("refreshToken".into(), Value::String(stand_in));
+            // A year on: the CLI never refreshes the stand-in; the gateway reads the
+            // user's file at each request, so their own refresh is taken.
+            let year = crate::state::now_ms() + 365 * 24 * 3600 * 1000;
+            oauth.insert("expiresAt".into(), Value::from(year));
+            let written = serde_json::to_vec(&login).ok()?;
+            write_private(&target, &written).ok()?;
+            Some(target)
+        }
+        None => std::os::unix::fs::symlink(&source, &target)
+            .is_ok()
+            .then_some(target),
+    }
+}
+
+/// Writes `bytes` to a new file at `path` that only its owner may read.
+fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)?;
+    file.write_all(bytes)
 }
 
 /// What the CLI's JSON result says.
@@ -507,10 +551,11 @@ pub async fn ask(question: &Question<'_>) -> Result<Answered, String> {
     let env = cli_env(&config, q.gateway, q.settings);
     let has_key =
         env.iter().any(|(k, _)| *k == "ANTHROPIC_API_KEY") || q.settings.inherited.anthropic_key;
-    let login = link_login(
+    let login = give_login(
         &config,
         has_key,
         q.settings.inherited.claude_config.as_deref(),
+        q.gateway,
     );
     let log = q.dir.join(format!("{}.log", q.name));
     let result_path = q.dir.join(format!("{}.json", q.name));

@@ -202,6 +202,8 @@ impl Environment {
         let _ = fs::create_dir_all(&req.setup_logs);
         let mut settings = req.sandbox.for_checks(req.setup.network);
         settings.network_key = "[setup] network";
+        // The user's own step: it reads what it needs (a registry's token included).
+        settings.read_all = true;
         let env = vec![("PLAIT_BASE", req.base.to_string())];
         let mut ran = Vec::new();
         for (i, command) in req.setup.run.iter().enumerate() {

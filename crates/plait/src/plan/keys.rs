@@ -37,6 +37,7 @@ const AGENT: Shape = Table(&[
 const SANDBOX: Shape = Table(&[
     ("mode", Leaf),
     ("writable", Leaf),
+    ("readable", Leaf),
     ("view", Leaf),
     ("network", Leaf),
     ("ports", Leaf),

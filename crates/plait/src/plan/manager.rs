@@ -197,6 +197,8 @@ impl Manager<'_> {
         // Its reads stay in the repository (the guard); it writes only its own files.
         let walls = crate::sandbox::SandboxSettings {
             network: crate::sandbox::Network::On,
+            // It reads the user's checkout to plan, before any task exists.
+            read_all: true,
             ..crate::sandbox::SandboxSettings::default()
         };
         let sandbox = crate::sandbox::Sandbox::new(&walls, vec![dir.to_path_buf()]);

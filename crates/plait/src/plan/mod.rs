@@ -258,6 +258,11 @@ pub struct SandboxFile {
     /// a task's are added to `[defaults]`'.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub writable: Vec<String>,
+    /// More paths the processes may read (absolute or `~/...`) besides their own places,
+    /// the system's trees and the toolchains plait knows; a task's are added to
+    /// `[defaults]`'.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub readable: Vec<String>,
     /// How the task's whole-tree view is made: `"auto"` (an overlay where the system
     /// allows, the default) or `"filled"`; a task's overrides `[defaults]`'.
     #[serde(default, skip_serializing_if = "Option::is_none")]

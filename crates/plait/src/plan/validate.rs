@@ -431,6 +431,7 @@ pub fn resolve_with_env(
         &mut problems,
     );
     withhold_keys(&providers, &mut tasks, &mut checks);
+    read_git_dir(repo, &mut tasks, &mut checks);
     if problems.is_empty() {
         super::after::resolve_after(&plan, &mut tasks, &mut problems);
     }
@@ -486,6 +487,23 @@ fn withhold_keys(
         for name in &names {
             if !sandbox.keep_env.contains(name) && !sandbox.withhold.contains(name) {
                 sandbox.withhold.push(name.clone());
+            }
+        }
+    }
+}
+
+/// Every process of a task reads the repository's git directory (its checkouts' objects,
+/// refs and config), but not plait's store in it (other runs' logs and transcripts).
+fn read_git_dir(repo: &Repository, tasks: &mut [ResolvedTask], checks: &mut CheckSettings) {
+    let entries = crate::sandbox::readable_git_dir(repo.commondir());
+    for sandbox in tasks
+        .iter_mut()
+        .flat_map(|t| [&mut t.sandbox, &mut t.check_sandbox])
+        .chain([&mut checks.sandbox])
+    {
+        for entry in &entries {
+            if !sandbox.readable.contains(entry) {
+                sandbox.readable.push(entry.clone());
             }
         }
     }
@@ -612,6 +630,7 @@ fn resolve_sandbox(
         out
     };
     let writable = paths("writable", |f| &f.writable);
+    let readable = paths("readable", |f| &f.readable);
     let sockets = paths("sockets", |f| &f.sockets);
     if mode == SandboxMode::Required {
         if let Support::Missing(why) = crate::sandbox::support() {
@@ -655,6 +674,7 @@ fn resolve_sandbox(
             .or(defaults.and_then(|d| d.view))
             .unwrap_or_default(),
         writable,
+        readable,
         temp_root,
         // The network is the caller's: a task's depends on its agent, the checks' on
         // `[checks] network`.

@@ -173,7 +173,11 @@ pub(crate) fn covered(candidates: &[PathBuf], keep: &[&Path], temp: &Path) -> Ve
 
 /// Layers for the caches of this machine under a new directory in `temp_root`, for
 /// processes that must keep `keep` as they are. Nothing when no layer can be made there.
-pub(crate) fn layers(temp_root: &Path, keep: &[&Path]) -> (Option<LayerRoot>, Vec<CacheLayer>) {
+pub(crate) fn layers(
+    temp_root: &Path,
+    keep: &[&Path],
+    walled_reads: bool,
+) -> (Option<LayerRoot>, Vec<CacheLayer>) {
     let dirs = covered(candidates(), keep, temp_root);
     if dirs.is_empty() {
         return (None, Vec::new());
@@ -194,10 +198,78 @@ pub(crate) fn layers(temp_root: &Path, keep: &[&Path]) -> (Option<LayerRoot>, Ve
         if std::fs::create_dir_all(&layer.upper).is_ok()
             && std::fs::create_dir_all(&layer.work).is_ok()
         {
-            layers.push(CacheLayer { dir, layer });
+            let rules = match walled_reads {
+                true => readable_in(&dir, &layer.upper),
+                false => vec![dir.clone()],
+            };
+            if !rules.is_empty() {
+                layers.push(CacheLayer { dir, layer, rules });
+            }
         }
     }
     (Some(root), layers)
+}
+
+/// Where, in the cache `dir` seen through an overlay whose upper layer is `upper`, a process
+/// whose reads are walled may read and write: `dir` whole when it is one of the home's
+/// toolchains and caches (see [`super::reads`]) or lies outside the home (a cache a variable
+/// names), the files in it that hold secrets hidden by whiteouts in `upper`; else (a
+/// `~/.cache`, a `~/.local/share`) only the toolchains' and caches' directories in it, made
+/// in `upper` where the user has none yet.
+fn readable_in(dir: &Path, upper: &Path) -> Vec<PathBuf> {
+    let Some(home) = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .and_then(|h| h.canonicalize().ok())
+    else {
+        return vec![dir.to_path_buf()];
+    };
+    let Ok(relative) = dir.strip_prefix(&home) else {
+        return vec![dir.to_path_buf()];
+    };
+    let relative = relative.to_string_lossy().to_string();
+    let whole = super::reads::HOME_TOOLS
+        .iter()
+        .any(|t| relative == *t || relative.starts_with(&format!("{t}/")));
+    if whole {
+        for secret in super::reads::HOME_SECRETS {
+            let Some(inside) = secret.strip_prefix(&format!("{relative}/")) else {
+                continue;
+            };
+            if std::fs::symlink_metadata(dir.join(inside)).is_err() {
+                continue;
+            }
+            let hidden = upper.join(inside);
+            let made = hidden
+                .parent()
+                .is_some_and(|p| std::fs::create_dir_all(p).is_ok())
+                && whiteout(&hidden);
+            if !made {
+                // No way to hide it: the cache stays out of reach.
+                return Vec::new();
+            }
+        }
+        return vec![dir.to_path_buf()];
+    }
+    let mut rules = Vec::new();
+    for tool in super::reads::HOME_TOOLS {
+        let Some(inside) = tool.strip_prefix(&format!("{relative}/")) else {
+            continue;
+        };
+        if dir.join(inside).is_dir() || std::fs::create_dir_all(upper.join(inside)).is_ok() {
+            rules.push(dir.join(inside));
+        }
+    }
+    rules
+}
+
+/// An overlay whiteout at `path`: the file of the same name below is hidden.
+fn whiteout(path: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt as _;
+    let Ok(c) = std::ffi::CString::new(path.as_os_str().as_bytes()) else {
+        return false;
+    };
+    // SAFETY: a plain system call on a NUL-terminated path.
+    unsafe { libc::mknod(c.as_ptr(), libc::S_IFCHR, libc::makedev(0, 0)) == 0 }
 }
 
 /// The directory of a sandbox's cache layers, removed with the sandbox (overlayfs leaves

@@ -47,8 +47,10 @@ mod notify {
 }
 
 mod net;
+mod reads;
 mod view;
 pub use net::{support as net_support, NetWall, Network};
+pub use reads::git_dir as readable_git_dir;
 mod caches;
 pub use view::{support as view_support, CacheLayer, Layer, Nested, OverlayView};
 
@@ -194,6 +196,12 @@ pub struct SandboxSettings {
     /// The plan's key that sets `network`, for the words of a refusal: `[sandbox] network`
     /// for an agent's processes, `[checks] network` for checks and reviewers.
     pub network_key: &'static str,
+    /// Paths every process may read besides its own places and what the machine's
+    /// toolchains need (see [`reads`]): the plan's `[sandbox] readable`, the repository's
+    /// git directory without plait's store.
+    pub readable: Vec<PathBuf>,
+    /// Reads are left open (`[setup] run`, the user's own step): no read allow-list.
+    pub read_all: bool,
 }
 
 impl Default for SandboxSettings {
@@ -209,6 +217,8 @@ impl Default for SandboxSettings {
             keep_env: Vec::new(),
             withhold: Vec::new(),
             network_key: "[sandbox] network",
+            readable: Vec::new(),
+            read_all: false,
         }
     }
 }
@@ -371,6 +381,8 @@ pub(crate) struct Places {
     /// The own places, the private temporary directory and `writable`, each also with its
     /// links resolved (as the kernel names a working directory) when that differs.
     roots: Vec<PathBuf>,
+    /// Where they may read besides `roots` (`None`: everywhere).
+    reads: Option<Vec<PathBuf>>,
     denials: Arc<Denials>,
     /// How the network is walled, for the observer to record refused connections; `None`
     /// when it is open.
@@ -387,8 +399,21 @@ impl Places {
         }
         Places {
             roots: all,
+            reads: None,
             denials,
             net: None,
+        }
+    }
+
+    /// Whether `path` lies where every process of the sandbox may read.
+    fn may_read(&self, path: &Path) -> bool {
+        match &self.reads {
+            None => true,
+            Some(reads) => self
+                .roots
+                .iter()
+                .chain(reads)
+                .any(|root| path.starts_with(root)),
         }
     }
 
@@ -485,6 +510,9 @@ impl Sandbox {
                     Ok(())
                 });
             }
+        }
+        if let Some(armed) = armed {
+            armed.read_program(&cmd, cwd);
         }
         let Some(armed) = armed else {
             return match &self.view {
@@ -597,7 +625,7 @@ impl Sandbox {
             Some(view) => {
                 let mut keep: Vec<&Path> = view.paths();
                 keep.extend(paths.iter().map(PathBuf::as_path));
-                caches::layers(&self.settings.temp_root, &keep)
+                caches::layers(&self.settings.temp_root, &keep, !self.settings.read_all)
             }
             None => (None, Vec::new()),
         };
@@ -610,6 +638,21 @@ impl Sandbox {
         }
         seen.extend(caches.iter().map(|c| c.dir.clone()));
         let mut places = Places::new(seen, self.denials.clone());
+        let read_paths: Option<Vec<PathBuf>> = (!self.settings.read_all).then(|| {
+            let mut read: Vec<PathBuf> = reads::machine().to_vec();
+            read.extend(self.settings.readable.iter().cloned());
+            read.retain(|p| p.exists());
+            read
+        });
+        places.reads = read_paths.as_ref().map(|read| {
+            let mut all = read.clone();
+            all.extend(read.iter().filter_map(|p| p.canonicalize().ok()));
+            all
+        });
+        let configs = match &read_paths {
+            Some(_) => reads::config_copies(tmp.path()),
+            None => Vec::new(),
+        };
         let hide = match wall {
             NetWall::Namespace => {
                 let reachable: Vec<PathBuf> = (places.roots.iter())
@@ -637,7 +680,7 @@ impl Sandbox {
             None => paths,
         };
         let tcp = (wall == NetWall::Landlock).then_some(&self.settings.ports[..]);
-        let ruleset = ruleset(abi, &rule_paths, tcp)?;
+        let ruleset = ruleset(abi, &rule_paths, read_paths.as_deref(), tcp)?;
         let namespace = (wall == NetWall::Namespace).then(|| net::Namespace {
             ports: self.settings.ports.clone(),
             hide,
@@ -650,6 +693,9 @@ impl Sandbox {
             _cache_root: cache_root,
             places,
             rule_paths,
+            read_paths,
+            programs: Mutex::default(),
+            configs,
             wall,
             namespace,
         })
@@ -658,7 +704,12 @@ impl Sandbox {
     /// Reads the output a process wrote under `armed` in `cwd` (`text`) for writes the
     /// kernel refused, and keeps the paths outside its places.
     pub(crate) fn note_denials(&self, armed: &Armed, cwd: &Path, text: &str) {
-        let found = refused_writes(text, cwd, |path| armed.places.may_write(path));
+        let found = refused(
+            text,
+            cwd,
+            |path| armed.places.may_read(path),
+            |path| armed.places.may_write(path),
+        );
         self.denials.add(found);
     }
 }
@@ -674,8 +725,14 @@ pub(crate) struct Armed {
     caches: Vec<view::CacheLayer>,
     _cache_root: Option<caches::LayerRoot>,
     places: Arc<Places>,
-    /// What the ruleset was built from, for a view's ruleset of its own per process.
+    /// What the ruleset was built from, for a view's ruleset of its own per process: the
+    /// places written, and those read (`None`: reads are not walled).
     rule_paths: Vec<PathBuf>,
+    read_paths: Option<Vec<PathBuf>>,
+    /// The packages of the programs started by path since (see [`Armed::read_program`]).
+    programs: Mutex<Vec<PathBuf>>,
+    /// Copies of config files without their secrets, each with the variable naming it.
+    configs: Vec<(&'static str, PathBuf)>,
     /// How the network is walled.
     wall: NetWall,
     /// The network namespace each process makes for itself, when that is the wall.
@@ -695,16 +752,31 @@ impl Armed {
         entry: view::Entry<'_>,
         cwd: &Path,
     ) -> std::io::Result<(tokio::process::Child, Option<std::os::fd::OwnedFd>)> {
-        for var in ["TMPDIR", "TMP", "TEMP"] {
-            cmd.env(var, self.tmp.path());
-        }
+        self.set_env(&mut cmd);
+        let reads = self.read_paths.as_ref().map(|read| {
+            let mut read = read.clone();
+            read.extend(
+                self.programs
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .iter()
+                    .cloned(),
+            );
+            read
+        });
         let ruleset = match entry.view {
-            Some(_) => ruleset(self.abi, &self.rule_paths, None).map_err(std::io::Error::other)?,
+            Some(_) => ruleset(self.abi, &self.rule_paths, reads.as_deref(), None)
+                .map_err(std::io::Error::other)?,
             None => self.ruleset.try_clone()?,
         };
         let walls = view::Walls {
             ruleset,
-            access: write_access(self.abi),
+            access: write_access(self.abi)
+                | if self.read_paths.is_some() {
+                    read_access(self.abi)
+                } else {
+                    0
+                },
             // No controlling terminal: a command that opens `/dev/tty` to ask something
             // (a password prompt) is told there is none, rather than stopped by SIGTTIN as
             // a background process group of plait's terminal would be.
@@ -756,9 +828,7 @@ impl Armed {
         mut cmd: tokio::process::Command,
     ) -> std::io::Result<tokio::process::Child> {
         use std::os::fd::AsRawFd as _;
-        for var in ["TMPDIR", "TMP", "TEMP"] {
-            cmd.env(var, self.tmp.path());
-        }
+        self.set_env(&mut cmd);
         if self.abi < 5 {
             let fd = self.ruleset.as_raw_fd();
             // SAFETY: the closure runs between fork and exec; it makes only async-signal-safe
@@ -815,6 +885,61 @@ impl Armed {
 }
 
 impl Armed {
+    /// Where reads are walled, lets the program `cmd` names by its path (an agent's `bin`, a
+    /// script) be read and run, and the package it belongs to, when no rule does yet.
+    fn read_program(&self, cmd: &tokio::process::Command, cwd: &Path) {
+        let Some(reads) = &self.read_paths else {
+            return;
+        };
+        let program = Path::new(cmd.as_std().get_program());
+        if !program.as_os_str().as_encoded_bytes().contains(&b'/') {
+            return;
+        }
+        let Ok(real) = cwd.join(program).canonicalize() else {
+            return;
+        };
+        let home = std::env::var_os("HOME").map(PathBuf::from);
+        let Some(package) = real
+            .parent()
+            .map(|dir| reads::package(dir, home.as_deref()))
+        else {
+            return;
+        };
+        let mut programs = self.programs.lock().unwrap_or_else(|e| e.into_inner());
+        let covered = |p: &Path| {
+            reads
+                .iter()
+                .chain(programs.iter())
+                .chain(&self.places.roots)
+                .any(|r| p.starts_with(r))
+        };
+        if covered(&real) {
+            return;
+        }
+        let access = read_access(self.abi);
+        if add_rule(&self.ruleset, &package, access).is_ok() {
+            programs.push(package);
+        }
+    }
+
+    /// The private temporary directory as `TMPDIR`, and the config copies without secrets
+    /// where the command does not name its own.
+    fn set_env(&self, cmd: &mut tokio::process::Command) {
+        for var in ["TMPDIR", "TMP", "TEMP"] {
+            cmd.env(var, self.tmp.path());
+        }
+        let named: Vec<std::ffi::OsString> = cmd
+            .as_std()
+            .get_envs()
+            .map(|(k, _)| k.to_os_string())
+            .collect();
+        for (var, path) in &self.configs {
+            if !named.iter().any(|k| k == var) {
+                cmd.env(var, path);
+            }
+        }
+    }
+
     /// The seccomp filter that walls the network where Landlock alone must (no namespace).
     fn net_filter(&self) -> Option<&'static [libc::sock_filter]> {
         match self.wall {
@@ -823,6 +948,52 @@ impl Armed {
             NetWall::Open | NetWall::Namespace => None,
         }
     }
+}
+
+/// Adds a rule granting `access` beneath `path` to the ruleset `ruleset` (processes already
+/// behind it keep the rules they were given).
+#[cfg(target_os = "linux")]
+fn add_rule(ruleset: &std::os::fd::OwnedFd, path: &Path, access: u64) -> std::io::Result<()> {
+    use std::os::fd::{AsRawFd as _, FromRawFd as _};
+    use std::os::unix::ffi::OsStrExt as _;
+    #[repr(C, packed)]
+    struct PathBeneath {
+        allowed_access: u64,
+        parent_fd: i32,
+    }
+    const LANDLOCK_RULE_PATH_BENEATH: libc::c_int = 1;
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).map_err(std::io::Error::other)?;
+    // SAFETY: plain system calls on a NUL-terminated path and a descriptor owned here.
+    let fd = unsafe { libc::open(c.as_ptr(), libc::O_PATH | libc::O_CLOEXEC) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: `fd` was just opened and is owned by nothing else.
+    let fd = unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) };
+    // A directory's rule (a program's package); a file would take fewer rights.
+    let rule = PathBeneath {
+        allowed_access: access,
+        parent_fd: fd.as_raw_fd(),
+    };
+    // SAFETY: the rule lives across the call; the kernel copies it.
+    let added = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_add_rule,
+            ruleset.as_raw_fd(),
+            LANDLOCK_RULE_PATH_BENEATH,
+            &rule as *const PathBeneath,
+            0u32,
+        )
+    };
+    if added != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+#[cfg(not(target_os = "linux"))]
+fn add_rule(_ruleset: &std::os::fd::OwnedFd, _path: &Path, _access: u64) -> std::io::Result<()> {
+    Err(std::io::Error::other("Landlock is Linux's"))
 }
 
 #[cfg(target_os = "linux")]
@@ -852,6 +1023,7 @@ fn restrict(_fd: std::os::fd::RawFd) -> std::io::Result<()> {
 fn ruleset(
     abi: i32,
     paths: &[PathBuf],
+    reads: Option<&[PathBuf]>,
     tcp: Option<&[u16]>,
 ) -> Result<std::os::fd::OwnedFd, SandboxError> {
     use landlock::{
@@ -859,7 +1031,12 @@ fn ruleset(
         Ruleset, RulesetAttr, RulesetCreatedAttr, Scope, ABI,
     };
     let version = ABI::from(abi);
-    let write = AccessFs::from_write(version);
+    let read = AccessFs::from_read(version);
+    // Where reads are walled, the own places are read and written; elsewhere only read.
+    let write = match reads {
+        Some(_) => AccessFs::from_write(version) | read,
+        None => AccessFs::from_write(version),
+    };
     let mut ruleset = Ruleset::default()
         .set_compatibility(CompatLevel::HardRequirement)
         .handle_access(write)?;
@@ -876,6 +1053,9 @@ fn ruleset(
     let mut created = ruleset
         .create()?
         .add_rules(path_beneath_rules(paths, write))?;
+    if let Some(reads) = reads {
+        created = created.add_rules(path_beneath_rules(reads, read))?;
+    }
     for &port in tcp.unwrap_or_default() {
         created = created.add_rule(NetPort::new(port, AccessNet::ConnectTcp))?;
     }
@@ -894,10 +1074,22 @@ fn write_access(_abi: i32) -> u64 {
     0
 }
 
+/// The read rights (read, list, execute) at `abi`, as the kernel's bits.
+#[cfg(target_os = "linux")]
+fn read_access(abi: i32) -> u64 {
+    landlock::AccessFs::from_read(landlock::ABI::from(abi)).bits()
+}
+
+#[cfg(not(target_os = "linux"))]
+fn read_access(_abi: i32) -> u64 {
+    0
+}
+
 #[cfg(not(target_os = "linux"))]
 fn ruleset(
     _abi: i32,
     _paths: &[PathBuf],
+    _reads: Option<&[PathBuf]>,
     _tcp: Option<&[u16]>,
 ) -> Result<std::os::fd::OwnedFd, SandboxError> {
     Err(SandboxError::NoRuleset)
@@ -912,10 +1104,16 @@ const REFUSALS: &[&str] = &[
     "invalid cross-device link",
 ];
 
-/// The refused writes `text` tells of: for each line that reports one, the paths it names
-/// (relative ones from `cwd`) that `allowed` says the process may not write, as
+/// The refused reads and writes `text` tells of: for each line that reports one, the paths
+/// it names (relative ones from `cwd`) that `readable` says the process may not read, as
+/// `read of PATH refused (…)`, or else that `writable` says it may not write, as
 /// `write to PATH refused`.
-fn refused_writes(text: &str, cwd: &Path, allowed: impl Fn(&Path) -> bool) -> Vec<String> {
+fn refused(
+    text: &str,
+    cwd: &Path,
+    readable: impl Fn(&Path) -> bool,
+    writable: impl Fn(&Path) -> bool,
+) -> Vec<String> {
     let mut found = Vec::new();
     for line in text.lines() {
         let lower = line.to_ascii_lowercase();
@@ -923,13 +1121,32 @@ fn refused_writes(text: &str, cwd: &Path, allowed: impl Fn(&Path) -> bool) -> Ve
             continue;
         }
         for path in paths_in(line, cwd) {
-            let denial = format!("write to {} refused", path.display());
-            if !allowed(&path) && !found.contains(&denial) {
+            let denial = if !readable(&path) {
+                if reads::habit(&path) {
+                    // Read by habit (a shell's rc file, git's or npm's config): no news.
+                    continue;
+                }
+                format!(
+                    "read of {} refused (allow it with [sandbox] readable)",
+                    path.display()
+                )
+            } else if !writable(&path) {
+                format!("write to {} refused", path.display())
+            } else {
+                continue;
+            };
+            if !found.contains(&denial) {
                 found.push(denial);
             }
         }
     }
     found
+}
+
+/// [`refused`] where every path is readable: the refused writes alone.
+#[cfg(test)]
+fn refused_writes(text: &str, cwd: &Path, allowed: impl Fn(&Path) -> bool) -> Vec<String> {
+    refused(text, cwd, |_| true, allowed)
 }
 
 /// The paths written in a line of output, quoted or not: words that start with `/`, or hold

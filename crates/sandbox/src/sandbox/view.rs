@@ -107,6 +107,9 @@ impl OverlayView {
 pub struct CacheLayer {
     pub dir: PathBuf,
     pub layer: Layer,
+    /// Where beneath `dir` (or `dir` itself) its processes may read and write, once it is
+    /// mounted.
+    pub rules: Vec<PathBuf>,
 }
 
 /// Where a child goes between fork and exec, before its walls: a task's whole-tree view,
@@ -277,7 +280,9 @@ fn mounts(
             &cache.layer,
             true,
         )?);
-        rules.push((c_path(&cache.dir)?, Some(mounts.len() - 1)));
+        for rule in &cache.rules {
+            rules.push((c_path(rule)?, Some(mounts.len() - 1)));
+        }
     }
     Ok((mounts, rules))
 }
