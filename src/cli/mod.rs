@@ -8,6 +8,7 @@ mod clean;
 mod completions;
 mod config;
 mod diff;
+mod doctor;
 mod error;
 mod guard;
 mod hook;
@@ -86,6 +87,7 @@ pub enum Command {
     Worker(worker::WorkerArgs),
     Completions(completions::CompletionsArgs),
     Config(config::ConfigArgs),
+    Doctor(doctor::DoctorArgs),
 }
 
 pub use error::{CommandError, Kind};
@@ -122,6 +124,7 @@ pub fn main() -> ExitCode {
         Command::Worker(args) => worker::cmd_worker(args),
         Command::Completions(args) => completions::cmd_completions(args),
         Command::Config(args) => config::cmd_config(&dir, args),
+        Command::Doctor(args) => doctor::cmd_doctor(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -34,6 +34,7 @@ mod roles;
 mod run;
 mod sandbox;
 mod second_day;
+mod secrets;
 mod serve;
 mod setup_plan;
 mod split;

@@ -1,6 +1,6 @@
 //! The use cases, one function each, called alike by the command line and the review
 //! page: decide on a task (accept, reject), land a run, check a run or judge a hook's
-//! move, sync a run with its store, clean a run or the seed. Each opens what it needs,
+//! move, sync a run with its store, clean a run or the seed, test the walls (`doctor`). Each opens what it needs,
 //! takes the same locks and refusals whoever calls it, and returns a typed report; it
 //! prints nothing and reads no environment (what it needs of the environment is passed
 //! in).
@@ -10,6 +10,7 @@
 pub mod check;
 pub mod clean;
 pub mod decide;
+pub mod doctor;
 pub mod land;
 pub mod resume;
 pub mod run;

@@ -144,6 +144,8 @@ impl Shared {
     ) -> Result<Shared, RunError> {
         let checks_dir = store.run(&state.id).checks();
         let seed_dir = store.seed_dir();
+        // Its tasks run plait itself (`$PLAIT_RUN_IN`, Claude Code's guard).
+        crate::sandbox::readable_program(&settings.plait_program);
         let event_log = fs::OpenOptions::new()
             .create(true)
             .append(true)

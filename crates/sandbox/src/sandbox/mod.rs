@@ -50,7 +50,7 @@ mod net;
 mod reads;
 mod view;
 pub use net::{support as net_support, NetWall, Network};
-pub use reads::git_dir as readable_git_dir;
+pub use reads::{git_dir as readable_git_dir, own_program as readable_program};
 mod caches;
 pub use view::{support as view_support, CacheLayer, Layer, Nested, OverlayView};
 
@@ -533,10 +533,16 @@ impl Sandbox {
         if armed.namespace.is_none() && self.view.is_none() {
             return armed.spawn(cmd).await;
         }
+        // A socket served since the walls were made (a database started meanwhile) is
+        // covered too: the listening sockets are read again for each process.
+        let namespace = armed.namespace.as_ref().map(|n| net::Namespace {
+            ports: n.ports.clone(),
+            hide: net::served_sockets(&armed.reachable),
+        });
         let entry = view::Entry {
             view: self.view.as_ref(),
             caches: &armed.caches,
-            net: armed.namespace.as_ref(),
+            net: namespace.as_ref(),
         };
         let (child, channel) = armed.spawn_entered(cmd, entry, cwd).await?;
         if let (Some(channel), Some(pid)) = (channel, child.id()) {
@@ -639,7 +645,7 @@ impl Sandbox {
         seen.extend(caches.iter().map(|c| c.dir.clone()));
         let mut places = Places::new(seen, self.denials.clone());
         let read_paths: Option<Vec<PathBuf>> = (!self.settings.read_all).then(|| {
-            let mut read: Vec<PathBuf> = reads::machine().to_vec();
+            let mut read: Vec<PathBuf> = reads::all();
             read.extend(self.settings.readable.iter().cloned());
             read.retain(|p| p.exists());
             read
@@ -653,14 +659,12 @@ impl Sandbox {
             Some(_) => reads::config_copies(tmp.path()),
             None => Vec::new(),
         };
+        let reachable: Vec<PathBuf> = (places.roots.iter())
+            .chain(&self.settings.sockets)
+            .cloned()
+            .collect();
         let hide = match wall {
-            NetWall::Namespace => {
-                let reachable: Vec<PathBuf> = (places.roots.iter())
-                    .chain(&self.settings.sockets)
-                    .cloned()
-                    .collect();
-                net::served_sockets(&reachable)
-            }
+            NetWall::Namespace => net::served_sockets(&reachable),
             _ => Vec::new(),
         };
         places.net = (wall != NetWall::Open).then(|| net::Watch {
@@ -695,6 +699,7 @@ impl Sandbox {
             rule_paths,
             read_paths,
             programs: Mutex::default(),
+            reachable,
             configs,
             wall,
             namespace,
@@ -729,6 +734,8 @@ pub(crate) struct Armed {
     /// places written, and those read (`None`: reads are not walled).
     rule_paths: Vec<PathBuf>,
     read_paths: Option<Vec<PathBuf>>,
+    /// The places whose served sockets the processes may reach (theirs, `[sandbox] sockets`).
+    reachable: Vec<PathBuf>,
     /// The packages of the programs started by path since (see [`Armed::read_program`]).
     programs: Mutex<Vec<PathBuf>>,
     /// Copies of config files without their secrets, each with the variable naming it.

@@ -358,6 +358,31 @@ fn dedup(mut paths: Vec<PathBuf>) -> Vec<PathBuf> {
     paths
 }
 
+/// Programs of plait's own that its tasks run (`plait run-in-view`, `plait guard`) when
+/// they are not this process's own program (a library's caller names them).
+static OWN_PROGRAMS: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
+
+/// Lets every confined process read and run `program`, plait's own, which its tasks call.
+pub fn own_program(program: &Path) {
+    let mut programs = OWN_PROGRAMS.lock().unwrap_or_else(|e| e.into_inner());
+    if !programs.iter().any(|p| p == program) {
+        programs.push(program.to_path_buf());
+    }
+}
+
+/// [`machine`] and plait's own programs.
+pub(crate) fn all() -> Vec<PathBuf> {
+    let mut out = machine().to_vec();
+    out.extend(
+        OWN_PROGRAMS
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .cloned(),
+    );
+    out
+}
+
 /// Whether a refused read of `path` is a habit not worth reporting (see [`HABITS`]).
 pub(crate) fn habit(path: &Path) -> bool {
     let Some(home) = std::env::var_os("HOME").map(PathBuf::from) else {

@@ -1,0 +1,263 @@
+//! `plait doctor`: a self-test of the walls on this machine, run as plait runs a task's
+//! command. It says which Landlock ABI, namespaces and seccomp hold here, then starts plait
+//! itself behind the walls of a task (a private place of its own, the network off) to try,
+//! one at a time: a write outside its places, a read of a file planted in the home, a TCP
+//! connection and a UDP datagram to listeners plait holds on 127.0.0.1, a connection to a
+//! UNIX socket served outside, and a signal to a process outside. Each attempt is judged
+//! from outside (did the file appear, did the listener hear anything, is the process still
+//! alive), not by what the probe believes.
+
+use std::io::Read as _;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::cancel::Cancel;
+use crate::sandbox::{Sandbox, SandboxSettings};
+use crate::shell::{self, Launch, ShellOutcome};
+
+/// What the walls are made of here, and how each attempt went.
+#[derive(Debug, Serialize)]
+pub struct DoctorReport {
+    /// `Landlock ABI N`, or why there is no Landlock.
+    pub landlock: String,
+    /// Whether user and mount namespaces (views over layers) are allowed, or why not.
+    pub views: Result<(), String>,
+    /// Whether a network namespace per process is allowed, or why not.
+    pub network_namespace: Result<(), String>,
+    /// How a task's network is walled here, in words.
+    pub walls: String,
+    pub probes: Vec<Probe>,
+}
+
+/// One attempt from inside the walls.
+#[derive(Debug, Serialize)]
+pub struct Probe {
+    pub what: &'static str,
+    pub refused: bool,
+    /// What happened, when it was not refused (or could not be tried).
+    pub detail: String,
+}
+
+impl DoctorReport {
+    /// Whether every attempt was refused.
+    pub fn holds(&self) -> bool {
+        self.probes.iter().all(|p| p.refused)
+    }
+}
+
+/// Runs the self-test; `plait` is plait's own program, started behind the walls as the
+/// probe (`plait doctor --probe KIND TARGET`).
+pub async fn run(plait: &Path) -> Result<DoctorReport, String> {
+    let landlock = match crate::sandbox::support() {
+        crate::sandbox::Support::Landlock(abi) => format!("ABI {abi}"),
+        crate::sandbox::Support::Missing(why) => format!("missing: {why}"),
+    };
+    let place = tempfile::Builder::new()
+        .prefix("plait-doctor-")
+        .tempdir()
+        .map_err(|e| format!("cannot make a temporary directory: {e}"))?;
+    let own = place.path().join("own");
+    let outside = place.path().join("outside");
+    for dir in [&own, &outside] {
+        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    }
+    let planted = Planted::new()?;
+    let settings = SandboxSettings {
+        temp_root: std::env::temp_dir(),
+        ..SandboxSettings::default()
+    };
+    let walls = settings.describe();
+    let sandbox = Sandbox::new(&settings, vec![own.clone()]);
+    let log = place.path().join("probe.log");
+    let (_keep, cancel) = Cancel::new();
+    let probe = |kind: &'static str, target: String| {
+        let argv = vec![
+            plait.display().to_string(),
+            "doctor".to_string(),
+            "--probe".to_string(),
+            kind.to_string(),
+            target,
+        ];
+        let (sandbox, log, own, cancel) = (&sandbox, &log, &own, &cancel);
+        async move {
+            let _ = std::fs::write(log, "");
+            let launch = Launch {
+                dir: own,
+                env: &[],
+                log,
+                timeout: Duration::from_secs(10),
+                cancel,
+                sandbox,
+            };
+            let outcome = shell::run_argv(&argv, &launch).await;
+            let said = std::fs::read_to_string(log).unwrap_or_default();
+            (outcome, said.trim().to_string())
+        }
+    };
+    let mut probes = Vec::new();
+
+    let target = outside.join("written");
+    let (outcome, said) = probe("write", target.display().to_string()).await;
+    probes.push(judge(
+        "write outside its places",
+        &outcome,
+        &said,
+        !target.exists(),
+    ));
+
+    let (outcome, said) = probe("read", planted.file.display().to_string()).await;
+    let read_it = said.contains(SECRET);
+    probes.push(judge(
+        "read of a file planted in the home",
+        &outcome,
+        &said,
+        !read_it,
+    ));
+
+    let tcp = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
+    tcp.set_nonblocking(true).map_err(|e| e.to_string())?;
+    let addr = tcp.local_addr().map_err(|e| e.to_string())?;
+    let (outcome, said) = probe("tcp", addr.to_string()).await;
+    let heard = tcp.accept().is_ok();
+    probes.push(judge(
+        "TCP connection to 127.0.0.1 outside",
+        &outcome,
+        &said,
+        !heard,
+    ));
+
+    let udp = std::net::UdpSocket::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
+    udp.set_read_timeout(Some(Duration::from_millis(300)))
+        .map_err(|e| e.to_string())?;
+    let addr = udp.local_addr().map_err(|e| e.to_string())?;
+    let (outcome, said) = probe("udp", addr.to_string()).await;
+    let heard = udp.recv(&mut [0u8; 64]).is_ok();
+    probes.push(judge(
+        "UDP datagram to 127.0.0.1 outside",
+        &outcome,
+        &said,
+        !heard,
+    ));
+
+    let socket = outside.join("served.sock");
+    let unix = std::os::unix::net::UnixListener::bind(&socket).map_err(|e| e.to_string())?;
+    unix.set_nonblocking(true).map_err(|e| e.to_string())?;
+    let (outcome, said) = probe("unix", socket.display().to_string()).await;
+    let heard = unix.accept().is_ok();
+    probes.push(judge("UNIX socket served outside", &outcome, &said, !heard));
+
+    let mut victim = std::process::Command::new("sleep")
+        .arg("30")
+        .spawn()
+        .map_err(|e| format!("cannot start `sleep` to signal: {e}"))?;
+    let (outcome, said) = probe("signal", victim.id().to_string()).await;
+    std::thread::sleep(Duration::from_millis(100));
+    let alive = matches!(victim.try_wait(), Ok(None));
+    let _ = victim.kill();
+    let _ = victim.wait();
+    probes.push(judge("signal to a process outside", &outcome, &said, alive));
+
+    Ok(DoctorReport {
+        landlock,
+        views: crate::sandbox::view_support().clone(),
+        network_namespace: crate::sandbox::net_support().clone(),
+        walls,
+        probes,
+    })
+}
+
+/// What the secret planted in the home says.
+const SECRET: &str = "plait-doctor-planted-secret";
+
+/// A file planted in the home for the read attempt, removed with this value.
+struct Planted {
+    dir: PathBuf,
+    file: PathBuf,
+}
+
+impl Planted {
+    fn new() -> Result<Planted, String> {
+        let home = std::env::var_os("HOME")
+            .map(PathBuf::from)
+            .filter(|h| h.is_absolute() && h.is_dir())
+            .ok_or("HOME is not set to a directory")?;
+        let dir = home.join(format!(".plait-doctor-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let file = dir.join("credentials");
+        std::fs::write(&file, SECRET).map_err(|e| format!("{}: {e}", file.display()))?;
+        Ok(Planted { dir, file })
+    }
+}
+
+impl Drop for Planted {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// An attempt judged from outside: `refused` when what it tried did not happen.
+fn judge(what: &'static str, outcome: &ShellOutcome, said: &str, refused: bool) -> Probe {
+    let detail = match outcome {
+        ShellOutcome::NotStarted(why) => format!("the probe could not start: {why}"),
+        _ if refused => String::new(),
+        _ => format!(
+            "it went through ({})",
+            said.lines().last().unwrap_or("no output")
+        ),
+    };
+    Probe {
+        what,
+        refused: refused && !matches!(outcome, ShellOutcome::NotStarted(_)),
+        detail,
+    }
+}
+
+/// The probe itself, behind the walls: tries `kind` on `target` and says how it went
+/// (exit 0: done, 1: refused). What it says is only a witness; plait judges from outside.
+pub fn probe(kind: &str, target: &str) -> Result<String, String> {
+    use std::io::Write as _;
+    let e = |e: std::io::Error| e.to_string();
+    match kind {
+        "write" => std::fs::write(target, "x")
+            .map(|()| "written".into())
+            .map_err(e),
+        "read" => {
+            let mut text = String::new();
+            std::fs::File::open(target)
+                .and_then(|mut f| f.read_to_string(&mut text))
+                .map_err(e)?;
+            Ok(text)
+        }
+        "tcp" => {
+            let addr = target
+                .parse()
+                .map_err(|_| format!("not an address: {target}"))?;
+            std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(2))
+                .map(|_| "connected".into())
+                .map_err(e)
+        }
+        "udp" => {
+            let socket = std::net::UdpSocket::bind("127.0.0.1:0").map_err(e)?;
+            socket
+                .send_to(b"plait-doctor", target)
+                .map(|_| "sent".into())
+                .map_err(e)
+        }
+        "unix" => std::os::unix::net::UnixStream::connect(target)
+            .and_then(|mut s| s.write_all(b"plait-doctor"))
+            .map(|()| "connected".into())
+            .map_err(e),
+        "signal" => {
+            let pid: i32 = target.parse().map_err(|_| format!("not a pid: {target}"))?;
+            // SAFETY: a plain system call.
+            if unsafe { libc::kill(pid, libc::SIGTERM) } == 0 {
+                Ok("signalled".into())
+            } else {
+                Err(std::io::Error::last_os_error().to_string())
+            }
+        }
+        other => Err(format!("no probe `{other}`")),
+    }
+}
