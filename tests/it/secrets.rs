@@ -164,3 +164,108 @@ fn doctor_tries_every_wall_and_says_each_is_refused() {
         assert_eq!(refused(what), true, "{what}: {report:#}");
     }
 }
+
+/// The real Claude Code on a login, told to read every planted credential with its Bash
+/// and its Read tool: none reaches the model (no request the server received holds one),
+/// the task's branch or any log; the login's own token reaches the server only as the
+/// bearer the gateway sends, never in a body, and the CLI's directory holds a stand-in.
+#[test]
+fn real_claude_code_on_a_login_reads_no_credential_with_bash_or_read() {
+    let Some(claude) = crate::claude_code::real_claude() else {
+        eprintln!("skipped: the Claude Code CLI is not installed");
+        return;
+    };
+    if !matches!(
+        plait::sandbox::support(),
+        plait::sandbox::Support::Landlock(_)
+    ) {
+        eprintln!("skipped: no Landlock here");
+        return;
+    }
+    use crate::mock::{claude_tools, MockModel, Turn};
+    let repo = crate::claude_code::sample();
+    let home = crate::roles::login_home();
+    plant(home.path());
+    let key = crate::claude_code::KEY;
+    let mock = MockModel::start_claude_code(key);
+    let h = home.path().display().to_string();
+    let mut turns = vec![
+        Turn::Tools(vec![claude_tools::bash(&format!(
+            "{}true",
+            read_all(home.path())
+        ))]),
+        Turn::Tools(vec![claude_tools::bash(&format!(
+            "cat {h}/.claude/.credentials.json; cat \"$CLAUDE_CONFIG_DIR/.credentials.json\"; true"
+        ))]),
+    ];
+    for (path, _) in PLANTED.iter().take(1) {
+        turns.push(Turn::Tools(vec![claude_tools::read(&format!(
+            "{h}/{path}"
+        ))]));
+    }
+    turns.push(Turn::Tools(vec![claude_tools::read("src/a/x.txt")]));
+    turns.push(Turn::Tools(vec![claude_tools::edit(
+        "src/a/x.txt",
+        "hi",
+        "hello",
+    )]));
+    turns.push(Turn::Text("Done.".into()));
+    mock.script("a", turns);
+    mock.script(
+        "b",
+        vec![
+            Turn::Tools(vec![claude_tools::read("src/b/y.txt")]),
+            Turn::Tools(vec![claude_tools::edit("src/b/y.txt", "yo", "hey")]),
+            Turn::Text("Done.".into()),
+        ],
+    );
+    let toml = crate::claude_code::plan(
+        "claude-code",
+        &format!(
+            "[agents.claude-code]\nbin = \"{}\"\nmodel = \"claude-sonnet-4-5\"\n",
+            claude.display()
+        ),
+    );
+    let plan = repo.plan(&toml);
+    let out = repo.plait_env(
+        &["run", plan.to_str().unwrap(), "-j", "2"],
+        &[
+            ("HOME", &h),
+            ("CLAUDE_CONFIG_DIR", ""),
+            ("ANTHROPIC_API_KEY", ""),
+            ("ANTHROPIC_BASE_URL", &mock.url()),
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}\n{:#?}",
+        stderr(&out),
+        mock.problems()
+    );
+    let requests = mock.requests();
+    assert!(requests.len() >= 6, "{}", requests.len());
+    for request in &requests {
+        let body = request.body.to_string();
+        for (path, secret) in PLANTED {
+            assert!(!body.contains(secret), "{path} reached the model: {body}");
+        }
+        assert!(
+            !body.contains(key),
+            "the login's token reached the model in a body"
+        );
+        assert_eq!(request.headers["authorization"], format!("Bearer {key}"));
+    }
+    // The agent saw its reads refused, and said so to the model.
+    let told: String = requests.iter().map(|r| r.body.to_string()).collect();
+    assert!(told.contains("Permission denied"), "{told}");
+    for (_, secret) in PLANTED {
+        repo.assert_not_written(secret);
+    }
+    repo.assert_not_written(key);
+    let status = repo.status_json(&[]);
+    let run = status["id"].as_str().unwrap().to_string();
+    assert_eq!(
+        repo.tree_files(&format!("plait/{run}/a"))["src/a/x.txt"],
+        "hello\n"
+    );
+}
