@@ -644,14 +644,16 @@ impl Sandbox {
         }
         seen.extend(caches.iter().map(|c| c.dir.clone()));
         let mut places = Places::new(seen, self.denials.clone());
+        // Where reads are walled: the machine's paths (opened once per process, see
+        // `reads::machine_opened`) and these.
         let read_paths: Option<Vec<PathBuf>> = (!self.settings.read_all).then(|| {
-            let mut read: Vec<PathBuf> = reads::all();
+            let mut read = reads::own_programs();
             read.extend(self.settings.readable.iter().cloned());
-            read.retain(|p| p.exists());
             read
         });
         places.reads = read_paths.as_ref().map(|read| {
-            let mut all = read.clone();
+            let mut all = reads::machine_resolved().to_vec();
+            all.extend(read.iter().cloned());
             all.extend(read.iter().filter_map(|p| p.canonicalize().ok()));
             all
         });
@@ -895,7 +897,7 @@ impl Armed {
     /// Where reads are walled, lets the program `cmd` names by its path (an agent's `bin`, a
     /// script) be read and run, and the package it belongs to, when no rule does yet.
     fn read_program(&self, cmd: &tokio::process::Command, cwd: &Path) {
-        let Some(reads) = &self.read_paths else {
+        let Some(reads) = &self.places.reads else {
             return;
         };
         let program = Path::new(cmd.as_std().get_program());
@@ -1060,8 +1062,13 @@ fn ruleset(
     let mut created = ruleset
         .create()?
         .add_rules(path_beneath_rules(paths, write))?;
-    if let Some(reads) = reads {
-        created = created.add_rules(path_beneath_rules(reads, read))?;
+    if let Some(extra) = reads {
+        let file = landlock::AccessFs::from_file(version) & read;
+        for (fd, is_file) in reads::machine_opened() {
+            let access = if *is_file { file } else { read };
+            created = created.add_rule(landlock::PathBeneath::new(fd, access))?;
+        }
+        created = created.add_rules(path_beneath_rules(extra, read))?;
     }
     for &port in tcp.unwrap_or_default() {
         created = created.add_rule(NetPort::new(port, AccessNet::ConnectTcp))?;

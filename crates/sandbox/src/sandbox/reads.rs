@@ -358,6 +358,43 @@ fn dedup(mut paths: Vec<PathBuf>) -> Vec<PathBuf> {
     paths
 }
 
+/// [`machine`]'s paths opened once (`O_PATH`), each with whether it is a file: every
+/// ruleset takes its rules from these descriptors, so building one costs no `open` or
+/// `stat` per path (a view's processes each build one).
+pub(crate) fn machine_opened() -> &'static [(std::os::fd::OwnedFd, bool)] {
+    static OPENED: OnceLock<Vec<(std::os::fd::OwnedFd, bool)>> = OnceLock::new();
+    OPENED.get_or_init(|| {
+        use std::os::unix::fs::OpenOptionsExt as _;
+        machine()
+            .iter()
+            .filter_map(|path| {
+                let file = std::fs::OpenOptions::new()
+                    .read(true)
+                    .custom_flags(libc::O_PATH | libc::O_CLOEXEC)
+                    .open(path)
+                    .ok()?;
+                let is_file = file.metadata().is_ok_and(|m| !m.is_dir());
+                Some((std::os::fd::OwnedFd::from(file), is_file))
+            })
+            .collect()
+    })
+}
+
+/// [`machine`]'s paths, each also resolved where that differs: what the refusals found in
+/// a process's output are judged against.
+pub(crate) fn machine_resolved() -> &'static [PathBuf] {
+    static RESOLVED: OnceLock<Vec<PathBuf>> = OnceLock::new();
+    RESOLVED.get_or_init(|| {
+        let mut out = machine().to_vec();
+        out.extend(
+            machine()
+                .iter()
+                .filter_map(|p| p.canonicalize().ok().filter(|r| r != p)),
+        );
+        out
+    })
+}
+
 /// Programs of plait's own that its tasks run (`plait run-in-view`, `plait guard`) when
 /// they are not this process's own program (a library's caller names them).
 static OWN_PROGRAMS: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
@@ -370,17 +407,12 @@ pub fn own_program(program: &Path) {
     }
 }
 
-/// [`machine`] and plait's own programs.
-pub(crate) fn all() -> Vec<PathBuf> {
-    let mut out = machine().to_vec();
-    out.extend(
-        OWN_PROGRAMS
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .iter()
-            .cloned(),
-    );
-    out
+/// plait's own programs its tasks run (see [`own_program`]).
+pub(crate) fn own_programs() -> Vec<PathBuf> {
+    OWN_PROGRAMS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone()
 }
 
 /// Whether a refused read of `path` is a habit not worth reporting (see [`HABITS`]).
@@ -401,33 +433,48 @@ pub fn git_dir(git_dir: &Path) -> Vec<PathBuf> {
 /// Copies, in `dir`, of the config files tools must read to start but that may hold
 /// secrets, without them; each with the variable that points the tool at it.
 pub(crate) fn config_copies(dir: &Path) -> Vec<(&'static str, PathBuf)> {
-    let Some(home) = std::env::var_os("HOME").map(PathBuf::from) else {
-        return Vec::new();
-    };
-    let mut out = Vec::new();
-    if std::env::var_os("GIT_CONFIG_GLOBAL").is_none() {
-        let sources = [home.join(".gitconfig"), home.join(".config/git/config")];
-        let text: String = sources
-            .iter()
-            .filter_map(|s| std::fs::read_to_string(s).ok())
-            .map(|t| gitconfig_without_secrets(&t))
-            .collect::<Vec<_>>()
-            .join("\n");
-        let copy = dir.join("gitconfig");
-        if sources.iter().any(|s| s.exists()) && std::fs::write(&copy, text).is_ok() {
-            out.push(("GIT_CONFIG_GLOBAL", copy));
-        }
-    }
-    let npm_vars = ["NPM_CONFIG_USERCONFIG", "npm_config_userconfig"];
-    if npm_vars.iter().all(|v| std::env::var_os(v).is_none()) {
-        if let Ok(text) = std::fs::read_to_string(home.join(".npmrc")) {
-            let copy = dir.join("npmrc");
-            if std::fs::write(&copy, npmrc_without_secrets(&text)).is_ok() {
-                out.push(("NPM_CONFIG_USERCONFIG", copy));
+    config_texts()
+        .iter()
+        .filter_map(|(var, name, text)| {
+            let copy = dir.join(name);
+            std::fs::write(&copy, text).ok().map(|()| (*var, copy))
+        })
+        .collect()
+}
+
+/// The variable, file name and text of each copy [`config_copies`] writes, read once per
+/// process.
+fn config_texts() -> &'static [(&'static str, &'static str, String)] {
+    static TEXTS: OnceLock<Vec<(&'static str, &'static str, String)>> = OnceLock::new();
+    TEXTS.get_or_init(|| {
+        let Some(home) = std::env::var_os("HOME").map(PathBuf::from) else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        if std::env::var_os("GIT_CONFIG_GLOBAL").is_none() {
+            let sources = [home.join(".gitconfig"), home.join(".config/git/config")];
+            let text: String = sources
+                .iter()
+                .filter_map(|s| std::fs::read_to_string(s).ok())
+                .map(|t| gitconfig_without_secrets(&t))
+                .collect::<Vec<_>>()
+                .join("\n");
+            if sources.iter().any(|s| s.exists()) {
+                out.push(("GIT_CONFIG_GLOBAL", "gitconfig", text));
             }
         }
-    }
-    out
+        let npm_vars = ["NPM_CONFIG_USERCONFIG", "npm_config_userconfig"];
+        if npm_vars.iter().all(|v| std::env::var_os(v).is_none()) {
+            if let Ok(text) = std::fs::read_to_string(home.join(".npmrc")) {
+                out.push((
+                    "NPM_CONFIG_USERCONFIG",
+                    "npmrc",
+                    npmrc_without_secrets(&text),
+                ));
+            }
+        }
+        out
+    })
 }
 
 /// A git config file's text without the sections that hold or fetch credentials
