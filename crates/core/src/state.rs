@@ -194,6 +194,9 @@ pub struct Usage {
     /// Time those commands took, in all.
     #[serde(default)]
     pub run_ms: u64,
+    /// Some of these tokens are plait's estimate: a server sent no usage with its answer.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub estimated: bool,
 }
 
 fn is_zero(value: &f64) -> bool {
@@ -219,6 +222,7 @@ impl Usage {
         self.refused_writes += other.refused_writes;
         self.runs += other.runs;
         self.run_ms += other.run_ms;
+        self.estimated |= other.estimated;
     }
 }
 
