@@ -588,11 +588,14 @@ impl Limiter {
         }
         if streamed {
             tracing::warn!(
-                "provider {provider}'s server sends no usage in its stream; plait estimates                  the tokens (marked ≈). `stream = false` in [providers.{provider}] makes the                  server count them"
+                "provider {provider}'s server sends no usage in its stream; plait estimates \
+                 the tokens (marked ≈). `stream = false` in [providers.{provider}] makes the \
+                 server count them"
             );
         } else {
             tracing::warn!(
-                "provider {provider}'s server sends no usage with its answers; plait                  estimates the tokens (marked ≈)"
+                "provider {provider}'s server sends no usage with its answers; plait \
+                 estimates the tokens (marked ≈)"
             );
         }
     }

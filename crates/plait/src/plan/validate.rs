@@ -246,8 +246,8 @@ pub struct InheritedEnv {
     /// Claude Code's own config directory (`CLAUDE_CONFIG_DIR`, else `~/.claude`), where a
     /// logged-in user's credentials are.
     pub claude_config: Option<PathBuf>,
-    /// `GIT_CONFIG_COUNT` is set: git settings come through the environment.
-    pub git_config_count: bool,
+    /// `GIT_CONFIG_COUNT`, when set: git settings that come through the environment.
+    pub git_config_count: Option<usize>,
 }
 
 impl InheritedEnv {
@@ -296,7 +296,7 @@ impl InheritedEnv {
             claude_config: set("CLAUDE_CONFIG_DIR")
                 .map(PathBuf::from)
                 .or_else(|| set("HOME").map(|h| PathBuf::from(h).join(".claude"))),
-            git_config_count: env("GIT_CONFIG_COUNT").is_some(),
+            git_config_count: env("GIT_CONFIG_COUNT").and_then(|n| n.trim().parse().ok()),
         }
     }
 }
