@@ -52,6 +52,7 @@ const DEFAULTS: Shape = Table(&[
     ("timeout", Leaf),
     ("max_turns", Leaf),
     ("token_budget", Leaf),
+    ("expect_changes", Leaf),
     ("sandbox", SANDBOX),
     ("after", Leaf),
 ]);
@@ -67,6 +68,7 @@ const TASK: Shape = Table(&[
     ("timeout", Leaf),
     ("max_turns", Leaf),
     ("token_budget", Leaf),
+    ("expect_changes", Leaf),
     ("sandbox", SANDBOX),
     ("after", Leaf),
 ]);

@@ -319,6 +319,8 @@ pub struct ResolvedTask {
     pub max_turns: u32,
     /// Tokens a model agent may use in all.
     pub token_budget: Option<u64>,
+    /// Whether ending without a change needs a person's look (`expect_changes`).
+    pub expect_changes: bool,
     pub owns: Globs,
     pub context: Globs,
     /// Tracked files of the base that this task owns, sorted.
@@ -935,10 +937,16 @@ fn resolve_task(
     if problems.len() > before {
         return None;
     }
+    let agent = agent?;
+    let expect_changes = task
+        .expect_changes
+        .or(plan.defaults.expect_changes)
+        .unwrap_or(!matches!(agent, AgentConfig::Exec(_)));
     Some(ResolvedTask {
         id: id.clone(),
         prompt: task.prompt.clone(),
-        agent: agent?,
+        agent,
+        expect_changes,
         max_turns,
         token_budget: task.token_budget.or(plan.defaults.token_budget),
         checkout: task.checkout.or(plan.defaults.checkout).unwrap_or_default(),
