@@ -16,6 +16,7 @@ mod gateway;
 mod groups;
 mod land;
 mod lineage;
+mod llama;
 mod local_servers;
 mod manager;
 mod merge;
