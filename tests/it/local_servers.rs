@@ -77,14 +77,21 @@ fn a_stream_without_usage_is_estimated_marked_and_priced() {
             continue;
         }
         assert!(usage.estimated, "{usage:?}");
-        // The input as the limiter estimates it: each request's JSON, four bytes a token.
+        // The input: the text of each request the model read, estimated.
         let sent: u64 = mock
             .requests()
             .iter()
             .filter(|r| r.task.as_deref() == Some("a"))
-            .map(|r| r.body.to_string().len() as u64 / 4)
+            .map(|r| plait::llm::estimate::input_tokens(&r.body))
             .sum();
         assert_eq!(usage.input_tokens, sent);
+        // Fewer than the JSON holds, and not nothing.
+        let json: u64 = mock
+            .requests()
+            .iter()
+            .map(|r| r.body.to_string().len() as u64 / 4)
+            .sum();
+        assert!(sent > json / 3 && sent < json, "{sent} of {json}");
         assert!(
             usage.output_tokens > 0 && usage.output_tokens < 100,
             "{usage:?}"

@@ -107,7 +107,7 @@ pub async fn call(
     let cost = Cost {
         input: match provider.kind {
             ProviderKind::Anthropic => anthropic::uncached_estimate(body),
-            ProviderKind::Openai => estimate::input_tokens(body),
+            ProviderKind::Openai => (body.to_string().len() / 4) as u64,
         },
         output: body["max_tokens"]
             .as_u64()
@@ -129,7 +129,7 @@ pub async fn call(
                 if !reply.usage_known {
                     let streamed = body["stream"] == true;
                     limiter.usage_unreported(&provider.name, streamed);
-                    estimate::fill(reply, body);
+                    estimate::fill(reply, body, &record["response"]);
                     record["estimated"] =
                         json!({"input": reply.usage.input, "output": reply.usage.output});
                 }

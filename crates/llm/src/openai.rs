@@ -32,12 +32,18 @@ pub fn request_body(
         .iter()
         .map(|t| json!({"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.schema}}))
         .collect();
+    let offered = !tools.is_empty();
     let mut body = json!({
         "model": provider.model,
         "messages": wire,
         "tools": tools,
         "stream": stream,
     });
+    // "auto" is the API's default with tools, but some servers read no choice as "none"
+    // and never show the model its tools (llama-cpp-python's function-calling formats).
+    if offered {
+        body["tool_choice"] = json!("auto");
+    }
     // OpenAI's own API wants the newer name (its reasoning models refuse `max_tokens`);
     // compatible servers (OpenRouter, vLLM, Ollama) know `max_tokens`.
     let limit = if provider.base_url.contains("://api.openai.com") {
@@ -74,7 +80,9 @@ fn push_message(wire: &mut Vec<Value>, m: &Message) {
                     _ => None,
                 })
                 .collect();
-            let mut msg = json!({"role": "assistant", "content": if text.is_empty() { Value::Null } else { Value::String(text) }});
+            // Always a string, empty beside tool calls: the API takes null there too, but
+            // llama-cpp-python refuses null and its chat templates fail on a missing one.
+            let mut msg = json!({"role": "assistant", "content": text});
             if !calls.is_empty() {
                 msg["tool_calls"] = Value::Array(calls);
             }
@@ -381,7 +389,10 @@ impl Stream {
     /// saying something; otherwise what it held, for the retry and, at last, the task.
     pub fn finish(self) -> Result<Reply, String> {
         if !self.done {
-            return Err("the stream ended before `data: [DONE]`".to_string());
+            return Err(format!(
+                "the stream ended before `data: [DONE]`, after {} chunk(s)",
+                self.chunks
+            ));
         }
         let held = format!(
             "{} chunk(s) ({} naming the role), then `[DONE]`",
