@@ -230,3 +230,27 @@ fn a_task_whose_agent_changed_nothing_is_said_unless_it_was_not_asked_to() {
     // What `plait review --attention` and the page's filter list.
     assert_eq!(plait::report::needing_attention(&state), ["a"]);
 }
+
+#[test]
+fn an_agent_cli_that_exits_0_without_asking_its_model_failed_its_round() {
+    let repo = sample();
+    let mock = MockModel::start(Provider::OpenAi, KEY);
+    // As aider does when its client refuses to start: an error, then exit 0.
+    let said = "litellm.AuthenticationError: The api_key client option must be set";
+    let quiet = format!(
+        "[[task]]\nid = \"quiet\"\nprompt = \"Tidy run.sh\"\nowns = [\"/run.sh\"]\n\
+         agent = {{ cli = [\"sh\", \"-c\", \"echo '{said}' >&2; exit 0\"], gateway = \"local\" }}\n"
+    );
+    mock.script("a", edit_turns());
+    // The plan finds `sh` on the PATH.
+    let env = |name: &str| env(name).or_else(|| std::env::var(name).ok());
+    let state = repo.run_with_env(&plan(&mock, Provider::OpenAi, true, "", &quiet), 2, &env);
+    assert_eq!(task(&state, "a").state, TaskState::Done);
+    let quiet = task(&state, "quiet");
+    assert_eq!(quiet.state, TaskState::Failed);
+    let error = quiet.error.as_deref().unwrap_or_default();
+    assert!(
+        error.contains("sh exited 0 without a single request to its model") && error.contains(said),
+        "{error}"
+    );
+}
