@@ -991,8 +991,8 @@ fn push_record(
 /// Takes the ids a client made up for tool calls sent without any as the ones the mock sent:
 /// those of the last assistant message of `body`, which its next messages must answer.
 fn adopt_ids(script: &mut TaskScript, body: &Value) {
-    let messages = body["messages"].as_array().into_iter().flatten();
-    let Some(last) = messages.filter(|m| m["role"] == "assistant").last() else {
+    let mut messages = body["messages"].as_array().into_iter().flatten();
+    let Some(last) = messages.rfind(|m| m["role"] == "assistant") else {
         return;
     };
     let calls = last["tool_calls"].as_array().into_iter().flatten();
