@@ -534,7 +534,7 @@ fn three_workers_keep_together_to_one_keys_concurrency_and_rate() {
         "goal = \"g\"\n\
          [providers.mock]\nkind = \"anthropic\"\nbase_url = \"{}\"\napi_key_env = \"PLAIT_TEST_KEY\"\nmodel = \"claude-sonnet-4-5\"\nmax_tokens = 1024\n\
          limits = {{ concurrency = 30, rpm = 300 }}\n\
-         [review]\nagent = \"off\"\n[defaults]\nagent = \"mock\"\ntimeout = \"120s\"\n",
+         [review]\nagent = \"off\"\n[defaults]\nagent = \"mock\"\ntimeout = \"120s\"\nexpect_changes = false\n",
         mock.url()
     );
     for k in 0..n {

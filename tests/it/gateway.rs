@@ -162,7 +162,9 @@ fn two_claude_codes_on_one_key_are_held_by_the_limiter_and_a_429_is_waited_out()
         ] {
             mock.script(
                 id,
+                // Claude Code edits only a file it has read.
                 vec![
+                    Turn::Tools(vec![claude_tools::read(file)]),
                     Turn::Tools(vec![claude_tools::edit(file, old, new)]),
                     Turn::Text("Done.".into()),
                 ],
@@ -175,6 +177,7 @@ fn two_claude_codes_on_one_key_are_held_by_the_limiter_and_a_429_is_waited_out()
         let status = repo.status_json(&[]);
         for id in ["a", "b"] {
             assert_eq!(task(&status, id)["state"], "done", "{}", task(&status, id));
+            assert_eq!(task(&status, id)["changes"].as_array().unwrap().len(), 1);
         }
         if expect_429 {
             // The provider said 429; the gateway waited and asked again, so neither CLI

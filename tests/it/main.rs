@@ -17,6 +17,8 @@ mod gateway;
 mod groups;
 mod land;
 mod lineage;
+mod llama;
+mod local_servers;
 mod manager;
 mod merge;
 mod mock;

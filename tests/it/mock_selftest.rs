@@ -105,7 +105,7 @@ fn answered(provider: Provider, id: &str, input: &Value) -> Value {
             let call = json!({"id": id, "type": "function", "function": function});
             json!([
                 ask,
-                {"role": "assistant", "content": null, "tool_calls": [call]},
+                {"role": "assistant", "content": "", "tool_calls": [call]},
                 {"role": "tool", "tool_call_id": id, "content": "ok"},
             ])
         }
@@ -403,7 +403,7 @@ fn a_missing_tool_result_is_a_problem() {
                 Provider::Anthropic => json!({"role": "assistant", "content": [
                     {"type": "tool_use", "id": "toolu_m_1", "name": "str_replace_based_edit_tool",
                      "input": {"command": "view", "path": "a.txt"}}]}),
-                Provider::OpenAi => json!({"role": "assistant", "content": null, "tool_calls": [
+                Provider::OpenAi => json!({"role": "assistant", "content": "", "tool_calls": [
                     {"id": "call_m_1", "type": "function", "function": {
                         "name": "str_replace_based_edit_tool",
                         "arguments": "{\"command\":\"view\",\"path\":\"a.txt\"}"}}]}),

@@ -45,7 +45,7 @@ fn plan(mock: &MockModel, extra: &str) -> String {
          [review]\nagent = \"off\"\n\
          [defaults]\nagent = \"mock\"\ntimeout = \"60s\"\n\
          [[task]]\nid = \"a\"\nprompt = \"Fix quadruple in pkg/core.py\"\nowns = [\"/pkg/core.py\"]\n\
-         [[task]]\nid = \"b\"\nprompt = \"Leave pkg/util.py alone\"\nowns = [\"/pkg/util.py\"]\n",
+         [[task]]\nid = \"b\"\nprompt = \"Leave pkg/util.py alone\"\nowns = [\"/pkg/util.py\"]\nexpect_changes = false\n",
         mock.url()
     )
 }

@@ -194,6 +194,9 @@ pub struct Usage {
     /// Time those commands took, in all.
     #[serde(default)]
     pub run_ms: u64,
+    /// Some of these tokens are plait's estimate: a server sent no usage with its answer.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub estimated: bool,
 }
 
 fn is_zero(value: &f64) -> bool {
@@ -219,6 +222,7 @@ impl Usage {
         self.refused_writes += other.refused_writes;
         self.runs += other.runs;
         self.run_ms += other.run_ms;
+        self.estimated |= other.estimated;
     }
 }
 
@@ -412,6 +416,10 @@ pub struct TaskRecord {
     /// The tasks it comes after that keep it from starting (state `blocked`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub blocked_by: Vec<String>,
+    /// Its agent was asked for a change (a model or an agent CLI, or the plan's
+    /// `expect_changes`): ending done without one needs a person's look.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub expects_change: bool,
 }
 
 /// A person's comment that sent a finished task back for one more round.
@@ -459,7 +467,14 @@ impl TaskRecord {
             start: None,
             start_from: BTreeMap::new(),
             blocked_by: Vec::new(),
+            expects_change: false,
         }
+    }
+
+    /// It ended done without changing any of its files though its agent was asked for a
+    /// change.
+    pub fn unchanged(&self) -> bool {
+        self.expects_change && self.state == TaskState::Done && self.commit.is_none()
     }
 
     /// The commit its branch started from: [`start`](Self::start), or the run's `base`.

@@ -22,6 +22,8 @@
 //!   requests leave). Each answered request's usage is handed to the task's [`Meter`] as
 //!   it ends, so the task's tokens and cost are live; the meter can also refuse further
 //!   requests (the run's budget is spent), which the CLI is told in its provider's words.
+//!   An answer that carries no usage (a local server's stream) is estimated from its text
+//!   and marked so ([`plait_llm::estimate`]).
 
 use std::collections::HashMap;
 use std::io::Read as _;
@@ -41,7 +43,7 @@ use plait_llm::conversation::TurnUsage;
 use plait_llm::http::{classify, without_url, CallError, Timing, Transcript};
 use plait_llm::limiter::{Cost, Limiter};
 use plait_llm::provider::{default_prices, ProviderKind, ProviderSettings};
-use plait_llm::{anthropic, sse};
+use plait_llm::{anthropic, estimate, sse};
 use serde_json::{json, Value};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
@@ -87,6 +89,8 @@ struct Entry {
     turns: AtomicU32,
     /// Answers counted so far.
     answered: Arc<AtomicU64>,
+    /// Requests for an answer received so far, answered or not.
+    asked: Arc<AtomicU64>,
 }
 
 type Routes = Mutex<HashMap<String, Arc<Entry>>>;
@@ -116,6 +120,7 @@ pub struct Lease {
     routes: Weak<Inner>,
     holds_key: bool,
     answered: Arc<AtomicU64>,
+    asked: Arc<AtomicU64>,
 }
 
 impl std::fmt::Debug for Lease {
@@ -132,7 +137,8 @@ impl Lease {
     }
 
     /// What the agent is given as its key: a stand-in the gateway replaces with the real
-    /// one; `None` when plait holds no key and the client's own credentials go through.
+    /// one (or drops, for a server that takes no key); `None` when plait holds no key and
+    /// the client's own credentials go through.
     pub fn key(&self) -> Option<String> {
         self.holds_key
             .then(|| format!("{KEY_PREFIX}{}", self.token))
@@ -145,6 +151,12 @@ impl Lease {
     /// How many answers the gateway has counted for this task so far.
     pub fn answered(&self) -> u64 {
         self.answered.load(Ordering::Relaxed)
+    }
+
+    /// How many requests for an answer the task's agent has sent so far, whatever became
+    /// of them: none after a round means its model was never asked.
+    pub fn asked(&self) -> u64 {
+        self.asked.load(Ordering::Relaxed)
     }
 }
 
@@ -233,8 +245,11 @@ impl Gateway {
     /// Opens a way through for one task's agent.
     pub fn open(&self, route: Route) -> Lease {
         let token = token();
-        let holds_key = route.provider.api_key.is_some();
+        // A server that takes no key gets none, but its clients get the stand-in: some
+        // (litellm, under aider) refuse to send a request without a key.
+        let holds_key = route.provider.api_key.is_some() || route.provider.keyless;
         let answered = Arc::new(AtomicU64::new(0));
+        let asked = Arc::new(AtomicU64::new(0));
         lock(&self.inner.routes).insert(
             token.clone(),
             Arc::new(Entry {
@@ -242,6 +257,7 @@ impl Gateway {
                 login: Mutex::new(None),
                 turns: AtomicU32::new(0),
                 answered: answered.clone(),
+                asked: asked.clone(),
             }),
         );
         Lease {
@@ -250,6 +266,7 @@ impl Gateway {
             routes: Arc::downgrade(&self.inner),
             holds_key,
             answered,
+            asked,
         }
     }
 }
@@ -326,6 +343,7 @@ async fn handle(State(inner): State<Arc<Inner>>, request: Request) -> Response {
     };
     let call = Call::new(entry, parts.method, &rest, path, parts.headers, body);
     if call.answer.is_some() {
+        call.entry.asked.fetch_add(1, Ordering::Relaxed);
         if let Some(why) = call.entry.route.meter.refused() {
             return error(
                 StatusCode::BAD_REQUEST,
@@ -620,7 +638,19 @@ impl Call {
             }
             drop(chunks);
             let Some(answer) = &self.answer else { return };
-            let (tokens, response) = tally.finish(route.provider.kind);
+            let (mut tokens, response) = tally.finish(route.provider.kind);
+            if tokens.is_none() && status.is_success() && broke.is_none() {
+                // The server said nothing of what it used: estimated, and marked so.
+                route
+                    .limiter
+                    .usage_unreported(&route.provider.name, streamed);
+                tokens = Some(TurnUsage {
+                    input: estimate::input_tokens(&answer.request),
+                    output: estimate::output_tokens_of(&response),
+                    estimated: true,
+                    ..TurnUsage::default()
+                });
+            }
             let used = tokens.map(|u| Cost {
                 input: match route.provider.kind {
                     // Reads from the cache do not count against Anthropic's input limit.

@@ -16,6 +16,8 @@ struct Upstream {
     limited: AtomicUsize,
     /// Released by the test once it has read the stream's first chunk.
     release: tokio::sync::Notify,
+    /// Answers carry no usage, as a local server's may not.
+    no_usage: std::sync::atomic::AtomicBool,
 }
 
 async fn upstream(State(up): State<Arc<Upstream>>, headers: HeaderMap, body: Bytes) -> Response {
@@ -45,13 +47,16 @@ async fn upstream(State(up): State<Arc<Upstream>>, headers: HeaderMap, body: Byt
         return response;
     }
     if request["stream"] != true {
-        return axum::Json(json!({
+        let mut answer = json!({
             "id": "msg_1", "type": "message", "role": "assistant", "model": request["model"],
             "content": [{"type": "text", "text": "hello"}], "stop_reason": "end_turn",
             "usage": {"input_tokens": 11, "output_tokens": 7, "cache_read_input_tokens": 100,
                       "cache_creation_input_tokens": 0}
-        }))
-        .into_response();
+        });
+        if up.no_usage.load(Ordering::SeqCst) {
+            answer["usage"] = Value::Null;
+        }
+        return axum::Json(answer).into_response();
     }
     let (tx, rx) = mpsc::channel::<Result<Bytes, std::io::Error>>(4);
     let up = up.clone();
@@ -129,7 +134,17 @@ impl Meter for Counted {
     }
 }
 
+/// The provider at `base_url` with `key`; without one, plait holds none and the client's
+/// own credentials go through (a login's).
 fn provider(base_url: &str, key: Option<&str>) -> Arc<ProviderSettings> {
+    let mut settings = keyless(base_url, key);
+    settings.keyless = false;
+    Arc::new(settings)
+}
+
+/// The provider as the plan resolves it: without a key, `api_key_env = ""`, a server that
+/// takes none.
+fn keyless(base_url: &str, key: Option<&str>) -> ProviderSettings {
     let file = ProviderFile {
         base_url: Some(base_url.to_string()),
         api_key_env: Some(if key.is_some() { "KEY" } else { "" }.to_string()),
@@ -137,7 +152,7 @@ fn provider(base_url: &str, key: Option<&str>) -> Arc<ProviderSettings> {
     };
     let key = key.map(str::to_string);
     let env = move |k: &str| (k == "KEY").then(|| key.clone()).flatten();
-    Arc::new(resolve_provider("anthropic", Some(&file), &env).unwrap())
+    resolve_provider("anthropic", Some(&file), &env).unwrap()
 }
 
 struct Setup {
@@ -169,12 +184,16 @@ mod tempdir {
 }
 
 async fn setup(key: Option<&str>) -> Setup {
+    setup_with(|url| provider(url, key)).await
+}
+
+async fn setup_with(provider: impl FnOnce(&str) -> Arc<ProviderSettings>) -> Setup {
     let (up, url) = serve_upstream().await;
     let gateway = Gateway::start(reqwest::Client::new()).await.unwrap();
     let meter = Arc::new(Counted::default());
     let dir = tempdir::new();
     let transcript = dir.0.join("transcript.jsonl");
-    let provider = provider(&url, key);
+    let provider = provider(&url);
     let lease = gateway.open(Route {
         task: "t1".to_string(),
         limiter: Arc::new(Limiter::new(provider.limits)),
@@ -376,6 +395,33 @@ async fn a_login_s_own_bearer_goes_through_when_plait_holds_no_key() {
         lock_keys(&s.up)[0],
         (String::new(), "Bearer oauth-of-the-login".to_string())
     );
+}
+
+#[tokio::test]
+async fn a_server_that_takes_no_key_gets_none_and_its_silent_usage_is_estimated() {
+    let s = setup_with(|url| Arc::new(keyless(url, None))).await;
+    s.up.no_usage.store(true, Ordering::SeqCst);
+    // The client gets a stand-in (litellm sends nothing without a key) ...
+    let stand_in = s.lease.key().expect("a stand-in for a keyless server");
+    assert_eq!(s.lease.asked(), 0);
+    let request = messages(false);
+    let response = reqwest::Client::new()
+        .post(format!("{}/v1/messages", s.lease.base_url()))
+        .header("x-api-key", &stand_in)
+        .json(&request)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    // ... which never reaches the server.
+    assert_eq!(lock_keys(&s.up)[0], (String::new(), String::new()));
+    assert_eq!(s.lease.asked(), 1);
+    // No usage in the answer: estimated from the request and the text, and marked.
+    let usage = wait_for_usage(&s.meter).await;
+    assert!(usage.estimated);
+    assert_eq!(usage.input_tokens, estimate::input_tokens(&request));
+    assert!(usage.input_tokens > 0);
+    assert_eq!(usage.output_tokens, 2, "\"hello\" is five bytes");
 }
 
 #[tokio::test]

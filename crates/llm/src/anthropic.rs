@@ -190,8 +190,20 @@ fn usage(u: &Value, into: &mut TurnUsage) {
     }
 }
 
-/// Reads a whole (non-streamed) reply.
+/// Reads a whole (non-streamed) reply; one without a `stop_reason`, or that says nothing
+/// without a reason that explains it, is an `Err`.
 pub fn parse_reply(body: &Value) -> Result<Reply, String> {
+    let reply = read_reply(body)?;
+    let reason = body.get("stop_reason").and_then(Value::as_str);
+    let Some(reason) = reason else {
+        return Err("the answer did not finish: no `stop_reason`".to_string());
+    };
+    check_said(&reply.content, reason)?;
+    Ok(reply)
+}
+
+/// What a whole reply holds, finished or not (for reading a transcript back).
+pub fn read_reply(body: &Value) -> Result<Reply, String> {
     let blocks = body
         .get("content")
         .and_then(Value::as_array)
@@ -222,13 +234,15 @@ pub fn parse_reply(body: &Value) -> Result<Reply, String> {
         }
     }
     let mut u = TurnUsage::default();
-    if let Some(v) = body.get("usage") {
+    let known = body.get("usage").filter(|v| v.is_object());
+    if let Some(v) = known {
         usage(v, &mut u);
     }
     Ok(Reply {
         content,
         stop: stop(body.get("stop_reason").and_then(Value::as_str)),
         usage: u,
+        usage_known: known.is_some(),
     })
 }
 
@@ -248,7 +262,23 @@ pub struct Stream {
     blocks: Vec<Partial>,
     stop: Option<String>,
     usage: TurnUsage,
+    usage_known: bool,
     done: bool,
+}
+
+/// An answer that says nothing (no text, no tool call) is an `Err`, unless it stopped for
+/// a reason that explains it (a refusal, a pause, a full context window).
+fn check_said(content: &[Block], reason: &str) -> Result<(), String> {
+    let explained = matches!(
+        reason,
+        "refusal" | "pause_turn" | "model_context_window_exceeded"
+    );
+    if explained || super::openai::says_something(content) {
+        return Ok(());
+    }
+    Err(format!(
+        "the answer was empty: neither text nor a tool call (stop_reason {reason:?})"
+    ))
 }
 
 /// What one event meant.
@@ -275,8 +305,9 @@ impl Stream {
             .unwrap_or(&event.name);
         match kind {
             "message_start" => {
-                if let Some(u) = data.pointer("/message/usage") {
+                if let Some(u) = data.pointer("/message/usage").filter(|u| u.is_object()) {
                     usage(u, &mut self.usage);
+                    self.usage_known = true;
                 }
                 Ok(Progress::Nothing)
             }
@@ -333,8 +364,9 @@ impl Stream {
                 if let Some(reason) = data.pointer("/delta/stop_reason").and_then(Value::as_str) {
                     self.stop = Some(reason.to_string());
                 }
-                if let Some(u) = data.get("usage") {
+                if let Some(u) = data.get("usage").filter(|u| u.is_object()) {
                     usage(u, &mut self.usage);
+                    self.usage_known = true;
                 }
                 Ok(Progress::Nothing)
             }
@@ -352,12 +384,23 @@ impl Stream {
         }
     }
 
-    /// The reply, if the stream reached `message_stop`.
+    /// The reply, if the stream reached `message_stop` after a `stop_reason`, and said
+    /// something.
     pub fn finish(self) -> Result<Reply, String> {
         if !self.done {
             return Err("the stream ended before `message_stop`".to_string());
         }
-        let content = self
+        let Some(reason) = self.stop.clone() else {
+            return Err("the stream reached `message_stop` without a `stop_reason`".to_string());
+        };
+        let reply = self.read();
+        check_said(&reply.content, &reason)?;
+        Ok(reply)
+    }
+
+    /// What the stream held so far, finished or not (for reading a transcript back).
+    pub fn read(self) -> Reply {
+        let content: Vec<Block> = self
             .blocks
             .into_iter()
             .filter_map(|b| match b {
@@ -373,11 +416,12 @@ impl Stream {
                 Partial::Other => None,
             })
             .collect();
-        Ok(Reply {
+        Reply {
             content,
             stop: stop(self.stop.as_deref()),
             usage: self.usage,
-        })
+            usage_known: self.usage_known,
+        }
     }
 }
 

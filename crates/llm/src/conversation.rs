@@ -75,6 +75,8 @@ pub struct TurnUsage {
     pub output: u64,
     pub cache_creation: u64,
     pub cache_read: u64,
+    /// Estimated by plait: the server gave no usage ([`crate::estimate`]).
+    pub estimated: bool,
 }
 
 /// A model's answer to one request.
@@ -83,6 +85,9 @@ pub struct Reply {
     pub content: Vec<Block>,
     pub stop: Stop,
     pub usage: TurnUsage,
+    /// Whether the server said what the answer used; without it `usage` is zero until the
+    /// caller estimates it ([`crate::estimate`]).
+    pub usage_known: bool,
 }
 
 /// What the system prompt holds: a part shared by every task of the run (cacheable) and

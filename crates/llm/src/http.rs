@@ -18,7 +18,7 @@ use serde_json::{json, Value};
 use super::anthropic::{self, Progress};
 use super::conversation::Reply;
 use super::limiter::{Cost, Limiter};
-use super::{openai, sse};
+use super::{estimate, openai, sse};
 use crate::cancel::Cancel;
 use crate::provider::{ProviderKind, ProviderSettings};
 use crate::state::now_ms;
@@ -123,9 +123,16 @@ pub async fn call(
         let mut record =
             json!({"turn": turn, "attempt": retries + 1, "at": now_ms(), "request": body});
         let mut headers = None;
-        let result = attempt(client, provider, body, started, &mut record, &mut headers).await;
-        match &result {
+        let mut result = attempt(client, provider, body, started, &mut record, &mut headers).await;
+        match &mut result {
             Ok((reply, _)) => {
+                if !reply.usage_known {
+                    let streamed = body["stream"] == true;
+                    limiter.usage_unreported(&provider.name, streamed);
+                    estimate::fill(reply, body, &record["response"]);
+                    record["estimated"] =
+                        json!({"input": reply.usage.input, "output": reply.usage.output});
+                }
                 let u = reply.usage;
                 // What counts against an input-tokens limit: on Anthropic, reads from the
                 // cache do not; OpenAI counts every prompt token.

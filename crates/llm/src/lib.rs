@@ -1,12 +1,14 @@
 //! The model APIs over HTTP, shared by model agents, reviewers, supervisors and the
 //! planner: the provider settings (`provider`), the conversation types, the Anthropic and
 //! OpenAI wire formats with `sse` streaming, requests with retries and transcripts
-//! (`http`), and the limiter every request of a provider and key waits on (`limiter`).
+//! (`http`), the limiter every request of a provider and key waits on (`limiter`), and the
+//! estimate of what an answer used when the server does not say (`estimate`).
 
 use plait_core::{cancel, state};
 
 pub mod anthropic;
 pub mod conversation;
+pub mod estimate;
 pub mod http;
 pub mod limiter;
 pub mod openai;
@@ -80,6 +82,7 @@ pub fn account_turn(
     usage.output_tokens += u.output;
     usage.cache_creation_input_tokens += u.cache_creation;
     usage.cache_read_input_tokens += u.cache_read;
+    usage.estimated |= u.estimated;
     usage.model_ms += timing.total.as_millis() as u64;
     if usage.first_token_ms.is_none() {
         usage.first_token_ms = Some(timing.first_token.as_millis() as u64);

@@ -332,6 +332,8 @@ pub struct Limiter {
     concurrency: usize,
     /// Whether the exchange failed once (it is then left alone).
     exchange_failed: std::sync::atomic::AtomicBool,
+    /// Whether the server was found to send no usage (said once).
+    unreported: std::sync::atomic::AtomicBool,
 }
 
 impl std::fmt::Debug for Limiter {
@@ -371,6 +373,7 @@ impl Limiter {
             shared: None,
             concurrency: limits.concurrency.max(1),
             exchange_failed: Default::default(),
+            unreported: Default::default(),
             slots: Semaphore::new(limits.concurrency.max(1)),
             queue: tokio::sync::Mutex::new(()),
             state: Mutex::new(State {
@@ -572,6 +575,28 @@ impl Limiter {
         if state.paused_until.is_none_or(|p| p < until) {
             state.paused_until = Some(until);
             self.stats.lock().unwrap_or_else(|e| e.into_inner()).pauses += 1;
+        }
+    }
+
+    /// Notes that an answer of this provider came without its usage, which plait then
+    /// estimates: warned once per provider and key, naming the setting that makes the
+    /// server count (a stream's usage is what such servers leave out).
+    pub fn usage_unreported(&self, provider: &str, streamed: bool) {
+        use std::sync::atomic::Ordering;
+        if self.unreported.swap(true, Ordering::Relaxed) {
+            return;
+        }
+        if streamed {
+            tracing::warn!(
+                "provider {provider}'s server sends no usage in its stream; plait estimates \
+                 the tokens (marked ≈). `stream = false` in [providers.{provider}] makes the \
+                 server count them"
+            );
+        } else {
+            tracing::warn!(
+                "provider {provider}'s server sends no usage with its answers; plait \
+                 estimates the tokens (marked ≈)"
+            );
         }
     }
 

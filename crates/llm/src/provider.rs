@@ -124,6 +124,10 @@ pub struct ProviderSettings {
     pub api_key: Option<ApiKey>,
     /// Where the key came from, for messages.
     pub key_env: String,
+    /// The plan says the server takes no key (`api_key_env = ""`, a local server): an
+    /// agent CLI is still given the gateway's stand-in, for clients that refuse to start
+    /// without one.
+    pub keyless: bool,
     pub model: String,
     pub max_tokens: u32,
     pub stream: bool,
@@ -185,11 +189,14 @@ pub fn from_env(kind: ProviderKind, env: &dyn Fn(&str) -> Option<String>) -> Pro
         api_key_env: (!keyed).then(String::new),
         ..ProviderFile::default()
     };
-    resolve_provider(name, Some(&file), env).unwrap_or_else(|_| {
+    let mut settings = resolve_provider(name, Some(&file), env).unwrap_or_else(|_| {
         // A base URL in the environment that is not one: the provider's own.
         let plain = |key: &str| (key != defaults.base_env).then(|| env(key)).flatten();
         resolve_provider(name, Some(&file), &plain).expect("the built-in provider resolves")
-    })
+    });
+    // No key here is a login's, not a server that takes none.
+    settings.keyless = false;
+    settings
 }
 
 /// Resolves provider `name` from its table (if any) and the environment; the error says
@@ -250,6 +257,7 @@ pub fn resolve_provider(
         kind: defaults.kind,
         base_url,
         api_key,
+        keyless: key_env.is_empty(),
         key_env,
         prices: file.prices.or_else(|| default_prices(&model)),
         model,

@@ -250,19 +250,19 @@ fn reply(record: &Value) -> Option<Reply> {
             for e in events {
                 let _ = stream.event(&as_sse(e));
             }
-            stream.finish().ok()
+            Some(stream.read())
         } else {
             let mut stream = openai::Stream::default();
             for e in events {
                 let _ = stream.event(&as_sse(e));
             }
-            stream.finish().ok()
+            Some(stream.read())
         };
     }
     if response.get("choices").is_some() {
-        openai::parse_reply(response).ok()
+        openai::read_reply(response).ok()
     } else {
-        anthropic::parse_reply(response).ok()
+        anthropic::read_reply(response).ok()
     }
 }
 

@@ -445,6 +445,7 @@ mod tests {
             timeout: std::time::Duration::from_secs(1),
             max_turns: 1,
             token_budget: None,
+            expect_changes: false,
             owns: Globs::empty(),
             context: Globs::empty(),
             owned: vec![path.to_string()],

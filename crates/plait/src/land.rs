@@ -125,11 +125,14 @@ pub enum Trouble {
     Rejected,
     /// Never started: a task it comes after did not end well (`after`).
     Blocked,
+    /// Ended done without changing any file it owns, though its agent was asked for a
+    /// change (`TaskRecord::unchanged`); a person's acceptance clears it.
+    Unchanged,
 }
 
 impl Trouble {
     /// Every kind, in the order the gate lists them.
-    pub const ALL: [Trouble; 7] = [
+    pub const ALL: [Trouble; 8] = [
         Trouble::Failed,
         Trouble::Violations,
         Trouble::Interrupted,
@@ -137,6 +140,7 @@ impl Trouble {
         Trouble::NotApproved,
         Trouble::Rejected,
         Trouble::Blocked,
+        Trouble::Unchanged,
     ];
 
     /// Whether task `t` is in this trouble (before a person's rejection, which clears
@@ -152,6 +156,7 @@ impl Trouble {
             }
             Trouble::Rejected => t.verdict() == Some(Verdict::Reject),
             Trouble::Blocked => t.state == TaskState::Blocked,
+            Trouble::Unchanged => t.unchanged() && !t.decided(Verdict::Approve),
         }
     }
 }

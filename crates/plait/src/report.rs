@@ -50,6 +50,12 @@ pub fn blocker_line(blocker: &Blocker, run: &str) -> String {
                     "not approved (changes still requested; left out of the merge)".to_string()
                 }
                 Trouble::Rejected => "rejected (left out of the merge)".to_string(),
+                Trouble::Unchanged => format!(
+                    "ended without changing any file they own, though asked to: the agent \
+                     changed nothing (`plait log {run} TASK` says what it did; `plait \
+                     send-back {run} TASK -m ...` for another round, `plait accept {run} \
+                     TASK` if nothing was needed)"
+                ),
                 Trouble::Blocked => format!(
                     "blocked, never started: a task they come after did not end well \
                      (`plait status {run}` says which; once it is mended or accepted, \
@@ -550,6 +556,8 @@ fn task_note(
         note = "conflict: left out of the merge".to_string();
     } else if task.state == TaskState::Pending && !task.after.is_empty() {
         note = format!("waits for {}", task.after.join(", "));
+    } else if task.unchanged() {
+        note = "no changes: the agent changed nothing".to_string();
     } else if task.state == TaskState::Done && task.commit.is_none() {
         note = "no changes".to_string();
     } else if let Some(verdict) = task.verdict() {
@@ -572,11 +580,15 @@ fn model_cells(usage: Option<&Usage>, models: Models) -> String {
         (Models::None, _) => return String::new(),
         (_, Some(u)) => format!(
             "  {:>8}  {:>8}",
-            tokens(
-                u.input_tokens
-                    + u.output_tokens
-                    + u.cache_creation_input_tokens
-                    + u.cache_read_input_tokens
+            format!(
+                "{}{}",
+                if u.estimated { "≈" } else { "" },
+                tokens(
+                    u.input_tokens
+                        + u.output_tokens
+                        + u.cache_creation_input_tokens
+                        + u.cache_read_input_tokens
+                )
             ),
             cost(u.cost_usd)
         ),
@@ -607,9 +619,10 @@ fn usage_line(out: &mut String, state: &RunState) {
     } else {
         seconds(first.iter().sum::<u64>() / first.len() as u64)
     };
+    let about = if total.estimated { "≈" } else { "" };
     let _ = writeln!(
         out,
-        "\nmodel: {} request(s) ({} retried), {} input + {} output tokens, cache {} written / {} read; cost {}{}; first token {} (mean); model time {}{}",
+        "\nmodel: {} request(s) ({} retried), {about}{} input + {about}{} output tokens, cache {} written / {} read; cost {}{}; first token {} (mean); model time {}{}",
         total.requests,
         total.retries,
         total.input_tokens,
@@ -622,6 +635,14 @@ fn usage_line(out: &mut String, state: &RunState) {
         seconds(total.model_ms),
         if total.refused_writes > 0 { format!("; {} write(s) outside ownership refused", total.refused_writes) } else { String::new() },
     );
+    if total.estimated {
+        let _ = writeln!(
+            out,
+            "≈ estimated: a server sent no usage with its answers, so plait counted about four \
+             bytes a token of what was sent and said (`stream = false` in the provider's \
+             [providers] table makes a server that leaves usage out of its streams count)"
+        );
+    }
     if total.runs > 0 {
         let _ = writeln!(
             out,

@@ -43,6 +43,9 @@ pub(super) struct Row {
     /// Input and output tokens.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tokens: Option<[u64; 2]>,
+    /// Some of them are plait's estimate (a server sent no usage): shown with `≈`.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub tokens_estimated: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cost_usd: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -233,6 +236,7 @@ impl<'a> Facts<'a> {
             rounds: t.rounds,
             sent_back: t.sent_back.len(),
             tokens: t.usage.as_ref().map(|u| [u.input_tokens, u.output_tokens]),
+            tokens_estimated: t.usage.as_ref().is_some_and(|u| u.estimated),
             cost_usd: t.usage.as_ref().and_then(|u| u.cost_usd),
             started_at: t.started_at,
             finished_at: t.finished_at,
@@ -343,6 +347,7 @@ pub(super) fn totals(state: &RunState) -> Value {
         "input_tokens": usage.input_tokens,
         "output_tokens": usage.output_tokens,
         "cache_read_input_tokens": usage.cache_read_input_tokens,
+        "usage_estimated": usage.estimated,
         "cost_usd": usage.cost_usd,
         "elapsed_ms": elapsed,
     })

@@ -5,7 +5,7 @@
 use serde_json::{json, Value};
 
 use super::reply::{error_body, error_reply, overloaded, status_reply, Delivery, Reply};
-use super::{Provider, TaskScript, ToolCall, Turn, Usage};
+use super::{Provider, TaskScript, ToolCall, ToolCalls, Turn, Usage};
 
 /// What a request needs to know to render its answer.
 pub(super) struct Call {
@@ -15,6 +15,7 @@ pub(super) struct Call {
     pub(super) usage: Usage,
     pub(super) stream: bool,
     pub(super) include_usage: bool,
+    pub(super) tool_calls: ToolCalls,
 }
 
 /// A provider-neutral answer: optional text, then tool calls with their ids.
@@ -56,6 +57,8 @@ enum Ending {
     Malformed,
     Truncated,
     ErrorEvent,
+    /// Nothing said and no reason to stop, then the stream's end.
+    Unfinished,
 }
 
 /// Plays one turn for a task; tool calls get ids, which the next request must answer.
@@ -90,6 +93,7 @@ pub(super) fn play(call: &Call, turn: Turn, task: &mut TaskScript, key: &str) ->
             Stop::EndTurn,
             Ending::ErrorEvent,
         ),
+        Turn::Unfinished => (String::new(), Stop::EndTurn, Ending::Unfinished),
     };
     // A broken answer leaves the task waiting for the same tool results as before.
     if ending == Ending::Complete {
@@ -111,6 +115,11 @@ fn play_tools(call: &Call, calls: Vec<ToolCall>, task: &mut TaskScript, key: &st
     }
     task.pending = tools.iter().map(|(id, _)| id.clone()).collect();
     task.sent.extend(task.pending.iter().cloned());
+    if call.provider == Provider::OpenAi && call.tool_calls == ToolCalls::Unindexed {
+        // Sent without ids: the client names them, and the next request says how.
+        task.pending.clear();
+        task.adopt_ids = true;
+    }
     let text = text.to_string();
     render(
         call,
@@ -161,6 +170,14 @@ fn render(call: &Call, answer: &Answer, ending: Ending) -> Reply {
             let (status, message) = overloaded(provider);
             error_reply(provider, call.serial, status, message)
         }
+        Ending::Unfinished => {
+            let mut body = body;
+            match provider {
+                Provider::Anthropic => body["stop_reason"] = Value::Null,
+                Provider::OpenAi => body["choices"][0]["finish_reason"] = Value::Null,
+            }
+            Reply::new(call, 200, "application/json", body.to_string().into())
+        }
     }
 }
 
@@ -187,6 +204,21 @@ fn end_stream(call: &Call, mut frames: Vec<String>, ending: Ending) -> Vec<u8> {
     let anthropic = call.provider == Provider::Anthropic;
     match ending {
         Ending::Complete => {}
+        Ending::Unfinished => {
+            // The opening and the close, nothing between.
+            let (first, last) = (frames[0].clone(), frames[frames.len() - 1].clone());
+            frames = if anthropic {
+                vec![first, last]
+            } else {
+                vec![
+                    data(
+                        &json!({"id": format!("chatcmpl-{}", call.serial), "object": "chat.completion.chunk",
+                    "model": call.model, "choices": [{"index": 0, "delta": {"role": "assistant"}, "logprobs": null, "finish_reason": null}]}),
+                    ),
+                    last,
+                ]
+            };
+        }
         Ending::Malformed => {
             let broken = match call.provider {
                 Provider::Anthropic => BROKEN_ANTHROPIC_EVENT,
@@ -306,11 +338,7 @@ fn openai_completion(call: &Call, answer: &Answer) -> Value {
     let content = (!answer.text.is_empty()).then_some(answer.text.as_str());
     let mut message = json!({"role": "assistant", "content": content});
     if !answer.tools.is_empty() {
-        let calls = answer.tools.iter().map(|(id, tool)| {
-            let function = json!({"name": tool.name, "arguments": tool.input.to_string()});
-            json!({"id": id, "type": "function", "function": function})
-        });
-        message["tool_calls"] = calls.collect();
+        message["tool_calls"] = whole_calls(call, answer);
     }
     json!({
         "id": format!("chatcmpl-{}", call.serial),
@@ -321,10 +349,35 @@ fn openai_completion(call: &Call, answer: &Answer) -> Value {
             "index": 0,
             "message": message,
             "logprobs": null,
-            "finish_reason": answer.stop.reason(Provider::OpenAi),
+            "finish_reason": finish_reason(call, answer),
         }],
         "usage": openai_usage(call.usage),
     })
+}
+
+/// The answer's tool calls whole, as a non-streamed message (or a final chunk) holds them,
+/// in the shape `call.tool_calls` asks for.
+fn whole_calls(call: &Call, answer: &Answer) -> Value {
+    let calls = answer.tools.iter().map(|(id, tool)| {
+        let arguments = match call.tool_calls {
+            ToolCalls::ObjectArguments => tool.input.clone(),
+            _ => json!(tool.input.to_string()),
+        };
+        let function = json!({"name": tool.name, "arguments": arguments});
+        match call.tool_calls {
+            ToolCalls::Unindexed => json!({"type": "function", "function": function}),
+            _ => json!({"id": id, "type": "function", "function": function}),
+        }
+    });
+    calls.collect()
+}
+
+/// The `finish_reason` of an OpenAI answer: `stop` for tool calls where the wire says so.
+fn finish_reason(call: &Call, answer: &Answer) -> &'static str {
+    match (call.tool_calls, answer.stop) {
+        (ToolCalls::StopWithCalls, Stop::ToolUse) => "stop",
+        (_, stop) => stop.reason(Provider::OpenAi),
+    }
 }
 
 fn openai_chunks(call: &Call, answer: &Answer) -> Vec<String> {
@@ -360,25 +413,63 @@ fn openai_chunks(call: &Call, answer: &Answer) -> Vec<String> {
     for piece in split(&answer.text, call.serial) {
         frames.push(delta(json!({"content": piece}), Value::Null));
     }
-    for (index, (id, tool)) in answer.tools.iter().enumerate() {
-        let mut pieces = split(&tool.input.to_string(), index as u64).into_iter();
-        let first = pieces.next().unwrap_or_default();
-        let function = json!({"name": tool.name, "arguments": first});
-        let opening = json!({"index": index, "id": id, "type": "function", "function": function});
-        frames.push(delta(json!({"tool_calls": [opening]}), Value::Null));
-        for piece in pieces {
-            let more = json!({"index": index, "function": {"arguments": piece}});
-            frames.push(delta(json!({"tool_calls": [more]}), Value::Null));
-        }
+    frames.extend(tool_call_chunks(call, answer, &delta));
+    let finish = json!(finish_reason(call, answer));
+    if call.tool_calls == ToolCalls::FinalMessage && !answer.tools.is_empty() {
+        let message =
+            json!({"role": "assistant", "content": null, "tool_calls": whole_calls(call, answer)});
+        let choice =
+            json!({"index": 0, "message": message, "logprobs": null, "finish_reason": finish});
+        frames.push(chunk(json!([choice]), Value::Null));
+    } else {
+        frames.push(delta(json!({}), finish));
     }
-    frames.push(delta(
-        json!({}),
-        json!(answer.stop.reason(Provider::OpenAi)),
-    ));
     if call.include_usage {
         frames.push(chunk(json!([]), openai_usage(call.usage)));
     }
     frames.push("data: [DONE]\n\n".to_string());
+    frames
+}
+
+/// The deltas of the answer's tool calls, in the shape `call.tool_calls` asks for (none when
+/// they come in a final whole message).
+fn tool_call_chunks(
+    call: &Call,
+    answer: &Answer,
+    delta: &dyn Fn(Value, Value) -> String,
+) -> Vec<String> {
+    let mut frames = Vec::new();
+    for (index, (id, tool)) in answer.tools.iter().enumerate() {
+        match call.tool_calls {
+            ToolCalls::FinalMessage => {}
+            ToolCalls::ObjectArguments => {
+                let function = json!({"name": tool.name, "arguments": tool.input});
+                let whole =
+                    json!({"index": index, "id": id, "type": "function", "function": function});
+                frames.push(delta(json!({"tool_calls": [whole]}), Value::Null));
+            }
+            ToolCalls::Unindexed | ToolCalls::Standard | ToolCalls::StopWithCalls => {
+                let bare = call.tool_calls == ToolCalls::Unindexed;
+                let mut pieces = split(&tool.input.to_string(), index as u64).into_iter();
+                let first = pieces.next().unwrap_or_default();
+                let function = json!({"name": tool.name, "arguments": first});
+                let opening = if bare {
+                    json!({"type": "function", "function": function})
+                } else {
+                    json!({"index": index, "id": id, "type": "function", "function": function})
+                };
+                frames.push(delta(json!({"tool_calls": [opening]}), Value::Null));
+                for piece in pieces {
+                    let more = if bare {
+                        json!({"function": {"arguments": piece}})
+                    } else {
+                        json!({"index": index, "function": {"arguments": piece}})
+                    };
+                    frames.push(delta(json!({"tool_calls": [more]}), Value::Null));
+                }
+            }
+        }
+    }
     frames
 }
 

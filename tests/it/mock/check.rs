@@ -341,6 +341,14 @@ pub(super) fn check_openai(
                 message["role"]
             ));
         }
+        // The API takes null or none beside tool calls; llama-cpp-python's server refuses
+        // null and its templates fail without one: a string, empty if need be.
+        if role == "assistant" && !message["content"].is_string() {
+            p.push(format!(
+                "messages[{i}].content is {}, not a string (llama-cpp-python refuses it)",
+                message["content"]
+            ));
+        }
     }
     if client != Client::Aider && !check_review_tools(body, &mut p) {
         check_openai_tools(&body["tools"], &mut p);

@@ -141,6 +141,37 @@ pub enum Turn {
     /// overloaded_error; OpenAI a `data: {"error": ...}` chunk). Non-stream: 529 (Anthropic) or
     /// 500 (OpenAI) with the provider's error body.
     ErrorEvent,
+    /// An answer that never finishes, as llama.cpp's server sometimes sends: OpenAI a role
+    /// delta and then `[DONE]` (non-stream: an empty message, no `finish_reason`); Anthropic
+    /// `message_start` and `message_stop` with no block and no `stop_reason`.
+    Unfinished,
+}
+
+/// How the mock bends the OpenAI wire, as local servers do ([`MockModel::set_wire`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Wire {
+    /// Streams carry no `usage`, whatever `stream_options.include_usage` asks (llama.cpp's
+    /// server, older vLLM); whole answers still do.
+    pub no_stream_usage: bool,
+    /// How tool calls are sent.
+    pub tool_calls: ToolCalls,
+}
+
+/// The shapes of tool calls local OpenAI-compatible servers send.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ToolCalls {
+    /// As the API documents them: `index` and `id`, arguments a string in pieces,
+    /// `finish_reason: "tool_calls"`.
+    #[default]
+    Standard,
+    /// Deltas without `index` or `id` (the client makes ids up; the mock takes them).
+    Unindexed,
+    /// Arguments as a JSON object, whole in one delta.
+    ObjectArguments,
+    /// `finish_reason: "stop"` although the answer calls tools.
+    StopWithCalls,
+    /// The calls not in deltas but in a final chunk's whole `message`.
+    FinalMessage,
 }
 
 /// One request the mock received, and the status it answered.
@@ -265,6 +296,12 @@ impl MockModel {
     #[allow(dead_code)]
     pub fn set_caching(&self, on: bool) {
         self.shared.lock().cache = on.then(PromptCache::default);
+    }
+
+    /// Bends the OpenAI wire as local servers do (see [`Wire`]).
+    #[allow(dead_code)]
+    pub fn set_wire(&self, wire: Wire) {
+        self.shared.lock().wire = wire;
     }
 
     /// Sets the usage of every successful answer. OpenAI reports `prompt_tokens` = input +
@@ -536,6 +573,7 @@ struct MockState {
     problems: Vec<String>,
     serial: u64,
     load: Load,
+    wire: Wire,
 }
 
 /// A task's remaining turns and the tool ids the mock gave it.
@@ -549,6 +587,8 @@ struct TaskScript {
     /// The ids of the last complete answer if it called tools: the next request must answer them.
     pending: Vec<String>,
     tools_sent: u64,
+    /// The last answer's tool calls went without ids: the client's are taken as the mock's.
+    adopt_ids: bool,
 }
 
 #[derive(Clone, Copy)]
@@ -859,6 +899,9 @@ impl Shared {
         let provider = self.provider;
         let serial = state.serial;
         let script = state.tasks.entry(key.to_string()).or_default();
+        if std::mem::take(&mut script.adopt_ids) {
+            adopt_ids(script, body);
+        }
         let problems = match provider {
             Provider::Anthropic => check_anthropic(headers, body, script, self.client),
             Provider::OpenAi => check_openai(headers, body, script, self.client),
@@ -893,7 +936,9 @@ impl Shared {
                 _ => state.usage,
             },
             stream: body["stream"] == true,
-            include_usage: body["stream_options"]["include_usage"] == true,
+            include_usage: body["stream_options"]["include_usage"] == true
+                && !state.wire.no_stream_usage,
+            tool_calls: state.wire.tool_calls,
         };
         let mut reply = play(&call, turn, script, key);
         if faulted {
@@ -941,6 +986,21 @@ fn push_record(
         body,
         status,
     });
+}
+
+/// Takes the ids a client made up for tool calls sent without any as the ones the mock sent:
+/// those of the last assistant message of `body`, which its next messages must answer.
+fn adopt_ids(script: &mut TaskScript, body: &Value) {
+    let mut messages = body["messages"].as_array().into_iter().flatten();
+    let Some(last) = messages.rfind(|m| m["role"] == "assistant") else {
+        return;
+    };
+    let calls = last["tool_calls"].as_array().into_iter().flatten();
+    let ids: Vec<String> = calls
+        .filter_map(|c| c["id"].as_str().map(str::to_string))
+        .collect();
+    script.sent.extend(ids.iter().cloned());
+    script.pending = ids;
 }
 
 /// The fault, if any, for the `n`-th request of task `key`: a splitmix64 draw of the seed,

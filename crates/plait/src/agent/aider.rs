@@ -144,8 +144,8 @@ impl AiderAgent {
     }
 
     /// The `PLAIT_*` variables and the provider's key (never on the command line, where
-    /// other users could read it) and, for Anthropic, its base URL; a git identity where
-    /// the repository has none, and a git index and object store of aider's own (in `dir`).
+    /// other users could read it) and, for Anthropic, its base URL; a git index and object
+    /// store of aider's own (in `dir`), and a git identity where git finds none.
     fn env(&self, task: &TaskContext, dir: &Path) -> Vec<(&'static str, String)> {
         let mut env = task_env(task);
         if let Some(p) = &self.settings.provider {
@@ -165,10 +165,13 @@ impl AiderAgent {
                 }
             }
         }
-        // One handle on the repository serves both.
         let repo = git2::Repository::open(&task.repo).ok();
-        env.extend(identity(repo.as_ref(), &self.settings));
         env.extend(own_git_state(task, repo.as_ref(), dir));
+        // aider writes a placeholder identity into the repository's config where git finds
+        // none (the walls refuse it, and two aiders would race for its lock).
+        let inherited = self.settings.inherited.git_config_count;
+        let identity = super::identity::identity(&task.worktree, &env, inherited);
+        env.extend(identity);
         // litellm would fetch its price table from GitHub at every start.
         env.push(("LITELLM_LOCAL_MODEL_COST_MAP", "True".to_string()));
         env
@@ -198,15 +201,17 @@ impl AiderAgent {
         // Written by plait, not by aider: it may live beside the log.
         let stdout_path = task.dir().join(format!("aider-output-{}.txt", task.round));
         let env = self.env(task, &dir);
-        let counted = task.counted();
+        let (counted, asked) = (task.counted(), task.asked());
         let (outcome, stdout) =
             shell::run_argv_capturing(&self.argv(task, &dir), &task.launch(&env), &stdout_path)
                 .await;
         let usage = parse_usage(&stdout);
+        let own = usage.as_ref().map_or(0, |u| u.requests);
         task.spend(usage.as_ref().and_then(|u| u.cost_usd), counted);
         let usage = usage.map(|u| task.own_usage(u, counted));
+        let outcome = task.unasked(outcome_of(outcome, task), (asked, own), "aider", &stdout);
         AgentReport {
-            outcome: outcome_of(outcome, task),
+            outcome,
             usage,
             summary: None,
         }
@@ -272,34 +277,6 @@ fn own_git_state(
             "GIT_ALTERNATE_OBJECT_DIRECTORIES",
             path(&repo.commondir().join("objects")),
         ),
-    ]
-}
-
-/// An identity for aider when the repository has none: aider writes a placeholder
-/// `user.name` / `user.email` into the repository's own config otherwise (and two aiders
-/// racing for its lock crash). Given through `GIT_CONFIG_*`, it reaches only aider's
-/// process; aider makes no commits here (`--no-auto-commits`).
-fn identity(
-    repo: Option<&git2::Repository>,
-    settings: &ToolSettings,
-) -> Vec<(&'static str, String)> {
-    let config = repo
-        .ok_or_else(|| git2::Error::from_str("no repository"))
-        .and_then(|r| r.config());
-    let has = |key: &str| {
-        config
-            .as_ref()
-            .is_ok_and(|c| c.get_string(key).is_ok_and(|v| !v.is_empty()))
-    };
-    if has("user.name") && has("user.email") || settings.inherited.git_config_count {
-        return Vec::new();
-    }
-    vec![
-        ("GIT_CONFIG_COUNT", "2".to_string()),
-        ("GIT_CONFIG_KEY_0", "user.name".to_string()),
-        ("GIT_CONFIG_VALUE_0", "plait".to_string()),
-        ("GIT_CONFIG_KEY_1", "user.email".to_string()),
-        ("GIT_CONFIG_VALUE_1", "plait@localhost".to_string()),
     ]
 }
 

@@ -118,6 +118,10 @@ impl ClaudeCodeAgent {
             task.gateway.as_deref(),
             &self.settings,
         ));
+        // Its Bash may commit or ask git who the user is: an identity where git has none.
+        let inherited = self.settings.inherited.git_config_count;
+        let identity = super::identity::identity(&task.worktree, &env, inherited);
+        env.extend(identity);
         env
     }
 
@@ -157,7 +161,7 @@ impl ClaudeCodeAgent {
             self.settings.inherited.claude_config.as_deref(),
             task.gateway.as_deref(),
         );
-        let counted = task.counted();
+        let (counted, asked) = (task.counted(), task.asked());
         let (outcome, stdout) =
             shell::run_argv_capturing(&argv, &task.launch(&env), &files.result).await;
         if let Some(link) = login {
@@ -170,7 +174,11 @@ impl ClaudeCodeAgent {
         if let Some(result) = &result {
             task.spend(result.usage.cost_usd, counted);
         }
-        let mut report: AgentReport = judge(outcome, result.as_ref(), task).into();
+        let judged = judge(outcome, result.as_ref(), task);
+        let said = result.as_ref().map_or("", |r| r.text.as_str());
+        let own = result.as_ref().map_or(0, |r| r.usage.requests);
+        let judged = task.unasked(judged, (asked, own), "claude-code", said);
+        let mut report: AgentReport = judged.into();
         if let Some(result) = result {
             let mut usage = result.usage;
             usage.refused_writes = refused;

@@ -4,8 +4,9 @@
 //! `{file}` (the one owned file, or empty) and `{worktree}` are filled in; the program also
 //! gets the `PLAIT_*` variables. With `gateway = "PROVIDER"` it reaches its model through
 //! plait's gateway: `{gateway}` is the task's base URL there, and the provider's own
-//! variables (`ANTHROPIC_BASE_URL`, `OPENAI_BASE_URL`, their keys) point at it. Exit 0 finishes the task; collect enforces ownership
-//! afterwards, whatever the program did.
+//! variables (`ANTHROPIC_BASE_URL`, `OPENAI_BASE_URL`, their keys) point at it. Exit 0 finishes the task (unless, through the gateway, it
+//! never asked its model: then the round failed); collect enforces ownership afterwards,
+//! whatever the program did.
 
 use super::exec::{outcome_of, task_env};
 use super::{Agent, AgentFuture, TaskContext};
@@ -84,8 +85,12 @@ impl Agent for CliAgent {
             if let (Some(lease), Some(kind)) = (&task.gateway, self.gateway) {
                 env.extend(gateway_env(lease, kind));
             }
+            let asked = task.asked();
             let outcome = shell::run_argv(&argv, &task.launch(&env)).await;
-            outcome_of(outcome, task).into()
+            let program = argv.first().map(String::as_str).unwrap_or("the agent");
+            let program = program.rsplit('/').next().unwrap_or(program);
+            task.unasked(outcome_of(outcome, task), (asked, 0), program, "")
+                .into()
         })
     }
 }

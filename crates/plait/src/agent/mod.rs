@@ -6,6 +6,7 @@ pub mod aider;
 pub mod claude_code;
 pub mod cli;
 pub mod exec;
+pub mod identity;
 pub use plait_guard as guard;
 pub mod model;
 
@@ -110,6 +111,40 @@ impl TaskContext {
             run_ms: usage.run_ms,
             cost_usd: Some(0.0),
             ..Usage::default()
+        }
+    }
+
+    /// How many requests for an answer the task's agent has sent through the gateway so
+    /// far (0 without one): taken before a round, for [`TaskContext::unasked`] after it.
+    pub fn asked(&self) -> u64 {
+        self.gateway.as_ref().map_or(0, |lease| lease.asked())
+    }
+
+    /// An agent CLI that ended its round well without a single request to its model (none
+    /// through the gateway since `asked`, and none in its own account, `own_requests`: it
+    /// printed an error and exited 0, as aider does when its client refuses to start) did
+    /// nothing it was asked: a failed round, naming the last line it printed (`output`,
+    /// else its log). Any other outcome stays as it is.
+    pub fn unasked(
+        &self,
+        outcome: AgentOutcome,
+        (asked, own_requests): (u64, u64),
+        program: &str,
+        output: &str,
+    ) -> AgentOutcome {
+        let quiet = self.gateway.is_some() && self.asked() == asked && own_requests == 0;
+        if outcome != AgentOutcome::Finished || !quiet {
+            return outcome;
+        }
+        let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let last = [output, log.as_str()]
+            .into_iter()
+            .find_map(|text| text.lines().rev().map(str::trim).find(|l| !l.is_empty()))
+            .map(|line| format!(": {}", line.chars().take(300).collect::<String>()))
+            .unwrap_or_default();
+        AgentOutcome::Failed {
+            reason: format!("{program} exited 0 without a single request to its model{last}"),
+            exit_code: Some(0),
         }
     }
 

@@ -275,6 +275,7 @@ fn lay_down(store: &Store, run: &str, settings: &RunSettings) -> Result<RunState
             .iter()
             .map(|&i| plan.tasks[i].id.clone())
             .collect();
+        record.expects_change = task.expect_changes;
         tasks.push(record);
     }
     Ok(RunState {

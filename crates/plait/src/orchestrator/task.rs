@@ -324,6 +324,7 @@ pub(super) fn reset(shared: &Shared, index: usize) {
         record.log.clone(),
     );
     fresh.after = record.after.clone();
+    fresh.expects_change = record.expects_change;
     shared.update(index, |t| *t = fresh);
 }
 

@@ -53,6 +53,7 @@ const DEFAULTS: Shape = Table(&[
     ("timeout", Leaf),
     ("max_turns", Leaf),
     ("token_budget", Leaf),
+    ("expect_changes", Leaf),
     ("sandbox", SANDBOX),
     ("after", Leaf),
 ]);
@@ -68,6 +69,7 @@ const TASK: Shape = Table(&[
     ("timeout", Leaf),
     ("max_turns", Leaf),
     ("token_budget", Leaf),
+    ("expect_changes", Leaf),
     ("sandbox", SANDBOX),
     ("after", Leaf),
 ]);

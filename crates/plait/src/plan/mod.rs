@@ -226,6 +226,11 @@ pub struct Defaults {
     /// How many tokens (input, output and cache) a model agent may use in all.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token_budget: Option<u64>,
+    /// Whether a task that changes none of its files needs a person's look (default: yes
+    /// for model agents and agent CLIs, which were asked for a change; no for exec agents,
+    /// where a codemod with nothing to do is normal).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expect_changes: Option<bool>,
     /// The kernel's walls around every process of a task (and the merged checks).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<SandboxFile>,
@@ -242,6 +247,7 @@ impl Defaults {
             && self.timeout.is_none()
             && self.max_turns.is_none()
             && self.token_budget.is_none()
+            && self.expect_changes.is_none()
             && self.sandbox.is_none()
             && self.after.is_none()
     }
@@ -308,6 +314,8 @@ pub struct TaskFile {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token_budget: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expect_changes: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<SandboxFile>,
     /// The tasks this one waits for (ids, or globs over ids): it starts from the merge of
     /// their work, once each has ended done and merged cleanly.
@@ -329,6 +337,7 @@ impl TaskFile {
             timeout: None,
             max_turns: None,
             token_budget: None,
+            expect_changes: None,
             sandbox: None,
             after: None,
         }

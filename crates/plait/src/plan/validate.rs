@@ -246,8 +246,8 @@ pub struct InheritedEnv {
     /// Claude Code's own config directory (`CLAUDE_CONFIG_DIR`, else `~/.claude`), where a
     /// logged-in user's credentials are.
     pub claude_config: Option<PathBuf>,
-    /// `GIT_CONFIG_COUNT` is set: git settings come through the environment.
-    pub git_config_count: bool,
+    /// `GIT_CONFIG_COUNT`, when set: git settings that come through the environment.
+    pub git_config_count: Option<usize>,
 }
 
 impl InheritedEnv {
@@ -296,7 +296,7 @@ impl InheritedEnv {
             claude_config: set("CLAUDE_CONFIG_DIR")
                 .map(PathBuf::from)
                 .or_else(|| set("HOME").map(|h| PathBuf::from(h).join(".claude"))),
-            git_config_count: env("GIT_CONFIG_COUNT").is_some(),
+            git_config_count: env("GIT_CONFIG_COUNT").and_then(|n| n.trim().parse().ok()),
         }
     }
 }
@@ -319,6 +319,8 @@ pub struct ResolvedTask {
     pub max_turns: u32,
     /// Tokens a model agent may use in all.
     pub token_budget: Option<u64>,
+    /// Whether ending without a change needs a person's look (`expect_changes`).
+    pub expect_changes: bool,
     pub owns: Globs,
     pub context: Globs,
     /// Tracked files of the base that this task owns, sorted.
@@ -955,10 +957,16 @@ fn resolve_task(
     if problems.len() > before {
         return None;
     }
+    let agent = agent?;
+    let expect_changes = task
+        .expect_changes
+        .or(plan.defaults.expect_changes)
+        .unwrap_or(!matches!(agent, AgentConfig::Exec(_)));
     Some(ResolvedTask {
         id: id.clone(),
         prompt: task.prompt.clone(),
-        agent: agent?,
+        agent,
+        expect_changes,
         max_turns,
         token_budget: task.token_budget.or(plan.defaults.token_budget),
         checkout: task.checkout.or(plan.defaults.checkout).unwrap_or_default(),

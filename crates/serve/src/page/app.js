@@ -177,7 +177,8 @@ function verdictCell(t) {
 function tokensText(usage) {
   if (!usage) return h('span', { class: 'muted' }, '—');
   const title = `input ${usage.input_tokens ?? 0}, output ${usage.output_tokens ?? 0}, cache write ${usage.cache_creation_input_tokens ?? 0}, cache read ${usage.cache_read_input_tokens ?? 0}; ${usage.requests ?? 0} requests, ${usage.turns ?? 0} turns`;
-  return h('span', { title }, `${fmtTokens(usage.input_tokens)} / ${fmtTokens(usage.output_tokens)}`);
+  const about = usage.estimated ? '≈ ' : '';
+  return h('span', { title: about ? `${title}; estimated: the server sent no usage` : title }, `${about}${fmtTokens(usage.input_tokens)} / ${fmtTokens(usage.output_tokens)}`);
 }
 
 /** The outcome area of an action: `#outcome[data-ok]` with the server's message. */
@@ -620,7 +621,8 @@ function rowChecksCell(t) {
 
 function rowTokens(t) {
   if (!t.tokens) return h('span', { class: 'muted' }, '—');
-  return h('span', { title: `input ${t.tokens[0]}, output ${t.tokens[1]}` }, `${fmtTokens(t.tokens[0])} / ${fmtTokens(t.tokens[1])}`);
+  const about = t.tokens_estimated ? '≈ ' : '';
+  return h('span', { title: `input ${t.tokens[0]}, output ${t.tokens[1]}${about ? '; estimated: the server sent no usage' : ''}` }, `${about}${fmtTokens(t.tokens[0])} / ${fmtTokens(t.tokens[1])}`);
 }
 
 /** +added −removed of a task's branch against the base, "…" until git has said. */
@@ -773,7 +775,7 @@ function runView(runId) {
       stat('tasks', [String(t.tasks ?? d.tasks.length), ' ', stateSummary(t.states, t.tasks)], 'wide'),
       stat('files changed', t.changed_files ?? '—'),
       stat('violations', t.violations ?? '—', t.violations ? 'warn' : ''),
-      stat('tokens in / out', `${fmtTokens(t.input_tokens)} / ${fmtTokens(t.output_tokens)}`),
+      stat(t.usage_estimated ? 'tokens in / out (≈ estimated)' : 'tokens in / out', `${t.usage_estimated ? '≈ ' : ''}${fmtTokens(t.input_tokens)} / ${fmtTokens(t.output_tokens)}`),
       stat('cost', fmtCost(t.cost_usd) + budget),
       stat('time', fmtMs(elapsed)));
   }
@@ -1101,7 +1103,7 @@ function runView(runId) {
       logEvent(`${ev.task} → ${ev.state}${said ? `: ${said}` : ''}`);
       if (!t) { Live.refreshSoon(); return; }
       t.state = ev.state;
-      if (ev.usage) { t.tokens = [ev.usage.input_tokens ?? 0, ev.usage.output_tokens ?? 0]; t.cost_usd = ev.usage.cost_usd; }
+      if (ev.usage) { t.tokens = [ev.usage.input_tokens ?? 0, ev.usage.output_tokens ?? 0]; t.tokens_estimated = !!ev.usage.estimated; t.cost_usd = ev.usage.cost_usd; }
       if (said) details.set(t.id, said); else details.delete(t.id);
       const tr = rendered.get(t.id);
       if (tr) {
