@@ -239,8 +239,34 @@ fn system() -> Vec<PathBuf> {
         .map(PathBuf::from)
         .filter(|p| p.exists())
         .collect();
-    found.extend(except(Path::new("/etc"), ETC_SECRETS));
+    // The secrets the system's own permissions keep from this user need no rule of their
+    // own: `/etc` is then one rule (as for anyone but root).
+    let guarded: Vec<&str> = ETC_SECRETS
+        .iter()
+        .copied()
+        .filter(|s| match *s {
+            // Its secrets are the host's private keys; the rest is the client's config.
+            "ssh" => std::fs::read_dir("/etc/ssh").is_ok_and(|entries| {
+                entries.flatten().any(|e| {
+                    e.file_name().to_string_lossy().ends_with("_key") && readable(&e.path())
+                })
+            }),
+            _ => readable(&Path::new("/etc").join(s)),
+        })
+        .collect();
+    found.extend(except(Path::new("/etc"), &guarded));
     found
+}
+
+/// Whether this user may read `path` (or list it, for a directory) by the system's
+/// permissions; false for a path that is not there.
+fn readable(path: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt as _;
+    let Ok(c) = std::ffi::CString::new(path.as_os_str().as_bytes()) else {
+        return false;
+    };
+    // SAFETY: a plain system call on a NUL-terminated path.
+    unsafe { libc::access(c.as_ptr(), libc::R_OK) == 0 }
 }
 
 /// `dir` whole, or where some of `secrets` (paths relative to it) lie in it, its entries
