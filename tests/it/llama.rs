@@ -225,6 +225,16 @@ fn model_agents_and_aider_against_a_real_local_server() {
             settings.display()
         ),
     );
+    // The settings file lies outside the repository: the walls let aider read it because
+    // the plan says so, as a user lists their own files.
+    let toml = toml.replacen(
+        "[defaults]\n",
+        &format!(
+            "[defaults]\nsandbox = {{ readable = [\"{}\"] }}\n",
+            dir.path().display()
+        ),
+        1,
+    );
     let state = repo.run_with_env(&toml, 3, &|_| None);
     judge(&repo, &state, "aider");
     for task in &state.tasks {
