@@ -160,6 +160,7 @@ fn start_dir(dir: Option<&Path>) -> Result<PathBuf, CommandError> {
     }
 }
 
+/// Diagnostics on stderr, as `PLAIT_LOG` asks (default: warnings).
 fn init_logging() {
     let filter = tracing_subscriber::EnvFilter::try_from_env("PLAIT_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
@@ -172,13 +173,14 @@ fn init_logging() {
         .try_init();
 }
 
-/// This plait binary, which agents' hooks run (`plait guard`).
 /// The user's cache directory: `XDG_CACHE_HOME`, else `~/.cache`.
 fn cache_home() -> Option<PathBuf> {
     let env = |name: &str| std::env::var(name).ok();
     crate::orchestrator::worker::cache_home(&env)
 }
 
+/// This plait binary, which its tasks run (`plait guard`, `plait run-in-view`, the probe of
+/// `plait doctor`).
 fn plait_program() -> Result<PathBuf, CommandError> {
     std::env::current_exe()
         .map_err(|e| CommandError::internal("cannot find plait's own binary").because(e))
@@ -218,9 +220,6 @@ fn base_files(
         .map_err(CommandError::from)
 }
 
-/// The PostgreSQL store `--store URL` (or `PLAIT_STORE`) names, with libpq's variables for
-/// what the URL leaves out; checked by connecting once (and migrating), so a wrong URL
-/// stops a command before it creates anything. `None` without either.
 /// The remote through which run `run` of the store `config` is spread over workers, if it
 /// is.
 fn queued_remote(
@@ -234,6 +233,9 @@ fn queued_remote(
     })
 }
 
+/// The PostgreSQL store `--store URL` (or `PLAIT_STORE`) names, with libpq's variables for
+/// what the URL leaves out; checked by connecting once (and migrating), so a wrong URL
+/// stops a command before it creates anything. `None` without either.
 pub fn store_config(url: Option<&str>) -> Result<Option<tokio_postgres::Config>, CommandError> {
     let from_env = std::env::var("PLAIT_STORE")
         .ok()

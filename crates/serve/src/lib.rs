@@ -5,8 +5,8 @@
 //! branches moved or merged by hand, the target's move), a task's page its `rounds`; the
 //! records come through a `cache` kept by `state.json`'s version. While a run goes on the
 //! page follows the run's events (`events`, server-sent: the changed rows, not the
-//! record); its decisions run the matching plait commands (`actions`), so each does exactly
-//! what the command does. Every request must name this server as its `Host`, and every
+//! record); its decisions (`actions`) call the same use cases as the command line (`ops`),
+//! in this process, so each does exactly what the command does. Every request must name this server as its `Host`, and every
 //! changing one carry the server's token.
 
 use plait::{cancel, git, land, llm, ops, orchestrator, plan, refs, report, shell, state};
