@@ -5,7 +5,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 
-use super::validate::ResolvedTask;
+use super::resolved::ResolvedTask;
 use super::PlanFile;
 
 /// Each task's `after` (its own, else `[defaults]`'s): ids, or globs over ids, of the tasks

@@ -5,7 +5,7 @@
 
 use std::fmt;
 
-use super::validate::{AgentConfig, ResolvedPlan};
+use super::resolved::{AgentConfig, ResolvedPlan};
 
 /// A shell command an exec agent runs in the task's worktree.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -10,6 +10,7 @@ pub use plait_core::globs;
 mod keys;
 pub mod layout;
 pub mod manager;
+mod resolved;
 pub mod setup;
 pub mod split;
 pub mod tools;
@@ -27,12 +28,12 @@ use crate::llm::provider::ProviderFile;
 use crate::sandbox::SandboxMode;
 pub use after::waits_for;
 pub use exec::ExecCommand;
-pub use setup::{missing_setup_hint, suggested_setup, SetupFile, SetupSettings};
-pub use validate::{
-    checks_of, claude_code_settings, resolve, resolve_kept, resolve_with_env, AgentConfig,
-    CheckSettings, CliSettings, GroupSettings, ResolvedPlan, ResolvedTask, ReviewSettings,
-    Reviewer, ToolSettings, DEFAULT_GROUP_THRESHOLD,
+pub use resolved::{
+    AgentConfig, CheckSettings, CliSettings, GroupSettings, ResolvedPlan, ResolvedTask,
+    ReviewSettings, Reviewer, ToolSettings, DEFAULT_GROUP_THRESHOLD,
 };
+pub use setup::{missing_setup_hint, suggested_setup, SetupFile, SetupSettings};
+pub use validate::{checks_of, claude_code_settings, resolve, resolve_kept, resolve_with_env};
 
 /// How long an agent may run when the plan does not say.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30 * 60);

@@ -49,8 +49,9 @@ mod notify {
 mod net;
 mod reads;
 mod view;
-pub use net::{support as net_support, NetWall, Network};
+pub use net::{NetWall, Network};
 pub use reads::{git_dir as readable_git_dir, own_program as readable_program};
+pub use view::net_support;
 mod caches;
 pub use view::{support as view_support, CacheLayer, Layer, Nested, OverlayView};
 
@@ -264,7 +265,7 @@ impl SandboxSettings {
         match (self.network, self.confinement()) {
             (Network::On, _) | (_, Confinement::Off | Confinement::Unsupported(_)) => NetWall::Open,
             (Network::Off | Network::Gateway, Confinement::Landlock(abi)) => {
-                if net::support().is_ok() {
+                if view::net_support().is_ok() {
                     NetWall::Namespace
                 } else if abi >= 4 {
                     NetWall::Landlock
@@ -1448,7 +1449,7 @@ print(tcp({closed}), tcp({open_port}), unix("{path}"), unix("\0{abstract_name}")
             walls.push(NetWall::Landlock);
         }
         for wall in walls {
-            if wall == NetWall::Namespace && net::support().is_err() {
+            if wall == NetWall::Namespace && view::net_support().is_err() {
                 eprintln!("skipped: no network namespaces here");
                 continue;
             }

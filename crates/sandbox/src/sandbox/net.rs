@@ -94,50 +94,6 @@ impl NetWall {
     }
 }
 
-/// Whether processes can start in a network namespace of their own here, found by starting
-/// one; why not.
-pub fn support() -> &'static Result<(), String> {
-    static SUPPORT: OnceLock<Result<(), String>> = OnceLock::new();
-    SUPPORT.get_or_init(probe)
-}
-
-fn probe() -> Result<(), String> {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| e.to_string())?;
-    std::thread::spawn(move || {
-        runtime.block_on(async {
-            let namespace = Namespace {
-                ports: Vec::new(),
-                hide: Vec::new(),
-            };
-            let mut cmd = tokio::process::Command::new("true");
-            cmd.stdin(std::process::Stdio::null())
-                .stdout(std::process::Stdio::null())
-                .stderr(std::process::Stdio::null());
-            let entry = super::view::Entry {
-                net: Some(&namespace),
-                ..super::view::Entry::default()
-            };
-            super::view::prepare(&mut cmd, entry, None, None).map_err(|e| e.to_string())?;
-            let status = cmd
-                .status()
-                .await
-                .map_err(|e| format!("a user and network namespace: {e}"))?;
-            if status.success() {
-                Ok(())
-            } else {
-                Err(format!(
-                    "a process in a network namespace ended with {status}"
-                ))
-            }
-        })
-    })
-    .join()
-    .unwrap_or_else(|_| Err("the probe panicked".to_string()))
-}
-
 /// A network namespace a child makes for itself: the `ports` to serve inside, and the path
 /// sockets to cover.
 #[derive(Debug, Clone, PartialEq, Eq)]
