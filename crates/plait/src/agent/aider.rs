@@ -21,8 +21,8 @@ use std::sync::{Arc, LazyLock};
 
 use regex::Regex;
 
+use super::context::{Agent, AgentFuture, AgentOutcome, AgentReport, TaskContext};
 use super::exec::{outcome_of, shell_quote, task_env};
-use super::{Agent, AgentFuture, AgentOutcome, AgentReport, TaskContext};
 use crate::llm::provider::ProviderKind;
 use crate::plan::ToolSettings;
 use crate::prompts;

@@ -22,9 +22,9 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
+use super::context::{Agent, AgentFuture, AgentOutcome, AgentReport, TaskContext};
 use super::exec::{outcome_of, shell_quote, task_env};
 use super::guard::GuardFile;
-use super::{Agent, AgentFuture, AgentOutcome, AgentReport, TaskContext};
 use crate::plan::ToolSettings;
 use crate::prompts;
 use crate::shell::{self, ShellOutcome};

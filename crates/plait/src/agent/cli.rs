@@ -8,8 +8,8 @@
 //! never asked its model: then the round failed); collect enforces ownership afterwards,
 //! whatever the program did.
 
+use super::context::{Agent, AgentFuture, TaskContext};
 use super::exec::{outcome_of, task_env};
-use super::{Agent, AgentFuture, TaskContext};
 use crate::llm::provider::ProviderKind;
 use crate::plan::CliSettings;
 use crate::shell;

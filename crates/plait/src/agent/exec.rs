@@ -9,7 +9,7 @@ use std::io::Write as _;
 use std::path::PathBuf;
 use std::time::Instant;
 
-use super::{Agent, AgentFuture, AgentOutcome, TaskContext};
+use super::context::{Agent, AgentFuture, AgentOutcome, TaskContext};
 use crate::plan::ExecCommand;
 use crate::shell::{self, ShellOutcome};
 

@@ -17,7 +17,7 @@ use crate::llm::{account, anthropic, conversation, openai};
 use crate::prompts;
 use tools::{ToolOutcome, Workspace};
 
-use super::{Agent, AgentFuture, AgentOutcome, AgentReport, TaskContext};
+use crate::agent::context::{Agent, AgentFuture, AgentOutcome, AgentReport, TaskContext};
 use crate::llm::provider::{ProviderKind, ProviderSettings};
 use crate::plan::tools::RunCommands;
 use crate::state::Usage;

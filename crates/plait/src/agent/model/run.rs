@@ -17,8 +17,8 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 use super::tools::ToolOutcome;
+use crate::agent::context::TaskContext;
 use crate::agent::exec::task_env;
-use crate::agent::TaskContext;
 use crate::cancel::Cancel;
 use crate::llm::conversation::ToolSpec;
 use crate::plan::tools::RunCommands;

@@ -1,0 +1,279 @@
+//! What every agent shares: the task it is given (`TaskContext`), the run's budget, a
+//! role's way through the gateway and its tally, what an agent's round comes to, and the
+//! `Agent` trait itself.
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::cancel::Cancel;
+use crate::git::TreeFile;
+use crate::plan::globs::Globs;
+use crate::sandbox::Sandbox;
+use crate::shell::Launch;
+use crate::state::Usage;
+
+/// Everything an agent gets to know about its task.
+#[derive(Debug, Clone)]
+pub struct TaskContext {
+    pub run: String,
+    pub task: String,
+    pub goal: String,
+    pub prompt: String,
+    /// The base commit, as a full hex id.
+    pub base: String,
+    pub worktree: PathBuf,
+    /// A file listing the owned paths, one per line.
+    pub owned_list: PathBuf,
+    /// The one owned file, for single-file tasks.
+    pub single_file: Option<String>,
+    /// Where the agent's output goes.
+    pub log: PathBuf,
+    pub timeout: Duration,
+    /// Fires when the run is interrupted; the agent stops at once.
+    pub cancel: Cancel,
+    /// The repository (a directory inside it), for reading the base commit.
+    pub repo: PathBuf,
+    /// The task's `owns` globs and the tracked files they match.
+    pub owns: Globs,
+    pub owned: Vec<String>,
+    /// Every entry of the base commit's tree, sorted.
+    pub files: Arc<Vec<TreeFile>>,
+    /// Where a model agent writes its requests and responses (JSON lines).
+    pub transcript: PathBuf,
+    pub max_turns: u32,
+    /// 0 for the first try; then each round of changes the checks or the reviewer asked for.
+    pub round: u32,
+    /// What the checks and the reviewer asked for, in later rounds.
+    pub feedback: Option<String>,
+    /// The run's cost budget, shared by every task.
+    pub budget: Arc<Budget>,
+    /// Tokens this task may use in all, for model agents.
+    pub token_budget: Option<u64>,
+    /// The walls of every process the agent starts: the worktree, the task's directory.
+    pub sandbox: Arc<Sandbox>,
+    /// The plait binary, for the hooks agents run (`plait guard`).
+    pub plait_program: PathBuf,
+    /// The task's whole-tree view, where the commands its agent runs see every file: every
+    /// process started through [`TaskContext::launch`] starts in it when it is an overlay;
+    /// call [`crate::workspace::view::TaskView::ensure`] before a command either way.
+    pub view: Arc<crate::workspace::view::TaskView>,
+    /// The task checks (`[checks] task`), which judge each round's commit: an agent that
+    /// tests its own edits (aider's `--test-cmd`) runs these.
+    pub checks: Vec<String>,
+    /// The task's way to its model through plait's gateway, for an agent CLI: the base URL
+    /// and stand-in key it is given. Its requests' usage is counted as they end, so the
+    /// agent reports none of its own ([`TaskContext::own_usage`]).
+    pub gateway: Option<Arc<plait_gateway::Lease>>,
+}
+
+impl TaskContext {
+    /// The task's own directory (beside its log): plait's files, read-only to the agent.
+    pub fn dir(&self) -> &std::path::Path {
+        self.log.parent().unwrap_or(std::path::Path::new("."))
+    }
+
+    /// The one place in the task's directory its agent's processes may write (an agent
+    /// CLI's config directory and history), made on first use.
+    pub fn scratch(&self) -> PathBuf {
+        let dir = crate::state::TaskDir(self.dir().to_path_buf()).scratch();
+        let _ = std::fs::create_dir_all(&dir);
+        dir
+    }
+
+    /// How many answers the gateway has counted for the task so far (0 without one): taken
+    /// before a round, for [`TaskContext::own_usage`] after it.
+    pub fn counted(&self) -> u64 {
+        self.gateway.as_ref().map_or(0, |lease| lease.answered())
+    }
+
+    /// What of an agent CLI's own account of a round (`usage`) the task's record takes:
+    /// all of it, unless the gateway counted answers since `counted` (it added their usage
+    /// and cost as they ended); then only what the gateway cannot see.
+    pub fn own_usage(&self, usage: Usage, counted: u64) -> Usage {
+        if self.counted() == counted {
+            return usage;
+        }
+        Usage {
+            refused_writes: usage.refused_writes,
+            runs: usage.runs,
+            run_ms: usage.run_ms,
+            cost_usd: Some(0.0),
+            ..Usage::default()
+        }
+    }
+
+    /// How many requests for an answer the task's agent has sent through the gateway so
+    /// far (0 without one): taken before a round, for [`TaskContext::unasked`] after it.
+    pub fn asked(&self) -> u64 {
+        self.gateway.as_ref().map_or(0, |lease| lease.asked())
+    }
+
+    /// An agent CLI that ended its round well without a single request to its model (none
+    /// through the gateway since `asked`, and none in its own account, `own_requests`: it
+    /// printed an error and exited 0, as aider does when its client refuses to start) did
+    /// nothing it was asked: a failed round, naming the last line it printed (`output`,
+    /// else its log). Any other outcome stays as it is.
+    pub fn unasked(
+        &self,
+        outcome: AgentOutcome,
+        (asked, own_requests): (u64, u64),
+        program: &str,
+        output: &str,
+    ) -> AgentOutcome {
+        let quiet = self.gateway.is_some() && self.asked() == asked && own_requests == 0;
+        if outcome != AgentOutcome::Finished || !quiet {
+            return outcome;
+        }
+        let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let last = [output, log.as_str()]
+            .into_iter()
+            .find_map(|text| text.lines().rev().map(str::trim).find(|l| !l.is_empty()))
+            .map(|line| format!(": {}", line.chars().take(300).collect::<String>()))
+            .unwrap_or_default();
+        AgentOutcome::Failed {
+            reason: format!("{program} exited 0 without a single request to its model{last}"),
+            exit_code: Some(0),
+        }
+    }
+
+    /// Counts an agent CLI's own figure of what a round cost against the run's budget,
+    /// unless the gateway counted the round's answers (and their cost) itself.
+    pub fn spend(&self, usd: Option<f64>, counted: u64) {
+        if let (true, Some(usd)) = (self.counted() == counted, usd) {
+            self.budget.spend(usd);
+        }
+    }
+
+    /// How the agent's program runs: in the worktree, with `env`, into the log, in the
+    /// task's sandbox.
+    pub fn launch<'a>(&'a self, env: &'a [(&'a str, String)]) -> Launch<'a> {
+        Launch {
+            dir: &self.worktree,
+            env,
+            log: &self.log,
+            timeout: self.timeout,
+            cancel: &self.cancel,
+            sandbox: &self.sandbox,
+        }
+    }
+}
+
+/// The run's cost budget: once it is spent no new model request starts.
+#[derive(Debug, Default)]
+pub struct Budget {
+    max_cost: Option<f64>,
+    spent: std::sync::Mutex<f64>,
+}
+
+impl Budget {
+    pub fn new(max_cost: Option<f64>) -> Budget {
+        Budget {
+            max_cost,
+            spent: std::sync::Mutex::new(0.0),
+        }
+    }
+
+    /// Counts `usd` as spent.
+    pub fn spend(&self, usd: f64) {
+        *self.spent.lock().unwrap_or_else(|e| e.into_inner()) += usd;
+    }
+
+    /// Why no more may be spent, if so.
+    pub fn exhausted(&self) -> Option<String> {
+        let max = self.max_cost?;
+        let spent = *self.spent.lock().unwrap_or_else(|e| e.into_inner());
+        (spent >= max)
+            .then(|| format!("stopped by budget: the run spent ${spent:.4} of its ${max:.2}"))
+    }
+}
+
+/// A role's way to its model through plait's gateway (a Claude Code or `{ cli }`
+/// reviewer's, a supervisor's): its lease, and what its requests used.
+pub struct RoleGateway {
+    pub lease: plait_gateway::Lease,
+    pub tally: Arc<Tally>,
+}
+
+/// What a role's requests through the gateway used, added up as each answer ends; the
+/// run's budget pays for them then, and refuses them once it is spent.
+pub struct Tally {
+    budget: Arc<Budget>,
+    used: std::sync::Mutex<Option<Usage>>,
+}
+
+impl Tally {
+    pub fn new(budget: Arc<Budget>) -> Tally {
+        Tally {
+            budget,
+            used: std::sync::Mutex::new(None),
+        }
+    }
+
+    /// What was used so far (`None`: no answer yet), and counting starts again.
+    pub fn take(&self) -> Option<Usage> {
+        self.used.lock().unwrap_or_else(|e| e.into_inner()).take()
+    }
+}
+
+impl plait_gateway::Meter for Tally {
+    fn refused(&self) -> Option<String> {
+        self.budget.exhausted()
+    }
+
+    fn answered(&self, usage: &Usage) {
+        if let Some(cost) = usage.cost_usd {
+            self.budget.spend(cost);
+        }
+        let mut used = self.used.lock().unwrap_or_else(|e| e.into_inner());
+        match used.as_mut() {
+            Some(total) => total.add(usage),
+            None => *used = Some(usage.clone()),
+        }
+    }
+}
+
+/// How an agent's work ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AgentOutcome {
+    /// The agent says it finished; its worktree is ready to collect.
+    Finished,
+    /// The agent failed; the reason is one line.
+    Failed {
+        reason: String,
+        exit_code: Option<i32>,
+    },
+    /// A budget stopped the agent at a turn boundary.
+    Stopped { reason: String },
+}
+
+/// What an agent's run produced.
+#[derive(Debug, Clone)]
+pub struct AgentReport {
+    pub outcome: AgentOutcome,
+    /// Requests, tokens, cost and time, for model agents.
+    pub usage: Option<Usage>,
+    /// The agent's closing words, if it had any.
+    pub summary: Option<String>,
+}
+
+impl From<AgentOutcome> for AgentReport {
+    fn from(outcome: AgentOutcome) -> AgentReport {
+        AgentReport {
+            outcome,
+            usage: None,
+            summary: None,
+        }
+    }
+}
+
+/// A future an agent returns.
+pub type AgentFuture<'a> = Pin<Box<dyn Future<Output = AgentReport> + Send + 'a>>;
+
+/// A worker that edits one task's worktree.
+pub trait Agent: Send + Sync {
+    /// Runs the agent on the task until it finishes, fails or times out.
+    fn run<'a>(&'a self, task: &'a TaskContext) -> AgentFuture<'a>;
+}
