@@ -105,19 +105,10 @@ fn write(repo: &Repository, dest: &Path, oid: Oid, m: u32) -> Result<(), LayerEr
 /// An overlayfs whiteout at `dest`: a character device 0/0, which Linux lets any user make
 /// since 5.8.
 pub fn whiteout(dest: &Path) -> Result<(), LayerError> {
-    use std::os::unix::ffi::OsStrExt as _;
     if let Some(dir) = dest.parent() {
         fs::create_dir_all(dir).map_err(io(dir))?;
     }
-    let c = std::ffi::CString::new(dest.as_os_str().as_bytes())
-        .map_err(|_| LayerError(format!("{}: a path holds NUL", dest.display())))?;
-    // SAFETY: mknod on a valid C string; the device 0/0 is overlayfs's whiteout.
-    let made = unsafe { libc::mknod(c.as_ptr(), libc::S_IFCHR, 0) };
-    if made == 0 {
-        Ok(())
-    } else {
-        Err(io(dest)(std::io::Error::last_os_error()))
-    }
+    crate::sandbox::whiteout(dest).map_err(io(dest))
 }
 
 /// A git directory at `admin` for a checkout of `commit` whose files are the base layer's

@@ -242,7 +242,7 @@ fn readable_in(dir: &Path, upper: &Path) -> Vec<PathBuf> {
             let made = hidden
                 .parent()
                 .is_some_and(|p| std::fs::create_dir_all(p).is_ok())
-                && whiteout(&hidden);
+                && super::view::whiteout(&hidden).is_ok();
             if !made {
                 // No way to hide it: the cache stays out of reach.
                 return Vec::new();
@@ -260,16 +260,6 @@ fn readable_in(dir: &Path, upper: &Path) -> Vec<PathBuf> {
         }
     }
     rules
-}
-
-/// An overlay whiteout at `path`: the file of the same name below is hidden.
-fn whiteout(path: &Path) -> bool {
-    use std::os::unix::ffi::OsStrExt as _;
-    let Ok(c) = std::ffi::CString::new(path.as_os_str().as_bytes()) else {
-        return false;
-    };
-    // SAFETY: a plain system call on a NUL-terminated path.
-    unsafe { libc::mknod(c.as_ptr(), libc::S_IFCHR, libc::makedev(0, 0)) == 0 }
 }
 
 /// The directory of a sandbox's cache layers, removed with the sandbox (overlayfs leaves

@@ -53,7 +53,7 @@ pub use net::{NetWall, Network};
 pub use reads::{git_dir as readable_git_dir, own_program as readable_program};
 pub use view::net_support;
 mod caches;
-pub use view::{support as view_support, CacheLayer, Layer, Nested, OverlayView};
+pub use view::{support as view_support, whiteout, CacheLayer, Layer, Nested, OverlayView};
 
 /// The oldest Landlock ABI plait confines with: 3 covers truncation (Linux 6.2).
 pub const MIN_ABI: i32 = 3;
@@ -673,7 +673,7 @@ impl Sandbox {
         places.net = (wall != NetWall::Open).then(|| net::Watch {
             wall: wall.clone(),
             ports: self.settings.ports.clone(),
-            hidden: hide.clone(),
+            hidden: hide,
             network_key: self.settings.network_key,
         });
         let places = Arc::new(places);
@@ -688,9 +688,10 @@ impl Sandbox {
         };
         let tcp = (wall == NetWall::Landlock).then_some(&self.settings.ports[..]);
         let ruleset = ruleset(abi, &rule_paths, read_paths.as_deref(), tcp)?;
+        // The sockets to cover are read again for each process (see `Sandbox::spawn`).
         let namespace = (wall == NetWall::Namespace).then(|| net::Namespace {
             ports: self.settings.ports.clone(),
-            hide,
+            hide: Vec::new(),
         });
         Ok(Armed {
             abi,
@@ -926,8 +927,15 @@ impl Armed {
         if covered(&real) {
             return;
         }
-        let access = read_access(self.abi);
-        if add_rule(&self.ruleset, &package, access).is_ok() {
+        use std::os::fd::AsRawFd as _;
+        use std::os::unix::ffi::OsStrExt as _;
+        let Ok(path) = std::ffi::CString::new(package.as_os_str().as_bytes()) else {
+            return;
+        };
+        // SAFETY: plain system calls on a NUL-terminated path and a ruleset this owns.
+        let added =
+            unsafe { view::add_rule(self.ruleset.as_raw_fd(), &path, read_access(self.abi)) };
+        if added.is_ok() {
             programs.push(package);
         }
     }
@@ -958,52 +966,6 @@ impl Armed {
             NetWall::Open | NetWall::Namespace => None,
         }
     }
-}
-
-/// Adds a rule granting `access` beneath `path` to the ruleset `ruleset` (processes already
-/// behind it keep the rules they were given).
-#[cfg(target_os = "linux")]
-fn add_rule(ruleset: &std::os::fd::OwnedFd, path: &Path, access: u64) -> std::io::Result<()> {
-    use std::os::fd::{AsRawFd as _, FromRawFd as _};
-    use std::os::unix::ffi::OsStrExt as _;
-    #[repr(C, packed)]
-    struct PathBeneath {
-        allowed_access: u64,
-        parent_fd: i32,
-    }
-    const LANDLOCK_RULE_PATH_BENEATH: libc::c_int = 1;
-    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).map_err(std::io::Error::other)?;
-    // SAFETY: plain system calls on a NUL-terminated path and a descriptor owned here.
-    let fd = unsafe { libc::open(c.as_ptr(), libc::O_PATH | libc::O_CLOEXEC) };
-    if fd < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: `fd` was just opened and is owned by nothing else.
-    let fd = unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) };
-    // A directory's rule (a program's package); a file would take fewer rights.
-    let rule = PathBeneath {
-        allowed_access: access,
-        parent_fd: fd.as_raw_fd(),
-    };
-    // SAFETY: the rule lives across the call; the kernel copies it.
-    let added = unsafe {
-        libc::syscall(
-            libc::SYS_landlock_add_rule,
-            ruleset.as_raw_fd(),
-            LANDLOCK_RULE_PATH_BENEATH,
-            &rule as *const PathBeneath,
-            0u32,
-        )
-    };
-    if added != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(())
-}
-
-#[cfg(not(target_os = "linux"))]
-fn add_rule(_ruleset: &std::os::fd::OwnedFd, _path: &Path, _access: u64) -> std::io::Result<()> {
-    Err(std::io::Error::other("Landlock is Linux's"))
 }
 
 #[cfg(target_os = "linux")]

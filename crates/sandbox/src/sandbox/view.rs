@@ -418,37 +418,74 @@ pub(crate) struct Walls {
 
 #[cfg(target_os = "linux")]
 unsafe fn raise<'a>(walls: &Walls, targets: impl Iterator<Item = &'a CString>) -> io::Result<()> {
+    if walls.session && libc::setsid() < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    for target in targets {
+        add_rule(walls.ruleset.as_raw_fd(), target, walls.access)?;
+    }
+    super::restrict(walls.ruleset.as_raw_fd())
+}
+
+/// An overlayfs whiteout at `path` (a character device 0/0, which Linux lets any user make
+/// since 5.8): the file of the same name in the layers below is hidden.
+pub fn whiteout(path: &Path) -> io::Result<()> {
+    use std::os::unix::ffi::OsStrExt as _;
+    let c = CString::new(path.as_os_str().as_bytes()).map_err(io::Error::other)?;
+    // SAFETY: a plain system call on a NUL-terminated path.
+    if unsafe { libc::mknod(c.as_ptr(), libc::S_IFCHR, libc::makedev(0, 0)) } == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// Adds to `ruleset` a rule granting `access` beneath `path` (processes already behind it
+/// keep the rules they were given).
+///
+/// # Safety
+/// Async-signal-safe (plain system calls, no allocation): it may run between fork and exec.
+#[cfg(target_os = "linux")]
+pub(super) unsafe fn add_rule(
+    ruleset: std::os::fd::RawFd,
+    path: &std::ffi::CStr,
+    access: u64,
+) -> io::Result<()> {
     #[repr(C, packed)]
     struct PathBeneath {
         allowed_access: u64,
         parent_fd: i32,
     }
     const LANDLOCK_RULE_PATH_BENEATH: libc::c_int = 1;
-    if walls.session && libc::setsid() < 0 {
+    let fd = libc::open(path.as_ptr(), libc::O_PATH | libc::O_CLOEXEC);
+    if fd < 0 {
         return Err(io::Error::last_os_error());
     }
-    for target in targets {
-        let fd = libc::open(target.as_ptr(), libc::O_PATH | libc::O_CLOEXEC);
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        let rule = PathBeneath {
-            allowed_access: walls.access,
-            parent_fd: fd,
-        };
-        let added = libc::syscall(
-            libc::SYS_landlock_add_rule,
-            walls.ruleset.as_raw_fd(),
-            LANDLOCK_RULE_PATH_BENEATH,
-            &rule as *const PathBeneath,
-            0u32,
-        );
-        libc::close(fd);
-        if added != 0 {
-            return Err(io::Error::last_os_error());
-        }
+    let rule = PathBeneath {
+        allowed_access: access,
+        parent_fd: fd,
+    };
+    let added = libc::syscall(
+        libc::SYS_landlock_add_rule,
+        ruleset,
+        LANDLOCK_RULE_PATH_BENEATH,
+        &rule as *const PathBeneath,
+        0u32,
+    );
+    libc::close(fd);
+    if added != 0 {
+        return Err(io::Error::last_os_error());
     }
-    super::restrict(walls.ruleset.as_raw_fd())
+    Ok(())
+}
+
+#[cfg(not(target_os = "linux"))]
+pub(super) unsafe fn add_rule(
+    _ruleset: std::os::fd::RawFd,
+    _path: &std::ffi::CStr,
+    _access: u64,
+) -> io::Result<()> {
+    Err(io::Error::other("Landlock is Linux's"))
 }
 
 #[cfg(not(target_os = "linux"))]
