@@ -110,7 +110,7 @@ fn main() -> Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    if let Err(why) = plait::sandbox::view_support() {
+    if let Err(why) = plait_sandbox::sandbox::view_support() {
         bail!("this system allows no views over layers: {why}");
     }
     println!(
@@ -213,13 +213,13 @@ fn base_layer(
     rt: &tokio::runtime::Runtime,
     repo: &Path,
     root: &Path,
-    settings: &plait::sandbox::SandboxSettings,
+    settings: &plait_sandbox::sandbox::SandboxSettings,
 ) -> Result<(f64, Environment)> {
     let git = Repository::open(repo)?;
     let base = git.head()?.peel_to_commit()?;
-    let files = Arc::new(plait::git::flatten_tree(&base.tree()?)?);
+    let files = Arc::new(plait_core::git::flatten_tree(&base.tree()?)?);
     let setup = plait::plan::SetupSettings::default();
-    let (_keep, cancel) = plait::cancel::Cancel::new();
+    let (_keep, cancel) = plait_core::cancel::Cancel::new();
     let req = EnvRequest {
         repo,
         envs: git.path().join("plait/envs"),
@@ -243,17 +243,17 @@ fn base_layer(
 /// each, and the last one's log.
 fn starts(
     rt: &tokio::runtime::Runtime,
-    sandbox: &plait::sandbox::Sandbox,
+    sandbox: &plait_sandbox::sandbox::Sandbox,
     dir: &Path,
     log: &Path,
     command: &str,
     n: usize,
 ) -> Result<(Vec<f64>, String)> {
-    let (_keep, cancel) = plait::cancel::Cancel::new();
+    let (_keep, cancel) = plait_core::cancel::Cancel::new();
     let mut times = Vec::with_capacity(n);
     for _ in 0..n {
         std::fs::write(log, "")?;
-        let launch = plait::shell::Launch {
+        let launch = plait_sandbox::shell::Launch {
             dir,
             env: &[],
             log,
@@ -262,9 +262,9 @@ fn starts(
             sandbox,
         };
         let start = Instant::now();
-        let outcome = rt.block_on(plait::shell::run(command, &launch));
+        let outcome = rt.block_on(plait_sandbox::shell::run(command, &launch));
         times.push(start.elapsed().as_secs_f64());
-        if !matches!(outcome, plait::shell::ShellOutcome::Exited(0)) {
+        if !matches!(outcome, plait_sandbox::shell::ShellOutcome::Exited(0)) {
             bail!(
                 "`{command}` in {}: {}",
                 dir.display(),
@@ -292,7 +292,7 @@ fn check_layers(root: &Path, cfg: &Config, rt: &tokio::runtime::Runtime) -> Resu
         copies.push(time(|| cp(&seed, &copy))?.0);
         plait::environment::remove_tree(&copy);
     }
-    let settings = plait::sandbox::SandboxSettings {
+    let settings = plait_sandbox::sandbox::SandboxSettings {
         temp_root: std::env::temp_dir(),
         ..Default::default()
     };
@@ -363,12 +363,12 @@ fn first_commands(
     rt: &tokio::runtime::Runtime,
     root: &Path,
     cfg: &Config,
-    settings: &plait::sandbox::SandboxSettings,
+    settings: &plait_sandbox::sandbox::SandboxSettings,
     env: &Environment,
     layer: &LayerDir,
     seed: &Path,
 ) -> Result<()> {
-    use plait::sandbox::Sandbox;
+    use plait_sandbox::sandbox::Sandbox;
     stage("1: a check's first command in the layer's view");
     let log = root.join("logs/start.log");
     let view = Sandbox::new(settings, Vec::new()).with_view(Some(env.check_view(layer)));

@@ -39,10 +39,10 @@ use axum::body::{Body, Bytes};
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use futures_util::StreamExt as _;
-use plait::gateway::{Gateway, Meter, Route};
-use plait::llm::limiter::Limiter;
-use plait::llm::provider::{resolve_provider, Limits, ProviderFile};
-use plait::state::Usage;
+use plait_core::state::Usage;
+use plait_gateway::{Gateway, Meter, Route};
+use plait_llm::limiter::Limiter;
+use plait_llm::provider::{resolve_provider, Limits, ProviderFile};
 use serde_json::{json, Value};
 
 use mock::{claude_tools, MockModel, Turn};

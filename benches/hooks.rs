@@ -141,7 +141,7 @@ fn commit(repo: &Path, n: usize, hooks: Hooks<'_>) -> Result<f64> {
     }
     args.extend(["commit", "-q", "-m", "unrelated"]);
     let (took, ()) = time(|| {
-        let out = plait::git::git_command(repo)
+        let out = plait_core::git::git_command(repo)
             .args(&args)
             .stdin(Stdio::null())
             .output()?;

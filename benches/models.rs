@@ -35,7 +35,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use plait::orchestrator::{self, RunSettings};
-use plait::state::{RunState, Store, TaskState};
+use plait_core::state::{RunState, Store, TaskState};
 
 use mock::{LoadStats, MockModel, Provider, Turn};
 
@@ -105,7 +105,7 @@ impl Config {
 }
 
 fn isolate_git(empty: &Path) -> Result<()> {
-    for var in plait::git::REDIRECTING_VARS {
+    for var in plait_core::git::REDIRECTING_VARS {
         std::env::remove_var(var);
     }
     for (k, v) in [
@@ -213,7 +213,7 @@ static GROUPS: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
 fn run(repo: &Path, toml: &str, jobs: usize) -> Result<Timed> {
     let plan_path = repo.parent().context("repo parent")?.join("plait.toml");
     std::fs::write(&plan_path, toml)?;
-    let git_repo = plait::git::open(repo)?;
+    let git_repo = plait_core::git::open(repo)?;
     let parsed = plait::plan::parse(toml, &plan_path)?;
     let env = |name: &str| (name == KEY_ENV).then(|| KEY.to_string());
     let resolved = plait::plan::resolve_with_env(&git_repo, parsed, &plan_path, &env)?;
@@ -267,7 +267,8 @@ fn run(repo: &Path, toml: &str, jobs: usize) -> Result<Timed> {
                 }
             }
         });
-        let state = orchestrator::execute(prepared, Some(tx), plait::cancel::Cancel::new().1).await;
+        let state =
+            orchestrator::execute(prepared, Some(tx), plait_core::cancel::Cancel::new().1).await;
         let execute = started.elapsed().as_secs_f64();
         let _ = listener.await;
         (state, execute)
@@ -678,7 +679,7 @@ fn main() -> Result<()> {
             ),
         );
         let repo = git2::Repository::open(root.join(format!("lat1-{n}/repo")))?;
-        let store = Store::new(plait::git::plait_dir(&repo));
+        let store = Store::new(plait_core::git::plait_dir(&repo));
         let bytes = serde_json::to_vec_pretty(&t.state)?.len();
         let mut times = Vec::new();
         for _ in 0..5 {

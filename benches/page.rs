@@ -30,7 +30,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use plait::state::{
+use plait_core::state::{
     ChangeKind, CheckResult, Decision, FileChange, MergeOutcome, Review, RunPhase, RunState,
     SentBack, Store, TaskRecord, TaskState, Usage, Verdict,
 };
@@ -124,7 +124,7 @@ fn repo(root: &Path, n: usize) -> Result<(PathBuf, String, Vec<String>)> {
         );
     }
     let marks = root.join(format!("marks-{n}"));
-    let mut child = plait::git::git_command(&path)
+    let mut child = plait_core::git::git_command(&path)
         .args(["fast-import", "--quiet"])
         .arg(format!("--export-marks={}", marks.display()))
         .stdin(Stdio::piped())
@@ -268,7 +268,7 @@ fn record(repo: &Path, base: &str, commits: &[String]) -> Result<u64> {
         .map(|t| t.id.clone())
         .collect();
     let state = RunState {
-        version: plait::state::STATE_VERSION,
+        version: plait_core::state::STATE_VERSION,
         id: RUN.to_string(),
         goal: format!("{} tasks, for the review page's benchmark", tasks.len()),
         plan: repo.join("plan.toml"),

@@ -38,12 +38,12 @@ use common::{
 use git2::build::{CheckoutBuilder, TreeUpdateBuilder};
 use git2::{FileMode, Oid, Repository, RepositoryInitOptions, Signature, Time};
 
-use plait::git::TreeFile;
 use plait::merge::{BranchInput, MergeSettings};
 use plait::plan::globs::Globs;
 use plait::plan::layout::Layout;
 use plait::plan::{AgentSpec, PlanFile, ResolvedPlan, TaskFile};
 use plait::workspace::{self, WorktreeSpec};
+use plait_core::git::TreeFile;
 
 const GITIGNORE: &str = "/target\n*.log\n*.tmp\n";
 
@@ -291,7 +291,7 @@ impl PlaitRun<'_> {
         let path = self.worktree(d);
         let own;
         let repo = if mode == Mode::Orchestrator {
-            own = plait::git::open(self.repo)?;
+            own = plait_core::git::open(self.repo)?;
             &own
         } else {
             repo
@@ -323,7 +323,7 @@ impl PlaitRun<'_> {
     fn create_all(&self, threads: usize, mode: Mode) -> Result<f64> {
         let start = Instant::now();
         let repo = Repository::open(self.repo)?;
-        let files = plait::git::flatten_tree(&repo.find_commit(self.base)?.tree()?)?;
+        let files = plait_core::git::flatten_tree(&repo.find_commit(self.base)?.tree()?)?;
         if threads <= 1 {
             for d in 0..self.dirs {
                 self.create_one(&repo, &files, d, mode)?;
@@ -389,16 +389,16 @@ impl Table {
     }
 }
 
-/// The sandbox's cost: `true` spawned through `plait::shell` with and without Landlock
+/// The sandbox's cost: `true` spawned through `plait_sandbox::shell` with and without Landlock
 /// (interleaved), then whole runs of `n` no-op exec tasks with `mode = "off"` and `"auto"`
 /// (interleaved, `-j 2`).
 fn sandbox_costs(t: &mut Table, root: &Path, repo: &Path, n: usize, reps: usize) -> Result<()> {
-    use plait::sandbox::{Sandbox, SandboxMode, SandboxSettings};
-    use plait::shell::{self, Launch};
+    use plait_sandbox::sandbox::{Sandbox, SandboxMode, SandboxSettings};
+    use plait_sandbox::shell::{self, Launch};
     use std::time::Duration;
 
     stage("7. sandbox: cost per spawn");
-    let confinement = plait::sandbox::support().clone();
+    let confinement = plait_sandbox::sandbox::support().clone();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -406,13 +406,13 @@ fn sandbox_costs(t: &mut Table, root: &Path, repo: &Path, n: usize, reps: usize)
     let dir = root.join("spawn");
     std::fs::create_dir_all(&dir)?;
     let log = dir.join("spawn.log");
-    let (_interrupt, cancel) = plait::cancel::Cancel::new();
+    let (_interrupt, cancel) = plait_core::cancel::Cancel::new();
     let walled = SandboxSettings {
         mode: SandboxMode::Auto,
         temp_root: root.to_path_buf(),
         ..SandboxSettings::default()
     };
-    let settings = walled.with_network(plait::sandbox::Network::On);
+    let settings = walled.with_network(plait_sandbox::sandbox::Network::On);
     // The same walls with reads left open (as before reads became an allow-list).
     let reads_open = SandboxSettings {
         read_all: true,
@@ -467,8 +467,8 @@ fn sandbox_costs(t: &mut Table, root: &Path, repo: &Path, n: usize, reps: usize)
             "{} confined ({}), {} unconfined: +{:.2} ms per spawn (a sandbox's TMPDIR and ruleset, its spawning thread, posix_spawn)",
             secs(on_s),
             match &confinement {
-                plait::sandbox::Support::Landlock(abi) => format!("Landlock ABI {abi}"),
-                plait::sandbox::Support::Missing(why) => format!("NOT confined: {why}"),
+                plait_sandbox::sandbox::Support::Landlock(abi) => format!("Landlock ABI {abi}"),
+                plait_sandbox::sandbox::Support::Missing(why) => format!("NOT confined: {why}"),
             },
             secs(off_s),
             (on_s - off_s) * 1e3
@@ -511,7 +511,7 @@ fn sandbox_costs(t: &mut Table, root: &Path, repo: &Path, n: usize, reps: usize)
             std::fs::write(&plan_path, &toml)?;
             settle();
             let (s, ()) = time(|| {
-                let opened = plait::git::open(repo)?;
+                let opened = plait_core::git::open(repo)?;
                 let parsed = plait::plan::parse(&toml, &plan_path)?;
                 let resolved = plait::plan::resolve_with_env(&opened, parsed, &plan_path, &|k| {
                     std::env::var(k).ok()
@@ -533,12 +533,12 @@ fn sandbox_costs(t: &mut Table, root: &Path, repo: &Path, n: usize, reps: usize)
                 let state = runtime.block_on(plait::orchestrator::execute(
                     prepared,
                     None,
-                    plait::cancel::Cancel::new().1,
+                    plait_core::cancel::Cancel::new().1,
                 ))?;
                 if state
                     .tasks
                     .iter()
-                    .any(|t| t.state != plait::state::TaskState::Done)
+                    .any(|t| t.state != plait_core::state::TaskState::Done)
                 {
                     bail!("a no-op task did not finish");
                 }
@@ -830,7 +830,7 @@ fn plan_validation(b: &Bench, repo: &Repository) -> Result<PlanFigures> {
         .all(|task| task.owned.len() == b.cfg.files);
     let base_tree = repo.find_commit(b.base_oid)?.tree()?;
     let flatten_s = median_of(b.cfg.reps.max(5), || {
-        plait::git::flatten_tree(&base_tree)?;
+        plait_core::git::flatten_tree(&base_tree)?;
         Ok(())
     })?;
     // Validation cost grows with tasks x files: a second point with many single-file tasks.
@@ -942,7 +942,7 @@ fn per_worktree_costs(
     resolved: &ResolvedPlan,
 ) -> Result<()> {
     let base_tree = repo.find_commit(b.base_oid)?.tree()?;
-    let files = plait::git::flatten_tree(&base_tree)?;
+    let files = plait_core::git::flatten_tree(&base_tree)?;
     let prefix = "d000/";
     let by_prefix = |p: &str| p.starts_with(prefix) || p.ends_with(".gitignore");
     let scan_prefix = median_of(20, || {
@@ -962,7 +962,7 @@ fn per_worktree_costs(
         Ok(())
     })?;
     let open_s = median_of(20, || {
-        plait::git::open(&b.repo_path)?;
+        plait_core::git::open(&b.repo_path)?;
         Ok(())
     })?;
     t.row(

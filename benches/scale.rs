@@ -133,7 +133,7 @@ fn generate(root: &Path, files: usize) -> Result<Repo> {
             );
         }
     }
-    let mut child = plait::git::git_command(&path)
+    let mut child = plait_core::git::git_command(&path)
         .args(["fast-import", "--quiet"])
         .stdin(Stdio::piped())
         .spawn()?;
@@ -207,7 +207,7 @@ fn plait_run(repo: &Repo, plan: &Path) -> Result<(f64, u64)> {
 /// the creation, in seconds.
 fn plait_worktrees(repo: &Repo, plan_path: &Path, text: &str, run: &str) -> Result<(f64, f64)> {
     let (resolve_s, plan) = time(|| {
-        let opened = plait::git::open(&repo.path)?;
+        let opened = plait_core::git::open(&repo.path)?;
         let parsed = plait::plan::parse(text, plan_path)?;
         Ok(plait::plan::resolve(&opened, parsed, plan_path)?)
     })?;
@@ -218,7 +218,7 @@ fn plait_worktrees(repo: &Repo, plan_path: &Path, text: &str, run: &str) -> Resu
             let workers: Vec<_> = (0..2)
                 .map(|_| {
                     s.spawn(|| -> Result<()> {
-                        let git = plait::git::open(&repo.path)?;
+                        let git = plait_core::git::open(&repo.path)?;
                         loop {
                             let t = next.fetch_add(1, Ordering::Relaxed);
                             let Some(task) = plan.tasks.get(t) else {

@@ -7,8 +7,8 @@
 
 use std::time::{Duration, Instant};
 
-use plait::pg::{self, PgStore};
-use plait::state::TaskState;
+use plait_core::state::TaskState;
+use plait_store::pg::{self, PgStore};
 use tokio_postgres::Config;
 
 #[path = "common/cluster.rs"]

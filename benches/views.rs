@@ -144,19 +144,19 @@ fn ms(s: f64) -> String {
 /// writing `edit` before each start; the seconds of each start to its exit.
 fn starts(
     runtime: &tokio::runtime::Runtime,
-    sandbox: &plait::sandbox::Sandbox,
+    sandbox: &plait_sandbox::sandbox::Sandbox,
     dir: &Path,
     log: &Path,
     argv: &[&str],
     edit: &Path,
     n: usize,
 ) -> Result<Vec<f64>> {
-    let (_keep, cancel) = plait::cancel::Cancel::new();
+    let (_keep, cancel) = plait_core::cancel::Cancel::new();
     let argv: Vec<String> = argv.iter().map(|a| a.to_string()).collect();
     let mut times = Vec::with_capacity(n);
     for i in 0..n {
         std::fs::write(edit, format!("edit {i}\n"))?;
-        let launch = plait::shell::Launch {
+        let launch = plait_sandbox::shell::Launch {
             dir,
             env: &[],
             log,
@@ -165,9 +165,9 @@ fn starts(
             sandbox,
         };
         let start = Instant::now();
-        let outcome = runtime.block_on(plait::shell::run_argv(&argv, &launch));
+        let outcome = runtime.block_on(plait_sandbox::shell::run_argv(&argv, &launch));
         times.push(start.elapsed().as_secs_f64());
-        if !matches!(outcome, plait::shell::ShellOutcome::Exited(0)) {
+        if !matches!(outcome, plait_sandbox::shell::ShellOutcome::Exited(0)) {
             bail!(
                 "`{}` in {}: {}",
                 argv.join(" "),
@@ -335,15 +335,15 @@ fn main() -> Result<()> {
     generate(&repo_path, dirs * 100)?;
     let repo = git2::Repository::open(&repo_path)?;
     let base = repo.revparse_single("main")?.peel_to_commit()?;
-    let files = plait::git::flatten_tree(&base.tree()?)?;
+    let files = plait_core::git::flatten_tree(&base.tree()?)?;
     let mut report = String::new();
     let _ = writeln!(
         report,
         "views benchmark: {} files in {dirs} directories, {} CPUs, sandbox {:?}, views {:?}",
         files.len(),
         std::thread::available_parallelism().map_or(1, |n| n.get()),
-        plait::sandbox::support(),
-        plait::sandbox::view_support(),
+        plait_sandbox::sandbox::support(),
+        plait_sandbox::sandbox::view_support(),
     );
 
     // 1. The first command's checkout.
@@ -432,20 +432,26 @@ fn main() -> Result<()> {
     let log = root.path().join("task/agent.log");
     let work = plait::workspace::view::work_dir(&worktree);
     std::fs::create_dir_all(&work)?;
-    let settings = plait::sandbox::SandboxSettings {
+    let settings = plait_sandbox::sandbox::SandboxSettings {
         temp_root: std::env::temp_dir(),
         ..Default::default()
     };
-    let open = plait::sandbox::Sandbox::none();
-    let walled = plait::sandbox::Sandbox::new(&settings, vec![worktree.clone(), scratch.clone()]);
-    let overlay = plait::sandbox::OverlayView::of_worktree(
+    let open = plait_sandbox::sandbox::Sandbox::none();
+    let walled =
+        plait_sandbox::sandbox::Sandbox::new(&settings, vec![worktree.clone(), scratch.clone()]);
+    let overlay = plait_sandbox::sandbox::OverlayView::of_worktree(
         worktree.clone(),
         vec![lower.clone()],
         worktree.clone(),
         work,
     );
-    let viewed = plait::sandbox::Sandbox::new(&settings, vec![worktree.clone(), scratch.clone()])
-        .with_view(plait::sandbox::view_support().is_ok().then_some(overlay));
+    let viewed =
+        plait_sandbox::sandbox::Sandbox::new(&settings, vec![worktree.clone(), scratch.clone()])
+            .with_view(
+                plait_sandbox::sandbox::view_support()
+                    .is_ok()
+                    .then_some(overlay),
+            );
     let n = cfg.spawns;
     stage(&format!(
         "`true` started {n} times: no walls, walls, walls in the view"

@@ -223,7 +223,7 @@ fn waves_against_anchor(bin: &Path, repo: &Path, cfg: &Config, label: &str) -> R
 
 /// Part 2's direct timing: the start of `last`, the merge of the middle wave's branches.
 fn start_merge(repo: &Path, tasks: usize, reps: usize) -> Result<()> {
-    let git2_repo = plait::git::open(repo)?;
+    let git2_repo = plait_core::git::open(repo)?;
     let base = git2_repo.head()?.peel_to_commit()?.id();
     let mut branches = Vec::new();
     for k in 1..tasks - 1 {
@@ -263,7 +263,7 @@ fn start_merge(repo: &Path, tasks: usize, reps: usize) -> Result<()> {
         let t = Instant::now();
         let commit = git2::Oid::from_str(&outcome.commit)?;
         let tree = git2_repo.find_commit(commit)?.tree()?;
-        let files = plait::git::flatten_tree(&tree)?;
+        let files = plait_core::git::flatten_tree(&tree)?;
         let owns = plait::plan::globs::Globs::new(&[format!("/{}/", dir_name(tasks - 1))])?;
         let context = plait::plan::globs::Globs::new(&[] as &[String])?;
         let layout = plait::plan::layout::Layout::new(&files, &owns, &context, false);
@@ -275,7 +275,7 @@ fn start_merge(repo: &Path, tasks: usize, reps: usize) -> Result<()> {
     println!(
         "  a start's merge of {} branches onto the {}-file base: {} (median of {reps}); its files listed and laid out: {}",
         branches.len(),
-        plait::git::flatten_tree(&git2_repo.find_commit(base)?.tree()?)?.len(),
+        plait_core::git::flatten_tree(&git2_repo.find_commit(base)?.tree()?)?.len(),
         ms(median(&merges)),
         ms(median(&listings))
     );

@@ -4,10 +4,6 @@
 
 mod cli;
 
-#[allow(unused_imports)]
-use plait::*;
-use plait_serve as serve;
-
 fn main() -> std::process::ExitCode {
     cli::main()
 }

@@ -24,7 +24,7 @@ pub fn isolate_git(empty_dir: &Path) -> Result<()> {
         "GIT_ALTERNATE_OBJECT_DIRECTORIES",
         "GIT_CEILING_DIRECTORIES",
     ];
-    for var in plait::git::REDIRECTING_VARS.into_iter().chain(extra) {
+    for var in plait_core::git::REDIRECTING_VARS.into_iter().chain(extra) {
         std::env::remove_var(var);
     }
     std::env::set_var("GIT_CONFIG_GLOBAL", "/dev/null");
@@ -54,7 +54,7 @@ pub fn isolate_git(empty_dir: &Path) -> Result<()> {
 
 /// Runs git in `dir`; a non-zero exit is an error.
 pub fn git(dir: &Path, args: &[&str]) -> Result<String> {
-    let out = plait::git::git_command(dir)
+    let out = plait_core::git::git_command(dir)
         .args(args)
         .stdin(Stdio::null())
         .output()
@@ -189,7 +189,7 @@ pub fn baseline(rev: &str) -> Result<PathBuf> {
 /// and checks it out with `git reset --hard` (index and files): a generated repository.
 pub fn fast_import(repo: &Path, stream: &str) -> Result<()> {
     use std::io::Write as _;
-    let mut child = plait::git::git_command(repo)
+    let mut child = plait_core::git::git_command(repo)
         .args(["fast-import", "--quiet"])
         .stdin(Stdio::piped())
         .spawn()?;

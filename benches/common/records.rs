@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use plait::state::{RunPhase, RunState, TaskRecord, STATE_VERSION};
+use plait_core::state::{RunPhase, RunState, TaskRecord, STATE_VERSION};
 
 /// Run `run` of the tasks `ids`, in order, all pending.
 pub fn run_state(run: &str, ids: impl IntoIterator<Item = String>) -> RunState {

@@ -8,10 +8,10 @@ use clap::Args;
 
 use super::ui::{out, outln};
 use super::{open_store, CommandError};
-use crate::bisect::Step;
-use crate::check::CheckReport;
-use crate::git;
-use crate::ops::check::{BranchesRequest, Checker};
+use plait::bisect::Step;
+use plait::check::CheckReport;
+use plait::ops::check::{BranchesRequest, Checker};
+use plait_core::git;
 
 /// Check that a run's branches may land: ownership, merges, merged checks, the gate
 #[derive(Debug, Args)]
@@ -135,13 +135,13 @@ fn bisect_step(json: bool) -> impl Fn(Step) + Send + Sync {
 }
 
 /// What `plait check --bisect` found, for people.
-fn culprit_text(found: &crate::state::Culprits) -> String {
+fn culprit_text(found: &plait_core::state::Culprits) -> String {
     let mut out = format!("culprit search ({} check run(s)):\n", found.runs);
     for set in &found.sets {
         let _ = writeln!(
             out,
             "  {} (output: {})",
-            crate::report::culprit_sentence(set),
+            plait::report::culprit_sentence(set),
             set.logs.display()
         );
     }
@@ -211,7 +211,7 @@ pub(super) fn text(report: &CheckReport) -> String {
         }
     }
     for g in &report.gate {
-        let _ = writeln!(out, "  {}", crate::report::blocker_line(g, &report.run));
+        let _ = writeln!(out, "  {}", plait::report::blocker_line(g, &report.run));
     }
     out
 }

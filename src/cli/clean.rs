@@ -7,8 +7,8 @@ use clap::Args;
 
 use super::ui::{errln, outln};
 use super::CommandError;
-use crate::ops;
-use crate::ops::clean::SeedCleaned;
+use plait::ops;
+use plait::ops::clean::SeedCleaned;
 
 /// Remove a run's worktrees and branches, refusing to lose unsaved work
 #[derive(Debug, Args)]
@@ -84,7 +84,7 @@ pub fn cmd_clean(dir: &Path, args: CleanArgs) -> Result<(), CommandError> {
         outln!(
             "deleted branch {} (was {}{note}; restore with: git branch {} {})",
             branch.name,
-            crate::git::short(&branch.tip),
+            plait_core::git::short(&branch.tip),
             branch.name,
             branch.tip
         )?;

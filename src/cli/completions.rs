@@ -15,7 +15,7 @@ use clap_complete::Shell;
 
 use super::ui::out;
 use super::{Cli, CommandError};
-use crate::state::Store;
+use plait_core::state::Store;
 
 /// The variable that asks plait for completions (clap_complete's default).
 const VAR: &str = "COMPLETE";
@@ -192,8 +192,8 @@ fn task_ids(now: &OsStr, takes: Takes) -> Vec<CompletionCandidate> {
 /// The run store of the repository the command line is in (`-C DIR`, else here).
 fn store() -> Option<Store> {
     let dir = words_before().1.unwrap_or_else(|| PathBuf::from("."));
-    let repo = crate::git::open(Path::new(&dir)).ok()?;
-    Some(Store::new(crate::git::plait_dir(&repo)))
+    let repo = plait_core::git::open(Path::new(&dir)).ok()?;
+    Some(Store::new(plait_core::git::plait_dir(&repo)))
 }
 
 /// The run named before the word being completed, if one is.

@@ -8,8 +8,8 @@ use clap::Args;
 
 use super::ui::outln;
 use super::CommandError;
-use crate::git;
-use crate::plan::config::{self, Layer};
+use plait::plan::config::{self, Layer};
+use plait_core::git;
 
 /// Show the defaults the config files give a plan, and where they come from
 #[derive(Debug, Args)]

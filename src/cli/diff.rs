@@ -9,7 +9,7 @@ use git2::Oid;
 use super::error::Context as _;
 use super::ui::{errln, out};
 use super::{open_store, CommandError};
-use crate::report::diff::{diff_text, DiffStyle};
+use plait::report::diff::{diff_text, DiffStyle};
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum Color {

@@ -26,7 +26,7 @@ pub struct DoctorArgs {
 pub fn cmd_doctor(args: DoctorArgs) -> Result<(), CommandError> {
     if let Some(probe) = &args.probe {
         let (kind, target) = (&probe[0], &probe[1]);
-        return match crate::ops::doctor::probe(kind, target) {
+        return match plait::ops::doctor::probe(kind, target) {
             Ok(said) => {
                 errln!("{said}");
                 Ok(())
@@ -40,7 +40,7 @@ pub fn cmd_doctor(args: DoctorArgs) -> Result<(), CommandError> {
     let plait = super::plait_program()?;
     let runtime = super::runtime()?;
     let report = runtime
-        .block_on(crate::ops::doctor::run(&plait))
+        .block_on(plait::ops::doctor::run(&plait))
         .map_err(CommandError::internal)?;
     if args.json {
         outln!(

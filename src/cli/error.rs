@@ -2,14 +2,14 @@
 //! (the cause chain as "caused by" lines, as jj does), and the one place that maps each
 //! library error to a kind and a hint.
 
-use crate::clean::CleanError;
-use crate::git::RepoError;
-use crate::land::LandError;
-use crate::merge::MergeError;
-use crate::orchestrator::RunError;
-use crate::plan::manager::ManagerError;
-use crate::plan::PlanError;
-use crate::state::StateError;
+use plait::clean::CleanError;
+use plait::land::LandError;
+use plait::merge::MergeError;
+use plait::orchestrator::RunError;
+use plait::plan::manager::ManagerError;
+use plait::plan::PlanError;
+use plait_core::git::RepoError;
+use plait_core::state::StateError;
 use std::fmt::Write as _;
 
 /// How a command failed, which decides the exit code.
@@ -203,7 +203,7 @@ impl From<RunError> for CommandError {
             RunError::Panicked { .. } => CommandError::internal(e.to_string()).because(e).hint(
                 "this is a bug in plait: the run's record and events.jsonl under its run directory say how far it got; `plait resume` carries it on",
             ),
-            RunError::Setup(crate::environment::EnvError::Layer { .. }) => {
+            RunError::Setup(plait::environment::EnvError::Layer { .. }) => {
                 CommandError::internal(e.to_string()).because(e)
             }
             RunError::Setup(setup) => CommandError::attention(setup.to_string()).hint(
@@ -219,9 +219,9 @@ impl From<RunError> for CommandError {
     }
 }
 
-impl From<crate::ops::OpsError> for CommandError {
-    fn from(e: crate::ops::OpsError) -> Self {
-        use crate::ops::OpsError;
+impl From<plait::ops::OpsError> for CommandError {
+    fn from(e: plait::ops::OpsError) -> Self {
+        use plait::ops::OpsError;
         match e {
             OpsError::Refused { message, hint } => {
                 let err = CommandError::usage(message);
@@ -267,9 +267,9 @@ fn doing(what: &str, source: RunError) -> CommandError {
     err
 }
 
-impl From<crate::pg::PgError> for CommandError {
-    fn from(e: crate::pg::PgError) -> Self {
-        use crate::pg::PgError;
+impl From<plait_store::pg::PgError> for CommandError {
+    fn from(e: plait_store::pg::PgError) -> Self {
+        use plait_store::pg::PgError;
         match &e {
             PgError::BadUrl { .. } => CommandError::usage(e.to_string())
                 .because(e)
@@ -284,8 +284,8 @@ impl From<crate::pg::PgError> for CommandError {
     }
 }
 
-impl From<crate::remote::RemoteError> for CommandError {
-    fn from(e: crate::remote::RemoteError) -> Self {
+impl From<plait_store::remote::RemoteError> for CommandError {
+    fn from(e: plait_store::remote::RemoteError) -> Self {
         CommandError::internal(e.to_string())
             .because(e)
             .hint("check that the remote's URL is right and that this machine may fetch from and push to it (git ls-remote URL)")
@@ -340,8 +340,8 @@ impl From<std::io::Error> for CommandError {
     }
 }
 
-impl From<crate::git::GitCliError> for CommandError {
-    fn from(e: crate::git::GitCliError) -> Self {
+impl From<plait_core::git::GitCliError> for CommandError {
+    fn from(e: plait_core::git::GitCliError) -> Self {
         CommandError::internal(e.to_string()).because(e)
     }
 }

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use clap::Args;
 
 use super::ui::errln;
-use crate::agent::guard::{judge_hook, Verdict};
+use plait::agent::guard::{judge_hook, Verdict};
 
 /// Judge one tool call a claude-code agent attempts (its PreToolUse hook; plait sets it up)
 ///
@@ -24,7 +24,7 @@ pub struct GuardArgs {
 
 pub fn cmd_guard(args: GuardArgs) -> ExitCode {
     // Inside a task's walls: the user's git config is out of reach.
-    crate::git::without_user_config();
+    plait_core::git::without_user_config();
     let mut input = String::new();
     if let Err(e) = std::io::stdin().read_to_string(&mut input) {
         errln!("plait guard: cannot read the hook input: {e}");

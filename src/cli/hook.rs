@@ -14,9 +14,9 @@ use super::check::text;
 use super::error::Context as _;
 use super::ui::{err, outln};
 use super::{open_store, CommandError};
-use crate::check::{CheckReport, MergeInProgress};
-use crate::git;
-use crate::ops::check::{BackOut, BranchUpdate, Case, Checker, Judged};
+use plait::check::{CheckReport, MergeInProgress};
+use plait::ops::check::{BackOut, BranchUpdate, Case, Checker, Judged};
+use plait_core::git;
 
 /// Install or remove the git hooks that judge what brings a run's work into your branches
 #[derive(Debug, Args)]
@@ -317,7 +317,7 @@ fn branch_update(repo: &git2::Repository, line: &str) -> Option<BranchUpdate> {
 /// it already.
 fn reference_transaction(checker: &Checker<'_>) -> Result<(), CommandError> {
     // `plait land` moves branches only after its own gate.
-    if std::env::var_os(crate::land::LANDING_VAR).is_some() {
+    if std::env::var_os(plait::land::LANDING_VAR).is_some() {
         return Ok(());
     }
     let repo = checker.repo;

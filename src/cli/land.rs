@@ -6,8 +6,8 @@ use clap::Args;
 
 use super::ui::{errln, outln};
 use super::CommandError;
-use crate::land::{LandOutcome, Refusal};
-use crate::ops;
+use plait::land::{LandOutcome, Refusal};
+use plait::ops;
 
 /// Advance a branch to the run's merged result, only when the merge is clean
 #[derive(Debug, Args)]
@@ -70,7 +70,7 @@ fn land(dir: &Path, args: &LandArgs) -> Result<(), CommandError> {
 fn refused(
     run: &str,
     into: &str,
-    state: &crate::state::RunState,
+    state: &plait_core::state::RunState,
     refusal: Refusal,
 ) -> CommandError {
     let (msg, hint) = ops::land::refusal_text(run, into, state, &refusal);

@@ -9,8 +9,8 @@ use clap::{ArgGroup, Args};
 
 use super::ui::{errln, out};
 use super::{open_store, CommandError};
-use crate::report::logs;
-use crate::state::{RunState, StateError, Store, TaskRecord};
+use plait::report::logs;
+use plait_core::state::{RunState, StateError, Store, TaskRecord};
 
 /// Print a task's agent log, its checks' logs or its model transcript, or follow its log
 #[derive(Debug, Args)]
@@ -73,7 +73,7 @@ pub fn cmd_log(dir: &Path, args: LogArgs) -> Result<(), CommandError> {
         (logs::checks_text(&task), "ran no task checks")
     } else if args.transcript {
         let path = store.run(&state.id).task(&task.id).transcript();
-        let entries = crate::llm::readable::read(&path);
+        let entries = plait_llm::readable::read(&path);
         (logs::transcript_text(&entries), "has no model transcript")
     } else {
         (logs::read_from(&task.log, 0).0, "has an empty agent log")

@@ -6,12 +6,12 @@ use std::path::{Path, PathBuf};
 use super::error::Context as _;
 use super::ui::errln;
 use super::CommandError;
-use crate::cancel::Cancel;
-use crate::git;
-use crate::llm::limiter::Limiter;
-use crate::llm::provider::{builtin_kind, resolve_provider, ProviderFile, ProviderSettings};
-use crate::plan::manager::{self, Manager, PlanRequest, Planned};
-use crate::plan::AgentSpec;
+use plait::plan::manager::{self, Manager, PlanRequest, Planned};
+use plait::plan::AgentSpec;
+use plait_core::cancel::Cancel;
+use plait_core::git;
+use plait_llm::limiter::Limiter;
+use plait_llm::provider::{builtin_kind, resolve_provider, ProviderFile, ProviderSettings};
 
 /// The manager's flags, shared by `plait plan` and `plait run`.
 #[derive(Debug, Clone, clap::Args)]
@@ -77,7 +77,7 @@ pub struct ManagerOptions {
 fn default_manager() -> String {
     let keyed = std::env::var("ANTHROPIC_API_KEY").is_ok_and(|k| !k.trim().is_empty());
     let path = std::env::var("PATH").ok();
-    if !keyed && crate::shell::findable("claude", path.as_deref()) {
+    if !keyed && plait_sandbox::shell::findable("claude", path.as_deref()) {
         "claude-code".to_string()
     } else {
         "anthropic".to_string()
@@ -87,7 +87,7 @@ fn default_manager() -> String {
 /// Who plans, as the options say.
 enum Chosen {
     Model(Box<ProviderSettings>),
-    ClaudeCode(std::sync::Arc<crate::plan::ToolSettings>),
+    ClaudeCode(std::sync::Arc<plait::plan::ToolSettings>),
 }
 
 /// Asks the manager for a plan; returns its TOML (with a header listing what no task owns)
@@ -114,14 +114,14 @@ pub fn plan_by_manager(
     let plans_dir = git::plait_dir(&repo).join("plans");
     std::fs::create_dir_all(&plans_dir)
         .context(format!("cannot create {}", plans_dir.display()))?;
-    let stamp = crate::state::now_ms();
+    let stamp = plait_core::state::now_ms();
     let transcript = plans_dir.join(format!("manager-{stamp}.jsonl"));
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| CommandError::internal("cannot start the async runtime").because(e))?;
-    let client = crate::llm::client()
-        .map_err(|e| CommandError::internal("cannot set up HTTP").because(e))?;
+    let client =
+        plait_llm::client().map_err(|e| CommandError::internal("cannot set up HTTP").because(e))?;
     let (_interrupt, cancel) = Cancel::new();
     let plait_program = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("plait"));
     let (planner, name, limiter);
@@ -171,13 +171,13 @@ fn check(options: &ManagerOptions) -> Result<Chosen, CommandError> {
         return Err(CommandError::usage("--max-tasks must be at least 1"));
     }
     for glob in &options.include {
-        crate::plan::globs::Globs::new(std::slice::from_ref(glob))
+        plait::plan::globs::Globs::new(std::slice::from_ref(glob))
             .map_err(|e| CommandError::usage(format!("--include: {e}")))?;
     }
     let env = |name: &str| std::env::var(name).ok();
     if options.manager == "claude-code" {
-        let plan = crate::plan::PlanFile::default();
-        return crate::plan::claude_code_settings(&plan, &env, options.model.clone())
+        let plan = plait::plan::PlanFile::default();
+        return plait::plan::claude_code_settings(&plan, &env, options.model.clone())
             .map(Chosen::ClaudeCode)
             .map_err(|e| CommandError::usage(format!("the manager: {e}")));
     }

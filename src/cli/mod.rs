@@ -35,8 +35,8 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-use crate::git;
-use crate::state::Store;
+use plait_core::git;
+use plait_core::state::Store;
 use ui::errln;
 
 /// Run many coding agents in parallel in one git repository, each on its own branch and
@@ -176,7 +176,7 @@ fn init_logging() {
 /// The user's cache directory: `XDG_CACHE_HOME`, else `~/.cache`.
 fn cache_home() -> Option<PathBuf> {
     let env = |name: &str| std::env::var(name).ok();
-    crate::orchestrator::worker::cache_home(&env)
+    plait::orchestrator::worker::cache_home(&env)
 }
 
 /// This plait binary, which its tasks run (`plait guard`, `plait run-in-view`, the probe of
@@ -205,7 +205,7 @@ fn open_store(dir: &Path) -> Result<(git2::Repository, Store), CommandError> {
 fn base_files(
     repo: &git2::Repository,
     base: Option<&str>,
-) -> Result<Vec<crate::git::TreeFile>, CommandError> {
+) -> Result<Vec<plait_core::git::TreeFile>, CommandError> {
     let base_name = base.unwrap_or("HEAD");
     let base = repo
         .revparse_single(base_name)
@@ -227,7 +227,8 @@ fn queued_remote(
     run: &str,
 ) -> Result<Option<String>, CommandError> {
     runtime()?.block_on(async {
-        let pg = crate::pg::PgStore::connect(config, std::time::Duration::from_secs(10)).await?;
+        let pg =
+            plait_store::pg::PgStore::connect(config, std::time::Duration::from_secs(10)).await?;
         let queue = pg.queue(run).await?;
         Ok(queue.map(|q| q.remote))
     })
@@ -243,9 +244,9 @@ pub fn store_config(url: Option<&str>) -> Result<Option<tokio_postgres::Config>,
     let Some(url) = url.map(str::to_string).or(from_env) else {
         return Ok(None);
     };
-    let config = crate::pg::config(&url, &|name| std::env::var(name).ok())?;
+    let config = plait_store::pg::config(&url, &|name| std::env::var(name).ok())?;
     runtime()?
-        .block_on(crate::pg::PgStore::connect(
+        .block_on(plait_store::pg::PgStore::connect(
             &config,
             std::time::Duration::from_secs(10),
         ))
@@ -258,7 +259,7 @@ pub fn store_config(url: Option<&str>) -> Result<Option<tokio_postgres::Config>,
 }
 
 /// The ids of `state`'s tasks, at most 20 of them.
-pub(super) fn task_list(state: &crate::state::RunState) -> String {
+pub(super) fn task_list(state: &plait_core::state::RunState) -> String {
     const SHOWN: usize = 20;
     let ids: Vec<&str> = state.tasks.iter().map(|t| t.id.as_str()).collect();
     let mut list = ids[..ids.len().min(SHOWN)].join(", ");

@@ -8,9 +8,9 @@ use clap::Args;
 use super::error::Context as _;
 use super::ui::{err, errln, out, outln};
 use super::CommandError;
-use crate::git;
-use crate::plan::split::{split, SplitOutcome, SplitRule, SplitSettings};
-use crate::plan::{self, AgentSpec, ExecCommand};
+use plait::plan::split::{split, SplitOutcome, SplitRule, SplitSettings};
+use plait::plan::{self, AgentSpec, ExecCommand};
+use plait_core::git;
 
 /// Write a plan: by a manager model for a goal, or a task per directory, file or module
 /// matching a split rule
@@ -214,8 +214,8 @@ fn plan_by_split(
 }
 
 /// The task `--first` or `--last` asks for, if any.
-fn edge(owns: &[String], prompt: &Option<String>) -> Option<crate::plan::split::Edge> {
-    (!owns.is_empty()).then(|| crate::plan::split::Edge {
+fn edge(owns: &[String], prompt: &Option<String>) -> Option<plait::plan::split::Edge> {
+    (!owns.is_empty()).then(|| plait::plan::split::Edge {
         owns: owns.to_vec(),
         prompt: prompt.clone().unwrap_or_default(),
     })
@@ -291,16 +291,16 @@ fn warn_exec(repo: &git2::Repository, plan: &plan::PlanFile) {
 fn check_plan(dir: &Path, path: &Path) -> Result<(), CommandError> {
     let text = super::run::read_plan(path)?;
     let text = super::config::with_config(dir, path, text)?;
-    let planned = crate::ops::run::plan(dir, path, &text, &|name| std::env::var(name).ok())?;
+    let planned = plait::ops::run::plan(dir, path, &text, &|name| std::env::var(name).ok())?;
     for warning in &planned.warnings {
         errln!("warning: {warning}");
     }
     outln!(
         "{}: valid: {}",
         path.display(),
-        crate::report::plan_summary(&planned.resolved)
+        plait::report::plan_summary(&planned.resolved)
     )?;
-    out!("{}", crate::report::setup_text(&planned.resolved))
+    out!("{}", plait::report::setup_text(&planned.resolved))
 }
 
 /// The tasks' agent from `--exec`, `--exec-each` or `--agent`.

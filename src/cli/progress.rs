@@ -10,9 +10,9 @@ use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use tokio::sync::mpsc;
 
 use super::ui::{errln, outln};
-use crate::bisect::Step;
-use crate::orchestrator::{Event, GroupEvent, Update};
-use crate::state::{TaskState, Usage};
+use plait::bisect::Step;
+use plait::orchestrator::{Event, GroupEvent, Update};
+use plait_core::state::{TaskState, Usage};
 
 /// How to show progress.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -8,7 +8,7 @@ use clap::Args;
 use super::run::drive;
 use super::ui::errln;
 use super::CommandError;
-use crate::state::{RunState, TaskState};
+use plait_core::state::{RunState, TaskState};
 
 /// Carry on an interrupted or killed run: finished tasks are kept, interrupted ones go on
 /// from their worktrees, pending ones start
@@ -39,7 +39,7 @@ pub fn cmd_resume(dir: &Path, args: ResumeArgs) -> Result<(), CommandError> {
     if args.jobs == Some(0) && args.store.is_none() {
         return Err(CommandError::usage("-j must be at least 1"));
     }
-    let state = crate::ops::resume::find(dir, &args.run)?;
+    let state = plait::ops::resume::find(dir, &args.run)?;
     let jobs = args
         .jobs
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(4, |n| n.get()));
@@ -51,14 +51,14 @@ pub fn cmd_resume(dir: &Path, args: ResumeArgs) -> Result<(), CommandError> {
         None => None,
     };
     let env = |name: &str| std::env::var(name).ok();
-    let request = crate::ops::resume::ResumeRequest {
+    let request = plait::ops::resume::ResumeRequest {
         dir,
         jobs,
         store,
         env: &env,
         plait: super::plait_program()?,
     };
-    let resumed = crate::ops::resume::prepare(request, &state)?;
+    let resumed = plait::ops::resume::prepare(request, &state)?;
     if let Some(warning) = &resumed.warning {
         errln!("warning: {warning}");
     }

@@ -9,9 +9,9 @@ use clap::Args;
 use super::error::Context as _;
 use super::ui::{self, errln, outln};
 use super::{open_store, CommandError};
-use crate::report;
-use crate::report::diff::DiffStyle;
-use crate::state::{RunState, Verdict};
+use plait::report;
+use plait::report::diff::DiffStyle;
+use plait_core::state::{RunState, Verdict};
 
 /// Show each task's verdict, review comments, checks and diff
 #[derive(Debug, Args)]
@@ -171,7 +171,7 @@ pub fn cmd_reject(dir: &Path, args: RejectArgs) -> Result<(), CommandError> {
 
 pub fn cmd_send_back(dir: &Path, args: SendBackArgs) -> Result<(), CommandError> {
     let env = |name: &str| std::env::var(name).ok();
-    let sent = crate::ops::send_back::prepare(&crate::ops::send_back::SendBackRequest {
+    let sent = plait::ops::send_back::prepare(&plait::ops::send_back::SendBackRequest {
         dir,
         run: &args.run,
         task: &args.task,
@@ -192,7 +192,7 @@ pub fn cmd_send_back(dir: &Path, args: SendBackArgs) -> Result<(), CommandError>
 }
 
 fn decide(dir: &Path, run: &str, task: &str, verdict: Verdict) -> Result<(), CommandError> {
-    let decided = crate::ops::decide::decide(dir, Some(run), task, verdict)?;
+    let decided = plait::ops::decide::decide(dir, Some(run), task, verdict)?;
     outln!("{}", decided.message())?;
     Ok(())
 }

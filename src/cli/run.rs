@@ -8,10 +8,10 @@ use tokio::sync::mpsc;
 
 use super::ui::{err, errln, out, outln};
 use super::{progress, CommandError};
-use crate::cancel::Cancel;
-use crate::orchestrator;
-use crate::report;
-use crate::state::RunPhase;
+use plait::orchestrator;
+use plait::report;
+use plait_core::cancel::Cancel;
+use plait_core::state::RunPhase;
 
 /// Run a plan: a branch and worktree per task, the agents, commits, and the merge
 #[derive(Debug, Args)]
@@ -78,7 +78,7 @@ pub struct RunArgs {
 }
 
 pub fn cmd_run(dir: &Path, args: RunArgs) -> Result<(), CommandError> {
-    let began = crate::state::now_ms();
+    let began = plait_core::state::now_ms();
     if args.jobs == Some(0) && args.remote.is_none() {
         return Err(CommandError::usage("-j must be at least 1")
             .hint("-j 0 (no task on this machine) is for a run spread over workers: --store URL --remote REMOTE"));
@@ -99,14 +99,14 @@ pub fn cmd_run(dir: &Path, args: RunArgs) -> Result<(), CommandError> {
     };
     let plan_text = super::config::with_config(dir, &plan_path, plan_text)?;
     let env = |name: &str| std::env::var(name).ok();
-    let planned = crate::ops::run::plan(dir, &plan_path, &plan_text, &env)?;
+    let planned = plait::ops::run::plan(dir, &plan_path, &plan_text, &env)?;
     for warning in &planned.warnings {
         errln!("warning: {warning}");
     }
     let jobs = args
         .jobs
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(4, |n| n.get()));
-    let request = crate::ops::run::RunRequest {
+    let request = plait::ops::run::RunRequest {
         dir,
         plan_path: &plan_path,
         plan_text,
@@ -122,7 +122,7 @@ pub fn cmd_run(dir: &Path, args: RunArgs) -> Result<(), CommandError> {
         plait: super::plait_program()?,
     };
     if args.dry_run {
-        let dry = crate::ops::run::dry_run(&request, &planned.resolved)?;
+        let dry = plait::ops::run::dry_run(&request, &planned.resolved)?;
         out!("{}", report::plan_text(&planned.resolved, dry.groups))?;
         outln!(
             "run: {jobs} task(s) at a time; each on branch plait/<run>/<task>, in a worktree under {}",
@@ -135,11 +135,11 @@ pub fn cmd_run(dir: &Path, args: RunArgs) -> Result<(), CommandError> {
         errln!("dry run: the plan is valid; nothing was created");
         return Ok(());
     }
-    let request = crate::ops::run::RunRequest {
+    let request = plait::ops::run::RunRequest {
         store: super::store_config(args.store.as_deref())?,
         ..request
     };
-    let started = crate::ops::run::start(request, planned)?;
+    let started = plait::ops::run::start(request, planned)?;
     for warning in &started.warnings {
         errln!("warning: {warning}");
     }
@@ -253,7 +253,7 @@ pub fn drive(
             )),
         );
     }
-    if crate::land::blockers(&state).is_empty() {
+    if plait::land::blockers(&state).is_empty() {
         errln!(
             "\nnext: plait diff {run_id} merged --stat; plait land {run_id} --into {}",
             land_target(&state.base_name)

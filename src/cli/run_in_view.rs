@@ -26,7 +26,7 @@ pub struct RunInViewArgs {
 
 pub fn cmd_run_in_view(args: RunInViewArgs) -> ExitCode {
     // Inside a task's walls: the user's git config is out of reach.
-    crate::git::without_user_config();
+    plait_core::git::without_user_config();
     let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
     let Some(worktree) = var("PLAIT_WORKTREE").map(PathBuf::from) else {
         errln!(
@@ -36,18 +36,18 @@ pub fn cmd_run_in_view(args: RunInViewArgs) -> ExitCode {
         );
         return ExitCode::from(2);
     };
-    if let Some(fd) = var(plait::forward::FD_VAR) {
+    if let Some(fd) = var(plait_sandbox::forward::FD_VAR) {
         return forwarded(&fd, &args.command);
     }
     // Where plait notes that the worktree holds the base's files: collect then takes a
     // deletion of one for a violation, and a later command need not walk the base again.
     let marker = var("PLAIT_SCRATCH")
         .and_then(|s| Some(PathBuf::from(s).parent()?.to_owned()))
-        .map(|dir| crate::state::TaskDir(dir).view_filled());
+        .map(|dir| plait_core::state::TaskDir(dir).view_filled());
     let filled_before = marker.as_ref().is_some_and(|m| m.exists());
     if var("PLAIT_VIEW").is_none_or(|v| v != "overlay") && !filled_before {
         let filled = fill(&worktree, var("PLAIT_BASE"), var("PLAIT_OWNED"))
-            .and_then(|()| marker.map_or(Ok(()), |m| crate::workspace::view::mark_filled(&m)));
+            .and_then(|()| marker.map_or(Ok(()), |m| plait::workspace::view::mark_filled(&m)));
         if let Err(why) = filled {
             errln!(
                 "plait run-in-view: cannot fill in the view in {}: {why}",
@@ -83,7 +83,7 @@ fn fill(
         .find_commit(base)
         .and_then(|c| c.tree())
         .map_err(|e| e.message().to_string())?;
-    let files = crate::git::flatten_tree(&tree).map_err(|e| e.message().to_string())?;
+    let files = plait_core::git::flatten_tree(&tree).map_err(|e| e.message().to_string())?;
     let owned: std::collections::HashSet<String> = match owned {
         Some(list) => std::fs::read_to_string(&list)
             .map_err(|e| format!("{}: {e}", PathBuf::from(&list).display()))?
@@ -92,7 +92,7 @@ fn fill(
             .collect(),
         None => Default::default(),
     };
-    crate::workspace::view::materialize(&repo, &files, &|p| owned.contains(p), worktree).map(|_| ())
+    plait::workspace::view::materialize(&repo, &files, &|p| owned.contains(p), worktree).map(|_| ())
 }
 
 /// Has plait run the command in the view over the inherited way in (`PLAIT_VIEW_FD`), with
@@ -105,7 +105,7 @@ fn forwarded(fd: &std::ffi::OsStr, command: &[OsString]) -> ExitCode {
     };
     let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
     let env: Vec<(OsString, OsString)> = std::env::vars_os().collect();
-    match plait::forward::request(fd, &cwd, command, &env) {
+    match plait_sandbox::forward::request(fd, &cwd, command, &env) {
         Ok(Ok(code)) => ExitCode::from(code.clamp(0, 255) as u8),
         Ok(Err(why)) => {
             errln!("plait run-in-view: {why}");

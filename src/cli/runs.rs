@@ -6,7 +6,7 @@ use clap::Args;
 
 use super::ui::{errln, outln};
 use super::{open_store, CommandError};
-use crate::report;
+use plait::report;
 
 /// List the runs of this repository, oldest first
 #[derive(Debug, Args)]
@@ -23,7 +23,7 @@ pub fn cmd_runs(dir: &Path, args: RunsArgs) -> Result<(), CommandError> {
     for id in store.list()? {
         match store.load(&id) {
             Ok(state) => states.push(state),
-            Err(e @ crate::state::StateError::Corrupt { .. }) => errln!("warning: {e}"),
+            Err(e @ plait_core::state::StateError::Corrupt { .. }) => errln!("warning: {e}"),
             Err(e) => return Err(e.into()),
         }
     }

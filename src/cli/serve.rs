@@ -6,8 +6,8 @@ use clap::Args;
 
 use super::ui::{errln, outln};
 use super::{open_store, CommandError};
-use crate::cancel::Cancel;
-use crate::serve::{self, ServeSettings};
+use plait_core::cancel::Cancel;
+use plait_serve::{self, ServeSettings};
 
 /// The port `plait serve` takes unless told another.
 const DEFAULT_PORT: u16 = 7410;
@@ -42,7 +42,7 @@ pub fn cmd_serve(dir: &Path, args: ServeArgs) -> Result<(), CommandError> {
         None => None,
     };
     drop(repo);
-    let token = serve::new_token()
+    let token = plait_serve::new_token()
         .map_err(|e| CommandError::internal("cannot make the server's token").because(e))?;
     let settings = ServeSettings {
         repo: std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf()),
@@ -53,7 +53,7 @@ pub fn cmd_serve(dir: &Path, args: ServeArgs) -> Result<(), CommandError> {
     };
     let runtime = super::runtime()?;
     runtime.block_on(async {
-        let listener = serve::bind(args.port).await.map_err(|e| {
+        let listener = plait_serve::bind(args.port).await.map_err(|e| {
             CommandError::usage(format!(
                 "--port {}: cannot listen on 127.0.0.1:{}: {e}",
                 args.port, args.port
@@ -78,7 +78,7 @@ pub fn cmd_serve(dir: &Path, args: ServeArgs) -> Result<(), CommandError> {
             let _ = tokio::signal::ctrl_c().await;
             let _ = interrupt.send(true);
         });
-        serve::serve(listener, settings, cancel)
+        plait_serve::serve(listener, settings, cancel)
             .await
             .map_err(|e| CommandError::internal("the server stopped").because(e))
     })

@@ -1,14 +1,14 @@
 //! `--store` on the commands that read or decide a run (`review`, `diff`, `check`, `land`,
 //! `accept`, `reject`): the run as its PostgreSQL store has it, from any machine that has
 //! the repository. The argument is parsed here; bringing the run in before the command and
-//! sending it back after one that changed it is [`crate::ops::sync`].
+//! sending it back after one that changed it is [`plait::ops::sync`].
 
 use std::path::Path;
 
 use clap::Args;
 
 use super::CommandError;
-use crate::ops::sync;
+use plait::ops::sync;
 
 /// The store a command reads the run from.
 #[derive(Debug, Args, Default)]

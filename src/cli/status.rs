@@ -6,7 +6,7 @@ use clap::Args;
 
 use super::ui::{out, outln};
 use super::{open_store, CommandError};
-use crate::report::{self, StatusJson};
+use plait::report::{self, StatusJson};
 
 /// Show a run: per task its state, files changed, violations and time; the merge
 #[derive(Debug, Args)]
@@ -50,15 +50,15 @@ pub fn cmd_status(dir: &Path, args: StatusArgs) -> Result<(), CommandError> {
 
 /// The hint under a run's failures when its plan's `[setup]` leaves out dependency
 /// directories of the checkout at `dir` (`report::setup_hint`).
-pub(super) fn setup_hint(dir: &Path, state: &crate::state::RunState) -> Option<String> {
+pub(super) fn setup_hint(dir: &Path, state: &plait_core::state::RunState) -> Option<String> {
     let (repo, store) = open_store(dir).ok()?;
     let kept = store.run(&state.id).plan();
-    report::setup_hint(state, &crate::git::workdir(&repo), &kept)
+    report::setup_hint(state, &plait_core::git::workdir(&repo), &kept)
 }
 
 /// The status of `state`, as JSON or as text (`live`: its plait process is running).
 fn print_status(
-    state: &crate::state::RunState,
+    state: &plait_core::state::RunState,
     json: bool,
     live: bool,
 ) -> Result<(), CommandError> {
@@ -86,8 +86,8 @@ fn status_from_store(args: &StatusArgs) -> Result<(), CommandError> {
     let runtime = super::runtime()?;
     let state = runtime
         .block_on(async {
-            let pg =
-                crate::pg::PgStore::connect(&config, std::time::Duration::from_secs(10)).await?;
+            let pg = plait_store::pg::PgStore::connect(&config, std::time::Duration::from_secs(10))
+                .await?;
             pg.run_state(&run).await
         })?
         .ok_or_else(|| CommandError::usage(format!("the store has no run `{run}`")))?;

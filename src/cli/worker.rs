@@ -9,10 +9,10 @@ use tokio::sync::mpsc;
 
 use super::ui::{errln, outln};
 use super::CommandError;
-use crate::cancel::Cancel;
-use crate::orchestrator::worker::{self, WorkerSettings};
-use crate::orchestrator::Update;
-use crate::state::TaskState;
+use plait::orchestrator::worker::{self, WorkerSettings};
+use plait::orchestrator::Update;
+use plait_core::cancel::Cancel;
+use plait_core::state::TaskState;
 
 /// Take tasks of runs spread over many machines (`plait run --store URL --remote REMOTE`)
 /// from the store, run them here and push their branches back
@@ -83,7 +83,7 @@ pub fn cmd_worker(args: WorkerArgs) -> Result<(), CommandError> {
     };
     let remote = args.remote.map(|r| {
         let cwd = std::env::current_dir().unwrap_or_default();
-        crate::remote::normalize(&r, &cwd)
+        plait_store::remote::normalize(&r, &cwd)
     });
     let jobs = args
         .jobs

@@ -33,7 +33,7 @@ fn plan(extra: &str) -> String {
 
 #[test]
 fn a_check_red_on_the_base_sends_no_task_back_and_the_gate_says_why() {
-    if plait::sandbox::view_support().is_err() {
+    if plait_sandbox::sandbox::view_support().is_err() {
         eprintln!("skipped: the base's checks run in its layer, which needs namespaces");
         return;
     }
@@ -160,7 +160,7 @@ fn a_check_naming_the_task_is_not_excused_by_the_base() {
 /// logged under `merged-checks/at-base/`), blames no task and searches no culprit.
 #[test]
 fn merged_checks_run_at_the_base_only_when_they_fail() {
-    if plait::sandbox::view_support().is_err() {
+    if plait_sandbox::sandbox::view_support().is_err() {
         eprintln!("skipped: the base's checks run in its layer, which needs namespaces");
         return;
     }

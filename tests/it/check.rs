@@ -598,14 +598,15 @@ fn the_index_of_task_work_follows_the_records_and_the_branches() {
     let repo = tested();
     let id = run(&repo, TESTED);
     let git_repo = repo.repo();
-    let store = plait::state::Store::new(plait::git::plait_dir(&git_repo));
+    let store = plait_core::state::Store::new(plait_core::git::plait_dir(&git_repo));
     let tip = |branch: &str| git2::Oid::from_str(&repo.git(&["rev-parse", branch])).unwrap();
     let changes_to = |rev: &str| {
         let from = git_repo.revparse_single("main^{tree}").unwrap();
         let to = git_repo
             .revparse_single(&format!("{rev}^{{tree}}"))
             .unwrap();
-        plait::git::tree_changes(&git_repo, from.as_tree().unwrap(), to.as_tree().unwrap()).unwrap()
+        plait_core::git::tree_changes(&git_repo, from.as_tree().unwrap(), to.as_tree().unwrap())
+            .unwrap()
     };
     // Past the moments in which a directory's time says nothing, the refs are kept.
     std::thread::sleep(std::time::Duration::from_millis(2100));

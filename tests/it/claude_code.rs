@@ -633,8 +633,8 @@ fn ctrl_c_interrupts_claude_and_resume_carries_on_from_its_work() {
 /// real CLIs must work confined).
 pub(crate) fn assert_confined(task: &Value) {
     if matches!(
-        plait::sandbox::support(),
-        plait::sandbox::Support::Landlock(_)
+        plait_sandbox::sandbox::support(),
+        plait_sandbox::sandbox::Support::Landlock(_)
     ) {
         assert_eq!(task["sandbox"]["confined"], true, "{task}");
     }

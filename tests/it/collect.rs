@@ -2,7 +2,7 @@
 
 use std::fs;
 
-use plait::state::{ChangeKind, FileChange, TaskState};
+use plait_core::state::{ChangeKind, FileChange, TaskState};
 
 use crate::support::{git_in, TestRepo};
 

@@ -172,7 +172,7 @@ fn a_base_that_already_fails_blames_no_task() {
         "{text}"
     );
     assert_eq!(included(&state).len(), 16);
-    if plait::sandbox::view_support().is_ok() {
+    if plait_sandbox::sandbox::view_support().is_ok() {
         // plait built the base before any task and saw the check fail there: no search.
         assert!(events.is_empty(), "{events:?}");
         assert_eq!(state["merged_checks"][0]["at_base"], true, "{state}");

@@ -177,7 +177,7 @@ fn rows(url: &str, sql: &str) -> Vec<(String, String, i64)> {
     rt.block_on(async {
         // Connecting migrates the store, which the coordinator may not have done yet.
         let config: tokio_postgres::Config = url.parse().unwrap();
-        let store = plait::pg::PgStore::connect(&config, Duration::from_secs(10))
+        let store = plait_store::pg::PgStore::connect(&config, Duration::from_secs(10))
             .await
             .unwrap();
         store

@@ -14,7 +14,7 @@ use crate::support::{stderr, stdout, task_json, TestRepo};
 /// Whether views over layers can be had here (user and mount namespaces); the tests that
 /// need them say so and return where not.
 fn layered() -> bool {
-    if plait::sandbox::view_support().is_ok() {
+    if plait_sandbox::sandbox::view_support().is_ok() {
         return true;
     }
     eprintln!("skipped: this system allows no user and mount namespaces");
@@ -22,7 +22,7 @@ fn layered() -> bool {
 }
 
 fn has(program: &str) -> bool {
-    let found = plait::shell::findable(program, std::env::var("PATH").ok().as_deref());
+    let found = plait_sandbox::shell::findable(program, std::env::var("PATH").ok().as_deref());
     if !found {
         eprintln!("skipped: no {program} on PATH");
     }

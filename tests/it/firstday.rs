@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use plait::state::TaskState;
+use plait_core::state::TaskState;
 
 use crate::mock::{edit, MockModel, Provider, Turn};
 use crate::support::{stderr, stdout, wait_until, TestRepo};

@@ -2,7 +2,7 @@
 //! branch and reviewed as a whole, then merged at the top; conflicts reported at the level
 //! where they occur.
 
-use plait::state::RunState;
+use plait_core::state::RunState;
 use serde_json::json;
 use std::fmt::Write as _;
 

@@ -2,7 +2,7 @@
 //! merge commit, and never overwrites the user's uncommitted work.
 
 use plait::land::{self, LandOutcome, LandSettings, Refusal};
-use plait::state::RunState;
+use plait_core::state::RunState;
 
 use crate::support::TestRepo;
 

@@ -345,7 +345,7 @@ fn the_seed_is_kept_between_runs_and_follows_the_base_only_forward() {
     assert_eq!(run("4"), (Some("base\n".into()), Some("base\na\n".into())));
     // Where layers can be had, the seed is the base layer of each base (`envs/`); else a
     // checkout (`seed`).
-    let (seed, built) = if plait::sandbox::view_support().is_ok() {
+    let (seed, built) = if plait_sandbox::sandbox::view_support().is_ok() {
         let head = repo.git(&["rev-parse", "HEAD"]);
         let envs = repo.path.join(".git/plait/envs");
         let layer = std::fs::read_dir(&envs)

@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use plait::state::{RunState, TaskState};
+use plait_core::state::{RunState, TaskState};
 
 use crate::support::{project_root, TestRepo};
 

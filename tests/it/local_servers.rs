@@ -5,7 +5,7 @@
 
 use std::fs;
 
-use plait::state::{RunState, TaskState};
+use plait_core::state::{RunState, TaskState};
 use serde_json::Value;
 
 use crate::mock::{edit, MockModel, Provider, ToolCalls, Turn, Wire};
@@ -43,7 +43,7 @@ fn env(name: &str) -> Option<String> {
     (name == "PLAIT_TEST_KEY").then(|| KEY.to_string())
 }
 
-fn task<'a>(state: &'a RunState, id: &str) -> &'a plait::state::TaskRecord {
+fn task<'a>(state: &'a RunState, id: &str) -> &'a plait_core::state::TaskRecord {
     state.tasks.iter().find(|t| t.id == id).unwrap()
 }
 
@@ -82,7 +82,7 @@ fn a_stream_without_usage_is_estimated_marked_and_priced() {
             .requests()
             .iter()
             .filter(|r| r.task.as_deref() == Some("a"))
-            .map(|r| plait::llm::estimate::input_tokens(&r.body))
+            .map(|r| plait_llm::estimate::input_tokens(&r.body))
             .sum();
         assert_eq!(usage.input_tokens, sent);
         // Fewer than the JSON holds, and not nothing.

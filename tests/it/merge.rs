@@ -3,7 +3,7 @@
 
 use git2::Oid;
 use plait::merge::{self, BranchInput, MergeSettings};
-use plait::state::TaskState;
+use plait_core::state::TaskState;
 
 use crate::support::TestRepo;
 

@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 use std::fs;
 use std::time::Duration;
 
-use plait::state::{RunState, TaskState};
+use plait_core::state::{RunState, TaskState};
 use serde_json::json;
 
 use crate::mock::{edit, MockModel, Provider, ToolCall, Turn};
@@ -313,7 +313,7 @@ fn a_missing_key_is_refused_before_anything_is_created() {
     let mock = MockModel::start(Provider::OpenAi, KEY);
     let toml = plan(&mock, Provider::OpenAi, true, "");
     let path = repo.plan(&toml);
-    let git = plait::git::open(&repo.path).unwrap();
+    let git = plait_core::git::open(&repo.path).unwrap();
     let err = plait::plan::resolve_with_env(
         &git,
         plait::plan::parse(&toml, &path).unwrap(),
@@ -405,9 +405,9 @@ fn the_system_prompt_carries_goal_task_and_ownership_and_is_cached() {
 
 #[test]
 fn an_unknown_model_has_an_unknown_cost_never_a_made_up_one() {
-    assert!(plait::llm::provider::default_prices("my-local-llama").is_none());
+    assert!(plait_llm::provider::default_prices("my-local-llama").is_none());
     let known =
-        plait::llm::provider::default_prices("anthropic/claude-sonnet-4-5-20250929").unwrap();
+        plait_llm::provider::default_prices("anthropic/claude-sonnet-4-5-20250929").unwrap();
     assert_eq!((known.input, known.output), (3.0, 15.0));
     let repo = sample();
     let mock = MockModel::start(Provider::OpenAi, KEY);

@@ -8,7 +8,7 @@
 
 use std::fs;
 
-use plait::state::{RunState, TaskState};
+use plait_core::state::{RunState, TaskState};
 use serde_json::json;
 
 use crate::mock::{edit, MockModel, Provider, ToolCall, Turn};
@@ -336,9 +336,9 @@ fn a_command_changes_no_neighbour_nor_the_checkout_and_a_write_not_owned_is_a_vi
 /// Whether this kernel confines a task's processes; the assertions that need it say so
 /// when it does not.
 fn confined() -> bool {
-    match plait::sandbox::support() {
-        plait::sandbox::Support::Landlock(_) => true,
-        plait::sandbox::Support::Missing(why) => {
+    match plait_sandbox::sandbox::support() {
+        plait_sandbox::sandbox::Support::Landlock(_) => true,
+        plait_sandbox::sandbox::Support::Missing(why) => {
             eprintln!("not checked: this system cannot confine processes ({why})");
             false
         }
@@ -379,7 +379,7 @@ fn a_bad_run_glob_is_a_plan_error_and_a_dry_run_shows_the_commands() {
 /// background waiting for the terminal until its time runs out.
 #[test]
 fn a_command_asking_the_terminal_is_told_there_is_none_and_does_not_wait() {
-    if !plait::shell::findable("script", std::env::var("PATH").ok().as_deref()) {
+    if !plait_sandbox::shell::findable("script", std::env::var("PATH").ok().as_deref()) {
         eprintln!("skipped: no `script` to give plait a terminal");
         return;
     }

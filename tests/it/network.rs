@@ -18,7 +18,7 @@ use std::process::Output;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use plait::sandbox::{support, Support};
+use plait_sandbox::sandbox::{support, Support};
 
 use crate::claude_code::task;
 use crate::sandbox::{home, landlock, refused};

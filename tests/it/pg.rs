@@ -9,8 +9,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
-use plait::pg::{self, PgError, PgStore};
-use plait::state::{TaskRecord, TaskState};
+use plait_core::state::{TaskRecord, TaskState};
+use plait_store::pg::{self, PgError, PgStore};
 use tokio_postgres::Config;
 
 #[path = "../../benches/common/cluster.rs"]
@@ -533,8 +533,8 @@ fn machines_share_one_token_bucket_named_without_the_key() {
 
 #[test]
 fn limiters_of_three_machines_share_a_keys_slots_and_let_them_go() {
-    use plait::llm::limiter::{Cost, Limiter};
-    use plait::llm::provider::Limits;
+    use plait_llm::limiter::{Cost, Limiter};
+    use plait_llm::provider::Limits;
     let rt = runtime();
     let Some(config) = database(&rt) else { return };
     rt.block_on(async {

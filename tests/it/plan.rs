@@ -19,7 +19,7 @@ fn sample() -> TestRepo {
 
 fn problems(repo: &TestRepo, toml: &str) -> Vec<String> {
     let path = repo.plan(toml);
-    let git = plait::git::open(&repo.path).unwrap();
+    let git = plait_core::git::open(&repo.path).unwrap();
     let parsed = match plan::parse(toml, &path) {
         Ok(p) => p,
         Err(e) => return vec![e.to_string()],
@@ -41,7 +41,7 @@ fn a_valid_plan_lists_each_tasks_owned_files() {
          [[task]]\nid = \"b\"\nprompt = \"p\"\nowns = [\"/lib/b/\", \"!deep/\"]\ncontext = [\"docs/*.md\"]\n"
     );
     let path = repo.plan(&toml);
-    let git = plait::git::open(&repo.path).unwrap();
+    let git = plait_core::git::open(&repo.path).unwrap();
     let resolved = plan::resolve(&git, plan::parse(&toml, &path).unwrap(), &path).unwrap();
     assert_eq!(resolved.tasks[0].owned, ["lib/a/mod.py", "lib/a/util.py"]);
     assert_eq!(
@@ -170,7 +170,7 @@ fn the_base_may_be_a_branch_or_a_commit() {
     for base in [first.as_str(), "main~1"] {
         let toml = format!("base = \"{base}\"\n{AGENT}\n[[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"lib/a/\"]\n");
         let path = repo.plan(&toml);
-        let git = plait::git::open(&repo.path).unwrap();
+        let git = plait_core::git::open(&repo.path).unwrap();
         let resolved = plan::resolve(&git, plan::parse(&toml, &path).unwrap(), &path).unwrap();
         assert_eq!(resolved.base.to_string(), first);
         assert_eq!(resolved.tasks[0].owned, ["lib/a/mod.py", "lib/a/util.py"]);
@@ -181,27 +181,27 @@ fn the_base_may_be_a_branch_or_a_commit() {
 fn repositories_plait_cannot_use_are_refused() {
     let plain = tempfile::tempdir().unwrap();
     crate::support::init();
-    let err = plait::git::open(plain.path()).err().unwrap();
+    let err = plait_core::git::open(plain.path()).err().unwrap();
     assert!(
         err.to_string().contains("is not inside a git repository"),
         "{err}"
     );
 
     let empty = TestRepo::empty();
-    let err = plait::git::open(&empty.path).err().unwrap();
+    let err = plait_core::git::open(&empty.path).err().unwrap();
     assert!(err.to_string().contains("has no commits yet"), "{err}");
 
     let bare = tempfile::tempdir().unwrap();
     crate::support::git_in(bare.path(), &["init", "-q", "--bare"]);
-    let err = plait::git::open(bare.path()).err().unwrap();
+    let err = plait_core::git::open(bare.path()).err().unwrap();
     assert!(err.to_string().contains("bare repository"), "{err}");
 }
 
 #[test]
 fn split_by_directory_gives_nested_directories_their_own_task() {
     let repo = sample();
-    let files =
-        plait::git::flatten_tree(&repo.repo().head().unwrap().peel_to_tree().unwrap()).unwrap();
+    let files = plait_core::git::flatten_tree(&repo.repo().head().unwrap().peel_to_tree().unwrap())
+        .unwrap();
     let settings = split::SplitSettings {
         rule: split::SplitRule::parse("dir:lib/**").unwrap(),
         template: "Fix {path} ({id})".into(),
@@ -219,7 +219,7 @@ fn split_by_directory_gives_nested_directories_their_own_task() {
     // The written plan is valid as it stands.
     let text = plan::to_toml(&plan_file, "made by a test");
     let path = repo.plan(&text);
-    let git = plait::git::open(&repo.path).unwrap();
+    let git = plait_core::git::open(&repo.path).unwrap();
     let resolved = plan::resolve(&git, plan::parse(&text, &path).unwrap(), Path::new("x")).unwrap();
     assert_eq!(resolved.tasks[1].owned, ["lib/b/mod.py"]);
     assert_eq!(resolved.tasks[2].owned, ["lib/b/deep/x.py"]);
@@ -232,8 +232,8 @@ fn split_by_file_escapes_glob_characters_in_paths() {
         ("src/plain.py", "p\n"),
         ("src/x/no.py", "n\n"),
     ]);
-    let files =
-        plait::git::flatten_tree(&repo.repo().head().unwrap().peel_to_tree().unwrap()).unwrap();
+    let files = plait_core::git::flatten_tree(&repo.repo().head().unwrap().peel_to_tree().unwrap())
+        .unwrap();
     let settings = split::SplitSettings {
         rule: split::SplitRule::parse("file:src/*.py").unwrap(),
         template: "Format {path}".into(),
@@ -247,7 +247,7 @@ fn split_by_file_escapes_glob_characters_in_paths() {
     assert_eq!(plan_file.tasks.len(), 2, "`*` does not cross directories");
     let text = plan::to_toml(&plan_file, "x");
     let path = repo.plan(&text);
-    let git = plait::git::open(&repo.path).unwrap();
+    let git = plait_core::git::open(&repo.path).unwrap();
     let resolved = plan::resolve(&git, plan::parse(&text, &path).unwrap(), &path).unwrap();
     assert_eq!(resolved.tasks[0].owned, ["src/[weird]*.py"]);
     assert_eq!(resolved.tasks[0].single_file(), Some("src/[weird]*.py"));

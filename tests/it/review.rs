@@ -2,7 +2,7 @@
 //! changes, checks on the merged branch, and the gate `land` obeys.
 
 use plait::land::{self, LandOutcome, LandSettings, Refusal};
-use plait::state::{TaskState, Verdict};
+use plait_core::state::{TaskState, Verdict};
 
 use crate::support::TestRepo;
 
@@ -223,7 +223,7 @@ fn a_reviewer_command_without_a_verdict_counts_as_request_changes() {
 mod model {
     //! The model reviewer, against the mock model server.
 
-    use plait::state::{TaskState, Verdict};
+    use plait_core::state::{TaskState, Verdict};
     use serde_json::json;
 
     use crate::mock::{edit, MockModel, Provider, ToolCall, Turn};
@@ -238,7 +238,7 @@ mod model {
         )])
     }
 
-    fn run(provider: Provider, mock: &MockModel) -> (TestRepo, plait::state::RunState) {
+    fn run(provider: Provider, mock: &MockModel) -> (TestRepo, plait_core::state::RunState) {
         let repo = TestRepo::with_files(&[("lib/a.py", "x = 1\n"), ("lib/b.py", "y = 1\n")]);
         let kind = if provider == Provider::Anthropic {
             "anthropic"

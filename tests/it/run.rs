@@ -6,7 +6,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use plait::state::{RunPhase, TaskState};
+use plait_core::state::{RunPhase, TaskState};
 
 use crate::support::{stdout, wait_until, TestRepo};
 
@@ -571,7 +571,7 @@ fn a_cli_agent_gets_its_arguments_with_placeholders_filled_in() {
     let missing = "[defaults]\nagent = { cli = [\"no-such-agent-program\", \"{prompt}\"] }\n\
         [[task]]\nid = \"one\"\nprompt = \"p\"\nowns = [\"pkg/one.py\"]\n";
     let path = repo.plan(missing);
-    let git = plait::git::open(&repo.path).unwrap();
+    let git = plait_core::git::open(&repo.path).unwrap();
     let err = plait::plan::resolve_with_env(
         &git,
         plait::plan::parse(missing, &path).unwrap(),

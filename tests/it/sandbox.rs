@@ -11,7 +11,7 @@ use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use plait::sandbox::{support, Support};
+use plait_sandbox::sandbox::{support, Support};
 
 use crate::claude_code::task;
 use crate::support::{init, stderr, stdout, TestRepo};

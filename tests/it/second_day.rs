@@ -3,7 +3,7 @@
 //! failure points at the log that holds its cause (a model agent's transcript, a failing
 //! check's log); every `events.jsonl` line says when it happened.
 
-use plait::state::TaskState;
+use plait_core::state::TaskState;
 
 use crate::mock::{MockModel, Provider, Turn};
 use crate::support::{stderr, stdout, task_json, TestRepo};

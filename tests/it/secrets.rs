@@ -52,8 +52,8 @@ fn read_all(home: &Path) -> String {
 #[test]
 fn nothing_a_task_runs_reads_the_homes_credentials_and_what_it_may_read_it_reads() {
     if !matches!(
-        plait::sandbox::support(),
-        plait::sandbox::Support::Landlock(_)
+        plait_sandbox::sandbox::support(),
+        plait_sandbox::sandbox::Support::Landlock(_)
     ) {
         eprintln!("skipped: no Landlock here");
         return;
@@ -124,8 +124,8 @@ fn nothing_a_task_runs_reads_the_homes_credentials_and_what_it_may_read_it_reads
 #[test]
 fn doctor_tries_every_wall_and_says_each_is_refused() {
     if !matches!(
-        plait::sandbox::support(),
-        plait::sandbox::Support::Landlock(abi) if *abi >= 6
+        plait_sandbox::sandbox::support(),
+        plait_sandbox::sandbox::Support::Landlock(abi) if *abi >= 6
     ) {
         eprintln!("skipped: the signal wall needs Landlock ABI 6");
         return;
@@ -176,8 +176,8 @@ fn real_claude_code_on_a_login_reads_no_credential_with_bash_or_read() {
         return;
     };
     if !matches!(
-        plait::sandbox::support(),
-        plait::sandbox::Support::Landlock(_)
+        plait_sandbox::sandbox::support(),
+        plait_sandbox::sandbox::Support::Landlock(_)
     ) {
         eprintln!("skipped: no Landlock here");
         return;

@@ -30,8 +30,8 @@ fn rust_crate() -> TestRepo {
 
 /// Splits the repository's HEAD by `spec`.
 fn split_by(repo: &TestRepo, spec: &str) -> Result<split::SplitOutcome, PlanError> {
-    let files =
-        plait::git::flatten_tree(&repo.repo().head().unwrap().peel_to_tree().unwrap()).unwrap();
+    let files = plait_core::git::flatten_tree(&repo.repo().head().unwrap().peel_to_tree().unwrap())
+        .unwrap();
     let settings = split::SplitSettings {
         rule: split::SplitRule::parse(spec)?,
         template: "Tidy {path} ({id})".into(),
@@ -48,7 +48,7 @@ fn split_by(repo: &TestRepo, spec: &str) -> Result<split::SplitOutcome, PlanErro
 fn owned(repo: &TestRepo, outcome: &split::SplitOutcome) -> Vec<(String, Vec<String>)> {
     let text = plan::to_toml(&outcome.plan, "made by a test");
     let path = repo.plan(&text);
-    let git = plait::git::open(&repo.path).unwrap();
+    let git = plait_core::git::open(&repo.path).unwrap();
     let parsed = plan::parse(&text, &path).unwrap();
     let resolved = plan::resolve(&git, parsed, Path::new("x"))
         .unwrap_or_else(|e| panic!("the split plan is not valid: {e}\n{text}"));
@@ -495,7 +495,7 @@ fn plan_by_binary(repo: &TestRepo, spec: &str) -> (String, String) {
 /// Each task's id and owned files in a written plan, as `plait run` would resolve it.
 fn owned_in(repo: &TestRepo, text: &str) -> Vec<(String, Vec<String>)> {
     let path = repo.plan(text);
-    let git = plait::git::open(&repo.path).unwrap();
+    let git = plait_core::git::open(&repo.path).unwrap();
     let parsed = plan::parse(text, &path).unwrap();
     let resolved = plan::resolve(&git, parsed, Path::new("x"))
         .unwrap_or_else(|e| panic!("the split plan is not valid: {e}\n{text}"));

@@ -61,7 +61,7 @@ fn plan(repo: &TestRepo, spec: &str) -> (String, String) {
 /// Each task's id and owned files, as `plait run` would resolve the plan.
 fn owned(repo: &TestRepo, text: &str) -> Vec<(String, Vec<String>)> {
     let path = repo.plan(text);
-    let git = plait::git::open(&repo.path).unwrap();
+    let git = plait_core::git::open(&repo.path).unwrap();
     let parsed = plan::parse(text, &path).unwrap();
     let resolved = plan::resolve(&git, parsed, Path::new("x"))
         .unwrap_or_else(|e| panic!("the split plan is not valid: {e}\n{text}"));

@@ -9,7 +9,7 @@ use std::sync::{Arc, Once};
 
 use plait::orchestrator::{self, RunSettings};
 use plait::plan;
-use plait::state::RunState;
+use plait_core::state::RunState;
 use tempfile::TempDir;
 
 static INIT: Once = Once::new();
@@ -229,7 +229,7 @@ impl TestRepo {
         env: &dyn Fn(&str) -> Option<String>,
     ) -> RunState {
         let plan_path = self.plan(toml);
-        let repo = plait::git::open(&self.path).unwrap();
+        let repo = plait_core::git::open(&self.path).unwrap();
         let parsed = plan::parse(toml, &plan_path).unwrap();
         let resolved = plan::resolve_with_env(&repo, parsed, &plan_path, env).unwrap();
         let settings = RunSettings {
@@ -255,7 +255,7 @@ impl TestRepo {
             .block_on(orchestrator::execute(
                 prepared,
                 None,
-                plait::cancel::Cancel::new().1,
+                plait_core::cancel::Cancel::new().1,
             ))
             .unwrap()
     }

@@ -34,7 +34,7 @@ struct Mode {
 impl Mode {
     /// Whether this mode's processes start in an overlay view here.
     fn overlay(self) -> bool {
-        self.extra.is_empty() && plait::sandbox::view_support().is_ok()
+        self.extra.is_empty() && plait_sandbox::sandbox::view_support().is_ok()
     }
 
     fn agent(self, command: &str) -> String {
@@ -180,7 +180,7 @@ fn writes_and_deletions_of_files_not_owned_in_the_view_are_violations_on_no_bran
             }
         }
         // The base layer is made wherever layers can be had, for the checks too.
-        let layered = plait::sandbox::view_support().is_ok();
+        let layered = plait_sandbox::sandbox::view_support().is_ok();
         assert_eq!(shared_seen, usize::from(layered), "{mode:?}");
         assert_eq!(
             repo.git(&["status", "--porcelain"]),

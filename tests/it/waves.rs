@@ -365,7 +365,7 @@ fn a_grouped_run_in_waves_merges_each_task_on_what_it_started_from() {
     let state = repo.run(&plan, 2);
     assert_eq!(state.groups.len(), 2);
     for t in &state.tasks {
-        assert_eq!(t.state, plait::state::TaskState::Done, "{t:?}");
+        assert_eq!(t.state, plait_core::state::TaskState::Done, "{t:?}");
     }
     let merge = state.merge.as_ref().unwrap();
     assert_eq!(merge.included.len(), 16, "{merge:?}");

@@ -296,7 +296,7 @@ fn directories_with_glob_characters_and_spaces_make_cones_git_reads() {
         1,
     );
     let w = state.task("w").unwrap();
-    assert_eq!(w.state, plait::state::TaskState::Done, "{:?}", w.error);
+    assert_eq!(w.state, plait_core::state::TaskState::Done, "{:?}", w.error);
     assert_eq!(
         git_in(&w.worktree, &["sparse-checkout", "list"]),
         "my dir\nst*r\nwe#ird[1]"

@@ -25,14 +25,14 @@ use std::pin::Pin;
 
 use git2::Oid;
 
-use crate::cancel::Cancel;
-use crate::git;
 use crate::merge::{self, BranchInput, MergeSettings};
 use crate::plan::CheckSettings;
-use crate::refs::branch_ref;
 use crate::review::checks::checks_at;
 use crate::review::checks::CheckPool;
-use crate::state::{CheckResult, CulpritSet, Culprits, RunState};
+use plait_core::cancel::Cancel;
+use plait_core::git;
+use plait_core::refs::branch_ref;
+use plait_core::state::{CheckResult, CulpritSet, Culprits, RunState};
 
 /// Why a search could not go on.
 #[derive(Debug, thiserror::Error)]
@@ -42,7 +42,7 @@ pub enum BisectError {
     #[error("the culprit search was interrupted")]
     Interrupted,
     #[error(transparent)]
-    Repo(#[from] crate::git::RepoError),
+    Repo(#[from] plait_core::git::RepoError),
     #[error("git: {0}")]
     Git(#[from] git2::Error),
     #[error("the culprit search's merge panicked: {0}")]
@@ -217,7 +217,7 @@ impl<'a> Tester<'a> {
         }
         let branches: Vec<BranchInput> = set.iter().map(|&i| self.inputs[i].clone()).collect();
         let (repo, base) = (self.search.repo.to_path_buf(), self.base);
-        let scratch = crate::refs::bisect_branch(&self.search.state.id);
+        let scratch = plait_core::refs::bisect_branch(&self.search.state.id);
         let outcome = tokio::task::spawn_blocking(move || {
             let git = git::open(&repo)?;
             let workdir = git::workdir(&git);
@@ -378,9 +378,9 @@ pub async fn find(search: &Search<'_>, inputs: &[BranchInput]) -> Result<Culprit
     };
     let outcome = hunt(&mut tester).await;
     if let Ok(repo) = git::open(search.repo) {
-        if let Ok(mut r) =
-            repo.find_reference(&branch_ref(&crate::refs::bisect_branch(&search.state.id)))
-        {
+        if let Ok(mut r) = repo.find_reference(&branch_ref(&plait_core::refs::bisect_branch(
+            &search.state.id,
+        ))) {
             let _ = r.delete();
         }
     }

@@ -18,18 +18,18 @@ use std::path::{Path, PathBuf};
 use git2::{Oid, Repository};
 use serde::Serialize;
 
-use crate::cancel::Cancel;
 use crate::collect::outside_ownership;
-use crate::git::{self, signatures};
 use crate::land::{gate, Blocker};
 use crate::merge::{self, Conflict};
 use crate::orchestrator::RunError;
 use crate::plan::globs::Globs;
 use crate::plan::{CheckSettings, PlanFile};
-use crate::refs::branch_ref;
 use crate::review::checks::{CheckJob, CheckPool};
-use crate::state::RunDir;
-use crate::state::{CheckResult, RunState};
+use plait_core::cancel::Cancel;
+use plait_core::git::{self, signatures};
+use plait_core::refs::branch_ref;
+use plait_core::state::RunDir;
+use plait_core::state::{CheckResult, RunState};
 
 /// What `plait check` found.
 #[derive(Debug, Clone, Serialize)]
@@ -321,7 +321,7 @@ fn merge_branches(
             start: None,
         });
     }
-    let scratch = crate::refs::check_branch(std::process::id());
+    let scratch = plait_core::refs::check_branch(std::process::id());
     let settings = merge::MergeSettings {
         workdir,
         branch: &scratch,
@@ -508,7 +508,7 @@ pub async fn bisect_run(
     checks: &CheckSettings,
     failing: &[String],
     report: &(dyn Fn(crate::bisect::Step) + Send + Sync),
-) -> Result<crate::state::Culprits, RunError> {
+) -> Result<plait_core::state::Culprits, RunError> {
     let included = state
         .merge
         .as_ref()

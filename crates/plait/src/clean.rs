@@ -8,9 +8,9 @@ use std::path::Path;
 use git2::{BranchType, Oid, Repository};
 
 use crate::collect;
-use crate::state::RunDir;
-use crate::state::{RunState, TaskState, Verdict};
 use crate::workspace::{self, WorkspaceError};
+use plait_core::state::RunDir;
+use plait_core::state::{RunState, TaskState, Verdict};
 
 /// Why a clean could not finish.
 #[derive(Debug, thiserror::Error)]
@@ -68,7 +68,7 @@ pub fn clean(
     // Agents a killed plait left behind would write into worktrees being removed.
     let worktrees: Vec<std::path::PathBuf> =
         state.tasks.iter().map(|t| t.worktree.clone()).collect();
-    crate::shell::stop_leftovers(&state.id, &worktrees);
+    plait_sandbox::shell::stop_leftovers(&state.id, &worktrees);
     let mut outcome = CleanOutcome {
         at_risk: unsaved_work(state),
         ..CleanOutcome::default()
@@ -82,7 +82,7 @@ pub fn clean(
         // The reference itself: `Branch::delete` asks every worktree of the repository
         // whether it has the branch checked out, which with thousands of worktrees makes
         // a large run's clean quadratic; `checked_out` answered that once.
-        repo.find_reference(&crate::refs::branch_ref(&name))?
+        repo.find_reference(&plait_core::refs::branch_ref(&name))?
             .delete()?;
         outcome.deleted_branches.push(DeletedBranch {
             name,
@@ -130,7 +130,7 @@ fn weigh_branches(
     outcome: &mut CleanOutcome,
 ) -> Result<Vec<(String, Oid, bool)>, CleanError> {
     let base = Oid::from_str(&state.base)?;
-    let prefix = crate::refs::run_prefix(&state.id);
+    let prefix = plait_core::refs::run_prefix(&state.id);
     let elsewhere = reachable_elsewhere(repo, base, &prefix)?;
     let checked_out = checked_out_branches(repo)?;
     let mut branches = Vec::new();
@@ -169,7 +169,7 @@ fn weigh_branches(
                 what: format!("branch {name}"),
                 reason: format!(
                     "holds work ({}) that is on no other branch",
-                    crate::git::short(&tip.to_string())
+                    plait_core::git::short(&tip.to_string())
                 ),
             });
         }
@@ -197,7 +197,7 @@ fn remove_worktrees(
     let checks = run_dir.checks();
     if let Ok(entries) = std::fs::read_dir(&checks) {
         for entry in entries.flatten() {
-            crate::review::checkout::remove(&crate::git::workdir(repo), &entry.path());
+            crate::review::checkout::remove(&plait_core::git::workdir(repo), &entry.path());
         }
     }
     remove_empty_dir(&checks);

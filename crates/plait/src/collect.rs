@@ -13,13 +13,13 @@ use std::path::{Path, PathBuf};
 
 use git2::{build::TreeUpdateBuilder, FileMode, ObjectType, Oid, Repository};
 
-use crate::git::{mode, signatures};
 use crate::plan::globs::Globs;
 use crate::plan::layout::{self, Cone};
-use crate::refs::branch_ref;
-use crate::state::{ChangeKind, FileChange};
 use crate::workspace::index;
 use crate::workspace::sparse::{self, DIR_MODE};
+use plait_core::git::{mode, signatures};
+use plait_core::refs::branch_ref;
+use plait_core::state::{ChangeKind, FileChange};
 
 pub mod build_output;
 pub mod violations;
@@ -211,8 +211,8 @@ pub fn scan_owning(worktree: &Path, held: &Held<'_>, owns: &Globs) -> Result<Sca
 
 /// The tracked paths of `worktree` that are checked out, as `git ls-files -t` lists them
 /// (`H`: neither skip-worktree nor a sparse directory).
-fn checked_out_by_git(worktree: &Path) -> Result<Vec<String>, crate::git::GitCliError> {
-    let out = crate::git::run_git(worktree, &["ls-files", "-t", "-z"], &[])?;
+fn checked_out_by_git(worktree: &Path) -> Result<Vec<String>, plait_core::git::GitCliError> {
+    let out = plait_core::git::run_git(worktree, &["ls-files", "-t", "-z"], &[])?;
     Ok(out
         .stdout
         .split(|&b| b == 0)
@@ -365,7 +365,7 @@ fn refresh_index(
     scan: &Scan,
     committed: &HashMap<&str, Option<(Oid, u32)>>,
 ) -> Result<(), CollectError> {
-    let mut cone = if crate::git::reads_sparse_index() {
+    let mut cone = if plait_core::git::reads_sparse_index() {
         settings.cone.clone()
     } else {
         Cone::full()
@@ -436,7 +436,7 @@ pub fn commit_message(run: &str, task: &str, prompt: &str) -> String {
 pub fn start_tree<'r>(
     repo: &'r git2::Repository,
     base_tree: &git2::Tree<'r>,
-    task: &crate::state::TaskRecord,
+    task: &plait_core::state::TaskRecord,
 ) -> Result<git2::Tree<'r>, git2::Error> {
     match &task.start {
         Some(start) => repo.find_commit(git2::Oid::from_str(start)?)?.tree(),
@@ -456,7 +456,7 @@ pub fn outside_ownership(
 ) -> Result<Vec<String>, git2::Error> {
     let tree = repo.find_commit(tip).and_then(|c| c.tree())?;
     let globs = owns.get(task);
-    Ok(crate::git::tree_changes(repo, base_tree, &tree)?
+    Ok(plait_core::git::tree_changes(repo, base_tree, &tree)?
         .into_keys()
         .filter(|path| !globs.is_some_and(|g| g.matches(path)))
         .map(|path| format!("{task}: {path}"))

@@ -8,12 +8,12 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
-use crate::git;
 use crate::merge::run::{branch_inputs, merge_message};
 use crate::merge::{self, BranchInput, Conflict, MergeError, MergeOutcome, MergeSettings};
 use crate::plan::{ResolvedPlan, ResolvedTask, Reviewer};
-use crate::refs::group_branch;
-use crate::state::{GroupRecord, RunState};
+use plait_core::git;
+use plait_core::refs::group_branch;
+use plait_core::state::{GroupRecord, RunState};
 
 /// Cuts `tasks` into `count` groups of nearly equal size, neighbours by path: tasks are
 /// ordered by their first owned path, and each cut is moved, within a third of a group's

@@ -11,11 +11,11 @@ use std::path::{Path, PathBuf};
 
 use git2::{Oid, Repository};
 
-use crate::git::tree_changes;
-use crate::git::{run_git, signatures, GitCliError};
 use crate::merge::{self, Conflict, MergeError};
-use crate::refs::branch_ref;
-use crate::state::{
+use plait_core::git::tree_changes;
+use plait_core::git::{run_git, signatures, GitCliError};
+use plait_core::refs::branch_ref;
+use plait_core::state::{
     now_ms, CulpritSet, LandRecord, RunPhase, RunState, TaskRecord, TaskState, Verdict,
 };
 
@@ -466,7 +466,7 @@ fn move_branch(
         }));
     }
     // The gate was applied above; the hooks need not judge this move again.
-    crate::git::run_git_with(
+    plait_core::git::run_git_with(
         &worktree,
         &["merge", "--ff-only", "--no-edit", "-q", &new.to_string()],
         &[],

@@ -27,12 +27,12 @@
 //!    conflicts, tokens, cost, time; diffs.
 //!
 //! [`orchestrator`] drives stages 2–7 for a run with bounded concurrency, persisting the
-//! run's [`state`] after every transition; [`clean`] removes what a run created; [`check`]
-//! is the gate for hooks and CI. [`git`] holds the repository helpers every stage shares
-//! and [`shell`] the way every stage runs a command, inside the walls of a [`sandbox`]
-//! (Landlock: a task's processes write only its own places). [`llm`] is the model APIs
-//! over HTTP that agents, reviewers and the planner share, and [`cancel`] the run's
-//! interrupt; [`pg`] is the PostgreSQL store a run is also written to for other machines.
+//! run's record ([`plait_core::state`]) after every transition; [`clean`] removes what a run created; [`check`]
+//! is the gate for hooks and CI. [`plait_core::git`] holds the repository helpers every stage shares
+//! and [`plait_sandbox::shell`] the way every stage runs a command, inside the walls of a [`plait_sandbox::sandbox`]
+//! (Landlock: a task's processes write only its own places). [`plait_llm`] is the model APIs
+//! over HTTP that agents, reviewers and the planner share, and [`plait_core::cancel`] the run's
+//! interrupt; [`plait_store::pg`] is the PostgreSQL store a run is also written to for other machines.
 //! Only [`cli`] prints, reads the environment, installs signal handlers and
 //! chooses exit codes.
 
@@ -52,9 +52,3 @@ pub mod prompts;
 pub mod report;
 pub mod review;
 pub mod workspace;
-
-pub use plait_core::{cancel, git, refs, state};
-pub use plait_gateway as gateway;
-pub use plait_llm as llm;
-pub use plait_sandbox::{forward, sandbox, shell};
-pub use plait_store::{pg, remote};

@@ -23,8 +23,8 @@ use diff::{diff_text, paint, reset, DiffStyle, BOLD};
 use git2::{Oid, Repository};
 use serde::Serialize;
 
-use crate::git::short;
-use crate::state::{CulpritSet, RunPhase, RunState, TaskRecord, TaskState, Usage, Verdict};
+use plait_core::git::short;
+use plait_core::state::{CulpritSet, RunPhase, RunState, TaskRecord, TaskState, Usage, Verdict};
 
 /// What needs a person before the run can land, one sentence per blocker.
 pub fn attention(state: &RunState) -> Vec<String> {
@@ -263,7 +263,7 @@ fn write_rows(out: &mut String, state: &RunState, rows: &[(&str, String)], width
 }
 
 /// One line about a supervisor group: its merge, its review, whether it went up.
-fn group_note(group: &crate::state::GroupRecord) -> String {
+fn group_note(group: &plait_core::state::GroupRecord) -> String {
     let Some(merge) = &group.merge else {
         return format!("{} task(s), not merged yet", group.tasks.len());
     };
@@ -1000,7 +1000,7 @@ pub fn review_summary(
 fn group_review_text(
     out: &mut String,
     state: &RunState,
-    group: &crate::state::GroupRecord,
+    group: &plait_core::state::GroupRecord,
     style: DiffStyle,
 ) {
     let verdict = match (group.verdict(), &group.decision) {

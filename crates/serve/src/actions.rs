@@ -14,9 +14,9 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::{blocking, cache, ApiError, App};
-use crate::land::LandOutcome;
-use crate::ops;
-use crate::state::Verdict;
+use plait::land::LandOutcome;
+use plait::ops;
+use plait_core::state::Verdict;
 
 /// How long a send-back is waited for before the page is told it is under way (its
 /// progress then arrives as events).
@@ -198,9 +198,9 @@ async fn send_back(
     let mut said = Vec::from_iter(sent.warning.iter().map(|w| format!("warning: {w}")));
     let cancel = app.cancel.clone();
     let mut round = tokio::spawn(async move {
-        let ended = crate::orchestrator::execute(sent.prepared, None, cancel).await;
+        let ended = plait::orchestrator::execute(sent.prepared, None, cancel).await;
         let text = match &ended {
-            Ok(state) => crate::report::status_text(state, false),
+            Ok(state) => plait::report::status_text(state, false),
             Err(e) => format!("error: {e}\n"),
         };
         if let Err(e) = std::fs::write(&log_path, text) {

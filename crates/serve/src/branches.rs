@@ -18,8 +18,8 @@ use serde::Serialize;
 
 use super::cache::{self, Body};
 use super::{blocking, ApiError, App};
-use crate::git;
-use crate::state::RunState;
+use plait_core::git;
+use plait_core::state::RunState;
 
 /// How many of the target's new commits are looked through for task commits merged by
 /// hand; past that, none is said to be.
@@ -196,7 +196,7 @@ pub(super) fn of(
         .iter()
         .map(|t| {
             let committed = t.commit.as_deref().and_then(|c| Oid::from_str(c).ok());
-            let now = refs.get(&crate::refs::branch_ref(&t.branch)).copied();
+            let now = refs.get(&plait_core::refs::branch_ref(&t.branch)).copied();
             (t.id.as_str(), committed, now.or(committed))
         })
         .collect();
@@ -240,7 +240,7 @@ pub(super) fn of(
         }
     }
     let target = repo
-        .find_reference(&crate::refs::branch_ref(&state.base_name))
+        .find_reference(&plait_core::refs::branch_ref(&state.base_name))
         .ok()
         .and_then(|r| r.peel_to_commit().ok())
         .map(|c| c.id());
@@ -281,16 +281,16 @@ pub(super) struct TaskBranch {
 pub(super) fn of_task(
     repo: &Repository,
     state: &RunState,
-    task: &crate::state::TaskRecord,
+    task: &plait_core::state::TaskRecord,
 ) -> TaskBranch {
     let base = Oid::from_str(&state.base).ok();
     let committed = task.commit.as_deref().and_then(|c| Oid::from_str(c).ok());
     let tip = repo
-        .refname_to_id(&crate::refs::branch_ref(&task.branch))
+        .refname_to_id(&plait_core::refs::branch_ref(&task.branch))
         .ok()
         .or(committed);
     let target = repo
-        .find_reference(&crate::refs::branch_ref(&state.base_name))
+        .find_reference(&plait_core::refs::branch_ref(&state.base_name))
         .ok()
         .and_then(|r| r.peel_to_commit().ok())
         .map(|c| c.id());
@@ -310,7 +310,7 @@ pub(super) fn of_task(
 
 /// The tips of run `run`'s branches (`refs/heads/plait/<run>/…`), by ref name.
 fn task_refs(repo: &Repository, run: &str) -> HashMap<String, Oid> {
-    let Ok(refs) = repo.references_glob(&crate::refs::run_glob(run)) else {
+    let Ok(refs) = repo.references_glob(&plait_core::refs::run_glob(run)) else {
         return HashMap::new();
     };
     refs.filter_map(Result::ok)

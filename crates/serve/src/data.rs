@@ -14,8 +14,8 @@ use serde_json::{json, Value};
 use super::cache::{loaded, store};
 use super::summary::{self, states};
 use super::{blocking, rounds, ApiError, App};
-use crate::git;
-use crate::state::{RunState, Store, TaskRecord};
+use plait_core::git;
+use plait_core::state::{RunState, Store, TaskRecord};
 
 /// How much of a log the page is sent: its last this many bytes.
 const LOG_TAIL: u64 = 256 * 1024;
@@ -38,7 +38,7 @@ pub(super) async fn runs(State(app): State<Arc<App>>) -> Result<Json<Value>, Api
             let Ok(state) = store.load(&id) else {
                 continue;
             };
-            let usage = crate::report::total_usage(&state);
+            let usage = plait::report::total_usage(&state);
             runs.push(json!({
                 "id": state.id,
                 "goal": state.goal,
@@ -49,7 +49,7 @@ pub(super) async fn runs(State(app): State<Arc<App>>) -> Result<Json<Value>, Api
                 "tasks": state.tasks.len(),
                 "states": states(&state.tasks),
                 "cost_usd": usage.and_then(|u| u.cost_usd),
-                "landed": crate::land::current_landing(&state).is_some(),
+                "landed": plait::land::current_landing(&state).is_some(),
             }));
         }
         Ok(Json(json!({
@@ -74,7 +74,7 @@ pub(super) async fn run(
         let body = loaded.body("run", live, || {
             serde_json::to_vec(&json!({
                 "live": live,
-                "attention": crate::report::attention(state),
+                "attention": plait::report::attention(state),
                 "gate": summary::gate(state),
                 "totals": summary::totals(state),
                 "run": state,
@@ -148,7 +148,7 @@ pub(super) async fn task(
         let state = &loaded.state;
         let record = task_of(state, &task)?;
         let plan = plan_task(&store.run(&state.id).plan(), &task);
-        let conflicts: Vec<&crate::state::Conflict> = state
+        let conflicts: Vec<&plait_core::state::Conflict> = state
             .merge
             .iter()
             .chain(state.groups.iter().filter_map(|g| g.merge.as_ref()))
@@ -182,7 +182,7 @@ pub(super) async fn task(
             "rounds": rounds::rounds(record, task_dir.path()),
             "branch": super::branches::of_task(&repo, state, record),
             "adopted": rounds::adopted(record),
-            "transcript": crate::llm::readable::read(&task_dir.transcript()),
+            "transcript": plait_llm::readable::read(&task_dir.transcript()),
             "log": tail(&record.log).unwrap_or_default(),
             "violation_diffs": violation_diffs(&task_dir.violations()),
         })))
@@ -193,9 +193,9 @@ pub(super) async fn task(
 /// The prompt, agent (in one line) and ownership of task `task` in the run's copy of its
 /// plan.
 fn plan_task(copy: &Path, task: &str) -> Option<(String, String, Vec<String>)> {
-    use crate::plan::AgentSpec;
+    use plait::plan::AgentSpec;
     let text = std::fs::read_to_string(copy).ok()?;
-    let plan = crate::plan::parse(&text, copy).ok()?;
+    let plan = plait::plan::parse(&text, copy).ok()?;
     let spec = plan.tasks.iter().find(|t| t.id == task)?;
     let agent = match spec.agent.as_ref().or(plan.defaults.agent.as_ref()) {
         Some(AgentSpec::Named(name)) => name.clone(),
@@ -207,7 +207,7 @@ fn plan_task(copy: &Path, task: &str) -> Option<(String, String, Vec<String>)> {
 }
 
 /// The diffs of a task's violations, as collect kept them (`collect::violations`): one
-/// [`crate::report::diff::FileDiff`] per path; none when it kept none here.
+/// [`plait::report::diff::FileDiff`] per path; none when it kept none here.
 fn violation_diffs(path: &Path) -> Value {
     std::fs::read(path)
         .ok()
@@ -248,7 +248,7 @@ pub(super) async fn diff(
             .map_err(|e| ApiError::internal(format!("the task's start: {e}")))?;
         // The branch as it is now (a person may have moved it), else the run's commit.
         let tip = repo
-            .find_reference(&crate::refs::branch_ref(&record.branch))
+            .find_reference(&plait_core::refs::branch_ref(&record.branch))
             .ok()
             .and_then(|r| r.peel_to_commit().ok())
             .map(|c| c.id())
@@ -259,7 +259,7 @@ pub(super) async fn diff(
                     .and_then(|c| git2::Oid::from_str(c).ok())
             });
         let files = match tip {
-            Some(tip) => crate::report::file_diffs(&repo, base, tip)
+            Some(tip) => plait::report::file_diffs(&repo, base, tip)
                 .map_err(|e| ApiError::internal(format!("cannot diff task {task}: {e}")))?,
             None => Vec::new(),
         };

@@ -22,8 +22,8 @@ use serde_json::{json, Value};
 use super::cache::{self, Loaded, Stamp};
 use super::summary::Summary;
 use super::{blocking, ApiError, App};
-use crate::cancel::Cancel;
-use crate::state::Store;
+use plait_core::cancel::Cancel;
+use plait_core::state::Store;
 
 /// How often the server looks at the run's files for what is new.
 const LOOK_EVERY: Duration = Duration::from_millis(200);

@@ -9,8 +9,6 @@
 //! in this process, so each does exactly what the command does. Every request must name this server as its `Host`, and every
 //! changing one carry the server's token.
 
-use plait::{cancel, git, land, llm, ops, orchestrator, plan, refs, report, shell, state};
-
 mod actions;
 mod branches;
 mod cache;
@@ -30,7 +28,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 
-use crate::cancel::Cancel;
+use plait_core::cancel::Cancel;
 
 /// What the server serves.
 #[derive(Clone)]
@@ -44,7 +42,7 @@ pub struct ServeSettings {
     /// The token every changing request must carry (`X-Plait-Token`).
     pub token: String,
     /// The environment a landing's checks resolve variables from.
-    pub env: crate::orchestrator::worker::Env,
+    pub env: plait::orchestrator::worker::Env,
 }
 
 /// The header that carries the server's token.
@@ -64,7 +62,7 @@ struct App {
     /// The send-back rounds that outlived their request, waited for before the server
     /// ends (the server's cancellation interrupts them, and they save their run).
     rounds:
-        std::sync::Mutex<Vec<tokio::task::JoinHandle<Result<(), crate::orchestrator::RunError>>>>,
+        std::sync::Mutex<Vec<tokio::task::JoinHandle<Result<(), plait::orchestrator::RunError>>>>,
 }
 
 /// A failed API request: its status and what to tell the page.

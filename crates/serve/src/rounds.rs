@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::state::{Comment, TaskDir, TaskRecord, TaskState, Verdict};
+use plait_core::state::{Comment, TaskDir, TaskRecord, TaskState, Verdict};
 
 /// How much of a round's log the page is sent: its last lines, at most this many bytes.
 const OUTPUT_LINES: usize = 40;
@@ -72,8 +72,8 @@ pub(super) struct RoundReview {
 
 /// The rounds of `task`, whose directory is `dir`, first to last.
 pub(super) fn rounds(task: &TaskRecord, dir: &Path) -> Vec<Round> {
-    let mut logs: BTreeMap<u32, Vec<crate::report::logs::CheckLog>> = BTreeMap::new();
-    for log in crate::report::logs::check_logs(task) {
+    let mut logs: BTreeMap<u32, Vec<plait::report::logs::CheckLog>> = BTreeMap::new();
+    for log in plait::report::logs::check_logs(task) {
         logs.entry(log.round).or_default().push(log);
     }
     let last = logs
@@ -171,7 +171,7 @@ fn outcome(task: &TaskRecord, round: u32, last: u32) -> String {
 }
 
 fn output(path: &Path) -> String {
-    crate::shell::tail(path, OUTPUT_LINES, OUTPUT_BYTES)
+    plait_sandbox::shell::tail(path, OUTPUT_LINES, OUTPUT_BYTES)
 }
 
 /// The commit a person made on the task's branch that plait collected (`plait land` or

@@ -9,7 +9,7 @@ use std::collections::{HashMap, HashSet};
 use serde::Serialize;
 use serde_json::{json, Value};
 
-use crate::state::{RunState, TaskRecord, TaskState, Verdict};
+use plait_core::state::{RunState, TaskRecord, TaskState, Verdict};
 
 /// How much of a task's error a row carries.
 const ERROR_CHARS: usize = 240;
@@ -59,7 +59,7 @@ pub(super) struct Row {
     pub group: Option<String>,
     /// What holds up the landing in it, as the gate counts it (`land::troubles`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub troubles: Vec<crate::land::Trouble>,
+    pub troubles: Vec<plait::land::Trouble>,
     /// Whether it needs a person: a trouble, a conflict or a culprit. The page's "needs
     /// attention" shows these, and derives nothing itself.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
@@ -110,7 +110,7 @@ impl Summary {
         let mut head = serde_json::Map::new();
         head.insert("run".into(), run_head(state));
         head.insert("gate".into(), gate(state));
-        head.insert("attention".into(), json!(crate::report::attention(state)));
+        head.insert("attention".into(), json!(plait::report::attention(state)));
         head.insert("totals".into(), totals(state));
         Summary { head, rows }
     }
@@ -214,7 +214,7 @@ impl<'a> Facts<'a> {
             (None, Some(r)) => Some(r.by.clone()),
             (None, None) => None,
         };
-        let troubles = crate::land::troubles(t);
+        let troubles = plait::land::troubles(t);
         let (conflict, culprit) = (self.conflict.contains(id), self.culprit.contains(id));
         Row {
             attention: !troubles.is_empty() || conflict || culprit,
@@ -315,11 +315,11 @@ fn run_head(state: &RunState) -> Value {
 /// page says "landed" from that alone: after a `--partial` landing the blockers are what
 /// it left out, and there is nothing left to land until a decision changes the merge.
 pub(super) fn gate(state: &RunState) -> Value {
-    let blockers: Vec<String> = crate::land::gate(state, false)
+    let blockers: Vec<String> = plait::land::gate(state, false)
         .iter()
-        .map(|b| crate::report::blocker_line(b, &state.id))
+        .map(|b| plait::report::blocker_line(b, &state.id))
         .collect();
-    let landed = crate::land::current_landing(state);
+    let landed = plait::land::current_landing(state);
     json!({"green": blockers.is_empty(), "blockers": blockers, "landed": landed})
 }
 
@@ -334,10 +334,10 @@ pub(super) fn states(tasks: &[TaskRecord]) -> std::collections::BTreeMap<&'stati
 
 /// The run's totals: tasks by state, files, violations, tokens, cost and time.
 pub(super) fn totals(state: &RunState) -> Value {
-    let usage = crate::report::total_usage(state).unwrap_or_default();
+    let usage = plait::report::total_usage(state).unwrap_or_default();
     let elapsed = state
         .finished_at
-        .unwrap_or_else(crate::state::now_ms)
+        .unwrap_or_else(plait_core::state::now_ms)
         .saturating_sub(state.created_at);
     json!({
         "tasks": state.tasks.len(),

@@ -241,7 +241,7 @@ fn many_task(k: usize) -> (String, String) {
 /// record, `git fast-import` for one branch a task): task k adds `k % 3 + 1` lines to its
 /// file and changes one; every 10th failed its checks. The run's id.
 fn many(repo: &TestRepo, n: usize) -> String {
-    use plait::state::{
+    use plait_core::state::{
         ChangeKind, CheckResult, FileChange, MergeOutcome, Review, RunPhase, RunState, Store,
         TaskRecord, TaskState, Usage, Verdict,
     };
@@ -347,7 +347,7 @@ fn many(repo: &TestRepo, n: usize) -> String {
         .collect();
     let base = ids[&1].clone();
     let state = RunState {
-        version: plait::state::STATE_VERSION,
+        version: plait_core::state::STATE_VERSION,
         id: run.into(),
         goal: format!("{n} tasks"),
         plan: repo.scratch.join("plan.toml"),

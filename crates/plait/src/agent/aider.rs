@@ -23,12 +23,12 @@ use regex::Regex;
 
 use super::context::{Agent, AgentFuture, AgentOutcome, AgentReport, TaskContext};
 use super::exec::{outcome_of, shell_quote, task_env};
-use crate::llm::provider::ProviderKind;
 use crate::plan::ToolSettings;
 use crate::prompts;
-use crate::shell;
-use crate::state::Usage;
 use crate::workspace;
+use plait_core::state::Usage;
+use plait_llm::provider::ProviderKind;
+use plait_sandbox::shell;
 
 /// Runs aider once per round of a task.
 #[derive(Debug, Clone)]
@@ -115,7 +115,7 @@ impl AiderAgent {
             },
             "mode": "chat",
         });
-        if let Some(p) = crate::llm::provider::default_prices(&model).or(provider.prices) {
+        if let Some(p) = plait_llm::provider::default_prices(&model).or(provider.prices) {
             entry["input_cost_per_token"] = serde_json::json!(p.input / 1e6);
             entry["output_cost_per_token"] = serde_json::json!(p.output / 1e6);
         }
@@ -220,7 +220,7 @@ impl AiderAgent {
 
 /// The base URL aider is given for provider `p`: the task's way through the gateway, or
 /// the provider's own.
-fn base_url(task: &TaskContext, p: &crate::llm::provider::ProviderSettings) -> String {
+fn base_url(task: &TaskContext, p: &plait_llm::provider::ProviderSettings) -> String {
     match &task.gateway {
         Some(lease) => lease.base_url(),
         None => p.base_url.clone(),

@@ -27,8 +27,8 @@ use super::exec::{outcome_of, shell_quote, task_env};
 use super::guard::GuardFile;
 use crate::plan::ToolSettings;
 use crate::prompts;
-use crate::shell::{self, ShellOutcome};
-use crate::state::Usage;
+use plait_core::state::Usage;
+use plait_sandbox::shell::{self, ShellOutcome};
 
 /// How much of the CLI's closing words is kept as the task's summary.
 const SUMMARY_MAX: usize = 4000;
@@ -52,7 +52,7 @@ struct Files {
 
 impl Files {
     fn of(task: &TaskContext) -> Files {
-        let task_dir = crate::state::TaskDir(task.dir().to_path_buf());
+        let task_dir = plait_core::state::TaskDir(task.dir().to_path_buf());
         let dir = task_dir.claude_code();
         Files {
             config: task_dir.scratch().join("claude-code"),
@@ -333,7 +333,7 @@ fn give_login(
             oauth.insert("refreshToken".into(), Value::String(stand_in));
             // A year on: the CLI never refreshes the stand-in; the gateway reads the
             // user's file at each request, so their own refresh is taken.
-            let year = crate::state::now_ms() + 365 * 24 * 3600 * 1000;
+            let year = plait_core::state::now_ms() + 365 * 24 * 3600 * 1000;
             oauth.insert("expiresAt".into(), Value::from(year));
             let written = serde_json::to_vec(&login).ok()?;
             write_private(&target, &written).ok()?;
@@ -481,8 +481,8 @@ pub struct Question<'a> {
     pub name: &'a str,
     pub plait_program: &'a Path,
     pub timeout: std::time::Duration,
-    pub cancel: &'a crate::cancel::Cancel,
-    pub sandbox: &'a crate::sandbox::Sandbox,
+    pub cancel: &'a plait_core::cancel::Cancel,
+    pub sandbox: &'a plait_sandbox::sandbox::Sandbox,
     /// Its way to its model through plait's gateway, if it has one.
     pub gateway: Option<&'a plait_gateway::Lease>,
     pub max_turns: u32,
@@ -567,7 +567,7 @@ pub async fn ask(question: &Question<'_>) -> Result<Answered, String> {
     );
     let log = q.dir.join(format!("{}.log", q.name));
     let result_path = q.dir.join(format!("{}.json", q.name));
-    let launch = crate::shell::Launch {
+    let launch = plait_sandbox::shell::Launch {
         dir: q.cwd,
         env: &env,
         log: &log,

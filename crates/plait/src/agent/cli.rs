@@ -10,9 +10,9 @@
 
 use super::context::{Agent, AgentFuture, TaskContext};
 use super::exec::{outcome_of, task_env};
-use crate::llm::provider::ProviderKind;
 use crate::plan::CliSettings;
-use crate::shell;
+use plait_llm::provider::ProviderKind;
+use plait_sandbox::shell;
 
 /// The variables that point a program at its provider, set to the task's way through the
 /// gateway (and `PLAIT_GATEWAY_URL`, `PLAIT_GATEWAY_KEY`, for a program that reads others):

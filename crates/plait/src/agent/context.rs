@@ -8,12 +8,12 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::cancel::Cancel;
-use crate::git::TreeFile;
 use crate::plan::globs::Globs;
-use crate::sandbox::Sandbox;
-use crate::shell::Launch;
-use crate::state::Usage;
+use plait_core::cancel::Cancel;
+use plait_core::git::TreeFile;
+use plait_core::state::Usage;
+use plait_sandbox::sandbox::Sandbox;
+use plait_sandbox::shell::Launch;
 
 /// Everything an agent gets to know about its task.
 #[derive(Debug, Clone)]
@@ -78,7 +78,7 @@ impl TaskContext {
     /// The one place in the task's directory its agent's processes may write (an agent
     /// CLI's config directory and history), made on first use.
     pub fn scratch(&self) -> PathBuf {
-        let dir = crate::state::TaskDir(self.dir().to_path_buf()).scratch();
+        let dir = plait_core::state::TaskDir(self.dir().to_path_buf()).scratch();
         let _ = std::fs::create_dir_all(&dir);
         dir
     }

@@ -11,7 +11,7 @@ use std::time::Instant;
 
 use super::context::{Agent, AgentFuture, AgentOutcome, TaskContext};
 use crate::plan::ExecCommand;
-use crate::shell::{self, ShellOutcome};
+use plait_sandbox::shell::{self, ShellOutcome};
 
 /// The name of the file, in the task's directory, that lists its owned paths NUL-separated.
 const FILES_LIST: &str = "owned.nul";

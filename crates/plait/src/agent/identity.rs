@@ -32,7 +32,7 @@ pub fn identity(
     env: &[(&'static str, String)],
     inherited: Option<usize>,
 ) -> Vec<(&'static str, String)> {
-    let mut git = crate::git::git_command(dir);
+    let mut git = plait_core::git::git_command(dir);
     git.args(["config", "--get-regexp", r"^user\.(name|email)$"]);
     git.envs(env.iter().map(|(k, v)| (*k, v.as_str())));
     let Ok(out) = git.output() else {

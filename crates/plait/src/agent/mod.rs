@@ -22,7 +22,7 @@ use crate::plan::AgentConfig;
 pub fn from_config(
     config: &AgentConfig,
     client: &reqwest::Client,
-    limiters: &crate::llm::limiter::Limiters,
+    limiters: &plait_llm::limiter::Limiters,
 ) -> Box<dyn Agent> {
     match config {
         AgentConfig::Exec(command) => Box::new(exec::ExecAgent::new(command.clone())),

@@ -28,8 +28,8 @@ use std::path::PathBuf;
 
 use git2::{Oid, Repository, Tree};
 
-use crate::git::{self, Entry};
-use crate::state::{RunState, Store};
+use plait_core::git::{self, Entry};
+use plait_core::state::{RunState, Store};
 
 /// The index's file in the plait dir.
 const INDEX_FILE: &str = "task-work";
@@ -243,7 +243,7 @@ fn refs_key(repo: &Repository, run: &str) -> Option<String> {
     let now = std::time::SystemTime::now();
     let mut parts = Vec::new();
     for path in [
-        common.join(crate::refs::PLAIT_REFS).join(run),
+        common.join(plait_core::refs::PLAIT_REFS).join(run),
         common.join("packed-refs"),
     ] {
         match std::fs::metadata(&path) {
@@ -267,7 +267,7 @@ fn refs_key(repo: &Repository, run: &str) -> Option<String> {
 /// The commits run `run`'s branches point at, read from its refs.
 fn tips_of(repo: &Repository, run: &str) -> Result<Vec<Oid>, WorkError> {
     let mut tips = Vec::new();
-    for reference in repo.references_glob(&crate::refs::run_glob(run))? {
+    for reference in repo.references_glob(&plait_core::refs::run_glob(run))? {
         if let Some(tip) = reference?.target() {
             tips.push(tip);
         }
@@ -304,7 +304,7 @@ fn records(store: &Store) -> Result<Vec<(String, FileKey)>, WorkError> {
             continue;
         };
         // A run without a record is no run to judge.
-        if let Ok(meta) = std::fs::metadata(crate::state::RunDir(entry.path()).state()) {
+        if let Ok(meta) = std::fs::metadata(plait_core::state::RunDir(entry.path()).state()) {
             out.push((id, FileKey::of(&meta)));
         }
     }

@@ -50,7 +50,7 @@ pub fn keep(
         diffs.push(diff(&change.path, old.as_deref(), new));
     }
     let json = serde_json::to_vec(&diffs).map_err(|e| io(e.into()))?;
-    crate::state::write_atomic(path, &json).map_err(|e| io(std::io::Error::other(e)))
+    plait_core::state::write_atomic(path, &json).map_err(|e| io(std::io::Error::other(e)))
 }
 
 /// The diff of one violation; a side too large to diff is said to be large, with no hunks.

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use git2::{Oid, Repository};
 
-use crate::git::mode;
+use plait_core::git::mode;
 
 /// Why a layer could not be written: the path and what the file system or git said.
 #[derive(Debug, thiserror::Error)]
@@ -33,9 +33,9 @@ pub fn changes(
     repo: &Repository,
     from: Oid,
     to: Oid,
-) -> Result<BTreeMap<String, crate::git::Entry>, LayerError> {
+) -> Result<BTreeMap<String, plait_core::git::Entry>, LayerError> {
     let tree = |c: Oid| repo.find_commit(c).and_then(|c| c.tree()).map_err(git);
-    crate::git::tree_changes(repo, &tree(from)?, &tree(to)?).map_err(git)
+    plait_core::git::tree_changes(repo, &tree(from)?, &tree(to)?).map_err(git)
 }
 
 /// Writes `changes` into the upper layer `upper`, over a lower layer where a path exists
@@ -45,7 +45,7 @@ pub fn changes(
 pub fn apply(
     repo: &Repository,
     upper: &Path,
-    changes: &BTreeMap<String, crate::git::Entry>,
+    changes: &BTreeMap<String, plait_core::git::Entry>,
     in_lower: &dyn Fn(&str) -> bool,
 ) -> Result<(), LayerError> {
     for (path, entry) in changes {
@@ -108,7 +108,7 @@ pub fn whiteout(dest: &Path) -> Result<(), LayerError> {
     if let Some(dir) = dest.parent() {
         fs::create_dir_all(dir).map_err(io(dir))?;
     }
-    crate::sandbox::whiteout(dest).map_err(io(dest))
+    plait_sandbox::sandbox::whiteout(dest).map_err(io(dest))
 }
 
 /// A git directory at `admin` for a checkout of `commit` whose files are the base layer's
@@ -119,7 +119,7 @@ pub fn git_dir(
     admin: &Path,
     commit: Oid,
     base_index: &Path,
-    changes: &BTreeMap<String, crate::git::Entry>,
+    changes: &BTreeMap<String, plait_core::git::Entry>,
 ) -> Result<(), LayerError> {
     fs::create_dir_all(admin).map_err(io(admin))?;
     let head = admin.join("HEAD");
@@ -151,7 +151,7 @@ pub fn git_dir(
 fn patch_with_git(
     repo: &Repository,
     index: &Path,
-    changes: &BTreeMap<String, crate::git::Entry>,
+    changes: &BTreeMap<String, plait_core::git::Entry>,
 ) -> bool {
     use std::io::Write as _;
     let mut input = Vec::new();
@@ -160,7 +160,7 @@ fn patch_with_git(
         let (m, oid) = entry.map_or((0, "0".repeat(40)), |(oid, m)| (m, oid.to_string()));
         let _ = write!(input, "{m:o} {oid}\t{path}\0");
     }
-    let spawned = crate::git::git_command(repo.commondir())
+    let spawned = plait_core::git::git_command(repo.commondir())
         .arg("--git-dir")
         .arg(repo.commondir())
         .args(["update-index", "-z", "--index-info"])
@@ -251,8 +251,8 @@ impl LayerDir {
     }
 
     /// The layer of the `i`th directory `[setup] include` shares.
-    pub fn include(&self, i: usize) -> crate::sandbox::Layer {
-        crate::sandbox::Layer {
+    pub fn include(&self, i: usize) -> plait_sandbox::sandbox::Layer {
+        plait_sandbox::sandbox::Layer {
             upper: self.0.join(format!("include-{i}/upper")),
             work: self.0.join(format!("include-{i}/work")),
         }

@@ -33,8 +33,8 @@ use git2::{Oid, Repository};
 pub use layer::{apply, changes, git_dir, remove_tree, LayerDir, LayerError};
 pub use setup::{preview, EnvRequest, SetupOutcome};
 
-use crate::git::TreeFile;
-use crate::sandbox::{Layer, Nested, OverlayView};
+use plait_core::git::TreeFile;
+use plait_sandbox::sandbox::{Layer, Nested, OverlayView};
 
 /// How many base layers not in use are kept.
 const KEEP: usize = 3;
@@ -118,7 +118,7 @@ impl Environment {
     /// check`); `None` when there is none, it is not set up, no views over layers can be
     /// had here, or a run is making it now.
     pub fn open_kept(envs: &Path, base: Oid, stable: PathBuf) -> Option<Environment> {
-        crate::sandbox::view_support().as_ref().ok()?;
+        plait_sandbox::sandbox::view_support().as_ref().ok()?;
         // The newest layer of the base that is set up (one per setup).
         let prefix = format!("{base}-");
         let mut found: Vec<(std::time::SystemTime, PathBuf, EnvRecord)> = fs::read_dir(envs)
@@ -341,7 +341,7 @@ impl Environment {
         let record = self.record.lock().unwrap_or_else(|e| e.into_inner());
         let mut parts = vec![format!(
             "base layer {} at {}",
-            crate::git::short(&record.base),
+            plait_core::git::short(&record.base),
             self.stable.display()
         )];
         if !self.includes.is_empty() {
@@ -349,7 +349,7 @@ impl Environment {
             parts.push(format!("sharing {}", names.join(", ")));
         }
         if let Some(from) = &record.from {
-            parts.push(format!("taken over from {}", crate::git::short(from)));
+            parts.push(format!("taken over from {}", plait_core::git::short(from)));
         }
         parts.join(", ")
     }
@@ -374,7 +374,7 @@ fn load_record(dir: &Path) -> Option<EnvRecord> {
 
 fn save_record(dir: &Path, record: &EnvRecord) {
     if let Ok(text) = serde_json::to_vec_pretty(record) {
-        let _ = crate::state::write_atomic(&record_path(dir), &text);
+        let _ = plait_core::state::write_atomic(&record_path(dir), &text);
     }
 }
 
@@ -407,7 +407,7 @@ fn write_files(repo: &Repository, root: &Path, files: &[TreeFile]) -> Result<(),
                 scope.spawn(move || -> Result<(), String> {
                     let repo = Repository::open(&path).map_err(|e| e.to_string())?;
                     for file in part {
-                        if file.mode == crate::git::mode::GITLINK {
+                        if file.mode == plait_core::git::mode::GITLINK {
                             let _ = fs::create_dir_all(root.join(&file.path));
                             continue;
                         }

@@ -15,11 +15,11 @@ use super::{
     flock, load_record, lock_file, prune_kept, remove_tree, save_record, write_files, EnvError,
     EnvRecord, Environment, Include, Warmed,
 };
-use crate::cancel::Cancel;
-use crate::git::TreeFile;
 use crate::plan::SetupSettings;
-use crate::sandbox::{Sandbox, SandboxSettings};
-use crate::shell::{self, Launch, ShellOutcome};
+use plait_core::cancel::Cancel;
+use plait_core::git::TreeFile;
+use plait_sandbox::sandbox::{Sandbox, SandboxSettings};
+use plait_sandbox::shell::{self, Launch, ShellOutcome};
 
 /// Files whose content decides what an install makes, the default `[setup] key`.
 const LOCKFILES: &[&str] = &[
@@ -94,7 +94,7 @@ impl Environment {
         let started = Instant::now();
         let base_hex = req.base.to_string();
         let failed = |why: String| EnvError::Layer {
-            base: crate::git::short(&base_hex).to_string(),
+            base: plait_core::git::short(&base_hex).to_string(),
             why,
         };
         let (includes, files_in) = includes(req.repo, req.setup)?;
@@ -515,7 +515,7 @@ pub fn preview(
     plan: &crate::plan::ResolvedPlan,
     stable: &Path,
 ) -> String {
-    if let Err(why) = crate::sandbox::view_support() {
+    if let Err(why) = plait_sandbox::sandbox::view_support() {
         return format!(
             "no base layer: checks copy a seed checkout and views are filled in ({why})"
         );
@@ -529,7 +529,7 @@ pub fn preview(
     if let Some(record) = load_record(&dir).filter(|r| r.setup_key == key && r.set_up) {
         return format!(
             "the base layer of {} kept from an earlier run ({} list(s) of checks built in it), {at}",
-            crate::git::short(&record.base),
+            plait_core::git::short(&record.base),
             record.warmed.len()
         );
     }
@@ -545,7 +545,7 @@ pub fn preview(
     }
     format!(
         "a base layer of {} made before any task ({}), or an earlier base's with the same setup moved here, {at}",
-        crate::git::short(&plan.base.to_string()),
+        plait_core::git::short(&plan.base.to_string()),
         steps.join(", ")
     )
 }

@@ -11,9 +11,9 @@ use std::path::Path;
 
 use git2::{build::TreeUpdateBuilder, FileMode, Oid, Repository, Tree};
 
-use crate::git::{mode, run_git, signatures, GitCliError, RepoError};
-use crate::refs::branch_ref;
-pub use crate::state::{Conflict, MergeOutcome};
+use plait_core::git::{mode, run_git, signatures, GitCliError, RepoError};
+use plait_core::refs::branch_ref;
+pub use plait_core::state::{Conflict, MergeOutcome};
 
 pub mod run;
 
@@ -55,7 +55,7 @@ pub struct Start {
 impl BranchInput {
     /// The branch of a task as its record has it (its commit, and its start when it has
     /// one); `None` without a commit.
-    pub fn of(task: &crate::state::TaskRecord) -> Option<BranchInput> {
+    pub fn of(task: &plait_core::state::TaskRecord) -> Option<BranchInput> {
         let commit = Oid::from_str(task.commit.as_deref()?).ok()?;
         let start = match &task.start {
             None => None,
@@ -88,7 +88,7 @@ pub struct MergeSettings<'a> {
     pub message: String,
 }
 
-use crate::git::{tree_changes, Entry};
+use plait_core::git::{tree_changes, Entry};
 
 /// `branches` in an order where each comes after the branches its start holds, otherwise
 /// as given.

@@ -6,8 +6,8 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use super::{BranchInput, MergeError, MergeOutcome, MergeSettings};
-use crate::git;
-use crate::state::{Culprits, RunState, TaskRecord, TaskState, Verdict};
+use plait_core::git;
+use plait_core::state::{Culprits, RunState, TaskRecord, TaskState, Verdict};
 
 /// Whether a task's branch may go into the merge: done, approved (or not reviewed), its
 /// checks green, and no violation unless a person accepted the task as it is.

@@ -13,12 +13,12 @@ use git2::{Oid, Repository};
 
 use crate::bisect::Step;
 use crate::check::{self, work, CheckReport, MergeInProgress, TaskBranch};
-use crate::git;
 use crate::orchestrator::{self, RunError};
 use crate::plan::globs::Globs;
 use crate::plan::{CheckSettings, PlanFile};
-use crate::refs::branch_ref;
-use crate::state::{Culprits, RunDir, RunPhase, RunState, StateError, Store};
+use plait_core::git;
+use plait_core::refs::branch_ref;
+use plait_core::state::{Culprits, RunDir, RunPhase, RunState, StateError, Store};
 
 use super::OpsError;
 
@@ -326,7 +326,7 @@ impl Checker<'_> {
     pub fn pushed<'p>(&self, pushes: impl IntoIterator<Item = (&'p str, &'p str)>) -> Vec<Case> {
         let mut targets: Vec<(String, String)> = Vec::new();
         for (local, sha) in pushes {
-            let Some(rest) = local.strip_prefix(crate::refs::PLAIT_REFS) else {
+            let Some(rest) = local.strip_prefix(plait_core::refs::PLAIT_REFS) else {
                 continue;
             };
             if sha.chars().all(|c| c == '0') {

@@ -4,8 +4,8 @@
 use std::path::{Path, PathBuf};
 
 use crate::clean::{AtRisk, CleanOutcome};
-use crate::git;
-use crate::state::Store;
+use plait_core::git;
+use plait_core::state::Store;
 
 use super::OpsError;
 

@@ -2,8 +2,8 @@
 
 use std::path::Path;
 
-use crate::git;
-use crate::state::{now_ms, Decision, Store, Verdict};
+use plait_core::git;
+use plait_core::state::{now_ms, Decision, Store, Verdict};
 
 use super::OpsError;
 

@@ -13,9 +13,9 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::cancel::Cancel;
-use crate::sandbox::{Sandbox, SandboxSettings};
-use crate::shell::{self, Launch, ShellOutcome};
+use plait_core::cancel::Cancel;
+use plait_sandbox::sandbox::{Sandbox, SandboxSettings};
+use plait_sandbox::shell::{self, Launch, ShellOutcome};
 
 /// What the walls are made of here, and how each attempt went.
 #[derive(Debug, Serialize)]
@@ -50,9 +50,9 @@ impl DoctorReport {
 /// Runs the self-test; `plait` is plait's own program, started behind the walls as the
 /// probe (`plait doctor --probe KIND TARGET`).
 pub async fn run(plait: &Path) -> Result<DoctorReport, String> {
-    let landlock = match crate::sandbox::support() {
-        crate::sandbox::Support::Landlock(abi) => format!("ABI {abi}"),
-        crate::sandbox::Support::Missing(why) => format!("missing: {why}"),
+    let landlock = match plait_sandbox::sandbox::support() {
+        plait_sandbox::sandbox::Support::Landlock(abi) => format!("ABI {abi}"),
+        plait_sandbox::sandbox::Support::Missing(why) => format!("missing: {why}"),
     };
     let place = tempfile::Builder::new()
         .prefix("plait-doctor-")
@@ -161,8 +161,8 @@ pub async fn run(plait: &Path) -> Result<DoctorReport, String> {
 
     Ok(DoctorReport {
         landlock,
-        views: crate::sandbox::view_support().clone(),
-        network_namespace: crate::sandbox::net_support().clone(),
+        views: plait_sandbox::sandbox::view_support().clone(),
+        network_namespace: plait_sandbox::sandbox::net_support().clone(),
         walls,
         probes,
     })

@@ -4,10 +4,10 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use crate::git;
 use crate::land::{self, LandOutcome, LandSettings, Refusal};
 use crate::orchestrator;
-use crate::state::{RunPhase, RunState, Store};
+use plait_core::git;
+use plait_core::state::{RunPhase, RunState, Store};
 
 use super::OpsError;
 

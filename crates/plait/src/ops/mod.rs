@@ -17,11 +17,11 @@ pub mod run;
 pub mod send_back;
 pub mod sync;
 
-use crate::git::RepoError;
 use crate::land::LandError;
 use crate::orchestrator::RunError;
 use crate::plan::PlanError;
-use crate::state::StateError;
+use plait_core::git::RepoError;
+use plait_core::state::StateError;
 
 /// Why a use case could not be carried out.
 #[derive(Debug, thiserror::Error)]
@@ -58,13 +58,13 @@ pub enum OpsError {
     Clean(crate::clean::CleanError),
     /// The run's PostgreSQL store could not be reached, or did not do what was asked.
     #[error(transparent)]
-    Store(#[from] crate::pg::PgError),
+    Store(#[from] plait_store::pg::PgError),
     /// The branches of a run spread over workers could not be fetched from its remote.
     #[error(transparent)]
-    FetchBranches(crate::remote::RemoteError),
+    FetchBranches(plait_store::remote::RemoteError),
     /// The branches of a run spread over workers could not be pushed to its remote.
     #[error(transparent)]
-    PushBranches(crate::remote::RemoteError),
+    PushBranches(plait_store::remote::RemoteError),
     /// A run could not be made, or made ready to go on (its lock, record, branches or
     /// worktrees), or the orchestrator refused it.
     #[error(transparent)]

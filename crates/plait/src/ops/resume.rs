@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::orchestrator::{Prepared, RunSettings};
-use crate::state::{RunPhase, RunState, Store};
+use plait_core::state::{RunPhase, RunState, Store};
 
 use super::OpsError;
 
@@ -20,11 +20,11 @@ pub fn kept_settings(
     env: &dyn Fn(&str) -> Option<String>,
     plait: PathBuf,
 ) -> Result<(RunSettings, Option<String>), OpsError> {
-    let repo = crate::git::open(dir)?;
-    let store = Store::new(crate::git::plait_dir(&repo));
+    let repo = plait_core::git::open(dir)?;
+    let store = Store::new(plait_core::git::plait_dir(&repo));
     let copy = store.run(&state.id).plan();
     let plan_text =
-        std::fs::read_to_string(&copy).map_err(|source| crate::state::StateError::Io {
+        std::fs::read_to_string(&copy).map_err(|source| plait_core::state::StateError::Io {
             path: copy.clone(),
             source,
         })?;
@@ -75,8 +75,8 @@ pub struct Resumed {
 /// The run `run` names (a prefix of its id will do), found and loaded: refused when it has finished (nothing
 /// to resume) or its plait process is still going.
 pub fn find(dir: &Path, run: &str) -> Result<RunState, OpsError> {
-    let repo = crate::git::open(dir)?;
-    let store = Store::new(crate::git::plait_dir(&repo));
+    let repo = plait_core::git::open(dir)?;
+    let store = Store::new(plait_core::git::plait_dir(&repo));
     let run = store.find(Some(run))?;
     let state = store.load(&run)?;
     if state.phase == RunPhase::Finished {

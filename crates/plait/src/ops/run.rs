@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use crate::orchestrator::{self, Prepared, RunSettings};
 use crate::plan::ResolvedPlan;
-use crate::state::Store;
+use plait_core::state::Store;
 
 use super::OpsError;
 
@@ -61,7 +61,7 @@ pub fn plan(
     text: &str,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Planned, OpsError> {
-    let repo = crate::git::open(dir)?;
+    let repo = plait_core::git::open(dir)?;
     let parsed = crate::plan::parse(text, path)?;
     let resolved = crate::plan::resolve_with_env(&repo, parsed, path, env)?;
     let warnings = [
@@ -71,7 +71,7 @@ pub fn plan(
     ]
     .into_iter()
     .flatten()
-    .chain(resolved.setup_warnings(&crate::git::workdir(&repo)))
+    .chain(resolved.setup_warnings(&plait_core::git::workdir(&repo)))
     .collect();
     Ok(Planned { resolved, warnings })
 }
@@ -95,8 +95,8 @@ pub fn dry_run(request: &RunRequest<'_>, plan: &ResolvedPlan) -> Result<DryRun, 
     let groups = request
         .groups
         .unwrap_or_else(|| plan.groups.groups_for(plan.tasks.len()));
-    let repo = crate::git::open(request.dir)?;
-    let store = Store::new(crate::git::plait_dir(&repo));
+    let repo = plait_core::git::open(request.dir)?;
+    let store = Store::new(plait_core::git::plait_dir(&repo));
     let worktrees = match worktree_root(request, false)?.0 {
         Some(root) => root.join("<run>"),
         None => store.run("<run>").worktrees(),
@@ -183,7 +183,7 @@ fn worktree_root(
     let Some(cache) = &request.cache else {
         return Ok((None, None));
     };
-    let repo = crate::git::open(request.dir)?;
+    let repo = plait_core::git::open(request.dir)?;
     let root = crate::workspace::default_root(cache, &repo);
     if !make {
         return Ok((Some(root), None));
@@ -203,8 +203,8 @@ fn worktree_root(
 /// Puts the base commit on `remote` (a local path made absolute against `cwd`, for workers
 /// elsewhere); the remote as the run records it.
 fn publish_base(dir: &Path, remote: &str, cwd: &Path, base: &str) -> Result<String, OpsError> {
-    let remote = crate::remote::normalize(remote, cwd);
-    crate::remote::publish_base(dir, &remote, base).map_err(|e| {
+    let remote = plait_store::remote::normalize(remote, cwd);
+    plait_store::remote::publish_base(dir, &remote, base).map_err(|e| {
         OpsError::refused(
             format!("--remote {remote}: {e}"),
             Some("the remote is any URL git can push to (a bare repository's path, ssh or https); nothing was created".into()),

@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::orchestrator::{self, Prepared};
-use crate::state::Store;
+use plait_core::state::Store;
 
 use super::OpsError;
 
@@ -41,8 +41,8 @@ pub struct SendBack {
 /// prepares the round: the repository lock taken, the person's earlier decision dropped and
 /// the comment kept in the record.
 pub fn prepare(request: &SendBackRequest<'_>) -> Result<SendBack, OpsError> {
-    let repo = crate::git::open(request.dir)?;
-    let store = Store::new(crate::git::plait_dir(&repo));
+    let repo = plait_core::git::open(request.dir)?;
+    let store = Store::new(plait_core::git::plait_dir(&repo));
     let run = store.find(Some(request.run))?;
     let state = store.load(&run)?;
     if store.is_running(&run) {

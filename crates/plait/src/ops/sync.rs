@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use tokio_postgres::Config;
 
-use crate::pg::{PgStore, Queue};
-use crate::state::{RunState, StateError, Store};
+use plait_core::state::{RunState, StateError, Store};
+use plait_store::pg::{PgStore, Queue};
 
 use super::OpsError;
 
@@ -50,17 +50,17 @@ pub async fn sync_in(
         ));
     };
     let queue = pg.queue(run).await?;
-    let repo = crate::git::open(dir)?;
-    let store = Store::new(crate::git::plait_dir(&repo));
+    let repo = plait_core::git::open(dir)?;
+    let store = Store::new(plait_core::git::plait_dir(&repo));
     if !store.is_running(run) {
         write_local(&store, &state, queue.as_ref())?;
     }
     let remote = queue.map(|q| q.remote);
     if let Some(remote) = &remote {
-        crate::remote::fetch(
+        plait_store::remote::fetch(
             dir,
             remote,
-            &[crate::refs::run_branches(run)],
+            &[plait_core::refs::run_branches(run)],
             &format!("the branches of run {run}"),
         )
         .map_err(OpsError::FetchBranches)?;
@@ -94,17 +94,17 @@ fn write_local(store: &Store, state: &RunState, queue: Option<&Queue>) -> Result
 /// Sends the run's record, as the command left it in the clone at `dir`, back to its
 /// store, and its branches (a merge made again) to its remote.
 pub async fn sync_out(dir: &Path, synced: &Synced) -> Result<(), OpsError> {
-    let repo = crate::git::open(dir)?;
-    let store = Store::new(crate::git::plait_dir(&repo));
+    let repo = plait_core::git::open(dir)?;
+    let store = Store::new(plait_core::git::plait_dir(&repo));
     let state = store.load(&synced.run)?;
     let pg = PgStore::connect(&synced.config, CONNECT).await?;
     pg.save_run(&state).await?;
     if let Some(remote) = &synced.remote {
         let run = &synced.run;
-        crate::remote::push(
+        plait_store::remote::push(
             dir,
             remote,
-            &[crate::refs::run_branches(run)],
+            &[plait_core::refs::run_branches(run)],
             &format!("the branches of run {run}"),
         )
         .map_err(OpsError::PushBranches)?;

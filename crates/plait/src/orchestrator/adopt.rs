@@ -11,14 +11,14 @@ use std::path::{Path, PathBuf};
 use git2::Oid;
 
 use super::RunError;
-use crate::cancel::Cancel;
-use crate::git;
 use crate::plan::globs::Globs;
 use crate::plan::CheckSettings;
-use crate::refs::branch_ref;
 use crate::review::checks::{CheckJob, CheckPool, Lineage};
-use crate::state::RunDir;
-use crate::state::{RunState, TaskState};
+use plait_core::cancel::Cancel;
+use plait_core::git;
+use plait_core::refs::branch_ref;
+use plait_core::state::RunDir;
+use plait_core::state::{RunState, TaskState};
 
 /// What became of the moved branches.
 #[derive(Debug, Default)]

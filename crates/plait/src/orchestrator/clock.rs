@@ -5,7 +5,7 @@
 use std::sync::Mutex;
 use std::time::Instant;
 
-use crate::state::Timing;
+use plait_core::state::Timing;
 
 /// The steps timed so far, in the order first taken.
 #[derive(Default)]

@@ -23,9 +23,9 @@ use git2::Oid;
 use super::dispatch::Dispatch;
 use super::waves::{self, Stale};
 use super::{RunError, Shared};
-use crate::pg::{PgListener, PgStore, TaskRow};
-use crate::remote;
-use crate::state::TaskState;
+use plait_core::state::TaskState;
+use plait_store::pg::{PgListener, PgStore, TaskRow};
+use plait_store::remote;
 
 /// How long the coordinator waits for a notification before it reads every task again: a
 /// change numbered before another may commit after it (and a notification may be lost
@@ -215,8 +215,10 @@ async fn release_pass(
         let record = shared.record(index);
         let mut refs = Vec::new();
         if record.start.is_some() {
-            let start =
-                crate::refs::branch_ref(&crate::refs::start_branch(&shared.run, &record.id));
+            let start = plait_core::refs::branch_ref(&plait_core::refs::start_branch(
+                &shared.run,
+                &record.id,
+            ));
             refs.push(format!("+{start}:{start}"));
         }
         let mut resume = None;
@@ -238,7 +240,7 @@ async fn release_pass(
             };
             if let Ok(commit) = &carried {
                 let generation = pg.generation(&shared.run, &record.id).await?;
-                let at = crate::refs::attempt_ref(&shared.run, &record.id, generation);
+                let at = plait_core::refs::attempt_ref(&shared.run, &record.id, generation);
                 refs.push(format!("+{commit}:{at}"));
             }
             let note = carried.as_ref().map(|_| ()).map_err(String::as_str);
@@ -339,8 +341,8 @@ async fn take_in(
         .map(|(_, row)| {
             format!(
                 "+{}:{}",
-                crate::refs::attempt_ref(&shared.run, &row.id, row.generation),
-                crate::refs::branch_ref(&crate::refs::task_branch(&shared.run, &row.id))
+                plait_core::refs::attempt_ref(&shared.run, &row.id, row.generation),
+                plait_core::refs::branch_ref(&plait_core::refs::task_branch(&shared.run, &row.id))
             )
         })
         .collect();
@@ -357,13 +359,15 @@ async fn take_in(
         .await
         .map_err(RunError::panicked("fetching the task branches"))??;
     }
-    let repo = crate::git::open(&shared.repo)?;
+    let repo = plait_core::git::open(&shared.repo)?;
     for (index, row) in ended {
         let record = row.record.clone();
         let problem = match &row.tip {
             Some(tip) => {
-                let branch =
-                    crate::refs::branch_ref(&crate::refs::task_branch(&shared.run, &row.id));
+                let branch = plait_core::refs::branch_ref(&plait_core::refs::task_branch(
+                    &shared.run,
+                    &row.id,
+                ));
                 let at = repo.refname_to_id(&branch).ok();
                 (at != Oid::from_str(tip).ok()).then(|| {
                     format!("the remote's branch is not at the commit its worker recorded ({tip})")
@@ -399,7 +403,7 @@ async fn publish(shared: &Shared, remote: &str) {
         remote::push(
             &repo,
             &remote,
-            &[crate::refs::run_branches(&run)],
+            &[plait_core::refs::run_branches(&run)],
             &format!("the branches of run {run}"),
         )
     })

@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use super::merging::merged_checks;
 use super::{RunError, Shared, Update};
-use crate::state::RunState;
 use crate::{groups, merge};
+use plait_core::state::RunState;
 
 /// When the merged checks failed (and `[checks] bisect` is on): the culprit search; with
 /// `[checks] rework = N`, up to N rounds in which the culprits go back to their workers
@@ -15,12 +15,12 @@ use crate::{groups, merge};
 pub(super) async fn search_culprits(
     shared: &Arc<Shared>,
     mut merge: merge::MergeOutcome,
-    mut checks: Vec<crate::state::CheckResult>,
+    mut checks: Vec<plait_core::state::CheckResult>,
 ) -> Result<
     (
         merge::MergeOutcome,
-        Vec<crate::state::CheckResult>,
-        Option<crate::state::Culprits>,
+        Vec<plait_core::state::CheckResult>,
+        Option<plait_core::state::Culprits>,
     ),
     RunError,
 > {
@@ -46,13 +46,14 @@ pub(super) async fn search_culprits(
                 .filter(|c| !c.passed && c.at_base)
                 .map(|c| c.command.clone())
                 .collect();
-            let said =
-                (!reworked.is_empty() || !base_fails.is_empty()).then(|| crate::state::Culprits {
+            let said = (!reworked.is_empty() || !base_fails.is_empty()).then(|| {
+                plait_core::state::Culprits {
                     runs,
                     reworked: reworked.clone(),
                     base_fails,
                     ..Default::default()
-                });
+                }
+            });
             return Ok((merge, checks, said));
         }
         let state = shared.snapshot();
@@ -93,7 +94,7 @@ pub(super) async fn search_culprits(
 pub(super) async fn send_back_culprits(
     shared: &Arc<Shared>,
     state: &RunState,
-    culprits: &crate::state::Culprits,
+    culprits: &plait_core::state::Culprits,
 ) -> Result<(), RunError> {
     let mut targets = Vec::new();
     for set in &culprits.sets {
@@ -112,8 +113,8 @@ pub(super) async fn send_back_culprits(
 /// its merged checks.
 pub(super) async fn rebuild(
     shared: &Arc<Shared>,
-    culprits: Option<crate::state::Culprits>,
-) -> Result<(merge::MergeOutcome, Vec<crate::state::CheckResult>), RunError> {
+    culprits: Option<plait_core::state::Culprits>,
+) -> Result<(merge::MergeOutcome, Vec<plait_core::state::CheckResult>), RunError> {
     let mut state = shared.snapshot();
     state.culprits = culprits;
     let repo = shared.repo.clone();

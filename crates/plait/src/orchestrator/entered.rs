@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use super::shared::Shared;
 use crate::plan::ResolvedTask;
-use crate::sandbox::Sandbox;
+use plait_sandbox::sandbox::Sandbox;
 
 /// The task running a view's requests, stopped with its worker, and the walls its
 /// commands run in (whose refusals are the agent's).
@@ -31,9 +31,9 @@ impl Drop for Forward {
 pub(super) fn forward(
     shared: &Arc<Shared>,
     task: &ResolvedTask,
-    view: &crate::sandbox::OverlayView,
+    view: &plait_sandbox::sandbox::OverlayView,
     sandbox: Sandbox,
-    settings: &crate::sandbox::SandboxSettings,
+    settings: &plait_sandbox::sandbox::SandboxSettings,
     own: Vec<PathBuf>,
 ) -> (Sandbox, Option<Forward>) {
     let Ok(channel) = plait_sandbox::forward::Channel::new() else {
@@ -44,7 +44,7 @@ pub(super) fn forward(
     let walls = inside.clone();
     let served = plait_sandbox::forward::serve(channel.plait, move |request| {
         let (inside, cancel) = (inside.clone(), cancel.clone());
-        async move { crate::shell::run_request(request, &inside, timeout, &cancel).await }
+        async move { plait_sandbox::shell::run_request(request, &inside, timeout, &cancel).await }
     });
     match served {
         Ok(handle) => (

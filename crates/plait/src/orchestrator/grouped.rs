@@ -6,12 +6,12 @@ use std::fmt::Write as _;
 use std::sync::Arc;
 
 use super::{RunError, Shared};
-use crate::git;
 use crate::groups;
 use crate::prompts;
 use crate::report::diff::{diff_text, DiffStyle};
 use crate::review::reviewer::{self, ReviewInput};
-use crate::state::{RunState, Verdict};
+use plait_core::git;
+use plait_core::state::{RunState, Verdict};
 
 /// Runs the supervisors' reviews of the groups that have a merge with changes and no review
 /// yet, all at once; their reviews go into `state`.

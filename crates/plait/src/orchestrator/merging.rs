@@ -5,11 +5,11 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use super::{grouped, RunError, Shared};
-use crate::cancel::Cancel;
 use crate::plan::CheckSettings;
 use crate::review::checks::{checks_at, CheckPool};
-use crate::state::{RunDir, RunState};
 use crate::{groups, merge};
+use plait_core::cancel::Cancel;
+use plait_core::state::{RunDir, RunState};
 
 pub(super) async fn merge_run(shared: Arc<Shared>) -> Result<merge::MergeOutcome, RunError> {
     let mut state = shared.snapshot();
@@ -103,7 +103,7 @@ pub async fn remerge(
 pub(super) async fn run_merged_checks(
     shared: &Arc<Shared>,
     merge: &merge::MergeOutcome,
-) -> Vec<crate::state::CheckResult> {
+) -> Vec<plait_core::state::CheckResult> {
     let state = shared.snapshot();
     let run_dir = shared.store.run(&shared.run);
     merged_checks(
@@ -124,7 +124,7 @@ pub(super) async fn merged_checks(
     checks: &CheckSettings,
     run_dir: &RunDir,
     cancel: &Cancel,
-) -> Vec<crate::state::CheckResult> {
+) -> Vec<plait_core::state::CheckResult> {
     let Ok(commit) = git2::Oid::from_str(&merge.commit) else {
         return Vec::new();
     };

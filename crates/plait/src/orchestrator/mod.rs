@@ -49,12 +49,12 @@ pub use merging::remerge;
 use merging::{merge_run, run_merged_checks};
 use shared::{mirror, open_store, write_states, Shared};
 
-use crate::cancel::Cancel;
-use crate::git::{self, RepoError};
 use crate::groups;
 use crate::merge::MergeError;
 use crate::plan::ResolvedPlan;
-use crate::state::{
+use plait_core::cancel::Cancel;
+use plait_core::git::{self, RepoError};
+use plait_core::state::{
     self, now_ms, RunLock, RunPhase, RunState, StateError, Store, TaskRecord, TaskState,
 };
 
@@ -74,10 +74,10 @@ pub enum RunError {
     Refused(String),
     /// The run's PostgreSQL store.
     #[error(transparent)]
-    Store(#[from] crate::pg::PgError),
+    Store(#[from] plait_store::pg::PgError),
     /// The git remote of a run over many machines.
     #[error(transparent)]
-    Remote(#[from] crate::remote::RemoteError),
+    Remote(#[from] plait_store::remote::RemoteError),
     #[error("git: {0}")]
     Git(#[from] git2::Error),
     #[error("{path}: {source}")]
@@ -155,7 +155,7 @@ pub struct Event {
     /// One line of detail: the failure reason, or what was collected.
     pub detail: Option<String>,
     /// The task's model usage so far.
-    pub usage: Option<crate::state::Usage>,
+    pub usage: Option<plait_core::state::Usage>,
 }
 
 /// A step of a supervisor group, for progress displays: `merged`, `reviewed`, `sent_back`,
@@ -337,7 +337,7 @@ pub fn prepare_resume(settings: RunSettings, run: &str) -> Result<Prepared, RunE
     // Agents of a plait process killed outright are still running; they must not write
     // into the worktrees the resumed run works in.
     let worktrees: Vec<PathBuf> = state.tasks.iter().map(|t| t.worktree.clone()).collect();
-    let stopped = crate::shell::stop_leftovers(run, &worktrees);
+    let stopped = plait_sandbox::shell::stop_leftovers(run, &worktrees);
     if stopped > 0 {
         tracing::info!("stopped {stopped} process group(s) left running by run {run}");
     }
@@ -420,11 +420,13 @@ pub fn prepare_send_back(
     let feedback = crate::prompts::feedback::person(comment);
     let round = state.tasks[index].rounds + 1;
     state.tasks[index].decision = None;
-    state.tasks[index].sent_back.push(crate::state::SentBack {
-        comment: comment.trim().to_string(),
-        at: now_ms(),
-        round,
-    });
+    state.tasks[index]
+        .sent_back
+        .push(plait_core::state::SentBack {
+            comment: comment.trim().to_string(),
+            at: now_ms(),
+            round,
+        });
     going_again(
         settings,
         store,

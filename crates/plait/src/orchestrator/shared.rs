@@ -14,13 +14,13 @@ use tokio::sync::{mpsc, Notify};
 
 use super::dispatch::{Dispatch, Local};
 use super::{Event, GroupEvent, RunError, RunSettings, Update};
-use crate::cancel::Cancel;
 use crate::environment::{EnvRequest, Environment};
-use crate::git::TreeFile;
 use crate::plan::layout::Layout;
 use crate::plan::{ResolvedPlan, ResolvedTask};
 use crate::review::checks::CheckPool;
-use crate::state::{RunState, Store, TaskRecord};
+use plait_core::cancel::Cancel;
+use plait_core::git::TreeFile;
+use plait_core::state::{RunState, Store, TaskRecord};
 
 /// State shared by the tasks of a run.
 pub(super) struct Shared {
@@ -39,13 +39,13 @@ pub(super) struct Shared {
     /// Full checkouts for checks.
     pub(super) checks: CheckPool,
     /// One limiter per model provider and key.
-    pub(super) limiters: crate::llm::limiter::Limiters,
+    pub(super) limiters: plait_llm::limiter::Limiters,
     pub(super) budget: Arc<crate::agent::Budget>,
     /// Tasks at once (`-j`).
     pub(super) jobs: usize,
     pub(super) plait_program: PathBuf,
     /// The PostgreSQL store the run's record is written to as well, if any.
-    pub(super) pg: Option<Arc<crate::pg::PgStore>>,
+    pub(super) pg: Option<Arc<plait_store::pg::PgStore>>,
     /// Where the run's tasks run and are sent back to: here, unless [`Shared::dispatching`]
     /// says otherwise.
     pub(super) dispatch: Box<dyn Dispatch>,
@@ -102,9 +102,9 @@ pub(super) struct Start {
 impl Start {
     /// Every entry of `commit`'s tree, sorted by path (blocking).
     fn list(repo: &Path, commit: Oid) -> Result<Vec<TreeFile>, RunError> {
-        let repo = crate::git::open(repo)?;
+        let repo = plait_core::git::open(repo)?;
         let tree = repo.find_commit(commit)?.tree()?;
-        Ok(crate::git::flatten_tree(&tree)?)
+        Ok(plait_core::git::flatten_tree(&tree)?)
     }
 
     /// Task `task`'s start at `commit` whose files are `files`, its layout found as the
@@ -139,13 +139,13 @@ impl Shared {
         state: RunState,
         events: Option<mpsc::UnboundedSender<Update>>,
         cancel: Cancel,
-        pg: Option<Arc<crate::pg::PgStore>>,
-        limiters: crate::llm::limiter::Limiters,
+        pg: Option<Arc<plait_store::pg::PgStore>>,
+        limiters: plait_llm::limiter::Limiters,
     ) -> Result<Shared, RunError> {
         let checks_dir = store.run(&state.id).checks();
         let seed_dir = store.seed_dir();
         // Its tasks run plait itself (`$PLAIT_RUN_IN`, Claude Code's guard).
-        crate::sandbox::readable_program(&settings.plait_program);
+        plait_sandbox::sandbox::readable_program(&settings.plait_program);
         let event_log = fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -161,7 +161,7 @@ impl Shared {
             repo: settings.repo.clone(),
             plan: settings.plan.clone(),
             cancel,
-            client: crate::llm::client()?,
+            client: plait_llm::client()?,
             checks: CheckPool::seeded(
                 checks_dir,
                 settings.repo.clone(),
@@ -209,7 +209,7 @@ impl Shared {
                 .set(Err("nothing in the plan runs over it".into()));
             return Ok(());
         }
-        let made = match crate::sandbox::view_support() {
+        let made = match plait_sandbox::sandbox::view_support() {
             Err(why) => Err(why.clone()),
             Ok(()) => {
                 let (run_dir, worktree_root) = {
@@ -250,8 +250,8 @@ impl Shared {
                     Err(e) => {
                         {
                             let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
-                            state.phase = crate::state::RunPhase::Interrupted;
-                            state.environment = Some(crate::state::EnvironmentRecord {
+                            state.phase = plait_core::state::RunPhase::Interrupted;
+                            state.environment = Some(plait_core::state::EnvironmentRecord {
                                 layer: format!("not made: {e}"),
                                 ..Default::default()
                             });
@@ -266,7 +266,7 @@ impl Shared {
                 let described = env.describe();
                 {
                     let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
-                    state.environment = Some(crate::state::EnvironmentRecord {
+                    state.environment = Some(plait_core::state::EnvironmentRecord {
                         layer: described,
                         setup: outcome.ran.iter().map(|(c, _)| c.clone()).collect(),
                         made: outcome.made,
@@ -280,7 +280,7 @@ impl Shared {
         };
         if let Err(why) = &made {
             let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
-            state.environment = Some(crate::state::EnvironmentRecord {
+            state.environment = Some(plait_core::state::EnvironmentRecord {
                 layer: format!("none: copies ({why})"),
                 ..Default::default()
             });
@@ -341,7 +341,10 @@ impl Shared {
                 if start.commit == self.plan.base {
                     "the base".to_string()
                 } else {
-                    format!("its start {}", crate::git::short(&start.commit.to_string()))
+                    format!(
+                        "its start {}",
+                        plait_core::git::short(&start.commit.to_string())
+                    )
                 }
             )),
         }
@@ -422,7 +425,7 @@ impl Shared {
     pub(super) async fn gateway_lease(
         self: &Arc<Self>,
         index: usize,
-        provider: &Arc<crate::llm::provider::ProviderSettings>,
+        provider: &Arc<plait_llm::provider::ProviderSettings>,
         transcript: PathBuf,
     ) -> Result<plait_gateway::Lease, String> {
         let meter = Arc::new(TaskMeter {
@@ -438,7 +441,7 @@ impl Shared {
     async fn open_route(
         &self,
         who: String,
-        provider: &Arc<crate::llm::provider::ProviderSettings>,
+        provider: &Arc<plait_llm::provider::ProviderSettings>,
         transcript: PathBuf,
         meter: Arc<dyn plait_gateway::Meter>,
     ) -> Result<plait_gateway::Lease, String> {
@@ -458,7 +461,7 @@ impl Shared {
     pub(super) async fn role_gateway(
         &self,
         who: &str,
-        provider: &Arc<crate::llm::provider::ProviderSettings>,
+        provider: &Arc<plait_llm::provider::ProviderSettings>,
         transcript: PathBuf,
     ) -> Result<crate::agent::RoleGateway, String> {
         let tally = Arc::new(crate::agent::Tally::new(self.budget.clone()));
@@ -549,15 +552,15 @@ pub(super) async fn open_store(
     config: &tokio_postgres::Config,
     settings: &RunSettings,
     state: &RunState,
-) -> Result<crate::pg::PgStore, RunError> {
-    let pg = crate::pg::PgStore::connect(config, std::time::Duration::from_secs(10)).await?;
+) -> Result<plait_store::pg::PgStore, RunError> {
+    let pg = plait_store::pg::PgStore::connect(config, std::time::Duration::from_secs(10)).await?;
     if pg.has_run(&state.id).await? {
         return Ok(pg);
     }
     pg.create_run(&settings.repo.display().to_string(), state)
         .await?;
     if let Some(remote) = &settings.remote {
-        let queue = crate::pg::Queue {
+        let queue = plait_store::pg::Queue {
             plan: settings.plan_text.clone(),
             plan_path: settings.plan_path.display().to_string(),
             base: state.base.clone(),
@@ -614,7 +617,7 @@ impl plait_gateway::Meter for TaskMeter {
         self.shared.upgrade()?.budget.exhausted()
     }
 
-    fn answered(&self, usage: &crate::state::Usage) {
+    fn answered(&self, usage: &plait_core::state::Usage) {
         let Some(shared) = self.shared.upgrade() else {
             return;
         };

@@ -14,21 +14,21 @@ use super::shared::Start;
 use super::Shared;
 use crate::agent::{self, Agent, AgentOutcome, AgentReport, TaskContext};
 use crate::collect::{self, CollectSettings};
-use crate::git;
-use crate::git::tree_changes;
 use crate::plan::{AgentConfig, ResolvedTask, Reviewer};
 use crate::prompts;
 use crate::report::diff::{diff_text, DiffStyle};
 use crate::review::checks::{CheckJob, Lineage};
 use crate::review::reviewer::{self, ReviewInput};
-use crate::sandbox::{Confinement, Sandbox};
-use crate::state::TaskDir;
-use crate::state::{
+use crate::workspace::view::{self, TaskView, ViewKind};
+use crate::workspace::{self, WorktreeSpec};
+use plait_core::git;
+use plait_core::git::tree_changes;
+use plait_core::state::TaskDir;
+use plait_core::state::{
     now_ms, ChangeKind, CheckResult, FileChange, Review, SandboxRecord, TaskRecord, TaskState,
     Usage, Verdict,
 };
-use crate::workspace::view::{self, TaskView, ViewKind};
-use crate::workspace::{self, WorktreeSpec};
+use plait_sandbox::sandbox::{Confinement, Sandbox};
 
 /// Why a step of a task's pipeline failed; its text is the task's failure in the record.
 #[derive(Debug, thiserror::Error)]
@@ -172,7 +172,7 @@ pub(super) async fn restart(shared: &Arc<Shared>, stale: super::waves::Stale) {
             if let Ok(repo) = git::open(&shared.repo) {
                 let name = workspace::admin_name(&shared.run, &record.id);
                 let _ = workspace::remove(&repo, &name, &record.worktree);
-                let refname = crate::refs::branch_ref(&record.branch);
+                let refname = plait_core::refs::branch_ref(&record.branch);
                 if let Ok(mut branch) = repo.find_reference(&refname) {
                     let _ = branch.delete();
                 }
@@ -300,7 +300,7 @@ fn restore(
                 .map_err(io_at(&path))?;
         }
     }
-    let refname = crate::refs::branch_ref(&record.branch);
+    let refname = plait_core::refs::branch_ref(&record.branch);
     repo.reference(&refname, commit, true, "plait: take the task over")?;
     Ok(changes)
 }
@@ -312,7 +312,7 @@ pub(super) fn reset(shared: &Shared, index: usize) {
     if let Ok(repo) = git::open(&shared.repo) {
         let name = workspace::admin_name(&shared.run, &record.id);
         let _ = workspace::remove(&repo, &name, &record.worktree);
-        if let Ok(mut branch) = repo.find_reference(&crate::refs::branch_ref(&record.branch)) {
+        if let Ok(mut branch) = repo.find_reference(&plait_core::refs::branch_ref(&record.branch)) {
             let _ = branch.delete();
         }
     }
@@ -921,8 +921,12 @@ fn task_view(shared: &Shared, record: &TaskRecord, task: &ResolvedTask, start: &
         (AgentConfig::Exec(_), _) if shared.environment().is_none() => Err("an exec agent, \
             which enters it through `$PLAIT_RUN_IN`"
             .to_string()),
-        (_, crate::sandbox::ViewMode::Auto) => crate::sandbox::view_support().clone(),
-        (_, crate::sandbox::ViewMode::Filled) => Err("[sandbox] view = \"filled\"".to_string()),
+        (_, plait_sandbox::sandbox::ViewMode::Auto) => {
+            plait_sandbox::sandbox::view_support().clone()
+        }
+        (_, plait_sandbox::sandbox::ViewMode::Filled) => {
+            Err("[sandbox] view = \"filled\"".to_string())
+        }
     };
     let kind = match (support, shared.environment()) {
         (Ok(()), Some(env)) => {
@@ -942,7 +946,7 @@ fn task_view(shared: &Shared, record: &TaskRecord, task: &ResolvedTask, start: &
         (Ok(()), None) => {
             let work = view::work_dir(&record.worktree);
             let _ = std::fs::create_dir_all(&work);
-            ViewKind::Overlay(crate::sandbox::OverlayView::of_worktree(
+            ViewKind::Overlay(plait_sandbox::sandbox::OverlayView::of_worktree(
                 record.worktree.clone(),
                 vec![shared.store.views_dir().join(start.commit.to_string())],
                 record.worktree.clone(),
@@ -1042,7 +1046,7 @@ fn collect_worktree(
     let repo = git::open(&shared.repo)?;
     let task = &shared.plan.tasks[index];
     check_git_link(&repo, &shared.run, &task.id, record)?;
-    let refname = crate::refs::branch_ref(&record.branch);
+    let refname = plait_core::refs::branch_ref(&record.branch);
     undo_agent_commits(&repo, &refname, expected)?;
     // A worktree filled in as the task's view holds every file of the base: one it does
     // not own that is gone is a deletion. (`unlayered`: the view is not an overlay, whose
@@ -1060,7 +1064,7 @@ fn collect_worktree(
         violations_diff: Some(&violations),
     };
     let outcome = collect::collect(&repo, &settings)?;
-    let tip = repo.refname_to_id(&crate::refs::branch_ref(&record.branch))?;
+    let tip = repo.refname_to_id(&plait_core::refs::branch_ref(&record.branch))?;
     let changes = branch_changes(&repo, start_of(shared, index)?, tip)?;
     Ok(Collected {
         tip,
@@ -1153,10 +1157,10 @@ fn discard_partial(shared: &Shared, record: &TaskRecord) {
     let name = workspace::admin_name(&shared.run, &record.id);
     let _ = workspace::remove(&repo, &name, &record.worktree);
     let at_base = repo
-        .refname_to_id(&crate::refs::branch_ref(&record.branch))
+        .refname_to_id(&plait_core::refs::branch_ref(&record.branch))
         .is_ok_and(|tip| tip.to_string() == record.start_or(&shared.plan.base.to_string()));
     if at_base {
-        if let Ok(mut branch) = repo.find_reference(&crate::refs::branch_ref(&record.branch)) {
+        if let Ok(mut branch) = repo.find_reference(&plait_core::refs::branch_ref(&record.branch)) {
             let _ = branch.delete();
         }
     }

@@ -9,9 +9,9 @@ use std::sync::Arc;
 use git2::Oid;
 
 use super::Shared;
-use crate::git;
 use crate::merge::{self, BranchInput, MergeSettings};
-use crate::state::{now_ms, TaskRecord, TaskState, Verdict};
+use plait_core::git;
+use plait_core::state::{now_ms, TaskRecord, TaskState, Verdict};
 
 /// Waits until task `index` may start; false when it is not to run (blocked, ended, or the
 /// run was interrupted). A task without `after` may start at once; one that started
@@ -204,7 +204,8 @@ fn make_start(shared: &Shared, index: usize) -> Result<(), Unmade> {
             .get_or_init(|| merge_start(shared, &task.id, &inputs))
             .clone()?;
         let repo = git::open(&shared.repo)?;
-        let branch = crate::refs::branch_ref(&crate::refs::start_branch(&shared.run, &task.id));
+        let branch =
+            plait_core::refs::branch_ref(&plait_core::refs::start_branch(&shared.run, &task.id));
         repo.reference(&branch, commit, true, "plait: the start of a task")?;
     }
     shared.forget_start(index);
@@ -230,7 +231,7 @@ fn merge_start(shared: &Shared, first: &str, inputs: &[BranchInput]) -> Result<O
     let names: Vec<&str> = inputs.iter().map(|i| i.task.as_str()).collect();
     let settings = MergeSettings {
         workdir: &workdir,
-        branch: &crate::refs::start_branch(&shared.run, first),
+        branch: &plait_core::refs::start_branch(&shared.run, first),
         base: shared.plan.base,
         branches: inputs,
         message: format!(

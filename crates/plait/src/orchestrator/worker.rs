@@ -5,7 +5,7 @@
 //!
 //! What it pushes, and when: a round's commit, when the task goes on past it (to review or
 //! another round, as the pipeline tells through `Shared::on_commit`; progress events only
-//! pass to the caller), to the claim's own ref ([`crate::refs::attempt_ref`]) with the
+//! pass to the caller), to the claim's own ref ([`plait_core::refs::attempt_ref`]) with the
 //! store told (the checkpoint a worker taking the task over goes on from); at the end, the
 //! tip to that ref, then the outcome recorded in the store fenced by the claim's
 //! generation. A claim whose lease was taken over records nothing. The task branch
@@ -24,11 +24,11 @@ use tokio::sync::{mpsc, Semaphore};
 use tokio::task::JoinSet;
 
 use super::{lay_down, task, RunError, RunSettings, Shared, Update};
-use crate::cancel::Cancel;
-use crate::pg::{Checkpoint, Claim, PgListener, PgStore};
 use crate::plan::{self, ResolvedPlan};
-use crate::remote;
-use crate::state::Store;
+use plait_core::cancel::Cancel;
+use plait_core::state::Store;
+use plait_store::pg::{Checkpoint, Claim, PgListener, PgStore};
+use plait_store::remote;
 
 /// How long a claim lasts unless renewed (it is renewed at a third of that).
 pub const LEASE: Duration = Duration::from_secs(30);
@@ -101,8 +101,8 @@ pub async fn serve(
     let pg = Arc::new(PgStore::connect(&settings.store, Duration::from_secs(10)).await?);
     let mut listener = PgListener::connect(&settings.store, Duration::from_secs(10)).await?;
     // Every run's model requests share the limits of their keys with the other machines.
-    let exchange: Arc<dyn crate::llm::limiter::Exchange> =
-        Arc::new(crate::pg::PgExchange::new(pg.clone()));
+    let exchange: Arc<dyn plait_llm::limiter::Exchange> =
+        Arc::new(plait_store::pg::PgExchange::new(pg.clone()));
     let settings = Arc::new(settings);
     let runs: Arc<Runs> = Default::default();
     let counts = Arc::new(Counts::default());
@@ -216,7 +216,7 @@ async fn run_of(
     run: &str,
     events: Option<mpsc::UnboundedSender<Update>>,
     cancel: Cancel,
-    exchange: Arc<dyn crate::llm::limiter::Exchange>,
+    exchange: Arc<dyn plait_llm::limiter::Exchange>,
 ) -> Result<Arc<RunCtx>, RunError> {
     let mut runs = runs.lock().await;
     if let Some(ctx) = runs.get(run) {
@@ -243,7 +243,7 @@ async fn open_run(
     run: &str,
     events: Option<mpsc::UnboundedSender<Update>>,
     cancel: Cancel,
-    exchange: Arc<dyn crate::llm::limiter::Exchange>,
+    exchange: Arc<dyn plait_llm::limiter::Exchange>,
 ) -> Result<Arc<RunCtx>, RunError> {
     let queue = pg
         .queue(run)
@@ -264,7 +264,7 @@ async fn open_run(
         events,
         cancel,
         None,
-        crate::llm::limiter::Limiters::shared(exchange),
+        plait_llm::limiter::Limiters::shared(exchange),
     )?
     .on_commit(Box::new(move |index| {
         let _ = commits.send(index);
@@ -283,20 +283,23 @@ async fn open_run(
 fn set_up(
     settings: &WorkerSettings,
     run: &str,
-    queue: &crate::pg::Queue,
+    queue: &plait_store::pg::Queue,
     remote: &str,
-) -> Result<(RunSettings, crate::state::RunState, Store), RunError> {
+) -> Result<(RunSettings, plait_core::state::RunState, Store), RunError> {
     let problem = |e: Box<dyn std::error::Error + Send + Sync>| RunError::TakeRun {
         run: run.to_string(),
         source: e,
     };
     let clone = remote::clone_for(&settings.dir, remote).map_err(|e| problem(e.into()))?;
-    let base_ref = crate::refs::base_ref(&queue.base);
+    let base_ref = plait_core::refs::base_ref(&queue.base);
     remote::fetch(
         &clone,
         remote,
         &[format!("+{base_ref}:{base_ref}")],
-        &format!("the run's base commit {}", crate::git::short(&queue.base)),
+        &format!(
+            "the run's base commit {}",
+            plait_core::git::short(&queue.base)
+        ),
     )
     .map_err(|e| problem(e.into()))?;
     // A new clone has no commit checked out; plait opens only repositories that have one.
@@ -306,7 +309,7 @@ fn set_up(
         raw.set_head_detached(base).map_err(|e| problem(e.into()))?;
     }
     drop(raw);
-    let repo = crate::git::open(&clone)?;
+    let repo = plait_core::git::open(&clone)?;
     let plan_path = PathBuf::from(&queue.plan_path);
     let plan = match &settings.known {
         Some((known, plan)) if known == run => plan.clone(),
@@ -341,11 +344,11 @@ fn set_up(
         store: None,
         remote: None,
     };
-    let store = Store::new(crate::git::plait_dir(&repo));
+    let store = Store::new(plait_core::git::plait_dir(&repo));
     let state = lay_down(&store, run, &run_settings)?;
     // Agents a killed worker left running must not write into the worktrees again.
     let worktrees: Vec<PathBuf> = state.tasks.iter().map(|t| t.worktree.clone()).collect();
-    crate::shell::stop_leftovers(run, &worktrees);
+    plait_sandbox::shell::stop_leftovers(run, &worktrees);
     Ok((run_settings, state, store))
 }
 
@@ -420,7 +423,8 @@ async fn take_start(ctx: &RunCtx, claim: &Claim, index: usize) -> Result<(), Str
         return Ok(());
     };
     let shared = &ctx.shared;
-    let branch = crate::refs::branch_ref(&crate::refs::start_branch(&claim.run, &claim.task));
+    let branch =
+        plait_core::refs::branch_ref(&plait_core::refs::start_branch(&claim.run, &claim.task));
     let (repo, remote) = (shared.repo.clone(), ctx.remote.clone());
     let wanted = start.clone();
     tokio::task::spawn_blocking(move || {
@@ -431,7 +435,7 @@ async fn take_start(ctx: &RunCtx, claim: &Claim, index: usize) -> Result<(), Str
             "the task's start",
         )
         .map_err(|e| e.to_string())?;
-        let repo = crate::git::open(&repo).map_err(|e| e.to_string())?;
+        let repo = plait_core::git::open(&repo).map_err(|e| e.to_string())?;
         Oid::from_str(&wanted)
             .and_then(|c| repo.find_commit(c))
             .map(drop)
@@ -492,7 +496,7 @@ async fn fetch_checkpoint(
     checkpoint: Checkpoint,
 ) -> Result<(), String> {
     let Checkpoint { generation, commit } = checkpoint;
-    let refname = crate::refs::attempt_ref(&claim.run, &claim.task, generation);
+    let refname = plait_core::refs::attempt_ref(&claim.run, &claim.task, generation);
     let (repo, remote) = (ctx.shared.repo.clone(), ctx.remote.clone());
     tokio::task::spawn_blocking(move || {
         remote::fetch(
@@ -502,7 +506,7 @@ async fn fetch_checkpoint(
             "the task's work so far",
         )
         .map_err(|e| e.to_string())?;
-        let repo = crate::git::open(&repo).map_err(|e| e.to_string())?;
+        let repo = plait_core::git::open(&repo).map_err(|e| e.to_string())?;
         repo.find_commit(commit)
             .map(drop)
             .map_err(|_| format!("commit {commit} is not on the remote"))
@@ -539,7 +543,7 @@ async fn push_attempt(
     commit: &str,
     last: bool,
 ) -> Result<bool, String> {
-    let refname = crate::refs::attempt_ref(&claim.run, &claim.task, claim.generation);
+    let refname = plait_core::refs::attempt_ref(&claim.run, &claim.task, claim.generation);
     let (tx, mut rx) = tokio::sync::oneshot::channel();
     {
         let mut waiting = ctx.pusher.waiting.lock().unwrap_or_else(|e| e.into_inner());

@@ -425,11 +425,11 @@ mod tests {
     use serde::de::DeserializeOwned;
 
     use super::*;
-    use crate::llm::provider::{Limits, Prices, ProviderFile};
     use crate::plan::{
         tools::ToolsFile, AgentSpec, AgentsFile, ChecksFile, Defaults, GroupsFile, PlanFile,
         ReviewFile, SandboxFile, SetupFile, TaskFile, ToolFile,
     };
+    use plait_llm::provider::{Limits, Prices, ProviderFile};
 
     /// The keys serde accepts for `T`, in its order, from its refusal of an unknown one.
     fn accepted<T: DeserializeOwned>(wrap: &str) -> Vec<String> {

@@ -15,7 +15,7 @@ use std::collections::BTreeSet;
 use std::fmt::Write as _;
 
 use super::globs::{within, Globs, Reach};
-use crate::git::TreeFile;
+use plait_core::git::TreeFile;
 
 /// How a directory stands in a cone.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -330,7 +330,7 @@ mod tests {
             .iter()
             .map(|p| TreeFile {
                 path: p.to_string(),
-                mode: crate::git::mode::FILE,
+                mode: plait_core::git::mode::FILE,
                 oid: git2::Oid::ZERO_SHA1,
             })
             .collect();

@@ -14,15 +14,15 @@ use super::globs::Globs;
 use super::{
     resolve_with_env, AgentSpec, Defaults, PlanError, PlanFile, ResolvedPlan, SetupFile, TaskFile,
 };
-use crate::cancel::Cancel;
-use crate::git::TreeFile;
-use crate::llm::conversation::{Block, Message, Role, ToolSpec};
-use crate::llm::http::{self, Transcript};
-use crate::llm::limiter::Limiter;
-use crate::llm::provider::ProviderSettings;
-use crate::llm::{account, forced_tool_body};
 use crate::prompts;
-use crate::state::Usage;
+use plait_core::cancel::Cancel;
+use plait_core::git::TreeFile;
+use plait_core::state::Usage;
+use plait_llm::conversation::{Block, Message, Role, ToolSpec};
+use plait_llm::http::{self, Transcript};
+use plait_llm::limiter::Limiter;
+use plait_llm::provider::ProviderSettings;
+use plait_llm::{account, forced_tool_body};
 
 /// The tool the manager must answer with.
 pub const SUBMIT_PLAN: &str = "submit_plan";
@@ -195,14 +195,14 @@ impl Manager<'_> {
             .map(Path::to_path_buf)
             .unwrap_or_else(|| dir.to_path_buf());
         // Its reads stay in the repository (the guard); it writes only its own files.
-        let walls = crate::sandbox::SandboxSettings {
-            network: crate::sandbox::Network::On,
+        let walls = plait_sandbox::sandbox::SandboxSettings {
+            network: plait_sandbox::sandbox::Network::On,
             // It reads the user's checkout to plan, before any task exists.
             read_all: true,
-            ..crate::sandbox::SandboxSettings::default()
+            ..plait_sandbox::sandbox::SandboxSettings::default()
         };
-        let sandbox = crate::sandbox::Sandbox::new(&walls, vec![dir.to_path_buf()]);
-        let stamp = crate::state::now_ms();
+        let sandbox = plait_sandbox::sandbox::Sandbox::new(&walls, vec![dir.to_path_buf()]);
+        let stamp = plait_core::state::now_ms();
         let mut usage = Usage {
             cost_usd: Some(0.0),
             ..Usage::default()

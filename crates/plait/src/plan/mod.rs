@@ -24,10 +24,10 @@ use std::time::Duration;
 use serde::de::{self, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use crate::llm::provider::ProviderFile;
-use crate::sandbox::SandboxMode;
 pub use after::waits_for;
 pub use exec::ExecCommand;
+use plait_llm::provider::ProviderFile;
+use plait_sandbox::sandbox::SandboxMode;
 pub use resolved::{
     AgentConfig, CheckSettings, CliSettings, GroupSettings, ResolvedPlan, ResolvedTask,
     ReviewSettings, Reviewer, ToolSettings, DEFAULT_GROUP_THRESHOLD,
@@ -164,7 +164,7 @@ pub struct ChecksFile {
     /// What checks and command reviewers may reach over the network: `"off"` (the
     /// default: a loopback of their own, and `[sandbox] ports`) or `"on"`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub network: Option<crate::sandbox::Network>,
+    pub network: Option<plait_sandbox::sandbox::Network>,
     /// What a check that already fails on the base does to the gate: `"fail"` (the
     /// default: it keeps the run from landing, saying it fails on the base too) or
     /// `"ignore"`. Either way it sends no task back.
@@ -273,12 +273,12 @@ pub struct SandboxFile {
     /// How the task's whole-tree view is made: `"auto"` (an overlay where the system
     /// allows, the default) or `"filled"`; a task's overrides `[defaults]`'.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub view: Option<crate::sandbox::ViewMode>,
+    pub view: Option<plait_sandbox::sandbox::ViewMode>,
     /// What the task's agent may reach over the network: `"off"` (a loopback of its own,
     /// and `ports`; the default for exec and model agents) or `"on"` (the default for
     /// agent CLIs, which talk to their model); a task's overrides `[defaults]'`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub network: Option<crate::sandbox::Network>,
+    pub network: Option<plait_sandbox::sandbox::Network>,
     /// Ports on the machine's loopback that agents and checks may connect to with the
     /// network off (a database a test suite needs); a task's are added to `[defaults]'`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -12,9 +12,9 @@ use super::layout::{self, Layout};
 use super::setup::SetupSettings;
 use super::tools::RunCommands;
 use super::{Checkout, ExecCommand};
-use crate::git::TreeFile;
-use crate::llm::provider::ProviderSettings;
-use crate::sandbox::{Network, SandboxMode, SandboxSettings, Support};
+use plait_core::git::TreeFile;
+use plait_llm::provider::ProviderSettings;
+use plait_sandbox::sandbox::{Network, SandboxMode, SandboxSettings, Support};
 
 /// A plan checked against the repository, ready to run.
 #[derive(Debug, Clone)]
@@ -44,7 +44,7 @@ impl ResolvedPlan {
             .map(|t| &t.sandbox)
             .chain([&self.checks.sandbox])
             .any(|s| s.mode == SandboxMode::Auto);
-        match crate::sandbox::support() {
+        match plait_sandbox::sandbox::support() {
             Support::Missing(why) if auto => Some(format!(
                 "the sandbox is not available ({why}): agents and checks run unconfined, able to \
                  write anywhere you can; set [defaults] sandbox = {{ mode = \"off\" }} to choose \

@@ -13,8 +13,8 @@ use serde::{Deserialize, Serialize};
 
 use super::globs::{within, Globs};
 use super::{AgentConfig, ResolvedPlan, DEFAULT_TIMEOUT};
-use crate::git::TreeFile;
-use crate::sandbox::Network;
+use plait_core::git::TreeFile;
+use plait_sandbox::sandbox::Network;
 
 /// The `[setup]` table as written.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -141,7 +141,7 @@ pub(super) fn resolve_setup(
             );
         }
         for program in super::commands::named_programs(cmd) {
-            if !crate::shell::findable(program, path) {
+            if !plait_sandbox::shell::findable(program, path) {
                 problems.push(format!(
                     "[setup] run: `{cmd}` runs `{program}`, which is not on PATH (a typo, or install it first)"
                 ));
@@ -275,7 +275,10 @@ impl ResolvedPlan {
         if self.setup.is_empty() && self.runs_commands() {
             warnings.extend(missing_setup_hint(workdir, &self.setup));
         }
-        if let (false, Err(why)) = (self.setup.is_empty(), crate::sandbox::view_support()) {
+        if let (false, Err(why)) = (
+            self.setup.is_empty(),
+            plait_sandbox::sandbox::view_support(),
+        ) {
             warnings.push(format!(
                 "[setup] is made into a base layer that views and checks lie over, which needs \
                  user and mount namespaces; this system allows none ({why}), so this run's \

@@ -11,8 +11,8 @@ use globset::{GlobBuilder, GlobMatcher};
 
 use super::globs::escape;
 use super::{AgentSpec, Defaults, PlanError, PlanFile, TaskFile};
-use crate::git::TreeFile;
 use modules::Reach;
+use plait_core::git::TreeFile;
 
 /// How to cut the repository into tasks.
 #[derive(Debug, Clone, PartialEq, Eq)]

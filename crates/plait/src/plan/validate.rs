@@ -16,9 +16,9 @@ use super::{
     AgentSpec, Checkout, PlanError, PlanFile, SandboxFile, TaskFile, DEFAULT_MAX_TURNS,
     DEFAULT_TIMEOUT,
 };
-use crate::git::{flatten_tree, TreeFile};
-use crate::llm::provider::{resolve_provider, ProviderSettings};
-use crate::sandbox::{Network, SandboxMode, SandboxSettings, Support};
+use plait_core::git::{flatten_tree, TreeFile};
+use plait_llm::provider::{resolve_provider, ProviderSettings};
+use plait_sandbox::sandbox::{Network, SandboxMode, SandboxSettings, Support};
 
 use super::resolved::*;
 
@@ -168,7 +168,7 @@ fn withhold_keys(
 /// Every process of a task reads the repository's git directory (its checkouts' objects,
 /// refs and config), but not plait's store in it (other runs' logs and transcripts).
 fn read_git_dir(repo: &Repository, tasks: &mut [ResolvedTask], checks: &mut CheckSettings) {
-    let entries = crate::sandbox::readable_git_dir(repo.commondir());
+    let entries = plait_sandbox::sandbox::readable_git_dir(repo.commondir());
     for sandbox in tasks
         .iter_mut()
         .flat_map(|t| [&mut t.sandbox, &mut t.check_sandbox])
@@ -205,7 +205,7 @@ fn resolve_checks(
             problems.push("[checks]: a check command is empty".to_string());
         }
         for program in super::commands::named_programs(cmd) {
-            if !crate::shell::findable(program, path.as_deref()) {
+            if !plait_sandbox::shell::findable(program, path.as_deref()) {
                 problems.push(format!(
                     "[checks] {key}: `{cmd}` runs `{program}`, which is not on PATH (a typo, or install it first)"
                 ));
@@ -306,7 +306,7 @@ fn resolve_sandbox(
     let readable = paths("readable", |f| &f.readable);
     let sockets = paths("sockets", |f| &f.sockets);
     if mode == SandboxMode::Required {
-        if let Support::Missing(why) = crate::sandbox::support() {
+        if let Support::Missing(why) = plait_sandbox::sandbox::support() {
             push_once(
                 problems,
                 format!(
@@ -475,7 +475,7 @@ fn resolve_cli_role(
              (or the file {{answer}}) is its verdict, {{ \"verdict\": \"approve\" | \"request_changes\" | \"reject\", \"summary\": \"...\" }}"
         ));
     }
-    if !crate::shell::findable(program, env("PATH").as_deref()) {
+    if !plait_sandbox::shell::findable(program, env("PATH").as_deref()) {
         return Err(format!(
             "{place}: the program `{program}` is not on PATH; install it or give its full path"
         ));
@@ -773,7 +773,9 @@ fn resolve_cli_agent(
             problems.push(format!("task `{id}`: the `cli` list is empty"));
             None
         }
-        Some(program) if !crate::shell::findable(program, (inputs.env)("PATH").as_deref()) => {
+        Some(program)
+            if !plait_sandbox::shell::findable(program, (inputs.env)("PATH").as_deref()) =>
+        {
             problems.push(format!(
                 "task `{id}`: the agent program `{program}` is not on PATH; install it or give its full path"
             ));
@@ -825,7 +827,7 @@ fn provider_named(
     env: &dyn Fn(&str) -> Option<String>,
     providers: &mut HashMap<String, Result<Arc<ProviderSettings>, String>>,
 ) -> Option<Result<Arc<ProviderSettings>, String>> {
-    if !plan.providers.contains_key(name) && crate::llm::provider::builtin_kind(name).is_none() {
+    if !plan.providers.contains_key(name) && plait_llm::provider::builtin_kind(name).is_none() {
         return None;
     }
     let resolved = providers
@@ -882,7 +884,7 @@ fn resolve_tool(
     if program.trim().is_empty() {
         return Err(format!("[agents.{name}]: `bin` is empty"));
     }
-    if !crate::shell::findable(&program, env("PATH").as_deref()) {
+    if !plait_sandbox::shell::findable(&program, env("PATH").as_deref()) {
         return Err(format!(
             "agent `{name}` needs the program `{program}`, which is not on PATH: install it, or set `bin` under [agents.{name}] to its full path"
         ));
@@ -896,7 +898,7 @@ fn resolve_tool(
                 )
             })??;
             if name == "claude-code"
-                && resolved.kind != crate::llm::provider::ProviderKind::Anthropic
+                && resolved.kind != plait_llm::provider::ProviderKind::Anthropic
             {
                 return Err(format!(
                     "[agents.claude-code]: provider `{p}` is not of kind \"anthropic\"; Claude Code speaks only the Anthropic API"
@@ -916,8 +918,8 @@ fn resolve_tool(
         .any(|k| env(k).is_some_and(|v| !v.is_empty() && v != "0"));
     let gateway = match (&provider, name) {
         (Some(p), _) => Some(p.clone()),
-        (None, "claude-code") if !cloud => Some(Arc::new(crate::llm::provider::from_env(
-            crate::llm::provider::ProviderKind::Anthropic,
+        (None, "claude-code") if !cloud => Some(Arc::new(plait_llm::provider::from_env(
+            plait_llm::provider::ProviderKind::Anthropic,
             env,
         ))),
         (None, _) => None,

@@ -3,7 +3,7 @@
 //! stopped) and what to change. The worker's backend wraps it in its round's message
 //! (`prompts::worker::next_round`); an `exec` agent gets it as `PLAIT_FEEDBACK`.
 
-use crate::state::{CheckResult, CulpritSet, GroupRecord, Review, RunState, Verdict};
+use plait_core::state::{CheckResult, CulpritSet, GroupRecord, Review, RunState, Verdict};
 use std::fmt::Write as _;
 
 /// What a task whose run was interrupted is told when the run goes on.

@@ -3,7 +3,7 @@
 //! valid. Its first message, the repository's files and the contents it may read, is
 //! read from git by `plan::manager::overview`.
 
-use crate::llm::conversation::System;
+use plait_llm::conversation::System;
 
 /// The line of the system prompt that names the manager's request (the mock model server
 /// in the tests keys on it).

@@ -3,8 +3,8 @@
 //! review; then one message with the checks' results and the diff. A supervisor is a
 //! reviewer too: its task is its group, its prompt the group's brief (`supervisor`).
 
-use crate::llm::conversation::System;
-use crate::state::CheckResult;
+use plait_core::state::CheckResult;
+use plait_llm::conversation::System;
 use std::fmt::Write as _;
 
 /// Bytes of the diff a reviewer is shown; past it the diff is cut.

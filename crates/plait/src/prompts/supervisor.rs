@@ -2,7 +2,7 @@
 //! (`prompts::reviewer`) whose task is a group's merge: its prompt is the brief below, its
 //! diff the group's merge against the base.
 
-use crate::state::RunState;
+use plait_core::state::RunState;
 use std::fmt::Write as _;
 
 /// What a supervisor is told about its group: for each task, whether it was merged, how

@@ -3,7 +3,7 @@
 //! and whose second part is the task itself: its id, prompt and owned files; an agent CLI's
 //! rules on top of its own system prompt; and the message of each round.
 
-use crate::llm::conversation::System;
+use plait_llm::conversation::System;
 use std::fmt::Write as _;
 
 const MAX_LISTED: usize = 200;

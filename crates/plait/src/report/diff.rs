@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 use git2::{Oid, Repository, Tree};
 use similar::{ChangeTag, TextDiff};
 
-use crate::git::tree_changes;
+use plait_core::git::tree_changes;
 
 /// How to show a diff.
 #[derive(Debug, Clone, Copy, Default)]

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::state::{CheckResult, RunState, TaskDir, TaskRecord, TaskState};
+use plait_core::state::{CheckResult, RunState, TaskDir, TaskRecord, TaskState};
 
 /// How many of the log's last non-empty lines a failure shows.
 pub const TAIL_LINES: usize = 5;
@@ -68,7 +68,7 @@ pub fn failure(run: &str, task: &TaskRecord) -> Failure {
             let transcript = TaskDir::of_log(&task.log).transcript();
             if tail.is_empty() && transcript.is_file() {
                 let text =
-                    crate::report::logs::transcript_text(&crate::llm::readable::read(&transcript));
+                    crate::report::logs::transcript_text(&plait_llm::readable::read(&transcript));
                 let tail = last_lines(&text, TAIL_LINES);
                 (
                     "agent".to_string(),

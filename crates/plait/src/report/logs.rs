@@ -7,8 +7,8 @@ use std::fmt::Write as _;
 use std::io::{Read as _, Seek as _, SeekFrom};
 use std::path::{Path, PathBuf};
 
-use crate::llm::readable::Entry;
-use crate::state::TaskRecord;
+use plait_core::state::TaskRecord;
+use plait_llm::readable::Entry;
 
 /// One task check's log of one round.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -29,7 +29,7 @@ pub fn check_logs(task: &TaskRecord) -> Vec<CheckLog> {
         return Vec::new();
     };
     let mut logs = Vec::new();
-    for (round, round_dir) in numbered(dir, crate::state::TaskDir::CHECKS_PREFIX, "") {
+    for (round, round_dir) in numbered(dir, plait_core::state::TaskDir::CHECKS_PREFIX, "") {
         for (index, path) in numbered(&round_dir, "check-", ".log") {
             let head = std::fs::read_to_string(&path).unwrap_or_default();
             let first = head.lines().next().unwrap_or("");
@@ -176,7 +176,7 @@ pub fn read_from(path: &Path, offset: u64) -> (String, u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::state::CheckResult;
+    use plait_core::state::CheckResult;
 
     #[test]
     fn every_rounds_checks_say_how_they_ended_as_far_as_it_is_known() {
@@ -209,7 +209,7 @@ mod tests {
             refused: Vec::new(),
             at_base: false,
         };
-        task.state = crate::state::TaskState::Failed;
+        task.state = plait_core::state::TaskState::Failed;
         task.rounds = 1;
         task.checks = vec![result(last, true, Some(0)), result(failed, false, Some(1))];
         let headings: Vec<String> = checks_text(&task)

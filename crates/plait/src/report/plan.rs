@@ -6,7 +6,7 @@
 use std::fmt::Write as _;
 
 use crate::plan::{AgentConfig, ResolvedPlan, ResolvedTask, Reviewer};
-use crate::sandbox::SandboxMode;
+use plait_sandbox::sandbox::SandboxMode;
 
 /// Paths listed per kind before "… and N more".
 const SHOWN: usize = 10;
@@ -19,7 +19,7 @@ pub fn plan_summary(plan: &ResolvedPlan) -> String {
         "{} task(s) owning {owned} file(s), base {} ({}), {} task check(s), {} merged check(s)",
         plan.tasks.len(),
         plan.base_name,
-        crate::git::short(&plan.base.to_string()),
+        plait_core::git::short(&plan.base.to_string()),
         plan.checks.task.len(),
         plan.checks.merged.len()
     );
@@ -234,7 +234,7 @@ fn reviewer_text(reviewer: &Reviewer) -> String {
     }
 }
 
-fn sandbox_text(sandbox: &crate::sandbox::SandboxSettings) -> String {
+fn sandbox_text(sandbox: &plait_sandbox::sandbox::SandboxSettings) -> String {
     let mode = match sandbox.mode {
         SandboxMode::Auto => "auto",
         SandboxMode::Required => "required",

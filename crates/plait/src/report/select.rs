@@ -7,7 +7,7 @@
 use std::collections::HashSet;
 
 use crate::land::Blocker;
-use crate::state::RunState;
+use plait_core::state::RunState;
 
 /// The ids of the tasks and groups of `state` that need a person, tasks in the run's order
 /// first, then groups.

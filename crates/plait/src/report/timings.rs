@@ -2,7 +2,7 @@
 
 use std::fmt::Write as _;
 
-use crate::state::RunState;
+use plait_core::state::RunState;
 
 /// The run's steps (wall time, one after another) and its tasks' steps (summed over every
 /// task and round, so they may add up to more than the tasks' wall time when tasks run at
@@ -10,7 +10,7 @@ use crate::state::RunState;
 /// the run's record was made is the plan's reading and checking.
 pub fn timings_text(state: &RunState, command_started: Option<u64>) -> String {
     let mut out = String::new();
-    let ended = state.finished_at.unwrap_or_else(crate::state::now_ms);
+    let ended = state.finished_at.unwrap_or_else(plait_core::state::now_ms);
     let begun = command_started.unwrap_or(state.created_at);
     let _ = writeln!(
         out,

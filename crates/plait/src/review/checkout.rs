@@ -10,7 +10,7 @@ use std::sync::Mutex;
 
 use git2::Oid;
 
-use crate::git::{git_command, run_git};
+use plait_core::git::{git_command, run_git};
 
 /// One full checkout: where its files are and its git directory (under the repository's
 /// `worktrees/`).

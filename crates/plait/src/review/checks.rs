@@ -27,10 +27,10 @@ use git2::Oid;
 use tokio::sync::Semaphore;
 
 use super::checkout::{self, Checkout};
-use crate::cancel::Cancel;
-use crate::sandbox::{Sandbox, SandboxSettings};
-use crate::shell::{self, Launch, ShellOutcome};
-use crate::state::CheckResult;
+use plait_core::cancel::Cancel;
+use plait_core::state::CheckResult;
+use plait_sandbox::sandbox::{Sandbox, SandboxSettings};
+use plait_sandbox::shell::{self, Launch, ShellOutcome};
 
 /// Whose checks a job runs, which decides the checkout it may run in.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -123,7 +123,7 @@ impl Seed {
             warmed: self.warmed.clone(),
         };
         if let Ok(text) = serde_json::to_vec_pretty(&record) {
-            let _ = crate::state::write_atomic(&self.record_path(), &text);
+            let _ = plait_core::state::write_atomic(&self.record_path(), &text);
         }
     }
 }
@@ -283,13 +283,13 @@ impl CheckPool {
         root: PathBuf,
         workdir: PathBuf,
         jobs: usize,
-        state: &crate::state::RunState,
+        state: &plait_core::state::RunState,
     ) -> CheckPool {
         let pool = CheckPool::new(root, workdir.clone(), jobs);
         let base = Oid::from_str(&state.base).ok();
-        let repo = crate::git::open(&workdir).ok();
+        let repo = plait_core::git::open(&workdir).ok();
         if let (Some(base), Some(repo)) = (base, repo) {
-            let envs = crate::state::Store::new(crate::git::plait_dir(&repo)).envs_dir();
+            let envs = plait_core::state::Store::new(plait_core::git::plait_dir(&repo)).envs_dir();
             let stable = crate::environment::stable_path(&state.worktree_root);
             if let Some(env) = crate::environment::Environment::open_kept(&envs, base, stable) {
                 pool.use_environment(Arc::new(env));
@@ -604,7 +604,7 @@ async fn run_commands(
 pub(super) async fn run_at(
     slot: &Path,
     own: &[PathBuf],
-    view: Option<&crate::sandbox::OverlayView>,
+    view: Option<&plait_sandbox::sandbox::OverlayView>,
     job: &CheckJob<'_>,
     cancel: &Cancel,
 ) -> Vec<CheckResult> {
@@ -663,7 +663,7 @@ fn append(path: &Path, text: &str) -> std::io::Result<()> {
 /// that cannot be made is a failed check.
 pub async fn checks_at(
     pool: &CheckPool,
-    state: &crate::state::RunState,
+    state: &plait_core::state::RunState,
     commit: Oid,
     checks: &crate::plan::CheckSettings,
     logs: &Path,

@@ -11,9 +11,9 @@ use std::sync::Arc;
 use git2::{Oid, Repository};
 
 use super::checks::{run_at, CheckJob, CheckPool, Lineage};
-use crate::cancel::Cancel;
 use crate::environment::{self, Environment, LayerDir};
-use crate::state::CheckResult;
+use plait_core::cancel::Cancel;
+use plait_core::state::CheckResult;
 
 impl CheckPool {
     /// Runs `job` in a layer over `env` that its lineage may use.

@@ -12,17 +12,17 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use crate::agent::Budget;
-use crate::cancel::Cancel;
-use crate::llm::conversation::{Block, Message, ToolSpec};
-use crate::llm::forced_tool_body;
-use crate::llm::http::{self, Transcript};
-use crate::llm::limiter::{Limiter, Limiters};
-use crate::llm::provider::ProviderSettings;
 use crate::plan::Reviewer;
 use crate::prompts;
-use crate::sandbox::{Sandbox, SandboxSettings};
-use crate::shell::{self, Launch, ShellOutcome};
-use crate::state::{CheckResult, Comment, Review, Usage, Verdict};
+use plait_core::cancel::Cancel;
+use plait_core::state::{CheckResult, Comment, Review, Usage, Verdict};
+use plait_llm::conversation::{Block, Message, ToolSpec};
+use plait_llm::forced_tool_body;
+use plait_llm::http::{self, Transcript};
+use plait_llm::limiter::{Limiter, Limiters};
+use plait_llm::provider::ProviderSettings;
+use plait_sandbox::sandbox::{Sandbox, SandboxSettings};
+use plait_sandbox::shell::{self, Launch, ShellOutcome};
 
 /// The tool a model reviewer answers with.
 pub const SUBMIT_REVIEW: &str = "submit_review";
@@ -145,7 +145,7 @@ fn role_sandbox(input: &ReviewInput<'_>) -> Sandbox {
     let settings = match input.gateway {
         Some(g) => input
             .sandbox
-            .with_network(crate::sandbox::Network::Gateway)
+            .with_network(plait_sandbox::sandbox::Network::Gateway)
             .through_gateway(g.lease.port()),
         None => input.sandbox.clone(),
     };
@@ -179,7 +179,9 @@ async fn by_claude_code(
         Some(_) => role_sandbox(input),
         // Where the gateway cannot stand in (Bedrock, Vertex), the CLI needs the network.
         None => Sandbox::new(
-            &input.sandbox.with_network(crate::sandbox::Network::On),
+            &input
+                .sandbox
+                .with_network(plait_sandbox::sandbox::Network::On),
             vec![input.dir.clone()],
         ),
     };
@@ -468,7 +470,7 @@ async fn by_model(
             }
         };
         let before = usage.cost_usd.unwrap_or(0.0);
-        crate::llm::account(&mut usage, provider, &reply, &timing);
+        plait_llm::account(&mut usage, provider, &reply, &timing);
         input.budget.spend(usage.cost_usd.unwrap_or(0.0) - before);
         match parse(&reply.content) {
             Ok((verdict, summary, comments)) => {

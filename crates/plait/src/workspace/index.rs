@@ -13,7 +13,7 @@ use std::path::Path;
 
 use sha1::{Digest, Sha1};
 
-use crate::git::TreeFile;
+use plait_core::git::TreeFile;
 
 /// A sparse-directory entry's mode.
 pub const DIR_MODE: u32 = 0o040000;

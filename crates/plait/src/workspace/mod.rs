@@ -24,8 +24,8 @@ use std::sync::Mutex;
 
 use git2::{Oid, Repository};
 
-use crate::git::{mode, TreeFile};
-use crate::refs::branch_ref;
+use plait_core::git::{mode, TreeFile};
+use plait_core::refs::branch_ref;
 
 /// Why a worktree could not be created or removed.
 #[derive(Debug, thiserror::Error)]
@@ -197,7 +197,7 @@ fn lay_out(repo: &Repository, spec: &WorktreeSpec<'_>, admin: &Path) -> Result<(
     }
     // A git too old for sparse indexes gets a full one (the same files, skip-worktree).
     let full = Cone::full();
-    let cone = if crate::git::reads_sparse_index() {
+    let cone = if plait_core::git::reads_sparse_index() {
         &spec.layout.cone
     } else {
         &full

@@ -26,9 +26,9 @@ use std::sync::Arc;
 
 use git2::{Oid, Repository};
 
-use crate::git::{mode, TreeFile};
 use crate::plan::globs::Globs;
-use crate::sandbox::OverlayView;
+use plait_core::git::{mode, TreeFile};
+use plait_sandbox::sandbox::OverlayView;
 
 /// How a task's view is made on this system.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -11,16 +11,16 @@ pub mod tools;
 
 use std::sync::Arc;
 
-use crate::llm::conversation::{Block, Message, Reply, Role, Stop, System, ToolSpec};
-use crate::llm::http::{self, Transcript};
-use crate::llm::{account, anthropic, conversation, openai};
 use crate::prompts;
+use plait_llm::conversation::{Block, Message, Reply, Role, Stop, System, ToolSpec};
+use plait_llm::http::{self, Transcript};
+use plait_llm::{account, anthropic, conversation, openai};
 use tools::{ToolOutcome, Workspace};
 
 use crate::agent::context::{Agent, AgentFuture, AgentOutcome, AgentReport, TaskContext};
-use crate::llm::provider::{ProviderKind, ProviderSettings};
 use crate::plan::tools::RunCommands;
-use crate::state::Usage;
+use plait_core::state::Usage;
+use plait_llm::provider::{ProviderKind, ProviderSettings};
 
 /// Retried requests one task may need in all before it gives up (each request is also
 /// bounded on its own, by `http::MAX_ATTEMPTS`).
@@ -32,7 +32,7 @@ pub struct ModelAgent {
     /// The commands its `run` tool may run.
     run: Arc<RunCommands>,
     client: reqwest::Client,
-    limiter: Arc<crate::llm::limiter::Limiter>,
+    limiter: Arc<plait_llm::limiter::Limiter>,
 }
 
 impl ModelAgent {
@@ -42,7 +42,7 @@ impl ModelAgent {
         provider: Arc<ProviderSettings>,
         run: Arc<RunCommands>,
         client: reqwest::Client,
-        limiter: Arc<crate::llm::limiter::Limiter>,
+        limiter: Arc<plait_llm::limiter::Limiter>,
     ) -> ModelAgent {
         ModelAgent {
             provider,

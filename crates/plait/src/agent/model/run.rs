@@ -19,11 +19,11 @@ use serde_json::{json, Value};
 use super::tools::ToolOutcome;
 use crate::agent::context::TaskContext;
 use crate::agent::exec::task_env;
-use crate::cancel::Cancel;
-use crate::llm::conversation::ToolSpec;
 use crate::plan::tools::RunCommands;
-use crate::shell::{self, Launch, ShellOutcome};
-use crate::state::TaskDir;
+use plait_core::cancel::Cancel;
+use plait_core::state::TaskDir;
+use plait_llm::conversation::ToolSpec;
+use plait_sandbox::shell::{self, Launch, ShellOutcome};
 
 /// The tool's name.
 pub const RUN: &str = "run";

@@ -14,10 +14,10 @@ use std::sync::Arc;
 use git2::{Oid, Repository};
 use serde_json::{json, Value};
 
-use crate::git::{mode, TreeFile};
-use crate::llm::anthropic::EDITOR;
-use crate::llm::conversation::ToolSpec;
 use crate::plan::globs::Globs;
+use plait_core::git::{mode, TreeFile};
+use plait_llm::anthropic::EDITOR;
+use plait_llm::conversation::ToolSpec;
 
 const LIST: &str = "list_files";
 const SEARCH: &str = "search";

@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ops::Bound;
 
 use super::{ancestors, is_inside};
-use crate::git::TreeFile;
+use plait_core::git::TreeFile;
 
 /// The languages whose modules are found; on the same directory, Rust wins over Python
 /// and Python over JS/TS (the order `languages::find` adds them in).
