@@ -39,11 +39,11 @@ use git2::build::{CheckoutBuilder, TreeUpdateBuilder};
 use git2::{FileMode, Oid, Repository, RepositoryInitOptions, Signature, Time};
 
 use plait::merge::{BranchInput, MergeSettings};
-use plait::plan::globs::Globs;
 use plait::plan::layout::Layout;
 use plait::plan::{AgentSpec, PlanFile, ResolvedPlan, TaskFile};
 use plait::workspace::{self, WorktreeSpec};
 use plait_core::git::TreeFile;
+use plait_core::globs::Globs;
 
 const GITIGNORE: &str = "/target\n*.log\n*.tmp\n";
 

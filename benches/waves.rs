@@ -264,8 +264,8 @@ fn start_merge(repo: &Path, tasks: usize, reps: usize) -> Result<()> {
         let commit = git2::Oid::from_str(&outcome.commit)?;
         let tree = git2_repo.find_commit(commit)?.tree()?;
         let files = plait_core::git::flatten_tree(&tree)?;
-        let owns = plait::plan::globs::Globs::new(&[format!("/{}/", dir_name(tasks - 1))])?;
-        let context = plait::plan::globs::Globs::new(&[] as &[String])?;
+        let owns = plait_core::globs::Globs::new(&[format!("/{}/", dir_name(tasks - 1))])?;
+        let context = plait_core::globs::Globs::new(&[] as &[String])?;
         let layout = plait::plan::layout::Layout::new(&files, &owns, &context, false);
         listings.push(t.elapsed().as_secs_f64());
         if layout.files.is_empty() {

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use clap::Args;
 
 use super::ui::errln;
-use plait::agent::guard::{judge_hook, Verdict};
+use plait_guard::{judge_hook, Verdict};
 
 /// Judge one tool call a claude-code agent attempts (its PreToolUse hook; plait sets it up)
 ///

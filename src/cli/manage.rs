@@ -171,7 +171,7 @@ fn check(options: &ManagerOptions) -> Result<Chosen, CommandError> {
         return Err(CommandError::usage("--max-tasks must be at least 1"));
     }
     for glob in &options.include {
-        plait::plan::globs::Globs::new(std::slice::from_ref(glob))
+        plait_core::globs::Globs::new(std::slice::from_ref(glob))
             .map_err(|e| CommandError::usage(format!("--include: {e}")))?;
     }
     let env = |name: &str| std::env::var(name).ok();

@@ -40,7 +40,7 @@ fn run_merge(
     base: &str,
     branches: &[BranchInput],
     out: &str,
-) -> merge::MergeOutcome {
+) -> plait_core::state::MergeOutcome {
     let git = repo.repo();
     let settings = MergeSettings {
         workdir: &repo.path,

@@ -20,14 +20,15 @@ use serde::Serialize;
 
 use crate::collect::outside_ownership;
 use crate::land::{gate, Blocker};
-use crate::merge::{self, Conflict};
+use crate::merge;
 use crate::orchestrator::RunError;
-use crate::plan::globs::Globs;
 use crate::plan::{CheckSettings, PlanFile};
 use crate::review::checks::{CheckJob, CheckPool};
 use plait_core::cancel::Cancel;
 use plait_core::git::{self, signatures};
+use plait_core::globs::Globs;
 use plait_core::refs::branch_ref;
+use plait_core::state::Conflict;
 use plait_core::state::RunDir;
 use plait_core::state::{CheckResult, RunState};
 
@@ -304,7 +305,7 @@ fn merge_branches(
     base: Oid,
     branches: &[TaskBranch],
     owns: &HashMap<String, Globs>,
-) -> Result<(Vec<String>, merge::MergeOutcome), RunError> {
+) -> Result<(Vec<String>, plait_core::state::MergeOutcome), RunError> {
     let repo = git::open(workdir)?;
     let base_tree = repo.find_commit(base).and_then(|c| c.tree())?;
     let mut outside = Vec::new();

@@ -13,11 +13,11 @@ use std::path::{Path, PathBuf};
 
 use git2::{build::TreeUpdateBuilder, FileMode, ObjectType, Oid, Repository};
 
-use crate::plan::globs::Globs;
 use crate::plan::layout::{self, Cone};
 use crate::workspace::index;
 use crate::workspace::sparse::{self, DIR_MODE};
 use plait_core::git::{mode, signatures};
+use plait_core::globs::Globs;
 use plait_core::refs::branch_ref;
 use plait_core::state::{ChangeKind, FileChange};
 

@@ -9,10 +9,11 @@ use std::collections::BTreeSet;
 use std::path::Path;
 
 use crate::merge::run::{branch_inputs, merge_message};
-use crate::merge::{self, BranchInput, Conflict, MergeError, MergeOutcome, MergeSettings};
+use crate::merge::{self, BranchInput, MergeError, MergeSettings};
 use crate::plan::{ResolvedPlan, ResolvedTask, Reviewer};
 use plait_core::git;
 use plait_core::refs::group_branch;
+use plait_core::state::{Conflict, MergeOutcome};
 use plait_core::state::{GroupRecord, RunState};
 
 /// Cuts `tasks` into `count` groups of nearly equal size, neighbours by path: tasks are
@@ -434,7 +435,7 @@ fn take_in(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plan::globs::Globs;
+    use plait_core::globs::Globs;
 
     fn task(id: &str, path: &str) -> ResolvedTask {
         ResolvedTask {

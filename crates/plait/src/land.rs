@@ -11,10 +11,11 @@ use std::path::{Path, PathBuf};
 
 use git2::{Oid, Repository};
 
-use crate::merge::{self, Conflict, MergeError};
+use crate::merge::{self, MergeError};
 use plait_core::git::tree_changes;
 use plait_core::git::{run_git, signatures, GitCliError};
 use plait_core::refs::branch_ref;
+use plait_core::state::Conflict;
 use plait_core::state::{
     now_ms, CulpritSet, LandRecord, RunPhase, RunState, TaskRecord, TaskState, Verdict,
 };

@@ -24,10 +24,10 @@ use serde_json::Value;
 
 use super::context::{Agent, AgentFuture, AgentOutcome, AgentReport, TaskContext};
 use super::exec::{outcome_of, shell_quote, task_env};
-use super::guard::GuardFile;
 use crate::plan::ToolSettings;
 use crate::prompts;
 use plait_core::state::Usage;
+use plait_guard::GuardFile;
 use plait_sandbox::shell::{self, ShellOutcome};
 
 /// How much of the CLI's closing words is kept as the task's summary.
@@ -298,7 +298,7 @@ fn record_refusals(denials: &[Value], path: &Path) -> u64 {
     let _ = std::fs::write(path, lines);
     denials
         .iter()
-        .filter(|d| super::guard::is_edit_tool(d["tool_name"].as_str().unwrap_or_default()))
+        .filter(|d| plait_guard::is_edit_tool(d["tool_name"].as_str().unwrap_or_default()))
         .count() as u64
 }
 

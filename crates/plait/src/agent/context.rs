@@ -8,9 +8,9 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::plan::globs::Globs;
 use plait_core::cancel::Cancel;
 use plait_core::git::TreeFile;
+use plait_core::globs::Globs;
 use plait_core::state::Usage;
 use plait_sandbox::sandbox::Sandbox;
 use plait_sandbox::shell::Launch;

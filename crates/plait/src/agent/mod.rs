@@ -8,7 +8,6 @@ pub mod cli;
 pub mod context;
 pub mod exec;
 pub mod identity;
-pub use plait_guard as guard;
 pub mod model;
 
 pub use context::{

@@ -4,7 +4,7 @@
 //! as a violation. Only names no project uses for its sources are listed; a file the base
 //! tracks, or one the task owns by a glob that names the cache, is never build output.
 
-use crate::plan::globs::{Globs, Reach};
+use plait_core::globs::{Globs, Reach};
 
 /// What a name of the list stands for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

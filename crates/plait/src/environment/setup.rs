@@ -356,7 +356,7 @@ fn setup_key(
         hash.update(line.as_bytes());
         hash.update(b"\0");
     }
-    let globs = crate::plan::globs::Globs::new(&setup.key).ok();
+    let globs = plait_core::globs::Globs::new(&setup.key).ok();
     let keyed: Vec<&TreeFile> = files
         .iter()
         .filter(|f| match (&globs, setup.key.is_empty()) {

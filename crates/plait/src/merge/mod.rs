@@ -13,7 +13,7 @@ use git2::{build::TreeUpdateBuilder, FileMode, Oid, Repository, Tree};
 
 use plait_core::git::{mode, run_git, signatures, GitCliError, RepoError};
 use plait_core::refs::branch_ref;
-pub use plait_core::state::{Conflict, MergeOutcome};
+use plait_core::state::{Conflict, MergeOutcome};
 
 pub mod run;
 

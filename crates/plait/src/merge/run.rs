@@ -5,8 +5,9 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use super::{BranchInput, MergeError, MergeOutcome, MergeSettings};
+use super::{BranchInput, MergeError, MergeSettings};
 use plait_core::git;
+use plait_core::state::MergeOutcome;
 use plait_core::state::{Culprits, RunState, TaskRecord, TaskState, Verdict};
 
 /// Whether a task's branch may go into the merge: done, approved (or not reviewed), its

@@ -14,9 +14,9 @@ use git2::{Oid, Repository};
 use crate::bisect::Step;
 use crate::check::{self, work, CheckReport, MergeInProgress, TaskBranch};
 use crate::orchestrator::{self, RunError};
-use crate::plan::globs::Globs;
 use crate::plan::{CheckSettings, PlanFile};
 use plait_core::git;
+use plait_core::globs::Globs;
 use plait_core::refs::branch_ref;
 use plait_core::state::{Culprits, RunDir, RunPhase, RunState, StateError, Store};
 

@@ -11,11 +11,11 @@ use std::path::{Path, PathBuf};
 use git2::Oid;
 
 use super::RunError;
-use crate::plan::globs::Globs;
 use crate::plan::CheckSettings;
 use crate::review::checks::{CheckJob, CheckPool, Lineage};
 use plait_core::cancel::Cancel;
 use plait_core::git;
+use plait_core::globs::Globs;
 use plait_core::refs::branch_ref;
 use plait_core::state::RunDir;
 use plait_core::state::{RunState, TaskState};

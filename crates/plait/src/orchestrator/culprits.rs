@@ -14,11 +14,11 @@ use plait_core::state::RunState;
 /// without the culprits (in both levels of a grouped run) and its merged checks.
 pub(super) async fn search_culprits(
     shared: &Arc<Shared>,
-    mut merge: merge::MergeOutcome,
+    mut merge: plait_core::state::MergeOutcome,
     mut checks: Vec<plait_core::state::CheckResult>,
 ) -> Result<
     (
-        merge::MergeOutcome,
+        plait_core::state::MergeOutcome,
         Vec<plait_core::state::CheckResult>,
         Option<plait_core::state::Culprits>,
     ),
@@ -114,7 +114,13 @@ pub(super) async fn send_back_culprits(
 pub(super) async fn rebuild(
     shared: &Arc<Shared>,
     culprits: Option<plait_core::state::Culprits>,
-) -> Result<(merge::MergeOutcome, Vec<plait_core::state::CheckResult>), RunError> {
+) -> Result<
+    (
+        plait_core::state::MergeOutcome,
+        Vec<plait_core::state::CheckResult>,
+    ),
+    RunError,
+> {
     let mut state = shared.snapshot();
     state.culprits = culprits;
     let repo = shared.repo.clone();

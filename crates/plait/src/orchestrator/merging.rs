@@ -11,7 +11,9 @@ use crate::{groups, merge};
 use plait_core::cancel::Cancel;
 use plait_core::state::{RunDir, RunState};
 
-pub(super) async fn merge_run(shared: Arc<Shared>) -> Result<merge::MergeOutcome, RunError> {
+pub(super) async fn merge_run(
+    shared: Arc<Shared>,
+) -> Result<plait_core::state::MergeOutcome, RunError> {
     let mut state = shared.snapshot();
     let repo_path = shared.repo.clone();
     if state.groups.is_empty() {
@@ -102,7 +104,7 @@ pub async fn remerge(
 
 pub(super) async fn run_merged_checks(
     shared: &Arc<Shared>,
-    merge: &merge::MergeOutcome,
+    merge: &plait_core::state::MergeOutcome,
 ) -> Vec<plait_core::state::CheckResult> {
     let state = shared.snapshot();
     let run_dir = shared.store.run(&shared.run);
@@ -120,7 +122,7 @@ pub(super) async fn run_merged_checks(
 pub(super) async fn merged_checks(
     pool: &CheckPool,
     state: &RunState,
-    merge: &merge::MergeOutcome,
+    merge: &plait_core::state::MergeOutcome,
     checks: &CheckSettings,
     run_dir: &RunDir,
     cancel: &Cancel,

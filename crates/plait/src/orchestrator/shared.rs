@@ -112,7 +112,7 @@ impl Start {
     pub(super) fn at(commit: Oid, files: Arc<Vec<TreeFile>>, task: &ResolvedTask) -> Start {
         let full = task.checkout == crate::plan::Checkout::Full;
         let layout = Layout::new(&files, &task.owns, &task.context, full);
-        let owned = crate::plan::globs::within(&files, &task.owns.scopes())
+        let owned = plait_core::globs::within(&files, &task.owns.scopes())
             .map(|i| &files[i])
             .filter(|f| f.is_blob() && task.owns.matches(&f.path))
             .map(|f| f.path.clone())

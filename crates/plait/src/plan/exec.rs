@@ -45,7 +45,7 @@ impl ExecCommand {
 
     /// Which of `owned` a per-file command runs on: those its `files` match, else all.
     pub fn files_of<'a>(&self, owned: &'a [String]) -> Vec<&'a String> {
-        match super::globs::Globs::new(&self.files) {
+        match plait_core::globs::Globs::new(&self.files) {
             Ok(globs) if !self.files.is_empty() => {
                 owned.iter().filter(|f| globs.matches(f)).collect()
             }

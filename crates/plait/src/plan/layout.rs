@@ -14,8 +14,8 @@
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
 
-use super::globs::{within, Globs, Reach};
 use plait_core::git::TreeFile;
+use plait_core::globs::{within, Globs, Reach};
 
 /// How a directory stands in a cone.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

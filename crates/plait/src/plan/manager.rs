@@ -10,13 +10,13 @@ use std::path::Path;
 use git2::Repository;
 use serde_json::{json, Value};
 
-use super::globs::Globs;
 use super::{
     resolve_with_env, AgentSpec, Defaults, PlanError, PlanFile, ResolvedPlan, SetupFile, TaskFile,
 };
 use crate::prompts;
 use plait_core::cancel::Cancel;
 use plait_core::git::TreeFile;
+use plait_core::globs::Globs;
 use plait_core::state::Usage;
 use plait_llm::conversation::{Block, Message, Role, ToolSpec};
 use plait_llm::http::{self, Transcript};

@@ -6,7 +6,6 @@ mod after;
 pub mod commands;
 pub mod config;
 mod exec;
-pub use plait_core::globs;
 mod keys;
 pub mod layout;
 pub mod manager;

@@ -7,12 +7,12 @@ use std::time::Duration;
 
 use git2::Oid;
 
-use super::globs::Globs;
 use super::layout::{self, Layout};
 use super::setup::SetupSettings;
 use super::tools::RunCommands;
 use super::{Checkout, ExecCommand};
 use plait_core::git::TreeFile;
+use plait_core::globs::Globs;
 use plait_llm::provider::ProviderSettings;
 use plait_sandbox::sandbox::{Network, SandboxMode, SandboxSettings, Support};
 

@@ -11,9 +11,9 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::globs::{within, Globs};
 use super::{AgentConfig, ResolvedPlan, DEFAULT_TIMEOUT};
 use plait_core::git::TreeFile;
+use plait_core::globs::{within, Globs};
 use plait_sandbox::sandbox::Network;
 
 /// The `[setup]` table as written.

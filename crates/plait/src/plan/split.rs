@@ -9,10 +9,10 @@ use std::collections::{BTreeSet, HashSet};
 
 use globset::{GlobBuilder, GlobMatcher};
 
-use super::globs::escape;
 use super::{AgentSpec, Defaults, PlanError, PlanFile, TaskFile};
 use modules::Reach;
 use plait_core::git::TreeFile;
+use plait_core::globs::escape;
 
 /// How to cut the repository into tasks.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -8,7 +8,6 @@ use std::time::Duration;
 
 use git2::Repository;
 
-use super::globs::{within, Globs};
 use super::layout::Layout;
 use super::setup::resolve_setup;
 use super::tools::RunCommands;
@@ -17,6 +16,7 @@ use super::{
     DEFAULT_TIMEOUT,
 };
 use plait_core::git::{flatten_tree, TreeFile};
+use plait_core::globs::{within, Globs};
 use plait_llm::provider::{resolve_provider, ProviderSettings};
 use plait_sandbox::sandbox::{Network, SandboxMode, SandboxSettings, Support};
 
@@ -699,7 +699,7 @@ fn resolve_agent(
             None
         }
         Some(AgentSpec::Exec(cmd)) => {
-            if let Err(e) = super::globs::Globs::new(&cmd.files) {
+            if let Err(e) = plait_core::globs::Globs::new(&cmd.files) {
                 problems.push(format!("task `{id}`: exec_each `files`: {e}"));
                 return None;
             }

@@ -26,8 +26,8 @@ use std::sync::Arc;
 
 use git2::{Oid, Repository};
 
-use crate::plan::globs::Globs;
 use plait_core::git::{mode, TreeFile};
+use plait_core::globs::Globs;
 use plait_sandbox::sandbox::OverlayView;
 
 /// How a task's view is made on this system.

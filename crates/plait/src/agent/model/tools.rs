@@ -14,8 +14,8 @@ use std::sync::Arc;
 use git2::{Oid, Repository};
 use serde_json::{json, Value};
 
-use crate::plan::globs::Globs;
 use plait_core::git::{mode, TreeFile};
+use plait_core::globs::Globs;
 use plait_llm::anthropic::EDITOR;
 use plait_llm::conversation::ToolSpec;
 

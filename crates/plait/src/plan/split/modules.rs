@@ -13,8 +13,8 @@ use globset::GlobMatcher;
 
 use super::languages::{self, parent, Claim, Found, Lang, Listing, Node, Test, TestKind};
 use super::{ancestors, is_inside, SharedNameTest};
-use crate::plan::globs::escape;
 use plait_core::git::TreeFile;
+use plait_core::globs::escape;
 
 /// Which paths a `module:` glob reaches: those it matches and everything inside them.
 pub(super) enum Reach {
