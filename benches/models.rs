@@ -217,11 +217,15 @@ fn run(repo: &Path, toml: &str, jobs: usize) -> Result<Timed> {
     let parsed = plait::plan::parse(toml, &plan_path)?;
     let env = |name: &str| (name == KEY_ENV).then(|| KEY.to_string());
     let resolved = plait::plan::resolve_with_env(&git_repo, parsed, &plan_path, &env)?;
-    drop(git_repo);
     let settings = RunSettings {
+        context: plait::context::Context::from_repo(
+            git_repo,
+            repo,
+            plait::context::process_env(),
+            std::env::current_exe()?,
+        ),
         store: None,
         remote: None,
-        repo: repo.to_path_buf(),
         plan: Arc::new(resolved),
         plan_path,
         plan_text: toml.to_string(),
@@ -229,7 +233,6 @@ fn run(repo: &Path, toml: &str, jobs: usize) -> Result<Timed> {
         worktree_root: None,
         max_cost: None,
         groups: GROUPS.get().copied().flatten(),
-        plait_program: std::env::current_exe()?,
     };
     let started = Instant::now();
     let prepared = orchestrator::prepare(settings)?;

@@ -517,9 +517,14 @@ fn sandbox_costs(t: &mut Table, root: &Path, repo: &Path, n: usize, reps: usize)
                     std::env::var(k).ok()
                 })?;
                 let settings = plait::orchestrator::RunSettings {
+                    context: plait::context::Context::from_repo(
+                        opened,
+                        repo,
+                        plait::context::process_env(),
+                        std::env::current_exe()?,
+                    ),
                     store: None,
                     remote: None,
-                    repo: repo.to_path_buf(),
                     plan: std::sync::Arc::new(resolved),
                     plan_path: plan_path.clone(),
                     plan_text: toml.clone(),
@@ -527,7 +532,6 @@ fn sandbox_costs(t: &mut Table, root: &Path, repo: &Path, n: usize, reps: usize)
                     worktree_root: None,
                     max_cost: None,
                     groups: Some(0),
-                    plait_program: std::env::current_exe()?,
                 };
                 let prepared = plait::orchestrator::prepare(settings)?;
                 let state = runtime.block_on(plait::orchestrator::execute(

@@ -7,11 +7,10 @@ use std::path::{Path, PathBuf};
 use clap::Args;
 
 use super::ui::{out, outln};
-use super::{open_store, CommandError};
+use super::CommandError;
 use plait::bisect::Step;
 use plait::check::CheckReport;
-use plait::ops::check::{BranchesRequest, Checker};
-use plait_core::git;
+use plait::ops::check::{check, BranchesRequest, CheckRequest, Checked};
 
 /// Check that a run's branches may land: ownership, merges, merged checks, the gate
 #[derive(Debug, Args)]
@@ -54,48 +53,34 @@ pub struct CheckArgs {
 }
 
 pub fn cmd_check(dir: &Path, args: CheckArgs) -> Result<(), CommandError> {
+    let ctx = super::context(dir)?;
     if let Some(run) = &args.run {
-        args.store.sync_in(dir, run)?;
+        args.store.sync_in(&ctx, run)?;
     }
-    let (repo, store) = open_store(dir)?;
-    let into = match args.into.clone() {
-        Some(b) => b,
-        None => git::current_branch(&repo).ok_or_else(|| {
-            CommandError::usage("HEAD is not on a branch; name the target with --into BRANCH")
-        })?,
-    };
-    let env = |name: &str| std::env::var(name).ok();
-    let checker = Checker {
-        repo: &repo,
-        store: &store,
-        env: &env,
-    };
-    let runtime = super::runtime()?;
-    let mut culprits = None;
-    let (label, report) = match (&args.run, &args.plan) {
-        (Some(run), _) => {
-            let report = runtime.block_on(checker.run(run, &into))?;
-            if args.bisect {
-                let step = bisect_step(args.json);
-                culprits = runtime.block_on(checker.bisect(&report.run, &report, &step))?;
-            }
-            (format!("run {} does", report.run), report)
-        }
-        (None, Some(plan)) => {
-            let request = BranchesRequest {
-                plan,
-                branches: &args.branches,
-                base: args.base.as_deref(),
-                into: &into,
-            };
-            let report = runtime.block_on(checker.branches(&request))?;
-            ("the branches do".to_string(), report)
-        }
+    let step = bisect_step(args.json);
+    let request = match (&args.run, &args.plan) {
+        (Some(run), _) => CheckRequest::Run {
+            run,
+            into: args.into.as_deref(),
+            bisect: args.bisect,
+            step: &step,
+        },
+        (None, Some(plan)) => CheckRequest::Branches(BranchesRequest {
+            plan,
+            branches: &args.branches,
+            base: args.base.as_deref(),
+            into: args.into.as_deref(),
+        }),
         (None, None) => {
             return Err(CommandError::usage(
                 "name a run, or --plan PLAN with --branch",
             ))
         }
+    };
+    let Checked { report, culprits } = super::runtime()?.block_on(check(&ctx, request))?;
+    let label = match &args.run {
+        Some(_) => format!("run {} does", report.run),
+        None => "the branches do".to_string(),
     };
     if args.json {
         let mut value = serde_json::to_value(&report).unwrap_or_default();

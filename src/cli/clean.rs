@@ -40,12 +40,13 @@ pub struct CleanArgs {
 }
 
 pub fn cmd_clean(dir: &Path, args: CleanArgs) -> Result<(), CommandError> {
+    let ctx = super::context(dir)?;
     let Some(run) = args.run else {
         let SeedCleaned {
             seed,
             views,
             layers,
-        } = ops::clean::clean_seed(dir)?;
+        } = ops::clean::clean_seed(&ctx)?;
         match seed {
             None if layers == 0 => outln!("no seed to remove")?,
             None => {}
@@ -59,7 +60,11 @@ pub fn cmd_clean(dir: &Path, args: CleanArgs) -> Result<(), CommandError> {
         }
         return Ok(());
     };
-    let cleaned = ops::clean::clean(dir, Some(&run), args.force)?;
+    let request = ops::clean::CleanRequest {
+        run: Some(&run),
+        force: args.force,
+    };
+    let cleaned = ops::clean::clean(&ctx, request)?;
     let (run, outcome) = (&cleaned.run, &cleaned.outcome);
     if cleaned.refused {
         let mut msg = format!("not cleaning run {run}; this would be lost:");

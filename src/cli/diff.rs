@@ -8,7 +8,7 @@ use git2::Oid;
 
 use super::error::Context as _;
 use super::ui::{errln, out};
-use super::{open_store, CommandError};
+use super::CommandError;
 use plait::report::diff::{diff_text, DiffStyle};
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -49,8 +49,9 @@ pub struct DiffArgs {
 }
 
 pub fn cmd_diff(dir: &Path, args: DiffArgs) -> Result<(), CommandError> {
-    args.store.sync_in(dir, &args.run)?;
-    let (repo, store) = open_store(dir)?;
+    let ctx = super::context(dir)?;
+    args.store.sync_in(&ctx, &args.run)?;
+    let (repo, store) = (ctx.repo()?, ctx.store());
     let run = store.find(Some(&args.run))?;
     let state = store.load(&run)?;
     let mut base = Oid::from_str(&state.base)?;

@@ -1,15 +1,19 @@
 //! How a command fails: `CommandError` (kind, message, cause, hint), how it is printed
-//! (the cause chain as "caused by" lines, as jj does), and the one place that maps each
-//! library error to a kind and a hint.
+//! (the cause chain as "caused by" lines, as jj does), and each library error as a
+//! command's failure: its kind from the engine's one classification (`Faulty`), its hint
+//! from here.
 
 use plait::clean::CleanError;
 use plait::land::LandError;
 use plait::merge::MergeError;
+use plait::ops::{Fault, Faulty, OpsError};
 use plait::orchestrator::RunError;
 use plait::plan::manager::ManagerError;
 use plait::plan::PlanError;
-use plait_core::git::RepoError;
+use plait_core::git::{GitCliError, RepoError};
 use plait_core::state::StateError;
+use plait_store::pg::PgError;
+use plait_store::remote::RemoteError;
 use std::fmt::Write as _;
 
 /// How a command failed, which decides the exit code.
@@ -140,17 +144,46 @@ impl CommandError {
     }
 }
 
-// ---- The one place that maps each library error to a kind and a hint. -----------------
+// ---- Each library error: its kind from the engine's one classification of whose the
+// failure is (`plait::ops::Faulty`, which the page's HTTP status comes from too), and the
+// command line's own words and hints. --------------------------------------------------
+
+impl CommandError {
+    /// `e` as a failed command: its kind from whose fault it is, its message, and `e`
+    /// kept as the cause.
+    fn of<E: Faulty + std::error::Error + Send + Sync + 'static>(e: E) -> CommandError {
+        let kind = match e.fault() {
+            Fault::Request => Kind::Usage,
+            Fault::Waiting => Kind::Attention,
+            Fault::Plait => Kind::Internal,
+        };
+        CommandError {
+            kind,
+            message: e.to_string(),
+            hint: None,
+            source: Some(Box::new(e)),
+        }
+    }
+
+    /// The same failure, said in the command line's words.
+    fn saying(mut self, message: impl Into<String>) -> CommandError {
+        self.message = message.into();
+        self
+    }
+
+    fn hint_if(self, hint: Option<impl Into<String>>) -> CommandError {
+        match hint {
+            Some(h) => self.hint(h),
+            None => self,
+        }
+    }
+}
 
 impl From<RepoError> for CommandError {
     fn from(e: RepoError) -> Self {
-        match &e {
-            RepoError::Git(_) => CommandError::internal(e.to_string()).because(e),
-            RepoError::NotARepo { .. } => CommandError::usage(e.to_string())
-                .hint("run plait inside a git repository, or pass -C DIR")
-                .because(e),
-            _ => CommandError::usage(e.to_string()).because(e),
-        }
+        let hint = matches!(e, RepoError::NotARepo { .. })
+            .then_some("run plait inside a git repository, or pass -C DIR");
+        CommandError::of(e).hint_if(hint)
     }
 }
 
@@ -168,25 +201,18 @@ impl From<PlanError> for CommandError {
             }
             _ => None,
         };
-        let err = CommandError::usage(e.to_string()).because(e);
-        match hint {
-            Some(h) => err.hint(h),
-            None => err,
-        }
+        CommandError::of(e).hint_if(hint)
     }
 }
 
 impl From<StateError> for CommandError {
     fn from(e: StateError) -> Self {
-        match &e {
-            StateError::Io { .. } => CommandError::internal(e.to_string()).because(e),
-            StateError::Corrupt { .. } => CommandError::internal(e.to_string()).because(e).hint(
-                "the run's record is plait's own file; restore it, or move its run directory aside to forget the run (its branches stay)",
-            ),
-            StateError::Locked { .. } => CommandError::usage(e.to_string()).because(e)
-                .hint("only one plait run may work on a repository at a time; `plait status` shows the live one"),
-            _ => CommandError::usage(e.to_string()).because(e),
-        }
+        let hint = match &e {
+            StateError::Corrupt { .. } => Some("the run's record is plait's own file; restore it, or move its run directory aside to forget the run (its branches stay)"),
+            StateError::Locked { .. } => Some("only one plait run may work on a repository at a time; `plait status` shows the live one"),
+            _ => None,
+        };
+        CommandError::of(e).hint_if(hint)
     }
 }
 
@@ -197,66 +223,126 @@ impl From<RunError> for CommandError {
             RunError::State(e) => e.into(),
             RunError::Store(e) => e.into(),
             RunError::Remote(e) => e.into(),
-            RunError::Merge(e) => e.into(),
-            RunError::Git(e) => e.into(),
-            RunError::Refused(why) => CommandError::usage(why),
-            RunError::Panicked { .. } => CommandError::internal(e.to_string()).because(e).hint(
+            RunError::Panicked { .. } => CommandError::of(e).hint(
                 "this is a bug in plait: the run's record and events.jsonl under its run directory say how far it got; `plait resume` carries it on",
             ),
-            RunError::Setup(plait::environment::EnvError::Layer { .. }) => {
-                CommandError::internal(e.to_string()).because(e)
-            }
-            RunError::Setup(setup) => CommandError::attention(setup.to_string()).hint(
+            RunError::Setup(plait::environment::EnvError::Layer { .. }) => CommandError::of(e),
+            RunError::Setup(_) => CommandError::of(e).hint(
                 "no task started; `plait log --setup` prints the setup's output; fix the command \
                  or what it needs, then `plait resume` tries it again (or change [setup] and \
                  run the plan anew)",
             ),
-            RunError::TakeRun { .. } => CommandError::internal(e.to_string())
-                .because(e)
+            RunError::TakeRun { .. } => CommandError::of(e)
                 .hint("the run stays queued; another worker, or this one after the cause is fixed, takes its tasks"),
-            other => CommandError::internal(other.to_string()).because(other),
+            other => CommandError::of(other),
         }
     }
 }
 
-impl From<plait::ops::OpsError> for CommandError {
-    fn from(e: plait::ops::OpsError) -> Self {
-        use plait::ops::OpsError;
+impl From<OpsError> for CommandError {
+    fn from(e: OpsError) -> Self {
         match e {
-            OpsError::Refused { message, hint } => {
-                let err = CommandError::usage(message);
-                match hint {
-                    Some(h) => err.hint(h),
-                    None => err,
-                }
-            }
-            OpsError::Busy { message, hint } => {
-                let err = CommandError::attention(message);
-                match hint {
-                    Some(h) => err.hint(h),
-                    None => err,
-                }
-            }
-            OpsError::Clean(e) => e.into(),
-            OpsError::MovedByHand { .. } => CommandError::attention(e.to_string()).hint(
-                "move each back to the run's commit (`git branch -f BRANCH COMMIT`, `plait status` names it), or keep its changes to the task's own files",
-            ),
             OpsError::Repo(e) => e.into(),
             OpsError::State(e) => e.into(),
             OpsError::Plan(e) => e.into(),
             OpsError::Land(e) => e.into(),
+            OpsError::Clean(e) => e.into(),
+            OpsError::Store(e) => e.into(),
+            OpsError::Manager(e) => e.into(),
             OpsError::Prepare(e) => e.into(),
+            OpsError::PushBranches(e) => e.into(),
             OpsError::Run { what, source } => doing(what, source),
             OpsError::Check { what, source } => doing(&what, source),
-            OpsError::Work(e) => {
-                CommandError::internal("cannot look up the runs' task work for the hook").because(e)
-            }
-            OpsError::Store(e) => e.into(),
-            OpsError::FetchBranches(e) => CommandError::usage(e.to_string())
-                .hint("the run's branches are on the remote it was started with"),
-            OpsError::PushBranches(e) => e.into(),
+            e => ops_words(e),
         }
     }
+}
+
+/// A use case's own refusal, in the command line's words.
+fn ops_words(e: OpsError) -> CommandError {
+    let (message, hint): (Option<String>, Option<String>) = match &e {
+        OpsError::Finished { run } => (None, Some(format!("`plait status {run}` shows it"))),
+        OpsError::NoTask { run, .. } | OpsError::Group { run, .. } => {
+            (None, Some(format!("`plait status {run}` lists them")))
+        }
+        OpsError::InUse { .. } => (
+            None,
+            Some("wait for it to end, or stop it with Ctrl-C, then clean again".into()),
+        ),
+        OpsError::NotInStore { .. } => (
+            None,
+            Some("`plait status RUN --store URL` shows a run the store has".into()),
+        ),
+        OpsError::RemoteWithoutStore => (
+            Some("--remote spreads a run over workers through a store".into()),
+            Some("pass --store postgres://user@host/db as well, or set PLAIT_STORE".into()),
+        ),
+        OpsError::WorktreeDir { dir, source } => (
+            Some(format!("--worktree-dir {}: {source}", dir.display())),
+            None,
+        ),
+        OpsError::PublishBase { remote, source } => (
+            Some(format!("--remote {remote}: {source}")),
+            Some("the remote is any URL git can push to (a bare repository's path, ssh or https); nothing was created".into()),
+        ),
+        OpsError::Detached => (
+            Some("HEAD is not on a branch; name the target with --into BRANCH".into()),
+            None,
+        ),
+        OpsError::NoBranches => (
+            Some("--plan needs at least one --branch [TASK=]BRANCH".into()),
+            None,
+        ),
+        OpsError::UnknownTask { spec, plan, task } => (
+            Some(format!(
+                "--branch {spec}: plan {} has no task `{task}`; write it as TASK=BRANCH",
+                plan.display()
+            )),
+            None,
+        ),
+        OpsError::NoBranch { spec, branch } => {
+            (Some(format!("--branch {spec}: no branch `{branch}`")), None)
+        }
+        OpsError::NoSharedHistory => (
+            Some("the branches share no history with the target; pass --base REV".into()),
+            None,
+        ),
+        OpsError::Manage { what, message } => (
+            Some(match *what {
+                "goal" => "--goal is empty".to_string(),
+                "max-tasks" => "--max-tasks must be at least 1".to_string(),
+                "include" => format!("--include: {message}"),
+                _ => format!("the manager: {message}"),
+            }),
+            None,
+        ),
+        OpsError::UnknownManager { name } => (
+            Some(format!(
+                "--manager `{name}` is neither a built-in model provider nor claude-code"
+            )),
+            Some("use --manager anthropic, --manager openai (ANTHROPIC_BASE_URL / OPENAI_BASE_URL point them elsewhere) or --manager claude-code".into()),
+        ),
+        OpsError::HookInTheWay { .. } => (Some(format!("{e}; move one of them away first")), None),
+        OpsError::MovedByHand { .. } => (
+            None,
+            Some("move each back to the run's commit (`git branch -f BRANCH COMMIT`, `plait status` names it), or keep its changes to the task's own files".into()),
+        ),
+        OpsError::FetchBranches(_) => (
+            None,
+            Some("the run's branches are on the remote it was started with".into()),
+        ),
+        OpsError::Work(_) => (
+            Some("cannot look up the runs' task work for the hook".into()),
+            None,
+        ),
+        _ => (None, None),
+    };
+    let err = CommandError::of(e);
+    let err = match message {
+        Some(message) => err.saying(message),
+        None => err,
+    };
+    err.hint_if(hint)
 }
 
 /// A failure of the run's pipeline while doing `what`: its own kind and hint, with `what`
@@ -267,46 +353,34 @@ fn doing(what: &str, source: RunError) -> CommandError {
     err
 }
 
-impl From<plait_store::pg::PgError> for CommandError {
-    fn from(e: plait_store::pg::PgError) -> Self {
-        use plait_store::pg::PgError;
-        match &e {
-            PgError::BadUrl { .. } => CommandError::usage(e.to_string())
-                .because(e)
-                .hint("a store is a URL such as postgres://user@host/db (--store, or PLAIT_STORE)"),
-            PgError::NewerSchema { .. } => CommandError::usage(e.to_string()).because(e),
-            PgError::Connect { .. } => CommandError::usage(e.to_string()).because(e),
-            PgError::Decode { .. } => CommandError::internal(e.to_string()),
-            _ => CommandError::internal(e.to_string()).because(e).hint(
-                "the store's server said this; its own log has more, and the run's local record is kept",
-            ),
-        }
+impl From<PgError> for CommandError {
+    fn from(e: PgError) -> Self {
+        let hint = match &e {
+            PgError::BadUrl { .. } => {
+                Some("a store is a URL such as postgres://user@host/db (--store, or PLAIT_STORE)")
+            }
+            PgError::NewerSchema { .. } | PgError::Connect { .. } | PgError::Decode { .. } => None,
+            _ => Some("the store's server said this; its own log has more, and the run's local record is kept"),
+        };
+        CommandError::of(e).hint_if(hint)
     }
 }
 
-impl From<plait_store::remote::RemoteError> for CommandError {
-    fn from(e: plait_store::remote::RemoteError) -> Self {
-        CommandError::internal(e.to_string())
-            .because(e)
-            .hint("check that the remote's URL is right and that this machine may fetch from and push to it (git ls-remote URL)")
+impl From<RemoteError> for CommandError {
+    fn from(e: RemoteError) -> Self {
+        CommandError::of(e).hint("check that the remote's URL is right and that this machine may fetch from and push to it (git ls-remote URL)")
     }
 }
 
 impl From<LandError> for CommandError {
     fn from(e: LandError) -> Self {
-        match &e {
-            LandError::NoBranch { .. } => CommandError::usage(e.to_string()).because(e),
-            _ => CommandError::internal(e.to_string()).because(e),
-        }
+        CommandError::of(e)
     }
 }
 
 impl From<CleanError> for CommandError {
     fn from(e: CleanError) -> Self {
-        match &e {
-            CleanError::InProgress { .. } => CommandError::usage(e.to_string()).because(e),
-            _ => CommandError::internal(e.to_string()).because(e),
-        }
+        CommandError::of(e)
     }
 }
 
@@ -314,35 +388,36 @@ impl From<ManagerError> for CommandError {
     fn from(e: ManagerError) -> Self {
         match e {
             ManagerError::Plan(p) => CommandError::from(p),
-            ManagerError::NeverValid { .. } => CommandError::attention(e.to_string()).hint(
+            ManagerError::NeverValid { .. } => CommandError::of(e).hint(
                 "try again, give a more precise --goal, or write the plan by hand (README, \"Plan format\")",
             ),
-            ManagerError::Call(_) => CommandError::internal(e.to_string()).because(e),
+            ManagerError::Call(_) => CommandError::of(e),
         }
     }
 }
 
 impl From<MergeError> for CommandError {
     fn from(e: MergeError) -> Self {
-        CommandError::internal(e.to_string()).because(e)
+        CommandError::of(e)
     }
 }
 
 impl From<git2::Error> for CommandError {
     fn from(e: git2::Error) -> Self {
-        CommandError::internal(format!("git: {}", e.message())).because(e)
+        let message = format!("git: {}", e.message());
+        CommandError::of(e).saying(message)
     }
 }
 
 impl From<std::io::Error> for CommandError {
     fn from(e: std::io::Error) -> Self {
-        CommandError::internal(e.to_string()).because(e)
+        CommandError::of(e)
     }
 }
 
-impl From<plait_core::git::GitCliError> for CommandError {
-    fn from(e: plait_core::git::GitCliError) -> Self {
-        CommandError::internal(e.to_string()).because(e)
+impl From<GitCliError> for CommandError {
+    fn from(e: GitCliError) -> Self {
+        CommandError::of(e)
     }
 }
 

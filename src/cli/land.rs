@@ -6,6 +6,7 @@ use clap::Args;
 
 use super::ui::{errln, outln};
 use super::CommandError;
+use plait::context::Context;
 use plait::land::{LandOutcome, Refusal};
 use plait::ops;
 
@@ -35,25 +36,23 @@ pub struct LandArgs {
 }
 
 pub fn cmd_land(dir: &Path, args: LandArgs) -> Result<(), CommandError> {
-    let synced = args.store.sync_in(dir, &args.run)?;
-    let landed = land(dir, &args);
+    let ctx = super::context(dir)?;
+    let synced = args.store.sync_in(&ctx, &args.run)?;
+    let landed = land(&ctx, &args);
     // What landing recorded (or a merge made again) goes back to the store either way.
     if let Some(synced) = synced {
-        synced.sync_out(dir)?;
+        synced.sync_out(&ctx)?;
     }
     landed
 }
 
-fn land(dir: &Path, args: &LandArgs) -> Result<(), CommandError> {
-    let env = |name: &str| std::env::var(name).ok();
+fn land(ctx: &Context, args: &LandArgs) -> Result<(), CommandError> {
     let request = ops::land::LandRequest {
-        dir,
         run: Some(&args.run),
         into: &args.into,
         partial: args.partial,
-        env: &env,
     };
-    let landing = super::runtime()?.block_on(ops::land::land(&request))?;
+    let landing = super::runtime()?.block_on(ops::land::land(ctx, request))?;
     for note in landing.notes() {
         errln!("{note}");
     }

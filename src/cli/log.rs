@@ -8,7 +8,7 @@ use std::time::Duration;
 use clap::{ArgGroup, Args};
 
 use super::ui::{errln, out};
-use super::{open_store, CommandError};
+use super::CommandError;
 use plait::report::logs;
 use plait_core::state::{RunState, StateError, Store, TaskRecord};
 
@@ -55,7 +55,8 @@ pub struct LogArgs {
 const POLL: Duration = Duration::from_millis(200);
 
 pub fn cmd_log(dir: &Path, args: LogArgs) -> Result<(), CommandError> {
-    let (_repo, store) = open_store(dir)?;
+    let ctx = super::context(dir)?;
+    let store = ctx.store();
     if args.setup {
         if args.task.is_some() {
             return Err(
@@ -63,11 +64,11 @@ pub fn cmd_log(dir: &Path, args: LogArgs) -> Result<(), CommandError> {
                     .hint("plait log [RUN] --setup"),
             );
         }
-        return setup(&store, args.run.as_deref());
+        return setup(store, args.run.as_deref());
     }
-    let (state, task) = target(&store, args.run.as_deref(), args.task.as_deref())?;
+    let (state, task) = target(store, args.run.as_deref(), args.task.as_deref())?;
     if args.follow {
-        return follow(&store, &state.id, &task);
+        return follow(store, &state.id, &task);
     }
     let (text, missing) = if args.checks {
         (logs::checks_text(&task), "ran no task checks")

@@ -35,8 +35,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-use plait_core::git;
-use plait_core::state::Store;
+use plait::context::{process_env, Context};
 use ui::errln;
 
 /// Run many coding agents in parallel in one git repository, each on its own branch and
@@ -173,12 +172,6 @@ fn init_logging() {
         .try_init();
 }
 
-/// The user's cache directory: `XDG_CACHE_HOME`, else `~/.cache`.
-fn cache_home() -> Option<PathBuf> {
-    let env = |name: &str| std::env::var(name).ok();
-    plait::orchestrator::worker::cache_home(&env)
-}
-
 /// This plait binary, which its tasks run (`plait guard`, `plait run-in-view`, the probe of
 /// `plait doctor`).
 fn plait_program() -> Result<PathBuf, CommandError> {
@@ -194,44 +187,10 @@ fn runtime() -> Result<tokio::runtime::Runtime, CommandError> {
         .map_err(|e| CommandError::internal("cannot start the async runtime").because(e))
 }
 
-/// Opens the repository at `dir` and its plait store.
-fn open_store(dir: &Path) -> Result<(git2::Repository, Store), CommandError> {
-    let repo = git::open(dir)?;
-    let store = Store::new(git::plait_dir(&repo));
-    Ok((repo, store))
-}
-
-/// The tracked files of `--base` (default HEAD).
-fn base_files(
-    repo: &git2::Repository,
-    base: Option<&str>,
-) -> Result<Vec<plait_core::git::TreeFile>, CommandError> {
-    let base_name = base.unwrap_or("HEAD");
-    let base = repo
-        .revparse_single(base_name)
-        .and_then(|o| o.peel_to_commit())
-        .map_err(|_| {
-            CommandError::usage(format!(
-                "--base `{base_name}` is not a branch or commit in this repository"
-            ))
-        })?;
-    base.tree()
-        .and_then(|t| git::flatten_tree(&t))
-        .map_err(CommandError::from)
-}
-
-/// The remote through which run `run` of the store `config` is spread over workers, if it
-/// is.
-fn queued_remote(
-    config: &tokio_postgres::Config,
-    run: &str,
-) -> Result<Option<String>, CommandError> {
-    runtime()?.block_on(async {
-        let pg =
-            plait_store::pg::PgStore::connect(config, std::time::Duration::from_secs(10)).await?;
-        let queue = pg.queue(run).await?;
-        Ok(queue.map(|q| q.remote))
-    })
+/// The repository `dir` is in, opened once for the command, with this process's
+/// environment and this plait binary for the agents' hooks.
+pub(super) fn context(dir: &Path) -> Result<Context, CommandError> {
+    Ok(Context::open(dir, process_env(), plait_program()?)?)
 }
 
 /// The PostgreSQL store `--store URL` (or `PLAIT_STORE`) names, with libpq's variables for

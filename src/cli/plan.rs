@@ -1,6 +1,5 @@
 //! `plait plan`: write a plan from a split rule.
 
-use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use clap::Args;
@@ -8,9 +7,9 @@ use clap::Args;
 use super::error::Context as _;
 use super::ui::{err, errln, out, outln};
 use super::CommandError;
-use plait::plan::split::{split, SplitOutcome, SplitRule, SplitSettings};
-use plait::plan::{self, AgentSpec, ExecCommand};
-use plait_core::git;
+use plait::ops;
+use plait::ops::split::SplitRequest;
+use plait::plan::{AgentSpec, ExecCommand};
 
 /// Write a plan: by a manager model for a goal, or a task per directory, file or module
 /// matching a split rule
@@ -152,32 +151,26 @@ fn plan_by_split(
     template: &str,
     args: &PlanArgs,
 ) -> Result<(), CommandError> {
-    let rule = SplitRule::parse(spec)?;
-    let repo = git::open(dir)?;
-    let files = super::base_files(&repo, args.base.as_deref())?;
-    let settings = SplitSettings {
-        rule,
-        template: template.to_string(),
-        goal: args
-            .goal
-            .clone()
-            .unwrap_or_else(|| default_goal(template, spec)),
+    let ctx = super::context(dir)?;
+    let request = SplitRequest {
+        spec,
+        template,
+        goal: args.goal.clone(),
         agent: worker(args),
         base: args.base.clone(),
         first: edge(&args.first, &args.first_prompt),
         last: edge(&args.last, &args.last_prompt),
     };
-    let mut outcome = split(&files, &settings)?;
-    if let Some(setup) = plan::suggested_setup(&git::workdir(&repo), &files) {
+    let has_agent = request.agent.is_some();
+    let made = ops::split::split(&ctx, request)?;
+    let outcome = &made.outcome;
+    if !made.setup_shares.is_empty() {
         errln!(
             "note: the plan's [setup] shares {} of your checkout (ignored, installed from a \
              tracked lockfile) into every task's view",
-            setup.include.join(", ")
+            made.setup_shares.join(", ")
         );
-        outcome.plan.setup = setup;
     }
-    let plan = &outcome.plan;
-    let text = plan::to_toml(plan, &split_header(spec, &outcome));
     if !outcome.orphan_tests.is_empty() {
         errln!(
             "note: {} test(s) name no module and go to no task; the plan's header lists them",
@@ -197,18 +190,24 @@ fn plan_by_split(
             outcome.shared_name_tests.len()
         );
     }
-    if settings.agent.is_none() {
+    if !has_agent {
         errln!("note: the plan has no agent; set `agent` under [defaults] before running it");
     }
-    warn_exec(&repo, plan);
+    for warning in &made.warnings {
+        errln!("warning: {warning}");
+    }
     match &args.output {
         Some(path) => {
-            std::fs::write(path, &text).map_err(|e| {
+            std::fs::write(path, &made.text).map_err(|e| {
                 CommandError::usage(format!("cannot write {}: {e}", path.display()))
             })?;
-            errln!("wrote {} with {} task(s)", path.display(), plan.tasks.len());
+            errln!(
+                "wrote {} with {} task(s)",
+                path.display(),
+                outcome.plan.tasks.len()
+            );
         }
-        None => out!("{text}")?,
+        None => out!("{}", made.text)?,
     }
     Ok(())
 }
@@ -221,77 +220,13 @@ fn edge(owns: &[String], prompt: &Option<String>) -> Option<plait::plan::split::
     })
 }
 
-/// The comment at the top of a split plan: how it was made, and what no task owns and why.
-fn split_header(spec: &str, outcome: &SplitOutcome) -> String {
-    let mut header = format!(
-        "plait plan, made by --split '{spec}'\n{} task(s); edit freely, then: plait run <this file>",
-        outcome.plan.tasks.len()
-    );
-    let roots: Vec<String> = outcome
-        .root_tasks
-        .iter()
-        .map(|r| format!("{}: task {}", r.path, r.task))
-        .collect();
-    header.push_str(&listing(
-        "Package roots, each a task of its own (the glob splits their packages):",
-        &roots,
-    ));
-    header.push_str(&listing(
-        "Tests that name no module; no task owns them:",
-        &outcome.orphan_tests,
-    ));
-    if !outcome.orphan_data.is_empty() {
-        let _ = write!(
-            header,
-            "\n{} data file(s) among the tests (not code); no task owns them: {}",
-            outcome.orphan_data.len(),
-            data_places(&outcome.orphan_data)
-        );
-    }
-    let shared: Vec<String> = outcome
-        .shared_name_tests
-        .iter()
-        .map(|t| format!("{} (named after {})", t.test, t.modules.join(" and ")))
-        .collect();
-    header.push_str(&listing(
-        "Tests named after two or more selected modules; no task owns them:",
-        &shared,
-    ));
-    header.push_str(&listing(
-        "Files the glob reaches that no task owns:",
-        &outcome.unowned,
-    ));
-    header
-}
-
-/// Warns when the plan's exec command reads `$PLAIT_FILE` and some task owns more than
-/// one file, or its per-file command will run on files of another kind than most; the plan
-/// is resolved as `plait run` would only when it has an exec agent.
-fn warn_exec(repo: &git2::Repository, plan: &plan::PlanFile) {
-    let exec = |spec: &Option<AgentSpec>| matches!(spec, Some(AgentSpec::Exec(_)));
-    if !exec(&plan.defaults.agent) && !plan.tasks.iter().any(|t| exec(&t.agent)) {
-        return;
-    }
-    let Ok(resolved) = plan::resolve(repo, plan.clone(), Path::new("the split plan")) else {
-        return;
-    };
-    for warning in [
-        resolved.single_file_warning(),
-        resolved.mixed_files_warning(),
-    ]
-    .into_iter()
-    .flatten()
-    {
-        errln!("warning: {warning}");
-    }
-}
-
 /// `plait plan --check FILE`: the plan validated as `plait run` validates it, nothing
 /// created.
 fn check_plan(dir: &Path, path: &Path) -> Result<(), CommandError> {
     let text = super::run::read_plan(path)?;
-    let text = super::config::with_config(dir, path, text)?;
-    let planned = plait::ops::run::plan(dir, path, &text, &|name| std::env::var(name).ok())?;
+    let ctx = super::context(dir)?;
+    let text = ops::config::with_config(&ctx, path, &text)?;
+    let planned = ops::run::plan(&ctx, path, &text)?;
     for warning in &planned.warnings {
         errln!("warning: {warning}");
     }
@@ -324,8 +259,10 @@ fn plan_by_manager(dir: &Path, goal: &str, args: &PlanArgs) -> Result<(), Comman
             "--prompt goes with --split; with --goal alone the manager writes each task's prompt",
         ));
     }
-    let options = args.manager.options(goal, worker(args), args.base.clone());
-    let (toml, planned, _) = super::manage::plan_by_manager(dir, &options)?;
+    let ctx = super::context(dir)?;
+    let request = args.manager.request(goal, worker(args), args.base.clone());
+    let managed = super::manage::manage(&ctx, request)?;
+    let (toml, planned) = (managed.toml, managed.planned);
     err!("{}", super::manage::summary(&planned));
     if let Some(warning) = planned.resolved.single_file_warning() {
         errln!("warning: {warning}");
@@ -342,59 +279,4 @@ fn plan_by_manager(dir: &Path, goal: &str, args: &PlanArgs) -> Result<(), Comman
         None => out!("{toml}")?,
     }
     Ok(())
-}
-
-/// Lines for the plan's header: `title`, then `paths` one per line (at most 30).
-fn listing(title: &str, paths: &[String]) -> String {
-    const SHOWN: usize = 30;
-    if paths.is_empty() {
-        return String::new();
-    }
-    let mut out = format!("\n{title}");
-    for path in paths.iter().take(SHOWN) {
-        out.push_str("\n  ");
-        out.push_str(path);
-    }
-    if paths.len() > SHOWN {
-        let _ = write!(out, "\n  ... and {} more", paths.len() - SHOWN);
-    }
-    out
-}
-
-/// Where `files` are, in one line: `tests/examples/*.toml (50), tests/data/*.json (2)`,
-/// the places holding most first, at most three.
-fn data_places(files: &[String]) -> String {
-    const SHOWN: usize = 3;
-    let mut places: std::collections::BTreeMap<String, usize> = Default::default();
-    for file in files {
-        let (dir, name) = file.rsplit_once('/').unwrap_or(("", file));
-        let kind = match name.rsplit_once('.') {
-            Some((stem, ext)) if !stem.is_empty() => format!("*.{ext}"),
-            _ => "*".to_string(),
-        };
-        let place = match dir {
-            "" => kind,
-            _ => format!("{dir}/{kind}"),
-        };
-        *places.entry(place).or_default() += 1;
-    }
-    let mut places: Vec<(String, usize)> = places.into_iter().collect();
-    places.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
-    let mut line: Vec<String> = places
-        .iter()
-        .take(SHOWN)
-        .map(|(place, n)| format!("{place} ({n})"))
-        .collect();
-    if places.len() > SHOWN {
-        line.push(format!("{} more place(s)", places.len() - SHOWN));
-    }
-    line.join(", ")
-}
-
-/// The goal of a split plan when none is given: the template, said of the whole glob.
-fn default_goal(template: &str, spec: &str) -> String {
-    let glob = spec.split_once(':').map_or(spec, |(_, g)| g);
-    template
-        .replace("{path}", glob)
-        .replace("{id}", "each task")
 }

@@ -5,9 +5,11 @@ use std::path::Path;
 
 use clap::Args;
 
-use super::run::drive;
+use super::run::{drive, Progress, Shown};
 use super::ui::errln;
 use super::CommandError;
+use plait::ops::going::Started;
+use plait::ops::resume::ResumeRequest;
 use plait_core::state::{RunState, TaskState};
 
 /// Carry on an interrupted or killed run: finished tasks are kept, interrupted ones go on
@@ -39,31 +41,24 @@ pub fn cmd_resume(dir: &Path, args: ResumeArgs) -> Result<(), CommandError> {
     if args.jobs == Some(0) && args.store.is_none() {
         return Err(CommandError::usage("-j must be at least 1"));
     }
-    let state = plait::ops::resume::find(dir, &args.run)?;
+    let ctx = super::context(dir)?;
     let jobs = args
         .jobs
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(4, |n| n.get()));
-    let store = match super::store_config(args.store.as_deref())? {
-        Some(config) => {
-            let remote = super::queued_remote(&config, &state.id)?;
-            Some((config, remote))
-        }
-        None => None,
-    };
-    let env = |name: &str| std::env::var(name).ok();
-    let request = plait::ops::resume::ResumeRequest {
-        dir,
+    let request = ResumeRequest {
+        run: &args.run,
         jobs,
-        store,
-        env: &env,
-        plait: super::plait_program()?,
+        store: super::store_config(args.store.as_deref())?,
     };
-    let resumed = plait::ops::resume::prepare(request, &state)?;
-    if let Some(warning) = &resumed.warning {
-        errln!("warning: {warning}");
-    }
-    errln!("{}", resuming(&state, jobs));
-    drive(dir, resumed.prepared, resumed.total, args.json, None)
+    let said = move |started: &Started| errln!("{}", resuming(&started.state, jobs));
+    let shown = Shown {
+        json: args.json,
+        timings: None,
+        progress_of: Progress::All,
+    };
+    drive(&ctx, shown, said, |watch| {
+        plait::ops::resume::resume(&ctx, request, watch)
+    })
 }
 
 /// The one line that says what a resume of `state` takes up: the tasks that go on from

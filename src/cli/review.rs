@@ -7,8 +7,13 @@ use std::path::Path;
 use clap::Args;
 
 use super::error::Context as _;
+use super::run::{drive, Progress, Shown};
 use super::ui::{self, errln, outln};
-use super::{open_store, CommandError};
+use super::CommandError;
+use plait::ops;
+use plait::ops::decide::DecideRequest;
+use plait::ops::going::Started;
+use plait::ops::send_back::SendBackRequest;
 use plait::report;
 use plait::report::diff::DiffStyle;
 use plait_core::state::{RunState, Verdict};
@@ -102,8 +107,9 @@ pub struct SendBackArgs {
 }
 
 pub fn cmd_review(dir: &Path, args: ReviewArgs) -> Result<(), CommandError> {
-    args.store.sync_in(dir, &args.run)?;
-    let (repo, store) = open_store(dir)?;
+    let ctx = super::context(dir)?;
+    args.store.sync_in(&ctx, &args.run)?;
+    let (repo, store) = (ctx.repo()?, ctx.store());
     let run = store.find(Some(&args.run))?;
     let state = store.load(&run)?;
     let style = DiffStyle {
@@ -158,41 +164,53 @@ fn selection(state: &RunState, args: &ReviewArgs) -> Result<Option<Vec<String>>,
 }
 
 pub fn cmd_accept(dir: &Path, args: AcceptArgs) -> Result<(), CommandError> {
-    let synced = args.store.sync_in(dir, &args.run)?;
-    decide(dir, &args.run, &args.task, Verdict::Approve)?;
-    synced.map_or(Ok(()), |s| s.sync_out(dir))
+    decide(dir, &args.run, &args.task, &args.store, Verdict::Approve)
 }
 
 pub fn cmd_reject(dir: &Path, args: RejectArgs) -> Result<(), CommandError> {
-    let synced = args.store.sync_in(dir, &args.run)?;
-    decide(dir, &args.run, &args.task, Verdict::Reject)?;
-    synced.map_or(Ok(()), |s| s.sync_out(dir))
+    decide(dir, &args.run, &args.task, &args.store, Verdict::Reject)
 }
 
 pub fn cmd_send_back(dir: &Path, args: SendBackArgs) -> Result<(), CommandError> {
-    let env = |name: &str| std::env::var(name).ok();
-    let sent = plait::ops::send_back::prepare(&plait::ops::send_back::SendBackRequest {
-        dir,
+    let ctx = super::context(dir)?;
+    let request = SendBackRequest {
         run: &args.run,
         task: &args.task,
         comment: &args.comment,
-        env: &env,
-        plait: super::plait_program()?,
-    })?;
-    if let Some(warning) = &sent.warning {
-        errln!("warning: {warning}");
-    }
-    errln!(
-        "sending task {} of run {} back for one more round",
-        args.task,
-        sent.run
-    );
-    // The progress counts the one task that goes back.
-    super::run::drive(dir, sent.prepared, 1, args.json, None)
+    };
+    let task = args.task.clone();
+    let said = move |started: &Started| {
+        errln!(
+            "sending task {task} of run {} back for one more round",
+            started.state.id
+        );
+    };
+    let shown = Shown {
+        json: args.json,
+        timings: None,
+        progress_of: Progress::One,
+    };
+    drive(&ctx, shown, said, |watch| {
+        ops::send_back::send_back(&ctx, request, watch)
+    })
 }
 
-fn decide(dir: &Path, run: &str, task: &str, verdict: Verdict) -> Result<(), CommandError> {
-    let decided = plait::ops::decide::decide(dir, Some(run), task, verdict)?;
+/// Records a person's decision on a task, in the run's store too when there is one.
+fn decide(
+    dir: &Path,
+    run: &str,
+    id: &str,
+    store: &super::shared::StoreArg,
+    verdict: Verdict,
+) -> Result<(), CommandError> {
+    let ctx = super::context(dir)?;
+    let synced = store.sync_in(&ctx, run)?;
+    let request = DecideRequest {
+        run: Some(run),
+        id,
+        verdict,
+    };
+    let decided = ops::decide::decide(&ctx, request)?;
     outln!("{}", decided.message())?;
-    Ok(())
+    synced.map_or(Ok(()), |s| s.sync_out(&ctx))
 }

@@ -4,14 +4,16 @@ use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
 use clap::Args;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 
 use super::ui::{err, errln, out, outln};
 use super::{progress, CommandError};
-use plait::orchestrator;
+use plait::context::Context;
+use plait::ops;
+use plait::ops::going::{Started, Watch};
 use plait::report;
 use plait_core::cancel::Cancel;
-use plait_core::state::RunPhase;
+use plait_core::state::{RunPhase, RunState};
 
 /// Run a plan: a branch and worktree per task, the agents, commits, and the merge
 #[derive(Debug, Args)]
@@ -88,42 +90,41 @@ pub fn cmd_run(dir: &Path, args: RunArgs) -> Result<(), CommandError> {
             "--max-cost must be a positive amount of US dollars",
         ));
     }
-    let (plan_path, plan_text) = match (&args.plan, &args.goal) {
-        (Some(path), _) => (path.clone(), read_plan(path)?),
-        (None, Some(goal)) => plan_for_goal(dir, goal, &args)?,
+    let plan = match &args.plan {
+        Some(path) => Some((path.clone(), read_plan(path)?)),
+        None => None,
+    };
+    let ctx = super::context(dir)?;
+    let (plan_path, plan_text) = match (plan, &args.goal) {
+        (Some(plan), _) => plan,
+        (None, Some(goal)) => plan_for_goal(&ctx, goal, &args)?,
         (None, None) => {
             return Err(CommandError::usage(
                 "`plait run` needs a plan file or --goal",
             ))
         }
     };
-    let plan_text = super::config::with_config(dir, &plan_path, plan_text)?;
-    let env = |name: &str| std::env::var(name).ok();
-    let planned = plait::ops::run::plan(dir, &plan_path, &plan_text, &env)?;
-    for warning in &planned.warnings {
-        errln!("warning: {warning}");
-    }
+    let plan_text = ops::config::with_config(&ctx, &plan_path, &plan_text)?;
     let jobs = args
         .jobs
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(4, |n| n.get()));
-    let request = plait::ops::run::RunRequest {
-        dir,
+    let request = ops::run::RunRequest {
         plan_path: &plan_path,
         plan_text,
         jobs,
         worktree_dir: args.worktree_dir.as_deref(),
-        cache: super::cache_home(),
         max_cost: args.max_cost,
         groups: args.groups,
         store: None,
         remote: args.remote.as_deref(),
         cwd: std::env::current_dir().unwrap_or_else(|_| dir.to_path_buf()),
-        env: &env,
-        plait: super::plait_program()?,
     };
     if args.dry_run {
-        let dry = plait::ops::run::dry_run(&request, &planned.resolved)?;
-        out!("{}", report::plan_text(&planned.resolved, dry.groups))?;
+        let dry = ops::run::dry_run(&ctx, &request)?;
+        for warning in &dry.warnings {
+            errln!("warning: {warning}");
+        }
+        out!("{}", report::plan_text(&dry.resolved, dry.groups))?;
         outln!(
             "run: {jobs} task(s) at a time; each on branch plait/<run>/<task>, in a worktree under {}",
             dry.worktrees.display()
@@ -135,28 +136,27 @@ pub fn cmd_run(dir: &Path, args: RunArgs) -> Result<(), CommandError> {
         errln!("dry run: the plan is valid; nothing was created");
         return Ok(());
     }
-    let request = plait::ops::run::RunRequest {
+    let request = ops::run::RunRequest {
         store: super::store_config(args.store.as_deref())?,
         ..request
     };
-    let started = plait::ops::run::start(request, planned)?;
-    for warning in &started.warnings {
-        errln!("warning: {warning}");
-    }
-    let (id, total) = (started.prepared.id(), started.total);
-    match &started.remote {
-        Some(remote) => errln!(
-            "run {id}: {total} task(s) queued for workers through {remote}, {jobs} at a time on this machine"
-        ),
-        None => errln!("run {id}: {total} task(s), {jobs} at a time"),
-    }
-    drive(
-        dir,
-        started.prepared,
-        total,
-        args.json,
-        args.timings.then_some(began),
-    )
+    let said = move |started: &Started| {
+        let (id, total) = (&started.state.id, started.state.tasks.len());
+        match &started.remote {
+            Some(remote) => errln!(
+                "run {id}: {total} task(s) queued for workers through {remote}, {jobs} at a time on this machine"
+            ),
+            None => errln!("run {id}: {total} task(s), {jobs} at a time"),
+        }
+    };
+    let shown = Shown {
+        json: args.json,
+        timings: args.timings.then_some(began),
+        progress_of: Progress::All,
+    };
+    drive(&ctx, shown, said, |watch| {
+        ops::run::run(&ctx, request, watch)
+    })
 }
 
 /// The text of the plan file at `path`.
@@ -167,7 +167,7 @@ pub(super) fn read_plan(path: &Path) -> Result<String, CommandError> {
 
 /// Asks the manager for a plan for `goal` and, unless `--yes`, the user whether to run it.
 fn plan_for_goal(
-    dir: &Path,
+    ctx: &Context,
     goal: &str,
     args: &RunArgs,
 ) -> Result<(PathBuf, String), CommandError> {
@@ -178,8 +178,9 @@ fn plan_for_goal(
         )
         .hint("pass --yes to run it without asking, or `plait plan --goal ... -o plait.toml` to read it first"));
     }
-    let options = args.manager.options(goal, None, None);
-    let (toml, planned, path) = super::manage::plan_by_manager(dir, &options)?;
+    let request = args.manager.request(goal, None, None);
+    let managed = super::manage::manage(ctx, request)?;
+    let (toml, planned, path) = (managed.toml, managed.planned, managed.path);
     err!("{}", super::manage::summary(&planned));
     errln!("the plan: {}", path.display());
     if !args.yes {
@@ -194,20 +195,41 @@ fn plan_for_goal(
     Ok((path, toml))
 }
 
-/// Runs a prepared run of the repository at `dir` to its end, printing progress and the
-/// summary (and, with `timings`, when the command began, where its time went); the exit
-/// code says how it went.
-pub fn drive(
-    dir: &Path,
-    prepared: orchestrator::Prepared,
-    total: usize,
-    json: bool,
-    timings: Option<u64>,
-) -> Result<(), CommandError> {
-    let run_id = prepared.id().to_string();
+/// How a run going in this command is shown.
+pub(super) struct Shown {
+    /// One JSON event per line on stdout, instead of the run id.
+    pub json: bool,
+    /// When the command began, to say where its time went after the summary.
+    pub timings: Option<u64>,
+    /// Which tasks the progress counts.
+    pub progress_of: Progress,
+}
+
+/// Which tasks a run's progress counts.
+pub(super) enum Progress {
+    /// Every task of the run.
+    All,
+    /// One task, sent back.
+    One,
+}
+
+/// Runs a use case that makes a run go (`going`, given the watch to follow it by) to its
+/// end, printing, once it has started, its warnings and `said`, then its progress and the
+/// summary; the exit code says how it went.
+pub(super) fn drive<'c, F>(
+    ctx: &'c Context,
+    shown: Shown,
+    said: impl FnOnce(&Started) + Send + 'static,
+    going: impl FnOnce(Watch) -> F,
+) -> Result<(), CommandError>
+where
+    F: std::future::Future<Output = Result<RunState, ops::OpsError>> + 'c,
+{
     let runtime = super::runtime()?;
+    let json = shown.json;
     let state = runtime.block_on(async {
         let (tx, rx) = mpsc::unbounded_channel();
+        let (started_tx, started_rx) = oneshot::channel::<Started>();
         let mode = if json {
             progress::Mode::Json
         } else if std::io::stderr().is_terminal() {
@@ -215,23 +237,41 @@ pub fn drive(
         } else {
             progress::Mode::Lines
         };
-        let printer = tokio::spawn(progress::show(rx, total, mode));
+        let one = matches!(shown.progress_of, Progress::One);
+        let printer = tokio::spawn(async move {
+            // A run that never started says why as the command's error.
+            let Ok(started) = started_rx.await else {
+                return;
+            };
+            for warning in &started.warnings {
+                errln!("warning: {warning}");
+            }
+            said(&started);
+            let total = if one { 1 } else { started.state.tasks.len() };
+            progress::show(rx, total, mode).await;
+        });
         let (interrupt, cancel) = Cancel::new();
         let signals = tokio::spawn(watch_signals(interrupt));
-        let result = orchestrator::execute(prepared, Some(tx), cancel).await;
+        let watch = Watch {
+            started: Some(started_tx),
+            updates: Some(tx),
+            cancel,
+        };
+        let result = going(watch).await;
         signals.abort();
         let _ = printer.await;
         result
     });
     let state = state?;
+    let run_id = state.id.clone();
     errln!();
     err!("{}", report::status_text(&state, false));
-    if let Some(hint) = super::status::setup_hint(dir, &state) {
+    if let Some(hint) = super::status::setup_hint(ctx, &state) {
         errln!("\nhint: {hint}");
     }
-    if timings.is_some() {
+    if shown.timings.is_some() {
         errln!();
-        err!("{}", report::timings_text(&state, timings));
+        err!("{}", report::timings_text(&state, shown.timings));
     }
     let attention = report::attention(&state);
     if json {

@@ -5,7 +5,7 @@ use std::path::Path;
 use clap::Args;
 
 use super::ui::{errln, outln};
-use super::{open_store, CommandError};
+use super::CommandError;
 use plait::report;
 
 /// List the runs of this repository, oldest first
@@ -17,7 +17,8 @@ pub struct RunsArgs {
 }
 
 pub fn cmd_runs(dir: &Path, args: RunsArgs) -> Result<(), CommandError> {
-    let (_repo, store) = open_store(dir)?;
+    let ctx = super::context(dir)?;
+    let store = ctx.store();
     // A damaged record is named and skipped; the other runs are still listed.
     let mut states = Vec::new();
     for id in store.list()? {

@@ -5,7 +5,7 @@ use std::path::Path;
 use clap::Args;
 
 use super::ui::{errln, outln};
-use super::{open_store, CommandError};
+use super::CommandError;
 use plait_core::cancel::Cancel;
 use plait_serve::{self, ServeSettings};
 
@@ -36,20 +36,17 @@ pub struct ServeArgs {
 }
 
 pub fn cmd_serve(dir: &Path, args: ServeArgs) -> Result<(), CommandError> {
-    let (repo, store) = open_store(dir)?;
+    let context = super::context(dir)?;
     let run = match &args.run {
-        Some(run) => Some(store.find(Some(run))?),
+        Some(run) => Some(context.store().find(Some(run))?),
         None => None,
     };
-    drop(repo);
     let token = plait_serve::new_token()
         .map_err(|e| CommandError::internal("cannot make the server's token").because(e))?;
     let settings = ServeSettings {
-        repo: std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf()),
-        plait_program: super::plait_program()?,
+        context,
         run: run.clone(),
         token,
-        env: std::sync::Arc::new(|name: &str| std::env::var(name).ok()),
     };
     let runtime = super::runtime()?;
     runtime.block_on(async {

@@ -3,11 +3,10 @@
 //! the repository. The argument is parsed here; bringing the run in before the command and
 //! sending it back after one that changed it is [`plait::ops::sync`].
 
-use std::path::Path;
-
 use clap::Args;
 
 use super::CommandError;
+use plait::context::Context;
 use plait::ops::sync;
 
 /// The store a command reads the run from.
@@ -25,12 +24,12 @@ pub struct Synced(sync::Synced);
 
 impl StoreArg {
     /// Brings run `run` in from the store, when there is one (`--store` or PLAIT_STORE).
-    pub fn sync_in(&self, dir: &Path, run: &str) -> Result<Option<Synced>, CommandError> {
+    pub fn sync_in(&self, ctx: &Context, run: &str) -> Result<Option<Synced>, CommandError> {
         let Some(config) = super::store_config(self.store.as_deref())? else {
             return Ok(None);
         };
         let named = self.store.is_some();
-        let synced = super::runtime()?.block_on(sync::sync_in(dir, &config, run, named))?;
+        let synced = super::runtime()?.block_on(sync::sync_in(ctx, &config, run, named))?;
         Ok(synced.map(Synced))
     }
 }
@@ -38,8 +37,8 @@ impl StoreArg {
 impl Synced {
     /// Sends the run's record, as the command left it, back to the store, and its branches
     /// (a merge made again) to its remote.
-    pub fn sync_out(&self, dir: &Path) -> Result<(), CommandError> {
-        super::runtime()?.block_on(sync::sync_out(dir, &self.0))?;
+    pub fn sync_out(&self, ctx: &Context) -> Result<(), CommandError> {
+        super::runtime()?.block_on(sync::sync_out(ctx, &self.0))?;
         Ok(())
     }
 }

@@ -5,7 +5,8 @@ use std::path::Path;
 use clap::Args;
 
 use super::ui::{out, outln};
-use super::{open_store, CommandError};
+use super::CommandError;
+use plait::context::Context;
 use plait::report::{self, StatusJson};
 
 /// Show a run: per task its state, files changed, violations and time; the merge
@@ -35,13 +36,14 @@ pub fn cmd_status(dir: &Path, args: StatusArgs) -> Result<(), CommandError> {
     if args.store.is_some() {
         return status_from_store(&args);
     }
-    let (_repo, store) = open_store(dir)?;
+    let ctx = super::context(dir)?;
+    let store = ctx.store();
     let run = store.find(args.run.as_deref())?;
     let state = store.load(&run)?;
     let live = store.is_running(&state.id);
     print_status(&state, args.json, live)?;
     if !args.json {
-        if let Some(hint) = setup_hint(dir, &state) {
+        if let Some(hint) = setup_hint(&ctx, &state) {
             outln!("\nhint: {hint}")?;
         }
     }
@@ -49,11 +51,10 @@ pub fn cmd_status(dir: &Path, args: StatusArgs) -> Result<(), CommandError> {
 }
 
 /// The hint under a run's failures when its plan's `[setup]` leaves out dependency
-/// directories of the checkout at `dir` (`report::setup_hint`).
-pub(super) fn setup_hint(dir: &Path, state: &plait_core::state::RunState) -> Option<String> {
-    let (repo, store) = open_store(dir).ok()?;
-    let kept = store.run(&state.id).plan();
-    report::setup_hint(state, &plait_core::git::workdir(&repo), &kept)
+/// directories of the context's checkout (`report::setup_hint`).
+pub(super) fn setup_hint(ctx: &Context, state: &plait_core::state::RunState) -> Option<String> {
+    let kept = ctx.store().run(&state.id).plan();
+    report::setup_hint(state, ctx.workdir(), &kept)
 }
 
 /// The status of `state`, as JSON or as text (`live`: its plait process is running).

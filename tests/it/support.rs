@@ -235,7 +235,12 @@ impl TestRepo {
         let settings = RunSettings {
             store: None,
             remote: None,
-            repo: self.path.clone(),
+            context: plait::context::Context::from_repo(
+                repo,
+                &self.path,
+                plait::context::process_env(),
+                std::path::PathBuf::from(env!("CARGO_BIN_EXE_plait")),
+            ),
             plan: Arc::new(resolved),
             plan_path,
             plan_text: toml.to_string(),
@@ -243,7 +248,6 @@ impl TestRepo {
             worktree_root: None,
             max_cost: self.max_cost.get(),
             groups: None,
-            plait_program: std::path::PathBuf::from(env!("CARGO_BIN_EXE_plait")),
         };
         let prepared = orchestrator::prepare(settings).unwrap();
         let runtime = tokio::runtime::Builder::new_multi_thread()

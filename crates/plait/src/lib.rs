@@ -41,6 +41,7 @@ pub mod bisect;
 pub mod check;
 pub mod clean;
 pub mod collect;
+pub mod context;
 pub mod environment;
 pub mod groups;
 pub mod land;

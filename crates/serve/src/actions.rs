@@ -55,10 +55,14 @@ pub(super) async fn decide(
             } else {
                 Verdict::Reject
             };
-            let repo = app.settings.repo.clone();
             blocking(move || {
+                let request = ops::decide::DecideRequest {
+                    run: Some(&run),
+                    id: &task,
+                    verdict,
+                };
                 let decided =
-                    ops::decide::decide(&repo, Some(&run), &task, verdict).map_err(ops_error)?;
+                    ops::decide::decide(&app.settings.context, request).map_err(ops_error)?;
                 let message = decided.message();
                 Ok((StatusCode::OK, Json(json!({"message": message}))))
             })
@@ -89,14 +93,10 @@ pub(super) async fn land(
     let run = resolve(&app, &run, None).await?;
     let app = app.clone();
     blocking(move || {
-        let env = app.settings.env.clone();
-        let env = move |name: &str| env(name);
         let request = ops::land::LandRequest {
-            dir: &app.settings.repo,
             run: Some(&run),
             into: &body.into,
             partial: body.partial,
-            env: &env,
         };
         // The landing's merge and checks run on a runtime of their own, off the server's.
         let runtime = tokio::runtime::Builder::new_current_thread()
@@ -104,7 +104,7 @@ pub(super) async fn land(
             .build()
             .map_err(|e| ApiError::internal(format!("cannot start the landing: {e}")))?;
         let landing = runtime
-            .block_on(ops::land::land(&request))
+            .block_on(ops::land::land(&app.settings.context, request))
             .map_err(ops_error)?;
         let mut said = landing.notes();
         if let LandOutcome::Refused(refusal) = &landing.outcome {
@@ -121,21 +121,16 @@ pub(super) async fn land(
     .await
 }
 
-/// The status and message of a use case's error, as the command's exit code would say.
+/// The status and message of a use case's error, as the command's exit code would say
+/// (`OpsError`'s one classification of whose the failure is).
 fn ops_error(e: ops::OpsError) -> ApiError {
-    use ops::{Fault, OpsError};
+    use ops::{Fault, Faulty as _};
     let status = match e.fault() {
         Fault::Request => StatusCode::BAD_REQUEST,
         Fault::Waiting => StatusCode::CONFLICT,
         Fault::Plait => StatusCode::INTERNAL_SERVER_ERROR,
     };
-    let hint = match &e {
-        OpsError::Refused { hint: Some(h), .. } | OpsError::Busy { hint: Some(h), .. } => {
-            format!("\nhint: {h}")
-        }
-        _ => String::new(),
-    };
-    ApiError::new(status, format!("{e}{hint}"))
+    ApiError::new(status, e.to_string())
 }
 
 /// The full id of the run `run` names, which must have task (or group) `task` if one is
@@ -144,7 +139,7 @@ async fn resolve(app: &Arc<App>, run: &str, task: Option<&str>) -> Result<String
     let (app, run, task) = (app.clone(), run.to_string(), task.map(str::to_string));
     blocking(move || {
         let (_repo, store) = cache::store(&app)?;
-        let loaded = cache::loaded(&app, &store, &run)?;
+        let loaded = cache::loaded(&app, store, &run)?;
         let state = &loaded.state;
         if let Some(task) = task {
             if state.task(&task).is_none() && !state.groups.iter().any(|g| g.id == task) {
@@ -160,59 +155,66 @@ async fn resolve(app: &Arc<App>, run: &str, task: Option<&str>) -> Result<String
 }
 
 /// Sends task `task` back for one more round, in this process: answered with its outcome
-/// if the round ends quickly, else told it is under way (its progress then arrives as the
-/// run's events). The round goes on after the request, under the server's cancellation, and
-/// what it came to is written to the task's `send-back.log`.
+/// if the round ends quickly (or is refused), else told it is under way (its progress then
+/// arrives as the run's events). The round goes on after the request, under the server's
+/// cancellation, and what it came to is written to the task's `send-back.log`.
 async fn send_back(
     app: &Arc<App>,
     run: &str,
     task: &str,
     comment: &str,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
-    let sent = {
-        let (app, run, task, comment) = (
-            app.clone(),
+    let log_path = cache::store(app)?
+        .1
+        .task_dir(run, task)
+        .join("send-back.log");
+    let (started_tx, started_rx) = tokio::sync::oneshot::channel();
+    let watch = ops::going::Watch {
+        started: Some(started_tx),
+        updates: None,
+        cancel: app.cancel.clone(),
+    };
+    let mut round = {
+        let (context, run, task, comment) = (
+            app.settings.context.clone(),
             run.to_string(),
             task.to_string(),
             comment.to_string(),
         );
-        blocking(move || {
-            let env = app.settings.env.clone();
-            let env = move |name: &str| env(name);
-            ops::send_back::prepare(&ops::send_back::SendBackRequest {
-                dir: &app.settings.repo,
+        tokio::spawn(async move {
+            let request = ops::send_back::SendBackRequest {
                 run: &run,
                 task: &task,
                 comment: &comment,
-                env: &env,
-                plait: app.settings.plait_program.clone(),
-            })
-            .map_err(ops_error)
+            };
+            let ended = ops::send_back::send_back(&context, request, watch).await;
+            if let Ok(state) = &ended {
+                let text = plait::report::status_text(state, false);
+                if let Err(e) = std::fs::write(&log_path, text) {
+                    tracing::warn!("cannot write {}: {e}", log_path.display());
+                }
+            }
+            ended.map(|_| ()).map_err(ops_error)
         })
-        .await?
     };
-    let log_path = cache::store(app)?
-        .1
-        .task_dir(&sent.run, task)
-        .join("send-back.log");
-    let mut said = Vec::from_iter(sent.warning.iter().map(|w| format!("warning: {w}")));
-    let cancel = app.cancel.clone();
-    let mut round = tokio::spawn(async move {
-        let ended = plait::orchestrator::execute(sent.prepared, None, cancel).await;
-        let text = match &ended {
-            Ok(state) => plait::report::status_text(state, false),
-            Err(e) => format!("error: {e}\n"),
-        };
-        if let Err(e) = std::fs::write(&log_path, text) {
-            tracing::warn!("cannot write {}: {e}", log_path.display());
+    // A refusal comes before the round starts; the round's own failure is written to its
+    // log as well.
+    let warnings = match started_rx.await {
+        Ok(started) => started.warnings,
+        Err(_) => {
+            return match (&mut round).await {
+                Ok(Err(e)) => Err(e),
+                Ok(Ok(())) => Err(ApiError::internal("the round ended before it started")),
+                Err(e) => Err(ApiError::internal(format!("the round failed: {e}"))),
+            }
         }
-        ended.map(|_| ())
-    });
+    };
+    let mut said = Vec::from_iter(warnings.iter().map(|w| format!("warning: {w}")));
     match tokio::time::timeout(SEND_BACK_WAIT, &mut round).await {
         Ok(joined) => {
             match joined {
                 Ok(Ok(())) => {}
-                Ok(Err(e)) => return Err(ApiError::internal(format!("error: {e}"))),
+                Ok(Err(e)) => return Err(e),
                 Err(e) => return Err(ApiError::internal(format!("the round failed: {e}"))),
             }
             said.push(format!(

@@ -173,7 +173,7 @@ pub(super) async fn branches(
 ) -> Result<Response, ApiError> {
     blocking(move || {
         let (repo, store) = cache::store(&app)?;
-        let loaded = cache::loaded(&app, &store, &run)?;
+        let loaded = cache::loaded(&app, store, &run)?;
         let facts = of(&app.lines, &repo, &loaded.state)?;
         let body = serde_json::to_vec(&facts).map_err(|e| ApiError::internal(e.to_string()))?;
         Ok(Body::new(body).respond(&headers))

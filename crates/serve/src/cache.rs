@@ -17,7 +17,7 @@ use axum::response::{IntoResponse, Response};
 
 use super::summary::Summary;
 use super::{ApiError, App};
-use plait_core::git;
+use plait::context::Repo;
 use plait_core::state::{RunState, StateError, Store};
 
 /// How many runs' records are kept; the least recently used goes first.
@@ -213,10 +213,12 @@ fn accepts_gzip(headers: &HeaderMap) -> bool {
 }
 
 /// The repository's plait store.
-pub(super) fn store(app: &App) -> Result<(git2::Repository, Store), ApiError> {
-    let repo = git::open(&app.settings.repo).map_err(|e| ApiError::internal(e.to_string()))?;
-    let store = Store::new(git::plait_dir(&repo));
-    Ok((repo, store))
+pub(super) fn store(app: &App) -> Result<(Repo<'_>, &Store), ApiError> {
+    let context = &app.settings.context;
+    let repo = context
+        .repo()
+        .map_err(|e| ApiError::internal(e.to_string()))?;
+    Ok((repo, context.store()))
 }
 
 /// The id of the run `run` names (a unique prefix will do).

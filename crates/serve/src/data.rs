@@ -43,7 +43,7 @@ pub(super) async fn runs(State(app): State<Arc<App>>) -> Result<Json<Value>, Api
                 "id": state.id,
                 "goal": state.goal,
                 "phase": state.phase,
-                "live": live(&store, &state.id),
+                "live": live(store, &state.id),
                 "created_at": state.created_at,
                 "finished_at": state.finished_at,
                 "tasks": state.tasks.len(),
@@ -68,9 +68,9 @@ pub(super) async fn run(
 ) -> Result<Response, ApiError> {
     blocking(move || {
         let (_repo, store) = store(&app)?;
-        let loaded = loaded(&app, &store, &run)?;
+        let loaded = loaded(&app, store, &run)?;
         let state = &loaded.state;
-        let live = live(&store, &state.id);
+        let live = live(store, &state.id);
         let body = loaded.body("run", live, || {
             serde_json::to_vec(&json!({
                 "live": live,
@@ -95,8 +95,8 @@ pub(super) async fn run_summary(
 ) -> Result<Response, ApiError> {
     blocking(move || {
         let (_repo, store) = store(&app)?;
-        let loaded = loaded(&app, &store, &run)?;
-        let live = live(&store, &loaded.state.id);
+        let loaded = loaded(&app, store, &run)?;
+        let live = live(store, &loaded.state.id);
         let body = loaded.body("summary", live, || {
             loaded
                 .summary()
@@ -123,7 +123,7 @@ pub(super) async fn search(
 ) -> Result<Json<Value>, ApiError> {
     blocking(move || {
         let (_repo, store) = store(&app)?;
-        let loaded = loaded(&app, &store, &run)?;
+        let loaded = loaded(&app, store, &run)?;
         let found = summary::search(&loaded.state, &query.q);
         Ok(Json(json!({"query": query.q, "tasks": found})))
     })
@@ -144,7 +144,7 @@ pub(super) async fn task(
 ) -> Result<Json<Value>, ApiError> {
     blocking(move || {
         let (repo, store) = store(&app)?;
-        let loaded = loaded(&app, &store, &run)?;
+        let loaded = loaded(&app, store, &run)?;
         let state = &loaded.state;
         let record = task_of(state, &task)?;
         let plan = plan_task(&store.run(&state.id).plan(), &task);
@@ -239,7 +239,7 @@ pub(super) async fn diff(
 ) -> Result<Json<Value>, ApiError> {
     blocking(move || {
         let (repo, store) = store(&app)?;
-        let loaded = loaded(&app, &store, &run)?;
+        let loaded = loaded(&app, store, &run)?;
         let state = &loaded.state;
         let record = task_of(state, &task)?;
         // A task that comes after others shows its own work, from its start.

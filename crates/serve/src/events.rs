@@ -55,7 +55,7 @@ pub(super) async fn follow(
     let cancel = app.cancel.clone();
     let follow = blocking(move || {
         let (_repo, store) = cache::store(&app)?;
-        let loaded = cache::loaded(&app, &store, &run)?;
+        let loaded = cache::loaded(&app, store, &run)?;
         let id = loaded.state.id.clone();
         let dir = store.run(&id);
         let events = dir.events();
@@ -71,7 +71,7 @@ pub(super) async fn follow(
             next_read: Instant::now(),
             ready: VecDeque::new(),
             cancel,
-            store,
+            store: store.clone(),
         };
         // First a `state` with the version now, so a page that read the run before it
         // connected knows whether it missed a change.

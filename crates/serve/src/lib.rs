@@ -18,7 +18,6 @@ mod rounds;
 mod summary;
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use axum::extract::{Request, State};
@@ -33,16 +32,14 @@ use plait_core::cancel::Cancel;
 /// What the server serves.
 #[derive(Clone)]
 pub struct ServeSettings {
-    /// The repository whose runs it shows.
-    pub repo: PathBuf,
-    /// This plait binary, which the agents' hooks of a send-back's round call back.
-    pub plait_program: PathBuf,
+    /// The repository whose runs it shows, opened once for the server: its store, the
+    /// environment a landing's checks resolve variables from, and the plait program the
+    /// agents' hooks of a send-back's round call back.
+    pub context: plait::context::Context,
     /// The run the page opens on, if one was named.
     pub run: Option<String>,
     /// The token every changing request must carry (`X-Plait-Token`).
     pub token: String,
-    /// The environment a landing's checks resolve variables from.
-    pub env: plait::orchestrator::worker::Env,
 }
 
 /// The header that carries the server's token.
@@ -61,8 +58,7 @@ struct App {
     lines: branches::LineCounts,
     /// The send-back rounds that outlived their request, waited for before the server
     /// ends (the server's cancellation interrupts them, and they save their run).
-    rounds:
-        std::sync::Mutex<Vec<tokio::task::JoinHandle<Result<(), plait::orchestrator::RunError>>>>,
+    rounds: std::sync::Mutex<Vec<tokio::task::JoinHandle<Result<(), ApiError>>>>,
 }
 
 /// A failed API request: its status and what to tell the page.

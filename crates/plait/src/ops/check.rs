@@ -21,13 +21,76 @@ use plait_core::refs::branch_ref;
 use plait_core::state::{Culprits, RunDir, RunPhase, RunState, StateError, Store};
 
 use super::OpsError;
+use crate::context::Context;
 
 /// Where checks run: a repository, its runs, and the environment the plans' checks resolve
-/// their variables from.
-pub struct Checker<'a> {
-    pub repo: &'a Repository,
-    pub store: &'a Store,
-    pub env: &'a (dyn Fn(&str) -> Option<String> + Sync),
+/// their variables from (the context's, lent for one case).
+pub(super) struct Checker<'a> {
+    pub(super) repo: &'a Repository,
+    pub(super) store: &'a Store,
+    pub(super) env: &'a (dyn Fn(&str) -> Option<String> + Sync),
+}
+
+/// What `plait check` is asked.
+pub enum CheckRequest<'a> {
+    /// A run's branches, as landing would find them, against `into` (default: the branch
+    /// HEAD is on); with `bisect`, the culprit search when the merged checks fail, each of
+    /// its steps told to `step` (the run is not changed).
+    Run {
+        run: &'a str,
+        into: Option<&'a str>,
+        bisect: bool,
+        step: &'a (dyn Fn(Step) + Send + Sync),
+    },
+    /// Branches made outside a run, against a plan.
+    Branches(BranchesRequest<'a>),
+}
+
+/// What a check found.
+pub struct Checked {
+    pub report: CheckReport,
+    /// The culprit search's finding, when it was asked for and the merged checks failed.
+    pub culprits: Option<Culprits>,
+}
+
+/// Checks what `request` names (see the module's doc); a run's record keeps what was
+/// learned.
+pub async fn check(ctx: &Context, request: CheckRequest<'_>) -> Result<Checked, OpsError> {
+    let repo = ctx.repo()?;
+    let env = |name: &str| ctx.var(name);
+    let checker = Checker {
+        repo: &repo,
+        store: ctx.store(),
+        env: &env,
+    };
+    let target = |into: Option<&str>| match into {
+        Some(into) => Ok(into.to_string()),
+        None => git::current_branch(&repo).ok_or(OpsError::Detached),
+    };
+    match request {
+        CheckRequest::Run {
+            run,
+            into,
+            bisect,
+            step,
+        } => {
+            let report = checker.run(run, &target(into)?).await?;
+            let culprits = if bisect {
+                checker.bisect(&report.run, &report, step).await?
+            } else {
+                None
+            };
+            Ok(Checked { report, culprits })
+        }
+        CheckRequest::Branches(request) => {
+            let into = target(request.into)?;
+            let report = checker.branches(&request, &into).await?;
+            Ok(Checked {
+                report,
+                culprits: None,
+            })
+        }
+    }
 }
 
 /// Branches made outside a run, to check against a plan.
@@ -40,8 +103,8 @@ pub struct BranchesRequest<'a> {
     /// The commit the branches started from (default: the plan's base, else their merge
     /// base with the target).
     pub base: Option<&'a str>,
-    /// The branch the result would land on.
-    pub into: &'a str,
+    /// The branch the result would land on (default: the branch HEAD is on).
+    pub into: Option<&'a str>,
 }
 
 /// One run's case for a hook to judge.
@@ -59,7 +122,7 @@ pub enum Case {
 
 impl Case {
     /// The run the case is about.
-    pub fn run(&self) -> &str {
+    pub(super) fn run(&self) -> &str {
         match self {
             Case::Run { run, .. } | Case::Merge { run, .. } => run,
         }
@@ -110,7 +173,7 @@ struct Finished {
 impl Checker<'_> {
     /// Checks run `run` against branch `into` (see the module's doc) and saves what it
     /// learned. Refused unless the run has finished.
-    pub async fn run(&self, run: &str, into: &str) -> Result<CheckReport, OpsError> {
+    pub(super) async fn run(&self, run: &str, into: &str) -> Result<CheckReport, OpsError> {
         let Finished {
             run,
             mut state,
@@ -136,7 +199,7 @@ impl Checker<'_> {
 
     /// Checks the merge `merging` into branch `into` against run `run`: only what that
     /// merge brings in (`check::check_merge`). The run is not changed.
-    pub async fn merge(
+    pub(super) async fn merge(
         &self,
         run: &str,
         into: &str,
@@ -161,23 +224,24 @@ impl Checker<'_> {
 
     /// Checks branches made outside a run against a plan (`plait check --plan`), in a
     /// scratch directory under the store that is removed again.
-    pub async fn branches(&self, request: &BranchesRequest<'_>) -> Result<CheckReport, OpsError> {
+    pub(super) async fn branches(
+        &self,
+        request: &BranchesRequest<'_>,
+        into: &str,
+    ) -> Result<CheckReport, OpsError> {
         let plan = crate::plan::load(request.plan)?;
         if request.branches.is_empty() {
-            return Err(OpsError::refused(
-                "--plan needs at least one --branch [TASK=]BRANCH",
-                None,
-            ));
+            return Err(OpsError::NoBranches);
         }
         let branches = self.task_branches(&plan, request)?;
-        let base = self.base_of(&plan, request, &branches)?;
+        let base = self.base_of(&plan, request, into, &branches)?;
         let scratch = self.store.run_dir(&format!("check-{}", std::process::id()));
         let report = check::check_branches(
             git::workdir(self.repo),
             scratch.clone(),
             base,
             &branches,
-            request.into,
+            into,
             &crate::plan::checks_of(&plan, self.env),
             &check::owns_of(&plan),
         )
@@ -192,7 +256,7 @@ impl Checker<'_> {
     /// The culprit search over run `run`'s merged tasks for the merged checks that failed
     /// in `report` (its check), without changing the run; `None` when none failed. `step`
     /// hears each step.
-    pub async fn bisect(
+    pub(super) async fn bisect(
         &self,
         run: &str,
         report: &CheckReport,
@@ -226,7 +290,7 @@ impl Checker<'_> {
 
     /// Judges each case in turn, skipping runs that have no record here, and combines the
     /// verdicts; `heard` hears each report as soon as it is made.
-    pub async fn judge(
+    pub(super) async fn judge(
         &self,
         cases: Vec<Case>,
         heard: &dyn Fn(&CheckReport),
@@ -250,7 +314,7 @@ impl Checker<'_> {
     /// The runs a move of branch `into` concerns, each a case to judge as a merge: those
     /// whose tasks' work `merging`'s tree brings in by content (as against its target's),
     /// with those tasks as the ones it brings in, and those with a branch at one of `tips`.
-    pub fn concerned(
+    pub(super) fn concerned(
         &self,
         into: &str,
         merging: &MergeInProgress,
@@ -285,7 +349,7 @@ impl Checker<'_> {
     /// fast-forward) or at a commit it merges. `None` when no run refuses it; otherwise what
     /// became of the checkout, `reflog_action` being how git named the operation
     /// (`GIT_REFLOG_ACTION`).
-    pub async fn judge_update(
+    pub(super) async fn judge_update(
         &self,
         update: &BranchUpdate,
         reflog_action: &str,
@@ -323,7 +387,10 @@ impl Checker<'_> {
     /// The cases pre-push judges: the run of each plait branch pushed, checked into the
     /// run's target (the branch HEAD is on for a run based on HEAD). `pushes` are the
     /// local ref and commit of each line git gives the hook.
-    pub fn pushed<'p>(&self, pushes: impl IntoIterator<Item = (&'p str, &'p str)>) -> Vec<Case> {
+    pub(super) fn pushed<'p>(
+        &self,
+        pushes: impl IntoIterator<Item = (&'p str, &'p str)>,
+    ) -> Vec<Case> {
         let mut targets: Vec<(String, String)> = Vec::new();
         for (local, sha) in pushes {
             let Some(rest) = local.strip_prefix(plait_core::refs::PLAIT_REFS) else {
@@ -358,10 +425,7 @@ impl Checker<'_> {
         let run = self.store.find(Some(run))?;
         let state = self.store.load(&run)?;
         if state.phase != RunPhase::Finished {
-            return Err(OpsError::Busy {
-                message: format!("run {run} has not finished"),
-                hint: None,
-            });
+            return Err(OpsError::NotFinished { run });
         }
         let plan = crate::plan::load(&self.store.run(&run).plan())?;
         Ok(Finished {
@@ -403,19 +467,17 @@ impl Checker<'_> {
                 ),
             };
             if !ids.contains(&task.as_str()) {
-                return Err(OpsError::refused(
-                    format!(
-                        "--branch {spec}: plan {} has no task `{task}`; write it as TASK=BRANCH",
-                        request.plan.display()
-                    ),
-                    None,
-                ));
+                return Err(OpsError::UnknownTask {
+                    spec: spec.clone(),
+                    plan: request.plan.to_path_buf(),
+                    task,
+                });
             }
             if self.repo.find_reference(&branch_ref(&branch)).is_err() {
-                return Err(OpsError::refused(
-                    format!("--branch {spec}: no branch `{branch}`"),
-                    None,
-                ));
+                return Err(OpsError::NoBranch {
+                    spec: spec.clone(),
+                    branch,
+                });
             }
             branches.push(TaskBranch { task, branch });
         }
@@ -428,6 +490,7 @@ impl Checker<'_> {
         &self,
         plan: &PlanFile,
         request: &BranchesRequest<'_>,
+        into: &str,
         branches: &[TaskBranch],
     ) -> Result<Oid, OpsError> {
         let repo = self.repo;
@@ -436,23 +499,21 @@ impl Checker<'_> {
                 .revparse_single(rev)
                 .and_then(|o| o.peel_to_commit())
                 .map(|c| c.id())
-                .map_err(|_| {
-                    OpsError::refused(format!("base `{rev}` is not a branch or commit"), None)
+                .map_err(|_| OpsError::BadBase {
+                    rev: rev.to_string(),
                 });
         }
-        let into = request.into;
-        let mut tips = vec![repo
-            .refname_to_id(&branch_ref(into))
-            .map_err(|_| OpsError::refused(format!("branch `{into}` does not exist"), None))?];
+        let mut tips =
+            vec![repo
+                .refname_to_id(&branch_ref(into))
+                .map_err(|_| OpsError::NoTarget {
+                    into: into.to_string(),
+                })?];
         for b in branches {
             tips.extend(repo.refname_to_id(&branch_ref(&b.branch)).ok());
         }
-        repo.merge_base_many(&tips).map_err(|_| {
-            OpsError::refused(
-                "the branches share no history with the target; pass --base REV",
-                None,
-            )
-        })
+        repo.merge_base_many(&tips)
+            .map_err(|_| OpsError::NoSharedHistory)
     }
 
     /// What to do about the checkout after a refused update. An operation git leaves in

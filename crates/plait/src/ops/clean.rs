@@ -1,11 +1,10 @@
 //! Cleaning up: a run's worktrees and branches (refused while work would be lost, unless
 //! forced), or the checks' seed kept between runs.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use crate::clean::{AtRisk, CleanOutcome};
-use plait_core::git;
-use plait_core::state::Store;
+use crate::context::Context;
 
 use super::OpsError;
 
@@ -19,20 +18,24 @@ pub struct Cleaned {
     pub refused: bool,
 }
 
-/// Removes run `run`'s worktrees and branches (see [`crate::clean::clean`]); `force`
-/// accepts losing work. The record is saved either way.
-pub fn clean(dir: &Path, run: Option<&str>, force: bool) -> Result<Cleaned, OpsError> {
-    let repo = git::open(dir)?;
-    let store = Store::new(git::plait_dir(&repo));
+/// A run to clean.
+pub struct CleanRequest<'a> {
+    /// The run, as the user named it (a prefix of its id will do); the latest when none.
+    pub run: Option<&'a str>,
+    /// Remove it even when work would be lost.
+    pub force: bool,
+}
+
+/// Removes the run's worktrees and branches (see [`crate::clean::clean`]); `force` accepts
+/// losing work. The record is saved either way.
+pub fn clean(ctx: &Context, request: CleanRequest<'_>) -> Result<Cleaned, OpsError> {
+    let CleanRequest { run, force } = request;
+    let store = ctx.store();
     let run = store.find(run)?;
     let mut state = store.load(&run)?;
     let live = store.is_running(&run);
-    let outcome = crate::clean::clean(&repo, &mut state, &store.run(&run), live, force).map_err(
-        |e| match e {
-            crate::clean::CleanError::InProgress { .. } => OpsError::refused(e.to_string(), None),
-            other => OpsError::Clean(other),
-        },
-    )?;
+    let outcome = crate::clean::clean(&*ctx.repo()?, &mut state, &store.run(&run), live, force)
+        .map_err(OpsError::Clean)?;
     let refused = !force && !outcome.at_risk.is_empty();
     if !refused {
         store.save(&state)?;
@@ -58,15 +61,13 @@ pub struct SeedCleaned {
 /// Removes what plait keeps between runs to start warm: the base layers (with what
 /// `[setup]` installed and plait's build of each base), the checks' seed and the checkouts
 /// of bases under the tasks' views; refused while a run may be using them.
-pub fn clean_seed(dir: &Path) -> Result<SeedCleaned, OpsError> {
-    let repo = git::open(dir)?;
-    let store = Store::new(git::plait_dir(&repo));
+pub fn clean_seed(ctx: &Context) -> Result<SeedCleaned, OpsError> {
+    let store = ctx.store();
     if let Some((pid, run)) = store.lock_holder() {
-        return Err(OpsError::Busy {
-            message: format!(
-                "run {run} is running (process {pid}) and may be using the seed and the views"
-            ),
-            hint: Some("wait for it to end, or stop it with Ctrl-C, then clean again".to_string()),
+        return Err(OpsError::InUse {
+            run,
+            pid,
+            what: "the seed and the views",
         });
     }
     let views = crate::workspace::view::remove_trees(&store.views_dir());
@@ -79,7 +80,7 @@ pub fn clean_seed(dir: &Path) -> Result<SeedCleaned, OpsError> {
             layers,
         });
     }
-    crate::review::checkout::remove(&git::workdir(&repo), &seed);
+    crate::review::checkout::remove(ctx.workdir(), &seed);
     let _ = std::fs::remove_file(seed.with_extension("json"));
     Ok(SeedCleaned {
         seed: Some(seed),

@@ -1,9 +1,7 @@
 //! A person's decision on a task or a group of a finished run: accept or reject.
 
-use std::path::Path;
-
-use plait_core::git;
-use plait_core::state::{now_ms, Decision, Store, Verdict};
+use crate::context::Context;
+use plait_core::state::{now_ms, Decision, Verdict};
 
 use super::OpsError;
 
@@ -33,24 +31,27 @@ impl Decided {
     }
 }
 
-/// Records `verdict` on task (or group) `id` of run `run` (or the latest run) of the
-/// repository at `dir`. A person's acceptance overrules the culprit search: an accepted
-/// task held out as a culprit goes back into the merge. Refused while the run is in
-/// progress, and for an id the run does not have.
-pub fn decide(
-    dir: &Path,
-    run: Option<&str>,
-    id: &str,
-    verdict: Verdict,
-) -> Result<Decided, OpsError> {
-    let repo = git::open(dir)?;
-    let store = Store::new(git::plait_dir(&repo));
+/// A decision asked of a person: accept or reject a task (or a group) of a run.
+pub struct DecideRequest<'a> {
+    /// The run, as the user named it (a prefix of its id will do); the latest when none.
+    pub run: Option<&'a str>,
+    /// The task's (or group's) id.
+    pub id: &'a str,
+    pub verdict: Verdict,
+}
+
+/// Records the request's verdict on its task (or group). A person's acceptance overrules
+/// the culprit search: an accepted task held out as a culprit goes back into the merge.
+/// Refused while the run is in progress, and for an id the run does not have.
+pub fn decide(ctx: &Context, request: DecideRequest<'_>) -> Result<Decided, OpsError> {
+    let DecideRequest { run, id, verdict } = request;
+    let store = ctx.store();
     let run = store.find(run)?;
     if store.is_running(&run) {
-        return Err(OpsError::refused(
-            format!("run {run} is still in progress; decide when it has finished"),
-            None,
-        ));
+        return Err(OpsError::InProgress {
+            run,
+            doing: "decide",
+        });
     }
     let mut state = store.load(&run)?;
     let decision = Some(Decision {
@@ -69,15 +70,11 @@ pub fn decide(
         }
         "task"
     } else {
-        let groups = if state.groups.is_empty() {
-            ""
-        } else {
-            " or group"
-        };
-        return Err(OpsError::refused(
-            format!("run {run} has no task{groups} `{id}`"),
-            Some(format!("`plait status {run}` lists them")),
-        ));
+        return Err(OpsError::NoTask {
+            groups: !state.groups.is_empty(),
+            run,
+            id: id.to_string(),
+        });
     };
     store.save(&state)?;
     Ok(Decided {

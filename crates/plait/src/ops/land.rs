@@ -4,6 +4,7 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
+use crate::context::Context;
 use crate::land::{self, LandOutcome, LandSettings, Refusal};
 use crate::orchestrator;
 use plait_core::git;
@@ -13,15 +14,11 @@ use super::OpsError;
 
 /// What to land where.
 pub struct LandRequest<'a> {
-    /// A directory in the repository.
-    pub dir: &'a Path,
     /// The run (default: the latest).
     pub run: Option<&'a str>,
     pub into: &'a str,
     /// Land the tasks that merged cleanly even though others did not.
     pub partial: bool,
-    /// The environment the run's checks resolve variables from.
-    pub env: &'a (dyn Fn(&str) -> Option<String> + Sync),
 }
 
 /// A task whose branch was moved by hand and whose new commits were collected.
@@ -112,16 +109,16 @@ impl Landing {
 /// Lands run `request.run` into `request.into` (see the module's doc). A refusal of the
 /// gate, a conflict with a target that moved, or uncommitted changes in the target's
 /// checkout are an `Ok` outcome; moved branches that cannot be taken are an error.
-pub async fn land(request: &LandRequest<'_>) -> Result<Landing, OpsError> {
-    let repo = git::open(request.dir)?;
-    let store = Store::new(git::plait_dir(&repo));
+pub async fn land(ctx: &Context, request: LandRequest<'_>) -> Result<Landing, OpsError> {
+    let store = ctx.store();
     let run = store.find(request.run)?;
     let mut state = store.load(&run)?;
-    let workdir = git::workdir(&repo);
+    let workdir = ctx.workdir().to_path_buf();
+    let env = |name: &str| ctx.var(name);
     let finished = state.phase == RunPhase::Finished;
     let mut adopted = Vec::new();
     if finished {
-        adopted = adopt(&run, &store, &workdir, &mut state, request.env).await?;
+        adopted = adopt(&run, store, &workdir, &mut state, &env).await?;
     }
     let remerged = if !finished {
         None
@@ -134,7 +131,7 @@ pub async fn land(request: &LandRequest<'_>) -> Result<Landing, OpsError> {
     };
     if remerged.is_some() {
         let plan = crate::plan::load(&store.run(&run).plan())?;
-        let checks = crate::plan::checks_of(&plan, request.env);
+        let checks = crate::plan::checks_of(&plan, &env);
         orchestrator::remerge(workdir.clone(), store.run(&run), &mut state, &checks)
             .await
             .map_err(|source| OpsError::Run {
@@ -148,7 +145,7 @@ pub async fn land(request: &LandRequest<'_>) -> Result<Landing, OpsError> {
         into: request.into,
         partial: request.partial,
     };
-    let outcome = land::land(&repo, &mut state, &settings)?;
+    let outcome = land::land(&*ctx.repo()?, &mut state, &settings)?;
     if matches!(outcome, LandOutcome::Landed(_)) {
         store.save(&state)?;
     }

@@ -1,21 +1,35 @@
-//! The use cases, one function each, called alike by the command line and the review
-//! page: decide on a task (accept, reject), land a run, check a run or judge a hook's
-//! move, sync a run with its store, clean a run or the seed, test the walls (`doctor`). Each opens what it needs,
-//! takes the same locks and refusals whoever calls it, and returns a typed report; it
-//! prints nothing and reads no environment (what it needs of the environment is passed
-//! in).
-//! `cli/` parses arguments, calls these and renders their reports; `serve` calls them in
-//! its own process.
+//! The use cases, called alike by the command line and the review page: run a plan,
+//! resume a run, send a task back, decide on a task (accept, reject), land a run, check a
+//! run or judge a hook's move, sync a run with its store, clean a run or the seed, plan
+//! with a manager, serve as a worker, read the configuration, test the walls (`doctor`).
+//!
+//! Every case has one shape: `ops::<case>::<case>(&Context, Request) -> Result<Report,
+//! OpsError>`, and runs the whole case (a run goes to its end; the caller follows it
+//! through a [`going::Watch`]). The [`Context`](crate::context::Context) is opened once by
+//! the caller, and nothing below it opens the repository again. A case takes the same
+//! locks and refusals whoever calls it and returns facts: it prints nothing, reads no
+//! environment but the context's, and its errors carry no command-line words (the
+//! command line's hints are its own; [`fault::Faulty`] says whose each failure is, for the
+//! exit code and the HTTP status alike).
 
 pub mod check;
 pub mod clean;
+pub mod config;
 pub mod decide;
 pub mod doctor;
+pub mod fault;
+pub mod going;
+pub mod hook;
 pub mod land;
+pub mod manage;
 pub mod resume;
 pub mod run;
 pub mod send_back;
+pub mod split;
 pub mod sync;
+// pub mod worker;
+
+pub use fault::{Fault, Faulty};
 
 use crate::land::LandError;
 use crate::orchestrator::RunError;
@@ -26,19 +40,80 @@ use plait_core::state::StateError;
 /// Why a use case could not be carried out.
 #[derive(Debug, thiserror::Error)]
 pub enum OpsError {
-    /// The request cannot be done as things stand; the message says what to do.
-    #[error("{message}")]
-    Refused {
-        message: String,
-        hint: Option<String>,
+    /// The run has finished: there is nothing to resume.
+    #[error("run {run} has finished; there is nothing to resume")]
+    Finished { run: String },
+    /// The run has not finished, and what was asked needs it finished.
+    #[error("run {run} has not finished")]
+    NotFinished { run: String },
+    /// The run's own plait process is still going.
+    #[error("run {run} is still going (plait process {pid})")]
+    Going { run: String, pid: u32 },
+    /// The run is in progress; `doing` waits for its end.
+    #[error("run {run} is still in progress; {doing} when it has finished")]
+    InProgress { run: String, doing: &'static str },
+    /// A run holds the repository and may be using what was asked to go.
+    #[error("run {run} is running (process {pid}) and may be using {what}")]
+    InUse {
+        run: String,
+        pid: u32,
+        what: &'static str,
     },
-    /// Something else is using what the request needs (a run in progress); try again
-    /// when it has ended.
-    #[error("{message}")]
-    Busy {
-        message: String,
-        hint: Option<String>,
+    /// The run has no task (or group) of that id.
+    #[error("run {run} has no task{} `{id}`", if *groups { " or group" } else { "" })]
+    NoTask {
+        run: String,
+        id: String,
+        /// Whether the run has groups, which the id could have named.
+        groups: bool,
     },
+    /// The id names a group where a task is needed.
+    #[error("`{group}` is a group of run {run}: send back one of its tasks")]
+    Group { run: String, group: String },
+    /// The store has no run of that id.
+    #[error("the store has no run `{run}`")]
+    NotInStore { run: String },
+    /// A remote was given for a run spread over workers, but no store to spread it
+    /// through.
+    #[error("a run spread over workers through a remote needs a store as well")]
+    RemoteWithoutStore,
+    /// The directory chosen for the worktrees cannot be made absolute.
+    #[error("{}: {source}", dir.display())]
+    WorktreeDir {
+        dir: std::path::PathBuf,
+        source: std::io::Error,
+    },
+    /// The base commit could not be put on the remote the run is spread over.
+    #[error("{remote}: {source}")]
+    PublishBase {
+        remote: String,
+        source: plait_store::remote::RemoteError,
+    },
+    /// HEAD is on no branch, and no target branch was named.
+    #[error("HEAD is not on a branch")]
+    Detached,
+    /// Branches were to be checked against a plan, but none was named.
+    #[error("no branches to check against the plan")]
+    NoBranches,
+    /// A branch to check names (or implies) a task the plan does not have.
+    #[error("{spec}: plan {} has no task `{task}`", plan.display())]
+    UnknownTask {
+        spec: String,
+        plan: std::path::PathBuf,
+        task: String,
+    },
+    /// A branch to check does not exist.
+    #[error("{spec}: no branch `{branch}`")]
+    NoBranch { spec: String, branch: String },
+    /// The base named is not a branch or commit.
+    #[error("base `{rev}` is not a branch or commit")]
+    BadBase { rev: String },
+    /// The target branch does not exist.
+    #[error("branch `{into}` does not exist")]
+    NoTarget { into: String },
+    /// The branches to check share no history with their target.
+    #[error("the branches share no history with the target")]
+    NoSharedHistory,
     /// Task branches moved by hand in ways plait cannot take: no landing.
     #[error("not landing run {run}: task branches moved by hand:{}", list(refused))]
     MovedByHand {
@@ -56,6 +131,9 @@ pub enum OpsError {
     Land(#[from] LandError),
     #[error(transparent)]
     Clean(crate::clean::CleanError),
+    /// The manager could not plan.
+    #[error(transparent)]
+    Manager(#[from] crate::plan::manager::ManagerError),
     /// The run's PostgreSQL store could not be reached, or did not do what was asked.
     #[error(transparent)]
     Store(#[from] plait_store::pg::PgError),
@@ -65,8 +143,8 @@ pub enum OpsError {
     /// The branches of a run spread over workers could not be pushed to its remote.
     #[error(transparent)]
     PushBranches(plait_store::remote::RemoteError),
-    /// A run could not be made, or made ready to go on (its lock, record, branches or
-    /// worktrees), or the orchestrator refused it.
+    /// A run could not be made, made ready to go on or carried on (its lock, record,
+    /// branches, worktrees or pipeline), or the orchestrator refused it.
     #[error(transparent)]
     Prepare(#[from] RunError),
     /// Part of the run's pipeline (a merge again, checks, collecting moved branches).
@@ -82,68 +160,49 @@ pub enum OpsError {
     /// The runs' task work, by which a hook finds the runs a move concerns, cannot be read.
     #[error(transparent)]
     Work(#[from] crate::check::work::WorkError),
-}
-
-/// Whose the failure is, which decides a command's exit code and a request's status.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Fault {
-    /// What was asked cannot be done: a bad name, a run in progress, a branch that does
-    /// not exist (exit 2; 400).
-    Request,
-    /// It can be done later, or after a person acts (exit 1; 409).
-    Waiting,
-    /// plait, git or the file system failed (exit 3; 500).
-    Plait,
+    /// The manager's request is not valid: `what` names the part (`goal`, `max-tasks`,
+    /// `include`, `manager`).
+    #[error("{what}: {message}")]
+    Manage { what: &'static str, message: String },
+    /// The manager named is neither a built-in model provider nor `claude-code`.
+    #[error("the manager `{name}` is neither a built-in model provider nor claude-code")]
+    UnknownManager { name: String },
+    /// A hook of the user's is in the way of installing plait's: both it and the name it
+    /// would be kept under exist.
+    #[error("{} exists and so does {}", path.display(), chained.display())]
+    HookInTheWay {
+        path: std::path::PathBuf,
+        chained: std::path::PathBuf,
+    },
+    /// git ran a hook plait does not have.
+    #[error("unknown hook `{name}`")]
+    UnknownHook { name: String },
+    /// The git CLI failed at `what`.
+    #[error("{what}: {source}")]
+    Git {
+        what: &'static str,
+        source: plait_core::git::GitCliError,
+    },
+    /// A config file exists but cannot be read.
+    #[error("cannot read config {}: {source}", path.display())]
+    ConfigUnreadable {
+        path: std::path::PathBuf,
+        source: std::io::Error,
+    },
+    /// A file of plait's own could not be read or written.
+    #[error("{}: {source}", path.display())]
+    Io {
+        path: std::path::PathBuf,
+        source: std::io::Error,
+    },
 }
 
 impl OpsError {
-    /// Whose the failure is.
-    pub fn fault(&self) -> Fault {
-        match self {
-            OpsError::Refused { .. } | OpsError::Plan(_) => Fault::Request,
-            OpsError::Busy { .. } | OpsError::MovedByHand { .. } => Fault::Waiting,
-            OpsError::Repo(e) => OpsError::fault_of_repo(e),
-            OpsError::State(e) => OpsError::fault_of_state(e),
-            OpsError::Land(LandError::NoBranch { .. }) => Fault::Request,
-            OpsError::Clean(crate::clean::CleanError::InProgress { .. }) => Fault::Request,
-            OpsError::Store(e) if e.is_request() => Fault::Request,
-            OpsError::FetchBranches(_) => Fault::Request,
-            OpsError::Check {
-                source: RunError::Refused(_),
-                ..
-            }
-            | OpsError::Prepare(RunError::Refused(_)) => Fault::Request,
-            OpsError::Prepare(RunError::Repo(e)) => OpsError::fault_of_repo(e),
-            OpsError::Prepare(RunError::State(e)) => OpsError::fault_of_state(e),
-            OpsError::Land(_)
-            | OpsError::Clean(_)
-            | OpsError::Run { .. }
-            | OpsError::Prepare(_)
-            | OpsError::Check { .. }
-            | OpsError::Work(_)
-            | OpsError::Store(_)
-            | OpsError::PushBranches(_) => Fault::Plait,
-        }
-    }
-
-    fn fault_of_repo(e: &RepoError) -> Fault {
-        match e {
-            RepoError::Git(_) => Fault::Plait,
-            _ => Fault::Request,
-        }
-    }
-
-    fn fault_of_state(e: &StateError) -> Fault {
-        match e {
-            StateError::Io { .. } | StateError::Corrupt { .. } => Fault::Plait,
-            _ => Fault::Request,
-        }
-    }
-
-    pub(crate) fn refused(message: impl Into<String>, hint: Option<String>) -> OpsError {
-        OpsError::Refused {
-            message: message.into(),
-            hint,
+    /// An I/O failure on `path`.
+    pub(crate) fn io(path: &std::path::Path) -> impl FnOnce(std::io::Error) -> OpsError + '_ {
+        move |source| OpsError::Io {
+            path: path.to_path_buf(),
+            source,
         }
     }
 }

@@ -1,39 +1,38 @@
 //! Going on with a run that was started before: the use case behind `plait resume`
-//! ([`prepare`]: its refusals, then the run made ready to go on), and its own copy of its
-//! plan resolved again against the commit it started from, for `resume` and `send-back`.
+//! ([`resume`]: its refusals, then the run made ready to go on and carried to its end),
+//! and its own copy of its plan resolved again against the commit it started from, for
+//! `resume` and `send-back` ([`kept_settings`]).
 
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::orchestrator::{Prepared, RunSettings};
-use plait_core::state::{RunPhase, RunState, Store};
+use crate::context::Context;
+use crate::orchestrator::RunSettings;
+use plait_core::state::{RunPhase, RunState, StateError};
 
+use super::going::{go, Watch};
 use super::OpsError;
 
-/// The settings to carry on run `state` with, `jobs` tasks at once (the repository at
-/// `dir`; `plait` is the program the agents' hooks call back), and the sandbox's warning
-/// when the run's processes cannot be confined here.
-pub fn kept_settings(
-    dir: &Path,
+/// The settings to carry on run `state` with, `jobs` tasks at once, and the sandbox's
+/// warning when the run's processes cannot be confined here.
+pub(super) fn kept_settings(
+    ctx: &Context,
     state: &RunState,
     jobs: usize,
-    env: &dyn Fn(&str) -> Option<String>,
-    plait: PathBuf,
 ) -> Result<(RunSettings, Option<String>), OpsError> {
-    let repo = plait_core::git::open(dir)?;
-    let store = Store::new(plait_core::git::plait_dir(&repo));
-    let copy = store.run(&state.id).plan();
-    let plan_text =
-        std::fs::read_to_string(&copy).map_err(|source| plait_core::state::StateError::Io {
-            path: copy.clone(),
-            source,
+    let copy = ctx.store().run(&state.id).plan();
+    let plan_text = std::fs::read_to_string(&copy).map_err(|source| StateError::Io {
+        path: copy.clone(),
+        source,
+    })?;
+    let resolved =
+        crate::plan::resolve_kept(&*ctx.repo()?, &plan_text, &copy, &state.base, &|name| {
+            ctx.var(name)
         })?;
-    let resolved = crate::plan::resolve_kept(&repo, &plan_text, &copy, &state.base, env)?;
     let warning = resolved.sandbox_warning();
     let settings = RunSettings {
+        context: ctx.clone(),
         store: None,
         remote: None,
-        repo: std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf()),
         plan: Arc::new(resolved),
         plan_path: state.plan.clone(),
         plan_text,
@@ -42,76 +41,58 @@ pub fn kept_settings(
         worktree_root: None,
         max_cost: state.max_cost,
         groups: None,
-        plait_program: plait,
     };
     Ok((settings, warning))
 }
 
 /// What a resume is asked.
 pub struct ResumeRequest<'a> {
-    /// The repository.
-    pub dir: &'a Path,
+    /// The run, as the user named it (a prefix of its id will do).
+    pub run: &'a str,
     /// Tasks at once on this machine.
     pub jobs: usize,
-    /// The PostgreSQL store of a run spread over workers, and the remote its tasks are
-    /// queued through there.
-    pub store: Option<(tokio_postgres::Config, Option<String>)>,
-    /// The environment the kept plan resolves its variables from.
-    pub env: &'a dyn Fn(&str) -> Option<String>,
-    /// The program the agents' hooks call back (this plait).
-    pub plait: PathBuf,
+    /// The PostgreSQL store of a run spread over workers, connected to already: its tasks
+    /// are waited for again, through the remote the run was started with.
+    pub store: Option<tokio_postgres::Config>,
 }
 
-/// A run ready to go on.
-pub struct Resumed {
-    pub prepared: Prepared,
-    /// Its tasks, and those that have not ended.
-    pub total: usize,
-    pub left: usize,
-    /// The sandbox's warning when the run's processes cannot be confined here.
-    pub warning: Option<String>,
-}
-
-/// The run `run` names (a prefix of its id will do), found and loaded: refused when it has finished (nothing
-/// to resume) or its plait process is still going.
-pub fn find(dir: &Path, run: &str) -> Result<RunState, OpsError> {
-    let repo = plait_core::git::open(dir)?;
-    let store = Store::new(plait_core::git::plait_dir(&repo));
-    let run = store.find(Some(run))?;
+/// Carries on the run `request.run` names, followed through `watch`: refused when it has
+/// finished (nothing to resume) or its plait process is still going; else its kept plan
+/// resolved again, the lock taken, the tasks that had not ended set to run again from
+/// their worktrees, and the run carried to its end. The run's record at the end.
+pub async fn resume(
+    ctx: &Context,
+    request: ResumeRequest<'_>,
+    watch: Watch,
+) -> Result<RunState, OpsError> {
+    let store = ctx.store();
+    let run = store.find(Some(request.run))?;
     let state = store.load(&run)?;
     if state.phase == RunPhase::Finished {
-        return Err(OpsError::refused(
-            format!("run {run} has finished; there is nothing to resume"),
-            Some(format!("`plait status {run}` shows it")),
-        ));
+        return Err(OpsError::Finished { run });
     }
     if let Some((pid, holder)) = store.lock_holder() {
         if holder == run {
-            return Err(OpsError::refused(
-                format!("run {run} is still going (plait process {pid})"),
-                None,
-            ));
+            return Err(OpsError::Going { run, pid });
         }
     }
-    Ok(state)
+    let (mut settings, warning) = kept_settings(ctx, &state, request.jobs)?;
+    let mut remote = None;
+    if let Some(config) = request.store {
+        remote = queued_remote(&config, &run).await?;
+        settings.store = Some(config);
+        settings.remote = remote.clone();
+    }
+    let prepared = crate::orchestrator::prepare_resume(settings, state)?;
+    go(prepared, remote, warning.into_iter().collect(), watch).await
 }
 
-/// Makes run `state` (as [`find`] gave it) ready to go on: its kept plan resolved again, the
-/// lock taken, the tasks that had not ended set to run again from their worktrees.
-pub fn prepare(request: ResumeRequest<'_>, state: &RunState) -> Result<Resumed, OpsError> {
-    let (mut settings, warning) =
-        kept_settings(request.dir, state, request.jobs, request.env, request.plait)?;
-    let total = settings.plan.tasks.len();
-    if let Some((config, remote)) = request.store {
-        settings.store = Some(config);
-        settings.remote = remote;
-    }
-    let prepared = crate::orchestrator::prepare_resume(settings, &state.id)?;
-    let left = state.tasks.iter().filter(|t| !t.state.is_final()).count();
-    Ok(Resumed {
-        prepared,
-        total,
-        left,
-        warning,
-    })
+/// The remote through which run `run` of the store `config` is spread over workers, if
+/// it is.
+async fn queued_remote(
+    config: &tokio_postgres::Config,
+    run: &str,
+) -> Result<Option<String>, OpsError> {
+    let pg = plait_store::pg::PgStore::connect(config, std::time::Duration::from_secs(10)).await?;
+    Ok(pg.queue(run).await?.map(|q| q.remote))
 }

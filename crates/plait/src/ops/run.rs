@@ -1,34 +1,30 @@
-//! Starting a run: the use case behind `plait run` (and `--dry-run`). [`plan`] reads the
-//! plan against the repository, with the warnings it gives; [`dry_run`] says what a run of
-//! it would do and creates nothing; [`start`] makes the run (its directory, branches,
-//! worktrees and lock) and, for a run spread over workers, puts the base commit on their
-//! remote. The caller then runs it with [`orchestrator::execute`], showing the progress its
-//! own way.
+//! Starting a run: the use case behind `plait run` (and `--dry-run`). [`run`] reads the
+//! plan against the repository, makes the run (its directory, branches, worktrees and
+//! lock; for a run spread over workers, the base commit on their remote) and carries it to
+//! its end; [`dry_run`] says what a run of it would do and creates nothing.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::orchestrator::{self, Prepared, RunSettings};
+use crate::context::Context;
+use crate::orchestrator::{self, RunSettings};
 use crate::plan::ResolvedPlan;
-use plait_core::state::Store;
+use plait_core::state::RunState;
 
+use super::going::{go, Watch};
 use super::OpsError;
 
 /// What a run is asked.
 pub struct RunRequest<'a> {
-    /// The repository.
-    pub dir: &'a Path,
     /// The plan file, as the user named it.
     pub plan_path: &'a Path,
     /// Its text, with the repository's configuration in it.
     pub plan_text: String,
     /// Tasks at once on this machine.
     pub jobs: usize,
-    /// Where the worktrees go (`<dir>/<run>/`), when the user chose.
+    /// Where the worktrees go (`<dir>/<run>/`), when the user chose; else under the
+    /// context's cache directory, or the git directory when it has none.
     pub worktree_dir: Option<&'a Path>,
-    /// The user's cache directory (`XDG_CACHE_HOME` or `~/.cache`), where the worktrees go
-    /// otherwise; with none, they go under the git directory.
-    pub cache: Option<PathBuf>,
     /// Stop starting model requests once the run has cost this much (US dollars).
     pub max_cost: Option<f64>,
     /// Supervisor groups, when the user chose.
@@ -39,10 +35,6 @@ pub struct RunRequest<'a> {
     pub remote: Option<&'a str>,
     /// The directory a relative remote path is read against.
     pub cwd: PathBuf,
-    /// The environment the plan resolves its variables from.
-    pub env: &'a dyn Fn(&str) -> Option<String>,
-    /// The program the agents' hooks call back (this plait).
-    pub plait: PathBuf,
 }
 
 /// A plan read against the repository, and what the user should be warned of.
@@ -53,17 +45,12 @@ pub struct Planned {
     pub warnings: Vec<String>,
 }
 
-/// The plan `text` (read from `path`) parsed and validated against the repository at
-/// `dir`, as a run takes it.
-pub fn plan(
-    dir: &Path,
-    path: &Path,
-    text: &str,
-    env: &dyn Fn(&str) -> Option<String>,
-) -> Result<Planned, OpsError> {
-    let repo = plait_core::git::open(dir)?;
+/// The plan `text` (read from `path`) parsed and validated against the repository, as a
+/// run takes it.
+pub fn plan(ctx: &Context, path: &Path, text: &str) -> Result<Planned, OpsError> {
+    let repo = ctx.repo()?;
     let parsed = crate::plan::parse(text, path)?;
-    let resolved = crate::plan::resolve_with_env(&repo, parsed, path, env)?;
+    let resolved = crate::plan::resolve_with_env(&repo, parsed, path, &|name| ctx.var(name))?;
     let warnings = [
         resolved.sandbox_warning(),
         resolved.single_file_warning(),
@@ -71,13 +58,17 @@ pub fn plan(
     ]
     .into_iter()
     .flatten()
-    .chain(resolved.setup_warnings(&plait_core::git::workdir(&repo)))
+    .chain(resolved.setup_warnings(ctx.workdir()))
     .collect();
     Ok(Planned { resolved, warnings })
 }
 
 /// What a run of a plan would do, nothing of it made.
 pub struct DryRun {
+    /// The plan, resolved against the repository.
+    pub resolved: ResolvedPlan,
+    /// What the user should be warned of (as [`Planned::warnings`]).
+    pub warnings: Vec<String>,
     /// The plan as `report::plan_text` shows it, with `groups` supervisor groups.
     pub groups: usize,
     /// Where the run's worktrees would go (`<run>` for its id).
@@ -89,21 +80,23 @@ pub struct DryRun {
     pub environment: String,
 }
 
-/// What a run of `plan` asked as `request` would do; creates nothing (no run directory,
+/// What a run of the plan asked as `request` would do; creates nothing (no run directory,
 /// branch, worktree, lock or cache directory).
-pub fn dry_run(request: &RunRequest<'_>, plan: &ResolvedPlan) -> Result<DryRun, OpsError> {
+pub fn dry_run(ctx: &Context, request: &RunRequest<'_>) -> Result<DryRun, OpsError> {
+    let Planned { resolved, warnings } = plan(ctx, request.plan_path, &request.plan_text)?;
     let groups = request
         .groups
-        .unwrap_or_else(|| plan.groups.groups_for(plan.tasks.len()));
-    let repo = plait_core::git::open(request.dir)?;
-    let store = Store::new(plait_core::git::plait_dir(&repo));
-    let worktrees = match worktree_root(request, false)?.0 {
+        .unwrap_or_else(|| resolved.groups.groups_for(resolved.tasks.len()));
+    let store = ctx.store();
+    let worktrees = match worktree_root(ctx, request, false)?.0 {
         Some(root) => root.join("<run>"),
         None => store.run("<run>").worktrees(),
     };
     let stable = crate::environment::stable_path(&worktrees.with_file_name("<run>"));
-    let environment = crate::environment::preview(request.dir, &store.envs_dir(), plan, &stable);
+    let environment = crate::environment::preview(ctx.dir(), &store.envs_dir(), &resolved, &stable);
     Ok(DryRun {
+        resolved,
+        warnings,
         groups,
         worktrees,
         busy: store.lock_holder(),
@@ -111,60 +104,47 @@ pub fn dry_run(request: &RunRequest<'_>, plan: &ResolvedPlan) -> Result<DryRun, 
     })
 }
 
-/// A run made and ready to go.
-pub struct Started {
-    pub prepared: Prepared,
-    /// Its tasks.
-    pub total: usize,
-    /// The remote its tasks are queued through, as the run records it.
-    pub remote: Option<String>,
-    /// What the user should be told before it goes (worktrees that could not go where
-    /// they should).
-    pub warnings: Vec<String>,
-}
-
-/// Makes the run of `planned` asked as `request`: its worktrees' directory, the base on
-/// the remote for a run spread over workers, then the run itself (`orchestrator::prepare`:
-/// the lock, the record, the branches and worktrees).
-pub fn start(request: RunRequest<'_>, planned: Planned) -> Result<Started, OpsError> {
-    let (worktree_root, warning) = worktree_root(&request, true)?;
-    let total = planned.resolved.tasks.len();
+/// Runs the plan asked as `request` to its end, followed through `watch`: the plan read
+/// against the repository, its worktrees' directory chosen, the base put on the remote of a
+/// run spread over workers, the run made (`orchestrator::prepare`: the lock, the record,
+/// the branches and worktrees) and carried on until it has merged. The run's record at the
+/// end.
+pub async fn run(
+    ctx: &Context,
+    request: RunRequest<'_>,
+    watch: Watch,
+) -> Result<RunState, OpsError> {
+    let Planned {
+        resolved,
+        mut warnings,
+    } = plan(ctx, request.plan_path, &request.plan_text)?;
+    let (worktree_root, warning) = worktree_root(ctx, &request, true)?;
+    warnings.extend(warning);
     let remote = match (request.remote, &request.store) {
         (Some(remote), Some(_)) => Some(publish_base(
-            request.dir,
+            ctx.dir(),
             remote,
             &request.cwd,
-            &planned.resolved.base.to_string(),
+            &resolved.base.to_string(),
         )?),
-        (Some(_), None) => {
-            return Err(OpsError::refused(
-                "--remote spreads a run over workers through a store",
-                Some("pass --store postgres://user@host/db as well, or set PLAIT_STORE".into()),
-            ))
-        }
+        (Some(_), None) => return Err(OpsError::RemoteWithoutStore),
         (None, _) => None,
     };
     let plan_path = request.plan_path.to_path_buf();
     let settings = RunSettings {
-        repo: std::path::absolute(request.dir).unwrap_or_else(|_| request.dir.to_path_buf()),
-        plan: Arc::new(planned.resolved),
+        context: ctx.clone(),
+        plan: Arc::new(resolved),
         plan_path: std::path::absolute(&plan_path).unwrap_or(plan_path),
         plan_text: request.plan_text,
         jobs: request.jobs,
         worktree_root,
         max_cost: request.max_cost,
         groups: request.groups,
-        plait_program: request.plait,
         store: request.store,
         remote: remote.clone(),
     };
     let prepared = orchestrator::prepare(settings)?;
-    Ok(Started {
-        prepared,
-        total,
-        remote,
-        warnings: warning.into_iter().collect(),
-    })
+    go(prepared, remote, warnings, watch).await
 }
 
 /// Where the run's worktrees go: the chosen directory, made absolute; else the repository's
@@ -172,19 +152,22 @@ pub fn start(request: RunRequest<'_>, planned: Planned) -> Result<Started, OpsEr
 /// else (no cache, or one plait cannot write) the run's directory under the git directory
 /// (`None`), with a warning. With `make`, the cache's directory is made.
 fn worktree_root(
+    ctx: &Context,
     request: &RunRequest<'_>,
     make: bool,
 ) -> Result<(Option<PathBuf>, Option<String>), OpsError> {
     if let Some(d) = request.worktree_dir {
         return std::path::absolute(d)
             .map(|d| (Some(d), None))
-            .map_err(|e| OpsError::refused(format!("--worktree-dir {}: {e}", d.display()), None));
+            .map_err(|source| OpsError::WorktreeDir {
+                dir: d.to_path_buf(),
+                source,
+            });
     }
-    let Some(cache) = &request.cache else {
+    let Some(cache) = ctx.cache_home() else {
         return Ok((None, None));
     };
-    let repo = plait_core::git::open(request.dir)?;
-    let root = crate::workspace::default_root(cache, &repo);
+    let root = crate::workspace::default_root(&cache, &*ctx.repo()?);
     if !make {
         return Ok((Some(root), None));
     }
@@ -204,11 +187,11 @@ fn worktree_root(
 /// elsewhere); the remote as the run records it.
 fn publish_base(dir: &Path, remote: &str, cwd: &Path, base: &str) -> Result<String, OpsError> {
     let remote = plait_store::remote::normalize(remote, cwd);
-    plait_store::remote::publish_base(dir, &remote, base).map_err(|e| {
-        OpsError::refused(
-            format!("--remote {remote}: {e}"),
-            Some("the remote is any URL git can push to (a bare repository's path, ssh or https); nothing was created".into()),
-        )
+    plait_store::remote::publish_base(dir, &remote, base).map_err(|source| {
+        OpsError::PublishBase {
+            remote: remote.clone(),
+            source,
+        }
     })?;
     Ok(remote)
 }

@@ -5,11 +5,11 @@
 //! remote; [`sync_out`], after a command changed the run, sends its record back to the
 //! store and its branches to the remote.
 
-use std::path::Path;
 use std::time::Duration;
 
 use tokio_postgres::Config;
 
+use crate::context::Context;
 use plait_core::state::{RunState, StateError, Store};
 use plait_store::pg::{PgStore, Queue};
 
@@ -29,12 +29,12 @@ pub struct Synced {
     pub run: String,
 }
 
-/// Brings run `run` in from the store `config` into the clone at `dir`. `named`: the
+/// Brings run `run` in from the store `config` into the context's clone. `named`: the
 /// store was named for this command (`--store`), so a run it does not have is refused;
 /// otherwise (a store set for every command) such a run is this clone's own, and `None`
 /// says nothing was brought in.
 pub async fn sync_in(
-    dir: &Path,
+    ctx: &Context,
     config: &Config,
     run: &str,
     named: bool,
@@ -44,21 +44,19 @@ pub async fn sync_in(
         if !named {
             return Ok(None);
         }
-        return Err(OpsError::refused(
-            format!("the store has no run `{run}`"),
-            Some("`plait status RUN --store URL` shows a run the store has".to_string()),
-        ));
+        return Err(OpsError::NotInStore {
+            run: run.to_string(),
+        });
     };
     let queue = pg.queue(run).await?;
-    let repo = plait_core::git::open(dir)?;
-    let store = Store::new(plait_core::git::plait_dir(&repo));
+    let store = ctx.store();
     if !store.is_running(run) {
-        write_local(&store, &state, queue.as_ref())?;
+        write_local(store, &state, queue.as_ref())?;
     }
     let remote = queue.map(|q| q.remote);
     if let Some(remote) = &remote {
         plait_store::remote::fetch(
-            dir,
+            ctx.dir(),
             remote,
             &[plait_core::refs::run_branches(run)],
             &format!("the branches of run {run}"),
@@ -91,18 +89,16 @@ fn write_local(store: &Store, state: &RunState, queue: Option<&Queue>) -> Result
     Ok(())
 }
 
-/// Sends the run's record, as the command left it in the clone at `dir`, back to its
+/// Sends the run's record, as the command left it in the context's clone, back to its
 /// store, and its branches (a merge made again) to its remote.
-pub async fn sync_out(dir: &Path, synced: &Synced) -> Result<(), OpsError> {
-    let repo = plait_core::git::open(dir)?;
-    let store = Store::new(plait_core::git::plait_dir(&repo));
-    let state = store.load(&synced.run)?;
+pub async fn sync_out(ctx: &Context, synced: &Synced) -> Result<(), OpsError> {
+    let state = ctx.store().load(&synced.run)?;
     let pg = PgStore::connect(&synced.config, CONNECT).await?;
     pg.save_run(&state).await?;
     if let Some(remote) = &synced.remote {
         let run = &synced.run;
         plait_store::remote::push(
-            dir,
+            ctx.dir(),
             remote,
             &[plait_core::refs::run_branches(run)],
             &format!("the branches of run {run}"),

@@ -49,11 +49,12 @@ pub use merging::remerge;
 use merging::{merge_run, run_merged_checks};
 use shared::{mirror, open_store, write_states, Shared};
 
+use crate::context::Context;
 use crate::groups;
 use crate::merge::MergeError;
 use crate::plan::ResolvedPlan;
 use plait_core::cancel::Cancel;
-use plait_core::git::{self, RepoError};
+use plait_core::git::RepoError;
 use plait_core::state::{
     self, now_ms, RunLock, RunPhase, RunState, StateError, Store, TaskRecord, TaskState,
 };
@@ -121,8 +122,9 @@ impl RunError {
 /// How to run a plan.
 #[derive(Debug, Clone)]
 pub struct RunSettings {
-    /// A directory inside the repository.
-    pub repo: PathBuf,
+    /// The repository, its store and environment, and the plait program the agents'
+    /// hooks call back.
+    pub context: Context,
     pub plan: Arc<ResolvedPlan>,
     /// Where the plan came from, and its text, kept with the run.
     pub plan_path: PathBuf,
@@ -135,8 +137,6 @@ pub struct RunSettings {
     pub max_cost: Option<f64>,
     /// How many supervisor groups (`--groups N`; 0 or 1: none); default: the plan's.
     pub groups: Option<usize>,
-    /// The plait binary that agents' hooks run (`plait guard` for Claude Code).
-    pub plait_program: PathBuf,
     /// A PostgreSQL store the run's record is written to as well (`--store`), so any
     /// machine that reaches it sees the run.
     pub store: Option<tokio_postgres::Config>,
@@ -216,15 +216,20 @@ enum Work {
 }
 
 impl Prepared {
+    /// The run's id.
     pub fn id(&self) -> &str {
         &self.state.id
+    }
+
+    /// The run's record as it is about to go.
+    pub fn state(&self) -> &RunState {
+        &self.state
     }
 }
 
 /// Takes the repository lock, makes the run's id and directory and writes its first state.
 pub fn prepare(settings: RunSettings) -> Result<Prepared, RunError> {
-    let repo = git::open(&settings.repo)?;
-    let store = Store::new(git::plait_dir(&repo));
+    let store = settings.context.store().clone();
     let lock = store.lock()?;
     let run = store.create_run()?;
     lock.set_run(&run)?;
@@ -311,17 +316,13 @@ fn lay_down(store: &Store, run: &str, settings: &RunSettings) -> Result<RunState
     })
 }
 
-/// Takes the repository lock for an existing, unfinished run, to carry it on: finished
-/// tasks are kept, interrupted ones go on from their worktrees, pending ones start.
-pub fn prepare_resume(settings: RunSettings, run: &str) -> Result<Prepared, RunError> {
-    let repo = git::open(&settings.repo)?;
-    let store = Store::new(git::plait_dir(&repo));
-    let mut state = store.load(run)?;
-    if state.phase == RunPhase::Finished {
-        return Err(RunError::Refused(format!(
-            "run {run} has already finished; nothing to resume"
-        )));
-    }
+/// Takes the repository lock for run `state`, loaded and found unfinished, to carry it
+/// on: finished tasks are kept, interrupted ones go on from their worktrees, pending ones
+/// start.
+pub fn prepare_resume(settings: RunSettings, mut state: RunState) -> Result<Prepared, RunError> {
+    let store = settings.context.store().clone();
+    let run = state.id.clone();
+    let run = run.as_str();
     // A task's time is the time it ran: the pause since the run stopped is not its. (A
     // process killed outright noted no end; its pause counts.)
     if let Some(stopped) = state.finished_at {
@@ -385,8 +386,7 @@ pub fn prepare_send_back(
     comment: &str,
 ) -> Result<Prepared, RunError> {
     let refused = |why: String| Err(RunError::Refused(why));
-    let repo = git::open(&settings.repo)?;
-    let store = Store::new(git::plait_dir(&repo));
+    let store = settings.context.store().clone();
     let mut state = store.load(run)?;
     if state.phase != RunPhase::Finished {
         return refused(format!(

@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use git2::Oid;
@@ -14,6 +14,7 @@ use tokio::sync::{mpsc, Notify};
 
 use super::dispatch::{Dispatch, Local};
 use super::{Event, GroupEvent, RunError, RunSettings, Update};
+use crate::context::Context;
 use crate::environment::{EnvRequest, Environment};
 use crate::plan::layout::Layout;
 use crate::plan::{ResolvedPlan, ResolvedTask};
@@ -31,6 +32,8 @@ pub(super) struct Shared {
     pub(super) events: Option<mpsc::UnboundedSender<Update>>,
     /// The run's `events.jsonl`, appended to as the updates are sent.
     pub(super) event_log: Mutex<Option<fs::File>>,
+    /// The repository, its store and environment, opened once for the run.
+    pub(super) context: Context,
     pub(super) repo: PathBuf,
     pub(super) plan: Arc<ResolvedPlan>,
     pub(super) cancel: Cancel,
@@ -101,8 +104,8 @@ pub(super) struct Start {
 
 impl Start {
     /// Every entry of `commit`'s tree, sorted by path (blocking).
-    fn list(repo: &Path, commit: Oid) -> Result<Vec<TreeFile>, RunError> {
-        let repo = plait_core::git::open(repo)?;
+    fn list(context: &Context, commit: Oid) -> Result<Vec<TreeFile>, RunError> {
+        let repo = context.repo()?;
         let tree = repo.find_commit(commit)?.tree()?;
         Ok(plait_core::git::flatten_tree(&tree)?)
     }
@@ -145,7 +148,7 @@ impl Shared {
         let checks_dir = store.run(&state.id).checks();
         let seed_dir = store.seed_dir();
         // Its tasks run plait itself (`$PLAIT_RUN_IN`, Claude Code's guard).
-        plait_sandbox::sandbox::readable_program(&settings.plait_program);
+        plait_sandbox::sandbox::readable_program(settings.context.program());
         let event_log = fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -158,13 +161,14 @@ impl Shared {
             dirty: Notify::new(),
             events,
             event_log: Mutex::new(event_log),
-            repo: settings.repo.clone(),
+            context: settings.context.clone(),
+            repo: settings.context.dir().to_path_buf(),
             plan: settings.plan.clone(),
             cancel,
             client: plait_llm::client()?,
             checks: CheckPool::seeded(
                 checks_dir,
-                settings.repo.clone(),
+                settings.context.dir().to_path_buf(),
                 settings.plan.checks.jobs,
                 seed_dir,
                 settings.plan.base,
@@ -173,7 +177,7 @@ impl Shared {
             limiters,
             budget: Arc::new(crate::agent::Budget::new(settings.max_cost)),
             jobs: settings.jobs.max(1),
-            plait_program: settings.plait_program.clone(),
+            plait_program: settings.context.program().to_path_buf(),
             pg,
             dispatch: Box::new(Local),
             on_commit: Box::new(|_| {}),
@@ -381,7 +385,7 @@ impl Shared {
                     .clone();
                 let files = cell
                     .get_or_init(|| {
-                        Start::list(&self.repo, commit)
+                        Start::list(&self.context, commit)
                             .map(Arc::new)
                             .map_err(|e| e.to_string())
                     })
@@ -557,7 +561,7 @@ pub(super) async fn open_store(
     if pg.has_run(&state.id).await? {
         return Ok(pg);
     }
-    pg.create_run(&settings.repo.display().to_string(), state)
+    pg.create_run(&settings.context.dir().display().to_string(), state)
         .await?;
     if let Some(remote) = &settings.remote {
         let queue = plait_store::pg::Queue {

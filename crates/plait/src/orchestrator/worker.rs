@@ -14,7 +14,7 @@
 //! committed and pushed) and gives them back to the queue.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -24,6 +24,7 @@ use tokio::sync::{mpsc, Semaphore};
 use tokio::task::JoinSet;
 
 use super::{lay_down, task, RunError, RunSettings, Shared, Update};
+use crate::context::{cache_home, Context, Env};
 use crate::plan::{self, ResolvedPlan};
 use plait_core::cancel::Cancel;
 use plait_core::state::Store;
@@ -32,10 +33,6 @@ use plait_store::remote;
 
 /// How long a claim lasts unless renewed (it is renewed at a third of that).
 pub const LEASE: Duration = Duration::from_secs(30);
-
-/// How environment variables are looked up, to resolve a run's plan on this machine (API
-/// keys and base URLs of model providers come from the worker's own environment).
-pub type Env = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
 
 /// How a worker runs.
 pub struct WorkerSettings {
@@ -309,12 +306,13 @@ fn set_up(
         raw.set_head_detached(base).map_err(|e| problem(e.into()))?;
     }
     drop(raw);
-    let repo = plait_core::git::open(&clone)?;
+    let context = Context::open(&clone, settings.env.clone(), settings.plait_program.clone())?;
     let plan_path = PathBuf::from(&queue.plan_path);
     let plan = match &settings.known {
         Some((known, plan)) if known == run => plan.clone(),
         _ => {
             let env = settings.env.clone();
+            let repo = context.repo()?;
             let resolved =
                 plan::resolve_kept(&repo, &queue.plan, &plan_path, &queue.base, &|name| {
                     env(name)
@@ -323,8 +321,9 @@ fn set_up(
             Arc::new(resolved)
         }
     };
+    let store = context.store().clone();
     let run_settings = RunSettings {
-        repo: clone.clone(),
+        context,
         plan,
         plan_path,
         plan_text: queue.plan.clone(),
@@ -340,11 +339,9 @@ fn set_up(
         ),
         max_cost: None,
         groups: None,
-        plait_program: settings.plait_program.clone(),
         store: None,
         remote: None,
     };
-    let store = Store::new(plait_core::git::plait_dir(&repo));
     let state = lay_down(&store, run, &run_settings)?;
     // Agents a killed worker left running must not write into the worktrees again.
     let worktrees: Vec<PathBuf> = state.tasks.iter().map(|t| t.worktree.clone()).collect();
@@ -711,17 +708,4 @@ async fn checkpoint(ctx: &RunCtx, pg: &PgStore, index: usize) {
 /// `~/.cache/plait/worker` (`env` looks the variables up).
 pub fn default_dir(env: &dyn Fn(&str) -> Option<String>) -> Option<PathBuf> {
     cache_home(env).map(|d| d.join("plait").join("worker"))
-}
-
-/// The user's cache directory, as `env` tells it: `XDG_CACHE_HOME` (when absolute, as the
-/// XDG spec asks), else `~/.cache`.
-pub fn cache_home(env: &dyn Fn(&str) -> Option<String>) -> Option<PathBuf> {
-    env("XDG_CACHE_HOME")
-        .map(PathBuf::from)
-        .filter(|d| d.is_absolute())
-        .or_else(|| {
-            env("HOME")
-                .filter(|h| !h.is_empty())
-                .map(|h| Path::new(&h).join(".cache"))
-        })
 }

@@ -1,0 +1,187 @@
+//! Whose a failure is: the one classification of every error a use case can meet, from
+//! which the command line takes its exit code and the page its HTTP status.
+
+use plait_core::git::{GitCliError, RepoError};
+use plait_core::state::StateError;
+use plait_store::pg::PgError;
+use plait_store::remote::RemoteError;
+
+use super::OpsError;
+use crate::clean::CleanError;
+use crate::environment::EnvError;
+use crate::land::LandError;
+use crate::merge::MergeError;
+use crate::orchestrator::RunError;
+use crate::plan::manager::ManagerError;
+use crate::plan::PlanError;
+
+/// Whose a failure is, which decides a command's exit code and a request's status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// What was asked cannot be done: a bad name, plan, flag or configuration (exit 2;
+    /// 400).
+    Request,
+    /// It can be done later, or after a person acts: a run in progress, a refusal to
+    /// read, a setup that failed (exit 1; 409).
+    Waiting,
+    /// plait, git or the file system failed (exit 3; 500).
+    Plait,
+}
+
+/// An error that knows whose failure it is.
+pub trait Faulty {
+    /// Whose the failure is.
+    fn fault(&self) -> Fault;
+}
+
+impl Faulty for RepoError {
+    fn fault(&self) -> Fault {
+        match self {
+            RepoError::Git(_) => Fault::Plait,
+            _ => Fault::Request,
+        }
+    }
+}
+
+impl Faulty for StateError {
+    fn fault(&self) -> Fault {
+        match self {
+            StateError::Io { .. } | StateError::Corrupt { .. } => Fault::Plait,
+            _ => Fault::Request,
+        }
+    }
+}
+
+impl Faulty for PlanError {
+    fn fault(&self) -> Fault {
+        Fault::Request
+    }
+}
+
+impl Faulty for PgError {
+    fn fault(&self) -> Fault {
+        if self.is_request() {
+            Fault::Request
+        } else {
+            Fault::Plait
+        }
+    }
+}
+
+impl Faulty for RemoteError {
+    fn fault(&self) -> Fault {
+        Fault::Plait
+    }
+}
+
+impl Faulty for LandError {
+    fn fault(&self) -> Fault {
+        match self {
+            LandError::NoBranch { .. } => Fault::Request,
+            _ => Fault::Plait,
+        }
+    }
+}
+
+impl Faulty for CleanError {
+    fn fault(&self) -> Fault {
+        match self {
+            CleanError::InProgress { .. } => Fault::Request,
+            _ => Fault::Plait,
+        }
+    }
+}
+
+impl Faulty for ManagerError {
+    fn fault(&self) -> Fault {
+        match self {
+            ManagerError::Plan(e) => e.fault(),
+            ManagerError::NeverValid { .. } => Fault::Waiting,
+            ManagerError::Call(_) => Fault::Plait,
+        }
+    }
+}
+
+impl Faulty for MergeError {
+    fn fault(&self) -> Fault {
+        Fault::Plait
+    }
+}
+
+impl Faulty for git2::Error {
+    fn fault(&self) -> Fault {
+        Fault::Plait
+    }
+}
+
+impl Faulty for std::io::Error {
+    fn fault(&self) -> Fault {
+        Fault::Plait
+    }
+}
+
+impl Faulty for GitCliError {
+    fn fault(&self) -> Fault {
+        Fault::Plait
+    }
+}
+
+impl Faulty for RunError {
+    fn fault(&self) -> Fault {
+        match self {
+            RunError::Repo(e) => e.fault(),
+            RunError::State(e) => e.fault(),
+            RunError::Store(e) => e.fault(),
+            RunError::Remote(e) => e.fault(),
+            RunError::Refused(_) => Fault::Request,
+            // A `[setup]` command that failed is the project's to fix; a base layer that
+            // could not be written is plait's.
+            RunError::Setup(EnvError::Layer { .. }) => Fault::Plait,
+            RunError::Setup(_) => Fault::Waiting,
+            _ => Fault::Plait,
+        }
+    }
+}
+
+impl Faulty for OpsError {
+    fn fault(&self) -> Fault {
+        match self {
+            OpsError::Finished { .. }
+            | OpsError::Going { .. }
+            | OpsError::NoTask { .. }
+            | OpsError::Group { .. }
+            | OpsError::NotInStore { .. }
+            | OpsError::RemoteWithoutStore
+            | OpsError::WorktreeDir { .. }
+            | OpsError::PublishBase { .. }
+            | OpsError::FetchBranches(_)
+            | OpsError::Detached
+            | OpsError::NoBranches
+            | OpsError::UnknownTask { .. }
+            | OpsError::NoBranch { .. }
+            | OpsError::BadBase { .. }
+            | OpsError::NoTarget { .. }
+            | OpsError::NoSharedHistory
+            | OpsError::HookInTheWay { .. }
+            | OpsError::UnknownHook { .. }
+            | OpsError::Manage { .. }
+            | OpsError::UnknownManager { .. }
+            | OpsError::ConfigUnreadable { .. } => Fault::Request,
+            OpsError::InProgress { .. }
+            | OpsError::NotFinished { .. }
+            | OpsError::InUse { .. }
+            | OpsError::MovedByHand { .. } => Fault::Waiting,
+            OpsError::Repo(e) => e.fault(),
+            OpsError::State(e) => e.fault(),
+            OpsError::Plan(e) => e.fault(),
+            OpsError::Land(e) => e.fault(),
+            OpsError::Clean(e) => e.fault(),
+            OpsError::Store(e) => e.fault(),
+            OpsError::Manager(e) => e.fault(),
+            OpsError::PushBranches(e) => e.fault(),
+            OpsError::Prepare(e) => e.fault(),
+            OpsError::Run { source, .. } | OpsError::Check { source, .. } => source.fault(),
+            OpsError::Work(_) | OpsError::Io { .. } | OpsError::Git { .. } => Fault::Plait,
+        }
+    }
+}
