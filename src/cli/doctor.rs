@@ -39,9 +39,11 @@ pub fn cmd_doctor(args: DoctorArgs) -> Result<(), CommandError> {
     }
     let plait = super::plait_program()?;
     let runtime = super::runtime()?;
-    let report = runtime
-        .block_on(plait::ops::doctor::run(&plait))
-        .map_err(CommandError::internal)?;
+    let request = plait::ops::doctor::DoctorRequest {
+        program: &plait,
+        home: std::env::var_os("HOME").map(std::path::PathBuf::from),
+    };
+    let report = runtime.block_on(plait::ops::doctor::doctor(request))?;
     if args.json {
         outln!(
             "{}",

@@ -331,6 +331,7 @@ fn ops_words(e: OpsError) -> CommandError {
             None,
             Some("the run's branches are on the remote it was started with".into()),
         ),
+        OpsError::NoWorkerDir => (None, Some("pass --dir DIR".into())),
         OpsError::Work(_) => (
             Some("cannot look up the runs' task work for the hook".into()),
             None,

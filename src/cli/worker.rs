@@ -1,7 +1,6 @@
 //! `plait worker`: take tasks of runs spread over many machines.
 
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Args;
@@ -9,7 +8,7 @@ use tokio::sync::mpsc;
 
 use super::ui::{errln, outln};
 use super::CommandError;
-use plait::orchestrator::worker::{self, WorkerSettings};
+use plait::ops::worker::{work, WorkRequest, WorkerWatch};
 use plait::orchestrator::Update;
 use plait_core::cancel::Cancel;
 use plait_core::state::TaskState;
@@ -73,49 +72,40 @@ pub fn cmd_worker(args: WorkerArgs) -> Result<(), CommandError> {
         return Err(CommandError::usage("`plait worker` needs a store")
             .hint("pass --store postgres://user@host/db, or set PLAIT_STORE"));
     };
-    let env = |name: &str| std::env::var(name).ok();
-    let dir = match args.dir {
-        Some(dir) => std::path::absolute(&dir).unwrap_or(dir),
-        None => worker::default_dir(&env).ok_or_else(|| {
-            CommandError::usage("no directory for the worker's clones: HOME is not set")
-                .hint("pass --dir DIR")
-        })?,
-    };
-    let remote = args.remote.map(|r| {
-        let cwd = std::env::current_dir().unwrap_or_default();
-        plait_store::remote::normalize(&r, &cwd)
-    });
     let jobs = args
         .jobs
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(4, |n| n.get()));
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|h| h.trim().to_string())
-        .unwrap_or_else(|_| "worker".to_string());
-    let settings = WorkerSettings {
+    let request = WorkRequest {
         store,
-        remote,
-        dir: dir.clone(),
+        remote: args.remote,
+        dir: args.dir,
         jobs,
         lease: Duration::from_secs_f64(args.lease),
-        name: format!("{host}:{}", std::process::id()),
-        only: None,
-        known: None,
-        env: Arc::new(move |name: &str| std::env::var(name).ok()),
-        plait_program: super::plait_program()?,
         idle_exit,
+        cwd: std::env::current_dir().unwrap_or_default(),
+        host: std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .map(|h| h.trim().to_string())
+            .unwrap_or_else(|_| "worker".to_string()),
+        env: plait::context::process_env(),
+        program: super::plait_program()?,
     };
-    errln!(
-        "worker {}: {jobs} task(s) at a time, clones under {}",
-        settings.name,
-        dir.display()
-    );
     let json = args.json;
     let report = super::runtime()?.block_on(async move {
         let (tx, rx) = mpsc::unbounded_channel();
         let printer = tokio::spawn(show(rx, json));
         let (interrupt, cancel) = Cancel::new();
         let signals = tokio::spawn(super::run::watch_signals(interrupt));
-        let report = worker::serve(settings, Some(tx), cancel).await;
+        let watch = WorkerWatch {
+            started: Some(Box::new(move |name: &str, dir: &std::path::Path| {
+                errln!(
+                    "worker {name}: {jobs} task(s) at a time, clones under {}",
+                    dir.display()
+                );
+            })),
+            updates: Some(tx),
+            cancel,
+        };
+        let report = work(request, watch).await;
         signals.abort();
         let _ = printer.await;
         report

@@ -47,9 +47,23 @@ impl DoctorReport {
     }
 }
 
-/// Runs the self-test; `plait` is plait's own program, started behind the walls as the
-/// probe (`plait doctor --probe KIND TARGET`).
-pub async fn run(plait: &Path) -> Result<DoctorReport, String> {
+/// What the self-test is asked.
+pub struct DoctorRequest<'a> {
+    /// plait's own program, started behind the walls as the probe (`plait doctor --probe
+    /// KIND TARGET`).
+    pub program: &'a Path,
+    /// The user's home, where a secret is planted for the read attempt.
+    pub home: Option<PathBuf>,
+}
+
+/// Runs the self-test (see the module's doc).
+pub async fn doctor(request: DoctorRequest<'_>) -> Result<DoctorReport, super::OpsError> {
+    run(request.program, request.home)
+        .await
+        .map_err(super::OpsError::Doctor)
+}
+
+async fn run(plait: &Path, home: Option<PathBuf>) -> Result<DoctorReport, String> {
     let landlock = match plait_sandbox::sandbox::support() {
         plait_sandbox::sandbox::Support::Landlock(abi) => format!("ABI {abi}"),
         plait_sandbox::sandbox::Support::Missing(why) => format!("missing: {why}"),
@@ -63,7 +77,7 @@ pub async fn run(plait: &Path) -> Result<DoctorReport, String> {
     for dir in [&own, &outside] {
         std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     }
-    let planted = Planted::new()?;
+    let planted = Planted::new(home)?;
     let settings = SandboxSettings {
         temp_root: std::env::temp_dir(),
         ..SandboxSettings::default()
@@ -178,9 +192,8 @@ struct Planted {
 }
 
 impl Planted {
-    fn new() -> Result<Planted, String> {
-        let home = std::env::var_os("HOME")
-            .map(PathBuf::from)
+    fn new(home: Option<PathBuf>) -> Result<Planted, String> {
+        let home = home
             .filter(|h| h.is_absolute() && h.is_dir())
             .ok_or("HOME is not set to a directory")?;
         let dir = home.join(format!(".plait-doctor-{}", std::process::id()));

@@ -166,7 +166,8 @@ impl Faulty for OpsError {
             | OpsError::UnknownHook { .. }
             | OpsError::Manage { .. }
             | OpsError::UnknownManager { .. }
-            | OpsError::ConfigUnreadable { .. } => Fault::Request,
+            | OpsError::ConfigUnreadable { .. }
+            | OpsError::NoWorkerDir => Fault::Request,
             OpsError::InProgress { .. }
             | OpsError::NotFinished { .. }
             | OpsError::InUse { .. }
@@ -181,7 +182,10 @@ impl Faulty for OpsError {
             OpsError::PushBranches(e) => e.fault(),
             OpsError::Prepare(e) => e.fault(),
             OpsError::Run { source, .. } | OpsError::Check { source, .. } => source.fault(),
-            OpsError::Work(_) | OpsError::Io { .. } | OpsError::Git { .. } => Fault::Plait,
+            OpsError::Work(_)
+            | OpsError::Io { .. }
+            | OpsError::Git { .. }
+            | OpsError::Doctor(_) => Fault::Plait,
         }
     }
 }

@@ -27,7 +27,7 @@ pub mod run;
 pub mod send_back;
 pub mod split;
 pub mod sync;
-// pub mod worker;
+pub mod worker;
 
 pub use fault::{Fault, Faulty};
 
@@ -189,6 +189,13 @@ pub enum OpsError {
         path: std::path::PathBuf,
         source: std::io::Error,
     },
+    /// A worker was given no directory for its clones, and there is no home to keep them
+    /// under.
+    #[error("no directory for the worker's clones: HOME is not set")]
+    NoWorkerDir,
+    /// The self-test of the walls could not be carried out.
+    #[error("{0}")]
+    Doctor(String),
     /// A file of plait's own could not be read or written.
     #[error("{}: {source}", path.display())]
     Io {

@@ -24,7 +24,7 @@ use tokio::sync::{mpsc, Semaphore};
 use tokio::task::JoinSet;
 
 use super::{lay_down, task, RunError, RunSettings, Shared, Update};
-use crate::context::{cache_home, Context, Env};
+use crate::context::{Context, Env};
 use crate::plan::{self, ResolvedPlan};
 use plait_core::cancel::Cancel;
 use plait_core::state::Store;
@@ -702,10 +702,4 @@ async fn checkpoint(ctx: &RunCtx, pg: &PgStore, index: usize) {
         }
         Err(e) => tracing::warn!("task {task}: its checkpoint was not pushed: {e}"),
     }
-}
-
-/// Where a worker keeps its clones by default: `$XDG_CACHE_HOME/plait/worker`, else
-/// `~/.cache/plait/worker` (`env` looks the variables up).
-pub fn default_dir(env: &dyn Fn(&str) -> Option<String>) -> Option<PathBuf> {
-    cache_home(env).map(|d| d.join("plait").join("worker"))
 }
