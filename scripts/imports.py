@@ -3,7 +3,8 @@
 graph "file A names crate::X" (any `crate::`/`super::` path, in `use` or inline), at the
 level of files and of top-level modules (`<crate>/src/<name>`), ignoring tests, for each
 crate of the workspace (`src/` and `crates/*/src/`; cargo itself refuses circles between
-crates). Usage: scripts/imports.py [SRC_DIR]"""
+crates). Without SRC_DIR it looks at every crate and exits 1 when any has a circle (CI runs
+it so). Usage: scripts/imports.py [SRC_DIR]"""
 import os
 import re
 import sys
@@ -12,11 +13,15 @@ if len(sys.argv) < 2:
     import glob
     import subprocess
     root = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+    circles = 0
     for crate in [os.path.join(root, "src")] + sorted(glob.glob(os.path.join(root, "crates", "*", "src"))):
         print(f"{os.path.relpath(os.path.dirname(crate), root) if crate != os.path.join(root, 'src') else 'plait-cli (src)'}:")
         out = subprocess.run([sys.executable, os.path.abspath(__file__), crate], capture_output=True, text=True, check=True).stdout
         print("".join("  " + line + "\n" for line in out.splitlines()), end="")
-    sys.exit(0)
+        circles += sum(1 for line in out.splitlines() if line.startswith("  ") and line.strip()[:1].isdigit())
+    if circles:
+        print(f"{circles} circle(s) among the modules: break each (a shared item moves to the lower module)")
+    sys.exit(1 if circles else 0)
 src = os.path.normpath(sys.argv[1])
 
 def module_of(path):

@@ -192,8 +192,12 @@ fn task_ids(now: &OsStr, takes: Takes) -> Vec<CompletionCandidate> {
 /// The run store of the repository the command line is in (`-C DIR`, else here).
 fn store() -> Option<Store> {
     let dir = words_before().1.unwrap_or_else(|| PathBuf::from("."));
-    let repo = plait_core::git::open(Path::new(&dir)).ok()?;
-    Some(Store::new(plait_core::git::plait_dir(&repo)))
+    let context = plait::context::Context::open(
+        Path::new(&dir),
+        plait::context::process_env(),
+        PathBuf::new(),
+    );
+    Some(context.ok()?.store().clone())
 }
 
 /// The run named before the word being completed, if one is.
