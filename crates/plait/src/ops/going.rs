@@ -1,12 +1,16 @@
 //! A run going in this process, as `run`, `resume` and `send_back` make it go: what the
-//! caller is told when it starts ([`Started`]) and as it goes ([`Watch`]), and the run
-//! carried to its end.
+//! caller is told when it starts ([`Started`]) and as it goes ([`Watch`]), the settings a
+//! run made before goes on with (its own copy of its plan resolved again against the commit
+//! it started from), and the run carried to its end.
+
+use std::sync::Arc;
 
 use tokio::sync::{mpsc, oneshot};
 
-use crate::orchestrator::{self, Prepared, Update};
+use crate::context::Context;
+use crate::orchestrator::{self, Prepared, RunSettings, Update};
 use plait_core::cancel::Cancel;
-use plait_core::state::RunState;
+use plait_core::state::{RunState, StateError};
 
 use super::OpsError;
 
@@ -60,4 +64,37 @@ pub(super) async fn go(
         });
     }
     Ok(orchestrator::execute(prepared, watch.updates, watch.cancel).await?)
+}
+
+/// The settings to carry on run `state` with, `jobs` tasks at once, and the sandbox's
+/// warning when the run's processes cannot be confined here.
+pub(super) fn kept_settings(
+    ctx: &Context,
+    state: &RunState,
+    jobs: usize,
+) -> Result<(RunSettings, Option<String>), OpsError> {
+    let copy = ctx.store().run(&state.id).plan();
+    let plan_text = std::fs::read_to_string(&copy).map_err(|source| StateError::Io {
+        path: copy.clone(),
+        source,
+    })?;
+    let resolved =
+        crate::plan::resolve_kept(&*ctx.repo()?, &plan_text, &copy, &state.base, &|name| {
+            ctx.var(name)
+        })?;
+    let warning = resolved.sandbox_warning();
+    let settings = RunSettings {
+        context: ctx.clone(),
+        store: None,
+        remote: None,
+        plan: Arc::new(resolved),
+        plan_path: state.plan.clone(),
+        plan_text,
+        jobs,
+        // The tasks' worktrees are recorded in the state already.
+        worktree_root: None,
+        max_cost: state.max_cost,
+        groups: None,
+    };
+    Ok((settings, warning))
 }

@@ -1,49 +1,12 @@
-//! Going on with a run that was started before: the use case behind `plait resume`
-//! ([`resume`]: its refusals, then the run made ready to go on and carried to its end),
-//! and its own copy of its plan resolved again against the commit it started from, for
-//! `resume` and `send-back` ([`kept_settings`]).
-
-use std::sync::Arc;
+//! Going on with a run that was started before: the use case behind `plait resume` (its
+//! refusals, then the run made ready to go on from its own copy of its plan, and carried
+//! to its end).
 
 use crate::context::Context;
-use crate::orchestrator::RunSettings;
-use plait_core::state::{RunPhase, RunState, StateError};
+use plait_core::state::{RunPhase, RunState};
 
-use super::going::{go, Watch};
+use super::going::{go, kept_settings, Watch};
 use super::OpsError;
-
-/// The settings to carry on run `state` with, `jobs` tasks at once, and the sandbox's
-/// warning when the run's processes cannot be confined here.
-pub(super) fn kept_settings(
-    ctx: &Context,
-    state: &RunState,
-    jobs: usize,
-) -> Result<(RunSettings, Option<String>), OpsError> {
-    let copy = ctx.store().run(&state.id).plan();
-    let plan_text = std::fs::read_to_string(&copy).map_err(|source| StateError::Io {
-        path: copy.clone(),
-        source,
-    })?;
-    let resolved =
-        crate::plan::resolve_kept(&*ctx.repo()?, &plan_text, &copy, &state.base, &|name| {
-            ctx.var(name)
-        })?;
-    let warning = resolved.sandbox_warning();
-    let settings = RunSettings {
-        context: ctx.clone(),
-        store: None,
-        remote: None,
-        plan: Arc::new(resolved),
-        plan_path: state.plan.clone(),
-        plan_text,
-        jobs,
-        // The tasks' worktrees are recorded in the state already.
-        worktree_root: None,
-        max_cost: state.max_cost,
-        groups: None,
-    };
-    Ok((settings, warning))
-}
 
 /// What a resume is asked.
 pub struct ResumeRequest<'a> {

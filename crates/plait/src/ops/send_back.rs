@@ -6,7 +6,7 @@ use crate::context::Context;
 use crate::orchestrator;
 use plait_core::state::RunState;
 
-use super::going::{go, Watch};
+use super::going::{go, kept_settings, Watch};
 use super::OpsError;
 
 /// What a send-back is asked.
@@ -43,7 +43,7 @@ pub async fn send_back(
             group: request.task.to_string(),
         });
     }
-    let (settings, warning) = super::resume::kept_settings(ctx, &state, 1)?;
+    let (settings, warning) = kept_settings(ctx, &state, 1)?;
     let prepared = orchestrator::prepare_send_back(settings, &run, request.task, request.comment)?;
     go(prepared, None, warning.into_iter().collect(), watch).await
 }
