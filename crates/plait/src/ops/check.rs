@@ -9,7 +9,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use git2::{Oid, Repository};
+use git2::Oid;
 
 use crate::bisect::Step;
 use crate::check::{self, work, CheckReport, MergeInProgress, TaskBranch};
@@ -21,14 +21,30 @@ use plait_core::refs::branch_ref;
 use plait_core::state::{Culprits, RunDir, RunPhase, RunState, StateError, Store};
 
 use super::OpsError;
-use crate::context::Context;
+use crate::context::{Context, Repo};
 
-/// Where checks run: a repository, its runs, and the environment the plans' checks resolve
-/// their variables from (the context's, lent for one case).
+/// Where checks run: the context, a handle on its repository lent for one case, and its
+/// runs.
 pub(super) struct Checker<'a> {
-    pub(super) repo: &'a Repository,
+    pub(super) ctx: &'a Context,
+    pub(super) repo: Repo<'a>,
     pub(super) store: &'a Store,
-    pub(super) env: &'a (dyn Fn(&str) -> Option<String> + Sync),
+}
+
+impl<'a> Checker<'a> {
+    /// The checker of the context's repository.
+    pub(super) fn of(ctx: &'a Context) -> Result<Checker<'a>, OpsError> {
+        Ok(Checker {
+            ctx,
+            repo: ctx.repo()?,
+            store: ctx.store(),
+        })
+    }
+
+    /// The environment the plans' checks resolve their variables from.
+    fn env(&self) -> impl Fn(&str) -> Option<String> + Sync + '_ {
+        |name| self.ctx.var(name)
+    }
 }
 
 /// What `plait check` is asked.
@@ -56,16 +72,10 @@ pub struct Checked {
 /// Checks what `request` names (see the module's doc); a run's record keeps what was
 /// learned.
 pub async fn check(ctx: &Context, request: CheckRequest<'_>) -> Result<Checked, OpsError> {
-    let repo = ctx.repo()?;
-    let env = |name: &str| ctx.var(name);
-    let checker = Checker {
-        repo: &repo,
-        store: ctx.store(),
-        env: &env,
-    };
+    let checker = Checker::of(ctx)?;
     let target = |into: Option<&str>| match into {
         Some(into) => Ok(into.to_string()),
-        None => git::current_branch(&repo).ok_or(OpsError::Detached),
+        None => git::current_branch(&checker.repo).ok_or(OpsError::Detached),
     };
     match request {
         CheckRequest::Run {
@@ -181,7 +191,7 @@ impl Checker<'_> {
             owns,
         } = self.finished(run)?;
         let report = against(
-            &git::workdir(self.repo),
+            self.ctx.workdir(),
             self.store.run(&run),
             &mut state,
             into,
@@ -207,7 +217,7 @@ impl Checker<'_> {
     ) -> Result<CheckReport, OpsError> {
         let finished = self.finished(run)?;
         check::check_merge(
-            git::workdir(self.repo),
+            self.ctx.workdir().to_path_buf(),
             self.store.run(&finished.run),
             &finished.state,
             into,
@@ -237,12 +247,12 @@ impl Checker<'_> {
         let base = self.base_of(&plan, request, into, &branches)?;
         let scratch = self.store.run_dir(&format!("check-{}", std::process::id()));
         let report = check::check_branches(
-            git::workdir(self.repo),
+            self.ctx.workdir().to_path_buf(),
             scratch.clone(),
             base,
             &branches,
             into,
-            &crate::plan::checks_of(&plan, self.env),
+            &crate::plan::checks_of(&plan, &self.env()),
             &check::owns_of(&plan),
         )
         .await;
@@ -273,7 +283,7 @@ impl Checker<'_> {
         }
         let finished = self.finished(run)?;
         check::bisect_run(
-            git::workdir(self.repo),
+            self.ctx.workdir().to_path_buf(),
             self.store.run(&finished.run),
             &finished.state,
             &finished.checks,
@@ -320,7 +330,7 @@ impl Checker<'_> {
         merging: &MergeInProgress,
         tips: &[Oid],
     ) -> Result<Vec<Case>, OpsError> {
-        let repo = self.repo;
+        let repo = &*self.repo;
         let trees = repo
             .find_commit(merging.target)
             .and_then(|c| c.tree())
@@ -378,7 +388,7 @@ impl Checker<'_> {
         if cases.is_empty() || !self.judge(cases, heard).await?.refused {
             return Ok(None);
         }
-        let plaits = !work::WorkIndex::load(self.repo, self.store)?
+        let plaits = !work::WorkIndex::load(&self.repo, self.store)?
             .runs_at(&[update.new])
             .is_empty();
         Ok(Some(self.back_out(update, forward, plaits, reflog_action)))
@@ -404,7 +414,7 @@ impl Checker<'_> {
             };
             if let Ok(state) = self.store.load(run) {
                 let into = if state.base_name == "HEAD" {
-                    git::current_branch(self.repo).unwrap_or_default()
+                    git::current_branch(&self.repo).unwrap_or_default()
                 } else {
                     state.base_name.clone()
                 };
@@ -429,7 +439,7 @@ impl Checker<'_> {
         }
         let plan = crate::plan::load(&self.store.run(&run).plan())?;
         Ok(Finished {
-            checks: crate::plan::checks_of(&plan, self.env),
+            checks: crate::plan::checks_of(&plan, &self.env()),
             owns: check::owns_of(&plan),
             run,
             state,
@@ -493,7 +503,7 @@ impl Checker<'_> {
         into: &str,
         branches: &[TaskBranch],
     ) -> Result<Oid, OpsError> {
-        let repo = self.repo;
+        let repo = &*self.repo;
         if let Some(rev) = request.base.or(plan.base.as_deref()) {
             return repo
                 .revparse_single(rev)
@@ -530,7 +540,7 @@ impl Checker<'_> {
         reflog_action: &str,
     ) -> BackOut {
         use git2::RepositoryState as S;
-        let repo = self.repo;
+        let repo = &*self.repo;
         let op = match repo.state() {
             S::Merge => Some("merge"),
             S::CherryPick | S::CherryPickSequence => Some("cherry-pick"),

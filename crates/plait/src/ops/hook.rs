@@ -196,13 +196,7 @@ pub enum HookOutcome {
 /// Runs hook `request.name` (see the module's doc). git runs reference-transaction three
 /// times a transaction; only the `prepared` one judges.
 pub async fn run(ctx: &Context, request: HookRequest<'_>) -> Result<HookOutcome, OpsError> {
-    let repo = ctx.repo()?;
-    let env = |name: &str| ctx.var(name);
-    let checker = Checker {
-        repo: &repo,
-        store: ctx.store(),
-        env: &env,
-    };
+    let checker = Checker::of(ctx)?;
     match request.name {
         "reference-transaction" if request.args.first().map(String::as_str) == Some("prepared") => {
             reference_transaction(ctx, &checker, &request).await
@@ -238,7 +232,7 @@ async fn pre_merge_commit(
     checker: &Checker<'_>,
     request: &HookRequest<'_>,
 ) -> Result<HookOutcome, OpsError> {
-    let repo = checker.repo;
+    let repo = &*checker.repo;
     let Some(into) = git::current_branch(repo) else {
         return Ok(HookOutcome::Passed);
     };
@@ -348,7 +342,7 @@ async fn reference_transaction(
     if ctx.var(crate::land::LANDING_VAR).is_some() {
         return Ok(HookOutcome::Passed);
     }
-    let repo = checker.repo;
+    let repo = &*checker.repo;
     let updates: Vec<BranchUpdate> = request
         .input
         .lines()
