@@ -189,3 +189,64 @@ impl Faulty for OpsError {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_wrapped_failure_is_whoever_s_the_inner_one_is() {
+        let not_a_repo = || RepoError::NotARepo {
+            path: "/nowhere".into(),
+        };
+        assert_eq!(OpsError::Repo(not_a_repo()).fault(), Fault::Request);
+        assert_eq!(
+            OpsError::Prepare(RunError::Repo(not_a_repo())).fault(),
+            Fault::Request
+        );
+        assert_eq!(
+            OpsError::Check {
+                what: "cannot check run 0abc12".into(),
+                source: RunError::Refused("no".into()),
+            }
+            .fault(),
+            Fault::Request
+        );
+        let git = || git2::Error::from_str("broken");
+        assert_eq!(OpsError::Repo(RepoError::Git(git())).fault(), Fault::Plait);
+        assert_eq!(
+            OpsError::Prepare(RunError::Git(git())).fault(),
+            Fault::Plait
+        );
+    }
+
+    #[test]
+    fn a_run_in_progress_waits_and_a_finished_one_has_nothing_to_resume() {
+        let run = || "0abc12".to_string();
+        assert_eq!(
+            OpsError::InProgress {
+                run: run(),
+                doing: "decide"
+            }
+            .fault(),
+            Fault::Waiting
+        );
+        assert_eq!(OpsError::Finished { run: run() }.fault(), Fault::Request);
+        assert_eq!(OpsError::NotFinished { run: run() }.fault(), Fault::Waiting);
+    }
+
+    #[test]
+    fn a_setup_that_failed_waits_for_the_project_and_a_layer_not_written_is_plait_s() {
+        let setup = crate::environment::EnvError::Setup {
+            command: "npm ci".into(),
+            outcome: "exit 1".into(),
+            log: "/tmp/setup.log".into(),
+        };
+        assert_eq!(RunError::Setup(setup).fault(), Fault::Waiting);
+        let layer = crate::environment::EnvError::Layer {
+            base: "0abc12".into(),
+            why: "disk full".into(),
+        };
+        assert_eq!(RunError::Setup(layer).fault(), Fault::Plait);
+    }
+}
