@@ -6,6 +6,7 @@
 //!
 //! 1. [`plan`] — read and validate a plan (TOML, a split rule, or a manager model's
 //!    answer): tasks, owned globs, base, providers, agent CLIs, checks, reviewer, groups.
+//!    [`manager`] asks a model (or Claude Code, an [`agent`]) for one; it sits above both.
 //! 2. [`workspace`] — per task, a branch `plait/<run>/<task>` and a worktree with only the
 //!    owned and context files, built without a checkout (a sparse checkout in cone mode with
 //!    a hand-written sparse index). [`environment`], the run's base layer that views and
@@ -47,6 +48,7 @@ mod dirs;
 pub mod environment;
 pub mod groups;
 pub mod land;
+pub mod manager;
 pub mod merge;
 pub mod ops;
 pub mod orchestrator;

@@ -8,7 +8,6 @@ pub mod config;
 mod exec;
 mod keys;
 pub mod layout;
-pub mod manager;
 mod resolved;
 pub mod setup;
 pub mod split;
@@ -23,6 +22,9 @@ use std::time::Duration;
 use serde::de::{self, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+/// Planning by a manager model lives above the plan (in [`crate::manager`]); named here too
+/// only for the command line's `plait::plan::manager` paths, until they name it there.
+pub use crate::manager;
 pub use after::waits_for;
 pub use exec::ExecCommand;
 use plait_llm::provider::ProviderFile;
