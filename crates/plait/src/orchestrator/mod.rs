@@ -18,10 +18,18 @@
 //! back through `task::rework` (gated by a fresh semaphore of `jobs` permits) and merging
 //! again, then the top merge; each step is a [`GroupEvent`] on the same channel.
 //!
-//! Where the tasks run is the run's [`dispatch::Dispatch`], picked once by [`execute`]:
-//! here, as above, or spread over many machines, whose coordinator queues the tasks (and
-//! those sent back, for its supervisors or `[checks] rework`) in the store and waits for
-//! the workers (`coordinate`). A run with a store mirrors its record there either way.
+//! Where the tasks run is the run's [`shared::Dispatch`], picked once by [`execute`]:
+//! here, as above (`dispatch`), or spread over many machines, whose coordinator queues the
+//! tasks (and those sent back, for its supervisors or `[checks] rework`) in the store and
+//! waits for the workers (`coordinate`). A run with a store mirrors its record there
+//! either way.
+//!
+//! The files of a task's way are layered, each naming only those before it: `starts` (what
+//! the waves' starts are made of), `shared` (with the `Dispatch` trait), `entered` (an
+//! exec agent's way into its view), `waves` (tasks that come after others), `collecting`
+//! (a round's commit, and `TaskError`), `worktrees` (a task's worktree made ready),
+//! `rounds` (the round loop), `task` (the task's entry points), `dispatch` (running them
+//! here); `coordinate` and `worker` spread them over machines.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -32,21 +40,25 @@ use tokio::sync::{mpsc, Notify};
 
 pub mod adopt;
 mod clock;
+mod collecting;
 mod coordinate;
 mod culprits;
 mod dispatch;
 mod entered;
 mod grouped;
 mod merging;
+mod rounds;
 mod shared;
+mod starts;
 mod task;
 mod waves;
 pub mod worker;
+mod worktrees;
 
 use culprits::search_culprits;
-use dispatch::Dispatch;
 pub use merging::remerge;
 use merging::{merge_run, run_merged_checks};
+use shared::Dispatch;
 use shared::{mirror, open_store, write_states, Shared};
 
 use crate::groups;
