@@ -3,7 +3,8 @@
 //! threads, each opening its own `Repository` (git2 handles are not `Sync`).
 //!
 //! Message flow: each task is a future in a `JoinSet`, gated by a semaphore of `jobs`
-//! permits held from `preparing` to the end of `collecting`. A task changes state only
+//! permits held for the task's whole way, from `preparing` to its end (a task that comes
+//! after others waits for its start without one). A task changes state only
 //! through [`Shared::update`], which edits the in-memory `RunState` under a mutex, sends
 //! an [`Event`] (as an [`Update`]) on the unbounded channel the caller may listen on (under the mutex, so
 //! events keep the order of the changes; an unbounded send never blocks), and wakes the

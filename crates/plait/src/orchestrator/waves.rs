@@ -2,6 +2,11 @@
 //! (directly or through others) has ended. Then it is blocked, naming those that keep it
 //! from starting, or it starts from their merge: the base with their work merged in, made
 //! as the merge stage makes the run's (`plait/<run>/start-<task>`).
+//!
+//! Above [`super::shared`] and [`super::starts`] (the types of what it makes); the task's
+//! entry points (`task`, which carry a task's work onto its new start with [`carry`]) and
+//! the dispatch (`dispatch`, which runs stale tasks again) are above it, and it names
+//! neither: a task it cannot start is failed through [`super::shared::fail_task`].
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
