@@ -6,9 +6,12 @@
 //!
 //! 1. [`plan`] — read and validate a plan (TOML, a split rule, or a manager model's
 //!    answer): tasks, owned globs, base, providers, agent CLIs, checks, reviewer, groups.
+//!    [`manager`] asks a model (or Claude Code, an [`agent`]) for one; it sits above both.
 //! 2. [`workspace`] — per task, a branch `plait/<run>/<task>` and a worktree with only the
 //!    owned and context files, built without a checkout (a sparse checkout in cone mode with
-//!    a hand-written sparse index).
+//!    a hand-written sparse index). [`environment`], the run's base layer that views and
+//!    checks lie over, writes its files as the workspace does; both keep directories
+//!    between runs through `dirs`, below them.
 //! 3. [`agent`] — run the task's agent in its worktree: `exec` (a shell command), a model
 //!    over HTTP with a confined tool loop, Claude Code (with plait's guard as its hook),
 //!    aider, or any agent CLI.
@@ -42,9 +45,11 @@ pub mod check;
 pub mod clean;
 pub mod collect;
 pub mod context;
+mod dirs;
 pub mod environment;
 pub mod groups;
 pub mod land;
+pub mod manager;
 pub mod merge;
 pub mod ops;
 pub mod orchestrator;

@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 
 use git2::{Oid, Repository};
 
+use crate::dirs::remove_tree;
 use plait_core::git::mode;
 
 /// Why a layer could not be written: the path and what the file system or git said.
@@ -275,19 +276,6 @@ impl LayerDir {
     pub fn remove(&self) {
         remove_tree(&self.0);
     }
-}
-
-/// Removes `dir` whole, opening up the directories overlayfs leaves without permissions.
-pub fn remove_tree(dir: &Path) {
-    if !dir.exists() {
-        return;
-    }
-    for entry in walkdir::WalkDir::new(dir).into_iter().flatten() {
-        if entry.file_type().is_dir() {
-            let _ = fs::set_permissions(entry.path(), fs::Permissions::from_mode(0o700));
-        }
-    }
-    let _ = fs::remove_dir_all(dir);
 }
 
 #[cfg(test)]

@@ -19,6 +19,10 @@
 //!
 //! Where the system allows no user and mount namespaces, no layer is made: views are filled
 //! in and checks run in copies of a seed checkout, as before, and `plait status` says so.
+//!
+//! Above [`crate::workspace`] (whose `checkout_file` writes a base layer's files) and
+//! `crate::dirs` (the kept directories' locks and removal, which the views' base
+//! checkouts share); `remove_all` and `remove_tree` are named from here too.
 
 mod layer;
 mod setup;
@@ -30,7 +34,9 @@ use std::sync::{Arc, Mutex};
 
 use git2::{Oid, Repository};
 
-pub use layer::{apply, changes, git_dir, remove_tree, LayerDir, LayerError};
+use crate::dirs::{flock, lock_file};
+pub use crate::dirs::{remove_all, remove_tree};
+pub use layer::{apply, changes, git_dir, LayerDir, LayerError};
 pub use setup::{preview, EnvRequest, SetupOutcome};
 
 use plait_core::git::TreeFile;
@@ -422,75 +428,4 @@ fn write_files(repo: &Repository, root: &Path, files: &[TreeFile]) -> Result<(),
             .into_iter()
             .try_for_each(|w| w.join().unwrap_or_else(|_| Err("a thread panicked".into())))
     })
-}
-
-fn lock_file(path: &Path) -> Result<fs::File, String> {
-    fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(path)
-        .map_err(|e| format!("{}: {e}", path.display()))
-}
-
-pub(crate) fn flock(file: &fs::File, how: libc::c_int) -> bool {
-    use std::os::fd::AsRawFd as _;
-    // SAFETY: flock on an open file this process owns.
-    unsafe { libc::flock(file.as_raw_fd(), how) == 0 }
-}
-
-/// Removes the oldest directories under `dir` beyond `count` (with `keep`, never removed)
-/// that no run holds (an exclusive `flock` of `<dir>.lock` taken at once): the kept base
-/// layers, and the views' base checkouts.
-pub(crate) fn prune_kept(dir: &Path, keep: &Path, count: usize) {
-    let Ok(entries) = fs::read_dir(dir) else {
-        return;
-    };
-    let mut layers: Vec<(std::time::SystemTime, PathBuf)> = entries
-        .flatten()
-        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-        .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
-        .filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.path())))
-        .filter(|(_, p)| p != keep)
-        .collect();
-    layers.sort();
-    let excess = (layers.len() + 1).saturating_sub(count);
-    for (_, dir) in layers.into_iter().take(excess) {
-        let Ok(lock) = lock_file(&dir.with_extension("lock")) else {
-            continue;
-        };
-        if flock(&lock, libc::LOCK_EX | libc::LOCK_NB) {
-            remove_tree(&dir);
-            let _ = fs::remove_file(dir.with_extension("lock"));
-        }
-    }
-}
-
-/// Removes every kept directory under `dir` no run holds (`plait clean --seed`: the base
-/// layers, the views' base checkouts), and unfinished ones (`.staging-*`); returns how many
-/// it removed of the first.
-pub fn remove_all(dir: &Path) -> usize {
-    let Ok(entries) = fs::read_dir(dir) else {
-        return 0;
-    };
-    let mut removed = 0;
-    for entry in entries.flatten() {
-        let path = entry.path();
-        if !entry.file_type().is_ok_and(|t| t.is_dir()) {
-            continue;
-        }
-        if entry.file_name().to_string_lossy().starts_with('.') {
-            remove_tree(&path);
-            continue;
-        }
-        let Ok(lock) = lock_file(&path.with_extension("lock")) else {
-            continue;
-        };
-        if flock(&lock, libc::LOCK_EX | libc::LOCK_NB) {
-            remove_tree(&path);
-            let _ = fs::remove_file(path.with_extension("lock"));
-            removed += 1;
-        }
-    }
-    removed
 }

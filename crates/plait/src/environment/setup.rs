@@ -12,9 +12,9 @@ use sha1::Digest as _;
 
 use super::layer::{self, LayerError};
 use super::{
-    flock, load_record, lock_file, prune_kept, remove_tree, save_record, write_files, EnvError,
-    EnvRecord, Environment, Include, Warmed,
+    load_record, save_record, write_files, EnvError, EnvRecord, Environment, Include, Warmed,
 };
+use crate::dirs::{flock, lock_file, prune_kept, remove_tree};
 use crate::plan::SetupSettings;
 use plait_core::cancel::Cancel;
 use plait_core::git::TreeFile;

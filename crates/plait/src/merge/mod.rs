@@ -126,52 +126,100 @@ fn in_start_order(branches: &[BranchInput]) -> Vec<&BranchInput> {
 pub fn merge(repo: &Repository, settings: &MergeSettings<'_>) -> Result<MergeOutcome, MergeError> {
     let base = repo.find_commit(settings.base)?;
     let base_tree = base.tree()?;
-    // Path → its entry in the merged tree (None: deleted), and who changed it.
-    let mut merged: BTreeMap<String, Entry> = BTreeMap::new();
-    let mut touched: HashMap<String, Vec<String>> = HashMap::new();
-    let mut included: Vec<&BranchInput> = Vec::new();
-    // Every branch whose work is in the merge (those that change nothing too), by commit.
-    let mut taken: HashMap<&str, Oid> = HashMap::new();
-    let mut excluded = Vec::new();
-    let mut waiting = Vec::new();
-    let mut conflicts = Vec::new();
-
+    let mut merging = Merging::default();
     for input in in_start_order(settings.branches) {
-        let from = match &input.start {
-            Some(start) => {
-                let whole = start
-                    .from
-                    .iter()
-                    .all(|(task, commit)| taken.get(task.as_str()) == Some(commit));
-                if !whole {
-                    waiting.push(input.task.clone());
-                    continue;
-                }
-                repo.find_commit(start.commit)?.tree()?
-            }
-            None => base_tree.clone(),
+        let Some(from) = merging.start_tree(repo, input, &base_tree)? else {
+            merging.waiting.push(input.task.clone());
+            continue;
         };
         let tree = repo.find_commit(input.commit)?.tree()?;
         let changes = tree_changes(repo, &from, &tree)?;
         if changes.is_empty() {
-            taken.insert(&input.task, input.commit);
+            merging.taken.insert(&input.task, input.commit);
             continue;
         }
-        if !changes.keys().any(|p| overlaps(&merged, p)) {
-            for (path, entry) in changes {
-                touched
-                    .entry(path.clone())
-                    .or_default()
-                    .push(input.task.clone());
-                merged.insert(path, entry);
+        if !changes.keys().any(|p| overlaps(&merging.merged, p)) {
+            merging.take_disjoint(input, changes);
+            continue;
+        }
+        merging.merge_overlapping(repo, settings, (&base, &base_tree), input, &changes)?;
+    }
+    let commit = merging.commit(repo, settings, (&base, &base_tree))?;
+    repo.reference(&branch_ref(settings.branch), commit, true, "plait: merged")?;
+    Ok(MergeOutcome {
+        branch: settings.branch.to_string(),
+        commit: commit.to_string(),
+        included: merging.included.iter().map(|i| i.task.clone()).collect(),
+        excluded: merging.excluded,
+        conflicts: merging.conflicts,
+        waiting: merging.waiting,
+    })
+}
+
+/// What [`merge`] has gathered so far, branch by branch.
+#[derive(Default)]
+struct Merging<'a> {
+    /// Path → its entry in the merged tree (None: deleted).
+    merged: BTreeMap<String, Entry>,
+    /// Path → the tasks that changed it.
+    touched: HashMap<String, Vec<String>>,
+    included: Vec<&'a BranchInput>,
+    /// Every branch whose work is in the merge (those that change nothing too), by commit.
+    taken: HashMap<&'a str, Oid>,
+    excluded: Vec<String>,
+    waiting: Vec<String>,
+    conflicts: Vec<Conflict>,
+}
+
+impl<'a> Merging<'a> {
+    /// The tree `input`'s work is measured from: its start's, or the base's; `None` while
+    /// the branches its start holds are not all in at the commits it started from.
+    fn start_tree<'r>(
+        &self,
+        repo: &'r Repository,
+        input: &BranchInput,
+        base_tree: &Tree<'r>,
+    ) -> Result<Option<Tree<'r>>, MergeError> {
+        Ok(Some(match &input.start {
+            Some(start) => {
+                let whole = start
+                    .from
+                    .iter()
+                    .all(|(task, commit)| self.taken.get(task.as_str()) == Some(commit));
+                if !whole {
+                    return Ok(None);
+                }
+                repo.find_commit(start.commit)?.tree()?
             }
-            taken.insert(&input.task, input.commit);
-            included.push(input);
-            continue;
+            None => base_tree.clone(),
+        }))
+    }
+
+    /// Takes `input`'s `changes`, which meet nothing merged so far, straight onto the
+    /// merged tree.
+    fn take_disjoint(&mut self, input: &'a BranchInput, changes: BTreeMap<String, Entry>) {
+        for (path, entry) in changes {
+            self.touched
+                .entry(path.clone())
+                .or_default()
+                .push(input.task.clone());
+            self.merged.insert(path, entry);
         }
-        // Slow path: git's engine merges what is merged so far with this branch, from
-        // where the branch started.
-        let ours = write_tree(repo, &base_tree, &merged)?;
+        self.taken.insert(&input.task, input.commit);
+        self.included.push(input);
+    }
+
+    /// The slow path: git's engine merges what is merged so far with `input`, from where
+    /// the branch started; its `changes` go in, or its conflicts keep it out.
+    fn merge_overlapping(
+        &mut self,
+        repo: &Repository,
+        settings: &MergeSettings<'_>,
+        (base, base_tree): (&git2::Commit<'_>, &Tree<'_>),
+        input: &'a BranchInput,
+        changes: &BTreeMap<String, Entry>,
+    ) -> Result<(), MergeError> {
+        let ours = write_tree(repo, base_tree, &self.merged)?;
         let who = signatures(repo)?;
         let ours_commit = repo.commit(
             None,
@@ -179,7 +227,7 @@ pub fn merge(repo: &Repository, settings: &MergeSettings<'_>) -> Result<MergeOut
             &who.committer,
             "plait: merge in progress",
             &repo.find_tree(ours)?,
-            &[&base],
+            &[base],
         )?;
         repo.reference(
             &branch_ref(settings.branch),
@@ -201,82 +249,92 @@ pub fn merge(repo: &Repository, settings: &MergeSettings<'_>) -> Result<MergeOut
         )?;
         if result.conflicts.is_empty() {
             let result_tree = repo.find_tree(result.tree)?;
-            merged = tree_changes(repo, &base_tree, &result_tree)?;
+            self.merged = tree_changes(repo, base_tree, &result_tree)?;
             for path in changes.keys() {
-                touched
+                self.touched
                     .entry(path.clone())
                     .or_default()
                     .push(input.task.clone());
             }
-            taken.insert(&input.task, input.commit);
-            included.push(input);
+            self.taken.insert(&input.task, input.commit);
+            self.included.push(input);
         } else {
-            for raw in result.conflicts {
-                let mut tasks = touched.get(&raw.path).cloned().unwrap_or_default();
-                if tasks.is_empty() {
-                    tasks = tasks_near(&touched, &raw.path);
-                }
-                tasks.push(input.task.clone());
-                conflicts.push(Conflict {
-                    hunks: conflict_hunks(repo, result.tree, &raw.path),
-                    tasks,
-                    ..raw.into_conflict()
-                });
-            }
-            excluded.push(input.task.clone());
+            self.exclude(repo, input, result);
         }
+        Ok(())
     }
 
-    // The branches no other included branch started from: the merge commit's parents.
-    let heads: Vec<&BranchInput> = included
-        .iter()
-        .copied()
-        .filter(|input| {
-            !included.iter().any(|other| {
-                other
-                    .start
-                    .as_ref()
-                    .is_some_and(|s| s.from.get(&input.task) == Some(&input.commit))
-            })
-        })
-        .collect();
-    let commit = if included.is_empty() {
-        settings.base
-    } else if included.len() == 1 {
-        // One branch merged onto its own base is that branch.
-        included[0].commit
-    } else {
-        let tree = repo.find_tree(write_tree(repo, &base_tree, &merged)?)?;
-        match heads.as_slice() {
-            // A line of tasks each started from the one before: the last is the merge.
-            [head] if repo.find_commit(head.commit)?.tree_id() == tree.id() => head.commit,
-            _ => {
-                let mut parents = vec![base.clone()];
-                for input in &heads {
-                    parents.push(repo.find_commit(input.commit)?);
-                }
-                let parents: Vec<&git2::Commit<'_>> = parents.iter().collect();
-                let who = signatures(repo)?;
-                repo.commit(
-                    None,
-                    &who.author,
-                    &who.committer,
-                    &settings.message,
-                    &tree,
-                    &parents,
-                )?
+    /// Keeps `input` out of the merge, its conflicts recorded with the tasks that changed
+    /// each path.
+    fn exclude(&mut self, repo: &Repository, input: &BranchInput, result: TreeMerge) {
+        for raw in result.conflicts {
+            let mut tasks = self.touched.get(&raw.path).cloned().unwrap_or_default();
+            if tasks.is_empty() {
+                tasks = tasks_near(&self.touched, &raw.path);
             }
+            tasks.push(input.task.clone());
+            self.conflicts.push(Conflict {
+                hunks: conflict_hunks(repo, result.tree, &raw.path),
+                tasks,
+                ..raw.into_conflict()
+            });
         }
-    };
-    repo.reference(&branch_ref(settings.branch), commit, true, "plait: merged")?;
-    Ok(MergeOutcome {
-        branch: settings.branch.to_string(),
-        commit: commit.to_string(),
-        included: included.iter().map(|i| i.task.clone()).collect(),
-        excluded,
-        conflicts,
-        waiting,
-    })
+        self.excluded.push(input.task.clone());
+    }
+
+    /// The merged branch's commit: the base when nothing went in, the one branch that went
+    /// in, the last of a line of tasks each started from the one before, else a merge
+    /// commit whose parents are the base and the branches no other included branch
+    /// started from.
+    fn commit(
+        &self,
+        repo: &Repository,
+        settings: &MergeSettings<'_>,
+        (base, base_tree): (&git2::Commit<'_>, &Tree<'_>),
+    ) -> Result<Oid, MergeError> {
+        let included = &self.included;
+        // The branches no other included branch started from: the merge commit's parents.
+        let heads: Vec<&BranchInput> = included
+            .iter()
+            .copied()
+            .filter(|input| {
+                !included.iter().any(|other| {
+                    other
+                        .start
+                        .as_ref()
+                        .is_some_and(|s| s.from.get(&input.task) == Some(&input.commit))
+                })
+            })
+            .collect();
+        Ok(if included.is_empty() {
+            settings.base
+        } else if included.len() == 1 {
+            // One branch merged onto its own base is that branch.
+            included[0].commit
+        } else {
+            let tree = repo.find_tree(write_tree(repo, base_tree, &self.merged)?)?;
+            match heads.as_slice() {
+                // A line of tasks each started from the one before: the last is the merge.
+                [head] if repo.find_commit(head.commit)?.tree_id() == tree.id() => head.commit,
+                _ => {
+                    let mut parents = vec![base.clone()];
+                    for input in &heads {
+                        parents.push(repo.find_commit(input.commit)?);
+                    }
+                    let parents: Vec<&git2::Commit<'_>> = parents.iter().collect();
+                    let who = signatures(repo)?;
+                    repo.commit(
+                        None,
+                        &who.author,
+                        &who.committer,
+                        &settings.message,
+                        &tree,
+                        &parents,
+                    )?
+                }
+            }
+        })
+    }
 }
 
 /// Whether changing `path` meets a change already merged: the same path, a file where

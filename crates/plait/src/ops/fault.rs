@@ -10,9 +10,9 @@ use super::OpsError;
 use crate::clean::CleanError;
 use crate::environment::EnvError;
 use crate::land::LandError;
+use crate::manager::ManagerError;
 use crate::merge::MergeError;
 use crate::orchestrator::RunError;
-use crate::plan::manager::ManagerError;
 use crate::plan::PlanError;
 
 /// Whose a failure is, which decides a command's exit code and a request's status.

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use crate::context::Context;
-use crate::plan::manager::{self, Manager, ManagerError, PlanRequest, Planned};
+use crate::manager::{self, Manager, ManagerError, PlanRequest, Planned};
 use crate::plan::{AgentSpec, ToolSettings};
 use plait_core::cancel::Cancel;
 use plait_llm::limiter::Limiter;

@@ -20,8 +20,9 @@ use std::time::Duration;
 use futures_util::future::BoxFuture;
 use git2::Oid;
 
-use super::dispatch::Dispatch;
-use super::waves::{self, Stale};
+use super::shared::Dispatch;
+use super::starts::Stale;
+use super::waves;
 use super::{RunError, Shared};
 use plait_core::state::TaskState;
 use plait_store::pg::{PgListener, PgStore, TaskRow};

@@ -1,8 +1,13 @@
-//! Where a run's tasks run: here, `-j` at a time ([`Local`]), or spread over many machines
-//! through the store (`coordinate::Spread`). `execute` picks one for the run and keeps it
-//! on [`Shared`]; the run's tasks, every send-back after them (a supervisor's, the
-//! culprits') and the publishing of its merge go through it, so nothing else asks how the
-//! run is spread.
+//! Running a run's tasks here, `-j` at a time: [`Local`]'s way of being the run's
+//! [`Dispatch`]. The trait and `Local` itself are declared beside [`Shared`], which holds
+//! the run's dispatch (`super::shared`); the other way, spread over many machines through
+//! the store, is `coordinate::Spread`. `execute` picks one for the run and keeps it on
+//! [`Shared`]; the run's tasks, every send-back after them (a supervisor's, the culprits')
+//! and the publishing of its merge go through it, so nothing else asks how the run is
+//! spread.
+//!
+//! The top of the task's files: it names the task's entry points (`task`) and the waves
+//! (`waves`), and nothing below names it.
 
 use std::sync::Arc;
 
@@ -10,38 +15,10 @@ use futures_util::future::BoxFuture;
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
+use super::starts::Stale;
 use super::{task, waves, RunError, Shared};
 
-/// How a run's tasks are run and sent back.
-pub(super) trait Dispatch: Send + Sync {
-    /// Runs every task of the run that has not ended, until all have ended or the run is
-    /// interrupted.
-    fn run_tasks<'a>(&'a self, shared: &'a Arc<Shared>) -> BoxFuture<'a, Result<(), RunError>>;
-
-    /// Sends ended tasks back for one more round each, `(index, feedback)`, and waits for
-    /// them to end again.
-    fn rework<'a>(
-        &'a self,
-        shared: &'a Arc<Shared>,
-        targets: Vec<(usize, String)>,
-    ) -> BoxFuture<'a, Result<(), RunError>>;
-
-    /// Runs tasks whose starts went stale again from new starts (marked pending already),
-    /// and waits for them to end.
-    fn restart<'a>(
-        &'a self,
-        shared: &'a Arc<Shared>,
-        again: Vec<waves::Stale>,
-    ) -> BoxFuture<'a, Result<(), RunError>>;
-
-    /// Makes the run's merge seen wherever its tasks ran (nothing to do for a local run).
-    fn publish<'a>(&'a self, _shared: &'a Shared) -> BoxFuture<'a, ()> {
-        Box::pin(async {})
-    }
-}
-
-/// Runs the tasks in this process, in their worktrees here.
-pub(super) struct Local;
+pub(super) use super::shared::{Dispatch, Local};
 
 impl Dispatch for Local {
     fn run_tasks<'a>(&'a self, shared: &'a Arc<Shared>) -> BoxFuture<'a, Result<(), RunError>> {
@@ -59,10 +36,10 @@ impl Dispatch for Local {
     fn restart<'a>(
         &'a self,
         shared: &'a Arc<Shared>,
-        again: Vec<waves::Stale>,
+        again: Vec<Stale>,
     ) -> BoxFuture<'a, Result<(), RunError>> {
         Box::pin(async move {
-            waves::restart_here(shared, again).await;
+            restart_here(shared, again).await;
             Ok(())
         })
     }
@@ -124,4 +101,23 @@ async fn rework(shared: &Arc<Shared>, targets: Vec<(usize, String)>) -> Result<(
     futures_util::future::join_all(jobs).await;
     // The tasks that come after them start again from their new work.
     waves::refresh(shared, None).await
+}
+
+/// Runs the stale tasks `again` here (a local run's `Dispatch::restart`): they wait for
+/// each other as in the run, without a slot until their start is made, `-j` at a time.
+async fn restart_here(shared: &Arc<Shared>, again: Vec<Stale>) {
+    let permits = Arc::new(tokio::sync::Semaphore::new(shared.jobs));
+    let jobs = again.into_iter().map(|stale| {
+        let permits = permits.clone();
+        async move {
+            if !waves::await_start(shared, stale.index).await {
+                return;
+            }
+            let Ok(_permit) = permits.acquire_owned().await else {
+                return;
+            };
+            task::restart(shared, stale).await;
+        }
+    });
+    futures_util::future::join_all(jobs).await;
 }

@@ -1,6 +1,8 @@
 //! The way into an exec agent's view: its command runs in its sparse worktree, and
 //! `$PLAIT_RUN_IN CMD` asks plait, over a descriptor its processes inherit, to start `CMD`
 //! in the task's overlay behind the same walls (`plait_sandbox::forward`).
+//!
+//! Above [`super::shared`]; the round loop (`rounds`) starts it for each task's worker.
 
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -3,7 +3,8 @@
 //! threads, each opening its own `Repository` (git2 handles are not `Sync`).
 //!
 //! Message flow: each task is a future in a `JoinSet`, gated by a semaphore of `jobs`
-//! permits held from `preparing` to the end of `collecting`. A task changes state only
+//! permits held for the task's whole way, from `preparing` to its end (a task that comes
+//! after others waits for its start without one). A task changes state only
 //! through [`Shared::update`], which edits the in-memory `RunState` under a mutex, sends
 //! an [`Event`] (as an [`Update`]) on the unbounded channel the caller may listen on (under the mutex, so
 //! events keep the order of the changes; an unbounded send never blocks), and wakes the
@@ -18,10 +19,18 @@
 //! back through `task::rework` (gated by a fresh semaphore of `jobs` permits) and merging
 //! again, then the top merge; each step is a [`GroupEvent`] on the same channel.
 //!
-//! Where the tasks run is the run's [`dispatch::Dispatch`], picked once by [`execute`]:
-//! here, as above, or spread over many machines, whose coordinator queues the tasks (and
-//! those sent back, for its supervisors or `[checks] rework`) in the store and waits for
-//! the workers (`coordinate`). A run with a store mirrors its record there either way.
+//! Where the tasks run is the run's [`shared::Dispatch`], picked once by [`execute`]:
+//! here, as above (`dispatch`), or spread over many machines, whose coordinator queues the
+//! tasks (and those sent back, for its supervisors or `[checks] rework`) in the store and
+//! waits for the workers (`coordinate`). A run with a store mirrors its record there
+//! either way.
+//!
+//! The files of a task's way are layered, each naming only those before it: `starts` (what
+//! the waves' starts are made of), `shared` (with the `Dispatch` trait), `entered` (an
+//! exec agent's way into its view), `waves` (tasks that come after others), `collecting`
+//! (a round's commit, and `TaskError`), `worktrees` (a task's worktree made ready),
+//! `rounds` (the round loop), `task` (the task's entry points), `dispatch` (running them
+//! here); `coordinate` and `worker` spread them over machines.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -32,21 +41,25 @@ use tokio::sync::{mpsc, Notify};
 
 pub mod adopt;
 mod clock;
+mod collecting;
 mod coordinate;
 mod culprits;
 mod dispatch;
 mod entered;
 mod grouped;
 mod merging;
+mod rounds;
 mod shared;
+mod starts;
 mod task;
 mod waves;
 pub mod worker;
+mod worktrees;
 
 use culprits::search_culprits;
-use dispatch::Dispatch;
 pub use merging::remerge;
 use merging::{merge_run, run_merged_checks};
+use shared::Dispatch;
 use shared::{mirror, open_store, write_states, Shared};
 
 use crate::context::Context;

@@ -1,18 +1,23 @@
 //! What the tasks of a run share: the record behind a lock, the event log, the HTTP
-//! client, the checks pool, the limiters and the budget; where the tasks run, and who is
-//! told of the rounds' commits; the state writer that coalesces saves, and the mirror of
-//! the record in a PostgreSQL store.
+//! client, the checks pool, the limiters and the budget; where the tasks run (the
+//! [`Dispatch`] trait and [`Local`], which `super::dispatch` runs), and who is told of the
+//! rounds' commits; the state writer that coalesces saves, and the mirror of the record in
+//! a PostgreSQL store.
+//!
+//! Near the bottom of the orchestrator's task files: it names only `starts` among them;
+//! `entered`, `waves`, `collecting`, `worktrees`, `rounds`, `task` and `dispatch` are
+//! above it, in that order.
 
 use std::collections::HashMap;
 use std::fs;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
+use futures_util::future::BoxFuture;
 use git2::Oid;
-
 use tokio::sync::{mpsc, Notify};
 
-use super::dispatch::{Dispatch, Local};
+use super::starts::{Stale, StartKey, StartMerge};
 use super::{Event, GroupEvent, RunError, RunSettings, Update};
 use crate::context::Context;
 use crate::environment::{EnvRequest, Environment};
@@ -21,7 +26,7 @@ use crate::plan::{ResolvedPlan, ResolvedTask};
 use crate::review::checks::CheckPool;
 use plait_core::cancel::Cancel;
 use plait_core::git::TreeFile;
-use plait_core::state::{RunState, Store, TaskRecord};
+use plait_core::state::{now_ms, RunState, Store, TaskRecord, TaskState};
 
 /// State shared by the tasks of a run.
 pub(super) struct Shared {
@@ -69,7 +74,7 @@ pub(super) struct Shared {
     /// from its launch, its preparation included.
     pub(super) released: Mutex<HashMap<usize, u64>>,
     /// Each start merged once, by the tasks and commits it holds.
-    pub(super) start_merges: Mutex<HashMap<super::waves::StartKey, Arc<super::waves::StartMerge>>>,
+    pub(super) start_merges: Mutex<HashMap<StartKey, Arc<StartMerge>>>,
     /// Every task it comes after, by index, directly or through others (`after`).
     pub(super) waits: Vec<Vec<usize>>,
     /// Woken each time a task ends, for the tasks that wait for it.
@@ -82,6 +87,47 @@ pub(super) struct Shared {
     pub(super) environment: std::sync::OnceLock<Result<Arc<Environment>, String>>,
     /// Where the run's time goes.
     pub(super) clock: super::clock::Clock,
+}
+
+/// How a run's tasks are run and sent back.
+pub(super) trait Dispatch: Send + Sync {
+    /// Runs every task of the run that has not ended, until all have ended or the run is
+    /// interrupted.
+    fn run_tasks<'a>(&'a self, shared: &'a Arc<Shared>) -> BoxFuture<'a, Result<(), RunError>>;
+
+    /// Sends ended tasks back for one more round each, `(index, feedback)`, and waits for
+    /// them to end again.
+    fn rework<'a>(
+        &'a self,
+        shared: &'a Arc<Shared>,
+        targets: Vec<(usize, String)>,
+    ) -> BoxFuture<'a, Result<(), RunError>>;
+
+    /// Runs tasks whose starts went stale again from new starts (marked pending already),
+    /// and waits for them to end.
+    fn restart<'a>(
+        &'a self,
+        shared: &'a Arc<Shared>,
+        again: Vec<Stale>,
+    ) -> BoxFuture<'a, Result<(), RunError>>;
+
+    /// Makes the run's merge seen wherever its tasks ran (nothing to do for a local run).
+    fn publish<'a>(&'a self, _shared: &'a Shared) -> BoxFuture<'a, ()> {
+        Box::pin(async {})
+    }
+}
+
+/// Runs the tasks in this process, in their worktrees here (how: `super::dispatch`).
+pub(super) struct Local;
+
+/// Records that task `index` failed for `reason`.
+pub(super) fn fail_task(shared: &Shared, index: usize, reason: String, exit_code: Option<i32>) {
+    shared.update(index, |t| {
+        t.state = TaskState::Failed;
+        t.error = Some(reason);
+        t.exit_code = exit_code;
+        t.finished_at = Some(now_ms());
+    })
 }
 
 /// The files of a start commit, listed at the first need.

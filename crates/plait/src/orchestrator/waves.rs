@@ -2,12 +2,19 @@
 //! (directly or through others) has ended. Then it is blocked, naming those that keep it
 //! from starting, or it starts from their merge: the base with their work merged in, made
 //! as the merge stage makes the run's (`plait/<run>/start-<task>`).
+//!
+//! Above [`super::shared`] and [`super::starts`] (the types of what it makes); the task's
+//! entry points (`task`, which carry a task's work onto its new start with [`carry`]) and
+//! the dispatch (`dispatch`, which runs stale tasks again) are above it, and it names
+//! neither: a task it cannot start is failed through [`super::shared::fail_task`].
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use git2::Oid;
 
+use super::shared::fail_task;
+use super::starts::{Stale, StartKey, Unmade};
 use super::Shared;
 use crate::merge::{self, BranchInput, MergeSettings};
 use plait_core::git;
@@ -102,7 +109,7 @@ pub(super) async fn settle_start(shared: &Arc<Shared>, index: usize) -> bool {
             false
         }
         Ok(Err(Unmade::Failed(why))) => {
-            super::task::fail_task(
+            fail_task(
                 shared,
                 index,
                 format!("could not make its start: {why}"),
@@ -111,7 +118,7 @@ pub(super) async fn settle_start(shared: &Arc<Shared>, index: usize) -> bool {
             false
         }
         Err(e) => {
-            super::task::fail_task(
+            fail_task(
                 shared,
                 index,
                 format!("making its start panicked: {e}"),
@@ -159,23 +166,6 @@ fn block(shared: &Shared, index: usize, tasks: Vec<String>, reason: String) {
     });
 }
 
-/// Why a start could not be made.
-#[derive(Debug, Clone)]
-pub(super) enum Unmade {
-    /// The work of the tasks it comes after does not merge.
-    Conflicts {
-        tasks: Vec<String>,
-        why: String,
-    },
-    Failed(String),
-}
-
-impl<E: std::fmt::Display> From<E> for Unmade {
-    fn from(e: E) -> Unmade {
-        Unmade::Failed(e.to_string())
-    }
-}
-
 /// Merges the work of every task that task `index` comes after onto the base (blocking)
 /// and records it as the task's start on `plait/<run>/start-<task>`. Tasks that come after
 /// the same tasks at the same commits (a wave after one task) share one merge: the first
@@ -216,12 +206,6 @@ fn make_start(shared: &Shared, index: usize) -> Result<(), Unmade> {
     });
     Ok(())
 }
-
-/// The tasks a start holds, each at its commit, in the order of the plan.
-pub(super) type StartKey = Vec<(String, Oid)>;
-
-/// A start made once for every task that starts there.
-pub(super) type StartMerge = std::sync::OnceLock<Result<Oid, Unmade>>;
 
 /// The merge of `inputs` onto the base, made on task `first`'s start branch (blocking);
 /// conflicts are an [`Unmade`] naming the tasks and paths.
@@ -267,17 +251,6 @@ fn merge_start(shared: &Shared, first: &str, inputs: &[BranchInput]) -> Result<O
         return Err(Unmade::Conflicts { tasks, why });
     }
     Ok(Oid::from_str(&outcome.commit)?)
-}
-
-/// A task to run again from a new start, and the work it had.
-pub(super) struct Stale {
-    pub(super) index: usize,
-    /// Its old start and tip, when it had committed work.
-    pub(super) work: Option<(Oid, Oid)>,
-    /// The tasks it comes after whose work changed (or that run again).
-    pub(super) changed: Vec<String>,
-    /// What a person said when they sent it back, for its next round.
-    pub(super) told: Option<String>,
 }
 
 /// The tasks task `index` (ended) comes after whose work is no longer what its start took
@@ -367,25 +340,6 @@ fn stale(shared: &Shared) -> Vec<Stale> {
         });
     }
     again
-}
-
-/// Runs the stale tasks `again` here (a local run's `Dispatch::restart`): they wait for
-/// each other as in the run, without a slot until their start is made, `-j` at a time.
-pub(super) async fn restart_here(shared: &Arc<Shared>, again: Vec<Stale>) {
-    let permits = Arc::new(tokio::sync::Semaphore::new(shared.jobs));
-    let jobs = again.into_iter().map(|stale| {
-        let permits = permits.clone();
-        async move {
-            if !await_start(shared, stale.index).await {
-                return;
-            }
-            let Ok(_permit) = permits.acquire_owned().await else {
-                return;
-            };
-            super::task::restart(shared, stale).await;
-        }
-    });
-    futures_util::future::join_all(jobs).await;
 }
 
 /// The commit that carries a task's own work (`old_start`..`old_tip`) onto its new start

@@ -8,12 +8,14 @@ pub mod config;
 mod exec;
 mod keys;
 pub mod layout;
-pub mod manager;
 mod resolved;
 pub mod setup;
 pub mod split;
 pub mod tools;
 mod validate;
+mod validate_agents;
+mod validate_settings;
+mod validate_tasks;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -32,7 +34,9 @@ pub use resolved::{
     ReviewSettings, Reviewer, ToolSettings, DEFAULT_GROUP_THRESHOLD,
 };
 pub use setup::{missing_setup_hint, suggested_setup, SetupFile, SetupSettings};
-pub use validate::{checks_of, claude_code_settings, resolve, resolve_kept, resolve_with_env};
+pub use validate::{resolve, resolve_kept, resolve_with_env};
+pub use validate_agents::claude_code_settings;
+pub use validate_settings::checks_of;
 
 /// How long an agent may run when the plan does not say.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30 * 60);

@@ -17,11 +17,11 @@
 //!   group's brief, each task's status and its worker's summary.
 //! - [`planner`] — the manager model: the rules of a plan and the goal, and the correction
 //!   when its plan is not valid. Its first message, the repository's files and contents,
-//!   is read from git in `plan::manager`.
+//!   is read from git in `manager`.
 //!
 //! The tools' own descriptions and schemas (the model agent's editor and search,
 //! `submit_review`, `submit_plan`) stay with the tools, in `agent::model::tools`,
-//! `review::reviewer` and `plan::manager`, as do the guard's refusals and the tools'
+//! `review::reviewer` and `manager`, as do the guard's refusals and the tools'
 //! results: they are the tools' answers, not what plait asks.
 
 pub mod feedback;

@@ -1,7 +1,7 @@
 //! The words the manager model plans from: a system prompt with the rules of a plan (the
 //! same for every goal) and the goal, and the correction it gets when its plan is not
 //! valid. Its first message, the repository's files and the contents it may read, is
-//! read from git by `plan::manager::overview`.
+//! read from git by `manager::overview`.
 
 use plait_llm::conversation::System;
 

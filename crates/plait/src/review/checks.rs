@@ -556,7 +556,7 @@ impl CheckPool {
         for path in made {
             checkout::remove(&self.workdir, &path);
         }
-        crate::environment::remove_tree(&self.root.join("layers"));
+        crate::dirs::remove_tree(&self.root.join("layers"));
         // A seed of the pool's own (another pool held the kept one) leaves its record.
         let _ = std::fs::remove_file(self.root.join("seed.json"));
         let _ = std::fs::remove_dir(&self.root);

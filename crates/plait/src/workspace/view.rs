@@ -18,6 +18,9 @@
 //! other files written into it once, at the task's first command, skipping what it holds
 //! and what it owns. That costs a checkout's writes, once per task, and collect's walk then
 //! covers the whole tree.
+//!
+//! The base checkouts are kept and removed as the environment's base layers are, through
+//! `crate::dirs`; the workspace names nothing of the environment, which lies above it.
 
 use std::fs;
 use std::io;
@@ -188,7 +191,7 @@ pub fn base_tree(
         .write(true)
         .open(&lock_path)
         .map_err(|e| shown(e, &lock_path))?;
-    crate::environment::flock(&lock, libc::LOCK_SH);
+    crate::dirs::flock(&lock, libc::LOCK_SH);
     if !tree.is_dir() {
         let staging = dir.join(format!(".staging-{base}-{}", std::process::id()));
         let _ = fs::remove_dir_all(&staging);
@@ -202,7 +205,7 @@ pub fn base_tree(
             // Another process made it meanwhile.
             let _ = fs::remove_dir_all(&staging);
         }
-        crate::environment::prune_kept(dir, &tree, KEEP_TREES);
+        crate::dirs::prune_kept(dir, &tree, KEEP_TREES);
     }
     Ok((tree, lock))
 }
@@ -238,7 +241,7 @@ fn write_tree(repo: &Repository, root: &Path, files: &[TreeFile]) -> Result<(), 
 
 /// Removes every kept base checkout no one holds (`plait clean --seed`); returns how many.
 pub fn remove_trees(dir: &Path) -> usize {
-    crate::environment::remove_all(dir)
+    crate::dirs::remove_all(dir)
 }
 
 /// The overlay's work directory for a worktree: beside it, on its file system.
@@ -263,6 +266,6 @@ pub fn include_dir(worktree: &Path) -> PathBuf {
 /// Removes a worktree's overlay work directory and its include layers, whose inner `work`
 /// directories overlayfs leaves without permissions.
 pub fn remove_work_dir(worktree: &Path) {
-    crate::environment::remove_tree(&work_dir(worktree));
-    crate::environment::remove_tree(&include_dir(worktree));
+    crate::dirs::remove_tree(&work_dir(worktree));
+    crate::dirs::remove_tree(&include_dir(worktree));
 }

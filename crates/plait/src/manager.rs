@@ -2,6 +2,10 @@
 //! sizes, grouped by directory, and the contents of files the user lets it read) and
 //! answers through a forced `submit_plan` tool. Its plan is validated exactly like a
 //! hand-written one; the problems go back to it for a bounded number of corrections.
+//!
+//! It sits above both [`crate::plan`] (whose validation judges its answers) and
+//! [`crate::agent`] (Claude Code, when it plans there), so neither names the other through
+//! it. The use case of planning by a manager is `ops::manage`.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -10,7 +14,7 @@ use std::path::Path;
 use git2::Repository;
 use serde_json::{json, Value};
 
-use super::{
+use crate::plan::{
     resolve_with_env, AgentSpec, Defaults, PlanError, PlanFile, ResolvedPlan, SetupFile, TaskFile,
 };
 use crate::prompts;
@@ -86,7 +90,7 @@ pub enum Planner<'a> {
         client: &'a reqwest::Client,
     },
     ClaudeCode {
-        settings: &'a super::ToolSettings,
+        settings: &'a crate::plan::ToolSettings,
         /// The plait binary, for Claude Code's guard.
         plait_program: &'a Path,
         /// Where its files go (the plans directory).
@@ -178,7 +182,7 @@ impl Manager<'_> {
         repo: &Repository,
         files: &[TreeFile],
         request: &PlanRequest,
-        settings: &super::ToolSettings,
+        settings: &crate::plan::ToolSettings,
         plait_program: &Path,
         dir: &Path,
     ) -> Result<Planned, ManagerError> {
@@ -381,10 +385,10 @@ fn parse_tasks(input: &Value) -> Result<Vec<TaskFile>, Vec<String>> {
 }
 
 /// The `[setup]` a manager's plan gets: the dependency directories of the checkout that
-/// git ignores and a tracked lockfile fills ([`super::suggested_setup`]).
+/// git ignores and a tracked lockfile fills ([`crate::plan::suggested_setup`]).
 fn written_setup(repo: &Repository, files: &[TreeFile]) -> SetupFile {
     repo.workdir()
-        .and_then(|w| super::suggested_setup(w, files))
+        .and_then(|w| crate::plan::suggested_setup(w, files))
         .unwrap_or_default()
 }
 
@@ -529,5 +533,5 @@ pub fn render(planned: &Planned, manager: &str) -> String {
             let _ = write!(header, "\n  ... and {} more", planned.unowned.len() - 50);
         }
     }
-    super::to_toml(&planned.plan, &header)
+    crate::plan::to_toml(&planned.plan, &header)
 }

@@ -1,0 +1,637 @@
+//! A task's rounds: agent → collect → checks and review, each round a `ControlFlow` (the
+//! feedback for the next, or `Break` when the task has ended and its end is recorded),
+//! until the branch is approved, rejected, or out of rounds. `Worker` holds what the
+//! rounds of one task share. Above [`super::collecting`], [`super::entered`] and
+//! [`super::shared`]; below the task's entry points (`task`), which call [`work`].
+
+use std::ops::ControlFlow;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+use git2::Oid;
+
+use super::collecting::collect_round;
+use super::entered::{forward, Forward};
+use super::shared::{fail_task, Start};
+use super::Shared;
+use crate::agent::{self, Agent, AgentOutcome, AgentReport, TaskContext};
+use crate::collect;
+use crate::plan::{AgentConfig, ResolvedTask, Reviewer};
+use crate::prompts;
+use crate::report::diff::{diff_text, DiffStyle};
+use crate::review::checks::{CheckJob, Lineage};
+use crate::review::reviewer::{self, ReviewInput};
+use crate::workspace::view::{self, TaskView, ViewKind};
+use plait_core::git;
+use plait_core::state::TaskDir;
+use plait_core::state::{
+    now_ms, CheckResult, Review, SandboxRecord, TaskRecord, TaskState, Usage, Verdict,
+};
+use plait_sandbox::sandbox::{Confinement, Sandbox};
+
+/// Rounds of agent → collect → checks and review, from the first of `(round, limit)` to at
+/// most the second, until the task is done, rejected or failed.
+pub(super) async fn work(
+    shared: &Arc<Shared>,
+    index: usize,
+    record: &TaskRecord,
+    (mut round, limit): (u32, u32),
+    mut feedback: Option<String>,
+) {
+    // An agent CLI's way to its model, open while its rounds run.
+    let lease = match shared.plan.tasks[index].agent.gateway() {
+        None => None,
+        Some(provider) => {
+            let transcript = TaskDir::of_log(&record.log).transcript();
+            match shared.gateway_lease(index, provider, transcript).await {
+                Ok(lease) => Some(Arc::new(lease)),
+                Err(why) => return fail_task(shared, index, why, None),
+            }
+        }
+    };
+    let start = match shared.start(index) {
+        Ok(start) => start,
+        Err(why) => return fail_task(shared, index, why, None),
+    };
+    let worker = Worker::new(shared, index, record, lease, start);
+    let mut confinement = Some(worker.task.sandbox.confinement());
+    while let ControlFlow::Continue(next) = worker
+        .round(round, limit, feedback.take(), confinement.take())
+        .await
+    {
+        round += 1;
+        feedback = Some(next);
+    }
+}
+
+/// What the rounds of one task share: the task, its agent, its reviewer and its sandbox.
+struct Worker<'a> {
+    shared: &'a Arc<Shared>,
+    index: usize,
+    record: &'a TaskRecord,
+    task: &'a ResolvedTask,
+    agent: Box<dyn Agent>,
+    reviewer: Reviewer,
+    /// The task's directory: its logs, review files and the agent CLIs' own files.
+    task_dir: PathBuf,
+    sandbox: Arc<Sandbox>,
+    /// Where the commands its agent runs see the whole tree.
+    view: Arc<TaskView>,
+    /// The task's way through the run's gateway, for an agent CLI.
+    gateway: Option<Arc<plait_gateway::Lease>>,
+    /// Where its branch started.
+    start: Arc<Start>,
+    /// Serves `$PLAIT_RUN_IN` for an agent whose view is entered through plait.
+    forward: Option<Forward>,
+}
+
+impl<'a> Worker<'a> {
+    /// The worker of task `index`, its agent and reviewer as the plan says.
+    fn new(
+        shared: &'a Arc<Shared>,
+        index: usize,
+        record: &'a TaskRecord,
+        gateway: Option<Arc<plait_gateway::Lease>>,
+        start: Arc<Start>,
+    ) -> Worker<'a> {
+        let task = &shared.plan.tasks[index];
+        let agent = agent::from_config(&task.agent, &shared.client, &shared.limiters);
+        let reviewer = shared.plan.review.reviewer_for(task);
+        // The agent's processes may write its worktree and the task's scratch (the agent
+        // CLIs' own files), and nothing of any other task: the rest of the task's directory
+        // (logs, transcript, the guard's rules and Claude Code's settings) is plait's.
+        let task_dir = record
+            .log
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_default();
+        let scratch = TaskDir(task_dir.clone()).scratch();
+        let view = Arc::new(task_view(shared, record, task, &start));
+        // With `network = "gateway"`, the gateway's port is the one way out.
+        let settings = match &gateway {
+            Some(lease) => task.sandbox.through_gateway(lease.port()),
+            None => task.sandbox.clone(),
+        };
+        let own = vec![record.worktree.clone(), scratch];
+        let sandbox = Sandbox::new(&settings, own.clone()).with_view(view.overlay().cloned());
+        let (sandbox, forwarding) = match view.entered() {
+            Some(entered) => forward(shared, task, entered, sandbox, &settings, own),
+            None => (sandbox, None),
+        };
+        let sandbox = Arc::new(sandbox);
+        Worker {
+            shared,
+            index,
+            record,
+            task,
+            agent,
+            reviewer,
+            task_dir,
+            sandbox,
+            view,
+            gateway,
+            start,
+            forward: forwarding,
+        }
+    }
+
+    /// One round: the agent, then collect, checks and review; the feedback for the next
+    /// round, or `Break` when the task has ended (and its end is recorded).
+    async fn round(
+        &self,
+        round: u32,
+        limit: u32,
+        feedback: Option<String>,
+        confinement: Option<Confinement>,
+    ) -> ControlFlow<(), String> {
+        self.start(round, confinement);
+        let clock = &self.shared.clock;
+        let started = Instant::now();
+        let agent = self.run_agent(round, feedback).await;
+        clock.task_step("agent", started);
+        agent?;
+        let started = Instant::now();
+        let tip = self.collect().await;
+        clock.task_step("collect and commit", started);
+        let tip = tip?;
+        if self.shared.plan.checks.task.is_empty() && matches!(self.reviewer, Reviewer::Off) {
+            return self.finish(TaskState::Done);
+        }
+        self.shared
+            .update(self.index, |t| t.state = TaskState::Reviewing);
+        self.goes_on();
+        let started = Instant::now();
+        let checks = self.run_checks(round, tip).await;
+        clock.task_step("task checks", started);
+        let checks = checks?;
+        if let Some(reason) = plans_fault(&checks) {
+            // No round of the agent's can fix a check that cannot start.
+            self.record_judgement(checks, None);
+            return self.fail(reason, None);
+        }
+        let started = Instant::now();
+        let verdict = self.review(round, tip, &checks).await;
+        if verdict.is_some() {
+            clock.task_step("review", started);
+        }
+        let next = prompts::feedback::of_round(&checks, verdict.as_ref());
+        let rejected = verdict
+            .as_ref()
+            .is_some_and(|r| r.verdict == Verdict::Reject);
+        let checks_pass = !checks.iter().any(CheckResult::failed_here);
+        self.record_judgement(checks, verdict);
+        if self.shared.cancel.is_cancelled() {
+            return self.fail("interrupted".to_string(), None);
+        }
+        if rejected {
+            return self.finish(TaskState::Rejected);
+        }
+        self.next_round(next, checks_pass, round, limit)
+    }
+
+    /// Marks the task running in `round`; a `confinement` (the first round's) records how
+    /// its processes are confined, keeping the refusals of earlier tries.
+    fn start(&self, round: u32, confinement: Option<Confinement>) {
+        self.shared.update(self.index, |t| {
+            t.state = TaskState::Running;
+            t.rounds = round;
+            if let Some(confinement) = confinement {
+                let refused = t.sandbox.take().map(|s| s.refused).unwrap_or_default();
+                let mut now = SandboxRecord::from(&confinement);
+                // How writes and the network are walled, as this system does it.
+                now.how = self.sandbox.settings().describe();
+                now.add_refused(&refused);
+                t.sandbox = Some(now);
+            }
+        });
+        self.goes_on();
+    }
+
+    /// Tells [`Shared::on_commit`] that the task goes on past the commit its branch is at
+    /// (into its review, or into a round on top of it).
+    fn goes_on(&self) {
+        (self.shared.on_commit)(self.index);
+    }
+
+    /// Runs the agent for the round and records what it used; `Break` when it failed or was
+    /// stopped, or the run was interrupted.
+    async fn run_agent(&self, round: u32, feedback: Option<String>) -> ControlFlow<()> {
+        let (shared, index) = (self.shared, self.index);
+        // The base's checkout under the overlay, made the first time an agent of the run
+        // may run commands (a model agent without its `run` tool never does).
+        let runs_commands = match &shared.plan.tasks[index].agent {
+            AgentConfig::Model { run, .. } => run.offered(),
+            _ => true,
+        };
+        if self.view.layered() && runs_commands {
+            let made = match shared.environment() {
+                Some(env) if self.start.commit != env.base => env
+                    .start_layer(&shared.repo, self.start.commit)
+                    .await
+                    .map(|_| ())
+                    .map_err(|why| format!("cannot make the layer of its start: {why}")),
+                Some(_) => Ok(()),
+                None => shared.view_tree(&self.start).await.map(|_| ()),
+            };
+            if let Err(why) = made {
+                return self.fail(why, None);
+            }
+        }
+        let mut context = context(
+            shared,
+            index,
+            (self.record, &self.start),
+            round,
+            feedback,
+            (&self.sandbox, &self.view),
+        );
+        context.gateway = self.gateway.clone();
+        let report = self.agent.run(&context).await;
+        record_report(shared, index, &report);
+        self.note_refused(self.sandbox.denials());
+        if let Some(forward) = &self.forward {
+            self.note_refused(forward.denials());
+        }
+        if shared.cancel.is_cancelled() {
+            return self.keep_interrupted().await;
+        }
+        let mut outcome = report.outcome;
+        if let (AgentOutcome::Failed { .. }, Some(_)) = (&outcome, &self.gateway) {
+            // The gateway refused the CLI's requests once the run's budget was spent.
+            if let Some(reason) = shared.budget.exhausted() {
+                outcome = AgentOutcome::Stopped { reason };
+            }
+        }
+        match outcome {
+            AgentOutcome::Finished => ControlFlow::Continue(()),
+            AgentOutcome::Failed { reason, exit_code } => {
+                self.fail(with_refused(reason, &self.sandbox.denials()), exit_code)
+            }
+            AgentOutcome::Stopped { reason } => {
+                shared.update(index, |t| {
+                    t.state = TaskState::Stopped;
+                    t.error = Some(reason);
+                    t.finished_at = Some(now_ms());
+                });
+                ControlFlow::Break(())
+            }
+        }
+    }
+
+    /// Commits what the agent wrote before the run was interrupted (on the task's branch,
+    /// not merged) and records the task as interrupted; always `Break`.
+    async fn keep_interrupted(&self) -> ControlFlow<()> {
+        let message = format!(
+            "plait({}): work in progress (interrupted)\n\nPlait-Run: {}\n",
+            self.task.id, self.shared.run
+        );
+        let kept = collect_round(
+            self.shared,
+            self.index,
+            self.record,
+            !self.view.layered(),
+            message,
+        )
+        .await;
+        self.shared.update(self.index, |t| {
+            t.state = TaskState::Interrupted;
+            t.error = match kept {
+                Ok(_) => Some("interrupted".to_string()),
+                Err(e) => Some(format!("interrupted; its work could not be committed: {e}")),
+            };
+        });
+        ControlFlow::Break(())
+    }
+
+    /// Commits the round's owned changes; the branch's tip, or `Break` when the branch
+    /// changes nothing (the task is done) or collecting failed.
+    async fn collect(&self) -> ControlFlow<(), Oid> {
+        self.shared
+            .update(self.index, |t| t.state = TaskState::Collecting);
+        let message = collect::commit_message(&self.shared.run, &self.task.id, &self.task.prompt);
+        match collect_round(
+            self.shared,
+            self.index,
+            self.record,
+            !self.view.layered(),
+            message,
+        )
+        .await
+        {
+            Ok(Some(tip)) => ControlFlow::Continue(tip),
+            Ok(None) => self.finish(TaskState::Done),
+            Err(e) => self.fail(format!("could not collect the worktree: {e}"), None),
+        }
+    }
+
+    /// The task checks' results on the round's commit (none when the plan has none);
+    /// `Break` when they could not run.
+    async fn run_checks(&self, round: u32, tip: Oid) -> ControlFlow<(), Vec<CheckResult>> {
+        let shared = self.shared;
+        if shared.plan.checks.task.is_empty() {
+            return ControlFlow::Continue(Vec::new());
+        }
+        let logs = TaskDir::of_log(&self.record.log).checks(round);
+        let job = CheckJob {
+            commit: tip,
+            commands: &shared.plan.checks.task,
+            env: vec![
+                ("PLAIT_RUN", shared.run.clone()),
+                ("PLAIT_TASK", self.task.id.clone()),
+                ("PLAIT_BASE", self.start.commit.to_string()),
+                ("PLAIT_RUN_BASE", shared.plan.base.to_string()),
+                ("PLAIT_COMMIT", tip.to_string()),
+            ],
+            logs: &logs,
+            timeout: shared.plan.checks.timeout,
+            sandbox: &self.task.check_sandbox,
+            lineage: Lineage::Task(self.task.id.clone()),
+        };
+        match shared.checks.run(&job, &shared.cancel).await {
+            Ok(results) => {
+                self.note_refused(results.iter().flat_map(|r| r.refused.clone()).collect());
+                ControlFlow::Continue(results)
+            }
+            Err(e) => self.fail(format!("the task checks could not run: {e}"), None),
+        }
+    }
+
+    /// The reviewer's judgement of the round's commit, its diff and its checks; `None`
+    /// when no reviewer judges it.
+    async fn review(&self, round: u32, tip: Oid, checks: &[CheckResult]) -> Option<Review> {
+        let (shared, task) = (self.shared, self.task);
+        let diff = diff(shared, self.start.commit, tip).await;
+        let gateway = match self.reviewer.gateway() {
+            None => None,
+            Some(provider) => {
+                let transcript = self.task_dir.join("review.jsonl");
+                let who = format!("review:{}", task.id);
+                match shared.role_gateway(&who, provider, transcript).await {
+                    Ok(g) => Some(g),
+                    Err(why) => {
+                        tracing::warn!("{why}; the reviewer goes without it");
+                        None
+                    }
+                }
+            }
+        };
+        let input = ReviewInput {
+            run: &shared.run,
+            goal: &shared.plan.goal,
+            task: &task.id,
+            prompt: &task.prompt,
+            owns: task.owns.patterns(),
+            diff: &diff,
+            checks,
+            round,
+            base: self.start.commit.to_string(),
+            commit: tip.to_string(),
+            worktree: self.record.worktree.clone(),
+            dir: self.task_dir.clone(),
+            timeout: shared.plan.checks.timeout,
+            budget: &shared.budget,
+            sandbox: &task.check_sandbox,
+            plait_program: &shared.plait_program,
+            gateway: gateway.as_ref(),
+        };
+        reviewer::review(
+            &self.reviewer,
+            &input,
+            &shared.client,
+            &shared.limiters,
+            &shared.cancel,
+        )
+        .await
+    }
+
+    /// Records the round's checks and review, and adds what the review used to the task's
+    /// usage.
+    fn record_judgement(&self, checks: Vec<CheckResult>, verdict: Option<Review>) {
+        self.shared.update(self.index, |t| {
+            t.checks = checks;
+            if let Some(review) = verdict {
+                if let Some(u) = &review.usage {
+                    t.usage
+                        .get_or_insert_with(|| Usage {
+                            cost_usd: Some(0.0),
+                            ..Usage::default()
+                        })
+                        .add(u);
+                }
+                t.review = Some(review);
+            }
+        });
+    }
+
+    /// After a judged round: the feedback `next` for another round while rounds are left,
+    /// else the task's end.
+    fn next_round(
+        &self,
+        next: Option<String>,
+        checks_pass: bool,
+        round: u32,
+        limit: u32,
+    ) -> ControlFlow<(), String> {
+        match next {
+            None => self.finish(TaskState::Done),
+            Some(text) if round < limit => ControlFlow::Continue(text),
+            Some(_) if !checks_pass && limit == 0 => self.fail(
+                "its checks fail (it had no rounds of changes: an exec agent gets none \
+                 unless [review] rounds sets some)"
+                    .to_string(),
+                None,
+            ),
+            Some(_) if !checks_pass => self.fail(
+                format!("its checks still fail after {round} round(s) of changes"),
+                None,
+            ),
+            // Out of rounds with changes still requested: done, but not approved.
+            Some(_) => self.finish(TaskState::Done),
+        }
+    }
+
+    /// Records writes the sandbox refused the task's processes.
+    fn note_refused(&self, refused: Vec<String>) {
+        if !refused.is_empty() {
+            self.shared.update(self.index, |t| {
+                if let Some(s) = &mut t.sandbox {
+                    s.add_refused(&refused);
+                }
+            });
+        }
+    }
+
+    /// Records that the task failed for `reason`; `Break`, for it has ended.
+    fn fail<T>(&self, reason: String, exit_code: Option<i32>) -> ControlFlow<(), T> {
+        fail_task(self.shared, self.index, reason, exit_code);
+        ControlFlow::Break(())
+    }
+
+    /// Records that the task ended in `state`; `Break`, for it has ended.
+    fn finish<T>(&self, state: TaskState) -> ControlFlow<(), T> {
+        self.shared.update(self.index, |t| {
+            t.state = state;
+            t.finished_at = Some(now_ms());
+        });
+        ControlFlow::Break(())
+    }
+}
+
+/// Why the round's checks failed through no fault of the agent's: a check whose own
+/// program was not found.
+fn plans_fault(checks: &[CheckResult]) -> Option<String> {
+    checks.iter().filter(|c| !c.passed).find_map(|c| {
+        let program = crate::plan::commands::program_not_found(&c.command, c.exit_code, &c.tail)?;
+        Some(format!(
+            "the check `{}` cannot run: `{program}` was not found (exit 127); fix [checks] in the plan and run it again",
+            c.command
+        ))
+    })
+}
+
+/// A failure's reason, with the writes the sandbox refused the agent, which may be why.
+fn with_refused(reason: String, refused: &[String]) -> String {
+    if refused.is_empty() {
+        return reason;
+    }
+    // A refused connection's words name the setting that allows it; a write's do not.
+    let hint = if refused.iter().any(|r| r.starts_with("write to ")) {
+        " (if the tool needs that path, add it to [sandbox] writable)"
+    } else {
+        ""
+    };
+    format!(
+        "{reason}; the sandbox refused it: {}{hint}",
+        refused.join(", ")
+    )
+}
+
+/// What the agent is told and given for one round.
+fn context(
+    shared: &Shared,
+    index: usize,
+    (record, start): (&TaskRecord, &Start),
+    round: u32,
+    feedback: Option<String>,
+    (sandbox, view): (&Arc<Sandbox>, &Arc<TaskView>),
+) -> TaskContext {
+    let task = &shared.plan.tasks[index];
+    TaskContext {
+        run: shared.run.clone(),
+        task: task.id.clone(),
+        goal: shared.plan.goal.clone(),
+        prompt: task.prompt.clone(),
+        base: start.commit.to_string(),
+        worktree: record.worktree.clone(),
+        owned_list: TaskDir::of_log(&record.log).owned_list(),
+        single_file: match start.owned.as_slice() {
+            [one] => Some(one.clone()),
+            _ => None,
+        },
+        log: record.log.clone(),
+        timeout: task.timeout,
+        cancel: shared.cancel.clone(),
+        repo: shared.repo.clone(),
+        owns: task.owns.clone(),
+        owned: start.owned.to_vec(),
+        files: start.files.clone(),
+        transcript: TaskDir::of_log(&record.log).transcript(),
+        max_turns: task.max_turns,
+        round,
+        feedback,
+        budget: shared.budget.clone(),
+        token_budget: task.token_budget,
+        sandbox: sandbox.clone(),
+        plait_program: shared.plait_program.clone(),
+        view: view.clone(),
+        checks: shared.plan.checks.task.clone(),
+        gateway: None,
+    }
+}
+
+/// The whole-tree view of a task: an overlay of its worktree on the base's checkout where
+/// this system allows it, else the worktree filled in at the first command.
+fn task_view(shared: &Shared, record: &TaskRecord, task: &ResolvedTask, start: &Start) -> TaskView {
+    let exec = matches!(task.agent, AgentConfig::Exec(_));
+    let support = match (&task.agent, task.sandbox.view) {
+        // A shell command in the task's sparse worktree, as before views: a task that runs
+        // nothing costs what it owns; without a base layer, one that runs a command
+        // through `$PLAIT_RUN_IN` has the worktree filled in then.
+        (AgentConfig::Exec(_), _) if shared.environment().is_none() => Err("an exec agent, \
+            which enters it through `$PLAIT_RUN_IN`"
+            .to_string()),
+        (_, plait_sandbox::sandbox::ViewMode::Auto) => {
+            plait_sandbox::sandbox::view_support().clone()
+        }
+        (_, plait_sandbox::sandbox::ViewMode::Filled) => {
+            Err("[sandbox] view = \"filled\"".to_string())
+        }
+    };
+    let kind = match (support, shared.environment()) {
+        (Ok(()), Some(env)) => {
+            let work = view::work_dir(&record.worktree);
+            let _ = std::fs::create_dir_all(&work);
+            let own = crate::environment::LayerDir(view::include_dir(&record.worktree));
+            let _ = env.make_layer(&own);
+            let start_layer = (start.commit != env.base)
+                .then(|| env.dir.join("starts").join(start.commit.to_string()));
+            let view = env.task_view(start_layer, &record.worktree, work, &own);
+            if exec {
+                ViewKind::Entered(view)
+            } else {
+                ViewKind::Overlay(view)
+            }
+        }
+        (Ok(()), None) => {
+            let work = view::work_dir(&record.worktree);
+            let _ = std::fs::create_dir_all(&work);
+            ViewKind::Overlay(plait_sandbox::sandbox::OverlayView::of_worktree(
+                record.worktree.clone(),
+                vec![shared.store.views_dir().join(start.commit.to_string())],
+                record.worktree.clone(),
+                work,
+            ))
+        }
+        (Err(why), _) => ViewKind::Materialize(why),
+    };
+    TaskView::new(
+        kind,
+        record.worktree.clone(),
+        shared.repo.clone(),
+        start.files.clone(),
+        task.owns.clone(),
+        TaskDir::of_log(&record.log).view_filled(),
+    )
+}
+
+/// Adds a round's usage to the task's and keeps the agent's last words.
+fn record_report(shared: &Shared, index: usize, report: &AgentReport) {
+    if report.usage.is_none() && report.summary.is_none() {
+        return;
+    }
+    shared.update(index, |t| {
+        if let Some(u) = &report.usage {
+            match &mut t.usage {
+                Some(total) => total.add(u),
+                None => t.usage = Some(u.clone()),
+            }
+        }
+        if report.summary.is_some() {
+            t.summary = report.summary.clone();
+        }
+    });
+}
+
+/// The branch's diff against where it started, for the reviewer (or why it could not be made).
+async fn diff(shared: &Arc<Shared>, base: Oid, tip: Oid) -> String {
+    let repo_path = shared.repo.clone();
+    tokio::task::spawn_blocking(move || {
+        let repo = git::open(&repo_path).map_err(|e| e.to_string())?;
+        diff_text(&repo, base, tip, DiffStyle::default()).map_err(|e| e.to_string())
+    })
+    .await
+    .map_err(|e| e.to_string())
+    .and_then(|d| d)
+    .unwrap_or_else(|e| format!("(the diff could not be made: {e})"))
+}
