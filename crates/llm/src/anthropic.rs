@@ -5,8 +5,10 @@
 
 use serde_json::{json, Value};
 
-use super::conversation::{Block, Message, Reply, Role, Stop, System, ToolSpec, TurnUsage};
-use super::sse;
+use super::conversation::{
+    says_something, Block, Message, Reply, Role, Stop, System, ToolSpec, TurnUsage,
+};
+use super::sse::{self, Progress};
 use crate::provider::ProviderSettings;
 
 /// The version header every request carries.
@@ -273,22 +275,12 @@ fn check_said(content: &[Block], reason: &str) -> Result<(), String> {
         reason,
         "refusal" | "pause_turn" | "model_context_window_exceeded"
     );
-    if explained || super::openai::says_something(content) {
+    if explained || says_something(content) {
         return Ok(());
     }
     Err(format!(
         "the answer was empty: neither text nor a tool call (stop_reason {reason:?})"
     ))
-}
-
-/// What one event meant.
-pub enum Progress {
-    /// Nothing the model wrote.
-    Nothing,
-    /// The model produced text or tool input.
-    Content,
-    /// The reply is complete.
-    Done,
 }
 
 impl Stream {

@@ -105,3 +105,12 @@ pub struct ToolSpec {
     pub description: &'static str,
     pub schema: Value,
 }
+
+/// Whether `content` says anything: text that is not blank, or a tool call.
+pub fn says_something(content: &[Block]) -> bool {
+    content.iter().any(|b| match b {
+        Block::Text(text) => !text.trim().is_empty(),
+        Block::ToolUse { .. } => true,
+        Block::ToolResult { .. } => false,
+    })
+}

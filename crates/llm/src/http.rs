@@ -15,13 +15,14 @@ use futures_util::StreamExt;
 use reqwest::header::HeaderMap;
 use serde_json::{json, Value};
 
-use super::anthropic::{self, Progress};
+use super::anthropic;
 use super::conversation::Reply;
 use super::limiter::{Cost, Limiter};
-use super::{estimate, openai, sse};
-use crate::cancel::Cancel;
+use super::sse::{self, Progress};
+use super::{estimate, openai};
 use crate::provider::{ProviderKind, ProviderSettings};
-use crate::state::now_ms;
+use plait_core::cancel::Cancel;
+use plait_core::state::now_ms;
 
 /// Attempts per request before the task fails.
 pub const MAX_ATTEMPTS: u32 = 5;

@@ -4,8 +4,6 @@
 //! (`http`), the limiter every request of a provider and key waits on (`limiter`), and the
 //! estimate of what an answer used when the server does not say (`estimate`).
 
-use plait_core::{cancel, state};
-
 pub mod anthropic;
 pub mod conversation;
 pub mod estimate;
@@ -16,8 +14,8 @@ pub mod provider;
 pub mod readable;
 pub mod sse;
 
-use crate::state::Usage;
 use conversation::{Message, Reply};
+use plait_core::state::Usage;
 use provider::{ProviderKind, ProviderSettings};
 
 /// The HTTP client every model call of a run shares, so requests share connections.

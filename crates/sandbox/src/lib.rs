@@ -6,5 +6,3 @@
 pub mod forward;
 pub mod sandbox;
 pub mod shell;
-
-use plait_core::{cancel, git};

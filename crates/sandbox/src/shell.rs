@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use tokio::process::Command;
 
-use crate::cancel::Cancel;
 use crate::sandbox::Sandbox;
+use plait_core::cancel::Cancel;
 
 /// How a command ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -151,7 +151,7 @@ async fn spawn_and_wait(
         .stdout(out)
         .stderr(err)
         .kill_on_drop(true);
-    for var in crate::git::REDIRECTING_VARS {
+    for var in plait_core::git::REDIRECTING_VARS {
         cmd.env_remove(var);
     }
     for var in launch.sandbox.withheld_env() {

@@ -4,6 +4,3 @@
 
 pub mod pg;
 pub mod remote;
-
-use plait_core::{git, refs, state};
-use plait_llm as llm;

@@ -11,7 +11,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
-use crate::git::git_command;
+use plait_core::git::git_command;
 
 /// Why the remote could not be used.
 #[derive(Debug, thiserror::Error)]
@@ -131,8 +131,8 @@ pub fn fetch(dir: &Path, remote: &str, refspecs: &[String], what: &str) -> Resul
 
 /// Puts commit `base` on `remote` (under [`base_ref`]) and checks that it is there.
 pub fn publish_base(dir: &Path, remote: &str, base: &str) -> Result<(), RemoteError> {
-    let what = format!("the base commit {}", crate::git::short(base));
-    let refname = crate::refs::base_ref(base);
+    let what = format!("the base commit {}", plait_core::git::short(base));
+    let refname = plait_core::refs::base_ref(base);
     push(dir, remote, &[format!("{base}:{refname}")], &what)?;
     let listed =
         git(dir, &["ls-remote", remote, &refname], None)?.map_err(|stderr| RemoteError::Fetch {

@@ -11,7 +11,7 @@ use tokio_postgres::types::Json;
 use tokio_postgres::Row;
 
 use super::{PgError, PgStore};
-use crate::state::TaskRecord;
+use plait_core::state::TaskRecord;
 
 /// A task a worker claimed: its id, its record, and the generation its lease fences.
 #[derive(Debug, Clone)]
@@ -43,7 +43,7 @@ pub struct Queue {
 #[derive(Debug, Clone)]
 pub struct TaskRow {
     pub id: String,
-    /// Its state's name ([`TaskState::as_str`](crate::state::TaskState::as_str)).
+    /// Its state's name ([`TaskState::as_str`](plait_core::state::TaskState::as_str)).
     pub state: String,
     /// Its record as its last claim left it; `None` when it cannot be read as one
     /// (another version of plait wrote it).
@@ -55,7 +55,7 @@ pub struct TaskRow {
 
 /// Work a claim pushed for its task, for a worker that takes the task over to go on from:
 /// the generation of the claim that pushed it (which names the ref it is on,
-/// [`crate::refs::attempt_ref`]) and the commit. The store keeps it as the text
+/// [`plait_core::refs::attempt_ref`]) and the commit. The store keeps it as the text
 /// `"{generation} {commit}"`, written by [`Display`](fmt::Display) and read by
 /// [`Checkpoint::parse`] (and, for a task sent back, built from its tip by
 /// [`PgStore::send_back`]'s statement).
