@@ -118,7 +118,7 @@ pub struct CacheLayer {
 pub(crate) struct Entry<'a> {
     pub(crate) view: Option<&'a OverlayView>,
     pub(crate) caches: &'a [CacheLayer],
-    pub(crate) net: Option<&'a super::net::Namespace>,
+    pub(crate) net: Option<&'a super::net::ports::Namespace>,
 }
 
 /// One mount, as the child passes it to `mount(2)`: an overlay, or a bind (read-only when
@@ -152,7 +152,7 @@ struct Prepared {
     /// Path sockets served outside, each covered with `/dev/null`.
     hide: Vec<CString>,
     devnull: CString,
-    net: Option<super::net::Prepared>,
+    net: Option<super::net::ports::Prepared>,
     cwd: Option<CString>,
 }
 
@@ -297,7 +297,7 @@ impl Prepared {
         let (net, channel) = match entry.net {
             Some(namespace) => {
                 flags |= libc::CLONE_NEWNET;
-                let (prepared, channel) = super::net::Prepared::new(namespace)?;
+                let (prepared, channel) = super::net::ports::Prepared::new(namespace)?;
                 (Some(prepared), channel)
             }
             None => (None, None),
@@ -424,7 +424,7 @@ unsafe fn raise<'a>(walls: &Walls, targets: impl Iterator<Item = &'a CString>) -
     for target in targets {
         add_rule(walls.ruleset.as_raw_fd(), target, walls.access)?;
     }
-    super::restrict(walls.ruleset.as_raw_fd())
+    super::rules::restrict(walls.ruleset.as_raw_fd())
 }
 
 /// An overlayfs whiteout at `path` (a character device 0/0, which Linux lets any user make
@@ -583,7 +583,7 @@ fn probe_net() -> Result<(), String> {
         .map_err(|e| e.to_string())?;
     std::thread::spawn(move || {
         runtime.block_on(async {
-            let namespace = super::net::Namespace {
+            let namespace = super::net::ports::Namespace {
                 ports: Vec::new(),
                 hide: Vec::new(),
             };
