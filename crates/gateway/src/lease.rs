@@ -13,7 +13,7 @@ use plait_llm::provider::ProviderSettings;
 use serde_json::Value;
 
 /// What an agent CLI is given as its key when the gateway holds the real one.
-pub const KEY_PREFIX: &str = "plait-";
+pub(crate) const KEY_PREFIX: &str = "plait-";
 
 /// What a task's requests are counted against.
 pub trait Meter: Send + Sync {
@@ -34,6 +34,7 @@ pub struct Route {
     pub limiter: Arc<Limiter>,
     /// The task's transcript, appended to.
     pub transcript: PathBuf,
+    /// What its answers are counted against.
     pub meter: Arc<dyn Meter>,
 }
 
@@ -118,6 +119,7 @@ impl Lease {
             .then(|| format!("{KEY_PREFIX}{}", self.token))
     }
 
+    /// The gateway's port on 127.0.0.1.
     pub fn port(&self) -> u16 {
         self.port
     }

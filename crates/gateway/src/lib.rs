@@ -30,6 +30,8 @@
 //! request sent on, retried, and its answer passed through), `usage` (what the answer
 //! used).
 
+#![deny(missing_docs)]
+
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -43,7 +45,7 @@ mod request;
 mod usage;
 
 use lease::Inner;
-pub use lease::{Lease, Meter, Route, KEY_PREFIX};
+pub use lease::{Lease, Meter, Route};
 
 /// The running gateway; dropping it stops the server (requests in flight finish).
 pub struct Gateway {
@@ -99,6 +101,7 @@ impl Gateway {
         })
     }
 
+    /// Its port on 127.0.0.1.
     pub fn port(&self) -> u16 {
         self.port
     }

@@ -9,6 +9,8 @@
 //! its words. Claude Code's protocol: the hook reads one JSON object on stdin; exit 2
 //! blocks the tool call and its stderr goes back to the model; exit 0 lets it go ahead.
 
+#![deny(missing_docs)]
+
 use std::path::{Component, Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -32,7 +34,9 @@ pub fn is_edit_tool(tool: &str) -> bool {
 /// What the guard of one task knows, written next to the agent's settings.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct GuardFile {
+    /// The task's id.
     pub task: String,
+    /// The task's worktree.
     pub worktree: PathBuf,
     /// The task's `owns` globs.
     pub owns: Vec<String>,
@@ -58,6 +62,7 @@ const READ_TOOLS: &[(&str, &str)] = &[
 /// The guard's answer to one attempted tool call.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Verdict {
+    /// The tool call may go ahead.
     Allow,
     /// Refused; the reason is for the model.
     Deny(String),

@@ -33,14 +33,23 @@ pub enum CallError {
     /// Worth another attempt, after `wait` if the server said how long; `limited` when
     /// the server answered 429.
     Retryable {
+        /// Why it failed.
         reason: String,
+        /// How long the server asked to wait.
         wait: Option<Duration>,
+        /// Whether the server answered 429.
         limited: bool,
     },
     /// Not worth another attempt; the task fails with this reason.
-    Fatal { reason: String },
+    Fatal {
+        /// Why it failed.
+        reason: String,
+    },
     /// The key was rejected: every request with it fails.
-    Auth { reason: String },
+    Auth {
+        /// Which provider refused it, and what to check.
+        reason: String,
+    },
 }
 
 impl CallError {
@@ -66,6 +75,7 @@ impl CallError {
 pub struct Timing {
     /// From sending the request to the first text or tool input.
     pub first_token: Duration,
+    /// From sending the request to the end of the answer.
     pub total: Duration,
     /// Attempts that failed before this one.
     pub retries: u32,
@@ -77,6 +87,7 @@ pub struct Transcript {
 }
 
 impl Transcript {
+    /// Appends to the transcript at `path`; one that cannot be opened records nothing.
     pub fn open(path: &Path) -> Transcript {
         Transcript {
             file: OpenOptions::new().create(true).append(true).open(path).ok(),

@@ -4,6 +4,8 @@
 //! (`http`), the limiter every request of a provider and key waits on (`limiter`), and the
 //! estimate of what an answer used when the server does not say (`estimate`).
 
+#![deny(missing_docs)]
+
 pub mod anthropic;
 pub mod conversation;
 pub mod estimate;

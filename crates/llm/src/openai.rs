@@ -188,7 +188,7 @@ fn message_calls(message: &Value) -> Vec<Block> {
 
 /// Reads a whole (non-streamed) reply; one without a `finish_reason`, or with neither
 /// text nor a tool call, is an `Err` naming what it held.
-pub fn parse_reply(body: &Value) -> Result<Reply, String> {
+pub(crate) fn parse_reply(body: &Value) -> Result<Reply, String> {
     let reply = read_reply(body)?;
     let finish = body
         .pointer("/choices/0/finish_reason")
@@ -213,7 +213,7 @@ pub fn parse_reply(body: &Value) -> Result<Reply, String> {
 }
 
 /// What a whole reply holds, finished or not (for reading a transcript back).
-pub fn read_reply(body: &Value) -> Result<Reply, String> {
+pub(crate) fn read_reply(body: &Value) -> Result<Reply, String> {
     let choice = body
         .pointer("/choices/0")
         .ok_or("the reply has no `choices`")?;

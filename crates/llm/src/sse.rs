@@ -14,7 +14,9 @@ pub enum Progress {
 /// One event: its `event:` name (empty when none) and its `data:` lines joined by `\n`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Event {
+    /// The `event:` name (empty when none).
     pub name: String,
+    /// The `data:` lines, joined by `\n`.
     pub data: String,
 }
 

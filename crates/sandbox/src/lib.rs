@@ -3,6 +3,8 @@
 //! refuse) and [`shell`] (a command in a sandbox, with a log, a timeout, the interrupt and
 //! its process group).
 
+#![deny(missing_docs)]
+
 pub mod forward;
 pub mod sandbox;
 pub mod shell;

@@ -17,10 +17,13 @@ use plait_core::cancel::Cancel;
 /// How a command ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ShellOutcome {
+    /// It exited with this status.
     Exited(i32),
     /// Killed by a signal it did not ask for.
     Signalled,
+    /// It ran past its timeout and was killed.
     TimedOut,
+    /// The run was interrupted and it was killed.
     Interrupted,
     /// It could not be started; the reason.
     NotStarted(String),
@@ -50,7 +53,9 @@ pub struct Launch<'a> {
     pub env: &'a [(&'a str, String)],
     /// Where its output is appended.
     pub log: &'a Path,
+    /// How long it may run.
     pub timeout: Duration,
+    /// The run's interrupt, which kills it.
     pub cancel: &'a Cancel,
     /// The walls it runs in.
     pub sandbox: &'a Sandbox,

@@ -16,27 +16,45 @@ use plait_core::git::git_command;
 /// Why the remote could not be used.
 #[derive(Debug, thiserror::Error)]
 pub enum RemoteError {
+    /// A push was refused.
     #[error("cannot push {what} to remote `{remote}`: {stderr}; check that the remote exists and that this machine may push to it")]
     Push {
+        /// The remote.
         remote: String,
+        /// What was pushed.
         what: String,
+        /// What git said.
         stderr: String,
     },
+    /// A fetch failed.
     #[error("cannot fetch {what} from remote `{remote}`: {stderr}")]
     Fetch {
+        /// The remote.
         remote: String,
+        /// What was fetched.
         what: String,
+        /// What git said.
         stderr: String,
     },
     #[error(
         "remote `{remote}` does not hold {what} after it was pushed there; check the remote's URL"
     )]
-    Missing { remote: String, what: String },
+    /// The remote lacks what was pushed to it.
+    Missing {
+        /// The remote.
+        remote: String,
+        /// What it lacks.
+        what: String,
+    },
+    /// A file could not be read or written.
     #[error("{path}: {source}")]
     Io {
+        /// The file.
         path: PathBuf,
+        /// What the system said.
         source: std::io::Error,
     },
+    /// git could not be started.
     #[error("cannot run git: {0}")]
     Spawn(std::io::Error),
 }

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 pub struct RunDir(pub PathBuf);
 
 impl RunDir {
+    /// The directory itself.
     pub fn path(&self) -> &Path {
         &self.0
     }
@@ -67,6 +68,7 @@ impl RunDir {
         self.check_bisect().join("logs")
     }
 
+    /// The directory of task `task` of this run.
     pub fn task(&self, task: &str) -> TaskDir {
         TaskDir(self.0.join("tasks").join(task))
     }
@@ -83,6 +85,7 @@ impl TaskDir {
         TaskDir(log.parent().unwrap_or(Path::new(".")).to_path_buf())
     }
 
+    /// The directory itself.
     pub fn path(&self) -> &Path {
         &self.0
     }

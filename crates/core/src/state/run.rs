@@ -13,6 +13,7 @@ pub const STATE_VERSION: u32 = 1;
 /// A path two sides could not agree on.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Conflict {
+    /// The path, from the repository's root.
     pub path: String,
     /// `content`, `add/add`, `modify/delete`, or git's own name for rarer kinds.
     pub kind: String,
@@ -28,12 +29,15 @@ pub struct Conflict {
 /// The result of merging a run's branches (the `merge` stage's outcome, kept in the record).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct MergeOutcome {
+    /// The merged branch (`plait/<run>/merged`).
     pub branch: String,
+    /// Its commit.
     pub commit: String,
     /// Tasks whose changes are in the merged branch.
     pub included: Vec<String>,
     /// Tasks left out because their changes conflict.
     pub excluded: Vec<String>,
+    /// Where the tasks' changes met and could not be merged.
     pub conflicts: Vec<Conflict>,
     /// Tasks left out because a task they come after (`after`) is not in the merge: their
     /// work was made on top of it.
@@ -42,6 +46,7 @@ pub struct MergeOutcome {
 }
 
 impl MergeOutcome {
+    /// Whether every task's changes merged without a conflict.
     pub fn is_clean(&self) -> bool {
         self.conflicts.is_empty()
     }
@@ -51,8 +56,11 @@ impl MergeOutcome {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum RunPhase {
+    /// Its tasks are being run.
     Running,
+    /// Its tasks' branches are being merged and checked.
     Merging,
+    /// Done: merged (or not, with the reasons recorded).
     Finished,
     /// Stopped by Ctrl-C or SIGTERM before it finished.
     Interrupted,
@@ -61,10 +69,15 @@ pub enum RunPhase {
 /// A landing of the run's result onto a branch.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct LandRecord {
+    /// The branch it landed on.
     pub branch: String,
+    /// That branch's commit before the landing.
     pub from: String,
+    /// Its commit after.
     pub to: String,
+    /// Whether the branch was moved forward (else a merge commit was made).
     pub fast_forward: bool,
+    /// When, in milliseconds since the Unix epoch.
     pub at: u64,
     /// The run's merge commit it landed (absent in records older than this field: then
     /// `to` for a fast-forward).
@@ -87,23 +100,38 @@ impl LandRecord {
 /// Everything recorded about one run; serialized as `state.json`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RunState {
+    /// The layout's version ([`STATE_VERSION`]).
     pub version: u32,
+    /// The run's id (six base-36 digits, sortable by time).
     pub id: String,
+    /// The plan's goal.
     pub goal: String,
+    /// The plan file the run was started with.
     pub plan: PathBuf,
+    /// The commit the tasks start from.
     pub base: String,
+    /// The branch (or revision) the base was named by.
     pub base_name: String,
+    /// Where the tasks' worktrees are made.
     pub worktree_root: PathBuf,
+    /// Where the run is as a whole.
     pub phase: RunPhase,
+    /// The plait process running it.
     pub pid: u32,
+    /// When it started, in milliseconds since the Unix epoch.
     pub created_at: u64,
+    /// When it finished.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finished_at: Option<u64>,
+    /// Every task's record, in the plan's order.
     pub tasks: Vec<TaskRecord>,
+    /// The merge of the tasks' branches, once made.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub merge: Option<MergeOutcome>,
+    /// Every landing of its result, oldest first.
     #[serde(default)]
     pub landed: Vec<LandRecord>,
+    /// Whether `plait clean` removed its worktrees and branches.
     #[serde(default)]
     pub cleaned: bool,
     /// The merged checks, run on the merged branch.
@@ -134,11 +162,14 @@ pub struct RunState {
 /// step of its tasks (`task: true`), summed over every task and round that took it.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Timing {
+    /// The step's name.
     pub step: String,
+    /// The time it took, in milliseconds.
     pub ms: u64,
     /// How many times a task step was taken.
     #[serde(default, skip_serializing_if = "no_count")]
     pub count: u32,
+    /// Whether it is a step of the tasks (summed) rather than of the run.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub task: bool,
 }
@@ -202,7 +233,9 @@ impl Culprits {
 pub struct GroupRecord {
     /// `group-<k>`, from 1.
     pub id: String,
+    /// The group's merged branch (`plait/<run>/group-<k>`).
     pub branch: String,
+    /// Its tasks' ids.
     pub tasks: Vec<String>,
     /// Whether a supervisor reviews the group (off: the group goes up unreviewed).
     pub supervised: bool,
@@ -246,6 +279,7 @@ impl GroupRecord {
 }
 
 impl RunState {
+    /// Task `id`'s record.
     pub fn task(&self, id: &str) -> Option<&TaskRecord> {
         self.tasks.iter().find(|t| t.id == id)
     }
@@ -292,6 +326,7 @@ impl RunState {
         wave
     }
 
+    /// Task `id`'s record, to change.
     pub fn task_mut(&mut self, id: &str) -> Option<&mut TaskRecord> {
         self.tasks.iter_mut().find(|t| t.id == id)
     }

@@ -17,21 +17,47 @@ const RUN_ID_EPOCH: u64 = 1_704_067_200;
 /// Why a run's state cannot be read or written.
 #[derive(Debug, thiserror::Error)]
 pub enum StateError {
+    /// No run has this id.
     #[error("no run `{run}` in this repository; `plait runs` lists them")]
-    UnknownRun { run: String },
+    UnknownRun {
+        /// The id asked for.
+        run: String,
+    },
+    /// More than one run starts with this prefix.
     #[error("run id `{run}` is ambiguous: it matches {matches}")]
-    Ambiguous { run: String, matches: String },
+    Ambiguous {
+        /// The prefix asked for.
+        run: String,
+        /// The runs it matches, joined by commas.
+        matches: String,
+    },
+    /// No run was ever started here.
     #[error("this repository has no plait runs yet")]
     NoRuns,
+    /// Another plait process holds the repository's lock.
     #[error("run {run} is in progress (plait process {pid}); wait for it to finish")]
-    Locked { run: String, pid: u32 },
+    Locked {
+        /// The run it works on.
+        run: String,
+        /// Its process id.
+        pid: u32,
+    },
+    /// A file of the store could not be read or written.
     #[error("{path}: {source}")]
     Io {
+        /// The file.
         path: PathBuf,
+        /// What the system said.
         source: std::io::Error,
     },
+    /// A file of the store is not what plait wrote.
     #[error("{path} is damaged: {message}")]
-    Corrupt { path: PathBuf, message: String },
+    Corrupt {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it.
+        message: String,
+    },
 }
 
 fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> StateError + '_ {
@@ -53,6 +79,7 @@ impl Store {
         Store { root: plait_dir }
     }
 
+    /// The directory that holds every run's directory.
     pub fn runs_dir(&self) -> PathBuf {
         self.root.join("runs")
     }
@@ -73,6 +100,7 @@ impl Store {
         self.root.join("seed")
     }
 
+    /// Run `run`'s directory.
     pub fn run_dir(&self, run: &str) -> PathBuf {
         self.runs_dir().join(run)
     }
@@ -82,6 +110,7 @@ impl Store {
         RunDir(self.run_dir(run))
     }
 
+    /// The directory of task `task` of run `run`.
     pub fn task_dir(&self, run: &str, task: &str) -> PathBuf {
         self.run(run).task(task).0
     }

@@ -12,13 +12,21 @@ use super::now_ms;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum TaskState {
+    /// Not started yet.
     Pending,
+    /// Its worktree is being made.
     Preparing,
+    /// Its agent is running.
     Running,
+    /// Its work is being committed and its checks run.
     Collecting,
+    /// Its branch is being reviewed.
     Reviewing,
+    /// Finished without failing or being rejected.
     Done,
+    /// Its agent or its checks failed.
     Failed,
+    /// A reviewer or a person rejected its work.
     Rejected,
     /// Stopped by a budget (the run's cost or the task's tokens) at a turn boundary.
     Stopped,
@@ -42,6 +50,7 @@ impl TaskState {
         )
     }
 
+    /// Its name, as the record and the command line write it.
     pub fn as_str(self) -> &'static str {
         match self {
             TaskState::Pending => "pending",
@@ -69,12 +78,16 @@ impl TaskState {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ChangeKind {
+    /// A new path.
     Added,
+    /// A path whose content or mode changed.
     Modified,
+    /// A path removed.
     Deleted,
 }
 
 impl ChangeKind {
+    /// Its letter, as `git status --short` writes it.
     pub fn letter(self) -> char {
         match self {
             ChangeKind::Added => 'A',
@@ -87,20 +100,28 @@ impl ChangeKind {
 /// One changed path.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FileChange {
+    /// The path, from the repository's root.
     pub path: String,
+    /// How it changed.
     pub kind: ChangeKind,
 }
 
 /// What a model agent used: requests, tokens, cost and time.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Usage {
+    /// Requests sent, retries included.
     pub requests: u64,
+    /// Answers the model gave.
     pub turns: u64,
     /// Failed attempts that were retried.
     pub retries: u64,
+    /// Input tokens, not counting those written to or read from the cache.
     pub input_tokens: u64,
+    /// Output tokens.
     pub output_tokens: u64,
+    /// Input tokens written to the provider's cache.
     pub cache_creation_input_tokens: u64,
+    /// Input tokens read from the provider's cache.
     pub cache_read_input_tokens: u64,
     /// USD; `None` when the model's prices are unknown.
     pub cost_usd: Option<f64>,
@@ -157,12 +178,16 @@ impl Usage {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Verdict {
+    /// The work may be merged.
     Approve,
+    /// The work needs another round; the comments say what to change.
     RequestChanges,
+    /// The work is refused.
     Reject,
 }
 
 impl Verdict {
+    /// Its name, as the record and the command line write it.
     pub fn as_str(self) -> &'static str {
         match self {
             Verdict::Approve => "approve",
@@ -175,10 +200,13 @@ impl Verdict {
 /// One remark of a review.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Comment {
+    /// The file it points at (empty: none).
     #[serde(default)]
     pub path: String,
+    /// The line it points at.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub line: Option<u64>,
+    /// What it says.
     pub body: String,
 }
 
@@ -196,8 +224,11 @@ impl Comment {
 /// A review of a task's branch.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Review {
+    /// The judgement.
     pub verdict: Verdict,
+    /// Why, in a few sentences.
     pub summary: String,
+    /// Remarks on particular files and lines.
     #[serde(default)]
     pub comments: Vec<Comment>,
     /// `model`, `command` or `person`.
@@ -207,6 +238,7 @@ pub struct Review {
     /// What plait adds, e.g. that the reviewer's answer was malformed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+    /// What a model reviewer used.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<Usage>,
 }
@@ -214,14 +246,18 @@ pub struct Review {
 /// The result of one check command.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CheckResult {
+    /// The command, as the plan gives it.
     pub command: String,
+    /// Whether it passed (or failed only as it does at the base).
     pub passed: bool,
+    /// Its exit status, when it exited.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exit_code: Option<i32>,
     /// The last lines of its output.
     pub tail: String,
     /// Its whole output.
     pub log: PathBuf,
+    /// How long it ran, in milliseconds.
     pub ms: u64,
     /// Writes the sandbox refused it, as its output told of them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -274,23 +310,32 @@ impl SandboxRecord {
 /// A person's decision on a task, which overrides the reviewer's for the gate.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Decision {
+    /// The decision.
     pub verdict: Verdict,
+    /// When, in milliseconds since the Unix epoch.
     pub at: u64,
 }
 
 /// Everything recorded about one task.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct TaskRecord {
+    /// The task's id in the plan.
     pub id: String,
+    /// Its branch (`plait/<run>/<task>`).
     pub branch: String,
+    /// Its worktree.
     pub worktree: PathBuf,
+    /// Where it is in the pipeline.
     pub state: TaskState,
     /// Tracked files of the base this task owns.
     pub owned: usize,
+    /// When its agent started, in milliseconds since the Unix epoch.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub started_at: Option<u64>,
+    /// When it reached its end state.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finished_at: Option<u64>,
+    /// Its agent's exit status, when it exited.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exit_code: Option<i32>,
     /// Why the task failed, in one line.
@@ -299,11 +344,13 @@ pub struct TaskRecord {
     /// The commit plait made on the task's branch, if the agent changed owned files.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub commit: Option<String>,
+    /// The owned paths its commit changed.
     #[serde(default)]
     pub changes: Vec<FileChange>,
     /// Changes outside ownership, left uncommitted in the worktree.
     #[serde(default)]
     pub violations: Vec<FileChange>,
+    /// Its agent's log.
     pub log: PathBuf,
     /// Model usage, for model agents.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -352,7 +399,9 @@ pub struct TaskRecord {
 /// A person's comment that sent a finished task back for one more round.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SentBack {
+    /// What the person said.
     pub comment: String,
+    /// When, in milliseconds since the Unix epoch.
     pub at: u64,
     /// The round it started (`PLAIT_ROUND` of the agent that heard it).
     pub round: u32,

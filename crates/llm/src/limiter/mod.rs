@@ -37,7 +37,9 @@ use shared::{Shared, SharedSlot};
 /// limit) and its output tokens at most (`max_tokens`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Cost {
+    /// Input tokens.
     pub input: u64,
+    /// Output tokens.
     pub output: u64,
 }
 
@@ -88,6 +90,7 @@ pub struct Permit<'a> {
 }
 
 impl Limiter {
+    /// A limiter of `limits` alone, this machine's.
     pub fn new(limits: Limits) -> Limiter {
         let now = Instant::now();
         let mut buckets = HashMap::new();
@@ -249,10 +252,11 @@ impl Limiter {
     }
 
     /// Fails every later request with `reason` (a rejected key).
-    pub fn poison(&self, reason: &str) {
+    pub(crate) fn poison(&self, reason: &str) {
         self.state().poisoned = Some(reason.to_string());
     }
 
+    /// What it has done so far.
     pub fn stats(&self) -> LimiterStats {
         *self.stats.lock().unwrap_or_else(|e| e.into_inner())
     }

@@ -58,12 +58,12 @@ use places::{refused, Denials, Places, DEVICES};
 pub use reads::{git_dir as readable_git_dir, own_program as readable_program};
 use rules::ruleset;
 pub use rules::SandboxError;
+use settings::NetWall;
 pub use settings::{
-    support, Confinement, NetWall, Network, SandboxMode, SandboxSettings, Support, ViewMode,
-    MIN_ABI,
+    support, Confinement, Network, SandboxMode, SandboxSettings, Support, ViewMode,
 };
 pub use view::net_support;
-pub use view::{support as view_support, whiteout, CacheLayer, Layer, Nested, OverlayView};
+pub use view::{support as view_support, whiteout, Layer, Nested, OverlayView};
 
 /// The walls of the processes started for one purpose (a task's agent, its checks in one
 /// slot, a reviewer): what they may write, and the writes the walls refused them.
@@ -232,6 +232,7 @@ impl Sandbox {
         )
     }
 
+    /// How its processes run on this system.
     pub fn confinement(&self) -> Confinement {
         self.settings.confinement()
     }

@@ -9,14 +9,19 @@ use super::reads;
 /// Why a sandbox's walls could not be prepared; the process is then not started.
 #[derive(Debug, thiserror::Error)]
 pub enum SandboxError {
+    /// The private temporary directory could not be made.
     #[error("cannot make a private temporary directory in {dir}: {source}")]
     TempDir {
+        /// Where it was to be made.
         dir: PathBuf,
+        /// What the system said.
         source: std::io::Error,
     },
+    /// The landlock crate refused the rules.
     #[cfg(target_os = "linux")]
     #[error("cannot build the Landlock rules: {0}")]
     Rules(#[from] landlock::RulesetError),
+    /// The kernel gave no ruleset descriptor.
     #[error("the kernel made no Landlock ruleset")]
     NoRuleset,
 }

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use super::view;
 
 /// The oldest Landlock ABI plait confines with: 3 covers truncation (Linux 6.2).
-pub const MIN_ABI: i32 = 3;
+pub(crate) const MIN_ABI: i32 = 3;
 
 /// How plait confines a task's processes: `[sandbox] mode` in the plan.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -26,6 +26,7 @@ pub enum SandboxMode {
 }
 
 impl SandboxMode {
+    /// Its name in the plan.
     pub fn as_str(self) -> &'static str {
         match self {
             SandboxMode::Auto => "auto",
@@ -53,6 +54,7 @@ pub enum Network {
 }
 
 impl Network {
+    /// Its name in the plan.
     pub fn as_str(self) -> &'static str {
         match self {
             Network::Off => "off",
@@ -69,7 +71,7 @@ impl Network {
 
 /// How the wall holds for one sandbox's processes on this system.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum NetWall {
+pub(crate) enum NetWall {
     /// No wall: `network = "on"`, or the processes run unconfined.
     Open,
     /// A network namespace of its own (loopback only; `ports` forwarded).
@@ -110,7 +112,7 @@ impl NetWall {
 /// What this system offers to confine processes with.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Support {
-    /// Landlock, at this ABI version (at least [`MIN_ABI`]).
+    /// Landlock, at this ABI version (at least `MIN_ABI`).
     Landlock(i32),
     /// Nothing plait can use; why, for a person.
     Missing(String),
@@ -178,6 +180,7 @@ pub enum ViewMode {
 /// resolved from the plan.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SandboxSettings {
+    /// Whether processes are confined.
     pub mode: SandboxMode,
     /// How the task's whole-tree view is made.
     pub view: ViewMode,
@@ -263,7 +266,7 @@ impl SandboxSettings {
     }
 
     /// How the network wall holds for processes under these settings on this system.
-    pub fn net_wall(&self) -> NetWall {
+    pub(crate) fn net_wall(&self) -> NetWall {
         match (self.network, self.confinement()) {
             (Network::On, _) | (_, Confinement::Off | Confinement::Unsupported(_)) => NetWall::Open,
             (Network::Off | Network::Gateway, Confinement::Landlock(abi)) => {
@@ -307,7 +310,7 @@ pub enum Confinement {
 }
 
 impl Confinement {
-    pub fn is_confined(&self) -> bool {
+    pub(crate) fn is_confined(&self) -> bool {
         matches!(self, Confinement::Landlock(_))
     }
 

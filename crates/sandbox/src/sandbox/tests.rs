@@ -1,6 +1,7 @@
 //! The walls tried on this machine's kernel: both ways of spawning, the observer, the
 //! network's walls.
 
+use super::settings::MIN_ABI;
 use super::*;
 
 #[test]

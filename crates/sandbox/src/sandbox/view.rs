@@ -28,7 +28,9 @@ pub struct OverlayView {
     /// Where the view is mounted, the same path for every view and check of a repository,
     /// and where a working directory under an alias is taken to.
     pub target: PathBuf,
+    /// The read-only layers, uppermost first.
     pub lower: Vec<PathBuf>,
+    /// The writable layer on top, if any.
     pub upper: Option<Layer>,
     /// Other paths that show the view too (a task's worktree, so that paths naming it hold).
     pub aliases: Vec<PathBuf>,
@@ -40,7 +42,9 @@ pub struct OverlayView {
 /// file system.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Layer {
+    /// Where its writes land.
     pub upper: PathBuf,
+    /// overlayfs's work directory.
     pub work: PathBuf,
 }
 
@@ -48,8 +52,11 @@ pub struct Layer {
 /// the user's checkout), under a layer of its own when `layer` is given, else read-only.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Nested {
+    /// Where, relative to the view's target.
     pub path: PathBuf,
+    /// The directory of the user's checkout it shows.
     pub source: PathBuf,
+    /// Its own writable layer; `None`: read-only.
     pub layer: Option<Layer>,
 }
 
@@ -91,7 +98,7 @@ impl OverlayView {
     }
 
     /// `cwd` as the child takes it: under the target where it lies under an alias.
-    pub fn map_cwd(&self, cwd: &Path) -> PathBuf {
+    pub(crate) fn map_cwd(&self, cwd: &Path) -> PathBuf {
         for alias in &self.aliases {
             if let Ok(rest) = cwd.strip_prefix(alias) {
                 return self.target.join(rest);
@@ -104,7 +111,7 @@ impl OverlayView {
 /// A tool's cache the processes of a sandbox write through a layer of the sandbox's own:
 /// reads see the user's cache, writes reach neither it nor another sandbox.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CacheLayer {
+pub(crate) struct CacheLayer {
     pub dir: PathBuf,
     pub layer: Layer,
     /// Where beneath `dir` (or `dir` itself) its processes may read and write, once it is

@@ -9,7 +9,7 @@ use super::config::open;
 use super::{PgError, PgStore};
 
 /// The channel `NOTIFY` speaks on when a task of a run changes; the payload is the run id.
-pub const TASKS_CHANNEL: &str = "plait_tasks";
+pub(crate) const TASKS_CHANNEL: &str = "plait_tasks";
 
 impl PgStore {
     /// Tells the listeners that a task of `run` changed.
