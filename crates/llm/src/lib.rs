@@ -1,8 +1,11 @@
 //! The model APIs over HTTP, shared by model agents, reviewers, supervisors and the
-//! planner: the provider settings (`provider`), the conversation types, the Anthropic and
-//! OpenAI wire formats with `sse` streaming, requests with retries and transcripts
-//! (`http`), the limiter every request of a provider and key waits on (`limiter`), and the
-//! estimate of what an answer used when the server does not say (`estimate`).
+//! planner: the provider settings ([`provider`]), the provider-neutral conversation
+//! ([`conversation`]), the Anthropic and OpenAI wire formats ([`anthropic`], [`openai`])
+//! with [`sse`] streaming, requests with retries and transcripts ([`http`]), the limiter
+//! every request of a provider and key waits on ([`limiter`]), the estimate of what an
+//! answer used when the server does not say ([`estimate`]), and a transcript read back for
+//! a person ([`readable`]). At the root: the shared HTTP client, a request forced to call
+//! one tool, and the accounting of an answer's usage.
 
 #![deny(missing_docs)]
 

@@ -147,7 +147,8 @@ pub fn fetch(dir: &Path, remote: &str, refspecs: &[String], what: &str) -> Resul
     })
 }
 
-/// Puts commit `base` on `remote` (under [`base_ref`]) and checks that it is there.
+/// Puts commit `base` on `remote` (under [`base_ref`](plait_core::refs::base_ref)) and
+/// checks that it is there.
 pub fn publish_base(dir: &Path, remote: &str, base: &str) -> Result<(), RemoteError> {
     let what = format!("the base commit {}", plait_core::git::short(base));
     let refname = plait_core::refs::base_ref(base);

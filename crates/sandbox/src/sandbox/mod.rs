@@ -14,9 +14,17 @@
 //! choice. A write the kernel refuses reaches the program as `EACCES`, which it may or may not
 //! tell: plait records, per task, the paths the sandbox kept it from writing, from two
 //! witnesses. From ABI 5 on a seccomp filter beside the walls stops every write a process
-//! attempts until plait has looked at its path ([`notify`]: Landlock still decides); and the
+//! attempts until plait has looked at its path (`notify`: Landlock still decides); and the
 //! lines of the process's log that say a write was refused are read after it ends (the only
 //! witness before ABI 5, or where seccomp's listener is not available).
+//!
+//! Its files: `settings` (what the plan asks, what the kernel offers, how a process ends up
+//! confined), `places` (where processes may write and read, and the refusals their logs
+//! tell of), `rules` (the Landlock ruleset), `armed` (the walls made ready, and the spawns
+//! behind them), `net` (the network's wall, with `net::ports` forwarded and the
+//! `net::seccomp` filter), `view` (the whole-tree view and the entering of namespaces),
+//! `caches` (the tools' caches layered over), `reads` (what every process may read) and
+//! `notify` (the seccomp observer).
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -123,7 +131,7 @@ impl Sandbox {
         self
     }
 
-    /// The same walls, with every process started inside `view` (see [`view`]).
+    /// The same walls, with every process started inside `view` (see `view`).
     pub fn with_view(mut self, view: Option<OverlayView>) -> Sandbox {
         self.view = view;
         self

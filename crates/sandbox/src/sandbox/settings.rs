@@ -203,7 +203,7 @@ pub struct SandboxSettings {
     /// for an agent's processes, `[checks] network` for checks and reviewers.
     pub network_key: &'static str,
     /// Paths every process may read besides its own places and what the machine's
-    /// toolchains need (see [`reads`]): the plan's `[sandbox] readable`, the repository's
+    /// toolchains need (see `reads`): the plan's `[sandbox] readable`, the repository's
     /// git directory without plait's store.
     pub readable: Vec<PathBuf>,
     /// Reads are left open (`[setup] run`, the user's own step): no read allow-list.

@@ -29,7 +29,7 @@ pub struct PgListener {
 }
 
 impl PgListener {
-    /// Connects and listens on [`TASKS_CHANNEL`].
+    /// Connects and listens on `TASKS_CHANNEL`.
     pub async fn connect(config: &Config, timeout: Duration) -> Result<PgListener, PgError> {
         let (client, mut connection) = open(config, timeout).await?;
         let (tx, changes) = tokio::sync::mpsc::unbounded_channel();
