@@ -79,32 +79,50 @@ pub fn decide(guard: &GuardFile, input: &str) -> Verdict {
         .as_str()
         .map_or_else(|| guard.worktree.clone(), PathBuf::from);
     if let Some(&(_, field)) = READ_TOOLS.iter().find(|(name, _)| *name == tool) {
-        let path = input["tool_input"][field]
-            .as_str()
-            .filter(|p| !p.is_empty());
-        let pattern = input["tool_input"]["pattern"].as_str().unwrap_or_default();
-        // An absolute glob pattern reads where its literal part leads.
-        let glob_root = (tool == "Glob" && pattern.starts_with('/')).then(|| {
-            let literal = pattern.split(['*', '?', '[', '{']).next().unwrap_or("/");
-            literal
-                .rsplit_once('/')
-                .map_or("/", |(dir, _)| dir)
-                .to_string()
-        });
-        return path
-            .into_iter()
-            .chain(glob_root.as_deref())
-            .map(|p| read_verdict(guard, &cwd, p))
-            .find(|v| *v != Verdict::Allow)
-            .unwrap_or(Verdict::Allow);
+        return decide_read(guard, &cwd, tool, &input["tool_input"], field);
     }
-    let Some(&(_, field)) = EDIT_TOOLS.iter().find(|(name, _)| *name == tool) else {
-        return Verdict::Allow;
-    };
-    let Some(path) = input["tool_input"][field]
-        .as_str()
-        .filter(|p| !p.is_empty())
-    else {
+    match EDIT_TOOLS.iter().find(|(name, _)| *name == tool) {
+        Some(&(_, field)) => decide_edit(guard, &cwd, tool, &input["tool_input"], field),
+        None => Verdict::Allow,
+    }
+}
+
+/// Decides a call of the reading `tool`, whose input names what it reads in `field` (and,
+/// for `Glob`, in its pattern): each must be readable.
+fn decide_read(
+    guard: &GuardFile,
+    cwd: &Path,
+    tool: &str,
+    tool_input: &Value,
+    field: &str,
+) -> Verdict {
+    let path = tool_input[field].as_str().filter(|p| !p.is_empty());
+    let pattern = tool_input["pattern"].as_str().unwrap_or_default();
+    // An absolute glob pattern reads where its literal part leads.
+    let glob_root = (tool == "Glob" && pattern.starts_with('/')).then(|| {
+        let literal = pattern.split(['*', '?', '[', '{']).next().unwrap_or("/");
+        literal
+            .rsplit_once('/')
+            .map_or("/", |(dir, _)| dir)
+            .to_string()
+    });
+    path.into_iter()
+        .chain(glob_root.as_deref())
+        .map(|p| read_verdict(guard, cwd, p))
+        .find(|v| *v != Verdict::Allow)
+        .unwrap_or(Verdict::Allow)
+}
+
+/// Decides a call of the editing `tool`, whose input names the file in `field`: it must be
+/// in the worktree (or its view), outside `.git`, and owned by the task.
+fn decide_edit(
+    guard: &GuardFile,
+    cwd: &Path,
+    tool: &str,
+    tool_input: &Value,
+    field: &str,
+) -> Verdict {
+    let Some(path) = tool_input[field].as_str().filter(|p| !p.is_empty()) else {
         return Verdict::Deny(format!("plait guard: {tool} names no file in `{field}`"));
     };
     let owns = match Globs::new(&guard.owns) {

@@ -275,16 +275,7 @@ impl Sandbox {
                 dir: self.settings.temp_root.clone(),
                 source,
             })?;
-        let mut paths: Vec<PathBuf> = self.own.clone();
-        paths.push(tmp.path().to_path_buf());
-        for path in &self.settings.writable {
-            // A cache directory the plan names may not exist yet; the process could not make
-            // it under a read-only parent, so plait does.
-            if !path.exists() {
-                let _ = std::fs::create_dir_all(path);
-            }
-            paths.push(path.clone());
-        }
+        let mut paths = self.written(tmp.path());
         let (cache_root, caches) = match &self.view {
             Some(view) => {
                 let mut keep: Vec<&Path> = view.paths();
@@ -293,28 +284,8 @@ impl Sandbox {
             }
             None => (None, Vec::new()),
         };
-        // The observer takes the view and the caches for places of the processes' own;
-        // their rules are opened by the child, after its mounts.
-        let mut seen = paths.clone();
-        if let Some(view) = &self.view {
-            seen.push(view.target.clone());
-            seen.extend(view.aliases.iter().cloned());
-        }
-        seen.extend(caches.iter().map(|c| c.dir.clone()));
-        let mut places = Places::new(seen, self.denials.clone());
-        // Where reads are walled: the machine's paths (opened once per process, see
-        // `reads::machine_opened`) and these.
-        let read_paths: Option<Vec<PathBuf>> = (!self.settings.read_all).then(|| {
-            let mut read = reads::own_programs();
-            read.extend(self.settings.readable.iter().cloned());
-            read
-        });
-        places.reads = read_paths.as_ref().map(|read| {
-            let mut all = reads::machine_resolved().to_vec();
-            all.extend(read.iter().cloned());
-            all.extend(read.iter().filter_map(|p| p.canonicalize().ok()));
-            all
-        });
+        let read_paths = self.read_paths();
+        let mut places = self.places(&paths, &caches, read_paths.as_deref());
         let configs = match &read_paths {
             Some(_) => reads::config_copies(tmp.path()),
             None => Vec::new(),
@@ -323,26 +294,10 @@ impl Sandbox {
             .chain(&self.settings.sockets)
             .cloned()
             .collect();
-        let hide = match wall {
-            NetWall::Namespace => net::served_sockets(&reachable),
-            _ => Vec::new(),
-        };
-        places.net = (wall != NetWall::Open).then(|| net::Watch {
-            wall: wall.clone(),
-            ports: self.settings.ports.clone(),
-            hidden: hide,
-            network_key: self.settings.network_key,
-        });
+        places.net = self.watch(&wall, &reachable);
         let places = Arc::new(places);
         paths.extend(DEVICES.iter().map(PathBuf::from));
-        // Inside a view the worktree's rule is opened by the child, after its mount.
-        let rule_paths: Vec<PathBuf> = match &self.view {
-            Some(view) => paths
-                .into_iter()
-                .filter(|p| *p != view.target && !view.aliases.contains(p))
-                .collect(),
-            None => paths,
-        };
+        let rule_paths = self.rule_paths(paths);
         let tcp = (wall == NetWall::Landlock).then_some(&self.settings.ports[..]);
         let ruleset = ruleset(abi, &rule_paths, read_paths.as_deref(), tcp)?;
         // The sockets to cover are read again for each process (see `Sandbox::spawn`).
@@ -365,6 +320,85 @@ impl Sandbox {
             wall,
             namespace,
         })
+    }
+
+    /// Where every process of the sandbox may write: its own places, the private
+    /// temporary directory `tmp`, and the plan's `writable` (made when missing).
+    fn written(&self, tmp: &Path) -> Vec<PathBuf> {
+        let mut paths: Vec<PathBuf> = self.own.clone();
+        paths.push(tmp.to_path_buf());
+        for path in &self.settings.writable {
+            // A cache directory the plan names may not exist yet; the process could not make
+            // it under a read-only parent, so plait does.
+            if !path.exists() {
+                let _ = std::fs::create_dir_all(path);
+            }
+            paths.push(path.clone());
+        }
+        paths
+    }
+
+    /// Where reads are walled, what may be read besides the machine's paths (opened once
+    /// per process, see `reads::machine_opened`): plait's own programs and the plan's
+    /// `readable`. `None`: reads are left open.
+    fn read_paths(&self) -> Option<Vec<PathBuf>> {
+        (!self.settings.read_all).then(|| {
+            let mut read = reads::own_programs();
+            read.extend(self.settings.readable.iter().cloned());
+            read
+        })
+    }
+
+    /// The places the observer judges the processes' calls against: the `written` paths,
+    /// the view and the `caches` (whose rules the child opens, after its mounts), and what
+    /// may be read (`read_paths` with the machine's paths).
+    fn places(
+        &self,
+        written: &[PathBuf],
+        caches: &[view::CacheLayer],
+        read_paths: Option<&[PathBuf]>,
+    ) -> Places {
+        let mut seen = written.to_vec();
+        if let Some(view) = &self.view {
+            seen.push(view.target.clone());
+            seen.extend(view.aliases.iter().cloned());
+        }
+        seen.extend(caches.iter().map(|c| c.dir.clone()));
+        let mut places = Places::new(seen, self.denials.clone());
+        places.reads = read_paths.map(|read| {
+            let mut all = reads::machine_resolved().to_vec();
+            all.extend(read.iter().cloned());
+            all.extend(read.iter().filter_map(|p| p.canonicalize().ok()));
+            all
+        });
+        places
+    }
+
+    /// What the observer is to know of the network's `wall`, when there is one: in a
+    /// namespace, the sockets served outside (those beneath `reachable` aside) are hidden.
+    fn watch(&self, wall: &NetWall, reachable: &[PathBuf]) -> Option<net::Watch> {
+        let hide = match wall {
+            NetWall::Namespace => net::served_sockets(reachable),
+            _ => Vec::new(),
+        };
+        (*wall != NetWall::Open).then(|| net::Watch {
+            wall: wall.clone(),
+            ports: self.settings.ports.clone(),
+            hidden: hide,
+            network_key: self.settings.network_key,
+        })
+    }
+
+    /// The paths the ruleset lets the processes write: inside a view the worktree's rule
+    /// is opened by the child, after its mount.
+    fn rule_paths(&self, paths: Vec<PathBuf>) -> Vec<PathBuf> {
+        match &self.view {
+            Some(view) => paths
+                .into_iter()
+                .filter(|p| *p != view.target && !view.aliases.contains(p))
+                .collect(),
+            None => paths,
+        }
     }
 
     /// Reads the output a process wrote under `armed` in `cwd` (`text`) for writes the
