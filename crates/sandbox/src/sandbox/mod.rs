@@ -2,12 +2,14 @@
 //! reviewers and supervisors. Under Landlock such a process may write only its own places
 //! (its worktree or check checkout, its task directory, a private temporary directory plait
 //! makes for it and passes as `TMPDIR`, and a few harmless devices) plus the paths the plan
-//! lists as `writable`; reads, execution and the network stay as they were. plait decides
-//! the rules and builds them; a short-lived thread of plait's raises them on itself
-//! (`prctl(PR_SET_NO_NEW_PRIVS)`, `landlock_restrict_self`) and starts the child with
-//! `posix_spawn`, so it costs no `fork` of plait (before ABI 5 the child raises them between
-//! `fork` and `exec`, with async-signal-safe calls only). The rules hold for the process and
-//! everything it starts, and no process can lift them.
+//! lists as `writable`; it reads only what the machine's toolchains need and the plan
+//! allows (`reads`: an allow-list, with the home's secrets left out), and reaches the
+//! network only as the plan says (`net`). plait decides the rules and builds them; a
+//! short-lived thread of plait's raises them on itself (`prctl(PR_SET_NO_NEW_PRIVS)`,
+//! `landlock_restrict_self`) and starts the child with `posix_spawn`, so it costs no `fork`
+//! of plait (before ABI 5 the child raises them between `fork` and `exec`, with
+//! async-signal-safe calls only). The rules hold for the process and everything it starts,
+//! and no process can lift them.
 //!
 //! Without Landlock ABI 3 (Linux 6.2; before it `truncate(2)` was not covered), mode `auto`
 //! runs unconfined and says so once, `required` refuses the plan, and `off` is the user's own
