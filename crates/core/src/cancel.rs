@@ -12,6 +12,7 @@ impl Cancel {
         (tx, Cancel(rx))
     }
 
+    /// Whether the run has been interrupted.
     pub fn is_cancelled(&self) -> bool {
         *self.0.borrow()
     }

@@ -11,21 +11,38 @@ use git2::{ErrorCode, ObjectType, Oid, Repository, Tree, TreeWalkMode, TreeWalkR
 /// Why a repository cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum RepoError {
+    /// The path is in no repository.
     #[error("{path} is not inside a git repository")]
-    NotARepo { path: PathBuf },
+    NotARepo {
+        /// The path plait was given.
+        path: PathBuf,
+    },
+    /// The repository has no working tree.
     #[error("{path} is a bare repository; plait needs a repository with a working tree")]
-    Bare { path: PathBuf },
+    Bare {
+        /// Its git directory.
+        path: PathBuf,
+    },
+    /// The repository has no commit to start from.
     #[error("the repository at {path} has no commits yet; commit something first")]
-    NoCommits { path: PathBuf },
+    NoCommits {
+        /// Its working directory.
+        path: PathBuf,
+    },
+    /// libgit2 failed.
     #[error("git: {0}")]
     Git(#[from] git2::Error),
 }
 
 /// File modes as git stores them in trees and the index.
 pub mod mode {
+    /// A regular file.
     pub const FILE: u32 = 0o100644;
+    /// An executable file.
     pub const EXEC: u32 = 0o100755;
+    /// A symbolic link.
     pub const LINK: u32 = 0o120000;
+    /// A submodule's commit.
     pub const GITLINK: u32 = 0o160000;
 }
 
@@ -47,6 +64,7 @@ pub fn without_user_config() {
     }
 }
 
+/// Opens the repository that holds `path`, refusing a bare one and one without commits.
 pub fn open(path: &Path) -> Result<Repository, RepoError> {
     let repo = Repository::discover(path).map_err(|e| match e.code() {
         ErrorCode::NotFound => RepoError::NotARepo {
@@ -94,8 +112,11 @@ pub fn plait_dir(repo: &Repository) -> PathBuf {
 /// One non-tree entry of a tree, with its full slash-separated path.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TreeFile {
+    /// Its path from the tree's root, `/`-separated.
     pub path: String,
+    /// Its git mode (see [`mode`]).
     pub mode: u32,
+    /// Its blob (or a submodule's commit).
     pub oid: Oid,
 }
 
@@ -149,10 +170,17 @@ pub fn flatten_tree(tree: &Tree<'_>) -> Result<Vec<TreeFile>, git2::Error> {
 /// A failed git CLI invocation.
 #[derive(Debug, thiserror::Error)]
 pub enum GitCliError {
+    /// git could not be started.
     #[error("could not run git ({0}); is git installed and on PATH?")]
     Spawn(std::io::Error),
+    /// git ran and failed.
     #[error("`git {args}` failed: {stderr}")]
-    Failed { args: String, stderr: String },
+    Failed {
+        /// The arguments it was given, joined by spaces.
+        args: String,
+        /// What it wrote on its standard error.
+        stderr: String,
+    },
 }
 
 /// Environment variables that point git at another repository, worktree or index (git
@@ -254,7 +282,9 @@ pub fn run_git_with(
 /// Who plait's commits are by: the author and the committer, as `git commit` would name
 /// them.
 pub struct Identity {
+    /// The commits' author.
     pub author: git2::Signature<'static>,
+    /// The commits' committer.
     pub committer: git2::Signature<'static>,
 }
 

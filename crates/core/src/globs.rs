@@ -7,16 +7,23 @@ use ignore::gitignore::{Gitignore, GitignoreBuilder};
 /// Why a list of globs does not compile; it names the pattern at fault.
 #[derive(Debug, thiserror::Error)]
 pub enum GlobError {
+    /// No glob was given.
     #[error("an empty glob matches nothing")]
     Empty,
+    /// One glob cannot be read.
     #[error("glob `{pattern}` is not valid: {source}")]
     Invalid {
+        /// The glob as written.
         pattern: String,
+        /// Why it cannot be read.
         source: ignore::Error,
     },
+    /// The globs, each valid alone, cannot be built into one set.
     #[error("globs {patterns:?} are not valid: {source}")]
     Set {
+        /// The globs as written.
         patterns: Vec<String>,
+        /// Why they cannot be built.
         source: ignore::Error,
     },
 }

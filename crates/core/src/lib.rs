@@ -4,6 +4,8 @@
 //! ([`cancel`]) and ownership globs ([`globs`]). It knows nothing of agents, models or
 //! the walls.
 
+#![deny(missing_docs)]
+
 pub mod cancel;
 pub mod git;
 pub mod globs;

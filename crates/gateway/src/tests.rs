@@ -1,11 +1,26 @@
 //! The gateway between a real client and a real upstream server, both on 127.0.0.1.
 
-use std::sync::atomic::AtomicUsize;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode};
+use axum::response::{IntoResponse, Response};
 use axum::routing::post;
-use plait_llm::provider::{resolve_provider, ProviderFile};
+use futures_util::StreamExt as _;
+use plait_core::state::Usage;
+use plait_llm::estimate;
+use plait_llm::limiter::Limiter;
+use plait_llm::provider::{resolve_provider, ProviderFile, ProviderKind, ProviderSettings};
+use serde_json::{json, Value};
+use tokio::sync::mpsc;
 
 use super::*;
+use crate::call::error;
+use crate::endpoints::allowed;
+use crate::usage::usage_of;
 
 /// What the upstream saw, and how it answers.
 #[derive(Default)]

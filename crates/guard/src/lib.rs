@@ -9,6 +9,8 @@
 //! its words. Claude Code's protocol: the hook reads one JSON object on stdin; exit 2
 //! blocks the tool call and its stderr goes back to the model; exit 0 lets it go ahead.
 
+#![deny(missing_docs)]
+
 use std::path::{Component, Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -32,7 +34,9 @@ pub fn is_edit_tool(tool: &str) -> bool {
 /// What the guard of one task knows, written next to the agent's settings.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct GuardFile {
+    /// The task's id.
     pub task: String,
+    /// The task's worktree.
     pub worktree: PathBuf,
     /// The task's `owns` globs.
     pub owns: Vec<String>,
@@ -58,6 +62,7 @@ const READ_TOOLS: &[(&str, &str)] = &[
 /// The guard's answer to one attempted tool call.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Verdict {
+    /// The tool call may go ahead.
     Allow,
     /// Refused; the reason is for the model.
     Deny(String),
@@ -74,32 +79,50 @@ pub fn decide(guard: &GuardFile, input: &str) -> Verdict {
         .as_str()
         .map_or_else(|| guard.worktree.clone(), PathBuf::from);
     if let Some(&(_, field)) = READ_TOOLS.iter().find(|(name, _)| *name == tool) {
-        let path = input["tool_input"][field]
-            .as_str()
-            .filter(|p| !p.is_empty());
-        let pattern = input["tool_input"]["pattern"].as_str().unwrap_or_default();
-        // An absolute glob pattern reads where its literal part leads.
-        let glob_root = (tool == "Glob" && pattern.starts_with('/')).then(|| {
-            let literal = pattern.split(['*', '?', '[', '{']).next().unwrap_or("/");
-            literal
-                .rsplit_once('/')
-                .map_or("/", |(dir, _)| dir)
-                .to_string()
-        });
-        return path
-            .into_iter()
-            .chain(glob_root.as_deref())
-            .map(|p| read_verdict(guard, &cwd, p))
-            .find(|v| *v != Verdict::Allow)
-            .unwrap_or(Verdict::Allow);
+        return decide_read(guard, &cwd, tool, &input["tool_input"], field);
     }
-    let Some(&(_, field)) = EDIT_TOOLS.iter().find(|(name, _)| *name == tool) else {
-        return Verdict::Allow;
-    };
-    let Some(path) = input["tool_input"][field]
-        .as_str()
-        .filter(|p| !p.is_empty())
-    else {
+    match EDIT_TOOLS.iter().find(|(name, _)| *name == tool) {
+        Some(&(_, field)) => decide_edit(guard, &cwd, tool, &input["tool_input"], field),
+        None => Verdict::Allow,
+    }
+}
+
+/// Decides a call of the reading `tool`, whose input names what it reads in `field` (and,
+/// for `Glob`, in its pattern): each must be readable.
+fn decide_read(
+    guard: &GuardFile,
+    cwd: &Path,
+    tool: &str,
+    tool_input: &Value,
+    field: &str,
+) -> Verdict {
+    let path = tool_input[field].as_str().filter(|p| !p.is_empty());
+    let pattern = tool_input["pattern"].as_str().unwrap_or_default();
+    // An absolute glob pattern reads where its literal part leads.
+    let glob_root = (tool == "Glob" && pattern.starts_with('/')).then(|| {
+        let literal = pattern.split(['*', '?', '[', '{']).next().unwrap_or("/");
+        literal
+            .rsplit_once('/')
+            .map_or("/", |(dir, _)| dir)
+            .to_string()
+    });
+    path.into_iter()
+        .chain(glob_root.as_deref())
+        .map(|p| read_verdict(guard, cwd, p))
+        .find(|v| *v != Verdict::Allow)
+        .unwrap_or(Verdict::Allow)
+}
+
+/// Decides a call of the editing `tool`, whose input names the file in `field`: it must be
+/// in the worktree (or its view), outside `.git`, and owned by the task.
+fn decide_edit(
+    guard: &GuardFile,
+    cwd: &Path,
+    tool: &str,
+    tool_input: &Value,
+    field: &str,
+) -> Verdict {
+    let Some(path) = tool_input[field].as_str().filter(|p| !p.is_empty()) else {
         return Verdict::Deny(format!("plait guard: {tool} names no file in `{field}`"));
     };
     let owns = match Globs::new(&guard.owns) {

@@ -5,8 +5,10 @@
 
 use serde_json::{json, Value};
 
-use super::conversation::{Block, Message, Reply, Role, Stop, System, ToolSpec, TurnUsage};
-use super::sse;
+use super::conversation::{
+    says_something, Block, Message, Reply, Role, Stop, System, ToolSpec, TurnUsage,
+};
+use super::sse::{self, Progress};
 use crate::provider::ProviderSettings;
 
 /// The version header every request carries.
@@ -16,7 +18,7 @@ pub const VERSION: &str = "2023-06-01";
 /// The name of Anthropic's text editor tool, which model agents are given as their editor
 /// (on OpenAI-compatible APIs, as a function of the same name).
 pub const EDITOR: &str = "str_replace_based_edit_tool";
-pub const EDITOR_TYPE: &str = "text_editor_20250728";
+const EDITOR_TYPE: &str = "text_editor_20250728";
 
 /// The JSON body of a request.
 pub fn request_body(
@@ -192,7 +194,7 @@ fn usage(u: &Value, into: &mut TurnUsage) {
 
 /// Reads a whole (non-streamed) reply; one without a `stop_reason`, or that says nothing
 /// without a reason that explains it, is an `Err`.
-pub fn parse_reply(body: &Value) -> Result<Reply, String> {
+pub(crate) fn parse_reply(body: &Value) -> Result<Reply, String> {
     let reply = read_reply(body)?;
     let reason = body.get("stop_reason").and_then(Value::as_str);
     let Some(reason) = reason else {
@@ -203,7 +205,7 @@ pub fn parse_reply(body: &Value) -> Result<Reply, String> {
 }
 
 /// What a whole reply holds, finished or not (for reading a transcript back).
-pub fn read_reply(body: &Value) -> Result<Reply, String> {
+pub(crate) fn read_reply(body: &Value) -> Result<Reply, String> {
     let blocks = body
         .get("content")
         .and_then(Value::as_array)
@@ -273,22 +275,12 @@ fn check_said(content: &[Block], reason: &str) -> Result<(), String> {
         reason,
         "refusal" | "pause_turn" | "model_context_window_exceeded"
     );
-    if explained || super::openai::says_something(content) {
+    if explained || says_something(content) {
         return Ok(());
     }
     Err(format!(
         "the answer was empty: neither text nor a tool call (stop_reason {reason:?})"
     ))
-}
-
-/// What one event meant.
-pub enum Progress {
-    /// Nothing the model wrote.
-    Nothing,
-    /// The model produced text or tool input.
-    Content,
-    /// The reply is complete.
-    Done,
 }
 
 impl Stream {

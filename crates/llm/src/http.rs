@@ -15,13 +15,14 @@ use futures_util::StreamExt;
 use reqwest::header::HeaderMap;
 use serde_json::{json, Value};
 
-use super::anthropic::{self, Progress};
+use super::anthropic;
 use super::conversation::Reply;
-use super::limiter::{Cost, Limiter};
-use super::{estimate, openai, sse};
-use crate::cancel::Cancel;
+use super::limiter::{Cost, Limiter, Permit};
+use super::sse::{self, Progress};
+use super::{estimate, openai};
 use crate::provider::{ProviderKind, ProviderSettings};
-use crate::state::now_ms;
+use plait_core::cancel::Cancel;
+use plait_core::state::now_ms;
 
 /// Attempts per request before the task fails.
 pub const MAX_ATTEMPTS: u32 = 5;
@@ -32,14 +33,23 @@ pub enum CallError {
     /// Worth another attempt, after `wait` if the server said how long; `limited` when
     /// the server answered 429.
     Retryable {
+        /// Why it failed.
         reason: String,
+        /// How long the server asked to wait.
         wait: Option<Duration>,
+        /// Whether the server answered 429.
         limited: bool,
     },
     /// Not worth another attempt; the task fails with this reason.
-    Fatal { reason: String },
+    Fatal {
+        /// Why it failed.
+        reason: String,
+    },
     /// The key was rejected: every request with it fails.
-    Auth { reason: String },
+    Auth {
+        /// Which provider refused it, and what to check.
+        reason: String,
+    },
 }
 
 impl CallError {
@@ -65,6 +75,7 @@ impl CallError {
 pub struct Timing {
     /// From sending the request to the first text or tool input.
     pub first_token: Duration,
+    /// From sending the request to the end of the answer.
     pub total: Duration,
     /// Attempts that failed before this one.
     pub retries: u32,
@@ -76,6 +87,7 @@ pub struct Transcript {
 }
 
 impl Transcript {
+    /// Appends to the transcript at `path`; one that cannot be opened records nothing.
     pub fn open(path: &Path) -> Transcript {
         Transcript {
             file: OpenOptions::new().create(true).append(true).open(path).ok(),
@@ -102,18 +114,7 @@ pub async fn call(
     cancel: &Cancel,
 ) -> Result<(Reply, Timing), String> {
     let mut retries = 0;
-    // About four bytes a token for the input; the output at most `max_tokens`. The
-    // answer's usage gives back what was not used.
-    let cost = Cost {
-        input: match provider.kind {
-            ProviderKind::Anthropic => anthropic::uncached_estimate(body),
-            ProviderKind::Openai => (body.to_string().len() / 4) as u64,
-        },
-        output: body["max_tokens"]
-            .as_u64()
-            .or_else(|| body["max_completion_tokens"].as_u64())
-            .unwrap_or(u64::from(provider.max_tokens)),
-    };
+    let cost = reservation(provider, body);
     loop {
         let permit = tokio::select! {
             permit = limiter.acquire(cost) => permit?,
@@ -124,33 +125,15 @@ pub async fn call(
             json!({"turn": turn, "attempt": retries + 1, "at": now_ms(), "request": body});
         let mut headers = None;
         let mut result = attempt(client, provider, body, started, &mut record, &mut headers).await;
-        match &mut result {
-            Ok((reply, _)) => {
-                if !reply.usage_known {
-                    let streamed = body["stream"] == true;
-                    limiter.usage_unreported(&provider.name, streamed);
-                    estimate::fill(reply, body, &record["response"]);
-                    record["estimated"] =
-                        json!({"input": reply.usage.input, "output": reply.usage.output});
-                }
-                let u = reply.usage;
-                // What counts against an input-tokens limit: on Anthropic, reads from the
-                // cache do not; OpenAI counts every prompt token.
-                let input = match provider.kind {
-                    ProviderKind::Anthropic => u.input + u.cache_creation,
-                    ProviderKind::Openai => u.input + u.cache_creation + u.cache_read,
-                };
-                let used = Cost {
-                    input,
-                    output: u.output,
-                };
-                limiter.finish(permit, Some(used), headers.as_ref());
-            }
-            Err(e) => {
-                record["error"] = Value::String(e.reason().to_string());
-                limiter.finish(permit, None, headers.as_ref());
-            }
-        }
+        settle(
+            limiter,
+            permit,
+            provider,
+            body,
+            &mut result,
+            &mut record,
+            headers.as_ref(),
+        );
         record["ms"] = json!(started.elapsed().as_millis() as u64);
         transcript.write(record);
         match result {
@@ -206,6 +189,62 @@ fn endpoint(provider: &ProviderSettings) -> String {
     match provider.kind {
         ProviderKind::Anthropic => format!("{}/v1/messages", provider.base_url),
         ProviderKind::Openai => format!("{}/chat/completions", provider.base_url),
+    }
+}
+
+/// What the limiter reserves for a request of `body`: about four bytes a token for the
+/// input, the output at most `max_tokens`. The answer's usage gives back what was not used.
+fn reservation(provider: &ProviderSettings, body: &Value) -> Cost {
+    Cost {
+        input: match provider.kind {
+            ProviderKind::Anthropic => anthropic::uncached_estimate(body),
+            ProviderKind::Openai => (body.to_string().len() / 4) as u64,
+        },
+        output: body["max_tokens"]
+            .as_u64()
+            .or_else(|| body["max_completion_tokens"].as_u64())
+            .unwrap_or(u64::from(provider.max_tokens)),
+    }
+}
+
+/// Settles one attempt with the limiter: what its answer used (estimated, and marked so
+/// in its `record`, when the server said nothing of it), or, when it failed, that nothing
+/// is known; `headers` are the server's, with its limits.
+fn settle(
+    limiter: &Limiter,
+    permit: Permit<'_>,
+    provider: &ProviderSettings,
+    body: &Value,
+    result: &mut Result<(Reply, Duration), CallError>,
+    record: &mut Value,
+    headers: Option<&HeaderMap>,
+) {
+    match result {
+        Ok((reply, _)) => {
+            if !reply.usage_known {
+                let streamed = body["stream"] == true;
+                limiter.usage_unreported(&provider.name, streamed);
+                estimate::fill(reply, body, &record["response"]);
+                record["estimated"] =
+                    json!({"input": reply.usage.input, "output": reply.usage.output});
+            }
+            let u = reply.usage;
+            // What counts against an input-tokens limit: on Anthropic, reads from the
+            // cache do not; OpenAI counts every prompt token.
+            let input = match provider.kind {
+                ProviderKind::Anthropic => u.input + u.cache_creation,
+                ProviderKind::Openai => u.input + u.cache_creation + u.cache_read,
+            };
+            let used = Cost {
+                input,
+                output: u.output,
+            };
+            limiter.finish(permit, Some(used), headers);
+        }
+        Err(e) => {
+            record["error"] = Value::String(e.reason().to_string());
+            limiter.finish(permit, None, headers);
+        }
     }
 }
 

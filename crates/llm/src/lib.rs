@@ -1,10 +1,13 @@
 //! The model APIs over HTTP, shared by model agents, reviewers, supervisors and the
-//! planner: the provider settings (`provider`), the conversation types, the Anthropic and
-//! OpenAI wire formats with `sse` streaming, requests with retries and transcripts
-//! (`http`), the limiter every request of a provider and key waits on (`limiter`), and the
-//! estimate of what an answer used when the server does not say (`estimate`).
+//! planner: the provider settings ([`provider`]), the provider-neutral conversation
+//! ([`conversation`]), the Anthropic and OpenAI wire formats ([`anthropic`], [`openai`])
+//! with [`sse`] streaming, requests with retries and transcripts ([`http`]), the limiter
+//! every request of a provider and key waits on ([`limiter`]), the estimate of what an
+//! answer used when the server does not say ([`estimate`]), and a transcript read back for
+//! a person ([`readable`]). At the root: the shared HTTP client, a request forced to call
+//! one tool, and the accounting of an answer's usage.
 
-use plait_core::{cancel, state};
+#![deny(missing_docs)]
 
 pub mod anthropic;
 pub mod conversation;
@@ -16,8 +19,8 @@ pub mod provider;
 pub mod readable;
 pub mod sse;
 
-use crate::state::Usage;
 use conversation::{Message, Reply};
+use plait_core::state::Usage;
 use provider::{ProviderKind, ProviderSettings};
 
 /// The HTTP client every model call of a run shares, so requests share connections.

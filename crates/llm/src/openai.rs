@@ -11,8 +11,9 @@
 
 use serde_json::{json, Value};
 
+use super::conversation::says_something;
 use super::conversation::{Block, Message, Reply, Role, Stop, System, ToolSpec, TurnUsage};
-use super::sse;
+use super::sse::{self, Progress};
 use crate::provider::ProviderSettings;
 
 /// The JSON body of a request.
@@ -185,18 +186,9 @@ fn message_calls(message: &Value) -> Vec<Block> {
         .collect()
 }
 
-/// Whether `content` says anything: text that is not blank, or a tool call.
-pub fn says_something(content: &[Block]) -> bool {
-    content.iter().any(|b| match b {
-        Block::Text(text) => !text.trim().is_empty(),
-        Block::ToolUse { .. } => true,
-        Block::ToolResult { .. } => false,
-    })
-}
-
 /// Reads a whole (non-streamed) reply; one without a `finish_reason`, or with neither
 /// text nor a tool call, is an `Err` naming what it held.
-pub fn parse_reply(body: &Value) -> Result<Reply, String> {
+pub(crate) fn parse_reply(body: &Value) -> Result<Reply, String> {
     let reply = read_reply(body)?;
     let finish = body
         .pointer("/choices/0/finish_reason")
@@ -221,7 +213,7 @@ pub fn parse_reply(body: &Value) -> Result<Reply, String> {
 }
 
 /// What a whole reply holds, finished or not (for reading a transcript back).
-pub fn read_reply(body: &Value) -> Result<Reply, String> {
+pub(crate) fn read_reply(body: &Value) -> Result<Reply, String> {
     let choice = body
         .pointer("/choices/0")
         .ok_or("the reply has no `choices`")?;
@@ -276,8 +268,6 @@ pub struct Stream {
     chunks: usize,
     roles: usize,
 }
-
-pub use super::anthropic::Progress;
 
 impl Stream {
     /// Takes one event; an error chunk or unreadable data is an `Err`.

@@ -21,10 +21,14 @@ pub enum ProviderKind {
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Prices {
+    /// Per million input tokens.
     pub input: f64,
+    /// Per million output tokens.
     pub output: f64,
+    /// Per million input tokens written to the cache (default: 1.25 times `input`).
     #[serde(default)]
     pub cache_write: Option<f64>,
+    /// Per million input tokens read from the cache (default: a tenth of `input`).
     #[serde(default)]
     pub cache_read: Option<f64>,
 }
@@ -69,18 +73,22 @@ pub struct ProviderFile {
     /// `anthropic` or `openai`; may be left out for a table named after a built-in.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kind: Option<ProviderKind>,
+    /// The server's base URL (default: the built-in's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub base_url: Option<String>,
     /// The environment variable that holds the API key (empty: send no key).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub api_key_env: Option<String>,
+    /// The model to ask.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
+    /// The most output tokens an answer may have.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_tokens: Option<u32>,
     /// Stream responses (server-sent events); default true.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stream: Option<bool>,
+    /// The model's prices (default: plait's table, where it knows the model).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prices: Option<Prices>,
     /// Rate limits the whole run keeps to for this provider and key; the server's limit
@@ -98,6 +106,7 @@ pub struct ProviderFile {
 pub struct ApiKey(String);
 
 impl ApiKey {
+    /// Wraps `key`.
     pub fn new(key: String) -> ApiKey {
         ApiKey(key)
     }
@@ -117,10 +126,13 @@ impl fmt::Debug for ApiKey {
 /// A provider ready to be called.
 #[derive(Debug, Clone)]
 pub struct ProviderSettings {
+    /// The provider's name in the plan (`[providers.<name>]`).
     pub name: String,
+    /// Its wire format.
     pub kind: ProviderKind,
     /// Without a trailing slash; Anthropic's has no `/v1`, OpenAI-compatible ones usually do.
     pub base_url: String,
+    /// The key sent with each request, if the server takes one.
     pub api_key: Option<ApiKey>,
     /// Where the key came from, for messages.
     pub key_env: String,
@@ -128,11 +140,15 @@ pub struct ProviderSettings {
     /// agent CLI is still given the gateway's stand-in, for clients that refuse to start
     /// without one.
     pub keyless: bool,
+    /// The model asked.
     pub model: String,
+    /// The most output tokens an answer may have.
     pub max_tokens: u32,
+    /// Whether answers are streamed (server-sent events).
     pub stream: bool,
     /// `None`: unknown model, cost unknown.
     pub prices: Option<Prices>,
+    /// The rate limits the run keeps to.
     pub limits: Limits,
     /// Anthropic: cache breakpoints on the conversation, not only the system prompt.
     pub cache_history: bool,

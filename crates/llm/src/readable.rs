@@ -19,6 +19,7 @@ pub struct Entry {
     pub role: &'static str,
     /// `text`, `tool_call` or `tool_result`.
     pub kind: &'static str,
+    /// What was said or passed.
     pub text: String,
     /// The tool called (or whose result this is, when the wire says).
     #[serde(skip_serializing_if = "Option::is_none")]

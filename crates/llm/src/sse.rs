@@ -1,10 +1,22 @@
 //! Server-sent events: bytes arrive in chunks split anywhere; events come out whole.
 //! Lines starting with `:` are comments (OpenRouter sends `: OPENROUTER PROCESSING`).
 
+/// What one event of a model's stream meant, read by the provider's stream reader.
+pub enum Progress {
+    /// Nothing the model wrote.
+    Nothing,
+    /// The model produced text or tool input.
+    Content,
+    /// The reply is complete.
+    Done,
+}
+
 /// One event: its `event:` name (empty when none) and its `data:` lines joined by `\n`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Event {
+    /// The `event:` name (empty when none).
     pub name: String,
+    /// The `data:` lines, joined by `\n`.
     pub data: String,
 }
 

@@ -21,8 +21,11 @@ pub const FD_VAR: &str = "PLAIT_VIEW_FD";
 /// A command to start in the view, as its requester sent it.
 #[derive(Debug)]
 pub struct Request {
+    /// Its working directory.
     pub cwd: PathBuf,
+    /// The program and its arguments.
     pub argv: Vec<OsString>,
+    /// Its environment.
     pub env: Vec<(OsString, OsString)>,
     /// Its standard input, output and error.
     pub stdio: Vec<OwnedFd>,
@@ -30,7 +33,9 @@ pub struct Request {
 
 /// The two ends: plait's, and the one the agent's processes inherit.
 pub struct Channel {
+    /// plait's end, on which requests arrive.
     pub plait: OwnedFd,
+    /// The end the agent's processes inherit (named by [`FD_VAR`]).
     pub agent: OwnedFd,
 }
 

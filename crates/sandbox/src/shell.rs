@@ -11,16 +11,19 @@ use std::time::Duration;
 
 use tokio::process::Command;
 
-use crate::cancel::Cancel;
 use crate::sandbox::Sandbox;
+use plait_core::cancel::Cancel;
 
 /// How a command ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ShellOutcome {
+    /// It exited with this status.
     Exited(i32),
     /// Killed by a signal it did not ask for.
     Signalled,
+    /// It ran past its timeout and was killed.
     TimedOut,
+    /// The run was interrupted and it was killed.
     Interrupted,
     /// It could not be started; the reason.
     NotStarted(String),
@@ -50,7 +53,9 @@ pub struct Launch<'a> {
     pub env: &'a [(&'a str, String)],
     /// Where its output is appended.
     pub log: &'a Path,
+    /// How long it may run.
     pub timeout: Duration,
+    /// The run's interrupt, which kills it.
     pub cancel: &'a Cancel,
     /// The walls it runs in.
     pub sandbox: &'a Sandbox,
@@ -151,7 +156,7 @@ async fn spawn_and_wait(
         .stdout(out)
         .stderr(err)
         .kill_on_drop(true);
-    for var in crate::git::REDIRECTING_VARS {
+    for var in plait_core::git::REDIRECTING_VARS {
         cmd.env_remove(var);
     }
     for var in launch.sandbox.withheld_env() {

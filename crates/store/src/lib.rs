@@ -2,8 +2,7 @@
 //! queue, change feed and shared rate limits) and [`remote`] (the git remote the base and
 //! the tasks' work go through).
 
+#![deny(missing_docs)]
+
 pub mod pg;
 pub mod remote;
-
-use plait_core::{git, refs, state};
-use plait_llm as llm;

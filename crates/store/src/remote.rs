@@ -11,32 +11,50 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
-use crate::git::git_command;
+use plait_core::git::git_command;
 
 /// Why the remote could not be used.
 #[derive(Debug, thiserror::Error)]
 pub enum RemoteError {
+    /// A push was refused.
     #[error("cannot push {what} to remote `{remote}`: {stderr}; check that the remote exists and that this machine may push to it")]
     Push {
+        /// The remote.
         remote: String,
+        /// What was pushed.
         what: String,
+        /// What git said.
         stderr: String,
     },
+    /// A fetch failed.
     #[error("cannot fetch {what} from remote `{remote}`: {stderr}")]
     Fetch {
+        /// The remote.
         remote: String,
+        /// What was fetched.
         what: String,
+        /// What git said.
         stderr: String,
     },
     #[error(
         "remote `{remote}` does not hold {what} after it was pushed there; check the remote's URL"
     )]
-    Missing { remote: String, what: String },
+    /// The remote lacks what was pushed to it.
+    Missing {
+        /// The remote.
+        remote: String,
+        /// What it lacks.
+        what: String,
+    },
+    /// A file could not be read or written.
     #[error("{path}: {source}")]
     Io {
+        /// The file.
         path: PathBuf,
+        /// What the system said.
         source: std::io::Error,
     },
+    /// git could not be started.
     #[error("cannot run git: {0}")]
     Spawn(std::io::Error),
 }
@@ -129,10 +147,11 @@ pub fn fetch(dir: &Path, remote: &str, refspecs: &[String], what: &str) -> Resul
     })
 }
 
-/// Puts commit `base` on `remote` (under [`base_ref`]) and checks that it is there.
+/// Puts commit `base` on `remote` (under [`base_ref`](plait_core::refs::base_ref)) and
+/// checks that it is there.
 pub fn publish_base(dir: &Path, remote: &str, base: &str) -> Result<(), RemoteError> {
-    let what = format!("the base commit {}", crate::git::short(base));
-    let refname = crate::refs::base_ref(base);
+    let what = format!("the base commit {}", plait_core::git::short(base));
+    let refname = plait_core::refs::base_ref(base);
     push(dir, remote, &[format!("{base}:{refname}")], &what)?;
     let listed =
         git(dir, &["ls-remote", remote, &refname], None)?.map_err(|stderr| RemoteError::Fetch {

@@ -38,7 +38,7 @@ use std::os::unix::ffi::OsStrExt as _;
 use std::path::{Path, PathBuf};
 use std::sync::{mpsc, Arc, OnceLock};
 
-use super::Places;
+use super::places::Places;
 use filter::Needs::{self, Either, Existing, Missing};
 use filter::{Flags, WATCHED};
 
@@ -363,7 +363,7 @@ fn resolve(pid: u32, dirfd: i32, raw: &[u8]) -> Option<PathBuf> {
         }
         base.join(name)
     };
-    let mut path = super::lexical(&path);
+    let mut path = super::places::lexical(&path);
     if let Some((name, there)) = OWN_FILES.iter().find(|(n, _)| path.starts_with(n)) {
         let rest = path.strip_prefix(name).ok()?.to_path_buf();
         path = PathBuf::from(format!("/proc/{pid}"));

@@ -28,7 +28,9 @@ pub struct OverlayView {
     /// Where the view is mounted, the same path for every view and check of a repository,
     /// and where a working directory under an alias is taken to.
     pub target: PathBuf,
+    /// The read-only layers, uppermost first.
     pub lower: Vec<PathBuf>,
+    /// The writable layer on top, if any.
     pub upper: Option<Layer>,
     /// Other paths that show the view too (a task's worktree, so that paths naming it hold).
     pub aliases: Vec<PathBuf>,
@@ -40,7 +42,9 @@ pub struct OverlayView {
 /// file system.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Layer {
+    /// Where its writes land.
     pub upper: PathBuf,
+    /// overlayfs's work directory.
     pub work: PathBuf,
 }
 
@@ -48,8 +52,11 @@ pub struct Layer {
 /// the user's checkout), under a layer of its own when `layer` is given, else read-only.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Nested {
+    /// Where, relative to the view's target.
     pub path: PathBuf,
+    /// The directory of the user's checkout it shows.
     pub source: PathBuf,
+    /// Its own writable layer; `None`: read-only.
     pub layer: Option<Layer>,
 }
 
@@ -91,7 +98,7 @@ impl OverlayView {
     }
 
     /// `cwd` as the child takes it: under the target where it lies under an alias.
-    pub fn map_cwd(&self, cwd: &Path) -> PathBuf {
+    pub(crate) fn map_cwd(&self, cwd: &Path) -> PathBuf {
         for alias in &self.aliases {
             if let Ok(rest) = cwd.strip_prefix(alias) {
                 return self.target.join(rest);
@@ -104,7 +111,7 @@ impl OverlayView {
 /// A tool's cache the processes of a sandbox write through a layer of the sandbox's own:
 /// reads see the user's cache, writes reach neither it nor another sandbox.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CacheLayer {
+pub(crate) struct CacheLayer {
     pub dir: PathBuf,
     pub layer: Layer,
     /// Where beneath `dir` (or `dir` itself) its processes may read and write, once it is
@@ -118,7 +125,7 @@ pub struct CacheLayer {
 pub(crate) struct Entry<'a> {
     pub(crate) view: Option<&'a OverlayView>,
     pub(crate) caches: &'a [CacheLayer],
-    pub(crate) net: Option<&'a super::net::Namespace>,
+    pub(crate) net: Option<&'a super::net::ports::Namespace>,
 }
 
 /// One mount, as the child passes it to `mount(2)`: an overlay, or a bind (read-only when
@@ -152,7 +159,7 @@ struct Prepared {
     /// Path sockets served outside, each covered with `/dev/null`.
     hide: Vec<CString>,
     devnull: CString,
-    net: Option<super::net::Prepared>,
+    net: Option<super::net::ports::Prepared>,
     cwd: Option<CString>,
 }
 
@@ -297,7 +304,7 @@ impl Prepared {
         let (net, channel) = match entry.net {
             Some(namespace) => {
                 flags |= libc::CLONE_NEWNET;
-                let (prepared, channel) = super::net::Prepared::new(namespace)?;
+                let (prepared, channel) = super::net::ports::Prepared::new(namespace)?;
                 (Some(prepared), channel)
             }
             None => (None, None),
@@ -424,7 +431,7 @@ unsafe fn raise<'a>(walls: &Walls, targets: impl Iterator<Item = &'a CString>) -
     for target in targets {
         add_rule(walls.ruleset.as_raw_fd(), target, walls.access)?;
     }
-    super::restrict(walls.ruleset.as_raw_fd())
+    super::rules::restrict(walls.ruleset.as_raw_fd())
 }
 
 /// An overlayfs whiteout at `path` (a character device 0/0, which Linux lets any user make
@@ -583,7 +590,7 @@ fn probe_net() -> Result<(), String> {
         .map_err(|e| e.to_string())?;
     std::thread::spawn(move || {
         runtime.block_on(async {
-            let namespace = super::net::Namespace {
+            let namespace = super::net::ports::Namespace {
                 ports: Vec::new(),
                 hide: Vec::new(),
             };

@@ -42,7 +42,7 @@ pub fn config(url: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<Config,
 }
 
 /// A URL with its password, if any, replaced by `***`.
-pub fn redact(url: &str) -> String {
+pub(crate) fn redact(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else {
         return url
             .split_whitespace()

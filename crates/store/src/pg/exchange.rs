@@ -287,7 +287,7 @@ impl PgExchange {
     }
 }
 
-impl crate::llm::limiter::Exchange for PgExchange {
+impl plait_llm::limiter::Exchange for PgExchange {
     fn take<'a>(
         &'a self,
         key: &'a (String, String),

@@ -9,7 +9,7 @@ use super::config::open;
 use super::{PgError, PgStore};
 
 /// The channel `NOTIFY` speaks on when a task of a run changes; the payload is the run id.
-pub const TASKS_CHANNEL: &str = "plait_tasks";
+pub(crate) const TASKS_CHANNEL: &str = "plait_tasks";
 
 impl PgStore {
     /// Tells the listeners that a task of `run` changed.
@@ -29,7 +29,7 @@ pub struct PgListener {
 }
 
 impl PgListener {
-    /// Connects and listens on [`TASKS_CHANNEL`].
+    /// Connects and listens on `TASKS_CHANNEL`.
     pub async fn connect(config: &Config, timeout: Duration) -> Result<PgListener, PgError> {
         let (client, mut connection) = open(config, timeout).await?;
         let (tx, changes) = tokio::sync::mpsc::unbounded_channel();

@@ -30,9 +30,9 @@ use tokio_postgres::{Client, Config, Statement};
 
 use config::open;
 
-pub use config::{config, redact};
+pub use config::config;
 pub use exchange::PgExchange;
-pub use listen::{PgListener, TASKS_CHANNEL};
+pub use listen::PgListener;
 pub use migrate::SCHEMA_VERSION;
 pub use queue::{Checkpoint, Claim, Queue, TaskRow};
 
@@ -41,16 +41,28 @@ pub use queue::{Checkpoint, Claim, Queue, TaskRow};
 pub enum PgError {
     /// The store's address cannot be read.
     #[error("store `{url}` is not a PostgreSQL URL or connection string: {reason}")]
-    BadUrl { url: String, reason: String },
+    BadUrl {
+        /// The address as given, its password hidden.
+        url: String,
+        /// Why it cannot be read.
+        reason: String,
+    },
     /// The server could not be reached, or would not let this user in.
     #[error("cannot reach the store at {server}: {source}; check the URL, that the server runs and that it lets this user in")]
     Connect {
+        /// The server, as the URL names it.
         server: String,
+        /// What the driver said.
         source: tokio_postgres::Error,
     },
     /// A newer plait migrated the store.
     #[error("the store's schema is version {found}, newer than this plait knows ({known}); upgrade plait on this machine")]
-    NewerSchema { found: i32, known: i32 },
+    NewerSchema {
+        /// The store's schema version.
+        found: i32,
+        /// The newest this plait knows.
+        known: i32,
+    },
     /// The server refused or failed a statement.
     #[error("store: {0}")]
     Db(#[from] tokio_postgres::Error),
@@ -60,7 +72,9 @@ pub enum PgError {
     /// A record the store holds cannot be read as this plait's (`what` names it).
     #[error("{what} in the store: {source}")]
     Decode {
+        /// What was read.
         what: String,
+        /// Why it cannot be read.
         source: serde_json::Error,
     },
 }

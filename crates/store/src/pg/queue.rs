@@ -11,13 +11,16 @@ use tokio_postgres::types::Json;
 use tokio_postgres::Row;
 
 use super::{PgError, PgStore};
-use crate::state::TaskRecord;
+use plait_core::state::TaskRecord;
 
 /// A task a worker claimed: its id, its record, and the generation its lease fences.
 #[derive(Debug, Clone)]
 pub struct Claim {
+    /// The run.
     pub run: String,
+    /// The task's id.
     pub task: String,
+    /// The claim's generation: a later claim of the task fences this one out.
     pub generation: i64,
     /// The task's record as the store holds it; `None` when it cannot be read as one
     /// (another version of plait wrote it).
@@ -32,22 +35,27 @@ pub struct Claim {
 /// What workers need to take a run's tasks: its plan, base commit and git remote.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Queue {
+    /// The plan's text, as the coordinator ran it (the config files merged in).
     pub plan: String,
     /// Where the coordinator read the plan, for messages.
     pub plan_path: String,
+    /// The base commit.
     pub base: String,
+    /// The git remote the base and the tasks' work go through.
     pub remote: String,
 }
 
 /// A task as the store holds it.
 #[derive(Debug, Clone)]
 pub struct TaskRow {
+    /// The task's id.
     pub id: String,
-    /// Its state's name ([`TaskState::as_str`](crate::state::TaskState::as_str)).
+    /// Its state's name ([`TaskState::as_str`](plait_core::state::TaskState::as_str)).
     pub state: String,
     /// Its record as its last claim left it; `None` when it cannot be read as one
     /// (another version of plait wrote it).
     pub record: Option<TaskRecord>,
+    /// The generation of its latest claim.
     pub generation: i64,
     /// The winning generation's branch tip, once the task has ended with one.
     pub tip: Option<String>,
@@ -55,13 +63,15 @@ pub struct TaskRow {
 
 /// Work a claim pushed for its task, for a worker that takes the task over to go on from:
 /// the generation of the claim that pushed it (which names the ref it is on,
-/// [`crate::refs::attempt_ref`]) and the commit. The store keeps it as the text
+/// [`plait_core::refs::attempt_ref`]) and the commit. The store keeps it as the text
 /// `"{generation} {commit}"`, written by [`Display`](fmt::Display) and read by
 /// [`Checkpoint::parse`] (and, for a task sent back, built from its tip by
 /// [`PgStore::send_back`]'s statement).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Checkpoint {
+    /// The generation of the claim that pushed it.
     pub generation: i64,
+    /// The commit pushed.
     pub commit: Oid,
 }
 

@@ -5,7 +5,7 @@ use serde_json::Value;
 use tokio_postgres::types::Json;
 
 use super::{PgError, PgStore};
-use crate::state::RunState;
+use plait_core::state::RunState;
 
 impl PgStore {
     /// Records run `state` of repository `repo`: its state, and each of its tasks, pending

@@ -1,0 +1,489 @@
+//! One request on its way to the provider: its headers with the real key in place of the
+//! stand-in, admitted by the limiter when it asks for an answer, sent again within a bound
+//! while the provider asks to wait, and its answer passed through to the client as it
+//! arrives, kept in the task's transcript and accounted as it ends.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
+use axum::response::{IntoResponse, Response};
+use futures_util::StreamExt as _;
+use plait_llm::http::{classify, without_url, CallError, Timing, Transcript};
+use plait_llm::limiter::{Cost, Permit};
+use plait_llm::provider::{ProviderKind, ProviderSettings};
+use serde_json::{json, Value};
+use tokio::sync::{mpsc, oneshot};
+use tokio::time::Instant;
+
+use crate::endpoints::answers;
+use crate::lease::{login_token, Entry, KEY_PREFIX};
+use crate::usage::{self, reserved, Tally};
+
+/// Tries of one request at most, the first included.
+const MAX_ATTEMPTS: u32 = 5;
+/// The longest single wait the gateway holds a request for before it hands the CLI the
+/// provider's answer instead.
+const MAX_WAIT: Duration = Duration::from_secs(180);
+
+/// An error in the shape both providers' clients read (`error.message`, `error.type`).
+pub(crate) fn error(status: StatusCode, kind: &str, message: &str) -> Response {
+    let body = json!({"type": "error", "error": {"type": kind, "message": message}});
+    (status, axum::Json(body)).into_response()
+}
+
+/// What the exchange tells the handler first.
+pub(crate) enum Head {
+    Answer {
+        status: StatusCode,
+        headers: HeaderMap,
+    },
+    Error(Box<Response>),
+}
+
+/// A request for an answer (a Messages, chat completions or responses call): what the
+/// limiter reserves for it, and its body for the transcript.
+struct Answer {
+    cost: Cost,
+    request: Value,
+}
+
+/// One request on its way to the provider.
+pub(crate) struct Call {
+    entry: Arc<Entry>,
+    method: Method,
+    url: String,
+    headers: HeaderMap,
+    body: Bytes,
+    answer: Option<Answer>,
+}
+
+/// Headers that belong to one connection, not to the request it carries; and the ones
+/// plait sets itself.
+fn hop_by_hop(name: &HeaderName) -> bool {
+    matches!(
+        name.as_str(),
+        "host"
+            | "content-length"
+            | "connection"
+            | "keep-alive"
+            | "proxy-connection"
+            | "proxy-authorization"
+            | "proxy-authenticate"
+            | "te"
+            | "trailer"
+            | "transfer-encoding"
+            | "upgrade"
+            // Answers come uncompressed, so the gateway can read their usage.
+            | "accept-encoding"
+    )
+}
+
+/// What became of one try of a request.
+enum Attempt {
+    /// It is to be sent again.
+    Again,
+    /// The client has its answer, or has gone.
+    Over,
+}
+
+/// Where the answer's body goes: to the handler, chunk by chunk.
+type Chunks = mpsc::Sender<Result<Bytes, std::io::Error>>;
+
+impl Call {
+    /// The request `method` to `path` (`rest` and its query) under the base URL of
+    /// `entry`'s provider, with the provider's key in place of the client's stand-in.
+    pub(crate) fn new(
+        entry: Arc<Entry>,
+        method: Method,
+        rest: &str,
+        path: String,
+        incoming: HeaderMap,
+        mut body: Bytes,
+    ) -> Call {
+        let provider = &entry.route.provider;
+        let url = format!("{}/{}", provider.base_url.trim_end_matches('/'), path);
+        let headers = Call::headers(&entry, &incoming);
+        let answer = Call::answer(provider, &method, rest, &mut body);
+        Call {
+            entry,
+            method,
+            url,
+            headers,
+            body,
+            answer,
+        }
+    }
+
+    /// The client's headers less the connection's and its stand-in key, with the
+    /// provider's key (or a login's bearer plait holds) in their place.
+    fn headers(entry: &Entry, incoming: &HeaderMap) -> HeaderMap {
+        let provider = &entry.route.provider;
+        let login = entry
+            .login
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let mut headers = HeaderMap::new();
+        let ours = |value: &HeaderValue| {
+            value.to_str().is_ok_and(|v| {
+                v.trim()
+                    .trim_start_matches("Bearer ")
+                    .starts_with(KEY_PREFIX)
+            })
+        };
+        for (name, value) in incoming {
+            let auth = name == "x-api-key" || name == "authorization";
+            // The real key replaces the stand-in; a client's own credentials (a login)
+            // go through when plait holds none.
+            if hop_by_hop(name) || (auth && (provider.api_key.is_some() || ours(value))) {
+                continue;
+            }
+            headers.append(name.clone(), value.clone());
+        }
+        // A login plait holds: its bearer, in the stand-in's place.
+        let bearer = login
+            .filter(|_| provider.api_key.is_none())
+            .and_then(|path| login_token(&path));
+        if let Some(token) = bearer {
+            if let Ok(value) = HeaderValue::from_str(&format!("Bearer {token}")) {
+                headers.insert(HeaderName::from_static("authorization"), value);
+            }
+        }
+        if let Some(key) = &provider.api_key {
+            let (name, value) = match provider.kind {
+                ProviderKind::Anthropic => ("x-api-key", key.expose().to_string()),
+                ProviderKind::Openai => ("authorization", format!("Bearer {}", key.expose())),
+            };
+            if let Ok(value) = HeaderValue::from_str(&value) {
+                headers.insert(HeaderName::from_static(name), value);
+            }
+        }
+        headers
+    }
+
+    /// The request for an answer `body` holds, if it is one; a streamed chat completion is
+    /// asked for its usage.
+    fn answer(
+        provider: &ProviderSettings,
+        method: &Method,
+        rest: &str,
+        body: &mut Bytes,
+    ) -> Option<Answer> {
+        answers(method, rest)
+            .then(|| serde_json::from_slice::<Value>(body).ok())
+            .flatten()
+            .filter(Value::is_object)
+            .map(|mut request| {
+                // Chat completions stream their usage only when asked to.
+                if provider.kind == ProviderKind::Openai
+                    && rest.ends_with("chat/completions")
+                    && request["stream"] == true
+                    && request.get("stream_options").is_none()
+                {
+                    request["stream_options"] = json!({"include_usage": true});
+                    *body = Bytes::from(request.to_string());
+                }
+                Answer {
+                    cost: reserved(provider, &request),
+                    request,
+                }
+            })
+    }
+
+    /// Whether the request asks for an answer (and so is paced and accounted).
+    pub(crate) fn asks(&self) -> bool {
+        self.answer.is_some()
+    }
+
+    /// The task the request belongs to.
+    pub(crate) fn entry(&self) -> &Entry {
+        &self.entry
+    }
+
+    /// Sends the request on (again, while the provider asks to wait and the bound
+    /// allows), tells `head` how the provider answered, and passes the answer's body
+    /// through `chunks` as it arrives, accounting for it as it ends.
+    pub(crate) async fn exchange(
+        self,
+        client: reqwest::Client,
+        head: oneshot::Sender<Head>,
+        chunks: Chunks,
+    ) {
+        let mut head = Some(head);
+        let mut retries = 0u32;
+        loop {
+            let Some(permit) = self.admit(&mut head).await else {
+                return;
+            };
+            let started = Instant::now();
+            let attempt = match self.send(&client).await {
+                Err(e) => {
+                    self.unreachable(&e, permit, retries, started, &mut head)
+                        .await
+                }
+                Ok(response) if self.answer.is_some() && !response.status().is_success() => {
+                    self.refused(response, permit, retries, started, &mut head)
+                        .await
+                }
+                Ok(response) => {
+                    let Some(head) = head.take() else { return };
+                    self.pass_on(response, permit, retries, started, head, chunks)
+                        .await;
+                    return;
+                }
+            };
+            match attempt {
+                Attempt::Again => retries += 1,
+                Attempt::Over => return,
+            }
+        }
+    }
+
+    /// Waits until the limiter admits a request for an answer (any other passes at once):
+    /// `None` when the client has gone, or the limiter refuses the key (the client is told).
+    async fn admit(&self, head: &mut Option<oneshot::Sender<Head>>) -> Option<Option<Permit<'_>>> {
+        let Some(answer) = &self.answer else {
+            return Some(None);
+        };
+        let waiting = head.as_mut()?;
+        // Held here, not failed: the limiter admits it when the buckets allow.
+        let admitted = tokio::select! {
+            admitted = self.entry.route.limiter.acquire(answer.cost) => admitted,
+            _ = waiting.closed() => return None,
+        };
+        match admitted {
+            Ok(permit) => Some(Some(permit)),
+            Err(reason) => {
+                let response = error(StatusCode::UNAUTHORIZED, "authentication_error", &reason);
+                tell(head, response);
+                None
+            }
+        }
+    }
+
+    /// One try: the request as the client sent it, with the provider's key.
+    async fn send(&self, client: &reqwest::Client) -> reqwest::Result<reqwest::Response> {
+        client
+            .request(self.method.clone(), &self.url)
+            .headers(self.headers.clone())
+            .body(self.body.clone())
+            .send()
+            .await
+    }
+
+    /// After the provider could not be reached: tried again after a pause, within the
+    /// bound, or the client is told why not.
+    async fn unreachable(
+        &self,
+        e: &reqwest::Error,
+        permit: Option<Permit<'_>>,
+        retries: u32,
+        started: Instant,
+        head: &mut Option<oneshot::Sender<Head>>,
+    ) -> Attempt {
+        let route = &self.entry.route;
+        if let Some(permit) = permit {
+            route.limiter.finish(permit, None, None);
+        }
+        let reason = format!(
+            "plait's gateway cannot reach {}: {}",
+            route.provider.base_url,
+            without_url(e)
+        );
+        self.record(retries, started, json!({"error": reason}));
+        if retries + 1 < MAX_ATTEMPTS && !e.is_builder() {
+            tokio::time::sleep(backoff(retries + 1)).await;
+            return Attempt::Again;
+        }
+        tell(head, error(StatusCode::BAD_GATEWAY, "api_error", &reason));
+        Attempt::Over
+    }
+
+    /// After the provider refused a request for an answer: held and tried again where it
+    /// asks to wait (a 429, an overloaded server) and the bound allows, else its refusal is
+    /// passed on.
+    async fn refused(
+        &self,
+        response: reqwest::Response,
+        permit: Option<Permit<'_>>,
+        retries: u32,
+        started: Instant,
+        head: &mut Option<oneshot::Sender<Head>>,
+    ) -> Attempt {
+        let route = &self.entry.route;
+        let status = response.status();
+        let headers = response.headers().clone();
+        let text = response.text().await.unwrap_or_default();
+        if let Some(permit) = permit {
+            route.limiter.finish(permit, None, Some(&headers));
+        }
+        let answer = serde_json::from_str(&text).unwrap_or(Value::String(text.clone()));
+        let said =
+            json!({"status": status.as_u16(), "response": answer, "error": format!("{status}")});
+        self.record(retries, started, said);
+        if let CallError::Retryable { wait, limited, .. } =
+            classify(&route.provider, status.as_u16(), &headers, &text)
+        {
+            let wait = wait.unwrap_or_else(|| backoff(retries + 1));
+            if limited {
+                // Every request of this provider and key waits, plait's own too.
+                route.limiter.pause(wait);
+            }
+            if retries + 1 < MAX_ATTEMPTS && wait <= MAX_WAIT {
+                tracing::info!(task = %route.task, "the gateway holds a request {wait:?}: {status}");
+                let Some(waiting) = head.as_mut() else {
+                    return Attempt::Over;
+                };
+                return tokio::select! {
+                    _ = tokio::time::sleep(wait) => Attempt::Again,
+                    _ = waiting.closed() => Attempt::Over,
+                };
+            }
+        }
+        tell(head, passed_on(status, &headers, Body::from(text)));
+        Attempt::Over
+    }
+
+    /// Hands the client the provider's answer as it arrives and, for a request for an
+    /// answer, accounts for it as it ends: the limiter, the transcript, the task's meter.
+    async fn pass_on(
+        &self,
+        response: reqwest::Response,
+        permit: Option<Permit<'_>>,
+        retries: u32,
+        started: Instant,
+        head: oneshot::Sender<Head>,
+        chunks: Chunks,
+    ) {
+        let route = &self.entry.route;
+        let status = response.status();
+        let headers = response.headers().clone();
+        let told = head.send(Head::Answer {
+            status,
+            headers: answer_headers(&headers),
+        });
+        if told.is_err() {
+            if let Some(permit) = permit {
+                route.limiter.finish(permit, None, Some(&headers));
+            }
+            return;
+        }
+        let streamed = headers
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("text/event-stream"));
+        let mut tally = Tally::new(streamed, self.answer.is_some());
+        let broke = relay(response, &mut tally, started, chunks).await;
+        let Some(answer) = &self.answer else { return };
+        let (mut tokens, response) = tally.finish(route.provider.kind);
+        if tokens.is_none() && status.is_success() && broke.is_none() {
+            // The server said nothing of what it used: estimated, and marked so.
+            route
+                .limiter
+                .usage_unreported(&route.provider.name, streamed);
+            tokens = Some(usage::estimated(&answer.request, &response));
+        }
+        let used = tokens.map(|u| usage::limit_cost(route.provider.kind, u));
+        if let Some(permit) = permit {
+            route.limiter.finish(permit, used, Some(&headers));
+        }
+        let mut said = json!({"status": status.as_u16(), "response": response});
+        if let Some(reason) = &broke {
+            said["broke"] = json!(reason);
+        }
+        self.record(retries, started, said);
+        let timing = Timing {
+            first_token: tally.first().unwrap_or_else(|| started.elapsed()),
+            total: started.elapsed(),
+            retries,
+        };
+        let tokens = tokens.unwrap_or_default();
+        let used = usage::answered(&route.provider, &answer.request, tokens, &timing);
+        route.meter.answered(&used);
+        self.entry.answered.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Appends one attempt of a request for an answer to the task's transcript.
+    fn record(&self, retries: u32, started: Instant, said: Value) {
+        let Some(answer) = &self.answer else { return };
+        let turn = match retries {
+            0 => self.entry.turns.fetch_add(1, Ordering::Relaxed) + 1,
+            _ => self.entry.turns.load(Ordering::Relaxed),
+        };
+        let mut record = json!({
+            "turn": turn,
+            "attempt": retries + 1,
+            "at": plait_core::state::now_ms(),
+            "via": "gateway",
+            "request": answer.request,
+            "ms": started.elapsed().as_millis() as u64,
+        });
+        if let (Some(record), Value::Object(said)) = (record.as_object_mut(), said) {
+            record.extend(said);
+        }
+        Transcript::open(&self.entry.route.transcript).write(record);
+    }
+}
+
+/// Sends the answer's body on to the client chunk by chunk, reading it on the way into
+/// `tally`; why it broke off, if it did.
+async fn relay(
+    response: reqwest::Response,
+    tally: &mut Tally,
+    started: Instant,
+    chunks: Chunks,
+) -> Option<String> {
+    let mut body = response.bytes_stream();
+    while let Some(chunk) = body.next().await {
+        match chunk {
+            Ok(chunk) => {
+                tally.push(&chunk, started);
+                if chunks.send(Ok(chunk)).await.is_err() {
+                    return Some("the agent stopped reading the answer".to_string());
+                }
+            }
+            Err(e) => {
+                let reason = format!("the answer broke off: {}", without_url(&e));
+                let _ = chunks
+                    .send(Err(std::io::Error::other(reason.clone())))
+                    .await;
+                return Some(reason);
+            }
+        }
+    }
+    None
+}
+
+/// Hands the handler an answer made here (an error, or the provider's refusal).
+fn tell(head: &mut Option<oneshot::Sender<Head>>, response: Response) {
+    if let Some(head) = head.take() {
+        let _ = head.send(Head::Error(Box::new(response)));
+    }
+}
+
+/// The provider's headers, for the client, less those of the connection.
+fn answer_headers(headers: &HeaderMap) -> HeaderMap {
+    let mut out = HeaderMap::new();
+    for (name, value) in headers {
+        if !hop_by_hop(name) {
+            out.append(name.clone(), value.clone());
+        }
+    }
+    out
+}
+
+/// The provider's answer as it was, for the client.
+fn passed_on(status: StatusCode, headers: &HeaderMap, body: Body) -> Response {
+    let mut response = Response::new(body);
+    *response.status_mut() = status;
+    *response.headers_mut() = answer_headers(headers);
+    response
+}
+
+/// `min(0.5 * 2^n, 8) s`.
+fn backoff(retry: u32) -> Duration {
+    Duration::from_secs_f64((0.5 * 2f64.powi(retry.saturating_sub(1) as i32)).min(8.0))
+}

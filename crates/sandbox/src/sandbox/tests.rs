@@ -1,0 +1,260 @@
+//! The walls tried on this machine's kernel: both ways of spawning, the observer, the
+//! network's walls.
+
+use super::settings::MIN_ABI;
+use super::*;
+
+#[test]
+fn the_probe_agrees_with_the_kernel() {
+    // This machine's kernel may or may not have Landlock; the probe must say which
+    // without failing, and `off` is never confined.
+    let _ = support();
+    let off = SandboxSettings {
+        mode: SandboxMode::Off,
+        ..SandboxSettings::default()
+    };
+    assert_eq!(off.confinement(), Confinement::Off);
+}
+
+/// Both ways of raising the walls (a spawning thread from ABI 5 on, `pre_exec` in a
+/// forked child before) confine the child and give it a process group of its own, and
+/// before ABI 5 a session of its own too.
+#[cfg(target_os = "linux")]
+#[test]
+fn both_ways_of_spawning_confine_the_child() {
+    let Support::Landlock(newest) = support().clone() else {
+        eprintln!("skipped: no Landlock here");
+        return;
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    for abi in [MIN_ABI, 4, newest].into_iter().filter(|a| *a <= newest) {
+        let root = tempfile::tempdir().unwrap();
+        let own = root.path().join("own");
+        std::fs::create_dir(&own).unwrap();
+        let settings = SandboxSettings {
+            mode: SandboxMode::Auto,
+            view: ViewMode::Auto,
+            writable: Vec::new(),
+            temp_root: root.path().to_path_buf(),
+            ..SandboxSettings::default()
+        };
+        let sandbox = Sandbox::new(&settings, vec![own.clone()]);
+        let armed = sandbox.prepare(abi).unwrap();
+        let mut cmd = tokio::process::Command::new("sh");
+        cmd.arg("-c")
+            .arg(
+                "echo in > own/ok; echo out > outside; echo tmp > \"$TMPDIR/t\" && echo tmp-ok; \
+                 read -r stat < /proc/self/stat; set -- $stat; echo \"$1 $5 $6\"",
+            )
+            .current_dir(root.path())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null());
+        let out = runtime
+            .block_on(async { armed.spawn(cmd).await.unwrap().wait_with_output().await })
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        let mut lines = text.lines();
+        assert_eq!(lines.next(), Some("tmp-ok"), "ABI {abi}: {text}");
+        let ids: Vec<&str> = lines.next().unwrap().split(' ').collect();
+        // pid, process group, session of the shell itself (`read` is a builtin).
+        assert_eq!(
+            ids[0], ids[1],
+            "ABI {abi}: a process group of its own: {text}"
+        );
+        if abi < 5 {
+            assert_eq!(ids[0], ids[2], "ABI {abi}: a session of its own: {text}");
+        }
+        assert!(own.join("ok").exists(), "ABI {abi}");
+        assert!(!root.path().join("outside").exists(), "ABI {abi}");
+    }
+}
+
+/// Runs `script` with `sh -c` in `root` behind the newest walls of a sandbox owning
+/// `root/own`, its output thrown away; returns what the sandbox recorded.
+#[cfg(target_os = "linux")]
+fn observed(root: &Path, script: &str) -> Vec<String> {
+    let Support::Landlock(abi) = support().clone() else {
+        unreachable!("checked by the caller")
+    };
+    let settings = SandboxSettings {
+        mode: SandboxMode::Auto,
+        view: ViewMode::Auto,
+        writable: Vec::new(),
+        temp_root: root.to_path_buf(),
+        ..SandboxSettings::default()
+    };
+    let sandbox = Sandbox::new(&settings, vec![root.join("own")]);
+    let armed = sandbox.prepare(abi).unwrap();
+    let mut cmd = tokio::process::Command::new("sh");
+    cmd.arg("-c")
+        .arg(script)
+        .current_dir(root)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let status = runtime
+        .block_on(async { armed.spawn(cmd).await.unwrap().wait().await })
+        .unwrap();
+    assert!(status.success(), "{script}");
+    sandbox.denials()
+}
+
+/// From ABI 5 on the observer records refused writes the program never mentions, and
+/// only those: nothing for writes inside, nor for calls that fail before the wall.
+#[cfg(target_os = "linux")]
+#[test]
+fn the_observer_records_silent_refusals_only() {
+    if !matches!(support(), Support::Landlock(abi) if *abi >= 5) {
+        eprintln!("skipped: the observer needs Landlock ABI 5");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    std::fs::create_dir_all(root.join("own/sub")).unwrap();
+    std::fs::create_dir_all(root.join("out/there")).unwrap();
+    std::os::unix::fs::symlink(root.join("own"), root.join("link")).unwrap();
+    let inside = "echo a > own/a; mkdir -p own/sub/deeper; mv own/a own/sub/b; \
+                  ln -s b own/sub/c; rm own/sub/c; echo t > \"$TMPDIR/t\"; \
+                  echo l > link/l; echo n > /dev/null; echo s > /dev/stdout; \
+                  cat own/sub/b /etc/hostname > /dev/null; true";
+    assert_eq!(observed(&root, inside), Vec::<String>::new());
+    assert!(root.join("own/l").exists());
+    let outside = "mkdir -p out/there/new 2>/dev/null; echo x > out/file 2>/dev/null; \
+                   cd own/sub && mkdir ../../out/up 2>/dev/null; \
+                   rm ../../out/missing 2>/dev/null; true";
+    let refused = |p: &str| format!("write to {} refused", root.join(p).display());
+    assert_eq!(
+        observed(&root, outside),
+        [
+            refused("out/there/new"),
+            refused("out/file"),
+            refused("out/up")
+        ]
+    );
+}
+
+/// With the network off, a process reaches its own loopback and the plan's ports, and
+/// nothing served outside: no TCP listener, no UDP socket, no path or abstract UNIX
+/// socket; in a namespace of its own, and (where there is none) by Landlock and seccomp.
+#[cfg(target_os = "linux")]
+#[test]
+fn network_off_reaches_its_own_loopback_and_the_ports_only() {
+    use std::io::Write as _;
+    use std::os::linux::net::SocketAddrExt as _;
+    let Support::Landlock(abi) = support().clone() else {
+        eprintln!("skipped: no Landlock here");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    std::fs::create_dir(root.join("own")).unwrap();
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let open = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let open_port = open.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for stream in open.incoming().flatten() {
+            let mut stream = stream;
+            let _ = stream.write_all(b"pong");
+        }
+    });
+    let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    udp.set_nonblocking(true).unwrap();
+    let path = root.join("served.sock");
+    let _unix = std::os::unix::net::UnixListener::bind(&path).unwrap();
+    let abstract_name = format!("plait-test-{}", std::process::id());
+    let address =
+        std::os::unix::net::SocketAddr::from_abstract_name(abstract_name.as_bytes()).unwrap();
+    let _abstract = std::os::unix::net::UnixListener::bind_addr(&address).unwrap();
+    let script = format!(
+        r#"
+import socket
+def tcp(port):
+    try:
+        s = socket.create_connection(("127.0.0.1", port), timeout=2)
+    except OSError as e:
+        return "refused"
+    try:
+        return "open:" + s.recv(4).decode()
+    except OSError as e:
+        return "open"
+def unix(name):
+    try:
+        socket.socket(socket.AF_UNIX).connect(name)
+        return "open"
+    except OSError:
+        return "refused"
+def udp():
+    try:
+        socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b"x", ("127.0.0.1", {udp}))
+        return "sent"
+    except OSError:
+        return "refused"
+def own():
+    try:
+        server = socket.socket()
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        client = socket.create_connection(server.getsockname(), timeout=2)
+        return "open"
+    except OSError:
+        return "refused"
+print(tcp({closed}), tcp({open_port}), unix("{path}"), unix("\0{abstract_name}"), udp(), own())
+"#,
+        udp = udp.local_addr().unwrap().port(),
+        closed = closed.local_addr().unwrap().port(),
+        path = path.display(),
+    );
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let mut walls = vec![NetWall::Namespace];
+    if abi >= 6 {
+        walls.push(NetWall::Landlock);
+    }
+    for wall in walls {
+        if wall == NetWall::Namespace && view::net_support().is_err() {
+            eprintln!("skipped: no network namespaces here");
+            continue;
+        }
+        let settings = SandboxSettings {
+            temp_root: root.clone(),
+            ports: vec![open_port],
+            ..SandboxSettings::default()
+        };
+        let sandbox = Sandbox::new(&settings, vec![root.join("own")]);
+        let armed = sandbox.prepare_walled(abi, wall.clone()).unwrap();
+        let mut cmd = tokio::process::Command::new("python3");
+        cmd.arg("-c")
+            .arg(&script)
+            .current_dir(&root)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        let out = runtime
+            .block_on(async {
+                let child = sandbox.spawn(Some(&armed), cmd, &root).await.unwrap();
+                child.wait_with_output().await
+            })
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        let expected = match wall {
+            // Its own loopback works in a namespace; Landlock binds nothing.
+            NetWall::Namespace => "refused open:pong refused refused sent open",
+            _ => "refused open:pong open refused refused refused",
+        };
+        assert_eq!(
+            text.trim(),
+            expected,
+            "{wall:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let mut buf = [0u8; 8];
+        assert!(udp.recv(&mut buf).is_err(), "{wall:?}: a datagram got out");
+    }
+}
