@@ -20,17 +20,17 @@
 
 use std::collections::HashMap;
 use std::future::Future;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::pin::Pin;
 
 use git2::Oid;
 
+use crate::context::Context;
 use crate::merge::{self, BranchInput, MergeSettings};
 use crate::plan::CheckSettings;
 use crate::review::checks::checks_at;
 use crate::review::checks::CheckPool;
 use plait_core::cancel::Cancel;
-use plait_core::git;
 use plait_core::refs::branch_ref;
 use plait_core::state::{CheckResult, CulpritSet, Culprits, RunState};
 
@@ -64,7 +64,7 @@ pub struct Step {
 
 /// What a search needs: the run, its repository, the checks pool and the failing checks.
 pub struct Search<'a> {
-    pub repo: &'a Path,
+    pub context: &'a Context,
     pub state: &'a RunState,
     pub pool: &'a CheckPool,
     /// The run's check settings with `merged` cut to the commands that failed.
@@ -216,13 +216,12 @@ impl<'a> Tester<'a> {
             return Ok(self.base);
         }
         let branches: Vec<BranchInput> = set.iter().map(|&i| self.inputs[i].clone()).collect();
-        let (repo, base) = (self.search.repo.to_path_buf(), self.base);
+        let (context, base) = (self.search.context.clone(), self.base);
         let scratch = plait_core::refs::bisect_branch(&self.search.state.id);
         let outcome = tokio::task::spawn_blocking(move || {
-            let git = git::open(&repo)?;
-            let workdir = git::workdir(&git);
+            let git = context.repo()?;
             let settings = MergeSettings {
-                workdir: &workdir,
+                workdir: context.workdir(),
                 branch: &scratch,
                 base,
                 branches: &branches,
@@ -377,7 +376,7 @@ pub async fn find(search: &Search<'_>, inputs: &[BranchInput]) -> Result<Culprit
         known: HashMap::new(),
     };
     let outcome = hunt(&mut tester).await;
-    if let Ok(repo) = git::open(search.repo) {
+    if let Ok(repo) = search.context.repo() {
         if let Ok(mut r) = repo.find_reference(&branch_ref(&plait_core::refs::bisect_branch(
             &search.state.id,
         ))) {

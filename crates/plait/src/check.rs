@@ -19,13 +19,14 @@ use git2::{Oid, Repository};
 use serde::Serialize;
 
 use crate::collect::outside_ownership;
+use crate::context::Context;
 use crate::land::{gate, Blocker};
 use crate::merge;
 use crate::orchestrator::RunError;
 use crate::plan::{CheckSettings, PlanFile};
 use crate::review::checks::{CheckJob, CheckPool};
 use plait_core::cancel::Cancel;
-use plait_core::git::{self, signatures};
+use plait_core::git::signatures;
 use plait_core::globs::Globs;
 use plait_core::refs::branch_ref;
 use plait_core::state::Conflict;
@@ -66,14 +67,14 @@ impl CheckReport {
 /// The run's merged checks on `commit`, in a checks pool of their own under `run_dir`
 /// that is removed again, logging under `logs`.
 async fn merged_checks_once(
-    workdir: &Path,
+    context: &Context,
     run_dir: &RunDir,
     state: &RunState,
     commit: Oid,
     checks: &CheckSettings,
     logs: &Path,
 ) -> Vec<CheckResult> {
-    let pool = CheckPool::for_run(run_dir.checks(), workdir.to_path_buf(), checks.jobs, state);
+    let pool = CheckPool::for_run(run_dir.checks(), context, checks.jobs, state);
     let (_interrupt, cancel) = Cancel::new();
     let results =
         crate::review::checks::checks_at(&pool, state, commit, checks, logs, &cancel).await;
@@ -105,7 +106,7 @@ pub struct MergeInProgress {
 /// branch it brings in, the gate's troubles of those tasks (not of the ones it leaves
 /// out), and the plan's merged checks on the very tree git is about to commit.
 pub async fn check_merge(
-    workdir: PathBuf,
+    context: Context,
     run_dir: RunDir,
     state: &RunState,
     into: &str,
@@ -114,13 +115,13 @@ pub async fn check_merge(
     owns: &HashMap<String, Globs>,
 ) -> Result<CheckReport, RunError> {
     let (scope, ownership, commit) = {
-        let (workdir, snapshot, merging, owns) = (
-            workdir.clone(),
+        let (context, snapshot, merging, owns) = (
+            context.clone(),
             state.clone(),
             merging.clone(),
             owns.clone(),
         );
-        tokio::task::spawn_blocking(move || scope_of(&workdir, &snapshot, &merging, &owns))
+        tokio::task::spawn_blocking(move || scope_of(&context, &snapshot, &merging, &owns))
             .await
             .map_err(RunError::panicked("weighing what the merge brings in"))??
     };
@@ -149,7 +150,7 @@ pub async fn check_merge(
     };
     if !checks.merged.is_empty() {
         let logs = run_dir.check_in_progress();
-        report.checks = merged_checks_once(&workdir, &run_dir, state, commit, checks, &logs).await;
+        report.checks = merged_checks_once(&context, &run_dir, state, commit, checks, &logs).await;
     }
     report.pass = report.passes();
     Ok(report)
@@ -159,12 +160,12 @@ pub async fn check_merge(
 /// by content) and leaves out, the paths the included ones change outside their
 /// ownership, and a commit (on no branch) of the tree being merged.
 fn scope_of(
-    workdir: &Path,
+    context: &Context,
     state: &RunState,
     merging: &MergeInProgress,
     owns: &HashMap<String, Globs>,
 ) -> Result<(MergeScope, Vec<String>, Oid), RunError> {
-    let repo = git::open(workdir)?;
+    let repo = context.repo()?;
     let base = Oid::from_str(&state.base)?;
     let base_tree = repo.find_commit(base).and_then(|c| c.tree())?;
     let tips: Vec<Oid> = std::iter::once(merging.target)
@@ -228,7 +229,7 @@ pub struct TaskBranch {
 /// Checks branches made outside a run against a plan: ownership, their merge with each
 /// other onto `base` and with `into`, and the merged checks on the result.
 pub async fn check_branches(
-    workdir: PathBuf,
+    context: Context,
     scratch: PathBuf,
     base: Oid,
     branches: &[TaskBranch],
@@ -238,8 +239,8 @@ pub async fn check_branches(
 ) -> Result<CheckReport, RunError> {
     let label = format!("{} branch(es)", branches.len());
     let merged = {
-        let (workdir, branches, owns) = (workdir.clone(), branches.to_vec(), owns.clone());
-        tokio::task::spawn_blocking(move || merge_branches(&workdir, base, &branches, &owns))
+        let (context, branches, owns) = (context.clone(), branches.to_vec(), owns.clone());
+        tokio::task::spawn_blocking(move || merge_branches(&context, base, &branches, &owns))
             .await
             .map_err(RunError::panicked("merging the branches"))??
     };
@@ -260,8 +261,8 @@ pub async fn check_branches(
             .push(Blocker::LeftOutByConflicts(outcome.excluded.clone()));
     }
     let target = {
-        let (workdir, into, merged) = (workdir.clone(), into.to_string(), outcome.commit.clone());
-        tokio::task::spawn_blocking(move || with_target(&workdir, &into, &merged))
+        let (context, into, merged) = (context.clone(), into.to_string(), outcome.commit.clone());
+        tokio::task::spawn_blocking(move || with_target(&context, &into, &merged))
             .await
             .map_err(RunError::panicked("merging with the target"))??
     };
@@ -275,7 +276,11 @@ pub async fn check_branches(
         Target::Merged(commit) => Some(commit),
     };
     if let (Some(commit), false) = (commit, checks.merged.is_empty()) {
-        let pool = CheckPool::new(scratch.join("checks"), workdir.clone(), checks.jobs);
+        let pool = CheckPool::new(
+            scratch.join("checks"),
+            context.workdir().to_path_buf(),
+            checks.jobs,
+        );
         let job = CheckJob {
             commit,
             commands: &checks.merged,
@@ -301,12 +306,12 @@ pub async fn check_branches(
 /// Ownership of each branch, then their merge onto `base` (on a scratch branch that is
 /// deleted again).
 fn merge_branches(
-    workdir: &Path,
+    context: &Context,
     base: Oid,
     branches: &[TaskBranch],
     owns: &HashMap<String, Globs>,
 ) -> Result<(Vec<String>, plait_core::state::MergeOutcome), RunError> {
-    let repo = git::open(workdir)?;
+    let repo = context.repo()?;
     let base_tree = repo.find_commit(base).and_then(|c| c.tree())?;
     let mut outside = Vec::new();
     let mut inputs = Vec::new();
@@ -324,7 +329,7 @@ fn merge_branches(
     }
     let scratch = plait_core::refs::check_branch(std::process::id());
     let settings = merge::MergeSettings {
-        workdir,
+        workdir: context.workdir(),
         branch: &scratch,
         base,
         branches: &inputs,
@@ -356,12 +361,12 @@ pub struct BranchFindings {
 
 /// Weighs the task branches of run `state` as they are now (see [`BranchFindings`]).
 pub async fn weigh_branches(
-    workdir: &Path,
+    context: &Context,
     state: &RunState,
     owns: &HashMap<String, Globs>,
 ) -> Result<BranchFindings, RunError> {
-    let (workdir, snapshot, owns) = (workdir.to_path_buf(), state.clone(), owns.clone());
-    tokio::task::spawn_blocking(move || ownership(&workdir, &snapshot, &owns))
+    let (context, snapshot, owns) = (context.clone(), state.clone(), owns.clone());
+    tokio::task::spawn_blocking(move || ownership(&context, &snapshot, &owns))
         .await
         .map_err(RunError::panicked("checking ownership"))?
 }
@@ -372,7 +377,7 @@ pub async fn weigh_branches(
 /// the result or is behind it). Collecting moved branches and merging again first is
 /// `ops::check`'s part.
 pub async fn check_run(
-    workdir: PathBuf,
+    context: Context,
     run_dir: RunDir,
     state: &RunState,
     into: &str,
@@ -394,8 +399,8 @@ pub async fn check_run(
         return Ok(report);
     };
     let target = {
-        let (workdir, into, merged) = (workdir.clone(), into.to_string(), merged.clone());
-        tokio::task::spawn_blocking(move || with_target(&workdir, &into, &merged))
+        let (context, into, merged) = (context.clone(), into.to_string(), merged.clone());
+        tokio::task::spawn_blocking(move || with_target(&context, &into, &merged))
             .await
             .map_err(RunError::panicked("merging with the target"))??
     };
@@ -405,7 +410,7 @@ pub async fn check_run(
         Target::Merged(commit) if !checks.merged.is_empty() => {
             let logs = run_dir.check_with_target();
             report.checks =
-                merged_checks_once(&workdir, &run_dir, state, commit, checks, &logs).await;
+                merged_checks_once(&context, &run_dir, state, commit, checks, &logs).await;
         }
         Target::Merged(_) => report.checks = Vec::new(),
     }
@@ -416,11 +421,11 @@ pub async fn check_run(
 /// Paths each task branch changes outside its ownership, and branches that moved since
 /// the run recorded them.
 fn ownership(
-    workdir: &Path,
+    context: &Context,
     state: &RunState,
     owns: &HashMap<String, Globs>,
 ) -> Result<BranchFindings, RunError> {
-    let repo = git::open(workdir)?;
+    let repo = context.repo()?;
     let base = Oid::from_str(&state.base)?;
     let base_tree = repo.find_commit(base).and_then(|c| c.tree())?;
     let mut outside = Vec::new();
@@ -456,8 +461,8 @@ enum Target {
     Merged(Oid),
 }
 
-fn with_target(workdir: &Path, into: &str, merged: &str) -> Result<Target, RunError> {
-    let repo = git::open(workdir)?;
+fn with_target(context: &Context, into: &str, merged: &str) -> Result<Target, RunError> {
+    let repo = context.repo()?;
     let merged = Oid::from_str(merged)?;
     let target = repo
         .refname_to_id(&branch_ref(into))
@@ -468,7 +473,12 @@ fn with_target(workdir: &Path, into: &str, merged: &str) -> Result<Target, RunEr
     if repo.graph_descendant_of(merged, target)? {
         return Ok(Target::FastForward);
     }
-    let result = merge::merge_tree(workdir, None, &branch_ref(into), &merged.to_string())?;
+    let result = merge::merge_tree(
+        context.workdir(),
+        None,
+        &branch_ref(into),
+        &merged.to_string(),
+    )?;
     if !result.conflicts.is_empty() {
         return Ok(Target::Conflicts(
             result
@@ -503,7 +513,7 @@ fn commit_of(repo: &Repository, tree: Oid, target: Oid, merged: Oid) -> Result<O
 /// `failing` checks, in a checks pool of its own, without changing the run. `report`
 /// hears each step.
 pub async fn bisect_run(
-    workdir: PathBuf,
+    context: Context,
     run_dir: RunDir,
     state: &RunState,
     checks: &CheckSettings,
@@ -516,10 +526,10 @@ pub async fn bisect_run(
         .map(|m| m.included.clone())
         .unwrap_or_default();
     let inputs = merge::run::branch_inputs(included.iter().filter_map(|id| state.task(id)), None);
-    let pool = CheckPool::for_run(run_dir.check_bisect(), workdir.clone(), checks.jobs, state);
+    let pool = CheckPool::for_run(run_dir.check_bisect(), &context, checks.jobs, state);
     let (_interrupt, cancel) = Cancel::new();
     let search = crate::bisect::Search {
-        repo: &workdir,
+        context: &context,
         state,
         pool: &pool,
         checks: crate::bisect::failing_only(checks, failing),

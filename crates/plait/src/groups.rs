@@ -8,10 +8,10 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
+use crate::context::Context;
 use crate::merge::run::{branch_inputs, merge_message};
 use crate::merge::{self, BranchInput, MergeError, MergeSettings};
 use crate::plan::{ResolvedPlan, ResolvedTask, Reviewer};
-use plait_core::git;
 use plait_core::refs::group_branch;
 use plait_core::state::{Conflict, MergeOutcome};
 use plait_core::state::{GroupRecord, RunState};
@@ -153,10 +153,10 @@ pub fn combine(state: &RunState, top: MergeOutcome) -> MergeOutcome {
 /// Merges each group's mergeable tasks into its branch (blocking), the groups spread over
 /// the CPUs: they write different branches from disjoint sets of commits. A group whose
 /// merged tasks changed since its last merge loses its review: what was reviewed is gone.
-pub fn merge_groups(repo_path: &Path, state: &mut RunState) -> Result<(), MergeError> {
+pub fn merge_groups(context: &Context, state: &mut RunState) -> Result<(), MergeError> {
     let base = git2::Oid::from_str(&state.base)?;
     let inputs = group_inputs(state);
-    let outcomes = merge_parallel(repo_path, base, &inputs);
+    let outcomes = merge_parallel(context, base, &inputs);
     for (group, outcome) in state.groups.iter_mut().zip(outcomes) {
         let (outcome, from) =
             outcome.unwrap_or_else(|| Err(MergeError::NotMerged(group.id.clone())))?;
@@ -261,7 +261,7 @@ fn merge_group(
 /// Runs the merges of `inputs` on as many threads as there are CPUs, each with its own
 /// handle on the repository; `None` for a merge no thread got to.
 fn merge_parallel(
-    repo_path: &Path,
+    context: &Context,
     base: git2::Oid,
     inputs: &[GroupInput],
 ) -> Vec<Option<Result<GroupMerge, MergeError>>> {
@@ -280,17 +280,17 @@ fn merge_parallel(
     std::thread::scope(|scope| {
         for _ in 0..threads {
             scope.spawn(|| {
-                let repo = match git::open(repo_path) {
+                let repo = match context.repo() {
                     Ok(r) => r,
                     Err(e) => return put(claim(), Err(e.into())),
                 };
-                let workdir = git::workdir(&repo);
+                let workdir = context.workdir();
                 loop {
                     let k = claim();
                     let Some(input) = inputs.get(k) else {
                         return;
                     };
-                    put(k, merge_group(&repo, &workdir, base, input));
+                    put(k, merge_group(&repo, workdir, base, input));
                 }
             });
         }
@@ -300,12 +300,12 @@ fn merge_parallel(
 
 /// Merges the groups that may go up into the run's merged branch (blocking) and folds the
 /// two levels into the run's merge outcome.
-pub fn merge_top(repo_path: &Path, state: &mut RunState) -> Result<MergeOutcome, MergeError> {
+pub fn merge_top(context: &Context, state: &mut RunState) -> Result<MergeOutcome, MergeError> {
     let base = git2::Oid::from_str(&state.base)?;
-    let repo = git::open(repo_path)?;
-    let workdir = git::workdir(&repo);
+    let repo = context.repo()?;
+    let workdir = context.workdir();
     if state.tasks.iter().any(|t| !t.after.is_empty()) {
-        return merge_top_tasks(&repo, &workdir, state);
+        return merge_top_tasks(&repo, workdir, state);
     }
     let branches: Vec<BranchInput> = state
         .groups
@@ -322,7 +322,7 @@ pub fn merge_top(repo_path: &Path, state: &mut RunState) -> Result<MergeOutcome,
         .collect();
     let message = merge_message(state, &format!("run {}", state.id), "Groups", &branches);
     let settings = MergeSettings {
-        workdir: &workdir,
+        workdir,
         branch: &state.merged_branch(),
         base,
         branches: &branches,

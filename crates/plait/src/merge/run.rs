@@ -3,10 +3,9 @@
 //! stale, and the merge commits' messages. Grouped runs merge in two levels (`groups`).
 
 use std::fmt::Write as _;
-use std::path::Path;
 
 use super::{BranchInput, MergeError, MergeSettings};
-use plait_core::git;
+use crate::context::Context;
 use plait_core::state::MergeOutcome;
 use plait_core::state::{Culprits, RunState, TaskRecord, TaskState, Verdict};
 
@@ -21,13 +20,12 @@ pub fn mergeable(task: &TaskRecord) -> bool {
 }
 
 /// Merges the mergeable tasks of `state` into its merged branch (blocking).
-pub fn merge_tasks(repo_path: &Path, state: &RunState) -> Result<MergeOutcome, MergeError> {
+pub fn merge_tasks(context: &Context, state: &RunState) -> Result<MergeOutcome, MergeError> {
     let branches = branch_inputs(state.tasks.iter(), state.culprits.as_ref());
     let base = git2::Oid::from_str(&state.base)?;
-    let repo = git::open(repo_path)?;
-    let workdir = git::workdir(&repo);
+    let repo = context.repo()?;
     let settings = MergeSettings {
-        workdir: &workdir,
+        workdir: context.workdir(),
         branch: &state.merged_branch(),
         base,
         branches: &branches,

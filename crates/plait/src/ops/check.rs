@@ -7,7 +7,7 @@
 //! their verdicts; `plait check --plan` checks branches made outside a run against a plan.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use git2::Oid;
 
@@ -191,7 +191,7 @@ impl Checker<'_> {
             owns,
         } = self.finished(run)?;
         let report = against(
-            self.ctx.workdir(),
+            self.ctx,
             self.store.run(&run),
             &mut state,
             into,
@@ -217,7 +217,7 @@ impl Checker<'_> {
     ) -> Result<CheckReport, OpsError> {
         let finished = self.finished(run)?;
         check::check_merge(
-            self.ctx.workdir().to_path_buf(),
+            self.ctx.clone(),
             self.store.run(&finished.run),
             &finished.state,
             into,
@@ -247,7 +247,7 @@ impl Checker<'_> {
         let base = self.base_of(&plan, request, into, &branches)?;
         let scratch = self.store.run_dir(&format!("check-{}", std::process::id()));
         let report = check::check_branches(
-            self.ctx.workdir().to_path_buf(),
+            self.ctx.clone(),
             scratch.clone(),
             base,
             &branches,
@@ -283,7 +283,7 @@ impl Checker<'_> {
         }
         let finished = self.finished(run)?;
         check::bisect_run(
-            self.ctx.workdir().to_path_buf(),
+            self.ctx.clone(),
             self.store.run(&finished.run),
             &finished.state,
             &finished.checks,
@@ -580,20 +580,18 @@ impl Checker<'_> {
 /// moved by hand collected (one that cannot be stays moved, and the report says so), the
 /// run merged again if that or decisions made its merge stale, then `check::check_run`.
 async fn against(
-    workdir: &Path,
+    context: &Context,
     run_dir: RunDir,
     state: &mut RunState,
     into: &str,
     checks: &CheckSettings,
     owns: &HashMap<String, Globs>,
 ) -> Result<CheckReport, RunError> {
-    let workdir: PathBuf = workdir.to_path_buf();
     let adoption =
-        orchestrator::adopt::adopt_moved(workdir.clone(), run_dir.clone(), state, checks, owns)
-            .await?;
-    let branches = check::weigh_branches(&workdir, state, owns).await?;
+        orchestrator::adopt::adopt_moved(context, run_dir.clone(), state, checks, owns).await?;
+    let branches = check::weigh_branches(context, state, owns).await?;
     if !adoption.adopted.is_empty() || crate::merge::run::merge_is_stale(state) {
-        orchestrator::remerge(workdir.clone(), run_dir.clone(), state, checks).await?;
+        orchestrator::remerge(context.clone(), run_dir.clone(), state, checks).await?;
     }
-    check::check_run(workdir, run_dir, state, into, checks, branches).await
+    check::check_run(context.clone(), run_dir, state, into, checks, branches).await
 }

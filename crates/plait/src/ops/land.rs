@@ -2,13 +2,12 @@
 //! that or a person's decisions made it stale, then the gate and the landing itself.
 
 use std::fmt::Write as _;
-use std::path::Path;
 
 use crate::context::Context;
 use crate::land::{self, LandOutcome, LandSettings, Refusal};
 use crate::orchestrator;
 use plait_core::git;
-use plait_core::state::{RunPhase, RunState, Store};
+use plait_core::state::{RunPhase, RunState};
 
 use super::OpsError;
 
@@ -118,7 +117,7 @@ pub async fn land(ctx: &Context, request: LandRequest<'_>) -> Result<Landing, Op
     let finished = state.phase == RunPhase::Finished;
     let mut adopted = Vec::new();
     if finished {
-        adopted = adopt(&run, store, &workdir, &mut state, &env).await?;
+        adopted = adopt(ctx, &run, &mut state).await?;
     }
     let remerged = if !finished {
         None
@@ -132,7 +131,7 @@ pub async fn land(ctx: &Context, request: LandRequest<'_>) -> Result<Landing, Op
     if remerged.is_some() {
         let plan = crate::plan::load(&store.run(&run).plan())?;
         let checks = crate::plan::checks_of(&plan, &env);
-        orchestrator::remerge(workdir.clone(), store.run(&run), &mut state, &checks)
+        orchestrator::remerge(ctx.clone(), store.run(&run), &mut state, &checks)
             .await
             .map_err(|source| OpsError::Run {
                 what: "cannot merge again",
@@ -159,28 +158,17 @@ pub async fn land(ctx: &Context, request: LandRequest<'_>) -> Result<Landing, Op
 }
 
 /// Collects the task branches moved by hand since the run committed to them.
-async fn adopt(
-    run: &str,
-    store: &Store,
-    workdir: &Path,
-    state: &mut RunState,
-    env: &(dyn Fn(&str) -> Option<String> + Sync),
-) -> Result<Vec<Adopted>, OpsError> {
+async fn adopt(ctx: &Context, run: &str, state: &mut RunState) -> Result<Vec<Adopted>, OpsError> {
+    let store = ctx.store();
     let plan = crate::plan::load(&store.run(run).plan())?;
-    let checks = crate::plan::checks_of(&plan, env);
+    let checks = crate::plan::checks_of(&plan, &|name| ctx.var(name));
     let owns = crate::check::owns_of(&plan);
-    let adoption = orchestrator::adopt::adopt_moved(
-        workdir.to_path_buf(),
-        store.run(run),
-        state,
-        &checks,
-        &owns,
-    )
-    .await
-    .map_err(|source| OpsError::Run {
-        what: "cannot collect the branches moved by hand",
-        source,
-    })?;
+    let adoption = orchestrator::adopt::adopt_moved(ctx, store.run(run), state, &checks, &owns)
+        .await
+        .map_err(|source| OpsError::Run {
+            what: "cannot collect the branches moved by hand",
+            source,
+        })?;
     if !adoption.refused.is_empty() {
         return Err(OpsError::MovedByHand {
             run: run.to_string(),

@@ -6,11 +6,11 @@
 //! not land until a person sorts it out.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
 
 use git2::Oid;
 
 use super::RunError;
+use crate::context::Context;
 use crate::plan::CheckSettings;
 use crate::review::checks::{CheckJob, CheckPool, Lineage};
 use plait_core::cancel::Cancel;
@@ -32,19 +32,19 @@ pub struct Adoption {
 /// Collects the task branches of `state` that moved since the run committed to them (see
 /// the module's doc); `owns` are the tasks' owned globs.
 pub async fn adopt_moved(
-    workdir: PathBuf,
+    context: &Context,
     run_dir: RunDir,
     state: &mut RunState,
     checks: &CheckSettings,
     owns: &HashMap<String, Globs>,
 ) -> Result<Adoption, RunError> {
     let (moved, mut adoption) = {
-        let (workdir, snapshot, owns) = (workdir.clone(), state.clone(), owns.clone());
-        tokio::task::spawn_blocking(move || weigh(&workdir, &snapshot, &owns))
+        let (context, snapshot, owns) = (context.clone(), state.clone(), owns.clone());
+        tokio::task::spawn_blocking(move || weigh(&context, &snapshot, &owns))
             .await
             .map_err(RunError::panicked("weighing the moved branches"))??
     };
-    let pool = CheckPool::for_run(run_dir.checks(), workdir, checks.jobs, state);
+    let pool = CheckPool::for_run(run_dir.checks(), context, checks.jobs, state);
     let (_interrupt, cancel) = Cancel::new();
     for (id, tip) in moved {
         let logs = run_dir
@@ -90,11 +90,11 @@ pub async fn adopt_moved(
 
 /// The moved branches that can be collected, with their tips, and those that cannot.
 fn weigh(
-    workdir: &Path,
+    context: &Context,
     state: &RunState,
     owns: &HashMap<String, Globs>,
 ) -> Result<(Vec<(String, Oid)>, Adoption), RunError> {
-    let repo = git::open(workdir)?;
+    let repo = context.repo()?;
     let base = Oid::from_str(&state.base)?;
     let base_tree = repo.find_commit(base).and_then(|c| c.tree())?;
     let (mut moved, mut adoption) = (Vec::new(), Adoption::default());

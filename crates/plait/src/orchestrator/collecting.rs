@@ -122,7 +122,7 @@ fn collect_worktree(
     unlayered: bool,
     message: String,
 ) -> Result<Collected, TaskError> {
-    let repo = git::open(&shared.repo)?;
+    let repo = shared.context.repo()?;
     let task = &shared.plan.tasks[index];
     check_git_link(&repo, &shared.run, &task.id, record)?;
     let refname = plait_core::refs::branch_ref(&record.branch);

@@ -90,7 +90,7 @@ async fn run_tasks(shared: &Arc<Shared>, spread: &Spread) -> Result<(), RunError
             only: Some(shared.run.clone()),
             known: Some((shared.run.clone(), shared.plan.clone())),
             env: Arc::new(|_| None),
-            plait_program: shared.plait_program.clone(),
+            plait_program: shared.context.program().to_path_buf(),
             idle_exit: None,
         };
         let cancel = shared.cancel.clone();
@@ -252,7 +252,11 @@ async fn release_pass(
             resume = carried.ok().map(|commit| (commit, feedback));
         }
         if !refs.is_empty() {
-            let (repo, remote, id) = (shared.repo.clone(), remote.to_string(), record.id.clone());
+            let (repo, remote, id) = (
+                shared.context.dir().to_path_buf(),
+                remote.to_string(),
+                record.id.clone(),
+            );
             tokio::task::spawn_blocking(move || {
                 remote::push(&repo, &remote, &refs, &format!("the start of task {id}"))
             })
@@ -348,7 +352,11 @@ async fn take_in(
         })
         .collect();
     {
-        let (repo, remote, count) = (shared.repo.clone(), remote.to_string(), refspecs.len());
+        let (repo, remote, count) = (
+            shared.context.dir().to_path_buf(),
+            remote.to_string(),
+            refspecs.len(),
+        );
         tokio::task::spawn_blocking(move || {
             remote::fetch(
                 &repo,
@@ -360,7 +368,7 @@ async fn take_in(
         .await
         .map_err(RunError::panicked("fetching the task branches"))??;
     }
-    let repo = plait_core::git::open(&shared.repo)?;
+    let repo = shared.context.repo()?;
     for (index, row) in ended {
         let record = row.record.clone();
         let problem = match &row.tip {
@@ -399,7 +407,7 @@ async fn take_in(
 /// Pushes the run's branches made here (its merge, its groups') to the remote.
 async fn publish(shared: &Shared, remote: &str) {
     let run = shared.run.clone();
-    let (repo, remote) = (shared.repo.clone(), remote.to_string());
+    let (repo, remote) = (shared.context.dir().to_path_buf(), remote.to_string());
     let pushed = tokio::task::spawn_blocking(move || {
         remote::push(
             &repo,

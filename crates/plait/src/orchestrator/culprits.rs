@@ -62,7 +62,7 @@ pub(super) async fn search_culprits(
             merge::run::branch_inputs(merge.included.iter().filter_map(|id| state.task(id)), None);
         let report = |step: crate::bisect::Step| shared.emit(Update::Bisect(step));
         let search = crate::bisect::Search {
-            repo: &shared.repo,
+            context: &shared.context,
             state: &state,
             pool: &shared.checks,
             checks: crate::bisect::failing_only(&shared.plan.checks, &failing),
@@ -123,15 +123,15 @@ pub(super) async fn rebuild(
 > {
     let mut state = shared.snapshot();
     state.culprits = culprits;
-    let repo = shared.repo.clone();
+    let context = shared.context.clone();
     let snapshot = state.clone();
     let (snapshot, rebuilt) = tokio::task::spawn_blocking(move || {
         let mut snapshot = snapshot;
         let outcome = if snapshot.groups.is_empty() {
-            merge::run::merge_tasks(&repo, &snapshot)?
+            merge::run::merge_tasks(&context, &snapshot)?
         } else {
-            groups::merge_groups(&repo, &mut snapshot)?;
-            groups::merge_top(&repo, &mut snapshot)?
+            groups::merge_groups(&context, &mut snapshot)?;
+            groups::merge_top(&context, &mut snapshot)?
         };
         Ok::<_, RunError>((snapshot, outcome))
     })

@@ -10,7 +10,6 @@ use crate::groups;
 use crate::prompts;
 use crate::report::diff::{diff_text, DiffStyle};
 use crate::review::reviewer::{self, ReviewInput};
-use plait_core::git;
 use plait_core::state::{RunState, Verdict};
 
 /// Runs the supervisors' reviews of the groups that have a merge with changes and no review
@@ -73,7 +72,7 @@ pub async fn review_groups(shared: &Arc<Shared>, state: &mut RunState) {
                 timeout: shared.plan.checks.timeout,
                 budget: &shared.budget,
                 sandbox: &shared.plan.checks.sandbox,
-                plait_program: &shared.plait_program,
+                plait_program: shared.context.program(),
                 gateway: gateway.as_ref(),
             };
             let review = reviewer::review(
@@ -185,11 +184,11 @@ pub async fn send_back(shared: &Arc<Shared>, state: &mut RunState) -> Result<boo
 }
 
 async fn group_diff(shared: &Arc<Shared>, from: Option<&str>, commit: &str) -> String {
-    let (repo_path, base) = (shared.repo.clone(), shared.plan.base);
+    let (context, base) = (shared.context.clone(), shared.plan.base);
     let commit = commit.to_string();
     let from = from.map(str::to_string);
     tokio::task::spawn_blocking(move || {
-        let repo = git::open(&repo_path).map_err(|e| e.to_string())?;
+        let repo = context.repo().map_err(|e| e.to_string())?;
         let base = match from {
             Some(from) => git2::Oid::from_str(&from).map_err(|e| e.to_string())?,
             None => base,

@@ -1,10 +1,10 @@
 //! A run's merge: the tasks, or the groups then the top, merged; the merged checks; and
 //! `remerge`, which does both again after a person's decisions.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use super::{grouped, RunError, Shared};
+use crate::context::Context;
 use crate::plan::CheckSettings;
 use crate::review::checks::{checks_at, CheckPool};
 use crate::{groups, merge};
@@ -15,17 +15,17 @@ pub(super) async fn merge_run(
     shared: Arc<Shared>,
 ) -> Result<plait_core::state::MergeOutcome, RunError> {
     let mut state = shared.snapshot();
-    let repo_path = shared.repo.clone();
+    let context = shared.context.clone();
     if state.groups.is_empty() {
         return tokio::task::spawn_blocking(move || {
-            merge::run::merge_tasks(&repo_path, &state).map_err(RunError::from)
+            merge::run::merge_tasks(&context, &state).map_err(RunError::from)
         })
         .await
         .map_err(RunError::panicked("the merge"))?;
     }
-    let path = repo_path.clone();
+    let groups_context = context.clone();
     let mut state = tokio::task::spawn_blocking(move || {
-        groups::merge_groups(&path, &mut state).map(|()| state)
+        groups::merge_groups(&groups_context, &mut state).map(|()| state)
     })
     .await
     .map_err(RunError::panicked("the merge"))??;
@@ -39,9 +39,9 @@ pub(super) async fn merge_run(
         let groups = std::mem::take(&mut state.groups);
         state = shared.snapshot();
         state.groups = groups;
-        let path = repo_path.clone();
+        let groups_context = context.clone();
         state = tokio::task::spawn_blocking(move || {
-            groups::merge_groups(&path, &mut state).map(|()| state)
+            groups::merge_groups(&groups_context, &mut state).map(|()| state)
         })
         .await
         .map_err(RunError::panicked("the merge"))??;
@@ -49,7 +49,7 @@ pub(super) async fn merge_run(
         grouped::review_groups(&shared, &mut state).await;
     }
     let (state, outcome) = tokio::task::spawn_blocking(move || {
-        groups::merge_top(&repo_path, &mut state).map(|outcome| (state, outcome))
+        groups::merge_top(&context, &mut state).map(|outcome| (state, outcome))
     })
     .await
     .map_err(RunError::panicked("the merge"))??;
@@ -65,19 +65,19 @@ pub(super) async fn merge_run(
 /// Merges the run again with the tasks that belong in it now and runs the merged checks
 /// on the result; the state is updated (not saved).
 pub async fn remerge(
-    repo: PathBuf,
+    context: Context,
     run_dir: RunDir,
     state: &mut RunState,
     checks: &CheckSettings,
 ) -> Result<(), RunError> {
     let mut snapshot = state.clone();
-    let repo_for_merge = repo.clone();
+    let merging = context.clone();
     let (snapshot, outcome) = tokio::task::spawn_blocking(move || {
         if snapshot.groups.is_empty() {
-            merge::run::merge_tasks(&repo_for_merge, &snapshot).map(|o| (snapshot, o))
+            merge::run::merge_tasks(&merging, &snapshot).map(|o| (snapshot, o))
         } else {
-            groups::merge_groups(&repo_for_merge, &mut snapshot)?;
-            groups::merge_top(&repo_for_merge, &mut snapshot).map(|o| (snapshot, o))
+            groups::merge_groups(&merging, &mut snapshot)?;
+            groups::merge_top(&merging, &mut snapshot).map(|o| (snapshot, o))
         }
     })
     .await
@@ -88,7 +88,7 @@ pub async fn remerge(
     } else {
         let pool = Arc::new(CheckPool::for_run(
             run_dir.checks(),
-            repo,
+            &context,
             checks.jobs,
             state,
         ));

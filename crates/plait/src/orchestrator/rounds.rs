@@ -23,7 +23,6 @@ use crate::report::diff::{diff_text, DiffStyle};
 use crate::review::checks::{CheckJob, Lineage};
 use crate::review::reviewer::{self, ReviewInput};
 use crate::workspace::view::{self, TaskView, ViewKind};
-use plait_core::git;
 use plait_core::state::TaskDir;
 use plait_core::state::{
     now_ms, CheckResult, Review, SandboxRecord, TaskRecord, TaskState, Usage, Verdict,
@@ -227,7 +226,7 @@ impl<'a> Worker<'a> {
         if self.view.layered() && runs_commands {
             let made = match shared.environment() {
                 Some(env) if self.start.commit != env.base => env
-                    .start_layer(&shared.repo, self.start.commit)
+                    .start_layer(shared.context.dir(), self.start.commit)
                     .await
                     .map(|_| ())
                     .map_err(|why| format!("cannot make the layer of its start: {why}")),
@@ -392,7 +391,7 @@ impl<'a> Worker<'a> {
             timeout: shared.plan.checks.timeout,
             budget: &shared.budget,
             sandbox: &task.check_sandbox,
-            plait_program: &shared.plait_program,
+            plait_program: shared.context.program(),
             gateway: gateway.as_ref(),
         };
         reviewer::review(
@@ -532,7 +531,7 @@ fn context(
         log: record.log.clone(),
         timeout: task.timeout,
         cancel: shared.cancel.clone(),
-        repo: shared.repo.clone(),
+        repo: shared.context.dir().to_path_buf(),
         owns: task.owns.clone(),
         owned: start.owned.to_vec(),
         files: start.files.clone(),
@@ -543,7 +542,7 @@ fn context(
         budget: shared.budget.clone(),
         token_budget: task.token_budget,
         sandbox: sandbox.clone(),
-        plait_program: shared.plait_program.clone(),
+        plait_program: shared.context.program().to_path_buf(),
         view: view.clone(),
         checks: shared.plan.checks.task.clone(),
         gateway: None,
@@ -598,7 +597,7 @@ fn task_view(shared: &Shared, record: &TaskRecord, task: &ResolvedTask, start: &
     TaskView::new(
         kind,
         record.worktree.clone(),
-        shared.repo.clone(),
+        shared.context.dir().to_path_buf(),
         start.files.clone(),
         task.owns.clone(),
         TaskDir::of_log(&record.log).view_filled(),
@@ -625,9 +624,9 @@ fn record_report(shared: &Shared, index: usize, report: &AgentReport) {
 
 /// The branch's diff against where it started, for the reviewer (or why it could not be made).
 async fn diff(shared: &Arc<Shared>, base: Oid, tip: Oid) -> String {
-    let repo_path = shared.repo.clone();
+    let context = shared.context.clone();
     tokio::task::spawn_blocking(move || {
-        let repo = git::open(&repo_path).map_err(|e| e.to_string())?;
+        let repo = context.repo().map_err(|e| e.to_string())?;
         diff_text(&repo, base, tip, DiffStyle::default()).map_err(|e| e.to_string())
     })
     .await

@@ -39,7 +39,6 @@ pub(super) struct Shared {
     pub(super) event_log: Mutex<Option<fs::File>>,
     /// The repository, its store and environment, opened once for the run.
     pub(super) context: Context,
-    pub(super) repo: PathBuf,
     pub(super) plan: Arc<ResolvedPlan>,
     pub(super) cancel: Cancel,
     /// One HTTP client, so model agents share connections.
@@ -51,7 +50,6 @@ pub(super) struct Shared {
     pub(super) budget: Arc<crate::agent::Budget>,
     /// Tasks at once (`-j`).
     pub(super) jobs: usize,
-    pub(super) plait_program: PathBuf,
     /// The PostgreSQL store the run's record is written to as well, if any.
     pub(super) pg: Option<Arc<plait_store::pg::PgStore>>,
     /// Where the run's tasks run and are sent back to: here, unless [`Shared::dispatching`]
@@ -208,7 +206,6 @@ impl Shared {
             events,
             event_log: Mutex::new(event_log),
             context: settings.context.clone(),
-            repo: settings.context.dir().to_path_buf(),
             plan: settings.plan.clone(),
             cancel,
             client: plait_llm::client()?,
@@ -223,7 +220,6 @@ impl Shared {
             limiters,
             budget: Arc::new(crate::agent::Budget::new(settings.max_cost)),
             jobs: settings.jobs.max(1),
-            plait_program: settings.context.program().to_path_buf(),
             pg,
             dispatch: Box::new(Local),
             on_commit: Box::new(|_| {}),
@@ -269,7 +265,7 @@ impl Shared {
                 let checks = &self.plan.checks;
                 let base = self.plan.base.to_string();
                 let req = EnvRequest {
-                    repo: &self.repo,
+                    repo: self.context.dir(),
                     envs: self.store.envs_dir(),
                     base: self.plan.base,
                     files: self.plan.files.clone(),
@@ -373,7 +369,7 @@ impl Shared {
         };
         let made = cell
             .get_or_init(|| async {
-                let (repo, dir) = (self.repo.clone(), self.store.views_dir());
+                let (repo, dir) = (self.context.dir().to_path_buf(), self.store.views_dir());
                 let (commit, files) = (start.commit, start.files.clone());
                 tokio::task::spawn_blocking(move || {
                     let repo = git2::Repository::discover(&repo).map_err(|e| e.to_string())?;

@@ -20,7 +20,6 @@ use super::worktrees::{discard_partial, lay_out_from, prepare};
 use super::Shared;
 use crate::prompts;
 use crate::workspace;
-use plait_core::git;
 use plait_core::state::{TaskRecord, TaskState};
 
 pub(super) use super::shared::fail_task;
@@ -128,7 +127,7 @@ pub(super) async fn restart(shared: &Arc<Shared>, stale: Stale) {
     let carried = {
         let (shared, record) = (shared.clone(), record.clone());
         tokio::task::spawn_blocking(move || {
-            if let Ok(repo) = git::open(&shared.repo) {
+            if let Ok(repo) = shared.context.repo() {
                 let name = workspace::admin_name(&shared.run, &record.id);
                 let _ = workspace::remove(&repo, &name, &record.worktree);
                 let refname = plait_core::refs::branch_ref(&record.branch);
@@ -191,7 +190,7 @@ pub(super) async fn restart(shared: &Arc<Shared>, stale: Stale) {
 /// and branch) and makes it pending again, for a claim that starts it afresh.
 pub(super) fn reset(shared: &Shared, index: usize) {
     let record = shared.record(index);
-    if let Ok(repo) = git::open(&shared.repo) {
+    if let Ok(repo) = shared.context.repo() {
         let name = workspace::admin_name(&shared.run, &record.id);
         let _ = workspace::remove(&repo, &name, &record.worktree);
         if let Ok(mut branch) = repo.find_reference(&plait_core::refs::branch_ref(&record.branch)) {

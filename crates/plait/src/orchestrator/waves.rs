@@ -193,7 +193,7 @@ fn make_start(shared: &Shared, index: usize) -> Result<(), Unmade> {
         commit = cell
             .get_or_init(|| merge_start(shared, &task.id, &inputs))
             .clone()?;
-        let repo = git::open(&shared.repo)?;
+        let repo = shared.context.repo()?;
         let branch =
             plait_core::refs::branch_ref(&plait_core::refs::start_branch(&shared.run, &task.id));
         repo.reference(&branch, commit, true, "plait: the start of a task")?;
@@ -210,7 +210,7 @@ fn make_start(shared: &Shared, index: usize) -> Result<(), Unmade> {
 /// The merge of `inputs` onto the base, made on task `first`'s start branch (blocking);
 /// conflicts are an [`Unmade`] naming the tasks and paths.
 fn merge_start(shared: &Shared, first: &str, inputs: &[BranchInput]) -> Result<Oid, Unmade> {
-    let repo = git::open(&shared.repo)?;
+    let repo = shared.context.repo()?;
     let workdir = git::workdir(&repo);
     let names: Vec<&str> = inputs.iter().map(|i| i.task.as_str()).collect();
     let settings = MergeSettings {
@@ -351,7 +351,7 @@ pub(super) fn carry(
     new_start: Oid,
     task: &str,
 ) -> Result<Result<Oid, Vec<String>>, crate::merge::MergeError> {
-    let repo = git::open(&shared.repo)?;
+    let repo = shared.context.repo()?;
     let workdir = git::workdir(&repo);
     let merged = crate::merge::merge_tree(
         &workdir,

@@ -422,17 +422,17 @@ async fn take_start(ctx: &RunCtx, claim: &Claim, index: usize) -> Result<(), Str
     let shared = &ctx.shared;
     let branch =
         plait_core::refs::branch_ref(&plait_core::refs::start_branch(&claim.run, &claim.task));
-    let (repo, remote) = (shared.repo.clone(), ctx.remote.clone());
+    let (context, remote) = (shared.context.clone(), ctx.remote.clone());
     let wanted = start.clone();
     tokio::task::spawn_blocking(move || {
         remote::fetch(
-            &repo,
+            context.dir(),
             &remote,
             &[format!("+{branch}:{branch}")],
             "the task's start",
         )
         .map_err(|e| e.to_string())?;
-        let repo = plait_core::git::open(&repo).map_err(|e| e.to_string())?;
+        let repo = context.repo().map_err(|e| e.to_string())?;
         Oid::from_str(&wanted)
             .and_then(|c| repo.find_commit(c))
             .map(drop)
@@ -494,16 +494,16 @@ async fn fetch_checkpoint(
 ) -> Result<(), String> {
     let Checkpoint { generation, commit } = checkpoint;
     let refname = plait_core::refs::attempt_ref(&claim.run, &claim.task, generation);
-    let (repo, remote) = (ctx.shared.repo.clone(), ctx.remote.clone());
+    let (context, remote) = (ctx.shared.context.clone(), ctx.remote.clone());
     tokio::task::spawn_blocking(move || {
         remote::fetch(
-            &repo,
+            context.dir(),
             &remote,
             &[format!("+{refname}:{refname}")],
             "the task's work so far",
         )
         .map_err(|e| e.to_string())?;
-        let repo = plait_core::git::open(&repo).map_err(|e| e.to_string())?;
+        let repo = context.repo().map_err(|e| e.to_string())?;
         repo.find_commit(commit)
             .map(drop)
             .map_err(|_| format!("commit {commit} is not on the remote"))
@@ -587,7 +587,7 @@ async fn push_attempt(
 }
 
 async fn push(ctx: &RunCtx, refspecs: Vec<String>, what: String) -> Result<(), String> {
-    let (repo, remote) = (ctx.shared.repo.clone(), ctx.remote.clone());
+    let (repo, remote) = (ctx.shared.context.dir().to_path_buf(), ctx.remote.clone());
     tokio::task::spawn_blocking(move || remote::push(&repo, &remote, &refspecs, &what))
         .await
         .map_err(|e| e.to_string())?

@@ -14,7 +14,6 @@ use super::collecting::{branch_changes, io_at, start_of, TaskError};
 use super::shared::fail_task;
 use super::Shared;
 use crate::workspace::{self, WorktreeSpec};
-use plait_core::git;
 use plait_core::state::TaskDir;
 use plait_core::state::{now_ms, ChangeKind, FileChange, TaskRecord, TaskState};
 
@@ -93,7 +92,7 @@ fn restore(
     commit: Oid,
 ) -> Result<Vec<FileChange>, TaskError> {
     use std::os::unix::fs::PermissionsExt;
-    let repo = git::open(&shared.repo)?;
+    let repo = shared.context.repo()?;
     let task = &shared.plan.tasks[index];
     let start = start_of(shared, index)?;
     let changes = branch_changes(&repo, start, commit)?;
@@ -132,7 +131,7 @@ fn restore(
 /// Removes what an interrupted preparation left: the worktree, its administrative
 /// directory, and the branch while it still points at the base.
 pub(super) fn discard_partial(shared: &Shared, record: &TaskRecord) {
-    let Ok(repo) = git::open(&shared.repo) else {
+    let Ok(repo) = shared.context.repo() else {
         return;
     };
     let name = workspace::admin_name(&shared.run, &record.id);
@@ -149,7 +148,7 @@ pub(super) fn discard_partial(shared: &Shared, record: &TaskRecord) {
 
 /// Creates the task's branch and its worktree at the base, holding the files it checks out.
 fn prepare_worktree(shared: &Shared, index: usize, record: &TaskRecord) -> Result<(), TaskError> {
-    let repo = git::open(&shared.repo)?;
+    let repo = shared.context.repo()?;
     let task = &shared.plan.tasks[index];
     let admin_name = workspace::admin_name(&shared.run, &task.id);
     let start = shared.start(index).map_err(TaskError::Start)?;

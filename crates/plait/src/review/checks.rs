@@ -281,15 +281,13 @@ impl CheckPool {
     /// kept base layer when there is one (see [`crate::environment::Environment::open_kept`]).
     pub fn for_run(
         root: PathBuf,
-        workdir: PathBuf,
+        context: &crate::context::Context,
         jobs: usize,
         state: &plait_core::state::RunState,
     ) -> CheckPool {
-        let pool = CheckPool::new(root, workdir.clone(), jobs);
-        let base = Oid::from_str(&state.base).ok();
-        let repo = plait_core::git::open(&workdir).ok();
-        if let (Some(base), Some(repo)) = (base, repo) {
-            let envs = plait_core::state::Store::new(plait_core::git::plait_dir(&repo)).envs_dir();
+        let pool = CheckPool::new(root, context.workdir().to_path_buf(), jobs);
+        if let Ok(base) = Oid::from_str(&state.base) {
+            let envs = context.store().envs_dir();
             let stable = crate::environment::stable_path(&state.worktree_root);
             if let Some(env) = crate::environment::Environment::open_kept(&envs, base, stable) {
                 pool.use_environment(Arc::new(env));
