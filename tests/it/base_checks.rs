@@ -4,7 +4,7 @@
 
 use std::fmt::Write as _;
 
-use crate::support::{stderr, stdout, task_json, TestRepo};
+use crate::support::{skip, stderr, stdout, task_json, TestRepo};
 
 fn repo() -> TestRepo {
     TestRepo::with_files(&[
@@ -34,7 +34,7 @@ fn plan(extra: &str) -> String {
 #[test]
 fn a_check_red_on_the_base_sends_no_task_back_and_the_gate_says_why() {
     if plait_sandbox::sandbox::view_support().is_err() {
-        eprintln!("skipped: the base's checks run in its layer, which needs namespaces");
+        skip("the base's checks run in its layer, which needs namespaces");
         return;
     }
     let repo = repo();
@@ -150,7 +150,8 @@ fn a_check_naming_the_task_is_not_excused_by_the_base() {
     ));
     let out = repo.plait(&["run", plan.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    let a = task_json(&repo.status_json(&[]), "a");
+    let status = repo.status_json(&[]);
+    let a = task_json(&status, "a");
     assert_eq!(a["state"], "done", "{a:#}");
     assert_eq!(a["rounds"], 1, "{a:#}");
 }
@@ -161,7 +162,7 @@ fn a_check_naming_the_task_is_not_excused_by_the_base() {
 #[test]
 fn merged_checks_run_at_the_base_only_when_they_fail() {
     if plait_sandbox::sandbox::view_support().is_err() {
-        eprintln!("skipped: the base's checks run in its layer, which needs namespaces");
+        skip("the base's checks run in its layer, which needs namespaces");
         return;
     }
     let plan = |merged: &str| {

@@ -9,94 +9,11 @@ use std::process::Output;
 use serde_json::{json, Value};
 
 use crate::mock::{claude_tools, MockModel, Turn};
-use crate::support::{project_root, stderr, TestRepo};
-
-pub(crate) const KEY: &str = "sk-test-cli-0123456789";
-
-pub(crate) fn fake(name: &str) -> PathBuf {
-    project_root().join("tests/fake").join(name)
-}
-
-pub(crate) fn sample() -> TestRepo {
-    TestRepo::with_files(&[
-        ("src/a/x.txt", "hi\n"),
-        ("src/a/other.txt", "keep\n"),
-        ("src/b/y.txt", "yo\n"),
-        ("README.md", "readme\n"),
-    ])
-}
-
-/// A plan of two tasks running `agent`, with `extra` TOML after the tasks.
-pub(crate) fn plan(agent: &str, extra: &str) -> String {
-    format!(
-        "goal = \"Greet properly\"\n\
-         [defaults]\nagent = \"{agent}\"\ntimeout = \"60s\"\nmax_turns = 7\n\
-         [review]\nagent = \"off\"\n\
-         [[task]]\nid = \"a\"\nprompt = \"Say hello in src/a/x.txt\"\nowns = [\"src/a/\"]\n\
-         [[task]]\nid = \"b\"\nprompt = \"Say hey in src/b/y.txt\"\nowns = [\"src/b/\"]\n\
-         {extra}"
-    )
-}
-
-/// Writes a fake CLI's script and returns (script path, record dir).
-pub(crate) fn script(repo: &TestRepo, name: &str, entries: Value) -> (String, String) {
-    let script = repo.scratch.join(format!("{name}-script.json"));
-    fs::write(&script, entries.to_string()).unwrap();
-    let record = repo.scratch.join(format!("{name}-records"));
-    fs::create_dir_all(&record).unwrap();
-    (script.display().to_string(), record.display().to_string())
-}
-
-/// `toml` with the fake's record directory among the paths the sandbox lets agents write.
-pub(crate) fn with_records(toml: &str, records: &str) -> String {
-    format!("{toml}\n[defaults.sandbox]\nwritable = [\"{records}\"]\n")
-}
-
-pub(crate) fn record(dir: &str, task: &str) -> Value {
-    let path = Path::new(dir).join(format!("{task}.json"));
-    let text =
-        fs::read_to_string(&path).unwrap_or_else(|e| panic!("no record {}: {e}", path.display()));
-    serde_json::from_str(&text).unwrap()
-}
-
-/// The command line a fake CLI recorded.
-pub(crate) fn argv_of(rec: &Value) -> Vec<&str> {
-    let argv = rec["argv"].as_array().unwrap();
-    argv.iter().map(|v| v.as_str().unwrap()).collect()
-}
-
-/// The argument after `flag`.
-pub(crate) fn after<'a>(argv: &[&'a str], flag: &str) -> &'a str {
-    let i = argv
-        .iter()
-        .position(|a| *a == flag)
-        .unwrap_or_else(|| panic!("no {flag} in {argv:?}"));
-    argv[i + 1]
-}
-
-/// Task `id` of a `plait status --json`.
-pub(crate) fn task<'a>(status: &'a Value, id: &str) -> &'a Value {
-    status["tasks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|t| t["id"] == id)
-        .unwrap_or_else(|| panic!("no task {id} in {status}"))
-}
-
-/// Asserts that `url` is a task's way through plait's gateway:
-/// `http://127.0.0.1:<port>/t/<token>`.
-pub(crate) fn assert_gateway_url(url: &str) {
-    let rest = url
-        .strip_prefix("http://127.0.0.1:")
-        .unwrap_or_else(|| panic!("{url}"));
-    let (port, token) = rest.split_once("/t/").unwrap_or_else(|| panic!("{url}"));
-    assert!(port.parse::<u16>().is_ok(), "{url}");
-    assert!(
-        token.len() == 32 && token.chars().all(|c| c.is_ascii_hexdigit()),
-        "{url}"
-    );
-}
+use crate::support::agents::{
+    after, argv_of, assert_confined, assert_gateway_url, fake, plan, real_claude, record, run_real,
+    sample, script, with_records, KEY,
+};
+use crate::support::{stderr, task_json, TestRepo};
 
 fn run_fake_claude(repo: &TestRepo, entries: Value, extra: &str) -> (Output, String) {
     run_fake_claude_for(repo, entries, extra, "60s")
@@ -153,7 +70,7 @@ fn fake_claude_edits_owned_files_and_the_hook_refuses_the_rest() {
     assert!(out.status.success(), "plait run failed: {}", stderr(&out));
 
     let status = repo.status_json(&[]);
-    let a = task(&status, "a");
+    let a = task_json(&status, "a");
     assert_eq!(a["state"], "done", "{a}");
     assert_eq!(a["violations"].as_array().unwrap().len(), 0, "{a}");
     assert_eq!(a["usage"]["refused_writes"], 3, "{a}");
@@ -242,14 +159,14 @@ fn is_error_fails_the_task_even_on_exit_0() {
     let (out, _) = run_fake_claude(&repo, entries, "");
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     let status = repo.status_json(&[]);
-    let a = task(&status, "a");
+    let a = task_json(&status, "a");
     assert_eq!(a["state"], "failed", "{a}");
     let error = a["error"].as_str().unwrap_or_default();
     assert!(
         error.contains("error_during_execution") && error.contains("API Error: 500"),
         "{a}"
     );
-    assert_eq!(task(&status, "b")["state"], "done");
+    assert_eq!(task_json(&status, "b")["state"], "done");
 }
 
 #[test]
@@ -259,7 +176,7 @@ fn a_crash_fails_the_task_and_its_stderr_is_in_the_log() {
     let (out, _) = run_fake_claude(&repo, entries, "");
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     let status = repo.status_json(&[]);
-    let a = task(&status, "a");
+    let a = task_json(&status, "a");
     assert_eq!(a["state"], "failed", "{a}");
     assert_eq!(a["exit_code"], 3, "{a}");
     assert!(
@@ -285,7 +202,7 @@ fn a_claude_that_hangs_is_killed_at_its_timeout() {
     );
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     let status = repo.status_json(&[]);
-    let a = task(&status, "a");
+    let a = task_json(&status, "a");
     assert_eq!(a["state"], "failed", "{a}");
     assert!(a["error"].as_str().unwrap().contains("timed out"), "{a}");
 }
@@ -326,44 +243,9 @@ fn a_missing_claude_binary_is_a_plan_error_before_anything_is_created() {
     assert!(stderr(&out).contains("`claude`"), "{}", stderr(&out));
 }
 
-/// `plait run` of `toml` with the key and a home of its own, as the real CLIs get it.
-pub(crate) fn run_real(repo: &TestRepo, toml: &str) -> Output {
-    let plan_path = repo.plan(toml);
-    let home = tempfile::tempdir().unwrap();
-    repo.plait_env(
-        &["run", plan_path.to_str().unwrap(), "-j", "2"],
-        &[
-            ("PLAIT_TEST_KEY", KEY),
-            ("HOME", home.path().to_str().unwrap()),
-        ],
-    )
-}
-
-/// The real Claude Code CLI: `PLAIT_TEST_CLAUDE`, `claude` on PATH, or the copy `.ci/run`
-/// installs under `target/ci-tools`.
-pub(crate) fn real_claude() -> Option<PathBuf> {
-    if let Some(path) = std::env::var_os("PLAIT_TEST_CLAUDE").filter(|p| !p.is_empty()) {
-        return Some(PathBuf::from(path));
-    }
-    let local = project_root().join("target/ci-tools/node_modules/.bin/claude");
-    if local.exists() {
-        return Some(local);
-    }
-    std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths)
-            .map(|d| d.join("claude"))
-            .find(|p| p.is_file())
-    })
-}
-
 #[test]
 fn real_claude_code_edits_owned_files_and_its_hook_refuses_the_rest() {
-    let Some(claude) = real_claude() else {
-        eprintln!(
-            "skipped: the Claude Code CLI is not installed (set PLAIT_TEST_CLAUDE, put `claude` on PATH, or `npm install --prefix target/ci-tools @anthropic-ai/claude-code`)"
-        );
-        return;
-    };
+    let Some(claude) = real_claude() else { return };
     let repo = sample();
     let outside = tempfile::tempdir().unwrap();
     let secret = outside.path().join("secret.txt").display().to_string();
@@ -404,7 +286,7 @@ fn real_claude_code_edits_owned_files_and_its_hook_refuses_the_rest() {
     assert!(mock.problems().is_empty(), "{:#?}", mock.problems());
 
     let status = repo.status_json(&[]);
-    let a = task(&status, "a");
+    let a = task_json(&status, "a");
     assert_eq!(a["state"], "done", "{a}");
     assert_eq!(a["usage"]["refused_writes"], 1, "{a}");
     assert_confined(a);
@@ -570,9 +452,10 @@ fn ctrl_c_interrupts_claude_and_resume_carries_on_from_its_work() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let status = crate::run::wait_for_running(&repo, 2);
-    let worktree =
-        |id: &str| -> PathBuf { PathBuf::from(task(&status, id)["worktree"].as_str().unwrap()) };
+    let status = crate::support::wait_for_running(&repo, 2);
+    let worktree = |id: &str| -> PathBuf {
+        PathBuf::from(task_json(&status, id)["worktree"].as_str().unwrap())
+    };
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
     while fs::read_to_string(worktree("a").join("src/a/x.txt")).unwrap_or_default() != "partial\n"
         || fs::read_to_string(worktree("b").join("src/b/y.txt")).unwrap_or_default() != "partial\n"
@@ -590,7 +473,7 @@ fn ctrl_c_interrupts_claude_and_resume_carries_on_from_its_work() {
     let run = String::from_utf8_lossy(&out.stdout).trim().to_string();
     let status = repo.status_json(&[&run]);
     for id in ["a", "b"] {
-        let t = task(&status, id);
+        let t = task_json(&status, id);
         assert_eq!(t["state"], "interrupted", "{t}");
         let branch = t["branch"].as_str().unwrap();
         let file = if id == "a" {
@@ -629,21 +512,6 @@ fn ctrl_c_interrupts_claude_and_resume_carries_on_from_its_work() {
     );
 }
 
-/// Asserts that a task's processes ran under the kernel's walls, where it has them (the
-/// real CLIs must work confined).
-pub(crate) fn assert_confined(task: &Value) {
-    if matches!(
-        plait_sandbox::sandbox::support(),
-        plait_sandbox::sandbox::Support::Landlock(_)
-    ) {
-        assert_eq!(task["sandbox"]["confined"], true, "{task}");
-    }
-    eprintln!(
-        "the sandbox refused {}: {}",
-        task["id"], task["sandbox"]["refused"]
-    );
-}
-
 /// What the real CLI's `Bash` may do now: run the project's tests in the whole tree with the
 /// task's edits in place (a module no task owns imported), learn from a failure and fix it,
 /// all inside the walls; and what it may not: switch plait's hook off through settings it
@@ -651,10 +519,7 @@ pub(crate) fn assert_confined(task: &Value) {
 /// control files.
 #[test]
 fn real_claude_code_runs_the_tests_in_the_whole_tree_and_cannot_switch_off_its_hook() {
-    let Some(claude) = real_claude() else {
-        eprintln!("skipped: the Claude Code CLI is not installed (see the test above)");
-        return;
-    };
+    let Some(claude) = real_claude() else { return };
     let repo = TestRepo::with_files(&[
         (".gitignore", "__pycache__/\n"),
         ("lib/helper.py", "VALUE = 41\n"),
@@ -711,7 +576,7 @@ fn real_claude_code_runs_the_tests_in_the_whole_tree_and_cannot_switch_off_its_h
     let out = run_real(&repo, &toml);
     assert!(mock.problems().is_empty(), "{:#?}", mock.problems());
     let status = repo.status_json(&[]);
-    let a = task(&status, "a");
+    let a = task_json(&status, "a");
     let results = mock.tool_results("a");
     let texts: Vec<&str> = results.iter().map(|r| r.text.as_str()).collect();
     assert_eq!(results.len(), 7, "{}\n{texts:#?}\n{a}", stderr(&out));

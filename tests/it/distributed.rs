@@ -9,8 +9,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::pg::{database_url, runtime};
-use crate::support::{git_in, stderr, stdout, TestRepo};
+use crate::support::pg::database_url;
+use crate::support::{git_in, runtime, stderr, stdout, TestRepo};
 
 /// A repository of `n` files `pkg/mNN.txt` and a plan with a task for each, whose agent
 /// is `exec`.
@@ -934,8 +934,8 @@ fn a_culprit_sent_back_in_a_spread_run_runs_the_tasks_after_it_again_on_the_work
     let rt = runtime();
     let Some(url) = database_url(&rt) else { return };
     drop(rt);
-    let repo = crate::waves::culprit_waves_repo();
-    let plan = repo.plan(crate::waves::CULPRIT_WAVES);
+    let repo = crate::support::fixtures::culprit_waves_repo();
+    let plan = repo.plan(crate::support::fixtures::CULPRIT_WAVES);
     git_in(&repo.scratch, &["init", "-q", "--bare", "remote.git"]);
     let (run, state, recorded) = run_spread(&repo, &plan, &url);
     assert_eq!(state["phase"], "finished", "{state}");

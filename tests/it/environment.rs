@@ -9,7 +9,7 @@
 use std::fmt::Write as _;
 use std::fs;
 
-use crate::support::{stderr, stdout, task_json, TestRepo};
+use crate::support::{skip, stderr, stdout, task_json, TestRepo};
 
 /// Whether views over layers can be had here (user and mount namespaces); the tests that
 /// need them say so and return where not.
@@ -17,14 +17,14 @@ fn layered() -> bool {
     if plait_sandbox::sandbox::view_support().is_ok() {
         return true;
     }
-    eprintln!("skipped: this system allows no user and mount namespaces");
+    skip("this system allows no user and mount namespaces");
     false
 }
 
 fn has(program: &str) -> bool {
     let found = plait_sandbox::shell::findable(program, std::env::var("PATH").ok().as_deref());
     if !found {
-        eprintln!("skipped: no {program} on PATH");
+        skip(format_args!("no {program} on PATH"));
     }
     found
 }
@@ -369,15 +369,12 @@ fn an_agents_first_cargo_build_is_incremental_from_the_base_layer() {
 /// passes too, and nothing is refused under the home's npm cache.
 #[test]
 fn real_claude_codes_npm_test_finds_the_included_dependencies() {
-    use crate::claude_code::{real_claude, run_real, KEY};
     use crate::mock::{claude_tools, MockModel, Turn};
+    use crate::support::agents::{real_claude, run_real, KEY};
     if !layered() || !has("npm") {
         return;
     }
-    let Some(claude) = real_claude() else {
-        eprintln!("skipped: the Claude Code CLI is not installed (see tests/it/claude_code.rs)");
-        return;
-    };
+    let Some(claude) = real_claude() else { return };
     let repo = node_project("1.3.0");
     install_in_checkout(&repo);
     let test = "npm test 2>&1; echo \"exit=$?\"; node -e \"console.log(require('./src/a.js')())\"";
@@ -487,7 +484,8 @@ fn without_namespaces_the_run_says_it_copies_and_that_the_setup_is_left_out() {
          [setup]\ninclude = [\"node_modules/\"]\n\
          [[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"a.txt\"]\nagent = { exec = \"echo b > a.txt\" }\n",
     );
-    let out = crate::network::plait_without_namespaces(&repo, &["run", plan.to_str().unwrap()]);
+    let out =
+        crate::support::sandbox::plait_without_namespaces(&repo, &["run", plan.to_str().unwrap()]);
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(
         stderr(&out).contains("[setup] is made into a base layer")

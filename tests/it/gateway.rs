@@ -8,9 +8,11 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::claude_code::{assert_gateway_url, plan, real_claude, run_real, sample, task, KEY};
 use crate::mock::{claude_tools, MockModel, Turn};
-use crate::support::{stderr, stdout, TestRepo};
+use crate::support::agents::{
+    assert_gateway_url, login_home, plan, real_claude, run_real, sample, KEY,
+};
+use crate::support::{stderr, stdout, task_json, TestRepo};
 
 /// A plan of Claude Code tasks against `mock`, with `extra` TOML after it.
 fn claude_plan(claude: &std::path::Path, mock: &MockModel, extra: &str) -> String {
@@ -47,10 +49,7 @@ fn spawn_run(
 
 #[test]
 fn claude_code_reaches_its_model_through_the_gateway_its_tokens_live_and_its_transcript_kept() {
-    let Some(claude) = real_claude() else {
-        eprintln!("skipped: the Claude Code CLI is not installed");
-        return;
-    };
+    let Some(claude) = real_claude() else { return };
     let repo = sample();
     let mock = MockModel::start_claude_code(KEY);
     mock.set_usage(1000, 40, 0, 0);
@@ -80,7 +79,7 @@ fn claude_code_reaches_its_model_through_the_gateway_its_tokens_live_and_its_tra
     while child.try_wait().unwrap().is_none() && started.elapsed() < Duration::from_secs(120) {
         let out = repo.plait(&["status", "--json"]);
         if let Ok(status) = serde_json::from_slice::<Value>(&out.stdout) {
-            let a = task(&status, "a");
+            let a = task_json(&status, "a");
             if a["state"] == "running" && a["usage"]["input_tokens"].as_u64().unwrap_or(0) > 0 {
                 live = Some(a.clone());
             }
@@ -101,7 +100,7 @@ fn claude_code_reaches_its_model_through_the_gateway_its_tokens_live_and_its_tra
     assert!(mock.problems().is_empty(), "{:#?}", mock.problems());
 
     let status = repo.status_json(&[]);
-    let a = task(&status, "a");
+    let a = task_json(&status, "a");
     assert_eq!(a["state"], "done", "{a}");
     let run = status["id"].as_str().unwrap();
     let merged = repo.tree_files(&format!("plait/{run}/merged"));
@@ -147,10 +146,7 @@ fn claude_code_reaches_its_model_through_the_gateway_its_tokens_live_and_its_tra
 
 #[test]
 fn two_claude_codes_on_one_key_are_held_by_the_limiter_and_a_429_is_waited_out() {
-    let Some(claude) = real_claude() else {
-        eprintln!("skipped: the Claude Code CLI is not installed");
-        return;
-    };
+    let Some(claude) = real_claude() else { return };
     for (limits, expect_429) in [("limits = { concurrency = 1 }\n", false), ("", true)] {
         let repo = sample();
         let mock = MockModel::start_claude_code(KEY);
@@ -176,15 +172,27 @@ fn two_claude_codes_on_one_key_are_held_by_the_limiter_and_a_429_is_waited_out()
         let stats = mock.load_stats();
         let status = repo.status_json(&[]);
         for id in ["a", "b"] {
-            assert_eq!(task(&status, id)["state"], "done", "{}", task(&status, id));
-            assert_eq!(task(&status, id)["changes"].as_array().unwrap().len(), 1);
+            assert_eq!(
+                task_json(&status, id)["state"],
+                "done",
+                "{}",
+                task_json(&status, id)
+            );
+            assert_eq!(
+                task_json(&status, id)["changes"].as_array().unwrap().len(),
+                1
+            );
         }
         if expect_429 {
             // The provider said 429; the gateway waited and asked again, so neither CLI
             // saw it (each finished its turns), and the retries are counted.
             let retries: u64 = ["a", "b"]
                 .iter()
-                .map(|id| task(&status, id)["usage"]["retries"].as_u64().unwrap_or(0))
+                .map(|id| {
+                    task_json(&status, id)["usage"]["retries"]
+                        .as_u64()
+                        .unwrap_or(0)
+                })
                 .sum();
             assert_eq!(retries, stats.limited, "{stats:?}");
         } else {
@@ -197,10 +205,7 @@ fn two_claude_codes_on_one_key_are_held_by_the_limiter_and_a_429_is_waited_out()
 
 #[test]
 fn max_cost_stops_a_claude_code_task_mid_round() {
-    let Some(claude) = real_claude() else {
-        eprintln!("skipped: the Claude Code CLI is not installed");
-        return;
-    };
+    let Some(claude) = real_claude() else { return };
     let repo = sample();
     let mock = MockModel::start_claude_code(KEY);
     // $0.60 of input and $0.015 of output a request at claude-sonnet-4-5's prices.
@@ -228,7 +233,7 @@ fn max_cost_stops_a_claude_code_task_mid_round() {
         ],
     );
     let status = repo.status_json(&[]);
-    let a = task(&status, "a");
+    let a = task_json(&status, "a");
     assert_eq!(a["state"], "stopped", "{a}\n{}", stderr(&out));
     assert!(a["error"].as_str().unwrap().contains("budget"), "{a}");
     // Two answers spent the budget; the third request was refused before the provider.
@@ -301,7 +306,7 @@ open(os.environ["REPORT"], "w").write(json.dumps(report))
         mock.problems()
     );
     let status = repo.status_json(&[]);
-    let a = task(&status, "a");
+    let a = task_json(&status, "a");
     assert_eq!(a["state"], "done", "{a}");
     assert_eq!(a["usage"]["input_tokens"], 500, "{a}");
     assert_eq!(a["usage"]["output_tokens"], 25, "{a}");
@@ -357,10 +362,7 @@ fn a_gateway_with_the_network_off_or_for_what_has_no_model_is_a_plan_error() {
 
 #[test]
 fn a_claude_code_login_without_a_key_works_through_the_gateway() {
-    let Some(claude) = real_claude() else {
-        eprintln!("skipped: the Claude Code CLI is not installed");
-        return;
-    };
+    let Some(claude) = real_claude() else { return };
     let repo = sample();
     // The mock takes the login's OAuth access token as its bearer.
     let mock = MockModel::start_claude_code(KEY);
@@ -377,7 +379,7 @@ fn a_claude_code_login_without_a_key_works_through_the_gateway() {
             ],
         );
     }
-    let home = crate::roles::login_home();
+    let home = login_home();
     // No provider in the plan and no key: the base URL is the environment's.
     let toml = plan(
         "claude-code",
@@ -404,7 +406,7 @@ fn a_claude_code_login_without_a_key_works_through_the_gateway() {
     );
     assert!(mock.problems().is_empty(), "{:#?}", mock.problems());
     let status = repo.status_json(&[]);
-    let a = task(&status, "a");
+    let a = task_json(&status, "a");
     assert_eq!(a["state"], "done", "{a}");
     assert!(a["usage"]["requests"].as_u64().unwrap() >= 2, "{a}");
     // The login's own bearer reached the model through the gateway.
@@ -423,10 +425,7 @@ fn a_claude_code_login_without_a_key_works_through_the_gateway() {
 
 #[test]
 fn thirty_claude_codes_on_a_bucketed_account_meet_almost_no_429() {
-    let Some(claude) = real_claude() else {
-        eprintln!("skipped: the Claude Code CLI is not installed");
-        return;
-    };
+    let Some(claude) = real_claude() else { return };
     const AGENTS: usize = 30;
     let files: Vec<(String, String)> = (0..AGENTS)
         .map(|k| (format!("src/f{k}.txt"), "hi\n".to_string()))

@@ -12,7 +12,7 @@ use plait_core::state::{RunState, TaskState};
 use serde_json::json;
 
 use crate::mock::{edit, MockModel, Provider, ToolCall, Turn};
-use crate::support::{stderr, stdout, TestRepo};
+use crate::support::{skip, stderr, stdout, TestRepo};
 
 const KEY: &str = "sk-test-secret-0123456789";
 
@@ -380,7 +380,7 @@ fn a_bad_run_glob_is_a_plan_error_and_a_dry_run_shows_the_commands() {
 #[test]
 fn a_command_asking_the_terminal_is_told_there_is_none_and_does_not_wait() {
     if !plait_sandbox::shell::findable("script", std::env::var("PATH").ok().as_deref()) {
-        eprintln!("skipped: no `script` to give plait a terminal");
+        skip("no `script` to give plait a terminal");
         return;
     }
     let repo = sample();

@@ -5,9 +5,9 @@ use std::fmt::Write as _;
 
 use serde_json::{json, Value};
 
-use crate::claude_code::{real_claude, run_real, task, KEY};
 use crate::mock::{claude_tools, MockModel, ToolCall, Turn};
-use crate::support::{stderr, TestRepo};
+use crate::support::agents::{login_home, real_claude, run_real, KEY};
+use crate::support::{stderr, task_json, TestRepo};
 
 fn verdict(verdict: &str, summary: &str, comments: Value) -> Turn {
     Turn::Tools(vec![ToolCall::new(
@@ -18,10 +18,7 @@ fn verdict(verdict: &str, summary: &str, comments: Value) -> Turn {
 
 #[test]
 fn claude_code_reviews_claude_code_workers_by_default() {
-    let Some(claude) = real_claude() else {
-        eprintln!("skipped: the Claude Code CLI is not installed");
-        return;
-    };
+    let Some(claude) = real_claude() else { return };
     let repo = TestRepo::with_files(&[
         ("src/a/x.txt", "hi\n"),
         ("src/b/y.txt", "yo\n"),
@@ -88,7 +85,7 @@ fn claude_code_reviews_claude_code_workers_by_default() {
         mock.problems(),
         stderr(&out)
     );
-    let a = task(&status, "a");
+    let a = task_json(&status, "a");
     assert_eq!(a["state"], "done", "{a}");
     assert_eq!(a["review"]["verdict"], "approve", "{a}");
     let by = a["review"]["by"].as_str().unwrap();
@@ -99,7 +96,7 @@ fn claude_code_reviews_claude_code_workers_by_default() {
         "{a}"
     );
 
-    let b = task(&status, "b");
+    let b = task_json(&status, "b");
     assert_eq!(b["state"], "done", "{b}");
     assert_eq!(b["review"]["verdict"], "approve", "{b}");
     assert_eq!(b["rounds"], 1, "{b}");
@@ -115,7 +112,7 @@ fn claude_code_reviews_claude_code_workers_by_default() {
         "{asked:#?}"
     );
 
-    let c = task(&status, "c");
+    let c = task_json(&status, "c");
     assert_eq!(c["state"], "rejected", "{c}");
     let run = status["id"].as_str().unwrap();
     let merged = repo.tree_files(&format!("plait/{run}/merged"));
@@ -165,7 +162,7 @@ fn a_cli_reviewer_answers_in_json_and_its_garbage_fails_the_review() {
         let plan = repo.plan(&toml);
         let out = repo.plait(&["run", plan.to_str().unwrap()]);
         let status = repo.status_json(&[]);
-        let a = task(&status, "a");
+        let a = task_json(&status, "a");
         assert_eq!(a["review"]["verdict"], verdict, "{a}\n{}", stderr(&out));
         assert_eq!(a["review"]["by"], "cli sh", "{a}");
         match note {
@@ -197,28 +194,9 @@ fn a_cli_reviewer_without_answer_json_is_a_plan_error() {
     );
 }
 
-/// A home whose Claude Code login (an OAuth access token the mock takes as its bearer)
-/// is all there is: no key for plait.
-pub(crate) fn login_home() -> tempfile::TempDir {
-    let home = tempfile::tempdir().unwrap();
-    let own = home.path().join(".claude");
-    std::fs::create_dir_all(&own).unwrap();
-    let far = (std::time::SystemTime::now() + std::time::Duration::from_secs(30 * 86_400))
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis();
-    let login = json!({"claudeAiOauth": {"accessToken": KEY, "refreshToken": "r", "expiresAt": far,
-        "scopes": ["user:inference", "user:profile"], "subscriptionType": "pro"}});
-    std::fs::write(own.join(".credentials.json"), login.to_string()).unwrap();
-    home
-}
-
 #[test]
 fn claude_code_plans_on_a_login_and_its_overlapping_plan_is_corrected() {
-    let Some(claude) = real_claude() else {
-        eprintln!("skipped: the Claude Code CLI is not installed");
-        return;
-    };
+    let Some(claude) = real_claude() else { return };
     let repo = TestRepo::with_files(&[
         ("src/a.py", "A = 1\n"),
         ("src/b.py", "B = 1\n"),
@@ -301,10 +279,7 @@ fn claude_code_plans_on_a_login_and_its_overlapping_plan_is_corrected() {
 
 #[test]
 fn supervisors_can_be_claude_code() {
-    let Some(claude) = real_claude() else {
-        eprintln!("skipped: the Claude Code CLI is not installed");
-        return;
-    };
+    let Some(claude) = real_claude() else { return };
     let mock = MockModel::start_claude_code(KEY);
     mock.script(
         "review:group-1",

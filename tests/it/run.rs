@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use plait_core::state::{RunPhase, TaskState};
 
-use crate::support::{stdout, wait_until, TestRepo};
+use crate::support::{stdout, wait_for_running, wait_until, TestRepo};
 
 fn repo_with_dirs(n: usize) -> TestRepo {
     let files: Vec<(String, String)> = (0..n)
@@ -42,26 +42,6 @@ fn spawn_run(repo: &TestRepo, plan: &std::path::Path) -> std::process::Child {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap()
-}
-
-/// Polls `plait status --json` until `n` tasks are running; returns that status.
-pub(crate) fn wait_for_running(repo: &TestRepo, n: usize) -> serde_json::Value {
-    let mut status = serde_json::Value::Null;
-    wait_until(&format!("status showed {n} running tasks"), || {
-        let out = repo.plait(&["status", "--json"]);
-        if !out.status.success() {
-            return false;
-        }
-        status = serde_json::from_slice(&out.stdout).unwrap();
-        let running = status["tasks"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|t| t["state"] == "running")
-            .count();
-        running == n
-    });
-    status
 }
 
 /// A shell loop that waits until `path` exists, looking every 20 ms. It gives up with exit

@@ -13,19 +13,8 @@ use std::process::{Command, Output};
 
 use plait_sandbox::sandbox::{support, Support};
 
-use crate::claude_code::task;
-use crate::support::{init, stderr, stdout, TestRepo};
-
-/// Whether this kernel can confine; the tests that need it say so when it cannot.
-pub(crate) fn landlock() -> bool {
-    match support() {
-        Support::Landlock(_) => true,
-        Support::Missing(why) => {
-            eprintln!("skipped: this system cannot confine processes ({why})");
-            false
-        }
-    }
-}
+use crate::support::sandbox::{deny_calls, home, landlock, refused};
+use crate::support::{init, skip, stderr, stdout, task_json, TestRepo};
 
 fn sample() -> TestRepo {
     TestRepo::with_files(&[
@@ -35,23 +24,9 @@ fn sample() -> TestRepo {
     ])
 }
 
-/// A home directory of the test's own, so a write that got through would not touch the
-/// real one.
-pub(crate) fn home(repo: &TestRepo) -> PathBuf {
-    let home = repo.scratch.join("home");
-    fs::create_dir_all(&home).unwrap();
-    home
-}
-
+/// The real binary with `home` as its `HOME`.
 fn plait(repo: &TestRepo, args: &[&str], home: &Path) -> Output {
     repo.plait_env(args, &[("HOME", home.to_str().unwrap())])
-}
-
-pub(crate) fn refused(task: &serde_json::Value) -> Vec<String> {
-    task["sandbox"]["refused"]
-        .as_array()
-        .map(|r| r.iter().map(|v| v.as_str().unwrap().to_string()).collect())
-        .unwrap_or_default()
 }
 
 #[test]
@@ -124,12 +99,12 @@ echo b2 > b/f.txt"#;
 
     let status = repo.status_json(&[&run]);
     for id in ["a", "b"] {
-        let t = task(&status, id);
+        let t = task_json(&status, id);
         assert_eq!(t["state"], "done", "{t}");
         assert_eq!(t["sandbox"]["confined"], true, "{t}");
         assert!(t["violations"].as_array().unwrap().is_empty(), "{t}");
     }
-    let refused = refused(task(&status, "a"));
+    let refused = refused(task_json(&status, "a"));
     for path in [
         format!("{user}/b/f.txt"),
         format!("{user}/.git/config"),
@@ -171,7 +146,7 @@ fn a_failing_agent_is_told_what_the_sandbox_refused() {
     let out = plait(&repo, &["run", plan.to_str().unwrap()], &home);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     let status = repo.status_json(&[]);
-    let a = task(&status, "a");
+    let a = task_json(&status, "a");
     assert_eq!(a["state"], "failed");
     let error = a["error"].as_str().unwrap();
     assert!(
@@ -202,7 +177,7 @@ fn writable_lets_a_cache_path_through_and_nothing_else() {
     );
     assert!(!home.join(".cache/other").exists());
     let status = repo.status_json(&[]);
-    let a = task(&status, "a");
+    let a = task_json(&status, "a");
     assert_eq!(a["state"], "done", "{a}");
     assert_eq!(
         refused(a),
@@ -216,7 +191,9 @@ fn observer() -> bool {
     match support() {
         Support::Landlock(abi) if *abi >= 5 => true,
         other => {
-            eprintln!("skipped: the observer needs Landlock ABI 5 ({other:?})");
+            skip(format_args!(
+                "the observer needs Landlock ABI 5 ({other:?})"
+            ));
             false
         }
     }
@@ -251,7 +228,7 @@ exit 1"#,
     assert_eq!(run.status.code(), Some(1), "{}", stderr(&run));
     assert!(!out.join("file").exists());
     let status = repo.status_json(&[]);
-    let a = task(&status, "a");
+    let a = task_json(&status, "a");
     assert_eq!(a["state"], "failed", "{a}");
     let log = fs::read_to_string(a["log"].as_str().unwrap()).unwrap();
     assert!(
@@ -306,7 +283,7 @@ echo "$sum" > a/f.txt"#;
     assert!(out.status.success(), "{}", stderr(&out));
     let run = stdout(&out).trim().to_string();
     let status = repo.status_json(&[&run]);
-    let a = task(&status, "a");
+    let a = task_json(&status, "a");
     assert_eq!(a["state"], "done", "{a}");
     assert_eq!(refused(a), Vec::<String>::new(), "{a}");
     let tree = repo.tree_files(&format!("plait/{run}/a"));
@@ -338,7 +315,7 @@ fn a_check_running_agent_written_code_is_confined_to_its_checkout() {
     assert_eq!(repo.read("README.md"), "readme\n");
     assert!(!home.join("evil").exists());
     let status = repo.status_json(&[]);
-    let a = task(&status, "a");
+    let a = task_json(&status, "a");
     assert_eq!(a["state"], "failed", "{a}");
     let check = &a["checks"][0];
     assert_eq!(check["passed"], false, "{check}");
@@ -366,7 +343,7 @@ fn a_replaced_git_link_is_put_back_and_fails_the_task() {
     let out = repo.plait(&["run", plan.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     let status = repo.status_json(&[]);
-    let a = task(&status, "a");
+    let a = task_json(&status, "a");
     assert_eq!(a["state"], "failed");
     assert!(
         a["error"].as_str().unwrap().contains("plait put it back"),
@@ -393,7 +370,7 @@ fn mode_off_runs_unconfined_and_says_so() {
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(home.join("written").exists());
     let status = repo.status_json(&[]);
-    let a = task(&status, "a");
+    let a = task_json(&status, "a");
     assert_eq!(a["sandbox"]["confined"], false);
     assert_eq!(a["sandbox"]["how"], "off in the plan");
     let text = stdout(&repo.plait(&["status"]));
@@ -442,7 +419,7 @@ fn plait_without_landlock(repo: &TestRepo, args: &[&str]) -> Output {
 /// Makes `landlock_create_ruleset`, `landlock_add_rule` and `landlock_restrict_self`
 /// (444–446 on every architecture) fail with `ENOSYS`.
 fn deny_landlock() -> std::io::Result<()> {
-    crate::support::deny_calls(&[444, 445, 446], libc::ENOSYS)
+    deny_calls(&[444, 445, 446], libc::ENOSYS)
 }
 
 #[test]
@@ -477,7 +454,7 @@ fn required_without_landlock_is_a_plan_error_and_auto_warns() {
         "{err}"
     );
     let status = repo.status_json(&[]);
-    let a = task(&status, "a");
+    let a = task_json(&status, "a");
     assert_eq!(a["state"], "done");
     assert_eq!(a["sandbox"]["confined"], false);
     assert!(
@@ -492,7 +469,7 @@ fn required_without_landlock_is_a_plan_error_and_auto_warns() {
 #[test]
 fn an_agent_cannot_signal_plait() {
     if !matches!(support(), Support::Landlock(abi) if *abi >= 6) {
-        eprintln!("skipped: signal scoping needs Landlock ABI 6");
+        skip("signal scoping needs Landlock ABI 6");
         return;
     }
     let repo = sample();

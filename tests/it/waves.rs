@@ -4,6 +4,7 @@
 use std::fmt::Write;
 use std::fs;
 
+use crate::support::fixtures::{culprit_waves_repo, CULPRIT_WAVES};
 use crate::support::{stderr, stdout, wait_until, TestRepo};
 
 /// A crate whose modules `a` and `b` call `core::old_total`, which an expand/contract
@@ -286,25 +287,6 @@ fn a_run_killed_in_its_second_wave_is_finished_by_resume() {
     );
 }
 
-/// core breaks the merged checks in its first round and mends them when sent back; a and
-/// b copy its file, z theirs: whatever they started from shows in their work.
-pub(crate) const CULPRIT_WAVES: &str = "goal = \"waves\"\n\
-     [checks]\nmerged = [\"! grep -q broken src/a.txt src/b.txt src/z.txt src/core.txt\"]\nrework = 1\n\
-     [[task]]\nid = \"core\"\nprompt = \"p\"\nowns = [\"/src/core.txt\"]\n\
-     agent = { exec = \"if [ -n \\\"$PLAIT_FEEDBACK\\\" ]; then echo fixed > src/core.txt; else echo broken > src/core.txt; fi\" }\n\
-     [[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"/src/a.txt\"]\nafter = [\"core\"]\nagent = { exec = \"cp src/core.txt src/a.txt\" }\n\
-     [[task]]\nid = \"b\"\nprompt = \"p\"\nowns = [\"/src/b.txt\"]\nafter = [\"core\"]\nagent = { exec = \"cp src/core.txt src/b.txt\" }\n\
-     [[task]]\nid = \"z\"\nprompt = \"p\"\nowns = [\"/src/z.txt\"]\nafter = [\"a\", \"b\"]\nagent = { exec = \"cat src/a.txt src/b.txt > src/z.txt\" }\n";
-
-pub(crate) fn culprit_waves_repo() -> TestRepo {
-    TestRepo::with_files(&[
-        ("src/core.txt", "core\n"),
-        ("src/a.txt", "a\n"),
-        ("src/b.txt", "b\n"),
-        ("src/z.txt", "z\n"),
-    ])
-}
-
 #[test]
 fn a_culprit_sent_back_by_the_merged_checks_runs_the_tasks_after_it_again() {
     let repo = culprit_waves_repo();
@@ -512,7 +494,7 @@ fn the_page_shows_what_a_task_comes_after_what_blocks_it_and_its_own_diff() {
     );
     let _ = repo.plait(&["run", plan.to_str().unwrap()]);
     let run = repo.status_json(&[])["id"].as_str().unwrap().to_string();
-    let served = crate::serve::Served::start(&repo, &[]);
+    let served = crate::support::serve::Served::start(&repo, &[]);
     let summary = served.get(&format!("/api/runs/{run}/summary"));
     let row = |id: &str| crate::support::task_json(&summary, id);
     assert_eq!(
@@ -535,14 +517,14 @@ fn the_page_shows_what_a_task_comes_after_what_blocks_it_and_its_own_diff() {
     assert!(row("core").get("wave").is_none(), "wave 0 is left out");
     // The run page in Chromium: the rows under a head per wave, in the order the work
     // flows, with what each comes after and what blocks it.
-    let Some(browser) = crate::serve::browser::Browser::find() else {
+    let Some(browser) = crate::support::browser::Browser::find() else {
         return;
     };
     let url = format!("http://{}/", served.addr);
     let out = browser.run(
         serde_json::json!({"timeout_ms": 20000, "steps": [
             {"goto": format!("{url}#/runs/{run}")},
-            crate::serve::browser::ready(),
+            crate::support::browser::ready(),
             {"wait": "#tasks [data-task='late']"},
             {"eval": "[...document.querySelectorAll('#tasks tr.wave-head, #tasks tr.task-row')].map((r) => r.dataset.task || `wave ${r.dataset.wave}`)"},
             {"text": "#tasks tr.wave-head[data-wave='1']"},

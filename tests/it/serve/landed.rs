@@ -4,8 +4,8 @@
 
 use serde_json::{json, Value};
 
-use super::browser::{artifacts, ready, Browser};
-use super::{run, Served};
+use crate::support::browser::{artifacts, ready, Browser};
+use crate::support::serve::{run, Served};
 use crate::support::{stderr, stdout, TestRepo};
 
 /// Task a writes its file and, outside what it owns, a line into README.md; task b fails;

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use super::{plan, run, sample, Served, AGENT};
+use crate::support::serve::{plan, run, sample, Served, AGENT};
 use crate::support::{git_in, TestRepo};
 
 /// The reviewer asks for changes on the first try and approves every round after it.
@@ -435,8 +435,8 @@ fn a_run_of_3000_tasks_is_summed_up_in_a_bounded_summary_and_every_branch_counte
 mod browser {
     use serde_json::json;
 
-    use super::super::browser::{artifacts, ready, Browser};
     use super::{many, move_by_hand, rounds_run, Served, TestRepo};
+    use crate::support::browser::{artifacts, ready, Browser};
 
     #[test]
     fn the_page_of_3000_tasks_renders_the_rows_in_view_with_their_lines() {
