@@ -2,6 +2,7 @@
 //! the mock model server.
 
 use std::fs;
+use std::path::Path;
 
 use serde_json::json;
 
@@ -10,7 +11,7 @@ use crate::support::agents::{
     after, argv_of, assert_confined, assert_gateway_url, fake, plan, real_aider, record, run_real,
     sample, script, with_records, KEY,
 };
-use crate::support::{stderr, task_json};
+use crate::support::{stderr, task_json, Plan};
 
 #[test]
 fn fake_aider_gets_the_owned_files_and_the_providers_model_base_url_and_key() {
@@ -27,15 +28,17 @@ fn fake_aider_gets_the_owned_files_and_the_providers_model_base_url_and_key() {
             "b": {"actions": [{"edit": "src/b/y.txt", "old": "yo", "new": "hey"}]},
         }),
     );
-    let toml = plan(
-        "aider",
-        &format!(
-            "[agents.aider]\nbin = \"{}\"\nprovider = \"local\"\n\
-             [providers.local]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:9/v1\"\napi_key_env = \"PLAIT_TEST_KEY\"\nmodel = \"qwen-coder\"\n",
-            fake("aider").display()
-        ),
-    );
-    let plan_path = repo.plan(&with_records(&toml, &records));
+    let toml = plan("aider")
+        .set("agents.aider", "bin", fake("aider").display().to_string())
+        .set("agents.aider", "provider", "local")
+        .provider(
+            "local",
+            "openai",
+            "http://127.0.0.1:9/v1",
+            "PLAIT_TEST_KEY",
+            "qwen-coder",
+        );
+    let plan_path = repo.plan(&with_records(toml, &records).to_toml());
     let out = repo.plait_env(
         &["run", plan_path.to_str().unwrap()],
         &[
@@ -87,6 +90,16 @@ fn fake_aider_gets_the_owned_files_and_the_providers_model_base_url_and_key() {
     assert_eq!(a["violations"].as_array().unwrap().len(), 0, "{a}");
 }
 
+/// [`plan`] on the real aider at `aider` in its `whole` edit format, its model the mock
+/// model server (`[providers.mock]`, OpenAI's API).
+fn aider_on_mock(aider: &Path, mock: &MockModel) -> Plan {
+    plan("aider")
+        .set("agents.aider", "bin", aider.display().to_string())
+        .set("agents.aider", "provider", "mock")
+        .set("agents.aider", "args", ["--edit-format", "whole"])
+        .mock("openai", &mock.url(), "qwen-coder")
+}
+
 #[test]
 fn real_aider_edits_the_owned_files_with_the_providers_model() {
     let Some(aider) = real_aider() else { return };
@@ -104,15 +117,7 @@ fn real_aider_edits_the_owned_files_with_the_providers_model() {
             "src/b/y.txt\n```\nhey\n```\n\nsrc/b/new.txt\n```\nfresh\n```\n".into(),
         )],
     );
-    let toml = plan(
-        "aider",
-        &format!(
-            "[agents.aider]\nbin = \"{}\"\nprovider = \"mock\"\nargs = [\"--edit-format\", \"whole\"]\n\
-             [providers.mock]\nkind = \"openai\"\nbase_url = \"{}\"\napi_key_env = \"PLAIT_TEST_KEY\"\nmodel = \"qwen-coder\"\n",
-            aider.display(),
-            mock.url()
-        ),
-    );
+    let toml = aider_on_mock(&aider, &mock).to_toml();
     mock.set_usage(300, 20, 0, 0);
     let out = run_real(&repo, &toml);
     let status = repo.status_json(&[]);
@@ -204,17 +209,9 @@ fn real_aider_runs_the_task_checks_after_its_edit_and_fixes_what_they_report() {
     mock.script("b", vec![Turn::Text("src/b/y.txt\n```\nhey\n```\n".into())]);
     // Reads a file no task owns, as a project's tests read the rest of the tree.
     let check = "test -f README.md && ! grep -rq hallo src || { echo \"CHECK SAYS: $(cat src/a/x.txt) is not a greeting\"; exit 1; }";
-    let toml = plan(
-        "aider",
-        &format!(
-            "[agents.aider]\nbin = \"{}\"\nprovider = \"mock\"\nargs = [\"--edit-format\", \"whole\"]\n\
-             [providers.mock]\nkind = \"openai\"\nbase_url = \"{}\"\napi_key_env = \"PLAIT_TEST_KEY\"\nmodel = \"qwen-coder\"\n\
-             [checks]\ntask = [{}]\n",
-            aider.display(),
-            mock.url(),
-            serde_json::to_string(check).unwrap()
-        ),
-    );
+    let toml = aider_on_mock(&aider, &mock)
+        .set("checks", "task", [check])
+        .to_toml();
     let out = run_real(&repo, &toml);
     let status = repo.status_json(&[]);
     let a = task_json(&status, "a");

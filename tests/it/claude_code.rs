@@ -10,31 +10,36 @@ use serde_json::{json, Value};
 
 use crate::mock::{claude_tools, MockModel, Turn};
 use crate::support::agents::{
-    after, argv_of, assert_confined, assert_gateway_url, fake, plan, real_claude, record, run_real,
-    sample, script, with_records, KEY,
+    after, argv_of, assert_confined, assert_gateway_url, claude_on_mock, fake, plan, real_claude,
+    record, run_real, sample, script, with_records, KEY,
 };
-use crate::support::{stderr, task_json, TestRepo};
+use crate::support::{stderr, task_json, Plan, TestRepo};
 
-fn run_fake_claude(repo: &TestRepo, entries: Value, extra: &str) -> (Output, String) {
+/// Runs [`plan`] on the fake Claude Code playing `entries`, `extra` changing the plan.
+fn run_fake_claude(
+    repo: &TestRepo,
+    entries: Value,
+    extra: impl FnOnce(Plan) -> Plan,
+) -> (Output, String) {
     run_fake_claude_for(repo, entries, extra, "60s")
 }
 
 fn run_fake_claude_for(
     repo: &TestRepo,
     entries: Value,
-    extra: &str,
+    extra: impl FnOnce(Plan) -> Plan,
     timeout: &str,
 ) -> (Output, String) {
     let (script, records) = script(repo, "claude", entries);
-    let toml = plan(
-        "claude-code",
-        &format!(
-            "[agents.claude-code]\nbin = \"{}\"\nmodel = \"claude-test-model\"\n{extra}",
-            fake("claude").display()
-        ),
-    )
-    .replace("timeout = \"60s\"", &format!("timeout = \"{timeout}\""));
-    let plan_path = repo.plan(&with_records(&toml, &records));
+    let plan = plan("claude-code")
+        .set("defaults", "timeout", timeout)
+        .set(
+            "agents.claude-code",
+            "bin",
+            fake("claude").display().to_string(),
+        )
+        .set("agents.claude-code", "model", "claude-test-model");
+    let plan_path = repo.plan(&with_records(extra(plan), &records).to_toml());
     let out = repo.plait_env(
         &["run", plan_path.to_str().unwrap(), "-j", "2"],
         &[
@@ -65,8 +70,12 @@ fn fake_claude_edits_owned_files_and_the_hook_refuses_the_rest() {
         },
         "b": {"actions": [{"edit": "src/b/y.txt", "old": "yo", "new": "hey"}]},
     });
-    let extra = "provider = \"mock\"\n[providers.mock]\nkind = \"anthropic\"\nbase_url = \"http://127.0.0.1:9\"\napi_key_env = \"PLAIT_TEST_KEY\"\n";
-    let (out, records) = run_fake_claude(&repo, entries, extra);
+    let (out, records) = run_fake_claude(&repo, entries, |plan| {
+        plan.set("agents.claude-code", "provider", "mock")
+            .set("providers.mock", "kind", "anthropic")
+            .set("providers.mock", "base_url", "http://127.0.0.1:9")
+            .set("providers.mock", "api_key_env", "PLAIT_TEST_KEY")
+    });
     assert!(out.status.success(), "plait run failed: {}", stderr(&out));
 
     let status = repo.status_json(&[]);
@@ -156,7 +165,7 @@ fn is_error_fails_the_task_even_on_exit_0() {
             "exit": 0,
         },
     });
-    let (out, _) = run_fake_claude(&repo, entries, "");
+    let (out, _) = run_fake_claude(&repo, entries, |plan| plan);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     let status = repo.status_json(&[]);
     let a = task_json(&status, "a");
@@ -173,7 +182,7 @@ fn is_error_fails_the_task_even_on_exit_0() {
 fn a_crash_fails_the_task_and_its_stderr_is_in_the_log() {
     let repo = sample();
     let entries = json!({"a": {"actions": [{"crash": 3}]}});
-    let (out, _) = run_fake_claude(&repo, entries, "");
+    let (out, _) = run_fake_claude(&repo, entries, |plan| plan);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     let status = repo.status_json(&[]);
     let a = task_json(&status, "a");
@@ -195,7 +204,7 @@ fn a_claude_that_hangs_is_killed_at_its_timeout() {
     let repo = sample();
     let entries = json!({"a": {"actions": [{"sleep": 60}]}});
     let started = std::time::Instant::now();
-    let (out, _) = run_fake_claude_for(&repo, entries, "", "2s");
+    let (out, _) = run_fake_claude_for(&repo, entries, |plan| plan, "2s");
     assert!(
         started.elapsed() < std::time::Duration::from_secs(30),
         "the timeout must stop it"
@@ -210,11 +219,8 @@ fn a_claude_that_hangs_is_killed_at_its_timeout() {
 #[test]
 fn a_missing_claude_binary_is_a_plan_error_before_anything_is_created() {
     let repo = sample();
-    let toml = plan(
-        "claude-code",
-        "[agents.claude-code]\nbin = \"/nonexistent/bin/claude\"\n",
-    );
-    let plan_path = repo.plan(&toml);
+    let toml = plan("claude-code").set("agents.claude-code", "bin", "/nonexistent/bin/claude");
+    let plan_path = repo.plan(&toml.to_toml());
     let before = repo.branches();
     let out = repo.plait_env(&["run", plan_path.to_str().unwrap()], &[]);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
@@ -233,8 +239,7 @@ fn a_missing_claude_binary_is_a_plan_error_before_anything_is_created() {
     );
 
     // On PATH by default: an empty PATH finds no `claude`.
-    let toml = plan("claude-code", "");
-    let plan_path = repo.plan(&toml);
+    let plan_path = repo.plan(&plan("claude-code").to_toml());
     let out = repo.plait_env(
         &["run", plan_path.to_str().unwrap()],
         &[("PATH", "/nonexistent")],
@@ -272,15 +277,7 @@ fn real_claude_code_edits_owned_files_and_its_hook_refuses_the_rest() {
             Turn::Text("Said hey.".into()),
         ],
     );
-    let toml = plan(
-        "claude-code",
-        &format!(
-            "[agents.claude-code]\nbin = \"{}\"\nprovider = \"mock\"\n\
-             [providers.mock]\nkind = \"anthropic\"\nbase_url = \"{}\"\napi_key_env = \"PLAIT_TEST_KEY\"\nmodel = \"claude-sonnet-4-5\"\n",
-            claude.display(),
-            mock.url()
-        ),
-    );
+    let toml = claude_on_mock(&claude, &mock.url()).to_toml();
     let out = run_real(&repo, &toml);
     assert!(out.status.success(), "plait run failed: {}", stderr(&out));
     assert!(mock.problems().is_empty(), "{:#?}", mock.problems());
@@ -323,14 +320,12 @@ fn claude_code_without_a_login_or_a_key_is_a_plan_error_before_anything_is_creat
     let home = tempfile::tempdir().unwrap();
     let own = home.path().join(".claude");
     fs::create_dir_all(&own).unwrap();
-    let toml = plan(
-        "claude-code",
-        &format!(
-            "[agents.claude-code]\nbin = \"{}\"\n",
-            fake("claude").display()
-        ),
+    let toml = plan("claude-code").set(
+        "agents.claude-code",
+        "bin",
+        fake("claude").display().to_string(),
     );
-    let plan_path = repo.plan(&toml);
+    let plan_path = repo.plan(&toml.to_toml());
     let home_dir = home.path().to_str().unwrap();
     let no_login = [
         ("HOME", home_dir),
@@ -389,16 +384,15 @@ fn a_claude_login_is_a_stand_in_for_the_run_and_not_left_behind() {
     )
     .unwrap();
     let (script, records) = script(&repo, "claude", json!({}));
-    let toml = plan(
-        "claude-code",
-        &format!(
-            "[agents.claude-code]\nbin = \"{}\"\n",
-            fake("claude").display()
-        ),
-    );
-    // The fake edits nothing: what is judged here is the login's link.
-    let toml = toml.replace("[defaults]\n", "[defaults]\nexpect_changes = false\n");
-    let plan_path = repo.plan(&with_records(&toml, &records));
+    let toml = plan("claude-code")
+        .set(
+            "agents.claude-code",
+            "bin",
+            fake("claude").display().to_string(),
+        )
+        // The fake edits nothing: what is judged here is the login's link.
+        .set("defaults", "expect_changes", false);
+    let plan_path = repo.plan(&with_records(toml, &records).to_toml());
     let home_dir = home.path().to_str().unwrap();
     let out = repo.plait_env(
         &["run", plan_path.to_str().unwrap()],
@@ -434,14 +428,12 @@ fn ctrl_c_interrupts_claude_and_resume_carries_on_from_its_work() {
             "b": {"actions": [{"edit": "src/b/y.txt", "old": "yo", "new": "partial"}, {"sleep": 30}]},
         }),
     );
-    let toml = plan(
-        "claude-code",
-        &format!(
-            "[agents.claude-code]\nbin = \"{}\"\n",
-            fake("claude").display()
-        ),
+    let toml = plan("claude-code").set(
+        "agents.claude-code",
+        "bin",
+        fake("claude").display().to_string(),
     );
-    let plan_path = repo.plan(&with_records(&toml, &records));
+    let plan_path = repo.plan(&with_records(toml, &records).to_toml());
     let child = std::process::Command::new(env!("CARGO_BIN_EXE_plait"))
         .args(["run", plan_path.to_str().unwrap(), "-j", "2"])
         .current_dir(&repo.path)
@@ -563,16 +555,9 @@ fn real_claude_code_runs_the_tests_in_the_whole_tree_and_cannot_switch_off_its_h
         ],
     );
     mock.script("b", vec![Turn::Text("Nothing to do.".into())]);
-    let toml = plan(
-        "claude-code",
-        &format!(
-            "[agents.claude-code]\nbin = \"{}\"\nprovider = \"mock\"\n\
-             [providers.mock]\nkind = \"anthropic\"\nbase_url = \"{}\"\napi_key_env = \"PLAIT_TEST_KEY\"\nmodel = \"claude-sonnet-4-5\"\n",
-            claude.display(),
-            mock.url()
-        ),
-    )
-    .replace("max_turns = 7", "max_turns = 12");
+    let toml = claude_on_mock(&claude, &mock.url())
+        .set("defaults", "max_turns", 12)
+        .to_toml();
     let out = run_real(&repo, &toml);
     assert!(mock.problems().is_empty(), "{:#?}", mock.problems());
     let status = repo.status_json(&[]);

@@ -23,11 +23,7 @@ fn project_with(n: usize, exec: &str, extra: &str) -> (TestRepo, PathBuf) {
     let files: Vec<(String, String)> = (0..n)
         .map(|k| (format!("pkg/m{k:02}.txt"), format!("module {k}\n")))
         .collect();
-    let refs: Vec<(&str, &str)> = files
-        .iter()
-        .map(|(p, c)| (p.as_str(), c.as_str()))
-        .collect();
-    let repo = TestRepo::with_files(&refs);
+    let repo = TestRepo::with_owned_files(&files);
     let mut toml =
         format!("goal = \"spread\"\n[defaults]\nagent = {{ exec = '''{exec}''' }}\n{extra}\n");
     for k in 0..n {
@@ -520,11 +516,7 @@ fn three_workers_keep_together_to_one_keys_concurrency_and_rate() {
     let files: Vec<(String, String)> = (0..n)
         .map(|k| (format!("m/t{k:02}.txt"), format!("{k}\n")))
         .collect();
-    let refs: Vec<(&str, &str)> = files
-        .iter()
-        .map(|(p, t)| (p.as_str(), t.as_str()))
-        .collect();
-    let repo = TestRepo::with_files(&refs);
+    let repo = TestRepo::with_owned_files(&files);
     git_in(&repo.scratch, &["init", "-q", "--bare", "remote.git"]);
     let mock = MockModel::start(Provider::Anthropic, KEY);
     mock.keep_bodies(false);

@@ -11,7 +11,7 @@ use std::time::Duration;
 use plait_core::state::TaskState;
 
 use crate::mock::{edit, MockModel, Provider, Turn};
-use crate::support::{stderr, stdout, wait_until, TestRepo};
+use crate::support::{stderr, stdout, wait_until, Plan, TestRepo};
 
 const CAUSE: &str = "Error: file `` does not exist";
 
@@ -208,12 +208,13 @@ fn plait_log_transcript_reads_a_model_agent_s_conversation() {
             Turn::Text("a is now A".into()),
         ],
     );
-    let toml = format!(
-        "goal = \"g\"\n[providers.mock]\nkind = \"anthropic\"\nbase_url = \"{}\"\napi_key_env = \"PLAIT_TEST_KEY\"\nmodel = \"claude-sonnet-4-5\"\nmax_tokens = 1024\nstream = false\n\
-         [review]\nagent = \"off\"\n[defaults]\nagent = \"mock\"\ntimeout = \"60s\"\n\
-         [[task]]\nid = \"a\"\nprompt = \"Capitalise lib/a.txt\"\nowns = [\"lib/a.txt\"]\n",
-        mock.url()
-    );
+    let toml = Plan::on_mock(&mock.url())
+        .set("providers.mock", "stream", false)
+        .set("defaults", "timeout", "60s")
+        .task("a")
+        .prompt("Capitalise lib/a.txt")
+        .owns(["lib/a.txt"])
+        .to_toml();
     let state = repo.run_with_env(&toml, 1, &|name| {
         (name == "PLAIT_TEST_KEY").then(|| KEY.to_string())
     });

@@ -1,7 +1,6 @@
 //! plait's gateway: the one way an agent CLI reaches its model, through the real binary
 //! with the real Claude Code and a `{ cli }` program against the mock model server.
 
-use std::fmt::Write as _;
 use std::fs;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -10,23 +9,12 @@ use serde_json::Value;
 
 use crate::mock::{claude_tools, MockModel, Turn};
 use crate::support::agents::{
-    assert_gateway_url, login_home, plan, real_claude, run_real, sample, KEY,
+    assert_gateway_url, claude_on_mock, login_home, plan, real_claude, run_real, sample, KEY,
 };
-use crate::support::{stderr, stdout, task_json, TestRepo};
+use crate::support::plan::{Raw, Toml as _};
+use crate::support::{stderr, stdout, task_json, Plan, TestRepo};
 
 /// A plan of Claude Code tasks against `mock`, with `extra` TOML after it.
-fn claude_plan(claude: &std::path::Path, mock: &MockModel, extra: &str) -> String {
-    plan(
-        "claude-code",
-        &format!(
-            "[agents.claude-code]\nbin = \"{}\"\nprovider = \"mock\"\n\
-             [providers.mock]\nkind = \"anthropic\"\nbase_url = \"{}\"\napi_key_env = \"PLAIT_TEST_KEY\"\nmodel = \"claude-sonnet-4-5\"\n{extra}",
-            claude.display(),
-            mock.url()
-        ),
-    )
-}
-
 /// `plait run` started in the background, as a user would from another terminal.
 fn spawn_run(
     repo: &TestRepo,
@@ -72,7 +60,7 @@ fn claude_code_reaches_its_model_through_the_gateway_its_tokens_live_and_its_tra
         ],
     );
     let home = tempfile::tempdir().unwrap();
-    let plan_path = repo.plan(&claude_plan(&claude, &mock, ""));
+    let plan_path = repo.plan(&claude_on_mock(&claude, &mock.url()).to_toml());
     let mut child = spawn_run(&repo, &plan_path, &["-j", "2"], home.path());
     let started = Instant::now();
     let mut live = None;
@@ -147,7 +135,7 @@ fn claude_code_reaches_its_model_through_the_gateway_its_tokens_live_and_its_tra
 #[test]
 fn two_claude_codes_on_one_key_are_held_by_the_limiter_and_a_429_is_waited_out() {
     let Some(claude) = real_claude() else { return };
-    for (limits, expect_429) in [("limits = { concurrency = 1 }\n", false), ("", true)] {
+    for (limits, expect_429) in [(Some("{ concurrency = 1 }"), false), (None, true)] {
         let repo = sample();
         let mock = MockModel::start_claude_code(KEY);
         // One request at a time, as an account's concurrency limit.
@@ -166,7 +154,11 @@ fn two_claude_codes_on_one_key_are_held_by_the_limiter_and_a_429_is_waited_out()
                 ],
             );
         }
-        let toml = claude_plan(&claude, &mock, limits);
+        let mut plan = claude_on_mock(&claude, &mock.url());
+        if let Some(limits) = limits {
+            plan = plan.set("providers.mock", "limits", Raw(limits));
+        }
+        let toml = plan.to_toml();
         let out = run_real(&repo, &toml);
         assert!(out.status.success(), "plait run failed: {}", stderr(&out));
         let stats = mock.load_stats();
@@ -217,7 +209,7 @@ fn max_cost_stops_a_claude_code_task_mid_round() {
     mock.script("a", turns);
     mock.script("b", vec![Turn::Text("Done.".into())]);
     let home = tempfile::tempdir().unwrap();
-    let plan_path = repo.plan(&claude_plan(&claude, &mock, ""));
+    let plan_path = repo.plan(&claude_on_mock(&claude, &mock.url()).to_toml());
     let out = repo.plait_env(
         &[
             "run",
@@ -281,17 +273,27 @@ open(os.environ["REPORT"], "w").write(json.dumps(report))
     )
     .unwrap();
     let report = repo.scratch.join("report.json");
-    let toml = format!(
-        "[defaults]\ntimeout = \"60s\"\n[review]\nagent = \"off\"\n\
-         [providers.mock]\nkind = \"openai\"\nbase_url = \"{}\"\napi_key_env = \"PLAIT_TEST_KEY\"\nmodel = \"qwen-coder\"\n\
-         [[task]]\nid = \"a\"\nprompt = \"Say hello\"\nowns = [\"src/a/x.txt\"]\n\
-         agent = {{ cli = [\"python3\", \"{}\"], gateway = \"mock\" }}\n\
-         sandbox = {{ writable = [\"{}\"], keep_env = [\"REPORT\"] }}\n",
-        mock.url(),
-        program.display(),
-        repo.scratch.display()
-    );
-    let plan_path = repo.plan(&toml);
+    let cli = ["python3".to_string(), program.display().to_string()];
+    let writable = [repo.scratch.display().to_string()];
+    let toml = Plan::new()
+        .set("defaults", "timeout", "60s")
+        .review_off()
+        .mock("openai", &mock.url(), "qwen-coder")
+        .task("a")
+        .prompt("Say hello")
+        .owns(["src/a/x.txt"])
+        .with(
+            "agent",
+            Raw(&format!("{{ cli = {}, gateway = \"mock\" }}", cli.toml())),
+        )
+        .with(
+            "sandbox",
+            Raw(&format!(
+                "{{ writable = {}, keep_env = [\"REPORT\"] }}",
+                writable.toml()
+            )),
+        );
+    let plan_path = repo.plan(&toml.to_toml());
     let out = repo.plait_env(
         &["run", plan_path.to_str().unwrap()],
         &[
@@ -381,14 +383,10 @@ fn a_claude_code_login_without_a_key_works_through_the_gateway() {
     }
     let home = login_home();
     // No provider in the plan and no key: the base URL is the environment's.
-    let toml = plan(
-        "claude-code",
-        &format!(
-            "[agents.claude-code]\nbin = \"{}\"\nmodel = \"claude-sonnet-4-5\"\n",
-            claude.display()
-        ),
-    );
-    let plan_path = repo.plan(&toml);
+    let toml = plan("claude-code")
+        .set("agents.claude-code", "bin", claude.display().to_string())
+        .set("agents.claude-code", "model", "claude-sonnet-4-5");
+    let plan_path = repo.plan(&toml.to_toml());
     let out = repo.plait_env(
         &["run", plan_path.to_str().unwrap(), "-j", "2"],
         &[
@@ -430,15 +428,19 @@ fn thirty_claude_codes_on_a_bucketed_account_meet_almost_no_429() {
     let files: Vec<(String, String)> = (0..AGENTS)
         .map(|k| (format!("src/f{k}.txt"), "hi\n".to_string()))
         .collect();
-    let refs: Vec<(&str, &str)> = files
-        .iter()
-        .map(|(p, c)| (p.as_str(), c.as_str()))
-        .collect();
-    let repo = TestRepo::with_files(&refs);
+    let repo = TestRepo::with_owned_files(&files);
     let mock = MockModel::start_claude_code(KEY);
     // The account: 60 requests a minute as a token bucket, 10 in flight.
     mock.set_limits(10, 60, 1);
-    let mut tasks = String::new();
+    let mut plan = Plan::new()
+        .goal("Greet")
+        .set("defaults", "agent", "claude-code")
+        .set("defaults", "timeout", "300s")
+        .review_off()
+        .set("agents.claude-code", "bin", claude.display().to_string())
+        .set("agents.claude-code", "provider", "mock")
+        .mock("anthropic", &mock.url(), "claude-sonnet-4-5")
+        .set("providers.mock", "limits", Raw("{ concurrency = 10 }"));
     for k in 0..AGENTS {
         let (id, file) = (format!("t{k}"), format!("src/f{k}.txt"));
         mock.script(
@@ -449,21 +451,12 @@ fn thirty_claude_codes_on_a_bucketed_account_meet_almost_no_429() {
                 Turn::Text("Done.".into()),
             ],
         );
-        let _ = writeln!(
-            tasks,
-            "[[task]]\nid = \"{id}\"\nprompt = \"Say hello in {file}\"\nowns = [\"{file}\"]"
-        );
+        plan = plan
+            .task(&id)
+            .prompt(&format!("Say hello in {file}"))
+            .owns([&file]);
     }
-    let toml = format!(
-        "goal = \"Greet\"\n[defaults]\nagent = \"claude-code\"\ntimeout = \"300s\"\n\
-         [review]\nagent = \"off\"\n\
-         [agents.claude-code]\nbin = \"{}\"\nprovider = \"mock\"\n\
-         [providers.mock]\nkind = \"anthropic\"\nbase_url = \"{}\"\napi_key_env = \"PLAIT_TEST_KEY\"\n\
-         model = \"claude-sonnet-4-5\"\nlimits = {{ concurrency = 10 }}\n{tasks}",
-        claude.display(),
-        mock.url()
-    );
-    let plan_path = repo.plan(&toml);
+    let plan_path = repo.plan(&plan.to_toml());
     let home = tempfile::tempdir().unwrap();
     let started = Instant::now();
     let out = repo.plait_env(

@@ -17,11 +17,7 @@ fn wide(n: usize, extra: &str) -> (TestRepo, String) {
     let files: Vec<(String, String)> = (1..=n)
         .map(|i| (format!("d{i:02}/f.txt"), format!("file {i}\n")))
         .collect();
-    let refs: Vec<(&str, &str)> = files
-        .iter()
-        .map(|(p, c)| (p.as_str(), c.as_str()))
-        .collect();
-    let repo = TestRepo::with_files(&refs);
+    let repo = TestRepo::with_owned_files(&files);
     let mut plan = format!(
         "goal = \"Touch every file\"\n[defaults]\ntimeout = \"30s\"\n\
          agent = {{ exec = \"echo touched >> \\\"$PLAIT_FILE\\\"\" }}\n{extra}\n"

@@ -7,7 +7,7 @@ use serde_json::{json, Value};
 
 use crate::mock::{claude_tools, MockModel, ToolCall, Turn};
 use crate::support::agents::{login_home, real_claude, run_real, KEY};
-use crate::support::{stderr, task_json, TestRepo};
+use crate::support::{stderr, task_json, Plan, TestRepo};
 
 fn verdict(verdict: &str, summary: &str, comments: Value) -> Turn {
     Turn::Tools(vec![ToolCall::new(
@@ -67,16 +67,23 @@ fn claude_code_reviews_claude_code_workers_by_default() {
     );
     mock.script("review:c", vec![verdict("reject", "Rude.", json!([]))]);
     // No [review]: the workers' own kind reviews them.
-    let toml = format!(
-        "goal = \"Greet properly\"\n[defaults]\nagent = \"claude-code\"\ntimeout = \"60s\"\n\
-         [agents.claude-code]\nbin = \"{}\"\nprovider = \"mock\"\n\
-         [providers.mock]\nkind = \"anthropic\"\nbase_url = \"{}\"\napi_key_env = \"PLAIT_TEST_KEY\"\nmodel = \"claude-sonnet-4-5\"\n\
-         [[task]]\nid = \"a\"\nprompt = \"Say hello in src/a/x.txt\"\nowns = [\"src/a/\"]\n\
-         [[task]]\nid = \"b\"\nprompt = \"Say hey in src/b/y.txt\"\nowns = [\"src/b/\"]\n\
-         [[task]]\nid = \"c\"\nprompt = \"Greet in src/c/z.txt\"\nowns = [\"src/c/\"]\n",
-        claude.display(),
-        mock.url()
-    );
+    let toml = Plan::new()
+        .goal("Greet properly")
+        .set("defaults", "agent", "claude-code")
+        .set("defaults", "timeout", "60s")
+        .set("agents.claude-code", "bin", claude.display().to_string())
+        .set("agents.claude-code", "provider", "mock")
+        .mock("anthropic", &mock.url(), "claude-sonnet-4-5")
+        .task("a")
+        .prompt("Say hello in src/a/x.txt")
+        .owns(["src/a/"])
+        .task("b")
+        .prompt("Say hey in src/b/y.txt")
+        .owns(["src/b/"])
+        .task("c")
+        .prompt("Greet in src/c/z.txt")
+        .owns(["src/c/"])
+        .to_toml();
     let out = run_real(&repo, &toml);
     let status = repo.status_json(&[]);
     assert!(
@@ -292,11 +299,7 @@ fn supervisors_can_be_claude_code() {
     let files: Vec<(String, String)> = (1..=4)
         .map(|i| (format!("d{i:02}/f.txt"), format!("file {i}\n")))
         .collect();
-    let refs: Vec<(&str, &str)> = files
-        .iter()
-        .map(|(p, c)| (p.as_str(), c.as_str()))
-        .collect();
-    let repo = TestRepo::with_files(&refs);
+    let repo = TestRepo::with_owned_files(&files);
     let mut toml = format!(
         "goal = \"Touch every file\"\n[defaults]\ntimeout = \"60s\"\n\
          agent = {{ exec = \"echo touched >> \\\"$PLAIT_FILE\\\"\" }}\n\

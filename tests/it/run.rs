@@ -14,11 +14,7 @@ fn repo_with_dirs(n: usize) -> TestRepo {
     let files: Vec<(String, String)> = (0..n)
         .map(|i| (format!("pkg/m{i}/mod.py"), format!("v = {i}\n")))
         .collect();
-    let refs: Vec<(&str, &str)> = files
-        .iter()
-        .map(|(p, c)| (p.as_str(), c.as_str()))
-        .collect();
-    TestRepo::with_files(&refs)
+    TestRepo::with_owned_files(&files)
 }
 
 fn dir_plan(n: usize, exec: &str, extra: &str) -> String {

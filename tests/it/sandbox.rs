@@ -14,7 +14,7 @@ use std::process::{Command, Output};
 use plait_sandbox::sandbox::{support, Support};
 
 use crate::support::sandbox::{deny_calls, home, landlock, refused};
-use crate::support::{init, skip, stderr, stdout, task_json, TestRepo};
+use crate::support::{init, skip, stderr, stdout, task_json, Plan, TestRepo};
 
 fn sample() -> TestRepo {
     TestRepo::with_files(&[
@@ -22,6 +22,11 @@ fn sample() -> TestRepo {
         ("b/f.txt", "b\n"),
         ("README.md", "readme\n"),
     ])
+}
+
+/// A plan of one task, `a`, owning `a/`, whose agent runs `exec`.
+fn one_task(exec: &str) -> Plan {
+    Plan::new().task("a").owns(["/a/"]).exec(exec)
 }
 
 /// The real binary with `home` as its `HOME`.
@@ -139,10 +144,7 @@ fn a_failing_agent_is_told_what_the_sandbox_refused() {
     }
     let repo = sample();
     let home = home(&repo);
-    let plan = repo.plan(
-        "[[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"/a/\"]\n\
-         agent = { exec = 'mkdir -p \"$HOME/.cache/tool\" && echo x > a/f.txt' }\n",
-    );
+    let plan = repo.plan(&one_task("mkdir -p \"$HOME/.cache/tool\" && echo x > a/f.txt").to_toml());
     let out = plait(&repo, &["run", plan.to_str().unwrap()], &home);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     let status = repo.status_json(&[]);
@@ -221,9 +223,7 @@ ln -s f.txt {out}/link 2>/dev/null
 exit 1"#,
         out = out.display()
     );
-    let plan = repo.plan(&format!(
-        "[[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"/a/\"]\nagent = {{ exec = '''{agent}''' }}\n"
-    ));
+    let plan = repo.plan(&one_task(&agent).to_toml());
     let run = plait(&repo, &["run", plan.to_str().unwrap()], &home);
     assert_eq!(run.status.code(), Some(1), "{}", stderr(&run));
     assert!(!out.join("file").exists());
@@ -276,9 +276,7 @@ tmp=$(mktemp) && echo t > "$tmp" && rm "$tmp"
 echo discarded > /dev/null
 rm -r a/many
 echo "$sum" > a/f.txt"#;
-    let plan = repo.plan(&format!(
-        "[[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"/a/\"]\nagent = {{ exec = '''{agent}''' }}\n"
-    ));
+    let plan = repo.plan(&one_task(agent).to_toml());
     let out = plait(&repo, &["run", plan.to_str().unwrap()], &home);
     assert!(out.status.success(), "{}", stderr(&out));
     let run = stdout(&out).trim().to_string();
@@ -337,8 +335,7 @@ fn a_check_running_agent_written_code_is_confined_to_its_checkout() {
 fn a_replaced_git_link_is_put_back_and_fails_the_task() {
     let repo = sample();
     let plan = repo.plan(
-        "[[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"/a/\"]\n\
-         agent = { exec = 'echo x > a/f.txt && rm .git && echo \"gitdir: /nowhere\" > .git' }\n",
+        &one_task("echo x > a/f.txt && rm .git && echo \"gitdir: /nowhere\" > .git").to_toml(),
     );
     let out = repo.plait(&["run", plan.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
@@ -362,9 +359,9 @@ fn mode_off_runs_unconfined_and_says_so() {
     let repo = sample();
     let home = home(&repo);
     let plan = repo.plan(
-        "[defaults]\nsandbox = { mode = \"off\" }\n\
-         [[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"/a/\"]\n\
-         agent = { exec = 'echo outside > \"$HOME/written\" && echo x > a/f.txt' }\n",
+        &one_task("echo outside > \"$HOME/written\" && echo x > a/f.txt")
+            .set("defaults.sandbox", "mode", "off")
+            .to_toml(),
     );
     let out = plait(&repo, &["run", plan.to_str().unwrap()], &home);
     assert!(out.status.success(), "{}", stderr(&out));
@@ -426,8 +423,9 @@ fn deny_landlock() -> std::io::Result<()> {
 fn required_without_landlock_is_a_plan_error_and_auto_warns() {
     let repo = sample();
     let plan = repo.plan(
-        "[defaults]\nsandbox = { mode = \"required\" }\n\
-         [[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"/a/\"]\nagent = { exec = 'echo x > a/f.txt' }\n",
+        &one_task("echo x > a/f.txt")
+            .set("defaults.sandbox", "mode", "required")
+            .to_toml(),
     );
     let out = plait_without_landlock(&repo, &["run", plan.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
@@ -442,9 +440,7 @@ fn required_without_landlock_is_a_plan_error_and_auto_warns() {
     );
     assert_eq!(repo.branches(), ["main"]);
 
-    let plan = repo.plan(
-        "[[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"/a/\"]\nagent = { exec = 'echo x > a/f.txt' }\n",
-    );
+    let plan = repo.plan(&one_task("echo x > a/f.txt").to_toml());
     let out = plait_without_landlock(&repo, &["run", plan.to_str().unwrap()]);
     assert!(out.status.success(), "{}", stderr(&out));
     let err = stderr(&out);
@@ -474,8 +470,10 @@ fn an_agent_cannot_signal_plait() {
     }
     let repo = sample();
     let plan = repo.plan(
-        "[[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"/a/\"]\n\
-         agent = { exec = 'kill -TERM $PPID 2>/dev/null && echo reached > a/f.txt || echo scoped > a/f.txt' }\n",
+        &one_task(
+            "kill -TERM $PPID 2>/dev/null && echo reached > a/f.txt || echo scoped > a/f.txt",
+        )
+        .to_toml(),
     );
     let out = repo.plait(&["run", plan.to_str().unwrap()]);
     assert!(out.status.success(), "{}", stderr(&out));

@@ -210,14 +210,10 @@ fn real_claude_code_on_a_login_reads_no_credential_with_bash_or_read() {
             Turn::Text("Done.".into()),
         ],
     );
-    let toml = agents::plan(
-        "claude-code",
-        &format!(
-            "[agents.claude-code]\nbin = \"{}\"\nmodel = \"claude-sonnet-4-5\"\n",
-            claude.display()
-        ),
-    );
-    let plan = repo.plan(&toml);
+    let toml = agents::plan("claude-code")
+        .set("agents.claude-code", "bin", claude.display().to_string())
+        .set("agents.claude-code", "model", "claude-sonnet-4-5");
+    let plan = repo.plan(&toml.to_toml());
     let out = repo.plait_env(
         &["run", plan.to_str().unwrap(), "-j", "2"],
         &[

@@ -333,11 +333,7 @@ fn fan(n: usize, extra: &str) -> (TestRepo, String) {
         "[[task]]\nid = \"last\"\nprompt = \"p\"\nowns = [\"/pkg/zz/**\"]\nafter = [\"m*\"]\n\
          agent = { exec = \"$PLAIT_RUN_IN sh -c 'cat pkg/m*/f.txt > pkg/zz/last.txt'\" }\n",
     );
-    let refs: Vec<(&str, &str)> = files
-        .iter()
-        .map(|(p, c)| (p.as_str(), c.as_str()))
-        .collect();
-    (TestRepo::with_files(&refs), plan)
+    (TestRepo::with_owned_files(&files), plan)
 }
 
 #[test]

@@ -163,11 +163,7 @@ fn wide() -> TestRepo {
         }
     }
     files.push(("core/sub/.gitignore".into(), "gen/\n".into()));
-    let refs: Vec<(&str, &str)> = files
-        .iter()
-        .map(|(p, t)| (p.as_str(), t.as_str()))
-        .collect();
-    TestRepo::with_files(&refs)
+    TestRepo::with_owned_files(&files)
 }
 
 #[test]

@@ -8,7 +8,7 @@ use std::process::Output;
 
 use serde_json::{json, Value};
 
-use super::{project_root, skip, TestRepo};
+use super::{project_root, skip, Plan, TestRepo};
 
 pub const KEY: &str = "sk-test-cli-0123456789";
 
@@ -25,16 +25,29 @@ pub fn sample() -> TestRepo {
     ])
 }
 
-/// A plan of two tasks running `agent`, with `extra` TOML after the tasks.
-pub fn plan(agent: &str, extra: &str) -> String {
-    format!(
-        "goal = \"Greet properly\"\n\
-         [defaults]\nagent = \"{agent}\"\ntimeout = \"60s\"\nmax_turns = 7\n\
-         [review]\nagent = \"off\"\n\
-         [[task]]\nid = \"a\"\nprompt = \"Say hello in src/a/x.txt\"\nowns = [\"src/a/\"]\n\
-         [[task]]\nid = \"b\"\nprompt = \"Say hey in src/b/y.txt\"\nowns = [\"src/b/\"]\n\
-         {extra}"
-    )
+/// A plan of two tasks of [`sample`] running `agent`, without a reviewer.
+pub fn plan(agent: &str) -> Plan {
+    Plan::new()
+        .goal("Greet properly")
+        .set("defaults", "agent", agent)
+        .set("defaults", "timeout", "60s")
+        .set("defaults", "max_turns", 7)
+        .review_off()
+        .task("a")
+        .prompt("Say hello in src/a/x.txt")
+        .owns(["src/a/"])
+        .task("b")
+        .prompt("Say hey in src/b/y.txt")
+        .owns(["src/b/"])
+}
+
+/// [`plan`] on the real Claude Code at `claude`, its model the mock model server at `url`
+/// (`[providers.mock]`, Claude Sonnet 4.5).
+pub fn claude_on_mock(claude: &Path, url: &str) -> Plan {
+    plan("claude-code")
+        .set("agents.claude-code", "bin", claude.display().to_string())
+        .set("agents.claude-code", "provider", "mock")
+        .mock("anthropic", url, "claude-sonnet-4-5")
 }
 
 /// Writes a fake CLI's script and returns (script path, record dir).
@@ -46,9 +59,9 @@ pub fn script(repo: &TestRepo, name: &str, entries: Value) -> (String, String) {
     (script.display().to_string(), record.display().to_string())
 }
 
-/// `toml` with the fake's record directory among the paths the sandbox lets agents write.
-pub fn with_records(toml: &str, records: &str) -> String {
-    format!("{toml}\n[defaults.sandbox]\nwritable = [\"{records}\"]\n")
+/// `plan` with the fake's record directory among the paths the sandbox lets agents write.
+pub fn with_records(plan: Plan, records: &str) -> Plan {
+    plan.set("defaults.sandbox", "writable", [records])
 }
 
 pub fn record(dir: &str, task: &str) -> Value {

@@ -12,11 +12,13 @@ pub mod browser;
 pub mod fixtures;
 pub mod pg;
 mod plait;
+pub mod plan;
 mod repo;
 pub mod sandbox;
 pub mod serve;
 
 pub use plait::{plait_in, wait_for_running};
+pub use plan::Plan;
 pub use repo::{git_in, without_worktree_config, TestRepo};
 
 use std::fs;

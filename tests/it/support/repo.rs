@@ -49,6 +49,15 @@ impl TestRepo {
         repo
     }
 
+    /// [`TestRepo::with_files`] of files whose paths and contents were made by the test.
+    pub fn with_owned_files(files: &[(String, String)]) -> TestRepo {
+        let refs: Vec<(&str, &str)> = files
+            .iter()
+            .map(|(p, c)| (p.as_str(), c.as_str()))
+            .collect();
+        TestRepo::with_files(&refs)
+    }
+
     /// A repository whose first commit holds `fixtures/repos/<name>`.
     pub fn fixture(name: &str) -> TestRepo {
         let repo = TestRepo::empty();
