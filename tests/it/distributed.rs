@@ -10,7 +10,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::support::pg::database_url;
-use crate::support::{git_in, runtime, stderr, stdout, TestRepo};
+use crate::support::plan::Raw;
+use crate::support::{git_in, runtime, stderr, stdout, Plan, TestRepo};
 
 /// A repository of `n` files `pkg/mNN.txt` and a plan with a task for each, whose agent
 /// is `exec`.
@@ -522,13 +523,14 @@ fn three_workers_keep_together_to_one_keys_concurrency_and_rate() {
     mock.keep_bodies(false);
     mock.set_latency(Duration::from_millis(100));
     mock.set_limits(30, 300, 1);
-    let mut toml = format!(
-        "goal = \"g\"\n\
-         [providers.mock]\nkind = \"anthropic\"\nbase_url = \"{}\"\napi_key_env = \"PLAIT_TEST_KEY\"\nmodel = \"claude-sonnet-4-5\"\nmax_tokens = 1024\n\
-         limits = {{ concurrency = 30, rpm = 300 }}\n\
-         [review]\nagent = \"off\"\n[defaults]\nagent = \"mock\"\ntimeout = \"120s\"\nexpect_changes = false\n",
-        mock.url()
-    );
+    let mut toml = Plan::on_mock(&mock.url())
+        .set(
+            "providers.mock",
+            "limits",
+            Raw("{ concurrency = 30, rpm = 300 }"),
+        )
+        .set("defaults", "timeout", "120s")
+        .set("defaults", "expect_changes", false);
     for k in 0..n {
         mock.script(
             &format!("t{k:02}"),
@@ -539,12 +541,11 @@ fn three_workers_keep_together_to_one_keys_concurrency_and_rate() {
                 Turn::Text("done".into()),
             ],
         );
-        let _ = writeln!(
-            toml,
-            "[[task]]\nid = \"t{k:02}\"\nprompt = \"p\"\nowns = [\"/m/t{k:02}.txt\"]"
-        );
+        toml = toml
+            .task(&format!("t{k:02}"))
+            .owns([format!("/m/t{k:02}.txt")]);
     }
-    let plan = repo.plan(&toml);
+    let plan = repo.plan(&toml.to_toml());
     let mut coordinator = spawn_with(
         &repo.path,
         &repo.scratch,

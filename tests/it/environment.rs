@@ -9,7 +9,7 @@
 use std::fmt::Write as _;
 use std::fs;
 
-use crate::support::{skip, stderr, stdout, task_json, TestRepo};
+use crate::support::{skip, stderr, stdout, task_json, Plan, TestRepo};
 
 /// Whether views over layers can be had here (user and mount namespaces); the tests that
 /// need them say so and return where not.
@@ -389,16 +389,21 @@ fn real_claude_codes_npm_test_finds_the_included_dependencies() {
             Turn::Text("Padded.".into()),
         ],
     );
-    let toml = format!(
-        "goal = \"pad\"\n[defaults]\nagent = \"claude-code\"\ntimeout = \"60s\"\nmax_turns = 8\n\
-         [review]\nagent = \"off\"\n[checks]\ntask = [\"npm test\"]\n\
-         [setup]\ninclude = [\"node_modules/\"]\n\
-         [[task]]\nid = \"a\"\nprompt = \"Pad a to four\"\nowns = [\"src/a.js\"]\n\
-         [agents.claude-code]\nbin = \"{}\"\nprovider = \"mock\"\n\
-         [providers.mock]\nkind = \"anthropic\"\nbase_url = \"{}\"\napi_key_env = \"PLAIT_TEST_KEY\"\nmodel = \"claude-sonnet-4-5\"\n",
-        claude.display(),
-        mock.url()
-    );
+    let toml = Plan::new()
+        .goal("pad")
+        .set("defaults", "agent", "claude-code")
+        .set("defaults", "timeout", "60s")
+        .set("defaults", "max_turns", 8)
+        .review_off()
+        .set("checks", "task", ["npm test"])
+        .set("setup", "include", ["node_modules/"])
+        .set("agents.claude-code", "bin", claude.display().to_string())
+        .set("agents.claude-code", "provider", "mock")
+        .mock("anthropic", &mock.url(), "claude-sonnet-4-5")
+        .task("a")
+        .prompt("Pad a to four")
+        .owns(["src/a.js"])
+        .to_toml();
     let out = run_real(&repo, &toml);
     assert!(mock.problems().is_empty(), "{:#?}", mock.problems());
     let results = mock.tool_results("a");

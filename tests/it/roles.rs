@@ -1,12 +1,11 @@
 //! Every role on an agent CLI: Claude Code (the real CLI against the mock model server)
 //! and any program answering in JSON as reviewer, with no key for plait itself.
 
-use std::fmt::Write as _;
-
 use serde_json::{json, Value};
 
 use crate::mock::{claude_tools, MockModel, ToolCall, Turn};
 use crate::support::agents::{login_home, real_claude, run_real, KEY};
+use crate::support::fixtures::wide;
 use crate::support::{stderr, task_json, Plan, TestRepo};
 
 fn verdict(verdict: &str, summary: &str, comments: Value) -> Turn {
@@ -296,25 +295,16 @@ fn supervisors_can_be_claude_code() {
         "review:group-2",
         vec![verdict("reject", "t04 is wrong", json!([]))],
     );
-    let files: Vec<(String, String)> = (1..=4)
-        .map(|i| (format!("d{i:02}/f.txt"), format!("file {i}\n")))
-        .collect();
-    let repo = TestRepo::with_owned_files(&files);
-    let mut toml = format!(
-        "goal = \"Touch every file\"\n[defaults]\ntimeout = \"60s\"\n\
-         agent = {{ exec = \"echo touched >> \\\"$PLAIT_FILE\\\"\" }}\n\
-         [groups]\ncount = 2\nreview = \"claude-code\"\nrounds = 0\n\
-         [agents.claude-code]\nbin = \"{}\"\nprovider = \"mock\"\n\
-         [providers.mock]\nkind = \"anthropic\"\nbase_url = \"{}\"\napi_key_env = \"PLAIT_TEST_KEY\"\nmodel = \"claude-sonnet-4-5\"\n",
-        claude.display(),
-        mock.url()
-    );
-    for i in 1..=4 {
-        let _ = writeln!(
-            toml,
-            "[[task]]\nid = \"t{i:02}\"\nprompt = \"touch\"\nowns = [\"/d{i:02}/\"]"
-        );
-    }
+    let (repo, plan) = wide(4);
+    let toml = plan
+        .set("defaults", "timeout", "60s")
+        .set("groups", "count", 2)
+        .set("groups", "review", "claude-code")
+        .set("groups", "rounds", 0)
+        .set("agents.claude-code", "bin", claude.display().to_string())
+        .set("agents.claude-code", "provider", "mock")
+        .mock("anthropic", &mock.url(), "claude-sonnet-4-5")
+        .to_toml();
     let out = run_real(&repo, &toml);
     assert!(
         mock.problems().is_empty(),

@@ -1,6 +1,6 @@
 //! Repositories and plans that tests in more than one file run.
 
-use super::TestRepo;
+use super::{Plan, TestRepo};
 
 /// core breaks the merged checks in its first round and mends them when sent back; a and
 /// b copy its file, z theirs: whatever they started from shows in their work.
@@ -19,4 +19,24 @@ pub fn culprit_waves_repo() -> TestRepo {
         ("src/b.txt", "b\n"),
         ("src/z.txt", "z\n"),
     ])
+}
+
+/// A repository of `n` directories `dNN/` with one file each, and a plan of one task per
+/// directory, `tNN`, whose agent appends to its file.
+pub fn wide(n: usize) -> (TestRepo, Plan) {
+    let files: Vec<(String, String)> = (1..=n)
+        .map(|i| (format!("d{i:02}/f.txt"), format!("file {i}\n")))
+        .collect();
+    let repo = TestRepo::with_owned_files(&files);
+    let mut plan = Plan::new()
+        .goal("Touch every file")
+        .set("defaults", "timeout", "30s")
+        .exec_all("echo touched >> \"$PLAIT_FILE\"");
+    for i in 1..=n {
+        plan = plan
+            .task(&format!("t{i:02}"))
+            .prompt("touch")
+            .owns([format!("/d{i:02}/")]);
+    }
+    (repo, plan)
 }
