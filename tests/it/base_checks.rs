@@ -4,7 +4,7 @@
 
 use std::fmt::Write as _;
 
-use crate::support::{skip, stderr, stdout, task_json, TestRepo};
+use crate::support::{skip, stderr, stdout, task_json, Plan, TestRepo};
 
 fn repo() -> TestRepo {
     TestRepo::with_files(&[
@@ -106,8 +106,14 @@ fn a_check_red_on_the_base_sends_no_task_back_and_the_gate_says_why() {
 fn an_exec_agent_gets_no_rounds_unless_asked_and_the_config_may_ask() {
     let repo = TestRepo::with_files(&[("a.txt", "a\n")]);
     let plan = repo.plan(
-        "goal = \"g\"\n[review]\nagent = \"off\"\n[checks]\ntask = [\"test $(grep -c x a.txt) -ne 1\"]\n\
-         [[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"a.txt\"]\nagent = { exec = \"echo x >> a.txt\" }\n",
+        &Plan::new()
+            .goal("g")
+            .review_off()
+            .set("checks", "task", ["test $(grep -c x a.txt) -ne 1"])
+            .task("a")
+            .owns(["a.txt"])
+            .exec("echo x >> a.txt")
+            .to_toml(),
     );
     let out = repo.plait(&["run", plan.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));

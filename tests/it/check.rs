@@ -1,6 +1,6 @@
 //! `plait check` and the git hooks that run it.
 
-use crate::support::{git_in, stderr, stdout, TestRepo};
+use crate::support::{git_in, stderr, stdout, Plan, TestRepo};
 
 fn sample() -> TestRepo {
     TestRepo::with_files(&[
@@ -195,9 +195,14 @@ fn the_hook_blocks_a_merge_of_a_failing_run_lets_a_clean_one_through_and_chains(
 fn check_takes_branches_and_a_plan_without_a_run() {
     let repo = sample();
     let plan = repo.plan(
-        "[defaults]\nagent = { exec = 'true' }\n[checks]\nmerged = [\"test -f x/a.txt\"]\n\
-         [[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"/x/a.txt\", \"/shared/a-*\"]\n\
-         [[task]]\nid = \"b\"\nprompt = \"p\"\nowns = [\"/x/b.txt\", \"/shared/*-b\"]\n",
+        &Plan::new()
+            .exec_all("true")
+            .set("checks", "merged", ["test -f x/a.txt"])
+            .task("a")
+            .owns(["/x/a.txt", "/shared/a-*"])
+            .task("b")
+            .owns(["/x/b.txt", "/shared/*-b"])
+            .to_toml(),
     );
     let branch = |name: &str, files: &[(&str, &str)]| {
         repo.git(&["checkout", "-q", "-b", name, "main"]);

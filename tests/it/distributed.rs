@@ -884,13 +884,31 @@ fn a_plan_in_waves_over_two_workers_starts_each_task_from_what_it_comes_after() 
     // a and b copy core's work into their own files, so their work shows what they
     // started from; z copies theirs. `bad` fails, so `late` is blocked.
     let plan = repo.plan(
-        "goal = \"waves\"\n\
-         [[task]]\nid = \"core\"\nprompt = \"p\"\nowns = [\"/src/core.txt\"]\nagent = { exec = \"echo new >> src/core.txt\" }\n\
-         [[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"/src/a.txt\"]\nafter = [\"core\"]\nagent = { exec = \"cat src/core.txt >> src/a.txt\" }\n\
-         [[task]]\nid = \"b\"\nprompt = \"p\"\nowns = [\"/src/b.txt\"]\nafter = [\"core\"]\nagent = { exec = \"cat src/core.txt >> src/b.txt\" }\n\
-         [[task]]\nid = \"z\"\nprompt = \"p\"\nowns = [\"/src/z.txt\"]\nafter = [\"a\", \"b\"]\nagent = { exec = \"cat src/a.txt src/b.txt >> src/z.txt\" }\n\
-         [[task]]\nid = \"bad\"\nprompt = \"p\"\nowns = [\"/src/bad.txt\"]\nagent = { exec = \"exit 3\" }\n\
-         [[task]]\nid = \"late\"\nprompt = \"p\"\nowns = [\"/src/late.txt\"]\nafter = [\"bad\"]\nagent = { exec = \"echo 2 >> src/late.txt\" }\n",
+        &Plan::new()
+            .goal("waves")
+            .task("core")
+            .owns(["/src/core.txt"])
+            .exec("echo new >> src/core.txt")
+            .task("a")
+            .owns(["/src/a.txt"])
+            .after(["core"])
+            .exec("cat src/core.txt >> src/a.txt")
+            .task("b")
+            .owns(["/src/b.txt"])
+            .after(["core"])
+            .exec("cat src/core.txt >> src/b.txt")
+            .task("z")
+            .owns(["/src/z.txt"])
+            .after(["a", "b"])
+            .exec("cat src/a.txt src/b.txt >> src/z.txt")
+            .task("bad")
+            .owns(["/src/bad.txt"])
+            .exec("exit 3")
+            .task("late")
+            .owns(["/src/late.txt"])
+            .after(["bad"])
+            .exec("echo 2 >> src/late.txt")
+            .to_toml(),
     );
     git_in(&repo.scratch, &["init", "-q", "--bare", "remote.git"]);
     let (run, state, recorded) = run_spread(&repo, &plan, &url);

@@ -485,9 +485,15 @@ fn without_namespaces_the_run_says_it_copies_and_that_the_setup_is_left_out() {
     let repo = TestRepo::with_files(&[(".gitignore", "node_modules/\n"), ("a.txt", "a\n")]);
     repo.write("node_modules/dep/index.js", "module.exports = 1;\n");
     let plan = repo.plan(
-        "goal = \"g\"\n[review]\nagent = \"off\"\n[checks]\ntask = [\"test -f a.txt\"]\n\
-         [setup]\ninclude = [\"node_modules/\"]\n\
-         [[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"a.txt\"]\nagent = { exec = \"echo b > a.txt\" }\n",
+        &Plan::new()
+            .goal("g")
+            .review_off()
+            .set("checks", "task", ["test -f a.txt"])
+            .set("setup", "include", ["node_modules/"])
+            .task("a")
+            .owns(["a.txt"])
+            .exec("echo b > a.txt")
+            .to_toml(),
     );
     let out =
         crate::support::sandbox::plait_without_namespaces(&repo, &["run", plan.to_str().unwrap()]);

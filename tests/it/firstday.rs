@@ -378,7 +378,7 @@ fn run_dry_run_shows_tasks_files_cones_agents_and_checks_and_creates_nothing() {
     );
     assert_eq!(footprint(&repo), before, "a dry run created something");
 
-    let bad = repo.plan("[[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"zzz\"]\n");
+    let bad = repo.plan(&Plan::new().task("a").owns(["zzz"]).to_toml());
     let out = repo.plait(&["run", bad.to_str().unwrap(), "--dry-run"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(
@@ -403,7 +403,15 @@ fn plan_check_validates_a_plan_alone_as_run_would() {
         "{line}"
     );
 
-    let bad = repo.plan("[[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"zzz\"]\n[[task]]\nid = \"a\"\nprompt = \"q\"\nowns = [\"lib/a.txt\"]\n");
+    let bad = repo.plan(
+        &Plan::new()
+            .task("a")
+            .owns(["zzz"])
+            .task("a")
+            .prompt("q")
+            .owns(["lib/a.txt"])
+            .to_toml(),
+    );
     let checked = repo.plait(&["plan", "--check", bad.to_str().unwrap()]);
     assert_eq!(checked.status.code(), Some(2));
     let ran = repo.plait(&["run", bad.to_str().unwrap()]);

@@ -21,7 +21,7 @@ use std::sync::Arc;
 use plait_sandbox::sandbox::{support, Support};
 
 use crate::support::sandbox::{home, landlock, plait_without_namespaces, refused};
-use crate::support::{skip, stderr, stdout, task_json, TestRepo};
+use crate::support::{skip, stderr, stdout, task_json, Plan, TestRepo};
 
 /// Tries each way out that `targets` name and prints one line per try: `tcp reached`,
 /// `udp refused: ...`; with `--strict` it exits 1 when anything was reached.
@@ -352,9 +352,13 @@ fn credentials_and_socket_variables_are_withheld_unless_kept() {
     }
     let repo = sample();
     let plan = repo.plan(
-        "[defaults]\nsandbox = { keep_env = [\"KEPT_TOKEN\"] }\n[review]\nagent = \"off\"\n\
-         [[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"/a/\"]\n\
-         agent = { exec = 'env | sort > a/env.txt' }\n",
+        &Plan::new()
+            .set("defaults.sandbox", "keep_env", ["KEPT_TOKEN"])
+            .review_off()
+            .task("a")
+            .owns(["/a/"])
+            .exec("env | sort > a/env.txt")
+            .to_toml(),
     );
     let out = plait(
         &repo,

@@ -167,9 +167,12 @@ fn writable_lets_a_cache_path_through_and_nothing_else() {
     let repo = sample();
     let home = home(&repo);
     let plan = repo.plan(
-        "[defaults]\nsandbox = { writable = [\"~/.cache/tool\"] }\n\
-         [[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"/a/\"]\n\
-         agent = { exec = 'echo cached > \"$HOME/.cache/tool/blob\" && echo x > a/f.txt; echo no > \"$HOME/.cache/other\"; true' }\n",
+        &Plan::new()
+            .set("defaults.sandbox", "writable", ["~/.cache/tool"])
+            .task("a")
+            .owns(["/a/"])
+            .exec("echo cached > \"$HOME/.cache/tool/blob\" && echo x > a/f.txt; echo no > \"$HOME/.cache/other\"; true")
+            .to_toml(),
     );
     let out = plait(&repo, &["run", plan.to_str().unwrap()], &home);
     assert!(out.status.success(), "{}", stderr(&out));

@@ -5,7 +5,7 @@ use std::fmt::Write;
 use std::fs;
 
 use crate::support::fixtures::{culprit_waves_repo, CULPRIT_WAVES};
-use crate::support::{stderr, stdout, wait_until, TestRepo};
+use crate::support::{stderr, stdout, wait_until, Plan, TestRepo};
 
 /// A crate whose modules `a` and `b` call `core::old_total`, which an expand/contract
 /// rename turns into `core::total`.
@@ -152,10 +152,22 @@ fn a_failed_task_blocks_the_tasks_after_it_which_are_named() {
         ("docs/x.md", "x\n"),
     ]);
     let plan = repo.plan(
-        "[[task]]\nid = \"core\"\nprompt = \"p\"\nowns = [\"/src/core.rs\"]\nagent = { exec = \"echo broken; exit 4\" }\n\
-         [[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"/src/a.rs\"]\nafter = [\"core\"]\nagent = { exec = \"echo 2 >> src/a.rs\" }\n\
-         [[task]]\nid = \"b\"\nprompt = \"p\"\nowns = [\"/src/b.rs\"]\nafter = [\"a\"]\nagent = { exec = \"echo 2 >> src/b.rs\" }\n\
-         [[task]]\nid = \"docs\"\nprompt = \"p\"\nowns = [\"/docs/**\"]\nagent = { exec = \"echo 2 >> docs/x.md\" }\n",
+        &Plan::new()
+            .task("core")
+            .owns(["/src/core.rs"])
+            .exec("echo broken; exit 4")
+            .task("a")
+            .owns(["/src/a.rs"])
+            .after(["core"])
+            .exec("echo 2 >> src/a.rs")
+            .task("b")
+            .owns(["/src/b.rs"])
+            .after(["a"])
+            .exec("echo 2 >> src/b.rs")
+            .task("docs")
+            .owns(["/docs/**"])
+            .exec("echo 2 >> docs/x.md")
+            .to_toml(),
     );
     let out = repo.plait(&["run", plan.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
@@ -199,9 +211,15 @@ fn sending_a_task_back_runs_the_tasks_after_it_again_from_its_new_work() {
     // core writes its round into its file; a copies core's file into its own, so its work
     // shows which of core's it started from; it also says what it heard.
     let plan = repo.plan(
-        "[[task]]\nid = \"core\"\nprompt = \"p\"\nowns = [\"/src/core.rs\"]\nagent = { exec = \"echo round $PLAIT_ROUND > src/core.rs\" }\n\
-         [[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"/src/a.rs\"]\nafter = [\"core\"]\n\
-         agent = { exec = \"cp src/core.rs src/a.rs; printf '%s' \\\"$PLAIT_FEEDBACK\\\" > \\\"$PLAIT_SCRATCH/heard\\\"\" }\n",
+        &Plan::new()
+            .task("core")
+            .owns(["/src/core.rs"])
+            .exec("echo round $PLAIT_ROUND > src/core.rs")
+            .task("a")
+            .owns(["/src/a.rs"])
+            .after(["core"])
+            .exec("cp src/core.rs src/a.rs; printf '%s' \"$PLAIT_FEEDBACK\" > \"$PLAIT_SCRATCH/heard\"")
+            .to_toml(),
     );
     let out = repo.plait(&["run", plan.to_str().unwrap()]);
     assert!(out.status.success(), "{}", stderr(&out));
@@ -452,9 +470,21 @@ fn a_blocked_task_sent_back_starts_once_a_person_accepted_what_it_comes_after() 
     let repo = TestRepo::with_files(&[("src/core.txt", "c\n"), ("src/a.txt", "a\n")]);
     // Only core is reviewed, and its reviewer never approves.
     let plan = repo.plan(
-        "[review]\nagent = { exec = \"if [ $PLAIT_TASK = core ]; then echo no; exit 1; fi\" }\nrounds = 0\n\
-         [[task]]\nid = \"core\"\nprompt = \"p\"\nowns = [\"/src/core.txt\"]\nagent = { exec = \"echo new > src/core.txt\" }\n\
-         [[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"/src/a.txt\"]\nafter = [\"core\"]\nagent = { exec = \"cat src/core.txt >> src/a.txt\" }\n",
+        &Plan::new()
+            .set("review", "rounds", 0)
+            .set(
+                "review.agent",
+                "exec",
+                "if [ $PLAIT_TASK = core ]; then echo no; exit 1; fi",
+            )
+            .task("core")
+            .owns(["/src/core.txt"])
+            .exec("echo new > src/core.txt")
+            .task("a")
+            .owns(["/src/a.txt"])
+            .after(["core"])
+            .exec("cat src/core.txt >> src/a.txt")
+            .to_toml(),
     );
     let _ = repo.plait(&["run", plan.to_str().unwrap()]);
     let status = repo.status_json(&[]);
@@ -483,10 +513,22 @@ fn the_page_shows_what_a_task_comes_after_what_blocks_it_and_its_own_diff() {
         ("src/late.txt", "l\n"),
     ]);
     let plan = repo.plan(
-        "[[task]]\nid = \"core\"\nprompt = \"p\"\nowns = [\"/src/core.txt\"]\nagent = { exec = \"echo new > src/core.txt\" }\n\
-         [[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"/src/a.txt\"]\nafter = [\"core\"]\nagent = { exec = \"echo 2 >> src/a.txt\" }\n\
-         [[task]]\nid = \"bad\"\nprompt = \"p\"\nowns = [\"/src/bad.txt\"]\nagent = { exec = \"exit 1\" }\n\
-         [[task]]\nid = \"late\"\nprompt = \"p\"\nowns = [\"/src/late.txt\"]\nafter = [\"bad\"]\nagent = { exec = \"true\" }\n",
+        &Plan::new()
+            .task("core")
+            .owns(["/src/core.txt"])
+            .exec("echo new > src/core.txt")
+            .task("a")
+            .owns(["/src/a.txt"])
+            .after(["core"])
+            .exec("echo 2 >> src/a.txt")
+            .task("bad")
+            .owns(["/src/bad.txt"])
+            .exec("exit 1")
+            .task("late")
+            .owns(["/src/late.txt"])
+            .after(["bad"])
+            .exec("true")
+            .to_toml(),
     );
     let _ = repo.plait(&["run", plan.to_str().unwrap()]);
     let run = repo.status_json(&[])["id"].as_str().unwrap().to_string();
@@ -556,12 +598,29 @@ fn the_page_shows_what_a_task_comes_after_what_blocks_it_and_its_own_diff() {
 fn the_culprit_search_blames_the_later_task_not_what_it_started_from() {
     let repo = culprit_waves_repo();
     let plan = repo.plan(
-        "goal = \"waves\"\n\
-         [checks]\nmerged = [\"! grep -q broken src/a.txt src/b.txt src/z.txt src/core.txt\"]\n\
-         [[task]]\nid = \"core\"\nprompt = \"p\"\nowns = [\"/src/core.txt\"]\nagent = { exec = \"echo new > src/core.txt\" }\n\
-         [[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"/src/a.txt\"]\nafter = [\"core\"]\nagent = { exec = \"echo broken > src/a.txt\" }\n\
-         [[task]]\nid = \"b\"\nprompt = \"p\"\nowns = [\"/src/b.txt\"]\nafter = [\"core\"]\nagent = { exec = \"cp src/core.txt src/b.txt\" }\n\
-         [[task]]\nid = \"z\"\nprompt = \"p\"\nowns = [\"/src/z.txt\"]\nafter = [\"a\", \"b\"]\nagent = { exec = \"cat src/core.txt src/b.txt > src/z.txt\" }\n",
+        &Plan::new()
+            .goal("waves")
+            .set(
+                "checks",
+                "merged",
+                ["! grep -q broken src/a.txt src/b.txt src/z.txt src/core.txt"],
+            )
+            .task("core")
+            .owns(["/src/core.txt"])
+            .exec("echo new > src/core.txt")
+            .task("a")
+            .owns(["/src/a.txt"])
+            .after(["core"])
+            .exec("echo broken > src/a.txt")
+            .task("b")
+            .owns(["/src/b.txt"])
+            .after(["core"])
+            .exec("cp src/core.txt src/b.txt")
+            .task("z")
+            .owns(["/src/z.txt"])
+            .after(["a", "b"])
+            .exec("cat src/core.txt src/b.txt > src/z.txt")
+            .to_toml(),
     );
     let out = repo.plait(&["run", plan.to_str().unwrap(), "-j", "2"]);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
@@ -602,9 +661,15 @@ fn the_culprit_search_blames_the_later_task_not_what_it_started_from() {
 fn a_hand_fix_under_a_later_task_is_named_and_sent_back_from() {
     let repo = TestRepo::with_files(&[("src/core.rs", "c\n"), ("src/a.rs", "a\n")]);
     let plan = repo.plan(
-        "[[task]]\nid = \"core\"\nprompt = \"p\"\nowns = [\"/src/core.rs\"]\nagent = { exec = \"echo new > src/core.rs\" }\n\
-         [[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"/src/a.rs\"]\nafter = [\"core\"]\n\
-         agent = { exec = \"cp src/core.rs src/a.rs; printf '%s' \\\"$PLAIT_FEEDBACK\\\" > \\\"$PLAIT_SCRATCH/heard\\\"\" }\n",
+        &Plan::new()
+            .task("core")
+            .owns(["/src/core.rs"])
+            .exec("echo new > src/core.rs")
+            .task("a")
+            .owns(["/src/a.rs"])
+            .after(["core"])
+            .exec("cp src/core.rs src/a.rs; printf '%s' \"$PLAIT_FEEDBACK\" > \"$PLAIT_SCRATCH/heard\"")
+            .to_toml(),
     );
     let out = repo.plait(&["run", plan.to_str().unwrap()]);
     assert!(out.status.success(), "{}", stderr(&out));
