@@ -149,11 +149,17 @@ fn an_exec_agent_gets_no_rounds_unless_asked_and_the_config_may_ask() {
 fn a_check_naming_the_task_is_not_excused_by_the_base() {
     let repo = TestRepo::with_files(&[("lib/a.txt", "a\n")]);
     let agent = "if [ \"$PLAIT_ROUND\" = 0 ]; then echo broken > lib/a.txt; else echo fixed > lib/a.txt; fi";
-    let plan = repo.plan(&format!(
-        "goal = \"g\"\n[review]\nagent = \"off\"\nrounds = 1\n\
-         [checks]\ntask = [\"grep -q fixed lib/$PLAIT_TASK.txt\"]\n\
-         [[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"lib/a.txt\"]\nagent = {{ exec = '''{agent}''' }}\n"
-    ));
+    let plan = repo.plan(
+        &Plan::new()
+            .goal("g")
+            .review_off()
+            .set("review", "rounds", 1)
+            .set("checks", "task", ["grep -q fixed lib/$PLAIT_TASK.txt"])
+            .task("a")
+            .owns(["lib/a.txt"])
+            .exec(agent)
+            .to_toml(),
+    );
     let out = repo.plait(&["run", plan.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let status = repo.status_json(&[]);

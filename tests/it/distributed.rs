@@ -463,11 +463,21 @@ fn a_worker_taking_a_task_over_goes_on_from_the_work_last_pushed() {
         "f=pkg/$PLAIT_TASK.txt; case \"$PLAIT_FEEDBACK\" in *\"taken over\"*) echo second >> $f;; \
                  *) if grep -q first $f; then sleep 15; else echo first >> $f; fi;; esac";
     let (repo, _) = project(1, agent);
-    let plan = repo.plan(&format!(
-        "goal = \"spread\"\n[defaults]\nagent = {{ exec = '''{agent}''' }}\n\
-         [review]\nagent = {{ exec = '''grep -q '^+second' \"$PLAIT_DIFF\" || {{ echo more please; exit 1; }}''' }}\nrounds = 2\n\
-         [[task]]\nid = \"m00\"\nprompt = \"Edit m00\"\nowns = [\"/pkg/m00.txt\"]\n"
-    ));
+    let plan = repo.plan(
+        &Plan::new()
+            .goal("spread")
+            .exec_all(agent)
+            .set("review", "rounds", 2)
+            .set(
+                "review.agent",
+                "exec",
+                "grep -q '^+second' \"$PLAIT_DIFF\" || { echo more please; exit 1; }",
+            )
+            .task("m00")
+            .prompt("Edit m00")
+            .owns(["/pkg/m00.txt"])
+            .to_toml(),
+    );
     let plan = plan.to_str().unwrap();
     let mut coordinator = coordinator(&repo, plan, &url);
     let mut doomed = worker(&repo, &url, "doomed", "1", "2");

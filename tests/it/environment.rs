@@ -307,13 +307,17 @@ fn a_python_virtualenv_made_by_the_setup_serves_agents_and_checks() {
         ("tests/__init__.py", ""),
     ]);
     let test = ".venv/bin/python -m unittest -q";
-    let plan = format!(
-        "goal = \"g\"\n[review]\nagent = \"off\"\nrounds = 0\n\
-         [checks]\ntask = [\"{test}\"]\nmerged = [\"{test}\"]\n\
-         [setup]\nrun = [\"python3 -m venv --without-pip .venv\"]\n\
-         [[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"app/a.py\"]\n\
-         agent = {{ exec = \"sed -i 's/1/2/' app/a.py && $PLAIT_RUN_IN {test}\" }}\n"
-    );
+    let plan = Plan::new()
+        .goal("g")
+        .review_off()
+        .set("review", "rounds", 0)
+        .set("checks", "task", [test])
+        .set("checks", "merged", [test])
+        .set("setup", "run", ["python3 -m venv --without-pip .venv"])
+        .task("a")
+        .owns(["app/a.py"])
+        .exec(&format!("sed -i 's/1/2/' app/a.py && $PLAIT_RUN_IN {test}"))
+        .to_toml();
     let out = repo.plait(&["run", repo.plan(&plan).to_str().unwrap()]);
     assert!(out.status.success(), "{}\n{}", stdout(&out), stderr(&out));
     let status = repo.status_json(&[]);
@@ -530,12 +534,15 @@ fn git_in_a_checks_layer_sees_the_commit_checked_out() {
                  && test -z \"$(git status --porcelain --untracked-files=no)\" \
                  && touch \"$(git rev-parse --git-dir)/probe\" \
                  && { test \"$PLAIT_COMMIT\" = \"$PLAIT_BASE\" || test \"$(git diff --name-only $PLAIT_BASE HEAD | tr '\\n' ' ')\" = 'a.txt gone.txt '; }";
-    let plan = format!(
-        "goal = \"g\"\n[review]\nagent = \"off\"\n\
-         [checks]\ntask = ['''{check}''']\nmerged = ['''{check}''']\n\
-         [[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"a.txt\", \"gone.txt\"]\n\
-         agent = {{ exec = \"echo A > a.txt && rm gone.txt\" }}\n"
-    );
+    let plan = Plan::new()
+        .goal("g")
+        .review_off()
+        .set("checks", "task", [check])
+        .set("checks", "merged", [check])
+        .task("a")
+        .owns(["a.txt", "gone.txt"])
+        .exec("echo A > a.txt && rm gone.txt")
+        .to_toml();
     let out = repo.plait(&["run", repo.plan(&plan).to_str().unwrap()]);
     assert!(out.status.success(), "{}\n{}", stdout(&out), stderr(&out));
     let status = repo.status_json(&[]);

@@ -251,9 +251,11 @@ fn plait_log_follow_prints_a_running_task_s_log_until_the_task_ends() {
         "echo first line; while [ ! -e '{}' ]; do sleep 0.05; done; echo second line; echo v1 > lib/a.txt",
         go.display()
     );
-    let toml = format!(
-        "[defaults]\nagent = {{ exec = '''{agent}''' }}\n[[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"lib/a.txt\"]\n"
-    );
+    let toml = Plan::new()
+        .exec_all(&agent)
+        .task("a")
+        .owns(["lib/a.txt"])
+        .to_toml();
     let plan = repo.plan(&toml);
     let running = Command::new(env!("CARGO_BIN_EXE_plait"))
         .args(["run", plan.to_str().unwrap()])
@@ -342,11 +344,20 @@ fn run_dry_run_shows_tasks_files_cones_agents_and_checks_and_creates_nothing() {
     let repo = sample();
     let before = footprint(&repo);
     assert!(!before.3);
-    let toml = "goal = \"Fix the library\"\n[defaults]\nagent = { exec = 'echo v1 > lib/$PLAIT_TASK.txt' }\n\
-        [checks]\ntask = [\"test -s lib/$PLAIT_TASK.txt\"]\nmerged = [\"true\"]\n\
-        [[task]]\nid = \"a\"\nprompt = \"fix a\"\nowns = [\"lib/a.txt\"]\ncontext = [\"docs/*.md\"]\n\
-        [[task]]\nid = \"rest\"\nprompt = \"fix the rest\"\nowns = [\"lib/b.txt\", \"lib/c.txt\"]\n";
-    let plan = repo.plan(toml);
+    let toml = Plan::new()
+        .goal("Fix the library")
+        .exec_all("echo v1 > lib/$PLAIT_TASK.txt")
+        .set("checks", "task", ["test -s lib/$PLAIT_TASK.txt"])
+        .set("checks", "merged", ["true"])
+        .task("a")
+        .prompt("fix a")
+        .owns(["lib/a.txt"])
+        .with("context", ["docs/*.md"])
+        .task("rest")
+        .prompt("fix the rest")
+        .owns(["lib/b.txt", "lib/c.txt"])
+        .to_toml();
+    let plan = repo.plan(&toml);
     let out = repo.plait(&["run", plan.to_str().unwrap(), "--dry-run", "-j", "2"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let text = stdout(&out);
@@ -468,8 +479,12 @@ fn review_attention_and_task_show_only_what_they_select() {
 #[test]
 fn the_ctrl_c_warning_in_a_pipe_has_no_colours_and_no_timestamp() {
     let repo = sample();
-    let toml = "[defaults]\nagent = { exec = 'sleep 30' }\n[[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"lib/a.txt\"]\n";
-    let plan = repo.plan(toml);
+    let toml = Plan::new()
+        .exec_all("sleep 30")
+        .task("a")
+        .owns(["lib/a.txt"])
+        .to_toml();
+    let plan = repo.plan(&toml);
     let child = Command::new(env!("CARGO_BIN_EXE_plait"))
         .args(["run", plan.to_str().unwrap()])
         .current_dir(&repo.path)

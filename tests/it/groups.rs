@@ -7,7 +7,7 @@ use serde_json::json;
 
 use crate::mock::{MockModel, Provider, ToolCall, Turn};
 use crate::support::fixtures::wide;
-use crate::support::{stderr, stdout, TestRepo};
+use crate::support::{stderr, stdout, Plan, TestRepo};
 
 const KEY: &str = "sk-test-groups-0123456789";
 
@@ -91,13 +91,22 @@ fn conflicting(a_path: &str, b_path: &str) -> (TestRepo, String) {
         ("m/c.txt", "c\n"),
         ("m/d.txt", "d\n"),
     ]);
-    let plan = format!(
-        "[defaults]\ntimeout = \"30s\"\n[groups]\ncount = 2\n\
-         [[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"/{a_path}\", \"/shared/a-*\"]\nagent = {{ exec = \"echo A > shared/a-b; echo a2 > {a_path}\" }}\n\
-         [[task]]\nid = \"b\"\nprompt = \"p\"\nowns = [\"/{b_path}\", \"/shared/*-b\"]\nagent = {{ exec = \"echo B > shared/a-b; echo b2 > {b_path}\" }}\n\
-         [[task]]\nid = \"c\"\nprompt = \"p\"\nowns = [\"/m/c.txt\"]\nagent = {{ exec = \"echo c2 > m/c.txt\" }}\n\
-         [[task]]\nid = \"d\"\nprompt = \"p\"\nowns = [\"/m/d.txt\"]\nagent = {{ exec = \"echo d2 > m/d.txt\" }}\n"
-    );
+    let plan = Plan::new()
+        .set("defaults", "timeout", "30s")
+        .set("groups", "count", 2)
+        .task("a")
+        .owns([&format!("/{a_path}"), "/shared/a-*"])
+        .exec(&format!("echo A > shared/a-b; echo a2 > {a_path}"))
+        .task("b")
+        .owns([&format!("/{b_path}"), "/shared/*-b"])
+        .exec(&format!("echo B > shared/a-b; echo b2 > {b_path}"))
+        .task("c")
+        .owns(["/m/c.txt"])
+        .exec("echo c2 > m/c.txt")
+        .task("d")
+        .owns(["/m/d.txt"])
+        .exec("echo d2 > m/d.txt")
+        .to_toml();
     (repo, plan)
 }
 

@@ -167,11 +167,19 @@ fn an_agent_and_its_check_reach_nothing_served_outside() {
     let outside = Outside::new(&repo.scratch);
     let probe = probe(&repo);
     let args = outside.args();
-    let plan = repo.plan(&format!(
-        "[checks]\ntask = [\"python3 {probe} --strict {args}\"]\n[review]\nagent = \"off\"\n\
-         [[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"/a/\"]\n\
-         agent = {{ exec = 'python3 {probe} --loose {args} > a/out.txt' }}\n"
-    ));
+    let plan = repo.plan(
+        &Plan::new()
+            .set(
+                "checks",
+                "task",
+                [&format!("python3 {probe} --strict {args}")],
+            )
+            .review_off()
+            .task("a")
+            .owns(["/a/"])
+            .exec(&format!("python3 {probe} --loose {args} > a/out.txt"))
+            .to_toml(),
+    );
     let out = plait(&repo, &["run", plan.to_str().unwrap()], &[]);
     assert!(out.status.success(), "{}", stderr(&out));
     let run = stdout(&out).trim().to_string();

@@ -160,11 +160,14 @@ fn a_cli_reviewer_answers_in_json_and_its_garbage_fails_the_review() {
         ),
     ] {
         let repo = TestRepo::with_files(&[("src/a/x.txt", "hi\n")]);
-        let toml = format!(
-            "[defaults]\nagent = {{ exec = \"echo hello > src/a/x.txt\" }}\n\
-             [review]\nagent = {{ cli = [\"sh\", \"-c\", '''{script}'''], answer = \"json\" }}\nrounds = 0\n\
-             [[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"src/a/\"]\n"
-        );
+        let toml = Plan::new()
+            .exec_all("echo hello > src/a/x.txt")
+            .set("review", "rounds", 0)
+            .set("review.agent", "cli", ["sh", "-c", script])
+            .set("review.agent", "answer", "json")
+            .task("a")
+            .owns(["src/a/"])
+            .to_toml();
         let plan = repo.plan(&toml);
         let out = repo.plait(&["run", plan.to_str().unwrap()]);
         let status = repo.status_json(&[]);

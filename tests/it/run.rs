@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use plait_core::state::{RunPhase, TaskState};
 
-use crate::support::{stdout, wait_for_running, wait_until, TestRepo};
+use crate::support::{stdout, wait_for_running, wait_until, Plan, TestRepo};
 
 fn repo_with_dirs(n: usize) -> TestRepo {
     let files: Vec<(String, String)> = (0..n)
@@ -62,10 +62,17 @@ fn count_files(dir: &Path, prefix: &str) -> usize {
 #[test]
 fn the_agent_gets_its_task_in_the_environment_and_its_output_is_logged() {
     let repo = TestRepo::with_files(&[("pkg/one.py", "1\n"), ("pkg/two.py", "2\n")]);
-    let toml = "goal = \"the goal\"\n[defaults]\nagent = { exec = 'env | grep ^PLAIT_ | sort; cat \"$PLAIT_OWNED\"; echo oops >&2' }\n\
-                [[task]]\nid = \"one\"\nprompt = \"Do one\"\nowns = [\"pkg/one.py\"]\n\
-                [[task]]\nid = \"two\"\nprompt = \"Do two\"\nowns = [\"pkg/two.py\"]\n";
-    let state = repo.run(toml, 2);
+    let toml = Plan::new()
+        .goal("the goal")
+        .exec_all("env | grep ^PLAIT_ | sort; cat \"$PLAIT_OWNED\"; echo oops >&2")
+        .task("one")
+        .prompt("Do one")
+        .owns(["pkg/one.py"])
+        .task("two")
+        .prompt("Do two")
+        .owns(["pkg/two.py"])
+        .to_toml();
+    let state = repo.run(&toml, 2);
     let one = state.task("one").unwrap();
     let log = fs::read_to_string(&one.log).unwrap();
     for line in [

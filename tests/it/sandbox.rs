@@ -67,11 +67,19 @@ exit 0"#
 n=0; until [ -e ../a/a/attempted ]; do sleep 0.05; n=$((n+1)); [ $n -gt 400 ] && exit 9; done
 rm b/started
 echo b2 > b/f.txt"#;
-    let plan = repo.plan(&format!(
-        "[defaults]\ntimeout = \"60s\"\n\
-         [[task]]\nid = \"a\"\nprompt = \"attack\"\nowns = [\"/a/\"]\nagent = {{ exec = '''{attacker}''' }}\n\
-         [[task]]\nid = \"b\"\nprompt = \"work\"\nowns = [\"/b/\"]\nagent = {{ exec = '''{victim}''' }}\n"
-    ));
+    let plan = repo.plan(
+        &Plan::new()
+            .set("defaults", "timeout", "60s")
+            .task("a")
+            .prompt("attack")
+            .owns(["/a/"])
+            .exec(&attacker)
+            .task("b")
+            .prompt("work")
+            .owns(["/b/"])
+            .exec(victim)
+            .to_toml(),
+    );
     let config_before = fs::read_to_string(repo.path.join(".git/config")).unwrap();
     let out = plait(&repo, &["run", plan.to_str().unwrap(), "-j", "2"], &home);
     assert!(out.status.success(), "{}", stderr(&out));
@@ -305,12 +313,15 @@ fn a_check_running_agent_written_code_is_confined_to_its_checkout() {
     let evil = format!(
         "set -e\\nmkdir -p build && echo built > build/out\\necho evil > {user}/README.md\\necho evil > \\\"$HOME/evil\\\"\\n"
     );
-    let plan = repo.plan(&format!(
-        "[checks]\ntask = [\"test ! -f a/test.sh || sh a/test.sh\"]\n\
-         [review]\nrounds = 0\n\
-         [[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"/a/\"]\n\
-         agent = {{ exec = 'printf \"{evil}\" > a/test.sh' }}\n"
-    ));
+    let plan = repo.plan(
+        &Plan::new()
+            .set("checks", "task", ["test ! -f a/test.sh || sh a/test.sh"])
+            .set("review", "rounds", 0)
+            .task("a")
+            .owns(["/a/"])
+            .exec(&format!("printf \"{evil}\" > a/test.sh"))
+            .to_toml(),
+    );
     let out = plait(&repo, &["run", plan.to_str().unwrap()], &home);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     assert_eq!(repo.read("README.md"), "readme\n");

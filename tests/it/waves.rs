@@ -265,12 +265,25 @@ fn a_run_killed_in_its_second_wave_is_finished_by_resume() {
         "if [ -e {go} ]; then cat src/core.rs >> src/$PLAIT_TASK.rs; else sleep 120; fi",
         go = go.display()
     );
-    let plan = repo.plan(&format!(
-        "[[task]]\nid = \"core\"\nprompt = \"p\"\nowns = [\"/src/core.rs\"]\nagent = {{ exec = \"echo new > src/core.rs\" }}\n\
-         [[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"/src/a.rs\"]\nafter = [\"core\"]\nagent = {{ exec = \"{wait}\" }}\n\
-         [[task]]\nid = \"b\"\nprompt = \"p\"\nowns = [\"/src/b.rs\"]\nafter = [\"core\"]\nagent = {{ exec = \"{wait}\" }}\n\
-         [[task]]\nid = \"z\"\nprompt = \"p\"\nowns = [\"/src/z.rs\"]\nafter = [\"a\", \"b\"]\nagent = {{ exec = \"cat src/a.rs src/b.rs > src/z.rs\" }}\n"
-    ));
+    let plan = repo.plan(
+        &Plan::new()
+            .task("core")
+            .owns(["/src/core.rs"])
+            .exec("echo new > src/core.rs")
+            .task("a")
+            .owns(["/src/a.rs"])
+            .after(["core"])
+            .exec(&wait)
+            .task("b")
+            .owns(["/src/b.rs"])
+            .after(["core"])
+            .exec(&wait)
+            .task("z")
+            .owns(["/src/z.rs"])
+            .after(["a", "b"])
+            .exec("cat src/a.rs src/b.rs > src/z.rs")
+            .to_toml(),
+    );
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_plait"))
         .args(["run", plan.to_str().unwrap(), "-j", "4"])
         .current_dir(&repo.path)
