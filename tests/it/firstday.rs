@@ -4,13 +4,13 @@
 //! the small things (a plain Ctrl-C warning in a pipe, `-C` on a missing directory, TIME
 //! without the wait for a slot).
 
-use std::fmt::Write as _;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use plait_core::state::TaskState;
 
 use crate::mock::{edit, MockModel, Provider, Turn};
+use crate::support::fixtures::three_tasks;
 use crate::support::{stderr, stdout, wait_until, Plan, TestRepo};
 
 const CAUSE: &str = "Error: file `` does not exist";
@@ -22,19 +22,6 @@ fn sample() -> TestRepo {
         ("lib/c.txt", "c\n"),
         ("docs/guide.md", "guide\n"),
     ])
-}
-
-/// A plan of tasks `a`, `b`, `c`, each owning `lib/<id>.txt`, all running `agent`.
-fn plan(agent: &str, extra: &str) -> String {
-    let mut plan =
-        format!("goal = \"g\"\n[defaults]\nagent = {{ exec = '''{agent}''' }}\n{extra}\n");
-    for id in ["a", "b", "c"] {
-        let _ = writeln!(
-            plan,
-            "[[task]]\nid = \"{id}\"\nprompt = \"fix {id}\"\nowns = [\"lib/{id}.txt\"]"
-        );
-    }
-    plan
 }
 
 /// Runs `toml` with the real binary; the run's id and what it said on stderr.
@@ -55,7 +42,7 @@ const FAILING_A: &str = "if [ \"$PLAIT_TASK\" = a ]; then echo 'reading the modu
 #[test]
 fn a_failed_task_shows_the_end_of_its_agent_log_in_status_review_and_json() {
     let repo = sample();
-    let (run, summary) = run(&repo, &plan(FAILING_A, ""));
+    let (run, summary) = run(&repo, &three_tasks(FAILING_A, ""));
     let log = repo
         .path
         .join(format!(".git/plait/runs/{run}/tasks/a/agent.log"));
@@ -110,7 +97,7 @@ fn plait_log_prints_the_agent_log_and_each_round_s_checks() {
     let repo = sample();
     let extra = "[checks]\ntask = [\"echo checking\", \"! grep -q broken lib/$PLAIT_TASK.txt\"]\n\
                  [review]\nrounds = 2\n";
-    let (run, _) = run(&repo, &plan(TWO_ROUNDS, extra));
+    let (run, _) = run(&repo, &three_tasks(TWO_ROUNDS, extra));
 
     let out = repo.plait(&["log", &run, "a"]);
     assert!(out.status.success(), "{}", stderr(&out));
@@ -155,7 +142,7 @@ fn plait_log_prints_the_agent_log_and_each_round_s_checks() {
 #[test]
 fn plait_log_names_an_unknown_run_or_task_and_lists_the_tasks() {
     let repo = sample();
-    let (run, _) = run(&repo, &plan("echo v1 > lib/$PLAIT_TASK.txt", ""));
+    let (run, _) = run(&repo, &three_tasks("echo v1 > lib/$PLAIT_TASK.txt", ""));
 
     let out = repo.plait(&["log", &run, "zzz"]);
     assert_eq!(out.status.code(), Some(2));
@@ -403,7 +390,7 @@ fn run_dry_run_shows_tasks_files_cones_agents_and_checks_and_creates_nothing() {
 #[test]
 fn plan_check_validates_a_plan_alone_as_run_would() {
     let repo = sample();
-    let good = repo.plan(&plan("true", "[checks]\nmerged = [\"true\"]\n"));
+    let good = repo.plan(&three_tasks("true", "[checks]\nmerged = [\"true\"]\n"));
     let out = repo.plait(&["plan", "--check", good.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let line = stdout(&out);
@@ -441,7 +428,7 @@ fn review_attention_and_task_show_only_what_they_select() {
     let repo = sample();
     // a fails, b is clean, c writes a file it does not own (a violation).
     let agent = "case $PLAIT_TASK in a) exit 1;; c) echo x > stray.txt;; esac; echo v1 > lib/$PLAIT_TASK.txt";
-    let (run, _) = run(&repo, &plan(agent, ""));
+    let (run, _) = run(&repo, &three_tasks(agent, ""));
     let headings = |args: &[&str]| -> Vec<String> {
         let mut all = vec!["review", run.as_str()];
         all.extend_from_slice(args);
@@ -469,7 +456,7 @@ fn review_attention_and_task_show_only_what_they_select() {
     );
 
     let clean = sample();
-    let (run, _) = self::run(&clean, &plan("echo v1 > lib/$PLAIT_TASK.txt", ""));
+    let (run, _) = self::run(&clean, &three_tasks("echo v1 > lib/$PLAIT_TASK.txt", ""));
     let out = clean.plait(&["review", &run, "--attention"]);
     assert!(out.status.success());
     assert_eq!(stdout(&out), "");
@@ -539,7 +526,7 @@ fn time_does_not_count_the_wait_for_a_slot() {
     let repo = sample();
     // One slot, three tasks of a second each: the last waits two seconds for its slot.
     let (run, _) = {
-        let path = repo.plan(&plan("sleep 1; echo v1 > lib/$PLAIT_TASK.txt", ""));
+        let path = repo.plan(&three_tasks("sleep 1; echo v1 > lib/$PLAIT_TASK.txt", ""));
         let out = repo.plait(&["run", path.to_str().unwrap(), "-j", "1"]);
         assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
         (stdout(&out).trim().to_string(), ())

@@ -9,7 +9,8 @@ use serde_json::Value;
 
 use crate::mock::{claude_tools, MockModel, Turn};
 use crate::support::agents::{
-    assert_gateway_url, claude_on_mock, login_home, plan, real_claude, run_real, sample, KEY,
+    assert_gateway_url, claude_on_its_own, claude_on_mock, login_home, plait_on_login, real_claude,
+    run_real, sample, KEY,
 };
 use crate::support::plan::{Raw, Toml as _};
 use crate::support::{stderr, stdout, task_json, Plan, TestRepo};
@@ -383,18 +384,13 @@ fn a_claude_code_login_without_a_key_works_through_the_gateway() {
     }
     let home = login_home();
     // No provider in the plan and no key: the base URL is the environment's.
-    let toml = plan("claude-code")
-        .set("agents.claude-code", "bin", claude.display().to_string())
-        .set("agents.claude-code", "model", "claude-sonnet-4-5");
-    let plan_path = repo.plan(&toml.to_toml());
-    let out = repo.plait_env(
+    let plan_path = repo.plan(&claude_on_its_own(&claude).to_toml());
+    let out = plait_on_login(
+        &repo,
         &["run", plan_path.to_str().unwrap(), "-j", "2"],
-        &[
-            ("HOME", home.path().to_str().unwrap()),
-            ("CLAUDE_CONFIG_DIR", ""),
-            ("ANTHROPIC_API_KEY", ""),
-            ("ANTHROPIC_BASE_URL", &mock.url()),
-        ],
+        home.path(),
+        &mock.url(),
+        &[],
     );
     assert!(
         out.status.success(),

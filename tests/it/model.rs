@@ -71,19 +71,6 @@ fn run(repo: &TestRepo, mock: &MockModel, provider: Provider, stream: bool) -> R
     repo.run_with_env(&plan(mock, provider, stream).to_toml(), 2, &env)
 }
 
-/// The text of every tool result the mock received for `task`, in order, and whether it is
-/// an error (OpenAI has no flag: plait starts the text with `Error: `).
-fn tool_results(mock: &MockModel, task: &str) -> Vec<(String, bool)> {
-    let openai = mock.provider() == Provider::OpenAi;
-    mock.tool_results(task)
-        .into_iter()
-        .map(|r| {
-            let is_error = r.is_error || (openai && r.text.starts_with("Error: "));
-            (r.text, is_error)
-        })
-        .collect()
-}
-
 #[test]
 fn a_full_edit_loop_works_on_both_providers_streamed_and_not() {
     for provider in [Provider::Anthropic, Provider::OpenAi] {
@@ -133,7 +120,7 @@ fn a_full_edit_loop_works_on_both_providers_streamed_and_not() {
                 "{label}: {usage:?}"
             );
             assert!(usage.first_token_ms.is_some());
-            let results = tool_results(&mock, "a");
+            let results = mock.tool_texts("a");
             assert!(
                 results[0].0.contains("     2\t    return 1"),
                 "{label}: {results:?}"
@@ -174,7 +161,7 @@ fn writes_outside_ownership_are_refused_and_counted() {
     let a = state.task("a").unwrap();
     assert_eq!(a.state, TaskState::Done);
     assert_eq!(a.usage.as_ref().unwrap().refused_writes, 2);
-    let results = tool_results(&mock, "a");
+    let results = mock.tool_texts("a");
     assert!(
         results[0].1 && results[0].0.contains("not owned by this task"),
         "{results:?}"
@@ -217,7 +204,7 @@ fn paths_that_escape_and_binary_files_are_refused() {
     );
     let state = run(&repo, &mock, Provider::OpenAi, false);
     assert!(mock.problems().is_empty(), "{:?}", mock.problems());
-    let results = tool_results(&mock, "a");
+    let results = mock.tool_texts("a");
     let errors: Vec<bool> = results.iter().map(|r| r.1).collect();
     assert_eq!(
         errors,

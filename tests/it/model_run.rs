@@ -67,18 +67,6 @@ fn run_for(command: &str, timeout_s: f64) -> ToolCall {
     ToolCall::new("run", json!({"command": command, "timeout_s": timeout_s}))
 }
 
-/// The text of every tool result `task` sent, in order (OpenAI's errors start `Error: `).
-fn results(mock: &MockModel, task: &str) -> Vec<(String, bool)> {
-    let openai = mock.provider() == Provider::OpenAi;
-    mock.tool_results(task)
-        .into_iter()
-        .map(|r| {
-            let is_error = r.is_error || (openai && r.text.starts_with("Error: "));
-            (r.text, is_error)
-        })
-        .collect()
-}
-
 /// The names of the tools the first request of `task` offered.
 fn offered(mock: &MockModel, task: &str) -> Vec<String> {
     let request = mock
@@ -124,7 +112,7 @@ fn a_test_importing_a_module_not_owned_runs_in_the_whole_tree_through_the_binary
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert!(offered(&mock, "a").contains(&"run".to_string()));
 
-    let results = results(&mock, "a");
+    let results = mock.tool_texts("a");
     let (failing, passing, listing) = (&results[0], &results[2], &results[3]);
     assert!(failing.0.contains("exit status 1"), "{failing:?}");
     assert!(failing.0.contains("AssertionError: 9 != 12"), "{failing:?}");
@@ -193,7 +181,7 @@ fn the_run_tool_works_on_openai_too() {
     assert_eq!(mock.problems(), Vec::<String>::new());
     let a = state.task("a").unwrap();
     assert_eq!(a.state, TaskState::Done, "{:?}", a.error);
-    let results = results(&mock, "a");
+    let results = mock.tool_texts("a");
     assert!(results[2].0.contains("\nOK\n"), "{results:?}");
     assert_eq!(a.usage.as_ref().unwrap().runs, 3);
 }
@@ -213,7 +201,7 @@ fn tools_run_limits_the_commands_and_an_empty_list_takes_the_tool_away() {
     let limited = plan(&mock).set("tools", "run", ["python3 -m unittest *", "ls"]);
     let state = repo.run_with_env(&limited.to_toml(), 2, &env);
     assert_eq!(mock.problems(), Vec::<String>::new());
-    let results = results(&mock, "a");
+    let results = mock.tool_texts("a");
     let (refused, allowed) = (&results[0], &results[1]);
     assert!(refused.1, "{refused:?}");
     assert!(
@@ -275,7 +263,7 @@ fn a_command_that_times_out_or_prints_megabytes_ends_cleanly_and_the_task_goes_o
         "the sleep was not cut short"
     );
     assert_eq!(mock.problems(), Vec::<String>::new());
-    let results = results(&mock, "a");
+    let results = mock.tool_texts("a");
     let (slow, flood, stdin) = (&results[0], &results[1], &results[2]);
     assert!(slow.1 && slow.0.contains("timed out after 1s"), "{slow:?}");
     assert!(slow.0.contains("started"), "{slow:?}");
@@ -320,7 +308,7 @@ fn a_command_changes_no_neighbour_nor_the_checkout_and_a_write_not_owned_is_a_vi
     mock.script("b", vec![Turn::Text("nothing to do".into())]);
     let state: RunState = repo.run_with_env(&plan(&mock).to_toml(), 2, &env);
     assert_eq!(mock.problems(), Vec::<String>::new());
-    let results = results(&mock, "a");
+    let results = mock.tool_texts("a");
     assert!(results[2].0.contains("wrote"), "{results:?}");
     if confined() {
         assert!(!results[0].0.contains("exit status 0"), "{results:?}");
@@ -419,7 +407,7 @@ fn a_command_asking_the_terminal_is_told_there_is_none_and_does_not_wait() {
         .output()
         .unwrap();
     assert_eq!(mock.problems(), Vec::<String>::new());
-    let results = results(&mock, "a");
+    let results = mock.tool_texts("a");
     let shown = stdout(&out);
     let tail: String = shown
         .chars()

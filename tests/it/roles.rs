@@ -4,7 +4,7 @@
 use serde_json::{json, Value};
 
 use crate::mock::{claude_tools, MockModel, ToolCall, Turn};
-use crate::support::agents::{login_home, real_claude, run_real, KEY};
+use crate::support::agents::{login_home, plait_on_login, real_claude, run_real, KEY};
 use crate::support::fixtures::wide;
 use crate::support::{stderr, task_json, Plan, TestRepo};
 
@@ -236,7 +236,8 @@ fn claude_code_plans_on_a_login_and_its_overlapping_plan_is_corrected() {
     let path = format!("{bin}:{}", std::env::var("PATH").unwrap_or_default());
     let out_path = repo.scratch.join("plan.toml");
     // No --manager and no key: Claude Code, found on PATH, plans.
-    let out = repo.plait_env(
+    let out = plait_on_login(
+        &repo,
         &[
             "plan",
             "--goal",
@@ -244,13 +245,9 @@ fn claude_code_plans_on_a_login_and_its_overlapping_plan_is_corrected() {
             "-o",
             out_path.to_str().unwrap(),
         ],
-        &[
-            ("HOME", home.path().to_str().unwrap()),
-            ("PATH", &path),
-            ("CLAUDE_CONFIG_DIR", ""),
-            ("ANTHROPIC_API_KEY", ""),
-            ("ANTHROPIC_BASE_URL", &mock.url()),
-        ],
+        home.path(),
+        &mock.url(),
+        &[("PATH", &path)],
     );
     assert!(
         out.status.success(),

@@ -210,18 +210,13 @@ fn real_claude_code_on_a_login_reads_no_credential_with_bash_or_read() {
             Turn::Text("Done.".into()),
         ],
     );
-    let toml = agents::plan("claude-code")
-        .set("agents.claude-code", "bin", claude.display().to_string())
-        .set("agents.claude-code", "model", "claude-sonnet-4-5");
-    let plan = repo.plan(&toml.to_toml());
-    let out = repo.plait_env(
+    let plan = repo.plan(&agents::claude_on_its_own(&claude).to_toml());
+    let out = agents::plait_on_login(
+        &repo,
         &["run", plan.to_str().unwrap(), "-j", "2"],
-        &[
-            ("HOME", &h),
-            ("CLAUDE_CONFIG_DIR", ""),
-            ("ANTHROPIC_API_KEY", ""),
-            ("ANTHROPIC_BASE_URL", &mock.url()),
-        ],
+        home.path(),
+        &mock.url(),
+        &[],
     );
     assert!(
         out.status.success(),

@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::support::serve::{plan, run, sample, Served, AGENT};
+use crate::support::fixtures::three_tasks;
+use crate::support::serve::{run, sample, Served, AGENT};
 use crate::support::{stderr, stdout, wait_until, TestRepo};
 
 /// The page and its API after a landing.
@@ -19,7 +20,7 @@ mod scale;
 #[test]
 fn send_back_gives_a_task_one_more_round_told_the_comment_and_merges_again() {
     let repo = sample();
-    let run = run(&repo, &plan(AGENT, ""));
+    let run = run(&repo, &three_tasks(AGENT, ""));
     // A person's decision is dropped by the send-back: the new round is judged afresh.
     assert!(repo.plait(&["reject", &run, "b"]).status.success());
     let out = repo.plait(&["send-back", &run, "b", "--comment", "SHOUT it"]);
@@ -75,7 +76,7 @@ fn send_back_gives_a_task_one_more_round_told_the_comment_and_merges_again() {
 #[test]
 fn send_back_refuses_what_it_cannot_do_and_changes_nothing() {
     let repo = sample();
-    let run = run(&repo, &plan(AGENT, ""));
+    let run = run(&repo, &three_tasks(AGENT, ""));
     let before = repo.status_json(&[&run]);
     for (args, says) in [
         (vec!["nope", "--comment", "x"], "has no task `nope`"),
@@ -99,7 +100,7 @@ fn the_api_shows_runs_tasks_diffs_and_transcripts_as_json() {
     let repo = sample();
     let run = run(
         &repo,
-        &plan(
+        &three_tasks(
             "echo v1 > lib/$PLAIT_TASK.txt; if [ $PLAIT_TASK = c ]; then echo oops > README; fi",
             "[checks]\ntask = [\"grep -q v1 lib/$PLAIT_TASK.txt\"]\n",
         ),
@@ -187,7 +188,7 @@ fn the_api_shows_runs_tasks_diffs_and_transcripts_as_json() {
 #[test]
 fn the_api_reads_a_model_agent_s_transcript_as_turns_and_tool_calls() {
     let repo = sample();
-    let run = run(&repo, &plan(AGENT, ""));
+    let run = run(&repo, &three_tasks(AGENT, ""));
     // A transcript as a model agent writes it (each request and its answer).
     let transcript = repo
         .path
@@ -240,7 +241,7 @@ fn the_api_reads_a_model_agent_s_transcript_as_turns_and_tool_calls() {
 fn decisions_through_the_api_do_what_the_commands_do() {
     let twin = sample();
     let repo = sample();
-    let toml = plan(AGENT, "");
+    let toml = three_tasks(AGENT, "");
     let twin_run = run(&twin, &toml);
     let run = run(&repo, &toml);
     let served = Served::start(&repo, &[&run]);
@@ -326,7 +327,7 @@ fn decisions_through_the_api_do_what_the_commands_do() {
 #[test]
 fn requests_without_the_token_or_for_another_host_are_refused() {
     let repo = sample();
-    let run = run(&repo, &plan(AGENT, ""));
+    let run = run(&repo, &three_tasks(AGENT, ""));
     let served = Served::start(&repo, &[]);
     let before = repo.status_json(&[&run]);
     let path = format!("/api/runs/{run}/tasks/a/reject");
@@ -383,7 +384,7 @@ fn requests_without_the_token_or_for_another_host_are_refused() {
 #[test]
 fn the_events_stream_carries_a_run_s_changes_as_they_happen() {
     let repo = sample();
-    let run = run(&repo, &plan(AGENT, ""));
+    let run = run(&repo, &three_tasks(AGENT, ""));
     let served = Served::start(&repo, &[]);
     let mut stream = TcpStream::connect(&served.addr).unwrap();
     stream
@@ -464,7 +465,8 @@ mod browser {
     use serde_json::{json, Value};
 
     use crate::support::browser::{artifacts, ready, Browser};
-    use crate::support::serve::{plan, run, sample, Served, AGENT};
+    use crate::support::fixtures::three_tasks;
+    use crate::support::serve::{run, sample, Served, AGENT};
     use crate::support::wait_until;
 
     #[test]
@@ -475,7 +477,7 @@ mod browser {
         let repo = sample();
         let run = run(
             &repo,
-            &plan(
+            &three_tasks(
                 AGENT,
                 "[checks]\ntask = [\"test -s lib/$PLAIT_TASK.txt\"]\n",
             ),
@@ -588,7 +590,7 @@ mod browser {
             "while [ ! -e {}/$PLAIT_TASK ]; do sleep 0.05; done; echo v1 > lib/$PLAIT_TASK.txt",
             go.display()
         );
-        let plan_path = repo.plan(&plan(&agent, ""));
+        let plan_path = repo.plan(&three_tasks(&agent, ""));
         let mut plait_run = Command::new(env!("CARGO_BIN_EXE_plait"))
             .args(["run", plan_path.to_str().unwrap(), "-j", "3"])
             .current_dir(&repo.path)
@@ -666,7 +668,7 @@ mod browser {
             return;
         };
         let repo = sample();
-        let run = run(&repo, &plan(AGENT, ""));
+        let run = run(&repo, &three_tasks(AGENT, ""));
         let served = Served::start(&repo, &[]);
         let url = format!("http://{}/", served.addr);
         let port = served.addr.split(':').nth(1).unwrap().to_string();

@@ -10,7 +10,8 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::support::serve::{plan, run, sample, Served, AGENT};
+use crate::support::fixtures::three_tasks;
+use crate::support::serve::{run, sample, Served, AGENT};
 use crate::support::{git_in, TestRepo};
 
 /// The reviewer asks for changes on the first try and approves every round after it.
@@ -25,7 +26,7 @@ rounds = 2
 /// first), task b a third one a person sent it back for.
 fn rounds_run() -> (TestRepo, String) {
     let repo = sample();
-    let run = run(&repo, &plan(AGENT, REVIEWER));
+    let run = run(&repo, &three_tasks(AGENT, REVIEWER));
     let out = repo.plait(&["send-back", &run, "b", "--comment", "SHOUT it"]);
     assert!(out.status.success(), "{}", crate::support::stderr(&out));
     (repo, run)

@@ -169,6 +169,33 @@ pub fn assert_confined(task: &Value) {
     );
 }
 
+/// [`plan`] on the real Claude Code at `claude` with no provider: its model
+/// (Claude Sonnet 4.5), base URL and credential are those of its environment.
+pub fn claude_on_its_own(claude: &Path) -> Plan {
+    plan("claude-code")
+        .set("agents.claude-code", "bin", claude.display().to_string())
+        .set("agents.claude-code", "model", "claude-sonnet-4-5")
+}
+
+/// `plait ARGS` where the only credential is the Claude Code login in `home` (no key, no
+/// config directory of Claude Code's own) and Anthropic's API is at `url`; `env` more.
+pub fn plait_on_login(
+    repo: &TestRepo,
+    args: &[&str],
+    home: &Path,
+    url: &str,
+    env: &[(&str, &str)],
+) -> Output {
+    let mut all = vec![
+        ("HOME", home.to_str().unwrap()),
+        ("CLAUDE_CONFIG_DIR", ""),
+        ("ANTHROPIC_API_KEY", ""),
+        ("ANTHROPIC_BASE_URL", url),
+    ];
+    all.extend_from_slice(env);
+    repo.plait_env(args, &all)
+}
+
 /// A home whose Claude Code login (an OAuth access token the mock takes as its bearer)
 /// is all there is: no key for plait.
 pub fn login_home() -> tempfile::TempDir {

@@ -1,5 +1,7 @@
 //! Repositories and plans that tests in more than one file run.
 
+use std::fmt::Write as _;
+
 use super::{Plan, TestRepo};
 
 /// core breaks the merged checks in its first round and mends them when sent back; a and
@@ -39,4 +41,18 @@ pub fn wide(n: usize) -> (TestRepo, Plan) {
             .owns([format!("/d{i:02}/")]);
     }
     (repo, plan)
+}
+
+/// A plan of tasks `a`, `b`, `c`, each owning `lib/<id>.txt`, all running `agent`, with
+/// `extra` TOML after the defaults.
+pub fn three_tasks(agent: &str, extra: &str) -> String {
+    let mut plan =
+        format!("goal = \"g\"\n[defaults]\nagent = {{ exec = '''{agent}''' }}\n{extra}\n");
+    for id in ["a", "b", "c"] {
+        let _ = writeln!(
+            plan,
+            "[[task]]\nid = \"{id}\"\nprompt = \"fix {id}\"\nowns = [\"lib/{id}.txt\"]"
+        );
+    }
+    plan
 }

@@ -22,18 +22,6 @@ pub fn sample() -> TestRepo {
 /// Each task writes `v1` to its file, or, told a comment with `SHOUT`, `V2`.
 pub const AGENT: &str = "printf '%s\\n' \"$PLAIT_FEEDBACK\"; if printf '%s' \"$PLAIT_FEEDBACK\" | grep -q SHOUT; then echo V2 > lib/$PLAIT_TASK.txt; else echo v1 > lib/$PLAIT_TASK.txt; fi";
 
-pub fn plan(agent: &str, extra: &str) -> String {
-    let mut plan =
-        format!("goal = \"g\"\n[defaults]\nagent = {{ exec = '''{agent}''' }}\n{extra}\n");
-    for id in ["a", "b", "c"] {
-        let _ = writeln!(
-            plan,
-            "[[task]]\nid = \"{id}\"\nprompt = \"fix {id}\"\nowns = [\"lib/{id}.txt\"]"
-        );
-    }
-    plan
-}
-
 /// Runs `toml` with the real binary; the run's id.
 pub fn run(repo: &TestRepo, toml: &str) -> String {
     let plan = repo.plan(toml);
