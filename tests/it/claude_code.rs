@@ -271,11 +271,7 @@ fn real_claude_code_edits_owned_files_and_its_hook_refuses_the_rest() {
     );
     mock.script(
         "b",
-        vec![
-            Turn::Tools(vec![claude_tools::read("src/b/y.txt")]),
-            Turn::Tools(vec![claude_tools::edit("src/b/y.txt", "yo", "hey")]),
-            Turn::Text("Said hey.".into()),
-        ],
+        claude_tools::read_and_edit("src/b/y.txt", "yo", "hey", "Said hey."),
     );
     let toml = claude_on_mock(&claude, &mock.url()).to_toml();
     let out = run_real(&repo, &toml);

@@ -54,11 +54,7 @@ fn claude_code_reaches_its_model_through_the_gateway_its_tokens_live_and_its_tra
     );
     mock.script(
         "b",
-        vec![
-            Turn::Tools(vec![claude_tools::read("src/b/y.txt")]),
-            Turn::Tools(vec![claude_tools::edit("src/b/y.txt", "yo", "hey")]),
-            Turn::Text("Said hey.".into()),
-        ],
+        claude_tools::read_and_edit("src/b/y.txt", "yo", "hey", "Said hey."),
     );
     let home = tempfile::tempdir().unwrap();
     let plan_path = repo.plan(&claude_on_mock(&claude, &mock.url()).to_toml());
@@ -148,11 +144,7 @@ fn two_claude_codes_on_one_key_are_held_by_the_limiter_and_a_429_is_waited_out()
             mock.script(
                 id,
                 // Claude Code edits only a file it has read.
-                vec![
-                    Turn::Tools(vec![claude_tools::read(file)]),
-                    Turn::Tools(vec![claude_tools::edit(file, old, new)]),
-                    Turn::Text("Done.".into()),
-                ],
+                claude_tools::read_and_edit(file, old, new, "Done."),
             );
         }
         let mut plan = claude_on_mock(&claude, &mock.url());
@@ -373,14 +365,7 @@ fn a_claude_code_login_without_a_key_works_through_the_gateway() {
         ("a", "src/a/x.txt", "hi", "hello"),
         ("b", "src/b/y.txt", "yo", "hey"),
     ] {
-        mock.script(
-            id,
-            vec![
-                Turn::Tools(vec![claude_tools::read(file)]),
-                Turn::Tools(vec![claude_tools::edit(file, old, new)]),
-                Turn::Text("Done.".into()),
-            ],
-        );
+        mock.script(id, claude_tools::read_and_edit(file, old, new, "Done."));
     }
     let home = login_home();
     // No provider in the plan and no key: the base URL is the environment's.
@@ -441,11 +426,7 @@ fn thirty_claude_codes_on_a_bucketed_account_meet_almost_no_429() {
         let (id, file) = (format!("t{k}"), format!("src/f{k}.txt"));
         mock.script(
             &id,
-            vec![
-                Turn::Tools(vec![claude_tools::read(&file)]),
-                Turn::Tools(vec![claude_tools::edit(&file, "hi", "hello")]),
-                Turn::Text("Done.".into()),
-            ],
+            claude_tools::read_and_edit(&file, "hi", "hello", "Done."),
         );
         plan = plan
             .task(&id)

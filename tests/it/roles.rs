@@ -26,11 +26,7 @@ fn claude_code_reviews_claude_code_workers_by_default() {
     let mock = MockModel::start_claude_code(KEY);
     mock.script(
         "a",
-        vec![
-            Turn::Tools(vec![claude_tools::read("src/a/x.txt")]),
-            Turn::Tools(vec![claude_tools::edit("src/a/x.txt", "hi", "hello")]),
-            Turn::Text("Said hello.".into()),
-        ],
+        claude_tools::read_and_edit("src/a/x.txt", "hi", "hello", "Said hello."),
     );
     mock.script("review:a", vec![verdict("approve", "Greets.", json!([]))]);
     // b is sent back once with a comment, then approved.
@@ -58,11 +54,7 @@ fn claude_code_reviews_claude_code_workers_by_default() {
     );
     mock.script(
         "c",
-        vec![
-            Turn::Tools(vec![claude_tools::read("src/c/z.txt")]),
-            Turn::Tools(vec![claude_tools::edit("src/c/z.txt", "hey", "go away")]),
-            Turn::Text("Done.".into()),
-        ],
+        claude_tools::read_and_edit("src/c/z.txt", "hey", "go away", "Done."),
     );
     mock.script("review:c", vec![verdict("reject", "Rude.", json!([]))]);
     // No [review]: the workers' own kind reviews them.

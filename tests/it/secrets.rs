@@ -204,11 +204,7 @@ fn real_claude_code_on_a_login_reads_no_credential_with_bash_or_read() {
     mock.script("a", turns);
     mock.script(
         "b",
-        vec![
-            Turn::Tools(vec![claude_tools::read("src/b/y.txt")]),
-            Turn::Tools(vec![claude_tools::edit("src/b/y.txt", "yo", "hey")]),
-            Turn::Text("Done.".into()),
-        ],
+        claude_tools::read_and_edit("src/b/y.txt", "yo", "hey", "Done."),
     );
     let plan = repo.plan(&agents::claude_on_its_own(&claude).to_toml());
     let out = agents::plait_on_login(
