@@ -203,9 +203,7 @@ fn one_commit_each(repo: &TestRepo, run: &str, n: usize) {
 
 #[test]
 fn thirty_tasks_over_three_workers_each_run_once_and_merge_as_a_local_run_does() {
-    let rt = runtime();
-    let Some(url) = database_url(&rt) else { return };
-    drop(rt);
+    let Some(url) = database_url() else { return };
     let n = 30;
     let (repo, plan) = project(
         n,
@@ -278,9 +276,7 @@ fn thirty_tasks_over_three_workers_each_run_once_and_merge_as_a_local_run_does()
 
 #[test]
 fn a_worker_killed_mid_task_loses_its_tasks_to_the_others_and_nothing_is_done_twice() {
-    let rt = runtime();
-    let Some(url) = database_url(&rt) else { return };
-    drop(rt);
+    let Some(url) = database_url() else { return };
     let n = 6;
     let (repo, plan) = project(
         n,
@@ -344,9 +340,7 @@ fn a_worker_killed_mid_task_loses_its_tasks_to_the_others_and_nothing_is_done_tw
 
 #[test]
 fn a_killed_coordinator_is_resumed_and_merges_what_the_workers_did() {
-    let rt = runtime();
-    let Some(url) = database_url(&rt) else { return };
-    drop(rt);
+    let Some(url) = database_url() else { return };
     let n = 8;
     let (repo, plan) = project(
         n,
@@ -382,8 +376,8 @@ fn a_killed_coordinator_is_resumed_and_merges_what_the_workers_did() {
 
 #[test]
 fn a_remote_that_cannot_take_the_base_or_a_newer_store_is_refused_and_nothing_is_made() {
+    let Some(url) = database_url() else { return };
     let rt = runtime();
-    let Some(url) = database_url(&rt) else { return };
     let (repo, plan) = project(2, "echo x >> pkg/$PLAIT_TASK.txt");
     let plan = plan.to_str().unwrap();
     let out = repo.plait(&[
@@ -454,9 +448,7 @@ fn a_remote_that_cannot_take_the_base_or_a_newer_store_is_refused_and_nothing_is
 
 #[test]
 fn a_worker_taking_a_task_over_goes_on_from_the_work_last_pushed() {
-    let rt = runtime();
-    let Some(url) = database_url(&rt) else { return };
-    drop(rt);
+    let Some(url) = database_url() else { return };
     // Round one writes `first` and is sent back; round two hangs until the worker is
     // killed. The worker that takes over is told so, and writes `second`.
     let agent =
@@ -516,9 +508,7 @@ fn a_worker_taking_a_task_over_goes_on_from_the_work_last_pushed() {
 #[test]
 fn three_workers_keep_together_to_one_keys_concurrency_and_rate() {
     use crate::mock::{MockModel, Provider, Turn};
-    let rt = runtime();
-    let Some(url) = database_url(&rt) else { return };
-    drop(rt);
+    let Some(url) = database_url() else { return };
     const KEY: &str = "sk-test-shared-0123456789";
     let env = [("PLAIT_TEST_KEY", KEY)];
     // 84 tasks of four requests: 336 against a key of 30 at once and 300 a minute (a
@@ -605,9 +595,7 @@ fn three_workers_keep_together_to_one_keys_concurrency_and_rate() {
 
 #[test]
 fn another_clone_reviews_decides_and_lands_a_run_through_the_store() {
-    let rt = runtime();
-    let Some(url) = database_url(&rt) else { return };
-    drop(rt);
+    let Some(url) = database_url() else { return };
     let n = 3;
     let (repo, plan) = project(n, "echo \"changed by $PLAIT_TASK\" >> pkg/$PLAIT_TASK.txt");
     let plan = plan.to_str().unwrap();
@@ -675,9 +663,7 @@ fn another_clone_reviews_decides_and_lands_a_run_through_the_store() {
 
 #[test]
 fn a_worker_stopped_with_ctrl_c_gives_its_tasks_back_and_another_finishes_them() {
-    let rt = runtime();
-    let Some(url) = database_url(&rt) else { return };
-    drop(rt);
+    let Some(url) = database_url() else { return };
     let n = 4;
     let (repo, plan) = project(
         n,
@@ -767,9 +753,7 @@ fn generations(url: &str) -> std::collections::BTreeMap<String, i64> {
 
 #[test]
 fn a_culprit_of_the_merged_checks_goes_back_to_a_worker_and_its_new_round_is_merged() {
-    let rt = runtime();
-    let Some(url) = database_url(&rt) else { return };
-    drop(rt);
+    let Some(url) = database_url() else { return };
     let n = 3;
     let (repo, plan) = project_with(
         n,
@@ -817,9 +801,7 @@ fn a_culprit_of_the_merged_checks_goes_back_to_a_worker_and_its_new_round_is_mer
 
 #[test]
 fn a_supervisors_request_for_changes_goes_back_to_the_workers_and_the_group_is_merged_again() {
-    let rt = runtime();
-    let Some(url) = database_url(&rt) else { return };
-    drop(rt);
+    let Some(url) = database_url() else { return };
     let n = 4;
     // The supervisor of group-2 asks for changes until its diff says `fixed`.
     let (repo, plan) = project_with(
@@ -880,9 +862,7 @@ fn a_supervisors_request_for_changes_goes_back_to_the_workers_and_the_group_is_m
 
 #[test]
 fn a_plan_in_waves_over_two_workers_starts_each_task_from_what_it_comes_after() {
-    let rt = runtime();
-    let Some(url) = database_url(&rt) else { return };
-    drop(rt);
+    let Some(url) = database_url() else { return };
     let repo = TestRepo::with_files(&[
         ("src/core.txt", "core\n"),
         ("src/a.txt", "a\n"),
@@ -952,9 +932,7 @@ fn a_plan_in_waves_over_two_workers_starts_each_task_from_what_it_comes_after() 
 
 #[test]
 fn a_culprit_sent_back_in_a_spread_run_runs_the_tasks_after_it_again_on_the_workers() {
-    let rt = runtime();
-    let Some(url) = database_url(&rt) else { return };
-    drop(rt);
+    let Some(url) = database_url() else { return };
     let repo = crate::support::fixtures::culprit_waves_repo();
     let plan = repo.plan(crate::support::fixtures::CULPRIT_WAVES);
     git_in(&repo.scratch, &["init", "-q", "--bare", "remote.git"]);

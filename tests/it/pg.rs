@@ -339,8 +339,7 @@ async fn run_of_named(config: &Config, run: &str) -> PgStore {
 #[test]
 fn a_run_with_a_store_is_seen_from_another_clone_and_a_wrong_store_creates_nothing() {
     use crate::support::{stderr, stdout, TestRepo};
-    let rt = runtime();
-    let Some(url) = database_url(&rt) else { return };
+    let Some(url) = database_url() else { return };
     let repo = TestRepo::with_files(&[("a.txt", "a\n"), ("b.txt", "b\n")]);
     let plan = repo.plan(
         "[defaults]\nagent = { exec = 'echo 2 >> $PLAIT_TASK.txt' }\n\

@@ -9,7 +9,7 @@ use std::sync::LazyLock;
 use plait_store::pg;
 use tokio_postgres::Config;
 
-use super::skip;
+use super::{runtime, skip};
 
 #[path = "../../../benches/common/cluster.rs"]
 mod cluster;
@@ -48,8 +48,8 @@ pub fn database(rt: &tokio::runtime::Runtime) -> Option<Config> {
 }
 
 /// The URL of a fresh database for one test, or `None` (skipped, said so).
-pub fn database_url(rt: &tokio::runtime::Runtime) -> Option<String> {
-    let config = database(rt)?;
+pub fn database_url() -> Option<String> {
+    let config = database(&runtime())?;
     let base = SERVER.as_ref().ok()?;
     let (root, _) = base.rsplit_once('/')?;
     Some(format!("{root}/{}", config.get_dbname()?))
