@@ -934,7 +934,7 @@ fn a_plan_in_waves_over_two_workers_starts_each_task_from_what_it_comes_after() 
 fn a_culprit_sent_back_in_a_spread_run_runs_the_tasks_after_it_again_on_the_workers() {
     let Some(url) = database_url() else { return };
     let repo = crate::support::fixtures::culprit_waves_repo();
-    let plan = repo.plan(crate::support::fixtures::CULPRIT_WAVES);
+    let plan = repo.plan(&crate::support::fixtures::culprit_waves());
     git_in(&repo.scratch, &["init", "-q", "--bare", "remote.git"]);
     let (run, state, recorded) = run_spread(&repo, &plan, &url);
     assert_eq!(state["phase"], "finished", "{state}");

@@ -4,7 +4,7 @@
 use std::fmt::Write;
 use std::fs;
 
-use crate::support::fixtures::{culprit_waves_repo, CULPRIT_WAVES};
+use crate::support::fixtures::{culprit_waves, culprit_waves_repo};
 use crate::support::{stderr, stdout, wait_until, Plan, TestRepo};
 
 /// A crate whose modules `a` and `b` call `core::old_total`, which an expand/contract
@@ -321,7 +321,7 @@ fn a_run_killed_in_its_second_wave_is_finished_by_resume() {
 #[test]
 fn a_culprit_sent_back_by_the_merged_checks_runs_the_tasks_after_it_again() {
     let repo = culprit_waves_repo();
-    let plan = repo.plan(CULPRIT_WAVES);
+    let plan = repo.plan(&culprit_waves());
     let out = repo.plait(&["run", plan.to_str().unwrap(), "-j", "2"]);
     assert!(out.status.success(), "{}", stderr(&out));
     let status = repo.status_json(&[]);

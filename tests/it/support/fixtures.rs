@@ -6,13 +6,28 @@ use super::{Plan, TestRepo};
 
 /// core breaks the merged checks in its first round and mends them when sent back; a and
 /// b copy its file, z theirs: whatever they started from shows in their work.
-pub const CULPRIT_WAVES: &str = "goal = \"waves\"\n\
-     [checks]\nmerged = [\"! grep -q broken src/a.txt src/b.txt src/z.txt src/core.txt\"]\nrework = 1\n\
-     [[task]]\nid = \"core\"\nprompt = \"p\"\nowns = [\"/src/core.txt\"]\n\
-     agent = { exec = \"if [ -n \\\"$PLAIT_FEEDBACK\\\" ]; then echo fixed > src/core.txt; else echo broken > src/core.txt; fi\" }\n\
-     [[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"/src/a.txt\"]\nafter = [\"core\"]\nagent = { exec = \"cp src/core.txt src/a.txt\" }\n\
-     [[task]]\nid = \"b\"\nprompt = \"p\"\nowns = [\"/src/b.txt\"]\nafter = [\"core\"]\nagent = { exec = \"cp src/core.txt src/b.txt\" }\n\
-     [[task]]\nid = \"z\"\nprompt = \"p\"\nowns = [\"/src/z.txt\"]\nafter = [\"a\", \"b\"]\nagent = { exec = \"cat src/a.txt src/b.txt > src/z.txt\" }\n";
+pub fn culprit_waves() -> String {
+    Plan::new()
+        .goal("waves")
+        .set("checks", "merged", ["! grep -q broken src/a.txt src/b.txt src/z.txt src/core.txt"])
+        .set("checks", "rework", 1)
+        .task("core")
+        .owns(["/src/core.txt"])
+        .exec("if [ -n \"$PLAIT_FEEDBACK\" ]; then echo fixed > src/core.txt; else echo broken > src/core.txt; fi")
+        .task("a")
+        .owns(["/src/a.txt"])
+        .after(["core"])
+        .exec("cp src/core.txt src/a.txt")
+        .task("b")
+        .owns(["/src/b.txt"])
+        .after(["core"])
+        .exec("cp src/core.txt src/b.txt")
+        .task("z")
+        .owns(["/src/z.txt"])
+        .after(["a", "b"])
+        .exec("cat src/a.txt src/b.txt > src/z.txt")
+        .to_toml()
+}
 
 pub fn culprit_waves_repo() -> TestRepo {
     TestRepo::with_files(&[
