@@ -1,7 +1,6 @@
 //! Waves: `after = [...]`, a task that starts from the merged result of the tasks it
 //! comes after, in one run that lands once.
 
-use std::fmt::Write;
 use std::fs;
 
 use crate::support::fixtures::{culprit_waves, culprit_waves_repo};
@@ -32,31 +31,41 @@ fn rename_crate() -> TestRepo {
     ])
 }
 
-/// The three waves of the rename: `core-add` adds `total` beside `old_total`, the callers
-/// switch, `core-drop` removes `old_total`. `after` is left out with `waves = false`.
-fn rename_plan(waves: bool) -> String {
-    let after = |ids: &str| {
-        if waves {
-            format!("after = [{ids}]\n")
-        } else {
-            String::new()
-        }
-    };
-    format!(
-        "goal = \"rename old_total to total\"\n\
-         [checks]\ntask = [\"cargo check --offline --quiet\"]\nmerged = [\"cargo test --offline --quiet\"]\n\
-         [[task]]\nid = \"core-add\"\nprompt = \"add total beside old_total\"\nowns = [\"/src/core.rs\"]\n\
-         agent = {{ exec = \"printf 'pub fn total(x: u32) -> u32 {{\\\\n    x + 1\\\\n}}\\\\n' >> src/core.rs\" }}\n\
-         [[task]]\nid = \"a\"\nprompt = \"call total\"\nowns = [\"/src/a.rs\"]\n{}\
-         agent = {{ exec = \"sed -i s/old_total/total/ src/a.rs\" }}\n\
-         [[task]]\nid = \"b\"\nprompt = \"call total\"\nowns = [\"/src/b.rs\"]\n{}\
-         agent = {{ exec = \"sed -i s/old_total/total/ src/b.rs\" }}\n\
-         [[task]]\nid = \"core-drop\"\nprompt = \"drop old_total\"\nowns = [\"/src/core.rs\"]\n{}\
-         agent = {{ exec = \"printf 'pub fn total(x: u32) -> u32 {{\\\\n    x + 1\\\\n}}\\\\n' > src/core.rs\" }}\n",
-        after("\"core-add\""),
-        after("\"core-add\""),
-        after("\"a\", \"b\"")
+/// `total` as `core.rs` holds it, written by `printf`.
+const PRINT_TOTAL: &str = r"printf 'pub fn total(x: u32) -> u32 {\n    x + 1\n}\n'";
+
+/// The first two waves of the rename: `core-add` adds `total` beside `old_total`, the
+/// callers switch. `after` is left out with `waves = false`.
+fn rename_callers(waves: bool) -> Plan {
+    let after = |plan: Plan, ids: &[&str]| if waves { plan.after(ids) } else { plan };
+    let plan = Plan::new()
+        .goal("rename old_total to total")
+        .set("checks", "task", ["cargo check --offline --quiet"])
+        .set("checks", "merged", ["cargo test --offline --quiet"])
+        .task("core-add")
+        .prompt("add total beside old_total")
+        .owns(["/src/core.rs"])
+        .exec(&format!("{PRINT_TOTAL} >> src/core.rs"));
+    let plan = after(
+        plan.task("a").prompt("call total").owns(["/src/a.rs"]),
+        &["core-add"],
     )
+    .exec("sed -i s/old_total/total/ src/a.rs");
+    after(
+        plan.task("b").prompt("call total").owns(["/src/b.rs"]),
+        &["core-add"],
+    )
+    .exec("sed -i s/old_total/total/ src/b.rs")
+}
+
+/// The three waves of the rename: [`rename_callers`], then `core-drop` removes `old_total`.
+fn rename_plan(waves: bool) -> String {
+    let plan = rename_callers(waves)
+        .task("core-drop")
+        .prompt("drop old_total")
+        .owns(["/src/core.rs"]);
+    let plan = if waves { plan.after(["a", "b"]) } else { plan };
+    plan.exec(&format!("{PRINT_TOTAL} > src/core.rs")).to_toml()
 }
 
 #[test]
@@ -133,9 +142,8 @@ fn without_after_the_callers_own_checks_fail_at_the_base() {
     // The same tasks all starting from the base: the callers call a name that does not
     // exist there, so their cargo check fails (the test above can fail).
     let repo = rename_crate();
-    let whole = rename_plan(false);
-    let without_drop = whole.split("[[task]]\nid = \"core-drop\"").next().unwrap();
-    let plan = repo.plan(without_drop);
+    let without_drop = rename_callers(false).to_toml();
+    let plan = repo.plan(&without_drop);
     let _ = repo.plait(&["run", plan.to_str().unwrap(), "-j", "2"]);
     let status = repo.status_json(&[]);
     let a = &status["tasks"][1];
@@ -342,36 +350,39 @@ fn a_culprit_sent_back_by_the_merged_checks_runs_the_tasks_after_it_again() {
 }
 
 /// A 1 → `n` → 1 plan over `pkg/`: `core`, then `m00`.. each copying core's file into its
-/// own, then `last` gathering them; `extra` goes before the tasks.
-fn fan(n: usize, extra: &str) -> (TestRepo, String) {
+/// own, then `last` gathering them; grouped in two.
+fn fan(n: usize) -> (TestRepo, Plan) {
     let mut files = vec![
         ("pkg/core.txt".to_string(), "core\n".to_string()),
         ("pkg/zz/last.txt".to_string(), "last\n".to_string()),
     ];
-    let mut plan = format!(
-        "goal = \"fan\"\n{extra}\n\
-         [[task]]\nid = \"core\"\nprompt = \"p\"\nowns = [\"/pkg/core.txt\"]\nagent = {{ exec = \"echo new > pkg/core.txt\" }}\n"
-    );
+    let mut plan = Plan::new()
+        .goal("fan")
+        .set("groups", "count", 2)
+        .task("core")
+        .owns(["/pkg/core.txt"])
+        .exec("echo new > pkg/core.txt");
     for k in 0..n {
         files.push((format!("pkg/m{k:02}/f.txt"), format!("{k}\n")));
-        let _ = write!(
-            plan,
-            "[[task]]\nid = \"m{k:02}\"\nprompt = \"p\"\nowns = [\"/pkg/m{k:02}/**\"]\nafter = [\"core\"]\n\
-             agent = {{ exec = \"cat pkg/core.txt >> pkg/m{k:02}/f.txt\" }}\n"
-        );
+        plan = plan
+            .task(&format!("m{k:02}"))
+            .owns([format!("/pkg/m{k:02}/**")])
+            .after(["core"])
+            .exec(&format!("cat pkg/core.txt >> pkg/m{k:02}/f.txt"));
     }
-    plan.push_str(
-        "[[task]]\nid = \"last\"\nprompt = \"p\"\nowns = [\"/pkg/zz/**\"]\nafter = [\"m*\"]\n\
-         agent = { exec = \"$PLAIT_RUN_IN sh -c 'cat pkg/m*/f.txt > pkg/zz/last.txt'\" }\n",
-    );
+    let plan = plan
+        .task("last")
+        .owns(["/pkg/zz/**"])
+        .after(["m*"])
+        .exec("$PLAIT_RUN_IN sh -c 'cat pkg/m*/f.txt > pkg/zz/last.txt'");
     (TestRepo::with_owned_files(&files), plan)
 }
 
 #[test]
 fn a_grouped_run_in_waves_merges_each_task_on_what_it_started_from() {
     // 16 tasks: two groups, and the tasks of each come after tasks of the other.
-    let (repo, plan) = fan(14, "[groups]\ncount = 2\n");
-    let state = repo.run(&plan, 2);
+    let (repo, plan) = fan(14);
+    let state = repo.run(&plan.to_toml(), 2);
     assert_eq!(state.groups.len(), 2);
     for t in &state.tasks {
         assert_eq!(t.state, plait_core::state::TaskState::Done, "{t:?}");
@@ -398,11 +409,15 @@ fn a_grouped_run_in_waves_merges_each_task_on_what_it_started_from() {
 #[test]
 fn a_group_held_by_its_supervisor_holds_out_the_tasks_after_its_tasks() {
     // The supervisor rejects the group that holds core: every task after it stays out.
-    let (repo, plan) = fan(
-        14,
-        "[groups]\ncount = 2\nreview = { exec = \"if git diff --name-only $PLAIT_BASE $PLAIT_COMMIT | grep -q core.txt; then exit 2; fi\" }\nrounds = 0\n",
-    );
-    let state = repo.run(&plan, 2);
+    let (repo, plan) = fan(14);
+    let plan = plan
+        .set(
+            "groups.review",
+            "exec",
+            "if git diff --name-only $PLAIT_BASE $PLAIT_COMMIT | grep -q core.txt; then exit 2; fi",
+        )
+        .set("groups", "rounds", 0);
+    let state = repo.run(&plan.to_toml(), 2);
     let merge = state.merge.as_ref().unwrap();
     let held = state
         .groups
