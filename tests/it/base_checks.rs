@@ -4,7 +4,8 @@
 
 use std::fmt::Write as _;
 
-use crate::support::{skip, stderr, stdout, task_json, Plan, TestRepo};
+use crate::support::sandbox::namespaces;
+use crate::support::{stderr, stdout, task_json, Plan, TestRepo};
 
 fn repo() -> TestRepo {
     TestRepo::with_files(&[
@@ -33,8 +34,8 @@ fn plan(extra: &str) -> String {
 
 #[test]
 fn a_check_red_on_the_base_sends_no_task_back_and_the_gate_says_why() {
-    if plait_sandbox::sandbox::view_support().is_err() {
-        skip("the base's checks run in its layer, which needs namespaces");
+    // The base's checks run in its layer.
+    if !namespaces() {
         return;
     }
     let repo = repo();
@@ -173,8 +174,8 @@ fn a_check_naming_the_task_is_not_excused_by_the_base() {
 /// logged under `merged-checks/at-base/`), blames no task and searches no culprit.
 #[test]
 fn merged_checks_run_at_the_base_only_when_they_fail() {
-    if plait_sandbox::sandbox::view_support().is_err() {
-        skip("the base's checks run in its layer, which needs namespaces");
+    // The base's checks run in its layer.
+    if !namespaces() {
         return;
     }
     let plan = |merged: &str| {

@@ -9,18 +9,11 @@
 use std::fmt::Write as _;
 use std::fs;
 
+use crate::support::sandbox::namespaces;
 use crate::support::{skip, stderr, stdout, task_json, Plan, TestRepo};
 
 /// Whether views over layers can be had here (user and mount namespaces); the tests that
 /// need them say so and return where not.
-fn layered() -> bool {
-    if plait_sandbox::sandbox::view_support().is_ok() {
-        return true;
-    }
-    skip("this system allows no user and mount namespaces");
-    false
-}
-
 fn has(program: &str) -> bool {
     let found = plait_sandbox::shell::findable(program, std::env::var("PATH").ok().as_deref());
     if !found {
@@ -121,7 +114,7 @@ fn assert_all_green(repo: &TestRepo) -> serde_json::Value {
 
 #[test]
 fn included_dependencies_reach_every_agent_and_check_and_the_run_lands() {
-    if !layered() || !has("npm") {
+    if !namespaces() || !has("npm") {
         return;
     }
     let repo = node_project("1.3.0");
@@ -155,7 +148,7 @@ fn included_dependencies_reach_every_agent_and_check_and_the_run_lands() {
 
 #[test]
 fn a_setup_run_installs_once_into_the_base_layer_and_leaves_the_checkout_alone() {
-    if !layered() || !has("npm") {
+    if !namespaces() || !has("npm") {
         return;
     }
     let repo = node_project("file:vendor/left-pad");
@@ -229,7 +222,7 @@ fn a_setup_run_installs_once_into_the_base_layer_and_leaves_the_checkout_alone()
 
 #[test]
 fn without_setup_agents_and_checks_agree_and_the_failure_names_setup() {
-    if !layered() || !has("npm") {
+    if !namespaces() || !has("npm") {
         return;
     }
     let repo = node_project("1.3.0");
@@ -261,7 +254,7 @@ fn without_setup_agents_and_checks_agree_and_the_failure_names_setup() {
 
 #[test]
 fn a_task_writing_an_included_directory_writes_only_its_own_layer() {
-    if !layered() || !has("node") {
+    if !namespaces() || !has("node") {
         return;
     }
     let repo = node_project("1.3.0");
@@ -289,7 +282,7 @@ fn a_task_writing_an_included_directory_writes_only_its_own_layer() {
 
 #[test]
 fn a_python_virtualenv_made_by_the_setup_serves_agents_and_checks() {
-    if !layered() || !has("python3") {
+    if !namespaces() || !has("python3") {
         return;
     }
     let repo = TestRepo::with_files(&[
@@ -327,7 +320,7 @@ fn a_python_virtualenv_made_by_the_setup_serves_agents_and_checks() {
 
 #[test]
 fn an_agents_first_cargo_build_is_incremental_from_the_base_layer() {
-    if !layered() || !has("cargo") {
+    if !namespaces() || !has("cargo") {
         return;
     }
     let repo = TestRepo::with_files(&[
@@ -375,7 +368,7 @@ fn an_agents_first_cargo_build_is_incremental_from_the_base_layer() {
 fn real_claude_codes_npm_test_finds_the_included_dependencies() {
     use crate::mock::{claude_tools, MockModel, Turn};
     use crate::support::agents::{real_claude, run_real, KEY};
-    if !layered() || !has("npm") {
+    if !namespaces() || !has("npm") {
         return;
     }
     let Some(claude) = real_claude() else { return };
@@ -437,7 +430,7 @@ fn real_claude_codes_npm_test_finds_the_included_dependencies() {
 /// resume` tries it again once what it needs is there.
 #[test]
 fn a_failing_setup_stops_the_run_before_any_task_and_resume_tries_it_again() {
-    if !layered() {
+    if !namespaces() {
         return;
     }
     let repo = TestRepo::with_files(&[(".gitignore", "ready\n"), ("a.txt", "a\n")]);
@@ -483,7 +476,7 @@ fn a_failing_setup_stops_the_run_before_any_task_and_resume_tries_it_again() {
 /// `plait status` says so, and a plan with `[setup]` is warned that it goes without.
 #[test]
 fn without_namespaces_the_run_says_it_copies_and_that_the_setup_is_left_out() {
-    if !layered() {
+    if !namespaces() {
         return;
     }
     let repo = TestRepo::with_files(&[(".gitignore", "node_modules/\n"), ("a.txt", "a\n")]);
@@ -526,7 +519,7 @@ fn without_namespaces_the_run_says_it_copies_and_that_the_setup_is_left_out() {
 /// the check's to write (a refreshed index), as a checkout's is.
 #[test]
 fn git_in_a_checks_layer_sees_the_commit_checked_out() {
-    if !layered() {
+    if !namespaces() {
         return;
     }
     let repo = TestRepo::with_files(&[("a.txt", "a\n"), ("b.txt", "b\n"), ("gone.txt", "g\n")]);

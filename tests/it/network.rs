@@ -18,10 +18,8 @@ use std::process::Output;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use plait_sandbox::sandbox::{support, Support};
-
-use crate::support::sandbox::{home, landlock, plait_without_namespaces, refused};
-use crate::support::{skip, stderr, stdout, task_json, Plan, TestRepo};
+use crate::support::sandbox::{home, landlock, landlock_abi, plait_without_namespaces, refused};
+use crate::support::{stderr, stdout, task_json, Plan, TestRepo};
 
 /// Tries each way out that `targets` name and prints one line per try: `tcp reached`,
 /// `udp refused: ...`; with `--strict` it exits 1 when anything was reached.
@@ -431,14 +429,8 @@ fn an_agent_cli_with_the_network_off_is_a_plan_error() {
 /// reached; a path socket served outside is not covered there, as the README says.
 #[test]
 fn without_namespaces_landlock_and_seccomp_hold_tcp_udp_and_abstract_sockets() {
-    let abi = match support() {
-        Support::Landlock(abi) if *abi >= 4 => *abi,
-        other => {
-            skip(format_args!(
-                "the fallback needs Landlock ABI 4 ({other:?})"
-            ));
-            return;
-        }
+    let Some(abi) = landlock_abi(4, "the fallback") else {
+        return;
     };
     let repo = sample();
     let outside = Outside::new(&repo.scratch);

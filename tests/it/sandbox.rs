@@ -11,10 +11,8 @@ use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use plait_sandbox::sandbox::{support, Support};
-
-use crate::support::sandbox::{deny_calls, home, landlock, refused};
-use crate::support::{init, skip, stderr, stdout, task_json, Plan, TestRepo};
+use crate::support::sandbox::{deny_calls, home, landlock, landlock_abi, refused};
+use crate::support::{init, stderr, stdout, task_json, Plan, TestRepo};
 
 fn sample() -> TestRepo {
     TestRepo::with_files(&[
@@ -198,23 +196,11 @@ fn writable_lets_a_cache_path_through_and_nothing_else() {
     );
 }
 
-/// Whether this kernel can confine and observe (Landlock ABI 5, where plait spawns from a
-/// thread of its own and installs the seccomp observer there).
-fn observer() -> bool {
-    match support() {
-        Support::Landlock(abi) if *abi >= 5 => true,
-        other => {
-            skip(format_args!(
-                "the observer needs Landlock ABI 5 ({other:?})"
-            ));
-            false
-        }
-    }
-}
-
 #[test]
 fn a_refusal_the_tool_keeps_quiet_about_is_recorded() {
-    if !observer() {
+    // Landlock 5: plait spawns from a thread of its own and installs the seccomp observer
+    // there.
+    if landlock_abi(5, "the observer").is_none() {
         return;
     }
     let repo = sample();
@@ -478,8 +464,7 @@ fn required_without_landlock_is_a_plan_error_and_auto_warns() {
 
 #[test]
 fn an_agent_cannot_signal_plait() {
-    if !matches!(support(), Support::Landlock(abi) if *abi >= 6) {
-        skip("signal scoping needs Landlock ABI 6");
+    if landlock_abi(6, "signal scoping").is_none() {
         return;
     }
     let repo = sample();

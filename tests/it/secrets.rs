@@ -7,8 +7,8 @@ use std::fs;
 use std::path::Path;
 
 use crate::support::agents::{self, real_claude};
-use crate::support::sandbox::{landlock, plait_without_namespaces};
-use crate::support::{skip, stderr, stdout, task_json, TestRepo};
+use crate::support::sandbox::{landlock, landlock_abi, plait_without_namespaces};
+use crate::support::{stderr, stdout, task_json, TestRepo};
 
 /// Each planted credential: its path under the home and the secret it holds.
 const PLANTED: &[(&str, &str)] = &[
@@ -121,11 +121,7 @@ fn nothing_a_task_runs_reads_the_homes_credentials_and_what_it_may_read_it_reads
 /// seccomp hold the network then), each line saying what holds.
 #[test]
 fn doctor_tries_every_wall_and_says_each_is_refused() {
-    if !matches!(
-        plait_sandbox::sandbox::support(),
-        plait_sandbox::sandbox::Support::Landlock(abi) if *abi >= 6
-    ) {
-        skip("the signal wall needs Landlock ABI 6");
+    if landlock_abi(6, "the signal wall").is_none() {
         return;
     }
     let repo = TestRepo::with_files(&[("a.txt", "a\n")]);

@@ -22,6 +22,28 @@ pub fn landlock() -> bool {
     }
 }
 
+/// This kernel's Landlock ABI when it is `min` or later; `None`, the test skipped and
+/// saying that `what` needs it, when it is not.
+pub fn landlock_abi(min: i32, what: &str) -> Option<i32> {
+    match support() {
+        Support::Landlock(abi) if *abi >= min => Some(*abi),
+        other => {
+            skip(format_args!("{what} needs Landlock ABI {min} ({other:?})"));
+            None
+        }
+    }
+}
+
+/// Whether this system allows the user and mount namespaces of plait's layered views (the
+/// base's layer, a setup's); the tests that need them say so when it does not.
+pub fn namespaces() -> bool {
+    let allowed = plait_sandbox::sandbox::view_support().is_ok();
+    if !allowed {
+        skip("this system allows no user and mount namespaces");
+    }
+    allowed
+}
+
 /// A home directory of the test's own, so a write that got through would not touch the
 /// real one.
 pub fn home(repo: &TestRepo) -> PathBuf {
