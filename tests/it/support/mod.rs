@@ -17,7 +17,7 @@ mod repo;
 pub mod sandbox;
 pub mod serve;
 
-pub use plait::{plait_in, wait_for_running};
+pub use plait::{owned_by_task, plait_in, wait_for_running};
 pub use plan::Plan;
 pub use repo::{git_in, without_worktree_config, TestRepo};
 

@@ -107,3 +107,17 @@ pub fn wait_for_running(repo: &TestRepo, n: usize) -> serde_json::Value {
     });
     status
 }
+
+/// Each task's id and owned files in the plan `text`, as `plait run` would resolve it.
+pub fn owned_by_task(repo: &TestRepo, text: &str) -> Vec<(String, Vec<String>)> {
+    let path = repo.plan(text);
+    let git = plait_core::git::open(&repo.path).unwrap();
+    let parsed = plan::parse(text, &path).unwrap();
+    let resolved = plan::resolve(&git, parsed, std::path::Path::new("x"))
+        .unwrap_or_else(|e| panic!("the split plan is not valid: {e}\n{text}"));
+    resolved
+        .tasks
+        .iter()
+        .map(|t| (t.id.clone(), t.owned.clone()))
+        .collect()
+}
