@@ -29,11 +29,7 @@ fn tomlkit_like() -> TestRepo {
         ));
     }
     files.push(("tests/examples/json/ex.json".into(), "{}\n".into()));
-    let files: Vec<(&str, &str)> = files
-        .iter()
-        .map(|(p, c)| (p.as_str(), c.as_str()))
-        .collect();
-    TestRepo::with_files(&files)
+    TestRepo::with_owned_files(&files)
 }
 
 /// Writes the plan for `spec` through the binary; returns its text and stderr.
