@@ -2,16 +2,16 @@
 //! the mock model server.
 
 use std::fs;
-use std::path::PathBuf;
+use std::path::Path;
 
 use serde_json::json;
 
-use crate::claude_code::{
-    after, argv_of, assert_confined, fake, plan, record, run_real, sample, script, task,
-    with_records, KEY,
-};
 use crate::mock::{MockModel, Turn};
-use crate::support::{project_root, stderr};
+use crate::support::agents::{
+    after, argv_of, assert_confined, assert_gateway_url, fake, plan, real_aider, record, run_real,
+    sample, script, with_records, KEY,
+};
+use crate::support::{stderr, task_json, Plan};
 
 #[test]
 fn fake_aider_gets_the_owned_files_and_the_providers_model_base_url_and_key() {
@@ -28,15 +28,17 @@ fn fake_aider_gets_the_owned_files_and_the_providers_model_base_url_and_key() {
             "b": {"actions": [{"edit": "src/b/y.txt", "old": "yo", "new": "hey"}]},
         }),
     );
-    let toml = plan(
-        "aider",
-        &format!(
-            "[agents.aider]\nbin = \"{}\"\nprovider = \"local\"\n\
-             [providers.local]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:9/v1\"\napi_key_env = \"PLAIT_TEST_KEY\"\nmodel = \"qwen-coder\"\n",
-            fake("aider").display()
-        ),
-    );
-    let plan_path = repo.plan(&with_records(&toml, &records));
+    let toml = plan("aider")
+        .set("agents.aider", "bin", fake("aider").display().to_string())
+        .set("agents.aider", "provider", "local")
+        .provider(
+            "local",
+            "openai",
+            "http://127.0.0.1:9/v1",
+            "PLAIT_TEST_KEY",
+            "qwen-coder",
+        );
+    let plan_path = repo.plan(&with_records(toml, &records).to_toml());
     let out = repo.plait_env(
         &["run", plan_path.to_str().unwrap()],
         &[
@@ -47,7 +49,7 @@ fn fake_aider_gets_the_owned_files_and_the_providers_model_base_url_and_key() {
     );
     assert!(out.status.success(), "{}", stderr(&out));
     let status = repo.status_json(&[]);
-    let a = task(&status, "a");
+    let a = task_json(&status, "a");
     assert_eq!(a["state"], "done", "{a}");
     assert_eq!(a["usage"]["input_tokens"], 1500, "{a}");
     assert_eq!(a["usage"]["output_tokens"], 300, "{a}");
@@ -62,7 +64,7 @@ fn fake_aider_gets_the_owned_files_and_the_providers_model_base_url_and_key() {
     let argv = argv_of(&rec);
     let after = |flag: &str| after(&argv, flag);
     assert_eq!(after("--model"), "openai/qwen-coder");
-    crate::claude_code::assert_gateway_url(after("--openai-api-base"));
+    assert_gateway_url(after("--openai-api-base"));
     let message = after("--message");
     assert!(
         message.contains("Say hello in src/a/x.txt") && message.contains("Task id: a"),
@@ -88,23 +90,19 @@ fn fake_aider_gets_the_owned_files_and_the_providers_model_base_url_and_key() {
     assert_eq!(a["violations"].as_array().unwrap().len(), 0, "{a}");
 }
 
-/// Real aider: `PLAIT_TEST_AIDER`, or the copy `.ci/run` installs under `target/ci-tools`.
-pub(crate) fn real_aider() -> Option<PathBuf> {
-    if let Some(path) = std::env::var_os("PLAIT_TEST_AIDER").filter(|p| !p.is_empty()) {
-        return Some(PathBuf::from(path));
-    }
-    let local = project_root().join("target/ci-tools/aider-venv/bin/aider");
-    local.exists().then_some(local)
+/// [`plan`] on the real aider at `aider` in its `whole` edit format, its model the mock
+/// model server (`[providers.mock]`, OpenAI's API).
+fn aider_on_mock(aider: &Path, mock: &MockModel) -> Plan {
+    plan("aider")
+        .set("agents.aider", "bin", aider.display().to_string())
+        .set("agents.aider", "provider", "mock")
+        .set("agents.aider", "args", ["--edit-format", "whole"])
+        .mock("openai", &mock.url(), "qwen-coder")
 }
 
 #[test]
 fn real_aider_edits_the_owned_files_with_the_providers_model() {
-    let Some(aider) = real_aider() else {
-        eprintln!(
-            "skipped: aider is not installed (set PLAIT_TEST_AIDER, or `python3 -m venv target/ci-tools/aider-venv && target/ci-tools/aider-venv/bin/pip install aider-chat`)"
-        );
-        return;
-    };
+    let Some(aider) = real_aider() else { return };
     let repo = sample();
     let config_before = fs::read_to_string(repo.path.join(".git/config")).unwrap();
     let mock = MockModel::start_aider(KEY);
@@ -119,22 +117,14 @@ fn real_aider_edits_the_owned_files_with_the_providers_model() {
             "src/b/y.txt\n```\nhey\n```\n\nsrc/b/new.txt\n```\nfresh\n```\n".into(),
         )],
     );
-    let toml = plan(
-        "aider",
-        &format!(
-            "[agents.aider]\nbin = \"{}\"\nprovider = \"mock\"\nargs = [\"--edit-format\", \"whole\"]\n\
-             [providers.mock]\nkind = \"openai\"\nbase_url = \"{}\"\napi_key_env = \"PLAIT_TEST_KEY\"\nmodel = \"qwen-coder\"\n",
-            aider.display(),
-            mock.url()
-        ),
-    );
+    let toml = aider_on_mock(&aider, &mock).to_toml();
     mock.set_usage(300, 20, 0, 0);
     let out = run_real(&repo, &toml);
     let status = repo.status_json(&[]);
     let logs: Vec<String> = ["a", "b"]
         .iter()
         .map(|id| {
-            fs::read_to_string(task(&status, id)["log"].as_str().unwrap()).unwrap_or_default()
+            fs::read_to_string(task_json(&status, id)["log"].as_str().unwrap()).unwrap_or_default()
         })
         .collect();
     assert!(
@@ -144,7 +134,7 @@ fn real_aider_edits_the_owned_files_with_the_providers_model() {
     );
     assert!(mock.problems().is_empty(), "{:#?}", mock.problems());
     assert_eq!(mock.count("a"), 1);
-    let a = task(&status, "a");
+    let a = task_json(&status, "a");
     assert_eq!(a["state"], "done", "{a}");
     assert_eq!(a["violations"].as_array().unwrap().len(), 0, "{a}");
     assert_eq!(a["usage"]["turns"], 1, "{a}");
@@ -178,7 +168,7 @@ fn real_aider_edits_the_owned_files_with_the_providers_model() {
     assert_eq!(merged["src/b/y.txt"], "hey\n");
     assert_eq!(merged["src/b/new.txt"], "fresh\n");
     assert_eq!(merged["src/a/other.txt"], "keep\n");
-    let b = task(&status, "b");
+    let b = task_json(&status, "b");
     assert_confined(b);
     // The only write aider is refused is its first-run marker in `~/.aider`, which it
     // shrugs off; its `git add` of the new file went to a git state of its own.
@@ -206,10 +196,7 @@ fn real_aider_edits_the_owned_files_with_the_providers_model() {
 /// to the model, which fixes it within the same round of plait's.
 #[test]
 fn real_aider_runs_the_task_checks_after_its_edit_and_fixes_what_they_report() {
-    let Some(aider) = real_aider() else {
-        eprintln!("skipped: aider is not installed (see the test above)");
-        return;
-    };
+    let Some(aider) = real_aider() else { return };
     let repo = sample();
     let mock = MockModel::start_aider(KEY);
     mock.script(
@@ -222,20 +209,12 @@ fn real_aider_runs_the_task_checks_after_its_edit_and_fixes_what_they_report() {
     mock.script("b", vec![Turn::Text("src/b/y.txt\n```\nhey\n```\n".into())]);
     // Reads a file no task owns, as a project's tests read the rest of the tree.
     let check = "test -f README.md && ! grep -rq hallo src || { echo \"CHECK SAYS: $(cat src/a/x.txt) is not a greeting\"; exit 1; }";
-    let toml = plan(
-        "aider",
-        &format!(
-            "[agents.aider]\nbin = \"{}\"\nprovider = \"mock\"\nargs = [\"--edit-format\", \"whole\"]\n\
-             [providers.mock]\nkind = \"openai\"\nbase_url = \"{}\"\napi_key_env = \"PLAIT_TEST_KEY\"\nmodel = \"qwen-coder\"\n\
-             [checks]\ntask = [{}]\n",
-            aider.display(),
-            mock.url(),
-            serde_json::to_string(check).unwrap()
-        ),
-    );
+    let toml = aider_on_mock(&aider, &mock)
+        .set("checks", "task", [check])
+        .to_toml();
     let out = run_real(&repo, &toml);
     let status = repo.status_json(&[]);
-    let a = task(&status, "a");
+    let a = task_json(&status, "a");
     let log = fs::read_to_string(a["log"].as_str().unwrap()).unwrap_or_default();
     assert!(
         out.status.success(),

@@ -4,7 +4,8 @@
 
 use std::fmt::Write as _;
 
-use crate::support::{stderr, stdout, task_json, TestRepo};
+use crate::support::sandbox::namespaces;
+use crate::support::{stderr, stdout, task_json, Plan, TestRepo};
 
 fn repo() -> TestRepo {
     TestRepo::with_files(&[
@@ -33,8 +34,8 @@ fn plan(extra: &str) -> String {
 
 #[test]
 fn a_check_red_on_the_base_sends_no_task_back_and_the_gate_says_why() {
-    if plait_sandbox::sandbox::view_support().is_err() {
-        eprintln!("skipped: the base's checks run in its layer, which needs namespaces");
+    // The base's checks run in its layer.
+    if !namespaces() {
         return;
     }
     let repo = repo();
@@ -106,8 +107,14 @@ fn a_check_red_on_the_base_sends_no_task_back_and_the_gate_says_why() {
 fn an_exec_agent_gets_no_rounds_unless_asked_and_the_config_may_ask() {
     let repo = TestRepo::with_files(&[("a.txt", "a\n")]);
     let plan = repo.plan(
-        "goal = \"g\"\n[review]\nagent = \"off\"\n[checks]\ntask = [\"test $(grep -c x a.txt) -ne 1\"]\n\
-         [[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"a.txt\"]\nagent = { exec = \"echo x >> a.txt\" }\n",
+        &Plan::new()
+            .goal("g")
+            .review_off()
+            .set("checks", "task", ["test $(grep -c x a.txt) -ne 1"])
+            .task("a")
+            .owns(["a.txt"])
+            .exec("echo x >> a.txt")
+            .to_toml(),
     );
     let out = repo.plait(&["run", plan.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
@@ -143,14 +150,21 @@ fn an_exec_agent_gets_no_rounds_unless_asked_and_the_config_may_ask() {
 fn a_check_naming_the_task_is_not_excused_by_the_base() {
     let repo = TestRepo::with_files(&[("lib/a.txt", "a\n")]);
     let agent = "if [ \"$PLAIT_ROUND\" = 0 ]; then echo broken > lib/a.txt; else echo fixed > lib/a.txt; fi";
-    let plan = repo.plan(&format!(
-        "goal = \"g\"\n[review]\nagent = \"off\"\nrounds = 1\n\
-         [checks]\ntask = [\"grep -q fixed lib/$PLAIT_TASK.txt\"]\n\
-         [[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"lib/a.txt\"]\nagent = {{ exec = '''{agent}''' }}\n"
-    ));
+    let plan = repo.plan(
+        &Plan::new()
+            .goal("g")
+            .review_off()
+            .set("review", "rounds", 1)
+            .set("checks", "task", ["grep -q fixed lib/$PLAIT_TASK.txt"])
+            .task("a")
+            .owns(["lib/a.txt"])
+            .exec(agent)
+            .to_toml(),
+    );
     let out = repo.plait(&["run", plan.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    let a = task_json(&repo.status_json(&[]), "a");
+    let status = repo.status_json(&[]);
+    let a = task_json(&status, "a");
     assert_eq!(a["state"], "done", "{a:#}");
     assert_eq!(a["rounds"], 1, "{a:#}");
 }
@@ -160,8 +174,8 @@ fn a_check_naming_the_task_is_not_excused_by_the_base() {
 /// logged under `merged-checks/at-base/`), blames no task and searches no culprit.
 #[test]
 fn merged_checks_run_at_the_base_only_when_they_fail() {
-    if plait_sandbox::sandbox::view_support().is_err() {
-        eprintln!("skipped: the base's checks run in its layer, which needs namespaces");
+    // The base's checks run in its layer.
+    if !namespaces() {
         return;
     }
     let plan = |merged: &str| {

@@ -1,6 +1,6 @@
 //! `plait check` and the git hooks that run it.
 
-use crate::support::{git_in, stderr, stdout, TestRepo};
+use crate::support::{git_in, stderr, stdout, Plan, TestRepo};
 
 fn sample() -> TestRepo {
     TestRepo::with_files(&[
@@ -24,21 +24,32 @@ fn run(repo: &TestRepo, toml: &str) -> String {
     stdout(&out).trim().to_string()
 }
 
-const CLEAN: &str = "[defaults]\nagent = { exec = 'echo 2 >> x/$PLAIT_TASK.txt' }\n\
-    [checks]\nmerged = [\"grep -q 2 x/a.txt\"]\n\
-    [[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"/x/a.txt\"]\n\
-    [[task]]\nid = \"b\"\nprompt = \"p\"\nowns = [\"/x/b.txt\"]\n";
+/// Tasks `a` and `b` append `2` to their files; the merged check wants a `2`.
+fn clean_plan() -> Plan {
+    Plan::new()
+        .exec_all("echo 2 >> x/$PLAIT_TASK.txt")
+        .set("checks", "merged", ["grep -q 2 x/a.txt"])
+        .task("a")
+        .owns(["/x/a.txt"])
+        .task("b")
+        .owns(["/x/b.txt"])
+}
 
 /// Both tasks add shared/a-b, which both own, with different content.
-const CONFLICTING: &str =
-    "[defaults]\nagent = { exec = 'echo $PLAIT_TASK > shared/a-b; echo 3 >> x/$PLAIT_TASK.txt' }\n\
-    [[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"/x/a.txt\", \"/shared/a-*\"]\n\
-    [[task]]\nid = \"b\"\nprompt = \"p\"\nowns = [\"/x/b.txt\", \"/shared/*-b\"]\n";
+fn conflicting_plan() -> String {
+    Plan::new()
+        .exec_all("echo $PLAIT_TASK > shared/a-b; echo 3 >> x/$PLAIT_TASK.txt")
+        .task("a")
+        .owns(["/x/a.txt", "/shared/a-*"])
+        .task("b")
+        .owns(["/x/b.txt", "/shared/*-b"])
+        .to_toml()
+}
 
 #[test]
 fn check_exit_codes_say_pass_fail_and_usage() {
     let repo = sample();
-    let clean = run(&repo, CLEAN);
+    let clean = run(&repo, &clean_plan().to_toml());
     let out = repo.plait(&["check", &clean]);
     assert_eq!(
         out.status.code(),
@@ -54,7 +65,7 @@ fn check_exit_codes_say_pass_fail_and_usage() {
     );
     assert!(stdout(&out).contains("merged check `grep -q 2 x/a.txt`: passed"));
 
-    let conflicting = run(&repo, CONFLICTING);
+    let conflicting = run(&repo, &conflicting_plan());
     let out = repo.plait(&["check", &conflicting, "--json"]);
     assert_eq!(out.status.code(), Some(1));
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -73,7 +84,7 @@ fn check_exit_codes_say_pass_fail_and_usage() {
 #[test]
 fn check_catches_a_target_that_moved_into_conflict_and_hand_edits_outside_ownership() {
     let repo = sample();
-    let clean = run(&repo, CLEAN);
+    let clean = run(&repo, &clean_plan().to_toml());
     repo.write("x/a.txt", "a\nmine\n");
     repo.commit_all("main moves on");
     let out = repo.plait(&["check", &clean]);
@@ -86,7 +97,7 @@ fn check_catches_a_target_that_moved_into_conflict_and_hand_edits_outside_owners
 
     // Someone commits to a task branch by hand, outside the task's files.
     let repo = sample();
-    let clean = run(&repo, CLEAN);
+    let clean = run(&repo, &clean_plan().to_toml());
     let branch = format!("plait/{clean}/a");
     let index = repo.scratch.join("hand-index");
     let git = |args: &[&str]| {
@@ -152,9 +163,14 @@ fn the_hook_blocks_a_merge_of_a_failing_run_lets_a_clean_one_through_and_chains(
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(hooks.join("pre-merge-commit.plait-chained").exists());
 
-    let clean = run(&repo, CLEAN);
+    let clean = run(&repo, &clean_plan().to_toml());
     // Task a writes 3, not the 2 the merged check wants.
-    let failing = run(&repo, &CLEAN.replace("echo 2 >>", "echo 3 >>"));
+    let failing = run(
+        &repo,
+        &clean_plan()
+            .exec_all("echo 3 >> x/$PLAIT_TASK.txt")
+            .to_toml(),
+    );
     // main moves on, so merges make merge commits and the hook runs.
     repo.write("notes.md", "n2\n");
     repo.commit_all("main moves on");
@@ -195,9 +211,14 @@ fn the_hook_blocks_a_merge_of_a_failing_run_lets_a_clean_one_through_and_chains(
 fn check_takes_branches_and_a_plan_without_a_run() {
     let repo = sample();
     let plan = repo.plan(
-        "[defaults]\nagent = { exec = 'true' }\n[checks]\nmerged = [\"test -f x/a.txt\"]\n\
-         [[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"/x/a.txt\", \"/shared/a-*\"]\n\
-         [[task]]\nid = \"b\"\nprompt = \"p\"\nowns = [\"/x/b.txt\", \"/shared/*-b\"]\n",
+        &Plan::new()
+            .exec_all("true")
+            .set("checks", "merged", ["test -f x/a.txt"])
+            .task("a")
+            .owns(["/x/a.txt", "/shared/a-*"])
+            .task("b")
+            .owns(["/x/b.txt", "/shared/*-b"])
+            .to_toml(),
     );
     let branch = |name: &str, files: &[(&str, &str)]| {
         repo.git(&["checkout", "-q", "-b", name, "main"]);
@@ -271,17 +292,31 @@ fn tested() -> TestRepo {
 
 /// Task `fn` adds a function, `test` a test that calls it, `bad` a test that fails; the
 /// merged check runs every test.
-const TESTED: &str = "[checks]\nmerged = ['for t in tests/*.sh; do sh $t || exit 1; done']\n\
-    [[task]]\nid = \"fn\"\nprompt = \"p\"\nowns = [\"/src/\"]\nagent = { exec = 'echo \"two() { echo 2; }\" >> src/lib.sh' }\n\
-    [[task]]\nid = \"test\"\nprompt = \"p\"\nowns = [\"/tests/two.sh\"]\nagent = { exec = 'printf \". ./src/lib.sh\\n[ \\\"\\$(two)\\\" = 2 ]\\n\" > tests/two.sh' }\n\
-    [[task]]\nid = \"bad\"\nprompt = \"p\"\nowns = [\"/tests/bad.sh\"]\nagent = { exec = 'echo false > tests/bad.sh' }\n";
+fn tested_plan() -> String {
+    Plan::new()
+        .set(
+            "checks",
+            "merged",
+            ["for t in tests/*.sh; do sh $t || exit 1; done"],
+        )
+        .task("fn")
+        .owns(["/src/"])
+        .exec("echo \"two() { echo 2; }\" >> src/lib.sh")
+        .task("test")
+        .owns(["/tests/two.sh"])
+        .exec("printf \". ./src/lib.sh\\n[ \\\"\\$(two)\\\" = 2 ]\\n\" > tests/two.sh")
+        .task("bad")
+        .owns(["/tests/bad.sh"])
+        .exec("echo false > tests/bad.sh")
+        .to_toml()
+}
 
 #[test]
 fn the_hook_judges_exactly_the_merge_being_made() {
     let repo = tested();
     let out = repo.plait(&["hook", "install"]);
     assert!(out.status.success(), "{}", stderr(&out));
-    let id = run(&repo, TESTED);
+    let id = run(&repo, &tested_plan());
     // The run as a whole fails its merged checks: the culprit search holds `bad` out.
     let status = repo.plait(&["status", &id, "--json"]);
     let state: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
@@ -349,7 +384,7 @@ fn a_fast_forward_onto_a_plait_branch_is_judged_too() {
     let out = repo.plait(&["hook", "install"]);
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(repo.path.join(".git/hooks/reference-transaction").exists());
-    let id = run(&repo, TESTED);
+    let id = run(&repo, &tested_plan());
     // main has not moved: merging a task branch is a fast-forward, with no merge commit.
     let merge = |branch: &str| {
         std::process::Command::new("git")
@@ -399,7 +434,7 @@ fn a_damaged_run_record_stops_the_merge_it_cannot_judge() {
     let repo = sample();
     let out = repo.plait(&["hook", "install"]);
     assert!(out.status.success(), "{}", stderr(&out));
-    let id = run(&repo, CLEAN);
+    let id = run(&repo, &clean_plan().to_toml());
     std::fs::write(
         repo.path.join(format!(".git/plait/runs/{id}/state.json")),
         "{broken",
@@ -420,14 +455,14 @@ fn a_damaged_run_record_stops_the_merge_it_cannot_judge() {
     assert!(said.contains("is damaged"), "{said}");
 }
 
-/// A repository with the hooks installed, a finished run of [`TESTED`], and a commit of
+/// A repository with the hooks installed, a finished run of [`tested_plan`], and a commit of
 /// main's own after the run's base (so that nothing below is a plain fast-forward); the
 /// run's id and main's tip.
 fn tested_run_with_hooks() -> (TestRepo, String, String) {
     let repo = tested();
     let out = repo.plait(&["hook", "install"]);
     assert!(out.status.success(), "{}", stderr(&out));
-    let id = run(&repo, TESTED);
+    let id = run(&repo, &tested_plan());
     repo.write("notes.md", "n2\n");
     let main = repo.commit_all("main moves on");
     (repo, id, main)
@@ -596,7 +631,7 @@ fn part_of_a_red_tasks_files_is_refused_and_unrelated_commits_pass_quietly() {
 fn the_index_of_task_work_follows_the_records_and_the_branches() {
     use plait::check::work::WorkIndex;
     let repo = tested();
-    let id = run(&repo, TESTED);
+    let id = run(&repo, &tested_plan());
     let git_repo = repo.repo();
     let store = plait_core::state::Store::new(plait_core::git::plait_dir(&git_repo));
     let tip = |branch: &str| git2::Oid::from_str(&repo.git(&["rev-parse", branch])).unwrap();
@@ -648,7 +683,7 @@ fn plait_land_goes_through_the_hooks_unjudged() {
     let repo = sample();
     let out = repo.plait(&["hook", "install"]);
     assert!(out.status.success(), "{}", stderr(&out));
-    let id = run(&repo, CLEAN);
+    let id = run(&repo, &clean_plan().to_toml());
     let out = repo.plait(&["land", &id, "--into", "main"]);
     assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
     assert!(

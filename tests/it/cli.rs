@@ -1,6 +1,6 @@
 //! The real binary end to end: exit codes, the run id on stdout, status, diff, land, clean.
 
-use crate::support::{git_in, stderr, stdout, TestRepo};
+use crate::support::{git_in, stderr, stdout, Plan, TestRepo};
 
 #[test]
 fn the_example_job_runs_lands_and_cleans_with_exit_code_zero() {
@@ -179,9 +179,13 @@ fn clean_refuses_to_lose_work_until_forced() {
 fn clean_keeps_a_branch_the_user_checked_out() {
     let repo = TestRepo::with_files(&[("a.txt", "a\n"), ("b.txt", "b\n")]);
     let plan = repo.plan(
-        "[defaults]\nagent = { exec = 'echo changed > \"$PLAIT_FILE\"' }\n\
-         [[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"a.txt\"]\n\
-         [[task]]\nid = \"b\"\nprompt = \"p\"\nowns = [\"b.txt\"]\n",
+        &Plan::new()
+            .exec_all("echo changed > \"$PLAIT_FILE\"")
+            .task("a")
+            .owns(["a.txt"])
+            .task("b")
+            .owns(["b.txt"])
+            .to_toml(),
     );
     let out = repo.plait(&["run", plan.to_str().unwrap()]);
     assert!(out.status.success(), "{}", stderr(&out));
@@ -223,10 +227,18 @@ fn the_run_summary_shows_failures_violations_and_conflicts() {
         ("README.md", "r\n"),
     ]);
     let plan = repo.plan(
-        "goal = \"Show every kind of trouble\"\n\
-         [[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"/lib/a.py\", \"/shared/a-*\"]\nagent = { exec = \"echo A > shared/a-b; echo a2 > lib/a.py\" }\n\
-         [[task]]\nid = \"b\"\nprompt = \"p\"\nowns = [\"/lib/b.py\", \"/shared/*-b\"]\nagent = { exec = \"echo B > shared/a-b; echo b2 > lib/b.py; echo mine > README.md\" }\n\
-         [[task]]\nid = \"c\"\nprompt = \"p\"\nowns = [\"/lib/c.py\"]\nagent = { exec = \"echo failing >&2; exit 4\" }\n",
+        &Plan::new()
+            .goal("Show every kind of trouble")
+            .task("a")
+            .owns(["/lib/a.py", "/shared/a-*"])
+            .exec("echo A > shared/a-b; echo a2 > lib/a.py")
+            .task("b")
+            .owns(["/lib/b.py", "/shared/*-b"])
+            .exec("echo B > shared/a-b; echo b2 > lib/b.py; echo mine > README.md")
+            .task("c")
+            .owns(["/lib/c.py"])
+            .exec("echo failing >&2; exit 4")
+            .to_toml(),
     );
     let out = repo.plait(&["run", plan.to_str().unwrap(), "-j", "1"]);
     assert_eq!(out.status.code(), Some(1));
@@ -250,9 +262,13 @@ fn the_run_summary_shows_failures_violations_and_conflicts() {
 fn run_json_writes_one_event_per_line() {
     let repo = TestRepo::with_files(&[("a.txt", "a\n"), ("b.txt", "b\n")]);
     let plan = repo.plan(
-        "[defaults]\nagent = { exec = 'echo x >> $PLAIT_TASK.txt' }\n\
-         [[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"a.txt\"]\n\
-         [[task]]\nid = \"b\"\nprompt = \"p\"\nowns = [\"b.txt\"]\n",
+        &Plan::new()
+            .exec_all("echo x >> $PLAIT_TASK.txt")
+            .task("a")
+            .owns(["a.txt"])
+            .task("b")
+            .owns(["b.txt"])
+            .to_toml(),
     );
     let out = repo.plait(&["run", plan.to_str().unwrap(), "--json"]);
     assert!(out.status.success(), "{}", stderr(&out));
@@ -284,9 +300,13 @@ fn a_closed_stdout_ends_a_command_quietly() {
     // `plait diff RUN merged | head -1`: the reader goes away while plait still writes.
     let repo = TestRepo::with_files(&[("src/big.txt", "old\n")]);
     let plan = repo.plan(
-        "goal = \"Grow\"\n[defaults]\nagent = { exec = \"seq 1 200000 > src/big.txt\" }\n\
-         [review]\nagent = \"off\"\n\
-         [[task]]\nid = \"big\"\nprompt = \"p\"\nowns = [\"src/\"]\n",
+        &Plan::new()
+            .goal("Grow")
+            .exec_all("seq 1 200000 > src/big.txt")
+            .review_off()
+            .task("big")
+            .owns(["src/"])
+            .to_toml(),
     );
     let out = repo.plait(&["run", plan.to_str().unwrap()]);
     assert!(out.status.success(), "{}", stderr(&out));
@@ -321,8 +341,13 @@ fn a_closed_stdout_ends_a_command_quietly() {
 fn a_damaged_run_record_is_named_and_never_panics() {
     let repo = TestRepo::with_files(&[("a.txt", "a\n"), ("b.txt", "b\n")]);
     let plan = repo.plan(
-        "goal = \"g\"\n[defaults]\nagent = { exec = 'echo x >> a.txt' }\n[review]\nagent = \"off\"\n\
-         [[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"a.txt\"]\n",
+        &Plan::new()
+            .goal("g")
+            .exec_all("echo x >> a.txt")
+            .review_off()
+            .task("a")
+            .owns(["a.txt"])
+            .to_toml(),
     );
     let first = stdout(&repo.plait(&["run", plan.to_str().unwrap()]))
         .trim()

@@ -21,11 +21,7 @@ fn modules() -> TestRepo {
     }
     test.push_str("[ -z \"$A_ON\" ] || [ -z \"$B_ON\" ]\n");
     files.push(("tests/run.sh".into(), test));
-    let refs: Vec<(&str, &str)> = files
-        .iter()
-        .map(|(p, t)| (p.as_str(), t.as_str()))
-        .collect();
-    TestRepo::with_files(&refs)
+    TestRepo::with_owned_files(&files)
 }
 
 /// A plan of sixteen tasks, one per module; `edits` gives some of them a command of their

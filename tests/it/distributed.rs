@@ -9,8 +9,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::pg::{database_url, runtime};
-use crate::support::{git_in, stderr, stdout, TestRepo};
+use crate::support::pg::database_url;
+use crate::support::plan::Raw;
+use crate::support::{git_in, runtime, stderr, stdout, Plan, TestRepo};
 
 /// A repository of `n` files `pkg/mNN.txt` and a plan with a task for each, whose agent
 /// is `exec`.
@@ -23,11 +24,7 @@ fn project_with(n: usize, exec: &str, extra: &str) -> (TestRepo, PathBuf) {
     let files: Vec<(String, String)> = (0..n)
         .map(|k| (format!("pkg/m{k:02}.txt"), format!("module {k}\n")))
         .collect();
-    let refs: Vec<(&str, &str)> = files
-        .iter()
-        .map(|(p, c)| (p.as_str(), c.as_str()))
-        .collect();
-    let repo = TestRepo::with_files(&refs);
+    let repo = TestRepo::with_owned_files(&files);
     let mut toml =
         format!("goal = \"spread\"\n[defaults]\nagent = {{ exec = '''{exec}''' }}\n{extra}\n");
     for k in 0..n {
@@ -206,9 +203,7 @@ fn one_commit_each(repo: &TestRepo, run: &str, n: usize) {
 
 #[test]
 fn thirty_tasks_over_three_workers_each_run_once_and_merge_as_a_local_run_does() {
-    let rt = runtime();
-    let Some(url) = database_url(&rt) else { return };
-    drop(rt);
+    let Some(url) = database_url() else { return };
     let n = 30;
     let (repo, plan) = project(
         n,
@@ -281,9 +276,7 @@ fn thirty_tasks_over_three_workers_each_run_once_and_merge_as_a_local_run_does()
 
 #[test]
 fn a_worker_killed_mid_task_loses_its_tasks_to_the_others_and_nothing_is_done_twice() {
-    let rt = runtime();
-    let Some(url) = database_url(&rt) else { return };
-    drop(rt);
+    let Some(url) = database_url() else { return };
     let n = 6;
     let (repo, plan) = project(
         n,
@@ -347,9 +340,7 @@ fn a_worker_killed_mid_task_loses_its_tasks_to_the_others_and_nothing_is_done_tw
 
 #[test]
 fn a_killed_coordinator_is_resumed_and_merges_what_the_workers_did() {
-    let rt = runtime();
-    let Some(url) = database_url(&rt) else { return };
-    drop(rt);
+    let Some(url) = database_url() else { return };
     let n = 8;
     let (repo, plan) = project(
         n,
@@ -385,8 +376,8 @@ fn a_killed_coordinator_is_resumed_and_merges_what_the_workers_did() {
 
 #[test]
 fn a_remote_that_cannot_take_the_base_or_a_newer_store_is_refused_and_nothing_is_made() {
+    let Some(url) = database_url() else { return };
     let rt = runtime();
-    let Some(url) = database_url(&rt) else { return };
     let (repo, plan) = project(2, "echo x >> pkg/$PLAIT_TASK.txt");
     let plan = plan.to_str().unwrap();
     let out = repo.plait(&[
@@ -457,20 +448,28 @@ fn a_remote_that_cannot_take_the_base_or_a_newer_store_is_refused_and_nothing_is
 
 #[test]
 fn a_worker_taking_a_task_over_goes_on_from_the_work_last_pushed() {
-    let rt = runtime();
-    let Some(url) = database_url(&rt) else { return };
-    drop(rt);
+    let Some(url) = database_url() else { return };
     // Round one writes `first` and is sent back; round two hangs until the worker is
     // killed. The worker that takes over is told so, and writes `second`.
     let agent =
         "f=pkg/$PLAIT_TASK.txt; case \"$PLAIT_FEEDBACK\" in *\"taken over\"*) echo second >> $f;; \
                  *) if grep -q first $f; then sleep 15; else echo first >> $f; fi;; esac";
     let (repo, _) = project(1, agent);
-    let plan = repo.plan(&format!(
-        "goal = \"spread\"\n[defaults]\nagent = {{ exec = '''{agent}''' }}\n\
-         [review]\nagent = {{ exec = '''grep -q '^+second' \"$PLAIT_DIFF\" || {{ echo more please; exit 1; }}''' }}\nrounds = 2\n\
-         [[task]]\nid = \"m00\"\nprompt = \"Edit m00\"\nowns = [\"/pkg/m00.txt\"]\n"
-    ));
+    let plan = repo.plan(
+        &Plan::new()
+            .goal("spread")
+            .exec_all(agent)
+            .set("review", "rounds", 2)
+            .set(
+                "review.agent",
+                "exec",
+                "grep -q '^+second' \"$PLAIT_DIFF\" || { echo more please; exit 1; }",
+            )
+            .task("m00")
+            .prompt("Edit m00")
+            .owns(["/pkg/m00.txt"])
+            .to_toml(),
+    );
     let plan = plan.to_str().unwrap();
     let mut coordinator = coordinator(&repo, plan, &url);
     let mut doomed = worker(&repo, &url, "doomed", "1", "2");
@@ -509,9 +508,7 @@ fn a_worker_taking_a_task_over_goes_on_from_the_work_last_pushed() {
 #[test]
 fn three_workers_keep_together_to_one_keys_concurrency_and_rate() {
     use crate::mock::{MockModel, Provider, Turn};
-    let rt = runtime();
-    let Some(url) = database_url(&rt) else { return };
-    drop(rt);
+    let Some(url) = database_url() else { return };
     const KEY: &str = "sk-test-shared-0123456789";
     let env = [("PLAIT_TEST_KEY", KEY)];
     // 84 tasks of four requests: 336 against a key of 30 at once and 300 a minute (a
@@ -520,23 +517,20 @@ fn three_workers_keep_together_to_one_keys_concurrency_and_rate() {
     let files: Vec<(String, String)> = (0..n)
         .map(|k| (format!("m/t{k:02}.txt"), format!("{k}\n")))
         .collect();
-    let refs: Vec<(&str, &str)> = files
-        .iter()
-        .map(|(p, t)| (p.as_str(), t.as_str()))
-        .collect();
-    let repo = TestRepo::with_files(&refs);
+    let repo = TestRepo::with_owned_files(&files);
     git_in(&repo.scratch, &["init", "-q", "--bare", "remote.git"]);
     let mock = MockModel::start(Provider::Anthropic, KEY);
     mock.keep_bodies(false);
     mock.set_latency(Duration::from_millis(100));
     mock.set_limits(30, 300, 1);
-    let mut toml = format!(
-        "goal = \"g\"\n\
-         [providers.mock]\nkind = \"anthropic\"\nbase_url = \"{}\"\napi_key_env = \"PLAIT_TEST_KEY\"\nmodel = \"claude-sonnet-4-5\"\nmax_tokens = 1024\n\
-         limits = {{ concurrency = 30, rpm = 300 }}\n\
-         [review]\nagent = \"off\"\n[defaults]\nagent = \"mock\"\ntimeout = \"120s\"\nexpect_changes = false\n",
-        mock.url()
-    );
+    let mut toml = Plan::on_mock(&mock.url())
+        .set(
+            "providers.mock",
+            "limits",
+            Raw("{ concurrency = 30, rpm = 300 }"),
+        )
+        .set("defaults", "timeout", "120s")
+        .set("defaults", "expect_changes", false);
     for k in 0..n {
         mock.script(
             &format!("t{k:02}"),
@@ -547,12 +541,11 @@ fn three_workers_keep_together_to_one_keys_concurrency_and_rate() {
                 Turn::Text("done".into()),
             ],
         );
-        let _ = writeln!(
-            toml,
-            "[[task]]\nid = \"t{k:02}\"\nprompt = \"p\"\nowns = [\"/m/t{k:02}.txt\"]"
-        );
+        toml = toml
+            .task(&format!("t{k:02}"))
+            .owns([format!("/m/t{k:02}.txt")]);
     }
-    let plan = repo.plan(&toml);
+    let plan = repo.plan(&toml.to_toml());
     let mut coordinator = spawn_with(
         &repo.path,
         &repo.scratch,
@@ -602,9 +595,7 @@ fn three_workers_keep_together_to_one_keys_concurrency_and_rate() {
 
 #[test]
 fn another_clone_reviews_decides_and_lands_a_run_through_the_store() {
-    let rt = runtime();
-    let Some(url) = database_url(&rt) else { return };
-    drop(rt);
+    let Some(url) = database_url() else { return };
     let n = 3;
     let (repo, plan) = project(n, "echo \"changed by $PLAIT_TASK\" >> pkg/$PLAIT_TASK.txt");
     let plan = plan.to_str().unwrap();
@@ -672,9 +663,7 @@ fn another_clone_reviews_decides_and_lands_a_run_through_the_store() {
 
 #[test]
 fn a_worker_stopped_with_ctrl_c_gives_its_tasks_back_and_another_finishes_them() {
-    let rt = runtime();
-    let Some(url) = database_url(&rt) else { return };
-    drop(rt);
+    let Some(url) = database_url() else { return };
     let n = 4;
     let (repo, plan) = project(
         n,
@@ -764,9 +753,7 @@ fn generations(url: &str) -> std::collections::BTreeMap<String, i64> {
 
 #[test]
 fn a_culprit_of_the_merged_checks_goes_back_to_a_worker_and_its_new_round_is_merged() {
-    let rt = runtime();
-    let Some(url) = database_url(&rt) else { return };
-    drop(rt);
+    let Some(url) = database_url() else { return };
     let n = 3;
     let (repo, plan) = project_with(
         n,
@@ -814,9 +801,7 @@ fn a_culprit_of_the_merged_checks_goes_back_to_a_worker_and_its_new_round_is_mer
 
 #[test]
 fn a_supervisors_request_for_changes_goes_back_to_the_workers_and_the_group_is_merged_again() {
-    let rt = runtime();
-    let Some(url) = database_url(&rt) else { return };
-    drop(rt);
+    let Some(url) = database_url() else { return };
     let n = 4;
     // The supervisor of group-2 asks for changes until its diff says `fixed`.
     let (repo, plan) = project_with(
@@ -877,9 +862,7 @@ fn a_supervisors_request_for_changes_goes_back_to_the_workers_and_the_group_is_m
 
 #[test]
 fn a_plan_in_waves_over_two_workers_starts_each_task_from_what_it_comes_after() {
-    let rt = runtime();
-    let Some(url) = database_url(&rt) else { return };
-    drop(rt);
+    let Some(url) = database_url() else { return };
     let repo = TestRepo::with_files(&[
         ("src/core.txt", "core\n"),
         ("src/a.txt", "a\n"),
@@ -891,13 +874,31 @@ fn a_plan_in_waves_over_two_workers_starts_each_task_from_what_it_comes_after() 
     // a and b copy core's work into their own files, so their work shows what they
     // started from; z copies theirs. `bad` fails, so `late` is blocked.
     let plan = repo.plan(
-        "goal = \"waves\"\n\
-         [[task]]\nid = \"core\"\nprompt = \"p\"\nowns = [\"/src/core.txt\"]\nagent = { exec = \"echo new >> src/core.txt\" }\n\
-         [[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"/src/a.txt\"]\nafter = [\"core\"]\nagent = { exec = \"cat src/core.txt >> src/a.txt\" }\n\
-         [[task]]\nid = \"b\"\nprompt = \"p\"\nowns = [\"/src/b.txt\"]\nafter = [\"core\"]\nagent = { exec = \"cat src/core.txt >> src/b.txt\" }\n\
-         [[task]]\nid = \"z\"\nprompt = \"p\"\nowns = [\"/src/z.txt\"]\nafter = [\"a\", \"b\"]\nagent = { exec = \"cat src/a.txt src/b.txt >> src/z.txt\" }\n\
-         [[task]]\nid = \"bad\"\nprompt = \"p\"\nowns = [\"/src/bad.txt\"]\nagent = { exec = \"exit 3\" }\n\
-         [[task]]\nid = \"late\"\nprompt = \"p\"\nowns = [\"/src/late.txt\"]\nafter = [\"bad\"]\nagent = { exec = \"echo 2 >> src/late.txt\" }\n",
+        &Plan::new()
+            .goal("waves")
+            .task("core")
+            .owns(["/src/core.txt"])
+            .exec("echo new >> src/core.txt")
+            .task("a")
+            .owns(["/src/a.txt"])
+            .after(["core"])
+            .exec("cat src/core.txt >> src/a.txt")
+            .task("b")
+            .owns(["/src/b.txt"])
+            .after(["core"])
+            .exec("cat src/core.txt >> src/b.txt")
+            .task("z")
+            .owns(["/src/z.txt"])
+            .after(["a", "b"])
+            .exec("cat src/a.txt src/b.txt >> src/z.txt")
+            .task("bad")
+            .owns(["/src/bad.txt"])
+            .exec("exit 3")
+            .task("late")
+            .owns(["/src/late.txt"])
+            .after(["bad"])
+            .exec("echo 2 >> src/late.txt")
+            .to_toml(),
     );
     git_in(&repo.scratch, &["init", "-q", "--bare", "remote.git"]);
     let (run, state, recorded) = run_spread(&repo, &plan, &url);
@@ -931,11 +932,9 @@ fn a_plan_in_waves_over_two_workers_starts_each_task_from_what_it_comes_after() 
 
 #[test]
 fn a_culprit_sent_back_in_a_spread_run_runs_the_tasks_after_it_again_on_the_workers() {
-    let rt = runtime();
-    let Some(url) = database_url(&rt) else { return };
-    drop(rt);
-    let repo = crate::waves::culprit_waves_repo();
-    let plan = repo.plan(crate::waves::CULPRIT_WAVES);
+    let Some(url) = database_url() else { return };
+    let repo = crate::support::fixtures::culprit_waves_repo();
+    let plan = repo.plan(&crate::support::fixtures::culprit_waves());
     git_in(&repo.scratch, &["init", "-q", "--bare", "remote.git"]);
     let (run, state, recorded) = run_spread(&repo, &plan, &url);
     assert_eq!(state["phase"], "finished", "{state}");

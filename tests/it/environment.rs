@@ -9,22 +9,15 @@
 use std::fmt::Write as _;
 use std::fs;
 
-use crate::support::{stderr, stdout, task_json, TestRepo};
+use crate::support::sandbox::namespaces;
+use crate::support::{skip, stderr, stdout, task_json, Plan, TestRepo};
 
 /// Whether views over layers can be had here (user and mount namespaces); the tests that
 /// need them say so and return where not.
-fn layered() -> bool {
-    if plait_sandbox::sandbox::view_support().is_ok() {
-        return true;
-    }
-    eprintln!("skipped: this system allows no user and mount namespaces");
-    false
-}
-
 fn has(program: &str) -> bool {
     let found = plait_sandbox::shell::findable(program, std::env::var("PATH").ok().as_deref());
     if !found {
-        eprintln!("skipped: no {program} on PATH");
+        skip(format_args!("no {program} on PATH"));
     }
     found
 }
@@ -121,7 +114,7 @@ fn assert_all_green(repo: &TestRepo) -> serde_json::Value {
 
 #[test]
 fn included_dependencies_reach_every_agent_and_check_and_the_run_lands() {
-    if !layered() || !has("npm") {
+    if !namespaces() || !has("npm") {
         return;
     }
     let repo = node_project("1.3.0");
@@ -155,7 +148,7 @@ fn included_dependencies_reach_every_agent_and_check_and_the_run_lands() {
 
 #[test]
 fn a_setup_run_installs_once_into_the_base_layer_and_leaves_the_checkout_alone() {
-    if !layered() || !has("npm") {
+    if !namespaces() || !has("npm") {
         return;
     }
     let repo = node_project("file:vendor/left-pad");
@@ -229,7 +222,7 @@ fn a_setup_run_installs_once_into_the_base_layer_and_leaves_the_checkout_alone()
 
 #[test]
 fn without_setup_agents_and_checks_agree_and_the_failure_names_setup() {
-    if !layered() || !has("npm") {
+    if !namespaces() || !has("npm") {
         return;
     }
     let repo = node_project("1.3.0");
@@ -261,7 +254,7 @@ fn without_setup_agents_and_checks_agree_and_the_failure_names_setup() {
 
 #[test]
 fn a_task_writing_an_included_directory_writes_only_its_own_layer() {
-    if !layered() || !has("node") {
+    if !namespaces() || !has("node") {
         return;
     }
     let repo = node_project("1.3.0");
@@ -289,7 +282,7 @@ fn a_task_writing_an_included_directory_writes_only_its_own_layer() {
 
 #[test]
 fn a_python_virtualenv_made_by_the_setup_serves_agents_and_checks() {
-    if !layered() || !has("python3") {
+    if !namespaces() || !has("python3") {
         return;
     }
     let repo = TestRepo::with_files(&[
@@ -307,13 +300,17 @@ fn a_python_virtualenv_made_by_the_setup_serves_agents_and_checks() {
         ("tests/__init__.py", ""),
     ]);
     let test = ".venv/bin/python -m unittest -q";
-    let plan = format!(
-        "goal = \"g\"\n[review]\nagent = \"off\"\nrounds = 0\n\
-         [checks]\ntask = [\"{test}\"]\nmerged = [\"{test}\"]\n\
-         [setup]\nrun = [\"python3 -m venv --without-pip .venv\"]\n\
-         [[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"app/a.py\"]\n\
-         agent = {{ exec = \"sed -i 's/1/2/' app/a.py && $PLAIT_RUN_IN {test}\" }}\n"
-    );
+    let plan = Plan::new()
+        .goal("g")
+        .review_off()
+        .set("review", "rounds", 0)
+        .set("checks", "task", [test])
+        .set("checks", "merged", [test])
+        .set("setup", "run", ["python3 -m venv --without-pip .venv"])
+        .task("a")
+        .owns(["app/a.py"])
+        .exec(&format!("sed -i 's/1/2/' app/a.py && $PLAIT_RUN_IN {test}"))
+        .to_toml();
     let out = repo.plait(&["run", repo.plan(&plan).to_str().unwrap()]);
     assert!(out.status.success(), "{}\n{}", stdout(&out), stderr(&out));
     let status = repo.status_json(&[]);
@@ -323,7 +320,7 @@ fn a_python_virtualenv_made_by_the_setup_serves_agents_and_checks() {
 
 #[test]
 fn an_agents_first_cargo_build_is_incremental_from_the_base_layer() {
-    if !layered() || !has("cargo") {
+    if !namespaces() || !has("cargo") {
         return;
     }
     let repo = TestRepo::with_files(&[
@@ -369,15 +366,12 @@ fn an_agents_first_cargo_build_is_incremental_from_the_base_layer() {
 /// passes too, and nothing is refused under the home's npm cache.
 #[test]
 fn real_claude_codes_npm_test_finds_the_included_dependencies() {
-    use crate::claude_code::{real_claude, run_real, KEY};
     use crate::mock::{claude_tools, MockModel, Turn};
-    if !layered() || !has("npm") {
+    use crate::support::agents::{real_claude, run_real, KEY};
+    if !namespaces() || !has("npm") {
         return;
     }
-    let Some(claude) = real_claude() else {
-        eprintln!("skipped: the Claude Code CLI is not installed (see tests/it/claude_code.rs)");
-        return;
-    };
+    let Some(claude) = real_claude() else { return };
     let repo = node_project("1.3.0");
     install_in_checkout(&repo);
     let test = "npm test 2>&1; echo \"exit=$?\"; node -e \"console.log(require('./src/a.js')())\"";
@@ -392,16 +386,21 @@ fn real_claude_codes_npm_test_finds_the_included_dependencies() {
             Turn::Text("Padded.".into()),
         ],
     );
-    let toml = format!(
-        "goal = \"pad\"\n[defaults]\nagent = \"claude-code\"\ntimeout = \"60s\"\nmax_turns = 8\n\
-         [review]\nagent = \"off\"\n[checks]\ntask = [\"npm test\"]\n\
-         [setup]\ninclude = [\"node_modules/\"]\n\
-         [[task]]\nid = \"a\"\nprompt = \"Pad a to four\"\nowns = [\"src/a.js\"]\n\
-         [agents.claude-code]\nbin = \"{}\"\nprovider = \"mock\"\n\
-         [providers.mock]\nkind = \"anthropic\"\nbase_url = \"{}\"\napi_key_env = \"PLAIT_TEST_KEY\"\nmodel = \"claude-sonnet-4-5\"\n",
-        claude.display(),
-        mock.url()
-    );
+    let toml = Plan::new()
+        .goal("pad")
+        .set("defaults", "agent", "claude-code")
+        .set("defaults", "timeout", "60s")
+        .set("defaults", "max_turns", 8)
+        .review_off()
+        .set("checks", "task", ["npm test"])
+        .set("setup", "include", ["node_modules/"])
+        .set("agents.claude-code", "bin", claude.display().to_string())
+        .set("agents.claude-code", "provider", "mock")
+        .mock("anthropic", &mock.url(), "claude-sonnet-4-5")
+        .task("a")
+        .prompt("Pad a to four")
+        .owns(["src/a.js"])
+        .to_toml();
     let out = run_real(&repo, &toml);
     assert!(mock.problems().is_empty(), "{:#?}", mock.problems());
     let results = mock.tool_results("a");
@@ -431,7 +430,7 @@ fn real_claude_codes_npm_test_finds_the_included_dependencies() {
 /// resume` tries it again once what it needs is there.
 #[test]
 fn a_failing_setup_stops_the_run_before_any_task_and_resume_tries_it_again() {
-    if !layered() {
+    if !namespaces() {
         return;
     }
     let repo = TestRepo::with_files(&[(".gitignore", "ready\n"), ("a.txt", "a\n")]);
@@ -477,17 +476,24 @@ fn a_failing_setup_stops_the_run_before_any_task_and_resume_tries_it_again() {
 /// `plait status` says so, and a plan with `[setup]` is warned that it goes without.
 #[test]
 fn without_namespaces_the_run_says_it_copies_and_that_the_setup_is_left_out() {
-    if !layered() {
+    if !namespaces() {
         return;
     }
     let repo = TestRepo::with_files(&[(".gitignore", "node_modules/\n"), ("a.txt", "a\n")]);
     repo.write("node_modules/dep/index.js", "module.exports = 1;\n");
     let plan = repo.plan(
-        "goal = \"g\"\n[review]\nagent = \"off\"\n[checks]\ntask = [\"test -f a.txt\"]\n\
-         [setup]\ninclude = [\"node_modules/\"]\n\
-         [[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"a.txt\"]\nagent = { exec = \"echo b > a.txt\" }\n",
+        &Plan::new()
+            .goal("g")
+            .review_off()
+            .set("checks", "task", ["test -f a.txt"])
+            .set("setup", "include", ["node_modules/"])
+            .task("a")
+            .owns(["a.txt"])
+            .exec("echo b > a.txt")
+            .to_toml(),
     );
-    let out = crate::network::plait_without_namespaces(&repo, &["run", plan.to_str().unwrap()]);
+    let out =
+        crate::support::sandbox::plait_without_namespaces(&repo, &["run", plan.to_str().unwrap()]);
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(
         stderr(&out).contains("[setup] is made into a base layer")
@@ -513,7 +519,7 @@ fn without_namespaces_the_run_says_it_copies_and_that_the_setup_is_left_out() {
 /// the check's to write (a refreshed index), as a checkout's is.
 #[test]
 fn git_in_a_checks_layer_sees_the_commit_checked_out() {
-    if !layered() {
+    if !namespaces() {
         return;
     }
     let repo = TestRepo::with_files(&[("a.txt", "a\n"), ("b.txt", "b\n"), ("gone.txt", "g\n")]);
@@ -521,12 +527,15 @@ fn git_in_a_checks_layer_sees_the_commit_checked_out() {
                  && test -z \"$(git status --porcelain --untracked-files=no)\" \
                  && touch \"$(git rev-parse --git-dir)/probe\" \
                  && { test \"$PLAIT_COMMIT\" = \"$PLAIT_BASE\" || test \"$(git diff --name-only $PLAIT_BASE HEAD | tr '\\n' ' ')\" = 'a.txt gone.txt '; }";
-    let plan = format!(
-        "goal = \"g\"\n[review]\nagent = \"off\"\n\
-         [checks]\ntask = ['''{check}''']\nmerged = ['''{check}''']\n\
-         [[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"a.txt\", \"gone.txt\"]\n\
-         agent = {{ exec = \"echo A > a.txt && rm gone.txt\" }}\n"
-    );
+    let plan = Plan::new()
+        .goal("g")
+        .review_off()
+        .set("checks", "task", [check])
+        .set("checks", "merged", [check])
+        .task("a")
+        .owns(["a.txt", "gone.txt"])
+        .exec("echo A > a.txt && rm gone.txt")
+        .to_toml();
     let out = repo.plait(&["run", repo.plan(&plan).to_str().unwrap()]);
     assert!(out.status.success(), "{}\n{}", stdout(&out), stderr(&out));
     let status = repo.status_json(&[]);

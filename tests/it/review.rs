@@ -227,7 +227,7 @@ mod model {
     use serde_json::json;
 
     use crate::mock::{edit, MockModel, Provider, ToolCall, Turn};
-    use crate::support::TestRepo;
+    use crate::support::{Plan, TestRepo};
 
     const KEY: &str = "sk-review-key";
 
@@ -245,14 +245,17 @@ mod model {
         } else {
             "openai"
         };
-        let toml = format!(
-            "goal = \"Set everything to 2\"\n\
-             [providers.mock]\nkind = \"{kind}\"\nbase_url = \"{}\"\napi_key_env = \"K\"\nmodel = \"m\"\n\
-             [defaults]\nagent = \"mock\"\n\
-             [[task]]\nid = \"a\"\nprompt = \"Set x to 2\"\nowns = [\"lib/a.py\"]\n\
-             [[task]]\nid = \"b\"\nprompt = \"Set y to 2\"\nowns = [\"lib/b.py\"]\n",
-            mock.url()
-        );
+        let toml = Plan::new()
+            .goal("Set everything to 2")
+            .provider("mock", kind, &mock.url(), "K", "m")
+            .set("defaults", "agent", "mock")
+            .task("a")
+            .prompt("Set x to 2")
+            .owns(["lib/a.py"])
+            .task("b")
+            .prompt("Set y to 2")
+            .owns(["lib/b.py"])
+            .to_toml();
         let state = repo.run_with_env(&toml, 2, &|k| (k == "K").then(|| KEY.to_string()));
         (repo, state)
     }
@@ -365,12 +368,14 @@ mod model {
         // Two worker turns spend $0.0012, under the $0.0015 budget; the review's $0.0006
         // takes the run past it, so round 1 does not start.
         repo.max_cost.set(Some(0.0015));
-        let toml = format!(
-            "goal = \"g\"\n[providers.mock]\nkind = \"anthropic\"\nbase_url = \"{}\"\napi_key_env = \"K\"\nmodel = \"claude-sonnet-4-5\"\n\
-             [defaults]\nagent = \"mock\"\n\
-             [[task]]\nid = \"a\"\nprompt = \"Set x to 2\"\nowns = [\"lib/a.py\"]\n",
-            mock.url()
-        );
+        let toml = Plan::new()
+            .goal("g")
+            .provider("mock", "anthropic", &mock.url(), "K", "claude-sonnet-4-5")
+            .set("defaults", "agent", "mock")
+            .task("a")
+            .prompt("Set x to 2")
+            .owns(["lib/a.py"])
+            .to_toml();
         let state = repo.run_with_env(&toml, 1, &|k| (k == "K").then(|| KEY.to_string()));
         let a = state.task("a").unwrap();
         assert_eq!(a.state, TaskState::Stopped, "{:?}", a.error);

@@ -1,13 +1,12 @@
 //! Every role on an agent CLI: Claude Code (the real CLI against the mock model server)
 //! and any program answering in JSON as reviewer, with no key for plait itself.
 
-use std::fmt::Write as _;
-
 use serde_json::{json, Value};
 
-use crate::claude_code::{real_claude, run_real, task, KEY};
 use crate::mock::{claude_tools, MockModel, ToolCall, Turn};
-use crate::support::{stderr, TestRepo};
+use crate::support::agents::{login_home, plait_on_login, real_claude, run_real, KEY};
+use crate::support::fixtures::wide;
+use crate::support::{stderr, task_json, Plan, TestRepo};
 
 fn verdict(verdict: &str, summary: &str, comments: Value) -> Turn {
     Turn::Tools(vec![ToolCall::new(
@@ -18,10 +17,7 @@ fn verdict(verdict: &str, summary: &str, comments: Value) -> Turn {
 
 #[test]
 fn claude_code_reviews_claude_code_workers_by_default() {
-    let Some(claude) = real_claude() else {
-        eprintln!("skipped: the Claude Code CLI is not installed");
-        return;
-    };
+    let Some(claude) = real_claude() else { return };
     let repo = TestRepo::with_files(&[
         ("src/a/x.txt", "hi\n"),
         ("src/b/y.txt", "yo\n"),
@@ -30,11 +26,7 @@ fn claude_code_reviews_claude_code_workers_by_default() {
     let mock = MockModel::start_claude_code(KEY);
     mock.script(
         "a",
-        vec![
-            Turn::Tools(vec![claude_tools::read("src/a/x.txt")]),
-            Turn::Tools(vec![claude_tools::edit("src/a/x.txt", "hi", "hello")]),
-            Turn::Text("Said hello.".into()),
-        ],
+        claude_tools::read_and_edit("src/a/x.txt", "hi", "hello", "Said hello."),
     );
     mock.script("review:a", vec![verdict("approve", "Greets.", json!([]))]);
     // b is sent back once with a comment, then approved.
@@ -62,24 +54,27 @@ fn claude_code_reviews_claude_code_workers_by_default() {
     );
     mock.script(
         "c",
-        vec![
-            Turn::Tools(vec![claude_tools::read("src/c/z.txt")]),
-            Turn::Tools(vec![claude_tools::edit("src/c/z.txt", "hey", "go away")]),
-            Turn::Text("Done.".into()),
-        ],
+        claude_tools::read_and_edit("src/c/z.txt", "hey", "go away", "Done."),
     );
     mock.script("review:c", vec![verdict("reject", "Rude.", json!([]))]);
     // No [review]: the workers' own kind reviews them.
-    let toml = format!(
-        "goal = \"Greet properly\"\n[defaults]\nagent = \"claude-code\"\ntimeout = \"60s\"\n\
-         [agents.claude-code]\nbin = \"{}\"\nprovider = \"mock\"\n\
-         [providers.mock]\nkind = \"anthropic\"\nbase_url = \"{}\"\napi_key_env = \"PLAIT_TEST_KEY\"\nmodel = \"claude-sonnet-4-5\"\n\
-         [[task]]\nid = \"a\"\nprompt = \"Say hello in src/a/x.txt\"\nowns = [\"src/a/\"]\n\
-         [[task]]\nid = \"b\"\nprompt = \"Say hey in src/b/y.txt\"\nowns = [\"src/b/\"]\n\
-         [[task]]\nid = \"c\"\nprompt = \"Greet in src/c/z.txt\"\nowns = [\"src/c/\"]\n",
-        claude.display(),
-        mock.url()
-    );
+    let toml = Plan::new()
+        .goal("Greet properly")
+        .set("defaults", "agent", "claude-code")
+        .set("defaults", "timeout", "60s")
+        .set("agents.claude-code", "bin", claude.display().to_string())
+        .set("agents.claude-code", "provider", "mock")
+        .mock("anthropic", &mock.url(), "claude-sonnet-4-5")
+        .task("a")
+        .prompt("Say hello in src/a/x.txt")
+        .owns(["src/a/"])
+        .task("b")
+        .prompt("Say hey in src/b/y.txt")
+        .owns(["src/b/"])
+        .task("c")
+        .prompt("Greet in src/c/z.txt")
+        .owns(["src/c/"])
+        .to_toml();
     let out = run_real(&repo, &toml);
     let status = repo.status_json(&[]);
     assert!(
@@ -88,7 +83,7 @@ fn claude_code_reviews_claude_code_workers_by_default() {
         mock.problems(),
         stderr(&out)
     );
-    let a = task(&status, "a");
+    let a = task_json(&status, "a");
     assert_eq!(a["state"], "done", "{a}");
     assert_eq!(a["review"]["verdict"], "approve", "{a}");
     let by = a["review"]["by"].as_str().unwrap();
@@ -99,7 +94,7 @@ fn claude_code_reviews_claude_code_workers_by_default() {
         "{a}"
     );
 
-    let b = task(&status, "b");
+    let b = task_json(&status, "b");
     assert_eq!(b["state"], "done", "{b}");
     assert_eq!(b["review"]["verdict"], "approve", "{b}");
     assert_eq!(b["rounds"], 1, "{b}");
@@ -115,7 +110,7 @@ fn claude_code_reviews_claude_code_workers_by_default() {
         "{asked:#?}"
     );
 
-    let c = task(&status, "c");
+    let c = task_json(&status, "c");
     assert_eq!(c["state"], "rejected", "{c}");
     let run = status["id"].as_str().unwrap();
     let merged = repo.tree_files(&format!("plait/{run}/merged"));
@@ -157,15 +152,18 @@ fn a_cli_reviewer_answers_in_json_and_its_garbage_fails_the_review() {
         ),
     ] {
         let repo = TestRepo::with_files(&[("src/a/x.txt", "hi\n")]);
-        let toml = format!(
-            "[defaults]\nagent = {{ exec = \"echo hello > src/a/x.txt\" }}\n\
-             [review]\nagent = {{ cli = [\"sh\", \"-c\", '''{script}'''], answer = \"json\" }}\nrounds = 0\n\
-             [[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"src/a/\"]\n"
-        );
+        let toml = Plan::new()
+            .exec_all("echo hello > src/a/x.txt")
+            .set("review", "rounds", 0)
+            .set("review.agent", "cli", ["sh", "-c", script])
+            .set("review.agent", "answer", "json")
+            .task("a")
+            .owns(["src/a/"])
+            .to_toml();
         let plan = repo.plan(&toml);
         let out = repo.plait(&["run", plan.to_str().unwrap()]);
         let status = repo.status_json(&[]);
-        let a = task(&status, "a");
+        let a = task_json(&status, "a");
         assert_eq!(a["review"]["verdict"], verdict, "{a}\n{}", stderr(&out));
         assert_eq!(a["review"]["by"], "cli sh", "{a}");
         match note {
@@ -197,28 +195,9 @@ fn a_cli_reviewer_without_answer_json_is_a_plan_error() {
     );
 }
 
-/// A home whose Claude Code login (an OAuth access token the mock takes as its bearer)
-/// is all there is: no key for plait.
-pub(crate) fn login_home() -> tempfile::TempDir {
-    let home = tempfile::tempdir().unwrap();
-    let own = home.path().join(".claude");
-    std::fs::create_dir_all(&own).unwrap();
-    let far = (std::time::SystemTime::now() + std::time::Duration::from_secs(30 * 86_400))
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis();
-    let login = json!({"claudeAiOauth": {"accessToken": KEY, "refreshToken": "r", "expiresAt": far,
-        "scopes": ["user:inference", "user:profile"], "subscriptionType": "pro"}});
-    std::fs::write(own.join(".credentials.json"), login.to_string()).unwrap();
-    home
-}
-
 #[test]
 fn claude_code_plans_on_a_login_and_its_overlapping_plan_is_corrected() {
-    let Some(claude) = real_claude() else {
-        eprintln!("skipped: the Claude Code CLI is not installed");
-        return;
-    };
+    let Some(claude) = real_claude() else { return };
     let repo = TestRepo::with_files(&[
         ("src/a.py", "A = 1\n"),
         ("src/b.py", "B = 1\n"),
@@ -249,7 +228,8 @@ fn claude_code_plans_on_a_login_and_its_overlapping_plan_is_corrected() {
     let path = format!("{bin}:{}", std::env::var("PATH").unwrap_or_default());
     let out_path = repo.scratch.join("plan.toml");
     // No --manager and no key: Claude Code, found on PATH, plans.
-    let out = repo.plait_env(
+    let out = plait_on_login(
+        &repo,
         &[
             "plan",
             "--goal",
@@ -257,13 +237,9 @@ fn claude_code_plans_on_a_login_and_its_overlapping_plan_is_corrected() {
             "-o",
             out_path.to_str().unwrap(),
         ],
-        &[
-            ("HOME", home.path().to_str().unwrap()),
-            ("PATH", &path),
-            ("CLAUDE_CONFIG_DIR", ""),
-            ("ANTHROPIC_API_KEY", ""),
-            ("ANTHROPIC_BASE_URL", &mock.url()),
-        ],
+        home.path(),
+        &mock.url(),
+        &[("PATH", &path)],
     );
     assert!(
         out.status.success(),
@@ -301,10 +277,7 @@ fn claude_code_plans_on_a_login_and_its_overlapping_plan_is_corrected() {
 
 #[test]
 fn supervisors_can_be_claude_code() {
-    let Some(claude) = real_claude() else {
-        eprintln!("skipped: the Claude Code CLI is not installed");
-        return;
-    };
+    let Some(claude) = real_claude() else { return };
     let mock = MockModel::start_claude_code(KEY);
     mock.script(
         "review:group-1",
@@ -314,29 +287,16 @@ fn supervisors_can_be_claude_code() {
         "review:group-2",
         vec![verdict("reject", "t04 is wrong", json!([]))],
     );
-    let files: Vec<(String, String)> = (1..=4)
-        .map(|i| (format!("d{i:02}/f.txt"), format!("file {i}\n")))
-        .collect();
-    let refs: Vec<(&str, &str)> = files
-        .iter()
-        .map(|(p, c)| (p.as_str(), c.as_str()))
-        .collect();
-    let repo = TestRepo::with_files(&refs);
-    let mut toml = format!(
-        "goal = \"Touch every file\"\n[defaults]\ntimeout = \"60s\"\n\
-         agent = {{ exec = \"echo touched >> \\\"$PLAIT_FILE\\\"\" }}\n\
-         [groups]\ncount = 2\nreview = \"claude-code\"\nrounds = 0\n\
-         [agents.claude-code]\nbin = \"{}\"\nprovider = \"mock\"\n\
-         [providers.mock]\nkind = \"anthropic\"\nbase_url = \"{}\"\napi_key_env = \"PLAIT_TEST_KEY\"\nmodel = \"claude-sonnet-4-5\"\n",
-        claude.display(),
-        mock.url()
-    );
-    for i in 1..=4 {
-        let _ = writeln!(
-            toml,
-            "[[task]]\nid = \"t{i:02}\"\nprompt = \"touch\"\nowns = [\"/d{i:02}/\"]"
-        );
-    }
+    let (repo, plan) = wide(4);
+    let toml = plan
+        .set("defaults", "timeout", "60s")
+        .set("groups", "count", 2)
+        .set("groups", "review", "claude-code")
+        .set("groups", "rounds", 0)
+        .set("agents.claude-code", "bin", claude.display().to_string())
+        .set("agents.claude-code", "provider", "mock")
+        .mock("anthropic", &mock.url(), "claude-sonnet-4-5")
+        .to_toml();
     let out = run_real(&repo, &toml);
     assert!(
         mock.problems().is_empty(),

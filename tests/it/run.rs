@@ -8,17 +8,13 @@ use std::time::{Duration, Instant};
 
 use plait_core::state::{RunPhase, TaskState};
 
-use crate::support::{stdout, wait_until, TestRepo};
+use crate::support::{stdout, wait_for_running, wait_until, Plan, TestRepo};
 
 fn repo_with_dirs(n: usize) -> TestRepo {
     let files: Vec<(String, String)> = (0..n)
         .map(|i| (format!("pkg/m{i}/mod.py"), format!("v = {i}\n")))
         .collect();
-    let refs: Vec<(&str, &str)> = files
-        .iter()
-        .map(|(p, c)| (p.as_str(), c.as_str()))
-        .collect();
-    TestRepo::with_files(&refs)
+    TestRepo::with_owned_files(&files)
 }
 
 fn dir_plan(n: usize, exec: &str, extra: &str) -> String {
@@ -44,26 +40,6 @@ fn spawn_run(repo: &TestRepo, plan: &std::path::Path) -> std::process::Child {
         .unwrap()
 }
 
-/// Polls `plait status --json` until `n` tasks are running; returns that status.
-pub(crate) fn wait_for_running(repo: &TestRepo, n: usize) -> serde_json::Value {
-    let mut status = serde_json::Value::Null;
-    wait_until(&format!("status showed {n} running tasks"), || {
-        let out = repo.plait(&["status", "--json"]);
-        if !out.status.success() {
-            return false;
-        }
-        status = serde_json::from_slice(&out.stdout).unwrap();
-        let running = status["tasks"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|t| t["state"] == "running")
-            .count();
-        running == n
-    });
-    status
-}
-
 /// A shell loop that waits until `path` exists, looking every 20 ms. It gives up with exit
 /// 9 after 6000 looks (two minutes or more), so an agent never outlives a failed test for
 /// long.
@@ -86,10 +62,17 @@ fn count_files(dir: &Path, prefix: &str) -> usize {
 #[test]
 fn the_agent_gets_its_task_in_the_environment_and_its_output_is_logged() {
     let repo = TestRepo::with_files(&[("pkg/one.py", "1\n"), ("pkg/two.py", "2\n")]);
-    let toml = "goal = \"the goal\"\n[defaults]\nagent = { exec = 'env | grep ^PLAIT_ | sort; cat \"$PLAIT_OWNED\"; echo oops >&2' }\n\
-                [[task]]\nid = \"one\"\nprompt = \"Do one\"\nowns = [\"pkg/one.py\"]\n\
-                [[task]]\nid = \"two\"\nprompt = \"Do two\"\nowns = [\"pkg/two.py\"]\n";
-    let state = repo.run(toml, 2);
+    let toml = Plan::new()
+        .goal("the goal")
+        .exec_all("env | grep ^PLAIT_ | sort; cat \"$PLAIT_OWNED\"; echo oops >&2")
+        .task("one")
+        .prompt("Do one")
+        .owns(["pkg/one.py"])
+        .task("two")
+        .prompt("Do two")
+        .owns(["pkg/two.py"])
+        .to_toml();
+    let state = repo.run(&toml, 2);
     let one = state.task("one").unwrap();
     let log = fs::read_to_string(&one.log).unwrap();
     for line in [

@@ -11,21 +11,8 @@ use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use plait_sandbox::sandbox::{support, Support};
-
-use crate::claude_code::task;
-use crate::support::{init, stderr, stdout, TestRepo};
-
-/// Whether this kernel can confine; the tests that need it say so when it cannot.
-pub(crate) fn landlock() -> bool {
-    match support() {
-        Support::Landlock(_) => true,
-        Support::Missing(why) => {
-            eprintln!("skipped: this system cannot confine processes ({why})");
-            false
-        }
-    }
-}
+use crate::support::sandbox::{deny_calls, home, landlock, landlock_abi, refused};
+use crate::support::{init, stderr, stdout, task_json, Plan, TestRepo};
 
 fn sample() -> TestRepo {
     TestRepo::with_files(&[
@@ -35,23 +22,14 @@ fn sample() -> TestRepo {
     ])
 }
 
-/// A home directory of the test's own, so a write that got through would not touch the
-/// real one.
-pub(crate) fn home(repo: &TestRepo) -> PathBuf {
-    let home = repo.scratch.join("home");
-    fs::create_dir_all(&home).unwrap();
-    home
+/// A plan of one task, `a`, owning `a/`, whose agent runs `exec`.
+fn one_task(exec: &str) -> Plan {
+    Plan::new().task("a").owns(["/a/"]).exec(exec)
 }
 
+/// The real binary with `home` as its `HOME`.
 fn plait(repo: &TestRepo, args: &[&str], home: &Path) -> Output {
     repo.plait_env(args, &[("HOME", home.to_str().unwrap())])
-}
-
-pub(crate) fn refused(task: &serde_json::Value) -> Vec<String> {
-    task["sandbox"]["refused"]
-        .as_array()
-        .map(|r| r.iter().map(|v| v.as_str().unwrap().to_string()).collect())
-        .unwrap_or_default()
 }
 
 #[test]
@@ -87,11 +65,19 @@ exit 0"#
 n=0; until [ -e ../a/a/attempted ]; do sleep 0.05; n=$((n+1)); [ $n -gt 400 ] && exit 9; done
 rm b/started
 echo b2 > b/f.txt"#;
-    let plan = repo.plan(&format!(
-        "[defaults]\ntimeout = \"60s\"\n\
-         [[task]]\nid = \"a\"\nprompt = \"attack\"\nowns = [\"/a/\"]\nagent = {{ exec = '''{attacker}''' }}\n\
-         [[task]]\nid = \"b\"\nprompt = \"work\"\nowns = [\"/b/\"]\nagent = {{ exec = '''{victim}''' }}\n"
-    ));
+    let plan = repo.plan(
+        &Plan::new()
+            .set("defaults", "timeout", "60s")
+            .task("a")
+            .prompt("attack")
+            .owns(["/a/"])
+            .exec(&attacker)
+            .task("b")
+            .prompt("work")
+            .owns(["/b/"])
+            .exec(victim)
+            .to_toml(),
+    );
     let config_before = fs::read_to_string(repo.path.join(".git/config")).unwrap();
     let out = plait(&repo, &["run", plan.to_str().unwrap(), "-j", "2"], &home);
     assert!(out.status.success(), "{}", stderr(&out));
@@ -124,12 +110,12 @@ echo b2 > b/f.txt"#;
 
     let status = repo.status_json(&[&run]);
     for id in ["a", "b"] {
-        let t = task(&status, id);
+        let t = task_json(&status, id);
         assert_eq!(t["state"], "done", "{t}");
         assert_eq!(t["sandbox"]["confined"], true, "{t}");
         assert!(t["violations"].as_array().unwrap().is_empty(), "{t}");
     }
-    let refused = refused(task(&status, "a"));
+    let refused = refused(task_json(&status, "a"));
     for path in [
         format!("{user}/b/f.txt"),
         format!("{user}/.git/config"),
@@ -164,14 +150,11 @@ fn a_failing_agent_is_told_what_the_sandbox_refused() {
     }
     let repo = sample();
     let home = home(&repo);
-    let plan = repo.plan(
-        "[[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"/a/\"]\n\
-         agent = { exec = 'mkdir -p \"$HOME/.cache/tool\" && echo x > a/f.txt' }\n",
-    );
+    let plan = repo.plan(&one_task("mkdir -p \"$HOME/.cache/tool\" && echo x > a/f.txt").to_toml());
     let out = plait(&repo, &["run", plan.to_str().unwrap()], &home);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     let status = repo.status_json(&[]);
-    let a = task(&status, "a");
+    let a = task_json(&status, "a");
     assert_eq!(a["state"], "failed");
     let error = a["error"].as_str().unwrap();
     assert!(
@@ -190,9 +173,12 @@ fn writable_lets_a_cache_path_through_and_nothing_else() {
     let repo = sample();
     let home = home(&repo);
     let plan = repo.plan(
-        "[defaults]\nsandbox = { writable = [\"~/.cache/tool\"] }\n\
-         [[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"/a/\"]\n\
-         agent = { exec = 'echo cached > \"$HOME/.cache/tool/blob\" && echo x > a/f.txt; echo no > \"$HOME/.cache/other\"; true' }\n",
+        &Plan::new()
+            .set("defaults.sandbox", "writable", ["~/.cache/tool"])
+            .task("a")
+            .owns(["/a/"])
+            .exec("echo cached > \"$HOME/.cache/tool/blob\" && echo x > a/f.txt; echo no > \"$HOME/.cache/other\"; true")
+            .to_toml(),
     );
     let out = plait(&repo, &["run", plan.to_str().unwrap()], &home);
     assert!(out.status.success(), "{}", stderr(&out));
@@ -202,7 +188,7 @@ fn writable_lets_a_cache_path_through_and_nothing_else() {
     );
     assert!(!home.join(".cache/other").exists());
     let status = repo.status_json(&[]);
-    let a = task(&status, "a");
+    let a = task_json(&status, "a");
     assert_eq!(a["state"], "done", "{a}");
     assert_eq!(
         refused(a),
@@ -210,21 +196,11 @@ fn writable_lets_a_cache_path_through_and_nothing_else() {
     );
 }
 
-/// Whether this kernel can confine and observe (Landlock ABI 5, where plait spawns from a
-/// thread of its own and installs the seccomp observer there).
-fn observer() -> bool {
-    match support() {
-        Support::Landlock(abi) if *abi >= 5 => true,
-        other => {
-            eprintln!("skipped: the observer needs Landlock ABI 5 ({other:?})");
-            false
-        }
-    }
-}
-
 #[test]
 fn a_refusal_the_tool_keeps_quiet_about_is_recorded() {
-    if !observer() {
+    // Landlock 5: plait spawns from a thread of its own and installs the seccomp observer
+    // there.
+    if landlock_abi(5, "the observer").is_none() {
         return;
     }
     let repo = sample();
@@ -244,14 +220,12 @@ ln -s f.txt {out}/link 2>/dev/null
 exit 1"#,
         out = out.display()
     );
-    let plan = repo.plan(&format!(
-        "[[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"/a/\"]\nagent = {{ exec = '''{agent}''' }}\n"
-    ));
+    let plan = repo.plan(&one_task(&agent).to_toml());
     let run = plait(&repo, &["run", plan.to_str().unwrap()], &home);
     assert_eq!(run.status.code(), Some(1), "{}", stderr(&run));
     assert!(!out.join("file").exists());
     let status = repo.status_json(&[]);
-    let a = task(&status, "a");
+    let a = task_json(&status, "a");
     assert_eq!(a["state"], "failed", "{a}");
     let log = fs::read_to_string(a["log"].as_str().unwrap()).unwrap();
     assert!(
@@ -299,14 +273,12 @@ tmp=$(mktemp) && echo t > "$tmp" && rm "$tmp"
 echo discarded > /dev/null
 rm -r a/many
 echo "$sum" > a/f.txt"#;
-    let plan = repo.plan(&format!(
-        "[[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"/a/\"]\nagent = {{ exec = '''{agent}''' }}\n"
-    ));
+    let plan = repo.plan(&one_task(agent).to_toml());
     let out = plait(&repo, &["run", plan.to_str().unwrap()], &home);
     assert!(out.status.success(), "{}", stderr(&out));
     let run = stdout(&out).trim().to_string();
     let status = repo.status_json(&[&run]);
-    let a = task(&status, "a");
+    let a = task_json(&status, "a");
     assert_eq!(a["state"], "done", "{a}");
     assert_eq!(refused(a), Vec::<String>::new(), "{a}");
     let tree = repo.tree_files(&format!("plait/{run}/a"));
@@ -327,18 +299,21 @@ fn a_check_running_agent_written_code_is_confined_to_its_checkout() {
     let evil = format!(
         "set -e\\nmkdir -p build && echo built > build/out\\necho evil > {user}/README.md\\necho evil > \\\"$HOME/evil\\\"\\n"
     );
-    let plan = repo.plan(&format!(
-        "[checks]\ntask = [\"test ! -f a/test.sh || sh a/test.sh\"]\n\
-         [review]\nrounds = 0\n\
-         [[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"/a/\"]\n\
-         agent = {{ exec = 'printf \"{evil}\" > a/test.sh' }}\n"
-    ));
+    let plan = repo.plan(
+        &Plan::new()
+            .set("checks", "task", ["test ! -f a/test.sh || sh a/test.sh"])
+            .set("review", "rounds", 0)
+            .task("a")
+            .owns(["/a/"])
+            .exec(&format!("printf \"{evil}\" > a/test.sh"))
+            .to_toml(),
+    );
     let out = plait(&repo, &["run", plan.to_str().unwrap()], &home);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     assert_eq!(repo.read("README.md"), "readme\n");
     assert!(!home.join("evil").exists());
     let status = repo.status_json(&[]);
-    let a = task(&status, "a");
+    let a = task_json(&status, "a");
     assert_eq!(a["state"], "failed", "{a}");
     let check = &a["checks"][0];
     assert_eq!(check["passed"], false, "{check}");
@@ -360,13 +335,12 @@ fn a_check_running_agent_written_code_is_confined_to_its_checkout() {
 fn a_replaced_git_link_is_put_back_and_fails_the_task() {
     let repo = sample();
     let plan = repo.plan(
-        "[[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"/a/\"]\n\
-         agent = { exec = 'echo x > a/f.txt && rm .git && echo \"gitdir: /nowhere\" > .git' }\n",
+        &one_task("echo x > a/f.txt && rm .git && echo \"gitdir: /nowhere\" > .git").to_toml(),
     );
     let out = repo.plait(&["run", plan.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     let status = repo.status_json(&[]);
-    let a = task(&status, "a");
+    let a = task_json(&status, "a");
     assert_eq!(a["state"], "failed");
     assert!(
         a["error"].as_str().unwrap().contains("plait put it back"),
@@ -385,15 +359,15 @@ fn mode_off_runs_unconfined_and_says_so() {
     let repo = sample();
     let home = home(&repo);
     let plan = repo.plan(
-        "[defaults]\nsandbox = { mode = \"off\" }\n\
-         [[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"/a/\"]\n\
-         agent = { exec = 'echo outside > \"$HOME/written\" && echo x > a/f.txt' }\n",
+        &one_task("echo outside > \"$HOME/written\" && echo x > a/f.txt")
+            .set("defaults.sandbox", "mode", "off")
+            .to_toml(),
     );
     let out = plait(&repo, &["run", plan.to_str().unwrap()], &home);
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(home.join("written").exists());
     let status = repo.status_json(&[]);
-    let a = task(&status, "a");
+    let a = task_json(&status, "a");
     assert_eq!(a["sandbox"]["confined"], false);
     assert_eq!(a["sandbox"]["how"], "off in the plan");
     let text = stdout(&repo.plait(&["status"]));
@@ -442,15 +416,16 @@ fn plait_without_landlock(repo: &TestRepo, args: &[&str]) -> Output {
 /// Makes `landlock_create_ruleset`, `landlock_add_rule` and `landlock_restrict_self`
 /// (444–446 on every architecture) fail with `ENOSYS`.
 fn deny_landlock() -> std::io::Result<()> {
-    crate::support::deny_calls(&[444, 445, 446], libc::ENOSYS)
+    deny_calls(&[444, 445, 446], libc::ENOSYS)
 }
 
 #[test]
 fn required_without_landlock_is_a_plan_error_and_auto_warns() {
     let repo = sample();
     let plan = repo.plan(
-        "[defaults]\nsandbox = { mode = \"required\" }\n\
-         [[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"/a/\"]\nagent = { exec = 'echo x > a/f.txt' }\n",
+        &one_task("echo x > a/f.txt")
+            .set("defaults.sandbox", "mode", "required")
+            .to_toml(),
     );
     let out = plait_without_landlock(&repo, &["run", plan.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
@@ -465,9 +440,7 @@ fn required_without_landlock_is_a_plan_error_and_auto_warns() {
     );
     assert_eq!(repo.branches(), ["main"]);
 
-    let plan = repo.plan(
-        "[[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"/a/\"]\nagent = { exec = 'echo x > a/f.txt' }\n",
-    );
+    let plan = repo.plan(&one_task("echo x > a/f.txt").to_toml());
     let out = plait_without_landlock(&repo, &["run", plan.to_str().unwrap()]);
     assert!(out.status.success(), "{}", stderr(&out));
     let err = stderr(&out);
@@ -477,7 +450,7 @@ fn required_without_landlock_is_a_plan_error_and_auto_warns() {
         "{err}"
     );
     let status = repo.status_json(&[]);
-    let a = task(&status, "a");
+    let a = task_json(&status, "a");
     assert_eq!(a["state"], "done");
     assert_eq!(a["sandbox"]["confined"], false);
     assert!(
@@ -491,14 +464,15 @@ fn required_without_landlock_is_a_plan_error_and_auto_warns() {
 
 #[test]
 fn an_agent_cannot_signal_plait() {
-    if !matches!(support(), Support::Landlock(abi) if *abi >= 6) {
-        eprintln!("skipped: signal scoping needs Landlock ABI 6");
+    if landlock_abi(6, "signal scoping").is_none() {
         return;
     }
     let repo = sample();
     let plan = repo.plan(
-        "[[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"/a/\"]\n\
-         agent = { exec = 'kill -TERM $PPID 2>/dev/null && echo reached > a/f.txt || echo scoped > a/f.txt' }\n",
+        &one_task(
+            "kill -TERM $PPID 2>/dev/null && echo reached > a/f.txt || echo scoped > a/f.txt",
+        )
+        .to_toml(),
     );
     let out = repo.plait(&["run", plan.to_str().unwrap()]);
     assert!(out.status.success(), "{}", stderr(&out));

@@ -6,7 +6,7 @@
 use plait_core::state::TaskState;
 
 use crate::mock::{MockModel, Provider, Turn};
-use crate::support::{stderr, stdout, task_json, TestRepo};
+use crate::support::{stderr, stdout, task_json, Plan, TestRepo};
 
 /// A Python package and a crate side by side, without a `.gitignore`.
 fn no_gitignore() -> TestRepo {
@@ -18,12 +18,14 @@ fn no_gitignore() -> TestRepo {
     ])
 }
 
+/// A plan of one task `a` owning `owns`, whose agent runs `exec`.
+fn owning(owns: &str, exec: &str) -> Plan {
+    Plan::new().goal("g").exec_all(exec).task("a").owns([owns])
+}
+
 /// A plan of one exec task `a` owning `src/pkg/mod.py`.
 fn one_task(exec: &str) -> String {
-    format!(
-        "goal = \"g\"\n[defaults]\nagent = {{ exec = '''{exec}''' }}\n\
-         [[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"src/pkg/mod.py\"]\n"
-    )
+    owning("src/pkg/mod.py", exec).to_toml()
 }
 
 /// Runs `toml` with the real binary; the run's id.
@@ -126,12 +128,14 @@ fn a_model_agent_s_failure_points_at_its_transcript_and_is_on_this_machine() {
             .map(|_| Turn::Tools(vec![crate::mock::edit::view("lib/a.txt")]))
             .collect(),
     );
-    let toml = format!(
-        "goal = \"g\"\n[providers.mock]\nkind = \"anthropic\"\nbase_url = \"{}\"\napi_key_env = \"PLAIT_TEST_KEY\"\nmodel = \"claude-sonnet-4-5\"\nmax_tokens = 1024\nstream = false\n\
-         [review]\nagent = \"off\"\n[defaults]\nagent = \"mock\"\ntimeout = \"60s\"\nmax_turns = 2\n\
-         [[task]]\nid = \"a\"\nprompt = \"Look at lib/a.txt\"\nowns = [\"lib/a.txt\"]\n",
-        mock.url()
-    );
+    let toml = Plan::on_mock(&mock.url())
+        .set("providers.mock", "stream", false)
+        .set("defaults", "timeout", "60s")
+        .set("defaults", "max_turns", 2)
+        .task("a")
+        .prompt("Look at lib/a.txt")
+        .owns(["lib/a.txt"])
+        .to_toml();
     let state = repo.run_with_env(&toml, 1, &|name| {
         (name == "PLAIT_TEST_KEY").then(|| KEY.to_string())
     });
@@ -184,11 +188,10 @@ const CHECK: &str =
     "! grep -q bad lib/$PLAIT_TASK.txt || { echo \"lib/$PLAIT_TASK.txt is bad\"; exit 1; }";
 
 fn checked(agent: &str, rounds: u32) -> String {
-    format!(
-        "goal = \"g\"\n[defaults]\nagent = {{ exec = '''{agent}''' }}\n\
-         [checks]\ntask = [\"true\", '''{CHECK}''']\n[review]\nrounds = {rounds}\n\
-         [[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"lib/a.txt\"]\n"
-    )
+    owning("lib/a.txt", agent)
+        .set("checks", "task", ["true", CHECK])
+        .set("review", "rounds", rounds)
+        .to_toml()
 }
 
 #[test]
@@ -258,10 +261,7 @@ fn every_events_line_says_when_in_rfc_3339() {
 }
 
 fn one_task_of(agent: &str) -> String {
-    format!(
-        "goal = \"g\"\n[defaults]\nagent = {{ exec = '''{agent}''' }}\n\
-         [[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"lib/a.txt\"]\n"
-    )
+    owning("lib/a.txt", agent).to_toml()
 }
 
 /// A task owning a whole directory does not commit the caches its tests leave there.
@@ -270,10 +270,7 @@ fn a_directory_owned_whole_keeps_its_caches_out_of_the_branch() {
     let repo = no_gitignore();
     let exec = "mkdir -p src/pkg/__pycache__ && printf '\\0pyc' > src/pkg/__pycache__/mod.cpython-311.pyc \
                 && echo 'a = 2' > src/pkg/mod.py";
-    let whole = format!(
-        "goal = \"g\"\n[defaults]\nagent = {{ exec = '''{exec}''' }}\n\
-         [[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"src/pkg/**\"]\n"
-    );
+    let whole = owning("src/pkg/**", exec).to_toml();
     let run = run(&repo, &whole);
     let json = repo.status_json(&[&run]);
     let a = task_json(&json, "a");

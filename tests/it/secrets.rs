@@ -6,6 +6,8 @@
 use std::fs;
 use std::path::Path;
 
+use crate::support::agents::{self, real_claude};
+use crate::support::sandbox::{landlock, landlock_abi, plait_without_namespaces};
 use crate::support::{stderr, stdout, task_json, TestRepo};
 
 /// Each planted credential: its path under the home and the secret it holds.
@@ -51,11 +53,7 @@ fn read_all(home: &Path) -> String {
 
 #[test]
 fn nothing_a_task_runs_reads_the_homes_credentials_and_what_it_may_read_it_reads() {
-    if !matches!(
-        plait_sandbox::sandbox::support(),
-        plait_sandbox::sandbox::Support::Landlock(_)
-    ) {
-        eprintln!("skipped: no Landlock here");
+    if !landlock() {
         return;
     }
     let repo = TestRepo::with_files(&[("a.txt", "a\n"), ("b.txt", "b\n")]);
@@ -123,11 +121,7 @@ fn nothing_a_task_runs_reads_the_homes_credentials_and_what_it_may_read_it_reads
 /// seccomp hold the network then), each line saying what holds.
 #[test]
 fn doctor_tries_every_wall_and_says_each_is_refused() {
-    if !matches!(
-        plait_sandbox::sandbox::support(),
-        plait_sandbox::sandbox::Support::Landlock(abi) if *abi >= 6
-    ) {
-        eprintln!("skipped: the signal wall needs Landlock ABI 6");
+    if landlock_abi(6, "the signal wall").is_none() {
         return;
     }
     let repo = TestRepo::with_files(&[("a.txt", "a\n")]);
@@ -147,7 +141,7 @@ fn doctor_tries_every_wall_and_says_each_is_refused() {
         "{text}"
     );
 
-    let out = crate::network::plait_without_namespaces(&repo, &["doctor", "--json"]);
+    let out = plait_without_namespaces(&repo, &["doctor", "--json"]);
     let report: serde_json::Value =
         serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", stderr(&out)));
     assert!(report["network_namespace"]["Err"].is_string(), "{report:#}");
@@ -171,22 +165,15 @@ fn doctor_tries_every_wall_and_says_each_is_refused() {
 /// bearer the gateway sends, never in a body, and the CLI's directory holds a stand-in.
 #[test]
 fn real_claude_code_on_a_login_reads_no_credential_with_bash_or_read() {
-    let Some(claude) = crate::claude_code::real_claude() else {
-        eprintln!("skipped: the Claude Code CLI is not installed");
-        return;
-    };
-    if !matches!(
-        plait_sandbox::sandbox::support(),
-        plait_sandbox::sandbox::Support::Landlock(_)
-    ) {
-        eprintln!("skipped: no Landlock here");
+    let Some(claude) = real_claude() else { return };
+    if !landlock() {
         return;
     }
     use crate::mock::{claude_tools, MockModel, Turn};
-    let repo = crate::claude_code::sample();
-    let home = crate::roles::login_home();
+    let repo = agents::sample();
+    let home = agents::login_home();
     plant(home.path());
-    let key = crate::claude_code::KEY;
+    let key = agents::KEY;
     let mock = MockModel::start_claude_code(key);
     let h = home.path().display().to_string();
     let mut turns = vec![
@@ -213,28 +200,15 @@ fn real_claude_code_on_a_login_reads_no_credential_with_bash_or_read() {
     mock.script("a", turns);
     mock.script(
         "b",
-        vec![
-            Turn::Tools(vec![claude_tools::read("src/b/y.txt")]),
-            Turn::Tools(vec![claude_tools::edit("src/b/y.txt", "yo", "hey")]),
-            Turn::Text("Done.".into()),
-        ],
+        claude_tools::read_and_edit("src/b/y.txt", "yo", "hey", "Done."),
     );
-    let toml = crate::claude_code::plan(
-        "claude-code",
-        &format!(
-            "[agents.claude-code]\nbin = \"{}\"\nmodel = \"claude-sonnet-4-5\"\n",
-            claude.display()
-        ),
-    );
-    let plan = repo.plan(&toml);
-    let out = repo.plait_env(
+    let plan = repo.plan(&agents::claude_on_its_own(&claude).to_toml());
+    let out = agents::plait_on_login(
+        &repo,
         &["run", plan.to_str().unwrap(), "-j", "2"],
-        &[
-            ("HOME", &h),
-            ("CLAUDE_CONFIG_DIR", ""),
-            ("ANTHROPIC_API_KEY", ""),
-            ("ANTHROPIC_BASE_URL", &mock.url()),
-        ],
+        home.path(),
+        &mock.url(),
+        &[],
     );
     assert!(
         out.status.success(),

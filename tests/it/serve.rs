@@ -2,14 +2,14 @@
 //! spoken to over plain HTTP (any `Host` header can be sent), and in a real browser
 //! (`browser`).
 
-use std::fmt::Write as _;
-use std::io::{BufRead as _, BufReader, Read as _, Write as _};
+use std::io::{BufRead as _, BufReader, Write as _};
 use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use serde_json::{json, Value};
 
+use crate::support::fixtures::three_tasks;
+use crate::support::serve::{run, sample, Served, AGENT};
 use crate::support::{stderr, stdout, wait_until, TestRepo};
 
 /// The page and its API after a landing.
@@ -17,45 +17,10 @@ mod landed;
 /// The run page at scale and in depth: summaries, branches, rounds, thousands of tasks.
 mod scale;
 
-pub fn sample() -> TestRepo {
-    TestRepo::with_files(&[
-        ("lib/a.txt", "a\n"),
-        ("lib/b.txt", "b\n"),
-        ("lib/c.txt", "c\n"),
-    ])
-}
-
-/// Each task writes `v1` to its file, or, told a comment with `SHOUT`, `V2`.
-pub const AGENT: &str = "printf '%s\\n' \"$PLAIT_FEEDBACK\"; if printf '%s' \"$PLAIT_FEEDBACK\" | grep -q SHOUT; then echo V2 > lib/$PLAIT_TASK.txt; else echo v1 > lib/$PLAIT_TASK.txt; fi";
-
-pub fn plan(agent: &str, extra: &str) -> String {
-    let mut plan =
-        format!("goal = \"g\"\n[defaults]\nagent = {{ exec = '''{agent}''' }}\n{extra}\n");
-    for id in ["a", "b", "c"] {
-        let _ = writeln!(
-            plan,
-            "[[task]]\nid = \"{id}\"\nprompt = \"fix {id}\"\nowns = [\"lib/{id}.txt\"]"
-        );
-    }
-    plan
-}
-
-/// Runs `toml` with the real binary; the run's id.
-pub fn run(repo: &TestRepo, toml: &str) -> String {
-    let plan = repo.plan(toml);
-    let out = repo.plait(&["run", plan.to_str().unwrap()]);
-    assert!(
-        matches!(out.status.code(), Some(0 | 1)),
-        "plait run: {}",
-        stderr(&out)
-    );
-    stdout(&out).trim().to_string()
-}
-
 #[test]
 fn send_back_gives_a_task_one_more_round_told_the_comment_and_merges_again() {
     let repo = sample();
-    let run = run(&repo, &plan(AGENT, ""));
+    let run = run(&repo, &three_tasks(AGENT, ""));
     // A person's decision is dropped by the send-back: the new round is judged afresh.
     assert!(repo.plait(&["reject", &run, "b"]).status.success());
     let out = repo.plait(&["send-back", &run, "b", "--comment", "SHOUT it"]);
@@ -111,7 +76,7 @@ fn send_back_gives_a_task_one_more_round_told_the_comment_and_merges_again() {
 #[test]
 fn send_back_refuses_what_it_cannot_do_and_changes_nothing() {
     let repo = sample();
-    let run = run(&repo, &plan(AGENT, ""));
+    let run = run(&repo, &three_tasks(AGENT, ""));
     let before = repo.status_json(&[&run]);
     for (args, says) in [
         (vec!["nope", "--comment", "x"], "has no task `nope`"),
@@ -130,122 +95,12 @@ fn send_back_refuses_what_it_cannot_do_and_changes_nothing() {
     assert!(stderr(&out).contains("was cleaned"), "{}", stderr(&out));
 }
 
-/// `plait serve --port 0` in a repository, stopped when dropped.
-pub struct Served {
-    child: Child,
-    /// `127.0.0.1:PORT`.
-    pub addr: String,
-    pub token: String,
-}
-
-impl Served {
-    pub fn start(repo: &TestRepo, args: &[&str]) -> Served {
-        crate::support::init();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_plait"))
-            .arg("serve")
-            .args(["--port", "0"])
-            .args(args)
-            .current_dir(&repo.path)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start plait serve");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let addr = line
-            .trim()
-            .strip_prefix("http://")
-            .and_then(|rest| rest.split('/').next())
-            .unwrap_or_else(|| panic!("plait serve printed {line:?}"))
-            .to_string();
-        let mut served = Served {
-            child,
-            addr,
-            token: String::new(),
-        };
-        let (status, page) = served.request("GET", "/", &[], None);
-        assert_eq!(status, 200);
-        served.token = page
-            .split("name=\"plait-token\" content=\"")
-            .nth(1)
-            .and_then(|rest| rest.split('"').next())
-            .expect("the page carries the token")
-            .to_string();
-        served
-    }
-
-    /// One HTTP/1.1 request with `headers` (a `Host` among them replaces the right one);
-    /// the status and the body.
-    pub fn request(
-        &self,
-        method: &str,
-        path: &str,
-        headers: &[(&str, &str)],
-        body: Option<&Value>,
-    ) -> (u16, String) {
-        let mut stream = TcpStream::connect(&self.addr).unwrap();
-        stream
-            .set_read_timeout(Some(Duration::from_secs(60)))
-            .unwrap();
-        let body = body.map(Value::to_string).unwrap_or_default();
-        let mut head = format!("{method} {path} HTTP/1.1\r\nConnection: close\r\n");
-        if !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("host")) {
-            let _ = writeln!(head, "Host: {}\r", self.addr);
-        }
-        for (k, v) in headers {
-            let _ = writeln!(head, "{k}: {v}\r");
-        }
-        if !body.is_empty() {
-            head.push_str("Content-Type: application/json\r\n");
-        }
-        let _ = writeln!(head, "Content-Length: {}\r\n\r", body.len());
-        stream.write_all(head.as_bytes()).unwrap();
-        stream.write_all(body.as_bytes()).unwrap();
-        let mut response = Vec::new();
-        stream.read_to_end(&mut response).unwrap();
-        let text = String::from_utf8_lossy(&response).into_owned();
-        let status = text
-            .split(' ')
-            .nth(1)
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(0);
-        let body = text
-            .split_once("\r\n\r\n")
-            .map(|(_, b)| b.to_string())
-            .unwrap_or_default();
-        (status, body)
-    }
-
-    /// `GET path`, as JSON.
-    pub fn get(&self, path: &str) -> Value {
-        let (status, body) = self.request("GET", path, &[], None);
-        assert_eq!(status, 200, "GET {path}: {body}");
-        serde_json::from_str(&body).unwrap_or_else(|e| panic!("GET {path}: {e}: {body}"))
-    }
-
-    /// `POST path` with the token.
-    pub fn post(&self, path: &str, body: Value) -> (u16, Value) {
-        let token = self.token.clone();
-        let (status, text) = self.request("POST", path, &[("X-Plait-Token", &token)], Some(&body));
-        (status, serde_json::from_str(&text).unwrap_or(Value::Null))
-    }
-}
-
-impl Drop for Served {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 #[test]
 fn the_api_shows_runs_tasks_diffs_and_transcripts_as_json() {
     let repo = sample();
     let run = run(
         &repo,
-        &plan(
+        &three_tasks(
             "echo v1 > lib/$PLAIT_TASK.txt; if [ $PLAIT_TASK = c ]; then echo oops > README; fi",
             "[checks]\ntask = [\"grep -q v1 lib/$PLAIT_TASK.txt\"]\n",
         ),
@@ -333,7 +188,7 @@ fn the_api_shows_runs_tasks_diffs_and_transcripts_as_json() {
 #[test]
 fn the_api_reads_a_model_agent_s_transcript_as_turns_and_tool_calls() {
     let repo = sample();
-    let run = run(&repo, &plan(AGENT, ""));
+    let run = run(&repo, &three_tasks(AGENT, ""));
     // A transcript as a model agent writes it (each request and its answer).
     let transcript = repo
         .path
@@ -386,7 +241,7 @@ fn the_api_reads_a_model_agent_s_transcript_as_turns_and_tool_calls() {
 fn decisions_through_the_api_do_what_the_commands_do() {
     let twin = sample();
     let repo = sample();
-    let toml = plan(AGENT, "");
+    let toml = three_tasks(AGENT, "");
     let twin_run = run(&twin, &toml);
     let run = run(&repo, &toml);
     let served = Served::start(&repo, &[&run]);
@@ -472,7 +327,7 @@ fn decisions_through_the_api_do_what_the_commands_do() {
 #[test]
 fn requests_without_the_token_or_for_another_host_are_refused() {
     let repo = sample();
-    let run = run(&repo, &plan(AGENT, ""));
+    let run = run(&repo, &three_tasks(AGENT, ""));
     let served = Served::start(&repo, &[]);
     let before = repo.status_json(&[&run]);
     let path = format!("/api/runs/{run}/tasks/a/reject");
@@ -529,7 +384,7 @@ fn requests_without_the_token_or_for_another_host_are_refused() {
 #[test]
 fn the_events_stream_carries_a_run_s_changes_as_they_happen() {
     let repo = sample();
-    let run = run(&repo, &plan(AGENT, ""));
+    let run = run(&repo, &three_tasks(AGENT, ""));
     let served = Served::start(&repo, &[]);
     let mut stream = TcpStream::connect(&served.addr).unwrap();
     stream
@@ -603,157 +458,16 @@ fn the_events_stream_carries_a_run_s_changes_as_they_happen() {
 }
 
 /// The page in headless Chromium, driven by `tests/browser/drive.mjs` (playwright-core).
-pub(crate) mod browser {
-    use std::io::{BufRead as _, BufReader};
-    use std::path::PathBuf;
-    use std::process::{Child, ChildStdout, Command, Stdio};
+/// The page in headless Chromium.
+mod browser {
+    use std::process::{Command, Stdio};
 
     use serde_json::{json, Value};
 
-    use super::{plan, run, sample, Served, AGENT};
-    use crate::support::{project_root, stderr, wait_until};
-
-    /// Node, playwright-core and Chromium, when this machine has them.
-    pub struct Browser {
-        playwright: PathBuf,
-        chromium: PathBuf,
-    }
-
-    impl Browser {
-        pub fn find() -> Option<Browser> {
-            let playwright = std::env::var_os("PLAIT_TEST_PLAYWRIGHT")
-                .map(PathBuf::from)
-                .unwrap_or_else(|| project_root().join("target/ci-tools"));
-            let chromium = std::env::var_os("PLAIT_TEST_CHROMIUM")
-                .map(PathBuf::from)
-                .unwrap_or_else(|| PathBuf::from("/usr/bin/chromium"));
-            let node = Command::new("node").arg("--version").output();
-            let missing = if !node.is_ok_and(|o| o.status.success()) {
-                Some("node is not on PATH")
-            } else if !playwright.join("node_modules/playwright-core").is_dir() {
-                Some("playwright-core is not installed (set PLAIT_TEST_PLAYWRIGHT, or `npm install --prefix target/ci-tools playwright-core`)")
-            } else if !chromium.exists() {
-                Some("Chromium is not installed (set PLAIT_TEST_CHROMIUM, or install Debian's `chromium`)")
-            } else {
-                None
-            };
-            if let Some(why) = missing {
-                eprintln!("skipped: {why}");
-                return None;
-            }
-            Some(Browser {
-                playwright,
-                chromium,
-            })
-        }
-
-        /// Starts a script of steps (see drive.mjs); its output is read line by line.
-        pub fn start(&self, script: Value, dir: &std::path::Path) -> Drive {
-            self.start_with(script, dir, &[])
-        }
-
-        /// [`start`](Self::start) with more flags for Chromium.
-        pub fn start_with(&self, script: Value, dir: &std::path::Path, flags: &[&str]) -> Drive {
-            let path = dir.join(format!("script-{}.json", rand_suffix()));
-            std::fs::write(&path, script.to_string()).unwrap();
-            let mut child = Command::new("node")
-                .arg(project_root().join("tests/browser/drive.mjs"))
-                .arg(&path)
-                .env("PLAIT_TEST_PLAYWRIGHT", &self.playwright)
-                .env("PLAIT_TEST_CHROMIUM", &self.chromium)
-                .env("PLAIT_TEST_CHROMIUM_ARGS", flags.join("\n"))
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .expect("start node");
-            let lines = BufReader::new(child.stdout.take().unwrap());
-            Drive { child, lines }
-        }
-
-        /// Runs a script to its end; each step's output.
-        pub fn run(&self, script: Value, dir: &std::path::Path) -> Vec<Value> {
-            self.run_allowing(script, dir, &[], &[])
-        }
-
-        /// [`run`](Self::run) with more flags for Chromium, letting the page's console
-        /// report the errors that contain one of `expected`.
-        pub fn run_allowing(
-            &self,
-            script: Value,
-            dir: &std::path::Path,
-            flags: &[&str],
-            expected: &[&str],
-        ) -> Vec<Value> {
-            let mut drive = self.start_with(script, dir, flags);
-            let mut out = Vec::new();
-            while let Some(line) = drive.next() {
-                out.push(line);
-            }
-            drive.finish_allowing(&out, expected);
-            out
-        }
-    }
-
-    fn rand_suffix() -> u128 {
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos()
-    }
-
-    /// A script running in the browser.
-    pub struct Drive {
-        child: Child,
-        lines: BufReader<ChildStdout>,
-    }
-
-    impl Drive {
-        /// The next step's output, `None` at the end.
-        pub fn next(&mut self) -> Option<Value> {
-            let mut line = String::new();
-            if self.lines.read_line(&mut line).ok()? == 0 {
-                return None;
-            }
-            Some(serde_json::from_str(&line).unwrap_or(Value::String(line)))
-        }
-
-        /// Waits for the script's end: it must have passed every step, with no error in
-        /// the page's console.
-        pub fn finish(self, seen: &[Value]) {
-            self.finish_allowing(seen, &[])
-        }
-
-        /// [`finish`](Self::finish), letting the console report errors that contain one of
-        /// `expected`.
-        pub fn finish_allowing(self, seen: &[Value], expected: &[&str]) {
-            let out = self.child.wait_with_output().unwrap();
-            let errors: Vec<&Value> = seen
-                .iter()
-                .filter(|v| {
-                    v.get("console_error")
-                        .and_then(Value::as_str)
-                        .is_some_and(|e| !expected.iter().any(|x| e.contains(x)))
-                })
-                .collect();
-            assert!(
-                out.status.success(),
-                "the browser script failed: {}\nits steps: {seen:?}",
-                stderr(&out)
-            );
-            assert!(errors.is_empty(), "the page reported errors: {errors:?}");
-        }
-    }
-
-    pub(crate) fn ready() -> Value {
-        json!({"wait_attr": ["body", "data-ready", "true"]})
-    }
-
-    /// Where the tests keep what a person may want to look at after them.
-    pub(super) fn artifacts() -> PathBuf {
-        let dir = project_root().join("target/test-artifacts");
-        std::fs::create_dir_all(&dir).unwrap();
-        dir
-    }
+    use crate::support::browser::{artifacts, ready, Browser};
+    use crate::support::fixtures::three_tasks;
+    use crate::support::serve::{run, sample, Served, AGENT};
+    use crate::support::wait_until;
 
     #[test]
     fn the_page_lists_tasks_shows_a_diff_and_decides_as_the_commands_do() {
@@ -763,7 +477,7 @@ pub(crate) mod browser {
         let repo = sample();
         let run = run(
             &repo,
-            &plan(
+            &three_tasks(
                 AGENT,
                 "[checks]\ntask = [\"test -s lib/$PLAIT_TASK.txt\"]\n",
             ),
@@ -876,7 +590,7 @@ pub(crate) mod browser {
             "while [ ! -e {}/$PLAIT_TASK ]; do sleep 0.05; done; echo v1 > lib/$PLAIT_TASK.txt",
             go.display()
         );
-        let plan_path = repo.plan(&plan(&agent, ""));
+        let plan_path = repo.plan(&three_tasks(&agent, ""));
         let mut plait_run = Command::new(env!("CARGO_BIN_EXE_plait"))
             .args(["run", plan_path.to_str().unwrap(), "-j", "3"])
             .current_dir(&repo.path)
@@ -954,7 +668,7 @@ pub(crate) mod browser {
             return;
         };
         let repo = sample();
-        let run = run(&repo, &plan(AGENT, ""));
+        let run = run(&repo, &three_tasks(AGENT, ""));
         let served = Served::start(&repo, &[]);
         let url = format!("http://{}/", served.addr);
         let port = served.addr.split(':').nth(1).unwrap().to_string();

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use plait::plan::{self, split, PlanError};
 
-use crate::support::{stderr, stdout, TestRepo};
+use crate::support::{owned_by_task, stderr, stdout, TestRepo};
 
 /// A crate with every kind of Rust module: file, `mod.rs`, 2018-style, crate root.
 fn rust_crate() -> TestRepo {
@@ -492,20 +492,6 @@ fn plan_by_binary(repo: &TestRepo, spec: &str) -> (String, String) {
     (stdout(&out), stderr(&out))
 }
 
-/// Each task's id and owned files in a written plan, as `plait run` would resolve it.
-fn owned_in(repo: &TestRepo, text: &str) -> Vec<(String, Vec<String>)> {
-    let path = repo.plan(text);
-    let git = plait_core::git::open(&repo.path).unwrap();
-    let parsed = plan::parse(text, &path).unwrap();
-    let resolved = plan::resolve(&git, parsed, Path::new("x"))
-        .unwrap_or_else(|e| panic!("the split plan is not valid: {e}\n{text}"));
-    resolved
-        .tasks
-        .iter()
-        .map(|t| (t.id.clone(), t.owned.clone()))
-        .collect()
-}
-
 /// The lines of the plan's header under `title`, without their `#   `.
 fn header_list(text: &str, title: &str) -> Vec<String> {
     text.lines()
@@ -525,7 +511,7 @@ fn python_private_modules_take_their_tests_and_stubs() {
     let repo = TestRepo::fixture("attrs-layout");
     let (text, err) = plan_by_binary(&repo, "module:src/attr/*");
     assert_eq!(
-        owned_in(&repo, &text),
+        owned_by_task(&repo, &text),
         expect(&[
             (
                 "attr-init",
@@ -576,7 +562,7 @@ fn a_test_named_after_two_selected_modules_says_so() {
     let repo = TestRepo::fixture("attrs-layout");
     let (text, err) = plan_by_binary(&repo, "module:src/*");
     assert_eq!(
-        owned_in(&repo, &text),
+        owned_by_task(&repo, &text),
         expect(&[
             (
                 "attr",

@@ -2,11 +2,7 @@
 //! the package's `__init__.py` gets a task of its own, and the plan's header lists the
 //! unowned test modules before it counts the data files among the tests.
 
-use std::path::Path;
-
-use plait::plan;
-
-use crate::support::{stderr, TestRepo};
+use crate::support::{owned_by_task, stderr, TestRepo};
 
 /// A package with two modules, tests that name one of them and one that names none, and
 /// 50 data files under `tests/examples/`.
@@ -33,11 +29,7 @@ fn tomlkit_like() -> TestRepo {
         ));
     }
     files.push(("tests/examples/json/ex.json".into(), "{}\n".into()));
-    let files: Vec<(&str, &str)> = files
-        .iter()
-        .map(|(p, c)| (p.as_str(), c.as_str()))
-        .collect();
-    TestRepo::with_files(&files)
+    TestRepo::with_owned_files(&files)
 }
 
 /// Writes the plan for `spec` through the binary; returns its text and stderr.
@@ -58,20 +50,6 @@ fn plan(repo: &TestRepo, spec: &str) -> (String, String) {
     (std::fs::read_to_string(&path).unwrap(), stderr(&out))
 }
 
-/// Each task's id and owned files, as `plait run` would resolve the plan.
-fn owned(repo: &TestRepo, text: &str) -> Vec<(String, Vec<String>)> {
-    let path = repo.plan(text);
-    let git = plait_core::git::open(&repo.path).unwrap();
-    let parsed = plan::parse(text, &path).unwrap();
-    let resolved = plan::resolve(&git, parsed, Path::new("x"))
-        .unwrap_or_else(|e| panic!("the split plan is not valid: {e}\n{text}"));
-    resolved
-        .tasks
-        .iter()
-        .map(|t| (t.id.clone(), t.owned.clone()))
-        .collect()
-}
-
 /// The header's lines, without their `# `.
 fn header(text: &str) -> Vec<&str> {
     text.lines().map_while(|l| l.strip_prefix("# ")).collect()
@@ -81,7 +59,7 @@ fn header(text: &str) -> Vec<&str> {
 fn a_split_package_gives_its_init_a_task_and_the_header_puts_test_modules_first() {
     let repo = tomlkit_like();
     let (text, err) = plan(&repo, "module:pkg/*");
-    let tasks = owned(&repo, &text);
+    let tasks = owned_by_task(&repo, &text);
     let ids: Vec<&str> = tasks.iter().map(|(id, _)| id.as_str()).collect();
     assert_eq!(ids, ["pkg-init", "pkg-a", "pkg-b"], "{text}");
     assert_eq!(
@@ -142,7 +120,7 @@ fn a_split_package_gives_its_init_a_task_and_the_header_puts_test_modules_first(
 fn a_package_named_whole_is_one_task_with_its_init() {
     let repo = tomlkit_like();
     let (text, _) = plan(&repo, "module:pkg");
-    let tasks = owned(&repo, &text);
+    let tasks = owned_by_task(&repo, &text);
     assert_eq!(tasks.len(), 1, "{text}");
     assert_eq!(tasks[0].0, "pkg");
     assert!(

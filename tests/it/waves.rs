@@ -1,10 +1,10 @@
 //! Waves: `after = [...]`, a task that starts from the merged result of the tasks it
 //! comes after, in one run that lands once.
 
-use std::fmt::Write;
 use std::fs;
 
-use crate::support::{stderr, stdout, wait_until, TestRepo};
+use crate::support::fixtures::{culprit_waves, culprit_waves_repo};
+use crate::support::{stderr, stdout, wait_until, Plan, TestRepo};
 
 /// A crate whose modules `a` and `b` call `core::old_total`, which an expand/contract
 /// rename turns into `core::total`.
@@ -31,31 +31,41 @@ fn rename_crate() -> TestRepo {
     ])
 }
 
-/// The three waves of the rename: `core-add` adds `total` beside `old_total`, the callers
-/// switch, `core-drop` removes `old_total`. `after` is left out with `waves = false`.
-fn rename_plan(waves: bool) -> String {
-    let after = |ids: &str| {
-        if waves {
-            format!("after = [{ids}]\n")
-        } else {
-            String::new()
-        }
-    };
-    format!(
-        "goal = \"rename old_total to total\"\n\
-         [checks]\ntask = [\"cargo check --offline --quiet\"]\nmerged = [\"cargo test --offline --quiet\"]\n\
-         [[task]]\nid = \"core-add\"\nprompt = \"add total beside old_total\"\nowns = [\"/src/core.rs\"]\n\
-         agent = {{ exec = \"printf 'pub fn total(x: u32) -> u32 {{\\\\n    x + 1\\\\n}}\\\\n' >> src/core.rs\" }}\n\
-         [[task]]\nid = \"a\"\nprompt = \"call total\"\nowns = [\"/src/a.rs\"]\n{}\
-         agent = {{ exec = \"sed -i s/old_total/total/ src/a.rs\" }}\n\
-         [[task]]\nid = \"b\"\nprompt = \"call total\"\nowns = [\"/src/b.rs\"]\n{}\
-         agent = {{ exec = \"sed -i s/old_total/total/ src/b.rs\" }}\n\
-         [[task]]\nid = \"core-drop\"\nprompt = \"drop old_total\"\nowns = [\"/src/core.rs\"]\n{}\
-         agent = {{ exec = \"printf 'pub fn total(x: u32) -> u32 {{\\\\n    x + 1\\\\n}}\\\\n' > src/core.rs\" }}\n",
-        after("\"core-add\""),
-        after("\"core-add\""),
-        after("\"a\", \"b\"")
+/// `total` as `core.rs` holds it, written by `printf`.
+const PRINT_TOTAL: &str = r"printf 'pub fn total(x: u32) -> u32 {\n    x + 1\n}\n'";
+
+/// The first two waves of the rename: `core-add` adds `total` beside `old_total`, the
+/// callers switch. `after` is left out with `waves = false`.
+fn rename_callers(waves: bool) -> Plan {
+    let after = |plan: Plan, ids: &[&str]| if waves { plan.after(ids) } else { plan };
+    let plan = Plan::new()
+        .goal("rename old_total to total")
+        .set("checks", "task", ["cargo check --offline --quiet"])
+        .set("checks", "merged", ["cargo test --offline --quiet"])
+        .task("core-add")
+        .prompt("add total beside old_total")
+        .owns(["/src/core.rs"])
+        .exec(&format!("{PRINT_TOTAL} >> src/core.rs"));
+    let plan = after(
+        plan.task("a").prompt("call total").owns(["/src/a.rs"]),
+        &["core-add"],
     )
+    .exec("sed -i s/old_total/total/ src/a.rs");
+    after(
+        plan.task("b").prompt("call total").owns(["/src/b.rs"]),
+        &["core-add"],
+    )
+    .exec("sed -i s/old_total/total/ src/b.rs")
+}
+
+/// The three waves of the rename: [`rename_callers`], then `core-drop` removes `old_total`.
+fn rename_plan(waves: bool) -> String {
+    let plan = rename_callers(waves)
+        .task("core-drop")
+        .prompt("drop old_total")
+        .owns(["/src/core.rs"]);
+    let plan = if waves { plan.after(["a", "b"]) } else { plan };
+    plan.exec(&format!("{PRINT_TOTAL} > src/core.rs")).to_toml()
 }
 
 #[test]
@@ -132,9 +142,8 @@ fn without_after_the_callers_own_checks_fail_at_the_base() {
     // The same tasks all starting from the base: the callers call a name that does not
     // exist there, so their cargo check fails (the test above can fail).
     let repo = rename_crate();
-    let whole = rename_plan(false);
-    let without_drop = whole.split("[[task]]\nid = \"core-drop\"").next().unwrap();
-    let plan = repo.plan(without_drop);
+    let without_drop = rename_callers(false).to_toml();
+    let plan = repo.plan(&without_drop);
     let _ = repo.plait(&["run", plan.to_str().unwrap(), "-j", "2"]);
     let status = repo.status_json(&[]);
     let a = &status["tasks"][1];
@@ -151,10 +160,22 @@ fn a_failed_task_blocks_the_tasks_after_it_which_are_named() {
         ("docs/x.md", "x\n"),
     ]);
     let plan = repo.plan(
-        "[[task]]\nid = \"core\"\nprompt = \"p\"\nowns = [\"/src/core.rs\"]\nagent = { exec = \"echo broken; exit 4\" }\n\
-         [[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"/src/a.rs\"]\nafter = [\"core\"]\nagent = { exec = \"echo 2 >> src/a.rs\" }\n\
-         [[task]]\nid = \"b\"\nprompt = \"p\"\nowns = [\"/src/b.rs\"]\nafter = [\"a\"]\nagent = { exec = \"echo 2 >> src/b.rs\" }\n\
-         [[task]]\nid = \"docs\"\nprompt = \"p\"\nowns = [\"/docs/**\"]\nagent = { exec = \"echo 2 >> docs/x.md\" }\n",
+        &Plan::new()
+            .task("core")
+            .owns(["/src/core.rs"])
+            .exec("echo broken; exit 4")
+            .task("a")
+            .owns(["/src/a.rs"])
+            .after(["core"])
+            .exec("echo 2 >> src/a.rs")
+            .task("b")
+            .owns(["/src/b.rs"])
+            .after(["a"])
+            .exec("echo 2 >> src/b.rs")
+            .task("docs")
+            .owns(["/docs/**"])
+            .exec("echo 2 >> docs/x.md")
+            .to_toml(),
     );
     let out = repo.plait(&["run", plan.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
@@ -198,9 +219,15 @@ fn sending_a_task_back_runs_the_tasks_after_it_again_from_its_new_work() {
     // core writes its round into its file; a copies core's file into its own, so its work
     // shows which of core's it started from; it also says what it heard.
     let plan = repo.plan(
-        "[[task]]\nid = \"core\"\nprompt = \"p\"\nowns = [\"/src/core.rs\"]\nagent = { exec = \"echo round $PLAIT_ROUND > src/core.rs\" }\n\
-         [[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"/src/a.rs\"]\nafter = [\"core\"]\n\
-         agent = { exec = \"cp src/core.rs src/a.rs; printf '%s' \\\"$PLAIT_FEEDBACK\\\" > \\\"$PLAIT_SCRATCH/heard\\\"\" }\n",
+        &Plan::new()
+            .task("core")
+            .owns(["/src/core.rs"])
+            .exec("echo round $PLAIT_ROUND > src/core.rs")
+            .task("a")
+            .owns(["/src/a.rs"])
+            .after(["core"])
+            .exec("cp src/core.rs src/a.rs; printf '%s' \"$PLAIT_FEEDBACK\" > \"$PLAIT_SCRATCH/heard\"")
+            .to_toml(),
     );
     let out = repo.plait(&["run", plan.to_str().unwrap()]);
     assert!(out.status.success(), "{}", stderr(&out));
@@ -246,12 +273,25 @@ fn a_run_killed_in_its_second_wave_is_finished_by_resume() {
         "if [ -e {go} ]; then cat src/core.rs >> src/$PLAIT_TASK.rs; else sleep 120; fi",
         go = go.display()
     );
-    let plan = repo.plan(&format!(
-        "[[task]]\nid = \"core\"\nprompt = \"p\"\nowns = [\"/src/core.rs\"]\nagent = {{ exec = \"echo new > src/core.rs\" }}\n\
-         [[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"/src/a.rs\"]\nafter = [\"core\"]\nagent = {{ exec = \"{wait}\" }}\n\
-         [[task]]\nid = \"b\"\nprompt = \"p\"\nowns = [\"/src/b.rs\"]\nafter = [\"core\"]\nagent = {{ exec = \"{wait}\" }}\n\
-         [[task]]\nid = \"z\"\nprompt = \"p\"\nowns = [\"/src/z.rs\"]\nafter = [\"a\", \"b\"]\nagent = {{ exec = \"cat src/a.rs src/b.rs > src/z.rs\" }}\n"
-    ));
+    let plan = repo.plan(
+        &Plan::new()
+            .task("core")
+            .owns(["/src/core.rs"])
+            .exec("echo new > src/core.rs")
+            .task("a")
+            .owns(["/src/a.rs"])
+            .after(["core"])
+            .exec(&wait)
+            .task("b")
+            .owns(["/src/b.rs"])
+            .after(["core"])
+            .exec(&wait)
+            .task("z")
+            .owns(["/src/z.rs"])
+            .after(["a", "b"])
+            .exec("cat src/a.rs src/b.rs > src/z.rs")
+            .to_toml(),
+    );
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_plait"))
         .args(["run", plan.to_str().unwrap(), "-j", "4"])
         .current_dir(&repo.path)
@@ -286,29 +326,10 @@ fn a_run_killed_in_its_second_wave_is_finished_by_resume() {
     );
 }
 
-/// core breaks the merged checks in its first round and mends them when sent back; a and
-/// b copy its file, z theirs: whatever they started from shows in their work.
-pub(crate) const CULPRIT_WAVES: &str = "goal = \"waves\"\n\
-     [checks]\nmerged = [\"! grep -q broken src/a.txt src/b.txt src/z.txt src/core.txt\"]\nrework = 1\n\
-     [[task]]\nid = \"core\"\nprompt = \"p\"\nowns = [\"/src/core.txt\"]\n\
-     agent = { exec = \"if [ -n \\\"$PLAIT_FEEDBACK\\\" ]; then echo fixed > src/core.txt; else echo broken > src/core.txt; fi\" }\n\
-     [[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"/src/a.txt\"]\nafter = [\"core\"]\nagent = { exec = \"cp src/core.txt src/a.txt\" }\n\
-     [[task]]\nid = \"b\"\nprompt = \"p\"\nowns = [\"/src/b.txt\"]\nafter = [\"core\"]\nagent = { exec = \"cp src/core.txt src/b.txt\" }\n\
-     [[task]]\nid = \"z\"\nprompt = \"p\"\nowns = [\"/src/z.txt\"]\nafter = [\"a\", \"b\"]\nagent = { exec = \"cat src/a.txt src/b.txt > src/z.txt\" }\n";
-
-pub(crate) fn culprit_waves_repo() -> TestRepo {
-    TestRepo::with_files(&[
-        ("src/core.txt", "core\n"),
-        ("src/a.txt", "a\n"),
-        ("src/b.txt", "b\n"),
-        ("src/z.txt", "z\n"),
-    ])
-}
-
 #[test]
 fn a_culprit_sent_back_by_the_merged_checks_runs_the_tasks_after_it_again() {
     let repo = culprit_waves_repo();
-    let plan = repo.plan(CULPRIT_WAVES);
+    let plan = repo.plan(&culprit_waves());
     let out = repo.plait(&["run", plan.to_str().unwrap(), "-j", "2"]);
     assert!(out.status.success(), "{}", stderr(&out));
     let status = repo.status_json(&[]);
@@ -329,40 +350,39 @@ fn a_culprit_sent_back_by_the_merged_checks_runs_the_tasks_after_it_again() {
 }
 
 /// A 1 → `n` → 1 plan over `pkg/`: `core`, then `m00`.. each copying core's file into its
-/// own, then `last` gathering them; `extra` goes before the tasks.
-fn fan(n: usize, extra: &str) -> (TestRepo, String) {
+/// own, then `last` gathering them; grouped in two.
+fn fan(n: usize) -> (TestRepo, Plan) {
     let mut files = vec![
         ("pkg/core.txt".to_string(), "core\n".to_string()),
         ("pkg/zz/last.txt".to_string(), "last\n".to_string()),
     ];
-    let mut plan = format!(
-        "goal = \"fan\"\n{extra}\n\
-         [[task]]\nid = \"core\"\nprompt = \"p\"\nowns = [\"/pkg/core.txt\"]\nagent = {{ exec = \"echo new > pkg/core.txt\" }}\n"
-    );
+    let mut plan = Plan::new()
+        .goal("fan")
+        .set("groups", "count", 2)
+        .task("core")
+        .owns(["/pkg/core.txt"])
+        .exec("echo new > pkg/core.txt");
     for k in 0..n {
         files.push((format!("pkg/m{k:02}/f.txt"), format!("{k}\n")));
-        let _ = write!(
-            plan,
-            "[[task]]\nid = \"m{k:02}\"\nprompt = \"p\"\nowns = [\"/pkg/m{k:02}/**\"]\nafter = [\"core\"]\n\
-             agent = {{ exec = \"cat pkg/core.txt >> pkg/m{k:02}/f.txt\" }}\n"
-        );
+        plan = plan
+            .task(&format!("m{k:02}"))
+            .owns([format!("/pkg/m{k:02}/**")])
+            .after(["core"])
+            .exec(&format!("cat pkg/core.txt >> pkg/m{k:02}/f.txt"));
     }
-    plan.push_str(
-        "[[task]]\nid = \"last\"\nprompt = \"p\"\nowns = [\"/pkg/zz/**\"]\nafter = [\"m*\"]\n\
-         agent = { exec = \"$PLAIT_RUN_IN sh -c 'cat pkg/m*/f.txt > pkg/zz/last.txt'\" }\n",
-    );
-    let refs: Vec<(&str, &str)> = files
-        .iter()
-        .map(|(p, c)| (p.as_str(), c.as_str()))
-        .collect();
-    (TestRepo::with_files(&refs), plan)
+    let plan = plan
+        .task("last")
+        .owns(["/pkg/zz/**"])
+        .after(["m*"])
+        .exec("$PLAIT_RUN_IN sh -c 'cat pkg/m*/f.txt > pkg/zz/last.txt'");
+    (TestRepo::with_owned_files(&files), plan)
 }
 
 #[test]
 fn a_grouped_run_in_waves_merges_each_task_on_what_it_started_from() {
     // 16 tasks: two groups, and the tasks of each come after tasks of the other.
-    let (repo, plan) = fan(14, "[groups]\ncount = 2\n");
-    let state = repo.run(&plan, 2);
+    let (repo, plan) = fan(14);
+    let state = repo.run(&plan.to_toml(), 2);
     assert_eq!(state.groups.len(), 2);
     for t in &state.tasks {
         assert_eq!(t.state, plait_core::state::TaskState::Done, "{t:?}");
@@ -389,11 +409,15 @@ fn a_grouped_run_in_waves_merges_each_task_on_what_it_started_from() {
 #[test]
 fn a_group_held_by_its_supervisor_holds_out_the_tasks_after_its_tasks() {
     // The supervisor rejects the group that holds core: every task after it stays out.
-    let (repo, plan) = fan(
-        14,
-        "[groups]\ncount = 2\nreview = { exec = \"if git diff --name-only $PLAIT_BASE $PLAIT_COMMIT | grep -q core.txt; then exit 2; fi\" }\nrounds = 0\n",
-    );
-    let state = repo.run(&plan, 2);
+    let (repo, plan) = fan(14);
+    let plan = plan
+        .set(
+            "groups.review",
+            "exec",
+            "if git diff --name-only $PLAIT_BASE $PLAIT_COMMIT | grep -q core.txt; then exit 2; fi",
+        )
+        .set("groups", "rounds", 0);
+    let state = repo.run(&plan.to_toml(), 2);
     let merge = state.merge.as_ref().unwrap();
     let held = state
         .groups
@@ -474,9 +498,21 @@ fn a_blocked_task_sent_back_starts_once_a_person_accepted_what_it_comes_after() 
     let repo = TestRepo::with_files(&[("src/core.txt", "c\n"), ("src/a.txt", "a\n")]);
     // Only core is reviewed, and its reviewer never approves.
     let plan = repo.plan(
-        "[review]\nagent = { exec = \"if [ $PLAIT_TASK = core ]; then echo no; exit 1; fi\" }\nrounds = 0\n\
-         [[task]]\nid = \"core\"\nprompt = \"p\"\nowns = [\"/src/core.txt\"]\nagent = { exec = \"echo new > src/core.txt\" }\n\
-         [[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"/src/a.txt\"]\nafter = [\"core\"]\nagent = { exec = \"cat src/core.txt >> src/a.txt\" }\n",
+        &Plan::new()
+            .set("review", "rounds", 0)
+            .set(
+                "review.agent",
+                "exec",
+                "if [ $PLAIT_TASK = core ]; then echo no; exit 1; fi",
+            )
+            .task("core")
+            .owns(["/src/core.txt"])
+            .exec("echo new > src/core.txt")
+            .task("a")
+            .owns(["/src/a.txt"])
+            .after(["core"])
+            .exec("cat src/core.txt >> src/a.txt")
+            .to_toml(),
     );
     let _ = repo.plait(&["run", plan.to_str().unwrap()]);
     let status = repo.status_json(&[]);
@@ -505,14 +541,26 @@ fn the_page_shows_what_a_task_comes_after_what_blocks_it_and_its_own_diff() {
         ("src/late.txt", "l\n"),
     ]);
     let plan = repo.plan(
-        "[[task]]\nid = \"core\"\nprompt = \"p\"\nowns = [\"/src/core.txt\"]\nagent = { exec = \"echo new > src/core.txt\" }\n\
-         [[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"/src/a.txt\"]\nafter = [\"core\"]\nagent = { exec = \"echo 2 >> src/a.txt\" }\n\
-         [[task]]\nid = \"bad\"\nprompt = \"p\"\nowns = [\"/src/bad.txt\"]\nagent = { exec = \"exit 1\" }\n\
-         [[task]]\nid = \"late\"\nprompt = \"p\"\nowns = [\"/src/late.txt\"]\nafter = [\"bad\"]\nagent = { exec = \"true\" }\n",
+        &Plan::new()
+            .task("core")
+            .owns(["/src/core.txt"])
+            .exec("echo new > src/core.txt")
+            .task("a")
+            .owns(["/src/a.txt"])
+            .after(["core"])
+            .exec("echo 2 >> src/a.txt")
+            .task("bad")
+            .owns(["/src/bad.txt"])
+            .exec("exit 1")
+            .task("late")
+            .owns(["/src/late.txt"])
+            .after(["bad"])
+            .exec("true")
+            .to_toml(),
     );
     let _ = repo.plait(&["run", plan.to_str().unwrap()]);
     let run = repo.status_json(&[])["id"].as_str().unwrap().to_string();
-    let served = crate::serve::Served::start(&repo, &[]);
+    let served = crate::support::serve::Served::start(&repo, &[]);
     let summary = served.get(&format!("/api/runs/{run}/summary"));
     let row = |id: &str| crate::support::task_json(&summary, id);
     assert_eq!(
@@ -535,14 +583,14 @@ fn the_page_shows_what_a_task_comes_after_what_blocks_it_and_its_own_diff() {
     assert!(row("core").get("wave").is_none(), "wave 0 is left out");
     // The run page in Chromium: the rows under a head per wave, in the order the work
     // flows, with what each comes after and what blocks it.
-    let Some(browser) = crate::serve::browser::Browser::find() else {
+    let Some(browser) = crate::support::browser::Browser::find() else {
         return;
     };
     let url = format!("http://{}/", served.addr);
     let out = browser.run(
         serde_json::json!({"timeout_ms": 20000, "steps": [
             {"goto": format!("{url}#/runs/{run}")},
-            crate::serve::browser::ready(),
+            crate::support::browser::ready(),
             {"wait": "#tasks [data-task='late']"},
             {"eval": "[...document.querySelectorAll('#tasks tr.wave-head, #tasks tr.task-row')].map((r) => r.dataset.task || `wave ${r.dataset.wave}`)"},
             {"text": "#tasks tr.wave-head[data-wave='1']"},
@@ -578,12 +626,29 @@ fn the_page_shows_what_a_task_comes_after_what_blocks_it_and_its_own_diff() {
 fn the_culprit_search_blames_the_later_task_not_what_it_started_from() {
     let repo = culprit_waves_repo();
     let plan = repo.plan(
-        "goal = \"waves\"\n\
-         [checks]\nmerged = [\"! grep -q broken src/a.txt src/b.txt src/z.txt src/core.txt\"]\n\
-         [[task]]\nid = \"core\"\nprompt = \"p\"\nowns = [\"/src/core.txt\"]\nagent = { exec = \"echo new > src/core.txt\" }\n\
-         [[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"/src/a.txt\"]\nafter = [\"core\"]\nagent = { exec = \"echo broken > src/a.txt\" }\n\
-         [[task]]\nid = \"b\"\nprompt = \"p\"\nowns = [\"/src/b.txt\"]\nafter = [\"core\"]\nagent = { exec = \"cp src/core.txt src/b.txt\" }\n\
-         [[task]]\nid = \"z\"\nprompt = \"p\"\nowns = [\"/src/z.txt\"]\nafter = [\"a\", \"b\"]\nagent = { exec = \"cat src/core.txt src/b.txt > src/z.txt\" }\n",
+        &Plan::new()
+            .goal("waves")
+            .set(
+                "checks",
+                "merged",
+                ["! grep -q broken src/a.txt src/b.txt src/z.txt src/core.txt"],
+            )
+            .task("core")
+            .owns(["/src/core.txt"])
+            .exec("echo new > src/core.txt")
+            .task("a")
+            .owns(["/src/a.txt"])
+            .after(["core"])
+            .exec("echo broken > src/a.txt")
+            .task("b")
+            .owns(["/src/b.txt"])
+            .after(["core"])
+            .exec("cp src/core.txt src/b.txt")
+            .task("z")
+            .owns(["/src/z.txt"])
+            .after(["a", "b"])
+            .exec("cat src/core.txt src/b.txt > src/z.txt")
+            .to_toml(),
     );
     let out = repo.plait(&["run", plan.to_str().unwrap(), "-j", "2"]);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
@@ -624,9 +689,15 @@ fn the_culprit_search_blames_the_later_task_not_what_it_started_from() {
 fn a_hand_fix_under_a_later_task_is_named_and_sent_back_from() {
     let repo = TestRepo::with_files(&[("src/core.rs", "c\n"), ("src/a.rs", "a\n")]);
     let plan = repo.plan(
-        "[[task]]\nid = \"core\"\nprompt = \"p\"\nowns = [\"/src/core.rs\"]\nagent = { exec = \"echo new > src/core.rs\" }\n\
-         [[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"/src/a.rs\"]\nafter = [\"core\"]\n\
-         agent = { exec = \"cp src/core.rs src/a.rs; printf '%s' \\\"$PLAIT_FEEDBACK\\\" > \\\"$PLAIT_SCRATCH/heard\\\"\" }\n",
+        &Plan::new()
+            .task("core")
+            .owns(["/src/core.rs"])
+            .exec("echo new > src/core.rs")
+            .task("a")
+            .owns(["/src/a.rs"])
+            .after(["core"])
+            .exec("cp src/core.rs src/a.rs; printf '%s' \"$PLAIT_FEEDBACK\" > \"$PLAIT_SCRATCH/heard\"")
+            .to_toml(),
     );
     let out = repo.plait(&["run", plan.to_str().unwrap()]);
     assert!(out.status.success(), "{}", stderr(&out));

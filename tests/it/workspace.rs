@@ -3,7 +3,7 @@
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 
-use crate::support::{git_in, TestRepo};
+use crate::support::{git_in, Plan, TestRepo};
 
 fn sample() -> TestRepo {
     let repo = TestRepo::with_files(&[
@@ -163,11 +163,7 @@ fn wide() -> TestRepo {
         }
     }
     files.push(("core/sub/.gitignore".into(), "gen/\n".into()));
-    let refs: Vec<(&str, &str)> = files
-        .iter()
-        .map(|(p, t)| (p.as_str(), t.as_str()))
-        .collect();
-    TestRepo::with_files(&refs)
+    TestRepo::with_owned_files(&files)
 }
 
 #[test]
@@ -291,8 +287,12 @@ fn directories_with_glob_characters_and_spaces_make_cones_git_reads() {
         ("other/d.txt", "d\n"),
     ]);
     let state = repo.run(
-        "goal = \"g\"\n[defaults]\nagent = { exec = \"true\" }\n\
-         [[task]]\nid = \"w\"\nprompt = \"p\"\nowns = ['/we#ird\\[1\\]/', '/my dir/', '/st\\*r/']\n",
+        &Plan::new()
+            .goal("g")
+            .exec_all("true")
+            .task("w")
+            .owns(["/we#ird\\[1\\]/", "/my dir/", "/st\\*r/"])
+            .to_toml(),
         1,
     );
     let w = state.task("w").unwrap();

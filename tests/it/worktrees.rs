@@ -6,7 +6,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::support::{stderr, stdout, TestRepo};
+use crate::support::{stderr, stdout, Plan, TestRepo};
 
 /// A ruff-like formatter: from the file's directory up, the first `pyproject.toml` with a
 /// `[tool.ruff]` table (or a `ruff.toml`) is the configuration; its directory gets the
@@ -218,9 +218,13 @@ fn a_tool_walking_up_finds_the_project_s_config_and_writes_its_cache_in_the_work
 #[test]
 fn worktree_dir_still_chooses_and_without_a_cache_the_git_directory_is_used() {
     let repo = attrs_like();
-    let toml = "goal = \"g\"\n[defaults]\nagent = { exec = 'true' }\n\
-                [[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"docs/conf.py\"]\n";
-    let plan = repo.plan(toml);
+    let toml = Plan::new()
+        .goal("g")
+        .exec_all("true")
+        .task("a")
+        .owns(["docs/conf.py"])
+        .to_toml();
+    let plan = repo.plan(&toml);
     let chosen = repo.scratch.join("trees");
     let out = repo.plait(&[
         "run",

@@ -5,7 +5,7 @@
 
 use serde_json::json;
 
-use super::ToolCall;
+use super::{ToolCall, Turn};
 
 pub fn read(path: &str) -> ToolCall {
     ToolCall::new("Read", json!({"file_path": path}))
@@ -23,4 +23,13 @@ pub fn write(path: &str, content: &str) -> ToolCall {
 pub fn bash(command: &str) -> ToolCall {
     let input = json!({"command": command, "description": "Run a command"});
     ToolCall::new("Bash", input)
+}
+
+/// The turns of an edit as Claude Code makes one: `read` the file, `edit` it, then say `said`.
+pub fn read_and_edit(path: &str, old: &str, new: &str, said: &str) -> Vec<Turn> {
+    vec![
+        Turn::Tools(vec![read(path)]),
+        Turn::Tools(vec![edit(path, old, new)]),
+        Turn::Text(said.into()),
+    ]
 }

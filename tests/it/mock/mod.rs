@@ -341,6 +341,19 @@ impl MockModel {
         results::tool_results(self.shared.provider, of_task.map(|r| &r.body))
     }
 
+    /// The text of every tool result `task` sent back, in order, and whether it is an error
+    /// (OpenAI's API has no flag: plait starts the text with `Error: `).
+    pub fn tool_texts(&self, task: &str) -> Vec<(String, bool)> {
+        let openai = self.provider() == Provider::OpenAi;
+        self.tool_results(task)
+            .into_iter()
+            .map(|r| {
+                let is_error = r.is_error || (openai && r.text.starts_with("Error: "));
+                (r.text, is_error)
+            })
+            .collect()
+    }
+
     /// Everything wrong in what the mock received; it answered those requests 400 (404 for a
     /// wrong path).
     pub fn problems(&self) -> Vec<String> {

@@ -4,8 +4,9 @@
 
 use serde_json::{json, Value};
 
-use super::browser::{artifacts, ready, Browser};
-use super::{run, Served};
+use crate::support::browser::{artifacts, ready, Browser};
+use crate::support::fixtures::three_tasks;
+use crate::support::serve::{run, sample, Served, AGENT};
 use crate::support::{stderr, stdout, TestRepo};
 
 /// Task a writes its file and, outside what it owns, a line into README.md; task b fails;
@@ -169,8 +170,8 @@ fn the_page_after_a_partial_landing_shows_landed_commands_as_written_and_violati
 
 #[test]
 fn a_full_landing_through_the_page_s_api_is_landed_with_the_gate_green() {
-    let repo = super::sample();
-    let run = run(&repo, &super::plan(super::AGENT, ""));
+    let repo = sample();
+    let run = run(&repo, &three_tasks(AGENT, ""));
     let served = Served::start(&repo, &[]);
     let gate = |s: &Served| s.get(&format!("/api/runs/{run}/summary"))["gate"].clone();
     let before = gate(&served);

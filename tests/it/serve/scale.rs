@@ -10,7 +10,8 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use super::{plan, run, sample, Served, AGENT};
+use crate::support::fixtures::three_tasks;
+use crate::support::serve::{run, sample, Served, AGENT};
 use crate::support::{git_in, TestRepo};
 
 /// The reviewer asks for changes on the first try and approves every round after it.
@@ -25,7 +26,7 @@ rounds = 2
 /// first), task b a third one a person sent it back for.
 fn rounds_run() -> (TestRepo, String) {
     let repo = sample();
-    let run = run(&repo, &plan(AGENT, REVIEWER));
+    let run = run(&repo, &three_tasks(AGENT, REVIEWER));
     let out = repo.plait(&["send-back", &run, "b", "--comment", "SHOUT it"]);
     assert!(out.status.success(), "{}", crate::support::stderr(&out));
     (repo, run)
@@ -435,8 +436,8 @@ fn a_run_of_3000_tasks_is_summed_up_in_a_bounded_summary_and_every_branch_counte
 mod browser {
     use serde_json::json;
 
-    use super::super::browser::{artifacts, ready, Browser};
     use super::{many, move_by_hand, rounds_run, Served, TestRepo};
+    use crate::support::browser::{artifacts, ready, Browser};
 
     #[test]
     fn the_page_of_3000_tasks_renders_the_rows_in_view_with_their_lines() {
