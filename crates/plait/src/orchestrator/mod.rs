@@ -467,31 +467,7 @@ pub async fn execute(
         state,
         work,
     } = prepared;
-    let pg = match &settings.store {
-        Some(config) => Some(Arc::new(open_store(config, &settings, &state).await?)),
-        None => None,
-    };
-    let dispatch: Box<dyn Dispatch> = match (&settings.store, &settings.remote, &pg) {
-        (Some(config), Some(remote), Some(pg)) => Box::new(coordinate::Spread {
-            config: config.clone(),
-            pg: pg.clone(),
-            remote: remote.clone(),
-            jobs: settings.jobs,
-            restarts: Default::default(),
-        }),
-        _ => Box::new(dispatch::Local),
-    };
-    let shared = Shared::new(
-        &settings,
-        store,
-        state,
-        events,
-        cancel,
-        pg,
-        Default::default(),
-    )?
-    .dispatching(dispatch);
-    let shared = Arc::new(shared);
+    let shared = Arc::new(shared_for(&settings, store, state, events, cancel).await?);
     let stop_writer = Arc::new(Notify::new());
     let writer = tokio::spawn(write_states(shared.clone(), stop_writer.clone()));
     let created = shared.snapshot().created_at;
@@ -505,59 +481,8 @@ pub async fn execute(
         let _ = shared.store.save(&shared.snapshot());
         return Err(e);
     }
-    match work {
-        Work::SendBack { index, feedback } => {
-            // A task that never started (blocked), or whose start no longer holds what it
-            // comes after (moved by hand since), goes again from a new start, told the
-            // comment there; any other has its round where it is.
-            let blocked = shared.record(index).state == TaskState::Blocked;
-            if blocked || !waves::moved_inputs(&shared, index).is_empty() {
-                waves::refresh(&shared, Some((index, feedback))).await?;
-            } else {
-                task::rework(&shared, index, feedback).await;
-                waves::refresh(&shared, None).await?;
-            }
-        }
-        Work::Tasks => {
-            let started = Instant::now();
-            shared.dispatch.run_tasks(&shared).await?;
-            shared.clock.run_step("tasks", started);
-        }
-    }
-    let outcome = if shared.cancel.is_cancelled() {
-        None
-    } else {
-        {
-            let mut state = shared.state.lock().unwrap_or_else(|e| e.into_inner());
-            state.phase = RunPhase::Merging;
-        }
-        shared.dirty.notify_one();
-        let started = Instant::now();
-        let merged = merge_run(shared.clone()).await?;
-        shared.clock.run_step("merge", started);
-        Some(merged)
-    };
-    let merged_checks = match &outcome {
-        // A merge of no task is the base: nothing of the run's to check.
-        Some(merge) if !shared.plan.checks.merged.is_empty() && !merge.included.is_empty() => {
-            let started = Instant::now();
-            let checks = run_merged_checks(&shared, merge).await;
-            shared.clock.run_step("merged checks", started);
-            checks
-        }
-        _ => Vec::new(),
-    };
-    let (outcome, merged_checks, culprits) = match outcome {
-        Some(merge) => {
-            let started = Instant::now();
-            let (merge, checks, culprits) = search_culprits(&shared, merge, merged_checks).await?;
-            if culprits.is_some() {
-                shared.clock.run_step("culprit search", started);
-            }
-            (Some(merge), checks, culprits)
-        }
-        None => (None, merged_checks, None),
-    };
+    do_work(&shared, work).await?;
+    let ended = merge_and_check(&shared).await?;
     {
         let started = Instant::now();
         let cleaning = shared.clone();
@@ -566,15 +491,130 @@ pub async fn execute(
     }
     stop_writer.notify_one();
     let _ = writer.await;
+    let state = finish(&shared, ended)?;
+    mirror(&shared, &state).await;
+    if state.merge.is_some() {
+        shared.dispatch.publish(&shared).await;
+    }
+    drop(lock);
+    Ok(state)
+}
+
+/// What the run's tasks share, with the store it is mirrored to (opened) and the dispatch
+/// its settings pick: through the store to workers, or here.
+async fn shared_for(
+    settings: &RunSettings,
+    store: Store,
+    state: RunState,
+    events: Option<mpsc::UnboundedSender<Update>>,
+    cancel: Cancel,
+) -> Result<Shared, RunError> {
+    let pg = match &settings.store {
+        Some(config) => Some(Arc::new(open_store(config, settings, &state).await?)),
+        None => None,
+    };
+    let dispatch: Box<dyn Dispatch> = match (&settings.store, &settings.remote, &pg) {
+        (Some(config), Some(remote), Some(pg)) => Box::new(coordinate::Spread {
+            config: config.clone(),
+            pg: pg.clone(),
+            remote: remote.clone(),
+            jobs: settings.jobs,
+            restarts: Default::default(),
+        }),
+        _ => Box::new(dispatch::Local),
+    };
+    Ok(Shared::new(
+        settings,
+        store,
+        state,
+        events,
+        cancel,
+        pg,
+        Default::default(),
+    )?
+    .dispatching(dispatch))
+}
+
+/// Runs what the run was prepared for: every task that has not ended, or one task sent
+/// back with a person's comment.
+async fn do_work(shared: &Arc<Shared>, work: Work) -> Result<(), RunError> {
+    match work {
+        Work::SendBack { index, feedback } => {
+            // A task that never started (blocked), or whose start no longer holds what it
+            // comes after (moved by hand since), goes again from a new start, told the
+            // comment there; any other has its round where it is.
+            let blocked = shared.record(index).state == TaskState::Blocked;
+            if blocked || !waves::moved_inputs(shared, index).is_empty() {
+                waves::refresh(shared, Some((index, feedback))).await?;
+            } else {
+                task::rework(shared, index, feedback).await;
+                waves::refresh(shared, None).await?;
+            }
+        }
+        Work::Tasks => {
+            let started = Instant::now();
+            shared.dispatch.run_tasks(shared).await?;
+            shared.clock.run_step("tasks", started);
+        }
+    }
+    Ok(())
+}
+
+/// How the run's merge ended: its outcome (none when the run was interrupted first), the
+/// merged checks on it and the culprits they found.
+struct Ended {
+    merge: Option<plait_core::state::MergeOutcome>,
+    merged_checks: Vec<plait_core::state::CheckResult>,
+    culprits: Option<plait_core::state::Culprits>,
+}
+
+/// Merges the tasks (unless the run was interrupted), runs the merged checks on the merge
+/// and, when they fail, searches for the culprits and holds them out.
+async fn merge_and_check(shared: &Arc<Shared>) -> Result<Ended, RunError> {
+    if shared.cancel.is_cancelled() {
+        return Ok(Ended {
+            merge: None,
+            merged_checks: Vec::new(),
+            culprits: None,
+        });
+    }
+    shared.state.lock().unwrap_or_else(|e| e.into_inner()).phase = RunPhase::Merging;
+    shared.dirty.notify_one();
+    let started = Instant::now();
+    let merge = merge_run(shared.clone()).await?;
+    shared.clock.run_step("merge", started);
+    // A merge of no task is the base: nothing of the run's to check.
+    let merged_checks = if !shared.plan.checks.merged.is_empty() && !merge.included.is_empty() {
+        let started = Instant::now();
+        let checks = run_merged_checks(shared, &merge).await;
+        shared.clock.run_step("merged checks", started);
+        checks
+    } else {
+        Vec::new()
+    };
+    let started = Instant::now();
+    let (merge, merged_checks, culprits) = search_culprits(shared, merge, merged_checks).await?;
+    if culprits.is_some() {
+        shared.clock.run_step("culprit search", started);
+    }
+    Ok(Ended {
+        merge: Some(merge),
+        merged_checks,
+        culprits,
+    })
+}
+
+/// The run's record at its end, saved: finished with its merge, or interrupted.
+fn finish(shared: &Shared, ended: Ended) -> Result<RunState, RunError> {
     let mut state = shared.snapshot();
-    state.phase = if outcome.is_some() {
+    state.phase = if ended.merge.is_some() {
         RunPhase::Finished
     } else {
         RunPhase::Interrupted
     };
-    state.merge = outcome;
-    state.merged_checks = merged_checks;
-    state.culprits = culprits;
+    state.merge = ended.merge;
+    state.merged_checks = ended.merged_checks;
+    state.culprits = ended.culprits;
     state.finished_at = Some(now_ms());
     state.timings = shared.clock.timings();
     if let (Some(Ok(env)), Some(record)) = (shared.environment.get(), &mut state.environment) {
@@ -582,10 +622,5 @@ pub async fn execute(
         record.failed_at_base = env.failed_at_base();
     }
     shared.store.save(&state)?;
-    mirror(&shared, &state).await;
-    if state.merge.is_some() {
-        shared.dispatch.publish(&shared).await;
-    }
-    drop(lock);
     Ok(state)
 }
