@@ -68,8 +68,8 @@ pub fn cmd_clean(dir: &Path, args: CleanArgs) -> Result<(), CommandError> {
     let (run, outcome) = (&cleaned.run, &cleaned.outcome);
     if cleaned.refused {
         let mut msg = format!("not cleaning run {run}; this would be lost:");
-        for line in ops::clean::at_risk_lines(&outcome.at_risk) {
-            let _ = write!(msg, "\n  - {line}");
+        for risk in &outcome.at_risk {
+            let _ = write!(msg, "\n  - {}: {}", risk.what, risk.reason);
         }
         return Err(CommandError::attention(msg).hint(format!(
             "land the run, commit or copy the work, or run `plait clean {run} --force`"

@@ -211,6 +211,6 @@ fn decide(
         verdict,
     };
     let decided = ops::decide::decide(&ctx, request)?;
-    outln!("{}", decided.message())?;
+    outln!("{}", plait::said::decided(&decided))?;
     synced.map_or(Ok(()), |s| s.sync_out(&ctx))
 }

@@ -57,4 +57,5 @@ pub mod plan;
 pub mod prompts;
 pub mod report;
 pub mod review;
+pub mod said;
 pub mod workspace;

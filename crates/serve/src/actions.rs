@@ -63,7 +63,7 @@ pub(super) async fn decide(
                 };
                 let decided =
                     ops::decide::decide(&app.settings.context, request).map_err(ops_error)?;
-                let message = decided.message();
+                let message = plait::said::decided(&decided);
                 Ok((StatusCode::OK, Json(json!({"message": message}))))
             })
             .await
@@ -106,16 +106,16 @@ pub(super) async fn land(
         let landing = runtime
             .block_on(ops::land::land(&app.settings.context, request))
             .map_err(ops_error)?;
-        let mut said = landing.notes();
+        let mut said = plait::said::landing_notes(&landing);
         if let LandOutcome::Refused(refusal) = &landing.outcome {
             let (message, hint) =
-                ops::land::refusal_text(&landing.run, &body.into, &landing.state, refusal);
+                plait::said::land_refusal(&landing.run, &body.into, &landing.state, refusal);
             return Err(ApiError::new(
                 StatusCode::CONFLICT,
                 format!("{message}\nhint: {hint}"),
             ));
         }
-        said.extend(landing.outcome_line());
+        said.extend(plait::said::landing_line(&landing));
         Ok((StatusCode::OK, Json(json!({"message": said.join("\n")}))))
     })
     .await

@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use crate::clean::{AtRisk, CleanOutcome};
+use crate::clean::CleanOutcome;
 use crate::context::Context;
 
 use super::OpsError;
@@ -87,9 +87,4 @@ pub fn clean_seed(ctx: &Context) -> Result<SeedCleaned, OpsError> {
         views,
         layers,
     })
-}
-
-/// The lines saying what would be lost, for a refusal.
-pub fn at_risk_lines(at_risk: &[AtRisk]) -> impl Iterator<Item = String> + '_ {
-    at_risk.iter().map(|r| format!("{}: {}", r.what, r.reason))
 }

@@ -16,21 +16,6 @@ pub struct Decided {
     pub verdict: Verdict,
 }
 
-impl Decided {
-    /// What the decision did, in words: the same line for the command and the page.
-    pub fn message(&self) -> String {
-        let word = if self.verdict == Verdict::Approve {
-            "accepted"
-        } else {
-            "rejected"
-        };
-        format!(
-            "{} {} of run {} {word}; `plait land {} --into BRANCH` merges again with this decision",
-            self.what, self.id, self.run, self.run
-        )
-    }
-}
-
 /// A decision asked of a person: accept or reject a task (or a group) of a run.
 pub struct DecideRequest<'a> {
     /// The run, as the user named it (a prefix of its id will do); the latest when none.

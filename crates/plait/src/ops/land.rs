@@ -1,12 +1,9 @@
 //! Landing a run: task branches moved by hand collected first, the merge made again when
 //! that or a person's decisions made it stale, then the gate and the landing itself.
 
-use std::fmt::Write as _;
-
 use crate::context::Context;
-use crate::land::{self, LandOutcome, LandSettings, Refusal};
+use crate::land::{self, LandOutcome, LandSettings};
 use crate::orchestrator;
-use plait_core::git;
 use plait_core::state::{RunPhase, RunState};
 
 use super::OpsError;
@@ -47,62 +44,6 @@ pub struct Landing {
     pub outcome: LandOutcome,
     /// The run's record after it all (for a refusal's details).
     pub state: RunState,
-}
-
-impl Landing {
-    /// What was done before the landing (branches collected, the merge made again), a line
-    /// each.
-    pub fn notes(&self) -> Vec<String> {
-        let mut notes: Vec<String> = self
-            .adopted
-            .iter()
-            .map(|adopted| {
-                let checks = match adopted.checks_pass {
-                    None => "no task checks",
-                    Some(true) => "task checks pass",
-                    Some(false) => "task checks FAIL",
-                };
-                format!(
-                    "branch of task {} moved by hand: collected its commits (own files only; {checks}); merging again and re-running the merged checks",
-                    adopted.task
-                )
-            })
-            .collect();
-        if self.remerged == Some(Remerged::Decisions) {
-            notes.push(format!(
-                "decisions changed which tasks belong in run {}: merging again and re-running the merged checks",
-                self.run
-            ));
-        }
-        notes
-    }
-
-    /// The landing's outcome in a line, unless it was refused (`refusal_text` says why).
-    pub fn outcome_line(&self) -> Option<String> {
-        let run = &self.run;
-        match &self.outcome {
-            LandOutcome::Landed(record) => Some(format!(
-                "landed run {run} into {}: {} → {} ({}{})",
-                record.branch,
-                git::short(&record.from),
-                git::short(&record.to),
-                if record.fast_forward {
-                    "fast-forward"
-                } else {
-                    "merge commit"
-                },
-                if record.partial {
-                    "; in part: the tasks that did not merge cleanly are left out"
-                } else {
-                    ""
-                }
-            )),
-            LandOutcome::AlreadyLanded { branch } => {
-                Some(format!("{branch} already contains run {run}'s result"))
-            }
-            LandOutcome::Refused(_) => None,
-        }
-    }
 }
 
 /// Lands run `request.run` into `request.into` (see the module's doc). A refusal of the
@@ -190,55 +131,4 @@ async fn adopt(ctx: &Context, run: &str, state: &mut RunState) -> Result<Vec<Ado
         store.save(state)?;
     }
     Ok(adopted)
-}
-
-/// Why a landing was refused, as one message listing what stands in the way, and what to
-/// do about it.
-pub fn refusal_text(
-    run: &str,
-    into: &str,
-    state: &RunState,
-    refusal: &Refusal,
-) -> (String, String) {
-    let (mut msg, items, hint) = match refusal {
-        Refusal::Gate(why) => (
-            format!("not landing run {run}:"),
-            why.iter()
-                .map(|w| crate::report::blocker_line(w, run))
-                .collect::<Vec<_>>(),
-            format!(
-                "`plait status {run}` shows the details; --partial lands only the tasks that merged cleanly"
-            ),
-        ),
-        Refusal::Conflicts(conflicts) => (
-            format!("not landing run {run}: {into} moved on and conflicts with it:"),
-            conflicts
-                .iter()
-                .map(|c| {
-                    let tasks = if c.tasks.is_empty() {
-                        String::new()
-                    } else {
-                        format!(" (tasks {})", c.tasks.join(", "))
-                    };
-                    format!("{} ({}){tasks}", c.path, c.kind)
-                })
-                .collect(),
-            format!(
-                "merge {} into {into} by hand, or rebase the run's work onto it",
-                state.merged_branch()
-            ),
-        ),
-        Refusal::Dirty { worktree, paths } => (
-            format!(
-                "not landing run {run}: {into} is checked out in {} with uncommitted changes the landing would overwrite:",
-                worktree.display()
-            ),
-            paths.clone(),
-            "commit or stash those changes, then land again".to_string(),
-        ),
-    };
-    for item in &items {
-        let _ = write!(msg, "\n  - {item}");
-    }
-    (msg, hint)
 }
