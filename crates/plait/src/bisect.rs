@@ -52,10 +52,10 @@ pub enum BisectError {
 /// One step of the search, for progress displays.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Step {
-    pub run: String,
+    pub(crate) run: String,
     /// What was tested: `base`, or the tasks merged onto it.
     pub tested: Vec<String>,
-    pub passed: bool,
+    pub(crate) passed: bool,
     /// Check runs so far.
     pub runs: u32,
     /// One line: what the step found.
@@ -64,15 +64,15 @@ pub struct Step {
 
 /// What a search needs: the run, its repository, the checks pool and the failing checks.
 pub struct Search<'a> {
-    pub context: &'a Context,
-    pub state: &'a RunState,
-    pub pool: &'a CheckPool,
+    pub(crate) context: &'a Context,
+    pub(crate) state: &'a RunState,
+    pub(crate) pool: &'a CheckPool,
     /// The run's check settings with `merged` cut to the commands that failed.
     pub checks: CheckSettings,
     /// Where each test's logs go (`<n>/` under it).
     pub logs: PathBuf,
-    pub cancel: &'a Cancel,
-    pub report: &'a (dyn Fn(Step) + Send + Sync),
+    pub(crate) cancel: &'a Cancel,
+    pub(crate) report: &'a (dyn Fn(Step) + Send + Sync),
 }
 
 /// A set of branches, by index into the search's inputs, in merge order.

@@ -94,9 +94,9 @@ pub struct MergeScope {
 /// commits merged into it, and the run's tasks it brings in by content.
 #[derive(Debug, Clone)]
 pub struct MergeInProgress {
-    pub tree: Oid,
-    pub target: Oid,
-    pub heads: Vec<Oid>,
+    pub(crate) tree: Oid,
+    pub(crate) target: Oid,
+    pub(crate) heads: Vec<Oid>,
     /// Tasks whose changes the tree holds though no tip reaches their commits (a squash
     /// merge, a cherry-pick, a rebase, part of a task's files): included all the same.
     pub brings: Vec<String>,
@@ -222,8 +222,8 @@ fn gate_lines<S: serde::Serializer>(gate: &[Blocker], serializer: S) -> Result<S
 /// A branch to check, and the task whose ownership it must keep to.
 #[derive(Debug, Clone)]
 pub struct TaskBranch {
-    pub task: String,
-    pub branch: String,
+    pub(crate) task: String,
+    pub(crate) branch: String,
 }
 
 /// Checks branches made outside a run against a plan: ownership, their merge with each
@@ -355,8 +355,8 @@ pub fn owns_of(plan: &PlanFile) -> HashMap<String, Globs> {
 /// run recorded them.
 #[derive(Debug, Clone, Default)]
 pub struct BranchFindings {
-    pub ownership: Vec<String>,
-    pub moved: Vec<Blocker>,
+    pub(crate) ownership: Vec<String>,
+    pub(crate) moved: Vec<Blocker>,
 }
 
 /// Weighs the task branches of run `state` as they are now (see [`BranchFindings`]).

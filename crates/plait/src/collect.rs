@@ -43,8 +43,8 @@ pub enum CollectError {
 /// A difference between the worktree and the branch's tree.
 #[derive(Debug, Clone)]
 pub struct Change {
-    pub path: String,
-    pub kind: ChangeKind,
+    pub(crate) path: String,
+    pub(crate) kind: ChangeKind,
     /// The new content and mode; `None` for a deletion.
     pub content: Option<(Vec<u8>, u32)>,
 }
@@ -54,7 +54,7 @@ pub struct Change {
 pub struct Scan {
     /// The commit the worktree's branch points at.
     pub head: Option<Oid>,
-    pub changes: Vec<Change>,
+    pub(crate) changes: Vec<Change>,
     /// Every file present in the worktree, tracked or not (build output left out).
     pub present: HashSet<String>,
     /// The tracked paths the worktree holds: the cone's files of the branch's tree that
@@ -268,19 +268,19 @@ pub struct CollectOutcome {
     /// The new commit on the task's branch; `None` when no owned file changed.
     pub commit: Option<Oid>,
     pub changes: Vec<FileChange>,
-    pub violations: Vec<FileChange>,
+    pub(crate) violations: Vec<FileChange>,
 }
 
 /// What to commit and how to name it.
 pub struct CollectSettings<'a> {
-    pub worktree: &'a Path,
-    pub branch: &'a str,
-    pub owns: &'a Globs,
+    pub(crate) worktree: &'a Path,
+    pub(crate) branch: &'a str,
+    pub(crate) owns: &'a Globs,
     /// The task's sparse-checkout cone.
     pub cone: &'a Cone,
     /// Whether the worktree holds a tracked file of the cone.
     pub holds: &'a dyn Fn(&str) -> bool,
-    pub message: String,
+    pub(crate) message: String,
     /// Where to keep the diffs of the violations (`TaskDir::violations`), if anywhere.
     pub violations_diff: Option<&'a Path>,
 }

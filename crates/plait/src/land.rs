@@ -521,8 +521,8 @@ fn dirty_paths(worktree: &Path) -> Result<Vec<String>, GitCliError> {
 /// (sent back or moved by hand since).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct WaitingCause {
-    pub missing: Vec<String>,
-    pub moved: Vec<String>,
+    pub(crate) missing: Vec<String>,
+    pub(crate) moved: Vec<String>,
 }
 
 impl std::fmt::Display for WaitingCause {

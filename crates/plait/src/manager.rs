@@ -4,7 +4,7 @@
 //! hand-written one; the problems go back to it for a bounded number of corrections.
 //!
 //! It sits above both [`crate::plan`] (whose validation judges its answers) and
-//! [`crate::agent`] (Claude Code, when it plans there), so neither names the other through
+//! `crate::agent` (Claude Code, when it plans there), so neither names the other through
 //! it. The use case of planning by a manager is `ops::manage`.
 
 use std::collections::BTreeMap;
@@ -40,7 +40,7 @@ const MAX_INCLUDED_TOTAL: usize = 200_000;
 /// What the manager is asked.
 #[derive(Debug, Clone)]
 pub struct PlanRequest {
-    pub goal: String,
+    pub(crate) goal: String,
     /// Branch or commit the tasks start from (`None`: the current HEAD).
     pub base: Option<String>,
     /// Globs of files whose contents the manager may read.
@@ -100,8 +100,8 @@ pub enum Planner<'a> {
 
 /// Everything the manager call needs.
 pub struct Manager<'a> {
-    pub planner: Planner<'a>,
-    pub cancel: &'a Cancel,
+    pub(crate) planner: Planner<'a>,
+    pub(crate) cancel: &'a Cancel,
     /// Where requests and answers are written (JSON lines).
     pub transcript: &'a Path,
     /// Environment lookups for validating the workers' agent.

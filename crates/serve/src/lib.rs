@@ -43,7 +43,7 @@ pub struct ServeSettings {
 }
 
 /// The header that carries the server's token.
-pub const TOKEN_HEADER: &str = "x-plait-token";
+const TOKEN_HEADER: &str = "x-plait-token";
 
 /// The server's shared state.
 struct App {

@@ -243,7 +243,7 @@ impl LayerDir {
         self.0.join("upper")
     }
 
-    pub fn work(&self) -> PathBuf {
+    pub(crate) fn work(&self) -> PathBuf {
         self.0.join("work")
     }
 

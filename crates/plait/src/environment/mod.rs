@@ -66,7 +66,7 @@ pub enum EnvError {
 /// What a kept base layer holds, in `env.json` beside it.
 #[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub struct EnvRecord {
-    pub base: String,
+    pub(crate) base: String,
     /// The setup it was made with (its `run` lines, `include`, and the `key` files' ids).
     pub setup_key: String,
     /// Whether `[setup] run` finished in it.
@@ -85,7 +85,7 @@ pub struct EnvRecord {
 /// One list of check commands plait ran in a base layer.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Warmed {
-    pub commands: Vec<String>,
+    pub(crate) commands: Vec<String>,
     /// The commands that failed at the base (red before any task).
     pub failed: Vec<String>,
 }
@@ -98,7 +98,7 @@ type StartLayer = tokio::sync::OnceCell<Result<PathBuf, String>>;
 pub struct Include {
     /// Relative to the checkout's root.
     pub path: String,
-    pub source: PathBuf,
+    pub(crate) source: PathBuf,
 }
 
 /// A run's base layer, ready: where it is, where views are mounted, what it shares.
@@ -109,8 +109,8 @@ pub struct Environment {
     pub stable: PathBuf,
     /// `envs/<base>`: the layer (`tree`), its index, its record and setup logs.
     pub dir: PathBuf,
-    pub includes: Vec<Include>,
-    pub record: Mutex<EnvRecord>,
+    pub(crate) includes: Vec<Include>,
+    pub(crate) record: Mutex<EnvRecord>,
     /// Layers of the starts of tasks that come after others: what a start changes against
     /// the base, made once.
     starts: Mutex<HashMap<Oid, Arc<StartLayer>>>,

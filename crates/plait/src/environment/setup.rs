@@ -82,7 +82,7 @@ pub struct SetupOutcome {
     pub made: bool,
     /// The setup commands run, each with its log.
     pub ran: Vec<(String, PathBuf)>,
-    pub ms: u64,
+    pub(crate) ms: u64,
     /// What making it took, step by step (the layer, the setup, the base's checks).
     pub steps: Vec<(String, u64)>,
 }

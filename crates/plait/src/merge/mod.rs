@@ -47,7 +47,7 @@ pub struct BranchInput {
 /// together with exactly the work it started from.
 #[derive(Debug, Clone)]
 pub struct Start {
-    pub commit: Oid,
+    pub(crate) commit: Oid,
     /// The tasks whose work the start holds, each at the commit it held.
     pub from: BTreeMap<String, Oid>,
 }
@@ -402,10 +402,10 @@ fn file_mode(m: u32) -> FileMode {
 /// A conflict as `git merge-tree` reports it.
 #[derive(Debug, Clone)]
 pub struct RawConflict {
-    pub path: String,
-    pub stages: Vec<u8>,
-    pub types: Vec<String>,
-    pub messages: Vec<String>,
+    pub(crate) path: String,
+    pub(crate) stages: Vec<u8>,
+    pub(crate) types: Vec<String>,
+    pub(crate) messages: Vec<String>,
 }
 
 impl RawConflict {
@@ -439,8 +439,8 @@ impl RawConflict {
 /// and the conflicts.
 #[derive(Debug, Clone)]
 pub struct TreeMerge {
-    pub tree: Oid,
-    pub conflicts: Vec<RawConflict>,
+    pub(crate) tree: Oid,
+    pub(crate) conflicts: Vec<RawConflict>,
 }
 
 /// Runs `git merge-tree --write-tree` on two commit-ishes, with `base` as the merge base

@@ -23,7 +23,7 @@ pub struct LandRequest<'a> {
 /// A task whose branch was moved by hand and whose new commits were collected.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Adopted {
-    pub task: String,
+    pub(crate) task: String,
     /// Its task checks on the collected tip: `None` when the plan has none.
     pub checks_pass: Option<bool>,
 }
@@ -42,8 +42,8 @@ pub enum Remerged {
 #[derive(Debug)]
 pub struct Landing {
     pub run: String,
-    pub adopted: Vec<Adopted>,
-    pub remerged: Option<Remerged>,
+    pub(crate) adopted: Vec<Adopted>,
+    pub(crate) remerged: Option<Remerged>,
     pub outcome: LandOutcome,
     /// The run's record after it all (for a refusal's details).
     pub state: RunState,

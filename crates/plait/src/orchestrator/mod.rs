@@ -175,7 +175,7 @@ pub struct Event {
 /// `up` (in the top merge) or `held` (left out of it).
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct GroupEvent {
-    pub run: String,
+    pub(crate) run: String,
     pub group: String,
     pub stage: &'static str,
     /// One line: what was merged, the verdict, the tasks sent back.

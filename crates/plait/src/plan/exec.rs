@@ -10,7 +10,7 @@ use super::resolved::{AgentConfig, ResolvedPlan};
 /// A shell command an exec agent runs in the task's worktree.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ExecCommand {
-    pub command: String,
+    pub(crate) command: String,
     /// Once per owned file, in order, `{file}` replaced by the file's path (quoted for the
     /// shell) and `PLAIT_FILE` set to it; otherwise once for the whole task.
     pub each_file: bool,

@@ -170,7 +170,7 @@ fn escape(dir: &str) -> String {
 pub struct Layout {
     /// Indices into the run's sorted file list of the files checked out, in order.
     pub files: Vec<usize>,
-    pub cone: Cone,
+    pub(crate) cone: Cone,
 }
 
 impl Layout {

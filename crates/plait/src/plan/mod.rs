@@ -113,9 +113,9 @@ pub struct AgentsFile {
         rename = "claude-code",
         skip_serializing_if = "Option::is_none"
     )]
-    pub claude_code: Option<ToolFile>,
+    pub(crate) claude_code: Option<ToolFile>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub aider: Option<ToolFile>,
+    pub(crate) aider: Option<ToolFile>,
 }
 
 impl AgentsFile {
@@ -218,9 +218,9 @@ pub struct Defaults {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent: Option<AgentSpec>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub checkout: Option<Checkout>,
+    pub(crate) checkout: Option<Checkout>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub context: Option<Vec<String>>,
+    pub(crate) context: Option<Vec<String>>,
     /// How long an agent may run, such as `"90s"` or `"10m"`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout: Option<String>,

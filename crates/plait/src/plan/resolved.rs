@@ -19,7 +19,7 @@ use plait_sandbox::sandbox::{Network, SandboxMode, SandboxSettings, Support};
 /// A plan checked against the repository, ready to run.
 #[derive(Debug, Clone)]
 pub struct ResolvedPlan {
-    pub goal: String,
+    pub(crate) goal: String,
     /// The commit every task starts from.
     pub base: Oid,
     /// How the plan named the base; without one, the current branch (or `HEAD` if detached).
@@ -27,9 +27,9 @@ pub struct ResolvedPlan {
     pub tasks: Vec<ResolvedTask>,
     /// Every entry of the base commit's tree, sorted by path.
     pub files: Arc<Vec<TreeFile>>,
-    pub checks: CheckSettings,
-    pub review: ReviewSettings,
-    pub groups: GroupSettings,
+    pub(crate) checks: CheckSettings,
+    pub(crate) review: ReviewSettings,
+    pub(crate) groups: GroupSettings,
     /// What the views and checks get besides the tracked files (`[setup]`).
     pub setup: SetupSettings,
 }
@@ -85,8 +85,8 @@ impl GroupSettings {
 /// The commands that judge branches, resolved.
 #[derive(Debug, Clone)]
 pub struct CheckSettings {
-    pub task: Vec<String>,
-    pub merged: Vec<String>,
+    pub(crate) task: Vec<String>,
+    pub(crate) merged: Vec<String>,
     /// Checks at once.
     pub jobs: usize,
     /// How long one command may run.
@@ -136,7 +136,7 @@ impl Reviewer {
 /// How branches are reviewed, resolved.
 #[derive(Debug, Clone)]
 pub struct ReviewSettings {
-    pub reviewer: Reviewer,
+    pub(crate) reviewer: Reviewer,
     /// Rounds of changes after the first try.
     pub rounds: u32,
     /// Whether the plan (or a config file) set `rounds`; if not, an exec agent gets none.
@@ -202,7 +202,7 @@ impl AgentConfig {
 /// A `{ cli = [...] }` agent, resolved.
 #[derive(Debug, Clone)]
 pub struct CliSettings {
-    pub argv: Vec<String>,
+    pub(crate) argv: Vec<String>,
     /// The provider the program reaches through plait's gateway, if the plan names one.
     pub gateway: Option<Arc<ProviderSettings>>,
     /// Whether it answers a role in JSON (`answer = "json"`).
@@ -214,10 +214,10 @@ pub struct CliSettings {
 pub struct ToolSettings {
     /// The program, as the plan or the default names it; found on `PATH` when validated.
     pub program: String,
-    pub model: Option<String>,
+    pub(crate) model: Option<String>,
     /// Where its base URL and key come from; `None`: the environment as it is.
     pub provider: Option<Arc<ProviderSettings>>,
-    pub args: Vec<String>,
+    pub(crate) args: Vec<String>,
     /// What the CLI will find in plait's own environment.
     pub inherited: InheritedEnv,
     /// Where plait's gateway sends the CLI's requests: the plan's provider, else (Claude
@@ -305,17 +305,17 @@ pub(super) const TOOLS: &[(&str, &str, Option<&str>)] = &[
 #[derive(Debug, Clone)]
 pub struct ResolvedTask {
     pub id: String,
-    pub prompt: String,
-    pub agent: AgentConfig,
-    pub checkout: Checkout,
-    pub timeout: Duration,
-    pub max_turns: u32,
+    pub(crate) prompt: String,
+    pub(crate) agent: AgentConfig,
+    pub(crate) checkout: Checkout,
+    pub(crate) timeout: Duration,
+    pub(crate) max_turns: u32,
     /// Tokens a model agent may use in all.
     pub token_budget: Option<u64>,
     /// Whether ending without a change needs a person's look (`expect_changes`).
     pub expect_changes: bool,
-    pub owns: Globs,
-    pub context: Globs,
+    pub(crate) owns: Globs,
+    pub(crate) context: Globs,
     /// Tracked files of the base that this task owns, sorted.
     pub owned: Vec<String>,
     /// The walls of the task's agent's processes.

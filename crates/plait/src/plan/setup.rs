@@ -56,10 +56,10 @@ impl SetupFile {
 pub struct SetupSettings {
     /// Paths relative to the checkout's root, without `./` or a trailing `/`.
     pub include: Vec<String>,
-    pub run: Vec<String>,
+    pub(crate) run: Vec<String>,
     /// Globs of tracked files, as written.
     pub key: Vec<String>,
-    pub network: Network,
+    pub(crate) network: Network,
     /// How long one `run` command may run.
     pub timeout: Duration,
 }

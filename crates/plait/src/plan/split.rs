@@ -109,7 +109,7 @@ pub struct SplitOutcome {
 pub struct RootTask {
     /// The root file's path (the first, for a crate's `lib.rs` and `main.rs`).
     pub path: String,
-    pub task: String,
+    pub(crate) task: String,
 }
 
 /// A test whose name two or more selected modules share, equally near it: which one it

@@ -186,31 +186,31 @@ fn stat_lines(out: &mut String, stats: &[(String, Option<(usize, usize)>)], styl
 /// One file of a diff, in a shape a page can lay out (unified or side by side).
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct FileDiff {
-    pub path: String,
+    pub(crate) path: String,
     /// `added`, `modified` or `deleted`.
     pub kind: &'static str,
-    pub binary: bool,
-    pub added: usize,
-    pub removed: usize,
+    pub(crate) binary: bool,
+    pub(crate) added: usize,
+    pub(crate) removed: usize,
     /// Many changed lines: shown folded.
     pub large: bool,
-    pub hunks: Vec<Hunk>,
+    pub(crate) hunks: Vec<Hunk>,
 }
 
 /// A hunk of a [`FileDiff`], with three lines of context.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Hunk {
-    pub header: String,
-    pub lines: Vec<HunkLine>,
+    pub(crate) header: String,
+    pub(crate) lines: Vec<HunkLine>,
 }
 
 /// A line of a [`Hunk`]: `op` is ` `, `+` or `-`; its numbers on either side.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct HunkLine {
-    pub op: char,
-    pub old: Option<usize>,
-    pub new: Option<usize>,
-    pub text: String,
+    pub(crate) op: char,
+    pub(crate) old: Option<usize>,
+    pub(crate) new: Option<usize>,
+    pub(crate) text: String,
 }
 
 /// Changed lines past which a file's diff is folded.

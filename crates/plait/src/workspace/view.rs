@@ -50,7 +50,7 @@ pub enum ViewKind {
 /// One task's view, shared by its agent's rounds.
 #[derive(Debug)]
 pub struct TaskView {
-    pub kind: ViewKind,
+    pub(crate) kind: ViewKind,
     worktree: PathBuf,
     /// The repository (a directory inside it), to read the base's blobs.
     repo: PathBuf,
@@ -63,7 +63,7 @@ pub struct TaskView {
 }
 
 impl TaskView {
-    pub fn new(
+    pub(crate) fn new(
         kind: ViewKind,
         worktree: PathBuf,
         repo: PathBuf,
