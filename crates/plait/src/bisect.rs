@@ -37,14 +37,19 @@ use plait_core::state::{CheckResult, CulpritSet, Culprits, RunState};
 /// Why a search could not go on.
 #[derive(Debug, thiserror::Error)]
 pub enum BisectError {
+    /// A merge of the search failed.
     #[error("merge failed: {0}")]
     Merge(#[from] merge::MergeError),
+    /// The run was interrupted during the search.
     #[error("the culprit search was interrupted")]
     Interrupted,
+    /// The repository could not be opened or read.
     #[error(transparent)]
     Repo(#[from] plait_core::git::RepoError),
+    /// A git operation failed.
     #[error("git: {0}")]
     Git(#[from] git2::Error),
+    /// The thread running a merge panicked or was dropped.
     #[error("the culprit search's merge panicked: {0}")]
     Panicked(#[from] tokio::task::JoinError),
 }

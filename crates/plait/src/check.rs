@@ -36,8 +36,11 @@ use plait_core::state::{CheckResult, RunState};
 /// What `plait check` found.
 #[derive(Debug, Clone, Serialize)]
 pub struct CheckReport {
+    /// The run checked.
     pub run: String,
+    /// The branch it was checked against.
     pub target: String,
+    /// Whether the run would land cleanly: no finding below.
     pub pass: bool,
     /// Paths a task branch changes outside its task's ownership, as `task: path`.
     pub ownership: Vec<String>,
@@ -85,7 +88,9 @@ async fn merged_checks_once(
 /// Which of a run's tasks a merge includes.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct MergeScope {
+    /// The tasks in the merge.
     pub included: Vec<String>,
+    /// The tasks left out of it.
     pub left_out: Vec<String>,
 }
 

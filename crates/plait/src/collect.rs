@@ -27,15 +27,31 @@ pub mod violations;
 /// Why a worktree could not be collected.
 #[derive(Debug, thiserror::Error)]
 pub enum CollectError {
+    /// The task's worktree is gone or git does not know it as a worktree.
     #[error("worktree {path} is missing or not a git worktree: {source}")]
-    NotAWorktree { path: PathBuf, source: git2::Error },
+    NotAWorktree {
+        /// The worktree.
+        path: PathBuf,
+        /// What git said.
+        source: git2::Error,
+    },
+    /// The task's branch no longer points where the task started it.
     #[error("branch {branch} moved while its task was running (expected {expected})")]
-    BranchMoved { branch: String, expected: Oid },
+    BranchMoved {
+        /// The branch.
+        branch: String,
+        /// The commit it was expected at.
+        expected: Oid,
+    },
+    /// A file of the worktree could not be read.
     #[error("{path}: {source}")]
     Io {
+        /// The file.
         path: PathBuf,
+        /// Why it could not be read.
         source: std::io::Error,
     },
+    /// A git operation failed.
     #[error("git: {0}")]
     Git(#[from] git2::Error),
 }
@@ -68,7 +84,9 @@ pub enum Held<'a> {
     /// the cone it checks out. An agent's `git rm` or `git update-index` cannot hide a
     /// deletion from this.
     Layout {
+        /// The cone.
         cone: &'a Cone,
+        /// Whether the worktree checks out a tracked file of the cone.
         holds: &'a dyn Fn(&str) -> bool,
     },
     /// From the worktree's index, for a worktree whose plan is not at hand.
@@ -267,6 +285,7 @@ fn read_entry(
 pub struct CollectOutcome {
     /// The new commit on the task's branch; `None` when no owned file changed.
     pub commit: Option<Oid>,
+    /// The owned changes committed.
     pub changes: Vec<FileChange>,
     pub(crate) violations: Vec<FileChange>,
 }

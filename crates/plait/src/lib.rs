@@ -36,8 +36,10 @@
 //! (Landlock: a task's processes write only its own places). [`plait_llm`] is the model APIs
 //! over HTTP that agents, reviewers and the planner share, and [`plait_core::cancel`] the run's
 //! interrupt; [`plait_store::pg`] is the PostgreSQL store a run is also written to for other machines.
-//! Only [`cli`] prints, reads the environment, installs signal handlers and
-//! chooses exit codes.
+//! Only the command line (`src/cli`) prints, reads the environment, installs signal
+//! handlers and chooses exit codes.
+
+#![deny(missing_docs)]
 
 pub(crate) mod agent;
 pub mod bisect;

@@ -56,25 +56,33 @@ pub struct PlanRequest {
 /// A plan the manager made and plait validated.
 #[derive(Debug)]
 pub struct Planned {
+    /// The plan, as it is written to its file.
     pub plan: PlanFile,
+    /// The plan resolved against the repository.
     pub resolved: ResolvedPlan,
     /// Tracked files at the base that no task owns.
     pub unowned: Vec<String>,
     /// How many answers it took (1 = right the first time).
     pub attempts: u32,
+    /// The tokens the manager's answers took.
     pub usage: Usage,
 }
 
 /// Why no plan came out.
 #[derive(Debug, thiserror::Error)]
 pub enum ManagerError {
+    /// The manager model could not be called; the message says why.
     #[error("the manager model could not be reached: {0}")]
     Call(String),
+    /// Every answer the manager gave was an invalid plan.
     #[error("the manager's plan was still not valid after {attempts} answer(s); no plan was written. Its last problems:\n{}", problems.iter().map(|p| format!("  - {p}")).collect::<Vec<_>>().join("\n"))]
     NeverValid {
+        /// How many answers it gave.
         attempts: u32,
+        /// The problems of its last plan.
         problems: Vec<String>,
     },
+    /// The plan written could not be read back or resolved.
     #[error(transparent)]
     Plan(#[from] PlanError),
 }
@@ -84,12 +92,18 @@ pub enum ManagerError {
 /// in the repository, each correction a new question holding its last answer and what
 /// was wrong with it).
 pub enum Planner<'a> {
+    /// A model over its API.
     Model {
+        /// The model's provider.
         provider: &'a ProviderSettings,
+        /// The provider's rate limiter.
         limiter: &'a Limiter,
+        /// The HTTP client the call goes through.
         client: &'a reqwest::Client,
     },
+    /// The Claude Code CLI.
     ClaudeCode {
+        /// How to run Claude Code.
         settings: &'a crate::plan::ToolSettings,
         /// The plait binary, for Claude Code's guard.
         plait_program: &'a Path,

@@ -41,16 +41,23 @@ const RACY: std::time::Duration = std::time::Duration::from_secs(2);
 /// Why the index of task work could not be read, built or written.
 #[derive(Debug, thiserror::Error)]
 pub enum WorkError {
+    /// The index could not be read.
     #[error("cannot read {path}: {source}")]
     Read {
+        /// The index's file.
         path: PathBuf,
+        /// Why it could not be read.
         source: std::io::Error,
     },
+    /// The index could not be written.
     #[error("cannot write the index of task work at {path}: {source}")]
     Write {
+        /// The index's file.
         path: PathBuf,
+        /// Why it could not be written.
         source: std::io::Error,
     },
+    /// Reading the task branches failed.
     #[error("git: {0}")]
     Git(#[from] git2::Error),
 }

@@ -239,14 +239,17 @@ pub fn base_index(
 pub struct LayerDir(pub PathBuf);
 
 impl LayerDir {
+    /// Its files: the layer's upper directory.
     pub fn upper(&self) -> PathBuf {
         self.0.join("upper")
     }
 
+    /// overlayfs's work directory for it.
     pub(crate) fn work(&self) -> PathBuf {
         self.0.join("work")
     }
 
+    /// Its git directory.
     pub fn git(&self) -> PathBuf {
         self.0.join("git")
     }

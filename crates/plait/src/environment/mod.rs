@@ -49,16 +49,33 @@ const KEEP: usize = 3;
 /// log), or the file system or git refused.
 #[derive(Debug, thiserror::Error)]
 pub enum EnvError {
+    /// A `[setup]` command failed.
     #[error("[setup] run `{command}` failed ({outcome}); its output is in {}", log.display())]
     Setup {
+        /// The command.
         command: String,
+        /// How it ended (its exit status, or a timeout).
         outcome: String,
+        /// The file its output is in.
         log: PathBuf,
     },
+    /// A `[setup] include` could not be copied into the environment.
     #[error("[setup] include `{path}`: {why}")]
-    Include { path: String, why: String },
+    Include {
+        /// The path as the plan gives it.
+        path: String,
+        /// Why it could not be copied.
+        why: String,
+    },
+    /// The base layer could not be written.
     #[error("cannot make the base layer of {base}: {why}")]
-    Layer { base: String, why: String },
+    Layer {
+        /// The base commit.
+        base: String,
+        /// Why it could not be written.
+        why: String,
+    },
+    /// The run was interrupted during the setup.
     #[error("the setup was interrupted")]
     Interrupted,
 }
@@ -104,6 +121,7 @@ pub struct Include {
 /// A run's base layer, ready: where it is, where views are mounted, what it shares.
 #[derive(Debug)]
 pub struct Environment {
+    /// The base commit it is made from.
     pub base: Oid,
     /// Where every view and check of the repository is mounted, in its own namespace.
     pub stable: PathBuf,

@@ -56,8 +56,11 @@ pub struct EnvRequest<'a> {
     pub repo: &'a Path,
     /// Where base layers are kept (`Store::envs_dir`).
     pub envs: PathBuf,
+    /// The base commit.
     pub base: Oid,
+    /// The base commit's files.
     pub files: Arc<Vec<TreeFile>>,
+    /// The plan's `[setup]`.
     pub setup: &'a SetupSettings,
     /// Where views are mounted.
     pub stable: PathBuf,
@@ -70,8 +73,11 @@ pub struct EnvRequest<'a> {
     pub env: Vec<(&'a str, String)>,
     /// Where the base's checks log (`<n>/check-<i>.log`) and the setup logs (`setup-<i>.log`).
     pub warm_logs: PathBuf,
+    /// Where the setup's commands log.
     pub setup_logs: PathBuf,
+    /// How long a setup command or a check may run.
     pub timeout: Duration,
+    /// The run's interrupt.
     pub cancel: &'a Cancel,
 }
 

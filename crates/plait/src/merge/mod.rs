@@ -20,14 +20,19 @@ pub mod run;
 /// Why plait could not merge (a conflict is not an error: it is in the outcome).
 #[derive(Debug, thiserror::Error)]
 pub enum MergeError {
+    /// The git CLI failed.
     #[error(transparent)]
     Cli(#[from] GitCliError),
+    /// The output of `git merge-tree` could not be read; the message says how.
     #[error("could not read the output of git merge-tree: {0}")]
     Parse(String),
+    /// A git operation failed.
     #[error("git: {0}")]
     Git(#[from] git2::Error),
+    /// The repository could not be opened or read.
     #[error(transparent)]
     Repo(#[from] RepoError),
+    /// A group's branch was not merged (its id).
     #[error("{0} was not merged")]
     NotMerged(String),
 }
@@ -35,8 +40,11 @@ pub enum MergeError {
 /// One branch to merge.
 #[derive(Debug, Clone)]
 pub struct BranchInput {
+    /// The task whose branch it is.
     pub task: String,
+    /// The branch's name.
     pub branch: String,
+    /// The commit to merge.
     pub commit: Oid,
     /// Where the branch started when not at the base (a task with `after`).
     pub start: Option<Start>,
@@ -83,8 +91,11 @@ pub struct MergeSettings<'a> {
     pub workdir: &'a Path,
     /// The branch to write, `plait/<run>/merged`.
     pub branch: &'a str,
+    /// The commit the merge starts from.
     pub base: Oid,
+    /// The branches to merge, in order.
     pub branches: &'a [BranchInput],
+    /// The merged commit's message.
     pub message: String,
 }
 

@@ -37,6 +37,7 @@ pub struct DecideRequest<'a> {
     pub run: Option<&'a str>,
     /// The task's (or group's) id.
     pub id: &'a str,
+    /// The decision.
     pub verdict: Verdict,
 }
 

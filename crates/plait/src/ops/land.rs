@@ -15,6 +15,7 @@ use super::OpsError;
 pub struct LandRequest<'a> {
     /// The run (default: the latest).
     pub run: Option<&'a str>,
+    /// The branch to land on.
     pub into: &'a str,
     /// Land the tasks that merged cleanly even though others did not.
     pub partial: bool,
@@ -41,9 +42,11 @@ pub enum Remerged {
 /// What landing did.
 #[derive(Debug)]
 pub struct Landing {
+    /// The run.
     pub run: String,
     pub(crate) adopted: Vec<Adopted>,
     pub(crate) remerged: Option<Remerged>,
+    /// How the landing ended.
     pub outcome: LandOutcome,
     /// The run's record after it all (for a refusal's details).
     pub state: RunState,

@@ -75,12 +75,16 @@ use plait_core::state::{
 /// Why a run could not proceed.
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
+    /// The repository could not be opened or read.
     #[error(transparent)]
     Repo(#[from] RepoError),
+    /// The run's record could not be read or written.
     #[error(transparent)]
     State(#[from] StateError),
+    /// Merging the tasks' branches failed.
     #[error("merge failed: {0}")]
     Merge(#[from] MergeError),
+    /// The culprit search could not go on.
     #[error(transparent)]
     Bisect(#[from] crate::bisect::BisectError),
     /// The run cannot do what was asked of it, as it stands (the user can fix that).
@@ -92,25 +96,35 @@ pub enum RunError {
     /// The git remote of a run over many machines.
     #[error(transparent)]
     Remote(#[from] plait_store::remote::RemoteError),
+    /// A git operation failed.
     #[error("git: {0}")]
     Git(#[from] git2::Error),
+    /// A file of the run could not be read or written.
     #[error("{path}: {source}")]
     Io {
+        /// The file.
         path: PathBuf,
+        /// Why it could not be read or written.
         source: std::io::Error,
     },
     /// A part of the run on a thread or task of its own panicked or was dropped.
     #[error("{what} panicked: {source}")]
     Panicked {
+        /// The part.
         what: &'static str,
+        /// The panic, or the drop.
         source: tokio::task::JoinError,
     },
+    /// The HTTP client for the models could not be built.
     #[error("cannot set up HTTP: {0}")]
     Http(#[from] reqwest::Error),
+    /// The run's record could not be encoded.
     #[error("cannot encode the run's record: {0}")]
     Encode(#[from] serde_json::Error),
+    /// A task's branch or worktree could not be made.
     #[error(transparent)]
     Worktree(#[from] crate::workspace::WorkspaceError),
+    /// The checks' checkout could not be made.
     #[error("the checks could not run: {0}")]
     Checks(#[from] crate::review::checks::CheckoutError),
     /// The run's environment could not be made: a `[setup]` command failed, or its base
@@ -120,7 +134,9 @@ pub enum RunError {
     /// A worker could not set up a queued run on its machine.
     #[error("cannot take run {run}'s tasks: {source}")]
     TakeRun {
+        /// The run.
         run: String,
+        /// Why not.
         source: Box<dyn std::error::Error + Send + Sync>,
     },
 }
@@ -138,9 +154,11 @@ pub struct RunSettings {
     /// The repository, its store and environment, and the plait program the agents'
     /// hooks call back.
     pub context: Context,
+    /// The plan resolved.
     pub plan: Arc<ResolvedPlan>,
     /// Where the plan came from, and its text, kept with the run.
     pub plan_path: PathBuf,
+    /// The plan's text.
     pub plan_text: String,
     /// Tasks at once.
     pub jobs: usize,
@@ -162,8 +180,11 @@ pub struct RunSettings {
 /// A change of a task's state, for progress displays.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Event {
+    /// The run.
     pub run: String,
+    /// The task.
     pub task: String,
+    /// Its new state.
     pub state: TaskState,
     /// One line of detail: the failure reason, or what was collected.
     pub detail: Option<String>,
@@ -176,7 +197,9 @@ pub struct Event {
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct GroupEvent {
     pub(crate) run: String,
+    /// The group's id.
     pub group: String,
+    /// The step (`merged`, `reviewed`, `sent_back`, `up` or `held`).
     pub stage: &'static str,
     /// One line: what was merged, the verdict, the tasks sent back.
     pub detail: String,
@@ -185,7 +208,9 @@ pub struct GroupEvent {
 /// What a run reports as it goes.
 #[derive(Debug, Clone)]
 pub enum Update {
+    /// A task changed.
     Task(Event),
+    /// A group changed.
     Group(GroupEvent),
     /// A step of the culprit search.
     Bisect(crate::bisect::Step),

@@ -31,6 +31,7 @@ pub(super) struct ConfigFile {
 /// One config file, checked, in the plan's shape (`[sandbox]` as `[defaults] sandbox`).
 #[derive(Debug, Clone)]
 pub struct Layer {
+    /// The config file.
     pub source: PathBuf,
     table: Table,
 }

@@ -24,6 +24,7 @@ pub struct ResolvedPlan {
     pub base: Oid,
     /// How the plan named the base; without one, the current branch (or `HEAD` if detached).
     pub base_name: String,
+    /// The tasks, in the plan's order.
     pub tasks: Vec<ResolvedTask>,
     /// Every entry of the base commit's tree, sorted by path.
     pub files: Arc<Vec<TreeFile>>,
@@ -108,6 +109,7 @@ pub struct CheckSettings {
 /// Who reviews a task's branch.
 #[derive(Debug, Clone)]
 pub enum Reviewer {
+    /// No reviewer: a task's branch is approved as it is.
     Off,
     /// A shell command: exit 0 approve, 1 request changes, 2 reject.
     Command(String),
@@ -177,7 +179,9 @@ pub enum AgentConfig {
     Exec(ExecCommand),
     /// A model over HTTP, with its tool loop; `run`: the commands its `run` tool may run.
     Model {
+        /// The model's provider.
         provider: Arc<ProviderSettings>,
+        /// The commands its `run` tool may run.
         run: Arc<RunCommands>,
     },
     /// An agent program and its arguments, with placeholders.
@@ -304,6 +308,7 @@ pub(super) const TOOLS: &[(&str, &str, Option<&str>)] = &[
 /// One task with its settings resolved and its owned files listed.
 #[derive(Debug, Clone)]
 pub struct ResolvedTask {
+    /// The task's id.
     pub id: String,
     pub(crate) prompt: String,
     pub(crate) agent: AgentConfig,

@@ -30,7 +30,12 @@ pub enum RunCommands {
     #[default]
     Any,
     /// Only lines matching one of these globs.
-    Only { patterns: Vec<String>, set: GlobSet },
+    Only {
+        /// The globs as written.
+        patterns: Vec<String>,
+        /// The globs compiled.
+        set: GlobSet,
+    },
     /// No `run` tool (`run = []`).
     Off,
 }

@@ -13,7 +13,9 @@ use plait_core::git::tree_changes;
 /// How to show a diff.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct DiffStyle {
+    /// Whether to color it for a terminal.
     pub color: bool,
+    /// Whether to show only the changed files and their line counts.
     pub stat: bool,
 }
 

@@ -30,12 +30,27 @@ use plait_core::refs::branch_ref;
 /// Why a worktree could not be created or removed.
 #[derive(Debug, thiserror::Error)]
 pub enum WorkspaceError {
+    /// The task's branch exists already.
     #[error("branch {branch} already exists; pick another run or delete the branch")]
-    BranchExists { branch: String },
+    BranchExists {
+        /// The branch.
+        branch: String,
+    },
+    /// The task's worktree directory exists already.
     #[error("worktree path {path} already exists")]
-    PathExists { path: PathBuf },
+    PathExists {
+        /// The directory.
+        path: PathBuf,
+    },
+    /// A file of the worktree could not be written.
     #[error("{path}: {source}")]
-    Io { path: PathBuf, source: io::Error },
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// Why it could not be written.
+        source: io::Error,
+    },
+    /// A git operation failed.
     #[error("git: {0}")]
     Git(#[from] git2::Error),
 }
@@ -53,7 +68,9 @@ pub struct WorktreeSpec<'a> {
     pub branch: &'a str,
     /// Name of the administrative directory under `<git-common-dir>/worktrees/`.
     pub admin_name: &'a str,
+    /// Where the worktree goes.
     pub path: &'a Path,
+    /// The commit it starts from.
     pub base: Oid,
     /// Every entry of the base tree, sorted by path.
     pub files: &'a [TreeFile],
