@@ -43,7 +43,7 @@ pub enum BisectError {
     /// The run was interrupted during the search.
     #[error("the culprit search was interrupted")]
     Interrupted,
-    /// The repository could not be opened or read.
+    /// The repository cannot be used.
     #[error(transparent)]
     Repo(#[from] plait_core::git::RepoError),
     /// A git operation failed.

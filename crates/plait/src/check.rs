@@ -36,11 +36,11 @@ use plait_core::state::{CheckResult, RunState};
 /// What `plait check` found.
 #[derive(Debug, Clone, Serialize)]
 pub struct CheckReport {
-    /// The run checked.
+    /// The run checked, or `N branch(es)` for branches checked outside a run.
     pub run: String,
     /// The branch it was checked against.
     pub target: String,
-    /// Whether the run would land cleanly: no finding below.
+    /// Whether nothing below keeps the merge from going ahead.
     pub pass: bool,
     /// Paths a task branch changes outside its task's ownership, as `task: path`.
     pub ownership: Vec<String>,

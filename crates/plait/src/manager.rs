@@ -82,7 +82,7 @@ pub enum ManagerError {
         /// The problems of its last plan.
         problems: Vec<String>,
     },
-    /// The plan written could not be read back or resolved.
+    /// A plan could not be read or resolved.
     #[error(transparent)]
     Plan(#[from] PlanError),
 }

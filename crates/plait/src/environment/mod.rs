@@ -59,12 +59,12 @@ pub enum EnvError {
         /// The file its output is in.
         log: PathBuf,
     },
-    /// A `[setup] include` could not be copied into the environment.
+    /// A `[setup] include` cannot be shared: it is not in the checkout, or there is none.
     #[error("[setup] include `{path}`: {why}")]
     Include {
         /// The path as the plan gives it.
         path: String,
-        /// Why it could not be copied.
+        /// Why not.
         why: String,
     },
     /// The base layer could not be written.

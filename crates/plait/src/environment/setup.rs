@@ -75,7 +75,7 @@ pub struct EnvRequest<'a> {
     pub warm_logs: PathBuf,
     /// Where the setup's commands log.
     pub setup_logs: PathBuf,
-    /// How long a setup command or a check may run.
+    /// How long each of the base's checks may run.
     pub timeout: Duration,
     /// The run's interrupt.
     pub cancel: &'a Cancel,

@@ -29,7 +29,7 @@ pub enum MergeError {
     /// A git operation failed.
     #[error("git: {0}")]
     Git(#[from] git2::Error),
-    /// The repository could not be opened or read.
+    /// The repository cannot be used.
     #[error(transparent)]
     Repo(#[from] RepoError),
     /// A group's branch was not merged (its id).

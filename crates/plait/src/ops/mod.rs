@@ -169,7 +169,7 @@ pub enum OpsError {
         /// Each branch and why it cannot be taken.
         refused: Vec<(String, String)>,
     },
-    /// The repository could not be opened or read.
+    /// The repository cannot be used.
     #[error(transparent)]
     Repo(#[from] RepoError),
     /// The run's record could not be read or written.

@@ -75,7 +75,7 @@ use plait_core::state::{
 /// Why a run could not proceed.
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
-    /// The repository could not be opened or read.
+    /// The repository cannot be used.
     #[error(transparent)]
     Repo(#[from] RepoError),
     /// The run's record could not be read or written.

@@ -219,7 +219,7 @@ pub struct ReviewFile {
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Defaults {
-    /// The agent a task runs.
+    /// The agent every task runs unless it names its own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent: Option<AgentSpec>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -109,7 +109,7 @@ pub struct CheckSettings {
 /// Who reviews a task's branch.
 #[derive(Debug, Clone)]
 pub enum Reviewer {
-    /// No reviewer: a task's branch is approved as it is.
+    /// No reviewer: a task's rounds end without a verdict.
     Off,
     /// A shell command: exit 0 approve, 1 request changes, 2 reject.
     Command(String),
