@@ -520,7 +520,7 @@ impl Tester<'_> {
 }
 
 /// The run's check settings cut to `failing` commands, for the search.
-pub fn failing_only(checks: &CheckSettings, failing: &[String]) -> CheckSettings {
+pub(crate) fn failing_only(checks: &CheckSettings, failing: &[String]) -> CheckSettings {
     CheckSettings {
         merged: failing.to_vec(),
         ..checks.clone()

@@ -110,7 +110,7 @@ pub struct MergeInProgress {
 /// Judges exactly the merge in progress against run `state`: ownership of every task
 /// branch it brings in, the gate's troubles of those tasks (not of the ones it leaves
 /// out), and the plan's merged checks on the very tree git is about to commit.
-pub async fn check_merge(
+pub(crate) async fn check_merge(
     context: Context,
     run_dir: RunDir,
     state: &RunState,
@@ -233,7 +233,7 @@ pub struct TaskBranch {
 
 /// Checks branches made outside a run against a plan: ownership, their merge with each
 /// other onto `base` and with `into`, and the merged checks on the result.
-pub async fn check_branches(
+pub(crate) async fn check_branches(
     context: Context,
     scratch: PathBuf,
     base: Oid,
@@ -348,7 +348,7 @@ fn merge_branches(
 }
 
 /// The owned globs of each task of a plan.
-pub fn owns_of(plan: &PlanFile) -> HashMap<String, Globs> {
+pub(crate) fn owns_of(plan: &PlanFile) -> HashMap<String, Globs> {
     plan.tasks
         .iter()
         .filter_map(|t| Some((t.id.clone(), Globs::new(&t.owns).ok()?)))
@@ -359,13 +359,13 @@ pub fn owns_of(plan: &PlanFile) -> HashMap<String, Globs> {
 /// outside their tasks' ownership (as `task: path`), and the branches that moved since the
 /// run recorded them.
 #[derive(Debug, Clone, Default)]
-pub struct BranchFindings {
+pub(crate) struct BranchFindings {
     pub(crate) ownership: Vec<String>,
     pub(crate) moved: Vec<Blocker>,
 }
 
 /// Weighs the task branches of run `state` as they are now (see [`BranchFindings`]).
-pub async fn weigh_branches(
+pub(crate) async fn weigh_branches(
     context: &Context,
     state: &RunState,
     owns: &HashMap<String, Globs>,
@@ -381,7 +381,7 @@ pub async fn weigh_branches(
 /// the merged checks on the two merged (those the run recorded when `into` already holds
 /// the result or is behind it). Collecting moved branches and merging again first is
 /// `ops::check`'s part.
-pub async fn check_run(
+pub(crate) async fn check_run(
     context: Context,
     run_dir: RunDir,
     state: &RunState,
@@ -517,7 +517,7 @@ fn commit_of(repo: &Repository, tree: Oid, target: Oid, merged: Oid) -> Result<O
 /// `plait check RUN --bisect`: the culprit search over the run's merged tasks for the
 /// `failing` checks, in a checks pool of its own, without changing the run. `report`
 /// hears each step.
-pub async fn bisect_run(
+pub(crate) async fn bisect_run(
     context: Context,
     run_dir: RunDir,
     state: &RunState,

@@ -102,7 +102,11 @@ pub fn scan(worktree: &Path, held: &Held<'_>) -> Result<Scan, CollectError> {
 
 /// [`scan`] for a task owning `owns`: an owned file is never build output, so a directory
 /// of build output where `owns` may reach is walked.
-pub fn scan_owning(worktree: &Path, held: &Held<'_>, owns: &Globs) -> Result<Scan, CollectError> {
+pub(crate) fn scan_owning(
+    worktree: &Path,
+    held: &Held<'_>,
+    owns: &Globs,
+) -> Result<Scan, CollectError> {
     let wt = Repository::open(worktree).map_err(|source| CollectError::NotAWorktree {
         path: worktree.to_path_buf(),
         source,
@@ -437,7 +441,7 @@ fn file_mode_of(m: u32) -> FileMode {
 }
 
 /// The commit message for a task: `plait(<task>): <first line of prompt>` and a trailer.
-pub fn commit_message(run: &str, task: &str, prompt: &str) -> String {
+pub(crate) fn commit_message(run: &str, task: &str, prompt: &str) -> String {
     let first = prompt
         .lines()
         .find(|l| !l.trim().is_empty())
@@ -452,7 +456,7 @@ pub fn commit_message(run: &str, task: &str, prompt: &str) -> String {
 
 /// The tree task `task`'s own work is told from: its start's (the base with the work of the
 /// tasks it comes after), or the run's base's, `base_tree`.
-pub fn start_tree<'r>(
+pub(crate) fn start_tree<'r>(
     repo: &'r git2::Repository,
     base_tree: &git2::Tree<'r>,
     task: &plait_core::state::TaskRecord,
@@ -466,7 +470,7 @@ pub fn start_tree<'r>(
 /// The paths commit `tip` changes against `base_tree` outside task `task`'s ownership, as
 /// `task: path`: this stage's rule applied to commits made without it (a task branch moved
 /// by hand, branches `plait check` is given). A task with no entry in `owns` owns nothing.
-pub fn outside_ownership(
+pub(crate) fn outside_ownership(
     repo: &Repository,
     base_tree: &git2::Tree<'_>,
     tip: Oid,

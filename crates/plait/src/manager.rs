@@ -29,7 +29,7 @@ use plait_llm::provider::ProviderSettings;
 use plait_llm::{account, forced_tool_body};
 
 /// The tool the manager must answer with.
-pub const SUBMIT_PLAN: &str = "submit_plan";
+pub(crate) const SUBMIT_PLAN: &str = "submit_plan";
 
 /// At most this many files are listed one by one; past it, directories are summed up.
 const MAX_LISTED_FILES: usize = 3000;
@@ -91,7 +91,7 @@ pub enum ManagerError {
 /// Code (answering in `submit_plan`'s form through `--json-schema`, with read-only tools
 /// in the repository, each correction a new question holding its last answer and what
 /// was wrong with it).
-pub enum Planner<'a> {
+pub(crate) enum Planner<'a> {
     /// A model over its API.
     Model {
         /// The model's provider.

@@ -63,7 +63,7 @@ pub enum WorkError {
 }
 
 /// Where the index lives (benchmarks remove it to time a cold call).
-pub fn index_path(repo: &Repository) -> PathBuf {
+pub(crate) fn index_path(repo: &Repository) -> PathBuf {
     git::plait_dir(repo).join(INDEX_FILE)
 }
 
@@ -221,7 +221,7 @@ impl WorkIndex {
 /// the move brings in by content (see [`WorkIndex::brought_in`]): those runs, and the ones
 /// with a branch at one of `tips` (with no tasks of their own). Nothing is read but the
 /// trees when they do not differ and there are no tips.
-pub fn concerned(
+pub(crate) fn concerned(
     repo: &Repository,
     store: &Store,
     from: &Tree<'_>,

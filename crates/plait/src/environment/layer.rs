@@ -201,7 +201,7 @@ fn entry_for(path: &str, oid: Oid, m: u32) -> git2::IndexEntry {
 
 /// The index of the base layer at `tree` (a checkout of `commit` made by plait), with the
 /// stat data of its files so that git finds them unchanged without reading them.
-pub fn base_index(
+pub(crate) fn base_index(
     repo: &Repository,
     tree: &Path,
     commit: Oid,

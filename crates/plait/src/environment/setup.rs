@@ -515,7 +515,7 @@ fn take_over(
 /// What a run of `plan` would find for its environment, for `plait run --dry-run`: the
 /// kept base layer, one it would take over, or one it would make; where views are mounted.
 /// Reads only.
-pub fn preview(
+pub(crate) fn preview(
     repo: &Path,
     envs: &Path,
     plan: &crate::plan::ResolvedPlan,

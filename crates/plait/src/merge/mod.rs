@@ -379,7 +379,7 @@ fn tasks_near(touched: &HashMap<String, Vec<String>>, path: &str) -> Vec<String>
 }
 
 /// Writes the tree `base` with `changes` applied.
-pub fn write_tree(
+pub(crate) fn write_tree(
     repo: &Repository,
     base: &Tree<'_>,
     changes: &BTreeMap<String, Entry>,
@@ -412,7 +412,7 @@ fn file_mode(m: u32) -> FileMode {
 
 /// A conflict as `git merge-tree` reports it.
 #[derive(Debug, Clone)]
-pub struct RawConflict {
+pub(crate) struct RawConflict {
     pub(crate) path: String,
     pub(crate) stages: Vec<u8>,
     pub(crate) types: Vec<String>,
@@ -435,7 +435,7 @@ impl RawConflict {
     }
 
     /// The conflict without tasks or hunks, which only the caller knows.
-    pub fn into_conflict(self) -> Conflict {
+    pub(crate) fn into_conflict(self) -> Conflict {
         Conflict {
             kind: self.kind(),
             message: self.messages.join("\n"),
@@ -449,14 +449,14 @@ impl RawConflict {
 /// The result of `git merge-tree --write-tree`: the tree (with markers where conflicted)
 /// and the conflicts.
 #[derive(Debug, Clone)]
-pub struct TreeMerge {
+pub(crate) struct TreeMerge {
     pub(crate) tree: Oid,
     pub(crate) conflicts: Vec<RawConflict>,
 }
 
 /// Runs `git merge-tree --write-tree` on two commit-ishes, with `base` as the merge base
 /// when given.
-pub fn merge_tree(
+pub(crate) fn merge_tree(
     workdir: &Path,
     base: Option<Oid>,
     ours: &str,

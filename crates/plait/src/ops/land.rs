@@ -23,7 +23,7 @@ pub struct LandRequest<'a> {
 
 /// A task whose branch was moved by hand and whose new commits were collected.
 #[derive(Debug, Clone, serde::Serialize)]
-pub struct Adopted {
+pub(crate) struct Adopted {
     pub(crate) task: String,
     /// Its task checks on the collected tip: `None` when the plan has none.
     pub checks_pass: Option<bool>,
@@ -32,7 +32,7 @@ pub struct Adopted {
 /// Why the run was merged again before landing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Remerged {
+pub(crate) enum Remerged {
     /// Branches moved by hand were collected.
     Adopted,
     /// Decisions changed which tasks belong in the merge.

@@ -39,7 +39,7 @@ use std::time::Instant;
 
 use tokio::sync::{mpsc, Notify};
 
-pub mod adopt;
+pub(crate) mod adopt;
 mod clock;
 mod collecting;
 mod coordinate;
@@ -57,7 +57,7 @@ pub mod worker;
 mod worktrees;
 
 use culprits::search_culprits;
-pub use merging::remerge;
+pub(crate) use merging::remerge;
 use merging::{merge_run, run_merged_checks};
 use shared::Dispatch;
 use shared::{mirror, open_store, write_states, Shared};
@@ -357,7 +357,10 @@ fn lay_down(store: &Store, run: &str, settings: &RunSettings) -> Result<RunState
 /// Takes the repository lock for run `state`, loaded and found unfinished, to carry it
 /// on: finished tasks are kept, interrupted ones go on from their worktrees, pending ones
 /// start.
-pub fn prepare_resume(settings: RunSettings, mut state: RunState) -> Result<Prepared, RunError> {
+pub(crate) fn prepare_resume(
+    settings: RunSettings,
+    mut state: RunState,
+) -> Result<Prepared, RunError> {
     let store = settings.context.store().clone();
     let run = state.id.clone();
     let run = run.as_str();
@@ -417,7 +420,7 @@ fn going_again(
 /// round of its agent told the comment (and the review rounds after it), then the run
 /// merges and runs its merged checks again. The person's earlier decision on the task is
 /// dropped: the new round's review judges it.
-pub fn prepare_send_back(
+pub(crate) fn prepare_send_back(
     settings: RunSettings,
     run: &str,
     task: &str,

@@ -32,7 +32,7 @@ use plait_store::pg::{Checkpoint, Claim, PgListener, PgStore};
 use plait_store::remote;
 
 /// How long a claim lasts unless renewed (it is renewed at a third of that).
-pub const LEASE: Duration = Duration::from_secs(30);
+pub(crate) const LEASE: Duration = Duration::from_secs(30);
 
 /// How a worker runs.
 pub struct WorkerSettings {

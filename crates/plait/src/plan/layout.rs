@@ -76,7 +76,7 @@ impl Cone {
     }
 
     /// Adds `dir`'s own files (and its ancestors) to the cone, unless it is already whole.
-    pub fn add_own(&mut self, dir: String) {
+    pub(crate) fn add_own(&mut self, dir: String) {
         if self.is_whole(&dir) || self.own.contains(&dir) {
             return;
         }
@@ -85,7 +85,7 @@ impl Cone {
     }
 
     /// Whether the cone holds everything.
-    pub fn is_full(&self) -> bool {
+    pub(crate) fn is_full(&self) -> bool {
         self.whole.contains("")
     }
 
@@ -282,7 +282,7 @@ fn own_files<'a>(files: &'a [TreeFile], dir: &str) -> impl Iterator<Item = usize
 }
 
 /// `.gitignore` files are held wherever the cone reaches.
-pub fn is_ignore_file(path: &str) -> bool {
+pub(crate) fn is_ignore_file(path: &str) -> bool {
     path == ".gitignore" || path.ends_with("/.gitignore")
 }
 

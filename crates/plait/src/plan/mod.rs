@@ -25,24 +25,24 @@ use std::time::Duration;
 use serde::de::{self, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-pub use after::waits_for;
+pub(crate) use after::waits_for;
 pub use exec::ExecCommand;
 use plait_llm::provider::ProviderFile;
 use plait_sandbox::sandbox::SandboxMode;
-pub use resolved::{
-    AgentConfig, CheckSettings, CliSettings, GroupSettings, ResolvedPlan, ResolvedTask,
-    ReviewSettings, Reviewer, ToolSettings, DEFAULT_GROUP_THRESHOLD,
-};
-pub use setup::{missing_setup_hint, suggested_setup, SetupFile, SetupSettings};
-pub use validate::{resolve, resolve_kept, resolve_with_env};
-pub use validate_agents::claude_code_settings;
-pub use validate_settings::checks_of;
+pub(crate) use resolved::{AgentConfig, Reviewer, ToolSettings};
+pub use resolved::{CheckSettings, CliSettings, ResolvedPlan, ResolvedTask};
+pub(crate) use setup::suggested_setup;
+pub use setup::{missing_setup_hint, SetupFile, SetupSettings};
+pub(crate) use validate::resolve_kept;
+pub use validate::{resolve, resolve_with_env};
+pub(crate) use validate_agents::claude_code_settings;
+pub(crate) use validate_settings::checks_of;
 
 /// How long an agent may run when the plan does not say.
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30 * 60);
+pub(crate) const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30 * 60);
 
 /// How many model turns a task may take when the plan does not say.
-pub const DEFAULT_MAX_TURNS: u32 = 30;
+pub(crate) const DEFAULT_MAX_TURNS: u32 = 30;
 
 /// A plan as written in TOML.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -129,7 +129,7 @@ impl AgentsFile {
 /// How to run one agent CLI.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct ToolFile {
+pub(crate) struct ToolFile {
     /// The program: a name looked up on `PATH` (the default is the CLI's usual name) or a path.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bin: Option<String>,

@@ -38,7 +38,7 @@ pub struct ResolvedPlan {
 impl ResolvedPlan {
     /// The one warning to give when some process would be confined but this system cannot
     /// confine it (mode `auto`).
-    pub fn sandbox_warning(&self) -> Option<String> {
+    pub(crate) fn sandbox_warning(&self) -> Option<String> {
         let auto = self
             .tasks
             .iter()
@@ -57,11 +57,11 @@ impl ResolvedPlan {
 }
 
 /// Runs with more tasks than this are grouped under supervisors unless the plan says.
-pub const DEFAULT_GROUP_THRESHOLD: usize = 12;
+pub(crate) const DEFAULT_GROUP_THRESHOLD: usize = 12;
 
 /// How a large run is grouped under supervisors, resolved.
 #[derive(Debug, Clone)]
-pub struct GroupSettings {
+pub(crate) struct GroupSettings {
     /// More tasks than this: grouped.
     pub threshold: usize,
     /// A fixed number of groups.
@@ -74,7 +74,7 @@ pub struct GroupSettings {
 
 impl GroupSettings {
     /// How many groups a run of `tasks` tasks gets (0 or 1: no grouping).
-    pub fn groups_for(&self, tasks: usize) -> usize {
+    pub(crate) fn groups_for(&self, tasks: usize) -> usize {
         match self.count {
             Some(n) => n.min(tasks),
             None if tasks > self.threshold => tasks.div_ceil(self.threshold),
@@ -108,7 +108,7 @@ pub struct CheckSettings {
 
 /// Who reviews a task's branch.
 #[derive(Debug, Clone)]
-pub enum Reviewer {
+pub(crate) enum Reviewer {
     /// No reviewer: a task's rounds end without a verdict.
     Off,
     /// A shell command: exit 0 approve, 1 request changes, 2 reject.
@@ -137,7 +137,7 @@ impl Reviewer {
 
 /// How branches are reviewed, resolved.
 #[derive(Debug, Clone)]
-pub struct ReviewSettings {
+pub(crate) struct ReviewSettings {
     pub(crate) reviewer: Reviewer,
     /// Rounds of changes after the first try.
     pub rounds: u32,
@@ -149,7 +149,7 @@ impl ReviewSettings {
     /// The rounds of changes `task` gets after its first try: the plan's, or none for an
     /// exec agent the plan did not ask for more of (the same command would do the same
     /// again, or apply itself twice).
-    pub fn rounds_for(&self, task: &ResolvedTask) -> u32 {
+    pub(crate) fn rounds_for(&self, task: &ResolvedTask) -> u32 {
         match task.agent {
             AgentConfig::Exec(_) if !self.rounds_set => 0,
             _ => self.rounds,
@@ -157,7 +157,7 @@ impl ReviewSettings {
     }
 
     /// The reviewer of `task`, with `Worker` resolved.
-    pub fn reviewer_for(&self, task: &ResolvedTask) -> Reviewer {
+    pub(crate) fn reviewer_for(&self, task: &ResolvedTask) -> Reviewer {
         match (&self.reviewer, &task.agent) {
             (Reviewer::Worker, AgentConfig::Model { provider, .. }) => {
                 Reviewer::Model(provider.clone())
@@ -174,7 +174,7 @@ impl ReviewSettings {
 
 /// The agent a task runs, with everything it needs resolved.
 #[derive(Debug, Clone)]
-pub enum AgentConfig {
+pub(crate) enum AgentConfig {
     /// A shell command, once per task or once per owned file.
     Exec(ExecCommand),
     /// A model over HTTP, with its tool loop; `run`: the commands its `run` tool may run.
@@ -215,7 +215,7 @@ pub struct CliSettings {
 
 /// An agent CLI that plait drives itself (`claude-code`, `aider`), resolved.
 #[derive(Debug, Clone)]
-pub struct ToolSettings {
+pub(crate) struct ToolSettings {
     /// The program, as the plan or the default names it; found on `PATH` when validated.
     pub program: String,
     pub(crate) model: Option<String>,
@@ -233,7 +233,7 @@ pub struct ToolSettings {
 /// What an agent CLI finds in the environment plait was started with, read when the plan
 /// is resolved (the library reads no environment of its own).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct InheritedEnv {
+pub(crate) struct InheritedEnv {
     /// `ANTHROPIC_API_KEY` is set and not empty.
     pub anthropic_key: bool,
     /// Another way Claude Code authenticates without a login of its own is set:
@@ -253,7 +253,10 @@ impl InheritedEnv {
     /// token in the environment, a provider with a key, a login's credentials in its config
     /// directory, or an `apiKeyHelper` in its settings. On macOS the login is in the
     /// keychain, where plait does not look.
-    pub fn claude_login_missing(&self, provider: Option<&ProviderSettings>) -> Option<String> {
+    pub(crate) fn claude_login_missing(
+        &self,
+        provider: Option<&ProviderSettings>,
+    ) -> Option<String> {
         if cfg!(target_os = "macos")
             || self.anthropic_key
             || self.anthropic_other_auth

@@ -25,7 +25,7 @@ impl ToolsFile {
 
 /// Which command lines a model agent's `run` tool may run, resolved.
 #[derive(Debug, Clone, Default)]
-pub enum RunCommands {
+pub(crate) enum RunCommands {
     /// Any command (`[tools] run` absent).
     #[default]
     Any,

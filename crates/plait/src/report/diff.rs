@@ -201,14 +201,14 @@ pub struct FileDiff {
 
 /// A hunk of a [`FileDiff`], with three lines of context.
 #[derive(Debug, Clone, serde::Serialize)]
-pub struct Hunk {
+pub(crate) struct Hunk {
     pub(crate) header: String,
     pub(crate) lines: Vec<HunkLine>,
 }
 
 /// A line of a [`Hunk`]: `op` is ` `, `+` or `-`; its numbers on either side.
 #[derive(Debug, Clone, serde::Serialize)]
-pub struct HunkLine {
+pub(crate) struct HunkLine {
     pub(crate) op: char,
     pub(crate) old: Option<usize>,
     pub(crate) new: Option<usize>,
@@ -229,7 +229,7 @@ pub fn file_diffs(repo: &Repository, from: Oid, to: Oid) -> Result<Vec<FileDiff>
 
 /// One file's [`FileDiff`] from its content on either side (`None` where it does not
 /// exist).
-pub fn file_diff_of(path: String, old: Option<&[u8]>, new: Option<&[u8]>) -> FileDiff {
+pub(crate) fn file_diff_of(path: String, old: Option<&[u8]>, new: Option<&[u8]>) -> FileDiff {
     let kind = match (&old, &new) {
         (None, _) => "added",
         (_, None) => "deleted",

@@ -82,7 +82,11 @@ pub struct WorktreeSpec<'a> {
 /// something else is there; returns whether it had to. An agent may write its worktree,
 /// `.git` included, but the link decides which index and HEAD collect reads, so collect
 /// never trusts a link it did not write.
-pub fn restore_link(repo: &Repository, admin_name: &str, worktree: &Path) -> std::io::Result<bool> {
+pub(crate) fn restore_link(
+    repo: &Repository,
+    admin_name: &str,
+    worktree: &Path,
+) -> std::io::Result<bool> {
     let link = worktree.join(".git");
     let expected = format!("gitdir: {}\n", admin_dir(repo, admin_name).display());
     let meta = fs::symlink_metadata(&link);
@@ -256,7 +260,7 @@ fn enable_worktree_config(repo: &Repository) -> Result<(), git2::Error> {
 }
 
 /// Writes one blob from the object database into the worktree.
-pub fn checkout_file(
+pub(crate) fn checkout_file(
     repo: &Repository,
     root: &Path,
     file: &TreeFile,
