@@ -154,7 +154,7 @@ impl Context {
     }
 
     /// The plait program the agents' hooks call back.
-    pub fn program(&self) -> &Path {
+    pub(crate) fn program(&self) -> &Path {
         &self.inner.program
     }
 }

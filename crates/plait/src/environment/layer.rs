@@ -263,7 +263,7 @@ impl LayerDir {
     }
 
     /// Makes its directories.
-    pub fn make(&self, includes: usize) -> Result<(), LayerError> {
+    pub(crate) fn make(&self, includes: usize) -> Result<(), LayerError> {
         let mut dirs = vec![self.upper(), self.work()];
         for i in 0..includes {
             let layer = self.include(i);

@@ -194,7 +194,7 @@ impl Environment {
 
     /// The git directory a check at the base sees (`HEAD` the base): its own to write, as a
     /// checkout's is (`git status` saves its refreshed index there).
-    pub fn git_dir(&self) -> PathBuf {
+    pub(crate) fn git_dir(&self) -> PathBuf {
         self.dir.join("git")
     }
 
@@ -337,7 +337,7 @@ impl Environment {
     }
 
     /// The check commands that failed at the base when plait built it, each once.
-    pub fn failed_at_base(&self) -> Vec<String> {
+    pub(crate) fn failed_at_base(&self) -> Vec<String> {
         let record = self.record.lock().unwrap_or_else(|e| e.into_inner());
         let mut failed: Vec<String> = Vec::new();
         for command in record.warmed.iter().flat_map(|w| &w.failed) {

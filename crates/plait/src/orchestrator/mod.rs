@@ -143,7 +143,7 @@ pub enum RunError {
 
 impl RunError {
     /// A panicked (or cancelled) blocking part of the run, naming what it was doing.
-    pub fn panicked(what: &'static str) -> impl FnOnce(tokio::task::JoinError) -> RunError {
+    pub(crate) fn panicked(what: &'static str) -> impl FnOnce(tokio::task::JoinError) -> RunError {
         move |source| RunError::Panicked { what, source }
     }
 }

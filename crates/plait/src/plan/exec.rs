@@ -54,7 +54,7 @@ impl ExecCommand {
     }
 
     /// The plan's key for it: `exec` or `exec_each`.
-    pub fn key(&self) -> &'static str {
+    pub(crate) fn key(&self) -> &'static str {
         if self.each_file {
             "exec_each"
         } else {

@@ -119,13 +119,13 @@ impl Cone {
 
     /// The directories whose own files (not their subdirectories) are in the cone, the
     /// root (`""`) first.
-    pub fn own(&self) -> impl Iterator<Item = &str> {
+    pub(crate) fn own(&self) -> impl Iterator<Item = &str> {
         self.own.iter().map(String::as_str)
     }
 
     /// The `info/sparse-checkout` file of this cone, as `git sparse-checkout set --cone`
     /// writes it.
-    pub fn patterns(&self) -> String {
+    pub(crate) fn patterns(&self) -> String {
         if self.is_full() {
             return "/*\n".to_string();
         }

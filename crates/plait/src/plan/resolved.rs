@@ -126,7 +126,7 @@ pub(crate) enum Reviewer {
 
 impl Reviewer {
     /// The provider a Claude Code or `{ cli }` reviewer reaches through plait's gateway.
-    pub fn gateway(&self) -> Option<&Arc<ProviderSettings>> {
+    pub(crate) fn gateway(&self) -> Option<&Arc<ProviderSettings>> {
         match self {
             Reviewer::ClaudeCode(t) => t.gateway.as_ref(),
             Reviewer::Cli(c) => c.gateway.as_ref(),
@@ -194,7 +194,7 @@ pub(crate) enum AgentConfig {
 
 impl AgentConfig {
     /// The provider whose traffic the agent sends through plait's gateway, if it does.
-    pub fn gateway(&self) -> Option<&Arc<ProviderSettings>> {
+    pub(crate) fn gateway(&self) -> Option<&Arc<ProviderSettings>> {
         match self {
             AgentConfig::ClaudeCode(t) | AgentConfig::Aider(t) => t.gateway.as_ref(),
             AgentConfig::Cli(c) => c.gateway.as_ref(),

@@ -88,12 +88,12 @@ impl RunCommands {
     }
 
     /// Whether the `run` tool is offered at all.
-    pub fn offered(&self) -> bool {
+    pub(crate) fn offered(&self) -> bool {
         !matches!(self, RunCommands::Off)
     }
 
     /// Whether `command` (its whole line, surrounding blanks aside) may run.
-    pub fn allows(&self, command: &str) -> bool {
+    pub(crate) fn allows(&self, command: &str) -> bool {
         match self {
             RunCommands::Any => true,
             RunCommands::Only { set, .. } => set.is_match(command.trim()),

@@ -99,7 +99,7 @@ impl TaskView {
     }
 
     /// Whether the worktree is the upper layer of an overlay (never filled in).
-    pub fn layered(&self) -> bool {
+    pub(crate) fn layered(&self) -> bool {
         !matches!(self.kind, ViewKind::Materialize(_))
     }
 
