@@ -37,14 +37,19 @@ use plait_core::state::{CheckResult, CulpritSet, Culprits, RunState};
 /// Why a search could not go on.
 #[derive(Debug, thiserror::Error)]
 pub enum BisectError {
+    /// A merge of the search failed.
     #[error("merge failed: {0}")]
     Merge(#[from] merge::MergeError),
+    /// The run was interrupted during the search.
     #[error("the culprit search was interrupted")]
     Interrupted,
+    /// The repository cannot be used.
     #[error(transparent)]
     Repo(#[from] plait_core::git::RepoError),
+    /// A git operation failed.
     #[error("git: {0}")]
     Git(#[from] git2::Error),
+    /// The thread running a merge panicked or was dropped.
     #[error("the culprit search's merge panicked: {0}")]
     Panicked(#[from] tokio::task::JoinError),
 }
@@ -52,10 +57,10 @@ pub enum BisectError {
 /// One step of the search, for progress displays.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Step {
-    pub run: String,
+    pub(crate) run: String,
     /// What was tested: `base`, or the tasks merged onto it.
     pub tested: Vec<String>,
-    pub passed: bool,
+    pub(crate) passed: bool,
     /// Check runs so far.
     pub runs: u32,
     /// One line: what the step found.
@@ -64,15 +69,15 @@ pub struct Step {
 
 /// What a search needs: the run, its repository, the checks pool and the failing checks.
 pub struct Search<'a> {
-    pub context: &'a Context,
-    pub state: &'a RunState,
-    pub pool: &'a CheckPool,
+    pub(crate) context: &'a Context,
+    pub(crate) state: &'a RunState,
+    pub(crate) pool: &'a CheckPool,
     /// The run's check settings with `merged` cut to the commands that failed.
     pub checks: CheckSettings,
     /// Where each test's logs go (`<n>/` under it).
     pub logs: PathBuf,
-    pub cancel: &'a Cancel,
-    pub report: &'a (dyn Fn(Step) + Send + Sync),
+    pub(crate) cancel: &'a Cancel,
+    pub(crate) report: &'a (dyn Fn(Step) + Send + Sync),
 }
 
 /// A set of branches, by index into the search's inputs, in merge order.
@@ -515,7 +520,7 @@ impl Tester<'_> {
 }
 
 /// The run's check settings cut to `failing` commands, for the search.
-pub fn failing_only(checks: &CheckSettings, failing: &[String]) -> CheckSettings {
+pub(crate) fn failing_only(checks: &CheckSettings, failing: &[String]) -> CheckSettings {
     CheckSettings {
         merged: failing.to_vec(),
         ..checks.clone()

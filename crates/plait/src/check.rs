@@ -36,8 +36,11 @@ use plait_core::state::{CheckResult, RunState};
 /// What `plait check` found.
 #[derive(Debug, Clone, Serialize)]
 pub struct CheckReport {
+    /// The run checked, or `N branch(es)` for branches checked outside a run.
     pub run: String,
+    /// The branch it was checked against.
     pub target: String,
+    /// Whether nothing below keeps the merge from going ahead.
     pub pass: bool,
     /// Paths a task branch changes outside its task's ownership, as `task: path`.
     pub ownership: Vec<String>,
@@ -85,7 +88,9 @@ async fn merged_checks_once(
 /// Which of a run's tasks a merge includes.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct MergeScope {
+    /// The tasks in the merge.
     pub included: Vec<String>,
+    /// The tasks left out of it.
     pub left_out: Vec<String>,
 }
 
@@ -94,9 +99,9 @@ pub struct MergeScope {
 /// commits merged into it, and the run's tasks it brings in by content.
 #[derive(Debug, Clone)]
 pub struct MergeInProgress {
-    pub tree: Oid,
-    pub target: Oid,
-    pub heads: Vec<Oid>,
+    pub(crate) tree: Oid,
+    pub(crate) target: Oid,
+    pub(crate) heads: Vec<Oid>,
     /// Tasks whose changes the tree holds though no tip reaches their commits (a squash
     /// merge, a cherry-pick, a rebase, part of a task's files): included all the same.
     pub brings: Vec<String>,
@@ -105,7 +110,7 @@ pub struct MergeInProgress {
 /// Judges exactly the merge in progress against run `state`: ownership of every task
 /// branch it brings in, the gate's troubles of those tasks (not of the ones it leaves
 /// out), and the plan's merged checks on the very tree git is about to commit.
-pub async fn check_merge(
+pub(crate) async fn check_merge(
     context: Context,
     run_dir: RunDir,
     state: &RunState,
@@ -222,13 +227,13 @@ fn gate_lines<S: serde::Serializer>(gate: &[Blocker], serializer: S) -> Result<S
 /// A branch to check, and the task whose ownership it must keep to.
 #[derive(Debug, Clone)]
 pub struct TaskBranch {
-    pub task: String,
-    pub branch: String,
+    pub(crate) task: String,
+    pub(crate) branch: String,
 }
 
 /// Checks branches made outside a run against a plan: ownership, their merge with each
 /// other onto `base` and with `into`, and the merged checks on the result.
-pub async fn check_branches(
+pub(crate) async fn check_branches(
     context: Context,
     scratch: PathBuf,
     base: Oid,
@@ -343,7 +348,7 @@ fn merge_branches(
 }
 
 /// The owned globs of each task of a plan.
-pub fn owns_of(plan: &PlanFile) -> HashMap<String, Globs> {
+pub(crate) fn owns_of(plan: &PlanFile) -> HashMap<String, Globs> {
     plan.tasks
         .iter()
         .filter_map(|t| Some((t.id.clone(), Globs::new(&t.owns).ok()?)))
@@ -354,13 +359,13 @@ pub fn owns_of(plan: &PlanFile) -> HashMap<String, Globs> {
 /// outside their tasks' ownership (as `task: path`), and the branches that moved since the
 /// run recorded them.
 #[derive(Debug, Clone, Default)]
-pub struct BranchFindings {
-    pub ownership: Vec<String>,
-    pub moved: Vec<Blocker>,
+pub(crate) struct BranchFindings {
+    pub(crate) ownership: Vec<String>,
+    pub(crate) moved: Vec<Blocker>,
 }
 
 /// Weighs the task branches of run `state` as they are now (see [`BranchFindings`]).
-pub async fn weigh_branches(
+pub(crate) async fn weigh_branches(
     context: &Context,
     state: &RunState,
     owns: &HashMap<String, Globs>,
@@ -376,7 +381,7 @@ pub async fn weigh_branches(
 /// the merged checks on the two merged (those the run recorded when `into` already holds
 /// the result or is behind it). Collecting moved branches and merging again first is
 /// `ops::check`'s part.
-pub async fn check_run(
+pub(crate) async fn check_run(
     context: Context,
     run_dir: RunDir,
     state: &RunState,
@@ -512,7 +517,7 @@ fn commit_of(repo: &Repository, tree: Oid, target: Oid, merged: Oid) -> Result<O
 /// `plait check RUN --bisect`: the culprit search over the run's merged tasks for the
 /// `failing` checks, in a checks pool of its own, without changing the run. `report`
 /// hears each step.
-pub async fn bisect_run(
+pub(crate) async fn bisect_run(
     context: Context,
     run_dir: RunDir,
     state: &RunState,

@@ -15,10 +15,16 @@ use plait_core::state::{RunState, TaskState, Verdict};
 /// Why a clean could not finish.
 #[derive(Debug, thiserror::Error)]
 pub enum CleanError {
+    /// The run is still going; cleaning it would pull its worktrees from under it.
     #[error("run {run} is still in progress; wait for it to finish")]
-    InProgress { run: String },
+    InProgress {
+        /// The run.
+        run: String,
+    },
+    /// A worktree could not be removed.
     #[error(transparent)]
     Workspace(#[from] WorkspaceError),
+    /// A git operation failed.
     #[error("git: {0}")]
     Git(#[from] git2::Error),
 }
@@ -28,13 +34,16 @@ pub enum CleanError {
 pub struct AtRisk {
     /// The task or branch concerned.
     pub what: String,
+    /// Why it would be lost.
     pub reason: String,
 }
 
 /// A branch that was deleted.
 #[derive(Debug, Clone)]
 pub struct DeletedBranch {
+    /// The branch's name.
     pub name: String,
+    /// The commit it pointed at.
     pub tip: String,
     /// Whether its commits are on a branch outside the run.
     pub landed: bool,
@@ -45,7 +54,9 @@ pub struct DeletedBranch {
 pub struct CleanOutcome {
     /// Non-empty when the clean was refused; nothing was removed then.
     pub at_risk: Vec<AtRisk>,
+    /// The worktrees removed.
     pub removed_worktrees: Vec<String>,
+    /// The branches deleted.
     pub deleted_branches: Vec<DeletedBranch>,
     /// Branches left in place because a worktree of the user's has them checked out.
     pub kept_branches: Vec<AtRisk>,

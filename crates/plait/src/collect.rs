@@ -27,15 +27,31 @@ pub mod violations;
 /// Why a worktree could not be collected.
 #[derive(Debug, thiserror::Error)]
 pub enum CollectError {
+    /// The task's worktree is gone or git does not know it as a worktree.
     #[error("worktree {path} is missing or not a git worktree: {source}")]
-    NotAWorktree { path: PathBuf, source: git2::Error },
+    NotAWorktree {
+        /// The worktree.
+        path: PathBuf,
+        /// What git said.
+        source: git2::Error,
+    },
+    /// The task's branch no longer points where the task started it.
     #[error("branch {branch} moved while its task was running (expected {expected})")]
-    BranchMoved { branch: String, expected: Oid },
+    BranchMoved {
+        /// The branch.
+        branch: String,
+        /// The commit it was expected at.
+        expected: Oid,
+    },
+    /// A file of the worktree could not be read.
     #[error("{path}: {source}")]
     Io {
+        /// The file.
         path: PathBuf,
+        /// Why it could not be read.
         source: std::io::Error,
     },
+    /// A git operation failed.
     #[error("git: {0}")]
     Git(#[from] git2::Error),
 }
@@ -43,8 +59,8 @@ pub enum CollectError {
 /// A difference between the worktree and the branch's tree.
 #[derive(Debug, Clone)]
 pub struct Change {
-    pub path: String,
-    pub kind: ChangeKind,
+    pub(crate) path: String,
+    pub(crate) kind: ChangeKind,
     /// The new content and mode; `None` for a deletion.
     pub content: Option<(Vec<u8>, u32)>,
 }
@@ -54,7 +70,7 @@ pub struct Change {
 pub struct Scan {
     /// The commit the worktree's branch points at.
     pub head: Option<Oid>,
-    pub changes: Vec<Change>,
+    pub(crate) changes: Vec<Change>,
     /// Every file present in the worktree, tracked or not (build output left out).
     pub present: HashSet<String>,
     /// The tracked paths the worktree holds: the cone's files of the branch's tree that
@@ -68,7 +84,9 @@ pub enum Held<'a> {
     /// the cone it checks out. An agent's `git rm` or `git update-index` cannot hide a
     /// deletion from this.
     Layout {
+        /// The cone.
         cone: &'a Cone,
+        /// Whether the worktree checks out a tracked file of the cone.
         holds: &'a dyn Fn(&str) -> bool,
     },
     /// From the worktree's index, for a worktree whose plan is not at hand.
@@ -84,7 +102,11 @@ pub fn scan(worktree: &Path, held: &Held<'_>) -> Result<Scan, CollectError> {
 
 /// [`scan`] for a task owning `owns`: an owned file is never build output, so a directory
 /// of build output where `owns` may reach is walked.
-pub fn scan_owning(worktree: &Path, held: &Held<'_>, owns: &Globs) -> Result<Scan, CollectError> {
+pub(crate) fn scan_owning(
+    worktree: &Path,
+    held: &Held<'_>,
+    owns: &Globs,
+) -> Result<Scan, CollectError> {
     let wt = Repository::open(worktree).map_err(|source| CollectError::NotAWorktree {
         path: worktree.to_path_buf(),
         source,
@@ -267,20 +289,21 @@ fn read_entry(
 pub struct CollectOutcome {
     /// The new commit on the task's branch; `None` when no owned file changed.
     pub commit: Option<Oid>,
+    /// The owned changes committed.
     pub changes: Vec<FileChange>,
-    pub violations: Vec<FileChange>,
+    pub(crate) violations: Vec<FileChange>,
 }
 
 /// What to commit and how to name it.
 pub struct CollectSettings<'a> {
-    pub worktree: &'a Path,
-    pub branch: &'a str,
-    pub owns: &'a Globs,
+    pub(crate) worktree: &'a Path,
+    pub(crate) branch: &'a str,
+    pub(crate) owns: &'a Globs,
     /// The task's sparse-checkout cone.
     pub cone: &'a Cone,
     /// Whether the worktree holds a tracked file of the cone.
     pub holds: &'a dyn Fn(&str) -> bool,
-    pub message: String,
+    pub(crate) message: String,
     /// Where to keep the diffs of the violations (`TaskDir::violations`), if anywhere.
     pub violations_diff: Option<&'a Path>,
 }
@@ -418,7 +441,7 @@ fn file_mode_of(m: u32) -> FileMode {
 }
 
 /// The commit message for a task: `plait(<task>): <first line of prompt>` and a trailer.
-pub fn commit_message(run: &str, task: &str, prompt: &str) -> String {
+pub(crate) fn commit_message(run: &str, task: &str, prompt: &str) -> String {
     let first = prompt
         .lines()
         .find(|l| !l.trim().is_empty())
@@ -433,7 +456,7 @@ pub fn commit_message(run: &str, task: &str, prompt: &str) -> String {
 
 /// The tree task `task`'s own work is told from: its start's (the base with the work of the
 /// tasks it comes after), or the run's base's, `base_tree`.
-pub fn start_tree<'r>(
+pub(crate) fn start_tree<'r>(
     repo: &'r git2::Repository,
     base_tree: &git2::Tree<'r>,
     task: &plait_core::state::TaskRecord,
@@ -447,7 +470,7 @@ pub fn start_tree<'r>(
 /// The paths commit `tip` changes against `base_tree` outside task `task`'s ownership, as
 /// `task: path`: this stage's rule applied to commits made without it (a task branch moved
 /// by hand, branches `plait check` is given). A task with no entry in `owns` owns nothing.
-pub fn outside_ownership(
+pub(crate) fn outside_ownership(
     repo: &Repository,
     base_tree: &git2::Tree<'_>,
     tip: Oid,

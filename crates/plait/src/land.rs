@@ -22,17 +22,24 @@ use plait_core::state::{
 
 /// Set for the git that `plait land` runs to move a branch: the installed hooks know the
 /// gate was already applied.
-pub const LANDING_VAR: &str = "PLAIT_LANDING";
+pub(crate) const LANDING_VAR: &str = "PLAIT_LANDING";
 
 /// Why plait could not land (a refusal is not an error: it is the outcome).
 #[derive(Debug, thiserror::Error)]
 pub enum LandError {
+    /// The target branch does not exist.
     #[error("branch `{branch}` does not exist; name an existing local branch with --into")]
-    NoBranch { branch: String },
+    NoBranch {
+        /// The target branch's name.
+        branch: String,
+    },
+    /// Merging the target's new commits with the run's result failed.
     #[error(transparent)]
     Merge(#[from] MergeError),
+    /// The git CLI failed.
     #[error(transparent)]
     Cli(#[from] GitCliError),
+    /// A git operation failed.
     #[error("git: {0}")]
     Git(#[from] git2::Error),
 }
@@ -46,7 +53,9 @@ pub enum Refusal {
     Conflicts(Vec<Conflict>),
     /// The target is checked out with uncommitted changes the landing would overwrite.
     Dirty {
+        /// The worktree that has the target checked out.
         worktree: PathBuf,
+        /// The changed paths the landing would overwrite.
         paths: Vec<String>,
     },
 }
@@ -54,17 +63,22 @@ pub enum Refusal {
 /// How a landing ended.
 #[derive(Debug, Clone)]
 pub enum LandOutcome {
+    /// The target branch was advanced to the merged result.
     Landed(LandRecord),
     /// The target already holds the merged result.
     AlreadyLanded {
+        /// The target branch.
         branch: String,
     },
+    /// Nothing was landed, for this reason.
     Refused(Refusal),
 }
 
 /// What to land where.
 pub struct LandSettings<'a> {
+    /// A directory of the repository.
     pub workdir: &'a Path,
+    /// The branch to land on.
     pub into: &'a str,
     /// Land the merged branch even though some tasks failed, violated or conflicted.
     pub partial: bool,
@@ -76,7 +90,9 @@ pub struct LandSettings<'a> {
 pub enum Blocker {
     /// Tasks in one kind of trouble.
     Tasks {
+        /// The kind of trouble.
         trouble: Trouble,
+        /// The tasks in it.
         tasks: Vec<String>,
     },
     /// The run was interrupted.
@@ -92,16 +108,22 @@ pub enum Blocker {
     GroupsHeld(Vec<(String, &'static str)>),
     /// Conflicts in the merge, and the tasks they left out.
     Conflicts {
+        /// How many paths conflicted.
         count: usize,
+        /// The tasks the conflicts left out of the merge.
         excluded: Vec<String>,
     },
+    /// The run has not finished.
     NotFinished,
+    /// The run was cleaned: its branches are gone.
     Cleaned,
+    /// The run has no merged result.
     NoMerge,
     /// With `--partial`: one failing merged check.
     MergedCheckFailed(String),
     /// A task branch that moved since the run committed to it (`plait check`).
     Moved {
+        /// The branch.
         branch: String,
     },
     /// Branches checked outside a run that conflicts kept out (`plait check --branches`).
@@ -118,11 +140,17 @@ pub enum Blocker {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Trouble {
+    /// The task failed.
     Failed,
+    /// The task changed files it does not own.
     Violations,
+    /// The task was interrupted.
     Interrupted,
+    /// The task was stopped by a budget.
     Stopped,
+    /// The task's reviewer did not approve it.
     NotApproved,
+    /// The task's reviewer, or a person, rejected it.
     Rejected,
     /// Never started: a task it comes after did not end well (`after`).
     Blocked,
@@ -133,7 +161,7 @@ pub enum Trouble {
 
 impl Trouble {
     /// Every kind, in the order the gate lists them.
-    pub const ALL: [Trouble; 8] = [
+    pub(crate) const ALL: [Trouble; 8] = [
         Trouble::Failed,
         Trouble::Violations,
         Trouble::Interrupted,
@@ -521,8 +549,8 @@ fn dirty_paths(worktree: &Path) -> Result<Vec<String>, GitCliError> {
 /// (sent back or moved by hand since).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct WaitingCause {
-    pub missing: Vec<String>,
-    pub moved: Vec<String>,
+    pub(crate) missing: Vec<String>,
+    pub(crate) moved: Vec<String>,
 }
 
 impl std::fmt::Display for WaitingCause {

@@ -6,20 +6,20 @@
 //!
 //! 1. [`plan`] — read and validate a plan (TOML, a split rule, or a manager model's
 //!    answer): tasks, owned globs, base, providers, agent CLIs, checks, reviewer, groups.
-//!    [`manager`] asks a model (or Claude Code, an [`agent`]) for one; it sits above both.
+//!    [`manager`] asks a model (or Claude Code, an `agent`) for one; it sits above both.
 //! 2. [`workspace`] — per task, a branch `plait/<run>/<task>` and a worktree with only the
 //!    owned and context files, built without a checkout (a sparse checkout in cone mode with
 //!    a hand-written sparse index). [`environment`], the run's base layer that views and
 //!    checks lie over, writes its files as the workspace does; both keep directories
 //!    between runs through `dirs`, below them.
-//! 3. [`agent`] — run the task's agent in its worktree: `exec` (a shell command), a model
+//! 3. `agent` — run the task's agent in its worktree: `exec` (a shell command), a model
 //!    over HTTP with a confined tool loop, Claude Code (with plait's guard as its hook),
 //!    aider, or any agent CLI.
 //! 4. [`collect`] — walk the worktree, commit owned changes on the task branch, report
 //!    every other change as a violation.
-//! 5. [`review`] — checks on a full checkout of the branch and a reviewer's verdict; a
+//! 5. `review` — checks on a full checkout of the branch and a reviewer's verdict; a
 //!    failing check or a request for changes sends the worker back for another round.
-//! 6. [`groups`] — in a large run, groups of tasks by path, each merged into
+//! 6. `groups` — in a large run, groups of tasks by path, each merged into
 //!    `plait/<run>/group-<k>` and reviewed by a supervisor before the top merge.
 //! 7. [`merge`] — combine the approved branches into `plait/<run>/merged`; disjoint changes
 //!    go straight onto the base tree, overlapping paths go through `git merge-tree`; then
@@ -36,10 +36,12 @@
 //! (Landlock: a task's processes write only its own places). [`plait_llm`] is the model APIs
 //! over HTTP that agents, reviewers and the planner share, and [`plait_core::cancel`] the run's
 //! interrupt; [`plait_store::pg`] is the PostgreSQL store a run is also written to for other machines.
-//! Only [`cli`] prints, reads the environment, installs signal handlers and
-//! chooses exit codes.
+//! Only the command line (`src/cli`) prints, reads the environment, installs signal
+//! handlers and chooses exit codes.
 
-pub mod agent;
+#![deny(missing_docs)]
+
+pub(crate) mod agent;
 pub mod bisect;
 pub mod check;
 pub mod clean;
@@ -47,15 +49,15 @@ pub mod collect;
 pub mod context;
 mod dirs;
 pub mod environment;
-pub mod groups;
+pub(crate) mod groups;
 pub mod land;
 pub mod manager;
 pub mod merge;
 pub mod ops;
 pub mod orchestrator;
 pub mod plan;
-pub mod prompts;
+pub(crate) mod prompts;
 pub mod report;
-pub mod review;
+pub(crate) mod review;
 pub mod said;
 pub mod workspace;

@@ -4,7 +4,7 @@
 //! hand-written one; the problems go back to it for a bounded number of corrections.
 //!
 //! It sits above both [`crate::plan`] (whose validation judges its answers) and
-//! [`crate::agent`] (Claude Code, when it plans there), so neither names the other through
+//! `crate::agent` (Claude Code, when it plans there), so neither names the other through
 //! it. The use case of planning by a manager is `ops::manage`.
 
 use std::collections::BTreeMap;
@@ -29,7 +29,7 @@ use plait_llm::provider::ProviderSettings;
 use plait_llm::{account, forced_tool_body};
 
 /// The tool the manager must answer with.
-pub const SUBMIT_PLAN: &str = "submit_plan";
+pub(crate) const SUBMIT_PLAN: &str = "submit_plan";
 
 /// At most this many files are listed one by one; past it, directories are summed up.
 const MAX_LISTED_FILES: usize = 3000;
@@ -40,7 +40,7 @@ const MAX_INCLUDED_TOTAL: usize = 200_000;
 /// What the manager is asked.
 #[derive(Debug, Clone)]
 pub struct PlanRequest {
-    pub goal: String,
+    pub(crate) goal: String,
     /// Branch or commit the tasks start from (`None`: the current HEAD).
     pub base: Option<String>,
     /// Globs of files whose contents the manager may read.
@@ -56,25 +56,33 @@ pub struct PlanRequest {
 /// A plan the manager made and plait validated.
 #[derive(Debug)]
 pub struct Planned {
+    /// The plan, as it is written to its file.
     pub plan: PlanFile,
+    /// The plan resolved against the repository.
     pub resolved: ResolvedPlan,
     /// Tracked files at the base that no task owns.
     pub unowned: Vec<String>,
     /// How many answers it took (1 = right the first time).
     pub attempts: u32,
+    /// The tokens the manager's answers took.
     pub usage: Usage,
 }
 
 /// Why no plan came out.
 #[derive(Debug, thiserror::Error)]
 pub enum ManagerError {
+    /// The manager model could not be called; the message says why.
     #[error("the manager model could not be reached: {0}")]
     Call(String),
+    /// Every answer the manager gave was an invalid plan.
     #[error("the manager's plan was still not valid after {attempts} answer(s); no plan was written. Its last problems:\n{}", problems.iter().map(|p| format!("  - {p}")).collect::<Vec<_>>().join("\n"))]
     NeverValid {
+        /// How many answers it gave.
         attempts: u32,
+        /// The problems of its last plan.
         problems: Vec<String>,
     },
+    /// A plan could not be read or resolved.
     #[error(transparent)]
     Plan(#[from] PlanError),
 }
@@ -83,13 +91,19 @@ pub enum ManagerError {
 /// Code (answering in `submit_plan`'s form through `--json-schema`, with read-only tools
 /// in the repository, each correction a new question holding its last answer and what
 /// was wrong with it).
-pub enum Planner<'a> {
+pub(crate) enum Planner<'a> {
+    /// A model over its API.
     Model {
+        /// The model's provider.
         provider: &'a ProviderSettings,
+        /// The provider's rate limiter.
         limiter: &'a Limiter,
+        /// The HTTP client the call goes through.
         client: &'a reqwest::Client,
     },
+    /// The Claude Code CLI.
     ClaudeCode {
+        /// How to run Claude Code.
         settings: &'a crate::plan::ToolSettings,
         /// The plait binary, for Claude Code's guard.
         plait_program: &'a Path,
@@ -100,8 +114,8 @@ pub enum Planner<'a> {
 
 /// Everything the manager call needs.
 pub struct Manager<'a> {
-    pub planner: Planner<'a>,
-    pub cancel: &'a Cancel,
+    pub(crate) planner: Planner<'a>,
+    pub(crate) cancel: &'a Cancel,
     /// Where requests and answers are written (JSON lines).
     pub transcript: &'a Path,
     /// Environment lookups for validating the workers' agent.

@@ -9,6 +9,8 @@
 //! in this process, so each does exactly what the command does. Every request must name this server as its `Host`, and every
 //! changing one carry the server's token.
 
+#![deny(missing_docs)]
+
 mod actions;
 mod branches;
 mod cache;
@@ -43,7 +45,7 @@ pub struct ServeSettings {
 }
 
 /// The header that carries the server's token.
-pub const TOKEN_HEADER: &str = "x-plait-token";
+const TOKEN_HEADER: &str = "x-plait-token";
 
 /// The server's shared state.
 struct App {

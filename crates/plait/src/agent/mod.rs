@@ -10,9 +10,7 @@ pub mod exec;
 pub mod identity;
 pub mod model;
 
-pub use context::{
-    Agent, AgentFuture, AgentOutcome, AgentReport, Budget, RoleGateway, Tally, TaskContext,
-};
+pub use context::{Agent, AgentOutcome, AgentReport, Budget, RoleGateway, Tally, TaskContext};
 
 use crate::plan::AgentConfig;
 

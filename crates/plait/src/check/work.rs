@@ -41,22 +41,29 @@ const RACY: std::time::Duration = std::time::Duration::from_secs(2);
 /// Why the index of task work could not be read, built or written.
 #[derive(Debug, thiserror::Error)]
 pub enum WorkError {
+    /// The index could not be read.
     #[error("cannot read {path}: {source}")]
     Read {
+        /// The index's file.
         path: PathBuf,
+        /// Why it could not be read.
         source: std::io::Error,
     },
+    /// The index could not be written.
     #[error("cannot write the index of task work at {path}: {source}")]
     Write {
+        /// The index's file.
         path: PathBuf,
+        /// Why it could not be written.
         source: std::io::Error,
     },
+    /// Reading the task branches failed.
     #[error("git: {0}")]
     Git(#[from] git2::Error),
 }
 
 /// Where the index lives (benchmarks remove it to time a cold call).
-pub fn index_path(repo: &Repository) -> PathBuf {
+pub(crate) fn index_path(repo: &Repository) -> PathBuf {
     git::plait_dir(repo).join(INDEX_FILE)
 }
 
@@ -214,7 +221,7 @@ impl WorkIndex {
 /// the move brings in by content (see [`WorkIndex::brought_in`]): those runs, and the ones
 /// with a branch at one of `tips` (with no tasks of their own). Nothing is read but the
 /// trees when they do not differ and there are no tips.
-pub fn concerned(
+pub(crate) fn concerned(
     repo: &Repository,
     store: &Store,
     from: &Tree<'_>,

@@ -75,7 +75,7 @@ pub fn holds(path: &str, is_dir: bool, exists: &dyn Fn(&str) -> bool) -> bool {
 
 /// Whether any of `reaches` (an `owns` list's, [`Globs::reaches`]) may match a path at or
 /// under directory `dir`: a directory of build output it may not is not walked at all.
-pub fn may_own_under(reaches: &[Reach], dir: &str) -> bool {
+pub(crate) fn may_own_under(reaches: &[Reach], dir: &str) -> bool {
     let inside = format!("{dir}/");
     reaches.iter().any(|reach| match reach {
         Reach::Path(path) => {
@@ -91,7 +91,7 @@ pub fn may_own_under(reaches: &[Reach], dir: &str) -> bool {
 /// own by name: collect leaves it where it is, neither committed nor a violation. A glob
 /// that owns a whole directory (`pkg/**`) does not own the `__pycache__/` its tests leave
 /// there; one that names the cache (`pkg/__pycache__/*`, `*.pyc`) does.
-pub fn is_unowned(path: &str, owns: &Globs, exists: &dyn Fn(&str) -> bool) -> bool {
+pub(crate) fn is_unowned(path: &str, owns: &Globs, exists: &dyn Fn(&str) -> bool) -> bool {
     holds(path, false, exists) && !(owns.matches(path) && names_build_output(owns))
 }
 

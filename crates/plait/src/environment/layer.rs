@@ -201,7 +201,7 @@ fn entry_for(path: &str, oid: Oid, m: u32) -> git2::IndexEntry {
 
 /// The index of the base layer at `tree` (a checkout of `commit` made by plait), with the
 /// stat data of its files so that git finds them unchanged without reading them.
-pub fn base_index(
+pub(crate) fn base_index(
     repo: &Repository,
     tree: &Path,
     commit: Oid,
@@ -239,14 +239,17 @@ pub fn base_index(
 pub struct LayerDir(pub PathBuf);
 
 impl LayerDir {
+    /// Its files: the layer's upper directory.
     pub fn upper(&self) -> PathBuf {
         self.0.join("upper")
     }
 
-    pub fn work(&self) -> PathBuf {
+    /// overlayfs's work directory for it.
+    pub(crate) fn work(&self) -> PathBuf {
         self.0.join("work")
     }
 
+    /// Its git directory.
     pub fn git(&self) -> PathBuf {
         self.0.join("git")
     }
@@ -260,7 +263,7 @@ impl LayerDir {
     }
 
     /// Makes its directories.
-    pub fn make(&self, includes: usize) -> Result<(), LayerError> {
+    pub(crate) fn make(&self, includes: usize) -> Result<(), LayerError> {
         let mut dirs = vec![self.upper(), self.work()];
         for i in 0..includes {
             let layer = self.include(i);

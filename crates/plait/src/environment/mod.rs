@@ -34,10 +34,13 @@ use std::sync::{Arc, Mutex};
 
 use git2::{Oid, Repository};
 
+pub(crate) use crate::dirs::remove_all;
+pub use crate::dirs::remove_tree;
 use crate::dirs::{flock, lock_file};
-pub use crate::dirs::{remove_all, remove_tree};
-pub use layer::{apply, changes, git_dir, LayerDir, LayerError};
-pub use setup::{preview, EnvRequest, SetupOutcome};
+pub(crate) use layer::LayerError;
+pub use layer::{apply, changes, git_dir, LayerDir};
+pub(crate) use setup::preview;
+pub use setup::{EnvRequest, SetupOutcome};
 
 use plait_core::git::TreeFile;
 use plait_sandbox::sandbox::{Layer, Nested, OverlayView};
@@ -49,24 +52,41 @@ const KEEP: usize = 3;
 /// log), or the file system or git refused.
 #[derive(Debug, thiserror::Error)]
 pub enum EnvError {
+    /// A `[setup]` command failed.
     #[error("[setup] run `{command}` failed ({outcome}); its output is in {}", log.display())]
     Setup {
+        /// The command.
         command: String,
+        /// How it ended (its exit status, or a timeout).
         outcome: String,
+        /// The file its output is in.
         log: PathBuf,
     },
+    /// A `[setup] include` cannot be shared: it is not in the checkout, or there is none.
     #[error("[setup] include `{path}`: {why}")]
-    Include { path: String, why: String },
+    Include {
+        /// The path as the plan gives it.
+        path: String,
+        /// Why not.
+        why: String,
+    },
+    /// The base layer could not be written.
     #[error("cannot make the base layer of {base}: {why}")]
-    Layer { base: String, why: String },
+    Layer {
+        /// The base commit.
+        base: String,
+        /// Why it could not be written.
+        why: String,
+    },
+    /// The run was interrupted during the setup.
     #[error("the setup was interrupted")]
     Interrupted,
 }
 
 /// What a kept base layer holds, in `env.json` beside it.
 #[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
-pub struct EnvRecord {
-    pub base: String,
+pub(crate) struct EnvRecord {
+    pub(crate) base: String,
     /// The setup it was made with (its `run` lines, `include`, and the `key` files' ids).
     pub setup_key: String,
     /// Whether `[setup] run` finished in it.
@@ -84,8 +104,8 @@ pub struct EnvRecord {
 
 /// One list of check commands plait ran in a base layer.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct Warmed {
-    pub commands: Vec<String>,
+pub(crate) struct Warmed {
+    pub(crate) commands: Vec<String>,
     /// The commands that failed at the base (red before any task).
     pub failed: Vec<String>,
 }
@@ -95,22 +115,23 @@ type StartLayer = tokio::sync::OnceCell<Result<PathBuf, String>>;
 
 /// A directory `[setup] include` shares from the user's checkout.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Include {
+pub(crate) struct Include {
     /// Relative to the checkout's root.
     pub path: String,
-    pub source: PathBuf,
+    pub(crate) source: PathBuf,
 }
 
 /// A run's base layer, ready: where it is, where views are mounted, what it shares.
 #[derive(Debug)]
 pub struct Environment {
+    /// The base commit it is made from.
     pub base: Oid,
     /// Where every view and check of the repository is mounted, in its own namespace.
     pub stable: PathBuf,
     /// `envs/<base>`: the layer (`tree`), its index, its record and setup logs.
     pub dir: PathBuf,
-    pub includes: Vec<Include>,
-    pub record: Mutex<EnvRecord>,
+    pub(crate) includes: Vec<Include>,
+    pub(crate) record: Mutex<EnvRecord>,
     /// Layers of the starts of tasks that come after others: what a start changes against
     /// the base, made once.
     starts: Mutex<HashMap<Oid, Arc<StartLayer>>>,
@@ -123,7 +144,7 @@ impl Environment {
     /// after the run (a person's decisions, `plait land`, the culprit search of `plait
     /// check`); `None` when there is none, it is not set up, no views over layers can be
     /// had here, or a run is making it now.
-    pub fn open_kept(envs: &Path, base: Oid, stable: PathBuf) -> Option<Environment> {
+    pub(crate) fn open_kept(envs: &Path, base: Oid, stable: PathBuf) -> Option<Environment> {
         plait_sandbox::sandbox::view_support().as_ref().ok()?;
         // The newest layer of the base that is set up (one per setup).
         let prefix = format!("{base}-");
@@ -173,7 +194,7 @@ impl Environment {
 
     /// The git directory a check at the base sees (`HEAD` the base): its own to write, as a
     /// checkout's is (`git status` saves its refreshed index there).
-    pub fn git_dir(&self) -> PathBuf {
+    pub(crate) fn git_dir(&self) -> PathBuf {
         self.dir.join("git")
     }
 
@@ -183,7 +204,7 @@ impl Environment {
     }
 
     /// The base layer mounted writable at the stable path: plait's own steps on the base.
-    pub fn base_view(&self) -> OverlayView {
+    pub(crate) fn base_view(&self) -> OverlayView {
         OverlayView {
             target: self.stable.clone(),
             lower: vec![self.tree()],
@@ -210,7 +231,7 @@ impl Environment {
     /// A task's view: its worktree over its start's layer (when it has one) and the base
     /// layer, at the stable path and at the worktree's own; the included directories in
     /// layers under `own` (beside the worktree).
-    pub fn task_view(
+    pub(crate) fn task_view(
         &self,
         start: Option<PathBuf>,
         worktree: &Path,
@@ -245,7 +266,7 @@ impl Environment {
 
     /// The layer of start `commit`: its files that differ from the base's, and whiteouts
     /// for the base's files it removed; made once, under this layer's `starts/`.
-    pub async fn start_layer(&self, repo: &Path, commit: Oid) -> Result<PathBuf, String> {
+    pub(crate) async fn start_layer(&self, repo: &Path, commit: Oid) -> Result<PathBuf, String> {
         let cell = self
             .starts
             .lock()
@@ -283,7 +304,7 @@ impl Environment {
 
     /// Whether the list of check commands `commands` has been run at the base in this
     /// layer (by this run or an earlier one).
-    pub fn judged_at_base(&self, commands: &[String]) -> bool {
+    pub(crate) fn judged_at_base(&self, commands: &[String]) -> bool {
         let mut record = self.record.lock().unwrap_or_else(|e| e.into_inner());
         if record.warmed.iter().any(|w| w.commands == commands) {
             return true;
@@ -301,7 +322,7 @@ impl Environment {
 
     /// Keeps how `commands` fared at the base, run in a layer over it: `failed` those that
     /// failed. Kept with the layer, for later runs too.
-    pub fn note_at_base(&self, commands: &[String], failed: Vec<String>) {
+    pub(crate) fn note_at_base(&self, commands: &[String], failed: Vec<String>) {
         {
             let mut record = self.record.lock().unwrap_or_else(|e| e.into_inner());
             if record.warmed.iter().any(|w| w.commands == commands) {
@@ -316,7 +337,7 @@ impl Environment {
     }
 
     /// The check commands that failed at the base when plait built it, each once.
-    pub fn failed_at_base(&self) -> Vec<String> {
+    pub(crate) fn failed_at_base(&self) -> Vec<String> {
         let record = self.record.lock().unwrap_or_else(|e| e.into_inner());
         let mut failed: Vec<String> = Vec::new();
         for command in record.warmed.iter().flat_map(|w| &w.failed) {
@@ -331,7 +352,7 @@ impl Environment {
     /// names one of plait's variables (`$PLAIT_TASK`, `$PLAIT_BASE`, `$PLAIT_COMMIT`, …)
     /// judges each task by what is its own, which the base has none of: its failure there
     /// says nothing of a task's.
-    pub fn fails_at_base(&self, command: &str) -> bool {
+    pub(crate) fn fails_at_base(&self, command: &str) -> bool {
         if command.contains("PLAIT_") {
             return false;
         }
@@ -393,7 +414,7 @@ pub(crate) fn layer_dir(envs: &Path, base: Oid, key: &str) -> PathBuf {
 /// Where the views of the runs whose worktrees are under `worktree_root` are mounted: one
 /// directory beside the runs' worktrees (by default under the user's cache, outside every
 /// checkout), the same for every run of the repository.
-pub fn stable_path(worktree_root: &Path) -> PathBuf {
+pub(crate) fn stable_path(worktree_root: &Path) -> PathBuf {
     match worktree_root.parent() {
         Some(parent) => parent.join("tree"),
         None => worktree_root.join("tree"),

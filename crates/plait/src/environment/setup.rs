@@ -56,8 +56,11 @@ pub struct EnvRequest<'a> {
     pub repo: &'a Path,
     /// Where base layers are kept (`Store::envs_dir`).
     pub envs: PathBuf,
+    /// The base commit.
     pub base: Oid,
+    /// The base commit's files.
     pub files: Arc<Vec<TreeFile>>,
+    /// The plan's `[setup]`.
     pub setup: &'a SetupSettings,
     /// Where views are mounted.
     pub stable: PathBuf,
@@ -70,8 +73,11 @@ pub struct EnvRequest<'a> {
     pub env: Vec<(&'a str, String)>,
     /// Where the base's checks log (`<n>/check-<i>.log`) and the setup logs (`setup-<i>.log`).
     pub warm_logs: PathBuf,
+    /// Where the setup's commands log.
     pub setup_logs: PathBuf,
+    /// How long each of the base's checks may run.
     pub timeout: Duration,
+    /// The run's interrupt.
     pub cancel: &'a Cancel,
 }
 
@@ -82,7 +88,7 @@ pub struct SetupOutcome {
     pub made: bool,
     /// The setup commands run, each with its log.
     pub ran: Vec<(String, PathBuf)>,
-    pub ms: u64,
+    pub(crate) ms: u64,
     /// What making it took, step by step (the layer, the setup, the base's checks).
     pub steps: Vec<(String, u64)>,
 }
@@ -509,7 +515,7 @@ fn take_over(
 /// What a run of `plan` would find for its environment, for `plait run --dry-run`: the
 /// kept base layer, one it would take over, or one it would make; where views are mounted.
 /// Reads only.
-pub fn preview(
+pub(crate) fn preview(
     repo: &Path,
     envs: &Path,
     plan: &crate::plan::ResolvedPlan,

@@ -20,14 +20,19 @@ pub mod run;
 /// Why plait could not merge (a conflict is not an error: it is in the outcome).
 #[derive(Debug, thiserror::Error)]
 pub enum MergeError {
+    /// The git CLI failed.
     #[error(transparent)]
     Cli(#[from] GitCliError),
+    /// The output of `git merge-tree` could not be read; the message says how.
     #[error("could not read the output of git merge-tree: {0}")]
     Parse(String),
+    /// A git operation failed.
     #[error("git: {0}")]
     Git(#[from] git2::Error),
+    /// The repository cannot be used.
     #[error(transparent)]
     Repo(#[from] RepoError),
+    /// A group's branch was not merged (its id).
     #[error("{0} was not merged")]
     NotMerged(String),
 }
@@ -35,8 +40,11 @@ pub enum MergeError {
 /// One branch to merge.
 #[derive(Debug, Clone)]
 pub struct BranchInput {
+    /// The task whose branch it is.
     pub task: String,
+    /// The branch's name.
     pub branch: String,
+    /// The commit to merge.
     pub commit: Oid,
     /// Where the branch started when not at the base (a task with `after`).
     pub start: Option<Start>,
@@ -47,7 +55,7 @@ pub struct BranchInput {
 /// together with exactly the work it started from.
 #[derive(Debug, Clone)]
 pub struct Start {
-    pub commit: Oid,
+    pub(crate) commit: Oid,
     /// The tasks whose work the start holds, each at the commit it held.
     pub from: BTreeMap<String, Oid>,
 }
@@ -83,8 +91,11 @@ pub struct MergeSettings<'a> {
     pub workdir: &'a Path,
     /// The branch to write, `plait/<run>/merged`.
     pub branch: &'a str,
+    /// The commit the merge starts from.
     pub base: Oid,
+    /// The branches to merge, in order.
     pub branches: &'a [BranchInput],
+    /// The merged commit's message.
     pub message: String,
 }
 
@@ -368,7 +379,7 @@ fn tasks_near(touched: &HashMap<String, Vec<String>>, path: &str) -> Vec<String>
 }
 
 /// Writes the tree `base` with `changes` applied.
-pub fn write_tree(
+pub(crate) fn write_tree(
     repo: &Repository,
     base: &Tree<'_>,
     changes: &BTreeMap<String, Entry>,
@@ -401,11 +412,11 @@ fn file_mode(m: u32) -> FileMode {
 
 /// A conflict as `git merge-tree` reports it.
 #[derive(Debug, Clone)]
-pub struct RawConflict {
-    pub path: String,
-    pub stages: Vec<u8>,
-    pub types: Vec<String>,
-    pub messages: Vec<String>,
+pub(crate) struct RawConflict {
+    pub(crate) path: String,
+    pub(crate) stages: Vec<u8>,
+    pub(crate) types: Vec<String>,
+    pub(crate) messages: Vec<String>,
 }
 
 impl RawConflict {
@@ -424,7 +435,7 @@ impl RawConflict {
     }
 
     /// The conflict without tasks or hunks, which only the caller knows.
-    pub fn into_conflict(self) -> Conflict {
+    pub(crate) fn into_conflict(self) -> Conflict {
         Conflict {
             kind: self.kind(),
             message: self.messages.join("\n"),
@@ -438,14 +449,14 @@ impl RawConflict {
 /// The result of `git merge-tree --write-tree`: the tree (with markers where conflicted)
 /// and the conflicts.
 #[derive(Debug, Clone)]
-pub struct TreeMerge {
-    pub tree: Oid,
-    pub conflicts: Vec<RawConflict>,
+pub(crate) struct TreeMerge {
+    pub(crate) tree: Oid,
+    pub(crate) conflicts: Vec<RawConflict>,
 }
 
 /// Runs `git merge-tree --write-tree` on two commit-ishes, with `base` as the merge base
 /// when given.
-pub fn merge_tree(
+pub(crate) fn merge_tree(
     workdir: &Path,
     base: Option<Oid>,
     ours: &str,

@@ -11,7 +11,7 @@ use plait_core::state::{Culprits, RunState, TaskRecord, TaskState, Verdict};
 
 /// Whether a task's branch may go into the merge: done, approved (or not reviewed), its
 /// checks green, and no violation unless a person accepted the task as it is.
-pub fn mergeable(task: &TaskRecord) -> bool {
+pub(crate) fn mergeable(task: &TaskRecord) -> bool {
     let accepted = task.decided(Verdict::Approve);
     (task.state == TaskState::Done || (task.state == TaskState::Rejected && accepted))
         && task.checks_pass()
@@ -20,7 +20,7 @@ pub fn mergeable(task: &TaskRecord) -> bool {
 }
 
 /// Merges the mergeable tasks of `state` into its merged branch (blocking).
-pub fn merge_tasks(context: &Context, state: &RunState) -> Result<MergeOutcome, MergeError> {
+pub(crate) fn merge_tasks(context: &Context, state: &RunState) -> Result<MergeOutcome, MergeError> {
     let branches = branch_inputs(state.tasks.iter(), state.culprits.as_ref());
     let base = git2::Oid::from_str(&state.base)?;
     let repo = context.repo()?;
@@ -36,7 +36,7 @@ pub fn merge_tasks(context: &Context, state: &RunState) -> Result<MergeOutcome, 
 
 /// Whether decisions taken since the merge (`plait accept` / `plait reject`) change which
 /// tasks (or, in a grouped run, which groups) belong in it.
-pub fn merge_is_stale(state: &RunState) -> bool {
+pub(crate) fn merge_is_stale(state: &RunState) -> bool {
     let Some(merge) = &state.merge else {
         return false;
     };

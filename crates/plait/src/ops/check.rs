@@ -53,9 +53,13 @@ pub enum CheckRequest<'a> {
     /// HEAD is on); with `bisect`, the culprit search when the merged checks fail, each of
     /// its steps told to `step` (the run is not changed).
     Run {
+        /// The run's id or a prefix of it.
         run: &'a str,
+        /// The target branch.
         into: Option<&'a str>,
+        /// Whether to search for the culprits when the merged checks fail.
         bisect: bool,
+        /// Told each step of the search.
         step: &'a (dyn Fn(Step) + Send + Sync),
     },
     /// Branches made outside a run, against a plan.
@@ -64,6 +68,7 @@ pub enum CheckRequest<'a> {
 
 /// What a check found.
 pub struct Checked {
+    /// The findings.
     pub report: CheckReport,
     /// The culprit search's finding, when it was asked for and the merged checks failed.
     pub culprits: Option<Culprits>,
@@ -121,11 +126,19 @@ pub struct BranchesRequest<'a> {
 #[derive(Debug, Clone)]
 pub enum Case {
     /// The run's branches, as `plait check RUN --into INTO` checks them (pre-push).
-    Run { run: String, into: String },
+    Run {
+        /// The run.
+        run: String,
+        /// The branch pushed to.
+        into: String,
+    },
     /// A merge into `into`, or another move of it, that brings in the run's work.
     Merge {
+        /// The run.
         run: String,
+        /// The branch merged into.
         into: String,
+        /// The merge and what it brings in.
         merging: MergeInProgress,
     },
 }
@@ -152,8 +165,11 @@ pub struct Judged {
 /// to another.
 #[derive(Debug, Clone)]
 pub struct BranchUpdate {
+    /// The branch.
     pub branch: String,
+    /// The commit it moves from.
     pub old: Oid,
+    /// The commit it moves to.
     pub new: Oid,
 }
 

@@ -12,7 +12,9 @@ use super::OpsError;
 /// `at_risk`).
 #[derive(Debug)]
 pub struct Cleaned {
+    /// The run.
     pub run: String,
+    /// What was removed, or what would be lost.
     pub outcome: CleanOutcome,
     /// Work would be lost and the clean was not forced: nothing was removed.
     pub refused: bool,

@@ -8,12 +8,12 @@ use super::OpsError;
 /// What was decided.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Decided {
-    pub run: String,
+    pub(crate) run: String,
     /// The task's (or group's) id.
     pub id: String,
     /// `"task"` or `"group"`.
     pub what: &'static str,
-    pub verdict: Verdict,
+    pub(crate) verdict: Verdict,
 }
 
 /// A decision asked of a person: accept or reject a task (or a group) of a run.
@@ -22,6 +22,7 @@ pub struct DecideRequest<'a> {
     pub run: Option<&'a str>,
     /// The task's (or group's) id.
     pub id: &'a str,
+    /// The decision.
     pub verdict: Verdict,
 }
 

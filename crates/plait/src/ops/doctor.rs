@@ -28,13 +28,16 @@ pub struct DoctorReport {
     pub network_namespace: Result<(), String>,
     /// How a task's network is walled here, in words.
     pub walls: String,
+    /// Each attempt, in the order made.
     pub probes: Vec<Probe>,
 }
 
 /// One attempt from inside the walls.
 #[derive(Debug, Serialize)]
 pub struct Probe {
+    /// What was tried.
     pub what: &'static str,
+    /// Whether the walls refused it.
     pub refused: bool,
     /// What happened, when it was not refused (or could not be tried).
     pub detail: String,

@@ -25,17 +25,6 @@ pub struct Watch {
     pub cancel: Cancel,
 }
 
-impl Watch {
-    /// Followed by no one, stopped by `cancel`.
-    pub fn quiet(cancel: Cancel) -> Watch {
-        Watch {
-            started: None,
-            updates: None,
-            cancel,
-        }
-    }
-}
-
 /// A run made, or made ready to go on, just before it goes.
 #[derive(Debug)]
 pub struct Started {

@@ -76,13 +76,27 @@ PLAIT_INPUT
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum HookStep {
     /// A hook of the user's was kept under another name; it runs first.
-    Kept { name: &'static str, path: PathBuf },
+    Kept {
+        /// The hook's name.
+        name: &'static str,
+        /// Where it was kept.
+        path: PathBuf,
+    },
     /// plait's hook was written here.
-    Installed { path: PathBuf },
+    Installed {
+        /// The hook's file.
+        path: PathBuf,
+    },
     /// plait's hook was removed from here.
-    Removed { path: PathBuf },
+    Removed {
+        /// The hook's file.
+        path: PathBuf,
+    },
     /// The user's hook was put back.
-    Restored { name: &'static str },
+    Restored {
+        /// The hook's name.
+        name: &'static str,
+    },
 }
 
 /// The repository's hooks directory.

@@ -12,6 +12,7 @@ use super::OpsError;
 pub struct LandRequest<'a> {
     /// The run (default: the latest).
     pub run: Option<&'a str>,
+    /// The branch to land on.
     pub into: &'a str,
     /// Land the tasks that merged cleanly even though others did not.
     pub partial: bool,
@@ -19,8 +20,8 @@ pub struct LandRequest<'a> {
 
 /// A task whose branch was moved by hand and whose new commits were collected.
 #[derive(Debug, Clone, serde::Serialize)]
-pub struct Adopted {
-    pub task: String,
+pub(crate) struct Adopted {
+    pub(crate) task: String,
     /// Its task checks on the collected tip: `None` when the plan has none.
     pub checks_pass: Option<bool>,
 }
@@ -28,7 +29,7 @@ pub struct Adopted {
 /// Why the run was merged again before landing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Remerged {
+pub(crate) enum Remerged {
     /// Branches moved by hand were collected.
     Adopted,
     /// Decisions changed which tasks belong in the merge.
@@ -38,9 +39,11 @@ pub enum Remerged {
 /// What landing did.
 #[derive(Debug)]
 pub struct Landing {
+    /// The run.
     pub run: String,
-    pub adopted: Vec<Adopted>,
-    pub remerged: Option<Remerged>,
+    pub(crate) adopted: Vec<Adopted>,
+    pub(crate) remerged: Option<Remerged>,
+    /// How the landing ended.
     pub outcome: LandOutcome,
     /// The run's record after it all (for a refusal's details).
     pub state: RunState,

@@ -18,15 +18,18 @@ use super::OpsError;
 /// What the manager is asked.
 #[derive(Debug, Clone)]
 pub struct ManageRequest {
+    /// What the plan is to do.
     pub goal: String,
     /// Who plans: a built-in provider (`anthropic`, `openai`; its base URL and key come
     /// from the context's environment as for workers) or `claude-code`. `None`: the
     /// Anthropic API where there is its key, else Claude Code where it is installed, else
     /// the API (whose missing key the error then names).
     pub manager: Option<String>,
+    /// The model to ask, in place of the provider's default.
     pub model: Option<String>,
     /// Files whose contents the manager may read (globs).
     pub include: Vec<String>,
+    /// The most tasks the plan may have.
     pub max_tasks: usize,
     /// How many times a plan that is not valid goes back to the manager.
     pub corrections: u32,
@@ -40,6 +43,7 @@ pub struct ManageRequest {
 pub struct Managed {
     /// Its TOML, with a header listing what no task owns.
     pub toml: String,
+    /// The plan, checked.
     pub planned: Planned,
     /// Where the TOML is kept.
     pub path: PathBuf,

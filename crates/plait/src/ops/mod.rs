@@ -42,37 +42,66 @@ use plait_core::state::StateError;
 pub enum OpsError {
     /// The run has finished: there is nothing to resume.
     #[error("run {run} has finished; there is nothing to resume")]
-    Finished { run: String },
+    Finished {
+        /// The run.
+        run: String,
+    },
     /// The run has not finished, and what was asked needs it finished.
     #[error("run {run} has not finished")]
-    NotFinished { run: String },
+    NotFinished {
+        /// The run.
+        run: String,
+    },
     /// The run's own plait process is still going.
     #[error("run {run} is still going (plait process {pid})")]
-    Going { run: String, pid: u32 },
+    Going {
+        /// The run.
+        run: String,
+        /// The process id of the plait running it.
+        pid: u32,
+    },
     /// The run is in progress; `doing` waits for its end.
     #[error("run {run} is still in progress; {doing} when it has finished")]
-    InProgress { run: String, doing: &'static str },
+    InProgress {
+        /// The run.
+        run: String,
+        /// What was asked, as a verb phrase (`send a task back`).
+        doing: &'static str,
+    },
     /// A run holds the repository and may be using what was asked to go.
     #[error("run {run} is running (process {pid}) and may be using {what}")]
     InUse {
+        /// The run.
         run: String,
+        /// The process id of the plait running it.
         pid: u32,
+        /// What was asked to go (`the seed and the views`).
         what: &'static str,
     },
     /// The run has no task (or group) of that id.
     #[error("run {run} has no task{} `{id}`", if *groups { " or group" } else { "" })]
     NoTask {
+        /// The run.
         run: String,
+        /// The id asked for.
         id: String,
         /// Whether the run has groups, which the id could have named.
         groups: bool,
     },
     /// The id names a group where a task is needed.
     #[error("`{group}` is a group of run {run}: send back one of its tasks")]
-    Group { run: String, group: String },
+    Group {
+        /// The run.
+        run: String,
+        /// The group's id.
+        group: String,
+    },
     /// The store has no run of that id.
     #[error("the store has no run `{run}`")]
-    NotInStore { run: String },
+    NotInStore {
+        /// The run asked for.
+        run: String,
+    },
     /// A remote was given for a run spread over workers, but no store to spread it
     /// through.
     #[error("a run spread over workers through a remote needs a store as well")]
@@ -80,13 +109,17 @@ pub enum OpsError {
     /// The directory chosen for the worktrees cannot be made absolute.
     #[error("{}: {source}", dir.display())]
     WorktreeDir {
+        /// The directory as given.
         dir: std::path::PathBuf,
+        /// Why it cannot.
         source: std::io::Error,
     },
     /// The base commit could not be put on the remote the run is spread over.
     #[error("{remote}: {source}")]
     PublishBase {
+        /// The remote.
         remote: String,
+        /// What pushing to it said.
         source: plait_store::remote::RemoteError,
     },
     /// HEAD is on no branch, and no target branch was named.
@@ -98,37 +131,57 @@ pub enum OpsError {
     /// A branch to check names (or implies) a task the plan does not have.
     #[error("{spec}: plan {} has no task `{task}`", plan.display())]
     UnknownTask {
+        /// The branch as given.
         spec: String,
+        /// The plan's file.
         plan: std::path::PathBuf,
+        /// The task it names.
         task: String,
     },
     /// A branch to check does not exist.
     #[error("{spec}: no branch `{branch}`")]
-    NoBranch { spec: String, branch: String },
+    NoBranch {
+        /// The branch as given.
+        spec: String,
+        /// The branch it names.
+        branch: String,
+    },
     /// The base named is not a branch or commit.
     #[error("base `{rev}` is not a branch or commit")]
-    BadBase { rev: String },
+    BadBase {
+        /// The base as given.
+        rev: String,
+    },
     /// The target branch does not exist.
     #[error("branch `{into}` does not exist")]
-    NoTarget { into: String },
+    NoTarget {
+        /// The target branch's name.
+        into: String,
+    },
     /// The branches to check share no history with their target.
     #[error("the branches share no history with the target")]
     NoSharedHistory,
     /// Task branches moved by hand in ways plait cannot take: no landing.
     #[error("not landing run {run}: task branches moved by hand:{}", list(refused))]
     MovedByHand {
+        /// The run.
         run: String,
         /// Each branch and why it cannot be taken.
         refused: Vec<(String, String)>,
     },
+    /// The repository cannot be used.
     #[error(transparent)]
     Repo(#[from] RepoError),
+    /// The run's record could not be read or written.
     #[error(transparent)]
     State(#[from] StateError),
+    /// The plan could not be read or is not valid.
     #[error(transparent)]
     Plan(#[from] PlanError),
+    /// The run could not be landed.
     #[error(transparent)]
     Land(#[from] LandError),
+    /// What a run or the seed left could not be removed.
     #[error(transparent)]
     Clean(crate::clean::CleanError),
     /// The manager could not plan.
@@ -150,43 +203,67 @@ pub enum OpsError {
     /// Part of the run's pipeline (a merge again, checks, collecting moved branches).
     #[error("{what}: {source}")]
     Run {
+        /// The part of the pipeline (`merging again`).
         what: &'static str,
+        /// Why it failed.
         source: RunError,
     },
     /// Checking a run, a merge in progress or branches against a plan; `what` names which
     /// (`cannot check run 0abc12`).
     #[error("{what}: {source}")]
-    Check { what: String, source: RunError },
+    Check {
+        /// What was being checked.
+        what: String,
+        /// Why it could not be.
+        source: RunError,
+    },
     /// The runs' task work, by which a hook finds the runs a move concerns, cannot be read.
     #[error(transparent)]
     Work(#[from] crate::check::work::WorkError),
     /// The manager's request is not valid: `what` names the part (`goal`, `max-tasks`,
     /// `include`, `manager`).
     #[error("{what}: {message}")]
-    Manage { what: &'static str, message: String },
+    Manage {
+        /// The part of the request.
+        what: &'static str,
+        /// What is wrong with it.
+        message: String,
+    },
     /// The manager named is neither a built-in model provider nor `claude-code`.
     #[error("the manager `{name}` is neither a built-in model provider nor claude-code")]
-    UnknownManager { name: String },
+    UnknownManager {
+        /// The manager as named.
+        name: String,
+    },
     /// A hook of the user's is in the way of installing plait's: both it and the name it
     /// would be kept under exist.
     #[error("{} exists and so does {}", path.display(), chained.display())]
     HookInTheWay {
+        /// The hook's file.
         path: std::path::PathBuf,
+        /// Where the user's hook would be kept, to be called by plait's.
         chained: std::path::PathBuf,
     },
     /// git ran a hook plait does not have.
     #[error("unknown hook `{name}`")]
-    UnknownHook { name: String },
+    UnknownHook {
+        /// The hook's name.
+        name: String,
+    },
     /// The git CLI failed at `what`.
     #[error("{what}: {source}")]
     Git {
+        /// What git was asked to do.
         what: &'static str,
+        /// How it failed.
         source: plait_core::git::GitCliError,
     },
     /// A config file exists but cannot be read.
     #[error("cannot read config {}: {source}", path.display())]
     ConfigUnreadable {
+        /// The config file.
         path: std::path::PathBuf,
+        /// Why it cannot be read.
         source: std::io::Error,
     },
     /// A worker was given no directory for its clones, and there is no home to keep them
@@ -199,7 +276,9 @@ pub enum OpsError {
     /// A file of plait's own could not be read or written.
     #[error("{}: {source}", path.display())]
     Io {
+        /// The file.
         path: std::path::PathBuf,
+        /// Why it could not be read or written.
         source: std::io::Error,
     },
 }

@@ -39,6 +39,7 @@ pub struct RunRequest<'a> {
 
 /// A plan read against the repository, and what the user should be warned of.
 pub struct Planned {
+    /// The plan resolved against the repository.
     pub resolved: ResolvedPlan,
     /// The sandbox's and the plan's warnings, one line each (with the setup's: what the
     /// views would lack of the checkout).

@@ -43,7 +43,7 @@ pub struct WorkRequest {
 }
 
 /// Told a worker's name and its clones' directory.
-pub type OnStart = Box<dyn FnOnce(&str, &std::path::Path) + Send>;
+pub(crate) type OnStart = Box<dyn FnOnce(&str, &std::path::Path) + Send>;
 
 /// How a worker is followed and stopped.
 pub struct WorkerWatch {

@@ -20,7 +20,7 @@ use plait_core::state::{ChangeKind, FileChange, TaskRecord};
 
 /// Why a step of a task's pipeline failed; its text is the task's failure in the record.
 #[derive(Debug, thiserror::Error)]
-pub enum TaskError {
+pub(crate) enum TaskError {
     #[error(transparent)]
     Repo(#[from] git::RepoError),
     #[error("git: {0}")]

@@ -14,7 +14,7 @@ use plait_core::state::{RunState, Verdict};
 
 /// Runs the supervisors' reviews of the groups that have a merge with changes and no review
 /// yet, all at once; their reviews go into `state`.
-pub async fn review_groups(shared: &Arc<Shared>, state: &mut RunState) {
+pub(crate) async fn review_groups(shared: &Arc<Shared>, state: &mut RunState) {
     let run_dir = shared.store.run_dir(&shared.run);
     let mut jobs = Vec::new();
     for k in 0..state.groups.len() {

@@ -64,7 +64,7 @@ pub(super) async fn merge_run(
 
 /// Merges the run again with the tasks that belong in it now and runs the merged checks
 /// on the result; the state is updated (not saved).
-pub async fn remerge(
+pub(crate) async fn remerge(
     context: Context,
     run_dir: RunDir,
     state: &mut RunState,

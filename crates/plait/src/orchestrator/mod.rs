@@ -39,7 +39,7 @@ use std::time::Instant;
 
 use tokio::sync::{mpsc, Notify};
 
-pub mod adopt;
+pub(crate) mod adopt;
 mod clock;
 mod collecting;
 mod coordinate;
@@ -57,7 +57,7 @@ pub mod worker;
 mod worktrees;
 
 use culprits::search_culprits;
-pub use merging::remerge;
+pub(crate) use merging::remerge;
 use merging::{merge_run, run_merged_checks};
 use shared::Dispatch;
 use shared::{mirror, open_store, write_states, Shared};
@@ -75,12 +75,16 @@ use plait_core::state::{
 /// Why a run could not proceed.
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
+    /// The repository cannot be used.
     #[error(transparent)]
     Repo(#[from] RepoError),
+    /// The run's record could not be read or written.
     #[error(transparent)]
     State(#[from] StateError),
+    /// Merging the tasks' branches failed.
     #[error("merge failed: {0}")]
     Merge(#[from] MergeError),
+    /// The culprit search could not go on.
     #[error(transparent)]
     Bisect(#[from] crate::bisect::BisectError),
     /// The run cannot do what was asked of it, as it stands (the user can fix that).
@@ -92,25 +96,35 @@ pub enum RunError {
     /// The git remote of a run over many machines.
     #[error(transparent)]
     Remote(#[from] plait_store::remote::RemoteError),
+    /// A git operation failed.
     #[error("git: {0}")]
     Git(#[from] git2::Error),
+    /// A file of the run could not be read or written.
     #[error("{path}: {source}")]
     Io {
+        /// The file.
         path: PathBuf,
+        /// Why it could not be read or written.
         source: std::io::Error,
     },
     /// A part of the run on a thread or task of its own panicked or was dropped.
     #[error("{what} panicked: {source}")]
     Panicked {
+        /// The part.
         what: &'static str,
+        /// The panic, or the drop.
         source: tokio::task::JoinError,
     },
+    /// The HTTP client for the models could not be built.
     #[error("cannot set up HTTP: {0}")]
     Http(#[from] reqwest::Error),
+    /// The run's record could not be encoded.
     #[error("cannot encode the run's record: {0}")]
     Encode(#[from] serde_json::Error),
+    /// A task's branch or worktree could not be made.
     #[error(transparent)]
     Worktree(#[from] crate::workspace::WorkspaceError),
+    /// The checks' checkout could not be made.
     #[error("the checks could not run: {0}")]
     Checks(#[from] crate::review::checks::CheckoutError),
     /// The run's environment could not be made: a `[setup]` command failed, or its base
@@ -120,14 +134,16 @@ pub enum RunError {
     /// A worker could not set up a queued run on its machine.
     #[error("cannot take run {run}'s tasks: {source}")]
     TakeRun {
+        /// The run.
         run: String,
+        /// Why not.
         source: Box<dyn std::error::Error + Send + Sync>,
     },
 }
 
 impl RunError {
     /// A panicked (or cancelled) blocking part of the run, naming what it was doing.
-    pub fn panicked(what: &'static str) -> impl FnOnce(tokio::task::JoinError) -> RunError {
+    pub(crate) fn panicked(what: &'static str) -> impl FnOnce(tokio::task::JoinError) -> RunError {
         move |source| RunError::Panicked { what, source }
     }
 }
@@ -138,9 +154,11 @@ pub struct RunSettings {
     /// The repository, its store and environment, and the plait program the agents'
     /// hooks call back.
     pub context: Context,
+    /// The plan resolved.
     pub plan: Arc<ResolvedPlan>,
     /// Where the plan came from, and its text, kept with the run.
     pub plan_path: PathBuf,
+    /// The plan's text.
     pub plan_text: String,
     /// Tasks at once.
     pub jobs: usize,
@@ -162,8 +180,11 @@ pub struct RunSettings {
 /// A change of a task's state, for progress displays.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Event {
+    /// The run.
     pub run: String,
+    /// The task.
     pub task: String,
+    /// Its new state.
     pub state: TaskState,
     /// One line of detail: the failure reason, or what was collected.
     pub detail: Option<String>,
@@ -175,8 +196,10 @@ pub struct Event {
 /// `up` (in the top merge) or `held` (left out of it).
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct GroupEvent {
-    pub run: String,
+    pub(crate) run: String,
+    /// The group's id.
     pub group: String,
+    /// The step (`merged`, `reviewed`, `sent_back`, `up` or `held`).
     pub stage: &'static str,
     /// One line: what was merged, the verdict, the tasks sent back.
     pub detail: String,
@@ -185,7 +208,9 @@ pub struct GroupEvent {
 /// What a run reports as it goes.
 #[derive(Debug, Clone)]
 pub enum Update {
+    /// A task changed.
     Task(Event),
+    /// A group changed.
     Group(GroupEvent),
     /// A step of the culprit search.
     Bisect(crate::bisect::Step),
@@ -332,7 +357,10 @@ fn lay_down(store: &Store, run: &str, settings: &RunSettings) -> Result<RunState
 /// Takes the repository lock for run `state`, loaded and found unfinished, to carry it
 /// on: finished tasks are kept, interrupted ones go on from their worktrees, pending ones
 /// start.
-pub fn prepare_resume(settings: RunSettings, mut state: RunState) -> Result<Prepared, RunError> {
+pub(crate) fn prepare_resume(
+    settings: RunSettings,
+    mut state: RunState,
+) -> Result<Prepared, RunError> {
     let store = settings.context.store().clone();
     let run = state.id.clone();
     let run = run.as_str();
@@ -392,7 +420,7 @@ fn going_again(
 /// round of its agent told the comment (and the review rounds after it), then the run
 /// merges and runs its merged checks again. The person's earlier decision on the task is
 /// dropped: the new round's review judges it.
-pub fn prepare_send_back(
+pub(crate) fn prepare_send_back(
     settings: RunSettings,
     run: &str,
     task: &str,

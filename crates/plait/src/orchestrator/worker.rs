@@ -32,26 +32,26 @@ use plait_store::pg::{Checkpoint, Claim, PgListener, PgStore};
 use plait_store::remote;
 
 /// How long a claim lasts unless renewed (it is renewed at a third of that).
-pub const LEASE: Duration = Duration::from_secs(30);
+pub(crate) const LEASE: Duration = Duration::from_secs(30);
 
 /// How a worker runs.
 pub struct WorkerSettings {
-    pub store: tokio_postgres::Config,
+    pub(crate) store: tokio_postgres::Config,
     /// The git remote as this machine reaches it; default: the one each run records.
     pub remote: Option<String>,
     /// Where the worker keeps its clones (one per remote) and takes its lock.
     pub dir: PathBuf,
     /// Tasks at once.
     pub jobs: usize,
-    pub lease: Duration,
+    pub(crate) lease: Duration,
     /// Who claims, as the store records it.
     pub name: String,
     /// Take only this run's tasks (a coordinator's own worker).
     pub only: Option<String>,
     /// A run's plan resolved already (the coordinator's own).
     pub known: Option<(String, Arc<ResolvedPlan>)>,
-    pub env: Env,
-    pub plait_program: PathBuf,
+    pub(crate) env: Env,
+    pub(crate) plait_program: PathBuf,
     /// Stop once nothing was there to claim for this long.
     pub idle_exit: Option<Duration>,
 }

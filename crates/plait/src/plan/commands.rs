@@ -22,7 +22,7 @@ const LEADING_WORDS: &[&str] = &[
 /// tell: the first word of each part between `&&`, `||`, `;` and `|`, after any `NAME=value`
 /// assignments. Nothing for a line with quotes, expansions or subshells, which only a shell
 /// can read.
-pub fn named_programs(command: &str) -> Vec<&str> {
+pub(crate) fn named_programs(command: &str) -> Vec<&str> {
     if command.contains(['\'', '"', '`', '$', '(', ')', '\\', '\n']) {
         return Vec::new();
     }
@@ -53,7 +53,11 @@ fn is_assignment(word: &str) -> bool {
 
 /// Whether a check's output says the shell could not find the program `command` names
 /// first: exit 127 with `NAME: not found` (dash) or `NAME: command not found` (bash).
-pub fn program_not_found(command: &str, exit_code: Option<i32>, output: &str) -> Option<String> {
+pub(crate) fn program_not_found(
+    command: &str,
+    exit_code: Option<i32>,
+    output: &str,
+) -> Option<String> {
     if exit_code != Some(127) {
         return None;
     }

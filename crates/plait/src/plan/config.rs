@@ -31,6 +31,7 @@ pub(super) struct ConfigFile {
 /// One config file, checked, in the plan's shape (`[sandbox]` as `[defaults] sandbox`).
 #[derive(Debug, Clone)]
 pub struct Layer {
+    /// The config file.
     pub source: PathBuf,
     table: Table,
 }
@@ -80,7 +81,7 @@ impl Layer {
 }
 
 /// The config `layers` (lowest first) merged into one table of the plan's shape.
-pub fn merged_layers(layers: &[Layer]) -> Table {
+pub(crate) fn merged_layers(layers: &[Layer]) -> Table {
     let mut out = Table::new();
     for layer in layers {
         merge_into(&mut out, &layer.table);
@@ -91,7 +92,7 @@ pub fn merged_layers(layers: &[Layer]) -> Table {
 /// The plan `text` (from `path`) with the config `layers` (lowest first) merged under it,
 /// as TOML; the plan's own text when there are none. The plan is checked on its own first,
 /// so that its problems point at its own lines.
-pub fn merged_plan(text: &str, path: &Path, layers: &[Layer]) -> Result<String, PlanError> {
+pub(crate) fn merged_plan(text: &str, path: &Path, layers: &[Layer]) -> Result<String, PlanError> {
     if layers.is_empty() {
         return Ok(text.to_string());
     }

@@ -10,7 +10,7 @@ use super::resolved::{AgentConfig, ResolvedPlan};
 /// A shell command an exec agent runs in the task's worktree.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ExecCommand {
-    pub command: String,
+    pub(crate) command: String,
     /// Once per owned file, in order, `{file}` replaced by the file's path (quoted for the
     /// shell) and `PLAIT_FILE` set to it; otherwise once for the whole task.
     pub each_file: bool,
@@ -44,7 +44,7 @@ impl ExecCommand {
     }
 
     /// Which of `owned` a per-file command runs on: those its `files` match, else all.
-    pub fn files_of<'a>(&self, owned: &'a [String]) -> Vec<&'a String> {
+    pub(crate) fn files_of<'a>(&self, owned: &'a [String]) -> Vec<&'a String> {
         match plait_core::globs::Globs::new(&self.files) {
             Ok(globs) if !self.files.is_empty() => {
                 owned.iter().filter(|f| globs.matches(f)).collect()
@@ -54,7 +54,7 @@ impl ExecCommand {
     }
 
     /// The plan's key for it: `exec` or `exec_each`.
-    pub fn key(&self) -> &'static str {
+    pub(crate) fn key(&self) -> &'static str {
         if self.each_file {
             "exec_each"
         } else {
@@ -64,7 +64,7 @@ impl ExecCommand {
 
     /// Whether a once-per-task command reads `$PLAIT_FILE` (or `${PLAIT_FILE}`), which is
     /// set only when the task owns exactly one file.
-    pub fn reads_single_file(&self) -> bool {
+    pub(crate) fn reads_single_file(&self) -> bool {
         !self.each_file && names_variable(&self.command, "PLAIT_FILE")
     }
 }
@@ -142,7 +142,7 @@ impl ResolvedPlan {
     /// The warning to give when an `exec_each` command with no `files` will run on owned
     /// files of another kind than most of them (a `LICENSE` or a `README.md` in a module
     /// of `.rs` files): how many, one of them, and the `files` that keeps to the others.
-    pub fn mixed_files_warning(&self) -> Option<String> {
+    pub(crate) fn mixed_files_warning(&self) -> Option<String> {
         let each: Vec<_> = self
             .tasks
             .iter()

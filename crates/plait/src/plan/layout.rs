@@ -76,7 +76,7 @@ impl Cone {
     }
 
     /// Adds `dir`'s own files (and its ancestors) to the cone, unless it is already whole.
-    pub fn add_own(&mut self, dir: String) {
+    pub(crate) fn add_own(&mut self, dir: String) {
         if self.is_whole(&dir) || self.own.contains(&dir) {
             return;
         }
@@ -85,7 +85,7 @@ impl Cone {
     }
 
     /// Whether the cone holds everything.
-    pub fn is_full(&self) -> bool {
+    pub(crate) fn is_full(&self) -> bool {
         self.whole.contains("")
     }
 
@@ -119,13 +119,13 @@ impl Cone {
 
     /// The directories whose own files (not their subdirectories) are in the cone, the
     /// root (`""`) first.
-    pub fn own(&self) -> impl Iterator<Item = &str> {
+    pub(crate) fn own(&self) -> impl Iterator<Item = &str> {
         self.own.iter().map(String::as_str)
     }
 
     /// The `info/sparse-checkout` file of this cone, as `git sparse-checkout set --cone`
     /// writes it.
-    pub fn patterns(&self) -> String {
+    pub(crate) fn patterns(&self) -> String {
         if self.is_full() {
             return "/*\n".to_string();
         }
@@ -170,7 +170,7 @@ fn escape(dir: &str) -> String {
 pub struct Layout {
     /// Indices into the run's sorted file list of the files checked out, in order.
     pub files: Vec<usize>,
-    pub cone: Cone,
+    pub(crate) cone: Cone,
 }
 
 impl Layout {
@@ -282,7 +282,7 @@ fn own_files<'a>(files: &'a [TreeFile], dir: &str) -> impl Iterator<Item = usize
 }
 
 /// `.gitignore` files are held wherever the cone reaches.
-pub fn is_ignore_file(path: &str) -> bool {
+pub(crate) fn is_ignore_file(path: &str) -> bool {
     path == ".gitignore" || path.ends_with("/.gitignore")
 }
 

@@ -25,24 +25,24 @@ use std::time::Duration;
 use serde::de::{self, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-pub use after::waits_for;
+pub(crate) use after::waits_for;
 pub use exec::ExecCommand;
 use plait_llm::provider::ProviderFile;
 use plait_sandbox::sandbox::SandboxMode;
-pub use resolved::{
-    AgentConfig, CheckSettings, CliSettings, GroupSettings, ResolvedPlan, ResolvedTask,
-    ReviewSettings, Reviewer, ToolSettings, DEFAULT_GROUP_THRESHOLD,
-};
-pub use setup::{missing_setup_hint, suggested_setup, SetupFile, SetupSettings};
-pub use validate::{resolve, resolve_kept, resolve_with_env};
-pub use validate_agents::claude_code_settings;
-pub use validate_settings::checks_of;
+pub(crate) use resolved::{AgentConfig, Reviewer, ToolSettings};
+pub use resolved::{CheckSettings, CliSettings, ResolvedPlan, ResolvedTask};
+pub(crate) use setup::suggested_setup;
+pub use setup::{missing_setup_hint, SetupFile, SetupSettings};
+pub(crate) use validate::resolve_kept;
+pub use validate::{resolve, resolve_with_env};
+pub(crate) use validate_agents::claude_code_settings;
+pub(crate) use validate_settings::checks_of;
 
 /// How long an agent may run when the plan does not say.
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30 * 60);
+pub(crate) const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30 * 60);
 
 /// How many model turns a task may take when the plan does not say.
-pub const DEFAULT_MAX_TURNS: u32 = 30;
+pub(crate) const DEFAULT_MAX_TURNS: u32 = 30;
 
 /// A plan as written in TOML.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -54,8 +54,10 @@ pub struct PlanFile {
     /// Branch or commit the tasks start from (default: HEAD).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub base: Option<String>,
+    /// `[defaults]`.
     #[serde(default, skip_serializing_if = "Defaults::is_empty")]
     pub defaults: Defaults,
+    /// The `[[task]]` entries.
     #[serde(default, rename = "task")]
     pub tasks: Vec<TaskFile>,
     /// Named model providers, `[providers.NAME]`.
@@ -113,9 +115,9 @@ pub struct AgentsFile {
         rename = "claude-code",
         skip_serializing_if = "Option::is_none"
     )]
-    pub claude_code: Option<ToolFile>,
+    pub(crate) claude_code: Option<ToolFile>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub aider: Option<ToolFile>,
+    pub(crate) aider: Option<ToolFile>,
 }
 
 impl AgentsFile {
@@ -127,7 +129,7 @@ impl AgentsFile {
 /// How to run one agent CLI.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct ToolFile {
+pub(crate) struct ToolFile {
     /// The program: a name looked up on `PATH` (the default is the CLI's usual name) or a path.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bin: Option<String>,
@@ -179,8 +181,10 @@ pub struct ChecksFile {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum BaseChecks {
+    /// A task check that fails on the base fails the task (the default).
     #[default]
     Fail,
+    /// A task check that fails on the base too does not count against the task.
     Ignore,
 }
 
@@ -215,12 +219,13 @@ pub struct ReviewFile {
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Defaults {
+    /// The agent every task runs unless it names its own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent: Option<AgentSpec>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub checkout: Option<Checkout>,
+    pub(crate) checkout: Option<Checkout>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub context: Option<Vec<String>>,
+    pub(crate) context: Option<Vec<String>>,
     /// How long an agent may run, such as `"90s"` or `"10m"`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout: Option<String>,
@@ -300,25 +305,34 @@ pub struct SandboxFile {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TaskFile {
+    /// The task's id, unique in the plan.
     pub id: String,
+    /// What the agent is told to do.
     pub prompt: String,
     /// Gitignore-style globs of the files this task may change.
     pub owns: Vec<String>,
     /// Globs of files checked out read-only for the agent to look at.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context: Option<Vec<String>>,
+    /// Which files its worktree holds, if not the default's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub checkout: Option<Checkout>,
+    /// The agent it runs, if not the default's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent: Option<AgentSpec>,
+    /// How long its agent may run (`30m`), if not the default's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout: Option<String>,
+    /// The most turns its agent may take, if not the default's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_turns: Option<u32>,
+    /// The most tokens its agent may spend, if not the default's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token_budget: Option<u64>,
+    /// Whether its agent is expected to change a file it owns, if not the default's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expect_changes: Option<bool>,
+    /// Its walls, if not the default's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<SandboxFile>,
     /// The tasks this one waits for (ids, or globs over ids): it starts from the merge of
@@ -363,8 +377,12 @@ pub enum Checkout {
 /// `{ cli = [...] }`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AgentSpec {
+    /// An agent by name: a built-in one (`anthropic`, `openai`, `claude-code`, `aider`) or a
+    /// `[providers.NAME]` table.
     Named(String),
+    /// A shell command: `{ exec = "CMD" }` or `{ exec_each = "CMD {file}" }`.
     Exec(ExecCommand),
+    /// An agent program and its arguments: `{ cli = [...] }`.
     Cli(CliSpec),
 }
 
@@ -372,6 +390,7 @@ pub enum AgentSpec {
 /// speaks when it reaches its model through plait's gateway.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CliSpec {
+    /// The program and its arguments, with placeholders.
     pub argv: Vec<String>,
     /// A built-in provider or a `[providers.NAME]` table; the program is given the
     /// gateway as that provider's base URL and key (`ANTHROPIC_BASE_URL`,
@@ -478,24 +497,55 @@ impl Serialize for AgentSpec {
 /// Why a plan cannot be used. Nothing has been created when one is returned.
 #[derive(Debug, thiserror::Error)]
 pub enum PlanError {
+    /// The plan's file could not be read.
     #[error("cannot read plan {path}: {source}")]
     Read {
+        /// The plan's file.
         path: PathBuf,
+        /// Why it could not be read.
         source: std::io::Error,
     },
+    /// The plan is not valid TOML of a plan's form.
     #[error("plan {path} is not valid: {message}")]
-    Parse { path: PathBuf, message: String },
+    Parse {
+        /// The plan's file.
+        path: PathBuf,
+        /// What the parser said.
+        message: String,
+    },
+    /// A config file is not valid TOML of a config's form.
     #[error("config {path} is not valid: {message}")]
-    Config { path: PathBuf, message: String },
+    Config {
+        /// The config file.
+        path: PathBuf,
+        /// What the parser said.
+        message: String,
+    },
+    /// The plan's base names no branch or commit.
     #[error("plan {path}: base `{base}` is not a branch or commit in this repository")]
-    BaseNotFound { path: PathBuf, base: String },
+    BaseNotFound {
+        /// The plan's file.
+        path: PathBuf,
+        /// The base as the plan gives it.
+        base: String,
+    },
+    /// The plan parses but does not hold together.
     #[error("plan {path} has {} problem{}:\n{}", problems.len(), if problems.len() == 1 { "" } else { "s" }, problems.iter().map(|p| format!("  - {p}")).collect::<Vec<_>>().join("\n"))]
     Invalid {
+        /// The plan's file.
         path: PathBuf,
+        /// Every problem found, one line each.
         problems: Vec<String>,
     },
+    /// A split rule could not be read.
     #[error("bad split rule `{spec}`: {reason}")]
-    Split { spec: String, reason: String },
+    Split {
+        /// The rule as given.
+        spec: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A git operation failed.
     #[error("git: {0}")]
     Git(#[from] git2::Error),
 }

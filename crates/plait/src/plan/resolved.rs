@@ -19,17 +19,18 @@ use plait_sandbox::sandbox::{Network, SandboxMode, SandboxSettings, Support};
 /// A plan checked against the repository, ready to run.
 #[derive(Debug, Clone)]
 pub struct ResolvedPlan {
-    pub goal: String,
+    pub(crate) goal: String,
     /// The commit every task starts from.
     pub base: Oid,
     /// How the plan named the base; without one, the current branch (or `HEAD` if detached).
     pub base_name: String,
+    /// The tasks, in the plan's order.
     pub tasks: Vec<ResolvedTask>,
     /// Every entry of the base commit's tree, sorted by path.
     pub files: Arc<Vec<TreeFile>>,
-    pub checks: CheckSettings,
-    pub review: ReviewSettings,
-    pub groups: GroupSettings,
+    pub(crate) checks: CheckSettings,
+    pub(crate) review: ReviewSettings,
+    pub(crate) groups: GroupSettings,
     /// What the views and checks get besides the tracked files (`[setup]`).
     pub setup: SetupSettings,
 }
@@ -37,7 +38,7 @@ pub struct ResolvedPlan {
 impl ResolvedPlan {
     /// The one warning to give when some process would be confined but this system cannot
     /// confine it (mode `auto`).
-    pub fn sandbox_warning(&self) -> Option<String> {
+    pub(crate) fn sandbox_warning(&self) -> Option<String> {
         let auto = self
             .tasks
             .iter()
@@ -56,11 +57,11 @@ impl ResolvedPlan {
 }
 
 /// Runs with more tasks than this are grouped under supervisors unless the plan says.
-pub const DEFAULT_GROUP_THRESHOLD: usize = 12;
+pub(crate) const DEFAULT_GROUP_THRESHOLD: usize = 12;
 
 /// How a large run is grouped under supervisors, resolved.
 #[derive(Debug, Clone)]
-pub struct GroupSettings {
+pub(crate) struct GroupSettings {
     /// More tasks than this: grouped.
     pub threshold: usize,
     /// A fixed number of groups.
@@ -73,7 +74,7 @@ pub struct GroupSettings {
 
 impl GroupSettings {
     /// How many groups a run of `tasks` tasks gets (0 or 1: no grouping).
-    pub fn groups_for(&self, tasks: usize) -> usize {
+    pub(crate) fn groups_for(&self, tasks: usize) -> usize {
         match self.count {
             Some(n) => n.min(tasks),
             None if tasks > self.threshold => tasks.div_ceil(self.threshold),
@@ -85,8 +86,8 @@ impl GroupSettings {
 /// The commands that judge branches, resolved.
 #[derive(Debug, Clone)]
 pub struct CheckSettings {
-    pub task: Vec<String>,
-    pub merged: Vec<String>,
+    pub(crate) task: Vec<String>,
+    pub(crate) merged: Vec<String>,
     /// Checks at once.
     pub jobs: usize,
     /// How long one command may run.
@@ -107,7 +108,8 @@ pub struct CheckSettings {
 
 /// Who reviews a task's branch.
 #[derive(Debug, Clone)]
-pub enum Reviewer {
+pub(crate) enum Reviewer {
+    /// No reviewer: a task's rounds end without a verdict.
     Off,
     /// A shell command: exit 0 approve, 1 request changes, 2 reject.
     Command(String),
@@ -124,7 +126,7 @@ pub enum Reviewer {
 
 impl Reviewer {
     /// The provider a Claude Code or `{ cli }` reviewer reaches through plait's gateway.
-    pub fn gateway(&self) -> Option<&Arc<ProviderSettings>> {
+    pub(crate) fn gateway(&self) -> Option<&Arc<ProviderSettings>> {
         match self {
             Reviewer::ClaudeCode(t) => t.gateway.as_ref(),
             Reviewer::Cli(c) => c.gateway.as_ref(),
@@ -135,8 +137,8 @@ impl Reviewer {
 
 /// How branches are reviewed, resolved.
 #[derive(Debug, Clone)]
-pub struct ReviewSettings {
-    pub reviewer: Reviewer,
+pub(crate) struct ReviewSettings {
+    pub(crate) reviewer: Reviewer,
     /// Rounds of changes after the first try.
     pub rounds: u32,
     /// Whether the plan (or a config file) set `rounds`; if not, an exec agent gets none.
@@ -147,7 +149,7 @@ impl ReviewSettings {
     /// The rounds of changes `task` gets after its first try: the plan's, or none for an
     /// exec agent the plan did not ask for more of (the same command would do the same
     /// again, or apply itself twice).
-    pub fn rounds_for(&self, task: &ResolvedTask) -> u32 {
+    pub(crate) fn rounds_for(&self, task: &ResolvedTask) -> u32 {
         match task.agent {
             AgentConfig::Exec(_) if !self.rounds_set => 0,
             _ => self.rounds,
@@ -155,7 +157,7 @@ impl ReviewSettings {
     }
 
     /// The reviewer of `task`, with `Worker` resolved.
-    pub fn reviewer_for(&self, task: &ResolvedTask) -> Reviewer {
+    pub(crate) fn reviewer_for(&self, task: &ResolvedTask) -> Reviewer {
         match (&self.reviewer, &task.agent) {
             (Reviewer::Worker, AgentConfig::Model { provider, .. }) => {
                 Reviewer::Model(provider.clone())
@@ -172,12 +174,14 @@ impl ReviewSettings {
 
 /// The agent a task runs, with everything it needs resolved.
 #[derive(Debug, Clone)]
-pub enum AgentConfig {
+pub(crate) enum AgentConfig {
     /// A shell command, once per task or once per owned file.
     Exec(ExecCommand),
     /// A model over HTTP, with its tool loop; `run`: the commands its `run` tool may run.
     Model {
+        /// The model's provider.
         provider: Arc<ProviderSettings>,
+        /// The commands its `run` tool may run.
         run: Arc<RunCommands>,
     },
     /// An agent program and its arguments, with placeholders.
@@ -190,7 +194,7 @@ pub enum AgentConfig {
 
 impl AgentConfig {
     /// The provider whose traffic the agent sends through plait's gateway, if it does.
-    pub fn gateway(&self) -> Option<&Arc<ProviderSettings>> {
+    pub(crate) fn gateway(&self) -> Option<&Arc<ProviderSettings>> {
         match self {
             AgentConfig::ClaudeCode(t) | AgentConfig::Aider(t) => t.gateway.as_ref(),
             AgentConfig::Cli(c) => c.gateway.as_ref(),
@@ -202,7 +206,7 @@ impl AgentConfig {
 /// A `{ cli = [...] }` agent, resolved.
 #[derive(Debug, Clone)]
 pub struct CliSettings {
-    pub argv: Vec<String>,
+    pub(crate) argv: Vec<String>,
     /// The provider the program reaches through plait's gateway, if the plan names one.
     pub gateway: Option<Arc<ProviderSettings>>,
     /// Whether it answers a role in JSON (`answer = "json"`).
@@ -211,13 +215,13 @@ pub struct CliSettings {
 
 /// An agent CLI that plait drives itself (`claude-code`, `aider`), resolved.
 #[derive(Debug, Clone)]
-pub struct ToolSettings {
+pub(crate) struct ToolSettings {
     /// The program, as the plan or the default names it; found on `PATH` when validated.
     pub program: String,
-    pub model: Option<String>,
+    pub(crate) model: Option<String>,
     /// Where its base URL and key come from; `None`: the environment as it is.
     pub provider: Option<Arc<ProviderSettings>>,
-    pub args: Vec<String>,
+    pub(crate) args: Vec<String>,
     /// What the CLI will find in plait's own environment.
     pub inherited: InheritedEnv,
     /// Where plait's gateway sends the CLI's requests: the plan's provider, else (Claude
@@ -229,7 +233,7 @@ pub struct ToolSettings {
 /// What an agent CLI finds in the environment plait was started with, read when the plan
 /// is resolved (the library reads no environment of its own).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct InheritedEnv {
+pub(crate) struct InheritedEnv {
     /// `ANTHROPIC_API_KEY` is set and not empty.
     pub anthropic_key: bool,
     /// Another way Claude Code authenticates without a login of its own is set:
@@ -249,7 +253,10 @@ impl InheritedEnv {
     /// token in the environment, a provider with a key, a login's credentials in its config
     /// directory, or an `apiKeyHelper` in its settings. On macOS the login is in the
     /// keychain, where plait does not look.
-    pub fn claude_login_missing(&self, provider: Option<&ProviderSettings>) -> Option<String> {
+    pub(crate) fn claude_login_missing(
+        &self,
+        provider: Option<&ProviderSettings>,
+    ) -> Option<String> {
         if cfg!(target_os = "macos")
             || self.anthropic_key
             || self.anthropic_other_auth
@@ -304,18 +311,19 @@ pub(super) const TOOLS: &[(&str, &str, Option<&str>)] = &[
 /// One task with its settings resolved and its owned files listed.
 #[derive(Debug, Clone)]
 pub struct ResolvedTask {
+    /// The task's id.
     pub id: String,
-    pub prompt: String,
-    pub agent: AgentConfig,
-    pub checkout: Checkout,
-    pub timeout: Duration,
-    pub max_turns: u32,
+    pub(crate) prompt: String,
+    pub(crate) agent: AgentConfig,
+    pub(crate) checkout: Checkout,
+    pub(crate) timeout: Duration,
+    pub(crate) max_turns: u32,
     /// Tokens a model agent may use in all.
     pub token_budget: Option<u64>,
     /// Whether ending without a change needs a person's look (`expect_changes`).
     pub expect_changes: bool,
-    pub owns: Globs,
-    pub context: Globs,
+    pub(crate) owns: Globs,
+    pub(crate) context: Globs,
     /// Tracked files of the base that this task owns, sorted.
     pub owned: Vec<String>,
     /// The walls of the task's agent's processes.

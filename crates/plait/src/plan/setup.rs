@@ -56,10 +56,10 @@ impl SetupFile {
 pub struct SetupSettings {
     /// Paths relative to the checkout's root, without `./` or a trailing `/`.
     pub include: Vec<String>,
-    pub run: Vec<String>,
+    pub(crate) run: Vec<String>,
     /// Globs of tracked files, as written.
     pub key: Vec<String>,
-    pub network: Network,
+    pub(crate) network: Network,
     /// How long one `run` command may run.
     pub timeout: Duration,
 }
@@ -251,7 +251,7 @@ impl ResolvedPlan {
     /// `workdir`: included paths that are not there (when no `run` may make them), and,
     /// for a plan without a setup whose agents or checks run commands, the dependency
     /// directories its views will lack ([`missing_setup_hint`]).
-    pub fn setup_warnings(&self, workdir: &Path) -> Vec<String> {
+    pub(crate) fn setup_warnings(&self, workdir: &Path) -> Vec<String> {
         let mut warnings = Vec::new();
         if self.setup.run.is_empty() {
             let missing: Vec<&str> = self
@@ -451,7 +451,7 @@ fn plain_list(items: &[&str]) -> String {
 /// `workdir` whose base tracks `files` (sorted by path): the dependency directories there
 /// that git ignores and whose lockfile is tracked (`node_modules/` beside a
 /// `package-lock.json`), included. `None` when there are none.
-pub fn suggested_setup(workdir: &Path, files: &[TreeFile]) -> Option<SetupFile> {
+pub(crate) fn suggested_setup(workdir: &Path, files: &[TreeFile]) -> Option<SetupFile> {
     let repo = git2::Repository::open(workdir).ok()?;
     let tracked = |path: &str| tracked_under(files, path) == Some(path);
     let include: Vec<String> = ignored_dependency_dirs(&repo, workdir, &tracked)

@@ -63,11 +63,15 @@ impl SplitRule {
 /// What to put in every task of a split plan.
 #[derive(Debug, Clone)]
 pub struct SplitSettings {
+    /// How the files are split into tasks.
     pub rule: SplitRule,
     /// The prompt template: `{path}` and `{id}` are filled in per task.
     pub template: String,
+    /// The run's goal.
     pub goal: String,
+    /// The agent every task runs, if named.
     pub agent: Option<AgentSpec>,
+    /// The plan's base, if named.
     pub base: Option<String>,
     /// A task every split task comes after (`--first`).
     pub first: Option<Edge>,
@@ -78,13 +82,16 @@ pub struct SplitSettings {
 /// A task before or after the split's: the files it owns and what it is told.
 #[derive(Debug, Clone, Default)]
 pub struct Edge {
+    /// The globs of the files it owns.
     pub owns: Vec<String>,
+    /// What its agent is told.
     pub prompt: String,
 }
 
 /// A split plan, and what it leaves to nobody.
 #[derive(Debug, Clone)]
 pub struct SplitOutcome {
+    /// The plan.
     pub plan: PlanFile,
     /// Test code (`module:` only) that names no module, so no task owns it: the test
     /// modules named as their language names tests (`test_x.py`, `x.test.ts`,
@@ -109,13 +116,14 @@ pub struct SplitOutcome {
 pub struct RootTask {
     /// The root file's path (the first, for a crate's `lib.rs` and `main.rs`).
     pub path: String,
-    pub task: String,
+    pub(crate) task: String,
 }
 
 /// A test whose name two or more selected modules share, equally near it: which one it
 /// tests is unclear.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SharedNameTest {
+    /// The test's path.
     pub test: String,
     /// The modules' paths, sorted.
     pub modules: Vec<String>,

@@ -25,12 +25,17 @@ impl ToolsFile {
 
 /// Which command lines a model agent's `run` tool may run, resolved.
 #[derive(Debug, Clone, Default)]
-pub enum RunCommands {
+pub(crate) enum RunCommands {
     /// Any command (`[tools] run` absent).
     #[default]
     Any,
     /// Only lines matching one of these globs.
-    Only { patterns: Vec<String>, set: GlobSet },
+    Only {
+        /// The globs as written.
+        patterns: Vec<String>,
+        /// The globs compiled.
+        set: GlobSet,
+    },
     /// No `run` tool (`run = []`).
     Off,
 }
@@ -83,12 +88,12 @@ impl RunCommands {
     }
 
     /// Whether the `run` tool is offered at all.
-    pub fn offered(&self) -> bool {
+    pub(crate) fn offered(&self) -> bool {
         !matches!(self, RunCommands::Off)
     }
 
     /// Whether `command` (its whole line, surrounding blanks aside) may run.
-    pub fn allows(&self, command: &str) -> bool {
+    pub(crate) fn allows(&self, command: &str) -> bool {
         match self {
             RunCommands::Any => true,
             RunCommands::Only { set, .. } => set.is_match(command.trim()),

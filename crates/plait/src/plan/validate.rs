@@ -43,7 +43,7 @@ pub fn resolve(
 /// A run's kept plan (its text `text`, read from `source`) resolved again against the
 /// commit `base` the run started from, wherever its base branch is now: for resuming a
 /// run, sending a task back, or a worker taking a queued run's tasks.
-pub fn resolve_kept(
+pub(crate) fn resolve_kept(
     repo: &Repository,
     text: &str,
     source: &Path,
@@ -198,7 +198,7 @@ fn current_branch(repo: &Repository) -> Option<String> {
 }
 
 /// Why `id` cannot name a task, if it cannot.
-pub fn id_problem(id: &str) -> Option<String> {
+pub(crate) fn id_problem(id: &str) -> Option<String> {
     let why = if id.is_empty() {
         "is empty"
     } else if id.len() > 64 {

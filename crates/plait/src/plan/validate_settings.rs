@@ -16,7 +16,7 @@ use super::validate_agents::{provider_named, push_once, resolve_cli_role, resolv
 
 /// The `[checks]` of a plan, resolved (`env` gives `HOME` and `TMPDIR` for the sandbox);
 /// problems fall back to defaults.
-pub fn checks_of(plan: &PlanFile, env: &dyn Fn(&str) -> Option<String>) -> CheckSettings {
+pub(crate) fn checks_of(plan: &PlanFile, env: &dyn Fn(&str) -> Option<String>) -> CheckSettings {
     resolve_checks(plan, env, &mut Vec::new())
 }
 

@@ -13,7 +13,9 @@ use plait_core::git::tree_changes;
 /// How to show a diff.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct DiffStyle {
+    /// Whether to color it for a terminal.
     pub color: bool,
+    /// Whether to show only the changed files and their line counts.
     pub stat: bool,
 }
 
@@ -186,31 +188,31 @@ fn stat_lines(out: &mut String, stats: &[(String, Option<(usize, usize)>)], styl
 /// One file of a diff, in a shape a page can lay out (unified or side by side).
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct FileDiff {
-    pub path: String,
+    pub(crate) path: String,
     /// `added`, `modified` or `deleted`.
     pub kind: &'static str,
-    pub binary: bool,
-    pub added: usize,
-    pub removed: usize,
+    pub(crate) binary: bool,
+    pub(crate) added: usize,
+    pub(crate) removed: usize,
     /// Many changed lines: shown folded.
     pub large: bool,
-    pub hunks: Vec<Hunk>,
+    pub(crate) hunks: Vec<Hunk>,
 }
 
 /// A hunk of a [`FileDiff`], with three lines of context.
 #[derive(Debug, Clone, serde::Serialize)]
-pub struct Hunk {
-    pub header: String,
-    pub lines: Vec<HunkLine>,
+pub(crate) struct Hunk {
+    pub(crate) header: String,
+    pub(crate) lines: Vec<HunkLine>,
 }
 
 /// A line of a [`Hunk`]: `op` is ` `, `+` or `-`; its numbers on either side.
 #[derive(Debug, Clone, serde::Serialize)]
-pub struct HunkLine {
-    pub op: char,
-    pub old: Option<usize>,
-    pub new: Option<usize>,
-    pub text: String,
+pub(crate) struct HunkLine {
+    pub(crate) op: char,
+    pub(crate) old: Option<usize>,
+    pub(crate) new: Option<usize>,
+    pub(crate) text: String,
 }
 
 /// Changed lines past which a file's diff is folded.
@@ -227,7 +229,7 @@ pub fn file_diffs(repo: &Repository, from: Oid, to: Oid) -> Result<Vec<FileDiff>
 
 /// One file's [`FileDiff`] from its content on either side (`None` where it does not
 /// exist).
-pub fn file_diff_of(path: String, old: Option<&[u8]>, new: Option<&[u8]>) -> FileDiff {
+pub(crate) fn file_diff_of(path: String, old: Option<&[u8]>, new: Option<&[u8]>) -> FileDiff {
     let kind = match (&old, &new) {
         (None, _) => "added",
         (_, None) => "deleted",

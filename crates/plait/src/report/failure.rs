@@ -27,7 +27,7 @@ const LINE_CHARS: usize = 400;
 /// A failed task's cause as `plait status --json` lists it (`failures`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Failure {
-    pub task: String,
+    pub(crate) task: String,
     /// The task's one-line error.
     pub error: String,
     /// The step that failed: `agent`, or `check N: \`COMMAND\`` (N from 1).

@@ -19,6 +19,7 @@ pub struct CheckLog {
     pub index: u32,
     /// The command, as the log's first line (`$ CMD`) says it.
     pub command: String,
+    /// The log's file.
     pub path: PathBuf,
 }
 

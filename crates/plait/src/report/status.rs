@@ -18,8 +18,10 @@ use plait_core::state::{RunPhase, RunState, TaskRecord, TaskState};
 /// The JSON `plait status --json` prints: the run's state plus what needs attention.
 #[derive(Serialize)]
 pub struct StatusJson<'a> {
+    /// The run's record.
     #[serde(flatten)]
     pub state: &'a RunState,
+    /// What needs a person, one line each.
     pub attention: Vec<String>,
     /// Each failed task's error, log and the log's last lines.
     pub failures: Vec<Failure>,

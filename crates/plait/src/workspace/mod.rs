@@ -30,12 +30,27 @@ use plait_core::refs::branch_ref;
 /// Why a worktree could not be created or removed.
 #[derive(Debug, thiserror::Error)]
 pub enum WorkspaceError {
+    /// The task's branch exists already.
     #[error("branch {branch} already exists; pick another run or delete the branch")]
-    BranchExists { branch: String },
+    BranchExists {
+        /// The branch.
+        branch: String,
+    },
+    /// The task's worktree directory exists already.
     #[error("worktree path {path} already exists")]
-    PathExists { path: PathBuf },
+    PathExists {
+        /// The directory.
+        path: PathBuf,
+    },
+    /// A file of the worktree could not be written.
     #[error("{path}: {source}")]
-    Io { path: PathBuf, source: io::Error },
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// Why it could not be written.
+        source: io::Error,
+    },
+    /// A git operation failed.
     #[error("git: {0}")]
     Git(#[from] git2::Error),
 }
@@ -53,7 +68,9 @@ pub struct WorktreeSpec<'a> {
     pub branch: &'a str,
     /// Name of the administrative directory under `<git-common-dir>/worktrees/`.
     pub admin_name: &'a str,
+    /// Where the worktree goes.
     pub path: &'a Path,
+    /// The commit it starts from.
     pub base: Oid,
     /// Every entry of the base tree, sorted by path.
     pub files: &'a [TreeFile],
@@ -65,7 +82,11 @@ pub struct WorktreeSpec<'a> {
 /// something else is there; returns whether it had to. An agent may write its worktree,
 /// `.git` included, but the link decides which index and HEAD collect reads, so collect
 /// never trusts a link it did not write.
-pub fn restore_link(repo: &Repository, admin_name: &str, worktree: &Path) -> std::io::Result<bool> {
+pub(crate) fn restore_link(
+    repo: &Repository,
+    admin_name: &str,
+    worktree: &Path,
+) -> std::io::Result<bool> {
     let link = worktree.join(".git");
     let expected = format!("gitdir: {}\n", admin_dir(repo, admin_name).display());
     let meta = fs::symlink_metadata(&link);
@@ -239,7 +260,7 @@ fn enable_worktree_config(repo: &Repository) -> Result<(), git2::Error> {
 }
 
 /// Writes one blob from the object database into the worktree.
-pub fn checkout_file(
+pub(crate) fn checkout_file(
     repo: &Repository,
     root: &Path,
     file: &TreeFile,

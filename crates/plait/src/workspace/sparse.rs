@@ -7,7 +7,7 @@ use std::collections::HashSet;
 use git2::{ObjectType, Repository, Tree};
 
 use super::index::Presence;
-pub use super::index::DIR_MODE;
+pub(crate) use super::index::DIR_MODE;
 use crate::plan::layout::{Cone, Dir};
 use plait_core::git::{mode, TreeFile};
 
@@ -58,7 +58,7 @@ fn walk(
 
 /// How each of `entries` stands, given the paths checked out (`held`) and, among them,
 /// those changed and not committed (`dirty`).
-pub fn presence(
+pub(crate) fn presence(
     entries: &[TreeFile],
     held: &HashSet<&str>,
     dirty: &HashSet<&str>,

@@ -35,7 +35,7 @@ use plait_sandbox::sandbox::OverlayView;
 
 /// How a task's view is made on this system.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ViewKind {
+pub(crate) enum ViewKind {
     /// The worktree over a shared checkout of the base, in a mount namespace per process.
     Overlay(OverlayView),
     /// The base's other files written into the worktree at the first command; why the
@@ -50,7 +50,7 @@ pub enum ViewKind {
 /// One task's view, shared by its agent's rounds.
 #[derive(Debug)]
 pub struct TaskView {
-    pub kind: ViewKind,
+    pub(crate) kind: ViewKind,
     worktree: PathBuf,
     /// The repository (a directory inside it), to read the base's blobs.
     repo: PathBuf,
@@ -63,7 +63,7 @@ pub struct TaskView {
 }
 
 impl TaskView {
-    pub fn new(
+    pub(crate) fn new(
         kind: ViewKind,
         worktree: PathBuf,
         repo: PathBuf,
@@ -91,7 +91,7 @@ impl TaskView {
     }
 
     /// The overlay `$PLAIT_RUN_IN` enters through plait, if the view is one.
-    pub fn entered(&self) -> Option<&OverlayView> {
+    pub(crate) fn entered(&self) -> Option<&OverlayView> {
         match &self.kind {
             ViewKind::Entered(o) => Some(o),
             _ => None,
@@ -99,13 +99,13 @@ impl TaskView {
     }
 
     /// Whether the worktree is the upper layer of an overlay (never filled in).
-    pub fn layered(&self) -> bool {
+    pub(crate) fn layered(&self) -> bool {
         !matches!(self.kind, ViewKind::Materialize(_))
     }
 
     /// Makes the view ready for a command: nothing for an overlay; for a filled-in
     /// worktree, the base's other files written the first time.
-    pub async fn ensure(&self) -> Result<(), String> {
+    pub(crate) async fn ensure(&self) -> Result<(), String> {
         if self.layered() {
             return Ok(());
         }
@@ -240,7 +240,7 @@ fn write_tree(repo: &Repository, root: &Path, files: &[TreeFile]) -> Result<(), 
 }
 
 /// Removes every kept base checkout no one holds (`plait clean --seed`); returns how many.
-pub fn remove_trees(dir: &Path) -> usize {
+pub(crate) fn remove_trees(dir: &Path) -> usize {
     crate::dirs::remove_all(dir)
 }
 
@@ -255,7 +255,7 @@ pub fn work_dir(worktree: &Path) -> PathBuf {
 
 /// Where a task's layers of the directories `[setup] include` shares go: beside its
 /// worktree, on its file system.
-pub fn include_dir(worktree: &Path) -> PathBuf {
+pub(crate) fn include_dir(worktree: &Path) -> PathBuf {
     let name = worktree
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -265,7 +265,7 @@ pub fn include_dir(worktree: &Path) -> PathBuf {
 
 /// Removes a worktree's overlay work directory and its include layers, whose inner `work`
 /// directories overlayfs leaves without permissions.
-pub fn remove_work_dir(worktree: &Path) {
+pub(crate) fn remove_work_dir(worktree: &Path) {
     crate::dirs::remove_tree(&work_dir(worktree));
     crate::dirs::remove_tree(&include_dir(worktree));
 }
