@@ -85,104 +85,127 @@ async fn run(plait: &Path, home: Option<PathBuf>) -> Result<DoctorReport, String
         temp_root: std::env::temp_dir(),
         ..SandboxSettings::default()
     };
-    let walls = settings.describe();
-    let sandbox = Sandbox::new(&settings, vec![own.clone()]);
-    let log = place.path().join("probe.log");
-    let (_keep, cancel) = Cancel::new();
-    let probe = |kind: &'static str, target: String| {
+    let prober = Prober {
+        plait,
+        sandbox: Sandbox::new(&settings, vec![own.clone()]),
+        log: place.path().join("probe.log"),
+        own,
+        cancel: Cancel::new().1,
+    };
+    let mut probes = file_probes(&prober, &outside, &planted).await;
+    probes.extend(network_probes(&prober, &outside).await?);
+    probes.push(signal_probe(&prober).await?);
+    Ok(DoctorReport {
+        landlock,
+        views: plait_sandbox::sandbox::view_support().clone(),
+        network_namespace: plait_sandbox::sandbox::net_support().clone(),
+        walls: settings.describe(),
+        probes,
+    })
+}
+
+/// plait's own probe, started behind a task's walls (a private place of its own, the
+/// network off).
+struct Prober<'a> {
+    plait: &'a Path,
+    sandbox: Sandbox,
+    log: PathBuf,
+    own: PathBuf,
+    cancel: Cancel,
+}
+
+impl Prober<'_> {
+    /// Has the probe attempt `kind` on `target`: how it ended, and what it said.
+    async fn attempt(&self, kind: &str, target: String) -> (ShellOutcome, String) {
         let argv = vec![
-            plait.display().to_string(),
+            self.plait.display().to_string(),
             "doctor".to_string(),
             "--probe".to_string(),
             kind.to_string(),
             target,
         ];
-        let (sandbox, log, own, cancel) = (&sandbox, &log, &own, &cancel);
-        async move {
-            let _ = std::fs::write(log, "");
-            let launch = Launch {
-                dir: own,
-                env: &[],
-                log,
-                timeout: Duration::from_secs(10),
-                cancel,
-                sandbox,
-            };
-            let outcome = shell::run_argv(&argv, &launch).await;
-            let said = std::fs::read_to_string(log).unwrap_or_default();
-            (outcome, said.trim().to_string())
-        }
-    };
-    let mut probes = Vec::new();
+        let _ = std::fs::write(&self.log, "");
+        let launch = Launch {
+            dir: &self.own,
+            env: &[],
+            log: &self.log,
+            timeout: Duration::from_secs(10),
+            cancel: &self.cancel,
+            sandbox: &self.sandbox,
+        };
+        let outcome = shell::run_argv(&argv, &launch).await;
+        let said = std::fs::read_to_string(&self.log).unwrap_or_default();
+        (outcome, said.trim().to_string())
+    }
+}
 
+/// A write outside the probe's places, and a read of the file planted in the home.
+async fn file_probes(prober: &Prober<'_>, outside: &Path, planted: &Planted) -> Vec<Probe> {
     let target = outside.join("written");
-    let (outcome, said) = probe("write", target.display().to_string()).await;
-    probes.push(judge(
+    let (outcome, said) = prober.attempt("write", target.display().to_string()).await;
+    let write = judge(
         "write outside its places",
         &outcome,
         &said,
         !target.exists(),
-    ));
-
-    let (outcome, said) = probe("read", planted.file.display().to_string()).await;
+    );
+    let (outcome, said) = prober
+        .attempt("read", planted.file.display().to_string())
+        .await;
     let read_it = said.contains(SECRET);
-    probes.push(judge(
+    let read = judge(
         "read of a file planted in the home",
         &outcome,
         &said,
         !read_it,
-    ));
+    );
+    vec![write, read]
+}
 
+/// A TCP connection and a UDP datagram to listeners on 127.0.0.1, and a connection to a
+/// UNIX socket served outside: each judged by whether the listener heard anything.
+async fn network_probes(prober: &Prober<'_>, outside: &Path) -> Result<Vec<Probe>, String> {
     let tcp = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
     tcp.set_nonblocking(true).map_err(|e| e.to_string())?;
     let addr = tcp.local_addr().map_err(|e| e.to_string())?;
-    let (outcome, said) = probe("tcp", addr.to_string()).await;
+    let (outcome, said) = prober.attempt("tcp", addr.to_string()).await;
     let heard = tcp.accept().is_ok();
-    probes.push(judge(
+    let tcp = judge(
         "TCP connection to 127.0.0.1 outside",
         &outcome,
         &said,
         !heard,
-    ));
+    );
 
     let udp = std::net::UdpSocket::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
     udp.set_read_timeout(Some(Duration::from_millis(300)))
         .map_err(|e| e.to_string())?;
     let addr = udp.local_addr().map_err(|e| e.to_string())?;
-    let (outcome, said) = probe("udp", addr.to_string()).await;
+    let (outcome, said) = prober.attempt("udp", addr.to_string()).await;
     let heard = udp.recv(&mut [0u8; 64]).is_ok();
-    probes.push(judge(
-        "UDP datagram to 127.0.0.1 outside",
-        &outcome,
-        &said,
-        !heard,
-    ));
+    let udp = judge("UDP datagram to 127.0.0.1 outside", &outcome, &said, !heard);
 
     let socket = outside.join("served.sock");
     let unix = std::os::unix::net::UnixListener::bind(&socket).map_err(|e| e.to_string())?;
     unix.set_nonblocking(true).map_err(|e| e.to_string())?;
-    let (outcome, said) = probe("unix", socket.display().to_string()).await;
+    let (outcome, said) = prober.attempt("unix", socket.display().to_string()).await;
     let heard = unix.accept().is_ok();
-    probes.push(judge("UNIX socket served outside", &outcome, &said, !heard));
+    let unix = judge("UNIX socket served outside", &outcome, &said, !heard);
+    Ok(vec![tcp, udp, unix])
+}
 
+/// A signal to a process outside, judged by whether the process still lives.
+async fn signal_probe(prober: &Prober<'_>) -> Result<Probe, String> {
     let mut victim = std::process::Command::new("sleep")
         .arg("30")
         .spawn()
         .map_err(|e| format!("cannot start `sleep` to signal: {e}"))?;
-    let (outcome, said) = probe("signal", victim.id().to_string()).await;
+    let (outcome, said) = prober.attempt("signal", victim.id().to_string()).await;
     std::thread::sleep(Duration::from_millis(100));
     let alive = matches!(victim.try_wait(), Ok(None));
     let _ = victim.kill();
     let _ = victim.wait();
-    probes.push(judge("signal to a process outside", &outcome, &said, alive));
-
-    Ok(DoctorReport {
-        landlock,
-        views: plait_sandbox::sandbox::view_support().clone(),
-        network_namespace: plait_sandbox::sandbox::net_support().clone(),
-        walls,
-        probes,
-    })
+    Ok(judge("signal to a process outside", &outcome, &said, alive))
 }
 
 /// What the secret planted in the home says.
