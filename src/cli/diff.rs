@@ -4,11 +4,12 @@ use std::io::IsTerminal;
 use std::path::Path;
 
 use clap::{Args, ValueEnum};
-use git2::Oid;
 
 use super::error::Context as _;
 use super::ui::{errln, out};
 use super::CommandError;
+use plait::ops;
+use plait::ops::diff::{DiffRequest, Ends};
 use plait::report::diff::{diff_text, DiffStyle};
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -51,50 +52,23 @@ pub struct DiffArgs {
 pub fn cmd_diff(dir: &Path, args: DiffArgs) -> Result<(), CommandError> {
     let ctx = super::context(dir)?;
     args.store.sync_in(&ctx, &args.run)?;
-    let (repo, store) = (ctx.repo()?, ctx.store());
-    let run = store.find(Some(&args.run))?;
-    let state = store.load(&run)?;
-    let mut base = Oid::from_str(&state.base)?;
-    let tip = if args.task == "merged" {
-        match &state.merge {
-            Some(m) => Some(m.commit.clone()),
-            None => return Err(CommandError::usage(format!("run {run} has not merged yet"))),
-        }
-    } else if let Some(group) = state.groups.iter().find(|g| g.id == args.task) {
-        match &group.merge {
-            Some(m) => Some(m.commit.clone()),
-            None => {
-                return Err(CommandError::usage(format!(
-                    "{} of run {run} has not merged yet",
-                    group.id
-                )))
-            }
-        }
-    } else {
-        let Some(task) = state.task(&args.task) else {
-            let ids: Vec<&str> = state.tasks.iter().map(|t| t.id.as_str()).take(10).collect();
-            return Err(
-                CommandError::usage(format!("run {run} has no task `{}`", args.task))
-                    .hint(format!("its tasks include: {}", ids.join(", "))),
-            );
-        };
-        if let (Some(start), false) = (&task.start, args.from_base) {
-            base = Oid::from_str(start)?;
-        }
-        task.commit.clone()
+    let request = DiffRequest {
+        run: &args.run,
+        what: &args.task,
+        from_base: args.from_base,
     };
+    let Ends { base, tip, .. } = ops::diff::ends(&ctx, request)?;
     let Some(tip) = tip else {
         errln!("task {} committed no changes", args.task);
         return Ok(());
     };
-    let tip = Oid::from_str(&tip)?;
     let color = match args.color {
         Color::Always => true,
         Color::Never => false,
         Color::Auto => std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none(),
     };
     let text = diff_text(
-        &repo,
+        &*ctx.repo()?,
         base,
         tip,
         DiffStyle {

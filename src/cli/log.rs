@@ -9,6 +9,7 @@ use clap::{ArgGroup, Args};
 
 use super::ui::{errln, out};
 use super::CommandError;
+use plait::context::Context;
 use plait::report::logs;
 use plait_core::state::{RunState, StateError, Store, TaskRecord};
 
@@ -64,7 +65,7 @@ pub fn cmd_log(dir: &Path, args: LogArgs) -> Result<(), CommandError> {
                     .hint("plait log [RUN] --setup"),
             );
         }
-        return setup(store, args.run.as_deref());
+        return setup(&ctx, args.run.as_deref());
     }
     let (state, task) = target(store, args.run.as_deref(), args.task.as_deref())?;
     if args.follow {
@@ -88,50 +89,27 @@ pub fn cmd_log(dir: &Path, args: LogArgs) -> Result<(), CommandError> {
 
 /// Prints run `run`'s (default: the newest) setup logs and its base checks' logs, each under
 /// its name; says where the base layer came from when this run ran none.
-fn setup(store: &Store, run: Option<&str>) -> Result<(), CommandError> {
-    let id = store.find(run)?;
-    let state = store.load(&id)?;
-    let dir = store.run(&id).0;
+fn setup(ctx: &Context, run: Option<&str>) -> Result<(), CommandError> {
+    let found = plait::ops::log::setup_logs(ctx, run)?;
     let mut text = String::new();
-    if let Some(env) = &state.environment {
-        let _ = writeln!(text, "environment: {}", env.layer);
+    if let Some(layer) = &found.layer {
+        let _ = writeln!(text, "environment: {layer}");
     }
-    for (label, sub) in [
-        ("setup", dir.join("setup")),
-        ("base checks", dir.join("seed-checks")),
-    ] {
-        let mut logs = Vec::new();
-        files_under(&sub, &mut logs);
-        logs.sort();
-        for log in logs {
-            let _ = writeln!(text, "--- {label}: {} ---", log.display());
-            text.push_str(&logs::read_from(&log, 0).0);
-            if !text.ends_with('\n') {
-                text.push('\n');
-            }
+    for (label, log, said) in &found.logs {
+        let _ = writeln!(text, "--- {label}: {} ---", log.display());
+        text.push_str(said);
+        if !text.ends_with('\n') {
+            text.push('\n');
         }
     }
-    if !text.contains("--- ") {
+    if found.logs.is_empty() {
         let _ = writeln!(
             text,
-            "run {id} ran no [setup] command and no check at its base (its base layer was kept from an earlier run, or it has none)"
+            "run {} ran no [setup] command and no check at its base (its base layer was kept from an earlier run, or it has none)",
+            found.run
         );
     }
     out!("{text}")
-}
-
-/// Every file under `dir`, at any depth.
-fn files_under(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        match entry.file_type() {
-            Ok(t) if t.is_dir() => files_under(&entry.path(), out),
-            Ok(t) if t.is_file() => out.push(entry.path()),
-            _ => {}
-        }
-    }
 }
 
 /// The run and task the names given point at: `RUN TASK`, or `TASK` of the newest run.

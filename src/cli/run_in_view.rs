@@ -46,7 +46,11 @@ pub fn cmd_run_in_view(args: RunInViewArgs) -> ExitCode {
         .map(|dir| plait_core::state::TaskDir(dir).view_filled());
     let filled_before = marker.as_ref().is_some_and(|m| m.exists());
     if var("PLAIT_VIEW").is_none_or(|v| v != "overlay") && !filled_before {
-        let filled = fill(&worktree, var("PLAIT_BASE"), var("PLAIT_OWNED"))
+        let base = var("PLAIT_BASE").map(|b| b.to_string_lossy().into_owned());
+        let owned = var("PLAIT_OWNED").map(PathBuf::from);
+        let filled = base
+            .ok_or_else(|| "PLAIT_BASE is not set".to_string())
+            .and_then(|base| plait::workspace::view::fill(&worktree, &base, owned.as_deref()))
             .and_then(|()| marker.map_or(Ok(()), |m| plait::workspace::view::mark_filled(&m)));
         if let Err(why) = filled {
             errln!(
@@ -67,32 +71,6 @@ pub fn cmd_run_in_view(args: RunInViewArgs) -> ExitCode {
     } else {
         126
     })
-}
-
-/// Writes the base's files the worktree lacks into it, but never an owned one (those are
-/// the task's, deleted ones included).
-fn fill(
-    worktree: &std::path::Path,
-    base: Option<OsString>,
-    owned: Option<OsString>,
-) -> Result<(), String> {
-    let base = base.ok_or("PLAIT_BASE is not set")?;
-    let repo = git2::Repository::open(worktree).map_err(|e| e.message().to_string())?;
-    let base = git2::Oid::from_str(&base.to_string_lossy()).map_err(|e| e.to_string())?;
-    let tree = repo
-        .find_commit(base)
-        .and_then(|c| c.tree())
-        .map_err(|e| e.message().to_string())?;
-    let files = plait_core::git::flatten_tree(&tree).map_err(|e| e.message().to_string())?;
-    let owned: std::collections::HashSet<String> = match owned {
-        Some(list) => std::fs::read_to_string(&list)
-            .map_err(|e| format!("{}: {e}", PathBuf::from(&list).display()))?
-            .lines()
-            .map(str::to_string)
-            .collect(),
-        None => Default::default(),
-    };
-    plait::workspace::view::materialize(&repo, &files, &|p| owned.contains(p), worktree).map(|_| ())
 }
 
 /// Has plait run the command in the view over the inherited way in (`PLAIT_VIEW_FD`), with

@@ -84,14 +84,7 @@ fn status_from_store(args: &StatusArgs) -> Result<(), CommandError> {
     let run = args.run.clone().unwrap_or_default();
     let config = super::store_config(args.store.as_deref())?
         .ok_or_else(|| CommandError::usage("--store needs a URL"))?;
-    let runtime = super::runtime()?;
-    let state = runtime
-        .block_on(async {
-            let pg = plait_store::pg::PgStore::connect(&config, std::time::Duration::from_secs(10))
-                .await?;
-            pg.run_state(&run).await
-        })?
-        .ok_or_else(|| CommandError::usage(format!("the store has no run `{run}`")))?;
+    let state = super::runtime()?.block_on(plait::ops::sync::stored(&config, &run))?;
     // Another machine cannot tell whether the run's process lives: its phase says.
     print_status(&state, args.json, true)
 }

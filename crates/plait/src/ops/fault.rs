@@ -167,7 +167,8 @@ impl Faulty for OpsError {
             | OpsError::Manage { .. }
             | OpsError::UnknownManager { .. }
             | OpsError::ConfigUnreadable { .. }
-            | OpsError::NoWorkerDir => Fault::Request,
+            | OpsError::NoWorkerDir
+            | OpsError::NotMerged { .. } => Fault::Request,
             OpsError::InProgress { .. }
             | OpsError::NotFinished { .. }
             | OpsError::InUse { .. }

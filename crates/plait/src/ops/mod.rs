@@ -16,11 +16,13 @@ pub mod check;
 pub mod clean;
 pub mod config;
 pub mod decide;
+pub mod diff;
 pub mod doctor;
 pub mod fault;
 pub mod going;
 pub mod hook;
 pub mod land;
+pub mod log;
 pub mod manage;
 pub mod resume;
 pub mod run;
@@ -77,6 +79,14 @@ pub enum OpsError {
         pid: u32,
         /// What was asked to go (`the seed and the views`).
         what: &'static str,
+    },
+    /// The run, or a group of it, has not merged yet.
+    #[error("{}run {run} has not merged yet", if what == "run" { String::new() } else { format!("{what} of ") })]
+    NotMerged {
+        /// The run's id.
+        run: String,
+        /// `run`, or the group's id.
+        what: String,
     },
     /// The run has no task (or group) of that id.
     #[error("run {run} has no task{} `{id}`", if *groups { " or group" } else { "" })]

@@ -107,3 +107,13 @@ pub async fn sync_out(ctx: &Context, synced: &Synced) -> Result<(), OpsError> {
     }
     Ok(())
 }
+
+/// Run `run`'s record as the store `config` has it, from any machine (no clone needed).
+pub async fn stored(config: &Config, run: &str) -> Result<RunState, OpsError> {
+    let pg = PgStore::connect(config, CONNECT).await?;
+    pg.run_state(run)
+        .await?
+        .ok_or_else(|| OpsError::NotInStore {
+            run: run.to_string(),
+        })
+}

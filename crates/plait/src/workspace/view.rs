@@ -161,6 +161,29 @@ pub fn materialize(
     Ok(written)
 }
 
+/// Writes the base's files the worktree at `worktree` lacks into it, from base commit
+/// `base`, but never one of the task's own (listed one per line in the file `owned`),
+/// deleted ones included: `plait run-in-view`'s way into a whole tree where the system has
+/// no overlays.
+pub fn fill(worktree: &Path, base: &str, owned: Option<&Path>) -> Result<(), String> {
+    let repo = Repository::open(worktree).map_err(|e| e.message().to_string())?;
+    let base = git2::Oid::from_str(base).map_err(|e| e.to_string())?;
+    let tree = repo
+        .find_commit(base)
+        .and_then(|c| c.tree())
+        .map_err(|e| e.message().to_string())?;
+    let files = plait_core::git::flatten_tree(&tree).map_err(|e| e.message().to_string())?;
+    let owned: std::collections::HashSet<String> = match owned {
+        Some(list) => fs::read_to_string(list)
+            .map_err(|e| format!("{}: {e}", list.display()))?
+            .lines()
+            .map(str::to_string)
+            .collect(),
+        None => Default::default(),
+    };
+    materialize(&repo, &files, &|p| owned.contains(p), worktree).map(|_| ())
+}
+
 /// Notes that a worktree has been filled in (see `TaskDir::view_filled`).
 pub fn mark_filled(marker: &Path) -> Result<(), String> {
     if let Some(dir) = marker.parent() {
