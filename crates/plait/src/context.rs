@@ -227,6 +227,49 @@ mod tests {
     }
 
     #[test]
+    fn a_handle_lent_again_sees_what_the_git_cli_wrote_since() {
+        let dir = repo_with_commit();
+        let ctx = Context::open(dir.path(), process_env(), PathBuf::from("plait")).unwrap();
+        let head = ctx.repo().unwrap().head().unwrap().target().unwrap();
+        assert!(ctx
+            .repo()
+            .unwrap()
+            .find_branch("later", git2::BranchType::Local)
+            .is_err());
+        let git = |args: &[&str]| {
+            let out = std::process::Command::new("git")
+                .args(args)
+                .current_dir(dir.path())
+                .env("GIT_CONFIG_GLOBAL", "/dev/null")
+                .env("GIT_AUTHOR_NAME", "t")
+                .env("GIT_AUTHOR_EMAIL", "t@example.com")
+                .env("GIT_COMMITTER_NAME", "t")
+                .env("GIT_COMMITTER_EMAIL", "t@example.com")
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "{out:?}");
+            String::from_utf8(out.stdout).unwrap().trim().to_string()
+        };
+        git(&["commit", "--allow-empty", "-q", "-m", "later"]);
+        git(&["branch", "later"]);
+        git(&["gc", "-q"]);
+        let later = git(&["rev-parse", "HEAD"]);
+        let repo = ctx.repo().unwrap();
+        let branch = repo
+            .find_branch("later", git2::BranchType::Local)
+            .unwrap()
+            .get()
+            .target()
+            .unwrap();
+        assert_eq!(branch.to_string(), later);
+        assert_ne!(branch, head);
+        assert!(
+            repo.find_commit(branch).is_ok(),
+            "the new commit, now packed"
+        );
+    }
+
+    #[test]
     fn a_bare_or_missing_repository_is_refused_with_its_path() {
         let dir = tempfile::tempdir().unwrap();
         let err = Context::open(dir.path(), process_env(), PathBuf::from("plait")).unwrap_err();
