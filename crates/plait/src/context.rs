@@ -270,6 +270,31 @@ mod tests {
     }
 
     #[test]
+    fn a_linked_worktree_s_second_handle_is_the_same_worktree() {
+        let dir = repo_with_commit();
+        let linked = dir.path().join("linked");
+        let out = std::process::Command::new("git")
+            .args(["worktree", "add", "-q", "-b", "side"])
+            .arg(&linked)
+            .current_dir(dir.path())
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        let ctx = Context::open(&linked, process_env(), PathBuf::from("plait")).unwrap();
+        let first = ctx.repo().unwrap();
+        let second = ctx.repo().unwrap();
+        for repo in [&first, &second] {
+            assert_eq!(repo.head().unwrap().shorthand().ok(), Some("side"));
+            assert_eq!(
+                repo.workdir().unwrap().canonicalize().unwrap(),
+                linked.canonicalize().unwrap()
+            );
+        }
+        assert!(ctx.store().runs_dir().ends_with(".git/plait/runs"));
+    }
+
+    #[test]
     fn a_bare_or_missing_repository_is_refused_with_its_path() {
         let dir = tempfile::tempdir().unwrap();
         let err = Context::open(dir.path(), process_env(), PathBuf::from("plait")).unwrap_err();
