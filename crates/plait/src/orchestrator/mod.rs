@@ -239,7 +239,6 @@ pub const EVENTS_FILE: &str = "events.jsonl";
 /// A run that has started: its id is known and its state is on disk.
 pub struct Prepared {
     settings: RunSettings,
-    store: Store,
     lock: RunLock,
     state: RunState,
     work: Work,
@@ -275,7 +274,6 @@ pub fn prepare(settings: RunSettings) -> Result<Prepared, RunError> {
     store.save(&state)?;
     Ok(Prepared {
         settings,
-        store,
         lock,
         state,
         work: Work::Tasks,
@@ -390,14 +388,13 @@ pub(crate) fn prepare_resume(
             "the plan kept with run {run} no longer matches its tasks"
         )));
     }
-    going_again(settings, store, lock, state, Work::Tasks)
+    going_again(settings, lock, state, Work::Tasks)
 }
 
 /// Run `state` going again in this process, under `lock`, to do `work`: recorded as
 /// running, then saved.
 fn going_again(
     settings: RunSettings,
-    store: Store,
     lock: RunLock,
     mut state: RunState,
     work: Work,
@@ -405,10 +402,9 @@ fn going_again(
     state.phase = RunPhase::Running;
     state.pid = std::process::id();
     state.finished_at = None;
-    store.save(&state)?;
+    settings.context.store().save(&state)?;
     Ok(Prepared {
         settings,
-        store,
         lock,
         state,
         work,
@@ -468,13 +464,7 @@ pub(crate) fn prepare_send_back(
             at: now_ms(),
             round,
         });
-    going_again(
-        settings,
-        store,
-        lock,
-        state,
-        Work::SendBack { index, feedback },
-    )
+    going_again(settings, lock, state, Work::SendBack { index, feedback })
 }
 
 /// Runs every task, merges the results and returns the final state.
@@ -490,12 +480,11 @@ pub async fn execute(
 ) -> Result<RunState, RunError> {
     let Prepared {
         settings,
-        store,
         lock,
         state,
         work,
     } = prepared;
-    let shared = Arc::new(shared_for(&settings, store, state, events, cancel).await?);
+    let shared = Arc::new(shared_for(&settings, state, events, cancel).await?);
     let stop_writer = Arc::new(Notify::new());
     let writer = tokio::spawn(write_states(shared.clone(), stop_writer.clone()));
     let created = shared.snapshot().created_at;
@@ -532,7 +521,6 @@ pub async fn execute(
 /// its settings pick: through the store to workers, or here.
 async fn shared_for(
     settings: &RunSettings,
-    store: Store,
     state: RunState,
     events: Option<mpsc::UnboundedSender<Update>>,
     cancel: Cancel,
@@ -551,16 +539,7 @@ async fn shared_for(
         }),
         _ => Box::new(dispatch::Local),
     };
-    Ok(Shared::new(
-        settings,
-        store,
-        state,
-        events,
-        cancel,
-        pg,
-        Default::default(),
-    )?
-    .dispatching(dispatch))
+    Ok(Shared::new(settings, state, events, cancel, pg, Default::default())?.dispatching(dispatch))
 }
 
 /// Runs what the run was prepared for: every task that has not ended, or one task sent

@@ -182,13 +182,13 @@ impl Shared {
     /// The shared state of a run whose record is `state`, kept in `store`.
     pub(super) fn new(
         settings: &RunSettings,
-        store: Store,
         state: RunState,
         events: Option<mpsc::UnboundedSender<Update>>,
         cancel: Cancel,
         pg: Option<Arc<plait_store::pg::PgStore>>,
         limiters: plait_llm::limiter::Limiters,
     ) -> Result<Shared, RunError> {
+        let store = settings.context.store().clone();
         let checks_dir = store.run(&state.id).checks();
         let seed_dir = store.seed_dir();
         // Its tasks run plait itself (`$PLAIT_RUN_IN`, Claude Code's guard).

@@ -249,14 +249,13 @@ async fn open_run(
     let remote = settings.remote.clone().unwrap_or(queue.remote.clone());
     let (settings_for, run_id) = (settings.clone(), run.to_string());
     let remote_for = remote.clone();
-    let (run_settings, state, store) =
+    let (run_settings, state) =
         tokio::task::spawn_blocking(move || set_up(&settings_for, &run_id, &queue, &remote_for))
             .await
             .map_err(RunError::panicked("setting up the run"))??;
     let (commits, committed) = mpsc::unbounded_channel();
     let shared = Shared::new(
         &run_settings,
-        store,
         state,
         events,
         cancel,
@@ -282,7 +281,7 @@ fn set_up(
     run: &str,
     queue: &plait_store::pg::Queue,
     remote: &str,
-) -> Result<(RunSettings, plait_core::state::RunState, Store), RunError> {
+) -> Result<(RunSettings, plait_core::state::RunState), RunError> {
     let problem = |e: Box<dyn std::error::Error + Send + Sync>| RunError::TakeRun {
         run: run.to_string(),
         source: e,
@@ -321,7 +320,6 @@ fn set_up(
             Arc::new(resolved)
         }
     };
-    let store = context.store().clone();
     let run_settings = RunSettings {
         context,
         plan,
@@ -342,11 +340,11 @@ fn set_up(
         store: None,
         remote: None,
     };
-    let state = lay_down(&store, run, &run_settings)?;
+    let state = lay_down(run_settings.context.store(), run, &run_settings)?;
     // Agents a killed worker left running must not write into the worktrees again.
     let worktrees: Vec<PathBuf> = state.tasks.iter().map(|t| t.worktree.clone()).collect();
     plait_sandbox::shell::stop_leftovers(run, &worktrees);
-    Ok((run_settings, state, store))
+    Ok((run_settings, state))
 }
 
 /// Renews the claim's lease until aborted; warns once when it was lost.
