@@ -188,11 +188,12 @@ async fn send_back(
                 comment: &comment,
             };
             let ended = ops::send_back::send_back(&context, request, watch).await;
-            if let Ok(state) = &ended {
-                let text = plait::report::status_text(state, false);
-                if let Err(e) = std::fs::write(&log_path, text) {
-                    tracing::warn!("cannot write {}: {e}", log_path.display());
-                }
+            let text = match &ended {
+                Ok(state) => plait::report::status_text(state, false),
+                Err(e) => format!("error: {e}\n"),
+            };
+            if let Err(e) = std::fs::write(&log_path, text) {
+                tracing::warn!("cannot write {}: {e}", log_path.display());
             }
             ended.map(|_| ()).map_err(ops_error)
         })
