@@ -26,6 +26,12 @@ pub fn task_branch(run: &str, task: &str) -> String {
     format!("plait/{run}/{task}")
 }
 
+/// The branch of attempt `n` of a task: `plait/<run>/<task>@<n>` (a task's id holds no
+/// `@`, and `~`, which names the attempt elsewhere, cannot be in a ref).
+pub fn attempt_branch(run: &str, task: &str, n: u32) -> String {
+    format!("plait/{run}/{task}@{n}")
+}
+
 /// A supervisor group's branch: `plait/<run>/group-<k>`.
 pub fn group_branch(run: &str, group: &str) -> String {
     format!("plait/{run}/{group}")

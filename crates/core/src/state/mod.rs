@@ -17,8 +17,8 @@ pub use run::{
 };
 pub use store::{write_atomic, RunLock, StateError, Store};
 pub use task::{
-    ChangeKind, CheckResult, Comment, Decision, FileChange, Review, SandboxRecord, SentBack,
-    TaskRecord, TaskState, Usage, Verdict,
+    attempt_id, split_attempt_id, ChangeKind, CheckResult, Comment, Decision, FileChange, Pick,
+    Review, SandboxRecord, SentBack, TaskRecord, TaskState, Usage, Verdict,
 };
 
 /// Milliseconds since the Unix epoch.

@@ -284,6 +284,12 @@ impl RunState {
         self.tasks.iter().find(|t| t.id == id)
     }
 
+    /// The record of attempt `id` (`<task>~<n>`), when the task ran as attempts.
+    pub fn attempt(&self, id: &str) -> Option<&TaskRecord> {
+        let (task, n) = super::split_attempt_id(id)?;
+        self.task(task)?.attempt_no(n)
+    }
+
     /// Each task's wave, by index: 0 for a task that comes after none, else one more than
     /// the deepest task it comes after (`after`). A circle, which a validated plan cannot
     /// hold, leaves its tasks at 0.

@@ -394,6 +394,50 @@ pub struct TaskRecord {
     /// `expect_changes`): ending done without one needs a person's look.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub expects_change: bool,
+    /// Its attempts, when the plan runs it as several (`attempts`): each a record of its
+    /// own (id `<task>~<n>`, branch `plait/<run>/<task>@<n>`). Until the pick the task
+    /// itself runs nothing; once picked, its commit, changes, checks and review are the
+    /// chosen attempt's, and its usage counts every attempt's.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub attempts: Vec<TaskRecord>,
+    /// Which attempt became the task, by whom and why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pick: Option<Pick>,
+}
+
+/// The choice of one attempt as the task (`attempts`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Pick {
+    /// The chosen attempt's number (1..).
+    pub attempt: u32,
+    /// Who chose: `checks` (the first that passed), `command`, the judge (`model …`,
+    /// `claude-code`, `cli …`) or `person`.
+    pub by: String,
+    /// Why, in a sentence.
+    pub why: String,
+    /// The attempts that were candidates: those whose checks (and review) passed.
+    #[serde(default)]
+    pub candidates: Vec<u32>,
+    /// What plait adds, e.g. that the judge's first answer named no candidate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+    /// When, in milliseconds since the Unix epoch.
+    pub at: u64,
+    /// What a model judge used.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
+}
+
+/// The id of attempt `n` of task `task`: `<task>~<n>`.
+pub fn attempt_id(task: &str, n: u32) -> String {
+    format!("{task}~{n}")
+}
+
+/// The task and number an attempt's id (`<task>~<n>`) names; `None` for a task's own id.
+pub fn split_attempt_id(id: &str) -> Option<(&str, u32)> {
+    let (task, n) = id.rsplit_once('~')?;
+    let n: u32 = n.parse().ok().filter(|n| *n > 0)?;
+    (!task.is_empty()).then_some((task, n))
 }
 
 /// A person's comment that sent a finished task back for one more round.
@@ -444,7 +488,30 @@ impl TaskRecord {
             start_from: BTreeMap::new(),
             blocked_by: Vec::new(),
             expects_change: false,
+            attempts: Vec::new(),
+            pick: None,
         }
+    }
+
+    /// Attempt `n` of this task, not started: its own branch (`plait/<run>/<task>@<n>`),
+    /// `worktree` and `log`, owning what the task owns.
+    pub fn attempt(&self, run: &str, n: u32, worktree: PathBuf, log: PathBuf) -> TaskRecord {
+        let mut attempt =
+            TaskRecord::pending(run, &attempt_id(&self.id, n), worktree, self.owned, log);
+        attempt.branch = crate::refs::attempt_branch(run, &self.id, n);
+        attempt.after = self.after.clone();
+        attempt.expects_change = self.expects_change;
+        attempt
+    }
+
+    /// Its attempt numbered `n`.
+    pub fn attempt_no(&self, n: u32) -> Option<&TaskRecord> {
+        self.attempts.get((n as usize).checked_sub(1)?)
+    }
+
+    /// The attempt that became the task, once picked.
+    pub fn chosen(&self) -> Option<&TaskRecord> {
+        self.attempt_no(self.pick.as_ref()?.attempt)
     }
 
     /// It ended done without changing any of its files though its agent was asked for a

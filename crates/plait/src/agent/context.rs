@@ -67,6 +67,10 @@ pub struct TaskContext {
     /// and stand-in key it is given. Its requests' usage is counted as they end, so the
     /// agent reports none of its own ([`TaskContext::own_usage`]).
     pub gateway: Option<Arc<plait_gateway::Lease>>,
+    /// Which attempt this is, of how many (`attempts`): `PLAIT_ATTEMPT` and
+    /// `PLAIT_ATTEMPTS`, and a model agent is told so and asked with another temperature
+    /// or seed.
+    pub attempt: Option<(u32, u32)>,
 }
 
 impl TaskContext {

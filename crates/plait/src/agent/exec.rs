@@ -169,6 +169,10 @@ pub fn task_env(task: &TaskContext) -> Vec<(&'static str, String)> {
     if let Some(feedback) = &task.feedback {
         env.push(("PLAIT_FEEDBACK", feedback.clone()));
     }
+    if let Some((n, of)) = task.attempt {
+        env.push(("PLAIT_ATTEMPT", n.to_string()));
+        env.push(("PLAIT_ATTEMPTS", of.to_string()));
+    }
     env
 }
 

@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use git2::Oid;
 
+use super::shared::Slot;
 use super::Shared;
 use crate::collect::{self, CollectSettings};
 use crate::workspace;
@@ -66,7 +67,7 @@ pub(super) fn start_of(shared: &Shared, index: usize) -> Result<Oid, TaskError> 
 /// base, and records what the branch changes as a whole.
 pub(super) async fn collect_round(
     shared: &Arc<Shared>,
-    index: usize,
+    slot: Slot,
     record: &TaskRecord,
     unlayered: bool,
     message: String,
@@ -74,16 +75,16 @@ pub(super) async fn collect_round(
     // Where plait last left the branch: an agent's own `git commit` must not smuggle
     // changes past collect.
     let expected = shared
-        .record(index)
+        .record(slot)
         .commit
         .and_then(|c| Oid::from_str(&c).ok());
-    let start = start_of(shared, index)?;
+    let start = start_of(shared, slot.index)?;
     let expected = expected.unwrap_or(start);
     let collected = {
         let shared = shared.clone();
         let record = record.clone();
         tokio::task::spawn_blocking(move || {
-            collect_worktree(&shared, index, &record, expected, unlayered, message)
+            collect_worktree(&shared, slot, &record, expected, unlayered, message)
         })
         .await
         .map_err(|source| TaskError::Panicked {
@@ -94,7 +95,7 @@ pub(super) async fn collect_round(
     let collected = collected?;
     let base = start;
     let tip = collected.tip;
-    shared.update(index, |t| {
+    shared.update(slot, |t| {
         t.commit = (tip != base).then(|| tip.to_string());
         t.changes = collected.changes;
         t.violations = collected.violations;
@@ -116,15 +117,15 @@ struct Collected {
 /// (blocking: run it off the async threads).
 fn collect_worktree(
     shared: &Shared,
-    index: usize,
+    slot: Slot,
     record: &TaskRecord,
     expected: Oid,
     unlayered: bool,
     message: String,
 ) -> Result<Collected, TaskError> {
     let repo = shared.context.repo()?;
-    let task = &shared.plan.tasks[index];
-    check_git_link(&repo, &shared.run, &task.id, record)?;
+    let task = shared.task(slot);
+    check_git_link(&repo, &shared.run, &record.id, record)?;
     let refname = plait_core::refs::branch_ref(&record.branch);
     undo_agent_commits(&repo, &refname, expected)?;
     // A worktree filled in as the task's view holds every file of the base: one it does
@@ -144,7 +145,7 @@ fn collect_worktree(
     };
     let outcome = collect::collect(&repo, &settings)?;
     let tip = repo.refname_to_id(&plait_core::refs::branch_ref(&record.branch))?;
-    let changes = branch_changes(&repo, start_of(shared, index)?, tip)?;
+    let changes = branch_changes(&repo, start_of(shared, slot.index)?, tip)?;
     Ok(Collected {
         tip,
         changes,

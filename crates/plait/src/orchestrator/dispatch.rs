@@ -16,7 +16,7 @@ use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
 use super::starts::Stale;
-use super::{task, waves, RunError, Shared};
+use super::{attempts, task, waves, RunError, Shared};
 
 pub(super) use super::shared::{Dispatch, Local};
 
@@ -57,12 +57,12 @@ async fn run_tasks(shared: &Arc<Shared>) -> Result<(), RunError> {
         let (shared, permits) = (shared.clone(), permits.clone());
         set.spawn(async move {
             if !waves::await_start(&shared, index).await {
-                return;
+                return Ok(());
             }
-            let Ok(_permit) = permits.acquire_owned().await else {
-                return;
+            let Ok(permit) = permits.clone().acquire_owned().await else {
+                return Ok(());
             };
-            task::run_task(&shared, index).await;
+            attempts::run(&shared, index, permits, Some(permit)).await
         });
     }
     for index in (0..count).filter(|&i| shared.waits[i].is_empty()) {
@@ -71,16 +71,13 @@ async fn run_tasks(shared: &Arc<Shared>) -> Result<(), RunError> {
         };
         // A task that panicked is told at once, not after every later task has started.
         while let Some(joined) = set.try_join_next() {
-            joined.map_err(RunError::panicked("a task"))?;
+            joined.map_err(RunError::panicked("a task"))??;
         }
-        let shared = shared.clone();
-        set.spawn(async move {
-            let _permit = permit;
-            task::run_task(&shared, index).await;
-        });
+        let (shared, permits) = (shared.clone(), permits.clone());
+        set.spawn(async move { attempts::run(&shared, index, permits, Some(permit)).await });
     }
     while let Some(joined) = set.join_next().await {
-        joined.map_err(RunError::panicked("a task"))?;
+        joined.map_err(RunError::panicked("a task"))??;
     }
     Ok(())
 }
@@ -113,9 +110,16 @@ async fn restart_here(shared: &Arc<Shared>, again: Vec<Stale>) {
             if !waves::await_start(shared, stale.index).await {
                 return;
             }
-            let Ok(_permit) = permits.acquire_owned().await else {
+            let Ok(permit) = permits.clone().acquire_owned().await else {
                 return;
             };
+            // A task of attempts that never ran runs them now.
+            let record = shared.record(stale.index);
+            if record.started_at.is_none() && shared.plan.tasks[stale.index].tries.is_some() {
+                let _ = attempts::run(shared, stale.index, permits, Some(permit)).await;
+                return;
+            }
+            let _permit = permit;
             task::restart(shared, stale).await;
         }
     });

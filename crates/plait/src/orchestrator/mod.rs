@@ -40,6 +40,7 @@ use std::time::Instant;
 use tokio::sync::{mpsc, Notify};
 
 pub(crate) mod adopt;
+mod attempts;
 mod clock;
 mod collecting;
 mod coordinate;
@@ -48,8 +49,10 @@ mod dispatch;
 mod entered;
 mod grouped;
 mod merging;
+mod picking;
 mod rounds;
 mod shared;
+mod slot;
 mod starts;
 mod task;
 mod waves;
@@ -266,6 +269,16 @@ impl Prepared {
 
 /// Takes the repository lock, makes the run's id and directory and writes its first state.
 pub fn prepare(settings: RunSettings) -> Result<Prepared, RunError> {
+    if let (Some(_), Some(task)) = (
+        &settings.remote,
+        settings.plan.tasks.iter().find(|t| t.tries.is_some()),
+    ) {
+        return Err(RunError::Refused(format!(
+            "task `{}` runs as several attempts, which a run over workers (--remote) does not \
+             spread yet: run it here (without --remote), or give it attempts = 1",
+            task.id
+        )));
+    }
     let store = settings.context.store().clone();
     let lock = store.lock()?;
     let run = store.create_run()?;

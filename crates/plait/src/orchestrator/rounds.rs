@@ -4,6 +4,7 @@
 //! rounds of one task share. Above [`super::collecting`], [`super::entered`] and
 //! [`super::shared`]; below the task's entry points (`task`), which call [`work`].
 
+use std::borrow::Cow;
 use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -13,7 +14,7 @@ use git2::Oid;
 
 use super::collecting::collect_round;
 use super::entered::{forward, Forward};
-use super::shared::{fail_task, Start};
+use super::shared::{fail_task, Slot, Start};
 use super::Shared;
 use crate::agent::{self, Agent, AgentOutcome, AgentReport, TaskContext};
 use crate::collect;
@@ -23,6 +24,7 @@ use crate::report::diff::{diff_text, DiffStyle};
 use crate::review::checks::{CheckJob, Lineage};
 use crate::review::reviewer::{self, ReviewInput};
 use crate::workspace::view::{self, TaskView, ViewKind};
+use plait_core::cancel::Cancel;
 use plait_core::state::TaskDir;
 use plait_core::state::{
     now_ms, CheckResult, Review, SandboxRecord, TaskRecord, TaskState, Usage, Verdict,
@@ -33,27 +35,28 @@ use plait_sandbox::sandbox::{Confinement, Sandbox};
 /// most the second, until the task is done, rejected or failed.
 pub(super) async fn work(
     shared: &Arc<Shared>,
-    index: usize,
+    slot: Slot,
     record: &TaskRecord,
     (mut round, limit): (u32, u32),
     mut feedback: Option<String>,
 ) {
     // An agent CLI's way to its model, open while its rounds run.
-    let lease = match shared.plan.tasks[index].agent.gateway() {
+    let task = shared.task(slot);
+    let lease = match task.agent.gateway() {
         None => None,
         Some(provider) => {
             let transcript = TaskDir::of_log(&record.log).transcript();
-            match shared.gateway_lease(index, provider, transcript).await {
+            match shared.gateway_lease(slot, provider, transcript).await {
                 Ok(lease) => Some(Arc::new(lease)),
-                Err(why) => return fail_task(shared, index, why, None),
+                Err(why) => return fail_task(shared, slot, why, None),
             }
         }
     };
-    let start = match shared.start(index) {
+    let start = match shared.start(slot.index) {
         Ok(start) => start,
-        Err(why) => return fail_task(shared, index, why, None),
+        Err(why) => return fail_task(shared, slot, why, None),
     };
-    let worker = Worker::new(shared, index, record, lease, start);
+    let worker = Worker::new(shared, slot, task, record, lease, start);
     let mut confinement = Some(worker.task.sandbox.confinement());
     while let ControlFlow::Continue(next) = worker
         .round(round, limit, feedback.take(), confinement.take())
@@ -67,9 +70,12 @@ pub(super) async fn work(
 /// What the rounds of one task share: the task, its agent, its reviewer and its sandbox.
 struct Worker<'a> {
     shared: &'a Arc<Shared>,
-    index: usize,
+    slot: Slot,
     record: &'a TaskRecord,
-    task: &'a ResolvedTask,
+    /// The task as this slot runs it (an attempt's id and agent).
+    task: Cow<'a, ResolvedTask>,
+    /// The run's interrupt, or this slot's own stop (`Shared::stops`).
+    cancel: Cancel,
     agent: Box<dyn Agent>,
     reviewer: Reviewer,
     /// The task's directory: its logs, review files and the agent CLIs' own files.
@@ -86,17 +92,18 @@ struct Worker<'a> {
 }
 
 impl<'a> Worker<'a> {
-    /// The worker of task `index`, its agent and reviewer as the plan says.
+    /// The worker of task (or attempt) `slot`, run as `task`, its agent and reviewer as the
+    /// plan says.
     fn new(
         shared: &'a Arc<Shared>,
-        index: usize,
+        slot: Slot,
+        task: Cow<'a, ResolvedTask>,
         record: &'a TaskRecord,
         gateway: Option<Arc<plait_gateway::Lease>>,
         start: Arc<Start>,
     ) -> Worker<'a> {
-        let task = &shared.plan.tasks[index];
         let agent = agent::from_config(&task.agent, &shared.client, &shared.limiters);
-        let reviewer = shared.plan.review.reviewer_for(task);
+        let reviewer = shared.plan.review.reviewer_for(&task);
         // The agent's processes may write its worktree and the task's scratch (the agent
         // CLIs' own files), and nothing of any other task: the rest of the task's directory
         // (logs, transcript, the guard's rules and Claude Code's settings) is plait's.
@@ -106,7 +113,7 @@ impl<'a> Worker<'a> {
             .map(Path::to_path_buf)
             .unwrap_or_default();
         let scratch = TaskDir(task_dir.clone()).scratch();
-        let view = Arc::new(task_view(shared, record, task, &start));
+        let view = Arc::new(task_view(shared, record, &task, &start));
         // With `network = "gateway"`, the gateway's port is the one way out.
         let settings = match &gateway {
             Some(lease) => task.sandbox.through_gateway(lease.port()),
@@ -115,14 +122,15 @@ impl<'a> Worker<'a> {
         let own = vec![record.worktree.clone(), scratch];
         let sandbox = Sandbox::new(&settings, own.clone()).with_view(view.overlay().cloned());
         let (sandbox, forwarding) = match view.entered() {
-            Some(entered) => forward(shared, task, entered, sandbox, &settings, own),
+            Some(entered) => forward(shared, &task, entered, sandbox, &settings, own),
             None => (sandbox, None),
         };
         let sandbox = Arc::new(sandbox);
         Worker {
             shared,
-            index,
+            slot,
             record,
+            cancel: shared.stops.watch(slot, &shared.cancel),
             task,
             agent,
             reviewer,
@@ -158,7 +166,7 @@ impl<'a> Worker<'a> {
             return self.finish(TaskState::Done);
         }
         self.shared
-            .update(self.index, |t| t.state = TaskState::Reviewing);
+            .update(self.slot, |t| t.state = TaskState::Reviewing);
         self.goes_on();
         let started = Instant::now();
         let checks = self.run_checks(round, tip).await;
@@ -180,8 +188,8 @@ impl<'a> Worker<'a> {
             .is_some_and(|r| r.verdict == Verdict::Reject);
         let checks_pass = !checks.iter().any(CheckResult::failed_here);
         self.record_judgement(checks, verdict);
-        if self.shared.cancel.is_cancelled() {
-            return self.fail("interrupted".to_string(), None);
+        if let Some(halted) = self.halted() {
+            return halted;
         }
         if rejected {
             return self.finish(TaskState::Rejected);
@@ -192,7 +200,7 @@ impl<'a> Worker<'a> {
     /// Marks the task running in `round`; a `confinement` (the first round's) records how
     /// its processes are confined, keeping the refusals of earlier tries.
     fn start(&self, round: u32, confinement: Option<Confinement>) {
-        self.shared.update(self.index, |t| {
+        self.shared.update(self.slot, |t| {
             t.state = TaskState::Running;
             t.rounds = round;
             if let Some(confinement) = confinement {
@@ -210,16 +218,18 @@ impl<'a> Worker<'a> {
     /// Tells [`Shared::on_commit`] that the task goes on past the commit its branch is at
     /// (into its review, or into a round on top of it).
     fn goes_on(&self) {
-        (self.shared.on_commit)(self.index);
+        if self.slot.attempt.is_none() {
+            (self.shared.on_commit)(self.slot.index);
+        }
     }
 
     /// Runs the agent for the round and records what it used; `Break` when it failed or was
     /// stopped, or the run was interrupted.
     async fn run_agent(&self, round: u32, feedback: Option<String>) -> ControlFlow<()> {
-        let (shared, index) = (self.shared, self.index);
+        let shared = self.shared;
         // The base's checkout under the overlay, made the first time an agent of the run
         // may run commands (a model agent without its `run` tool never does).
-        let runs_commands = match &shared.plan.tasks[index].agent {
+        let runs_commands = match &self.task.agent {
             AgentConfig::Model { run, .. } => run.offered(),
             _ => true,
         };
@@ -239,21 +249,29 @@ impl<'a> Worker<'a> {
         }
         let mut context = context(
             shared,
-            index,
+            &self.task,
             (self.record, &self.start),
             round,
             feedback,
             (&self.sandbox, &self.view),
         );
         context.gateway = self.gateway.clone();
+        context.cancel = self.cancel.clone();
+        context.attempt = self
+            .slot
+            .attempt
+            .zip(self.task.tries.as_ref().map(|t| t.count));
         let report = self.agent.run(&context).await;
-        record_report(shared, index, &report);
+        record_report(shared, self.slot, &report);
         self.note_refused(self.sandbox.denials());
         if let Some(forward) = &self.forward {
             self.note_refused(forward.denials());
         }
         if shared.cancel.is_cancelled() {
             return self.keep_interrupted().await;
+        }
+        if let Some(halted) = self.halted() {
+            return halted;
         }
         let mut outcome = report.outcome;
         if let (AgentOutcome::Failed { .. }, Some(_)) = (&outcome, &self.gateway) {
@@ -268,7 +286,7 @@ impl<'a> Worker<'a> {
                 self.fail(with_refused(reason, &self.sandbox.denials()), exit_code)
             }
             AgentOutcome::Stopped { reason } => {
-                shared.update(index, |t| {
+                shared.update(self.slot, |t| {
                     t.state = TaskState::Stopped;
                     t.error = Some(reason);
                     t.finished_at = Some(now_ms());
@@ -287,13 +305,13 @@ impl<'a> Worker<'a> {
         );
         let kept = collect_round(
             self.shared,
-            self.index,
+            self.slot,
             self.record,
             !self.view.layered(),
             message,
         )
         .await;
-        self.shared.update(self.index, |t| {
+        self.shared.update(self.slot, |t| {
             t.state = TaskState::Interrupted;
             t.error = match kept {
                 Ok(_) => Some("interrupted".to_string()),
@@ -307,11 +325,11 @@ impl<'a> Worker<'a> {
     /// changes nothing (the task is done) or collecting failed.
     async fn collect(&self) -> ControlFlow<(), Oid> {
         self.shared
-            .update(self.index, |t| t.state = TaskState::Collecting);
+            .update(self.slot, |t| t.state = TaskState::Collecting);
         let message = collect::commit_message(&self.shared.run, &self.task.id, &self.task.prompt);
         match collect_round(
             self.shared,
-            self.index,
+            self.slot,
             self.record,
             !self.view.layered(),
             message,
@@ -347,7 +365,7 @@ impl<'a> Worker<'a> {
             sandbox: &self.task.check_sandbox,
             lineage: Lineage::Task(self.task.id.clone()),
         };
-        match shared.checks.run(&job, &shared.cancel).await {
+        match shared.checks.run(&job, &self.cancel).await {
             Ok(results) => {
                 self.note_refused(results.iter().flat_map(|r| r.refused.clone()).collect());
                 ControlFlow::Continue(results)
@@ -359,7 +377,7 @@ impl<'a> Worker<'a> {
     /// The reviewer's judgement of the round's commit, its diff and its checks; `None`
     /// when no reviewer judges it.
     async fn review(&self, round: u32, tip: Oid, checks: &[CheckResult]) -> Option<Review> {
-        let (shared, task) = (self.shared, self.task);
+        let (shared, task) = (self.shared, &*self.task);
         let diff = diff(shared, self.start.commit, tip).await;
         let gateway = match self.reviewer.gateway() {
             None => None,
@@ -399,7 +417,7 @@ impl<'a> Worker<'a> {
             &input,
             &shared.client,
             &shared.limiters,
-            &shared.cancel,
+            &self.cancel,
         )
         .await
     }
@@ -407,7 +425,7 @@ impl<'a> Worker<'a> {
     /// Records the round's checks and review, and adds what the review used to the task's
     /// usage.
     fn record_judgement(&self, checks: Vec<CheckResult>, verdict: Option<Review>) {
-        self.shared.update(self.index, |t| {
+        self.shared.update(self.slot, |t| {
             t.checks = checks;
             if let Some(review) = verdict {
                 if let Some(u) = &review.usage {
@@ -453,7 +471,7 @@ impl<'a> Worker<'a> {
     /// Records writes the sandbox refused the task's processes.
     fn note_refused(&self, refused: Vec<String>) {
         if !refused.is_empty() {
-            self.shared.update(self.index, |t| {
+            self.shared.update(self.slot, |t| {
                 if let Some(s) = &mut t.sandbox {
                     s.add_refused(&refused);
                 }
@@ -461,15 +479,31 @@ impl<'a> Worker<'a> {
         }
     }
 
+    /// When this slot was stopped on its own (`Shared::stops`: another attempt was chosen,
+    /// or a person stopped it) and the run goes on: its end, `stopped` with the stop's
+    /// reason. The run's own interrupt ends it as interrupted instead, elsewhere.
+    fn halted<T>(&self) -> Option<ControlFlow<(), T>> {
+        if self.shared.cancel.is_cancelled() {
+            return Some(self.fail("interrupted".to_string(), None));
+        }
+        let reason = self.shared.stops.stopped(self.slot)?;
+        self.shared.update(self.slot, |t| {
+            t.state = TaskState::Stopped;
+            t.error = Some(reason);
+            t.finished_at = Some(now_ms());
+        });
+        Some(ControlFlow::Break(()))
+    }
+
     /// Records that the task failed for `reason`; `Break`, for it has ended.
     fn fail<T>(&self, reason: String, exit_code: Option<i32>) -> ControlFlow<(), T> {
-        fail_task(self.shared, self.index, reason, exit_code);
+        fail_task(self.shared, self.slot, reason, exit_code);
         ControlFlow::Break(())
     }
 
     /// Records that the task ended in `state`; `Break`, for it has ended.
     fn finish<T>(&self, state: TaskState) -> ControlFlow<(), T> {
-        self.shared.update(self.index, |t| {
+        self.shared.update(self.slot, |t| {
             t.state = state;
             t.finished_at = Some(now_ms());
         });
@@ -509,13 +543,12 @@ fn with_refused(reason: String, refused: &[String]) -> String {
 /// What the agent is told and given for one round.
 fn context(
     shared: &Shared,
-    index: usize,
+    task: &ResolvedTask,
     (record, start): (&TaskRecord, &Start),
     round: u32,
     feedback: Option<String>,
     (sandbox, view): (&Arc<Sandbox>, &Arc<TaskView>),
 ) -> TaskContext {
-    let task = &shared.plan.tasks[index];
     TaskContext {
         run: shared.run.clone(),
         task: task.id.clone(),
@@ -546,6 +579,7 @@ fn context(
         view: view.clone(),
         checks: shared.plan.checks.task.clone(),
         gateway: None,
+        attempt: None,
     }
 }
 
@@ -605,11 +639,11 @@ fn task_view(shared: &Shared, record: &TaskRecord, task: &ResolvedTask, start: &
 }
 
 /// Adds a round's usage to the task's and keeps the agent's last words.
-fn record_report(shared: &Shared, index: usize, report: &AgentReport) {
+fn record_report(shared: &Shared, slot: Slot, report: &AgentReport) {
     if report.usage.is_none() && report.summary.is_none() {
         return;
     }
-    shared.update(index, |t| {
+    shared.update(slot, |t| {
         if let Some(u) = &report.usage {
             match &mut t.usage {
                 Some(total) => total.add(u),

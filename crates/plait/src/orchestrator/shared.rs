@@ -17,6 +17,7 @@ use futures_util::future::BoxFuture;
 use git2::Oid;
 use tokio::sync::{mpsc, Notify};
 
+pub(super) use super::slot::Slot;
 use super::starts::{Stale, StartKey, StartMerge};
 use super::{Event, GroupEvent, RunError, RunSettings, Update};
 use crate::context::Context;
@@ -85,6 +86,8 @@ pub(super) struct Shared {
     pub(super) environment: std::sync::OnceLock<Result<Arc<Environment>, String>>,
     /// Where the run's time goes.
     pub(super) clock: super::clock::Clock,
+    /// Attempts stopped while the run goes on (a pick made without them).
+    pub(super) stops: super::slot::Stops,
 }
 
 /// How a run's tasks are run and sent back.
@@ -118,9 +121,14 @@ pub(super) trait Dispatch: Send + Sync {
 /// Runs the tasks in this process, in their worktrees here (how: `super::dispatch`).
 pub(super) struct Local;
 
-/// Records that task `index` failed for `reason`.
-pub(super) fn fail_task(shared: &Shared, index: usize, reason: String, exit_code: Option<i32>) {
-    shared.update(index, |t| {
+/// Records that task (or attempt) `slot` failed for `reason`.
+pub(super) fn fail_task(
+    shared: &Shared,
+    slot: impl Into<Slot>,
+    reason: String,
+    exit_code: Option<i32>,
+) {
+    shared.update(slot, |t| {
         t.state = TaskState::Failed;
         t.error = Some(reason);
         t.exit_code = exit_code;
@@ -236,6 +244,7 @@ impl Shared {
             gateway: tokio::sync::OnceCell::new(),
             environment: std::sync::OnceLock::new(),
             clock: Default::default(),
+            stops: Default::default(),
         })
     }
 
@@ -346,13 +355,18 @@ impl Shared {
         !plan.setup.is_empty()
             || !plan.checks.task.is_empty()
             || !plan.checks.merged.is_empty()
-            || plan.tasks.iter().any(|t| match &t.agent {
-                crate::plan::AgentConfig::Exec(exec) => {
-                    exec.command.contains("PLAIT_RUN_IN") || exec.command.contains("run-in-view")
-                }
-                crate::plan::AgentConfig::Model { run, .. } => run.offered(),
-                _ => true,
-            })
+            || plan
+                .tasks
+                .iter()
+                .flat_map(|t| t.agents())
+                .any(|agent| match agent {
+                    crate::plan::AgentConfig::Exec(exec) => {
+                        exec.command.contains("PLAIT_RUN_IN")
+                            || exec.command.contains("run-in-view")
+                    }
+                    crate::plan::AgentConfig::Model { run, .. } => run.offered(),
+                    _ => true,
+                })
     }
 
     /// The run's base layer, if it has one.
@@ -465,20 +479,20 @@ impl Shared {
             .clone()
     }
 
-    /// Opens task `index`'s way through the gateway to `provider`: its requests paced by
-    /// the run's limiter of that provider and key, its usage added to the task's record and
-    /// to the run's budget as each answer ends, its transcript beside its log.
+    /// Opens task (or attempt) `slot`'s way through the gateway to `provider`: its
+    /// requests paced by the run's limiter of that provider and key, its usage added to its
+    /// record and to the run's budget as each answer ends, its transcript beside its log.
     pub(super) async fn gateway_lease(
         self: &Arc<Self>,
-        index: usize,
+        slot: Slot,
         provider: &Arc<plait_llm::provider::ProviderSettings>,
         transcript: PathBuf,
     ) -> Result<plait_gateway::Lease, String> {
         let meter = Arc::new(TaskMeter {
             shared: Arc::downgrade(self),
-            index,
+            slot,
         });
-        let task = self.plan.tasks[index].id.clone();
+        let task = self.record(slot).id;
         self.open_route(task, provider, transcript, meter).await
     }
 
@@ -530,12 +544,12 @@ impl Shared {
         }
     }
 
-    /// Applies `change` to task `index`, reports it and schedules a save.
-    pub(super) fn update(&self, index: usize, change: impl FnOnce(&mut TaskRecord)) {
+    /// Applies `change` to task (or attempt) `slot`, reports it and schedules a save.
+    pub(super) fn update(&self, slot: impl Into<Slot>, change: impl FnOnce(&mut TaskRecord)) {
         {
             let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
             let run = state.id.clone();
-            let task = &mut state.tasks[index];
+            let task = slot.into().record_mut(&mut state);
             let was_final = task.state.is_final();
             change(task);
             if task.state.is_final() && !was_final {
@@ -587,8 +601,22 @@ impl Shared {
         self.state.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
-    pub(super) fn record(&self, index: usize) -> TaskRecord {
-        self.state.lock().unwrap_or_else(|e| e.into_inner()).tasks[index].clone()
+    pub(super) fn record(&self, slot: impl Into<Slot>) -> TaskRecord {
+        let state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        slot.into().record(&state).clone()
+    }
+
+    /// The task as `slot` runs it: an attempt's id and agent, or the task after its pick
+    /// with the chosen attempt's agent.
+    pub(super) fn task(&self, slot: Slot) -> std::borrow::Cow<'_, ResolvedTask> {
+        let chosen = match slot.attempt {
+            Some(_) => None,
+            None => self.state.lock().unwrap_or_else(|e| e.into_inner()).tasks[slot.index]
+                .pick
+                .as_ref()
+                .map(|p| p.attempt),
+        };
+        slot.task(&self.plan.tasks[slot.index], chosen)
     }
 }
 
@@ -655,7 +683,7 @@ pub(super) async fn write_states(shared: Arc<Shared>, stop: Arc<Notify>) {
 /// the run's budget.
 struct TaskMeter {
     shared: std::sync::Weak<Shared>,
-    index: usize,
+    slot: Slot,
 }
 
 impl plait_gateway::Meter for TaskMeter {
@@ -670,7 +698,7 @@ impl plait_gateway::Meter for TaskMeter {
         if let Some(cost) = usage.cost_usd {
             shared.budget.spend(cost);
         }
-        shared.update(self.index, |t| match &mut t.usage {
+        shared.update(self.slot, |t| match &mut t.usage {
             Some(total) => total.add(usage),
             None => t.usage = Some(usage.clone()),
         });

@@ -14,6 +14,7 @@ use std::sync::Arc;
 use git2::Oid;
 
 use super::rounds::work;
+use super::shared::Slot;
 use super::starts::Stale;
 use super::waves::carry;
 use super::worktrees::{discard_partial, lay_out_from, prepare};
@@ -30,13 +31,23 @@ pub(super) async fn run_task(shared: &Arc<Shared>, index: usize) {
     run_task_told(shared, index, None).await;
 }
 
+/// Runs task (or attempt) `slot` as [`run_task`] does a task.
+pub(super) async fn run_slot(shared: &Arc<Shared>, slot: Slot) {
+    run_slot_told(shared, slot, None).await;
+}
+
 /// [`run_task`], its first round told `told` (a person's comment to a task that never
 /// ran, sent back once what it comes after allowed it to start).
 async fn run_task_told(shared: &Arc<Shared>, index: usize, told: Option<String>) {
+    run_slot_told(shared, index.into(), told).await;
+}
+
+/// [`run_slot`], its first round told `told`.
+async fn run_slot_told(shared: &Arc<Shared>, slot: Slot, told: Option<String>) {
     if shared.cancel.is_cancelled() {
         return;
     }
-    let record = shared.record(index);
+    let record = shared.record(slot);
     // A resumed run: finished tasks stay as they are; interrupted ones go on from their
     // worktrees; one caught while preparing starts again.
     let resumed = match record.state {
@@ -48,18 +59,18 @@ async fn run_task_told(shared: &Arc<Shared>, index: usize, told: Option<String>)
         }
         _ => record.worktree.join(".git").exists(),
     };
-    if !resumed && !prepare(shared, index, &record).await {
+    if !resumed && !prepare(shared, slot, &record).await {
         return;
     }
     if resumed {
         // It goes on: the interruption is no longer what its record says of it.
-        shared.update(index, |t| t.error = None);
+        shared.update(slot, |t| t.error = None);
     }
     let feedback = resumed
         .then(|| prompts::feedback::INTERRUPTED.to_string())
         .or(told);
-    let limit = shared.plan.review.rounds_for(&shared.plan.tasks[index]);
-    work(shared, index, &record, (record.rounds, limit), feedback).await;
+    let limit = shared.plan.review.rounds_for(&shared.task(slot));
+    work(shared, slot, &record, (record.rounds, limit), feedback).await;
 }
 
 /// Takes task `index` over from a worker that stopped (its lease ran out, or it let the
@@ -76,7 +87,7 @@ pub(super) async fn take_over(shared: &Arc<Shared>, index: usize, commit: Oid) {
     let limit = shared.plan.review.rounds_for(&shared.plan.tasks[index]);
     work(
         shared,
-        index,
+        index.into(),
         &record,
         (record.rounds, limit),
         Some(feedback),
@@ -98,7 +109,14 @@ pub(super) async fn rework_from(shared: &Arc<Shared>, index: usize, commit: Oid,
     };
     let round = record.rounds + 1;
     let limit = round + shared.plan.review.rounds_for(&shared.plan.tasks[index]);
-    work(shared, index, &record, (round, limit), Some(feedback)).await;
+    work(
+        shared,
+        index.into(),
+        &record,
+        (round, limit),
+        Some(feedback),
+    )
+    .await;
 }
 
 /// Runs task `index` again from its new start (made already): its old worktree and branch
@@ -153,13 +171,13 @@ pub(super) async fn restart(shared: &Arc<Shared>, stale: Stale) {
         Ok(Ok(Some(Ok(commit)))) => (lay_out_from(shared, index, commit).await, Ok(())),
         Ok(Ok(Some(Err(paths)))) => {
             let why = format!("git's merge conflicts at {}", paths.join(", "));
-            let laid = prepare(shared, index, &record)
+            let laid = prepare(shared, index.into(), &record)
                 .await
                 .then(|| shared.record(index));
             (laid, Err(why))
         }
         Ok(Ok(None)) => {
-            let laid = prepare(shared, index, &record)
+            let laid = prepare(shared, index.into(), &record)
                 .await
                 .then(|| shared.record(index));
             (laid, Ok(()))
@@ -183,7 +201,14 @@ pub(super) async fn restart(shared: &Arc<Shared>, stale: Stale) {
     }
     let round = record.rounds + 1;
     let limit = round + shared.plan.review.rounds_for(&shared.plan.tasks[index]);
-    work(shared, index, &record, (round, limit), Some(feedback)).await;
+    work(
+        shared,
+        index.into(),
+        &record,
+        (round, limit),
+        Some(feedback),
+    )
+    .await;
 }
 
 /// Throws away what an earlier claim of task `index` left on this machine (its worktree
@@ -217,7 +242,19 @@ pub(super) async fn rework(shared: &Arc<Shared>, index: usize, feedback: String)
     }
     let record = shared.record(index);
     if !record.worktree.join(".git").exists() {
-        return;
+        // A task picked from its attempts has no worktree of its own until a round needs
+        // one: it is laid out from the chosen attempt's work.
+        if record.pick.is_none() {
+            return;
+        }
+        let at = match record.commit.as_deref().map(Oid::from_str) {
+            Some(Ok(commit)) => Ok(commit),
+            _ => shared.start(index).map(|s| s.commit),
+        };
+        return match at {
+            Ok(commit) => rework_from(shared, index, commit, feedback).await,
+            Err(why) => fail_task(shared, index, why, None),
+        };
     }
     shared.update(index, |t| {
         t.state = TaskState::Running;
@@ -226,5 +263,12 @@ pub(super) async fn rework(shared: &Arc<Shared>, index: usize, feedback: String)
     });
     let round = record.rounds + 1;
     let limit = round + shared.plan.review.rounds_for(&shared.plan.tasks[index]);
-    work(shared, index, &record, (round, limit), Some(feedback)).await;
+    work(
+        shared,
+        index.into(),
+        &record,
+        (round, limit),
+        Some(feedback),
+    )
+    .await;
 }

@@ -11,7 +11,7 @@ use std::time::Instant;
 use git2::Oid;
 
 use super::collecting::{branch_changes, io_at, start_of, TaskError};
-use super::shared::fail_task;
+use super::shared::{fail_task, Slot};
 use super::Shared;
 use crate::workspace::{self, WorktreeSpec};
 use plait_core::state::TaskDir;
@@ -19,14 +19,14 @@ use plait_core::state::{now_ms, ChangeKind, FileChange, TaskRecord, TaskState};
 
 /// Marks the task preparing and creates its worktree; false when that failed (the failure
 /// is recorded).
-pub(super) async fn prepare(shared: &Arc<Shared>, index: usize, record: &TaskRecord) -> bool {
+pub(super) async fn prepare(shared: &Arc<Shared>, slot: Slot, record: &TaskRecord) -> bool {
     // A task released by what it comes after started when it began making its start.
     let released = shared
         .released
         .lock()
         .unwrap_or_else(|e| e.into_inner())
-        .remove(&index);
-    shared.update(index, |t| {
+        .remove(&slot.index);
+    shared.update(slot, |t| {
         t.state = TaskState::Preparing;
         t.started_at = Some(released.unwrap_or_else(now_ms));
         t.error = None;
@@ -35,7 +35,7 @@ pub(super) async fn prepare(shared: &Arc<Shared>, index: usize, record: &TaskRec
     let prepared = {
         let shared = shared.clone();
         let record = record.clone();
-        tokio::task::spawn_blocking(move || prepare_worktree(&shared, index, &record)).await
+        tokio::task::spawn_blocking(move || prepare_worktree(&shared, slot, &record)).await
     };
     shared.clock.task_step("worktree", started);
     let reason = match prepared {
@@ -43,7 +43,7 @@ pub(super) async fn prepare(shared: &Arc<Shared>, index: usize, record: &TaskRec
         Ok(Err(e)) => format!("could not create the worktree: {e}"),
         Err(e) => format!("worktree creation panicked: {e}"),
     };
-    fail_task(shared, index, reason, None);
+    fail_task(shared, slot, reason, None);
     false
 }
 
@@ -56,7 +56,7 @@ pub(super) async fn lay_out_from(
     commit: Oid,
 ) -> Option<TaskRecord> {
     let record = shared.record(index);
-    if !prepare(shared, index, &record).await {
+    if !prepare(shared, index.into(), &record).await {
         return None;
     }
     let restored = {
@@ -147,11 +147,10 @@ pub(super) fn discard_partial(shared: &Shared, record: &TaskRecord) {
 }
 
 /// Creates the task's branch and its worktree at the base, holding the files it checks out.
-fn prepare_worktree(shared: &Shared, index: usize, record: &TaskRecord) -> Result<(), TaskError> {
+fn prepare_worktree(shared: &Shared, slot: Slot, record: &TaskRecord) -> Result<(), TaskError> {
     let repo = shared.context.repo()?;
-    let task = &shared.plan.tasks[index];
-    let admin_name = workspace::admin_name(&shared.run, &task.id);
-    let start = shared.start(index).map_err(TaskError::Start)?;
+    let admin_name = workspace::admin_name(&shared.run, &record.id);
+    let start = shared.start(slot.index).map_err(TaskError::Start)?;
     if start.commit != shared.plan.base {
         // What it owns where it starts, for `$PLAIT_OWNED` and `{owned}`.
         let list = TaskDir::of_log(&record.log).owned_list();
@@ -159,7 +158,7 @@ fn prepare_worktree(shared: &Shared, index: usize, record: &TaskRecord) -> Resul
         text.push('\n');
         std::fs::write(&list, text).map_err(io_at(&list))?;
         let owned = start.owned.len();
-        shared.update(index, |t| t.owned = owned);
+        shared.update(slot, |t| t.owned = owned);
     }
     let spec = WorktreeSpec {
         branch: &record.branch,

@@ -56,7 +56,12 @@ const DEFAULTS: Shape = Table(&[
     ("expect_changes", Leaf),
     ("sandbox", SANDBOX),
     ("after", Leaf),
+    ("attempts", Leaf),
+    ("agents", Array(&AGENT)),
 ]);
+
+/// A pick: a name, or `{ command = "CMD" }`.
+const PICK: Shape = Table(&[("command", Leaf)]);
 
 /// `TaskFile`.
 const TASK: Shape = Table(&[
@@ -72,6 +77,9 @@ const TASK: Shape = Table(&[
     ("expect_changes", Leaf),
     ("sandbox", SANDBOX),
     ("after", Leaf),
+    ("attempts", Leaf),
+    ("agents", Array(&AGENT)),
+    ("pick", PICK),
 ]);
 
 /// `ProviderFile`, with its `Prices` and `Limits`.
@@ -162,6 +170,7 @@ pub(crate) const PLAN: Shape = Table(&[
     ("groups", GROUPS),
     ("tools", TOOLS),
     ("setup", SETUP),
+    ("pick", Table(&[("by", PICK)])),
 ]);
 
 /// `config::ConfigFile`: a config file's top level (`[sandbox]` is the tasks'

@@ -3,6 +3,7 @@
 //! against the repository before anything is created.
 
 mod after;
+mod attempts;
 pub mod commands;
 pub mod config;
 mod exec;
@@ -26,6 +27,8 @@ use serde::de::{self, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 pub(crate) use after::waits_for;
+pub(crate) use attempts::MAX_ATTEMPTS;
+pub use attempts::{PickFile, PickSpec, Tries};
 pub use exec::ExecCommand;
 use plait_llm::provider::ProviderFile;
 use plait_sandbox::sandbox::SandboxMode;
@@ -85,6 +88,9 @@ pub struct PlanFile {
     /// checkout shared into every view, and commands that install them once per base.
     #[serde(default, skip_serializing_if = "SetupFile::is_empty")]
     pub setup: SetupFile,
+    /// How the attempt that becomes a task is chosen, for tasks run as several attempts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pick: Option<PickFile>,
 }
 
 /// The `[groups]` table.
@@ -246,6 +252,12 @@ pub struct Defaults {
     /// Tasks every task waits for (ids or globs over ids; a task never waits for itself).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub after: Option<Vec<String>>,
+    /// How many attempts each task runs, the best of which becomes the task (default 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attempts: Option<u32>,
+    /// The agents a task's attempts take in turn, instead of `agent`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agents: Option<Vec<AgentSpec>>,
 }
 
 impl Defaults {
@@ -259,6 +271,8 @@ impl Defaults {
             && self.expect_changes.is_none()
             && self.sandbox.is_none()
             && self.after.is_none()
+            && self.attempts.is_none()
+            && self.agents.is_none()
     }
 }
 
@@ -339,6 +353,17 @@ pub struct TaskFile {
     /// their work, once each has ended done and merged cleanly.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub after: Option<Vec<String>>,
+    /// How many attempts it runs, the best of which becomes the task, if not the
+    /// default's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attempts: Option<u32>,
+    /// The agents its attempts take in turn (instead of `agent`); as many attempts as
+    /// agents unless `attempts` says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agents: Option<Vec<AgentSpec>>,
+    /// How its attempt is chosen, if not `[pick] by`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pick: Option<PickSpec>,
 }
 
 impl TaskFile {
@@ -358,6 +383,9 @@ impl TaskFile {
             expect_changes: None,
             sandbox: None,
             after: None,
+            attempts: None,
+            agents: None,
+            pick: None,
         }
     }
 }

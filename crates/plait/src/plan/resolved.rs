@@ -193,6 +193,31 @@ pub(crate) enum AgentConfig {
 }
 
 impl AgentConfig {
+    /// The agent, as a person would name it.
+    pub(crate) fn describe(&self) -> String {
+        match self {
+            AgentConfig::Exec(command) => format!("exec `{command}`"),
+            AgentConfig::Model { provider, run } => format!(
+                "model {} ({}) · run: {}",
+                provider.model,
+                provider.name,
+                run.describe()
+            ),
+            AgentConfig::Cli(cli) => match &cli.gateway {
+                Some(p) => format!(
+                    "cli `{}` (its model {} through the gateway)",
+                    cli.argv.join(" "),
+                    p.name
+                ),
+                None => format!("cli `{}`", cli.argv.join(" ")),
+            },
+            AgentConfig::ClaudeCode(tool) => format!("claude-code ({})", tool.program),
+            AgentConfig::Aider(tool) => format!("aider ({})", tool.program),
+        }
+    }
+}
+
+impl AgentConfig {
     /// The provider whose traffic the agent sends through plait's gateway, if it does.
     pub(crate) fn gateway(&self) -> Option<&Arc<ProviderSettings>> {
         match self {
@@ -334,9 +359,51 @@ pub struct ResolvedTask {
     pub check_sandbox: SandboxSettings,
     /// The files its worktree holds and its sparse-checkout cone.
     pub layout: Layout,
+    /// Its attempts, when it runs as several (`attempts`): the task's own `agent` and
+    /// walls above are its first attempt's.
+    pub tries: Option<Arc<super::Tries>>,
 }
 
 impl ResolvedTask {
+    /// The task as its attempt `n` runs (`attempt`: its id `<task>~<n>`) or, after the
+    /// pick, as the task goes on with attempt `n`'s agent and walls.
+    pub(crate) fn with_way(&self, n: u32, attempt: bool) -> ResolvedTask {
+        let mut task = self.clone();
+        if let Some(tries) = &self.tries {
+            let way = tries.way(n);
+            task.agent = way.agent.clone();
+            task.sandbox = way.sandbox.clone();
+            task.check_sandbox = way.check_sandbox.clone();
+            task.expect_changes = way.expect_changes;
+        }
+        if attempt {
+            task.id = plait_core::state::attempt_id(&self.id, n);
+        }
+        task
+    }
+
+    /// Every agent it runs: its own, and each of its attempts'.
+    pub(crate) fn agents(&self) -> Vec<&AgentConfig> {
+        let mut agents = vec![&self.agent];
+        if let Some(tries) = &self.tries {
+            agents.extend(tries.ways.iter().map(|w| &w.agent));
+        }
+        agents
+    }
+
+    /// Every wall of its processes, to change: its agent's and its checks', and each of its
+    /// attempts'.
+    pub(crate) fn walls_mut(&mut self) -> Vec<&mut SandboxSettings> {
+        let mut walls = vec![&mut self.sandbox, &mut self.check_sandbox];
+        if let Some(tries) = &mut self.tries {
+            for way in &mut Arc::make_mut(tries).ways {
+                let way = Arc::make_mut(way);
+                walls.extend([&mut way.sandbox, &mut way.check_sandbox]);
+            }
+        }
+        walls
+    }
+
     /// The task's single owned file, when it owns exactly one.
     pub fn single_file(&self) -> Option<&str> {
         match self.owned.as_slice() {

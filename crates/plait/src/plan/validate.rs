@@ -16,7 +16,7 @@ use git2::Repository;
 use super::layout::Layout;
 use super::setup::resolve_setup;
 use super::tools::RunCommands;
-use super::{Checkout, PlanError, PlanFile, TaskFile};
+use super::{Checkout, PickSpec, PlanError, PlanFile, TaskFile};
 use plait_core::git::{flatten_tree, TreeFile};
 use plait_core::globs::within;
 use plait_llm::provider::ProviderSettings;
@@ -108,6 +108,9 @@ pub fn resolve_with_env(
         path.as_deref(),
         &mut problems,
     );
+    if problems.is_empty() {
+        settle_picks(&plan, &review, &mut tasks, &mut problems);
+    }
     withhold_keys(&providers, &mut tasks, &mut checks);
     read_git_dir(repo, &mut tasks, &mut checks);
     if problems.is_empty() {
@@ -151,7 +154,12 @@ fn withhold_keys(
     let mut names: Vec<String> = providers
         .values()
         .filter_map(|p| p.as_ref().ok())
-        .chain(tasks.iter().filter_map(|t| t.agent.gateway()))
+        .chain(
+            tasks
+                .iter()
+                .flat_map(ResolvedTask::agents)
+                .filter_map(AgentConfig::gateway),
+        )
         .filter(|p| p.api_key.is_some() && !p.key_env.is_empty())
         .map(|p| p.key_env.clone())
         .collect();
@@ -159,7 +167,7 @@ fn withhold_keys(
     names.dedup();
     for sandbox in tasks
         .iter_mut()
-        .flat_map(|t| [&mut t.sandbox, &mut t.check_sandbox])
+        .flat_map(ResolvedTask::walls_mut)
         .chain([&mut checks.sandbox])
     {
         for name in &names {
@@ -176,7 +184,7 @@ fn read_git_dir(repo: &Repository, tasks: &mut [ResolvedTask], checks: &mut Chec
     let entries = plait_sandbox::sandbox::readable_git_dir(repo.commondir());
     for sandbox in tasks
         .iter_mut()
-        .flat_map(|t| [&mut t.sandbox, &mut t.check_sandbox])
+        .flat_map(ResolvedTask::walls_mut)
         .chain([&mut checks.sandbox])
     {
         for entry in &entries {
@@ -194,6 +202,43 @@ fn current_branch(repo: &Repository) -> Option<String> {
         head.shorthand().ok().map(str::to_string)
     } else {
         None
+    }
+}
+
+/// How each task with attempts is picked: its own `pick`, else `[pick] by`, else by its
+/// reviewer when it has one and by its checks when not. A pick by review needs a reviewer.
+fn settle_picks(
+    plan: &PlanFile,
+    review: &ReviewSettings,
+    tasks: &mut [ResolvedTask],
+    problems: &mut Vec<String>,
+) {
+    for (file, task) in plan.tasks.iter().zip(tasks.iter_mut()) {
+        let Some(tries) = &task.tries else {
+            continue;
+        };
+        let reviewed = !matches!(review.reviewer_for(task), Reviewer::Off);
+        let asked = file
+            .pick
+            .clone()
+            .or_else(|| plan.pick.as_ref().and_then(|p| p.by.clone()));
+        let pick = match asked {
+            Some(PickSpec::Review) if !reviewed => {
+                problems.push(format!(
+                    "task `{}` picks its attempt by review, and it has no reviewer: set [review] \
+                     agent, or pick = \"checks\" (the first attempt that passes) or \
+                     pick = {{ command = \"CMD\" }}",
+                    task.id
+                ));
+                continue;
+            }
+            Some(pick) => pick,
+            None if reviewed => PickSpec::Review,
+            None => PickSpec::Checks,
+        };
+        let mut settled = (**tries).clone();
+        settled.pick = pick;
+        task.tries = Some(Arc::new(settled));
     }
 }
 

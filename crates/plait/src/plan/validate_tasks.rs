@@ -12,11 +12,13 @@ use plait_core::globs::{within, Globs};
 use plait_llm::provider::ProviderSettings;
 use plait_sandbox::sandbox::Network;
 
+use super::attempts::{Tries, Way};
 use super::resolved::*;
 use super::validate_agents::{
-    model_cli, resolve_agent, resolve_max_turns, resolve_timeout, TaskInputs,
+    model_cli, push_once, resolve_agent, resolve_max_turns, resolve_timeout, TaskInputs,
 };
 use super::validate_settings::resolve_sandbox;
+use super::PickSpec;
 
 /// Resolves one task's settings, adding what is wrong with them to `problems`; `None` when
 /// anything is.
@@ -32,7 +34,6 @@ pub(super) fn resolve_task(
     if task.prompt.trim().is_empty() {
         problems.push(format!("task `{id}` has an empty prompt"));
     }
-    let agent = resolve_agent(inputs, task, providers, problems);
     let max_turns = resolve_max_turns(plan, task, problems);
     let timeout = resolve_timeout(plan, task, problems);
     if task.owns.is_empty() {
@@ -46,6 +47,105 @@ pub(super) fn resolve_task(
         .cloned()
         .unwrap_or_default();
     let context = compile(id, "context", &context_globs, files, problems);
+    let (way, tries) = resolve_ways(inputs, task, providers, problems);
+    if problems.len() > before {
+        return None;
+    }
+    let way = way?;
+    Some(ResolvedTask {
+        id: id.clone(),
+        prompt: task.prompt.clone(),
+        agent: way.agent.clone(),
+        expect_changes: way.expect_changes,
+        max_turns,
+        token_budget: task.token_budget.or(plan.defaults.token_budget),
+        checkout: task.checkout.or(plan.defaults.checkout).unwrap_or_default(),
+        timeout,
+        owns: owns?,
+        context: context?,
+        owned: Vec::new(),
+        sandbox: way.sandbox.clone(),
+        check_sandbox: way.check_sandbox.clone(),
+        after: Vec::new(),
+        layout: Layout::default(),
+        tries,
+    })
+}
+
+/// The task's way (its agent and walls) and, when it runs as several attempts, theirs:
+/// one way per agent of `agents`, each resolved as the task's own agent would be. How
+/// the attempt is picked is settled with the reviewers (`validate`).
+fn resolve_ways(
+    inputs: &TaskInputs<'_>,
+    task: &TaskFile,
+    providers: &mut HashMap<String, Result<Arc<ProviderSettings>, String>>,
+    problems: &mut Vec<String>,
+) -> (Option<Way>, Option<Arc<Tries>>) {
+    let (plan, id) = (inputs.plan, &task.id);
+    let agents = task.agents.as_ref().or(plan.defaults.agents.as_ref());
+    if task.agents.is_some() && task.agent.is_some() {
+        problems.push(format!(
+            "task `{id}` sets both `agent` and `agents`: `agents` lists what its attempts run \
+             in turn; keep one of them"
+        ));
+        return (None, None);
+    }
+    // A task's own `agent` wins over `[defaults] agents`.
+    let agents = agents.filter(|_| task.agent.is_none());
+    if agents.is_some_and(Vec::is_empty) {
+        problems.push(format!(
+            "task `{id}`: `agents` is empty; name at least one agent"
+        ));
+        return (None, None);
+    }
+    let count = task
+        .attempts
+        .or(plan.defaults.attempts)
+        .or(agents.map(|a| a.len() as u32))
+        .unwrap_or(1);
+    if count == 0 || count > super::MAX_ATTEMPTS {
+        problems.push(format!(
+            "task `{id}`: attempts = {count}; give 1 to {} (1: no attempts, the task runs once)",
+            super::MAX_ATTEMPTS
+        ));
+        return (None, None);
+    }
+    let ways: Vec<Option<Way>> = match agents {
+        Some(list) => list
+            .iter()
+            .map(|spec| {
+                let mut one = task.clone();
+                one.agent = Some(spec.clone());
+                resolve_way(inputs, &one, providers, problems)
+            })
+            .collect(),
+        None => vec![resolve_way(inputs, task, providers, problems)],
+    };
+    let Some(ways) = ways.into_iter().collect::<Option<Vec<Way>>>() else {
+        return (None, None);
+    };
+    let first = ways[0].clone();
+    let tries = (count > 1).then(|| {
+        Arc::new(Tries {
+            count,
+            ways: ways.into_iter().map(Arc::new).collect(),
+            // Settled with the reviewers.
+            pick: task.pick.clone().unwrap_or(PickSpec::Checks),
+        })
+    });
+    (Some(first), tries)
+}
+
+/// One agent of the task (its `agent`, or the default's) with the walls that go with it.
+fn resolve_way(
+    inputs: &TaskInputs<'_>,
+    task: &TaskFile,
+    providers: &mut HashMap<String, Result<Arc<ProviderSettings>, String>>,
+    problems: &mut Vec<String>,
+) -> Option<Way> {
+    let (plan, id) = (inputs.plan, &task.id);
+    let before = problems.len();
+    let agent = resolve_agent(inputs, task, providers, problems);
     let mut sandbox = resolve_sandbox(
         &format!("task `{id}` sandbox"),
         plan.defaults.sandbox.as_ref(),
@@ -61,15 +161,15 @@ pub(super) fn resolve_task(
     if let Some(agent) = &agent {
         sandbox.network = asked.unwrap_or_else(|| default_network(agent));
         match (asked, agent.gateway(), model_cli(agent)) {
-            (Some(Network::Off), Some(_), _) => problems.push(format!(
+            (Some(Network::Off), Some(_), _) => push_once(problems, format!(
                 "task `{id}`: its agent reaches its model through plait's gateway, and sandbox network = \"off\" leaves it none; \
                  set network = \"gateway\" (the default for agent CLIs: the gateway's port and nothing else) or \"on\""
             )),
-            (Some(Network::Off), None, Some(name)) => problems.push(format!(
+            (Some(Network::Off), None, Some(name)) => push_once(problems, format!(
                 "task `{id}`: {name} talks to its model over the network, and sandbox network = \"off\" leaves it none; \
                  set network = \"on\" for this task"
             )),
-            (Some(Network::Gateway), None, _) => problems.push(format!(
+            (Some(Network::Gateway), None, _) => push_once(problems, format!(
                 "task `{id}`: sandbox network = \"gateway\" opens the port of plait's gateway, which only an agent CLI with a model uses \
                  (claude-code, aider, {{ cli = [...], gateway = \"PROVIDER\" }}); set network = \"off\" or \"on\""
             )),
@@ -93,22 +193,11 @@ pub(super) fn resolve_task(
         .expect_changes
         .or(plan.defaults.expect_changes)
         .unwrap_or(!matches!(agent, AgentConfig::Exec(_)));
-    Some(ResolvedTask {
-        id: id.clone(),
-        prompt: task.prompt.clone(),
+    Some(Way {
         agent,
-        expect_changes,
-        max_turns,
-        token_budget: task.token_budget.or(plan.defaults.token_budget),
-        checkout: task.checkout.or(plan.defaults.checkout).unwrap_or_default(),
-        timeout,
-        owns: owns?,
-        context: context?,
-        owned: Vec::new(),
         sandbox,
         check_sandbox,
-        after: Vec::new(),
-        layout: Layout::default(),
+        expect_changes,
     })
 }
 

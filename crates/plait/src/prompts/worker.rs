@@ -139,3 +139,13 @@ pub fn placeholder_prompt(prompt: &str, feedback: Option<&str>) -> String {
         None => prompt.to_string(),
     }
 }
+
+/// What attempt `n` of `of` is told before its task: others try the same on their own, and
+/// one is kept.
+pub fn attempt(n: u32, of: u32) -> String {
+    format!(
+        "This is attempt {n} of {of}: other agents work on this same task on their own, each \
+         in a checkout of its own, and only the best attempt is kept. Take the approach you \
+         judge best; you need not guess what the others do."
+    )
+}

@@ -197,25 +197,7 @@ fn paths(out: &mut String, label: &str, list: &[String]) {
 
 /// The agent, as a person would name it.
 fn agent_text(agent: &AgentConfig) -> String {
-    match agent {
-        AgentConfig::Exec(command) => format!("exec `{command}`"),
-        AgentConfig::Model { provider, run } => format!(
-            "model {} ({}) · run: {}",
-            provider.model,
-            provider.name,
-            run.describe()
-        ),
-        AgentConfig::Cli(cli) => match &cli.gateway {
-            Some(p) => format!(
-                "cli `{}` (its model {} through the gateway)",
-                cli.argv.join(" "),
-                p.name
-            ),
-            None => format!("cli `{}`", cli.argv.join(" ")),
-        },
-        AgentConfig::ClaudeCode(tool) => format!("claude-code ({})", tool.program),
-        AgentConfig::Aider(tool) => format!("aider ({})", tool.program),
-    }
+    agent.describe()
 }
 
 fn reviewer_text(reviewer: &Reviewer) -> String {

@@ -8,4 +8,5 @@
 pub mod checkout;
 pub mod checks;
 mod layers;
+pub(crate) mod pick;
 pub mod reviewer;

@@ -150,16 +150,21 @@ struct Session {
     usage: Usage,
     /// The model's last words that were not empty.
     summary: Option<String>,
+    /// Which attempt this is, of how many.
+    attempt: Option<(u32, u32)>,
 }
 
 impl Session {
     /// The session of a round that begins with the task's prompt (or the feedback of a
     /// later round).
     fn open(provider: &ProviderSettings, task: &TaskContext, run: Arc<RunCommands>) -> Session {
-        let first = match &task.feedback {
+        let mut first = match &task.feedback {
             None => prompts::worker::first_message(&task.prompt),
             Some(feedback) => prompts::worker::next_round(&task.prompt, task.round, feedback),
         };
+        if let (Some((n, of)), None) = (task.attempt, &task.feedback) {
+            first = format!("{}\n\n{first}", prompts::worker::attempt(n, of));
+        }
         Session {
             workspace: Arc::new(Workspace::new(
                 task.worktree.clone(),
@@ -188,20 +193,35 @@ impl Session {
                 ..Usage::default()
             },
             summary: None,
+            attempt: task.attempt,
         }
     }
 
-    /// The next request's body, in the provider's own format.
+    /// The next request's body, in the provider's own format. An attempt after the first
+    /// asks with another sampling than the first's: a lower temperature on Anthropic's API,
+    /// a seed of its own on an OpenAI-compatible one (whose reasoning models refuse a
+    /// temperature).
     fn request_body(&self, provider: &ProviderSettings) -> serde_json::Value {
         let (system, specs, messages) = (&self.system, &self.specs, &self.messages);
-        match provider.kind {
+        let mut body = match provider.kind {
             ProviderKind::Anthropic => {
                 anthropic::request_body(provider, system, specs, messages, provider.stream)
             }
             ProviderKind::Openai => {
                 openai::request_body(provider, system, specs, messages, provider.stream)
             }
+        };
+        if let Some((n, _)) = self.attempt.filter(|(n, _)| *n > 1) {
+            match provider.kind {
+                ProviderKind::Anthropic => {
+                    // 0.75, 0.5, 0.25, then 1.0 (the API's default) again.
+                    let temperature = 1.0 - 0.25 * f64::from((n - 1) % 4);
+                    body["temperature"] = serde_json::json!(temperature);
+                }
+                ProviderKind::Openai => body["seed"] = serde_json::json!(n),
+            }
         }
+        body
     }
 
     /// Adds the model's reply to the conversation and keeps its words as the summary;
