@@ -265,6 +265,10 @@ fn ops_words(e: OpsError) -> CommandError {
         OpsError::NoTask { run, .. } | OpsError::Group { run, .. } => {
             (None, Some(format!("`plait status {run}` lists them")))
         }
+        OpsError::AttemptNotEnded { run, .. } => (
+            None,
+            Some(format!("`plait status {run}` shows where its attempts are")),
+        ),
         OpsError::InUse { .. } => (
             None,
             Some("wait for it to end, or stop it with Ctrl-C, then clean again".into()),

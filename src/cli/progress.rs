@@ -12,7 +12,7 @@ use tokio::sync::mpsc;
 use super::ui::{errln, outln};
 use plait::bisect::Step;
 use plait::orchestrator::{Event, GroupEvent, Update};
-use plait_core::state::{TaskState, Usage};
+use plait_core::state::{split_attempt_id, TaskState, Usage};
 
 /// How to show progress.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,6 +38,11 @@ pub async fn show(mut rx: mpsc::UnboundedReceiver<Update>, total: usize, mode: M
                 continue;
             }
         };
+        if let Some((task, _)) = split_attempt_id(&event.task) {
+            tally.attempt(task, &event);
+            show_attempt(&event, mode, live.as_mut(), &tally);
+            continue;
+        }
         let newly_final = tally.record(&event);
         match mode {
             Mode::Json => {
@@ -108,6 +113,34 @@ fn show_bisect(step: &Step, mode: Mode, live: Option<&Live>) {
     }
 }
 
+/// An attempt's event (`<task>~<n>`): a JSON event, a line when it ends, or its own line
+/// in the live display. Attempts are not tasks in the counts.
+fn show_attempt(event: &Event, mode: Mode, live: Option<&mut Live>, tally: &Tally) {
+    match mode {
+        Mode::Json => {
+            let _ = outln!("{}", Update::Task(event.clone()).to_json());
+        }
+        Mode::Lines if event.state.is_final() => {
+            let detail = event
+                .detail
+                .as_deref()
+                .map(|d| format!(": {d}"))
+                .unwrap_or_default();
+            errln!(
+                "      {:<11} {}{detail}",
+                event.state.as_str(),
+                event.task
+            );
+        }
+        Mode::Lines => {}
+        Mode::Live => {
+            if let Some(live) = live {
+                live.update(event, tally);
+            }
+        }
+    }
+}
+
 /// Counts of the run so far.
 #[derive(Default)]
 struct Tally {
@@ -117,10 +150,22 @@ struct Tally {
 }
 
 impl Tally {
+    /// Takes an attempt's event: its usage counts until its task's (which adds up every
+    /// attempt's once picked) arrives.
+    fn attempt(&mut self, task: &str, event: &Event) {
+        let picked = self.usage.contains_key(task);
+        if let (Some(u), false) = (&event.usage, picked) {
+            self.usage.insert(event.task.clone(), u.clone());
+        }
+    }
+
     /// Takes an event; true when it brought its task to an end.
     fn record(&mut self, event: &Event) -> bool {
         let before = self.states.insert(event.task.clone(), event.state);
         if let Some(u) = &event.usage {
+            // A task's usage counts its attempts'.
+            let prefix = format!("{}~", event.task);
+            self.usage.retain(|id, _| !id.starts_with(&prefix));
             self.usage.insert(event.task.clone(), u.clone());
         }
         let was_final = before.is_some_and(|s| s.is_final());

@@ -140,6 +140,14 @@ pub fn combine(state: &RunState, top: MergeOutcome) -> MergeOutcome {
             ..conflict.clone()
         });
     }
+    let commits = state
+        .groups
+        .iter()
+        .filter_map(|g| g.merge.as_ref())
+        .flat_map(|m| m.commits.iter())
+        .filter(|(task, _)| included.contains(*task))
+        .map(|(task, commit)| (task.clone(), commit.clone()))
+        .collect();
     MergeOutcome {
         branch: top.branch,
         commit: top.commit,
@@ -147,6 +155,7 @@ pub fn combine(state: &RunState, top: MergeOutcome) -> MergeOutcome {
         excluded,
         conflicts,
         waiting,
+        commits,
     }
 }
 

@@ -366,6 +366,7 @@ fn many(repo: &TestRepo, n: usize) -> String {
             excluded: Vec::new(),
             conflicts: Vec::new(),
             waiting: Vec::new(),
+            commits: Default::default(),
         }),
         tasks,
         landed: Vec::new(),

@@ -43,6 +43,11 @@ pub struct MergeOutcome {
     /// work was made on top of it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub waiting: Vec<String>,
+    /// The commit of each task it took in, as it took it (empty in records older than
+    /// this field): a task whose commit changed since (another attempt accepted) makes the
+    /// merge stale.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub commits: std::collections::BTreeMap<String, String>,
 }
 
 impl MergeOutcome {

@@ -509,6 +509,48 @@ impl TaskRecord {
         self.attempts.get((n as usize).checked_sub(1)?)
     }
 
+    /// Every attempt's usage added up, with `judge`'s (what the pick itself used).
+    pub fn attempts_usage(&self, judge: Option<&Usage>) -> Option<Usage> {
+        let mut total: Option<Usage> = None;
+        for usage in self
+            .attempts
+            .iter()
+            .filter_map(|a| a.usage.as_ref())
+            .chain(judge)
+        {
+            match total.as_mut() {
+                Some(t) => t.add(usage),
+                None => total = Some(usage.clone()),
+            }
+        }
+        total
+    }
+
+    /// Makes attempt `pick.attempt` the task: its end, work, checks and review become the
+    /// task's, its usage every attempt's and the judge's, and `pick` is kept. False (and
+    /// nothing changed) when it has no such attempt.
+    pub fn take_attempt(&mut self, pick: Pick) -> bool {
+        let Some(attempt) = self.attempt_no(pick.attempt).cloned() else {
+            return false;
+        };
+        self.state = attempt.state;
+        self.error = attempt.error;
+        self.exit_code = attempt.exit_code;
+        self.commit = attempt.commit;
+        self.changes = attempt.changes;
+        self.violations = attempt.violations;
+        self.checks = attempt.checks;
+        self.review = attempt.review;
+        self.summary = attempt.summary;
+        self.sandbox = attempt.sandbox;
+        self.rounds = attempt.rounds;
+        self.expects_change = attempt.expects_change;
+        self.finished_at = Some(pick.at);
+        self.usage = self.attempts_usage(pick.usage.as_ref());
+        self.pick = Some(pick);
+        true
+    }
+
     /// The attempt that became the task, once picked.
     pub fn chosen(&self) -> Option<&TaskRecord> {
         self.attempt_no(self.pick.as_ref()?.attempt)

@@ -164,6 +164,11 @@ pub fn merge(repo: &Repository, settings: &MergeSettings<'_>) -> Result<MergeOut
         excluded: merging.excluded,
         conflicts: merging.conflicts,
         waiting: merging.waiting,
+        commits: merging
+            .included
+            .iter()
+            .map(|i| (i.task.clone(), i.commit.to_string()))
+            .collect(),
     })
 }
 

@@ -57,12 +57,18 @@ fn merged_as_wanted<'a>(
     merge: Option<&MergeOutcome>,
     culprits: Option<&Culprits>,
 ) -> bool {
-    let mut want: Vec<&str> = tasks
+    let wanted: Vec<&TaskRecord> = tasks
         .filter(|t| {
             mergeable(t) && t.commit.is_some() && !culprits.is_some_and(|c| c.blames(&t.id))
         })
-        .map(|t| t.id.as_str())
         .collect();
+    // A task it took in whose commit is another now (another of its attempts accepted).
+    let moved = wanted.iter().any(|t| {
+        merge
+            .and_then(|m| m.commits.get(&t.id))
+            .is_some_and(|took| t.commit.as_ref() != Some(took))
+    });
+    let mut want: Vec<&str> = wanted.iter().map(|t| t.id.as_str()).collect();
     let mut have: Vec<&str> = merge
         .iter()
         .flat_map(|m| m.included.iter().chain(&m.excluded).chain(&m.waiting))
@@ -70,7 +76,7 @@ fn merged_as_wanted<'a>(
         .collect();
     want.sort_unstable();
     have.sort_unstable();
-    want == have
+    want == have && !moved
 }
 
 /// The branches of `tasks` that may go into a merge, with their commits; tasks a culprit

@@ -1,7 +1,7 @@
 //! A person's decision on a task or a group of a finished run: accept or reject.
 
 use crate::context::Context;
-use plait_core::state::{now_ms, Decision, Verdict};
+use plait_core::state::{now_ms, split_attempt_id, Decision, Pick, RunState, TaskState, Verdict};
 
 use super::OpsError;
 
@@ -11,7 +11,7 @@ pub struct Decided {
     pub(crate) run: String,
     /// The task's (or group's) id.
     pub id: String,
-    /// `"task"` or `"group"`.
+    /// `"task"`, `"group"` or `"attempt"`.
     pub what: &'static str,
     pub(crate) verdict: Verdict,
 }
@@ -55,6 +55,9 @@ pub fn decide(ctx: &Context, request: DecideRequest<'_>) -> Result<Decided, OpsE
             }
         }
         "task"
+    } else if let Some((task, n)) = split_attempt_id(id).filter(|_| state.attempt(id).is_some()) {
+        take_attempt(ctx, &mut state, task, n, verdict)?;
+        "attempt"
     } else {
         return Err(OpsError::NoTask {
             groups: !state.groups.is_empty(),
@@ -69,4 +72,92 @@ pub fn decide(ctx: &Context, request: DecideRequest<'_>) -> Result<Decided, OpsE
         what,
         verdict,
     })
+}
+
+/// A person's decision on attempt `n` of `task`. Accepted, it becomes the task in place of
+/// the one picked: the task's branch moves to its commit (its start, when it changed
+/// nothing), a worktree the task had of its own is removed (a later round lays it out from
+/// the new work), and the run merges again before it lands. Rejected, it is kept out of
+/// any later pick; rejecting the chosen attempt rejects the task.
+fn take_attempt(
+    ctx: &Context,
+    state: &mut RunState,
+    task: &str,
+    n: u32,
+    verdict: Verdict,
+) -> Result<(), OpsError> {
+    let run = state.id.clone();
+    let base = state.base.clone();
+    let decision = Decision {
+        verdict,
+        at: now_ms(),
+    };
+    let record = state.task_mut(task).ok_or_else(|| OpsError::NoTask {
+        run: run.clone(),
+        id: task.to_string(),
+        groups: false,
+    })?;
+    let attempt = record.attempt_no(n).cloned().ok_or_else(|| OpsError::NoTask {
+        run: run.clone(),
+        id: plait_core::state::attempt_id(task, n),
+        groups: false,
+    })?;
+    if verdict != Verdict::Approve {
+        let chosen = record.pick.as_ref().is_some_and(|p| p.attempt == n);
+        if let Some(a) = record.attempts.get_mut(n as usize - 1) {
+            a.decision = Some(decision.clone());
+        }
+        if chosen {
+            record.decision = Some(decision);
+        }
+        return Ok(());
+    }
+    if !attempt.state.is_final() || attempt.state == TaskState::Blocked {
+        return Err(OpsError::AttemptNotEnded {
+            run,
+            id: attempt.id,
+            state: attempt.state.as_str(),
+        });
+    }
+    let tip = attempt
+        .commit
+        .clone()
+        .unwrap_or_else(|| record.start_or(&base).to_string());
+    let repo = ctx.repo()?;
+    let git = |e: git2::Error| OpsError::Repo(e.into());
+    let oid = git2::Oid::from_str(&tip).map_err(git)?;
+    repo.reference(
+        &plait_core::refs::branch_ref(&record.branch),
+        oid,
+        true,
+        &format!("plait: a person takes attempt {n}"),
+    )
+    .map_err(git)?;
+    if record.worktree.join(".git").exists() {
+        let name = crate::workspace::admin_name(&run, &record.id);
+        let _ = crate::workspace::remove(&repo, &name, &record.worktree);
+    }
+    let candidates = record
+        .pick
+        .as_ref()
+        .map(|p| p.candidates.clone())
+        .unwrap_or_default();
+    let was = record.pick.as_ref().map(|p| p.attempt);
+    record.take_attempt(Pick {
+        attempt: n,
+        by: "person".to_string(),
+        why: match was {
+            Some(was) if was != n => format!("plait accept, in place of attempt {was}"),
+            _ => "plait accept".to_string(),
+        },
+        candidates,
+        note: None,
+        at: decision.at,
+        usage: None,
+    });
+    record.decision = Some(decision.clone());
+    if let Some(a) = record.attempts.get_mut(n as usize - 1) {
+        a.decision = Some(decision);
+    }
+    Ok(())
 }

@@ -149,6 +149,7 @@ impl Faulty for OpsError {
             OpsError::Finished { .. }
             | OpsError::Going { .. }
             | OpsError::NoTask { .. }
+            | OpsError::AttemptNotEnded { .. }
             | OpsError::Group { .. }
             | OpsError::NotInStore { .. }
             | OpsError::RemoteWithoutStore

@@ -98,6 +98,16 @@ pub enum OpsError {
         /// Whether the run has groups, which the id could have named.
         groups: bool,
     },
+    /// The attempt asked for has not ended, so a person cannot take it yet.
+    #[error("attempt `{id}` of run {run} is {state}; it can be taken once it has ended")]
+    AttemptNotEnded {
+        /// The run.
+        run: String,
+        /// The attempt's id (`<task>~<n>`).
+        id: String,
+        /// Its state.
+        state: &'static str,
+    },
     /// The id names a group where a task is needed.
     #[error("`{group}` is a group of run {run}: send back one of its tasks")]
     Group {

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 
-use super::picking::{choose, judge, usage_of, Choice};
+use super::picking::{choose, judge, Choice};
 use super::shared::Slot;
 use super::{task, RunError, Shared};
 use crate::merge::run::mergeable;
@@ -105,7 +105,7 @@ pub(super) async fn run(
         },
         Some(pick) => {
             // What the attempts stopped after the pick used on their way out counts too.
-            let usage = usage_of(&shared.record(index), pick.usage.as_ref());
+            let usage = shared.record(index).attempts_usage(pick.usage.as_ref());
             shared.update(index, |t| t.usage = usage);
         }
     }
@@ -201,7 +201,7 @@ fn fail_all(shared: &Shared, index: usize) {
         .iter()
         .map(|a| format!("{}: {}", a.id, end_of(a)))
         .collect();
-    let usage = usage_of(&record, None);
+    let usage = record.attempts_usage(None);
     shared.update(index, |t| {
         t.state = TaskState::Failed;
         t.error = Some(format!("no attempt passed ({})", ends.join("; ")));

@@ -49,23 +49,6 @@ impl Choice {
     }
 }
 
-/// Every attempt's usage added up, with the judge's.
-pub(super) fn usage_of(task: &TaskRecord, judge: Option<&Usage>) -> Option<Usage> {
-    let mut total: Option<Usage> = None;
-    for usage in task
-        .attempts
-        .iter()
-        .filter_map(|a| a.usage.as_ref())
-        .chain(judge)
-    {
-        match total.as_mut() {
-            Some(t) => t.add(usage),
-            None => total = Some(usage.clone()),
-        }
-    }
-    total
-}
-
 /// The judge's choice among task `index`'s attempts that passed, all having ended; `None`
 /// when none passed.
 pub(super) async fn judge(shared: &Arc<Shared>, index: usize, pick: &PickSpec) -> Option<Choice> {
@@ -351,7 +334,6 @@ pub(super) async fn choose(shared: &Arc<Shared>, index: usize, choice: Choice) {
     if from.exists() {
         let _ = std::fs::copy(&from, TaskDir::of_log(&record.log).transcript());
     }
-    let usage = usage_of(&record, choice.usage.as_ref());
     let pick = Pick {
         attempt: choice.attempt,
         by: choice.by,
@@ -362,21 +344,7 @@ pub(super) async fn choose(shared: &Arc<Shared>, index: usize, choice: Choice) {
         usage: choice.usage,
     };
     shared.update(index, |t| {
-        t.state = attempt.state;
-        t.error = attempt.error.clone();
-        t.exit_code = attempt.exit_code;
-        t.commit = attempt.commit.clone();
-        t.changes = attempt.changes.clone();
-        t.violations = attempt.violations.clone();
-        t.checks = attempt.checks.clone();
-        t.review = attempt.review.clone();
-        t.summary = attempt.summary.clone();
-        t.sandbox = attempt.sandbox.clone();
-        t.rounds = attempt.rounds;
-        t.expects_change = attempt.expects_change;
-        t.finished_at = Some(now_ms());
-        t.usage = usage;
-        t.pick = Some(pick);
+        t.take_attempt(pick);
     });
 }
 
