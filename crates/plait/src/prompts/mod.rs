@@ -25,6 +25,7 @@
 //! results: they are the tools' answers, not what plait asks.
 
 pub mod feedback;
+pub mod pick;
 pub mod planner;
 pub mod reviewer;
 pub mod supervisor;

@@ -4,19 +4,21 @@
 //! stdout (or the file `{answer}`) is that answer; or a command whose exit status is the
 //! verdict (0 approve, 1 request changes with its output as comments, 2 reject). A
 //! malformed answer is asked for again, then counts as a request for changes with a note:
-//! never as an approval.
+//! never as an approval. The ways of asking each kind (`ModelRole`, `ask_claude_code`,
+//! `ask_cli`, the roles' walls and usage) are shared with the judge of a task's attempts,
+//! `pick`.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::agent::Budget;
+use crate::agent::{Budget, RoleGateway};
 use crate::plan::Reviewer;
 use crate::prompts;
 use plait_core::cancel::Cancel;
 use plait_core::state::{CheckResult, Comment, Review, Usage, Verdict};
-use plait_llm::conversation::{Block, Message, ToolSpec};
+use plait_llm::conversation::{Block, Message, Reply, System, ToolSpec};
 use plait_llm::forced_tool_body;
 use plait_llm::http::{self, Transcript};
 use plait_llm::limiter::{Limiter, Limiters};
@@ -139,23 +141,71 @@ async fn by_command(command: &str, input: &ReviewInput<'_>, cancel: &Cancel) -> 
     }
 }
 
-/// The walls of a Claude Code or `{ cli }` reviewer: the checks' (it writes only `dir`),
-/// with the gateway's port open when it reaches its model through it.
-fn role_sandbox(input: &ReviewInput<'_>) -> Sandbox {
-    let settings = match input.gateway {
-        Some(g) => input
-            .sandbox
+/// The walls of a Claude Code or `{ cli }` role (a reviewer, a judge): the checks'
+/// (`settings`; it writes only `dir`), with the gateway's port open when it reaches its
+/// model through it.
+pub(crate) fn role_sandbox(
+    settings: &SandboxSettings,
+    gateway: Option<&RoleGateway>,
+    dir: &Path,
+) -> Sandbox {
+    let settings = match gateway {
+        Some(g) => settings
             .with_network(plait_sandbox::sandbox::Network::Gateway)
             .through_gateway(g.lease.port()),
-        None => input.sandbox.clone(),
+        None => settings.clone(),
     };
-    Sandbox::new(&settings, vec![input.dir.clone()])
+    Sandbox::new(&settings, vec![dir.to_path_buf()])
+}
+
+/// The walls of Claude Code in a role: [`role_sandbox`]'s; where the gateway cannot stand
+/// in (Bedrock, Vertex), the CLI needs the network.
+pub(crate) fn claude_code_sandbox(
+    settings: &SandboxSettings,
+    gateway: Option<&RoleGateway>,
+    dir: &Path,
+) -> Sandbox {
+    match gateway {
+        Some(_) => role_sandbox(settings, gateway, dir),
+        None => Sandbox::new(
+            &settings.with_network(plait_sandbox::sandbox::Network::On),
+            vec![dir.to_path_buf()],
+        ),
+    }
 }
 
 /// What a role's answer used: the gateway's count where it saw the answers, else the
 /// program's own.
-fn role_usage(input: &ReviewInput<'_>, own: Option<Usage>) -> Option<Usage> {
-    input.gateway.and_then(|g| g.tally.take()).or(own)
+pub(crate) fn role_usage(gateway: Option<&RoleGateway>, own: Option<Usage>) -> Option<Usage> {
+    gateway.and_then(|g| g.tally.take()).or(own)
+}
+
+/// Adds `more` to `total`, which may have nothing yet.
+pub(crate) fn add_usage(total: &mut Option<Usage>, more: Option<Usage>) {
+    if let Some(u) = more {
+        match total.as_mut() {
+            Some(t) => t.add(&u),
+            None => *total = Some(u),
+        }
+    }
+}
+
+/// Asks Claude Code `question` once in a role: what it used counts against `budget`
+/// unless the gateway counted it. Returns its answer (or why there is none) and what it
+/// used.
+pub(crate) async fn ask_claude_code(
+    question: &crate::agent::claude_code::Question<'_>,
+    gateway: Option<&RoleGateway>,
+    budget: &Budget,
+) -> (Result<Value, String>, Option<Usage>) {
+    let answered = crate::agent::claude_code::ask(question).await;
+    let own = answered.as_ref().ok().map(|a| a.usage.clone());
+    if gateway.is_none() {
+        if let Some(cost) = own.as_ref().and_then(|u| u.cost_usd) {
+            budget.spend(cost);
+        }
+    }
+    (answered.map(|a| a.value), role_usage(gateway, own))
 }
 
 /// A review in Claude Code: the reviewer's prompt, the task's diff and checks, read-only
@@ -175,16 +225,7 @@ async fn by_claude_code(
     );
     let message = prompts::reviewer::message(input.checks, input.diff);
     let schema = tool().schema;
-    let sandbox = match input.gateway {
-        Some(_) => role_sandbox(input),
-        // Where the gateway cannot stand in (Bedrock, Vertex), the CLI needs the network.
-        None => Sandbox::new(
-            &input
-                .sandbox
-                .with_network(plait_sandbox::sandbox::Network::On),
-            vec![input.dir.clone()],
-        ),
-    };
+    let sandbox = claude_code_sandbox(input.sandbox, input.gateway, &input.dir);
     let by = match &settings.model {
         Some(model) => format!("claude-code ({model})"),
         None => "claude-code".to_string(),
@@ -213,20 +254,9 @@ async fn by_claude_code(
             gateway: input.gateway.map(|g| &g.lease),
             max_turns: 20,
         };
-        let answered = crate::agent::claude_code::ask(&question).await;
-        let own = answered.as_ref().ok().map(|a| a.usage.clone());
-        if input.gateway.is_none() {
-            if let Some(cost) = own.as_ref().and_then(|u| u.cost_usd) {
-                input.budget.spend(cost);
-            }
-        }
-        if let Some(u) = role_usage(input, own) {
-            match usage.as_mut() {
-                Some(total) => total.add(&u),
-                None => usage = Some(u),
-            }
-        }
-        match answered.and_then(|a| parse_value(&a.value)) {
+        let (answered, used) = ask_claude_code(&question, input.gateway, input.budget).await;
+        add_usage(&mut usage, used);
+        match answered.and_then(|value| parse_value(&value)) {
             Ok((verdict, summary, comments)) => {
                 return Review {
                     verdict,
@@ -264,14 +294,6 @@ async fn by_cli(
         input.owns,
         "printing one JSON object in the schema given",
     );
-    let schema_path = input
-        .dir
-        .join(format!("review-{}.schema.json", input.round));
-    let answer_path = input
-        .dir
-        .join(format!("review-{}.answer.json", input.round));
-    let log = input.dir.join(format!("review-{}.log", input.round));
-    let stdout_path = input.dir.join(format!("review-{}.stdout", input.round));
     let schema = tool().schema;
     let prompt = format!(
         "{}\n\n{}\n\nAnswer with one JSON object of this schema, and nothing after it:\n{}\n\n{}",
@@ -280,63 +302,147 @@ async fn by_cli(
         schema,
         prompts::reviewer::message(input.checks, input.diff)
     );
-    let _ = std::fs::remove_file(&answer_path);
-    if let Err(e) = std::fs::write(&schema_path, schema.to_string()) {
-        return unusable(
+    let name = format!("review-{}", input.round);
+    let question = CliQuestion {
+        cli,
+        role: "reviewer",
+        prompt: &prompt,
+        schema: &schema,
+        name: &name,
+        dir: &input.dir,
+        worktree: &input.worktree,
+        goal: input.goal,
+        task: input.task,
+        env: vec![
+            ("PLAIT_RUN", input.run.to_string()),
+            ("PLAIT_TASK", input.task.to_string()),
+            ("PLAIT_ROUND", input.round.to_string()),
+        ],
+        timeout: input.timeout,
+        sandbox: input.sandbox,
+        gateway: input.gateway,
+        cancel,
+    };
+    let (answer, usage) = ask_cli(&question).await;
+    match answer
+        .map_err(Unanswered::into_reason)
+        .and_then(|v| parse_value(&v))
+    {
+        Ok((verdict, summary, comments)) => Review {
+            verdict,
+            summary,
+            comments,
             by,
-            input.round,
-            format!("cannot write {}: {e}", schema_path.display()),
-            None,
-        );
+            round: input.round,
+            note: None,
+            usage,
+        },
+        Err(problem) => unusable(by, input.round, problem, usage),
     }
-    let url = input
-        .gateway
-        .map(|g| g.lease.base_url())
-        .unwrap_or_default();
-    let argv: Vec<String> = cli
+}
+
+/// A question to an agent program in a role (`{ cli, answer = "json" }`): a reviewer, a
+/// judge.
+pub(crate) struct CliQuestion<'a> {
+    /// The program and its arguments, with placeholders.
+    pub cli: &'a crate::plan::CliSettings,
+    /// Its role, for messages: "reviewer", "judge".
+    pub role: &'a str,
+    /// All it is told: `{prompt}`.
+    pub prompt: &'a str,
+    /// The answer's JSON schema, written to the file `{schema}`.
+    pub schema: &'a Value,
+    /// The stem of its files in `dir`: `.schema.json`, `.answer.json`, `.log`, `.stdout`.
+    pub name: &'a str,
+    /// The directory it may write, where its files are.
+    pub dir: &'a Path,
+    /// Where it runs: `{worktree}`.
+    pub worktree: &'a Path,
+    /// `{goal}`.
+    pub goal: &'a str,
+    /// `{task}`.
+    pub task: &'a str,
+    /// Its environment besides `PLAIT_ANSWER`, `PLAIT_SCHEMA` and the gateway's.
+    pub env: Vec<(&'a str, String)>,
+    /// How long it may run.
+    pub timeout: Duration,
+    /// The checks' walls, which [`role_sandbox`] opens to the gateway.
+    pub sandbox: &'a SandboxSettings,
+    /// Its way to its model through plait's gateway, if it has one.
+    pub gateway: Option<&'a RoleGateway>,
+    /// The run's interrupt.
+    pub cancel: &'a Cancel,
+}
+
+/// Why an agent program in a role gave no answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Unanswered {
+    /// It could not run or did not end well (a failure, a timeout, an interrupt).
+    Failed(String),
+    /// It ended well, but without a JSON object for an answer.
+    Malformed(String),
+}
+
+impl Unanswered {
+    /// The reason, for a note.
+    pub(crate) fn into_reason(self) -> String {
+        match self {
+            Unanswered::Failed(reason) | Unanswered::Malformed(reason) => reason,
+        }
+    }
+}
+
+/// Asks an agent program once: its answer is the file `{answer}`, or else the last JSON
+/// object on its stdout. Returns that answer (or why there is none) and what it used.
+pub(crate) async fn ask_cli(q: &CliQuestion<'_>) -> (Result<Value, Unanswered>, Option<Usage>) {
+    let file = |suffix: &str| q.dir.join(format!("{}.{suffix}", q.name));
+    let (schema_path, answer_path) = (file("schema.json"), file("answer.json"));
+    let (log, stdout_path) = (file("log"), file("stdout"));
+    let _ = std::fs::remove_file(&answer_path);
+    if let Err(e) = std::fs::write(&schema_path, q.schema.to_string()) {
+        let reason = format!("cannot write {}: {e}", schema_path.display());
+        return (Err(Unanswered::Failed(reason)), None);
+    }
+    let url = q.gateway.map(|g| g.lease.base_url()).unwrap_or_default();
+    let argv: Vec<String> = q
+        .cli
         .argv
         .iter()
         .map(|arg| {
-            arg.replace("{prompt}", &prompt)
-                .replace("{goal}", input.goal)
-                .replace("{task}", input.task)
+            arg.replace("{prompt}", q.prompt)
+                .replace("{goal}", q.goal)
+                .replace("{task}", q.task)
                 .replace("{schema}", &schema_path.display().to_string())
                 .replace("{answer}", &answer_path.display().to_string())
-                .replace("{worktree}", &input.worktree.display().to_string())
+                .replace("{worktree}", &q.worktree.display().to_string())
                 .replace("{gateway}", &url)
         })
         .collect();
-    let mut env = vec![
-        ("PLAIT_RUN", input.run.to_string()),
-        ("PLAIT_TASK", input.task.to_string()),
-        ("PLAIT_ROUND", input.round.to_string()),
-        ("PLAIT_ANSWER", answer_path.display().to_string()),
-        ("PLAIT_SCHEMA", schema_path.display().to_string()),
-    ];
-    if let (Some(g), Some(p)) = (input.gateway, &cli.gateway) {
+    let mut env = q.env.clone();
+    env.push(("PLAIT_ANSWER", answer_path.display().to_string()));
+    env.push(("PLAIT_SCHEMA", schema_path.display().to_string()));
+    if let (Some(g), Some(p)) = (q.gateway, &q.cli.gateway) {
         env.extend(crate::agent::cli::gateway_env(&g.lease, p.kind));
     }
-    let sandbox = role_sandbox(input);
+    let sandbox = role_sandbox(q.sandbox, q.gateway, q.dir);
     let launch = Launch {
-        dir: &input.worktree,
+        dir: q.worktree,
         env: &env,
         log: &log,
-        timeout: input.timeout,
-        cancel,
+        timeout: q.timeout,
+        cancel: q.cancel,
         sandbox: &sandbox,
     };
     let (outcome, stdout) = shell::run_argv_capturing(&argv, &launch, &stdout_path).await;
-    let usage = role_usage(input, None);
-    if let Some(reason) = match &outcome {
-        ShellOutcome::Exited(0) => None,
-        other => Some(other.describe(input.timeout)),
-    } {
-        return unusable(
-            by,
-            input.round,
-            format!("the reviewer program {reason}; see {}", log.display()),
-            usage,
+    let usage = role_usage(q.gateway, None);
+    if outcome != ShellOutcome::Exited(0) {
+        let reason = format!(
+            "the {} program {}; see {}",
+            q.role,
+            outcome.describe(q.timeout),
+            log.display()
         );
+        return (Err(Unanswered::Failed(reason)), usage);
     }
     let written = std::fs::read_to_string(&answer_path)
         .ok()
@@ -349,18 +455,7 @@ async fn by_cli(
             format!("it printed no JSON object on stdout (it printed: {said:?})")
         }),
     };
-    match answer.and_then(|v| parse_value(&v)) {
-        Ok((verdict, summary, comments)) => Review {
-            verdict,
-            summary,
-            comments,
-            by,
-            round: input.round,
-            note: None,
-            usage,
-        },
-        Err(problem) => unusable(by, input.round, problem, usage),
-    }
+    (answer.map_err(Unanswered::Malformed), usage)
 }
 
 /// The last JSON object in `text`: the last line that is one, else the last `{` from which
@@ -429,6 +524,13 @@ async fn by_model(
     client: &reqwest::Client,
     cancel: &Cancel,
 ) -> Review {
+    let role = ModelRole {
+        provider,
+        limiter,
+        client,
+        budget: input.budget,
+        cancel,
+    };
     let system = prompts::reviewer::system(
         input.goal,
         input.task,
@@ -441,44 +543,35 @@ async fn by_model(
         input.diff,
     ))];
     let mut transcript = Transcript::open(&input.dir.join("review.jsonl"));
-    let mut usage = Usage {
-        cost_usd: provider.prices.map(|_| 0.0),
-        ..Usage::default()
-    };
+    let mut usage = role.no_usage();
     let mut problem = String::new();
     for attempt in 1..=ATTEMPTS {
         if let Some(reason) = input.budget.exhausted() {
             problem = format!("not reviewed: {reason}");
             break;
         }
-        let body = forced_tool_body(provider, &system, tool(), &messages);
-        let (reply, timing) = match http::call(
-            client,
-            provider,
-            limiter,
-            &body,
+        let asked = role.ask(
+            &system,
+            tool(),
+            &messages,
             attempt,
             &mut transcript,
-            cancel,
-        )
-        .await
-        {
-            Ok(r) => r,
+            &mut usage,
+        );
+        let reply = match asked.await {
+            Ok(reply) => reply,
             Err(reason) => {
                 problem = format!("the reviewer could not be reached: {reason}");
                 break;
             }
         };
-        let before = usage.cost_usd.unwrap_or(0.0);
-        plait_llm::account(&mut usage, provider, &reply, &timing);
-        input.budget.spend(usage.cost_usd.unwrap_or(0.0) - before);
         match parse(&reply.content) {
             Ok((verdict, summary, comments)) => {
                 return Review {
                     verdict,
                     summary,
                     comments,
-                    by: format!("model {} ({})", provider.model, provider.name),
+                    by: role.by(),
                     round: input.round,
                     note: (attempt > 1).then(|| format!("answered on attempt {attempt}")),
                     usage: Some(usage),
@@ -487,26 +580,84 @@ async fn by_model(
             Err(e) => problem = e,
         }
     }
-    unusable(
-        format!("model {} ({})", provider.model, provider.name),
-        input.round,
-        problem,
-        Some(usage),
-    )
+    unusable(role.by(), input.round, problem, Some(usage))
+}
+
+/// A model in a role that answers by calling one forced tool (a reviewer, a judge): its
+/// provider and limiter, the run's client and interrupt, and the budget it spends.
+pub(crate) struct ModelRole<'a> {
+    /// The provider and model asked.
+    pub provider: &'a ProviderSettings,
+    /// The provider's limiter, shared with the run.
+    pub limiter: &'a Limiter,
+    /// The run's HTTP client.
+    pub client: &'a reqwest::Client,
+    /// The run's budget, which pays for the answers.
+    pub budget: &'a Budget,
+    /// The run's interrupt.
+    pub cancel: &'a Cancel,
+}
+
+impl ModelRole<'_> {
+    /// Who answers, for the record: `model <model> (<provider>)`.
+    pub(crate) fn by(&self) -> String {
+        format!("model {} ({})", self.provider.model, self.provider.name)
+    }
+
+    /// Nothing used yet; the cost is zero, not unknown, where the model's prices are known.
+    pub(crate) fn no_usage(&self) -> Usage {
+        Usage {
+            cost_usd: self.provider.prices.map(|_| 0.0),
+            ..Usage::default()
+        }
+    }
+
+    /// Asks once (request `turn` of `transcript`), forced to call `tool`; what the answer
+    /// used is added to `usage` and its cost spent from the budget. The error says why
+    /// there is no answer.
+    pub(crate) async fn ask(
+        &self,
+        system: &System,
+        tool: ToolSpec,
+        messages: &[Message],
+        turn: u32,
+        transcript: &mut Transcript,
+        usage: &mut Usage,
+    ) -> Result<Reply, String> {
+        let body = forced_tool_body(self.provider, system, tool, messages);
+        let (reply, timing) = http::call(
+            self.client,
+            self.provider,
+            self.limiter,
+            &body,
+            turn,
+            transcript,
+            self.cancel,
+        )
+        .await?;
+        let before = usage.cost_usd.unwrap_or(0.0);
+        plait_llm::account(usage, self.provider, &reply, &timing);
+        self.budget.spend(usage.cost_usd.unwrap_or(0.0) - before);
+        Ok(reply)
+    }
+}
+
+/// The input of the call of `tool` in a reply's `content`; the error says why there is none.
+pub(crate) fn tool_input<'c>(content: &'c [Block], tool: &str) -> Result<&'c Value, String> {
+    let Some(input) = content.iter().find_map(|b| match b {
+        Block::ToolUse { name, input, .. } if name == tool => Some(input),
+        _ => None,
+    }) else {
+        return Err(format!("the answer did not call {tool}"));
+    };
+    input
+        .as_ref()
+        .map_err(|raw| format!("its input is not JSON: {raw}"))
 }
 
 /// Reads a `submit_review` call from a reply.
 pub fn parse(content: &[Block]) -> Result<(Verdict, String, Vec<Comment>), String> {
-    let Some(input) = content.iter().find_map(|b| match b {
-        Block::ToolUse { name, input, .. } if name == SUBMIT_REVIEW => Some(input),
-        _ => None,
-    }) else {
-        return Err(format!("the answer did not call {SUBMIT_REVIEW}"));
-    };
-    let input: &Value = input
-        .as_ref()
-        .map_err(|raw| format!("its input is not JSON: {raw}"))?;
-    parse_value(input)
+    parse_value(tool_input(content, SUBMIT_REVIEW)?)
 }
 
 /// Reads a verdict, its summary and comments from `submit_review`'s form.
