@@ -287,6 +287,7 @@ fn record(repo: &Path, base: &str, commits: &[String]) -> Result<u64> {
             excluded,
             conflicts: Vec::new(),
             waiting: Vec::new(),
+            commits: Default::default(),
         }),
         landed: Vec::new(),
         cleaned: false,

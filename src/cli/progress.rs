@@ -126,11 +126,7 @@ fn show_attempt(event: &Event, mode: Mode, live: Option<&mut Live>, tally: &Tall
                 .as_deref()
                 .map(|d| format!(": {d}"))
                 .unwrap_or_default();
-            errln!(
-                "      {:<11} {}{detail}",
-                event.state.as_str(),
-                event.task
-            );
+            errln!("      {:<11} {}{detail}", event.state.as_str(), event.task);
         }
         Mode::Lines => {}
         Mode::Live => {

@@ -10,7 +10,7 @@ use git2::{BranchType, Oid, Repository};
 use crate::collect;
 use crate::workspace::{self, WorkspaceError};
 use plait_core::state::RunDir;
-use plait_core::state::{RunState, TaskState, Verdict};
+use plait_core::state::{RunState, TaskRecord, TaskState, Verdict};
 
 /// Why a clean could not finish.
 #[derive(Debug, thiserror::Error)]
@@ -77,8 +77,12 @@ pub fn clean(
         });
     }
     // Agents a killed plait left behind would write into worktrees being removed.
-    let worktrees: Vec<std::path::PathBuf> =
-        state.tasks.iter().map(|t| t.worktree.clone()).collect();
+    let worktrees: Vec<std::path::PathBuf> = state
+        .tasks
+        .iter()
+        .flat_map(TaskRecord::with_attempts)
+        .map(|t| t.worktree.clone())
+        .collect();
     plait_sandbox::shell::stop_leftovers(&state.id, &worktrees);
     let mut outcome = CleanOutcome {
         at_risk: unsaved_work(state),
@@ -108,7 +112,12 @@ pub fn clean(
 /// The tasks whose worktrees hold changes that no commit has, or cannot be read.
 fn unsaved_work(state: &RunState) -> Vec<AtRisk> {
     let mut at_risk = Vec::new();
-    for task in state.tasks.iter().filter(|t| t.worktree.exists()) {
+    for task in state
+        .tasks
+        .iter()
+        .flat_map(TaskRecord::with_attempts)
+        .filter(|t| t.worktree.exists())
+    {
         match collect::scan(&task.worktree, &collect::Held::Index) {
             Ok(scan) if !scan.changes.is_empty() => {
                 let paths: Vec<&str> = scan.changes.iter().map(|c| c.path.as_str()).collect();
@@ -148,6 +157,7 @@ fn weigh_branches(
     for name in state
         .tasks
         .iter()
+        .flat_map(TaskRecord::with_attempts)
         .map(|t| t.branch.clone())
         .chain(state.groups.iter().map(|g| g.branch.clone()))
         .chain([state.merged_branch()])
@@ -175,6 +185,13 @@ fn weigh_branches(
         let rejected = state.tasks.iter().any(|t| {
             t.branch == name && t.decided(Verdict::Reject) && t.commit == Some(tip.to_string())
         });
+        // An attempt of a task that picked one: the chosen one's work is on the task's
+        // branch (weighed itself), the others were passed over.
+        let passed_over = state
+            .tasks
+            .iter()
+            .any(|t| t.pick.is_some() && t.attempts.iter().any(|a| a.branch == name));
+        let rejected = rejected || passed_over;
         if !landed && !rejected {
             outcome.at_risk.push(AtRisk {
                 what: format!("branch {name}"),
@@ -197,7 +214,7 @@ fn remove_worktrees(
     run_dir: &RunDir,
     outcome: &mut CleanOutcome,
 ) -> Result<(), CleanError> {
-    for task in &state.tasks {
+    for task in state.tasks.iter().flat_map(TaskRecord::with_attempts) {
         let admin = workspace::admin_name(&state.id, &task.id);
         if task.worktree.exists() || workspace::admin_dir(repo, &admin).exists() {
             workspace::remove(repo, &admin, &task.worktree)?;

@@ -463,6 +463,7 @@ mod tests {
             check_sandbox: Default::default(),
             after: Vec::new(),
             layout: Default::default(),
+            tries: None,
         }
     }
 

@@ -509,6 +509,11 @@ impl TaskRecord {
         self.attempts.get((n as usize).checked_sub(1)?)
     }
 
+    /// The task's record, then each of its attempts'.
+    pub fn with_attempts(&self) -> impl Iterator<Item = &TaskRecord> {
+        std::iter::once(self).chain(&self.attempts)
+    }
+
     /// Every attempt's usage added up, with `judge`'s (what the pick itself used).
     pub fn attempts_usage(&self, judge: Option<&Usage>) -> Option<Usage> {
         let mut total: Option<Usage> = None;

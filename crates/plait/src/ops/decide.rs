@@ -97,11 +97,14 @@ fn take_attempt(
         id: task.to_string(),
         groups: false,
     })?;
-    let attempt = record.attempt_no(n).cloned().ok_or_else(|| OpsError::NoTask {
-        run: run.clone(),
-        id: plait_core::state::attempt_id(task, n),
-        groups: false,
-    })?;
+    let attempt = record
+        .attempt_no(n)
+        .cloned()
+        .ok_or_else(|| OpsError::NoTask {
+            run: run.clone(),
+            id: plait_core::state::attempt_id(task, n),
+            groups: false,
+        })?;
     if verdict != Verdict::Approve {
         let chosen = record.pick.as_ref().is_some_and(|p| p.attempt == n);
         if let Some(a) = record.attempts.get_mut(n as usize - 1) {

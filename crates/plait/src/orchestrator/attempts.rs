@@ -12,10 +12,9 @@ use std::sync::Arc;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 
-use super::picking::{choose, judge, Choice};
+use super::picking::{choose, first_passed, judge, Choice};
 use super::shared::Slot;
 use super::{task, RunError, Shared};
-use crate::merge::run::mergeable;
 use plait_core::state::{self, now_ms, TaskDir, TaskRecord, TaskState};
 
 /// Runs task `index` as its attempts, each holding one of `permits` while it runs (`first`
@@ -160,23 +159,6 @@ fn not_to_start(shared: &Shared, slot: Slot) -> Option<String> {
         }
     }
     None
-}
-
-/// The attempt of `task` that passed first, by when it ended: done, its checks green, its
-/// review an approval (or none), nothing outside what it owns, and a change when one was
-/// asked for.
-pub(super) fn first_passed(task: &TaskRecord) -> Option<u32> {
-    task.attempts
-        .iter()
-        .zip(1..)
-        .filter(|(a, _)| passed(a))
-        .min_by_key(|(a, _)| a.finished_at.unwrap_or(u64::MAX))
-        .map(|(_, n)| n)
-}
-
-/// Whether an attempt passed, and may become the task.
-pub(super) fn passed(attempt: &TaskRecord) -> bool {
-    mergeable(attempt) && !attempt.unchanged()
 }
 
 /// Stops every attempt of task `index` but `chosen`: those running end at once, those not

@@ -11,10 +11,10 @@ use std::sync::Arc;
 
 use git2::Oid;
 
-use super::attempts::{first_passed, passed};
 use super::shared::fail_task;
 use super::shared::Slot;
 use super::Shared;
+use crate::merge::run::mergeable;
 use crate::plan::PickSpec;
 use crate::report::diff::{diff_text, DiffStyle};
 use crate::review::checks::{CheckJob, Lineage};
@@ -47,6 +47,23 @@ impl Choice {
             usage: None,
         }
     }
+}
+
+/// The attempt of `task` that passed first, by when it ended: done, its checks green, its
+/// review an approval (or none), nothing outside what it owns, and a change when one was
+/// asked for.
+pub(super) fn first_passed(task: &TaskRecord) -> Option<u32> {
+    task.attempts
+        .iter()
+        .zip(1..)
+        .filter(|(a, _)| passed(a))
+        .min_by_key(|(a, _)| a.finished_at.unwrap_or(u64::MAX))
+        .map(|(_, n)| n)
+}
+
+/// Whether an attempt passed, and may become the task.
+pub(super) fn passed(attempt: &TaskRecord) -> bool {
+    mergeable(attempt) && !attempt.unchanged()
 }
 
 /// The judge's choice among task `index`'s attempts that passed, all having ended; `None`
