@@ -3,6 +3,7 @@
 //! another.
 
 mod aider;
+mod attempts;
 mod base_checks;
 mod check;
 mod claude_code;

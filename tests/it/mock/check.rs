@@ -126,9 +126,10 @@ fn check_anthropic_content(i: usize, content: &Value, p: &mut Vec<String>) {
 }
 
 /// The tools a request may force, and the fields each one's schema must require: a
-/// reviewer's `submit_review` and a manager's `submit_plan`.
+/// reviewer's `submit_review`, a judge's `submit_pick` and a manager's `submit_plan`.
 const FORCED_TOOLS: &[(&str, &[&str])] = &[
     ("submit_review", &["verdict", "summary"]),
+    ("submit_pick", &["attempt", "why"]),
     ("submit_plan", &["tasks"]),
 ];
 

@@ -624,11 +624,16 @@ impl Default for Usage {
 }
 
 static TASK_LINE: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r"Task id: ([A-Za-z0-9._-]+)").expect("task line regex"));
+    LazyLock::new(|| Regex::new(r"Task id: ([A-Za-z0-9._~-]+)").expect("task line regex"));
 
 /// A reviewer's request names the task it reviews; its script is `review:<id>`.
 static REVIEW_LINE: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r"Review of task: ([A-Za-z0-9._-]+)").expect("review line regex"));
+    LazyLock::new(|| Regex::new(r"Review of task: ([A-Za-z0-9._~-]+)").expect("review line regex"));
+
+/// A judge's request names the task whose attempts it compares; its script is `pick:<id>`.
+static PICK_LINE: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"Pick among the attempts of task: ([A-Za-z0-9._-]+)").expect("pick line regex")
+});
 
 /// The server's one handler: every method and path comes here.
 async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response {
@@ -1069,6 +1074,9 @@ fn task_id(provider: Provider, client: Client, body: &Value) -> Option<String> {
     }
     if let Some(review) = REVIEW_LINE.captures(&system) {
         return Some(format!("review:{}", &review[1]));
+    }
+    if let Some(pick) = PICK_LINE.captures(&system) {
+        return Some(format!("pick:{}", &pick[1]));
     }
     let captures = TASK_LINE.captures(&system)?;
     Some(captures[1].to_string())

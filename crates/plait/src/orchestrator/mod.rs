@@ -459,7 +459,10 @@ pub(crate) fn prepare_send_back(
     let record = &state.tasks[index];
     // A blocked task never ran: sent back, it starts if what it comes after now allows.
     let blocked = record.state == TaskState::Blocked && record.started_at.is_none();
-    if !blocked && !record.worktree.join(".git").exists() {
+    // A task picked from its attempts gets a worktree of its own laid out from the chosen
+    // one's work when a round needs it.
+    let picked = record.pick.is_some();
+    if !blocked && !picked && !record.worktree.join(".git").exists() {
         return refused(format!(
             "task {task} of run {run} has no worktree at {} to go back to",
             record.worktree.display()

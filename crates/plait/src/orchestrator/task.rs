@@ -251,10 +251,20 @@ pub(super) async fn rework(shared: &Arc<Shared>, index: usize, feedback: String)
             Some(Ok(commit)) => Ok(commit),
             _ => shared.start(index).map(|s| s.commit),
         };
-        return match at {
-            Ok(commit) => rework_from(shared, index, commit, feedback).await,
-            Err(why) => fail_task(shared, index, why, None),
+        let commit = match at {
+            Ok(commit) => commit,
+            Err(why) => return fail_task(shared, index, why, None),
         };
+        // Its branch is made again with the worktree, and set to that work.
+        if let Ok(repo) = shared.context.repo() {
+            let refname = plait_core::refs::branch_ref(&record.branch);
+            if let Ok(mut branch) = repo.find_reference(&refname) {
+                if branch.target() == Some(commit) {
+                    let _ = branch.delete();
+                }
+            }
+        }
+        return rework_from(shared, index, commit, feedback).await;
     }
     shared.update(index, |t| {
         t.state = TaskState::Running;

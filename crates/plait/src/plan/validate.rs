@@ -108,9 +108,7 @@ pub fn resolve_with_env(
         path.as_deref(),
         &mut problems,
     );
-    if problems.is_empty() {
-        settle_picks(&plan, &review, &mut tasks, &mut problems);
-    }
+    settle_picks(&plan, &review, &mut tasks, &mut problems);
     withhold_keys(&providers, &mut tasks, &mut checks);
     read_git_dir(repo, &mut tasks, &mut checks);
     if problems.is_empty() {
@@ -213,8 +211,11 @@ fn settle_picks(
     tasks: &mut [ResolvedTask],
     problems: &mut Vec<String>,
 ) {
-    for (file, task) in plan.tasks.iter().zip(tasks.iter_mut()) {
+    for task in tasks.iter_mut() {
         let Some(tries) = &task.tries else {
+            continue;
+        };
+        let Some(file) = plan.tasks.iter().find(|f| f.id == task.id) else {
             continue;
         };
         let reviewed = !matches!(review.reviewer_for(task), Reviewer::Off);

@@ -58,7 +58,7 @@ pub(crate) fn system(
              attempt you choose by its number and saying why."
         ),
         task: format!(
-            "The task: {}\n\nThe task's prompt:\n{}\n\nIt owns: {}",
+            "Pick among the attempts of task: {}\n\nThe task's prompt:\n{}\n\nIt owns: {}",
             task,
             prompt,
             owns.join(", ")
