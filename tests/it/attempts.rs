@@ -413,3 +413,61 @@ fn a_spent_budget_starts_no_more_attempts() {
     }
     assert_eq!(mock.requests().len(), 1);
 }
+
+#[test]
+fn a_model_agents_attempts_are_told_their_number_and_sampled_apart() {
+    for provider in [Provider::Anthropic, Provider::OpenAi] {
+        const KEY: &str = "sk-apart";
+        let mock = MockModel::start(provider, KEY);
+        for n in 1..=2 {
+            mock.script(
+                &format!("a~{n}"),
+                vec![
+                    Turn::Tools(vec![edit::str_replace("a.txt", "one", &format!("try {n}"))]),
+                    Turn::Text("done".into()),
+                ],
+            );
+        }
+        let kind = if provider == Provider::Anthropic {
+            "anthropic"
+        } else {
+            "openai"
+        };
+        let repo = repo();
+        let toml = Plan::new()
+            .provider("mock", kind, &mock.url(), "K", "m")
+            .review_off()
+            .task("a")
+            .prompt("write a")
+            .owns(["a.txt"])
+            .with("attempts", 2)
+            .with("pick", Raw("{ command = \"echo 2\" }"))
+            .with("agent", "mock")
+            .to_toml();
+        let state = repo.run_with_env(&toml, 2, &|k| (k == "K").then(|| KEY.to_string()));
+        let a = state.task("a").unwrap();
+        assert_eq!(a.pick.as_ref().map(|p| p.attempt), Some(2), "{:?}", a.error);
+        assert_eq!(merged(&repo, &state, "a.txt"), "try 2");
+        let first = |n: u32| {
+            mock.requests()
+                .into_iter()
+                .find(|r| r.task.as_deref() == Some(&format!("a~{n}")))
+                .unwrap()
+                .body
+        };
+        let (one, two) = (first(1), first(2));
+        assert!(one.to_string().contains("This is attempt 1 of 2"), "{one}");
+        assert!(two.to_string().contains("This is attempt 2 of 2"), "{two}");
+        match provider {
+            Provider::Anthropic => {
+                assert!(one.get("temperature").is_none(), "{one}");
+                assert_eq!(two["temperature"], 0.75);
+            }
+            Provider::OpenAi => {
+                assert!(one.get("seed").is_none(), "{one}");
+                assert_eq!(two["seed"], 2);
+            }
+        }
+        assert!(mock.problems().is_empty(), "{:?}", mock.problems());
+    }
+}

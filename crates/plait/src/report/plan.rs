@@ -133,7 +133,34 @@ fn task_lines(out: &mut String, plan: &ResolvedPlan, task: &ResolvedTask) {
         "  prompt:   {}",
         task.prompt.lines().next().unwrap_or("")
     );
-    let _ = writeln!(out, "  agent:    {}", agent_text(&task.agent));
+    match &task.tries {
+        None => {
+            let _ = writeln!(out, "  agent:    {}", agent_text(&task.agent));
+        }
+        Some(tries) => {
+            let pick = match &tries.pick {
+                crate::plan::PickSpec::Checks => "the first whose checks pass".to_string(),
+                crate::plan::PickSpec::Review => {
+                    "its reviewer compares those that pass".to_string()
+                }
+                crate::plan::PickSpec::Command(c) => format!("`{c}` names one of those that pass"),
+            };
+            let _ = writeln!(
+                out,
+                "  attempts: {} (each a task slot of its own; picked by {}: {pick})",
+                tries.count,
+                tries.pick.name()
+            );
+            for n in 1..=tries.count {
+                let _ = writeln!(
+                    out,
+                    "    {}~{n}:    {}",
+                    task.id,
+                    agent_text(&tries.way(n).agent)
+                );
+            }
+        }
+    }
     if !task.after.is_empty() {
         let after: Vec<&str> = task
             .after
