@@ -137,7 +137,7 @@ fn target(
         other => other.into(),
     })?;
     let state = store.load(&id)?;
-    let Some(record) = state.task(task).cloned() else {
+    let Some(record) = state.record(task).cloned() else {
         let mut hint = format!("its tasks: {}", super::task_list(&state));
         if run.is_none() && store.find(Some(task)).is_ok() {
             let _ = write!(
@@ -177,7 +177,7 @@ fn ended(store: &Store, run: &str, task: &str) -> bool {
         return true;
     }
     match store.load(run) {
-        Ok(state) => state.task(task).is_none_or(|t| t.state.is_final()),
+        Ok(state) => state.record(task).is_none_or(|t| t.state.is_final()),
         // A record being replaced is read again at the next poll.
         Err(_) => false,
     }

@@ -289,6 +289,11 @@ impl RunState {
         self.tasks.iter().find(|t| t.id == id)
     }
 
+    /// The record of `id`: a task's, or an attempt's (`<task>~<n>`).
+    pub fn record(&self, id: &str) -> Option<&TaskRecord> {
+        self.task(id).or_else(|| self.attempt(id))
+    }
+
     /// The record of attempt `id` (`<task>~<n>`), when the task ran as attempts.
     pub fn attempt(&self, id: &str) -> Option<&TaskRecord> {
         let (task, n) = super::split_attempt_id(id)?;

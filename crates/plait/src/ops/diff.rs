@@ -12,7 +12,8 @@ use super::OpsError;
 pub struct DiffRequest<'a> {
     /// The run, as the user named it (a prefix of its id will do).
     pub run: &'a str,
-    /// A task's id, a group's (`group-<k>`), or `merged` for the run's merge.
+    /// A task's id, an attempt's (`<task>~<n>`), a group's (`group-<k>`), or `merged` for
+    /// the run's merge.
     pub what: &'a str,
     /// For a task that started from the tasks it comes after: against the run's base
     /// instead of its start.
@@ -58,7 +59,7 @@ pub fn ends(ctx: &Context, request: DiffRequest<'_>) -> Result<Ends, OpsError> {
             }
         }
     } else {
-        let Some(task) = state.task(request.what) else {
+        let Some(task) = state.record(request.what) else {
             return Err(OpsError::NoTask {
                 groups: !state.groups.is_empty(),
                 id: request.what.to_string(),
