@@ -361,3 +361,40 @@ fn the_manager_orders_tasks_with_after_and_a_cycle_goes_back_to_it() {
     let plan = plait::plan::parse(&fs::read_to_string(&out_path).unwrap(), &out_path).unwrap();
     assert_eq!(plan.tasks[1].after, Some(vec!["a".to_string()]));
 }
+
+#[test]
+fn the_manager_may_give_a_risky_task_attempts() {
+    let repo = sample();
+    let mock = MockModel::start(Provider::Anthropic, KEY);
+    mock.script(
+        "manager",
+        vec![
+            submit(json!([
+                {"id": "a", "owns": ["/src/a.py"], "prompt": "p", "attempts": 9},
+                {"id": "b", "owns": ["/src/b.py"], "prompt": "p"},
+            ])),
+            submit(json!([
+                {"id": "a", "owns": ["/src/a.py"], "prompt": "The hard one", "attempts": 3},
+                {"id": "b", "owns": ["/src/b.py"], "prompt": "Routine", "attempts": 1},
+            ])),
+        ],
+    );
+    let out_path = repo.scratch.join("plan.toml");
+    let args = ["plan", "--goal", "g", "--exec", "true", "-o"];
+    let mut args = args.to_vec();
+    args.push(out_path.to_str().unwrap());
+    let out = plait(&repo, &mock, &args);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let requests = manager_requests(&mock);
+    assert_eq!(requests.len(), 2);
+    let schema = requests[0]["tools"][0]["input_schema"].to_string();
+    assert!(schema.contains("\"attempts\""), "{schema}");
+    let correction = requests[1]["messages"].to_string();
+    assert!(
+        correction.contains("`attempts` must be a whole number from 1 to 5"),
+        "{correction}"
+    );
+    let plan = plait::plan::parse(&fs::read_to_string(&out_path).unwrap(), &out_path).unwrap();
+    assert_eq!(plan.tasks[0].attempts, Some(3));
+    assert_eq!(plan.tasks[1].attempts, None);
+}

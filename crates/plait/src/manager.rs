@@ -382,9 +382,23 @@ fn parse_tasks(input: &Value) -> Result<Vec<TaskFile>, Vec<String>> {
                 }
             },
         };
+        let attempts = match item.get("attempts") {
+            None | Some(Value::Null) => None,
+            Some(n) => match n.as_u64().filter(|n| (1..=5).contains(n)) {
+                Some(1) => None,
+                Some(n) => Some(n as u32),
+                None => {
+                    problems.push(format!(
+                        "task `{id}`: `attempts` must be a whole number from 1 to 5"
+                    ));
+                    continue;
+                }
+            },
+        };
         tasks.push(TaskFile {
             context,
             after,
+            attempts,
             ..TaskFile::new(id, prompt, owns)
         });
     }
@@ -443,7 +457,8 @@ fn tool() -> ToolSpec {
                             "owns": {"type": "array", "items": {"type": "string"}, "description": "gitignore-style globs of the files this task may change; no file may be owned by two tasks"},
                             "prompt": {"type": "string", "description": "What the worker should do, complete in itself"},
                             "context": {"type": "array", "items": {"type": "string"}, "description": "Globs of files the worker should see but not change"},
-                            "after": {"type": "array", "items": {"type": "string"}, "description": "Ids of tasks this one must come after: it starts from their merged result (definitions before uses, build files before sources, removals last); leave out for independent tasks"}
+                            "after": {"type": "array", "items": {"type": "string"}, "description": "Ids of tasks this one must come after: it starts from their merged result (definitions before uses, build files before sources, removals last); leave out for independent tasks"},
+                            "attempts": {"type": "integer", "minimum": 1, "maximum": 5, "description": "For a risky or hard task only: how many times to try it on its own, the best attempt that passes being kept (each costs as much as a task); leave out for routine work"}
                         },
                         "required": ["id", "owns", "prompt"]
                     }

@@ -27,6 +27,10 @@ callers switch, then a last task removes the old name), build files and dependen
 the sources that need them, and removals last. A task may own again a file of a task it \
 comes after (it changes their result). Leave `after` out where tasks are independent: \
 tasks without it all start at once.\n\
+- A task that is risky or hard to get right (a subtle algorithm, a change many others \
+depend on) may get `attempts` (2 to 5): it is tried that many times on its own and the best \
+attempt that passes the checks is kept. Each attempt costs as much as a task: leave it out \
+for routine work.\n\
 - Own only the files that must change to reach the goal; leave the rest unowned.\n\
 - Keep files that must change together in one task, and tests with the code they test.\n\
 - Make the tasks about the same size, and as many as the work splits into naturally (at most {}).\n\
