@@ -951,3 +951,42 @@ fn a_culprit_sent_back_in_a_spread_run_runs_the_tasks_after_it_again_on_the_work
     let g = generations(&url);
     assert_eq!((g["core"], g["a"], g["z"]), (2, 2, 2), "{g:?}");
 }
+
+#[test]
+fn a_worker_runs_a_tasks_attempts_and_the_coordinator_merges_the_chosen_one() {
+    let Some(url) = database_url() else { return };
+    let (repo, plan) = project_with(
+        3,
+        "f=pkg/$PLAIT_TASK.txt; [ $PLAIT_ATTEMPT = 1 ] && sleep 2; \
+         echo \"attempt $PLAIT_ATTEMPT of $PLAIT_ATTEMPTS\" >> $f",
+        "attempts = 2\n[pick]\nby = \"checks\"",
+    );
+    let plan = plan.to_str().unwrap();
+    let mut coordinator = coordinator(&repo, plan, &url);
+    let workers: Vec<Proc> = (1..=2)
+        // Slots enough for every attempt: the attempts of a task run at once.
+        .map(|k| worker(&repo, &url, &format!("w{k}"), "8", "30"))
+        .collect();
+    let status = wait_for(
+        &mut coordinator,
+        "the coordinator",
+        Duration::from_secs(120),
+    );
+    let err = log(&repo.scratch, "coordinator", "err");
+    assert!(status.success(), "{err}");
+    let run = log(&repo.scratch, "coordinator", "out").trim().to_string();
+    let recorded: usize = workers
+        .into_iter()
+        .enumerate()
+        .map(|(k, w)| stop(w, &repo, &format!("w{}", k + 1)))
+        .sum();
+    assert_eq!(recorded, 3);
+    let status = repo.status_json(&[&run]);
+    for (k, task) in status["tasks"].as_array().unwrap().iter().enumerate() {
+        assert_eq!(task["state"], "done", "{task}");
+        assert_eq!(task["pick"]["attempt"], 2, "{task}");
+        assert_eq!(task["attempts"].as_array().unwrap().len(), 2, "{task}");
+        let content = repo.git(&["show", &format!("plait/{run}/merged:pkg/m{k:02}.txt")]);
+        assert_eq!(content, format!("module {k}\nattempt 2 of 2"));
+    }
+}

@@ -134,7 +134,13 @@ fn note(task: &TaskContext, line: &str) {
 pub fn task_env(task: &TaskContext) -> Vec<(&'static str, String)> {
     let mut env = vec![
         ("PLAIT_RUN", task.run.clone()),
-        ("PLAIT_TASK", task.task.clone()),
+        // An attempt's is its task's id; `PLAIT_ATTEMPT` says which attempt it is.
+        (
+            "PLAIT_TASK",
+            plait_core::state::split_attempt_id(&task.task)
+                .map_or(task.task.as_str(), |(id, _)| id)
+                .to_string(),
+        ),
         ("PLAIT_GOAL", task.goal.clone()),
         ("PLAIT_PROMPT", task.prompt.clone()),
         ("PLAIT_BASE", task.base.clone()),

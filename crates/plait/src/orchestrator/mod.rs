@@ -269,16 +269,6 @@ impl Prepared {
 
 /// Takes the repository lock, makes the run's id and directory and writes its first state.
 pub fn prepare(settings: RunSettings) -> Result<Prepared, RunError> {
-    if let (Some(_), Some(task)) = (
-        &settings.remote,
-        settings.plan.tasks.iter().find(|t| t.tries.is_some()),
-    ) {
-        return Err(RunError::Refused(format!(
-            "task `{}` runs as several attempts, which a run over workers (--remote) does not \
-             spread yet: run it here (without --remote), or give it attempts = 1",
-            task.id
-        )));
-    }
     let store = settings.context.store().clone();
     let lock = store.lock()?;
     let run = store.create_run()?;

@@ -355,7 +355,7 @@ impl<'a> Worker<'a> {
             commands: &shared.plan.checks.task,
             env: vec![
                 ("PLAIT_RUN", shared.run.clone()),
-                ("PLAIT_TASK", self.task.id.clone()),
+                ("PLAIT_TASK", shared.plan.tasks[self.slot.index].id.clone()),
                 ("PLAIT_BASE", self.start.commit.to_string()),
                 ("PLAIT_RUN_BASE", shared.plan.base.to_string()),
                 ("PLAIT_COMMIT", tip.to_string()),

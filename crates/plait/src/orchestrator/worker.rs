@@ -23,7 +23,7 @@ use git2::Oid;
 use tokio::sync::{mpsc, Semaphore};
 use tokio::task::JoinSet;
 
-use super::{lay_down, task, RunError, RunSettings, Shared, Update};
+use super::{attempts, lay_down, task, RunError, RunSettings, Shared, Update};
 use crate::context::{Context, Env};
 use crate::plan::{self, ResolvedPlan};
 use plait_core::cancel::Cancel;
@@ -174,6 +174,7 @@ pub async fn serve(
             let (settings, pg, runs, counts) =
                 (settings.clone(), pg.clone(), runs.clone(), counts.clone());
             let (events, cancel, exchange) = (events.clone(), cancel.clone(), exchange.clone());
+            let permits = permits.clone();
             set.spawn(async move {
                 let opened = run_of(&runs, &settings, &pg, &claim.run, events, cancel, exchange);
                 let ctx = match opened.await {
@@ -183,7 +184,7 @@ pub async fn serve(
                         return Err(e);
                     }
                 };
-                work_on(&ctx, &pg, &settings, claim, &counts, permit).await
+                work_on(&ctx, &pg, &settings, claim, &counts, (permits, permit)).await
             });
         }
     }
@@ -373,7 +374,7 @@ async fn work_on(
     settings: &WorkerSettings,
     claim: Claim,
     counts: &Counts,
-    permit: tokio::sync::OwnedSemaphorePermit,
+    (permits, permit): (Arc<Semaphore>, tokio::sync::OwnedSemaphorePermit),
 ) -> Result<(), RunError> {
     let shared = &ctx.shared;
     let Some(index) = shared.plan.tasks.iter().position(|t| t.id == claim.task) else {
@@ -392,13 +393,14 @@ async fn work_on(
         let shared = shared.clone();
         let _ = tokio::task::spawn_blocking(move || task::reset(&shared, index)).await;
     }
+    // The next task starts while this one's work is pushed and recorded (under its lease):
+    // the slot goes when the task has run.
     if let Err(why) = take_start(ctx, &claim, index).await {
+        drop(permit);
         task::fail_task(shared, index, why, None);
     } else {
-        run_claimed(ctx, &claim, index).await;
+        run_claimed(ctx, &claim, index, (permits, permit)).await;
     }
-    // The next task starts while this one's work is pushed and recorded (under its lease).
-    drop(permit);
     let outcome = settle(ctx, pg, &claim, index, counts).await;
     beat.abort();
     ctx.claims
@@ -450,11 +452,21 @@ async fn take_start(ctx: &RunCtx, claim: &Claim, index: usize) -> Result<(), Str
 /// Runs claimed task `index` here, as the claim says: from the start, from the work an
 /// earlier claim pushed (taken over), or, sent back after it ended, one more round from
 /// its branch's tip with what it is told.
-async fn run_claimed(ctx: &RunCtx, claim: &Claim, index: usize) {
+async fn run_claimed(
+    ctx: &RunCtx,
+    claim: &Claim,
+    index: usize,
+    (permits, permit): (Arc<Semaphore>, tokio::sync::OwnedSemaphorePermit),
+) {
     let shared = &ctx.shared;
     let Some(checkpoint) = claim.checkpoint else {
-        return task::run_task(shared, index).await;
+        // A task of attempts runs them here, each with a slot of this worker's.
+        if let Err(e) = attempts::run(shared, index, permits, Some(permit)).await {
+            task::fail_task(shared, index, e.to_string(), None);
+        }
+        return;
     };
+    let _permit = permit;
     let commit = checkpoint.commit;
     let fetched = fetch_checkpoint(ctx, claim, checkpoint).await;
     match (fetched, &claim.feedback) {
