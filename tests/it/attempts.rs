@@ -471,3 +471,90 @@ fn a_model_agents_attempts_are_told_their_number_and_sampled_apart() {
         assert!(mock.problems().is_empty(), "{:?}", mock.problems());
     }
 }
+
+#[test]
+fn one_task_tried_by_the_real_claude_code_and_the_real_aider() {
+    use crate::mock::claude_tools;
+    use crate::support::agents::{real_aider, real_claude, run_real, sample, KEY};
+    let (Some(claude), Some(aider)) = (real_claude(), real_aider()) else {
+        return;
+    };
+    let repo = sample();
+    let cc = MockModel::start_claude_code(KEY);
+    let ai = MockModel::start_aider(KEY);
+    cc.script(
+        "a~1",
+        claude_tools::read_and_edit("src/a/x.txt", "hi", "hello", "Said hello."),
+    );
+    ai.script(
+        "a~2",
+        vec![Turn::Text("src/a/x.txt\n```\nhullo\n```\n".into())],
+    );
+    let toml = Plan::new()
+        .goal("Greet properly")
+        .set("defaults", "timeout", "60s")
+        .set("defaults", "max_turns", 7)
+        .review_off()
+        .set("agents.claude-code", "bin", claude.display().to_string())
+        .set("agents.claude-code", "provider", "cc")
+        .set("agents.aider", "bin", aider.display().to_string())
+        .set("agents.aider", "provider", "ai")
+        .set("agents.aider", "args", ["--edit-format", "whole"])
+        .provider(
+            "cc",
+            "anthropic",
+            &cc.url(),
+            "PLAIT_TEST_KEY",
+            "claude-sonnet-4-5",
+        )
+        .provider("ai", "openai", &ai.url(), "PLAIT_TEST_KEY", "qwen-coder")
+        .set("pick", "by", Raw("{ command = \"echo 2\" }"))
+        .task("a")
+        .prompt("Say hello in src/a/x.txt")
+        .owns(["src/a/"])
+        .with("agents", ["claude-code", "aider"])
+        .to_toml();
+    let out = run_real(&repo, &toml);
+    let status = repo.status_json(&[]);
+    let logs: Vec<String> = (0..2)
+        .map(|n| {
+            let log = status["tasks"][0]["attempts"][n]["log"]
+                .as_str()
+                .unwrap_or("");
+            std::fs::read_to_string(log).unwrap_or_default()
+        })
+        .collect();
+    assert!(
+        out.status.success(),
+        "plait run failed: {}\n{logs:#?}\n{:?}\n{:?}",
+        stderr(&out),
+        cc.requests()
+            .iter()
+            .map(|r| (&r.task, &r.path, r.status))
+            .collect::<Vec<_>>(),
+        ai.requests()
+            .iter()
+            .map(|r| (&r.task, &r.path, r.status))
+            .collect::<Vec<_>>()
+    );
+    assert!(cc.problems().is_empty(), "{:#?}", cc.problems());
+    assert!(ai.problems().is_empty(), "{:#?}", ai.problems());
+    let a = &status["tasks"][0];
+    assert_eq!(a["state"], "done", "{a}");
+    assert_eq!(a["pick"]["attempt"], 2, "{a}");
+    assert_eq!(a["attempts"][0]["state"], "done", "{a}");
+    assert_eq!(a["attempts"][1]["state"], "done", "{a}");
+    assert!(cc.count("a~1") >= 1);
+    assert_eq!(ai.count("a~2"), 1);
+    let run = status["id"].as_str().unwrap();
+    assert_eq!(
+        repo.git(&["show", &format!("plait/{run}/a@1:src/a/x.txt")]),
+        "hello"
+    );
+    assert_eq!(
+        repo.git(&["show", &format!("plait/{run}/merged:src/a/x.txt")]),
+        "hullo"
+    );
+    // What both used is the task's.
+    assert!(a["usage"]["requests"].as_u64().unwrap() >= 2, "{a}");
+}

@@ -55,6 +55,22 @@ pub fn failures(state: &RunState) -> Vec<Failure> {
 
 /// One failed task of run `run`: the step that failed and the log that holds its cause.
 pub fn failure(run: &str, task: &TaskRecord) -> Failure {
+    // A task none of whose attempts passed: the cause is the first failed attempt's.
+    let failed_attempt = task
+        .attempts
+        .iter()
+        .zip(1..)
+        .find(|(a, _)| a.state == TaskState::Failed)
+        .filter(|_| task.pick.is_none());
+    if let Some((attempt, n)) = failed_attempt {
+        let inner = failure(run, attempt);
+        return Failure {
+            task: task.id.clone(),
+            error: task.error.clone().unwrap_or_default(),
+            step: format!("attempt {n}: {}", inner.step),
+            ..inner
+        };
+    }
     let all = format!("plait log {run} {}", task.id);
     let (step, log, show, tail) = match failing_check(task) {
         Some((n, check)) => (
