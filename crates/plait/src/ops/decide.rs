@@ -77,8 +77,8 @@ pub fn decide(ctx: &Context, request: DecideRequest<'_>) -> Result<Decided, OpsE
 /// A person's decision on attempt `n` of `task`. Accepted, it becomes the task in place of
 /// the one picked: the task's branch moves to its commit (its start, when it changed
 /// nothing), a worktree the task had of its own is removed (a later round lays it out from
-/// the new work), and the run merges again before it lands. Rejected, it is kept out of
-/// any later pick; rejecting the chosen attempt rejects the task.
+/// the new work), and the run merges again before it lands. Rejected, the decision is kept
+/// on the attempt; rejecting the chosen attempt rejects the task.
 fn take_attempt(
     ctx: &Context,
     state: &mut RunState,

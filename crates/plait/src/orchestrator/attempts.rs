@@ -99,6 +99,11 @@ pub(super) async fn run(
     }
     match shared.record(index).pick {
         None => match judge(shared, index, &tries.pick).await {
+            // Interrupted while the judge was asked: the pick is made on resume.
+            Some(_) if shared.cancel.is_cancelled() => shared.update(index, |t| {
+                t.state = TaskState::Interrupted;
+                t.error = Some("interrupted while its attempt was picked".to_string());
+            }),
             Some(choice) => choose(shared, index, choice).await,
             None => fail_all(shared, index),
         },

@@ -442,6 +442,15 @@ pub(crate) fn prepare_send_back(
         return refused("the comment is empty: say what the agent should change".to_string());
     }
     let Some(index) = state.tasks.iter().position(|t| t.id == task) else {
+        if let Some((of, n)) =
+            plait_core::state::split_attempt_id(task).filter(|_| state.attempt(task).is_some())
+        {
+            return refused(format!(
+                "`{task}` is attempt {n} of task {of}: a send-back goes to the task, from the \
+                 attempt that became it (`plait send-back {run} {of}`; `plait accept {run} {task}` \
+                 first makes it this one)"
+            ));
+        }
         return refused(format!(
             "run {run} has no task `{task}` (`plait status {run}` lists them)"
         ));
