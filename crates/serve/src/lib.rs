@@ -238,6 +238,11 @@ fn escape_attr(text: &str) -> String {
 /// The page's files, compiled in.
 const ASSETS: &[(&str, &str, &str)] = &[
     (
+        "attempts.js",
+        "text/javascript; charset=utf-8",
+        include_str!("page/attempts.js"),
+    ),
+    (
         "app.js",
         "text/javascript; charset=utf-8",
         include_str!("page/app.js"),
