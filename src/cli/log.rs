@@ -22,13 +22,15 @@ use plait_core::state::{RunState, StateError, Store, TaskRecord};
 #[command(after_help = "\
 RUN may be a unique prefix of a run id; with TASK alone, the newest run's task is shown.
 The agent log is <git-common-dir>/plait/runs/<run>/tasks/<task>/agent.log: everything the
-agent's processes wrote, round after round.
+agent's processes wrote, round after round. A task run as several attempts (`attempts`)
+keeps each attempt's logs apart: TASK~N names attempt N.
 
 Examples:
   plait log parser
   plait log 0abc12 parser --checks
   plait log 0abc12 parser --transcript | less
   plait log parser --follow
+  plait log 0abc12 parser~2 --checks
   plait log --setup")]
 pub struct LogArgs {
     /// The run (default: the newest), or the task when it is the only name given

@@ -35,6 +35,9 @@ up to the top merge whatever its supervisor said.
 `plait land` merges again when decisions changed which tasks belong in the result.
 
 A failed task shows the last lines of its agent log (all of it: plait log RUN TASK).
+A task run as several attempts lists them under it (TASK~N): each one's state, checks, cost
+and how it ended, the chosen one marked `*` with who chose it and why; `plait accept RUN
+TASK~N` takes another in its place.
 --attention and --task together show the tasks either selects.
 
 Examples:

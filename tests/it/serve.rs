@@ -12,6 +12,8 @@ use crate::support::fixtures::three_tasks;
 use crate::support::serve::{run, sample, Served, AGENT};
 use crate::support::{stderr, stdout, wait_until, TestRepo};
 
+/// A task run as several attempts: its candidates in the status, the review and the page.
+mod attempts;
 /// The page and its API after a landing.
 mod landed;
 /// The run page at scale and in depth: summaries, branches, rounds, thousands of tasks.

@@ -6,10 +6,13 @@
 //!   drawing on `table` (the tasks' table), `usage` (tokens, cost, time), `review` and
 //!   `blockers` (what keeps the run from landing);
 //! - `review`: what reviewers saw and said (`plait review`, the page's summary);
+//! - `attempts`: a task run as several attempts, each one's end and what they cost, for
+//!   the status, `plait review` and the page alike;
 //! - `failure`: why tasks failed, with their logs' last lines; `logs`: a task's logs;
 //! - `plan`: a plan before it runs; `timings`: where a run's time went; `select`: which
 //!   tasks need a person; [`diff`]: a task's diff.
 
+mod attempts;
 mod blockers;
 pub mod diff;
 mod failure;
@@ -22,6 +25,7 @@ mod table;
 mod timings;
 mod usage;
 
+pub use attempts::{attempt_costs, attempt_note, AttemptCosts};
 pub use blockers::{attention, blocker_line, culprit_sentence, serialize_blockers};
 // The page's data (`serve::data`) reads a task's diff as `report::file_diffs`.
 pub use diff::file_diffs;
@@ -31,4 +35,4 @@ pub use review::{review_summary, review_text};
 pub use select::needing_attention;
 pub use status::{run_line, status_text, StatusJson};
 pub use timings::timings_text;
-pub use usage::total_usage;
+pub use usage::{task_usage, total_usage};

@@ -1,5 +1,6 @@
 //! The API's reads: the runs, one run with its gate and totals (whole, or summed up for its
-//! page), one task with everything a reviewer reads, and a task's diff against the base.
+//! page), one task with everything a reviewer reads (its attempts side by side among it,
+//! `attempts`), and a task's or an attempt's diff against where it started.
 //! Records come through the server's cache (`cache`), read again only when they change.
 
 use std::path::Path;
@@ -147,7 +148,7 @@ pub(super) async fn task(
         let loaded = loaded(&app, store, &run)?;
         let state = &loaded.state;
         let record = task_of(state, &task)?;
-        let plan = plan_task(&store.run(&state.id).plan(), &task);
+        let plan = plan_task(&store.run(&state.id).plan(), &task, record.attempts.len());
         let conflicts: Vec<&plait_core::state::Conflict> = state
             .merge
             .iter()
@@ -170,11 +171,13 @@ pub(super) async fn task(
             })
             .collect();
         let task_dir = store.run(&state.id).task(&task);
+        let agents = plan.as_ref().map_or(&[][..], |p| &p.attempt_agents);
         Ok(Json(json!({
             "task": record,
-            "prompt": plan.as_ref().map(|p| p.0.clone()),
-            "agent": plan.as_ref().map(|p| p.1.clone()),
-            "owns": plan.map(|p| p.2).unwrap_or_default(),
+            "prompt": plan.as_ref().map(|p| p.prompt.clone()),
+            "agent": plan.as_ref().map(|p| p.agent.clone()),
+            "attempts": super::attempts::of(record, agents),
+            "owns": plan.map(|p| p.owns).unwrap_or_default(),
             "group": state.group_of(&task).map(|g| g.id.clone()),
             "conflicts": conflicts,
             "culprit": state.culprits.as_ref().is_some_and(|c| c.blames(&task)),
@@ -183,27 +186,59 @@ pub(super) async fn task(
             "branch": super::branches::of_task(&repo, state, record),
             "adopted": rounds::adopted(record),
             "transcript": plait_llm::readable::read(&task_dir.transcript()),
-            "log": tail(&record.log).unwrap_or_default(),
+            // A task run as attempts ran nothing itself: its chosen attempt's log.
+            "log": tail(&record.log)
+                .or_else(|| record.chosen().and_then(|a| tail(&a.log)))
+                .unwrap_or_default(),
             "violation_diffs": violation_diffs(&task_dir.violations()),
         })))
     })
     .await
 }
 
-/// The prompt, agent (in one line) and ownership of task `task` in the run's copy of its
-/// plan.
-fn plan_task(copy: &Path, task: &str) -> Option<(String, String, Vec<String>)> {
+/// What the run's copy of its plan says of a task.
+struct PlanTask {
+    prompt: String,
+    /// Its agent, in one line.
+    agent: String,
+    owns: Vec<String>,
+    /// Each of its attempts' agent, first to last.
+    attempt_agents: Vec<String>,
+}
+
+/// The prompt, agent, ownership and (for `attempts` of them) its attempts' agents of task
+/// `task` in the run's copy of its plan. Attempt `n` runs the `n`th of the task's `agents`
+/// (or `[defaults] agents` when the task names no `agent`), round and round; without
+/// them, the task's agent.
+fn plan_task(copy: &Path, task: &str, attempts: usize) -> Option<PlanTask> {
     use plait::plan::AgentSpec;
     let text = std::fs::read_to_string(copy).ok()?;
     let plan = plait::plan::parse(&text, copy).ok()?;
     let spec = plan.tasks.iter().find(|t| t.id == task)?;
-    let agent = match spec.agent.as_ref().or(plan.defaults.agent.as_ref()) {
+    let named = |agent: Option<&AgentSpec>| match agent {
         Some(AgentSpec::Named(name)) => name.clone(),
         Some(AgentSpec::Exec(command)) => format!("exec: {command}"),
         Some(AgentSpec::Cli(spec)) => format!("cli: {}", spec.argv.join(" ")),
         None => "the plan's default model".to_string(),
     };
-    Some((spec.prompt.clone(), agent, spec.owns.clone()))
+    let agent = named(spec.agent.as_ref().or(plan.defaults.agent.as_ref()));
+    let list = match (&spec.agents, &spec.agent) {
+        (Some(list), _) => Some(list),
+        (None, None) => plan.defaults.agents.as_ref(),
+        (None, Some(_)) => None,
+    };
+    let attempt_agents = match list.filter(|l| !l.is_empty()) {
+        Some(list) => (0..attempts)
+            .map(|i| named(Some(&list[i % list.len()])))
+            .collect(),
+        None => vec![agent.clone(); attempts],
+    };
+    Some(PlanTask {
+        prompt: spec.prompt.clone(),
+        agent,
+        owns: spec.owns.clone(),
+        attempt_agents,
+    })
 }
 
 /// The diffs of a task's violations, as collect kept them (`collect::violations`): one
@@ -232,7 +267,8 @@ fn tail(path: &Path) -> Option<String> {
     })
 }
 
-/// `GET /api/runs/{run}/tasks/{task}/diff`: the task's branch against the run's base.
+/// `GET /api/runs/{run}/tasks/{task}/diff`: the task's branch against the run's base; or,
+/// for an attempt (`<task>~<n>`), the attempt's branch against where its task started.
 pub(super) async fn diff(
     State(app): State<Arc<App>>,
     UrlPath((run, task)): UrlPath<(String, String)>,
@@ -241,9 +277,13 @@ pub(super) async fn diff(
         let (repo, store) = store(&app)?;
         let loaded = loaded(&app, store, &run)?;
         let state = &loaded.state;
-        let record = task_of(state, &task)?;
         // A task that comes after others shows its own work, from its start.
-        let from = record.start_or(&state.base);
+        let Some((record, from)) = super::attempts::work_of(state, &task) else {
+            return Err(ApiError::not_found(format!(
+                "run {} has no task `{task}`",
+                state.id
+            )));
+        };
         let base = git2::Oid::from_str(from)
             .map_err(|e| ApiError::internal(format!("the task's start: {e}")))?;
         // The branch as it is now (a person may have moved it), else the run's commit.

@@ -2,8 +2,9 @@
 //! and a little JavaScript, compiled into the binary) lists the repository's runs and, for
 //! one run, its tasks, the gate and each task's work (`data`): the run page reads the run's
 //! `summary` (a row's worth per task) and what git says of its `branches` (+/− lines,
-//! branches moved or merged by hand, the target's move), a task's page its `rounds`; the
-//! records come through a `cache` kept by `state.json`'s version. While a run goes on the
+//! branches moved or merged by hand, the target's move), a task's page its `rounds` and,
+//! for a task run as several, its `attempts`; the records come through a `cache` kept by
+//! `state.json`'s version. While a run goes on the
 //! page follows the run's events (`events`, server-sent: the changed rows, not the
 //! record); its decisions (`actions`) call the same use cases as the command line (`ops`),
 //! in this process, so each does exactly what the command does. Every request must name this server as its `Host`, and every
@@ -12,6 +13,7 @@
 #![deny(missing_docs)]
 
 mod actions;
+mod attempts;
 mod branches;
 mod cache;
 mod data;
@@ -235,6 +237,11 @@ fn escape_attr(text: &str) -> String {
 
 /// The page's files, compiled in.
 const ASSETS: &[(&str, &str, &str)] = &[
+    (
+        "attempts.js",
+        "text/javascript; charset=utf-8",
+        include_str!("page/attempts.js"),
+    ),
     (
         "app.js",
         "text/javascript; charset=utf-8",

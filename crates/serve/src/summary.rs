@@ -89,6 +89,15 @@ pub(super) struct Row {
     /// after (the page orders a run in waves by it).
     #[serde(skip_serializing_if = "is_zero")]
     pub wave: usize,
+    /// How many attempts it runs as (`attempts`); 0: it runs once.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub attempts: usize,
+    /// The number of the attempt chosen.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub chosen: Option<u32>,
+    /// Who chose it: `checks`, `command`, the judge, `person`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub chosen_by: Option<String>,
 }
 
 fn is_zero(n: &usize) -> bool {
@@ -215,6 +224,8 @@ impl<'a> Facts<'a> {
             (None, None) => None,
         };
         let troubles = plait::land::troubles(t);
+        // While its attempts run, what they used so far.
+        let usage = plait::report::task_usage(t);
         let (conflict, culprit) = (self.conflict.contains(id), self.culprit.contains(id));
         Row {
             attention: !troubles.is_empty() || conflict || culprit,
@@ -235,9 +246,9 @@ impl<'a> Facts<'a> {
             violations: t.violations.len(),
             rounds: t.rounds,
             sent_back: t.sent_back.len(),
-            tokens: t.usage.as_ref().map(|u| [u.input_tokens, u.output_tokens]),
-            tokens_estimated: t.usage.as_ref().is_some_and(|u| u.estimated),
-            cost_usd: t.usage.as_ref().and_then(|u| u.cost_usd),
+            tokens: usage.as_ref().map(|u| [u.input_tokens, u.output_tokens]),
+            tokens_estimated: usage.as_ref().is_some_and(|u| u.estimated),
+            cost_usd: usage.as_ref().and_then(|u| u.cost_usd),
             started_at: t.started_at,
             finished_at: t.finished_at,
             error: t.error.as_deref().map(cut),
@@ -250,6 +261,9 @@ impl<'a> Facts<'a> {
             blocked_by: t.blocked_by.clone(),
             waiting: self.waiting.contains(id),
             wave: self.wave.get(id).copied().unwrap_or(0),
+            attempts: t.attempts.len(),
+            chosen: t.pick.as_ref().map(|p| p.attempt),
+            chosen_by: t.pick.as_ref().map(|p| p.by.clone()),
         }
     }
 }
@@ -353,7 +367,8 @@ pub(super) fn totals(state: &RunState) -> Value {
     })
 }
 
-/// The tasks whose id, error, summary or changed paths contain `query` (ignoring case).
+/// The tasks whose id, error, summary or changed paths, or an attempt's id or error,
+/// contain `query` (ignoring case).
 pub(super) fn search<'a>(state: &'a RunState, query: &str) -> Vec<&'a str> {
     let query = query.trim().to_lowercase();
     if query.is_empty() {
@@ -368,6 +383,9 @@ pub(super) fn search<'a>(state: &'a RunState, query: &str) -> Vec<&'a str> {
                 || t.error.as_deref().is_some_and(has)
                 || t.summary.as_deref().is_some_and(has)
                 || t.changes.iter().chain(&t.violations).any(|c| has(&c.path))
+                || t.attempts
+                    .iter()
+                    .any(|a| has(&a.id) || a.error.as_deref().is_some_and(has))
         })
         .map(|t| t.id.as_str())
         .collect()

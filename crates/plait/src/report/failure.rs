@@ -225,9 +225,13 @@ pub(super) fn status_lines(out: &mut String, run: &str, task: &TaskRecord) {
     if task.state != TaskState::Failed {
         return;
     }
-    let failure = failure(run, task);
-    let _ = writeln!(out, "\n{} failed: {}", failure.task, failure.error);
-    tail_lines(out, task, &failure, "  ");
+    let _ = writeln!(
+        out,
+        "\n{} failed: {}",
+        task.id,
+        task.error.as_deref().unwrap_or_default()
+    );
+    causes(out, run, task, "  ");
 }
 
 /// A failed task's cause in `plait review`, under its `error:` line.
@@ -235,7 +239,24 @@ pub(super) fn review_lines(out: &mut String, run: &str, task: &TaskRecord) {
     if task.state != TaskState::Failed {
         return;
     }
-    tail_lines(out, task, &failure(run, task), "");
+    causes(out, run, task, "");
+}
+
+/// Where a failed task's cause is and its last lines: its own; or, when none of its
+/// attempts passed (it ran nothing itself), each failed attempt's under the attempt's id.
+fn causes(out: &mut String, run: &str, task: &TaskRecord, indent: &str) {
+    if task.attempts.is_empty() || task.pick.is_some() {
+        return tail_lines(out, task, &failure(run, task), indent);
+    }
+    for attempt in task
+        .attempts
+        .iter()
+        .filter(|a| a.state == TaskState::Failed)
+    {
+        let error = attempt.error.as_deref().unwrap_or("failed");
+        let _ = writeln!(out, "{indent}{}: {error}", attempt.id);
+        tail_lines(out, attempt, &failure(run, attempt), &format!("{indent}  "));
+    }
 }
 
 /// Where the cause is (and the command that prints all of it), then its last lines

@@ -1,6 +1,6 @@
 //! What a reviewer saw and said: a task's review (`plait review`: its rounds' checks, the
-//! reviewer's verdicts and its own work), a group's supervisor review, and the short
-//! summary the page shows.
+//! reviewer's verdicts, its attempts when it ran as several, and its own work), a group's
+//! supervisor review, and the short summary the page shows.
 
 use std::fmt::Write as _;
 
@@ -62,6 +62,7 @@ fn task_review_text(
         task.rounds,
         reset(style)
     );
+    super::attempts::review_lines(out, task);
     if let Some(review) = &task.review {
         let _ = writeln!(out, "summary: {}", review.summary);
         if let Some(note) = &review.note {
@@ -147,11 +148,15 @@ pub(super) fn review_lines(out: &mut String, task: &TaskRecord) {
 /// `start`, or the run's base) and its commit; `None` when it committed nothing.
 fn own_work(task: &TaskRecord, base: Oid) -> Option<(Oid, Oid)> {
     let tip = Oid::from_str(task.commit.as_deref()?).ok()?;
-    let from = match task.start.as_deref().map(Oid::from_str) {
+    Some((start_of(task, base), tip))
+}
+
+/// Where a task's branch started, and each of its attempts': its `start`, or the run's base.
+fn start_of(task: &TaskRecord, base: Oid) -> Oid {
+    match task.start.as_deref().map(Oid::from_str) {
         Some(Ok(start)) => start,
         _ => base,
-    };
-    Some((from, tip))
+    }
 }
 
 /// How far a task got with its task checks.
@@ -196,28 +201,33 @@ pub fn review_summary(
             (Some(v), None) => v.as_str().to_string(),
             (None, _) => "not reviewed".to_string(),
         };
-        let checks = match checks_reached(task) {
-            Reached::Counted(passed, total) => format!("{passed}/{total}"),
-            Reached::None => "none".to_string(),
-            Reached::Not => "not reached".to_string(),
-        };
-        let (mut files, mut added, mut removed) = (0, 0, 0);
-        if let Some((from, tip)) = own_work(task, base) {
-            for file in super::diff::file_diffs(repo, from, tip)? {
-                files += 1;
-                added += file.added;
-                removed += file.removed;
-            }
+        let work = own_work(task, base);
+        rows.push(summary_row(repo, task.id.clone(), task, verdict, work)?);
+        // Its attempts under it, each its own work from where the task started; the
+        // chosen one says so where a verdict goes.
+        let from = start_of(task, base);
+        for (attempt, n) in task.attempts.iter().zip(1..) {
+            let verdict = if task.pick.as_ref().is_some_and(|p| p.attempt == n) {
+                "chosen".to_string()
+            } else {
+                attempt
+                    .review
+                    .as_ref()
+                    .map_or("-".to_string(), |r| r.verdict.as_str().to_string())
+            };
+            let tip = attempt
+                .commit
+                .as_deref()
+                .and_then(|c| Oid::from_str(c).ok());
+            let work = tip.map(|tip| (from, tip));
+            rows.push(summary_row(
+                repo,
+                format!("  {}", attempt.id),
+                attempt,
+                verdict,
+                work,
+            )?);
         }
-        rows.push([
-            task.id.clone(),
-            task.state.as_str().to_string(),
-            verdict,
-            checks,
-            files.to_string(),
-            format!("+{added}"),
-            format!("-{removed}"),
-        ]);
     }
     let header = ["TASK", "STATE", "VERDICT", "CHECKS", "FILES", "+", "-"];
     let mut width = header.map(str::len);
@@ -241,6 +251,39 @@ pub fn review_summary(
         let _ = writeln!(out, "{}", line.trim_end());
     }
     Ok(out)
+}
+
+/// One row of `plait review`'s table: `label` (a task's id, or an attempt's indented),
+/// the record's state, `verdict`, its checks, and the files and lines of `work`.
+fn summary_row(
+    repo: &Repository,
+    label: String,
+    task: &TaskRecord,
+    verdict: String,
+    work: Option<(Oid, Oid)>,
+) -> Result<[String; 7], git2::Error> {
+    let checks = match checks_reached(task) {
+        Reached::Counted(passed, total) => format!("{passed}/{total}"),
+        Reached::None => "none".to_string(),
+        Reached::Not => "not reached".to_string(),
+    };
+    let (mut files, mut added, mut removed) = (0, 0, 0);
+    if let Some((from, tip)) = work {
+        for file in super::diff::file_diffs(repo, from, tip)? {
+            files += 1;
+            added += file.added;
+            removed += file.removed;
+        }
+    }
+    Ok([
+        label,
+        task.state.as_str().to_string(),
+        verdict,
+        checks,
+        files.to_string(),
+        format!("+{added}"),
+        format!("-{removed}"),
+    ])
 }
 
 /// A supervisor group's part of `plait review`: verdict, summary, comments, conflicts.

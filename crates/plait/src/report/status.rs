@@ -1,12 +1,14 @@
 //! A run's status as text (`plait status`) and as JSON (`StatusJson`): the header, the
-//! sandbox's refusals, the task table (`table`), usage (`usage`), violations, failed
-//! checks, reviews (`review`), the merge, the merged checks, the landing and what needs a
-//! person (`blockers`); and a run's line in `plait runs`.
+//! sandbox's refusals, the task table (`table`), usage (`usage`) and what attempts cost
+//! (`attempts`), violations, failed checks, reviews (`review`), the merge, the merged
+//! checks, the landing and what needs a person (`blockers`); and a run's line in
+//! `plait runs`.
 
 use std::fmt::Write as _;
 
 use serde::Serialize;
 
+use super::attempts::attempts_line;
 use super::blockers::{attention_lines, culprit_lines};
 use super::failure::Failure;
 use super::review::review_lines;
@@ -34,6 +36,7 @@ pub fn status_text(state: &RunState, live: bool) -> String {
     header_lines(&mut out, state, live);
     task_table(&mut out, state);
     usage_line(&mut out, state);
+    attempts_line(&mut out, state);
     sandbox_lines(&mut out, state);
     violation_lines(&mut out, state);
     for task in &state.tasks {

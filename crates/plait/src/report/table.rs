@@ -1,6 +1,7 @@
 //! The status's table of tasks: one row per task (state, rounds, time, the models it used
 //! and what they cost, a note on what it waits for or why it ended), grouped under their
-//! groups in a grouped run.
+//! groups in a grouped run; under a task run as attempts, a row per attempt (`  a~2`),
+//! noting the chosen one and how the others ended.
 
 use std::fmt::Write as _;
 
@@ -24,17 +25,20 @@ pub(super) fn task_table(out: &mut String, state: &RunState) {
         .tasks
         .iter()
         .map(|t| t.id.len() + indent)
+        .chain(
+            state
+                .tasks
+                .iter()
+                .flat_map(|t| &t.attempts)
+                .map(|a| a.id.len() + indent + ATTEMPT_INDENT),
+        )
         .chain(state.groups.iter().map(|g| g.id.len()))
         .max()
         .unwrap_or(4)
         .max(4);
-    let models = if state
-        .tasks
-        .iter()
-        .any(|t| t.usage.as_ref().is_some_and(cached))
-    {
+    let models = if records(state).any(|t| t.usage.as_ref().is_some_and(cached)) {
         Models::Cached
-    } else if state.tasks.iter().any(|t| t.usage.is_some()) {
+    } else if records(state).any(|t| t.usage.is_some()) {
         Models::Plain
     } else {
         Models::None
@@ -44,10 +48,7 @@ pub(super) fn task_table(out: &mut String, state: &RunState) {
         Models::Plain => format!("  {:>8}  {:>8}", "TOKENS", "COST"),
         Models::Cached => format!("  {:>8}  {:>8}  {:>6}", "TOKENS", "COST", "CACHED"),
     };
-    let runs = state
-        .tasks
-        .iter()
-        .any(|t| t.usage.as_ref().is_some_and(|u| u.runs > 0));
+    let runs = records(state).any(|t| t.usage.as_ref().is_some_and(|u| u.runs > 0));
     if runs {
         let _ = write!(model_header, "  {:>10}", "RUNS");
     }
@@ -67,22 +68,40 @@ pub(super) fn task_table(out: &mut String, state: &RunState) {
         "\n{:<width$}  {:<10}  {:>5}  {:>5}  {:>7}{model_header}  NOTE",
         "TASK", "STATE", "FILES", "VIOL", "TIME"
     );
-    let rows: Vec<(&str, String)> = state
+    let columns = (models, runs, waits);
+    let rows: Vec<(&str, Vec<String>)> = state
         .tasks
         .iter()
         .map(|task| {
             let note = task_note(state, task, (&conflicted, &waiting));
-            let row = task_row(task, note, (models, runs, waits), width - indent);
-            (task.id.as_str(), row)
+            let mut lines = vec![task_row(task, note, columns, width - indent)];
+            // Its attempts under it, indented: the chosen one says so, the others how
+            // they ended.
+            for (attempt, n) in task.attempts.iter().zip(1..) {
+                let note = super::attempts::attempt_note(task, n);
+                let w = width - indent - ATTEMPT_INDENT;
+                let row = task_row(attempt, note, columns, w);
+                lines.push(format!("{:ATTEMPT_INDENT$}{row}", ""));
+            }
+            (task.id.as_str(), lines)
         })
         .collect();
     write_rows(out, state, &rows, width);
 }
 
-/// The task rows, flat, or under their groups' lines in a grouped run.
-fn write_rows(out: &mut String, state: &RunState, rows: &[(&str, String)], width: usize) {
+/// How far an attempt's row is indented under its task's.
+const ATTEMPT_INDENT: usize = 2;
+
+/// Every task's record and every attempt's.
+fn records(state: &RunState) -> impl Iterator<Item = &TaskRecord> {
+    state.tasks.iter().flat_map(TaskRecord::with_attempts)
+}
+
+/// The task rows (each with its attempts' under it), flat, or under their groups' lines in
+/// a grouped run.
+fn write_rows(out: &mut String, state: &RunState, rows: &[(&str, Vec<String>)], width: usize) {
     if state.groups.is_empty() {
-        for (_, row) in rows {
+        for row in rows.iter().flat_map(|(_, lines)| lines) {
             let _ = writeln!(out, "{row}");
         }
         return;
@@ -90,8 +109,10 @@ fn write_rows(out: &mut String, state: &RunState, rows: &[(&str, String)], width
     for group in &state.groups {
         let _ = writeln!(out, "{:<width$}  {}", group.id, group_note(group));
         for id in &group.tasks {
-            if let Some((_, row)) = rows.iter().find(|(t, _)| t == id) {
-                let _ = writeln!(out, "  {row}");
+            if let Some((_, lines)) = rows.iter().find(|(t, _)| t == id) {
+                for row in lines {
+                    let _ = writeln!(out, "  {row}");
+                }
             }
         }
     }
@@ -164,7 +185,13 @@ fn task_row(
         let _ = write!(cells, "  {cell:>10}");
     }
     if let Some(w) = waits {
-        let mut after = task.after.join(",");
+        // An attempt waits for what its task waits for: said once, on the task's row.
+        let attempt = plait_core::state::split_attempt_id(&task.id).is_some();
+        let mut after = if attempt {
+            String::new()
+        } else {
+            task.after.join(",")
+        };
         if after.chars().count() > w {
             after = after.chars().take(w.saturating_sub(1)).collect::<String>() + "…";
         }

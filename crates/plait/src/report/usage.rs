@@ -1,9 +1,10 @@
 //! What a run used, as text: tokens, cost and time, per run (the status's usage line,
-//! `total_usage`) and in the cells of the task table.
+//! `total_usage`), per task (`task_usage`, its attempts' while they run) and in the cells
+//! of the task table.
 
 use std::fmt::Write as _;
 
-use plait_core::state::{RunState, Usage};
+use plait_core::state::{RunState, TaskRecord, Usage};
 
 /// The model usage of all tasks together on one line, if any task used a model.
 pub(super) fn usage_line(out: &mut String, state: &RunState) {
@@ -13,7 +14,7 @@ pub(super) fn usage_line(out: &mut String, state: &RunState) {
     let first: Vec<u64> = state
         .tasks
         .iter()
-        .filter_map(|t| t.usage.as_ref()?.first_token_ms)
+        .filter_map(|t| task_usage(t)?.first_token_ms)
         .collect();
     let mean_first = if first.is_empty() {
         "-".to_string()
@@ -54,22 +55,28 @@ pub(super) fn usage_line(out: &mut String, state: &RunState) {
     }
 }
 
-/// The model usage of all tasks together, if any task used a model.
+/// The model usage of all tasks together, if any task used a model; a task whose
+/// attempts are still running counts what they used so far.
 pub fn total_usage(state: &RunState) -> Option<Usage> {
-    let mut used = state
-        .tasks
-        .iter()
-        .filter_map(|t| t.usage.as_ref())
-        .peekable();
+    let mut used = state.tasks.iter().filter_map(task_usage).peekable();
     used.peek()?;
     let mut total = Usage {
         cost_usd: Some(0.0),
         ..Usage::default()
     };
     for u in used {
-        total.add(u);
+        total.add(&u);
     }
     Some(total)
+}
+
+/// What `task` used: its own record's usage, or, while its attempts run and nothing is
+/// picked yet (the task's usage sums them only then), theirs added up.
+pub fn task_usage(task: &TaskRecord) -> Option<std::borrow::Cow<'_, Usage>> {
+    match &task.usage {
+        Some(u) => Some(std::borrow::Cow::Borrowed(u)),
+        None => task.attempts_usage(None).map(std::borrow::Cow::Owned),
+    }
 }
 
 pub(super) fn tokens(n: u64) -> String {

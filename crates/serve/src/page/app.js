@@ -854,6 +854,8 @@ function runView(runId) {
       moved && h('span', { class: 'tag warn moved', title: `its branch was moved by hand since the run's commit (now ${short(moved)}); plait land collects the new commits if they change only what the task owns` }, 'moved by hand'),
       merged && h('span', { class: 'tag warn merged', title: `${git.target.branch} already has its commit, merged by hand` }, 'merged by hand'),
       t.adopted && h('span', { class: 'tag', title: `commits made by hand on its branch were collected (${t.adopted})` }, 'fixed by hand'),
+      t.attempts > 0 && h('span', { class: t.chosen ? 'tag ok attempts' : 'tag attempts', title: t.chosen ? `run as ${t.attempts} attempts; attempt ${t.chosen} chosen by ${t.chosen_by}` : `run as ${t.attempts} attempts; none chosen yet` },
+        t.chosen ? `#${t.chosen} of ${t.attempts}` : `${t.attempts} attempts`),
     ];
     const detail = t.error || details.get(t.id);
     fill(tr,
@@ -1163,6 +1165,7 @@ function taskView(runId, taskId) {
   const transcript = section('transcript', 'Transcript');
   const log = section('log', 'Agent log');
   const diffView = DiffView(runId, taskId);
+  const attempts = AttemptsView(runId, open);
 
   const decision = h('div', { id: 'decision', class: 'decision-status' });
   const comment = h('textarea', { id: 'comment', rows: 3, placeholder: 'What should change? The comment becomes the task\'s feedback for one more round.' });
@@ -1196,12 +1199,13 @@ function taskView(runId, taskId) {
     h('div', { class: 'action-row' }, sendB), outcome);
 
   const jump = (id, label, sec) => h('button', { type: 'button', class: 'linklike', onclick: () => document.getElementById(id)?.scrollIntoView({ behavior: 'smooth', block: 'start' }) }, label, sec && sec.badge);
+  const attemptsJump = jump('attempts', 'Attempts', attempts);
   const nav = h('nav', { class: 'jump' },
-    jump('prompt', 'Prompt'), jump('review', 'Review'), jump('checks', 'Checks', checks), jump('rounds', 'Rounds', rounds), jump('violations', 'Violations', violations),
+    attemptsJump, jump('prompt', 'Prompt'), jump('review', 'Review'), jump('checks', 'Checks', checks), jump('rounds', 'Rounds', rounds), jump('violations', 'Violations', violations),
     jump('conflicts', 'Conflicts', conflicts), jump('diff', 'Diff', diffView), jump('transcript', 'Transcript', transcript), jump('log', 'Log'));
 
   const el = h('div', { id: 'task', dataset: { task: taskId, state: '' } },
-    head, banners, nav,
+    head, banners, nav, attempts.el,
     h('div', { class: 'task-grid' },
       h('div', { class: 'task-main' }, prompt.el, review.el, checks.el, rounds.el),
       h('div', { class: 'task-side' }, actions, violations.el, conflicts.el)),
@@ -1220,6 +1224,7 @@ function taskView(runId, taskId) {
         t.after?.length > 0 && h('span', { title: t.start ? `its diff is its own work, from ${short(t.start)}` : '' }, 'after ', t.after.join(', '),
           t.start ? h('span', null, ' · starts from ', h('code', null, short(t.start))) : null),
         t.rounds > 0 && h('span', null, count(t.rounds, 'extra round')),
+        t.attempts?.length > 0 && h('span', { class: 'attempts-line' }, t.pick ? `attempt ${t.pick.attempt} of ${t.attempts.length}, chosen by ${t.pick.by}` : `${count(t.attempts.length, 'attempt')}, none chosen`),
         t.started_at && h('span', { title: fmtDate(t.started_at) }, fmtMs(taskElapsed(t))),
         u && h('span', null, tokensText(u), ' tokens'),
         u?.cost_usd != null && h('span', null, fmtCost(u.cost_usd)),
@@ -1340,6 +1345,8 @@ function taskView(runId, taskId) {
   function update(d, diff) {
     data = d;
     renderHead(d);
+    attempts.update(d);
+    attemptsJump.hidden = !d.attempts;
     renderPrompt(d);
     renderReview(d);
     renderDecision(d);
@@ -1372,6 +1379,9 @@ function taskView(runId, taskId) {
       data.task.state = msg.task.state;
       if (msg.task.usage) data.task.usage = msg.task.usage;
       renderHead(data);
+      Live.refreshSoon();
+    } else if (kind === 'task' && String(msg.task?.task).startsWith(`${taskId}~`)) {
+      // One of its attempts moved on.
       Live.refreshSoon();
     }
   }
