@@ -55,13 +55,17 @@ pub fn failures(state: &RunState) -> Vec<Failure> {
 
 /// One failed task of run `run`: the step that failed and the log that holds its cause.
 pub fn failure(run: &str, task: &TaskRecord) -> Failure {
-    // A task none of whose attempts passed: the cause is the first failed attempt's.
-    let failed_attempt = task
-        .attempts
-        .iter()
-        .zip(1..)
-        .find(|(a, _)| a.state == TaskState::Failed)
-        .filter(|_| task.pick.is_none());
+    // A task none of whose attempts passed: the cause is the first failed attempt's; a task
+    // that ran nothing itself since its pick: the chosen attempt's.
+    let failed_attempt = match (&task.pick, task.chosen()) {
+        (None, _) => task
+            .attempts
+            .iter()
+            .zip(1..)
+            .find(|(a, _)| a.state == TaskState::Failed),
+        (Some(pick), Some(chosen)) if !task.log.exists() => Some((chosen, pick.attempt)),
+        _ => None,
+    };
     if let Some((attempt, n)) = failed_attempt {
         let inner = failure(run, attempt);
         return Failure {
