@@ -9,17 +9,19 @@
 //!    by = "checks"`, the default: the first that passes becomes the task, and the others
 //!    stop, or never start once it has), and by a command (`echo 1`), which waits for
 //!    every attempt to end, so that each one runs whole. `--reps` (default 3) repetitions,
-//!    the variants alternating within each; the medians of the walls, their ratio, and
+//!    the variants alternating within each, after a first run not counted (it makes the
+//!    checks' base layer); the medians of the walls, their ratio, and
 //!    what one attempt beyond a task's first costs, (wall(N × tasks) − wall(tasks)) /
 //!    ((N − 1) × tasks), against what a task costs, wall(tasks) / tasks. From the records:
-//!    how the attempts ended, and for the command's pick, its time from the last attempt's
-//!    end to the pick.
+//!    how the attempts ended, how many task checks ran and their median (they share the
+//!    check pool, `[checks] jobs`, with the command's picks), and for the command's pick,
+//!    its time from the last attempt's end to the pick.
 //! 2. *a pick by checks*: `--picks` (default 10) tasks of three attempts each (`pick =
 //!    "checks"` on the task), every attempt in a slot of its own at once: attempt 1 fails
 //!    its check at once, attempt 2 sleeps 3 s then passes, attempt 3 sleeps 0.5 s then
 //!    passes. From each task's record: the time from attempt 3's end to the pick and to the
 //!    task's end (goal ≤ 100 ms), and whether attempt 2 was stopped and how long after the
-//!    pick it ended; `--reps` runs, their tasks pooled.
+//!    pick it ended; `--reps` runs after one not counted, their tasks pooled.
 //!
 //! `--quick` (10 tasks, 1 repetition, 3 picks), `--keep` keeps the directory. Run it
 //! through `./bench --attempts`.
@@ -198,6 +200,21 @@ fn ends(run: &Run) -> String {
     format!("{done} done, {stopped} stopped running, {unstarted} never started, {failed} other")
 }
 
+/// How many task checks a run ran (each task's own, or its attempts') and their median
+/// milliseconds.
+fn checks(run: &Run) -> (usize, f64) {
+    let ms: Vec<f64> = run
+        .tasks()
+        .flat_map(|t| match t["attempts"].as_array() {
+            Some(attempts) => attempts.iter().collect(),
+            None => vec![t],
+        })
+        .flat_map(|t| t["checks"].as_array().into_iter().flatten())
+        .filter_map(|c| c["ms"].as_f64())
+        .collect();
+    (ms.len(), median(&ms))
+}
+
 /// Milliseconds from each task's last attempt's end to its pick.
 fn judging_ms(run: &Run) -> Vec<f64> {
     run.tasks()
@@ -224,6 +241,12 @@ impl Variant {
     fn wall(&self) -> f64 {
         median(&self.runs.iter().map(|r| r.wall).collect::<Vec<_>>())
     }
+}
+
+/// The task checks of a variant's last repetition: how many ran, and their median.
+fn checks_line(v: &Variant) -> String {
+    let (count, ms) = v.runs.last().map_or((0, f64::NAN), checks);
+    format!("its task checks (last repetition): {count} run, median {ms:.0} ms each")
 }
 
 /// Part 1: the tasks once each against their attempts, with a check and without.
@@ -254,6 +277,9 @@ fn cost(root: &Path, cfg: &Config) -> Result<()> {
         let plan = cost_plan(cfg.tasks, n, v.checks, v.pick);
         std::fs::write(root.join(format!("cost-{i}.toml")), plan)?;
     }
+    // A run not counted: the first with checks makes the base layer every later one uses.
+    stage("part 1: a first run, not counted (the checks' base layer)");
+    plait_run(&repo, &root.join("cost-0.toml"), cfg.jobs)?;
     for rep in 0..cfg.reps {
         stage(&format!("part 1: repetition {} of {}", rep + 1, cfg.reps));
         // Alternating, and in the other order every other repetition.
@@ -289,6 +315,9 @@ fn cost(root: &Path, cfg: &Config) -> Result<()> {
             secs(once.wall()),
             ms(per_task)
         );
+        if once.checks {
+            println!("      {}", checks_line(once));
+        }
         for v in [by_checks, by_command] {
             let extra = (v.wall() - once.wall()) / ((n - 1.0) * tasks);
             println!(
@@ -303,6 +332,9 @@ fn cost(root: &Path, cfg: &Config) -> Result<()> {
             );
             if let Some(last) = v.runs.last() {
                 println!("      its attempts (last repetition): {}", ends(last));
+            }
+            if v.checks {
+                println!("      {}", checks_line(v));
             }
         }
         let judging: Vec<f64> = by_command.runs.iter().flat_map(judging_ms).collect();
@@ -390,6 +422,8 @@ fn pick_by_checks(root: &Path, cfg: &Config) -> Result<()> {
     let jobs = cfg.picks * 3;
     let mut all = Vec::new();
     let mut walls = Vec::new();
+    stage("part 2: a first run, not counted (the checks' base layer)");
+    plait_run(&repo, &plan, jobs)?;
     for rep in 0..cfg.reps {
         stage(&format!("part 2: repetition {} of {}", rep + 1, cfg.reps));
         let run = plait_run(&repo, &plan, jobs)?;
