@@ -15,7 +15,8 @@
 //!    ((N − 1) × tasks), against what a task costs, wall(tasks) / tasks. From the records:
 //!    how the attempts ended, how many task checks ran and their median (they share the
 //!    check pool, `[checks] jobs`, with the command's picks), and for the command's pick,
-//!    its time from the last attempt's end to the pick.
+//!    its time from the last attempt's end to the pick; and plait's own sums of the
+//!    tasks' steps (`timings`; a task check's time there counts its wait for the pool).
 //! 2. *a pick by checks*: `--picks` (default 10) tasks of three attempts each (`pick =
 //!    "checks"` on the task), every attempt in a slot of its own at once: attempt 1 fails
 //!    its check at once, attempt 2 sleeps 3 s then passes, attempt 3 sleeps 0.5 s then
@@ -215,6 +216,23 @@ fn checks(run: &Run) -> (usize, f64) {
     (ms.len(), median(&ms))
 }
 
+/// plait's own sums of its tasks' steps (`timings`: worktree, agent, collect, checks), as
+/// `step count× ms each`; an attempt counts as a task there.
+fn steps(run: &Run) -> String {
+    let steps: Vec<String> = run.state["timings"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|t| t["task"] == true)
+        .filter_map(|t| {
+            let count = t["count"].as_f64()?.max(1.0);
+            let each = t["ms"].as_f64()? / count;
+            Some(format!("{} {count}× {each:.0} ms", t["step"].as_str()?))
+        })
+        .collect();
+    steps.join(", ")
+}
+
 /// Milliseconds from each task's last attempt's end to its pick.
 fn judging_ms(run: &Run) -> Vec<f64> {
     run.tasks()
@@ -240,6 +258,12 @@ struct Variant {
 impl Variant {
     fn wall(&self) -> f64 {
         median(&self.runs.iter().map(|r| r.wall).collect::<Vec<_>>())
+    }
+
+    /// Each repetition's wall, in seconds.
+    fn walls(&self) -> String {
+        let walls: Vec<String> = self.runs.iter().map(|r| format!("{:.2}", r.wall)).collect();
+        format!("{} s", walls.join(", "))
     }
 }
 
@@ -310,11 +334,15 @@ fn cost(root: &Path, cfg: &Config) -> Result<()> {
         println!("  {check}:");
         let per_task = once.wall() / tasks;
         println!(
-            "    {} tasks once: {} ({} a task)",
+            "    {} tasks once: {} ({} a task; each repetition {})",
             cfg.tasks,
             secs(once.wall()),
-            ms(per_task)
+            ms(per_task),
+            once.walls()
         );
+        if let Some(last) = once.runs.last() {
+            println!("      plait's steps (last repetition): {}", steps(last));
+        }
         if once.checks {
             println!("      {}", checks_line(once));
         }
@@ -330,8 +358,10 @@ fn cost(root: &Path, cfg: &Config) -> Result<()> {
                 ms(extra),
                 ms(per_task)
             );
+            println!("      each repetition: {}", v.walls());
             if let Some(last) = v.runs.last() {
                 println!("      its attempts (last repetition): {}", ends(last));
+                println!("      plait's steps (last repetition): {}", steps(last));
             }
             if v.checks {
                 println!("      {}", checks_line(v));
