@@ -13,7 +13,8 @@
 //!    checks' base layer); the medians of the walls, their ratio, and
 //!    what one attempt beyond a task's first costs, (wall(N × tasks) − wall(tasks)) /
 //!    ((N − 1) × tasks), against what a task costs, wall(tasks) / tasks. From the records:
-//!    how the attempts ended, how many task checks ran and their median (they share the
+//!    how the attempts ended (and how long after the pick those stopped while running
+//!    ended), how many task checks ran and their median (they share the
 //!    check pool, `[checks] jobs`, with the command's picks), and for the command's pick,
 //!    its time from the last attempt's end to the pick; and plait's own sums of the
 //!    tasks' steps (`timings`; a task check's time there counts its wait for the pool).
@@ -182,6 +183,27 @@ fn ms(s: f64) -> String {
 /// Milliseconds from `from` to `to` (both ms since the epoch), negative when `to` is first.
 fn gap_ms(from: &Value, to: &Value) -> Option<f64> {
     Some(to.as_u64()? as f64 - from.as_u64()? as f64)
+}
+
+/// Milliseconds from each task's pick to the end of each of its attempts stopped while
+/// running.
+fn stopped_after_pick(run: &Run) -> Vec<f64> {
+    run.tasks()
+        .flat_map(|t| {
+            let at = &t["pick"]["at"];
+            t["attempts"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|a| {
+                    a["state"] == "stopped"
+                        && !a["error"]
+                            .as_str()
+                            .is_some_and(|e| e.starts_with("not started"))
+                })
+                .filter_map(move |a| gap_ms(at, &a["finished_at"]))
+        })
+        .collect()
 }
 
 /// How a run's attempts ended: done, failed, stopped while running, never started.
@@ -362,6 +384,16 @@ fn cost(root: &Path, cfg: &Config) -> Result<()> {
             if let Some(last) = v.runs.last() {
                 println!("      its attempts (last repetition): {}", ends(last));
                 println!("      plait's steps (last repetition): {}", steps(last));
+            }
+            let after: Vec<f64> = v.runs.iter().flat_map(stopped_after_pick).collect();
+            if !after.is_empty() {
+                println!(
+                    "      an attempt stopped while running ended after its task's pick: \
+                     median {:.0} ms, max {:.0} ms (of {})",
+                    median(&after),
+                    after.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+                    after.len()
+                );
             }
             if v.checks {
                 println!("      {}", checks_line(v));
