@@ -10,14 +10,14 @@
 //!    stop, or never start once it has), and by a command (`echo 1`), which waits for
 //!    every attempt to end, so that each one runs whole. `--reps` (default 3) repetitions,
 //!    the variants alternating within each, after a first run not counted (it makes the
-//!    checks' base layer); the medians of the walls, their ratio, and
-//!    what one attempt beyond a task's first costs, (wall(N × tasks) − wall(tasks)) /
-//!    ((N − 1) × tasks), against what a task costs, wall(tasks) / tasks. From the records:
-//!    how the attempts ended (and how long after the pick those stopped while running
-//!    ended), how many task checks ran and their median (they share the
-//!    check pool, `[checks] jobs`, with the command's picks), and for the command's pick,
-//!    its time from the last attempt's end to the pick; and plait's own sums of the
-//!    tasks' steps (`timings`; a task check's time there counts its wait for the pool).
+//!    checks' base layer). Printed: the medians of the walls, their ratio, and what one
+//!    attempt beyond a task's first costs, (wall(N × tasks) − wall(tasks)) / ((N − 1) ×
+//!    tasks), against what a task costs, wall(tasks) / tasks. From the records: how the
+//!    attempts ended (and how long after the pick those stopped while running ended), how
+//!    many task checks ran and their median (they share the check pool, `[checks] jobs`,
+//!    with the command's picks), the command's pick's time from the last attempt's end,
+//!    and plait's own sums of the tasks' steps (`timings`; a task check's time there
+//!    counts its wait for the pool).
 //! 2. *a pick by checks*: `--picks` (default 10) tasks of three attempts each (`pick =
 //!    "checks"` on the task), every attempt in a slot of its own at once: attempt 1 fails
 //!    its check at once, attempt 2 sleeps 3 s then passes, attempt 3 sleeps 0.5 s then
