@@ -17,17 +17,18 @@ use super::shared::Slot;
 use super::{task, RunError, Shared};
 use plait_core::state::{self, now_ms, TaskDir, TaskRecord, TaskState};
 
-/// Runs task `index` as its attempts, each holding one of `permits` while it runs (`first`
-/// is one taken already, in the plan's order), then makes the pick. A task picked already
-/// (a resumed run) goes on as the task itself.
+/// Runs task `index` as its attempts, each holding one of `permits` while it runs
+/// (`taken`: those taken already, in the plan's order, see [`slots`]), then makes the
+/// pick. A task picked already (a resumed run) goes on as the task itself.
 pub(super) async fn run(
     shared: &Arc<Shared>,
     index: usize,
     permits: Arc<Semaphore>,
-    first: Option<OwnedSemaphorePermit>,
+    taken: Vec<OwnedSemaphorePermit>,
 ) -> Result<(), RunError> {
+    let mut taken = taken.into_iter();
     let Some(tries) = shared.plan.tasks[index].tries.clone() else {
-        let _permit = first;
+        let _permit = taken.next();
         task::run_task(shared, index).await;
         return Ok(());
     };
@@ -37,7 +38,7 @@ pub(super) async fn run(
     }
     if record.pick.is_some() {
         // Picked before the run stopped: the task goes on from its chosen attempt.
-        let _permit = match first {
+        let _permit = match taken.next() {
             Some(p) => p,
             None => permits.acquire_owned().await.map_err(closed)?,
         };
@@ -46,13 +47,12 @@ pub(super) async fn run(
     }
     open_attempts(shared, index, tries.count);
     let mut set = JoinSet::new();
-    let mut first = first;
     for n in 1..=tries.count {
         let slot = Slot::attempt(index, n);
         if shared.record(slot).state.is_final() {
             continue;
         }
-        let (shared, permits, taken) = (shared.clone(), permits.clone(), first.take());
+        let (shared, permits, taken) = (shared.clone(), permits.clone(), taken.next());
         set.spawn(async move {
             let _permit = match taken {
                 Some(p) => p,
@@ -97,6 +97,8 @@ pub(super) async fn run(
         }
         return Ok(());
     }
+    let started = std::time::Instant::now();
+    let picked = shared.record(index).pick.is_some();
     match shared.record(index).pick {
         None => match judge(shared, index, &tries.pick).await {
             // Interrupted while the judge was asked: the pick is made on resume.
@@ -113,7 +115,46 @@ pub(super) async fn run(
             shared.update(index, |t| t.usage = usage);
         }
     }
+    if !picked {
+        shared.clock.task_step("pick", started);
+    }
     Ok(())
+}
+
+/// How many `-j` slots task `index` takes to start: one, or one for each of its attempts
+/// that has not ended. The scheduler takes them in the plan's order, so a task's attempts
+/// start side by side, as tasks of their own placed where their task is.
+pub(super) fn slots(shared: &Shared, index: usize) -> usize {
+    let record = shared.record(index);
+    match &shared.plan.tasks[index].tries {
+        Some(tries) if record.pick.is_none() => {
+            let ended = record
+                .attempts
+                .iter()
+                .filter(|a| a.state.is_final())
+                .count();
+            (tries.count as usize).saturating_sub(ended).max(1)
+        }
+        _ => 1,
+    }
+}
+
+/// Takes `n` slots of `permits` at once (at most all of them: the rest are taken as
+/// attempts end), one permit each. All at once, so that two tasks each holding some never
+/// wait for each other.
+pub(super) async fn take(
+    permits: &Arc<Semaphore>,
+    n: usize,
+    jobs: usize,
+) -> Option<Vec<OwnedSemaphorePermit>> {
+    let n = n.clamp(1, jobs.max(1));
+    let mut all = permits.clone().acquire_many_owned(n as u32).await.ok()?;
+    let mut taken = Vec::with_capacity(n);
+    while all.num_permits() > 1 {
+        taken.push(all.split(1)?);
+    }
+    taken.push(all);
+    Some(taken)
 }
 
 fn closed(e: tokio::sync::AcquireError) -> RunError {

@@ -59,14 +59,18 @@ async fn run_tasks(shared: &Arc<Shared>) -> Result<(), RunError> {
             if !waves::await_start(&shared, index).await {
                 return Ok(());
             }
-            let Ok(permit) = permits.clone().acquire_owned().await else {
+            let Some(taken) =
+                attempts::take(&permits, attempts::slots(&shared, index), shared.jobs).await
+            else {
                 return Ok(());
             };
-            attempts::run(&shared, index, permits, Some(permit)).await
+            attempts::run(&shared, index, permits, taken).await
         });
     }
     for index in (0..count).filter(|&i| shared.waits[i].is_empty()) {
-        let Ok(permit) = permits.clone().acquire_owned().await else {
+        let Some(taken) =
+            attempts::take(&permits, attempts::slots(shared, index), shared.jobs).await
+        else {
             break;
         };
         // A task that panicked is told at once, not after every later task has started.
@@ -74,7 +78,7 @@ async fn run_tasks(shared: &Arc<Shared>) -> Result<(), RunError> {
             joined.map_err(RunError::panicked("a task"))??;
         }
         let (shared, permits) = (shared.clone(), permits.clone());
-        set.spawn(async move { attempts::run(&shared, index, permits, Some(permit)).await });
+        set.spawn(async move { attempts::run(&shared, index, permits, taken).await });
     }
     while let Some(joined) = set.join_next().await {
         joined.map_err(RunError::panicked("a task"))??;
@@ -110,16 +114,18 @@ async fn restart_here(shared: &Arc<Shared>, again: Vec<Stale>) {
             if !waves::await_start(shared, stale.index).await {
                 return;
             }
-            let Ok(permit) = permits.clone().acquire_owned().await else {
-                return;
-            };
             // A task of attempts that never ran runs them now.
             let record = shared.record(stale.index);
             if record.started_at.is_none() && shared.plan.tasks[stale.index].tries.is_some() {
-                let _ = attempts::run(shared, stale.index, permits, Some(permit)).await;
+                let slots = attempts::slots(shared, stale.index);
+                if let Some(taken) = attempts::take(&permits, slots, shared.jobs).await {
+                    let _ = attempts::run(shared, stale.index, permits, taken).await;
+                }
                 return;
             }
-            let _permit = permit;
+            let Ok(_permit) = permits.clone().acquire_owned().await else {
+                return;
+            };
             task::restart(shared, stale).await;
         }
     });

@@ -172,6 +172,10 @@ impl<'a> Worker<'a> {
         let checks = self.run_checks(round, tip).await;
         clock.task_step("task checks", started);
         let checks = checks?;
+        // Stopped while its checks ran (another attempt chosen): what they said is moot.
+        if self.stopped_alone() {
+            return self.halted().unwrap_or(ControlFlow::Break(()));
+        }
         if let Some(reason) = plans_fault(&checks) {
             // No round of the agent's can fix a check that cannot start.
             self.record_judgement(checks, None);
@@ -370,7 +374,10 @@ impl<'a> Worker<'a> {
                 self.note_refused(results.iter().flat_map(|r| r.refused.clone()).collect());
                 ControlFlow::Continue(results)
             }
-            Err(e) => self.fail(format!("the task checks could not run: {e}"), None),
+            Err(e) => match self.halted() {
+                Some(halted) => halted,
+                None => self.fail(format!("the task checks could not run: {e}"), None),
+            },
         }
     }
 
@@ -493,6 +500,11 @@ impl<'a> Worker<'a> {
             t.finished_at = Some(now_ms());
         });
         Some(ControlFlow::Break(()))
+    }
+
+    /// Whether this slot was stopped on its own while the run goes on.
+    fn stopped_alone(&self) -> bool {
+        !self.shared.cancel.is_cancelled() && self.shared.stops.stopped(self.slot).is_some()
     }
 
     /// Records that the task failed for `reason`; `Break`, for it has ended.

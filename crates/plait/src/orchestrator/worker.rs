@@ -461,7 +461,7 @@ async fn run_claimed(
     let shared = &ctx.shared;
     let Some(checkpoint) = claim.checkpoint else {
         // A task of attempts runs them here, each with a slot of this worker's.
-        if let Err(e) = attempts::run(shared, index, permits, Some(permit)).await {
+        if let Err(e) = attempts::run(shared, index, permits, vec![permit]).await {
             task::fail_task(shared, index, e.to_string(), None);
         }
         return;

@@ -193,11 +193,13 @@ impl CheckPool {
         job: &CheckJob<'_>,
         cancel: &Cancel,
     ) -> Result<Vec<CheckResult>, CheckoutError> {
-        let _permit = self
-            .permits
-            .acquire()
-            .await
-            .map_err(|e| CheckoutError(e.to_string()))?;
+        // A job stopped while it waits for a place gives its turn up.
+        let _permit = tokio::select! {
+            permit = self.permits.acquire() => permit.map_err(|e| CheckoutError(e.to_string()))?,
+            _ = cancel.cancelled() => {
+                return Err(CheckoutError("stopped before a place for its checks was free".into()))
+            }
+        };
         let slot = {
             let mut free = self.slots.lock().unwrap_or_else(|e| e.into_inner());
             free.pop().unwrap_or(0)
