@@ -31,7 +31,7 @@ fn a_plan_with_three_unknown_keys_names_all_three_with_their_lines() {
     assert!(err.contains("3 unknown fields"), "{err}");
     for line in [
         "line 4, column 1: unknown field `timout` in [defaults], did you mean `timeout`? \
-         (valid: agent, checkout, context, timeout, max_turns, token_budget, expect_changes, sandbox, after)",
+         (valid: agent, checkout, context, timeout, max_turns, token_budget, expect_changes, sandbox, after, attempts, agents)",
         "line 6, column 1: unknown field `merge` in [checks], did you mean `merged`? \
          (valid: task, merged, jobs, timeout, bisect, rework, network, base)",
         "line 11, column 1: unknown field `frobnicate` in [[task]] (valid: id, prompt, owns,",

@@ -16,7 +16,6 @@ use super::shared::Slot;
 use super::Shared;
 use crate::merge::run::mergeable;
 use crate::plan::PickSpec;
-use crate::report::diff::{diff_text, DiffStyle};
 use crate::review::checks::{CheckJob, Lineage};
 use crate::review::pick::{self as judging, Candidate, PickInput};
 use plait_core::state::{now_ms, Pick, TaskDir, TaskRecord, Usage};
@@ -230,7 +229,7 @@ async fn by_review(shared: &Arc<Shared>, index: usize, candidates: Vec<u32>) -> 
             continue;
         };
         let diff = match attempt.commit.as_deref().map(Oid::from_str) {
-            Some(Ok(tip)) => diff(shared, start, tip).await,
+            Some(Ok(tip)) => shared.diff(start, tip).await,
             _ => String::new(),
         };
         let agent = shared.task(Slot::attempt(index, n)).agent.describe();
@@ -289,19 +288,6 @@ async fn by_review(shared: &Arc<Shared>, index: usize, candidates: Vec<u32>) -> 
         note: picked.note,
         usage: picked.usage,
     }
-}
-
-/// The diff from `base` to `tip`, for the judge (or why it could not be made).
-async fn diff(shared: &Arc<Shared>, base: Oid, tip: Oid) -> String {
-    let context = shared.context.clone();
-    tokio::task::spawn_blocking(move || {
-        let repo = context.repo().map_err(|e| e.to_string())?;
-        diff_text(&repo, base, tip, DiffStyle::default()).map_err(|e| e.to_string())
-    })
-    .await
-    .map_err(|e| e.to_string())
-    .and_then(|d| d)
-    .unwrap_or_else(|e| format!("(the diff could not be made: {e})"))
 }
 
 /// Makes `choice` task `index`'s: its branch at the chosen attempt's commit (its start,

@@ -20,7 +20,6 @@ use crate::agent::{self, Agent, AgentOutcome, AgentReport, TaskContext};
 use crate::collect;
 use crate::plan::{AgentConfig, ResolvedTask, Reviewer};
 use crate::prompts;
-use crate::report::diff::{diff_text, DiffStyle};
 use crate::review::checks::{CheckJob, Lineage};
 use crate::review::reviewer::{self, ReviewInput};
 use crate::workspace::view::{self, TaskView, ViewKind};
@@ -385,7 +384,7 @@ impl<'a> Worker<'a> {
     /// when no reviewer judges it.
     async fn review(&self, round: u32, tip: Oid, checks: &[CheckResult]) -> Option<Review> {
         let (shared, task) = (self.shared, &*self.task);
-        let diff = diff(shared, self.start.commit, tip).await;
+        let diff = shared.diff(self.start.commit, tip).await;
         let gateway = match self.reviewer.gateway() {
             None => None,
             Some(provider) => {
@@ -666,17 +665,4 @@ fn record_report(shared: &Shared, slot: Slot, report: &AgentReport) {
             t.summary = report.summary.clone();
         }
     });
-}
-
-/// The branch's diff against where it started, for the reviewer (or why it could not be made).
-async fn diff(shared: &Arc<Shared>, base: Oid, tip: Oid) -> String {
-    let context = shared.context.clone();
-    tokio::task::spawn_blocking(move || {
-        let repo = context.repo().map_err(|e| e.to_string())?;
-        diff_text(&repo, base, tip, DiffStyle::default()).map_err(|e| e.to_string())
-    })
-    .await
-    .map_err(|e| e.to_string())
-    .and_then(|d| d)
-    .unwrap_or_else(|e| format!("(the diff could not be made: {e})"))
 }

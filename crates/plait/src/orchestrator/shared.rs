@@ -544,6 +544,21 @@ impl Shared {
         }
     }
 
+    /// The diff from `base` to `tip`, for a reviewer or a judge (or why it could not be
+    /// made).
+    pub(super) async fn diff(&self, base: Oid, tip: Oid) -> String {
+        let context = self.context.clone();
+        tokio::task::spawn_blocking(move || {
+            let repo = context.repo().map_err(|e| e.to_string())?;
+            crate::report::diff::diff_text(&repo, base, tip, Default::default())
+                .map_err(|e| e.to_string())
+        })
+        .await
+        .map_err(|e| e.to_string())
+        .and_then(|d| d)
+        .unwrap_or_else(|e| format!("(the diff could not be made: {e})"))
+    }
+
     /// Applies `change` to task (or attempt) `slot`, reports it and schedules a save.
     pub(super) fn update(&self, slot: impl Into<Slot>, change: impl FnOnce(&mut TaskRecord)) {
         {

@@ -107,16 +107,7 @@ pub(super) async fn rework_from(shared: &Arc<Shared>, index: usize, commit: Oid,
     let Some(record) = lay_out_from(shared, index, commit).await else {
         return;
     };
-    let round = record.rounds + 1;
-    let limit = round + shared.plan.review.rounds_for(&shared.plan.tasks[index]);
-    work(
-        shared,
-        index.into(),
-        &record,
-        (round, limit),
-        Some(feedback),
-    )
-    .await;
+    one_more_round(shared, index, &record, feedback).await;
 }
 
 /// Runs task `index` again from its new start (made already): its old worktree and branch
@@ -199,16 +190,7 @@ pub(super) async fn restart(shared: &Arc<Shared>, stale: Stale) {
     if let Some(told) = told {
         feedback = format!("{feedback}\n\n{told}");
     }
-    let round = record.rounds + 1;
-    let limit = round + shared.plan.review.rounds_for(&shared.plan.tasks[index]);
-    work(
-        shared,
-        index.into(),
-        &record,
-        (round, limit),
-        Some(feedback),
-    )
-    .await;
+    one_more_round(shared, index, &record, feedback).await;
 }
 
 /// Throws away what an earlier claim of task `index` left on this machine (its worktree
@@ -271,14 +253,13 @@ pub(super) async fn rework(shared: &Arc<Shared>, index: usize, feedback: String)
         t.finished_at = None;
         t.error = None;
     });
+    one_more_round(shared, index, &record, feedback).await;
+}
+
+/// One more round of task `index` after those it had (`record`'s), told `feedback`, and the
+/// review rounds that follow it.
+async fn one_more_round(shared: &Arc<Shared>, index: usize, record: &TaskRecord, feedback: String) {
     let round = record.rounds + 1;
     let limit = round + shared.plan.review.rounds_for(&shared.plan.tasks[index]);
-    work(
-        shared,
-        index.into(),
-        &record,
-        (round, limit),
-        Some(feedback),
-    )
-    .await;
+    work(shared, index.into(), record, (round, limit), Some(feedback)).await;
 }
