@@ -320,3 +320,55 @@ fn supervisors_can_be_claude_code() {
         "the rejected group stays out"
     );
 }
+
+#[test]
+fn claude_code_judges_the_attempts_of_claude_code_workers() {
+    let Some(claude) = real_claude() else { return };
+    let repo = TestRepo::with_files(&[("src/a/x.txt", "hi\n")]);
+    let mock = MockModel::start_claude_code(KEY);
+    for (n, word) in [(1, "hello"), (2, "hello there")] {
+        mock.script(
+            &format!("a~{n}"),
+            claude_tools::read_and_edit("src/a/x.txt", "hi", word, "Greeted."),
+        );
+        mock.script(
+            &format!("review:a~{n}"),
+            vec![verdict("approve", "Greets.", json!([]))],
+        );
+    }
+    mock.script(
+        "pick:a",
+        vec![Turn::Tools(vec![ToolCall::new(
+            "StructuredOutput",
+            json!({"attempt": 2, "why": "The warmer greeting."}),
+        )])],
+    );
+    let toml = Plan::new()
+        .goal("Greet properly")
+        .set("defaults", "agent", "claude-code")
+        .set("defaults", "timeout", "60s")
+        .set("agents.claude-code", "bin", claude.display().to_string())
+        .set("agents.claude-code", "provider", "mock")
+        .mock("anthropic", &mock.url(), "claude-sonnet-4-5")
+        .task("a")
+        .prompt("Say hello in src/a/x.txt")
+        .owns(["src/a/"])
+        .with("attempts", 2)
+        .to_toml();
+    let out = run_real(&repo, &toml);
+    assert!(out.status.success(), "plait run failed: {}", stderr(&out));
+    assert!(mock.problems().is_empty(), "{:#?}", mock.problems());
+    let status = repo.status_json(&[]);
+    let a = task_json(&status, "a");
+    assert_eq!(a["state"], "done", "{a}");
+    assert_eq!(a["pick"]["attempt"], 2, "{a}");
+    assert_eq!(a["pick"]["why"], "The warmer greeting.", "{a}");
+    assert!(
+        a["pick"]["by"].as_str().unwrap().starts_with("claude-code"),
+        "{a}"
+    );
+    let run = status["id"].as_str().unwrap();
+    let merged = repo.tree_files(&format!("plait/{run}/merged"));
+    assert_eq!(merged["src/a/x.txt"], "hello there\n");
+    assert_eq!(mock.count("pick:a"), 1);
+}
