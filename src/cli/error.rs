@@ -265,6 +265,14 @@ fn ops_words(e: OpsError) -> CommandError {
         OpsError::NoTask { run, .. } | OpsError::Group { run, .. } => {
             (None, Some(format!("`plait status {run}` lists them")))
         }
+        OpsError::NotGoing { run, doing, .. } => (
+            None,
+            Some(if *doing == "tell a task" {
+                format!("`plait send-back {run} TASK -m TEXT` gives a finished task one more round, told that")
+            } else {
+                format!("`plait status {run}` shows where it is")
+            }),
+        ),
         OpsError::AttemptNotEnded { run, .. } => (
             None,
             Some(format!("`plait status {run}` shows where its attempts are")),

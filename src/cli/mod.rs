@@ -25,6 +25,7 @@ mod runs;
 mod serve;
 mod shared;
 mod status;
+mod steer;
 mod ui;
 mod worker;
 
@@ -75,6 +76,8 @@ pub enum Command {
     Accept(review::AcceptArgs),
     Reject(review::RejectArgs),
     SendBack(review::SendBackArgs),
+    Tell(steer::TellArgs),
+    Stop(steer::StopArgs),
     Land(land::LandArgs),
     Check(check::CheckArgs),
     Hook(hook::HookArgs),
@@ -112,6 +115,8 @@ pub fn main() -> ExitCode {
         Command::Accept(args) => review::cmd_accept(&dir, args),
         Command::Reject(args) => review::cmd_reject(&dir, args),
         Command::SendBack(args) => review::cmd_send_back(&dir, args),
+        Command::Tell(args) => steer::cmd_tell(&dir, args),
+        Command::Stop(args) => steer::cmd_stop(&dir, args),
         Command::Land(args) => land::cmd_land(&dir, args),
         Command::Check(args) => check::cmd_check(&dir, args),
         Command::Hook(args) => hook::cmd_hook(&dir, args),

@@ -60,4 +60,5 @@ pub(crate) mod prompts;
 pub mod report;
 pub(crate) mod review;
 pub mod said;
+pub mod steer;
 pub mod workspace;

@@ -28,6 +28,12 @@ impl RunDir {
         self.0.join("events.jsonl")
     }
 
+    /// What people ask of the run while it goes (`plait tell`, `plait stop`, the page):
+    /// one JSON file a request, its answer beside it, taken by the run's own process.
+    pub fn requests(&self) -> PathBuf {
+        self.0.join("requests")
+    }
+
     /// The run's check checkouts, parked between a task's rounds.
     pub fn checks(&self) -> PathBuf {
         self.0.join("checks")

@@ -18,7 +18,7 @@ pub use run::{
 pub use store::{write_atomic, RunLock, StateError, Store};
 pub use task::{
     attempt_id, split_attempt_id, ChangeKind, CheckResult, Comment, Decision, FileChange, Pick,
-    Review, SandboxRecord, SentBack, TaskRecord, TaskState, Usage, Verdict,
+    Review, SandboxRecord, SentBack, TaskRecord, TaskState, Told, Usage, Verdict,
 };
 
 /// Milliseconds since the Unix epoch.

@@ -71,6 +71,18 @@ pub enum RunPhase {
     Interrupted,
 }
 
+impl RunPhase {
+    /// Its name, as the record writes it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunPhase::Running => "running",
+            RunPhase::Merging => "merging",
+            RunPhase::Finished => "finished",
+            RunPhase::Interrupted => "interrupted",
+        }
+    }
+}
+
 /// A landing of the run's result onto a branch.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct LandRecord {

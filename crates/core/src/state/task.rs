@@ -403,6 +403,28 @@ pub struct TaskRecord {
     /// Which attempt became the task, by whom and why.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pick: Option<Pick>,
+    /// What people told its agent while it ran (`plait tell`, the page), oldest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub told: Vec<Told>,
+}
+
+/// A message a person told a running task's agent.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Told {
+    /// What they said.
+    pub text: String,
+    /// Where from: `command line` or `page`.
+    pub by: String,
+    /// When, in milliseconds since the Unix epoch.
+    pub at: u64,
+    /// The round it was told in.
+    pub round: u32,
+    /// How it reaches the agent: `next turn` (a model agent, in its conversation) or `next
+    /// round` (as the next round's comment, for agents that take no input mid-round).
+    pub way: String,
+    /// When the agent got it; `None` while it waits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub heard_at: Option<u64>,
 }
 
 /// The choice of one attempt as the task (`attempts`).
@@ -490,6 +512,7 @@ impl TaskRecord {
             expects_change: false,
             attempts: Vec::new(),
             pick: None,
+            told: Vec::new(),
         }
     }
 

@@ -71,6 +71,52 @@ pub struct TaskContext {
     /// `PLAIT_ATTEMPTS`, and a model agent is told so and asked with another temperature
     /// or seed.
     pub attempt: Option<(u32, u32)>,
+    /// What a person tells the task while it runs (`plait tell`), for an agent that takes
+    /// it at its next turn; `None` for agents that take nothing mid-round.
+    pub inbox: Option<Inbox>,
+}
+
+/// What people told a running task (`plait tell`, the page), waiting for its agent's next
+/// turn, and when each was heard.
+#[derive(Debug, Clone, Default)]
+pub struct Inbox(Arc<std::sync::Mutex<Heard>>);
+
+#[derive(Debug, Default)]
+struct Heard {
+    /// Told and not yet taken: when each was told, and what.
+    waiting: Vec<(u64, String)>,
+    /// Taken: when each was told, and when it was taken.
+    taken: Vec<(u64, u64)>,
+}
+
+impl Inbox {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Heard> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Adds `text`, told at `at`.
+    pub fn tell(&self, at: u64, text: String) {
+        self.lock().waiting.push((at, text));
+    }
+
+    /// Whether anything waits.
+    pub fn has_waiting(&self) -> bool {
+        !self.lock().waiting.is_empty()
+    }
+
+    /// Takes everything waiting, oldest first, noting it heard now.
+    pub fn take(&self) -> Vec<String> {
+        let mut heard = self.lock();
+        let now = plait_core::state::now_ms();
+        let taken: Vec<(u64, String)> = std::mem::take(&mut heard.waiting);
+        heard.taken.extend(taken.iter().map(|(at, _)| (*at, now)));
+        taken.into_iter().map(|(_, text)| text).collect()
+    }
+
+    /// When each message taken since the last call was told and heard.
+    pub fn heard(&self) -> Vec<(u64, u64)> {
+        std::mem::take(&mut self.lock().taken)
+    }
 }
 
 impl TaskContext {

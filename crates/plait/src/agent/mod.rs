@@ -10,7 +10,9 @@ pub mod exec;
 pub mod identity;
 pub mod model;
 
-pub use context::{Agent, AgentOutcome, AgentReport, Budget, RoleGateway, Tally, TaskContext};
+pub use context::{
+    Agent, AgentOutcome, AgentReport, Budget, Inbox, RoleGateway, Tally, TaskContext,
+};
 
 use crate::plan::AgentConfig;
 

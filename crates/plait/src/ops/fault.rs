@@ -150,6 +150,8 @@ impl Faulty for OpsError {
             | OpsError::Going { .. }
             | OpsError::NoTask { .. }
             | OpsError::AttemptNotEnded { .. }
+            | OpsError::NotGoing { .. }
+            | OpsError::Steer(_)
             | OpsError::Group { .. }
             | OpsError::NotInStore { .. }
             | OpsError::RemoteWithoutStore

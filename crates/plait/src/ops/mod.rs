@@ -28,6 +28,7 @@ pub mod resume;
 pub mod run;
 pub mod send_back;
 pub mod split;
+pub mod steer;
 pub mod sync;
 pub mod worker;
 
@@ -98,6 +99,19 @@ pub enum OpsError {
         /// Whether the run has groups, which the id could have named.
         groups: bool,
     },
+    /// The run is not going: nothing can be told or stopped in it.
+    #[error("run {run} is not going ({phase}); only a going run's tasks can be steered")]
+    NotGoing {
+        /// The run.
+        run: String,
+        /// Where it is (`finished`, `interrupted`, …).
+        phase: &'static str,
+        /// What was asked (`tell a task`).
+        doing: &'static str,
+    },
+    /// The run (or this use case) refused to steer the task, saying why.
+    #[error("{0}")]
+    Steer(String),
     /// The attempt asked for has not ended, so a person cannot take it yet.
     #[error("attempt `{id}` of run {run} is {state}; it can be taken once it has ended")]
     AttemptNotEnded {

@@ -97,6 +97,24 @@ pub(super) async fn run(
         }
         return Ok(());
     }
+    if let (Some(reason), false) = (
+        shared.stops.stopped(Slot::from(index)),
+        shared.stops.kept(Slot::from(index)),
+    ) {
+        // A person stopped the task: its attempts went with it.
+        shared.update(index, |t| {
+            t.state = TaskState::Stopped;
+            t.error = Some(reason);
+            t.finished_at = Some(now_ms());
+            t.decision = Some(plait_core::state::Decision {
+                verdict: plait_core::state::Verdict::Reject,
+                at: now_ms(),
+            });
+            t.usage = t.attempts_usage(None);
+        });
+        shared.stops.clear(Slot::from(index));
+        return Ok(());
+    }
     let started = std::time::Instant::now();
     let picked = shared.record(index).pick.is_some();
     match shared.record(index).pick {
@@ -216,7 +234,7 @@ fn stop_others(shared: &Shared, index: usize, chosen: u32) {
         if !shared.record(slot).state.is_final() {
             shared
                 .stops
-                .stop(slot, format!("stopped: attempt {chosen} was chosen"));
+                .stop(slot, format!("stopped: attempt {chosen} was chosen"), false);
         }
     }
 }

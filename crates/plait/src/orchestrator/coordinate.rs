@@ -67,6 +67,10 @@ impl Dispatch for Spread {
         Box::pin(restart(shared, self, again))
     }
 
+    fn is_spread(&self) -> bool {
+        true
+    }
+
     /// Other machines see the merge (`plait diff/land --store`) through the remote.
     fn publish<'a>(&'a self, shared: &'a Shared) -> BoxFuture<'a, ()> {
         Box::pin(publish(shared, &self.remote))

@@ -54,6 +54,7 @@ mod rounds;
 mod shared;
 mod slot;
 mod starts;
+mod steering;
 mod task;
 mod waves;
 pub mod worker;
@@ -513,8 +514,19 @@ pub async fn execute(
         let _ = shared.store.save(&shared.snapshot());
         return Err(e);
     }
-    do_work(&shared, work).await?;
-    let ended = merge_and_check(&shared).await?;
+    let stop_steering = Arc::new(Notify::new());
+    let steering = tokio::spawn(steering::take_requests(
+        shared.clone(),
+        stop_steering.clone(),
+    ));
+    let worked = do_work(&shared, work).await;
+    let ended = match worked {
+        Ok(()) => merge_and_check(&shared).await,
+        Err(e) => Err(e),
+    };
+    stop_steering.notify_one();
+    let _ = steering.await;
+    let ended = ended?;
     {
         let started = Instant::now();
         let cleaning = shared.clone();

@@ -64,6 +64,10 @@ pub(super) async fn work(
         round += 1;
         feedback = Some(next);
     }
+    if slot.attempt.is_none() {
+        // A later round of it (a send-back) is not stopped by this one's stop.
+        shared.stops.clear(slot);
+    }
 }
 
 /// What the rounds of one task share: the task, its agent, its reviewer and its sandbox.
@@ -75,6 +79,8 @@ struct Worker<'a> {
     task: Cow<'a, ResolvedTask>,
     /// The run's interrupt, or this slot's own stop (`Shared::stops`).
     cancel: Cancel,
+    /// What people tell it while it runs (`plait tell`).
+    inbox: crate::agent::Inbox,
     agent: Box<dyn Agent>,
     reviewer: Reviewer,
     /// The task's directory: its logs, review files and the agent CLIs' own files.
@@ -130,6 +136,7 @@ impl<'a> Worker<'a> {
             slot,
             record,
             cancel: shared.stops.watch(slot, &shared.cancel),
+            inbox: shared.inbox(slot),
             task,
             agent,
             reviewer,
@@ -162,7 +169,7 @@ impl<'a> Worker<'a> {
         clock.task_step("collect and commit", started);
         let tip = tip?;
         if self.shared.plan.checks.task.is_empty() && matches!(self.reviewer, Reviewer::Off) {
-            return self.finish(TaskState::Done);
+            return self.next_round(None, true, round, limit);
         }
         self.shared
             .update(self.slot, |t| t.state = TaskState::Reviewing);
@@ -260,12 +267,14 @@ impl<'a> Worker<'a> {
         );
         context.gateway = self.gateway.clone();
         context.cancel = self.cancel.clone();
+        context.inbox = takes_mid_round(&self.task.agent).then(|| self.inbox.clone());
         context.attempt = self
             .slot
             .attempt
             .zip(self.task.tries.as_ref().map(|t| t.count));
         let report = self.agent.run(&context).await;
         record_report(shared, self.slot, &report);
+        self.note_heard();
         self.note_refused(self.sandbox.denials());
         if let Some(forward) = &self.forward {
             self.note_refused(forward.denials());
@@ -275,6 +284,10 @@ impl<'a> Worker<'a> {
         }
         if let Some(halted) = self.halted() {
             return halted;
+        }
+        if self.shared.stops.kept(self.slot) {
+            // Stopped to keep its work: what it wrote so far is collected and judged.
+            return ControlFlow::Continue(());
         }
         let mut outcome = report.outcome;
         if let (AgentOutcome::Failed { .. }, Some(_)) = (&outcome, &self.gateway) {
@@ -456,6 +469,28 @@ impl<'a> Worker<'a> {
         round: u32,
         limit: u32,
     ) -> ControlFlow<(), String> {
+        if self.shared.stops.kept(self.slot) {
+            // Stopped to keep its work: judged as it is, with no round after.
+            return match checks_pass {
+                true => self.finish(TaskState::Done),
+                false => self.fail(
+                    "stopped by a person to keep its work (plait stop --keep); its checks fail"
+                        .to_string(),
+                    None,
+                ),
+            };
+        }
+        // What a person told it that its agent did not hear this round: the next round's
+        // comment, whether the round asked for one or not.
+        let told = self.inbox.take();
+        if !told.is_empty() {
+            self.note_heard();
+            let told = prompts::worker::told(&told);
+            return ControlFlow::Continue(match next {
+                Some(text) => format!("{told}\n\n{text}"),
+                None => told,
+            });
+        }
         match next {
             None => self.finish(TaskState::Done),
             Some(text) if round < limit => ControlFlow::Continue(text),
@@ -493,17 +528,50 @@ impl<'a> Worker<'a> {
             return Some(self.fail("interrupted".to_string(), None));
         }
         let reason = self.shared.stops.stopped(self.slot)?;
+        if self.shared.stops.kept(self.slot) {
+            // Its work so far is collected and judged; the round ends there.
+            return None;
+        }
+        let by_person = self.slot.attempt.is_none();
         self.shared.update(self.slot, |t| {
             t.state = TaskState::Stopped;
             t.error = Some(reason);
             t.finished_at = Some(now_ms());
+            if by_person {
+                // A person's stop decides its work away: the rest lands without it.
+                t.decision = Some(plait_core::state::Decision {
+                    verdict: Verdict::Reject,
+                    at: now_ms(),
+                });
+            }
         });
         Some(ControlFlow::Break(()))
     }
 
     /// Whether this slot was stopped on its own while the run goes on.
     fn stopped_alone(&self) -> bool {
-        !self.shared.cancel.is_cancelled() && self.shared.stops.stopped(self.slot).is_some()
+        !self.shared.cancel.is_cancelled()
+            && self.shared.stops.stopped(self.slot).is_some()
+            && !self.shared.stops.kept(self.slot)
+    }
+
+    /// Notes in the record when the agent heard what it was told.
+    fn note_heard(&self) {
+        let heard = self.inbox.heard();
+        if heard.is_empty() {
+            return;
+        }
+        self.shared.update(self.slot, |t| {
+            for (at, when) in heard {
+                if let Some(told) = t
+                    .told
+                    .iter_mut()
+                    .find(|m| m.at == at && m.heard_at.is_none())
+                {
+                    told.heard_at = Some(when);
+                }
+            }
+        });
     }
 
     /// Records that the task failed for `reason`; `Break`, for it has ended.
@@ -591,6 +659,7 @@ fn context(
         checks: shared.plan.checks.task.clone(),
         gateway: None,
         attempt: None,
+        inbox: None,
     }
 }
 
@@ -665,4 +734,10 @@ fn record_report(shared: &Shared, slot: Slot, report: &AgentReport) {
             t.summary = report.summary.clone();
         }
     });
+}
+
+/// Whether `agent` takes what a person tells it at its next turn (a model agent, whose
+/// conversation plait holds); the others hear it as their next round's comment.
+pub(super) fn takes_mid_round(agent: &AgentConfig) -> bool {
+    matches!(agent, AgentConfig::Model { .. })
 }

@@ -86,8 +86,11 @@ pub(super) struct Shared {
     pub(super) environment: std::sync::OnceLock<Result<Arc<Environment>, String>>,
     /// Where the run's time goes.
     pub(super) clock: super::clock::Clock,
-    /// Attempts stopped while the run goes on (a pick made without them).
+    /// Slots stopped while the run goes on (attempts a pick went without, tasks a person
+    /// stopped).
     pub(super) stops: super::slot::Stops,
+    /// What people told each slot while it runs (`plait tell`).
+    pub(super) inboxes: Mutex<HashMap<Slot, crate::agent::Inbox>>,
 }
 
 /// How a run's tasks are run and sent back.
@@ -111,6 +114,12 @@ pub(super) trait Dispatch: Send + Sync {
         shared: &'a Arc<Shared>,
         again: Vec<Stale>,
     ) -> BoxFuture<'a, Result<(), RunError>>;
+
+    /// Whether the run's tasks run on other machines (whose agents a request made here
+    /// does not reach).
+    fn is_spread(&self) -> bool {
+        false
+    }
 
     /// Makes the run's merge seen wherever its tasks ran (nothing to do for a local run).
     fn publish<'a>(&'a self, _shared: &'a Shared) -> BoxFuture<'a, ()> {
@@ -245,6 +254,7 @@ impl Shared {
             environment: std::sync::OnceLock::new(),
             clock: Default::default(),
             stops: Default::default(),
+            inboxes: Default::default(),
         })
     }
 
@@ -542,6 +552,16 @@ impl Shared {
             on_commit: hook,
             ..self
         }
+    }
+
+    /// What people told `slot` while it runs, waiting for its agent.
+    pub(super) fn inbox(&self, slot: Slot) -> crate::agent::Inbox {
+        self.inboxes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(slot)
+            .or_default()
+            .clone()
     }
 
     /// The diff from `base` to `tip`, for a reviewer or a judge (or why it could not be

@@ -69,34 +69,44 @@ impl Slot {
     }
 }
 
-/// Ways to stop one slot while the run goes on: the attempts a pick leaves behind.
+/// Ways to stop one slot while the run goes on: the attempts a pick leaves behind, a task
+/// a person stops (`plait stop`).
 #[derive(Default)]
 pub(super) struct Stops(Mutex<HashMap<Slot, Stop>>);
 
-/// One slot's stop: the signal its work watches, and why it was fired.
+/// One slot's stop: the signal its work watches, why it was fired, and whether the work
+/// so far is to be kept (collected and judged).
 struct Stop {
     signal: watch::Sender<bool>,
     reason: Option<String>,
+    keep: bool,
+}
+
+impl Stop {
+    fn new() -> Stop {
+        Stop {
+            signal: watch::channel(false).0,
+            reason: None,
+            keep: false,
+        }
+    }
 }
 
 impl Stops {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Slot, Stop>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// The signal `slot`'s work watches: fired by the run's interrupt `run`, or by
-    /// [`stop`](Self::stop) of this slot alone. A task's own slot needs none of its own
-    /// (nothing stops it alone yet): it watches the run's.
+    /// [`stop`](Self::stop) of this slot alone.
     pub(super) fn watch(&self, slot: Slot, run: &Cancel) -> Cancel {
-        if slot.attempt.is_none() {
-            return run.clone();
-        }
-        let mut stops = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        let stop = stops.entry(slot).or_insert_with(|| {
-            let (signal, _) = watch::channel(false);
-            Stop {
-                signal,
-                reason: None,
-            }
-        });
+        let mut own = self
+            .lock()
+            .entry(slot)
+            .or_insert_with(Stop::new)
+            .signal
+            .subscribe();
         let (fire, cancel) = Cancel::new();
-        let mut own = stop.signal.subscribe();
         let run = run.clone();
         tokio::spawn(async move {
             tokio::select! {
@@ -113,21 +123,34 @@ impl Stops {
         cancel
     }
 
-    /// Stops `slot` for `reason`; its work ends as soon as it looks (its agent's processes
-    /// are killed, its checks cut short).
-    pub(super) fn stop(&self, slot: Slot, reason: String) {
-        let mut stops = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        let stop = stops.entry(slot).or_insert_with(|| Stop {
-            signal: watch::channel(false).0,
-            reason: None,
-        });
-        stop.reason.get_or_insert(reason);
+    /// Stops `slot` for `reason` (`keep`: its work so far is collected and judged); its
+    /// work ends as soon as it looks (its agent's processes are killed, its checks cut
+    /// short). The first stop's reason stands.
+    pub(super) fn stop(&self, slot: Slot, reason: String, keep: bool) {
+        let mut stops = self.lock();
+        let stop = stops.entry(slot).or_insert_with(Stop::new);
+        if stop.reason.is_none() {
+            stop.reason = Some(reason);
+            stop.keep = keep;
+        }
         stop.signal.send_replace(true);
     }
 
     /// Why `slot` was stopped, if it was.
     pub(super) fn stopped(&self, slot: Slot) -> Option<String> {
-        let stops = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        stops.get(&slot).and_then(|s| s.reason.clone())
+        self.lock().get(&slot).and_then(|s| s.reason.clone())
+    }
+
+    /// Whether `slot` was stopped to keep its work so far.
+    pub(super) fn kept(&self, slot: Slot) -> bool {
+        self.lock()
+            .get(&slot)
+            .is_some_and(|s| s.reason.is_some() && s.keep)
+    }
+
+    /// Forgets `slot`'s stop once its work has ended, so that a later round of it (a
+    /// send-back) runs.
+    pub(super) fn clear(&self, slot: Slot) {
+        self.lock().remove(&slot);
     }
 }

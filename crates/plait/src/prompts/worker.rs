@@ -149,3 +149,15 @@ pub fn attempt(n: u32, of: u32) -> String {
          judge best; you need not guess what the others do."
     )
 }
+
+/// What a person told a running task, as the agent reads it at its next turn.
+pub fn told(messages: &[String]) -> String {
+    let mut text = String::from(
+        "A person watching this task tells you (follow it; it outranks what you planned):",
+    );
+    for m in messages {
+        text.push_str("\n\n");
+        text.push_str(m.trim());
+    }
+    text
+}

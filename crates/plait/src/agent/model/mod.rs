@@ -72,13 +72,18 @@ impl ModelAgent {
             if let Some(outcome) = stop_before_turn(task, &session.usage, deadline) {
                 return outcome;
             }
+            session.hear(task);
             let reply = match self.request(task, session, turn, deadline).await {
                 Ok(reply) => reply,
                 Err(outcome) => return outcome,
             };
             let (stop, calls) = session.add_reply(reply);
-            if let Some(outcome) = session.answer(stop, calls, task, deadline).await {
-                return outcome;
+            match session.answer(stop, calls, task, deadline).await {
+                // Told something while it answered last: it goes on to hear it.
+                Some(AgentOutcome::Finished)
+                    if task.inbox.as_ref().is_some_and(|i| i.has_waiting()) => {}
+                Some(outcome) => return outcome,
+                None => {}
             }
         }
         failed(&format!(
@@ -290,6 +295,24 @@ impl Session {
             });
         }
         results
+    }
+
+    /// Adds what a person told the task since the last turn as theirs: after the tool
+    /// results of the last turn, in the same message (valid on both wire formats), or as
+    /// a message of its own.
+    fn hear(&mut self, task: &TaskContext) {
+        let Some(inbox) = &task.inbox else {
+            return;
+        };
+        let told = inbox.take();
+        if told.is_empty() {
+            return;
+        }
+        let text = prompts::worker::told(&told);
+        match self.messages.last_mut() {
+            Some(last) if last.role == Role::User => last.content.push(Block::Text(text)),
+            _ => self.messages.push(Message::user_text(text)),
+        }
     }
 
     /// Answers a reply that stopped for `stop`: with the results of its tool calls, or a
