@@ -44,6 +44,7 @@ mod serve;
 mod setup_plan;
 mod split;
 mod split_second;
+mod steer;
 mod support;
 mod views;
 mod waves;

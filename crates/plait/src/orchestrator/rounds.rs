@@ -381,7 +381,7 @@ impl<'a> Worker<'a> {
             sandbox: &self.task.check_sandbox,
             lineage: Lineage::Task(self.task.id.clone()),
         };
-        match shared.checks.run(&job, &self.cancel).await {
+        match shared.checks.run(&job, self.judging_cancel()).await {
             Ok(results) => {
                 self.note_refused(results.iter().flat_map(|r| r.refused.clone()).collect());
                 ControlFlow::Continue(results)
@@ -436,7 +436,7 @@ impl<'a> Worker<'a> {
             &input,
             &shared.client,
             &shared.limiters,
-            &self.cancel,
+            self.judging_cancel(),
         )
         .await
     }
@@ -546,6 +546,16 @@ impl<'a> Worker<'a> {
             }
         });
         Some(ControlFlow::Break(()))
+    }
+
+    /// What the round's checks and review watch: this slot's stop, or, once it was
+    /// stopped to keep its work (which they judge), the run's interrupt alone.
+    fn judging_cancel(&self) -> &Cancel {
+        if self.shared.stops.kept(self.slot) {
+            &self.shared.cancel
+        } else {
+            &self.cancel
+        }
     }
 
     /// Whether this slot was stopped on its own while the run goes on.

@@ -1,0 +1,271 @@
+//! Steering a running run: `plait tell` reaches one running agent (a model agent at its
+//! next turn, any other at its next round), `plait stop` ends one task while the others go
+//! on, with or without its work.
+
+use std::path::Path;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::mock::{edit, MockModel, Provider, Turn};
+use crate::support::plan::Raw;
+use crate::support::{stderr, stdout, wait_until, Plan, TestRepo};
+
+/// A shell loop that waits until `path` exists (two minutes at most).
+fn until_exists(path: &Path) -> String {
+    format!(
+        "n=0; until [ -e {} ]; do sleep 0.02; n=$((n+1)); [ $n -gt 6000 ] && exit 9; done; true",
+        path.display()
+    )
+}
+
+/// `plait status --json`'s record of task `id`.
+fn task(repo: &TestRepo, id: &str) -> Value {
+    let status = repo.status_json(&[]);
+    status["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["id"] == id)
+        .cloned()
+        .unwrap_or(Value::Null)
+}
+
+/// Starts `plait run PLAN -j 3` as a child process.
+fn spawn_run(repo: &TestRepo, plan: &Path) -> std::process::Child {
+    std::process::Command::new(env!("CARGO_BIN_EXE_plait"))
+        .args(["run", plan.to_str().unwrap(), "-j", "3"])
+        .current_dir(&repo.path)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+#[test]
+fn a_model_agent_told_mid_round_hears_it_after_its_tool_results() {
+    for provider in [Provider::Anthropic, Provider::OpenAi] {
+        const KEY: &str = "sk-tell";
+        let mock = MockModel::start(provider, KEY);
+        mock.script(
+            "a",
+            vec![
+                Turn::Tools(vec![edit::view("a.txt")]),
+                // What the message asked for.
+                Turn::Tools(vec![edit::str_replace("a.txt", "one", "42")]),
+                Turn::Text("done".into()),
+            ],
+        );
+        // Each answer takes a while: the message arrives while the first is awaited.
+        mock.set_latency(Duration::from_millis(1500));
+        let kind = if provider == Provider::Anthropic {
+            "anthropic"
+        } else {
+            "openai"
+        };
+        let repo = TestRepo::with_files(&[("a.txt", "one\n")]);
+        let toml = Plan::new()
+            .provider("mock", kind, &mock.url(), "K", "m")
+            .review_off()
+            .task("a")
+            .prompt("write a")
+            .owns(["a.txt"])
+            .with("agent", "mock")
+            .to_toml();
+        let path = repo.path.clone();
+        let mock_ref = &mock;
+        let state = std::thread::scope(|s| {
+            let telling = s.spawn(move || {
+                wait_until("the agent's first request", || mock_ref.count("a") == 1);
+                let status = crate::support::plait_in(&path, &["status", "--json"]);
+                let status: Value = serde_json::from_slice(&status.stdout).unwrap();
+                let run = status["id"].as_str().unwrap().to_string();
+                crate::support::plait_in(&path, &["tell", &run, "a", "-m", "Write 42, not one"])
+            });
+            let state = repo.run_with_env(&toml, 1, &|k| (k == "K").then(|| KEY.to_string()));
+            let out = telling.join().unwrap();
+            assert!(out.status.success(), "{}", stderr(&out));
+            assert!(
+                stdout(&out).contains("told a: its agent hears it at its next turn"),
+                "{}",
+                stdout(&out)
+            );
+            state
+        });
+        let a = state.task("a").unwrap();
+        assert_eq!(a.state, plait_core::state::TaskState::Done, "{:?}", a.error);
+        assert_eq!(a.told.len(), 1);
+        assert_eq!(a.told[0].by, "command line");
+        assert_eq!(a.told[0].way, "next turn");
+        assert!(a.told[0].heard_at.is_some(), "{:?}", a.told);
+        assert_eq!(
+            repo.git(&["show", &format!("plait/{}/merged:a.txt", state.id)]),
+            "42"
+        );
+        // The next request after it was told carries it after the last turn's tool results.
+        let second = mock
+            .requests()
+            .into_iter()
+            .filter(|r| r.task.as_deref() == Some("a"))
+            .map(|r| r.body)
+            .find(|b| b.to_string().contains("Write 42, not one"))
+            .unwrap();
+        let messages = second["messages"].as_array().unwrap();
+        match provider {
+            Provider::Anthropic => {
+                let last = &messages.last().unwrap()["content"];
+                assert_eq!(last[0]["type"], "tool_result", "{last}");
+                let told = last.as_array().unwrap().last().unwrap();
+                assert_eq!(told["type"], "text", "{last}");
+                assert!(told["text"].as_str().unwrap().contains("Write 42, not one"));
+            }
+            Provider::OpenAi => {
+                let n = messages.len();
+                assert_eq!(messages[n - 2]["role"], "tool", "{second}");
+                assert_eq!(messages[n - 1]["role"], "user", "{second}");
+                assert!(messages[n - 1]["content"]
+                    .as_str()
+                    .unwrap()
+                    .contains("Write 42, not one"));
+            }
+        }
+        assert!(mock.problems().is_empty(), "{:?}", mock.problems());
+    }
+}
+
+#[test]
+fn a_command_agent_hears_it_as_its_next_rounds_comment_in_order() {
+    let repo = TestRepo::with_files(&[("a.txt", "one\n")]);
+    let marks = tempfile::tempdir().unwrap();
+    let go = marks.path().join("go");
+    let agent = format!(
+        "echo \"round $PLAIT_ROUND: ${{PLAIT_FEEDBACK:-none}}\" >> a.txt; touch {m}/ran.$PLAIT_ROUND; {wait}",
+        m = marks.path().display(),
+        wait = until_exists(&go)
+    );
+    let toml = Plan::new()
+        .task("a")
+        .prompt("write a")
+        .owns(["a.txt"])
+        .with(
+            "sandbox",
+            Raw(&format!(
+                "{{ writable = [\"{}\"] }}",
+                marks.path().display()
+            )),
+        )
+        .exec(&agent)
+        .to_toml();
+    let plan = repo.plan(&toml);
+    let child = spawn_run(&repo, &plan);
+    wait_until("round 0 started", || marks.path().join("ran.0").exists());
+    let run = repo.status_json(&[])["id"].as_str().unwrap().to_string();
+    for text in ["first this", "then that"] {
+        let out = repo.plait(&["tell", &run, "a", "-m", text]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        assert!(
+            stdout(&out).contains("hears this as its next round's comment"),
+            "{}",
+            stdout(&out)
+        );
+    }
+    std::fs::write(&go, "").unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let a = task(&repo, "a");
+    assert_eq!(a["state"], "done", "{a}");
+    assert_eq!(a["rounds"], 1, "{a}");
+    let written = repo.git(&["show", &format!("plait/{run}/a:a.txt")]);
+    let first = written.find("first this").unwrap();
+    let then = written.find("then that").unwrap();
+    assert!(written.contains("round 1: A person"), "{written}");
+    assert!(first < then, "{written}");
+    let told = a["told"].as_array().unwrap();
+    assert_eq!(told.len(), 2);
+    assert!(told
+        .iter()
+        .all(|t| t["way"] == "next round" && t["heard_at"].is_u64()));
+    // A task that has ended is refused, naming send-back; so is a run that is not going.
+    let out = repo.plait(&["tell", &run, "a", "-m", "more"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("is not going (finished)"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(stderr(&out).contains("plait send-back"), "{}", stderr(&out));
+}
+
+#[test]
+fn stopping_one_of_three_tasks_lets_the_others_finish_and_keep_collects_and_judges() {
+    let repo = TestRepo::with_files(&[("a.txt", "a\n"), ("b.txt", "b\n"), ("c.txt", "c\n")]);
+    let marks = tempfile::tempdir().unwrap();
+    let go = marks.path().join("go");
+    let agent = format!(
+        "echo \"by $PLAIT_TASK\" > $PLAIT_TASK.txt; touch {m}/ran.$PLAIT_TASK; {wait}",
+        m = marks.path().display(),
+        wait = until_exists(&go)
+    );
+    let mut plan = Plan::new().set("checks", "task", ["test -s a.txt"]).set(
+        "defaults",
+        "sandbox",
+        Raw(&format!(
+            "{{ writable = [\"{}\"] }}",
+            marks.path().display()
+        )),
+    );
+    for id in ["a", "b", "c"] {
+        plan = plan
+            .task(id)
+            .prompt("write")
+            .owns([format!("{id}.txt")])
+            .exec(&agent);
+    }
+    let plan = repo.plan(&plan.to_toml());
+    let child = spawn_run(&repo, &plan);
+    wait_until("all three started", || {
+        ["a", "b", "c"]
+            .iter()
+            .all(|id| marks.path().join(format!("ran.{id}")).exists())
+    });
+    let run = repo.status_json(&[])["id"].as_str().unwrap().to_string();
+    let out = repo.plait(&["stop", &run, "b"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("stopping b: it stays out of the merge"),
+        "{}",
+        stdout(&out)
+    );
+    let out = repo.plait(&["stop", &run, "c", "--keep"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    wait_until("b and c ended", || {
+        let (b, c) = (task(&repo, "b"), task(&repo, "c"));
+        b["state"] == "stopped" && c["state"] == "done"
+    });
+    std::fs::write(&go, "").unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (a, b, c) = (task(&repo, "a"), task(&repo, "b"), task(&repo, "c"));
+    assert_eq!(a["state"], "done", "{a}");
+    assert_eq!(b["state"], "stopped", "{b}");
+    assert_eq!(b["error"], "stopped by a person (command line)", "{b}");
+    assert_eq!(b["decision"]["verdict"], "reject", "{b}");
+    // Kept: its work so far collected and judged by its checks.
+    assert_eq!(c["state"], "done", "{c}");
+    assert_eq!(c["checks"][0]["passed"], true, "{c}");
+    let merged = repo.tree_files(&format!("plait/{run}/merged"));
+    assert_eq!(merged["a.txt"], "by a\n");
+    assert_eq!(merged["b.txt"], "b\n", "the stopped task stays out");
+    assert_eq!(merged["c.txt"], "by c\n");
+    // The run lands without the stopped task.
+    let out = repo.plait(&["land", &run, "--into", "main"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+}
