@@ -167,7 +167,11 @@ impl<'a> Worker<'a> {
         let started = Instant::now();
         let tip = self.collect().await;
         clock.task_step("collect and commit", started);
-        let tip = tip?;
+        // A branch that changes nothing: the task is done (unless it was told something
+        // since, which its next round hears).
+        let Some(tip) = tip? else {
+            return self.next_round(None, true, round, limit);
+        };
         if self.shared.plan.checks.task.is_empty() && matches!(self.reviewer, Reviewer::Off) {
             return self.next_round(None, true, round, limit);
         }
@@ -337,9 +341,9 @@ impl<'a> Worker<'a> {
         ControlFlow::Break(())
     }
 
-    /// Commits the round's owned changes; the branch's tip, or `Break` when the branch
-    /// changes nothing (the task is done) or collecting failed.
-    async fn collect(&self) -> ControlFlow<(), Oid> {
+    /// Commits the round's owned changes; the branch's tip (`None` when the branch changes
+    /// nothing), or `Break` when collecting failed.
+    async fn collect(&self) -> ControlFlow<(), Option<Oid>> {
         self.shared
             .update(self.slot, |t| t.state = TaskState::Collecting);
         let message = collect::commit_message(&self.shared.run, &self.task.id, &self.task.prompt);
@@ -352,8 +356,7 @@ impl<'a> Worker<'a> {
         )
         .await
         {
-            Ok(Some(tip)) => ControlFlow::Continue(tip),
-            Ok(None) => self.finish(TaskState::Done),
+            Ok(tip) => ControlFlow::Continue(tip),
             Err(e) => self.fail(format!("could not collect the worktree: {e}"), None),
         }
     }
