@@ -245,6 +245,11 @@ const ASSETS: &[(&str, &str, &str)] = &[
         include_str!("page/attempts.js"),
     ),
     (
+        "steer.js",
+        "text/javascript; charset=utf-8",
+        include_str!("page/steer.js"),
+    ),
+    (
         "app.js",
         "text/javascript; charset=utf-8",
         include_str!("page/app.js"),
