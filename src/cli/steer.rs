@@ -73,8 +73,8 @@ fn steer(dir: &Path, run: &str, task: &str, ask: Ask) -> Result<(), CommandError
     match steered.answer {
         Some(answer) => outln!("{answer}")?,
         None => errln!(
-            "run {} has not answered yet; it takes the request when it next looks (plait status {} shows it)",
-            steered.run,
+            "{} (plait status {} shows it)",
+            plait::said::not_answered(&steered.run),
             steered.run
         ),
     }

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use plait_core::state::{RunPhase, TaskState};
 
-use crate::support::{stdout, wait_for_running, wait_until, Plan, TestRepo};
+use crate::support::{stdout, until_exists, wait_for_running, wait_until, Plan, TestRepo};
 
 fn repo_with_dirs(n: usize) -> TestRepo {
     let files: Vec<(String, String)> = (0..n)
@@ -38,16 +38,6 @@ fn spawn_run(repo: &TestRepo, plan: &std::path::Path) -> std::process::Child {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap()
-}
-
-/// A shell loop that waits until `path` exists, looking every 20 ms. It gives up with exit
-/// 9 after 6000 looks (two minutes or more), so an agent never outlives a failed test for
-/// long.
-fn until_exists(path: &Path) -> String {
-    format!(
-        "n=0; until [ -e {} ]; do sleep 0.02; n=$((n+1)); [ $n -gt 6000 ] && exit 9; done",
-        path.display()
-    )
 }
 
 /// How many files in `dir` have names starting with `prefix`.

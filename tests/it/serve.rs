@@ -18,6 +18,8 @@ mod attempts;
 mod landed;
 /// The run page at scale and in depth: summaries, branches, rounds, thousands of tasks.
 mod scale;
+/// A running run steered from the page: a message told, a task stopped.
+mod steer;
 
 #[test]
 fn send_back_gives_a_task_one_more_round_told_the_comment_and_merges_again() {

@@ -8,6 +8,8 @@
 //! - `review`: what reviewers saw and said (`plait review`, the page's summary);
 //! - `attempts`: a task run as several attempts, each one's end and what they cost, for
 //!   the status, `plait review` and the page alike;
+//! - `told`: what people told a running task's agent and whether it heard it, for the
+//!   status, `plait review` and the page alike;
 //! - `failure`: why tasks failed, with their logs' last lines; `logs`: a task's logs;
 //! - `plan`: a plan before it runs; `timings`: where a run's time went; `select`: which
 //!   tasks need a person; [`diff`]: a task's diff.
@@ -23,6 +25,7 @@ mod select;
 mod status;
 mod table;
 mod timings;
+mod told;
 mod usage;
 
 pub use attempts::{attempt_costs, attempt_note, AttemptCosts};
@@ -35,4 +38,5 @@ pub use review::{review_summary, review_text};
 pub use select::needing_attention;
 pub use status::{run_line, status_text, StatusJson};
 pub use timings::timings_text;
+pub use told::heard_note;
 pub use usage::{task_usage, total_usage};

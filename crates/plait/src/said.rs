@@ -1,6 +1,7 @@
 //! What the use cases did, in words: the same lines for the command line and the page.
 //! `ops` returns facts; this module, above it and below both of its callers, says them (a
-//! person's decision, a landing's notes, outcome and refusal).
+//! person's decision, a landing's notes, outcome and refusal, a steering the run has not
+//! answered yet).
 
 use std::fmt::Write as _;
 
@@ -21,6 +22,12 @@ pub fn decided(decided: &Decided) -> String {
         "{} {} of run {} {word}; `plait land {} --into BRANCH` merges again with this decision",
         decided.what, decided.id, decided.run, decided.run
     )
+}
+
+/// That run `run` has not answered a request to steer one of its tasks (`plait tell`,
+/// `plait stop`) in time; each caller says where its answer will show.
+pub fn not_answered(run: &str) -> String {
+    format!("run {run} has not answered yet; it takes the request when it next looks")
 }
 
 /// What was done before the landing (branches collected, the merge made again), a line

@@ -1,8 +1,10 @@
-//! The API's decisions. `accept`, `reject`, `send-back` and `land` call the same use cases
-//! as the commands (`ops::decide`, `ops::send_back`, `ops::land`), in this process, and
+//! The API's decisions and steering. `accept`, `reject`, `send-back` and `land` call the
+//! same use cases as the commands (`ops::decide`, `ops::send_back`, `ops::land`), and `tell`
+//! and `stop` the one of `plait tell` and `plait stop` (`ops::steer`), in this process, and
 //! answer with what the command would say: its message, or its error with the status its
 //! kind calls for. A send-back runs a whole round of an agent, which outlives the request:
-//! the page follows it through the run's events.
+//! the page follows it through the run's events; a tell or a stop is answered by the run's
+//! own process, and what it does shows in the run's record.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,6 +18,7 @@ use serde_json::{json, Value};
 use super::{blocking, cache, ApiError, App};
 use plait::land::LandOutcome;
 use plait::ops;
+use plait::steer::Ask;
 use plait_core::state::Verdict;
 
 /// How long a send-back is waited for before the page is told it is under way (its
@@ -29,6 +32,24 @@ pub(super) struct DecisionBody {
     /// For `send-back`: what the agent should change.
     #[serde(default)]
     comment: Option<String>,
+}
+
+/// The body of a message told to a running task (`tell`).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct TellBody {
+    /// What to tell its agent.
+    #[serde(default)]
+    message: String,
+}
+
+/// The body of a stop (`stop`).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct StopBody {
+    /// Collect and judge its work so far instead of leaving it out.
+    #[serde(default)]
+    keep: bool,
 }
 
 /// The body of a landing.
@@ -82,6 +103,59 @@ pub(super) async fn decide(
             "no decision `{other}`: accept, reject or send-back"
         ))),
     }
+}
+
+/// `POST /api/runs/{run}/tasks/{task}/tell`: tells a running task's agent the body's
+/// `message`, as `plait tell` does.
+pub(super) async fn tell(
+    State(app): State<Arc<App>>,
+    UrlPath((run, task)): UrlPath<(String, String)>,
+    body: Option<Json<TellBody>>,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    let body = body.map(|Json(b)| b).unwrap_or_default();
+    steer(&app, &run, &task, Ask::Tell { text: body.message }).await
+}
+
+/// `POST /api/runs/{run}/tasks/{task}/stop`: stops a running task (with `keep`, to judge
+/// its work so far), as `plait stop` does.
+pub(super) async fn stop(
+    State(app): State<Arc<App>>,
+    UrlPath((run, task)): UrlPath<(String, String)>,
+    body: Option<Json<StopBody>>,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    let body = body.map(|Json(b)| b).unwrap_or_default();
+    steer(&app, &run, &task, Ask::Stop { keep: body.keep }).await
+}
+
+/// Hands `ask` for task `task` of run `run` to the run's process, from the page: answered
+/// with the run's answer, or (202) told the run has not answered yet. The use case checks
+/// the task (an attempt's id, `<task>~<n>`, will do), which reaches the run as data only.
+async fn steer(
+    app: &Arc<App>,
+    run: &str,
+    task: &str,
+    ask: Ask,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    let run = resolve(app, run, None).await?;
+    let request = ops::steer::SteerRequest {
+        run: &run,
+        task,
+        ask,
+        by: "page",
+    };
+    let steered = ops::steer::steer(&app.settings.context, request)
+        .await
+        .map_err(ops_error)?;
+    Ok(match steered.answer {
+        Some(answer) => (StatusCode::OK, Json(json!({"message": answer}))),
+        None => {
+            let message = format!(
+                "{}; this page shows it when it does",
+                plait::said::not_answered(&steered.run)
+            );
+            (StatusCode::ACCEPTED, Json(json!({"message": message})))
+        }
+    })
 }
 
 /// `POST /api/runs/{run}/land`.

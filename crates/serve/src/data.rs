@@ -1,6 +1,7 @@
 //! The API's reads: the runs, one run with its gate and totals (whole, or summed up for its
 //! page), one task with everything a reviewer reads (its attempts side by side among it,
-//! `attempts`), and a task's or an attempt's diff against where it started.
+//! `attempts`; what people told it while it ran, and whether it can still be told or
+//! stopped), and a task's or an attempt's diff against where it started.
 //! Records come through the server's cache (`cache`), read again only when they change.
 
 use std::path::Path;
@@ -172,8 +173,14 @@ pub(super) async fn task(
             .collect();
         let task_dir = store.run(&state.id).task(&task);
         let agents = plan.as_ref().map_or(&[][..], |p| &p.attempt_agents);
+        // What `ops::steer` takes: a task of a going run that has not ended.
+        let steerable = live(store, &state.id)
+            && !record.state.is_final()
+            && record.state != plait_core::state::TaskState::Interrupted;
         Ok(Json(json!({
             "task": record,
+            "steerable": steerable,
+            "told": told(record),
             "prompt": plan.as_ref().map(|p| p.prompt.clone()),
             "agent": plan.as_ref().map(|p| p.agent.clone()),
             "attempts": super::attempts::of(record, agents),
@@ -194,6 +201,28 @@ pub(super) async fn task(
         })))
     })
     .await
+}
+
+/// What people told a task and its attempts while they ran (each attempt's after the
+/// task's, named in `to`), with whether its agent heard it (`report::heard_note`).
+fn told(task: &TaskRecord) -> Vec<Value> {
+    task.with_attempts()
+        .flat_map(|record| {
+            let to = (record.id != task.id).then_some(record.id.as_str());
+            record.told.iter().map(move |told| {
+                json!({
+                    "to": to,
+                    "text": told.text,
+                    "by": told.by,
+                    "at": told.at,
+                    "way": told.way,
+                    "round": told.round,
+                    "heard_at": told.heard_at,
+                    "heard": plait::report::heard_note(record, told),
+                })
+            })
+        })
+        .collect()
 }
 
 /// What the run's copy of its plan says of a task.

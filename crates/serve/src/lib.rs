@@ -4,11 +4,11 @@
 //! `summary` (a row's worth per task) and what git says of its `branches` (+/− lines,
 //! branches moved or merged by hand, the target's move), a task's page its `rounds` and,
 //! for a task run as several, its `attempts`; the records come through a `cache` kept by
-//! `state.json`'s version. While a run goes on the
-//! page follows the run's events (`events`, server-sent: the changed rows, not the
-//! record); its decisions (`actions`) call the same use cases as the command line (`ops`),
-//! in this process, so each does exactly what the command does. Every request must name this server as its `Host`, and every
-//! changing one carry the server's token.
+//! `state.json`'s version. While a run goes on the page follows the run's events
+//! (`events`, server-sent: the changed rows, not the record); its decisions and its
+//! steering of a running task (`actions`) call the same use cases as the command line
+//! (`ops`), in this process, so each does exactly what the command does. Every request must
+//! name this server as its `Host`, and every changing one carry the server's token.
 
 #![deny(missing_docs)]
 
@@ -131,6 +131,8 @@ pub async fn serve(
             "/api/runs/{run}/tasks/{task}/{action}",
             post(actions::decide),
         )
+        .route("/api/runs/{run}/tasks/{task}/tell", post(actions::tell))
+        .route("/api/runs/{run}/tasks/{task}/stop", post(actions::stop))
         .route("/api/runs/{run}/land", post(actions::land))
         .fallback(|| async { ApiError::not_found("no such page") })
         .layer(middleware::from_fn_with_state(app.clone(), guard));
@@ -241,6 +243,11 @@ const ASSETS: &[(&str, &str, &str)] = &[
         "attempts.js",
         "text/javascript; charset=utf-8",
         include_str!("page/attempts.js"),
+    ),
+    (
+        "steer.js",
+        "text/javascript; charset=utf-8",
+        include_str!("page/steer.js"),
     ),
     (
         "app.js",

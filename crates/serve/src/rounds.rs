@@ -1,5 +1,6 @@
 //! A task's rounds as its page shows them: round by round, what the agent was told (the
-//! task's prompt, a person's send-back comment, or the feedback of the round before), the
+//! task's prompt, a person's send-back comment, what a person told it while the round
+//! before ran, or the feedback of the round before), the
 //! checks and the review that judged the round, and how the round ended. The record keeps
 //! the last round's checks and review and every send-back; the rounds before are read back
 //! from the task's directory (`checks-<round>/check-<n>.log`, `review-<round>.log`), whose
@@ -33,8 +34,9 @@ pub(super) struct Round {
 /// What the agent was told at the start of a round.
 #[derive(Debug, Serialize)]
 pub(super) struct Told {
-    /// `prompt` (the first try), `person` (a send-back), `feedback` (the checks' and the
-    /// reviewer's of the round before).
+    /// `prompt` (the first try), `person` (a send-back), `steer` (what a person told its
+    /// agent while the round before ran: `plait tell`, the page), `feedback` (the checks'
+    /// and the reviewer's of the round before).
     pub kind: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub text: Option<String>,
@@ -120,11 +122,30 @@ fn told(task: &TaskRecord, round: u32) -> Told {
             at: Some(sent.at),
         };
     }
+    let steered = steered(task, round);
+    if let Some(first) = round.checked_sub(1).and(steered.first()) {
+        let texts: Vec<&str> = steered.iter().map(|t| t.text.as_str()).collect();
+        return Told {
+            kind: "steer",
+            text: Some(texts.join("\n\n")),
+            at: Some(first.at),
+        };
+    }
     Told {
         kind: if round == 0 { "prompt" } else { "feedback" },
         text: None,
         at: None,
     }
+}
+
+/// What people told `task`'s agent while the round before `round` ran that it heard as
+/// `round`'s comment.
+fn steered(task: &TaskRecord, round: u32) -> Vec<&plait_core::state::Told> {
+    task.told
+        .iter()
+        .filter(|t| t.way == "next round" && t.heard_at.is_some())
+        .filter(|t| Some(t.round) == round.checked_sub(1))
+        .collect()
 }
 
 fn review(task: &TaskRecord, round: u32, dir: &Path) -> Option<RoundReview> {
@@ -155,6 +176,8 @@ fn outcome(task: &TaskRecord, round: u32, last: u32) -> String {
     if round < last {
         return if task.sent_back.iter().any(|s| s.round == round + 1) {
             "ended; then a person sent it back".to_string()
+        } else if !steered(task, round + 1).is_empty() {
+            "ended; what a person told it followed as its next round's comment".to_string()
         } else {
             "changes asked for: another round followed".to_string()
         };

@@ -120,6 +120,16 @@ pub fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
     }
 }
 
+/// A shell loop that waits until `path` exists, looking every 20 ms. It gives up with exit
+/// 9 after 6000 looks (two minutes or more), so an agent never outlives a failed test for
+/// long.
+pub fn until_exists(path: &Path) -> String {
+    format!(
+        "n=0; until [ -e {} ]; do sleep 0.02; n=$((n+1)); [ $n -gt 6000 ] && exit 9; done",
+        path.display()
+    )
+}
+
 pub fn stdout(out: &Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }

@@ -1,15 +1,18 @@
 //! `plait serve` for the tests: the real binary serving a repository on 127.0.0.1, spoken
-//! to over plain HTTP, and the small project of three tasks its tests run.
+//! to over plain HTTP, the small project of three tasks its tests run, and a run of it that
+//! goes on while the test steers it (`Going`).
 
 use std::fmt::Write as _;
 use std::io::{BufRead as _, BufReader, Read as _, Write as _};
 use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
 use serde_json::Value;
 
-use super::{init, stderr, stdout, TestRepo};
+use super::plan::{Raw, Toml as _};
+use super::{init, stderr, stdout, until_exists, wait_until, Plan, TestRepo};
 
 pub fn sample() -> TestRepo {
     TestRepo::with_files(&[
@@ -141,5 +144,94 @@ impl Drop for Served {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+/// A run of tasks `a` and `b` of [`sample`] going in `plait run -j 2` (the real binary, a
+/// child process). In its first round each agent leaves `started.<task>` in [`marks`] and
+/// waits there for `go` ([`release`]), then writes `v1`; in a later round (told a comment)
+/// it records its environment in `env.<task>` and writes `v2`. Dropped, it releases the
+/// agents and ends the run.
+///
+/// [`marks`]: Going::marks
+/// [`release`]: Going::release
+pub struct Going {
+    child: Option<Child>,
+    marks: tempfile::TempDir,
+}
+
+impl Going {
+    /// Starts the run in `repo` and waits until both agents have started.
+    pub fn start(repo: &TestRepo) -> Going {
+        init();
+        let marks = tempfile::tempdir().unwrap();
+        let m = marks.path().display().to_string();
+        let agent = format!(
+            "if [ -n \"$PLAIT_FEEDBACK\" ]; then env > {m}/env.$PLAIT_TASK; echo v2 > lib/$PLAIT_TASK.txt; \
+             else touch {m}/started.$PLAIT_TASK; {wait}; echo v1 > lib/$PLAIT_TASK.txt; fi",
+            wait = until_exists(&marks.path().join("go"))
+        );
+        let toml = Plan::new()
+            .goal("g")
+            .review_off()
+            .exec_all(&agent)
+            .set(
+                "defaults",
+                "sandbox",
+                Raw(&format!("{{ writable = [{}] }}", m.toml())),
+            )
+            .task("a")
+            .owns(["lib/a.txt"])
+            .task("b")
+            .owns(["lib/b.txt"])
+            .to_toml();
+        let plan = repo.plan(&toml);
+        let child = Command::new(env!("CARGO_BIN_EXE_plait"))
+            .args(["run", plan.to_str().unwrap(), "-j", "2"])
+            .current_dir(&repo.path)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start plait run");
+        let going = Going {
+            child: Some(child),
+            marks,
+        };
+        for task in ["a", "b"] {
+            let started = going.mark(&format!("started.{task}"));
+            wait_until(&format!("the agent of {task} started"), || started.exists());
+        }
+        going
+    }
+
+    /// The file `name` in the agents' directory.
+    pub fn mark(&self, name: &str) -> PathBuf {
+        self.marks.path().join(name)
+    }
+
+    /// Lets the agents waiting for `go` go on.
+    pub fn release(&self) {
+        std::fs::write(self.mark("go"), "").unwrap();
+    }
+
+    /// Releases the agents and waits for the run's end; `plait run`'s output.
+    pub fn end(&mut self) -> Output {
+        self.release();
+        self.child.take().unwrap().wait_with_output().unwrap()
+    }
+
+    /// The environment task `task`'s agent recorded in its later round.
+    pub fn env_of(&self, task: &str) -> String {
+        std::fs::read_to_string(self.mark(&format!("env.{task}"))).unwrap_or_default()
+    }
+}
+
+impl Drop for Going {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            self.release();
+            let _ = child.kill();
+            let _ = child.wait();
+        }
     }
 }

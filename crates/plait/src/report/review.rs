@@ -1,5 +1,6 @@
 //! What a reviewer saw and said: a task's review (`plait review`: its rounds' checks, the
-//! reviewer's verdicts, its attempts when it ran as several, and its own work), a group's
+//! reviewer's verdicts, its attempts when it ran as several, what people told it while it
+//! ran, and its own work), a group's
 //! supervisor review, and the short summary the page shows.
 
 use std::fmt::Write as _;
@@ -80,6 +81,7 @@ fn task_review_text(
             sent.round, sent.comment
         );
     }
+    super::told::review_lines(out, task);
     for c in task.checks.iter().filter(|c| !c.passed) {
         let _ = writeln!(
             out,

@@ -1,7 +1,8 @@
 //! The status's table of tasks: one row per task (state, rounds, time, the models it used
 //! and what they cost, a note on what it waits for or why it ended), grouped under their
 //! groups in a grouped run; under a task run as attempts, a row per attempt (`  a~2`),
-//! noting the chosen one and how the others ended.
+//! noting the chosen one and how the others ended; under a task (or attempt) people told
+//! something while it ran, a line per message (`told`).
 
 use std::fmt::Write as _;
 
@@ -75,6 +76,7 @@ pub(super) fn task_table(out: &mut String, state: &RunState) {
         .map(|task| {
             let note = task_note(state, task, (&conflicted, &waiting));
             let mut lines = vec![task_row(task, note, columns, width - indent)];
+            lines.extend(super::told::status_lines(task, TOLD_INDENT));
             // Its attempts under it, indented: the chosen one says so, the others how
             // they ended.
             for (attempt, n) in task.attempts.iter().zip(1..) {
@@ -82,6 +84,10 @@ pub(super) fn task_table(out: &mut String, state: &RunState) {
                 let w = width - indent - ATTEMPT_INDENT;
                 let row = task_row(attempt, note, columns, w);
                 lines.push(format!("{:ATTEMPT_INDENT$}{row}", ""));
+                lines.extend(super::told::status_lines(
+                    attempt,
+                    ATTEMPT_INDENT + TOLD_INDENT,
+                ));
             }
             (task.id.as_str(), lines)
         })
@@ -91,6 +97,9 @@ pub(super) fn task_table(out: &mut String, state: &RunState) {
 
 /// How far an attempt's row is indented under its task's.
 const ATTEMPT_INDENT: usize = 2;
+
+/// How far the lines of what a task was told are indented under its row.
+const TOLD_INDENT: usize = 4;
 
 /// Every task's record and every attempt's.
 fn records(state: &RunState) -> impl Iterator<Item = &TaskRecord> {
@@ -216,7 +225,7 @@ fn task_row(
 const WAITS_WIDTH: usize = 24;
 
 /// The NOTE cell of a task's row: why it was left out, that it changed nothing, its
-/// verdict, or its error.
+/// verdict, or its error (a stopped task's: why it was stopped).
 fn task_note(
     state: &RunState,
     task: &TaskRecord,
@@ -236,7 +245,8 @@ fn task_note(
         note = "no changes: the agent changed nothing".to_string();
     } else if task.state == TaskState::Done && task.commit.is_none() {
         note = "no changes".to_string();
-    } else if let Some(verdict) = task.verdict() {
+    } else if let Some(verdict) = task.verdict().filter(|_| task.state != TaskState::Stopped) {
+        // A stopped task keeps its reason (a person's stop is also its rejection).
         let by = if task.decision.is_some() {
             "person"
         } else {

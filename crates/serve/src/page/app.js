@@ -1166,6 +1166,7 @@ function taskView(runId, taskId) {
   const log = section('log', 'Agent log');
   const diffView = DiffView(runId, taskId);
   const attempts = AttemptsView(runId, open);
+  const steer = SteerView(runId, taskId, () => refresh());
 
   const decision = h('div', { id: 'decision', class: 'decision-status' });
   const comment = h('textarea', { id: 'comment', rows: 3, placeholder: 'What should change? The comment becomes the task\'s feedback for one more round.' });
@@ -1208,7 +1209,7 @@ function taskView(runId, taskId) {
     head, banners, nav, attempts.el,
     h('div', { class: 'task-grid' },
       h('div', { class: 'task-main' }, prompt.el, review.el, checks.el, rounds.el),
-      h('div', { class: 'task-side' }, actions, violations.el, conflicts.el)),
+      h('div', { class: 'task-side' }, steer.el, actions, violations.el, conflicts.el)),
     diffView.el, transcript.el, log.el);
 
   function renderHead(d) {
@@ -1231,7 +1232,9 @@ function taskView(runId, taskId) {
         t.exit_code != null && h('span', null, `exit ${t.exit_code}`),
         t.sandbox && h('span', { title: (t.sandbox.refused || []).join('\n') }, t.sandbox.confined ? 'confined: ' : 'not confined: ', t.sandbox.how)));
     fill(banners,
-      t.error && h('div', { id: 'error', class: 'banner bad' }, h('strong', null, 'Error: '), withCode(t.error)),
+      // A stopped task's error is why it was stopped (a person, or another attempt chosen).
+      t.error && t.state === 'stopped' && h('div', { id: 'stopped', class: 'banner warn' }, withCode(t.error[0].toUpperCase() + t.error.slice(1))),
+      t.error && t.state !== 'stopped' && h('div', { id: 'error', class: 'banner bad' }, h('strong', null, 'Error: '), withCode(t.error)),
       d.culprit && h('div', { class: 'banner bad' }, 'Held out of the merge by the culprit search: this task breaks the merged checks.'),
       d.branch?.moved && h('div', { id: 'moved', class: 'banner warn' }, 'Its branch was moved by hand since the run\'s commit: it is now at ',
         h('code', null, short(d.branch.tip)), '. `plait land` collects the new commits if they change only what the task owns.'),
@@ -1350,6 +1353,7 @@ function taskView(runId, taskId) {
     renderPrompt(d);
     renderReview(d);
     renderDecision(d);
+    steer.update(d);
     renderChecks(d);
     renderRounds(d);
     renderViolations(d);
@@ -1401,11 +1405,12 @@ function violationDiff(f) {
 /** One round of a task: what it was told, the checks and review that judged it, its end. */
 function roundView(r, d, open) {
   const told = r.told || {};
-  const toldEl = told.kind === 'person'
-    ? [h('span', { class: 'muted' }, `sent back by a person${told.at ? ` ${fmtAgo(told.at)}` : ''}:`), h('blockquote', { class: 'told-text' }, withCode(told.text || ''))]
-    : told.kind === 'prompt'
-      ? h('span', { class: 'muted' }, 'the task\'s prompt')
-      : h('span', { class: 'muted' }, `the feedback on ${roundName(r.round - 1)}: its failed checks' output and the reviewer's request for changes`);
+  const when = told.at ? ` ${fmtAgo(told.at)}` : '';
+  const quoted = (said) => [h('span', { class: 'muted' }, said), h('blockquote', { class: 'told-text' }, withCode(told.text || ''))];
+  const toldEl = told.kind === 'person' ? quoted(`sent back by a person${when}:`)
+    : told.kind === 'steer' ? quoted(`what a person said while ${roundName(r.round - 1)} ran${when}:`)
+      : told.kind === 'prompt' ? h('span', { class: 'muted' }, 'the task\'s prompt')
+        : h('span', { class: 'muted' }, `the feedback on ${roundName(r.round - 1)}: its failed checks' output and the reviewer's request for changes`);
   const checks = (r.checks || []).map((c, i) => h('li', { class: c.passed === true ? 'pass' : c.passed === false ? 'fail' : '' },
     details(open, `round-${r.round}-check-${i}`, c.passed === false,
       [h('span', { class: 'icon' }, c.passed === true ? '✓' : c.passed === false ? '✗' : '·'), h('code', null, c.command),
