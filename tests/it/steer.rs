@@ -9,15 +9,7 @@ use serde_json::Value;
 
 use crate::mock::{edit, MockModel, Provider, Turn};
 use crate::support::plan::Raw;
-use crate::support::{stderr, stdout, wait_until, Plan, TestRepo};
-
-/// A shell loop that waits until `path` exists (two minutes at most).
-fn until_exists(path: &Path) -> String {
-    format!(
-        "n=0; until [ -e {} ]; do sleep 0.02; n=$((n+1)); [ $n -gt 6000 ] && exit 9; done; true",
-        path.display()
-    )
-}
+use crate::support::{stderr, stdout, until_exists, wait_until, Plan, TestRepo};
 
 /// `plait status --json`'s record of task `id`.
 fn task(repo: &TestRepo, id: &str) -> Value {

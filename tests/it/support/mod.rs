@@ -125,7 +125,7 @@ pub fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
 /// long.
 pub fn until_exists(path: &Path) -> String {
     format!(
-        "n=0; until [ -e {} ]; do sleep 0.02; n=$((n+1)); [ $n -gt 6000 ] && exit 9; done",
+        "n=0; until [ -e {} ]; do sleep 0.02; n=$((n+1)); [ $n -gt 6000 ] && exit 9; done; true",
         path.display()
     )
 }
