@@ -113,7 +113,9 @@ fn fake_claude_edits_owned_files_and_the_hook_refuses_the_rest() {
     // How plait ran the CLI.
     let argv = argv_of(&rec);
     let after = |flag: &str| after(&argv, flag);
-    assert_eq!(after("-p"), "Say hello in src/a/x.txt");
+    // The message comes on its input, as stream-json, so it can be told more while it runs.
+    assert_eq!(rec["prompt"], "Say hello in src/a/x.txt");
+    assert_eq!(after("--input-format"), "stream-json");
     assert_eq!(after("--output-format"), "stream-json");
     assert!(
         argv.contains(&"--verbose"),
@@ -493,7 +495,7 @@ fn ctrl_c_interrupts_claude_and_resume_carries_on_from_its_work() {
     // The second run was told its earlier work is there.
     let second = Path::new(&records).join("a.2.json");
     let rec: Value = serde_json::from_str(&fs::read_to_string(second).unwrap()).unwrap();
-    let prompt = after(&argv_of(&rec), "-p").to_string();
+    let prompt = rec["prompt"].as_str().unwrap().to_string();
     assert!(
         prompt.contains("Say hello in src/a/x.txt") && prompt.contains("This task was interrupted"),
         "{prompt}"

@@ -261,3 +261,70 @@ fn stopping_one_of_three_tasks_lets_the_others_finish_and_keep_collects_and_judg
     let out = repo.plait(&["land", &run, "--into", "main"]);
     assert!(out.status.success(), "{}", stderr(&out));
 }
+
+#[test]
+fn the_real_claude_code_told_mid_round_hears_it_in_its_next_request() {
+    use crate::mock::claude_tools;
+    use crate::support::agents::{real_claude, run_real, KEY};
+    let Some(claude) = real_claude() else { return };
+    let mock = MockModel::start_claude_code(KEY);
+    mock.script(
+        "a",
+        vec![
+            Turn::Tools(vec![claude_tools::read("src/a/x.txt")]),
+            Turn::Tools(vec![claude_tools::edit("src/a/x.txt", "hi", "hello there")]),
+            Turn::Text("Said hello there.".into()),
+        ],
+    );
+    mock.set_latency(Duration::from_millis(1500));
+    let repo = TestRepo::with_files(&[("src/a/x.txt", "hi\n")]);
+    let toml = Plan::new()
+        .goal("Greet")
+        .set("defaults", "timeout", "60s")
+        .review_off()
+        .set("agents.claude-code", "bin", claude.display().to_string())
+        .set("agents.claude-code", "provider", "mock")
+        .mock("anthropic", &mock.url(), "claude-sonnet-4-5")
+        .task("a")
+        .prompt("Say hello in src/a/x.txt")
+        .owns(["src/a/"])
+        .with("agent", "claude-code")
+        .to_toml();
+    let path = repo.path.clone();
+    let mock_ref = &mock;
+    let out = std::thread::scope(|s| {
+        let telling = s.spawn(move || {
+            wait_until("the agent's first answer", || mock_ref.count("a") >= 1);
+            let status = crate::support::plait_in(&path, &["status", "--json"]);
+            let status: Value = serde_json::from_slice(&status.stdout).unwrap();
+            let run = status["id"].as_str().unwrap().to_string();
+            crate::support::plait_in(&path, &["tell", &run, "a", "-m", "Say hello there"])
+        });
+        let out = run_real(&repo, &toml);
+        let told = telling.join().unwrap();
+        assert!(told.status.success(), "{}", stderr(&told));
+        assert!(
+            stdout(&told).contains("told a: its agent hears it at its next turn"),
+            "{}",
+            stdout(&told)
+        );
+        out
+    });
+    assert!(out.status.success(), "plait run failed: {}", stderr(&out));
+    assert!(mock.problems().is_empty(), "{:#?}", mock.problems());
+    let bodies: Vec<String> = mock
+        .requests()
+        .into_iter()
+        .filter(|r| r.task.as_deref() == Some("a"))
+        .map(|r| r.body.to_string())
+        .collect();
+    assert!(
+        bodies.iter().any(|b| b.contains("Say hello there")),
+        "{} requests, none with the message",
+        bodies.len()
+    );
+    let a = task(&repo, "a");
+    assert_eq!(a["state"], "done", "{a}");
+    assert_eq!(a["told"][0]["way"], "next turn", "{a}");
+    assert!(a["told"][0]["heard_at"].is_u64(), "{a}");
+}

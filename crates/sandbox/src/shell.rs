@@ -72,7 +72,7 @@ pub async fn run_argv(argv: &[String], launch: &Launch<'_>) -> ShellOutcome {
     let log = launch.log;
     let open = || OpenOptions::new().create(true).append(true).open(log);
     match (open(), open()) {
-        (Ok(out), Ok(err)) => spawn_and_wait(argv, launch, (out, err), None).await,
+        (Ok(out), Ok(err)) => spawn_and_wait(argv, launch, (out, err), None, None).await,
         (Err(e), _) | (_, Err(e)) => {
             ShellOutcome::NotStarted(format!("cannot open log {}: {e}", log.display()))
         }
@@ -87,11 +87,25 @@ pub async fn run_argv_capturing(
     launch: &Launch<'_>,
     stdout: &Path,
 ) -> (ShellOutcome, String) {
+    run_argv_fed(argv, launch, stdout, None).await
+}
+
+/// What is written to a program's standard input while it runs, chunk by chunk; its input
+/// is closed when the sender is dropped (and is empty without a feed).
+pub type Feed = tokio::sync::mpsc::UnboundedReceiver<Vec<u8>>;
+
+/// [`run_argv_capturing`], its standard input fed from `feed` while it runs.
+pub async fn run_argv_fed(
+    argv: &[String],
+    launch: &Launch<'_>,
+    stdout: &Path,
+    feed: Option<Feed>,
+) -> (ShellOutcome, String) {
     let log = launch.log;
     let out = std::fs::File::create(stdout);
     let err = OpenOptions::new().create(true).append(true).open(log);
     let outcome = match (out, err) {
-        (Ok(out), Ok(err)) => spawn_and_wait(argv, launch, (out, err), Some(stdout)).await,
+        (Ok(out), Ok(err)) => spawn_and_wait(argv, launch, (out, err), Some(stdout), feed).await,
         (Err(e), _) => {
             return (
                 ShellOutcome::NotStarted(format!("cannot create {}: {e}", stdout.display())),
@@ -140,6 +154,7 @@ async fn spawn_and_wait(
     launch: &Launch<'_>,
     (out, err): (std::fs::File, std::fs::File),
     stdout: Option<&Path>,
+    feed: Option<Feed>,
 ) -> ShellOutcome {
     let Some((program, args)) = argv.split_first() else {
         return ShellOutcome::NotStarted("the command is empty".to_string());
@@ -152,7 +167,11 @@ async fn spawn_and_wait(
     let mut cmd = Command::new(program);
     cmd.args(args)
         .current_dir(launch.dir)
-        .stdin(Stdio::null())
+        .stdin(if feed.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
         .stdout(out)
         .stderr(err)
         .kill_on_drop(true);
@@ -166,8 +185,26 @@ async fn spawn_and_wait(
         cmd.env(key, value);
     }
     // The walls (and a view) give the child a process group (or session) of its own.
-    let spawned = launch.sandbox.spawn(armed, cmd, launch.dir).await;
+    let mut spawned = launch.sandbox.spawn(armed, cmd, launch.dir).await;
+    let mut feeding = None;
+    if let (Ok(child), Some(mut feed)) = (&mut spawned, feed) {
+        if let Some(mut input) = child.stdin.take() {
+            feeding = Some(tokio::spawn(async move {
+                use tokio::io::AsyncWriteExt as _;
+                while let Some(chunk) = feed.recv().await {
+                    if input.write_all(&chunk).await.is_err() || input.flush().await.is_err() {
+                        break;
+                    }
+                }
+                // Dropped: the program's input ends.
+            }));
+        }
+    }
     let outcome = wait(spawned, program, launch).await;
+    if let Some(feeding) = feeding {
+        // The program has ended: whoever feeds it is told so (its sender closes).
+        feeding.abort();
+    }
     if let Some(armed) = &armed {
         let mut text = read_from(launch.log, log_start);
         if let Some(stdout) = stdout {

@@ -70,16 +70,20 @@ impl ClaudeCodeAgent {
         ClaudeCodeAgent { settings }
     }
 
-    /// The command line for one round.
-    fn argv(&self, task: &TaskContext, files: &Files) -> Vec<String> {
+    /// The command line for one round: its message as the argument, or (`live`) none, the
+    /// messages coming on its input as stream-json.
+    fn argv(&self, task: &TaskContext, files: &Files, live: bool) -> Vec<String> {
         let message =
             prompts::worker::round_message(&task.prompt, task.round, task.feedback.as_deref());
         let rules =
             prompts::worker::cli_rules(&task.goal, &task.task, task.owns.patterns(), &task.owned);
-        let mut argv = vec![
-            self.settings.program.clone(),
-            "-p".to_string(),
-            message,
+        let mut argv = vec![self.settings.program.clone(), "-p".to_string()];
+        if live {
+            argv.extend(["--input-format".to_string(), "stream-json".to_string()]);
+        } else {
+            argv.push(message);
+        }
+        argv.extend([
             "--output-format".to_string(),
             "stream-json".to_string(),
             "--verbose".to_string(),
@@ -94,7 +98,7 @@ impl ClaudeCodeAgent {
             String::new(),
             "--permission-mode".to_string(),
             "bypassPermissions".to_string(),
-        ];
+        ]);
         let model = self
             .settings
             .model
@@ -151,7 +155,8 @@ impl ClaudeCodeAgent {
             }
             .into();
         }
-        let argv = self.argv(task, &files);
+        let live = task.inbox.clone();
+        let argv = self.argv(task, &files, live.is_some());
         let env = self.env(task, &files);
         let has_key = env.iter().any(|(k, _)| *k == "ANTHROPIC_API_KEY")
             || self.settings.inherited.anthropic_key;
@@ -162,8 +167,13 @@ impl ClaudeCodeAgent {
             task.gateway.as_deref(),
         );
         let (counted, asked) = (task.counted(), task.asked());
+        let feed = live.map(|inbox| {
+            let first =
+                prompts::worker::round_message(&task.prompt, task.round, task.feedback.as_deref());
+            feed(first, inbox, files.result.clone())
+        });
         let (outcome, stdout) =
-            shell::run_argv_capturing(&argv, &task.launch(&env), &files.result).await;
+            shell::run_argv_fed(&argv, &task.launch(&env), &files.result, feed).await;
         if let Some(link) = login {
             let _ = std::fs::remove_file(link);
         }
@@ -187,6 +197,62 @@ impl ClaudeCodeAgent {
         }
         report
     }
+}
+
+/// Claude Code's input in a round that may be told things (`--input-format stream-json`):
+/// the round's message, then whatever a person tells the task while it runs, each a user
+/// message as a line; the input ends once the CLI has answered (a `result` event in its
+/// output, `result`) and nothing waits, so that it exits.
+fn feed(first: String, inbox: super::Inbox, result: PathBuf) -> shell::Feed {
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let line = |text: &str| {
+        let mut line = serde_json::json!({
+            "type": "user",
+            "message": {"role": "user", "content": text},
+        })
+        .to_string();
+        line.push('\n');
+        line.into_bytes()
+    };
+    let _ = tx.send(line(&first));
+    tokio::spawn(async move {
+        let (mut answered, mut read) = (0usize, 0usize);
+        loop {
+            tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+            if tx.is_closed() {
+                return;
+            }
+            let told = inbox.take();
+            if !told.is_empty() {
+                if tx.send(line(&prompts::worker::told(&told))).is_err() {
+                    return;
+                }
+                continue;
+            }
+            // Results in the output's lines written whole since the last look.
+            if let Ok(text) = std::fs::read(&result) {
+                if let Some(end) = text.iter().rposition(|b| *b == b'\n') {
+                    if end + 1 > read {
+                        let new = String::from_utf8_lossy(&text[read..=end]);
+                        answered += new
+                            .lines()
+                            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+                            .filter(|v| v["type"] == "result")
+                            .count();
+                        read = end + 1;
+                    }
+                }
+            }
+            // A message written while a turn runs is taken into that turn (the CLI adds it to
+            // its next request) or queued for a turn after it, which the CLI still runs when
+            // its input has ended: once it has answered, nothing is left waiting on plait.
+            if answered > 0 {
+                // Dropped: its input ends, and it exits when it has done.
+                return;
+            }
+        }
+    });
+    rx
 }
 
 /// What Claude Code is given in every role: its own config directory, no traffic beyond

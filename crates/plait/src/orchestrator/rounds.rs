@@ -750,7 +750,11 @@ fn record_report(shared: &Shared, slot: Slot, report: &AgentReport) {
 }
 
 /// Whether `agent` takes what a person tells it at its next turn (a model agent, whose
-/// conversation plait holds); the others hear it as their next round's comment.
+/// conversation plait holds; Claude Code, on its stream-json input); the others hear it as
+/// their next round's comment.
 pub(super) fn takes_mid_round(agent: &AgentConfig) -> bool {
-    matches!(agent, AgentConfig::Model { .. })
+    matches!(
+        agent,
+        AgentConfig::Model { .. } | AgentConfig::ClaudeCode(_)
+    )
 }
