@@ -328,3 +328,76 @@ fn the_real_claude_code_told_mid_round_hears_it_in_its_next_request() {
     assert_eq!(a["told"][0]["way"], "next turn", "{a}");
     assert!(a["told"][0]["heard_at"].is_u64(), "{a}");
 }
+
+#[test]
+fn the_real_aider_told_mid_round_hears_it_as_its_next_rounds_comment() {
+    use crate::support::agents::{real_aider, run_real, KEY};
+    let Some(aider) = real_aider() else { return };
+    let mock = MockModel::start_aider(KEY);
+    mock.script(
+        "a",
+        vec![
+            Turn::Text("src/a/x.txt\n```\nhello\n```\n".into()),
+            Turn::Text("src/a/x.txt\n```\nhello there\n```\n".into()),
+        ],
+    );
+    mock.set_latency(Duration::from_millis(1500));
+    let repo = TestRepo::with_files(&[("src/a/x.txt", "hi\n")]);
+    let toml = Plan::new()
+        .goal("Greet")
+        .set("defaults", "timeout", "60s")
+        .review_off()
+        .set("agents.aider", "bin", aider.display().to_string())
+        .set("agents.aider", "provider", "mock")
+        .set("agents.aider", "args", ["--edit-format", "whole"])
+        .mock("openai", &mock.url(), "qwen-coder")
+        .task("a")
+        .prompt("Say hello in src/a/x.txt")
+        .owns(["src/a/"])
+        .with("agent", "aider")
+        .to_toml();
+    let path = repo.path.clone();
+    let out = std::thread::scope(|s| {
+        let telling = s.spawn(move || {
+            // Its first request is on its way (answered after the latency).
+            wait_until("the run to start", || {
+                crate::support::plait_in(&path, &["status", "--json"])
+                    .status
+                    .success()
+            });
+            std::thread::sleep(Duration::from_millis(500));
+            let status = crate::support::plait_in(&path, &["status", "--json"]);
+            let status: Value = serde_json::from_slice(&status.stdout).unwrap();
+            let run = status["id"].as_str().unwrap().to_string();
+            crate::support::plait_in(&path, &["tell", &run, "a", "-m", "Say hello there"])
+        });
+        let out = run_real(&repo, &toml);
+        let told = telling.join().unwrap();
+        assert!(told.status.success(), "{}", stderr(&told));
+        assert!(
+            stdout(&told).contains("hears this as its next round's comment"),
+            "{}",
+            stdout(&told)
+        );
+        out
+    });
+    assert!(out.status.success(), "plait run failed: {}", stderr(&out));
+    assert!(mock.problems().is_empty(), "{:#?}", mock.problems());
+    assert_eq!(mock.count("a"), 2);
+    let second = mock
+        .requests()
+        .into_iter()
+        .filter(|r| r.task.as_deref() == Some("a"))
+        .nth(1)
+        .unwrap()
+        .body
+        .to_string();
+    assert!(second.contains("Say hello there"), "{second}");
+    let a = task(&repo, "a");
+    assert_eq!(a["state"], "done", "{a}");
+    assert_eq!(a["rounds"], 1, "{a}");
+    assert_eq!(a["told"][0]["way"], "next round", "{a}");
+    let run = repo.status_json(&[])["id"].as_str().unwrap().to_string();
+    let merged = repo.tree_files(&format!("plait/{run}/merged"));
+    assert_eq!(merged["src/a/x.txt"], "hello there\n");
+}
