@@ -34,6 +34,31 @@ fn spawn_run(repo: &TestRepo, plan: &Path) -> std::process::Child {
         .unwrap()
 }
 
+/// Runs `run` (a run of the repository at `path`) while another thread, once `ready`, tells
+/// its task `a` `text` (`plait tell`); checks that the run answered with `answer`, and
+/// returns what `run` returned.
+fn told_while<T>(
+    path: &Path,
+    ready: &(dyn Fn() -> bool + Sync),
+    (text, answer): (&str, &str),
+    run: impl FnOnce() -> T,
+) -> T {
+    std::thread::scope(|s| {
+        let telling = s.spawn(move || {
+            wait_until("the moment to tell", ready);
+            let status = crate::support::plait_in(path, &["status", "--json"]);
+            let status: Value = serde_json::from_slice(&status.stdout).unwrap();
+            let run = status["id"].as_str().unwrap().to_string();
+            crate::support::plait_in(path, &["tell", &run, "a", "-m", text])
+        });
+        let ran = run();
+        let told = telling.join().unwrap();
+        assert!(told.status.success(), "{}", stderr(&told));
+        assert!(stdout(&told).contains(answer), "{}", stdout(&told));
+        ran
+    })
+}
+
 #[test]
 fn a_model_agent_told_mid_round_hears_it_after_its_tool_results() {
     for provider in [Provider::Anthropic, Provider::OpenAi] {
@@ -64,26 +89,16 @@ fn a_model_agent_told_mid_round_hears_it_after_its_tool_results() {
             .owns(["a.txt"])
             .with("agent", "mock")
             .to_toml();
-        let path = repo.path.clone();
-        let mock_ref = &mock;
-        let state = std::thread::scope(|s| {
-            let telling = s.spawn(move || {
-                wait_until("the agent's first request", || mock_ref.count("a") == 1);
-                let status = crate::support::plait_in(&path, &["status", "--json"]);
-                let status: Value = serde_json::from_slice(&status.stdout).unwrap();
-                let run = status["id"].as_str().unwrap().to_string();
-                crate::support::plait_in(&path, &["tell", &run, "a", "-m", "Write 42, not one"])
-            });
-            let state = repo.run_with_env(&toml, 1, &|k| (k == "K").then(|| KEY.to_string()));
-            let out = telling.join().unwrap();
-            assert!(out.status.success(), "{}", stderr(&out));
-            assert!(
-                stdout(&out).contains("told a: its agent hears it at its next turn"),
-                "{}",
-                stdout(&out)
-            );
-            state
-        });
+        let ready = || mock.count("a") == 1;
+        let state = told_while(
+            &repo.path,
+            &ready,
+            (
+                "Write 42, not one",
+                "told a: its agent hears it at its next turn",
+            ),
+            || repo.run_with_env(&toml, 1, &|k| (k == "K").then(|| KEY.to_string())),
+        );
         let a = state.task("a").unwrap();
         assert_eq!(a.state, plait_core::state::TaskState::Done, "{:?}", a.error);
         assert_eq!(a.told.len(), 1);
@@ -290,26 +305,16 @@ fn the_real_claude_code_told_mid_round_hears_it_in_its_next_request() {
         .owns(["src/a/"])
         .with("agent", "claude-code")
         .to_toml();
-    let path = repo.path.clone();
-    let mock_ref = &mock;
-    let out = std::thread::scope(|s| {
-        let telling = s.spawn(move || {
-            wait_until("the agent's first answer", || mock_ref.count("a") >= 1);
-            let status = crate::support::plait_in(&path, &["status", "--json"]);
-            let status: Value = serde_json::from_slice(&status.stdout).unwrap();
-            let run = status["id"].as_str().unwrap().to_string();
-            crate::support::plait_in(&path, &["tell", &run, "a", "-m", "Say hello there"])
-        });
-        let out = run_real(&repo, &toml);
-        let told = telling.join().unwrap();
-        assert!(told.status.success(), "{}", stderr(&told));
-        assert!(
-            stdout(&told).contains("told a: its agent hears it at its next turn"),
-            "{}",
-            stdout(&told)
-        );
-        out
-    });
+    let ready = || mock.count("a") >= 1;
+    let out = told_while(
+        &repo.path,
+        &ready,
+        (
+            "Say hello there",
+            "told a: its agent hears it at its next turn",
+        ),
+        || run_real(&repo, &toml),
+    );
     assert!(out.status.success(), "plait run failed: {}", stderr(&out));
     assert!(mock.problems().is_empty(), "{:#?}", mock.problems());
     let bodies: Vec<String> = mock
@@ -356,31 +361,23 @@ fn the_real_aider_told_mid_round_hears_it_as_its_next_rounds_comment() {
         .owns(["src/a/"])
         .with("agent", "aider")
         .to_toml();
+    // Its first request is on its way (answered after the latency).
     let path = repo.path.clone();
-    let out = std::thread::scope(|s| {
-        let telling = s.spawn(move || {
-            // Its first request is on its way (answered after the latency).
-            wait_until("the run to start", || {
-                crate::support::plait_in(&path, &["status", "--json"])
-                    .status
-                    .success()
-            });
+    let ready = move || {
+        let started = crate::support::plait_in(&path, &["status", "--json"])
+            .status
+            .success();
+        started && {
             std::thread::sleep(Duration::from_millis(500));
-            let status = crate::support::plait_in(&path, &["status", "--json"]);
-            let status: Value = serde_json::from_slice(&status.stdout).unwrap();
-            let run = status["id"].as_str().unwrap().to_string();
-            crate::support::plait_in(&path, &["tell", &run, "a", "-m", "Say hello there"])
-        });
-        let out = run_real(&repo, &toml);
-        let told = telling.join().unwrap();
-        assert!(told.status.success(), "{}", stderr(&told));
-        assert!(
-            stdout(&told).contains("hears this as its next round's comment"),
-            "{}",
-            stdout(&told)
-        );
-        out
-    });
+            true
+        }
+    };
+    let out = told_while(
+        &repo.path,
+        &ready,
+        ("Say hello there", "hears this as its next round's comment"),
+        || run_real(&repo, &toml),
+    );
     assert!(out.status.success(), "plait run failed: {}", stderr(&out));
     assert!(mock.problems().is_empty(), "{:#?}", mock.problems());
     assert_eq!(mock.count("a"), 2);
