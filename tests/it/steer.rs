@@ -398,3 +398,111 @@ fn the_real_aider_told_mid_round_hears_it_as_its_next_rounds_comment() {
     let merged = repo.tree_files(&format!("plait/{run}/merged"));
     assert_eq!(merged["src/a/x.txt"], "hello there\n");
 }
+
+#[test]
+fn tell_and_stop_reach_tasks_held_by_a_worker_through_the_store() {
+    use crate::support::pg::database_url;
+    use crate::support::spread::{
+        coordinator, log, project_with, stop as stop_worker, wait_for, worker,
+    };
+    let Some(url) = database_url() else { return };
+    let marks = tempfile::tempdir().unwrap();
+    let m = marks.path().display().to_string();
+    let go = marks.path().join("go");
+    let (repo, plan) = project_with(
+        4,
+        &format!(
+            "f=pkg/$PLAIT_TASK.txt; echo \"round $PLAIT_ROUND: ${{PLAIT_FEEDBACK:-none}}\" >> $f; \
+             touch {m}/$PLAIT_TASK.$PLAIT_ROUND; {wait}",
+            wait = until_exists(&go)
+        ),
+        &format!("sandbox = {{ writable = [\"{m}\"] }}"),
+    );
+    let mut coordinator = coordinator(&repo, plan.to_str().unwrap(), &url);
+    // Three slots: m03 waits in the queue until one frees.
+    let w1 = worker(&repo, &url, "w1", "3", "30");
+    wait_until("three tasks running on the worker", || {
+        (0..3).all(|k| marks.path().join(format!("m{k:02}.0")).exists())
+    });
+    let run = repo.status_json(&[])["id"].as_str().unwrap().to_string();
+    // Told: the worker's own answer comes back (a shell command hears it next round).
+    let out = repo.plait(&["tell", &run, "m00", "-m", "first this"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stdout(&out)
+            .contains("told m00: its agent (a shell command) takes nothing while its round runs"),
+        "{}",
+        stdout(&out)
+    );
+    let out = repo.plait(&["tell", &run, "m00", "-m", "then that"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    // Not taken by a worker yet (every slot is busy): the one that takes it stops it before it starts.
+    let out = repo.plait(&["stop", &run, "m03"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("no worker has taken it yet"),
+        "{}",
+        stdout(&out)
+    );
+    // Stopped: its agent ends now, on the worker (and m03 takes its slot, to stop at once).
+    let out = repo.plait(&["stop", &run, "m01"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("stopping m01: it stays out of the merge"),
+        "{}",
+        stdout(&out)
+    );
+    // A task the run does not have is refused by the coordinator.
+    let out = repo.plait(&["tell", &run, "m00~2", "-m", "x"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("has no task `m00~2`"),
+        "{}",
+        stderr(&out)
+    );
+    let status = repo.status_json(&[&run]);
+    let m00 = &status["tasks"][0];
+    assert_eq!(m00["told"].as_array().unwrap().len(), 2, "{m00}");
+    std::fs::write(&go, "").unwrap();
+    let status = wait_for(
+        &mut coordinator,
+        "the coordinator",
+        Duration::from_secs(120),
+    );
+    assert!(
+        status.success(),
+        "{}",
+        log(&repo.scratch, "coordinator", "err")
+    );
+    assert_eq!(stop_worker(w1, &repo, "w1"), 4);
+    let status = repo.status_json(&[&run]);
+    let tasks = status["tasks"].as_array().unwrap();
+    assert_eq!(tasks[0]["state"], "done", "{}", tasks[0]);
+    assert_eq!(tasks[0]["rounds"], 1, "{}", tasks[0]);
+    let told = tasks[0]["told"].as_array().unwrap();
+    assert_eq!(told.len(), 2, "{}", tasks[0]);
+    assert!(told.iter().all(|t| t["heard_at"].is_u64()), "{}", tasks[0]);
+    assert_eq!(tasks[1]["state"], "stopped", "{}", tasks[1]);
+    assert_eq!(
+        tasks[1]["error"], "stopped by a person (command line)",
+        "{}",
+        tasks[1]
+    );
+    assert_eq!(tasks[2]["state"], "done", "{}", tasks[2]);
+    assert_eq!(tasks[3]["state"], "stopped", "{}", tasks[3]);
+    assert!(tasks[3]["started_at"].is_null(), "{}", tasks[3]);
+    assert!(!marks.path().join("m03.0").exists(), "m03 never ran");
+    let merged = repo.tree_files(&format!("plait/{run}/merged"));
+    let m00 = &merged["pkg/m00.txt"];
+    assert!(m00.contains("round 1: A person"), "{m00}");
+    assert!(
+        m00.find("first this").unwrap() < m00.find("then that").unwrap(),
+        "{m00}"
+    );
+    assert_eq!(
+        merged["pkg/m01.txt"], "module 1\n",
+        "the stopped task stays out"
+    );
+    assert_eq!(merged["pkg/m02.txt"], "module 2\nround 0: none\n");
+    assert_eq!(merged["pkg/m03.txt"], "module 3\n");
+}

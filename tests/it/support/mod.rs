@@ -1,9 +1,10 @@
 //! What every test file may use, and the only place they share anything: hermetic
 //! repositories (`repo`), plait run as a binary or a library (`plait`), plans written with a
 //! builder (`plan`), and the helpers of one concern each, named by their module: the agent
-//! CLIs (`agents`), the kernel's walls (`sandbox`), PostgreSQL (`pg`), `plait serve`
-//! (`serve`) and the browser (`browser`), shared repositories and plans (`fixtures`). A test
-//! file names `crate::support::…`, never another test file.
+//! CLIs (`agents`), the kernel's walls (`sandbox`), PostgreSQL (`pg`), runs spread over
+//! workers (`spread`), `plait serve` (`serve`) and the browser (`browser`), shared
+//! repositories and plans (`fixtures`). A test file names `crate::support::…`, never
+//! another test file.
 //!
 //! A test that needs what this machine lacks returns early after [`skip`] says why.
 
@@ -16,6 +17,7 @@ pub mod plan;
 mod repo;
 pub mod sandbox;
 pub mod serve;
+pub mod spread;
 
 pub use plait::{owned_by_task, plait_in, wait_for_running};
 pub use plan::Plan;

@@ -67,8 +67,8 @@ impl Dispatch for Spread {
         Box::pin(restart(shared, self, again))
     }
 
-    fn is_spread(&self) -> bool {
-        true
+    fn spread_store(&self) -> Option<&Arc<PgStore>> {
+        Some(&self.pg)
     }
 
     /// Other machines see the merge (`plait diff/land --store`) through the remote.
@@ -394,10 +394,14 @@ async fn take_in(
                 t.error = Some("the store's record of the task cannot be read".to_string());
                 return;
             };
-            // A person's decision is made here, on the run's record.
+            // A person's decision is made here, on the run's record; but a task a person
+            // stopped (`plait stop`, taken by its worker) was rejected there.
             let decision = t.decision.take();
+            let stopped = (from.state == TaskState::Stopped)
+                .then(|| from.decision.clone())
+                .flatten();
             t.adopt(from);
-            t.decision = decision;
+            t.decision = decision.or(stopped);
             t.commit = row.tip.clone();
             if let Some(problem) = problem {
                 t.state = TaskState::Failed;

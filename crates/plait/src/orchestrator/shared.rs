@@ -115,10 +115,10 @@ pub(super) trait Dispatch: Send + Sync {
         again: Vec<Stale>,
     ) -> BoxFuture<'a, Result<(), RunError>>;
 
-    /// Whether the run's tasks run on other machines (whose agents a request made here
-    /// does not reach).
-    fn is_spread(&self) -> bool {
-        false
+    /// The store through which the run's tasks run on other machines (a request made
+    /// here reaches their agents through it); `None` for a local run.
+    fn spread_store(&self) -> Option<&Arc<plait_store::pg::PgStore>> {
+        None
     }
 
     /// Makes the run's merge seen wherever its tasks ran (nothing to do for a local run).

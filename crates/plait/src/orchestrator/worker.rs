@@ -23,7 +23,7 @@ use git2::Oid;
 use tokio::sync::{mpsc, Semaphore};
 use tokio::task::JoinSet;
 
-use super::{attempts, lay_down, task, RunError, RunSettings, Shared, Update};
+use super::{attempts, lay_down, steering, task, RunError, RunSettings, Shared, Update};
 use crate::context::{Context, Env};
 use crate::plan::{self, ResolvedPlan};
 use plait_core::cancel::Cancel;
@@ -82,6 +82,8 @@ struct RunCtx {
     claims: Mutex<HashMap<String, (Claim, Option<String>)>>,
     /// The run's pushes, batched.
     pusher: Pusher,
+    /// Held while requests made of its tasks are taken (`steering::take_stored`).
+    steering: tokio::sync::Mutex<()>,
 }
 
 /// Claims and runs tasks until interrupted (or idle for `idle_exit`).
@@ -102,6 +104,12 @@ pub async fn serve(
         Arc::new(plait_store::pg::PgExchange::new(pg.clone()));
     let settings = Arc::new(settings);
     let runs: Arc<Runs> = Default::default();
+    let hearing = tokio::spawn(hear_requests(
+        runs.clone(),
+        pg.clone(),
+        settings.store.clone(),
+        cancel.clone(),
+    ));
     let counts = Arc::new(Counts::default());
     let permits = Arc::new(Semaphore::new(settings.jobs.max(1)));
     let mut set: JoinSet<Result<(), RunError>> = JoinSet::new();
@@ -193,6 +201,7 @@ pub async fn serve(
             failure.get_or_insert(e);
         }
     }
+    hearing.abort();
     if let Some(e) = failure {
         return Err(e);
     }
@@ -205,6 +214,45 @@ pub async fn serve(
 
 /// The runs this worker has opened, by id.
 type Runs = tokio::sync::Mutex<HashMap<String, Arc<RunCtx>>>;
+
+/// Takes the requests people make of the tasks this worker holds (`plait tell`, `plait
+/// stop` on the coordinator's machine) as the store tells of them, and every two seconds
+/// in case a notification was lost, until the worker stops.
+async fn hear_requests(
+    runs: Arc<Runs>,
+    pg: Arc<PgStore>,
+    config: tokio_postgres::Config,
+    cancel: Cancel,
+) {
+    let mut listener = match PgListener::requests(&config, Duration::from_secs(10)).await {
+        Ok(listener) => listener,
+        Err(e) => {
+            tracing::warn!(
+                "requests made of this worker's tasks reach it only as it takes each task: {e}"
+            );
+            return;
+        }
+    };
+    loop {
+        tokio::select! {
+            _ = listener.any(Duration::from_secs(2)) => {}
+            _ = cancel.cancelled() => return,
+        }
+        let held: Vec<Arc<RunCtx>> = runs.lock().await.values().cloned().collect();
+        for ctx in held {
+            let tasks: Vec<String> = ctx
+                .claims
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .keys()
+                .cloned()
+                .collect();
+            if !tasks.is_empty() {
+                steering::take_stored(&ctx.shared, &pg, &tasks, &ctx.steering).await;
+            }
+        }
+    }
+}
 
 /// Run `run` as this worker holds it, opened the first time one of its tasks is claimed.
 async fn run_of(
@@ -271,6 +319,7 @@ async fn open_run(
         remote,
         claims: Mutex::new(HashMap::new()),
         pusher: Pusher::default(),
+        steering: tokio::sync::Mutex::new(()),
     });
     tokio::spawn(checkpoints(Arc::downgrade(&ctx), pg.clone(), committed));
     Ok(ctx)
@@ -393,9 +442,13 @@ async fn work_on(
         let shared = shared.clone();
         let _ = tokio::task::spawn_blocking(move || task::reset(&shared, index)).await;
     }
+    // What people asked of it before it was taken (a stop ends it here).
+    steering::take_stored(shared, pg, std::slice::from_ref(&claim.task), &ctx.steering).await;
     // The next task starts while this one's work is pushed and recorded (under its lease):
     // the slot goes when the task has run.
-    if let Err(why) = take_start(ctx, &claim, index).await {
+    if shared.record(index).state.is_final() {
+        drop(permit);
+    } else if let Err(why) = take_start(ctx, &claim, index).await {
         drop(permit);
         task::fail_task(shared, index, why, None);
     } else {

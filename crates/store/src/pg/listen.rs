@@ -1,11 +1,13 @@
-//! Hearing the queue's changes: `NOTIFY` on one channel when a task of a run changes, and
-//! a connection that waits for them (`LISTEN`), so a coordinator need not poll.
+//! Hearing the queue's changes: `NOTIFY` on one channel when a task of a run changes (and
+//! on another when a request of a run is made or answered), and a connection that waits
+//! for them (`LISTEN`), so neither a coordinator nor a worker need poll.
 
 use std::time::Duration;
 
 use tokio_postgres::{Client, Config};
 
 use super::config::open;
+use super::requests::REQUESTS_CHANNEL;
 use super::{PgError, PgStore};
 
 /// The channel `NOTIFY` speaks on when a task of a run changes; the payload is the run id.
@@ -29,8 +31,22 @@ pub struct PgListener {
 }
 
 impl PgListener {
-    /// Connects and listens on `TASKS_CHANNEL`.
+    /// Connects and listens for the changes of tasks.
     pub async fn connect(config: &Config, timeout: Duration) -> Result<PgListener, PgError> {
+        Self::listen(config, timeout, TASKS_CHANNEL).await
+    }
+
+    /// Connects and listens for requests made of running tasks, and their answers
+    /// (`PgStore::ask`, `PgStore::answer`).
+    pub async fn requests(config: &Config, timeout: Duration) -> Result<PgListener, PgError> {
+        Self::listen(config, timeout, REQUESTS_CHANNEL).await
+    }
+
+    async fn listen(
+        config: &Config,
+        timeout: Duration,
+        channel: &str,
+    ) -> Result<PgListener, PgError> {
         let (client, mut connection) = open(config, timeout).await?;
         let (tx, changes) = tokio::sync::mpsc::unbounded_channel();
         tokio::spawn(async move {
@@ -50,17 +66,15 @@ impl PgListener {
                 }
             }
         });
-        client
-            .batch_execute(&format!("LISTEN {TASKS_CHANNEL}"))
-            .await?;
+        client.batch_execute(&format!("LISTEN {channel}")).await?;
         Ok(PgListener {
             _client: client,
             changes,
         })
     }
 
-    /// Waits at most `timeout` for a task of any run to change; true when one did (and
-    /// every change heard by then is taken).
+    /// Waits at most `timeout` for a task (or request) of any run to change; true when one
+    /// did (and every change heard by then is taken).
     pub async fn any(&mut self, timeout: Duration) -> bool {
         match tokio::time::timeout(timeout, self.changes.recv()).await {
             Ok(Some(_)) => {

@@ -66,6 +66,18 @@ const MIGRATIONS: &[&str] = &[
     // 6: a task sent back for another round (a supervisor asked for changes, or it broke
     // the merged checks) carries what it is told until a claim of it ends.
     "ALTER TABLE plait_tasks ADD COLUMN feedback text;",
+    // 7: what people ask of a running task (tell it, stop it), for the worker holding it.
+    "CREATE TABLE plait_requests (
+        id bigserial PRIMARY KEY,
+        run_id text NOT NULL REFERENCES plait_runs (id) ON DELETE CASCADE,
+        task_id text NOT NULL,
+        body jsonb NOT NULL,
+        made_at timestamptz NOT NULL DEFAULT now(),
+        answer jsonb,
+        answered_at timestamptz
+    );
+    CREATE INDEX plait_requests_open ON plait_requests (run_id, task_id, id)
+        WHERE answer IS NULL;",
 ];
 
 /// The schema version this plait writes.

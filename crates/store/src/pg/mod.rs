@@ -14,14 +14,15 @@
 //!
 //! By concern: `config` reads a store's URL and opens connections, `migrate` brings the
 //! schema up to date, `runs` keeps a run's record, `queue` is the task queue and its
-//! fence, `listen` hears the queue's changes, and `exchange` holds the rate limits every
-//! machine shares. Everything is reached as `pg::X`.
+//! fence, `listen` hears the queue's changes, `requests` carries what people ask of a
+//! running task to its worker, and `exchange` holds the rate limits every machine shares. Everything is reached as `pg::X`.
 
 mod config;
 mod exchange;
 mod listen;
 mod migrate;
 mod queue;
+mod requests;
 mod runs;
 
 use std::time::Duration;
@@ -35,6 +36,7 @@ pub use exchange::PgExchange;
 pub use listen::PgListener;
 pub use migrate::SCHEMA_VERSION;
 pub use queue::{Checkpoint, Claim, Queue, TaskRow};
+pub use requests::StoredRequest;
 
 /// Why the store could not do what was asked.
 #[derive(Debug, thiserror::Error)]
