@@ -37,6 +37,9 @@ pub(crate) struct Armed {
     pub(super) wall: NetWall,
     /// The network namespace each process makes for itself, when that is the wall.
     pub(super) namespace: Option<Namespace>,
+    /// That namespace made once and held for every process (`net::holder`), where it
+    /// could be.
+    pub(super) held: Option<super::net::holder::Held>,
 }
 
 impl Armed {

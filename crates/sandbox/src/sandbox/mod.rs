@@ -193,18 +193,33 @@ impl Sandbox {
             return armed.spawn(cmd).await;
         }
         // A socket served since the walls were made (a database started meanwhile) is
-        // covered too: the listening sockets are read again for each process.
-        let namespace = armed.namespace.as_ref().map(|n| net::ports::Namespace {
-            ports: n.ports.clone(),
-            hide: net::served_sockets(&armed.reachable),
+        // covered too: the listening sockets are read again for each process (and, in the
+        // sandbox's held namespaces, those not covered there yet are covered in its own).
+        let held = armed.held.as_ref();
+        let namespace = armed.namespace.as_ref().map(|n| {
+            let mut hide = net::served_sockets(&armed.reachable);
+            if let Some(held) = held {
+                hide.retain(|p| !held.hidden.contains(p));
+            }
+            net::ports::Namespace {
+                ports: n.ports.clone(),
+                hide,
+            }
         });
         let entry = view::Entry {
             view: self.view.as_ref(),
             caches: &armed.caches,
             net: namespace.as_ref(),
+            joined: held.map(net::holder::Held::fds),
         };
         let (child, channel) = armed.spawn_entered(cmd, entry, cwd).await?;
-        if let (Some(channel), Some(pid)) = (channel, child.id()) {
+        // The listeners of the `ports`: the child's own, served while it lives, or the held
+        // namespaces', served from the first spawn for as long as the sandbox lives.
+        let listeners = match (channel, child.id()) {
+            (Some(channel), Some(pid)) => Some((channel, Some(pid))),
+            _ => held.and_then(|h| h.take_channel()).map(|c| (c, None)),
+        };
+        if let Some((channel, pid)) = listeners {
             let ports = &armed.namespace.as_ref().map_or(&[][..], |n| &n.ports[..]);
             let started = net::ports::forward(&channel, pid, ports);
             let mut forwards = self.forwards.lock().unwrap_or_else(|e| e.into_inner());
@@ -307,6 +322,19 @@ impl Sandbox {
             ports: self.settings.ports.clone(),
             hide: Vec::new(),
         });
+        // Made once for every process of the sandbox; where that fails, each process makes
+        // its own.
+        let held = namespace.as_ref().and_then(|n| {
+            let hidden = places
+                .net
+                .as_ref()
+                .map_or_else(Vec::new, |w| w.hidden.clone());
+            let wanted = net::ports::Namespace {
+                ports: n.ports.clone(),
+                hide: hidden,
+            };
+            net::holder::Held::make(&wanted).ok()
+        });
         Ok(Armed {
             abi,
             ruleset,
@@ -321,6 +349,7 @@ impl Sandbox {
             configs,
             wall,
             namespace,
+            held,
         })
     }
 

@@ -258,3 +258,105 @@ print(tcp({closed}), tcp({open_port}), unix("{path}"), unix("\0{abstract_name}")
         assert!(udp.recv(&mut buf).is_err(), "{wall:?}: a datagram got out");
     }
 }
+
+/// With the network off, a sandbox's processes share the network namespace it made once
+/// (`net::holder`); another sandbox's is another, plait's is neither, and no process can
+/// join plait's or the other sandbox's (`setns`), nor reach a path socket served after the
+/// sandbox was made.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_sandboxs_processes_share_its_network_namespace_and_none_can_leave_it() {
+    let Support::Landlock(abi) = support().clone() else {
+        eprintln!("skipped: no Landlock here");
+        return;
+    };
+    if view::net_support().is_err() {
+        eprintln!("skipped: no network namespaces here");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    std::fs::create_dir(root.join("own")).unwrap();
+    // Reads left open too: then the namespaces can be opened, and joining is what fails.
+    for read_all in [false, true] {
+        one_namespace_per_sandbox(abi, &root, read_all);
+    }
+}
+
+fn one_namespace_per_sandbox(abi: i32, root: &Path, read_all: bool) {
+    let root = root.to_path_buf();
+    let settings = SandboxSettings {
+        temp_root: root.clone(),
+        read_all,
+        ..SandboxSettings::default()
+    };
+    let (a, b) = (
+        Sandbox::new(&settings, vec![root.join("own")]),
+        Sandbox::new(&settings, vec![root.join("own")]),
+    );
+    let armed_a = a.prepare_walled(abi, NetWall::Namespace).unwrap();
+    let armed_b = b.prepare_walled(abi, NetWall::Namespace).unwrap();
+    let held_b = armed_b.held.as_ref().expect("the namespaces held");
+    assert!(armed_a.held.is_some());
+    // Served after the sandbox was made: covered in the process's own mount namespace.
+    let late = root.join(format!("late-{read_all}.sock"));
+    let _late = std::os::unix::net::UnixListener::bind(&late).unwrap();
+    let script = r#"
+import ctypes, os, socket, sys
+libc = ctypes.CDLL(None, use_errno=True)
+def join(path):
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return "open-refused"
+    return "joined" if libc.setns(fd, 0x40000000) == 0 else "setns-refused"
+def unix(name):
+    try:
+        socket.socket(socket.AF_UNIX).connect(name)
+        return "open"
+    except OSError:
+        return "refused"
+print(os.readlink("/proc/self/ns/net"), join(sys.argv[1]), join(sys.argv[2]), unix(sys.argv[3]))
+"#;
+    let plait_net = format!("/proc/{}/ns/net", std::process::id());
+    let other = format!("/proc/{}/fd/{}", std::process::id(), held_b.fds()[1]);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let run = |sandbox: &Sandbox, armed: &Armed| -> String {
+        let mut cmd = tokio::process::Command::new("python3");
+        cmd.arg("-c")
+            .args([script, &plait_net, &other, late.to_str().unwrap()])
+            .current_dir(&root)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        let out = runtime
+            .block_on(async {
+                let child = sandbox.spawn(Some(armed), cmd, &root).await.unwrap();
+                child.wait_with_output().await
+            })
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    let (first, second, in_b) = (run(&a, &armed_a), run(&a, &armed_a), run(&b, &armed_b));
+    let ns = |line: &str| line.split(' ').next().unwrap().to_string();
+    let ours = std::fs::read_link("/proc/self/ns/net").unwrap();
+    assert_eq!(ns(&first), ns(&second), "one namespace for the sandbox");
+    assert_ne!(ns(&first), ns(&in_b), "another for another sandbox");
+    assert_ne!(ns(&first), ours.display().to_string());
+    for line in [&first, &second] {
+        let rest: Vec<&str> = line.split(' ').skip(1).collect();
+        assert!(!rest[0].ends_with("joined"), "joined plait's: {line}");
+        assert!(
+            !rest[1].ends_with("joined"),
+            "joined another sandbox's: {line}"
+        );
+        assert_eq!(rest[2], "refused", "reached a socket served later: {line}");
+    }
+}

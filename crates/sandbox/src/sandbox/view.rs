@@ -125,7 +125,11 @@ pub(crate) struct CacheLayer {
 pub(crate) struct Entry<'a> {
     pub(crate) view: Option<&'a OverlayView>,
     pub(crate) caches: &'a [CacheLayer],
+    /// A network namespace of its own, with its ports and the sockets to cover; with
+    /// `joined`, only the sockets to cover beyond those covered there.
     pub(crate) net: Option<&'a super::net::ports::Namespace>,
+    /// The user, network and mount namespaces of its sandbox to join (`net::holder`).
+    pub(crate) joined: Option<[std::os::fd::RawFd; 3]>,
 }
 
 /// One mount, as the child passes it to `mount(2)`: an overlay, or a bind (read-only when
@@ -144,6 +148,8 @@ struct Mount {
 /// What the child needs, prepared before the fork.
 struct Prepared {
     flags: libc::c_int,
+    /// Namespaces to join rather than make (user, network, mount).
+    joined: Option<[std::os::fd::RawFd; 3]>,
     setgroups: CString,
     uid_map: CString,
     gid_map: CString,
@@ -302,6 +308,7 @@ impl Prepared {
         let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
         let mut flags = libc::CLONE_NEWUSER | libc::CLONE_NEWNS;
         let (net, channel) = match entry.net {
+            Some(_) if entry.joined.is_some() => (None, None),
             Some(namespace) => {
                 flags |= libc::CLONE_NEWNET;
                 let (prepared, channel) = super::net::ports::Prepared::new(namespace)?;
@@ -321,6 +328,7 @@ impl Prepared {
         };
         let prepared = Prepared {
             flags,
+            joined: entry.joined,
             setgroups: c_str("/proc/self/setgroups"),
             uid_map: c_str("/proc/self/uid_map"),
             gid_map: c_str("/proc/self/gid_map"),
@@ -344,25 +352,41 @@ impl Prepared {
     /// Between fork and exec only: plain system calls, no allocation.
     unsafe fn enter(&mut self) -> io::Result<()> {
         let fail = || Err(io::Error::last_os_error());
-        if libc::unshare(self.flags) != 0 {
-            return fail();
-        }
-        if !write_all(&self.setgroups, b"deny\n")
-            || !write_all(&self.uid_map, &self.uid_line)
-            || !write_all(&self.gid_map, &self.gid_line)
-        {
-            return fail();
-        }
-        // Nothing mounted here reaches the namespace the mount tree was copied from.
-        if libc::mount(
-            std::ptr::null(),
-            self.root.as_ptr(),
-            std::ptr::null(),
-            libc::MS_REC | libc::MS_PRIVATE,
-            std::ptr::null(),
-        ) != 0
-        {
-            return fail();
+        if let Some([user, net, mnt]) = self.joined {
+            // The sandbox's own: its mounts private already, its sockets covered. A mount
+            // namespace of the process's own is made from it only for mounts of its own.
+            if libc::setns(user, libc::CLONE_NEWUSER) != 0
+                || libc::setns(net, libc::CLONE_NEWNET) != 0
+                || libc::setns(mnt, libc::CLONE_NEWNS) != 0
+            {
+                return fail();
+            }
+            if (!self.mounts.is_empty() || !self.hide.is_empty())
+                && libc::unshare(libc::CLONE_NEWNS) != 0
+            {
+                return fail();
+            }
+        } else {
+            if libc::unshare(self.flags) != 0 {
+                return fail();
+            }
+            if !write_all(&self.setgroups, b"deny\n")
+                || !write_all(&self.uid_map, &self.uid_line)
+                || !write_all(&self.gid_map, &self.gid_line)
+            {
+                return fail();
+            }
+            // Nothing mounted here reaches the namespace the mount tree was copied from.
+            if libc::mount(
+                std::ptr::null(),
+                self.root.as_ptr(),
+                std::ptr::null(),
+                libc::MS_REC | libc::MS_PRIVATE,
+                std::ptr::null(),
+            ) != 0
+            {
+                return fail();
+            }
         }
         for (i, mount) in self.mounts.iter().enumerate() {
             let made = mount.make();

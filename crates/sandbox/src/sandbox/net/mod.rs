@@ -19,6 +19,7 @@ use std::path::{Path, PathBuf};
 
 use super::settings::NetWall;
 
+pub(crate) mod holder;
 pub(crate) mod ports;
 pub(super) mod seccomp;
 

@@ -259,18 +259,26 @@ fn received(channel: &OwnedFd) -> Vec<(u8, OwnedFd)> {
     }
 }
 
-/// Serves the listeners child `pid` sent on `channel` for `ports`: each connection inside
-/// goes to the same port on the machine's loopback (from `::1`, to `::1` and else to
-/// 127.0.0.1), until the child has ended. Returns the tasks, to be stopped with the sandbox.
-pub(crate) fn forward(channel: &OwnedFd, pid: u32, ports: &[u16]) -> Vec<tokio::task::AbortHandle> {
+/// Serves the listeners sent on `channel` for `ports`: each connection inside goes to the
+/// same port on the machine's loopback (from `::1`, to `::1` and else to 127.0.0.1), until
+/// child `pid` has ended (the child that made them in a namespace of its own), or, without
+/// one, until stopped (a sandbox's namespaces, held for all its processes). Returns the
+/// tasks, to be stopped with the sandbox.
+pub(crate) fn forward(
+    channel: &OwnedFd,
+    pid: Option<u32>,
+    ports: &[u16],
+) -> Vec<tokio::task::AbortHandle> {
     let listeners = received(channel);
     if listeners.is_empty() {
         return Vec::new();
     }
-    // SAFETY: a plain system call; the pid is our child's, not yet reaped.
-    let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
-    // SAFETY: the kernel just made it.
-    let ended = (pidfd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(pidfd as RawFd) });
+    let ended = pid.and_then(|pid| {
+        // SAFETY: a plain system call; the pid is our child's, not yet reaped.
+        let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
+        // SAFETY: the kernel just made it.
+        (pidfd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(pidfd as RawFd) })
+    });
     let mut tasks = Vec::new();
     for (tag, fd) in listeners {
         let index = usize::from(tag);
