@@ -6,11 +6,9 @@
 
 use std::fs::OpenOptions;
 use std::path::Path;
-use std::process::Stdio;
 use std::time::Duration;
 
-use tokio::process::Command;
-
+use crate::child::{Child, Io, Spec};
 use crate::sandbox::Sandbox;
 use plait_core::cancel::Cancel;
 
@@ -164,28 +162,21 @@ async fn spawn_and_wait(
         Err(why) => return ShellOutcome::NotStarted(format!("cannot confine {program}: {why}")),
     };
     let log_start = std::fs::metadata(launch.log).map_or(0, |m| m.len());
-    let mut cmd = Command::new(program);
-    cmd.args(args)
-        .current_dir(launch.dir)
-        .stdin(if feed.is_some() {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        })
-        .stdout(out)
-        .stderr(err)
-        .kill_on_drop(true);
+    let input = if feed.is_some() { Io::Piped } else { Io::Null };
+    let mut spec = Spec::new(program, launch.dir)
+        .args(args)
+        .stdio(input, out.into(), err.into());
     for var in plait_core::git::REDIRECTING_VARS {
-        cmd.env_remove(var);
+        spec.env_remove(var);
     }
     for var in launch.sandbox.withheld_env() {
-        cmd.env_remove(var);
+        spec.env_remove(var);
     }
     for (key, value) in launch.env {
-        cmd.env(key, value);
+        spec.env(key, value);
     }
     // The walls (and a view) give the child a process group (or session) of its own.
-    let mut spawned = launch.sandbox.spawn(armed, cmd, launch.dir).await;
+    let mut spawned = launch.sandbox.spawn(armed, spec).await;
     let mut feeding = None;
     if let (Ok(child), Some(mut feed)) = (&mut spawned, feed) {
         if let Some(mut input) = child.stdin.take() {
@@ -215,11 +206,7 @@ async fn spawn_and_wait(
     outcome
 }
 
-async fn wait(
-    spawned: std::io::Result<tokio::process::Child>,
-    program: &str,
-    launch: &Launch<'_>,
-) -> ShellOutcome {
+async fn wait(spawned: std::io::Result<Child>, program: &str, launch: &Launch<'_>) -> ShellOutcome {
     let mut child = match spawned {
         Ok(c) => c,
         Err(e) => return ShellOutcome::NotStarted(format!("cannot start {program}: {e}")),
@@ -277,25 +264,20 @@ pub async fn run_request(
     if stdio.len() != 3 {
         return Err("plait run-in-view: no standard streams".to_string());
     }
-    let err = stdio.pop().map(Stdio::from);
-    let out = stdio.pop().map(Stdio::from);
-    let input = stdio.pop().map(Stdio::from);
-    let mut cmd = Command::new(program);
-    cmd.args(args)
-        .current_dir(&cwd)
-        .env_clear()
-        .envs(env)
-        .stdin(input.unwrap_or_else(Stdio::null))
-        .stdout(out.unwrap_or_else(Stdio::null))
-        .stderr(err.unwrap_or_else(Stdio::null))
-        .kill_on_drop(true);
-    cmd.env_remove(crate::forward::FD_VAR);
-    cmd.env("PLAIT_VIEW", "overlay");
+    let io = |fd: Option<std::os::fd::OwnedFd>| fd.map_or(Io::Null, Io::Fd);
+    let (err, out, input) = (io(stdio.pop()), io(stdio.pop()), io(stdio.pop()));
+    let mut spec = Spec::new(program, &cwd).args(args).stdio(input, out, err);
+    spec.env_clear();
+    for (key, value) in env {
+        spec.env(key, value);
+    }
+    spec.env_remove(crate::forward::FD_VAR);
+    spec.env("PLAIT_VIEW", "overlay");
     for var in sandbox.withheld_env() {
-        cmd.env_remove(var);
+        spec.env_remove(var);
     }
     let mut child = sandbox
-        .spawn(armed, cmd, &cwd)
+        .spawn(armed, spec)
         .await
         .map_err(|e| format!("cannot start {}: {e}", program.to_string_lossy()))?;
     struct Group(Option<u32>);

@@ -11,6 +11,7 @@ use super::places::Places;
 use super::rules::{read_access, restrict, ruleset, write_access};
 use super::settings::NetWall;
 use super::{caches, notify, reads, view};
+use crate::child::{self, Child, Spec};
 
 /// A sandbox's walls, ready to start processes behind.
 #[derive(Debug)]
@@ -43,19 +44,21 @@ pub(crate) struct Armed {
 }
 
 impl Armed {
-    /// Starts `cmd` where `entry` says (a view, a network namespace), behind walls of its
+    /// Starts `spec` where `entry` says (a view, a network namespace), behind walls of its
     /// own raised in the child after its mounts: in a view, the ruleset made afresh, for the
-    /// child adds the worktree's rule to it. From ABI 5 the observer's filter goes up on a
-    /// short-lived thread of plait's that then forks the child, which inherits it; the
-    /// thread raises no walls itself, for the child must still make its namespaces. Also
-    /// returns the channel on which the child sent the listeners of its `ports`.
+    /// child adds the worktree's rule to it. The child is cloned sharing plait's memory
+    /// (`crate::child::spawn_entering`), so plait is not forked. From ABI 5 the observer's
+    /// filter goes up on a short-lived thread of plait's that then clones the child, which
+    /// inherits it; the thread raises no walls itself, for the child must still enter its
+    /// namespaces. `pass` is kept open across the exec. Also returns the channel on which
+    /// the child sent the listeners of its `ports`.
     pub(super) async fn spawn_entered(
         &self,
-        mut cmd: tokio::process::Command,
+        mut spec: Spec,
         entry: view::Entry<'_>,
-        cwd: &Path,
-    ) -> std::io::Result<(tokio::process::Child, Option<std::os::fd::OwnedFd>)> {
-        self.set_env(&mut cmd);
+        pass: Option<std::os::fd::RawFd>,
+    ) -> std::io::Result<(Child, Option<std::os::fd::OwnedFd>)> {
+        self.set_env(&mut spec);
         let reads = self.read_paths.as_ref().map(|read| {
             let mut read = read.clone();
             read.extend(
@@ -85,30 +88,37 @@ impl Armed {
             // a background process group of plait's terminal would be.
             session: true,
         };
-        let channel = view::prepare(&mut cmd, entry, Some(cwd), Some(walls))?;
+        let cwd = spec.cwd.clone();
+        let (entering, channel) = view::entering(entry, Some(&cwd), Some(walls))?;
+        let start = move |entering: &mut view::Entering, spec: Spec| {
+            let group = !entering.session();
+            // SAFETY: `run` makes only async-signal-safe calls on what it holds.
+            child::spawn_entering(spec, pass, group, &mut || unsafe { entering.run() })
+        };
         if self.abi < 5 {
-            return Ok((cmd.spawn()?, channel));
+            let mut entering = entering;
+            let started = start(&mut entering, spec)?;
+            return Ok((Child::from_cloned(started)?, channel));
         }
         let places = self.places.clone();
-        let runtime = tokio::runtime::Handle::current();
         let (sent, received) = tokio::sync::oneshot::channel();
         std::thread::Builder::new()
             .name("plait-sandbox".to_string())
             .stack_size(256 * 1024)
             .spawn(move || {
+                let mut entering = entering;
                 let observer = notify::Observer::start(places);
                 // SAFETY: a plain system call; the filter needs no new privileges.
                 let quiet = unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } == 0;
                 if let (Some(observer), true) = (observer, quiet) {
                     observer.install();
                 }
-                let _entered = runtime.enter();
-                let _ = sent.send(cmd.spawn());
+                let _ = sent.send(start(&mut entering, spec));
             })?;
-        let child = received
+        let started = received
             .await
             .unwrap_or_else(|_| Err(std::io::Error::other("the sandbox's spawning thread died")))?;
-        Ok((child, channel))
+        Ok((Child::from_cloned(started)?, channel))
     }
 
     /// Starts `cmd` behind the walls, before the program runs: no new privileges, the
@@ -126,12 +136,10 @@ impl Armed {
     /// between fork and exec. There is no observer then: the filter's listener would be born
     /// in the child, with no way back to plait short of passing it over a socket between fork
     /// and exec, so only the processes' logs tell what was refused.
-    pub async fn spawn(
-        &self,
-        mut cmd: tokio::process::Command,
-    ) -> std::io::Result<tokio::process::Child> {
+    pub async fn spawn(&self, mut spec: Spec) -> std::io::Result<Child> {
         use std::os::fd::AsRawFd as _;
-        self.set_env(&mut cmd);
+        self.set_env(&mut spec);
+        let mut cmd = spec.command();
         if self.abi < 5 {
             let fd = self.ruleset.as_raw_fd();
             // SAFETY: the closure runs between fork and exec; it makes only async-signal-safe
@@ -150,7 +158,7 @@ impl Armed {
                     }
                 });
             }
-            return cmd.spawn();
+            return cmd.spawn().map(Child::from_tokio);
         }
         cmd.process_group(0);
         // The thread holds a copy of the ruleset fd of its own, whatever becomes of `self`.
@@ -184,17 +192,18 @@ impl Armed {
         received
             .await
             .unwrap_or_else(|_| Err(std::io::Error::other("the sandbox's spawning thread died")))
+            .map(Child::from_tokio)
     }
 }
 
 impl Armed {
     /// Where reads are walled, lets the program `cmd` names by its path (an agent's `bin`, a
     /// script) be read and run, and the package it belongs to, when no rule does yet.
-    pub(super) fn read_program(&self, cmd: &tokio::process::Command, cwd: &Path) {
+    pub(super) fn read_program(&self, program: &std::ffi::OsStr, cwd: &Path) {
         let Some(reads) = &self.places.reads else {
             return;
         };
-        let program = Path::new(cmd.as_std().get_program());
+        let program = Path::new(program);
         if !program.as_os_str().as_encoded_bytes().contains(&b'/') {
             return;
         }
@@ -234,18 +243,14 @@ impl Armed {
 
     /// The private temporary directory as `TMPDIR`, and the config copies without secrets
     /// where the command does not name its own.
-    pub(super) fn set_env(&self, cmd: &mut tokio::process::Command) {
+    pub(super) fn set_env(&self, spec: &mut Spec) {
         for var in ["TMPDIR", "TMP", "TEMP"] {
-            cmd.env(var, self.tmp.path());
+            spec.env(var, self.tmp.path());
         }
-        let named: Vec<std::ffi::OsString> = cmd
-            .as_std()
-            .get_envs()
-            .map(|(k, _)| k.to_os_string())
-            .collect();
+        let named: Vec<std::ffi::OsString> = spec.env.iter().map(|(k, _)| k.clone()).collect();
         for (var, path) in &self.configs {
             if !named.iter().any(|k| k == var) {
-                cmd.env(var, path);
+                spec.env(*var, path);
             }
         }
     }

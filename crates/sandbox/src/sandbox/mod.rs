@@ -63,6 +63,7 @@ mod rules;
 mod settings;
 mod view;
 
+use crate::child::{Child, Spec};
 use armed::Armed;
 use places::{refused, Denials, Places, DEVICES};
 pub use reads::{git_dir as readable_git_dir, own_program as readable_program};
@@ -150,28 +151,13 @@ impl Sandbox {
         self.view.as_ref()
     }
 
-    /// Starts `cmd` (its working directory `cwd`) inside the walls, and inside the view when
-    /// there is one. `armed` is what [`Sandbox::arm`] gave.
-    pub(crate) async fn spawn(
-        &self,
-        armed: Option<&Armed>,
-        mut cmd: tokio::process::Command,
-        cwd: &Path,
-    ) -> std::io::Result<tokio::process::Child> {
-        if let Some(fd) = &self.pass {
-            use std::os::fd::AsRawFd as _;
-            let raw = fd.as_raw_fd();
-            // SAFETY: one fcntl on a descriptor the parent keeps open until the spawn returns;
-            // async-signal-safe, no allocation.
-            unsafe {
-                cmd.pre_exec(move || {
-                    libc::fcntl(raw, libc::F_SETFD, 0);
-                    Ok(())
-                });
-            }
-        }
+    /// Starts `spec` inside the walls, and inside the view when there is one. `armed` is
+    /// what [`Sandbox::arm`] gave.
+    pub(crate) async fn spawn(&self, armed: Option<&Armed>, spec: Spec) -> std::io::Result<Child> {
+        use std::os::fd::AsRawFd as _;
+        let pass = self.pass.as_ref().map(|fd| fd.as_raw_fd());
         if let Some(armed) = armed {
-            armed.read_program(&cmd, cwd);
+            armed.read_program(spec.program(), &spec.cwd);
         }
         let Some(armed) = armed else {
             return match &self.view {
@@ -180,17 +166,41 @@ impl Sandbox {
                         view: Some(view),
                         ..view::Entry::default()
                     };
-                    view::prepare(&mut cmd, entry, Some(cwd), None)?;
-                    cmd.spawn()
+                    let cwd = spec.cwd.clone();
+                    let (mut entering, _) = view::entering(entry, Some(&cwd), None)?;
+                    // SAFETY: `run` makes only async-signal-safe calls on what it holds.
+                    let started = crate::child::spawn_entering(spec, pass, true, &mut || unsafe {
+                        entering.run()
+                    })?;
+                    Child::from_cloned(started)
                 }
                 None => {
+                    let mut cmd = spec.command();
                     cmd.process_group(0);
-                    cmd.spawn()
+                    if let Some(raw) = pass {
+                        // SAFETY: one fcntl on a descriptor the parent keeps open until the
+                        // spawn returns; async-signal-safe, no allocation.
+                        unsafe {
+                            cmd.pre_exec(move || {
+                                libc::fcntl(raw, libc::F_SETFD, 0);
+                                Ok(())
+                            });
+                        }
+                    }
+                    cmd.spawn().map(Child::from_tokio)
                 }
             };
         };
         if armed.namespace.is_none() && self.view.is_none() {
-            return armed.spawn(cmd).await;
+            if pass.is_some() {
+                // Kept open across the exec: only a clone can do that behind the walls.
+                let entry = view::Entry::default();
+                return armed
+                    .spawn_entered(spec, entry, pass)
+                    .await
+                    .map(|(child, _)| child);
+            }
+            return armed.spawn(spec).await;
         }
         // A socket served since the walls were made (a database started meanwhile) is
         // covered too: the listening sockets are read again for each process (and, in the
@@ -212,7 +222,7 @@ impl Sandbox {
             net: namespace.as_ref(),
             joined: held.map(net::holder::Held::fds),
         };
-        let (child, channel) = armed.spawn_entered(cmd, entry, cwd).await?;
+        let (child, channel) = armed.spawn_entered(spec, entry, pass).await?;
         // The listeners of the `ports`: the child's own, served while it lives, or the held
         // namespaces', served from the first spawn for as long as the sandbox lives.
         let listeners = match (channel, child.id()) {

@@ -3,6 +3,7 @@
 
 use super::settings::MIN_ABI;
 use super::*;
+use crate::child::Io;
 
 #[test]
 fn the_probe_agrees_with_the_kernel() {
@@ -43,15 +44,13 @@ fn both_ways_of_spawning_confine_the_child() {
         };
         let sandbox = Sandbox::new(&settings, vec![own.clone()]);
         let armed = sandbox.prepare(abi).unwrap();
-        let mut cmd = tokio::process::Command::new("sh");
-        cmd.arg("-c")
-            .arg(
+        let cmd = Spec::new("sh", root.path())
+            .args([
+                "-c",
                 "echo in > own/ok; echo out > outside; echo tmp > \"$TMPDIR/t\" && echo tmp-ok; \
                  read -r stat < /proc/self/stat; set -- $stat; echo \"$1 $5 $6\"",
-            )
-            .current_dir(root.path())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::null());
+            ])
+            .stdio(Io::Null, Io::Piped, Io::Null);
         let out = runtime
             .block_on(async { armed.spawn(cmd).await.unwrap().wait_with_output().await })
             .unwrap();
@@ -88,12 +87,7 @@ fn observed(root: &Path, script: &str) -> Vec<String> {
     };
     let sandbox = Sandbox::new(&settings, vec![root.join("own")]);
     let armed = sandbox.prepare(abi).unwrap();
-    let mut cmd = tokio::process::Command::new("sh");
-    cmd.arg("-c")
-        .arg(script)
-        .current_dir(root)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null());
+    let cmd = Spec::new("sh", root).args(["-c", script]);
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -230,15 +224,13 @@ print(tcp({closed}), tcp({open_port}), unix("{path}"), unix("\0{abstract_name}")
         };
         let sandbox = Sandbox::new(&settings, vec![root.join("own")]);
         let armed = sandbox.prepare_walled(abi, wall.clone()).unwrap();
-        let mut cmd = tokio::process::Command::new("python3");
-        cmd.arg("-c")
-            .arg(&script)
-            .current_dir(&root)
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped());
+        let cmd =
+            Spec::new("python3", &root)
+                .args(["-c", &script])
+                .stdio(Io::Null, Io::Piped, Io::Piped);
         let out = runtime
             .block_on(async {
-                let child = sandbox.spawn(Some(&armed), cmd, &root).await.unwrap();
+                let child = sandbox.spawn(Some(&armed), cmd).await.unwrap();
                 child.wait_with_output().await
             })
             .unwrap();
@@ -325,15 +317,12 @@ print(os.readlink("/proc/self/ns/net"), join(sys.argv[1]), join(sys.argv[2]), un
         .build()
         .unwrap();
     let run = |sandbox: &Sandbox, armed: &Armed| -> String {
-        let mut cmd = tokio::process::Command::new("python3");
-        cmd.arg("-c")
-            .args([script, &plait_net, &other, late.to_str().unwrap()])
-            .current_dir(&root)
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped());
+        let cmd = Spec::new("python3", &root)
+            .args(["-c", script, &plait_net, &other, late.to_str().unwrap()])
+            .stdio(Io::Null, Io::Piped, Io::Piped);
         let out = runtime
             .block_on(async {
-                let child = sandbox.spawn(Some(armed), cmd, &root).await.unwrap();
+                let child = sandbox.spawn(Some(armed), cmd).await.unwrap();
                 child.wait_with_output().await
             })
             .unwrap();

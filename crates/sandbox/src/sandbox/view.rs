@@ -524,30 +524,61 @@ unsafe fn raise<'a>(_walls: &Walls, _targets: impl Iterator<Item = &'a CString>)
     Err(io::Error::other("Landlock is Linux's"))
 }
 
-/// Sets `cmd` up to start where `entry` says (its working directory taken again inside),
-/// behind `walls` when there are any, in a process group (or a session) of its own. Returns
-/// the channel on which the child sends the listeners it made in its network namespace.
-pub(crate) fn prepare(
+/// What a child does before its program runs to start where an [`Entry`] says: its
+/// namespaces and mounts, its working directory taken again inside, then its `walls`.
+pub(crate) struct Entering {
+    prepared: Prepared,
+    walls: Option<Walls>,
+}
+
+impl Entering {
+    /// Whether the walls give it a session of its own (else it needs a process group).
+    pub(crate) fn session(&self) -> bool {
+        self.walls.as_ref().is_some_and(|w| w.session)
+    }
+
+    /// In the child, before its program runs.
+    ///
+    /// # Safety
+    /// Between fork (or clone) and exec only: plain system calls, no allocation.
+    pub(crate) unsafe fn run(&mut self) -> io::Result<()> {
+        self.prepared.enter()?;
+        match &self.walls {
+            Some(walls) => raise(walls, self.prepared.rule_targets()),
+            None => Ok(()),
+        }
+    }
+}
+
+/// What a child must do to start where `entry` says (its working directory `cwd` taken
+/// again inside), behind `walls` when there are any; and the channel on which it sends
+/// the listeners it makes in a network namespace of its own.
+pub(crate) fn entering(
+    entry: Entry<'_>,
+    cwd: Option<&Path>,
+    walls: Option<Walls>,
+) -> io::Result<(Entering, Option<OwnedFd>)> {
+    let (prepared, channel) = Prepared::new(entry, cwd)?;
+    Ok((Entering { prepared, walls }, channel))
+}
+
+/// Sets `cmd` up to start where `entry` says, as [`entering`] does it, between fork and
+/// exec, in a process group (or a session) of its own (the probes here).
+fn prepare(
     cmd: &mut tokio::process::Command,
     entry: Entry<'_>,
     cwd: Option<&Path>,
     walls: Option<Walls>,
 ) -> io::Result<Option<OwnedFd>> {
     use std::os::unix::process::CommandExt as _;
-    let (mut prepared, channel) = Prepared::new(entry, cwd)?;
-    if !walls.as_ref().is_some_and(|w| w.session) {
+    let (mut entering, channel) = entering(entry, cwd, walls)?;
+    if !entering.session() {
         cmd.as_std_mut().process_group(0);
     }
     // SAFETY: the closure runs between fork and exec and makes only async-signal-safe
     // system calls on data made before the fork; it allocates nothing.
     unsafe {
-        cmd.pre_exec(move || {
-            prepared.enter()?;
-            match &walls {
-                Some(walls) => raise(walls, prepared.rule_targets()),
-                None => Ok(()),
-            }
-        });
+        cmd.pre_exec(move || entering.run());
     }
     Ok(channel)
 }

@@ -1,8 +1,9 @@
 //! A sandbox's network namespace made once, for every process it starts (`network =
-//! "off"`): a short-lived child of plait's makes a user, network and mount namespace, brings
-//! its loopback up, makes the listeners of the plan's `ports` and sends them to plait,
-//! covers the path sockets served outside with `/dev/null`, and waits; plait opens the three
-//! namespaces (`/proc/<pid>/ns/…`), which live on while it holds them, and kills the child. Each process the sandbox starts then joins them between fork and exec (`setns`, a
+//! "off"`): a short-lived child of plait's (cloned in its memory and descriptor table, not
+//! forked) makes a user, network and mount namespace, brings its loopback up, makes the
+//! listeners of the plan's `ports` and sends them to plait, covers the path sockets served
+//! outside with `/dev/null`, opens the three namespaces (`/proc/self/ns/…`) into plait's
+//! table and ends; they live on while plait holds them. Each process the sandbox starts then joins them between fork and exec (`setns`, a
 //! few microseconds) instead of making and tearing down a network namespace of its own:
 //! the kernel's work on a network namespace, about a millisecond of CPU, is done once per
 //! sandbox. The processes of one sandbox share its loopback; another sandbox's, and the
@@ -34,17 +35,6 @@ fn c_path(path: &std::path::Path) -> io::Result<CString> {
     CString::new(path.as_os_str().as_bytes()).map_err(|_| io::Error::other("a path holds NUL"))
 }
 
-/// A pipe, both ends close-on-exec: (read, write).
-fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
-    let mut fds = [0 as RawFd; 2];
-    // SAFETY: `fds` has room for the two descriptors.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: the kernel just made both, and nothing else owns them.
-    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
-}
-
 /// Writes `bytes` to the file at `path` in one call. Async-signal-safe.
 unsafe fn write_file(path: &CString, bytes: &[u8]) -> bool {
     let fd = libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
@@ -56,7 +46,7 @@ unsafe fn write_file(path: &CString, bytes: &[u8]) -> bool {
     n == bytes.len() as isize
 }
 
-/// What the holding child does, prepared before the fork.
+/// What the child making the namespaces does, prepared before the clone.
 struct Child {
     net: ports::Prepared,
     hide: Vec<CString>,
@@ -67,16 +57,19 @@ struct Child {
     gid_map: CString,
     uid_line: Vec<u8>,
     gid_line: Vec<u8>,
+    /// `/proc/self/ns/` of the user, network and mount namespaces, and the descriptors the
+    /// child opens them at (in plait's table, which it shares).
+    ns: [CString; 3],
+    opened: [RawFd; 3],
 }
 
 impl Child {
-    /// In the child: the namespaces, its loopback and listeners, the sockets covered; then
-    /// a byte on `ready`, and a wait to be killed. Never returns. (Not a pipe's end: a child
-    /// forked meanwhile by another thread of plait holds copies of the pipes' ends.)
+    /// In the child: the namespaces, its loopback and listeners, the sockets covered, the
+    /// three namespaces opened into plait's table. 0 when all went well.
     ///
     /// # Safety
-    /// After fork only: plain system calls, no allocation.
-    unsafe fn hold(&mut self, ready: RawFd) -> ! {
+    /// In a child cloned for it only: plain system calls, no allocation.
+    unsafe fn make(&mut self) -> libc::c_int {
         let flags = libc::CLONE_NEWUSER | libc::CLONE_NEWNET | libc::CLONE_NEWNS;
         let made = libc::unshare(flags) == 0
             && write_file(&self.setgroups, b"deny\n")
@@ -92,7 +85,7 @@ impl Child {
             ) == 0
             && self.net.enter().is_ok();
         if !made {
-            libc::_exit(1);
+            return 1;
         }
         // A socket gone meanwhile, or where this namespace cannot mount, is left as it is.
         for socket in &self.hide {
@@ -104,23 +97,25 @@ impl Child {
                 std::ptr::null(),
             );
         }
-        let byte = 1u8;
-        libc::write(ready, (&raw const byte).cast(), 1);
-        libc::close(ready);
-        // Until plait has opened the namespaces and kills it.
-        loop {
-            libc::pause();
+        for (path, fd) in self.ns.iter().zip(self.opened.iter_mut()) {
+            *fd = libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
+            if *fd < 0 {
+                return 1;
+            }
         }
+        0
     }
 }
 
 impl Held {
     /// Makes the namespaces for `namespace` (its `ports` served inside, its `hide` sockets
-    /// covered) and holds them.
+    /// covered) and holds them: a child cloned in plait's memory and descriptor table
+    /// (`crate::child::clone_vfork`, no fork of plait) makes them and opens them for plait.
     pub(crate) fn make(namespace: &Namespace) -> io::Result<Held> {
         // SAFETY: getuid and getgid have no preconditions.
         let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
         let (net, channel) = ports::Prepared::new(namespace)?;
+        let c = |text: &str| CString::new(text).unwrap_or_default();
         let mut child = Child {
             net,
             hide: namespace
@@ -128,68 +123,43 @@ impl Held {
                 .iter()
                 .map(|p| c_path(p))
                 .collect::<io::Result<_>>()?,
-            devnull: CString::new("/dev/null").unwrap_or_default(),
-            root: CString::new("/").unwrap_or_default(),
-            setgroups: CString::new("/proc/self/setgroups").unwrap_or_default(),
-            uid_map: CString::new("/proc/self/uid_map").unwrap_or_default(),
-            gid_map: CString::new("/proc/self/gid_map").unwrap_or_default(),
+            devnull: c("/dev/null"),
+            root: c("/"),
+            setgroups: c("/proc/self/setgroups"),
+            uid_map: c("/proc/self/uid_map"),
+            gid_map: c("/proc/self/gid_map"),
             uid_line: format!("{uid} {uid} 1\n").into_bytes(),
             gid_line: format!("{gid} {gid} 1\n").into_bytes(),
+            ns: [
+                c("/proc/self/ns/user"),
+                c("/proc/self/ns/net"),
+                c("/proc/self/ns/mnt"),
+            ],
+            opened: [-1; 3],
         };
-        let (ready_r, ready_w) = pipe()?;
-        // SAFETY: the child makes only async-signal-safe system calls on data prepared
-        // above, and ends with `_exit`.
-        let pid = unsafe { libc::fork() };
-        if pid < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        if pid == 0 {
-            // SAFETY: in the child, which closes the end it does not use and holds.
-            unsafe {
-                libc::close(ready_r.as_raw_fd());
-                child.hold(ready_w.as_raw_fd())
-            }
-        }
-        drop(ready_w);
-        let mut byte = 0u8;
-        let got = loop {
-            // SAFETY: one byte into a byte of ours.
-            let n = unsafe { libc::read(ready_r.as_raw_fd(), (&raw mut byte).cast(), 1) };
-            if n >= 0 || io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
-                break n;
-            }
-        };
-        let opened = if got == 1 {
-            let open = |kind: &str| -> io::Result<OwnedFd> {
-                let path = c_path(&PathBuf::from(format!("/proc/{pid}/ns/{kind}")))?;
-                // SAFETY: a plain system call on a NUL-terminated path.
-                let fd = unsafe { libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
-                if fd < 0 {
-                    return Err(io::Error::last_os_error());
-                }
-                // SAFETY: the kernel just made it.
-                Ok(unsafe { OwnedFd::from_raw_fd(fd) })
-            };
-            (|| Ok::<_, io::Error>((open("user")?, open("net")?, open("mnt")?)))()
-        } else {
-            Err(io::Error::other(
-                "the child making the sandbox's network namespace ended before it was made",
-            ))
-        };
+        // SAFETY: `make` makes only async-signal-safe calls on what it holds.
+        let (pid, _) =
+            crate::child::clone_vfork(libc::CLONE_FILES, &mut || unsafe { child.make() })?;
         let mut status = 0;
-        // SAFETY: our own child, killed and waited for once.
-        unsafe {
-            libc::kill(pid, libc::SIGKILL);
-            libc::waitpid(pid, &mut status, 0);
+        // SAFETY: our own child, which has ended (CLONE_VFORK); reaped once.
+        unsafe { libc::waitpid(pid, &mut status, 0) };
+        // SAFETY: each opened by the child into this table, owned by nothing else.
+        let [user, net, mnt] = child
+            .opened
+            .map(|fd| (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd) }));
+        let made = libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0;
+        match (made, user, net, mnt) {
+            (true, Some(user), Some(net), Some(mnt)) => Ok(Held {
+                user,
+                net,
+                mnt,
+                hidden: namespace.hide.clone(),
+                channel: Mutex::new(channel),
+            }),
+            _ => Err(io::Error::other(
+                "the child making the sandbox's network namespace could not make it",
+            )),
         }
-        let (user, net, mnt) = opened?;
-        Ok(Held {
-            user,
-            net,
-            mnt,
-            hidden: namespace.hide.clone(),
-            channel: Mutex::new(channel),
-        })
     }
 
     /// The namespaces to join, in the order they are joined: user, network, mount.
