@@ -349,3 +349,58 @@ print(os.readlink("/proc/self/ns/net"), join(sys.argv[1]), join(sys.argv[2]), un
         assert_eq!(rest[2], "refused", "reached a socket served later: {line}");
     }
 }
+
+/// A program that cannot be started in a namespace is refused as `exec` refuses it (the
+/// child is cloned, not forked: its error comes back through plait's memory), and the
+/// child's standard streams are those asked for.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_cloned_child_reports_what_exec_refused_and_gets_its_streams() {
+    let Support::Landlock(abi) = support().clone() else {
+        eprintln!("skipped: no Landlock here");
+        return;
+    };
+    if view::net_support().is_err() {
+        eprintln!("skipped: no network namespaces here");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    std::fs::create_dir(root.join("own")).unwrap();
+    let script = root.join("own").join("not-executable.sh");
+    std::fs::write(&script, "#!/bin/sh\necho hi\n").unwrap();
+    let settings = SandboxSettings {
+        temp_root: root.clone(),
+        ..SandboxSettings::default()
+    };
+    let sandbox = Sandbox::new(&settings, vec![root.join("own")]);
+    let armed = sandbox.prepare_walled(abi, NetWall::Namespace).unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let missing = Spec::new("plait-no-such-program", &root);
+        let err = sandbox.spawn(Some(&armed), missing).await.err().unwrap();
+        assert_eq!(err.kind(), std::io::ErrorKind::NotFound, "{err}");
+        let denied = Spec::new(&script, &root);
+        let err = sandbox.spawn(Some(&armed), denied).await.err().unwrap();
+        assert_eq!(err.kind(), std::io::ErrorKind::PermissionDenied, "{err}");
+        let mut cat = Spec::new("sh", &root)
+            .args([
+                "-c",
+                "read line; echo \"got $line\"; echo \"$FOO\" >&2; exit 3",
+            ])
+            .stdio(Io::Piped, Io::Piped, Io::Piped);
+        cat.env("FOO", "bar");
+        let mut child = sandbox.spawn(Some(&armed), cat).await.unwrap();
+        use tokio::io::AsyncWriteExt as _;
+        let mut input = child.stdin.take().unwrap();
+        input.write_all(b"hello\n").await.unwrap();
+        drop(input);
+        let out = child.wait_with_output().await.unwrap();
+        assert_eq!(out.status.code(), Some(3));
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "got hello\n");
+        assert_eq!(String::from_utf8_lossy(&out.stderr), "bar\n");
+    });
+}
