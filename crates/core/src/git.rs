@@ -167,6 +167,31 @@ pub fn flatten_tree(tree: &Tree<'_>) -> Result<Vec<TreeFile>, git2::Error> {
     Ok(files)
 }
 
+/// The sorted file list of a tree that differs from the one `files` lists (sorted, as
+/// [`flatten_tree`] gives it) by `changes` (from [`tree_changes`]): the same list as
+/// flattening that tree, at the cost of the changes and a copy, not of reading every tree.
+pub fn patched(files: &[TreeFile], changes: &BTreeMap<String, Entry>) -> Vec<TreeFile> {
+    let mut out = Vec::with_capacity(files.len() + changes.len());
+    let mut rest = files;
+    for (path, entry) in changes {
+        let at = rest.partition_point(|f| f.path.as_bytes() < path.as_bytes());
+        out.extend_from_slice(&rest[..at]);
+        rest = &rest[at..];
+        if rest.first().is_some_and(|f| f.path == *path) {
+            rest = &rest[1..];
+        }
+        if let Some((oid, mode)) = entry {
+            out.push(TreeFile {
+                path: path.clone(),
+                mode: *mode,
+                oid: *oid,
+            });
+        }
+    }
+    out.extend_from_slice(rest);
+    out
+}
+
 /// A failed git CLI invocation.
 #[derive(Debug, thiserror::Error)]
 pub enum GitCliError {
@@ -393,6 +418,78 @@ pub fn tree_changes(
 /// An entry of a tree: its id, mode, and whether it is a tree.
 type Side = Option<(git2::Oid, u32, bool)>;
 
+fn side(e: &git2::TreeEntry<'_>) -> Side {
+    Some((
+        e.id(),
+        e.filemode() as u32,
+        e.kind() == Some(git2::ObjectType::Tree),
+    ))
+}
+
+fn entry_name(e: &git2::TreeEntry<'_>) -> Result<String, git2::Error> {
+    e.name()
+        .map(str::to_string)
+        .map_err(|_| git2::Error::from_str("a path in a tree is not valid UTF-8"))
+}
+
+/// Orders two entries of a tree as git sorts them: by name, a tree's name as if it ended
+/// in `/`.
+fn tree_order(a: &git2::TreeEntry<'_>, b: &git2::TreeEntry<'_>) -> std::cmp::Ordering {
+    let (x, y) = (a.name_bytes(), b.name_bytes());
+    let n = x.len().min(y.len());
+    let end = |e: &git2::TreeEntry<'_>, name: &[u8]| match name.get(n) {
+        Some(&c) => c,
+        None if e.kind() == Some(git2::ObjectType::Tree) => b'/',
+        None => 0,
+    };
+    x[..n].cmp(&y[..n]).then_with(|| end(a, x).cmp(&end(b, y)))
+}
+
+/// The entries of `from` and `to` that differ, by name. Both trees are walked side by side
+/// in git's order, so an entry that is the same on both sides costs one comparison: a
+/// directory of thousands of entries changed in one place allocates for that one.
+fn differing(
+    from: Option<&git2::Tree<'_>>,
+    to: Option<&git2::Tree<'_>>,
+) -> Result<BTreeMap<String, (Side, Side)>, git2::Error> {
+    use std::cmp::Ordering;
+    let mut a = from.into_iter().flat_map(|t| t.iter()).peekable();
+    let mut b = to.into_iter().flat_map(|t| t.iter()).peekable();
+    // A name that is a file on one side and a directory on the other sorts apart on the
+    // two: the entries are paired by name here, not by place.
+    let mut out: BTreeMap<String, (Side, Side)> = BTreeMap::new();
+    loop {
+        let order = match (a.peek(), b.peek()) {
+            (None, None) => break,
+            (Some(_), None) => Ordering::Less,
+            (None, Some(_)) => Ordering::Greater,
+            (Some(x), Some(y)) => tree_order(x, y),
+        };
+        let (x, y) = match order {
+            Ordering::Less => (a.next(), None),
+            Ordering::Greater => (None, b.next()),
+            Ordering::Equal => (a.next(), b.next()),
+        };
+        let (sx, sy) = (x.as_ref().and_then(side), y.as_ref().and_then(side));
+        if sx == sy {
+            continue;
+        }
+        let Some(named) = y.as_ref().or(x.as_ref()) else {
+            continue;
+        };
+        let slot = out.entry(entry_name(named)?).or_insert((None, None));
+        if x.is_some() {
+            slot.0 = sx;
+        }
+        if y.is_some() {
+            slot.1 = sy;
+        }
+    }
+    // Paired by name, the two sides of a tree out of git's order may be the same after all.
+    out.retain(|_, (x, y)| x != y);
+    Ok(out)
+}
+
 fn diff_trees(
     repo: &git2::Repository,
     from: Option<&git2::Tree<'_>>,
@@ -400,32 +497,7 @@ fn diff_trees(
     prefix: &str,
     out: &mut BTreeMap<String, Entry>,
 ) -> Result<(), git2::Error> {
-    let mut names: BTreeMap<String, (Side, Side)> = BTreeMap::new();
-    let side = |e: &git2::TreeEntry<'_>| -> Side {
-        Some((
-            e.id(),
-            e.filemode() as u32,
-            e.kind() == Some(git2::ObjectType::Tree),
-        ))
-    };
-    for (tree, first) in [(from, true), (to, false)] {
-        for entry in tree.into_iter().flat_map(|t| t.iter()) {
-            let name = entry
-                .name()
-                .map_err(|_| git2::Error::from_str("a path in a tree is not valid UTF-8"))?
-                .to_string();
-            let slot = names.entry(name).or_insert((None, None));
-            if first {
-                slot.0 = side(&entry);
-            } else {
-                slot.1 = side(&entry);
-            }
-        }
-    }
-    for (name, (a, b)) in names {
-        if a == b {
-            continue;
-        }
+    for (name, (a, b)) in differing(from, to)? {
         let path = format!("{prefix}{name}");
         let sub = |s: Side| -> Result<Option<git2::Tree<'_>>, git2::Error> {
             match s {
@@ -467,5 +539,83 @@ mod tests {
         assert!(!at_least("git version 2.25.1", (2, 37)));
         assert!(!at_least("git version 2.9.5", (2, 37)));
         assert!(!at_least("nonsense", (2, 37)));
+    }
+
+    /// A tree of `files` (path, content; a content of `None` is a link to `target`).
+    fn tree<'r>(repo: &'r git2::Repository, files: &[(&str, &str)]) -> git2::Tree<'r> {
+        let empty = repo.treebuilder(None).unwrap().write().unwrap();
+        let mut update = git2::build::TreeUpdateBuilder::new();
+        for (path, text) in files {
+            let blob = repo.blob(text.as_bytes()).unwrap();
+            update.upsert(*path, blob, git2::FileMode::Blob);
+        }
+        let empty = repo.find_tree(empty).unwrap();
+        let id = update.create_updated(repo, &empty).unwrap();
+        repo.find_tree(id).unwrap()
+    }
+
+    #[test]
+    fn tree_changes_names_every_path_that_differs_and_nothing_else() {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = git2::Repository::init_bare(dir.path()).unwrap();
+        let from = tree(
+            &repo,
+            &[
+                ("a", "1"),
+                ("a.txt", "same"),
+                ("b/c.txt", "old"),
+                ("b/d.txt", "same"),
+                ("b.txt", "same"),
+                ("e/f.txt", "gone"),
+                ("g", "a file that becomes a directory"),
+                ("z.txt", "same"),
+            ],
+        );
+        let to = tree(
+            &repo,
+            &[
+                ("a", "1"),
+                ("a.txt", "same"),
+                ("b/c.txt", "new"),
+                ("b/d.txt", "same"),
+                ("b/new.txt", "added"),
+                ("b.txt", "same"),
+                ("g/h.txt", "inside"),
+                ("z.txt", "same"),
+            ],
+        );
+        let changes = super::tree_changes(&repo, &from, &to).unwrap();
+        let paths: Vec<(&str, bool)> = changes
+            .iter()
+            .map(|(p, e)| (p.as_str(), e.is_some()))
+            .collect();
+        assert_eq!(
+            paths,
+            [
+                ("b/c.txt", true),
+                ("b/new.txt", true),
+                ("e/f.txt", false),
+                ("g", false),
+                ("g/h.txt", true),
+            ]
+        );
+        let back: Vec<(String, bool)> = super::tree_changes(&repo, &to, &from)
+            .unwrap()
+            .into_iter()
+            .map(|(p, e)| (p, e.is_some()))
+            .collect();
+        let expected = [
+            ("b/c.txt", true),
+            ("b/new.txt", false),
+            ("e/f.txt", true),
+            ("g", true),
+            ("g/h.txt", false),
+        ];
+        assert_eq!(back, expected.map(|(p, e)| (p.to_string(), e)).to_vec());
+        assert!(super::tree_changes(&repo, &from, &from).unwrap().is_empty());
+        let listed = |t: &git2::Tree<'_>| super::flatten_tree(t).unwrap();
+        assert_eq!(super::patched(&listed(&from), &changes), listed(&to));
+        let back = super::tree_changes(&repo, &to, &from).unwrap();
+        assert_eq!(super::patched(&listed(&to), &back), listed(&from));
     }
 }

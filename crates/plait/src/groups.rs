@@ -268,7 +268,9 @@ fn merge_group(
 }
 
 /// Runs the merges of `inputs` on as many threads as there are CPUs, each with its own
-/// handle on the repository; `None` for a merge no thread got to.
+/// handle on the repository, the largest first (a group whose tasks start from many
+/// others' work merges them too: begun last, it would run alone at the end); `None` for a
+/// merge no thread got to.
 fn merge_parallel(
     context: &Context,
     base: git2::Oid,
@@ -278,8 +280,14 @@ fn merge_parallel(
         .map_or(2, |n| n.get())
         .min(inputs.len())
         .max(1);
+    // A group with context merges it twice (see `merge_group`).
+    let mut order: Vec<usize> = (0..inputs.len()).collect();
+    order.sort_by_key(|&k| std::cmp::Reverse(inputs[k].own.len() + 2 * inputs[k].context.len()));
     let next = std::sync::atomic::AtomicUsize::new(0);
-    let claim = || next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let claim = || {
+        let n = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        order.get(n).copied().unwrap_or(inputs.len())
+    };
     let results = std::sync::Mutex::new((0..inputs.len()).map(|_| None).collect::<Vec<_>>());
     let put = |k: usize, outcome| {
         if k < inputs.len() {

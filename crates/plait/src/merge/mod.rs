@@ -138,8 +138,10 @@ pub fn merge(repo: &Repository, settings: &MergeSettings<'_>) -> Result<MergeOut
     let base = repo.find_commit(settings.base)?;
     let base_tree = base.tree()?;
     let mut merging = Merging::default();
+    // The tasks of a wave share their start: its tree is read once.
+    let mut starts: HashMap<Oid, Tree<'_>> = HashMap::new();
     for input in in_start_order(settings.branches) {
-        let Some(from) = merging.start_tree(repo, input, &base_tree)? else {
+        let Some(from) = merging.start_tree(repo, input, &base_tree, &mut starts)? else {
             merging.waiting.push(input.task.clone());
             continue;
         };
@@ -188,13 +190,15 @@ struct Merging<'a> {
 }
 
 impl<'a> Merging<'a> {
-    /// The tree `input`'s work is measured from: its start's, or the base's; `None` while
-    /// the branches its start holds are not all in at the commits it started from.
+    /// The tree `input`'s work is measured from: its start's (read once into `starts`), or
+    /// the base's; `None` while the branches its start holds are not all in at the commits
+    /// it started from.
     fn start_tree<'r>(
         &self,
         repo: &'r Repository,
         input: &BranchInput,
         base_tree: &Tree<'r>,
+        starts: &mut HashMap<Oid, Tree<'r>>,
     ) -> Result<Option<Tree<'r>>, MergeError> {
         Ok(Some(match &input.start {
             Some(start) => {
@@ -205,7 +209,14 @@ impl<'a> Merging<'a> {
                 if !whole {
                     return Ok(None);
                 }
-                repo.find_commit(start.commit)?.tree()?
+                match starts.get(&start.commit) {
+                    Some(tree) => tree.clone(),
+                    None => {
+                        let tree = repo.find_commit(start.commit)?.tree()?;
+                        starts.insert(start.commit, tree.clone());
+                        tree
+                    }
+                }
             }
             None => base_tree.clone(),
         }))

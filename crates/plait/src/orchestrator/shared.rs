@@ -164,11 +164,18 @@ pub(super) struct Start {
 }
 
 impl Start {
-    /// Every entry of `commit`'s tree, sorted by path (blocking).
-    fn list(context: &Context, commit: Oid) -> Result<Vec<TreeFile>, RunError> {
+    /// Every entry of `commit`'s tree, sorted by path (blocking): the base's, `base_files`,
+    /// with what `commit` changes against it.
+    fn list(
+        context: &Context,
+        (base, base_files): (Oid, &[TreeFile]),
+        commit: Oid,
+    ) -> Result<Vec<TreeFile>, RunError> {
         let repo = context.repo()?;
         let tree = repo.find_commit(commit)?.tree()?;
-        Ok(plait_core::git::flatten_tree(&tree)?)
+        let changes =
+            plait_core::git::tree_changes(&repo, &repo.find_commit(base)?.tree()?, &tree)?;
+        Ok(plait_core::git::patched(base_files, &changes))
     }
 
     /// Task `task`'s start at `commit` whose files are `files`, its layout found as the
@@ -451,7 +458,7 @@ impl Shared {
                     .clone();
                 let files = cell
                     .get_or_init(|| {
-                        Start::list(&self.context, commit)
+                        Start::list(&self.context, (self.plan.base, &self.plan.files), commit)
                             .map(Arc::new)
                             .map_err(|e| e.to_string())
                     })

@@ -255,8 +255,8 @@ fn parents(dir: &str) -> impl Iterator<Item = &str> {
 }
 
 /// The indices of the files directly inside `dir` (`""`: the root) in the sorted list
-/// `files`. Each subdirectory is stepped over with one binary search, so this costs the
-/// directory's own entries, not what lies below it.
+/// `files`. Each subdirectory is stepped over by a search that starts where it starts
+/// (`past`), so this costs the directory's own entries, not what lies below it.
 fn own_files<'a>(files: &'a [TreeFile], dir: &str) -> impl Iterator<Item = usize> + 'a {
     let prefix = if dir.is_empty() {
         String::new()
@@ -272,13 +272,28 @@ fn own_files<'a>(files: &'a [TreeFile], dir: &str) -> impl Iterator<Item = usize
                 i += 1;
                 return Some(i - 1);
             }
-            Some(cut) => {
-                // Past everything under `<prefix><sub>/`: `0` sorts right after `/`.
-                let end = format!("{prefix}{}0", &rest[..cut]);
-                i += files[i..].partition_point(|f| f.path.as_bytes() < end.as_bytes());
-            }
+            // Past everything under `<prefix><sub>/`.
+            Some(cut) => i = past(files, i, &path.as_bytes()[..prefix.len() + cut + 1]),
         }
     })
+}
+
+/// The first index after `from` (whose path starts with `under`) of a path that does not
+/// start with `under`: steps that double from `from`, then a binary search in the last
+/// one, so a directory's entries are stepped over at the cost of their count's logarithm,
+/// among entries near each other in memory rather than across the whole list.
+fn past(files: &[TreeFile], from: usize, under: &[u8]) -> usize {
+    let inside = |f: &TreeFile| f.path.as_bytes().starts_with(under);
+    let (mut known, mut step) = (from, 1);
+    loop {
+        let probe = from + step;
+        if probe >= files.len() || !inside(&files[probe]) {
+            let end = probe.min(files.len());
+            return known + files[known..end].partition_point(inside);
+        }
+        known = probe;
+        step *= 2;
+    }
 }
 
 /// `.gitignore` files are held wherever the cone reaches.
@@ -344,5 +359,38 @@ mod tests {
         assert_eq!(names("b/d"), ["b/d/e.txt", "b/d/f.txt"]);
         assert!(names("q").is_empty());
         assert_eq!(parents("x/y/z").collect::<Vec<_>>(), ["", "x", "x/y"]);
+    }
+
+    #[test]
+    fn own_files_steps_over_subdirectories_of_every_size() {
+        let mut paths: Vec<String> = Vec::new();
+        for n in [0usize, 1, 2, 3, 7, 8, 9, 100] {
+            paths.push(format!("d{n:03}.txt"));
+            paths.extend((0..n).map(|k| format!("d{n:03}/f{k:03}.txt")));
+            paths.extend((0..n).map(|k| format!("d{n:03}/sub/f{k:03}.txt")));
+        }
+        paths.push("z.txt".to_string());
+        paths.sort();
+        let files: Vec<TreeFile> = paths
+            .iter()
+            .map(|p| TreeFile {
+                path: p.clone(),
+                mode: plait_core::git::mode::FILE,
+                oid: git2::Oid::ZERO_SHA1,
+            })
+            .collect();
+        let names = |dir: &str| -> Vec<&str> {
+            own_files(&files, dir)
+                .map(|i| files[i].path.as_str())
+                .collect()
+        };
+        let top: Vec<&str> = paths
+            .iter()
+            .filter(|p| !p.contains('/'))
+            .map(String::as_str)
+            .collect();
+        assert_eq!(names(""), top);
+        assert_eq!(names("d009").len(), 9);
+        assert_eq!(names("d100/sub").len(), 100);
     }
 }
