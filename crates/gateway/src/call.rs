@@ -98,8 +98,12 @@ struct Try {
     waited: Option<Waited>,
 }
 
-/// Where the answer's body goes: to the handler, chunk by chunk.
-type Chunks = mpsc::Sender<Result<Bytes, std::io::Error>>;
+/// Where the answer's body goes: to the handler, chunk by chunk. Unbounded, so the answer
+/// is read from the provider as fast as it comes and its slot (one of the provider's
+/// `concurrency`) is let go when the provider has done, not when a slow client (a CLI
+/// starved of CPU among a hundred) has read it all. What a client has not read yet is at
+/// most one answer.
+type Chunks = mpsc::UnboundedSender<Result<Bytes, std::io::Error>>;
 
 impl Call {
     /// The request `method` to `path` (`rest` and its query) under the base URL of
@@ -461,15 +465,13 @@ async fn relay(
         match chunk {
             Ok(chunk) => {
                 tally.push(&chunk, started);
-                if chunks.send(Ok(chunk)).await.is_err() {
+                if chunks.send(Ok(chunk)).is_err() {
                     return Some("the agent stopped reading the answer".to_string());
                 }
             }
             Err(e) => {
                 let reason = format!("the answer broke off: {}", without_url(&e));
-                let _ = chunks
-                    .send(Err(std::io::Error::other(reason.clone())))
-                    .await;
+                let _ = chunks.send(Err(std::io::Error::other(reason.clone())));
                 return Some(reason);
             }
         }
