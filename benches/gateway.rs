@@ -11,12 +11,15 @@
 //!    waits), the process's resident memory before and after, both ways; the difference
 //!    per stream is the gateway's.
 //! 5. Agents: `--agents` real Claude Codes (3 requests each) against the mock model server
-//!    as a bucketed account (60 requests a minute as a token bucket, 10 in flight): through
-//!    plait (`plait run -j N`, the gateway and its limiter) against the same CLIs started
-//!    at once on their own. Requests answered, 429s, the time, and the share of the limit
-//!    used: the floor the bucket allows (what is past its first 60, at one a second)
-//!    against the time taken. Skipped without Claude Code (`PLAIT_TEST_CLAUDE`, `PATH`, or
-//!    `target/ci-tools`).
+//!    as a bucketed account (`--rpm`, 60 requests a minute as a token bucket, 10 in flight,
+//!    500 ms an answer): through plait (`plait run -j N`, the gateway and its limiter)
+//!    against the same CLIs started at once on their own. Requests answered, 429s, the
+//!    time, the CPU, and the share of the limit used: the floor the bucket allows (what is
+//!    past its first minute's worth, at its refill rate) against the time taken. Each way
+//!    has a timeline (`timeline`): CLIs started, first requests, answers, 429s, the
+//!    server's bucket at its lowest, and through plait the limiter's waits by reason.
+//!    Skipped without Claude Code (`PLAIT_TEST_CLAUDE`, `PATH`, or `target/ci-tools`);
+//!    `--agents-only` runs this part alone.
 //! 6. Reviews: `--reviews` exec tasks at `-j 1`, each reviewed by a model over the mock
 //!    server's API, then by Claude Code against the mock (the CLI's start included): the
 //!    time each review adds per task. Skipped without Claude Code.

@@ -159,7 +159,7 @@ impl Timeline {
         let step = ((self.end / 10.0 / 5.0).ceil() * 5.0).max(5.0);
         let first = self.first_requests();
         let held: Vec<&Held> = self.held.values().flatten().collect();
-        println!("   timeline {how} (cumulative: CLIs started, first requests, answered; in the row: 429s, peak in flight at the server and its request bucket at its lowest, requests the limiter held and its waits by reason):");
+        println!("   timeline {how} (cumulative: CLIs started, first requests, answered; in the row: 429s, peak in flight at the server (arrival to first byte) and its request bucket at its lowest, requests the limiter held and its waits by reason):");
         println!(
             "     {:>9}  {:>7}  {:>9}  {:>8}  {:>4}  {:>9}  {:>6}  {:>5}  waited (s): slot / turn / bucket [for]",
             "t (s)", "started", "first req", "answered", "429", "in flight", "bucket", "held"
@@ -187,7 +187,7 @@ impl Timeline {
                 .iter()
                 .filter(|h| h.slot + h.turn + h.limit >= 0.001)
                 .collect();
-            let sum = |f: fn(&Held) -> f64| waited.iter().map(|h| f(h)).sum::<f64>();
+            let sum = |f: fn(&Held) -> f64| waited.iter().map(|h| f(h)).sum::<f64>() + 0.0;
             let mut why: Vec<&str> = waited.iter().filter_map(|h| h.why.as_deref()).collect();
             why.sort();
             why.dedup();

@@ -185,7 +185,8 @@ pub struct Recorded {
     /// The JSON body; a body that is not JSON is kept as a string.
     pub body: Value,
     pub status: u16,
-    /// When it arrived, and when its answer was decided (a 200's after the latency).
+    /// When it arrived, and when its answer was decided: its first byte (a 200's after the
+    /// latency).
     pub received: SystemTime,
     pub answered: SystemTime,
 }
