@@ -11,12 +11,15 @@
 //!    waits), the process's resident memory before and after, both ways; the difference
 //!    per stream is the gateway's.
 //! 5. Agents: `--agents` real Claude Codes (3 requests each) against the mock model server
-//!    as a bucketed account (60 requests a minute as a token bucket, 10 in flight): through
-//!    plait (`plait run -j N`, the gateway and its limiter) against the same CLIs started
-//!    at once on their own. Requests answered, 429s, the time, and the share of the limit
-//!    used: the floor the bucket allows (what is past its first 60, at one a second)
-//!    against the time taken. Skipped without Claude Code (`PLAIT_TEST_CLAUDE`, `PATH`, or
-//!    `target/ci-tools`).
+//!    as a bucketed account (`--rpm`, 60 requests a minute as a token bucket, 10 in flight,
+//!    500 ms an answer): through plait (`plait run -j N`, the gateway and its limiter)
+//!    against the same CLIs started at once on their own. Requests answered, 429s, the
+//!    time, the CPU, and the share of the limit used: the floor the bucket allows (what is
+//!    past its first minute's worth, at its refill rate) against the time taken. Each way
+//!    has a timeline (`timeline`): CLIs started, first requests, answers, 429s, the
+//!    server's bucket at its lowest, and through plait the limiter's waits by reason.
+//!    Skipped without Claude Code (`PLAIT_TEST_CLAUDE`, `PATH`, or `target/ci-tools`);
+//!    `--agents-only` runs this part alone.
 //! 6. Reviews: `--reviews` exec tasks at `-j 1`, each reviewed by a model over the mock
 //!    server's API, then by Claude Code against the mock (the CLI's start included): the
 //!    time each review adds per task. Skipped without Claude Code.
@@ -26,13 +29,15 @@
 #[allow(dead_code)]
 #[path = "../tests/it/mock/mod.rs"]
 mod mock;
+#[path = "gateway/timeline.rs"]
+mod timeline;
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{bail, Context, Result};
 use axum::body::{Body, Bytes};
@@ -46,6 +51,7 @@ use plait_llm::provider::{resolve_provider, Limits, ProviderFile};
 use serde_json::{json, Value};
 
 use mock::{claude_tools, MockModel, Turn};
+use timeline::Timeline;
 
 const KEY: &str = "sk-bench-gateway-0123456789";
 
@@ -54,6 +60,10 @@ struct Config {
     streams: usize,
     agents: usize,
     reviews: usize,
+    /// The account's requests a minute in the agents' part.
+    rpm: usize,
+    /// Only the agents' part.
+    agents_only: bool,
 }
 
 impl Config {
@@ -63,6 +73,8 @@ impl Config {
             streams: 1000,
             agents: 30,
             reviews: 5,
+            rpm: 60,
+            agents_only: false,
         };
         let mut args = std::env::args().skip(1);
         while let Some(arg) = args.next() {
@@ -77,8 +89,10 @@ impl Config {
                 "--streams" => cfg.streams = value("--streams")?.max(1),
                 "--agents" => cfg.agents = value("--agents")?,
                 "--reviews" => cfg.reviews = value("--reviews")?,
+                "--rpm" => cfg.rpm = value("--rpm")?.max(1),
+                "--agents-only" => cfg.agents_only = true,
                 "-h" | "--help" => {
-                    println!("usage: bench --gateway [--requests N] [--streams N] [--agents N] [--reviews N]");
+                    println!("usage: bench --gateway [--requests N] [--streams N] [--agents N] [--rpm N] [--reviews N] [--agents-only]");
                     std::process::exit(0);
                 }
                 _ => {}
@@ -387,9 +401,10 @@ fn real_claude() -> Option<PathBuf> {
     })
 }
 
-fn bucketed(agents: usize) -> MockModel {
+fn bucketed(agents: usize, rpm: usize) -> MockModel {
     let mock = MockModel::start_claude_code(KEY);
-    mock.set_limits(10, 60, 1);
+    mock.set_limits(10, rpm, 1);
+    mock.set_latency(Duration::from_millis(500));
     mock.keep_bodies(false);
     for k in 0..agents {
         let file = format!("src/f{k}.txt");
@@ -413,17 +428,31 @@ fn git(dir: &Path, args: &[&str]) -> Result<()> {
     Ok(())
 }
 
-fn report(how: &str, mock: &MockModel, took: Duration) {
+/// The CPU time (user and system, in seconds) of this process's children that have ended.
+fn children_cpu() -> f64 {
+    // SAFETY: getrusage fills a local struct.
+    let usage = unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_CHILDREN, &mut usage);
+        usage
+    };
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    secs(usage.ru_utime) + secs(usage.ru_stime)
+}
+
+/// The run's figures (`cpu`: its processes' CPU seconds); its time.
+fn report(how: &str, mock: &MockModel, took: Duration, rpm: usize, cpu: f64) -> f64 {
     let s = mock.load_stats();
-    let floor = s.ok.saturating_sub(60) as f64;
+    let floor = s.ok.saturating_sub(rpm as u64) as f64 * 60.0 / rpm as f64;
     println!(
-        "   {how}: {} answered, {} answered 429 ({:.1}%), {:.1} s; floor {floor:.0} s, share of the limit used {:.0}%",
+        "   {how}: {} answered, {} answered 429 ({:.1}%), {:.1} s, CPU {cpu:.0} s; floor {floor:.0} s, share of the limit used {:.0}%",
         s.ok,
         s.limited,
         100.0 * s.limited as f64 / (s.ok + s.limited).max(1) as f64,
         took.as_secs_f64(),
         100.0 * floor / took.as_secs_f64()
     );
+    took.as_secs_f64()
 }
 
 fn agents_part(cfg: &Config) -> Result<()> {
@@ -435,8 +464,8 @@ fn agents_part(cfg: &Config) -> Result<()> {
         return Ok(());
     };
     println!(
-        "5. {} Claude Codes, 3 requests each, on an account of 60 requests a minute (a bucket) and 10 in flight:",
-        cfg.agents
+        "5. {} Claude Codes, 3 requests each, on an account of {} requests a minute (a bucket), 10 in flight, 500 ms a request:",
+        cfg.agents, cfg.rpm
     );
     let dir = tempfile::tempdir()?;
     let repo = dir.path().join("repo");
@@ -456,43 +485,67 @@ fn agents_part(cfg: &Config) -> Result<()> {
     ] {
         git(&repo, args)?;
     }
-
-    // Through plait: one gateway, one limiter for every CLI.
-    let mock = bucketed(cfg.agents);
-    let plan = dir.path().join("plan.toml");
-    std::fs::write(
-        &plan,
-        format!(
-            "goal = \"Greet\"\n[defaults]\nagent = \"claude-code\"\ntimeout = \"600s\"\n[review]\nagent = \"off\"\n\
-             [agents.claude-code]\nbin = \"{}\"\nprovider = \"mock\"\n\
-             [providers.mock]\nkind = \"anthropic\"\nbase_url = \"{}\"\napi_key_env = \"PLAIT_BENCH_KEY\"\n\
-             model = \"claude-sonnet-4-5\"\nlimits = {{ concurrency = 10 }}\n{tasks}",
-            claude.display(),
-            mock.url()
-        ),
-    )?;
     let home = dir.path().join("home");
     std::fs::create_dir_all(&home)?;
+    let plait = through_plait(cfg, &claude, dir.path(), &repo, &home)?;
+    let alone = on_their_own(cfg, &claude, dir.path(), &repo, &home)?;
+    println!(
+        "   through plait {:.2}x the CLIs' own time (goal: <= 0.8x, < 5% answered 429)",
+        plait / alone
+    );
+    Ok(())
+}
+
+/// Through plait: one gateway, one limiter for every CLI. The time taken.
+fn through_plait(cfg: &Config, claude: &Path, dir: &Path, repo: &Path, home: &Path) -> Result<f64> {
+    let mock = bucketed(cfg.agents, cfg.rpm);
+    let plan = dir.join("plan.toml");
+    let tasks = std::fs::read_dir(repo.join("src"))?.count();
+    let mut text = format!(
+        "goal = \"Greet\"\n[defaults]\nagent = \"claude-code\"\ntimeout = \"600s\"\n[review]\nagent = \"off\"\n\
+         [agents.claude-code]\nbin = \"{}\"\nprovider = \"mock\"\n\
+         [providers.mock]\nkind = \"anthropic\"\nbase_url = \"{}\"\napi_key_env = \"PLAIT_BENCH_KEY\"\n\
+         model = \"claude-sonnet-4-5\"\nlimits = {{ concurrency = 10 }}\n",
+        claude.display(),
+        mock.url()
+    );
+    for k in 0..tasks {
+        let _ = writeln!(
+            text,
+            "[[task]]\nid = \"t{k}\"\nprompt = \"Say hello in src/f{k}.txt\"\nowns = [\"src/f{k}.txt\"]"
+        );
+    }
+    std::fs::write(&plan, text)?;
+    let (origin, cpu) = (SystemTime::now(), children_cpu());
     let started = Instant::now();
     let out = Command::new(env!("CARGO_BIN_EXE_plait"))
         .args(["run", plan.to_str().unwrap(), "-j", &cfg.agents.to_string()])
-        .current_dir(&repo)
+        .current_dir(repo)
         .env("PLAIT_BENCH_KEY", KEY)
-        .env("HOME", &home)
+        .env("HOME", home)
         .output()?;
     if !out.status.success() {
         bail!("plait run: {}", String::from_utf8_lossy(&out.stderr));
     }
-    report("through plait's gateway", &mock, started.elapsed());
+    let took = started.elapsed();
+    let cpu = children_cpu() - cpu;
+    let secs = report("through plait's gateway", &mock, took, cfg.rpm, cpu);
+    Timeline::new(origin, &mock.requests(), took, cfg.rpm)
+        .plait(origin, repo)
+        .print("through plait");
+    Ok(secs)
+}
 
-    // The same CLIs on their own, all at once against the account.
-    let mock = bucketed(cfg.agents);
+/// The same CLIs on their own, all at once against the account. The time taken.
+fn on_their_own(cfg: &Config, claude: &Path, dir: &Path, repo: &Path, home: &Path) -> Result<f64> {
+    let mock = bucketed(cfg.agents, cfg.rpm);
+    let (origin, cpu) = (SystemTime::now(), children_cpu());
     let started = Instant::now();
     let children: Vec<_> = (0..cfg.agents)
         .map(|k| {
-            let config = dir.path().join(format!("config-{k}"));
+            let config = dir.join(format!("config-{k}"));
             let _ = std::fs::create_dir_all(&config);
-            Command::new(&claude)
+            Command::new(claude)
                 .args([
                     "-p",
                     &format!("Say hello in src/f{k}.txt"),
@@ -502,24 +555,30 @@ fn agents_part(cfg: &Config) -> Result<()> {
                 .args(["--append-system-prompt", &format!("Task id: t{k}")])
                 .args(["--permission-mode", "bypassPermissions", "--max-turns", "7"])
                 .args(["--model", "claude-sonnet-4-5"])
-                .current_dir(&repo)
+                .current_dir(repo)
                 .env("ANTHROPIC_BASE_URL", mock.url())
                 .env("ANTHROPIC_API_KEY", KEY)
                 .env("CLAUDE_CONFIG_DIR", &config)
                 .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
                 .env("DISABLE_AUTOUPDATER", "1")
                 .env("IS_SANDBOX", "1")
-                .env("HOME", &home)
+                .env("HOME", home)
                 .stdout(std::process::Stdio::null())
                 .stderr(std::process::Stdio::null())
                 .spawn()
         })
         .collect::<std::io::Result<_>>()?;
+    let spawned = started.elapsed().as_secs_f64();
     for mut child in children {
         child.wait()?;
     }
-    report("on their own (no gateway)", &mock, started.elapsed());
-    Ok(())
+    let took = started.elapsed();
+    let cpu = children_cpu() - cpu;
+    let secs = report("on their own (no gateway)", &mock, took, cfg.rpm, cpu);
+    Timeline::new(origin, &mock.requests(), took, cfg.rpm)
+        .spawned(cfg.agents, spawned)
+        .print("on their own");
+    Ok(secs)
 }
 
 /// Runs `tasks` exec tasks reviewed by `review` (TOML for `[review]` and what it needs)
@@ -642,8 +701,13 @@ fn main() -> Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    runtime.block_on(http_part(&cfg))?;
+    if !cfg.agents_only {
+        runtime.block_on(http_part(&cfg))?;
+    }
     drop(runtime);
     agents_part(&cfg)?;
+    if cfg.agents_only {
+        return Ok(());
+    }
     reviews_part(&cfg)
 }

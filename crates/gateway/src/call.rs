@@ -12,7 +12,7 @@ use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use futures_util::StreamExt as _;
 use plait_llm::http::{classify, without_url, CallError, Timing, Transcript};
-use plait_llm::limiter::{Cost, Permit};
+use plait_llm::limiter::{Cost, Permit, Waited};
 use plait_llm::provider::{ProviderKind, ProviderSettings};
 use serde_json::{json, Value};
 use tokio::sync::{mpsc, oneshot};
@@ -89,8 +89,21 @@ enum Attempt {
     Over,
 }
 
-/// Where the answer's body goes: to the handler, chunk by chunk.
-type Chunks = mpsc::Sender<Result<Bytes, std::io::Error>>;
+/// One try of a request: how many came before it, when it was sent, and how long the
+/// limiter held it first (for the transcript).
+#[derive(Clone, Copy)]
+struct Try {
+    retries: u32,
+    started: Instant,
+    waited: Option<Waited>,
+}
+
+/// Where the answer's body goes: to the handler, chunk by chunk. Unbounded, so the answer
+/// is read from the provider as fast as it comes and its slot (one of the provider's
+/// `concurrency`) is let go when the provider has done, not when a slow client (a CLI
+/// starved of CPU among a hundred) has read it all. What a client has not read yet is at
+/// most one answer.
+type Chunks = mpsc::UnboundedSender<Result<Bytes, std::io::Error>>;
 
 impl Call {
     /// The request `method` to `path` (`rest` and its query) under the base URL of
@@ -218,20 +231,19 @@ impl Call {
             let Some(permit) = self.admit(&mut head).await else {
                 return;
             };
-            let started = Instant::now();
+            let sent = Try {
+                retries,
+                started: Instant::now(),
+                waited: permit.as_ref().map(Permit::waited),
+            };
             let attempt = match self.send(&client).await {
-                Err(e) => {
-                    self.unreachable(&e, permit, retries, started, &mut head)
-                        .await
-                }
+                Err(e) => self.unreachable(&e, permit, sent, &mut head).await,
                 Ok(response) if self.answer.is_some() && !response.status().is_success() => {
-                    self.refused(response, permit, retries, started, &mut head)
-                        .await
+                    self.refused(response, permit, sent, &mut head).await
                 }
                 Ok(response) => {
                     let Some(head) = head.take() else { return };
-                    self.pass_on(response, permit, retries, started, head, chunks)
-                        .await;
+                    self.pass_on(response, permit, sent, head, chunks).await;
                     return;
                 }
             };
@@ -280,8 +292,7 @@ impl Call {
         &self,
         e: &reqwest::Error,
         permit: Option<Permit<'_>>,
-        retries: u32,
-        started: Instant,
+        sent: Try,
         head: &mut Option<oneshot::Sender<Head>>,
     ) -> Attempt {
         let route = &self.entry.route;
@@ -293,9 +304,9 @@ impl Call {
             route.provider.base_url,
             without_url(e)
         );
-        self.record(retries, started, json!({"error": reason}));
-        if retries + 1 < MAX_ATTEMPTS && !e.is_builder() {
-            tokio::time::sleep(backoff(retries + 1)).await;
+        self.record(sent, json!({"error": reason}));
+        if sent.retries + 1 < MAX_ATTEMPTS && !e.is_builder() {
+            tokio::time::sleep(backoff(sent.retries + 1)).await;
             return Attempt::Again;
         }
         tell(head, error(StatusCode::BAD_GATEWAY, "api_error", &reason));
@@ -309,8 +320,7 @@ impl Call {
         &self,
         response: reqwest::Response,
         permit: Option<Permit<'_>>,
-        retries: u32,
-        started: Instant,
+        sent: Try,
         head: &mut Option<oneshot::Sender<Head>>,
     ) -> Attempt {
         let route = &self.entry.route;
@@ -323,16 +333,16 @@ impl Call {
         let answer = serde_json::from_str(&text).unwrap_or(Value::String(text.clone()));
         let said =
             json!({"status": status.as_u16(), "response": answer, "error": format!("{status}")});
-        self.record(retries, started, said);
+        self.record(sent, said);
         if let CallError::Retryable { wait, limited, .. } =
             classify(&route.provider, status.as_u16(), &headers, &text)
         {
-            let wait = wait.unwrap_or_else(|| backoff(retries + 1));
+            let wait = wait.unwrap_or_else(|| backoff(sent.retries + 1));
             if limited {
                 // Every request of this provider and key waits, plait's own too.
                 route.limiter.pause(wait);
             }
-            if retries + 1 < MAX_ATTEMPTS && wait <= MAX_WAIT {
+            if sent.retries + 1 < MAX_ATTEMPTS && wait <= MAX_WAIT {
                 tracing::info!(task = %route.task, "the gateway holds a request {wait:?}: {status}");
                 let Some(waiting) = head.as_mut() else {
                     return Attempt::Over;
@@ -353,8 +363,7 @@ impl Call {
         &self,
         response: reqwest::Response,
         permit: Option<Permit<'_>>,
-        retries: u32,
-        started: Instant,
+        sent: Try,
         head: oneshot::Sender<Head>,
         chunks: Chunks,
     ) {
@@ -376,7 +385,7 @@ impl Call {
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| v.starts_with("text/event-stream"));
         let mut tally = Tally::new(streamed, self.answer.is_some());
-        let broke = relay(response, &mut tally, started, chunks).await;
+        let broke = relay(response, &mut tally, sent.started, chunks).await;
         let Some(answer) = &self.answer else { return };
         let (mut tokens, response) = tally.finish(route.provider.kind);
         if tokens.is_none() && status.is_success() && broke.is_none() {
@@ -394,11 +403,11 @@ impl Call {
         if let Some(reason) = &broke {
             said["broke"] = json!(reason);
         }
-        self.record(retries, started, said);
+        self.record(sent, said);
         let timing = Timing {
-            first_token: tally.first().unwrap_or_else(|| started.elapsed()),
-            total: started.elapsed(),
-            retries,
+            first_token: tally.first().unwrap_or_else(|| sent.started.elapsed()),
+            total: sent.started.elapsed(),
+            retries: sent.retries,
         };
         let tokens = tokens.unwrap_or_default();
         let used = usage::answered(&route.provider, &answer.request, tokens, &timing);
@@ -406,21 +415,36 @@ impl Call {
         self.entry.answered.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Appends one attempt of a request for an answer to the task's transcript.
-    fn record(&self, retries: u32, started: Instant, said: Value) {
+    /// Appends one attempt of a request for an answer to the task's transcript, with how
+    /// long the limiter held it before it was sent (`waited`, when it did).
+    fn record(&self, sent: Try, said: Value) {
         let Some(answer) = &self.answer else { return };
-        let turn = match retries {
+        let turn = match sent.retries {
             0 => self.entry.turns.fetch_add(1, Ordering::Relaxed) + 1,
             _ => self.entry.turns.load(Ordering::Relaxed),
         };
         let mut record = json!({
             "turn": turn,
-            "attempt": retries + 1,
+            "attempt": sent.retries + 1,
             "at": plait_core::state::now_ms(),
             "via": "gateway",
             "request": answer.request,
-            "ms": started.elapsed().as_millis() as u64,
+            "ms": sent.started.elapsed().as_millis() as u64,
         });
+        if let Some(waited) = sent
+            .waited
+            .filter(|w| w.total() >= Duration::from_millis(1))
+        {
+            let ms = |d: Duration| d.as_millis() as u64;
+            record["waited"] = json!({
+                "ms": ms(waited.total()),
+                "slot": ms(waited.slot),
+                "turn": ms(waited.turn),
+                "shared": ms(waited.shared),
+                "limit": ms(waited.limit),
+                "for": waited.why,
+            });
+        }
         if let (Some(record), Value::Object(said)) = (record.as_object_mut(), said) {
             record.extend(said);
         }
@@ -441,15 +465,13 @@ async fn relay(
         match chunk {
             Ok(chunk) => {
                 tally.push(&chunk, started);
-                if chunks.send(Ok(chunk)).await.is_err() {
+                if chunks.send(Ok(chunk)).is_err() {
                     return Some("the agent stopped reading the answer".to_string());
                 }
             }
             Err(e) => {
                 let reason = format!("the answer broke off: {}", without_url(&e));
-                let _ = chunks
-                    .send(Err(std::io::Error::other(reason.clone())))
-                    .await;
+                let _ = chunks.send(Err(std::io::Error::other(reason.clone())));
                 return Some(reason);
             }
         }

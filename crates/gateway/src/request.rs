@@ -74,7 +74,7 @@ pub(crate) async fn handle(State(inner): State<Arc<Inner>>, request: Request) ->
         }
     }
     let (head, told) = oneshot::channel();
-    let (chunks, body) = mpsc::channel::<Result<Bytes, std::io::Error>>(64);
+    let (chunks, body) = mpsc::unbounded_channel::<Result<Bytes, std::io::Error>>();
     tokio::spawn(call.exchange(inner.client.clone(), head, chunks));
     match told.await {
         Ok(Head::Answer { status, headers }) => {

@@ -94,10 +94,17 @@ impl Transcript {
         }
     }
 
-    /// Appends one record (a request, its attempt, status and response) as a line.
+    /// Appends one record (a request, its attempt, status and response) as a line, in one
+    /// write: formatted straight into the file, a request of 50 kB would be thousands of
+    /// writes (one per token of its JSON), on the runtime's thread, and a reader could see
+    /// half a line.
     pub fn write(&mut self, record: Value) {
         if let Some(file) = &mut self.file {
-            let _ = writeln!(file, "{record}");
+            let Ok(mut line) = serde_json::to_vec(&record) else {
+                return;
+            };
+            line.push(b'\n');
+            let _ = file.write_all(&line);
         }
     }
 }

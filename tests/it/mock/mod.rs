@@ -27,7 +27,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use axum::body::to_bytes;
 use axum::extract::{Request, State};
@@ -185,6 +185,12 @@ pub struct Recorded {
     /// The JSON body; a body that is not JSON is kept as a string.
     pub body: Value,
     pub status: u16,
+    /// When it arrived, and when its answer was decided: its first byte (a 200's after the
+    /// latency). The gateway benchmark's timeline reads them.
+    #[allow(dead_code)]
+    pub received: SystemTime,
+    #[allow(dead_code)]
+    pub answered: SystemTime,
 }
 
 /// A running mock model server; it stops on drop.
@@ -638,6 +644,7 @@ static PICK_LINE: LazyLock<Regex> = LazyLock::new(|| {
 /// The server's one handler: every method and path comes here.
 async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response {
     let (parts, body) = request.into_parts();
+    let received = SystemTime::now();
     let raw = to_bytes(body, usize::MAX).await.unwrap_or_default();
     let headers: Headers = parts
         .headers
@@ -652,14 +659,15 @@ async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response
     let admitted = match shared.admit(&raw) {
         Ok(admitted) => admitted,
         Err(refusal) => {
-            let reply = shared.record(&parts.method, parts.uri.path(), headers, &raw, refusal);
+            let path = parts.uri.path();
+            let reply = shared.record(&parts.method, path, headers, &raw, (refusal, received));
             return reply.into_response();
         }
     };
     if !admitted.latency.is_zero() {
         tokio::time::sleep(admitted.latency).await;
     }
-    let mut reply = shared.reply(&parts.method, parts.uri.path(), headers, &raw);
+    let mut reply = shared.reply(&parts.method, parts.uri.path(), headers, &raw, received);
     reply.headers.extend(admitted.headers);
     admitted.used.store(reply.output_tokens, Ordering::Relaxed);
     reply.in_flight = admitted.guard;
@@ -791,7 +799,14 @@ impl Shared {
     }
 
     /// Checks and records one request and decides the answer.
-    fn reply(&self, method: &Method, path: &str, headers: Headers, raw: &[u8]) -> Reply {
+    fn reply(
+        &self,
+        method: &Method,
+        path: &str,
+        headers: Headers,
+        raw: &[u8],
+        received: SystemTime,
+    ) -> Reply {
         let body = serde_json::from_slice::<Value>(raw).ok();
         let task = body
             .as_ref()
@@ -800,7 +815,8 @@ impl Shared {
         state.serial += 1;
         let reply = self.decide(&mut state, method, path, &headers, body.as_ref(), &task);
         let body = body.unwrap_or_else(|| Value::String(String::from_utf8_lossy(raw).into()));
-        push_record(&mut state, task, method, path, headers, body, reply.status);
+        let request = (method, path, received);
+        push_record(&mut state, task, request, headers, body, reply.status);
         reply
     }
 
@@ -811,7 +827,7 @@ impl Shared {
         path: &str,
         headers: Headers,
         raw: &[u8],
-        reply: Reply,
+        (reply, received): (Reply, SystemTime),
     ) -> Reply {
         let body = serde_json::from_slice::<Value>(raw).ok();
         let task = body
@@ -819,7 +835,8 @@ impl Shared {
             .and_then(|b| task_id(self.provider, self.client, b));
         let body = body.unwrap_or_else(|| Value::String(String::from_utf8_lossy(raw).into()));
         let mut state = self.lock();
-        push_record(&mut state, task, method, path, headers, body, reply.status);
+        let request = (method, path, received);
+        push_record(&mut state, task, request, headers, body, reply.status);
         reply
     }
 
@@ -985,8 +1002,7 @@ impl Shared {
 fn push_record(
     state: &mut MockState,
     task: Option<String>,
-    method: &Method,
-    path: &str,
+    (method, path, received): (&Method, &str, SystemTime),
     headers: Headers,
     body: Value,
     status: u16,
@@ -1003,6 +1019,8 @@ fn push_record(
         headers,
         body,
         status,
+        received,
+        answered: SystemTime::now(),
     });
 }
 

@@ -146,18 +146,21 @@ pub(super) struct State {
 }
 
 impl State {
-    /// How long the next request of `cost` must wait: a pause, or the slowest bucket.
-    pub(super) fn wait(&mut self, now: Instant, cost: Cost) -> Duration {
+    /// How long the next request of `cost` must wait (a pause, or the slowest bucket),
+    /// and for what (`pause` or the bucket's name); nothing when it may go now.
+    pub(super) fn wait(&mut self, now: Instant, cost: Cost) -> (Duration, Option<&'static str>) {
         let paused = self
             .paused_until
             .map_or(Duration::ZERO, |u| u.saturating_duration_since(now));
-        self.buckets
+        let (wait, why) = self
+            .buckets
             .iter_mut()
             .map(|(kind, bucket)| {
                 bucket.refill(now);
-                bucket.wait_for(kind.of(cost))
+                (bucket.wait_for(kind.of(cost)), kind.name())
             })
-            .fold(paused, Duration::max)
+            .fold((paused, "pause"), |a, b| if b.0 > a.0 { b } else { a });
+        (wait, (!wait.is_zero()).then_some(why))
     }
 
     /// Records an admitted request of `cost` in the ledger.

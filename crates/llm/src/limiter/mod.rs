@@ -43,6 +43,29 @@ pub struct Cost {
     pub output: u64,
 }
 
+/// How long one request waited before the limiter admitted it, and for what: what is
+/// behind a slow start (a request waits for a slot, then its turn, then the limits).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Waited {
+    /// For one of the `concurrency` slots (that many requests were in flight).
+    pub slot: Duration,
+    /// For its turn: behind requests that came before it and were waiting themselves.
+    pub turn: Duration,
+    /// For the slots and buckets shared with other machines.
+    pub shared: Duration,
+    /// For this machine's buckets, or a pause after a 429.
+    pub limit: Duration,
+    /// The limit it waited for last: `requests`, `input`, `output`, `tokens` or `pause`.
+    pub why: Option<&'static str>,
+}
+
+impl Waited {
+    /// The whole wait.
+    pub fn total(&self) -> Duration {
+        self.slot + self.turn + self.shared + self.limit
+    }
+}
+
 /// What a limiter has done, for the report.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct LimiterStats {
@@ -87,6 +110,14 @@ pub struct Permit<'a> {
     /// When it was admitted, and the ledger then (itself included).
     sent: Instant,
     ledger: [f64; 4],
+    waited: Waited,
+}
+
+impl Permit<'_> {
+    /// How long the request waited to be admitted, and for what.
+    pub fn waited(&self) -> Waited {
+        self.waited
+    }
 }
 
 impl Limiter {
@@ -138,10 +169,19 @@ impl Limiter {
 
     /// Waits until a request of `cost` may be sent, in turn, and takes it from the buckets.
     pub async fn acquire(&self, cost: Cost) -> Result<Permit<'_>, String> {
+        let arrived = Instant::now();
         let slot = self.slots.acquire().await.map_err(|e| e.to_string())?;
+        let mut waited = Waited {
+            slot: arrived.elapsed(),
+            ..Waited::default()
+        };
+        let since = Instant::now();
         let _turn = self.queue.lock().await;
+        waited.turn = since.elapsed();
+        let since = Instant::now();
         let shared = self.share(cost).await;
-        let mut waited = false;
+        waited.shared = since.elapsed();
+        let since = Instant::now();
         loop {
             let wait = {
                 let mut state = self.state();
@@ -149,12 +189,13 @@ impl Limiter {
                     return Err(reason.clone());
                 }
                 let now = Instant::now();
-                let wait = state.wait(now, cost);
+                let (wait, why) = state.wait(now, cost);
                 if wait.is_zero() {
                     state.take(cost, now);
                     state.admit(cost);
                     let ledger = state.admitted;
-                    if waited {
+                    if waited.why.is_some() {
+                        waited.limit = now.saturating_duration_since(since);
                         self.stats.lock().unwrap_or_else(|e| e.into_inner()).waits += 1;
                     }
                     return Ok(Permit {
@@ -163,11 +204,12 @@ impl Limiter {
                         reserved: cost,
                         sent: now,
                         ledger,
+                        waited,
                     });
                 }
+                waited.why = why;
                 wait
             };
-            waited = true;
             // A millisecond past the moment, so the bucket has surely refilled.
             tokio::select! {
                 _ = tokio::time::sleep(wait + Duration::from_millis(1)) => {}

@@ -200,3 +200,42 @@ async fn concurrency_is_bounded() {
             .is_ok()
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_permit_says_what_its_request_waited_for() {
+    let limiter = Arc::new(Limiter::new(Limits {
+        concurrency: 1,
+        ..limits(Some(60), None)
+    }));
+    // Drawn down to one request: the next after it waits a second for the bucket.
+    for _ in 0..59 {
+        let p = limiter.acquire(SMALL).await.unwrap();
+        limiter.finish(p, Some(SMALL), None);
+    }
+    let first = limiter.acquire(SMALL).await.unwrap();
+    assert_eq!(first.waited(), Waited::default());
+    let second = {
+        let limiter = limiter.clone();
+        tokio::spawn(async move {
+            let p = limiter.acquire(SMALL).await.unwrap();
+            let waited = p.waited();
+            limiter.finish(p, Some(SMALL), None);
+            waited
+        })
+    };
+    // It waits for the one slot first, held half a second.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    limiter.finish(first, Some(SMALL), None);
+    let waited = second.await.unwrap();
+    assert!(
+        waited.slot >= Duration::from_millis(500) && waited.slot < Duration::from_millis(510),
+        "{waited:?}"
+    );
+    // Then for the bucket, which has a request again a second after the first took its last.
+    assert_eq!(waited.why, Some("requests"));
+    assert!(
+        waited.limit >= Duration::from_millis(490) && waited.limit < Duration::from_millis(520),
+        "{waited:?}"
+    );
+    assert!(waited.total() >= Duration::from_secs(1), "{waited:?}");
+}

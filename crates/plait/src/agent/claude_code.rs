@@ -216,7 +216,7 @@ fn feed(first: String, inbox: super::Inbox, result: PathBuf) -> shell::Feed {
     };
     let _ = tx.send(line(&first));
     tokio::spawn(async move {
-        let (mut answered, mut read) = (0usize, 0usize);
+        let mut output = Output::new(result);
         loop {
             tokio::time::sleep(std::time::Duration::from_millis(25)).await;
             if tx.is_closed() {
@@ -229,30 +229,74 @@ fn feed(first: String, inbox: super::Inbox, result: PathBuf) -> shell::Feed {
                 }
                 continue;
             }
-            // Results in the output's lines written whole since the last look.
-            if let Ok(text) = std::fs::read(&result) {
-                if let Some(end) = text.iter().rposition(|b| *b == b'\n') {
-                    if end + 1 > read {
-                        let new = String::from_utf8_lossy(&text[read..=end]);
-                        answered += new
-                            .lines()
-                            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-                            .filter(|v| v["type"] == "result")
-                            .count();
-                        read = end + 1;
-                    }
-                }
-            }
             // A message written while a turn runs is taken into that turn (the CLI adds it to
             // its next request) or queued for a turn after it, which the CLI still runs when
             // its input has ended: once it has answered, nothing is left waiting on plait.
-            if answered > 0 {
+            if output.answered() {
                 // Dropped: its input ends, and it exits when it has done.
                 return;
             }
         }
     });
     rx
+}
+
+/// The CLI's output as it grows, read from where the last look left off: a look every
+/// 25 ms for each running CLI costs a `read` of what is new, not an `open` and a read of
+/// the whole file.
+struct Output {
+    path: PathBuf,
+    file: Option<std::fs::File>,
+    /// Bytes read so far, and those after the last whole line.
+    read: u64,
+    partial: Vec<u8>,
+}
+
+impl Output {
+    fn new(path: PathBuf) -> Output {
+        Output {
+            path,
+            file: None,
+            read: 0,
+            partial: Vec::new(),
+        }
+    }
+
+    /// Whether a `result` event is among the lines written whole since the last look.
+    fn answered(&mut self) -> bool {
+        use std::io::{Read as _, Seek as _};
+        if self.file.is_none() {
+            self.file = std::fs::File::open(&self.path).ok();
+        }
+        let Some(file) = &mut self.file else {
+            return false;
+        };
+        let len = file.metadata().map_or(0, |m| m.len());
+        if len < self.read {
+            // Made again since (a round started over): read it from its start.
+            self.read = 0;
+            self.partial.clear();
+            if file.rewind().is_err() {
+                return false;
+            }
+        }
+        if len == self.read {
+            return false;
+        }
+        let before = self.partial.len();
+        if file.read_to_end(&mut self.partial).is_err() {
+            return false;
+        }
+        self.read += (self.partial.len() - before) as u64;
+        let Some(end) = self.partial.iter().rposition(|b| *b == b'\n') else {
+            return false;
+        };
+        let lines: Vec<u8> = self.partial.drain(..=end).collect();
+        String::from_utf8_lossy(&lines)
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .any(|v| v["type"] == "result")
+    }
 }
 
 /// What Claude Code is given in every role: its own config directory, no traffic beyond
