@@ -33,7 +33,6 @@
 #![deny(missing_docs)]
 
 use std::collections::HashMap;
-use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::oneshot;
@@ -41,75 +40,63 @@ use tokio::sync::oneshot;
 mod call;
 mod endpoints;
 mod lease;
+mod redact;
 mod request;
 mod usage;
 
-use lease::Inner;
-pub use lease::{Lease, Meter, Route};
+pub use lease::{Admission, Lease, Meter, Route};
+use lease::{Door, Inner};
 
-/// The running gateway; dropping it stops the server (requests in flight finish).
+/// The running gateway: the routes of its leases, each served on a port of its own.
 pub struct Gateway {
-    port: u16,
     inner: Arc<Inner>,
-    stop: Option<oneshot::Sender<()>>,
 }
 
 impl std::fmt::Debug for Gateway {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Gateway").field("port", &self.port).finish()
-    }
-}
-
-impl Drop for Gateway {
-    fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
+        f.debug_struct("Gateway").finish_non_exhaustive()
     }
 }
 
 impl Gateway {
-    /// Starts the gateway on a free port of 127.0.0.1; `client` sends the requests on
-    /// (its connections kept alive, HTTP/2 where the provider speaks it).
+    /// Starts the gateway; `client` sends the requests on (its connections kept alive,
+    /// HTTP/2 where the provider speaks it). Each lease it opens listens on a free port of
+    /// 127.0.0.1 of its own.
     pub async fn start(client: reqwest::Client) -> std::io::Result<Gateway> {
-        let listener = tokio::net::TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0))).await?;
-        let port = listener.local_addr()?.port();
-        // Each event of a stream goes out as it comes, not when the last one is acked.
-        let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
-            let _ = tcp.set_nodelay(true);
-        });
-        let inner = Arc::new(Inner {
-            client,
-            routes: Mutex::new(HashMap::new()),
-        });
-        let (stop, stopped) = oneshot::channel::<()>();
-        let app = axum::Router::new()
-            .fallback(request::handle)
-            .with_state(inner.clone());
-        tokio::spawn(async move {
-            let served = axum::serve(listener, app).with_graceful_shutdown(async move {
-                let _ = stopped.await;
-            });
-            if let Err(e) = served.await {
-                tracing::warn!("the gateway stopped: {e}");
-            }
-        });
         Ok(Gateway {
-            port,
-            inner,
-            stop: Some(stop),
+            inner: Arc::new(Inner {
+                client,
+                routes: Mutex::new(HashMap::new()),
+            }),
         })
     }
 
-    /// Its port on 127.0.0.1.
-    pub fn port(&self) -> u16 {
-        self.port
+    /// Opens a way through for one task's agent, on a port of its own.
+    pub fn open(&self, route: Route) -> std::io::Result<Lease> {
+        Lease::open(&self.inner, route)
     }
+}
 
-    /// Opens a way through for one task's agent.
-    pub fn open(&self, route: Route) -> Lease {
-        Lease::open(&self.inner, self.port, route)
-    }
+/// Serves `door`'s lease on `listener` until the sender returned is used or dropped
+/// (requests in flight finish).
+fn serve(listener: tokio::net::TcpListener, door: Arc<Door>) -> oneshot::Sender<()> {
+    // Each event of a stream goes out as it comes, not when the last one is acked.
+    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
+    let (stop, stopped) = oneshot::channel::<()>();
+    let app = axum::Router::new()
+        .fallback(request::handle)
+        .with_state(door);
+    tokio::spawn(async move {
+        let served = axum::serve(listener, app).with_graceful_shutdown(async move {
+            let _ = stopped.await;
+        });
+        if let Err(e) = served.await {
+            tracing::warn!("a gateway lease's listener stopped: {e}");
+        }
+    });
+    stop
 }
 
 #[cfg(test)]
