@@ -22,23 +22,17 @@ const NOT_HERE: &str = "plait's gateway: no running task holds this token on thi
     each is taken only on its own port)";
 
 /// The route a request belongs to: the token its path (`/t/<token>/rest`) or its key
-/// (`plait-<token>`) carries, which must be `door`'s own.
+/// (`plait-<token>`) carries, which must be `door`'s own, as must every stand-in it holds.
 fn find(door: &Door, target: &Target, headers: &HeaderMap) -> Option<Arc<Entry>> {
-    let token = match &target.token {
-        Some(token) => token.as_str(),
-        None => {
-            let bearer = headers
-                .get("authorization")
-                .and_then(|v| v.to_str().ok())
-                .and_then(|v| v.strip_prefix("Bearer "));
-            let key = headers
-                .get("x-api-key")
-                .and_then(|v| v.to_str().ok())
-                .or(bearer)?;
-            key.trim().strip_prefix(KEY_PREFIX)?
-        }
-    };
-    if token != door.token {
+    let stand_ins: Vec<&str> = ["x-api-key", "authorization"]
+        .iter()
+        .flat_map(|name| headers.get_all(*name))
+        .filter_map(|v| v.to_str().ok())
+        .map(|v| v.trim().trim_start_matches("Bearer ").trim())
+        .filter_map(|v| v.strip_prefix(KEY_PREFIX))
+        .collect();
+    let token = target.token.as_deref().or(stand_ins.first().copied())?;
+    if token != door.token || stand_ins.iter().any(|s| *s != door.token) {
         return None;
     }
     lock(&door.inner.routes).get(token).cloned()

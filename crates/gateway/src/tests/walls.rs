@@ -322,6 +322,10 @@ async fn another_task_s_token_is_refused_on_this_task_s_port() {
         client
             .get(format!("{on_a}/v1/models"))
             .bearer_auth(b.key().unwrap()),
+        // A's own path with B's key beside it is no lease of A's either.
+        client
+            .get(format!("{}/v1/models", a.base_url()))
+            .header("x-api-key", b.key().unwrap()),
         // No token at all is no lease either.
         client.get(format!("{on_a}/v1/models")),
     ];
