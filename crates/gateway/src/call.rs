@@ -221,7 +221,7 @@ impl Call {
     /// (0 where plait knows none); `None` for any other request.
     pub(crate) fn worst_usd(&self) -> Option<f64> {
         let answer = self.answer.as_ref()?;
-        Some(usage::worst_usd(
+        Some(plait_llm::estimate::worst_usd(
             &self.entry.route.provider,
             &answer.request,
         ))

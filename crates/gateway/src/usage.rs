@@ -164,21 +164,6 @@ pub(crate) fn reserved(provider: &ProviderSettings, request: &Value) -> Cost {
     }
 }
 
-/// The most request `request` may cost, in dollars, for the budget to hold while it is in
-/// flight: its input estimated at three bytes a token (denser than the four an estimate of
-/// an answer takes) and priced as written to the cache (the dearer input), and its
-/// `max_tokens` of output; 0 where plait knows no prices for its model.
-pub(crate) fn worst_usd(provider: &ProviderSettings, request: &Value) -> f64 {
-    let model = request["model"].as_str().unwrap_or("");
-    let Some(p) = default_prices(model).or(provider.prices) else {
-        return 0.0;
-    };
-    let input = estimate::input_tokens(request) * 4 / 3;
-    let output = reserved(provider, request).output;
-    let write = p.cache_write.unwrap_or(p.input * 1.25);
-    (input as f64 * p.input.max(write) + output as f64 * p.output) / 1_000_000.0
-}
-
 /// What an answer whose server told nothing of its usage is taken to have used: its input
 /// and output estimated from their text, and marked so.
 pub(crate) fn estimated(request: &Value, response: &Value) -> TurnUsage {

@@ -291,6 +291,42 @@ impl Budget {
     }
 }
 
+/// What one request holds of the run's budget while it is in flight ([`Budget::hold`]):
+/// settled to what it cost, or given back whole when dropped unsettled.
+pub struct Hold<'a> {
+    budget: &'a Budget,
+    worst: f64,
+    settled: bool,
+}
+
+impl Budget {
+    /// [`Budget::reserve`]s `worst` for one request, held until the request is settled.
+    pub async fn hold(&self, worst: f64) -> Result<Hold<'_>, String> {
+        self.reserve(worst).await?;
+        Ok(Hold {
+            budget: self,
+            worst,
+            settled: false,
+        })
+    }
+}
+
+impl Hold<'_> {
+    /// The request cost `usd`.
+    pub fn settle(mut self, usd: f64) {
+        self.settled = true;
+        self.budget.settle(self.worst, usd);
+    }
+}
+
+impl Drop for Hold<'_> {
+    fn drop(&mut self) {
+        if !self.settled {
+            self.budget.settle(self.worst, 0.0);
+        }
+    }
+}
+
 /// A spent budget, in words.
 fn spent_words(spent: f64, max: f64) -> String {
     format!("stopped by budget: the run spent ${spent:.4} of its ${max:.2}")
