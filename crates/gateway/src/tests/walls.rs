@@ -87,15 +87,19 @@ async fn serve_recorder() -> (Arc<Recorder>, String) {
     (up, url)
 }
 
-/// A lease on `gateway` to `provider`, counted by `meter`.
-fn lease_to(gateway: &Gateway, provider: Arc<ProviderSettings>, meter: Arc<dyn Meter>) -> Lease {
+/// A lease on `gateway` to `provider`, counted by `meter`, its transcript in `dir`.
+fn lease_to(
+    gateway: &Gateway,
+    provider: Arc<ProviderSettings>,
+    meter: Arc<dyn Meter>,
+    dir: &tempdir::Dir,
+) -> Lease {
     gateway
         .open(Route {
             task: "t".to_string(),
             limiter: Arc::new(Limiter::new(provider.limits)),
             provider,
-            transcript: std::env::temp_dir()
-                .join(format!("plait-gateway-walls-{}.jsonl", std::process::id())),
+            transcript: dir.0.join("transcript.jsonl"),
             meter,
         })
         .unwrap()
@@ -184,10 +188,12 @@ fn ways_out(upstream: &str) -> Vec<Vec<u8>> {
 async fn every_spelling_of_dot_dot_and_backslash_is_refused_and_never_reaches_the_provider() {
     let (up, url) = serve_recorder().await;
     let gateway = Gateway::start(reqwest::Client::new()).await.unwrap();
+    let dir = tempdir::new();
     let lease = lease_to(
         &gateway,
         provider(&url, Some("sk-real-key-0123456789")),
         Arc::new(Counted::default()),
+        &dir,
     );
     let key = lease.key().unwrap();
     let token = key.strip_prefix("plait-").unwrap();
@@ -236,15 +242,22 @@ async fn every_spelling_of_dot_dot_and_backslash_is_refused_and_never_reaches_th
 async fn what_clients_send_reaches_exactly_that_path_under_the_base_url() {
     let (up, url) = serve_recorder().await;
     let gateway = Gateway::start(reqwest::Client::new()).await.unwrap();
+    let dir = tempdir::new();
     let anthropic = lease_to(
         &gateway,
         provider(&url, Some("sk-real-key-0123456789")),
         Arc::new(Counted::default()),
+        &dir,
     );
     let mut openai = keyless(&format!("{url}/v1"), Some("sk-real-key-0123456789"));
     openai.kind = ProviderKind::Openai;
     openai.keyless = false;
-    let openai = lease_to(&gateway, Arc::new(openai), Arc::new(Counted::default()));
+    let openai = lease_to(
+        &gateway,
+        Arc::new(openai),
+        Arc::new(Counted::default()),
+        &dir,
+    );
     let client = reqwest::Client::new();
     let body = json!({"model": "claude-sonnet-4-5", "max_tokens": 10, "messages": []});
     let cases = [
@@ -302,9 +315,10 @@ async fn what_clients_send_reaches_exactly_that_path_under_the_base_url() {
 async fn another_task_s_token_is_refused_on_this_task_s_port() {
     let (up, url) = serve_recorder().await;
     let gateway = Gateway::start(reqwest::Client::new()).await.unwrap();
+    let dir = tempdir::new();
     let p = provider(&url, Some("sk-real-key-0123456789"));
-    let a = lease_to(&gateway, p.clone(), Arc::new(Counted::default()));
-    let b = lease_to(&gateway, p, Arc::new(Counted::default()));
+    let a = lease_to(&gateway, p.clone(), Arc::new(Counted::default()), &dir);
+    let b = lease_to(&gateway, p, Arc::new(Counted::default()), &dir);
     assert_ne!(a.port(), b.port());
     let client = reqwest::Client::new();
     let b_token = b.key().unwrap();
