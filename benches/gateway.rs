@@ -147,10 +147,10 @@ async fn answer(State(up): State<Arc<Upstream>>, body: Bytes) -> Response {
 
 struct Quiet;
 impl Meter for Quiet {
-    fn refused(&self) -> Option<String> {
-        None
+    fn admit(&self, _: f64) -> plait_gateway::Admission<'_> {
+        Box::pin(async { Ok(()) })
     }
-    fn answered(&self, _: &Usage) {}
+    fn settle(&self, _: f64, _: Option<&Usage>) {}
 }
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
@@ -312,7 +312,7 @@ async fn http_part(cfg: &Config) -> Result<()> {
         provider,
         transcript: transcript.path().to_path_buf(),
         meter: Arc::new(Quiet),
-    });
+    })?;
     let direct = format!("{base}/v1/messages");
     let through = format!("{}/v1/messages", lease.base_url());
     // Warm both paths' connections.

@@ -64,7 +64,16 @@ fn fake_aider_gets_the_owned_files_and_the_providers_model_base_url_and_key() {
     let argv = argv_of(&rec);
     let after = |flag: &str| after(&argv, flag);
     assert_eq!(after("--model"), "openai/qwen-coder");
-    assert_gateway_url(after("--openai-api-base"));
+    // The base URL, which holds the lease's token, is in the environment only: never on
+    // the command line, which other processes could read.
+    let base = rec["env"]["AIDER_OPENAI_API_BASE"].as_str().unwrap();
+    assert_gateway_url(base);
+    assert_eq!(rec["env"]["OPENAI_API_BASE"], base);
+    let token = base.rsplit('/').next().unwrap();
+    assert!(
+        !argv.iter().any(|a| a.contains(token)),
+        "the lease's token is on the command line: {argv:?}"
+    );
     let message = after("--message");
     assert!(
         message.contains("Say hello in src/a/x.txt") && message.contains("Task id: a"),

@@ -474,3 +474,193 @@ fn thirty_claude_codes_on_a_bucketed_account_meet_almost_no_429() {
         assert_eq!(merged[&format!("src/f{k}.txt")], "hello\n");
     }
 }
+
+/// `[[task]]`s of `{ cli }` programs reaching `mock` (OpenAI's API) through the gateway:
+/// each `(id, owned file, program)`, its writes allowed in the test's scratch.
+fn cli_tasks(repo: &TestRepo, mock: &MockModel, tasks: &[(&str, &str, &std::path::Path)]) -> Plan {
+    let writable = [repo.scratch.display().to_string()];
+    let mut plan = Plan::new()
+        .set("defaults", "timeout", "120s")
+        .review_off()
+        .mock("openai", &mock.url(), "qwen-coder");
+    for (id, file, program) in tasks {
+        let cli = ["python3".to_string(), program.display().to_string()];
+        plan = plan
+            .task(id)
+            .prompt("Say hello")
+            .owns([*file])
+            .with(
+                "agent",
+                Raw(&format!("{{ cli = {}, gateway = \"mock\" }}", cli.toml())),
+            )
+            .with(
+                "sandbox",
+                Raw(&format!(
+                    "{{ writable = {}, keep_env = [\"SCRATCH\"] }}",
+                    writable.toml()
+                )),
+            );
+    }
+    plan
+}
+
+/// What the programs below share: a chat completion through the gateway as `task`, its
+/// status (or the error that kept it from an answer).
+const ASK: &str = r#"
+import json, os, threading, urllib.error, urllib.request
+def ask(base, key, task, max_tokens=1000):
+    body = {"model": "qwen-coder", "max_tokens": max_tokens,
+            "messages": [{"role": "user", "content": "Task id: %s\nSay hello." % task}]}
+    req = urllib.request.Request(base + "/chat/completions", json.dumps(body).encode(),
+        {"content-type": "application/json", "authorization": "Bearer " + key})
+    try:
+        urllib.request.urlopen(req, timeout=60).read()
+        return 200
+    except urllib.error.HTTPError as e:
+        return e.code
+    except Exception as e:
+        return "unreachable: %s" % e
+scratch = os.environ["SCRATCH"]
+base, key = os.environ["OPENAI_BASE_URL"], os.environ.get("OPENAI_API_KEY", "")
+"#;
+
+#[test]
+fn twenty_requests_at_once_spend_at_most_the_budget_and_one_request() {
+    let repo = sample();
+    let mock = MockModel::start_aider(KEY);
+    // $1.01 an answer at the plan's prices ($1,000 a million either way); each may cost
+    // $1.015 at most (1,000 tokens of output and its short input), and takes 700 ms.
+    mock.set_usage(10, 1000, 0, 0);
+    mock.set_latency(Duration::from_millis(700));
+    mock.script("a", vec![Turn::Text("hello".into()); 30]);
+    let program = repo.scratch.join("twenty.py");
+    let twenty = r#"
+statuses = []
+def one():
+    statuses.append(ask(base, key, "a"))
+threads = [threading.Thread(target=one) for _ in range(20)]
+for t in threads: t.start()
+for t in threads: t.join()
+open("src/a/x.txt", "w").write("hello\n")
+open(os.path.join(scratch, "statuses.json"), "w").write(json.dumps(statuses))
+"#;
+    fs::write(&program, format!("{ASK}{twenty}")).unwrap();
+    let plan = cli_tasks(&repo, &mock, &[("a", "src/a/x.txt", &program)]).set(
+        "providers.mock",
+        "prices",
+        Raw("{ input = 1000.0, output = 1000.0 }"),
+    );
+    let plan_path = repo.plan(&plan.to_toml());
+    let scratch = repo.scratch.display().to_string();
+    let out = repo.plait_env(
+        &["run", plan_path.to_str().unwrap(), "--max-cost", "5"],
+        &[("PLAIT_TEST_KEY", KEY), ("SCRATCH", &scratch)],
+    );
+    let statuses = fs::read_to_string(repo.scratch.join("statuses.json"))
+        .unwrap_or_else(|e| panic!("no statuses ({e}): {}", stderr(&out)));
+    let statuses: Vec<Value> = serde_json::from_str(&statuses).unwrap();
+    let answered = statuses.iter().filter(|s| **s == 200).count();
+    let refused = statuses.iter().filter(|s| **s == 400).count();
+    assert_eq!(answered + refused, 20, "{statuses:?}");
+    // What reached the provider is what was answered: the rest never left plait.
+    assert_eq!(mock.count("a"), answered, "{statuses:?}");
+    let status = repo.status_json(&[]);
+    let a = task_json(&status, "a");
+    let spent = a["usage"]["cost_usd"].as_f64().unwrap();
+    eprintln!("20 requests against $5: {answered} answered, ${spent:.3} spent");
+    assert!(spent <= 5.0 + 1.015, "${spent} spent of $5: {a}");
+    // The budget was used, by requests in flight together.
+    assert!(spent >= 5.0, "${spent} spent of $5: {a}");
+    assert!(
+        mock.load_stats().peak_in_flight >= 2,
+        "{:?}",
+        mock.load_stats()
+    );
+}
+
+#[test]
+fn a_task_holding_another_s_gateway_url_and_key_cannot_use_them() {
+    let repo = sample();
+    let mock = MockModel::start_aider(KEY);
+    mock.set_usage(10, 10, 0, 0);
+    // Task b leaves its base URL and key where task a can read them (as B's command line
+    // would show them) and stays until a has tried them.
+    let b = repo.scratch.join("b.py");
+    fs::write(
+        &b,
+        format!(
+            "{ASK}{}",
+            r#"
+import time
+assert ask(base, key, "b", 10) == 200
+open("src/b/y.txt", "w").write("hey\n")
+open(os.path.join(scratch, "b.json"), "w").write(json.dumps({"base": base, "key": key}))
+for _ in range(600):
+    if os.path.exists(os.path.join(scratch, "a.json")): break
+    time.sleep(0.05)
+"#
+        ),
+    )
+    .unwrap();
+    let a = repo.scratch.join("a.py");
+    fs::write(
+        &a,
+        format!(
+            "{ASK}{}",
+            r#"
+import time
+from urllib.parse import urlsplit
+for _ in range(600):
+    if os.path.exists(os.path.join(scratch, "b.json")): break
+    time.sleep(0.05)
+theirs = json.load(open(os.path.join(scratch, "b.json")))
+mine = urlsplit(base)
+their_token = urlsplit(theirs["base"]).path
+report = {
+    # B's URL and key as they are: B's own port.
+    "their_port": ask(theirs["base"], theirs["key"], "a", 10),
+    # B's token on A's own port, in the path and as the key.
+    "their_path_here": ask("http://%s%s" % (mine.netloc, their_token), key, "a", 10),
+    "their_key_here": ask("http://%s" % mine.netloc, theirs["key"], "a", 10),
+    # A's own path with B's key beside it.
+    "both": ask(base, theirs["key"], "a", 10),
+    "mine": ask(base, key, "a", 10),
+}
+open("src/a/x.txt", "w").write("hello\n")
+open(os.path.join(scratch, "a.json"), "w").write(json.dumps(report))
+"#
+        ),
+    )
+    .unwrap();
+    let plan = cli_tasks(
+        &repo,
+        &mock,
+        &[("a", "src/a/x.txt", &a), ("b", "src/b/y.txt", &b)],
+    );
+    let plan_path = repo.plan(&plan.to_toml());
+    let scratch = repo.scratch.display().to_string();
+    let out = repo.plait_env(
+        &["run", plan_path.to_str().unwrap(), "-j", "2"],
+        &[("PLAIT_TEST_KEY", KEY), ("SCRATCH", &scratch)],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let report: Value =
+        serde_json::from_str(&fs::read_to_string(repo.scratch.join("a.json")).unwrap()).unwrap();
+    assert_eq!(report["mine"], 200, "{report}");
+    // On A's port B's token is no lease, however it is given.
+    assert_eq!(report["their_path_here"], 403, "{report}");
+    assert_eq!(report["their_key_here"], 403, "{report}");
+    assert_eq!(report["both"], 403, "{report}");
+    let status = repo.status_json(&[]);
+    let task_a = task_json(&status, "a");
+    let confined = task_a["sandbox"]["confined"] == true;
+    if confined {
+        // B's port is out of A's reach: A's walls open its own lease's port alone.
+        let theirs = report["their_port"].as_str().unwrap_or("");
+        assert!(theirs.starts_with("unreachable"), "{report}");
+    }
+    // What reached the provider: A's own request (and, with no walls, B's lease used on
+    // B's port, which only the walls keep from A), and B's.
+    assert_eq!(mock.count("a"), if confined { 1 } else { 2 }, "{report}");
+    assert_eq!(mock.count("b"), 1, "{report}");
+}

@@ -1,7 +1,8 @@
 //! One request on its way to the provider: its headers with the real key in place of the
 //! stand-in, admitted by the limiter when it asks for an answer, sent again within a bound
 //! while the provider asks to wait, and its answer passed through to the client as it
-//! arrives, kept in the task's transcript and accounted as it ends.
+//! arrives (every secret of the request taken out of it: `redact`), kept in the task's
+//! transcript and accounted as it ends, settling what its admission reserved.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -18,8 +19,9 @@ use serde_json::{json, Value};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
-use crate::endpoints::answers;
-use crate::lease::{login_token, Entry, KEY_PREFIX};
+use crate::endpoints::{answers, Target};
+use crate::lease::{login_token, Entry, Reservation, KEY_PREFIX};
+use crate::redact::Redactor;
 use crate::usage::{self, reserved, Tally};
 
 /// Tries of one request at most, the first included.
@@ -54,10 +56,14 @@ struct Answer {
 pub(crate) struct Call {
     entry: Arc<Entry>,
     method: Method,
-    url: String,
+    url: reqwest::Url,
     headers: HeaderMap,
     body: Bytes,
     answer: Option<Answer>,
+    /// The secrets the request carries to the provider, kept out of what goes back.
+    secrets: Vec<String>,
+    /// What the budget holds for it while it is in flight (a request for an answer).
+    reservation: Option<Reservation>,
 }
 
 /// Headers that belong to one connection, not to the request it carries; and the ones
@@ -106,33 +112,35 @@ struct Try {
 type Chunks = mpsc::UnboundedSender<Result<Bytes, std::io::Error>>;
 
 impl Call {
-    /// The request `method` to `path` (`rest` and its query) under the base URL of
-    /// `entry`'s provider, with the provider's key in place of the client's stand-in.
+    /// The request `method` to `target` under the base URL of `entry`'s provider, with
+    /// the provider's key in place of the client's stand-in; refused when the URL it makes
+    /// is not exactly `target`'s path under the base URL.
     pub(crate) fn new(
         entry: Arc<Entry>,
         method: Method,
-        rest: &str,
-        path: String,
+        target: &Target,
         incoming: HeaderMap,
         mut body: Bytes,
-    ) -> Call {
+    ) -> Result<Call, String> {
         let provider = &entry.route.provider;
-        let url = format!("{}/{}", provider.base_url.trim_end_matches('/'), path);
-        let headers = Call::headers(&entry, &incoming);
-        let answer = Call::answer(provider, &method, rest, &mut body);
-        Call {
+        let url = under_base(&provider.base_url, target)?;
+        let (headers, secrets) = Call::headers(&entry, &incoming);
+        let answer = Call::answer(provider, &method, &target.rest, &mut body);
+        Ok(Call {
             entry,
             method,
             url,
             headers,
             body,
             answer,
-        }
+            secrets,
+            reservation: None,
+        })
     }
 
     /// The client's headers less the connection's and its stand-in key, with the
-    /// provider's key (or a login's bearer plait holds) in their place.
-    fn headers(entry: &Entry, incoming: &HeaderMap) -> HeaderMap {
+    /// provider's key (or a login's bearer plait holds) in their place; and those secrets.
+    fn headers(entry: &Entry, incoming: &HeaderMap) -> (HeaderMap, Vec<String>) {
         let provider = &entry.route.provider;
         let login = entry
             .login
@@ -140,6 +148,7 @@ impl Call {
             .unwrap_or_else(|e| e.into_inner())
             .clone();
         let mut headers = HeaderMap::new();
+        let mut secrets = Vec::new();
         let ours = |value: &HeaderValue| {
             value.to_str().is_ok_and(|v| {
                 v.trim()
@@ -164,6 +173,7 @@ impl Call {
             if let Ok(value) = HeaderValue::from_str(&format!("Bearer {token}")) {
                 headers.insert(HeaderName::from_static("authorization"), value);
             }
+            secrets.push(token);
         }
         if let Some(key) = &provider.api_key {
             let (name, value) = match provider.kind {
@@ -173,8 +183,9 @@ impl Call {
             if let Ok(value) = HeaderValue::from_str(&value) {
                 headers.insert(HeaderName::from_static(name), value);
             }
+            secrets.push(key.expose().to_string());
         }
-        headers
+        (headers, secrets)
     }
 
     /// The request for an answer `body` holds, if it is one; a streamed chat completion is
@@ -206,9 +217,19 @@ impl Call {
             })
     }
 
-    /// Whether the request asks for an answer (and so is paced and accounted).
-    pub(crate) fn asks(&self) -> bool {
-        self.answer.is_some()
+    /// The most a request for an answer may cost, in dollars, at its model's prices
+    /// (0 where plait knows none); `None` for any other request.
+    pub(crate) fn worst_usd(&self) -> Option<f64> {
+        let answer = self.answer.as_ref()?;
+        Some(plait_llm::estimate::worst_usd(
+            &self.entry.route.provider,
+            &answer.request,
+        ))
+    }
+
+    /// Holds `reservation` until the request ends.
+    pub(crate) fn reserve(&mut self, reservation: Reservation) {
+        self.reservation = Some(reservation);
     }
 
     /// The task the request belongs to.
@@ -279,7 +300,7 @@ impl Call {
     /// One try: the request as the client sent it, with the provider's key.
     async fn send(&self, client: &reqwest::Client) -> reqwest::Result<reqwest::Response> {
         client
-            .request(self.method.clone(), &self.url)
+            .request(self.method.clone(), self.url.clone())
             .headers(self.headers.clone())
             .body(self.body.clone())
             .send()
@@ -326,7 +347,9 @@ impl Call {
         let route = &self.entry.route;
         let status = response.status();
         let headers = response.headers().clone();
-        let text = response.text().await.unwrap_or_default();
+        let text = response.bytes().await.unwrap_or_default();
+        let text =
+            String::from_utf8_lossy(&Redactor::new(self.secrets.clone()).whole(&text)).into_owned();
         if let Some(permit) = permit {
             route.limiter.finish(permit, None, Some(&headers));
         }
@@ -353,7 +376,8 @@ impl Call {
                 };
             }
         }
-        tell(head, passed_on(status, &headers, Body::from(text)));
+        let headers = Redactor::new(self.secrets.clone()).headers(answer_headers(&headers));
+        tell(head, passed_on(status, headers, Body::from(text)));
         Attempt::Over
     }
 
@@ -370,9 +394,10 @@ impl Call {
         let route = &self.entry.route;
         let status = response.status();
         let headers = response.headers().clone();
+        let mut redactor = Redactor::new(self.secrets.clone());
         let told = head.send(Head::Answer {
             status,
-            headers: answer_headers(&headers),
+            headers: redactor.headers(answer_headers(&headers)),
         });
         if told.is_err() {
             if let Some(permit) = permit {
@@ -385,14 +410,17 @@ impl Call {
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| v.starts_with("text/event-stream"));
         let mut tally = Tally::new(streamed, self.answer.is_some());
-        let broke = relay(response, &mut tally, sent.started, chunks).await;
+        let broke = relay(response, &mut tally, &mut redactor, sent.started, chunks).await;
         let Some(answer) = &self.answer else { return };
         let (mut tokens, response) = tally.finish(route.provider.kind);
-        if tokens.is_none() && status.is_success() && broke.is_none() {
-            // The server said nothing of what it used: estimated, and marked so.
-            route
-                .limiter
-                .usage_unreported(&route.provider.name, streamed);
+        if tokens.is_none() && status.is_success() {
+            // The server said nothing of what it used (or the answer broke off before it
+            // did): estimated, and marked so.
+            if broke.is_none() {
+                route
+                    .limiter
+                    .usage_unreported(&route.provider.name, streamed);
+            }
             tokens = Some(usage::estimated(&answer.request, &response));
         }
         let used = tokens.map(|u| usage::limit_cost(route.provider.kind, u));
@@ -411,7 +439,10 @@ impl Call {
         };
         let tokens = tokens.unwrap_or_default();
         let used = usage::answered(&route.provider, &answer.request, tokens, &timing);
-        route.meter.answered(&used);
+        match &self.reservation {
+            Some(reservation) => reservation.settle(Some(&used)),
+            None => route.meter.settle(0.0, Some(&used)),
+        }
         self.entry.answered.fetch_add(1, Ordering::Relaxed);
     }
 
@@ -452,11 +483,12 @@ impl Call {
     }
 }
 
-/// Sends the answer's body on to the client chunk by chunk, reading it on the way into
-/// `tally`; why it broke off, if it did.
+/// Sends the answer's body on to the client chunk by chunk, the request's secrets taken
+/// out by `redactor`, reading it on the way into `tally`; why it broke off, if it did.
 async fn relay(
     response: reqwest::Response,
     tally: &mut Tally,
+    redactor: &mut Redactor,
     started: Instant,
     chunks: Chunks,
 ) -> Option<String> {
@@ -464,6 +496,7 @@ async fn relay(
     while let Some(chunk) = body.next().await {
         match chunk {
             Ok(chunk) => {
+                let chunk = redactor.chunk(chunk);
                 tally.push(&chunk, started);
                 if chunks.send(Ok(chunk)).is_err() {
                     return Some("the agent stopped reading the answer".to_string());
@@ -476,7 +509,32 @@ async fn relay(
             }
         }
     }
+    let rest = redactor.finish();
+    if !rest.is_empty() {
+        tally.push(&rest, started);
+        if chunks.send(Ok(rest)).is_err() {
+            return Some("the agent stopped reading the answer".to_string());
+        }
+    }
     None
+}
+
+/// The URL of `target` under `base`: refused unless it is on `base`'s scheme, host and
+/// port, with `base`'s path followed by exactly `target`'s, as the URL parser sees it
+/// (no segment of it resolved or taken for a separator).
+fn under_base(base: &str, target: &Target) -> Result<reqwest::Url, String> {
+    let refuse = |why: &str| format!("plait's gateway will not send /{}: {why}", target.rest);
+    let parsed = reqwest::Url::parse(base).map_err(|e| refuse(&format!("{base}: {e}")))?;
+    let joined = format!("{}/{}", base.trim_end_matches('/'), target.path_and_query());
+    let url = reqwest::Url::parse(&joined).map_err(|e| refuse(&e.to_string()))?;
+    let path = format!("{}/{}", parsed.path().trim_end_matches('/'), target.rest);
+    if url.origin() != parsed.origin() || url.path() != path {
+        return Err(refuse(&format!(
+            "it would reach {} under {base}",
+            url.path()
+        )));
+    }
+    Ok(url)
 }
 
 /// Hands the handler an answer made here (an error, or the provider's refusal).
@@ -497,11 +555,11 @@ fn answer_headers(headers: &HeaderMap) -> HeaderMap {
     out
 }
 
-/// The provider's answer as it was, for the client.
-fn passed_on(status: StatusCode, headers: &HeaderMap, body: Body) -> Response {
+/// The provider's answer as it was (its `headers` already made fit for the client).
+fn passed_on(status: StatusCode, headers: HeaderMap, body: Body) -> Response {
     let mut response = Response::new(body);
     *response.status_mut() = status;
-    *response.headers_mut() = answer_headers(headers);
+    *response.headers_mut() = headers;
     response
 }
 

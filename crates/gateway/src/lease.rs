@@ -2,25 +2,70 @@
 //! transcript, meter), the token that names it, and the lease its agent holds while it runs.
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::io::Read as _;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
 use plait_core::state::Usage;
 use plait_llm::limiter::Limiter;
 use plait_llm::provider::ProviderSettings;
 use serde_json::Value;
+use tokio::sync::oneshot;
 
 /// What an agent CLI is given as its key when the gateway holds the real one.
 pub(crate) const KEY_PREFIX: &str = "plait-";
 
-/// What a task's requests are counted against.
+/// What a [`Meter`] says of a request for an answer, in time: admitted (its worst case
+/// reserved), or why not.
+pub type Admission<'a> = Pin<Box<dyn Future<Output = Result<(), String>> + Send + 'a>>;
+
+/// What a task's requests are counted against: a budget that is a ceiling, so each
+/// request for an answer is admitted against what may still be spent, its worst case held
+/// while it is in flight.
 pub trait Meter: Send + Sync {
-    /// Why no further request may be sent (the run's budget is spent), if so.
-    fn refused(&self) -> Option<String>;
-    /// One answered request: its tokens, cost and time.
-    fn answered(&self, usage: &Usage);
+    /// Admits a request that may cost at most `worst` dollars, reserving it until the
+    /// request is settled; waits while requests in flight hold what is left; `Err` says
+    /// why it may not be sent (the run's budget is spent).
+    fn admit(&self, worst: f64) -> Admission<'_>;
+    /// A request admitted with `worst` has ended: its reservation given back and, when it
+    /// was answered, its tokens, cost and time counted.
+    fn settle(&self, worst: f64, usage: Option<&Usage>);
+}
+
+/// A request's reservation against its task's [`Meter`]: settled once, by its answer, or
+/// given back whole when the request ends without one (refused, broken, abandoned).
+pub(crate) struct Reservation {
+    meter: Arc<dyn Meter>,
+    worst: f64,
+    settled: AtomicBool,
+}
+
+impl Reservation {
+    /// Admits a request of `worst` dollars at most against `meter`.
+    pub(crate) async fn admit(meter: &Arc<dyn Meter>, worst: f64) -> Result<Reservation, String> {
+        meter.admit(worst).await?;
+        Ok(Reservation {
+            meter: meter.clone(),
+            worst,
+            settled: AtomicBool::new(false),
+        })
+    }
+
+    /// The request ended having used `usage` (`None`: nothing to count).
+    pub(crate) fn settle(&self, usage: Option<&Usage>) {
+        if !self.settled.swap(true, Ordering::SeqCst) {
+            self.meter.settle(self.worst, usage);
+        }
+    }
+}
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        self.settle(None);
+    }
 }
 
 /// Where one task's requests go, and what they are counted against.
@@ -58,11 +103,20 @@ pub(crate) struct Inner {
     pub(crate) routes: Routes,
 }
 
-/// A task's way through the gateway: held while its agent runs; dropping it closes it.
+/// One lease's listener: the only port on which its token is taken, so a task whose walls
+/// let it reach its own port alone cannot use another's lease even knowing its token.
+pub(crate) struct Door {
+    pub(crate) inner: Arc<Inner>,
+    pub(crate) token: String,
+}
+
+/// A task's way through the gateway: held while its agent runs; dropping it closes it
+/// (its listener stops taking connections; requests in flight finish).
 pub struct Lease {
     token: String,
     port: u16,
     routes: Weak<Inner>,
+    stop: Option<oneshot::Sender<()>>,
     holds_key: bool,
     answered: Arc<AtomicU64>,
     asked: Arc<AtomicU64>,
@@ -75,9 +129,19 @@ impl std::fmt::Debug for Lease {
 }
 
 impl Lease {
-    /// Enters `route` in the gateway's table under a new token, and the lease that holds it.
-    pub(crate) fn open(inner: &Arc<Inner>, port: u16, route: Route) -> Lease {
+    /// Enters `route` in the gateway's table under a new token, served on a listener of
+    /// its own on 127.0.0.1, and the lease that holds it.
+    pub(crate) fn open(inner: &Arc<Inner>, route: Route) -> std::io::Result<Lease> {
         let token = token();
+        let listener = std::net::TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, 0))?;
+        listener.set_nonblocking(true)?;
+        let listener = tokio::net::TcpListener::from_std(listener)?;
+        let port = listener.local_addr()?.port();
+        let door = Arc::new(Door {
+            inner: inner.clone(),
+            token: token.clone(),
+        });
+        let stop = crate::serve(listener, door);
         // A server that takes no key gets none, but its clients get the stand-in: some
         // (litellm, under aider) refuse to send a request without a key.
         let holds_key = route.provider.api_key.is_some() || route.provider.keyless;
@@ -93,14 +157,15 @@ impl Lease {
                 asked: asked.clone(),
             }),
         );
-        Lease {
+        Ok(Lease {
             token,
             port,
             routes: Arc::downgrade(inner),
+            stop: Some(stop),
             holds_key,
             answered,
             asked,
-        }
+        })
     }
 }
 
@@ -119,7 +184,7 @@ impl Lease {
             .then(|| format!("{KEY_PREFIX}{}", self.token))
     }
 
-    /// The gateway's port on 127.0.0.1.
+    /// The lease's own port on 127.0.0.1: the one its task's walls let it reach.
     pub fn port(&self) -> u16 {
         self.port
     }
@@ -163,6 +228,9 @@ pub(crate) fn login_token(credentials: &std::path::Path) -> Option<String> {
 
 impl Drop for Lease {
     fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
         if let Some(inner) = self.routes.upgrade() {
             lock(&inner.routes).remove(&self.token);
         }

@@ -22,6 +22,8 @@ use crate::call::error;
 use crate::endpoints::allowed;
 use crate::usage::usage_of;
 
+mod walls;
+
 /// What the upstream saw, and how it answers.
 #[derive(Default)]
 struct Upstream {
@@ -134,18 +136,32 @@ async fn serve_upstream() -> (Arc<Upstream>, String) {
     (up, url)
 }
 
+/// A meter that records what it is asked: each admission's worst case, each settlement.
 #[derive(Default)]
 struct Counted {
     usage: Mutex<Vec<Usage>>,
     refuse: Mutex<Option<String>>,
+    /// The worst cases admitted, and those settled (with the cost, if answered).
+    admitted: Mutex<Vec<f64>>,
+    settled: Mutex<Vec<(f64, Option<f64>)>>,
 }
 
 impl Meter for Counted {
-    fn refused(&self) -> Option<String> {
-        self.refuse.lock().unwrap().clone()
+    fn admit(&self, worst: f64) -> Admission<'_> {
+        let refused = self.refuse.lock().unwrap().clone();
+        if refused.is_none() {
+            self.admitted.lock().unwrap().push(worst);
+        }
+        Box::pin(async move { refused.map_or(Ok(()), Err) })
     }
-    fn answered(&self, usage: &Usage) {
-        self.usage.lock().unwrap().push(usage.clone());
+    fn settle(&self, worst: f64, usage: Option<&Usage>) {
+        self.settled
+            .lock()
+            .unwrap()
+            .push((worst, usage.and_then(|u| u.cost_usd)));
+        if let Some(usage) = usage {
+            self.usage.lock().unwrap().push(usage.clone());
+        }
     }
 }
 
@@ -173,7 +189,7 @@ fn keyless(base_url: &str, key: Option<&str>) -> ProviderSettings {
 struct Setup {
     up: Arc<Upstream>,
     meter: Arc<Counted>,
-    gateway: Gateway,
+    _gateway: Gateway,
     lease: Lease,
     transcript: PathBuf,
     _dir: tempdir::Dir,
@@ -209,17 +225,19 @@ async fn setup_with(provider: impl FnOnce(&str) -> Arc<ProviderSettings>) -> Set
     let dir = tempdir::new();
     let transcript = dir.0.join("transcript.jsonl");
     let provider = provider(&url);
-    let lease = gateway.open(Route {
-        task: "t1".to_string(),
-        limiter: Arc::new(Limiter::new(provider.limits)),
-        provider,
-        transcript: transcript.clone(),
-        meter: meter.clone(),
-    });
+    let lease = gateway
+        .open(Route {
+            task: "t1".to_string(),
+            limiter: Arc::new(Limiter::new(provider.limits)),
+            provider,
+            transcript: transcript.clone(),
+            meter: meter.clone(),
+        })
+        .unwrap();
     Setup {
         up,
         meter,
-        gateway,
+        _gateway: gateway,
         lease,
         transcript,
         _dir: dir,
@@ -349,7 +367,7 @@ async fn a_429_is_waited_out_and_the_client_sees_one_answer() {
 #[tokio::test]
 async fn the_key_can_carry_the_token_and_an_unknown_token_is_refused() {
     let s = setup(Some("sk-real")).await;
-    let base = format!("http://127.0.0.1:{}", s.gateway.port());
+    let base = format!("http://127.0.0.1:{}", s.lease.port());
     let client = reqwest::Client::new();
     let response = client
         .post(format!("{base}/v1/messages"))
@@ -381,16 +399,19 @@ async fn the_key_can_carry_the_token_and_an_unknown_token_is_refused() {
             .unwrap()
             .contains("no running task"));
     }
-    // A closed lease closes its way through.
+    // A closed lease closes its way through: its port takes no request.
     let url = format!("{}/v1/messages", s.lease.base_url());
     drop(s.lease);
-    let response = client
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let sent = reqwest::Client::new()
         .post(url)
         .json(&messages(false))
         .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), 403);
+        .await;
+    assert!(
+        sent.is_err_and(|e| e.is_connect()),
+        "the closed lease's port answered"
+    );
     assert_eq!(s.up.bodies.lock().unwrap().len(), 1);
 }
 

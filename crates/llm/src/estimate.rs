@@ -12,6 +12,7 @@
 use serde_json::Value;
 
 use super::conversation::Reply;
+use super::provider::{default_prices, ProviderSettings};
 
 /// Bytes a token, about, in the text models read and write.
 const BYTES_PER_TOKEN: usize = 4;
@@ -98,6 +99,25 @@ pub fn fill(reply: &mut Reply, body: &Value, answer: &Value) {
     reply.usage.input = input_tokens(body);
     reply.usage.output = output_tokens_of(answer);
     reply.usage.estimated = true;
+}
+
+/// The most request `body` may cost, in dollars, for a budget to hold while it is in
+/// flight: its input estimated at three bytes a token (denser than the four an estimate of
+/// what was used takes) and priced as written to the cache (the dearer input), and its
+/// `max_tokens` of output (the provider's where it names none); 0 where no prices are known
+/// for its model.
+pub fn worst_usd(provider: &ProviderSettings, body: &Value) -> f64 {
+    let model = body["model"].as_str().unwrap_or("");
+    let Some(p) = default_prices(model).or(provider.prices) else {
+        return 0.0;
+    };
+    let input = input_tokens(body) * BYTES_PER_TOKEN as u64 / 3;
+    let output = ["max_tokens", "max_completion_tokens", "max_output_tokens"]
+        .iter()
+        .find_map(|k| body[*k].as_u64())
+        .unwrap_or(u64::from(provider.max_tokens));
+    let write = p.cache_write.unwrap_or(p.input * 1.25);
+    (input as f64 * p.input.max(write) + output as f64 * p.output) / 1_000_000.0
 }
 
 #[cfg(test)]

@@ -76,15 +76,12 @@ impl AiderAgent {
             "--input-history-file".to_string(),
             history("input.history"),
         ]);
-        let provider = self.settings.provider.as_ref();
         if let Some(model) = self.model_name() {
             argv.push("--model".to_string());
             argv.push(model);
         }
-        if let Some(p) = provider.filter(|p| p.kind == ProviderKind::Openai) {
-            argv.push("--openai-api-base".to_string());
-            argv.push(base_url(task, p));
-        }
+        // The base URL (through the gateway, the task's lease's token) is given in the
+        // environment, never on the command line, which other processes may read.
         if let Some(path) = self.model_metadata(task) {
             argv.push("--model-metadata-file".to_string());
             argv.push(path.display().to_string());
@@ -143,8 +140,8 @@ impl AiderAgent {
         Some(format!("{prefix}{model}"))
     }
 
-    /// The `PLAIT_*` variables and the provider's key (never on the command line, where
-    /// other users could read it) and, for Anthropic, its base URL; a git index and object
+    /// The `PLAIT_*` variables and the provider's key and base URL (never on the command
+    /// line, where other processes could read them); a git index and object
     /// store of aider's own (in `dir`), and a git identity where git finds none.
     fn env(&self, task: &TaskContext, dir: &Path) -> Vec<(&'static str, String)> {
         let mut env = task_env(task);
@@ -157,6 +154,9 @@ impl AiderAgent {
             match p.kind {
                 ProviderKind::Openai => {
                     env.extend(key.map(|k| ("OPENAI_API_KEY", k)));
+                    // aider's `--openai-api-base`, and what it sets from it for litellm.
+                    env.push(("AIDER_OPENAI_API_BASE", base_url(task, p)));
+                    env.push(("OPENAI_API_BASE", base_url(task, p)));
                 }
                 ProviderKind::Anthropic => {
                     env.extend(key.map(|k| ("ANTHROPIC_API_KEY", k)));

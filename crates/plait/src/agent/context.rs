@@ -211,33 +211,125 @@ impl TaskContext {
     }
 }
 
-/// The run's cost budget: once it is spent no new model request starts.
+/// The run's cost budget: once it is spent no new model request starts. It is a ceiling
+/// for the requests that go through the gateway however many run at once: each is admitted
+/// against what may still be spent, its worst case reserved while it is in flight
+/// ([`Budget::reserve`]) and settled to what it used as it ends, so the run passes its
+/// `--max-cost` by one request's worth at most.
 #[derive(Debug, Default)]
 pub struct Budget {
     max_cost: Option<f64>,
-    spent: std::sync::Mutex<f64>,
+    spend: std::sync::Mutex<Spend>,
+    /// Told each time a reservation is settled, for the requests waiting to be admitted.
+    settled: tokio::sync::Notify,
+}
+
+/// What was spent, and what the requests in flight hold.
+#[derive(Debug, Default, Clone, Copy)]
+struct Spend {
+    spent: f64,
+    reserved: f64,
 }
 
 impl Budget {
     pub fn new(max_cost: Option<f64>) -> Budget {
         Budget {
             max_cost,
-            spent: std::sync::Mutex::new(0.0),
+            ..Budget::default()
         }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Spend> {
+        self.spend.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Counts `usd` as spent.
     pub fn spend(&self, usd: f64) {
-        *self.spent.lock().unwrap_or_else(|e| e.into_inner()) += usd;
+        self.lock().spent += usd;
+        self.settled.notify_waiters();
     }
 
     /// Why no more may be spent, if so.
     pub fn exhausted(&self) -> Option<String> {
         let max = self.max_cost?;
-        let spent = *self.spent.lock().unwrap_or_else(|e| e.into_inner());
-        (spent >= max)
-            .then(|| format!("stopped by budget: the run spent ${spent:.4} of its ${max:.2}"))
+        let spent = self.lock().spent;
+        (spent >= max).then(|| spent_words(spent, max))
     }
+
+    /// Admits a request that may cost `worst` at most: while what was spent and what the
+    /// requests in flight hold is below the budget it is reserved at once; while the
+    /// requests in flight hold the rest it waits for them to settle; once the budget is
+    /// spent it is refused, saying so.
+    pub async fn reserve(&self, worst: f64) -> Result<(), String> {
+        loop {
+            let settled = self.settled.notified();
+            tokio::pin!(settled);
+            settled.as_mut().enable();
+            {
+                let mut spend = self.lock();
+                match self.max_cost {
+                    Some(max) if spend.spent >= max => return Err(spent_words(spend.spent, max)),
+                    Some(max) if spend.spent + spend.reserved >= max => {}
+                    _ => {
+                        spend.reserved += worst;
+                        return Ok(());
+                    }
+                }
+            }
+            settled.await;
+        }
+    }
+
+    /// A request admitted with `worst` has ended having cost `usd`.
+    pub fn settle(&self, worst: f64, usd: f64) {
+        {
+            let mut spend = self.lock();
+            spend.reserved = (spend.reserved - worst).max(0.0);
+            spend.spent += usd;
+        }
+        self.settled.notify_waiters();
+    }
+}
+
+/// What one request holds of the run's budget while it is in flight ([`Budget::hold`]):
+/// settled to what it cost, or given back whole when dropped unsettled.
+pub struct Hold<'a> {
+    budget: &'a Budget,
+    worst: f64,
+    settled: bool,
+}
+
+impl Budget {
+    /// [`Budget::reserve`]s `worst` for one request, held until the request is settled.
+    pub async fn hold(&self, worst: f64) -> Result<Hold<'_>, String> {
+        self.reserve(worst).await?;
+        Ok(Hold {
+            budget: self,
+            worst,
+            settled: false,
+        })
+    }
+}
+
+impl Hold<'_> {
+    /// The request cost `usd`.
+    pub fn settle(mut self, usd: f64) {
+        self.settled = true;
+        self.budget.settle(self.worst, usd);
+    }
+}
+
+impl Drop for Hold<'_> {
+    fn drop(&mut self) {
+        if !self.settled {
+            self.budget.settle(self.worst, 0.0);
+        }
+    }
+}
+
+/// A spent budget, in words.
+fn spent_words(spent: f64, max: f64) -> String {
+    format!("stopped by budget: the run spent ${spent:.4} of its ${max:.2}")
 }
 
 /// A role's way to its model through plait's gateway (a Claude Code or `{ cli }`
@@ -269,14 +361,14 @@ impl Tally {
 }
 
 impl plait_gateway::Meter for Tally {
-    fn refused(&self) -> Option<String> {
-        self.budget.exhausted()
+    fn admit(&self, worst: f64) -> plait_gateway::Admission<'_> {
+        Box::pin(self.budget.reserve(worst))
     }
 
-    fn answered(&self, usage: &Usage) {
-        if let Some(cost) = usage.cost_usd {
-            self.budget.spend(cost);
-        }
+    fn settle(&self, worst: f64, usage: Option<&Usage>) {
+        let cost = usage.and_then(|u| u.cost_usd).unwrap_or(0.0);
+        self.budget.settle(worst, cost);
+        let Some(usage) = usage else { return };
         let mut used = self.used.lock().unwrap_or_else(|e| e.into_inner());
         match used.as_mut() {
             Some(total) => total.add(usage),
@@ -326,4 +418,59 @@ pub type AgentFuture<'a> = Pin<Box<dyn Future<Output = AgentReport> + Send + 'a>
 pub trait Agent: Send + Sync {
     /// Runs the agent on the task until it finishes, fails or times out.
     fn run<'a>(&'a self, task: &'a TaskContext) -> AgentFuture<'a>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::Ordering;
+
+    /// Twenty requests at once against $5, each of $1.02 at most and $1 in fact, answered
+    /// slowly: the budget admits what it can pay for, holds the rest while those are in
+    /// flight, then refuses them; the run passes its budget by one request at most.
+    #[tokio::test]
+    async fn a_budget_is_a_ceiling_for_requests_in_flight() {
+        let budget = Arc::new(Budget::new(Some(5.0)));
+        let (worst, cost) = (1.02, 1.0);
+        let in_flight = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let peak = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let mut requests = tokio::task::JoinSet::new();
+        for _ in 0..20 {
+            let (budget, in_flight, peak) = (budget.clone(), in_flight.clone(), peak.clone());
+            requests.spawn(async move {
+                budget.reserve(worst).await?;
+                let now = in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+                peak.fetch_max(now, Ordering::SeqCst);
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                in_flight.fetch_sub(1, Ordering::SeqCst);
+                budget.settle(worst, cost);
+                Ok::<(), String>(())
+            });
+        }
+        let mut sent = 0;
+        while let Some(done) = requests.join_next().await {
+            match done.unwrap() {
+                Ok(()) => sent += 1,
+                Err(why) => assert!(why.contains("stopped by budget"), "{why}"),
+            }
+        }
+        let spent = budget.lock().spent;
+        assert!(spent <= 5.0 + worst, "spent ${spent} of $5");
+        assert!(spent >= 5.0, "the budget was used: ${spent}");
+        assert_eq!(sent, 5);
+        // They went out together, not one by one.
+        assert_eq!(peak.load(Ordering::SeqCst), 5);
+        assert!(budget.lock().reserved.abs() < 1e-9);
+        assert!(budget.exhausted().is_some());
+    }
+
+    /// Without a budget nothing waits.
+    #[tokio::test]
+    async fn no_budget_admits_everything() {
+        let budget = Budget::new(None);
+        for _ in 0..100 {
+            budget.reserve(1e9).await.unwrap();
+        }
+        assert!(budget.exhausted().is_none());
+    }
 }

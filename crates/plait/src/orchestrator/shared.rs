@@ -523,13 +523,15 @@ impl Shared {
         meter: Arc<dyn plait_gateway::Meter>,
     ) -> Result<plait_gateway::Lease, String> {
         let gateway = self.gateway().await?;
-        Ok(gateway.open(plait_gateway::Route {
-            task: who,
-            provider: provider.clone(),
-            limiter: self.limiters.get(provider),
-            transcript,
-            meter,
-        }))
+        gateway
+            .open(plait_gateway::Route {
+                task: who,
+                provider: provider.clone(),
+                limiter: self.limiters.get(provider),
+                transcript,
+                meter,
+            })
+            .map_err(|e| format!("cannot open a port of plait's gateway on 127.0.0.1: {e}"))
     }
 
     /// A way through the gateway to `provider` for a role (a reviewer, a supervisor) whose
@@ -729,17 +731,23 @@ struct TaskMeter {
 }
 
 impl plait_gateway::Meter for TaskMeter {
-    fn refused(&self) -> Option<String> {
-        self.shared.upgrade()?.budget.exhausted()
+    fn admit(&self, worst: f64) -> plait_gateway::Admission<'_> {
+        let shared = self.shared.upgrade();
+        Box::pin(async move {
+            match shared {
+                Some(shared) => shared.budget.reserve(worst).await,
+                None => Ok(()),
+            }
+        })
     }
 
-    fn answered(&self, usage: &plait_core::state::Usage) {
+    fn settle(&self, worst: f64, usage: Option<&plait_core::state::Usage>) {
         let Some(shared) = self.shared.upgrade() else {
             return;
         };
-        if let Some(cost) = usage.cost_usd {
-            shared.budget.spend(cost);
-        }
+        let cost = usage.and_then(|u| u.cost_usd).unwrap_or(0.0);
+        shared.budget.settle(worst, cost);
+        let Some(usage) = usage else { return };
         shared.update(self.slot, |t| match &mut t.usage {
             Some(total) => total.add(usage),
             None => t.usage = Some(usage.clone()),

@@ -625,6 +625,11 @@ impl ModelRole<'_> {
         usage: &mut Usage,
     ) -> Result<Reply, String> {
         let body = forced_tool_body(self.provider, system, tool, messages);
+        // Its worst case held against the run's budget while it is in flight.
+        let hold = self
+            .budget
+            .hold(plait_llm::estimate::worst_usd(self.provider, &body))
+            .await?;
         let (reply, timing) = http::call(
             self.client,
             self.provider,
@@ -637,7 +642,7 @@ impl ModelRole<'_> {
         .await?;
         let before = usage.cost_usd.unwrap_or(0.0);
         plait_llm::account(usage, self.provider, &reply, &timing);
-        self.budget.spend(usage.cost_usd.unwrap_or(0.0) - before);
+        hold.settle(usage.cost_usd.unwrap_or(0.0) - before);
         Ok(reply)
     }
 }

@@ -104,6 +104,16 @@ impl ModelAgent {
     ) -> Result<Reply, AgentOutcome> {
         let provider = &*self.provider;
         let body = session.request_body(provider);
+        // The request's worst case is held against the run's budget while it is in flight,
+        // as the gateway's are: many tasks at once pass it by one request at most.
+        let worst = plait_llm::estimate::worst_usd(provider, &body);
+        let hold = tokio::select! {
+            held = task.budget.hold(worst) => match held {
+                Ok(hold) => hold,
+                Err(reason) => return Err(AgentOutcome::Stopped { reason }),
+            },
+            _ = tokio::time::sleep_until(deadline) => return Err(timed_out(task)),
+        };
         let call = http::call(
             &self.client,
             provider,
@@ -124,7 +134,7 @@ impl ModelAgent {
         let usage = &mut session.usage;
         let before = usage.cost_usd.unwrap_or(0.0);
         account(usage, provider, &reply, &timing);
-        task.budget.spend(usage.cost_usd.unwrap_or(0.0) - before);
+        hold.settle(usage.cost_usd.unwrap_or(0.0) - before);
         if usage.retries > MAX_TASK_RETRIES {
             let reason = format!(
                 "gave up after {} retried requests in this task",
