@@ -216,7 +216,7 @@ fn paths_that_escape_and_binary_files_are_refused() {
     assert!(
         results[2]
             .0
-            .contains("leads outside the worktree through a symlink"),
+            .contains("passes through a symlink in the worktree"),
         "{results:?}"
     );
     assert!(results[3].0.contains("`.git` is off limits"));
