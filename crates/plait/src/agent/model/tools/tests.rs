@@ -4,16 +4,13 @@
 
 use std::fs;
 use std::os::unix::fs::symlink;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use super::*;
+use crate::test_flipper;
 
 const SECRET: &str = "-----BEGIN OPENSSH PRIVATE KEY----- outside\n";
-
-/// Where the flipper process works, when this test binary is one.
-const FLIP_DIR: &str = "PLAIT_TEST_FLIP_DIR";
 
 struct Fixture {
     _dir: tempfile::TempDir,
@@ -117,87 +114,16 @@ fn an_executable_stays_executable_when_edited() {
     );
 }
 
-/// The flipper: a process of its own, as a command's leftover would be.
-fn start_flipper(dir: &Path, target: &Path) -> Child {
-    Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "agent::model::tools::tests::flipper_process",
-            "--ignored",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(FLIP_DIR, dir)
-        .env("PLAIT_TEST_FLIP_TARGET", target)
-        .spawn()
-        .unwrap()
-}
-
-/// Not a test: the body of the flipper process [`start_flipper`] starts. It keeps a link to
-/// the target at `.swap` and swaps it with `owned.txt` with `renameat2(RENAME_EXCHANGE)`,
-/// until a file `stop` appears (or a minute passes).
-#[test]
-#[ignore = "the flipper process of the race tests, run by them"]
-fn flipper_process() {
-    let (Some(dir), Some(target)) = (
-        std::env::var_os(FLIP_DIR),
-        std::env::var_os("PLAIT_TEST_FLIP_TARGET"),
-    ) else {
-        return;
-    };
-    let dir = PathBuf::from(dir);
-    let swaps = flip_until_stopped(&dir, &PathBuf::from(target));
-    eprintln!("flipper: {swaps} swaps");
-}
-
-/// Swaps `owned.txt` and a link `.swap` to `target` in `dir` until `dir/stop` appears (or a
-/// minute passes); how many swaps it made.
-fn flip_until_stopped(dir: &Path, target: &Path) -> u64 {
-    use std::ffi::CString;
-    use std::os::unix::ffi::OsStrExt as _;
-    let c = |p: &Path| CString::new(p.as_os_str().as_bytes()).unwrap();
-    let (cdir, ctarget) = (c(dir), c(target));
-    let (owned, swap) = (c(Path::new("owned.txt")), c(Path::new(".swap")));
-    // SAFETY: plain system calls on C strings that outlive them; the fd is closed at the end.
-    unsafe {
-        let fd = libc::open(cdir.as_ptr(), libc::O_RDONLY | libc::O_DIRECTORY);
-        assert!(fd >= 0, "cannot open {}", dir.display());
-        let started = Instant::now();
-        let mut swaps = 0u64;
-        while !dir.join("stop").exists() && started.elapsed() < Duration::from_secs(60) {
-            for _ in 0..64 {
-                let is_file = |name: &CString| {
-                    let mut st: libc::stat = std::mem::zeroed();
-                    libc::fstatat(fd, name.as_ptr(), &mut st, libc::AT_SYMLINK_NOFOLLOW) == 0
-                        && st.st_mode & libc::S_IFMT == libc::S_IFREG
-                };
-                if is_file(&owned) && is_file(&swap) {
-                    // The editor's write replaced the link: plant it again.
-                    libc::unlinkat(fd, swap.as_ptr(), 0);
-                }
-                libc::symlinkat(ctarget.as_ptr(), fd, swap.as_ptr());
-                if libc::renameat2(fd, owned.as_ptr(), fd, swap.as_ptr(), libc::RENAME_EXCHANGE)
-                    == 0
-                {
-                    swaps += 1;
-                }
-            }
-        }
-        libc::close(fd);
-        swaps
-    }
-}
-
 /// 200 edits, views and searches while a flipper process swaps the owned file with a link
 /// to a key outside the worktree: the key is never written, and never in any answer.
 #[test]
 fn a_flipper_never_turns_the_editor() {
     let f = fixture();
     let src = f.worktree.join("src");
-    let mut flipper = start_flipper(&src, &f.outside.join("id_rsa"));
+    let flipper = test_flipper::start(&src, &["owned.txt".to_string()], &f.outside.join("id_rsa"));
     // Let it start swapping.
     let began = Instant::now();
-    while fs::symlink_metadata(src.join(".swap")).is_err()
+    while fs::symlink_metadata(src.join(test_flipper::swap_name("owned.txt"))).is_err()
         && began.elapsed() < Duration::from_secs(20)
     {
         std::thread::sleep(Duration::from_millis(5));
@@ -234,9 +160,7 @@ fn a_flipper_never_turns_the_editor() {
             written += 1;
         }
     }
-    fs::write(src.join("stop"), "").unwrap();
-    let status = flipper.wait().unwrap();
-    assert!(status.success(), "the flipper failed: {status}");
+    test_flipper::stop(&src, flipper);
     eprintln!("200 calls: {written} written, {links_seen} met a link, {other_errors} other errors");
     assert_eq!(
         fs::read_to_string(f.outside.join("id_rsa")).unwrap(),
