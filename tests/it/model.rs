@@ -216,7 +216,7 @@ fn paths_that_escape_and_binary_files_are_refused() {
     assert!(
         results[2]
             .0
-            .contains("leads outside the worktree through a symlink"),
+            .contains("passes through a symlink in the worktree"),
         "{results:?}"
     );
     assert!(results[3].0.contains("`.git` is off limits"));
@@ -706,4 +706,114 @@ fn output_tokens_are_reserved_from_max_tokens_and_what_is_unused_comes_back() {
     assert!(s.limited <= 3, "{} requests answered 429", s.limited);
     // Ten at once at the most: plait kept to the bucket rather than the server refusing.
     assert!(s.peak_in_flight <= 10, "{} in flight", s.peak_in_flight);
+}
+
+/// A process left behind swaps the owned file with a link to a key outside the repository
+/// (`renameat2(RENAME_EXCHANGE)` in a loop) all through a model's 100 editor calls and the
+/// collect after them: the key is never written, and is in no tool result, no file plait
+/// keeps and no blob of the task's branch.
+#[test]
+fn a_flipper_never_turns_the_editor_nor_collect_in_a_run() {
+    use crate::support::flipper;
+    const SECRET: &str = "-----BEGIN OPENSSH PRIVATE KEY----- the user's\n";
+    let repo = TestRepo::with_files(&[("lib/a.py", "def f():\n    return 1\n")]);
+    let home = tempfile::tempdir().unwrap();
+    let key = home.path().join("id_rsa");
+    fs::write(&key, SECRET).unwrap();
+    let mock = MockModel::start(Provider::Anthropic, KEY);
+    // Time for the flipper to start on the worktree before the model's first answer.
+    mock.set_latency(Duration::from_millis(1500));
+    let calls: Vec<ToolCall> = (0..100)
+        .map(|i| match i % 5 {
+            0 => edit::str_replace("lib/a.py", "def f", "def f"),
+            1 => edit::insert("lib/a.py", 0, &format!("# {i}")),
+            2 => edit::create("lib/a.py", &format!("def f():\n    return {i}\n")),
+            3 => edit::view("lib/a.py"),
+            _ => ToolCall::new("search", json!({"pattern": "."})),
+        })
+        .collect();
+    mock.script("a", vec![Turn::Tools(calls), Turn::Text("done".into())]);
+    let toml = Plan::new()
+        .goal("g")
+        .mock("anthropic", &mock.url(), "claude-sonnet-4-5")
+        .set("providers.mock", "max_tokens", 1024)
+        .review_off()
+        .set("defaults", "agent", "mock")
+        .set("defaults", "timeout", "60s")
+        .task("a")
+        .prompt("Edit lib/a.py")
+        .owns(["/lib/"])
+        .to_toml();
+    // The flipper starts as soon as the task's worktree holds the file.
+    let watcher = {
+        let repo_path = repo.path.clone();
+        let key = key.clone();
+        std::thread::spawn(move || {
+            let began = std::time::Instant::now();
+            while began.elapsed() < Duration::from_secs(30) {
+                let list = crate::support::git_in(&repo_path, &["worktree", "list", "--porcelain"]);
+                let found = list
+                    .lines()
+                    .filter_map(|l| l.strip_prefix("worktree "))
+                    .map(std::path::PathBuf::from)
+                    .find(|p| *p != repo_path && p.join("lib/a.py").exists());
+                if let Some(wt) = found {
+                    let lib = wt.join("lib");
+                    return Some((lib.clone(), flipper::start(&lib, &["a.py".into()], &key)));
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            None
+        })
+    };
+    let state = repo.run_with_env(&toml, 1, &env);
+    let (lib, started) = watcher
+        .join()
+        .unwrap()
+        .expect("the task's worktree appeared");
+    flipper::stop(&lib, started);
+
+    assert_eq!(fs::read_to_string(&key).unwrap(), SECRET);
+    assert_eq!(fs::read_dir(home.path()).unwrap().count(), 1);
+    let results = mock.tool_texts("a");
+    assert_eq!(results.len(), 100, "{results:?}");
+    let met_link = results.iter().filter(|r| r.0.contains("symlink")).count();
+    for (text, _) in &results {
+        assert!(
+            !text.contains("OPENSSH"),
+            "a tool result carries the key: {text}"
+        );
+    }
+    for entry in walkdir::WalkDir::new(repo.path.join(".git"))
+        .into_iter()
+        .flatten()
+    {
+        if entry.file_type().is_file() {
+            let bytes = fs::read(entry.path()).unwrap_or_default();
+            assert!(
+                !String::from_utf8_lossy(&bytes).contains("OPENSSH"),
+                "{} carries the key",
+                entry.path().display()
+            );
+        }
+    }
+    let a = state.task("a").unwrap();
+    let blobs = repo.git(&["ls-tree", "-r", &a.branch]);
+    for line in blobs.lines() {
+        let (meta, path) = line.split_once('\t').unwrap();
+        let oid = meta.split(' ').nth(2).unwrap();
+        let content = repo.git(&["cat-file", "-p", oid]);
+        assert!(
+            !content.contains("OPENSSH"),
+            "{path} on the branch carries the key"
+        );
+        if content == key.display().to_string() {
+            assert!(
+                meta.starts_with("120000"),
+                "{path} names the key but is no link"
+            );
+        }
+    }
+    eprintln!("100 calls, {met_link} met a link; task {:?}", a.state);
+    assert!(met_link > 0, "the flipper never won a swap: no race ran");
 }

@@ -7,8 +7,7 @@
 //! task does not own.
 
 use std::collections::{HashMap, HashSet};
-use std::fs;
-use std::os::unix::fs::PermissionsExt;
+use std::io;
 use std::path::{Path, PathBuf};
 
 use git2::{build::TreeUpdateBuilder, FileMode, ObjectType, Oid, Repository};
@@ -16,6 +15,7 @@ use git2::{build::TreeUpdateBuilder, FileMode, ObjectType, Oid, Repository};
 use crate::plan::layout::{self, Cone};
 use crate::workspace::index;
 use crate::workspace::sparse::{self, DIR_MODE};
+use plait_core::beneath::{Content, Kind, Step, Tree};
 use plait_core::git::{mode, signatures};
 use plait_core::globs::Globs;
 use plait_core::refs::branch_ref;
@@ -142,79 +142,87 @@ pub(crate) fn scan_owning(
             .get_path(Path::new(path))
             .is_ok_and(|e| e.kind() == Some(ObjectType::Tree))
     };
+    // The worktree is the task's: walked and read through a handle, following no link.
+    let tree = Tree::open(worktree).map_err(|source| CollectError::Io {
+        path: worktree.to_path_buf(),
+        source,
+    })?;
     // A file beside which a directory is build output (`Cargo.toml`), in the base or new.
     let exists = |path: &str| -> bool {
-        head_tree.get_path(Path::new(path)).is_ok() || worktree.join(path).is_file()
+        head_tree.get_path(Path::new(path)).is_ok()
+            || matches!(tree.kind(path), Ok(Some(Kind::File { .. })))
     };
     let reaches = owns.reaches();
 
     let mut changes = Vec::new();
     let mut present = HashSet::new();
-    let mut walker = walkdir::WalkDir::new(worktree)
-        .min_depth(1)
-        .follow_links(false)
-        .sort_by_file_name()
-        .into_iter();
-    while let Some(entry) = walker.next() {
-        let entry = entry.map_err(|e| CollectError::Io {
-            path: e.path().unwrap_or(worktree).to_path_buf(),
-            source: e.into(),
-        })?;
-        let Some(rel) = relative(worktree, entry.path()) else {
-            continue;
-        };
-        let file_type = entry.file_type();
-        if file_type.is_dir() {
-            let gitlink = in_head(&rel).is_some_and(|(_, m)| m == mode::GITLINK);
-            let ignored = !is_tracked_dir(&rel)
-                && (wt.is_path_ignored(&rel).unwrap_or(false)
-                    || (build_output::holds(&rel, true, &exists)
-                        && !build_output::may_own_under(&reaches, &rel)));
-            if rel == ".git" || gitlink || ignored {
-                walker.skip_current_dir();
-            }
-            continue;
+    tree.walk(&mut |entry| {
+        let rel = entry.rel;
+        if entry.kind == Kind::Dir {
+            let gitlink = in_head(rel).is_some_and(|(_, m)| m == mode::GITLINK);
+            let ignored = !is_tracked_dir(rel)
+                && (wt.is_path_ignored(rel).unwrap_or(false)
+                    || (build_output::holds(rel, true, &exists)
+                        && !build_output::may_own_under(&reaches, rel)));
+            return Ok(match rel == ".git" || gitlink || ignored {
+                true => Step::Skip,
+                false => Step::Descend,
+            });
         }
         if rel == ".git" {
-            continue;
+            return Ok(Step::Skip);
         }
-        let known = in_head(&rel);
+        let known = in_head(rel);
         // An overlay view's deletion of a file of the base: a whiteout. For a file the
         // worktree holds, its absence says it all; for any other it is a change too.
-        if is_whiteout(entry.path(), file_type) {
-            if known.is_some() && !checked_out.contains(&rel) {
+        if let Kind::Other { whiteout } = entry.kind {
+            if whiteout && known.is_some() && !checked_out.contains(rel) {
                 changes.push(Change {
-                    path: rel,
+                    path: rel.to_string(),
                     kind: ChangeKind::Deleted,
                     content: None,
                 });
             }
-            continue;
+            // A FIFO, a socket, a device: not a file git stores, and never opened.
+            return Ok(Step::Skip);
         }
         if known.is_none()
-            && (wt.is_path_ignored(&rel).unwrap_or(false)
-                || build_output::is_unowned(&rel, owns, &exists))
+            && (wt.is_path_ignored(rel).unwrap_or(false)
+                || build_output::is_unowned(rel, owns, &exists))
         {
-            continue;
+            return Ok(Step::Skip);
         }
-        let Some((bytes, file_mode)) = read_entry(entry.path(), file_type)? else {
-            continue;
+        // Read as it is now, judged by what was opened: a file's bytes, or a link as a link.
+        let read = entry
+            .read()
+            .map_err(|e| io::Error::new(e.kind(), format!("{rel}: {e}")))?;
+        let (bytes, file_mode) = match read {
+            Some(Content::File { bytes, executable }) => {
+                (bytes, if executable { mode::EXEC } else { mode::FILE })
+            }
+            Some(Content::Link(target)) => (target, mode::LINK),
+            None => return Ok(Step::Skip),
         };
-        present.insert(rel.clone());
-        let oid = Oid::hash_object(ObjectType::Blob, &bytes)?;
+        present.insert(rel.to_string());
+        let oid = Oid::hash_object(ObjectType::Blob, &bytes).map_err(io::Error::other)?;
         let kind = match known {
             None => ChangeKind::Added,
             Some((known_oid, known_mode)) if known_oid != oid || known_mode != file_mode => {
                 ChangeKind::Modified
             }
-            Some(_) => continue,
+            Some(_) => return Ok(Step::Skip),
         };
         changes.push(Change {
-            path: rel,
+            path: rel.to_string(),
             kind,
             content: Some((bytes, file_mode)),
         });
-    }
+        Ok(Step::Skip)
+    })
+    .map_err(|source| CollectError::Io {
+        path: worktree.to_path_buf(),
+        source,
+    })?;
     for path in checked_out.iter().filter(|p| !present.contains(*p)) {
         changes.push(Change {
             path: path.clone(),
@@ -241,47 +249,6 @@ fn checked_out_by_git(worktree: &Path) -> Result<Vec<String>, plait_core::git::G
         .filter_map(|entry| entry.strip_prefix(b"H "))
         .filter_map(|p| String::from_utf8(p.to_vec()).ok())
         .collect())
-}
-
-/// Whether an entry is overlayfs's mark of a deleted file (a character device 0:0).
-fn is_whiteout(path: &Path, file_type: fs::FileType) -> bool {
-    use std::os::unix::fs::{FileTypeExt as _, MetadataExt as _};
-    file_type.is_char_device() && fs::symlink_metadata(path).is_ok_and(|m| m.rdev() == 0)
-}
-
-fn relative(root: &Path, path: &Path) -> Option<String> {
-    let rel = path.strip_prefix(root).ok()?;
-    let parts: Option<Vec<&str>> = rel.components().map(|c| c.as_os_str().to_str()).collect();
-    Some(parts?.join("/"))
-}
-
-/// Reads a file or symlink as git would store it; other kinds of entries are skipped.
-fn read_entry(
-    path: &Path,
-    file_type: fs::FileType,
-) -> Result<Option<(Vec<u8>, u32)>, CollectError> {
-    let io = |source| CollectError::Io {
-        path: path.to_path_buf(),
-        source,
-    };
-    if file_type.is_symlink() {
-        let target = fs::read_link(path).map_err(io)?;
-        return Ok(Some((
-            target.into_os_string().into_encoded_bytes(),
-            mode::LINK,
-        )));
-    }
-    if !file_type.is_file() {
-        return Ok(None);
-    }
-    let bytes = fs::read(path).map_err(io)?;
-    let perms = fs::symlink_metadata(path).map_err(io)?.permissions().mode();
-    let file_mode = if perms & 0o111 != 0 {
-        mode::EXEC
-    } else {
-        mode::FILE
-    };
-    Ok(Some((bytes, file_mode)))
 }
 
 /// What collecting a task produced.
@@ -485,3 +452,6 @@ pub(crate) fn outside_ownership(
         .map(|path| format!("{task}: {path}"))
         .collect())
 }
+
+#[cfg(test)]
+mod tests;

@@ -62,3 +62,6 @@ pub(crate) mod review;
 pub mod said;
 pub mod steer;
 pub mod workspace;
+
+#[cfg(test)]
+mod test_flipper;

@@ -11,6 +11,7 @@
 pub mod agents;
 pub mod browser;
 pub mod fixtures;
+pub mod flipper;
 pub mod pg;
 mod plait;
 pub mod plan;

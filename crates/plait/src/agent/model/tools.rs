@@ -1,19 +1,26 @@
 //! The tools a model worker gets, confined to its task. Reads work for any tracked file:
 //! owned files from the worktree, every other file from the base commit, checked out or
 //! not. Writes work only for owned paths; any other write is refused with a message that
-//! names the owned globs. Absolute paths, `..`, `.git` and symlinks that lead out of the
-//! worktree are refused; binary files are not edited. A tool never fails the task: every
-//! problem is an error result the model can read and act on.
+//! names the owned globs. Absolute paths, `..` and `.git` are refused; binary files are not
+//! edited. A tool never fails the task: every problem is an error result the model can read
+//! and act on.
+//!
+//! The worktree is the task's: a process its `run` commands left behind may swap any name in
+//! it for a symlink at any moment. So every read and write of it goes through a
+//! [`plait_core::beneath::Tree`] opened on the worktree: no link is followed, a read is judged
+//! by what was opened (a link shows as `(symlink to X)`, as the base's links do), and a write
+//! is a new file renamed over the name, so it never lands outside the worktree.
 
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
-use std::fs;
+use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use git2::{Oid, Repository};
 use serde_json::{json, Value};
 
+use plait_core::beneath::{Content, Kind, Step, Tree};
 use plait_core::git::{mode, TreeFile};
 use plait_core::globs::Globs;
 use plait_llm::anthropic::EDITOR;
@@ -193,45 +200,61 @@ impl Workspace {
         }
     }
 
+    /// The worktree, opened for this call: every name in it is resolved beneath this
+    /// handle, following no link.
+    fn tree(&self) -> Result<Tree, String> {
+        Tree::open(&self.root).map_err(|e| format!("the worktree is unreadable: {e}"))
+    }
+
     /// Every file path the task can see: tracked files (less owned ones it deleted) and
     /// files it created.
-    fn paths(&self) -> BTreeSet<String> {
+    fn paths(&self, tree: &Tree) -> BTreeSet<String> {
+        let mut on_disk = BTreeSet::new();
+        // A directory that cannot be listed hides what is beneath it, as before.
+        let _ = tree.walk(&mut |entry| {
+            if entry.rel.rsplit('/').next() == Some(".git") {
+                return Ok(Step::Skip);
+            }
+            if entry.kind != Kind::Dir && self.owns.matches(entry.rel) {
+                on_disk.insert(entry.rel.to_string());
+            }
+            Ok(Step::Descend)
+        });
         let mut out: BTreeSet<String> = self
             .files
             .iter()
             .filter(|f| f.is_blob())
-            .filter(|f| !self.owns.matches(&f.path) || self.root.join(&f.path).exists())
+            .filter(|f| !self.owns.matches(&f.path) || on_disk.contains(&f.path))
             .map(|f| f.path.clone())
             .collect();
-        for entry in walkdir::WalkDir::new(&self.root)
-            .min_depth(1)
-            .into_iter()
-            .filter_entry(|e| e.file_name() != ".git")
-            .filter_map(Result::ok)
-            .filter(|e| !e.file_type().is_dir())
-        {
-            if let Ok(rel) = entry.path().strip_prefix(&self.root) {
-                if let Some(rel) = rel.to_str() {
-                    if self.owns.matches(rel) {
-                        out.insert(rel.to_string());
-                    }
-                }
-            }
-        }
+        out.append(&mut on_disk);
         out
     }
 
+    /// An owned file as it is in the worktree now, judged by what was opened.
+    fn read_owned(&self, tree: &Tree, path: &str) -> Result<Content, String> {
+        match tree.read(path) {
+            Ok(Some(content)) => Ok(content),
+            Ok(None) => match tree.kind(path) {
+                Ok(Some(Kind::Dir)) => Err(format!("`{path}` is a directory")),
+                Ok(Some(_)) => Err(format!("`{path}` is not a regular file")),
+                _ if through_link(tree, path) => Err(link_on_the_way(path)),
+                _ if self.base(path).is_some() => {
+                    Err(format!("`{path}` was deleted in this worktree"))
+                }
+                _ => Err(format!("`{path}` does not exist")),
+            },
+            Err(e) => Err(refusal(path, "read", &e)),
+        }
+    }
+
     /// The current content of a visible file.
-    fn read(&self, path: &str) -> Result<Vec<u8>, String> {
+    fn read(&self, tree: &Tree, path: &str) -> Result<Vec<u8>, String> {
         if self.owns.matches(path) {
-            let full = self.inside(path)?;
-            if full.exists() {
-                return fs::read(&full).map_err(|e| format!("cannot read `{path}`: {e}"));
-            }
-            if self.base(path).is_some() {
-                return Err(format!("`{path}` was deleted in this worktree"));
-            }
-            return Err(format!("`{path}` does not exist"));
+            return match self.read_owned(tree, path)? {
+                Content::File { bytes, .. } => Ok(bytes),
+                Content::Link(target) => Ok(link_text(&target).into_bytes()),
+            };
         }
         let Some((oid, file_mode)) = self.base(path) else {
             return Err(format!("`{path}` is not a file in this repository"));
@@ -242,15 +265,17 @@ impl Workspace {
             .find_blob(oid)
             .map_err(|e| format!("cannot read `{path}`: {e}"))?;
         if file_mode == mode::LINK {
-            return Ok(
-                format!("(symlink to {})", String::from_utf8_lossy(blob.content())).into_bytes(),
-            );
+            return Ok(link_text(blob.content()).into_bytes());
         }
         Ok(blob.content().to_vec())
     }
 
     fn view(&self, path: &str, range: Option<&Value>) -> ToolOutcome {
-        let paths = self.paths();
+        let tree = match self.tree() {
+            Ok(t) => t,
+            Err(e) => return ToolOutcome::error(e),
+        };
+        let paths = self.paths(&tree);
         if !paths.contains(path) {
             let prefix = if path.is_empty() {
                 String::new()
@@ -277,7 +302,7 @@ impl Workspace {
             }
             return ToolOutcome::ok(out);
         }
-        let bytes = match self.read(path) {
+        let bytes = match self.read(&tree, path) {
             Ok(b) => b,
             Err(e) => return ToolOutcome::error(e),
         };
@@ -311,63 +336,46 @@ impl Workspace {
     }
 
     fn write(&self, command: &str, path: &str, input: &Value) -> Result<String, String> {
-        let full = self.inside(path)?;
-        if fs::symlink_metadata(&full).is_ok_and(|m| m.file_type().is_symlink()) {
-            return Err(format!("`{path}` is a symlink; it cannot be edited"));
-        }
+        let tree = self.tree()?;
         let text = |k: &str| input.get(k).and_then(Value::as_str);
-        let new_content = match command {
+        let (new_content, executable) = match command {
             "create" => {
                 let Some(body) = text("file_text") else {
                     return Err("`file_text` is missing".to_string());
                 };
-                body.to_string()
+                // What stands at the name only shapes the answer: the write replaces the
+                // name whatever it has become, and never goes through a link.
+                let executable = match tree.kind(path) {
+                    Ok(Some(Kind::Link)) => return Err(not_editable(path)),
+                    Ok(Some(Kind::File { executable })) => executable,
+                    Ok(_) => false,
+                    Err(e) => return Err(refusal(path, "write", &e)),
+                };
+                (body.to_string(), executable)
             }
             "str_replace" => {
-                let current = self.current_text(path)?;
+                let (current, executable) = self.current_text(&tree, path)?;
                 let Some(old) = text("old_str").filter(|s| !s.is_empty()) else {
                     return Err("`old_str` is missing or empty".to_string());
                 };
                 let new = text("new_str").unwrap_or("");
-                match current.matches(old).count() {
+                let replaced = match current.matches(old).count() {
                     0 => return Err(format!("`old_str` was not found in `{path}`; view the file and copy the text exactly")),
                     1 => current.replacen(old, new, 1),
                     n => return Err(format!("`old_str` occurs {n} times in `{path}`; include more lines so it occurs once")),
-                }
+                };
+                (replaced, executable)
             }
             _ => {
-                let current = self.current_text(path)?;
-                let Some(line) = input.get("insert_line").and_then(Value::as_u64) else {
-                    return Err("`insert_line` is missing".to_string());
-                };
-                let Some(insert) = text("insert_text") else {
-                    return Err("`insert_text` is missing".to_string());
-                };
-                let mut lines: Vec<&str> = current.split_inclusive('\n').collect();
-                if line as usize > lines.len() {
-                    return Err(format!(
-                        "`insert_line` {line} is past the end of `{path}` ({} lines)",
-                        lines.len()
-                    ));
-                }
-                let mut piece = insert.to_string();
-                if !piece.ends_with('\n') {
-                    piece.push('\n');
-                }
-                if line as usize == lines.len() && lines.last().is_some_and(|l| !l.ends_with('\n'))
-                {
-                    piece.insert(0, '\n');
-                }
-                lines.insert(line as usize, &piece);
-                lines.concat()
+                let (current, executable) = self.current_text(&tree, path)?;
+                (insert_lines(&current, path, input)?, executable)
             }
         };
-        if let Some(dir) = full.parent() {
-            fs::create_dir_all(dir)
-                .map_err(|e| format!("cannot create the directory of `{path}`: {e}"))?;
-        }
-        fs::write(&full, new_content.as_bytes())
-            .map_err(|e| format!("cannot write `{path}`: {e}"))?;
+        tree.write(path, new_content.as_bytes(), executable)
+            .map_err(|e| match through_link(&tree, path) {
+                true => link_on_the_way(path),
+                false => refusal(path, "write", &e),
+            })?;
         Ok(match command {
             "create" => format!("created `{path}`"),
             "str_replace" => format!("replaced the text in `{path}`"),
@@ -375,34 +383,15 @@ impl Workspace {
         })
     }
 
-    fn current_text(&self, path: &str) -> Result<String, String> {
-        let bytes = self.read(path)?;
-        as_text(&bytes)
-            .map(str::to_string)
-            .ok_or_else(|| format!("`{path}` is a binary file; it cannot be edited"))
-    }
-
-    /// The worktree path of `rel`, refusing symlinks that lead outside the worktree.
-    fn inside(&self, rel: &str) -> Result<PathBuf, String> {
-        let root = self
-            .root
-            .canonicalize()
-            .map_err(|e| format!("the worktree is unreadable: {e}"))?;
-        let mut current = root.clone();
-        for part in rel.split('/') {
-            current.push(part);
-            if fs::symlink_metadata(&current).is_ok_and(|m| m.file_type().is_symlink()) {
-                match current.canonicalize() {
-                    Ok(target) if target.starts_with(&root) => current = target,
-                    _ => {
-                        return Err(format!(
-                            "`{rel}` leads outside the worktree through a symlink; refused"
-                        ))
-                    }
-                }
-            }
+    /// An owned file's text as opened now, and whether it is executable; a link (whatever
+    /// it points at) is refused, never read through.
+    fn current_text(&self, tree: &Tree, path: &str) -> Result<(String, bool), String> {
+        match self.read_owned(tree, path)? {
+            Content::Link(_) => Err(not_editable(path)),
+            Content::File { bytes, executable } => as_text(&bytes)
+                .map(|t| (t.to_string(), executable))
+                .ok_or_else(|| format!("`{path}` is a binary file; it cannot be edited")),
         }
-        Ok(self.root.join(rel))
     }
 
     fn list(&self, input: &Value) -> ToolOutcome {
@@ -410,8 +399,12 @@ impl Workspace {
             Ok(m) => m,
             Err(e) => return ToolOutcome::error(e),
         };
+        let tree = match self.tree() {
+            Ok(t) => t,
+            Err(e) => return ToolOutcome::error(e),
+        };
         let paths: Vec<String> = self
-            .paths()
+            .paths(&tree)
             .into_iter()
             .filter(|p| matcher.as_ref().is_none_or(|m| m.is_match(p)))
             .collect();
@@ -452,14 +445,18 @@ impl Workspace {
             Ok(m) => m,
             Err(e) => return ToolOutcome::error(e),
         };
+        let tree = match self.tree() {
+            Ok(t) => t,
+            Err(e) => return ToolOutcome::error(e),
+        };
         let mut out = String::new();
         let mut found = 0usize;
         for path in self
-            .paths()
+            .paths(&tree)
             .into_iter()
             .filter(|p| matcher.as_ref().is_none_or(|m| m.is_match(p)))
         {
-            let Ok(bytes) = self.read(&path) else {
+            let Ok(bytes) = self.read(&tree, &path) else {
                 continue;
             };
             let Some(text) = as_text(&bytes) else {
@@ -503,6 +500,74 @@ fn glob_matcher(glob: Option<&Value>) -> Result<Option<globset::GlobMatcher>, St
     }
 }
 
+/// `insert_text` put after line `insert_line` of `current`.
+fn insert_lines(current: &str, path: &str, input: &Value) -> Result<String, String> {
+    let Some(line) = input.get("insert_line").and_then(Value::as_u64) else {
+        return Err("`insert_line` is missing".to_string());
+    };
+    let Some(insert) = input.get("insert_text").and_then(Value::as_str) else {
+        return Err("`insert_text` is missing".to_string());
+    };
+    let mut lines: Vec<&str> = current.split_inclusive('\n').collect();
+    if line as usize > lines.len() {
+        return Err(format!(
+            "`insert_line` {line} is past the end of `{path}` ({} lines)",
+            lines.len()
+        ));
+    }
+    let mut piece = insert.to_string();
+    if !piece.ends_with('\n') {
+        piece.push('\n');
+    }
+    if line as usize == lines.len() && lines.last().is_some_and(|l| !l.ends_with('\n')) {
+        piece.insert(0, '\n');
+    }
+    lines.insert(line as usize, &piece);
+    Ok(lines.concat())
+}
+
+/// How a link is shown: its target, never what it points at.
+fn link_text(target: &[u8]) -> String {
+    format!("(symlink to {})", String::from_utf8_lossy(target))
+}
+
+fn not_editable(path: &str) -> String {
+    format!("`{path}` is a symlink; it cannot be edited")
+}
+
+/// Why `path` could not be read or written (`what`): a link on the way is named as such.
+fn refusal(path: &str, what: &str, e: &io::Error) -> String {
+    // (An error the tree already named carries its own words about the link.)
+    match matches!(e.raw_os_error(), Some(libc::ELOOP) | Some(libc::EXDEV)) {
+        true => link_on_the_way(path),
+        false => format!("cannot {what} `{path}`: {e}"),
+    }
+}
+
+fn link_on_the_way(path: &str) -> String {
+    format!(
+        "`{path}` passes through a symlink in the worktree; links are not followed, so it is \
+         refused"
+    )
+}
+
+/// Whether a directory on the way to `path` is a link now (only to word an answer: what
+/// was refused was decided by the handle, which follows none).
+fn through_link(tree: &Tree, path: &str) -> bool {
+    let mut prefix = String::new();
+    let parts: Vec<&str> = path.split('/').collect();
+    for part in &parts[..parts.len().saturating_sub(1)] {
+        if !prefix.is_empty() {
+            prefix.push('/');
+        }
+        prefix.push_str(part);
+        if matches!(tree.kind(&prefix), Ok(Some(Kind::Link))) {
+            return true;
+        }
+    }
+    false
+}
+
 /// Text, when the bytes are UTF-8 without NULs.
 fn as_text(bytes: &[u8]) -> Option<&str> {
     if bytes.iter().take(8000).any(|&b| b == 0) {
@@ -534,3 +599,6 @@ pub fn clean_path(raw: &str) -> Result<String, String> {
     }
     Ok(parts.join("/"))
 }
+
+#[cfg(test)]
+mod tests;
