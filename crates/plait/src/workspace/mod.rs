@@ -309,3 +309,33 @@ pub fn remove(repo: &Repository, admin_name: &str, path: &Path) -> Result<(), Wo
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A `.git` the agent made a link to a file in the home, or a directory holding a link,
+    /// is replaced by plait's link; nothing behind it is read into it or written.
+    #[test]
+    fn restoring_the_link_writes_nothing_behind_a_planted_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = Repository::init(dir.path().join("repo")).unwrap();
+        let home = dir.path().join("home");
+        fs::create_dir_all(&home).unwrap();
+        fs::write(home.join("victim"), "mine\n").unwrap();
+        let worktree = dir.path().join("wt");
+        fs::create_dir_all(&worktree).unwrap();
+        std::os::unix::fs::symlink(home.join("victim"), worktree.join(".git")).unwrap();
+        assert!(restore_link(&repo, "plait-r-a", &worktree).unwrap());
+        let expected = format!("gitdir: {}\n", admin_dir(&repo, "plait-r-a").display());
+        assert_eq!(fs::read_to_string(worktree.join(".git")).unwrap(), expected);
+        assert!(!restore_link(&repo, "plait-r-a", &worktree).unwrap());
+        fs::remove_file(worktree.join(".git")).unwrap();
+        fs::create_dir_all(worktree.join(".git")).unwrap();
+        std::os::unix::fs::symlink(&home, worktree.join(".git/out")).unwrap();
+        assert!(restore_link(&repo, "plait-r-a", &worktree).unwrap());
+        assert_eq!(fs::read_to_string(worktree.join(".git")).unwrap(), expected);
+        assert_eq!(fs::read_to_string(home.join("victim")).unwrap(), "mine\n");
+        assert_eq!(fs::read_dir(&home).unwrap().count(), 1);
+    }
+}
