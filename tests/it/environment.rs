@@ -551,7 +551,9 @@ fn git_in_a_checks_layer_sees_the_commit_checked_out() {
 /// Every name under `dir` with its mode and what it holds (a file's bytes, a link's
 /// target), without following a link: what a test compares to find a write, a new file, a
 /// removal or a changed permission outside the trees plait writes.
-pub(crate) fn snapshot(dir: &std::path::Path) -> std::collections::BTreeMap<String, (u32, Vec<u8>)> {
+pub(crate) fn snapshot(
+    dir: &std::path::Path,
+) -> std::collections::BTreeMap<String, (u32, Vec<u8>)> {
     use std::os::unix::ffi::OsStrExt as _;
     use std::os::unix::fs::PermissionsExt as _;
     let mut out = std::collections::BTreeMap::new();
@@ -561,7 +563,10 @@ pub(crate) fn snapshot(dir: &std::path::Path) -> std::collections::BTreeMap<Stri
         let held = if meta.file_type().is_symlink() {
             fs::read_link(&at).unwrap().as_os_str().as_bytes().to_vec()
         } else if meta.is_dir() {
-            let mut names: Vec<_> = fs::read_dir(&at).unwrap().map(|e| e.unwrap().path()).collect();
+            let mut names: Vec<_> = fs::read_dir(&at)
+                .unwrap()
+                .map(|e| e.unwrap().path())
+                .collect();
             names.sort();
             stack.extend(names);
             Vec::new()
@@ -627,7 +632,12 @@ fn links_a_check_plants_in_its_layer_lead_plait_nowhere_at_the_next_round() {
         )
         .to_toml();
     let out = repo.plait(&["run", repo.plan(&plan).to_str().unwrap()]);
-    assert_eq!(snapshot(&home), before, "the home is as it was: {}", stderr(&out));
+    assert_eq!(
+        snapshot(&home),
+        before,
+        "the home is as it was: {}",
+        stderr(&out)
+    );
     assert!(out.status.success(), "{}\n{}", stdout(&out), stderr(&out));
     let status = repo.status_json(&[]);
     let a = task_json(&status, "a");
@@ -638,7 +648,10 @@ fn links_a_check_plants_in_its_layer_lead_plait_nowhere_at_the_next_round() {
     let branch = repo.tree_files(&format!("plait/{run}/a"));
     assert_eq!(branch["a.txt"], "round 1\n", "{a:#}");
     // The first round's check did plant them.
-    let log = a["checks"][0]["log"].as_str().unwrap().replace("checks-1", "checks-0");
+    let log = a["checks"][0]["log"]
+        .as_str()
+        .unwrap()
+        .replace("checks-1", "checks-0");
     let first = fs::read_to_string(&log).unwrap();
     assert!(first.contains("planted"), "{log}: {first}");
 }

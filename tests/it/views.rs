@@ -392,7 +392,10 @@ fn filling_in_a_view_writes_nothing_through_a_link_the_task_planted() {
     let owned = |p: &str| p.starts_with("src/a/");
     plait::workspace::view::materialize(&git, &files, &owned, &worktree).unwrap();
     assert_eq!(crate::environment::snapshot(&home), before);
-    assert_eq!(fs::read_to_string(worktree.join("src/b/y.txt")).unwrap(), "yo\n");
+    assert_eq!(
+        fs::read_to_string(worktree.join("src/b/y.txt")).unwrap(),
+        "yo\n"
+    );
     // Swapped in and out while plait fills the worktree in, 200 times.
     fs::create_dir_all(worktree.join("src/b")).unwrap();
     against_a_flipper(&worktree, "src/b", &home, 200, |_| {
@@ -420,11 +423,16 @@ fn removing_a_tree_changes_nothing_behind_its_links() {
         fs::write(tree.join("locked/deeper/f"), "f").unwrap();
         std::os::unix::fs::symlink(home.join("dir"), tree.join("locked/out")).unwrap();
         std::os::unix::fs::symlink(&home, tree.join("home")).unwrap();
-        fs::set_permissions(tree.join("locked/deeper"), fs::Permissions::from_mode(0o000))
-            .unwrap();
+        fs::set_permissions(
+            tree.join("locked/deeper"),
+            fs::Permissions::from_mode(0o000),
+        )
+        .unwrap();
         fs::set_permissions(tree.join("locked"), fs::Permissions::from_mode(0o000)).unwrap();
         fs::create_dir_all(tree.join("flip")).unwrap();
-        against_a_flipper(&tree, "flip", &home, 1, |_| plait::environment::remove_tree(&tree));
+        against_a_flipper(&tree, "flip", &home, 1, |_| {
+            plait::environment::remove_tree(&tree)
+        });
         let _ = fs::remove_file(tree.join("flip.swap"));
         plait::environment::remove_tree(&tree);
         assert!(!tree.exists(), "{}", tree.display());

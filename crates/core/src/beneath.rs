@@ -349,13 +349,16 @@ impl Tree {
     /// stands where a directory on the way should be).
     pub fn kind(&self, rel: impl AsRef<Path>) -> io::Result<Option<Kind>> {
         let rel = rel.as_ref();
-        let (dir, name) = match self.parent(rel) {
-            Ok(Some(found)) => found,
-            Ok(None) => return Ok(Some(Kind::Dir)),
+        if components(rel)?.is_empty() {
+            return Ok(Some(Kind::Dir));
+        }
+        let (held, name) = match self.parent_or_self(rel) {
+            Ok(found) => found,
             Err(e) if missing(&e) => return Ok(None),
             Err(e) => return Err(e),
         };
-        match rustix::fs::statat(&dir, &name, AtFlags::SYMLINK_NOFOLLOW) {
+        let dir = held.as_ref().map_or(self.fd.as_fd(), AsFd::as_fd);
+        match rustix::fs::statat(dir, &name, AtFlags::SYMLINK_NOFOLLOW) {
             Ok(st) => Ok(Some(kind_of(&st))),
             Err(rustix::io::Errno::NOENT) => Ok(None),
             Err(e) => Err(e.into()),

@@ -79,7 +79,8 @@ pub fn apply(
 /// its directories should be goes too. Each name is judged and removed beneath `upper`'s
 /// handle; a link is removed, never followed.
 fn clear(upper: &Tree, path: &str) -> Result<(), LayerError> {
-    let failed = |e: std::io::Error| LayerError(format!("{}: {e}", upper.root().join(path).display()));
+    let failed =
+        |e: std::io::Error| LayerError(format!("{}: {e}", upper.root().join(path).display()));
     for (end, _) in path.match_indices('/') {
         let dir = &path[..end];
         match upper.kind(dir).map_err(failed)? {
@@ -303,7 +304,8 @@ impl LayerDir {
             .max()
             .map_or(1, |n| n + 1);
         let name = format!("git-{next}");
-        root.create_dir_all(&name).map_err(io(&self.0.join(&name)))?;
+        root.create_dir_all(&name)
+            .map_err(io(&self.0.join(&name)))?;
         let made = root.open_dir(&name).map_err(io(&self.0.join(&name)))?;
         for old in earlier {
             // One a process a check left behind still writes goes with the layer.
@@ -404,10 +406,7 @@ mod tests {
 
         // Back to `from`: the whiteout makes way for the file again.
         let back = changes(&repo, to, from).unwrap();
-        apply(&repo, &handle, &back, &|p| {
-            p == "gone.txt" || p == "a.txt"
-        })
-        .unwrap();
+        apply(&repo, &handle, &back, &|p| p == "gone.txt" || p == "a.txt").unwrap();
         assert_eq!(
             fs::read_to_string(upper.path().join("gone.txt")).unwrap(),
             "g\n"
@@ -475,9 +474,15 @@ mod tests {
         apply(&repo, &layer.open_upper().unwrap(), &changed, &|_| false).unwrap();
         assert_eq!(fs::read_to_string(upper.join("a.txt")).unwrap(), "A\n");
         assert_eq!(fs::read_to_string(upper.join("dir/c.txt")).unwrap(), "c\n");
-        assert!(home.join("dir/c.txt").is_dir(), "nothing removed behind the link");
+        assert!(
+            home.join("dir/c.txt").is_dir(),
+            "nothing removed behind the link"
+        );
         assert_eq!(fs::read_to_string(home.join("victim")).unwrap(), "mine\n");
-        assert_eq!(fs::read_to_string(home.join("dir/a.txt")).unwrap(), "theirs\n");
+        assert_eq!(
+            fs::read_to_string(home.join("dir/a.txt")).unwrap(),
+            "theirs\n"
+        );
 
         // A git directory a check was given is never written again: the next is new.
         let first = layer.new_git_dir().unwrap().root().to_path_buf();

@@ -288,8 +288,10 @@ impl Environment {
                 let changed = changes(&repo, base, commit).map_err(|e| e.to_string())?;
                 let opened = |p: &Path| Tree::open(p).map_err(|e| format!("{}: {e}", p.display()));
                 let (lower, upper) = (opened(&tree)?, opened(&staging)?);
-                apply(&repo, &upper, &changed, &|p| lower.kind(p).is_ok_and(|k| k.is_some()))
-                    .map_err(|e| e.to_string())?;
+                apply(&repo, &upper, &changed, &|p| {
+                    lower.kind(p).is_ok_and(|k| k.is_some())
+                })
+                .map_err(|e| e.to_string())?;
                 if fs::rename(&staging, &dir).is_err() {
                     remove_tree(&staging);
                 }
@@ -420,4 +422,3 @@ pub(crate) fn stable_path(worktree_root: &Path) -> PathBuf {
         None => worktree_root.join("tree"),
     }
 }
-

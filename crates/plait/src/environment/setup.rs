@@ -12,9 +12,7 @@ use git2::{Oid, Repository};
 use sha1::Digest as _;
 
 use super::layer::{self, LayerError};
-use super::{
-    load_record, save_record, EnvError, EnvRecord, Environment, Include, Warmed,
-};
+use super::{load_record, save_record, EnvError, EnvRecord, Environment, Include, Warmed};
 use crate::dirs::{flock, lock_file, prune_kept, remove_tree};
 use crate::plan::SetupSettings;
 use plait_core::beneath::{Kind, Tree};
@@ -437,12 +435,17 @@ fn lay(
     let failed = |e: std::io::Error| LayerError(e.to_string());
     let files = Tree::open(&tree).map_err(failed)?;
     for (path, source) in copied {
-        let bytes = fs::read(source).map_err(|e| LayerError(format!("{}: {e}", source.display())))?;
+        let bytes =
+            fs::read(source).map_err(|e| LayerError(format!("{}: {e}", source.display())))?;
         let executable = fs::metadata(source).is_ok_and(|m| m.permissions().mode() & 0o100 != 0);
         files.write(path, &bytes, executable).map_err(failed)?;
     }
     for include in includes {
-        if files.kind(&include.path).map_err(failed)?.is_some_and(|k| k != Kind::Dir) {
+        if files
+            .kind(&include.path)
+            .map_err(failed)?
+            .is_some_and(|k| k != Kind::Dir)
+        {
             files.remove(&include.path).map_err(failed)?;
         }
         files.create_dir_all(&include.path).map_err(failed)?;
@@ -459,7 +462,9 @@ fn lay(
     let admin = own.open_dir("git").map_err(failed)?;
     layer::git_dir(&repo, &admin, base, &index, &Default::default())?;
     let link = format!("gitdir: {}\n", admin.root().display());
-    files.write(".git", link.as_bytes(), false).map_err(failed)?;
+    files
+        .write(".git", link.as_bytes(), false)
+        .map_err(failed)?;
     save_record(dir, &record);
     Ok((record, made))
 }

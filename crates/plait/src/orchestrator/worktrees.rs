@@ -98,7 +98,8 @@ fn restore(
     let tree = repo.find_commit(commit).and_then(|c| c.tree())?;
     // The worktree is the task's: every file goes beneath a handle of it, replacing what
     // stands at its name, never written through it.
-    let files = plait_core::beneath::Tree::open(&record.worktree).map_err(io_at(&record.worktree))?;
+    let files =
+        plait_core::beneath::Tree::open(&record.worktree).map_err(io_at(&record.worktree))?;
     for change in &changes {
         if !task.checks_out(&change.path) {
             continue;

@@ -45,11 +45,10 @@ impl CheckPool {
         let (repo, made, commit) = (self.repo_dir(), layer.clone(), job.commit);
         let env2 = env.clone();
         let fresh = at == env.base && !layer.0.exists();
-        let git_dir = tokio::task::spawn_blocking(move || {
-            move_layer(&repo, &env2, &made, at, commit, fresh)
-        })
-        .await
-        .map_err(|e| format!("preparing a check layer panicked: {e}"))??;
+        let git_dir =
+            tokio::task::spawn_blocking(move || move_layer(&repo, &env2, &made, at, commit, fresh))
+                .await
+                .map_err(|e| format!("preparing a check layer panicked: {e}"))??;
         let view = env.check_view(&layer);
         // Its git directory is the check's own, as a checkout's is: `git status` saves its
         // refreshed index there (objects and refs stay the repository's, read-only). A new
