@@ -194,15 +194,17 @@ fn check_layer(
     let layer = LayerDir(dir.to_path_buf());
     env.make_layer(&layer)?;
     split(0);
-    let tree = env.tree();
-    let in_lower = |p: &str| std::fs::symlink_metadata(tree.join(p)).is_ok();
+    let lower = plait_core::beneath::Tree::open(&env.tree())?;
+    let in_lower = |p: &str| lower.kind(p).is_ok_and(|k| k.is_some());
     let changed = changes(&repo, env.base, commit)?;
     split(1);
-    apply(&repo, &layer.upper(), &changed, &in_lower)?;
+    let upper = layer.open_upper()?;
+    apply(&repo, &upper, &changed, &in_lower)?;
     split(2);
-    git_dir(&repo, &layer.git(), commit, &env.index(), &changed)?;
-    let gitdir = format!("gitdir: {}\n", layer.git().display());
-    std::fs::write(layer.upper().join(".git"), gitdir)?;
+    let admin = layer.new_git_dir()?;
+    git_dir(&repo, &admin, commit, &env.index(), &changed)?;
+    let gitdir = format!("gitdir: {}\n", admin.root().display());
+    upper.write(".git", gitdir.as_bytes(), false)?;
     split(3);
     Ok((layer, steps))
 }

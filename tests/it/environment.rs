@@ -547,3 +547,111 @@ fn git_in_a_checks_layer_sees_the_commit_checked_out() {
         "{status:#}"
     );
 }
+
+/// Every name under `dir` with its mode and what it holds (a file's bytes, a link's
+/// target), without following a link: what a test compares to find a write, a new file, a
+/// removal or a changed permission outside the trees plait writes.
+pub(crate) fn snapshot(
+    dir: &std::path::Path,
+) -> std::collections::BTreeMap<String, (u32, Vec<u8>)> {
+    use std::os::unix::ffi::OsStrExt as _;
+    use std::os::unix::fs::PermissionsExt as _;
+    let mut out = std::collections::BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(at) = stack.pop() {
+        let meta = fs::symlink_metadata(&at).unwrap();
+        let held = if meta.file_type().is_symlink() {
+            fs::read_link(&at).unwrap().as_os_str().as_bytes().to_vec()
+        } else if meta.is_dir() {
+            let mut names: Vec<_> = fs::read_dir(&at)
+                .unwrap()
+                .map(|e| e.unwrap().path())
+                .collect();
+            names.sort();
+            stack.extend(names);
+            Vec::new()
+        } else {
+            fs::read(&at).unwrap()
+        };
+        let rel = at.strip_prefix(dir).unwrap().display().to_string();
+        out.insert(rel, (meta.permissions().mode(), held));
+    }
+    out
+}
+
+/// A home with a file a link could aim plait's writes at and a directory whose file a
+/// link could aim its clearing at; what it holds.
+pub(crate) fn home_with_targets(
+    repo: &TestRepo,
+) -> (
+    std::path::PathBuf,
+    std::collections::BTreeMap<String, (u32, Vec<u8>)>,
+) {
+    let home = crate::support::sandbox::home(repo);
+    fs::write(home.join("victim"), "mine\n").unwrap();
+    fs::create_dir_all(home.join("dir")).unwrap();
+    fs::write(home.join("dir/x"), "theirs\n").unwrap();
+    let before = snapshot(&home);
+    (home, before)
+}
+
+/// A check that plants links in its layer — its git directory's `HEAD`, `commondir` and
+/// `index` made links to the home (one to a file there, the others to names not there),
+/// and a directory of the task's files made a link to a directory in the home — gets
+/// plait to write, create or remove nothing outside at the task's next round, and that
+/// round's check finds git working in the layer.
+#[test]
+fn links_a_check_plants_in_its_layer_lead_plait_nowhere_at_the_next_round() {
+    if !namespaces() {
+        return;
+    }
+    let repo = TestRepo::with_files(&[("a.txt", "a\n"), ("b.txt", "b\n"), ("deep/keep", "k\n")]);
+    let (home, before) = home_with_targets(&repo);
+    let home_text = home.display().to_string();
+    let plant = format!(
+        "gd=$(git rev-parse --absolute-git-dir) && rm -f \"$gd/HEAD\" \"$gd/commondir\" \"$gd/index\" \
+         && ln -s {home_text}/victim \"$gd/HEAD\" && ln -s {home_text}/new \"$gd/commondir\" \
+         && ln -s {home_text}/index \"$gd/index\" && rm -rf deep/sub && ln -s {home_text}/dir deep/sub && echo planted"
+    );
+    let check = format!(
+        "if grep -qx 'round 0' a.txt; then {plant}; exit 1; fi; \
+         test \"$(git rev-parse HEAD)\" = \"$PLAIT_COMMIT\" \
+         && test -z \"$(git status --porcelain --untracked-files=no)\" \
+         && grep -qx 'round 1' deep/sub/x/f"
+    );
+    let plan = Plan::new()
+        .goal("g")
+        .review_off()
+        .set("review", "rounds", 2)
+        .set("checks", "task", [check.as_str()])
+        .task("a")
+        .owns(["a.txt", "deep/"])
+        .exec(
+            "mkdir -p deep/sub/x && echo \"round $PLAIT_ROUND\" > deep/sub/x/f \
+             && echo \"round $PLAIT_ROUND\" > a.txt",
+        )
+        .to_toml();
+    let out = repo.plait(&["run", repo.plan(&plan).to_str().unwrap()]);
+    assert_eq!(
+        snapshot(&home),
+        before,
+        "the home is as it was: {}",
+        stderr(&out)
+    );
+    assert!(out.status.success(), "{}\n{}", stdout(&out), stderr(&out));
+    let status = repo.status_json(&[]);
+    let a = task_json(&status, "a");
+    assert!(out.status.success(), "{}\n{}", stdout(&out), stderr(&out));
+    assert_eq!(a["state"], "done", "{a:#}");
+    assert_eq!(a["checks"][0]["passed"], true, "{a:#}");
+    let run = status["id"].as_str().unwrap();
+    let branch = repo.tree_files(&format!("plait/{run}/a"));
+    assert_eq!(branch["a.txt"], "round 1\n", "{a:#}");
+    // The first round's check did plant them.
+    let log = a["checks"][0]["log"]
+        .as_str()
+        .unwrap()
+        .replace("checks-1", "checks-0");
+    let first = fs::read_to_string(&log).unwrap();
+    assert!(first.contains("planted"), "{log}: {first}");
+}

@@ -329,3 +329,148 @@ fn a_filled_marker_written_in_an_overlay_means_nothing() {
     assert_eq!(task["violations"], serde_json::json!([]), "{task}");
     assert_eq!(task["state"], "done", "{task}");
 }
+
+/// A process the task left behind swaps a directory of its worktree with a link to the
+/// home (`renameat2(RENAME_EXCHANGE)` in a loop) while `f` runs, `times` times; the
+/// directory's path in the worktree, and the home's as it was.
+fn against_a_flipper(
+    worktree: &std::path::Path,
+    dir: &str,
+    home: &std::path::Path,
+    times: usize,
+    mut f: impl FnMut(usize),
+) {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let swap = worktree.join(format!("{dir}.swap"));
+    std::os::unix::fs::symlink(home.join("dir"), &swap).unwrap();
+    let stop = std::sync::Arc::new(AtomicBool::new(false));
+    let flipper = {
+        let (stop, real) = (stop.clone(), worktree.join(dir));
+        std::thread::spawn(move || {
+            let (a, b) = (
+                std::ffi::CString::new(real.as_os_str().as_encoded_bytes()).unwrap(),
+                std::ffi::CString::new(swap.as_os_str().as_encoded_bytes()).unwrap(),
+            );
+            while !stop.load(Ordering::Relaxed) {
+                // SAFETY: renameat2 on two NUL-terminated paths.
+                unsafe {
+                    libc::syscall(
+                        libc::SYS_renameat2,
+                        libc::AT_FDCWD,
+                        a.as_ptr(),
+                        libc::AT_FDCWD,
+                        b.as_ptr(),
+                        libc::RENAME_EXCHANGE,
+                    );
+                }
+            }
+        })
+    };
+    for i in 0..times {
+        f(i);
+    }
+    stop.store(true, Ordering::Relaxed);
+    flipper.join().unwrap();
+}
+
+/// Filling a worktree in writes the base's files beneath a handle of it: a link the task
+/// put where a directory is (still, or swapped in and out by a process it left behind)
+/// leads nowhere, and the files behind it are never written.
+#[test]
+fn filling_in_a_view_writes_nothing_through_a_link_the_task_planted() {
+    let repo = sample();
+    let (home, before) = crate::environment::home_with_targets(&repo);
+    let git = git2::Repository::open(&repo.path).unwrap();
+    let tree = git.head().unwrap().peel_to_tree().unwrap();
+    let files = plait_core::git::flatten_tree(&tree).unwrap();
+    let worktree = repo.scratch.join("worktree");
+    fs::create_dir_all(worktree.join("src")).unwrap();
+    // Planted once and left: `lib` a link to a directory in the home, `README.md` a link
+    // to a file there.
+    std::os::unix::fs::symlink(home.join("dir"), worktree.join("lib")).unwrap();
+    std::os::unix::fs::symlink(home.join("victim"), worktree.join("README.md")).unwrap();
+    let owned = |p: &str| p.starts_with("src/a/");
+    plait::workspace::view::materialize(&git, &files, &owned, &worktree).unwrap();
+    assert_eq!(crate::environment::snapshot(&home), before);
+    assert_eq!(
+        fs::read_to_string(worktree.join("src/b/y.txt")).unwrap(),
+        "yo\n"
+    );
+    // Swapped in and out while plait fills the worktree in, 200 times.
+    fs::create_dir_all(worktree.join("src/b")).unwrap();
+    against_a_flipper(&worktree, "src/b", &home, 200, |_| {
+        let _ = fs::remove_file(worktree.join("src/b/y.txt"));
+        let _ = plait::workspace::view::materialize(&git, &files, &owned, &worktree);
+    });
+    assert_eq!(crate::environment::snapshot(&home), before);
+}
+
+/// Removing a tree a task wrote removes it whole, directories it locked up (mode 000)
+/// included, and nothing outside: a link to a directory in the home, still or swapped in
+/// and out of the tree by a process the task left behind, is removed and never followed
+/// or opened up.
+#[test]
+fn removing_a_tree_changes_nothing_behind_its_links() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let repo = sample();
+    let (home, _) = crate::environment::home_with_targets(&repo);
+    fs::set_permissions(home.join("dir"), fs::Permissions::from_mode(0o750)).unwrap();
+    let before = crate::environment::snapshot(&home);
+    let root = repo.scratch.join("trees");
+    for i in 0..200 {
+        let tree = root.join(format!("t{i}"));
+        fs::create_dir_all(tree.join("locked/deeper")).unwrap();
+        fs::write(tree.join("locked/deeper/f"), "f").unwrap();
+        std::os::unix::fs::symlink(home.join("dir"), tree.join("locked/out")).unwrap();
+        std::os::unix::fs::symlink(&home, tree.join("home")).unwrap();
+        fs::set_permissions(
+            tree.join("locked/deeper"),
+            fs::Permissions::from_mode(0o000),
+        )
+        .unwrap();
+        fs::set_permissions(tree.join("locked"), fs::Permissions::from_mode(0o000)).unwrap();
+        fs::create_dir_all(tree.join("flip")).unwrap();
+        against_a_flipper(&tree, "flip", &home, 1, |_| {
+            plait::environment::remove_tree(&tree)
+        });
+        let _ = fs::remove_file(tree.join("flip.swap"));
+        plait::environment::remove_tree(&tree);
+        assert!(!tree.exists(), "{}", tree.display());
+        assert_eq!(crate::environment::snapshot(&home), before, "after {i}");
+    }
+}
+
+/// `plait clean --force` removes a worktree whose task left directories locked up and links
+/// to the home in it, and changes nothing in the home, permissions included.
+#[test]
+fn clean_removes_a_locked_up_worktree_and_nothing_behind_its_links() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let repo = sample();
+    let (home, _) = crate::environment::home_with_targets(&repo);
+    fs::set_permissions(home.join("dir"), fs::Permissions::from_mode(0o750)).unwrap();
+    let before = crate::environment::snapshot(&home);
+    let cli = MODES[1];
+    let a = format!(
+        "echo hello > src/a/x.txt && mkdir -p target/locked/deeper && echo f > target/locked/deeper/f \
+         && ln -s {home}/dir target/out && ln -s {home} target/locked/home \
+         && chmod 000 target/locked/deeper target/locked",
+        home = home.display()
+    );
+    // Whether the run finishes with a worktree it cannot read is no matter here.
+    let _ = repo.plait(&[
+        "run",
+        repo.plan(&plan(cli, &a, "true", "")).to_str().unwrap(),
+    ]);
+    let status = repo.status_json(&[]);
+    let run = status["id"].as_str().unwrap().to_string();
+    let worktree = std::path::PathBuf::from(status["tasks"][0]["worktree"].as_str().unwrap());
+    assert!(
+        fs::symlink_metadata(worktree.join("target/locked")).is_ok(),
+        "{}",
+        status["tasks"][0]
+    );
+    let out = repo.plait(&["clean", &run, "--force"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(!worktree.exists(), "{}", worktree.display());
+    assert_eq!(crate::environment::snapshot(&home), before);
+}

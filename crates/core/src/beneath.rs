@@ -327,6 +327,19 @@ impl Tree {
         Ok(Some((dir, cstring(last)?)))
     }
 
+    /// [`Tree::parent_of`] without opening the tree again for a name directly in it:
+    /// `None` stands for the tree's own handle.
+    fn parent_or_self(&self, rel: &Path) -> io::Result<(Option<OwnedFd>, CString)> {
+        let parts = components(rel)?;
+        match parts.as_slice() {
+            [name] => Ok((None, cstring(name)?)),
+            _ => {
+                let (dir, name) = self.parent_of(rel)?;
+                Ok((Some(dir), name))
+            }
+        }
+    }
+
     fn parent_of(&self, rel: &Path) -> io::Result<(OwnedFd, CString)> {
         self.parent(rel)?
             .ok_or_else(|| refused(rel, "names the tree itself"))
@@ -336,13 +349,16 @@ impl Tree {
     /// stands where a directory on the way should be).
     pub fn kind(&self, rel: impl AsRef<Path>) -> io::Result<Option<Kind>> {
         let rel = rel.as_ref();
-        let (dir, name) = match self.parent(rel) {
-            Ok(Some(found)) => found,
-            Ok(None) => return Ok(Some(Kind::Dir)),
+        if components(rel)?.is_empty() {
+            return Ok(Some(Kind::Dir));
+        }
+        let (held, name) = match self.parent_or_self(rel) {
+            Ok(found) => found,
             Err(e) if missing(&e) => return Ok(None),
             Err(e) => return Err(e),
         };
-        match rustix::fs::statat(&dir, &name, AtFlags::SYMLINK_NOFOLLOW) {
+        let dir = held.as_ref().map_or(self.fd.as_fd(), AsFd::as_fd);
+        match rustix::fs::statat(dir, &name, AtFlags::SYMLINK_NOFOLLOW) {
             Ok(st) => Ok(Some(kind_of(&st))),
             Err(rustix::io::Errno::NOENT) => Ok(None),
             Err(e) => Err(e.into()),
@@ -457,6 +473,71 @@ impl Tree {
             io::Error::new(io::ErrorKind::AlreadyExists, "no free temporary name"),
             rel,
         ))
+    }
+
+    /// Writes `bytes` as a new regular file `rel`, whose directory must exist (a link on
+    /// the way refused): created with `O_EXCL`, so nothing already at the name (a file, a
+    /// link, anything) is followed, opened or replaced; `false`, with nothing written, when
+    /// something is there. Mode 0666 less the umask, 0755 when `executable`.
+    pub fn create_file(
+        &self,
+        rel: impl AsRef<Path>,
+        bytes: &[u8],
+        executable: bool,
+    ) -> io::Result<bool> {
+        let rel = rel.as_ref();
+        let (held, name) = self.parent_or_self(rel)?;
+        let dir = held.as_ref().map_or(self.fd.as_fd(), AsFd::as_fd);
+        let fd = match rustix::fs::openat(
+            dir,
+            &name,
+            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::from_raw_mode(0o666),
+        ) {
+            Ok(fd) => fd,
+            Err(rustix::io::Errno::EXIST) => return Ok(false),
+            Err(e) => return Err(with_name(e.into(), rel)),
+        };
+        let mut file = File::from(fd);
+        file.write_all(bytes).map_err(|e| with_name(e, rel))?;
+        if executable {
+            rustix::fs::fchmod(&file, Mode::from_raw_mode(0o755))
+                .map_err(|e| with_name(e.into(), rel))?;
+        }
+        Ok(true)
+    }
+
+    /// Makes `rel` a new symbolic link to `target`, whose directory must exist (a link on
+    /// the way refused); `false`, with nothing made, when something is at the name.
+    pub fn create_link(&self, target: &[u8], rel: impl AsRef<Path>) -> io::Result<bool> {
+        let rel = rel.as_ref();
+        let (held, name) = self.parent_or_self(rel)?;
+        let dir = held.as_ref().map_or(self.fd.as_fd(), AsFd::as_fd);
+        match rustix::fs::symlinkat(OsStr::from_bytes(target), dir, &name) {
+            Ok(()) => Ok(true),
+            Err(rustix::io::Errno::EXIST) => Ok(false),
+            Err(e) => Err(with_name(e.into(), rel)),
+        }
+    }
+
+    /// Makes `rel` an overlayfs whiteout (a character device 0:0, which Linux lets any user
+    /// make since 5.8), whose directory must exist (a link on the way refused); `false`
+    /// when something is at the name.
+    pub fn create_whiteout(&self, rel: impl AsRef<Path>) -> io::Result<bool> {
+        let rel = rel.as_ref();
+        let (held, name) = self.parent_or_self(rel)?;
+        let dir = held.as_ref().map_or(self.fd.as_fd(), AsFd::as_fd);
+        match rustix::fs::mknodat(
+            dir,
+            &name,
+            FileType::CharacterDevice,
+            Mode::empty(),
+            rustix::fs::makedev(0, 0),
+        ) {
+            Ok(()) => Ok(true),
+            Err(rustix::io::Errno::EXIST) => Ok(false),
+            Err(e) => Err(with_name(e.into(), rel)),
+        }
     }
 
     /// Removes the file, link or empty directory `rel`; nothing there is no error. A link

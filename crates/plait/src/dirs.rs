@@ -6,7 +6,6 @@
 //! neither.
 
 use std::fs;
-use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
 
 /// Opens (or makes) the lock file `path` for a `flock`.
@@ -81,15 +80,30 @@ pub(crate) fn remove_all(dir: &Path) -> usize {
     removed
 }
 
-/// Removes `dir` whole, opening up the directories overlayfs leaves without permissions.
+/// Removes `dir` whole, opening up the directories overlayfs (or a task) leaves without
+/// permissions; what cannot be removed stays.
 pub fn remove_tree(dir: &Path) {
-    if !dir.exists() {
-        return;
+    let _ = remove(dir);
+}
+
+/// Removes `dir` whole; nothing there is no error. `dir` is a path of plait's own, but
+/// what lies beneath it a task or a check may have written: everything is removed beneath
+/// a handle of `dir`'s parent (`plait_core::beneath`), a link removed and never followed,
+/// and a directory locked up opened up through its handle, never by name.
+pub(crate) fn remove(dir: &Path) -> std::io::Result<()> {
+    let Some(name) = dir.file_name() else {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("{}: not a directory plait removes", dir.display()),
+        ));
+    };
+    let parent = match dir.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    match plait_core::beneath::Tree::open(parent) {
+        Ok(tree) => tree.remove_all(name),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e),
     }
-    for entry in walkdir::WalkDir::new(dir).into_iter().flatten() {
-        if entry.file_type().is_dir() {
-            let _ = fs::set_permissions(entry.path(), fs::Permissions::from_mode(0o700));
-        }
-    }
-    let _ = fs::remove_dir_all(dir);
 }

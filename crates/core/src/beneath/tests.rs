@@ -200,3 +200,46 @@ fn flipper_never_wins() {
     assert_eq!(fs::read(outside.join("secret")).unwrap(), b"the key\n");
     assert_eq!(fs::read_dir(&outside).unwrap().count(), 1);
 }
+
+#[test]
+fn new_files_links_and_whiteouts_never_replace_or_follow_what_is_there() {
+    let (_dir, tree, outside) = tree();
+    let root = tree.root().to_path_buf();
+    symlink(outside.join("secret"), root.join("planted")).unwrap();
+    symlink(&outside, root.join("sub")).unwrap();
+
+    // Something at the name: nothing written, the link's target untouched.
+    assert!(!tree.create_file("planted", b"x", false).unwrap());
+    assert!(!tree.create_link(b"elsewhere", "planted").unwrap());
+    assert!(!tree.create_whiteout("planted").unwrap());
+    assert_eq!(fs::read(outside.join("secret")).unwrap(), b"the key\n");
+    // A link on the way: refused, nothing made behind it.
+    assert!(tree.create_file("sub/new", b"x", false).is_err());
+    assert!(tree.create_link(b"t", "sub/new").is_err());
+    assert!(tree.create_whiteout("sub/new").is_err());
+    assert!(!outside.join("new").exists());
+
+    // Nothing there: made, with the mode asked for.
+    assert!(tree.create_file("run.sh", b"#!/bin/sh\n", true).unwrap());
+    assert_eq!(
+        tree.kind("run.sh").unwrap(),
+        Some(Kind::File { executable: true })
+    );
+    assert_eq!(fs::read(root.join("run.sh")).unwrap(), b"#!/bin/sh\n");
+    assert!(tree.create_link(b"run.sh", "link").unwrap());
+    assert_eq!(
+        tree.read("link").unwrap(),
+        Some(Content::Link(b"run.sh".to_vec()))
+    );
+    match tree.create_whiteout("gone") {
+        Ok(made) => {
+            assert!(made);
+            assert_eq!(
+                tree.kind("gone").unwrap(),
+                Some(Kind::Other { whiteout: true })
+            );
+        }
+        // A kernel before 5.8 (or a container) refuses an unprivileged mknod.
+        Err(e) => assert_eq!(e.kind(), io::ErrorKind::PermissionDenied, "{e}"),
+    }
+}

@@ -7,12 +7,14 @@
 
 use std::collections::BTreeMap;
 use std::fs;
-use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
 
 use git2::{Oid, Repository};
 
 use crate::dirs::remove_tree;
+use crate::workspace::files::{NewFiles, Placed};
+use plait_core::beneath::{Kind, Tree};
+#[cfg(test)]
 use plait_core::git::mode;
 
 /// Why a layer could not be written: the path and what the file system or git said.
@@ -42,98 +44,93 @@ pub fn changes(
 /// Writes `changes` into the upper layer `upper`, over a lower layer where a path exists
 /// when `in_lower` says so: a changed file written whole, a removed one turned into a
 /// whiteout where the lower holds it (else removed from the layer). Whatever else the layer
-/// holds (build output) stays.
+/// holds (build output) stays. A check writes its layer, links included: every name is
+/// cleared and written beneath the layer's handle, and nothing a check put there is
+/// followed.
 pub fn apply(
     repo: &Repository,
-    upper: &Path,
+    upper: &Tree,
     changes: &BTreeMap<String, plait_core::git::Entry>,
     in_lower: &dyn Fn(&str) -> bool,
 ) -> Result<(), LayerError> {
+    let mut writer = NewFiles::new(upper);
     for (path, entry) in changes {
-        let dest = upper.join(path);
-        clear(upper, &dest)?;
-        match entry {
-            Some((_, m)) if *m == mode::GITLINK => {
-                fs::create_dir_all(&dest).map_err(io(&dest))?;
+        clear(upper, path)?;
+        let placed = match entry {
+            Some((oid, m)) => writer.blob(repo, path, *oid, *m),
+            None if in_lower(path) => writer.whiteout(path),
+            None => continue,
+        };
+        match placed.map_err(|e| LayerError(e.to_string()))? {
+            Placed::Written => {}
+            Placed::Taken => {
+                return Err(LayerError(format!(
+                    "{}: something was put there while plait wrote the layer",
+                    upper.root().join(path).display()
+                )))
             }
-            Some((oid, m)) => write(repo, &dest, *oid, *m)?,
-            None if in_lower(path) => whiteout(&dest)?,
-            None => {}
         }
     }
     Ok(())
 }
 
-/// Makes way for a file at `dest`: whatever stands there (a file, a whiteout, a directory
-/// of build output) goes, and a whiteout or file standing where one of its parents should
-/// be goes too.
-fn clear(upper: &Path, dest: &Path) -> Result<(), LayerError> {
-    let mut parent = dest.parent();
-    while let Some(dir) = parent {
-        if dir == upper || !dir.starts_with(upper) {
-            break;
-        }
-        if let Ok(meta) = fs::symlink_metadata(dir) {
-            if !meta.is_dir() {
-                fs::remove_file(dir).map_err(io(dir))?;
+/// Makes way for a file at `path`: whatever stands there (a file, a whiteout, a link, a
+/// directory of build output) goes, and a whiteout, file or link standing where one of
+/// its directories should be goes too. Each name is judged and removed beneath `upper`'s
+/// handle; a link is removed, never followed.
+fn clear(upper: &Tree, path: &str) -> Result<(), LayerError> {
+    let failed =
+        |e: std::io::Error| LayerError(format!("{}: {e}", upper.root().join(path).display()));
+    for (end, _) in path.match_indices('/') {
+        let dir = &path[..end];
+        match upper.kind(dir).map_err(failed)? {
+            Some(Kind::Dir) => {}
+            // Nothing beneath it can stand.
+            Some(_) => {
+                upper.remove(dir).map_err(failed)?;
+                return Ok(());
             }
+            None => return Ok(()),
         }
-        parent = dir.parent();
     }
-    match fs::symlink_metadata(dest) {
-        Ok(meta) if meta.is_dir() => fs::remove_dir_all(dest).map_err(io(dest)),
-        Ok(_) => fs::remove_file(dest).map_err(io(dest)),
-        Err(_) => Ok(()),
+    match upper.kind(path).map_err(failed)? {
+        Some(Kind::Dir) => upper.remove_all(path).map_err(failed),
+        Some(_) => upper.remove(path).map_err(failed),
+        None => Ok(()),
     }
 }
 
-fn write(repo: &Repository, dest: &Path, oid: Oid, m: u32) -> Result<(), LayerError> {
-    if let Some(dir) = dest.parent() {
-        fs::create_dir_all(dir).map_err(io(dir))?;
-    }
-    let blob = repo.find_blob(oid).map_err(git)?;
-    if m == mode::LINK {
-        let target = String::from_utf8_lossy(blob.content()).into_owned();
-        return std::os::unix::fs::symlink(target, dest).map_err(io(dest));
-    }
-    fs::write(dest, blob.content()).map_err(io(dest))?;
-    if m == mode::EXEC {
-        fs::set_permissions(dest, fs::Permissions::from_mode(0o755)).map_err(io(dest))?;
-    }
-    Ok(())
-}
-
-/// An overlayfs whiteout at `dest`: a character device 0/0, which Linux lets any user make
-/// since 5.8.
-pub fn whiteout(dest: &Path) -> Result<(), LayerError> {
-    if let Some(dir) = dest.parent() {
-        fs::create_dir_all(dir).map_err(io(dir))?;
-    }
-    plait_sandbox::sandbox::whiteout(dest).map_err(io(dest))
-}
-
-/// A git directory at `admin` for a checkout of `commit` whose files are the base layer's
-/// with `changes`: `HEAD` detached at `commit`, the repository's objects and refs through
-/// `commondir`, and `index` (the base layer's, `base_index`) with those paths changed.
+/// Writes the git directory `admin` (new, made by plait) of a checkout of `commit` whose
+/// files are the base layer's with `changes`: `HEAD` detached at `commit`, the
+/// repository's objects and refs through `commondir`, and `index` (the base layer's,
+/// `base_index`, a file of plait's own) with those paths changed. Every file is written
+/// beneath `admin`'s handle, replacing whatever stands at its name.
 pub fn git_dir(
     repo: &Repository,
-    admin: &Path,
+    admin: &Tree,
     commit: Oid,
     base_index: &Path,
     changes: &BTreeMap<String, plait_core::git::Entry>,
 ) -> Result<(), LayerError> {
-    fs::create_dir_all(admin).map_err(io(admin))?;
-    let head = admin.join("HEAD");
-    fs::write(&head, format!("{commit}\n")).map_err(io(&head))?;
-    let common = admin.join("commondir");
-    fs::write(&common, format!("{}\n", repo.commondir().display())).map_err(io(&common))?;
-    let index_path = admin.join("index");
-    fs::copy(base_index, &index_path).map_err(io(&index_path))?;
+    let at = |name: &str| {
+        let path = admin.root().join(name);
+        move |e: std::io::Error| LayerError(format!("{}: {e}", path.display()))
+    };
+    admin
+        .write("HEAD", format!("{commit}\n").as_bytes(), false)
+        .map_err(at("HEAD"))?;
+    let common = format!("{}\n", repo.commondir().display());
+    admin
+        .write("commondir", common.as_bytes(), false)
+        .map_err(at("commondir"))?;
+    let base = fs::read(base_index).map_err(io(base_index))?;
+    admin.write("index", &base, false).map_err(at("index"))?;
+    let index_path = admin.root().join("index");
     if changes.is_empty() || patch_with_git(repo, &index_path, changes) {
         return Ok(());
     }
     // Without the git CLI, libgit2 does the same (it reads and writes the index slower).
-    fs::copy(base_index, &index_path).map_err(io(&index_path))?;
+    admin.write("index", &base, false).map_err(at("index"))?;
     let mut index = git2::Index::open(&index_path).map_err(git)?;
     for (path, entry) in changes {
         match entry {
@@ -234,9 +231,14 @@ pub(crate) fn base_index(
 }
 
 /// Where a layer directory keeps its parts: `upper` (its files), `work` (overlayfs's),
-/// `git` (its git directory).
+/// `git-<n>` (the git directory of its latest check), `held` (what it holds). A check
+/// writes its files (through the overlay) and its git directory, nothing else here; plait
+/// reads nothing back from either, and writes them only beneath their handles.
 #[derive(Debug, Clone)]
 pub struct LayerDir(pub PathBuf);
+
+/// The longest `held` note plait wrote: two object ids, a space and a newline.
+const HELD_MAX: usize = 2 * 64 + 2;
 
 impl LayerDir {
     /// Its files: the layer's upper directory.
@@ -249,11 +251,6 @@ impl LayerDir {
         self.0.join("work")
     }
 
-    /// Its git directory.
-    pub fn git(&self) -> PathBuf {
-        self.0.join("git")
-    }
-
     /// The layer of the `i`th directory `[setup] include` shares.
     pub fn include(&self, i: usize) -> plait_sandbox::sandbox::Layer {
         plait_sandbox::sandbox::Layer {
@@ -262,17 +259,79 @@ impl LayerDir {
         }
     }
 
+    /// The layer's own directory held open.
+    fn open(&self) -> Result<Tree, LayerError> {
+        Tree::open(&self.0).map_err(io(&self.0))
+    }
+
     /// Makes its directories.
     pub(crate) fn make(&self, includes: usize) -> Result<(), LayerError> {
-        let mut dirs = vec![self.upper(), self.work()];
+        fs::create_dir_all(&self.0).map_err(io(&self.0))?;
+        let root = self.open()?;
+        let mut dirs = vec!["upper".to_string(), "work".to_string()];
         for i in 0..includes {
-            let layer = self.include(i);
-            dirs.extend([layer.upper, layer.work]);
+            dirs.extend([format!("include-{i}/upper"), format!("include-{i}/work")]);
         }
         for dir in dirs {
-            fs::create_dir_all(&dir).map_err(io(&dir))?;
+            root.create_dir_all(&dir).map_err(io(&self.0.join(&dir)))?;
         }
         Ok(())
+    }
+
+    /// Its upper directory held open.
+    pub fn open_upper(&self) -> Result<Tree, LayerError> {
+        self.open()?.open_dir("upper").map_err(io(&self.upper()))
+    }
+
+    /// A new git directory for the layer's next check, `git-<n>` with `n` above every
+    /// earlier one's, made now by plait, and the earlier ones removed: a check writes the
+    /// git directory it is given (`git status` saves its index there), so plait never
+    /// writes one a check was given again, nor reads one back. What it writes into the new
+    /// one before the check starts no process of a task's can have touched: only plait
+    /// writes the layer's own directory.
+    pub fn new_git_dir(&self) -> Result<Tree, LayerError> {
+        let root = self.open()?;
+        let earlier: Vec<String> = root
+            .list("")
+            .map_err(io(&self.0))?
+            .into_iter()
+            .filter_map(|(name, _)| name.into_string().ok())
+            .filter(|name| name == "git" || name.starts_with("git-"))
+            .collect();
+        let next = earlier
+            .iter()
+            .filter_map(|name| name.strip_prefix("git-")?.parse::<u64>().ok())
+            .max()
+            .map_or(1, |n| n + 1);
+        let name = format!("git-{next}");
+        root.create_dir_all(&name)
+            .map_err(io(&self.0.join(&name)))?;
+        let made = root.open_dir(&name).map_err(io(&self.0.join(&name)))?;
+        for old in earlier {
+            // One a process a check left behind still writes goes with the layer.
+            let _ = root.remove_all(&old);
+        }
+        Ok(made)
+    }
+
+    /// The commit the layer holds over `base`, as plait noted it (`None`: no note, or one
+    /// over another base, or not one plait wrote).
+    pub(crate) fn held(&self, base: Oid) -> Option<Oid> {
+        let bytes = self.open().ok()?.read_file("held").ok()?;
+        if bytes.len() > HELD_MAX {
+            return None;
+        }
+        let text = std::str::from_utf8(&bytes).ok()?;
+        let (over, at) = text.strip_suffix('\n')?.split_once(' ')?;
+        (Oid::from_str(over).ok()? == base).then_some(Oid::from_str(at).ok()?)
+    }
+
+    /// Notes that the layer holds `commit` over `base`.
+    pub(crate) fn note_held(&self, base: Oid, commit: Oid) -> Result<(), LayerError> {
+        let note = format!("{base} {commit}\n");
+        self.open()?
+            .write("held", note.as_bytes(), false)
+            .map_err(io(&self.0.join("held")))
     }
 
     /// Removes it, work directories the kernel left without permissions included.
@@ -327,7 +386,8 @@ mod tests {
         fs::write(upper.path().join("target/out"), "o").unwrap();
         let changed = changes(&repo, from, to).unwrap();
         assert_eq!(changed.len(), 3, "{changed:?}");
-        apply(&repo, upper.path(), &changed, &|p| {
+        let handle = Tree::open(upper.path()).unwrap();
+        apply(&repo, &handle, &changed, &|p| {
             p == "gone.txt" || p == "a.txt"
         })
         .unwrap();
@@ -346,10 +406,7 @@ mod tests {
 
         // Back to `from`: the whiteout makes way for the file again.
         let back = changes(&repo, to, from).unwrap();
-        apply(&repo, upper.path(), &back, &|p| {
-            p == "gone.txt" || p == "a.txt"
-        })
-        .unwrap();
+        apply(&repo, &handle, &back, &|p| p == "gone.txt" || p == "a.txt").unwrap();
         assert_eq!(
             fs::read_to_string(upper.path().join("gone.txt")).unwrap(),
             "g\n"
@@ -369,13 +426,16 @@ mod tests {
         }
         let indexed = dir.path().join("base-index");
         base_index(&repo, tree.path(), from, &indexed).unwrap();
-        let admin = dir.path().join("layer-git");
+        let layer = LayerDir(dir.path().join("layer"));
+        layer.make(0).unwrap();
         let changed = changes(&repo, from, to).unwrap();
         // git's own engine does it where there is a git CLI.
         let copy = dir.path().join("copy-index");
         fs::copy(&indexed, &copy).unwrap();
         assert!(patch_with_git(&repo, &copy, &changed));
-        git_dir(&repo, &admin, to, &indexed, &changed).unwrap();
+        let made = layer.new_git_dir().unwrap();
+        let admin = made.root().to_path_buf();
+        git_dir(&repo, &made, to, &indexed, &changed).unwrap();
         assert_eq!(
             fs::read_to_string(admin.join("HEAD")).unwrap(),
             format!("{to}\n")
@@ -392,5 +452,72 @@ mod tests {
             let in_tree = commit_tree.get_path(Path::new(&path)).unwrap();
             assert_eq!(entry.id, in_tree.id(), "{path}");
         }
+    }
+
+    /// What a check planted in its layer (a link where a directory of a changed path
+    /// stands, links as its git directory's files) is data to plait: it is removed or
+    /// replaced, and nothing outside the layer is written, created or removed.
+    #[test]
+    fn links_a_check_planted_in_its_layer_lead_nowhere() {
+        let (dir, repo, from, to) = repo();
+        let home = dir.path().join("home");
+        fs::create_dir_all(home.join("dir/c.txt")).unwrap();
+        fs::write(home.join("victim"), "mine\n").unwrap();
+        fs::write(home.join("dir/a.txt"), "theirs\n").unwrap();
+        let layer = LayerDir(dir.path().join("layer"));
+        layer.make(0).unwrap();
+        let upper = layer.upper();
+        // `dir` a link to the home; `a.txt` a link to a file there.
+        std::os::unix::fs::symlink(home.join("dir"), upper.join("dir")).unwrap();
+        std::os::unix::fs::symlink(home.join("victim"), upper.join("a.txt")).unwrap();
+        let changed = changes(&repo, from, to).unwrap();
+        apply(&repo, &layer.open_upper().unwrap(), &changed, &|_| false).unwrap();
+        assert_eq!(fs::read_to_string(upper.join("a.txt")).unwrap(), "A\n");
+        assert_eq!(fs::read_to_string(upper.join("dir/c.txt")).unwrap(), "c\n");
+        assert!(
+            home.join("dir/c.txt").is_dir(),
+            "nothing removed behind the link"
+        );
+        assert_eq!(fs::read_to_string(home.join("victim")).unwrap(), "mine\n");
+        assert_eq!(
+            fs::read_to_string(home.join("dir/a.txt")).unwrap(),
+            "theirs\n"
+        );
+
+        // A git directory a check was given is never written again: the next is new.
+        let first = layer.new_git_dir().unwrap().root().to_path_buf();
+        fs::remove_file(first.join("HEAD")).ok();
+        std::os::unix::fs::symlink(home.join("victim"), first.join("HEAD")).unwrap();
+        std::os::unix::fs::symlink(home.join("new"), first.join("commondir")).unwrap();
+        let index = dir.path().join("base-index");
+        fs::write(&index, b"").unwrap();
+        let next = layer.new_git_dir().unwrap();
+        assert_ne!(next.root(), first.as_path());
+        assert!(!first.exists(), "the earlier one is removed");
+        git_dir(&repo, &next, to, &index, &Default::default()).unwrap();
+        assert_eq!(fs::read_to_string(home.join("victim")).unwrap(), "mine\n");
+        assert!(!home.join("new").exists());
+        assert_eq!(
+            fs::read_to_string(next.root().join("HEAD")).unwrap(),
+            format!("{to}\n")
+        );
+        // Even written over planted links, git_dir replaces them, never follows them.
+        std::os::unix::fs::symlink(home.join("victim"), next.root().join("HEAD.x")).unwrap();
+        fs::remove_file(next.root().join("HEAD")).unwrap();
+        fs::rename(next.root().join("HEAD.x"), next.root().join("HEAD")).unwrap();
+        git_dir(&repo, &next, to, &index, &Default::default()).unwrap();
+        assert_eq!(fs::read_to_string(home.join("victim")).unwrap(), "mine\n");
+
+        // The `held` note: only what plait wrote is believed.
+        assert_eq!(layer.held(from), None);
+        layer.note_held(from, to).unwrap();
+        assert_eq!(layer.held(from), Some(to));
+        assert_eq!(layer.held(to), None);
+        fs::remove_file(layer.0.join("held")).unwrap();
+        std::os::unix::fs::symlink(home.join("victim"), layer.0.join("held")).unwrap();
+        assert_eq!(layer.held(from), None);
+        layer.remove();
+        assert!(!layer.0.exists());
+        assert_eq!(fs::read_to_string(home.join("victim")).unwrap(), "mine\n");
     }
 }

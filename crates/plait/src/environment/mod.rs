@@ -20,7 +20,7 @@
 //! Where the system allows no user and mount namespaces, no layer is made: views are filled
 //! in and checks run in copies of a seed checkout, as before, and `plait status` says so.
 //!
-//! Above [`crate::workspace`] (whose `checkout_file` writes a base layer's files) and
+//! Above [`crate::workspace`] (whose `write_tree` writes a base layer's files) and
 //! `crate::dirs` (the kept directories' locks and removal, which the views' base
 //! checkouts share); `remove_all` and `remove_tree` are named from here too.
 
@@ -42,7 +42,7 @@ pub use layer::{apply, changes, git_dir, LayerDir};
 pub(crate) use setup::preview;
 pub use setup::{EnvRequest, SetupOutcome};
 
-use plait_core::git::TreeFile;
+use plait_core::beneath::Tree;
 use plait_sandbox::sandbox::{Layer, Nested, OverlayView};
 
 /// How many base layers not in use are kept.
@@ -286,8 +286,10 @@ impl Environment {
                 remove_tree(&staging);
                 fs::create_dir_all(&staging).map_err(|e| format!("{}: {e}", staging.display()))?;
                 let changed = changes(&repo, base, commit).map_err(|e| e.to_string())?;
-                apply(&repo, &staging, &changed, &|p| {
-                    fs::symlink_metadata(tree.join(p)).is_ok()
+                let opened = |p: &Path| Tree::open(p).map_err(|e| format!("{}: {e}", p.display()));
+                let (lower, upper) = (opened(&tree)?, opened(&staging)?);
+                apply(&repo, &upper, &changed, &|p| {
+                    lower.kind(p).is_ok_and(|k| k.is_some())
                 })
                 .map_err(|e| e.to_string())?;
                 if fs::rename(&staging, &dir).is_err() {
@@ -419,34 +421,4 @@ pub(crate) fn stable_path(worktree_root: &Path) -> PathBuf {
         Some(parent) => parent.join("tree"),
         None => worktree_root.join("tree"),
     }
-}
-
-/// Writes every file of `files` under `root`, on as many threads as there are CPUs.
-fn write_files(repo: &Repository, root: &Path, files: &[TreeFile]) -> Result<(), String> {
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let chunk = files.len().div_ceil(threads).max(1);
-    let path = repo.path().to_path_buf();
-    std::thread::scope(|scope| {
-        let workers: Vec<_> = files
-            .chunks(chunk)
-            .map(|part| {
-                let path = path.clone();
-                scope.spawn(move || -> Result<(), String> {
-                    let repo = Repository::open(&path).map_err(|e| e.to_string())?;
-                    for file in part {
-                        if file.mode == plait_core::git::mode::GITLINK {
-                            let _ = fs::create_dir_all(root.join(&file.path));
-                            continue;
-                        }
-                        crate::workspace::checkout_file(&repo, root, file)
-                            .map_err(|e| e.to_string())?;
-                    }
-                    Ok(())
-                })
-            })
-            .collect();
-        workers
-            .into_iter()
-            .try_for_each(|w| w.join().unwrap_or_else(|_| Err("a thread panicked".into())))
-    })
 }

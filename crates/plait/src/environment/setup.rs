@@ -3,6 +3,7 @@
 //! before any task's code runs anywhere. Only here is a base layer ever written.
 
 use std::fs;
+use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -11,11 +12,10 @@ use git2::{Oid, Repository};
 use sha1::Digest as _;
 
 use super::layer::{self, LayerError};
-use super::{
-    load_record, save_record, write_files, EnvError, EnvRecord, Environment, Include, Warmed,
-};
+use super::{load_record, save_record, EnvError, EnvRecord, Environment, Include, Warmed};
 use crate::dirs::{flock, lock_file, prune_kept, remove_tree};
 use crate::plan::SetupSettings;
+use plait_core::beneath::{Kind, Tree};
 use plait_core::cancel::Cancel;
 use plait_core::git::TreeFile;
 use plait_sandbox::sandbox::{Sandbox, SandboxSettings};
@@ -417,7 +417,7 @@ fn lay(
                 let staging = envs.join(format!(".staging-{base}-{}", std::process::id()));
                 remove_tree(&staging);
                 fs::create_dir_all(&staging).map_err(|e| LayerError(e.to_string()))?;
-                write_files(&repo, &staging, files).map_err(LayerError)?;
+                crate::workspace::write_tree(&repo, &staging, files).map_err(LayerError)?;
                 fs::create_dir_all(dir).map_err(|e| LayerError(e.to_string()))?;
                 fs::rename(&staging, &tree).map_err(|e| LayerError(e.to_string()))?;
             }
@@ -432,30 +432,39 @@ fn lay(
         }
     };
     record.set_up = record.set_up && record.setup_key == key;
+    let failed = |e: std::io::Error| LayerError(e.to_string());
+    let files = Tree::open(&tree).map_err(failed)?;
     for (path, source) in copied {
-        let dest = tree.join(path);
-        if let Some(parent) = dest.parent() {
-            fs::create_dir_all(parent).map_err(|e| LayerError(e.to_string()))?;
-        }
-        fs::copy(source, &dest).map_err(|e| LayerError(format!("{}: {e}", dest.display())))?;
+        let bytes =
+            fs::read(source).map_err(|e| LayerError(format!("{}: {e}", source.display())))?;
+        let executable = fs::metadata(source).is_ok_and(|m| m.permissions().mode() & 0o100 != 0);
+        files.write(path, &bytes, executable).map_err(failed)?;
     }
     for include in includes {
-        let point = tree.join(&include.path);
-        if fs::symlink_metadata(&point).is_ok_and(|m| !m.is_dir()) {
-            let _ = fs::remove_file(&point);
+        if files
+            .kind(&include.path)
+            .map_err(failed)?
+            .is_some_and(|k| k != Kind::Dir)
+        {
+            files.remove(&include.path).map_err(failed)?;
         }
-        fs::create_dir_all(&point).map_err(|e| LayerError(format!("{}: {e}", point.display())))?;
+        files.create_dir_all(&include.path).map_err(failed)?;
     }
     // The layer's own git directory: a check at the base, and the setup, see the base
-    // checked out.
-    let admin = dir.join("git");
+    // checked out. They write it (the base's own code, before any task's), and plait
+    // writes it again only beneath its handle.
     let index = dir.join("index");
     if !index.exists() {
         layer::base_index(&repo, &tree, base, &index)?;
     }
+    let own = Tree::open(dir).map_err(failed)?;
+    own.create_dir_all("git").map_err(failed)?;
+    let admin = own.open_dir("git").map_err(failed)?;
     layer::git_dir(&repo, &admin, base, &index, &Default::default())?;
-    fs::write(tree.join(".git"), format!("gitdir: {}\n", admin.display()))
-        .map_err(|e| LayerError(e.to_string()))?;
+    let link = format!("gitdir: {}\n", admin.root().display());
+    files
+        .write(".git", link.as_bytes(), false)
+        .map_err(failed)?;
     save_record(dir, &record);
     Ok((record, made))
 }
@@ -506,7 +515,8 @@ fn take_over(
         let _ = fs::remove_file(dir.join("index"));
         remove_tree(&dir.join("starts"));
         let changed = layer::changes(repo, old, base)?;
-        layer::apply(repo, &dir.join("tree"), &changed, &|_| false)?;
+        let tree = Tree::open(&dir.join("tree")).map_err(|e| LayerError(e.to_string()))?;
+        layer::apply(repo, &tree, &changed, &|_| false)?;
         return Ok(Some(old.to_string()));
     }
     Ok(None)

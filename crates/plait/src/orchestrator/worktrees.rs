@@ -91,37 +91,35 @@ fn restore(
     record: &TaskRecord,
     commit: Oid,
 ) -> Result<Vec<FileChange>, TaskError> {
-    use std::os::unix::fs::PermissionsExt;
     let repo = shared.context.repo()?;
     let task = &shared.plan.tasks[index];
     let start = start_of(shared, index)?;
     let changes = branch_changes(&repo, start, commit)?;
     let tree = repo.find_commit(commit).and_then(|c| c.tree())?;
+    // The worktree is the task's: every file goes beneath a handle of it, replacing what
+    // stands at its name, never written through it.
+    let files =
+        plait_core::beneath::Tree::open(&record.worktree).map_err(io_at(&record.worktree))?;
     for change in &changes {
         if !task.checks_out(&change.path) {
             continue;
         }
         let path = record.worktree.join(&change.path);
         if change.kind == ChangeKind::Deleted {
-            let _ = std::fs::remove_file(&path);
+            let _ = files.remove(&change.path);
             continue;
         }
         let entry = tree.get_path(Path::new(&change.path))?;
         let blob = repo.find_blob(entry.id())?;
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent).map_err(io_at(&path))?;
-        }
-        let _ = std::fs::remove_file(&path);
         if entry.filemode() == 0o120000 {
-            let target = String::from_utf8_lossy(blob.content()).into_owned();
-            std::os::unix::fs::symlink(target, &path).map_err(io_at(&path))?;
+            files
+                .symlink(blob.content(), &change.path)
+                .map_err(io_at(&path))?;
             continue;
         }
-        std::fs::write(&path, blob.content()).map_err(io_at(&path))?;
-        if entry.filemode() == 0o100755 {
-            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))
-                .map_err(io_at(&path))?;
-        }
+        files
+            .write(&change.path, blob.content(), entry.filemode() == 0o100755)
+            .map_err(io_at(&path))?;
     }
     let refname = plait_core::refs::branch_ref(&record.branch);
     repo.reference(&refname, commit, true, "plait: take the task over")?;

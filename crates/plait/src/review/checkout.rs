@@ -68,11 +68,14 @@ impl Checkout {
             format!("{}\n", to.join(".git").display()),
         )
         .map_err(shown)?;
-        std::fs::write(
-            to.join(".git"),
-            format!("gitdir: {}\n", self.admin.display()),
-        )
-        .map_err(shown)?;
+        // The checkout is the check's: its `.git` is replaced beneath a handle of it, never
+        // written through (a check may have left a link or a directory there).
+        let files = plait_core::beneath::Tree::open(to).map_err(shown)?;
+        if files.kind(".git").map_err(shown)? == Some(plait_core::beneath::Kind::Dir) {
+            files.remove_all(".git").map_err(shown)?;
+        }
+        let link = format!("gitdir: {}\n", self.admin.display());
+        files.write(".git", link.as_bytes(), false).map_err(shown)?;
         Ok(Checkout {
             path: to.to_path_buf(),
             admin: self.admin,
@@ -211,7 +214,8 @@ pub fn remove(workdir: &Path, path: &Path) {
     if path.exists() {
         let shown = path.display().to_string();
         if run_git(workdir, &["worktree", "remove", "--force", &shown], &[]).is_err() {
-            let _ = std::fs::remove_dir_all(path);
+            // What a check locked up or linked out of, removed beneath a handle.
+            crate::dirs::remove_tree(path);
             let _ = run_git(workdir, &["worktree", "prune"], &[]);
         }
     }

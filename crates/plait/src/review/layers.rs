@@ -5,13 +5,14 @@
 //! base and a git directory, so its cost follows the change, not the repository; every one
 //! is mounted at the same stable path, so the base's build stays valid in it.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use git2::{Oid, Repository};
 
 use super::checks::{run_at, CheckJob, CheckPool, Lineage};
 use crate::environment::{self, Environment, LayerDir};
+use plait_core::beneath::{Kind, Tree};
 use plait_core::cancel::Cancel;
 use plait_core::state::CheckResult;
 
@@ -44,13 +45,15 @@ impl CheckPool {
         let (repo, made, commit) = (self.repo_dir(), layer.clone(), job.commit);
         let env2 = env.clone();
         let fresh = at == env.base && !layer.0.exists();
-        tokio::task::spawn_blocking(move || move_layer(&repo, &env2, &made, at, commit, fresh))
-            .await
-            .map_err(|e| format!("preparing a check layer panicked: {e}"))??;
+        let git_dir =
+            tokio::task::spawn_blocking(move || move_layer(&repo, &env2, &made, at, commit, fresh))
+                .await
+                .map_err(|e| format!("preparing a check layer panicked: {e}"))??;
         let view = env.check_view(&layer);
         // Its git directory is the check's own, as a checkout's is: `git status` saves its
-        // refreshed index there (objects and refs stay the repository's, read-only).
-        let results = run_at(&env.stable, &[layer.git()], Some(&view), job, cancel).await;
+        // refreshed index there (objects and refs stay the repository's, read-only). A new
+        // one each time, which plait never writes again (see `LayerDir::new_git_dir`).
+        let results = run_at(&env.stable, &[git_dir], Some(&view), job, cancel).await;
         match &job.lineage {
             Lineage::Task(task) => {
                 self.layers
@@ -66,16 +69,12 @@ impl CheckPool {
     }
 }
 
-/// The commit a task's layer left by an earlier process holds over `base`, as it noted
-/// (`held`); a layer that does not say, or lay over another base, is removed, and the task
-/// starts a new one at the base.
+/// The commit a task's layer left by an earlier process holds over `base`, as plait noted
+/// it (`held`, in the layer's own directory, which no check writes, read beneath its handle
+/// all the same and judged strictly); a layer that does not say, or lay over another base,
+/// is removed, and the task starts a new one at the base.
 fn held(layer: &LayerDir, base: Oid) -> Oid {
-    let noted = std::fs::read_to_string(layer.0.join("held")).ok();
-    let at = noted.and_then(|text| {
-        let (over, at) = text.trim().split_once(' ')?;
-        (Oid::from_str(over).ok()? == base).then_some(Oid::from_str(at).ok()?)
-    });
-    match at {
+    match layer.held(base) {
         Some(at) => at,
         None => {
             layer.remove();
@@ -85,8 +84,9 @@ fn held(layer: &LayerDir, base: Oid) -> Oid {
 }
 
 /// Puts `layer` (holding commit `at` over the base layer; `fresh`: not made yet) at
-/// `commit`: the files that differ between the two rewritten, and its git directory
-/// pointed at `commit`.
+/// `commit`: the files that differ between the two rewritten, and a new git directory at
+/// `commit`, whose path it returns. Everything in the layer is written beneath its handles:
+/// its last check may have put links anywhere in it.
 fn move_layer(
     repo: &Path,
     env: &Environment,
@@ -94,27 +94,33 @@ fn move_layer(
     at: Oid,
     commit: Oid,
     fresh: bool,
-) -> Result<(), String> {
+) -> Result<PathBuf, String> {
     let repo = Repository::discover(repo).map_err(|e| e.to_string())?;
     if fresh {
         env.make_layer(layer).map_err(|e| e.to_string())?;
     }
-    let tree = env.tree();
-    let in_lower = |p: &str| std::fs::symlink_metadata(tree.join(p)).is_ok();
+    let upper = layer.open_upper().map_err(|e| e.to_string())?;
+    let lower = Tree::open(&env.tree()).map_err(|e| format!("{}: {e}", env.tree().display()))?;
+    let in_lower = |p: &str| lower.kind(p).is_ok_and(|k| k.is_some());
     let moved = environment::changes(&repo, at, commit).map_err(|e| e.to_string())?;
-    environment::apply(&repo, &layer.upper(), &moved, &in_lower).map_err(|e| e.to_string())?;
+    environment::apply(&repo, &upper, &moved, &in_lower).map_err(|e| e.to_string())?;
     let from_base = if at == env.base {
         moved
     } else {
         environment::changes(&repo, env.base, commit).map_err(|e| e.to_string())?
     };
-    environment::git_dir(&repo, &layer.git(), commit, &env.index(), &from_base)
+    let admin = layer.new_git_dir().map_err(|e| e.to_string())?;
+    environment::git_dir(&repo, &admin, commit, &env.index(), &from_base)
         .map_err(|e| e.to_string())?;
-    let held = layer.0.join("held");
-    std::fs::write(&held, format!("{} {commit}\n", env.base))
-        .map_err(|e| format!("{}: {e}", held.display()))?;
-    let dot_git = layer.upper().join(".git");
-    let _ = std::fs::remove_file(&dot_git);
-    std::fs::write(&dot_git, format!("gitdir: {}\n", layer.git().display()))
-        .map_err(|e| format!("{}: {e}", dot_git.display()))
+    layer
+        .note_held(env.base, commit)
+        .map_err(|e| e.to_string())?;
+    let dot_git = upper.root().join(".git");
+    let shown = |e: std::io::Error| format!("{}: {e}", dot_git.display());
+    if upper.kind(".git").map_err(shown)? == Some(Kind::Dir) {
+        upper.remove_all(".git").map_err(shown)?;
+    }
+    let link = format!("gitdir: {}\n", admin.root().display());
+    upper.write(".git", link.as_bytes(), false).map_err(shown)?;
+    Ok(admin.root().to_path_buf())
 }

@@ -9,6 +9,7 @@
 //! `git add`, `git sparse-checkout list` and `git worktree list` work in it as in any
 //! sparse worktree.
 
+pub(crate) mod files;
 pub mod index;
 pub mod sparse;
 pub mod view;
@@ -18,13 +19,13 @@ use crate::plan::layout::{Cone, Layout};
 use std::collections::HashSet;
 use std::fs;
 use std::io;
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use git2::{Oid, Repository};
 
-use plait_core::git::{mode, TreeFile};
+use plait_core::beneath::{Content, Kind, Tree};
+use plait_core::git::TreeFile;
 use plait_core::refs::branch_ref;
 
 /// Why a worktree could not be created or removed.
@@ -50,6 +51,9 @@ pub enum WorkspaceError {
         /// Why it could not be written.
         source: io::Error,
     },
+    /// A file from git's objects could not be written.
+    #[error(transparent)]
+    File(#[from] files::FileError),
     /// A git operation failed.
     #[error("git: {0}")]
     Git(#[from] git2::Error),
@@ -81,24 +85,23 @@ pub struct WorktreeSpec<'a> {
 /// Puts back the worktree's `.git` file, plait's link to its administrative directory, if
 /// something else is there; returns whether it had to. An agent may write its worktree,
 /// `.git` included, but the link decides which index and HEAD collect reads, so collect
-/// never trusts a link it did not write.
+/// never trusts a link it did not write. What stands at `.git` is read and replaced beneath
+/// a handle of the worktree: a link there is data, never followed.
 pub(crate) fn restore_link(
     repo: &Repository,
     admin_name: &str,
     worktree: &Path,
 ) -> std::io::Result<bool> {
-    let link = worktree.join(".git");
     let expected = format!("gitdir: {}\n", admin_dir(repo, admin_name).display());
-    let meta = fs::symlink_metadata(&link);
-    if meta.as_ref().is_ok_and(|m| m.is_file()) && fs::read(&link)? == expected.as_bytes() {
-        return Ok(false);
+    let tree = Tree::open(worktree)?;
+    match tree.read(".git")? {
+        Some(Content::File { bytes, .. }) if bytes == expected.as_bytes() => return Ok(false),
+        _ => {}
     }
-    match meta {
-        Ok(m) if m.is_dir() => fs::remove_dir_all(&link)?,
-        Ok(_) => fs::remove_file(&link)?,
-        Err(_) => {}
+    if tree.kind(".git")? == Some(Kind::Dir) {
+        tree.remove_all(".git")?;
     }
-    fs::write(&link, expected)?;
+    tree.write(".git", expected.as_bytes(), false)?;
     Ok(true)
 }
 
@@ -206,14 +209,17 @@ fn lay_out(repo: &Repository, spec: &WorktreeSpec<'_>, admin: &Path) -> Result<(
         &staging.join("HEAD"),
         format!("ref: {}\n", branch_ref(spec.branch)).as_bytes(),
     )?;
-    write_file(
-        &path.join(".git"),
-        format!("gitdir: {}\n", admin.display()).as_bytes(),
-    )?;
+    // The worktree is new (`create` refused one that was there), yet its files are written
+    // as in any tree a task may write: beneath a handle, nothing followed.
+    let tree = files::open(&path)?;
+    let gitdir = format!("gitdir: {}\n", admin.display());
+    tree.write(".git", gitdir.as_bytes(), false)
+        .map_err(io_err(&path.join(".git")))?;
     let mut held = HashSet::with_capacity(spec.layout.files.len());
+    let mut writer = files::NewFiles::new(&tree);
     for &i in &spec.layout.files {
         let file = &spec.files[i];
-        checkout_file(repo, &path, file)?;
+        writer.blob(repo, &file.path, file.oid, file.mode)?;
         held.insert(file.path.as_str());
     }
     // A git too old for sparse indexes gets a full one (the same files, skip-worktree).
@@ -259,27 +265,34 @@ fn enable_worktree_config(repo: &Repository) -> Result<(), git2::Error> {
     config.set_bool("extensions.worktreeConfig", true)
 }
 
-/// Writes one blob from the object database into the worktree.
-pub(crate) fn checkout_file(
-    repo: &Repository,
-    root: &Path,
-    file: &TreeFile,
-) -> Result<(), WorkspaceError> {
-    let dest = root.join(&file.path);
-    if let Some(dir) = dest.parent() {
-        fs::create_dir_all(dir).map_err(io_err(dir))?;
-    }
-    let blob = repo.find_blob(file.oid)?;
-    if file.mode == mode::LINK {
-        let target = String::from_utf8_lossy(blob.content()).into_owned();
-        std::os::unix::fs::symlink(target, &dest).map_err(io_err(&dest))?;
-    } else {
-        fs::write(&dest, blob.content()).map_err(io_err(&dest))?;
-        if file.mode == mode::EXEC {
-            fs::set_permissions(&dest, fs::Permissions::from_mode(0o755)).map_err(io_err(&dest))?;
-        }
-    }
-    Ok(())
+/// Writes every file of `files` into the new tree `root` (a base layer, a base checkout),
+/// on as many threads as there are CPUs, each file beneath a handle of the tree.
+pub(crate) fn write_tree(repo: &Repository, root: &Path, files: &[TreeFile]) -> Result<(), String> {
+    let tree = files::open(root).map_err(|e| e.to_string())?;
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let chunk = files.len().div_ceil(threads).max(1);
+    let path = repo.path().to_path_buf();
+    std::thread::scope(|scope| {
+        let workers: Vec<_> = files
+            .chunks(chunk)
+            .map(|part| {
+                let (path, tree) = (path.clone(), &tree);
+                scope.spawn(move || -> Result<(), String> {
+                    let repo = Repository::open(&path).map_err(|e| e.to_string())?;
+                    let mut writer = files::NewFiles::new(tree);
+                    for file in part {
+                        writer
+                            .blob(&repo, &file.path, file.oid, file.mode)
+                            .map_err(|e| e.to_string())?;
+                    }
+                    Ok(())
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .try_for_each(|w| w.join().unwrap_or_else(|_| Err("a thread panicked".into())))
+    })
 }
 
 fn write_file(path: &Path, bytes: &[u8]) -> Result<(), WorkspaceError> {
@@ -287,15 +300,42 @@ fn write_file(path: &Path, bytes: &[u8]) -> Result<(), WorkspaceError> {
 }
 
 /// Removes a worktree, its view's work directory and its administrative directory (not its
-/// branch).
+/// branch), each beneath a handle of its parent: a link inside is removed, never followed,
+/// and directories the task locked up are opened by their handles.
 pub fn remove(repo: &Repository, admin_name: &str, path: &Path) -> Result<(), WorkspaceError> {
     view::remove_work_dir(path);
     for dir in [path.to_path_buf(), admin_dir(repo, admin_name)] {
-        match fs::remove_dir_all(&dir) {
-            Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-            Err(e) => return Err(io_err(&dir)(e)),
-        }
+        crate::dirs::remove(&dir).map_err(io_err(&dir))?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A `.git` the agent made a link to a file in the home, or a directory holding a link,
+    /// is replaced by plait's link; nothing behind it is read into it or written.
+    #[test]
+    fn restoring_the_link_writes_nothing_behind_a_planted_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = Repository::init(dir.path().join("repo")).unwrap();
+        let home = dir.path().join("home");
+        fs::create_dir_all(&home).unwrap();
+        fs::write(home.join("victim"), "mine\n").unwrap();
+        let worktree = dir.path().join("wt");
+        fs::create_dir_all(&worktree).unwrap();
+        std::os::unix::fs::symlink(home.join("victim"), worktree.join(".git")).unwrap();
+        assert!(restore_link(&repo, "plait-r-a", &worktree).unwrap());
+        let expected = format!("gitdir: {}\n", admin_dir(&repo, "plait-r-a").display());
+        assert_eq!(fs::read_to_string(worktree.join(".git")).unwrap(), expected);
+        assert!(!restore_link(&repo, "plait-r-a", &worktree).unwrap());
+        fs::remove_file(worktree.join(".git")).unwrap();
+        fs::create_dir_all(worktree.join(".git")).unwrap();
+        std::os::unix::fs::symlink(&home, worktree.join(".git/out")).unwrap();
+        assert!(restore_link(&repo, "plait-r-a", &worktree).unwrap());
+        assert_eq!(fs::read_to_string(worktree.join(".git")).unwrap(), expected);
+        assert_eq!(fs::read_to_string(home.join("victim")).unwrap(), "mine\n");
+        assert_eq!(fs::read_dir(&home).unwrap().count(), 1);
+    }
 }

@@ -139,24 +139,28 @@ impl TaskView {
 /// Writes into `worktree` every file of the base (`files`) it does not hold and the task
 /// does not own (`owned`): the whole tree, with the task's files as they are. Files already there
 /// (held, or written by an earlier call) are left alone, so a second call costs a walk of
-/// the list. Returns how many files it wrote.
+/// the list. The worktree is the task's: each file is made new beneath a handle of it, so
+/// whatever the task put at a name, or a link or a file it put where a directory should be,
+/// stands as it is and nothing is written through it. Returns how many files it wrote.
 pub fn materialize(
     repo: &Repository,
     files: &[TreeFile],
     owned: &dyn Fn(&str) -> bool,
     worktree: &Path,
 ) -> Result<usize, String> {
+    let tree = super::files::open(worktree).map_err(|e| e.to_string())?;
+    let mut writer = super::files::NewFiles::new(&tree);
     let mut written = 0;
     for file in files {
         if file.mode == mode::GITLINK || owned(&file.path) {
             continue;
         }
-        let dest = worktree.join(&file.path);
-        if fs::symlink_metadata(&dest).is_ok() {
-            continue;
+        let placed = writer
+            .blob(repo, &file.path, file.oid, file.mode)
+            .map_err(|e| e.to_string())?;
+        if placed == super::files::Placed::Written {
+            written += 1;
         }
-        super::checkout_file(repo, worktree, file).map_err(|e| e.to_string())?;
-        written += 1;
     }
     Ok(written)
 }
@@ -184,12 +188,18 @@ pub fn fill(worktree: &Path, base: &str, owned: Option<&Path>) -> Result<(), Str
     materialize(&repo, &files, &|p| owned.contains(p), worktree).map(|_| ())
 }
 
-/// Notes that a worktree has been filled in (see `TaskDir::view_filled`).
+/// Notes that a worktree has been filled in (see `TaskDir::view_filled`). The marker lies
+/// in the task's scratch, which its agent writes: it is written beneath a handle of the
+/// scratch, replacing whatever stands at its name, never through it.
 pub fn mark_filled(marker: &Path) -> Result<(), String> {
-    if let Some(dir) = marker.parent() {
-        fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    }
-    fs::write(marker, b"").map_err(|e| format!("{}: {e}", marker.display()))
+    let shown = |e: io::Error| format!("{}: {e}", marker.display());
+    let (Some(dir), Some(name)) = (marker.parent(), marker.file_name()) else {
+        return Err(format!("{}: not a file's path", marker.display()));
+    };
+    fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    plait_core::beneath::Tree::open(dir)
+        .and_then(|tree| tree.write(name, b"", false))
+        .map_err(shown)
 }
 
 /// How many base checkouts are kept; older ones not in use go when a new one is made.
@@ -217,49 +227,20 @@ pub fn base_tree(
     crate::dirs::flock(&lock, libc::LOCK_SH);
     if !tree.is_dir() {
         let staging = dir.join(format!(".staging-{base}-{}", std::process::id()));
-        let _ = fs::remove_dir_all(&staging);
+        crate::dirs::remove_tree(&staging);
         fs::create_dir_all(&staging).map_err(|e| shown(e, &staging))?;
-        let made = write_tree(repo, &staging, files);
+        let made = super::write_tree(repo, &staging, files);
         if let Err(e) = made {
-            let _ = fs::remove_dir_all(&staging);
+            crate::dirs::remove_tree(&staging);
             return Err(e);
         }
         if fs::rename(&staging, &tree).is_err() {
             // Another process made it meanwhile.
-            let _ = fs::remove_dir_all(&staging);
+            crate::dirs::remove_tree(&staging);
         }
         crate::dirs::prune_kept(dir, &tree, KEEP_TREES);
     }
     Ok((tree, lock))
-}
-
-/// Every file of `files` written under `root`, on as many threads as there are CPUs.
-fn write_tree(repo: &Repository, root: &Path, files: &[TreeFile]) -> Result<(), String> {
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let chunk = files.len().div_ceil(threads).max(1);
-    let path = repo.path().to_path_buf();
-    std::thread::scope(|scope| {
-        let workers: Vec<_> = files
-            .chunks(chunk)
-            .map(|part| {
-                let path = path.clone();
-                scope.spawn(move || -> Result<(), String> {
-                    let repo = Repository::open(&path).map_err(|e| e.to_string())?;
-                    for file in part {
-                        if file.mode == mode::GITLINK {
-                            let _ = fs::create_dir_all(root.join(&file.path));
-                            continue;
-                        }
-                        super::checkout_file(&repo, root, file).map_err(|e| e.to_string())?;
-                    }
-                    Ok(())
-                })
-            })
-            .collect();
-        workers
-            .into_iter()
-            .try_for_each(|w| w.join().unwrap_or_else(|_| Err("a thread panicked".into())))
-    })
 }
 
 /// Removes every kept base checkout no one holds (`plait clean --seed`); returns how many.
