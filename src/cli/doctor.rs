@@ -64,6 +64,10 @@ pub fn cmd_doctor(args: DoctorArgs) -> Result<(), CommandError> {
             said(&report.network_namespace)
         )?;
         outln!("a task's walls here: {}", report.walls)?;
+        outln!(
+            "git behind them reads a .git/config holding credentials: {}",
+            report.git_config
+        )?;
         outln!()?;
         let width = report
             .probes

@@ -7,7 +7,9 @@ use std::fs;
 use std::path::Path;
 
 use crate::support::agents::{self, real_claude};
-use crate::support::sandbox::{landlock, landlock_abi, plait_without_namespaces};
+use crate::support::sandbox::{
+    landlock, landlock_abi, plait_without_namespaces, plait_without_namespaces_env,
+};
 use crate::support::{stderr, stdout, task_json, TestRepo};
 
 /// Each planted credential: its path under the home and the secret it holds.
@@ -130,14 +132,22 @@ fn doctor_tries_every_wall_and_says_each_is_refused() {
         serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", stderr(&out)));
     assert_eq!(out.status.code(), Some(0), "{report:#}");
     let probes = report["probes"].as_array().unwrap();
-    assert_eq!(probes.len(), 6, "{report:#}");
+    assert_eq!(probes.len(), 8, "{report:#}");
     for probe in probes {
         assert_eq!(probe["refused"], true, "{probe}");
     }
     assert!(report["landlock"].as_str().unwrap().starts_with("ABI "));
+    assert!(
+        report["git_config"]
+            .as_str()
+            .unwrap()
+            .starts_with("a copy without its credentials"),
+        "{report:#}"
+    );
     let text = stdout(&repo.plait(&["doctor"]));
     assert!(
-        text.contains("read of a file planted in the home   refused"),
+        text.lines()
+            .any(|l| l.starts_with("read of a file planted in the home  ") && l.ends_with(" refused")),
         "{text}"
     );
 
@@ -154,9 +164,24 @@ fn doctor_tries_every_wall_and_says_each_is_refused() {
             .unwrap()["refused"]
             .clone()
     };
-    for what in ["write outside", "read of a file", "TCP", "UDP", "signal"] {
+    for what in [
+        "write outside",
+        "read of a file",
+        "read of a token",
+        "read of plait's store",
+        "TCP",
+        "UDP",
+        "signal",
+    ] {
         assert_eq!(refused(what), true, "{what}: {report:#}");
     }
+    assert!(
+        report["git_config"]
+            .as_str()
+            .unwrap()
+            .starts_with("not at all"),
+        "{report:#}"
+    );
 }
 
 /// The real Claude Code on a login, told to read every planted credential with its Bash
@@ -241,5 +266,160 @@ fn real_claude_code_on_a_login_reads_no_credential_with_bash_or_read() {
     assert_eq!(
         repo.tree_files(&format!("plait/{run}/a"))["src/a/x.txt"],
         "hello\n"
+    );
+}
+
+/// A user config of the test's own, empty: the tests' own (which lets every task read the
+/// tests' directories, the repository among them) would widen the wall tried here.
+fn own_config(repo: &TestRepo) -> String {
+    let config = repo.scratch.join("xdg-config");
+    fs::create_dir_all(&config).unwrap();
+    config.display().to_string()
+}
+
+/// What a remote's URL and `actions/checkout`'s header hold in the tests' `.git/config`.
+const REPO_TOKENS: &[&str] = &["SECRET-url-token", "SECRET-extraheader"];
+
+/// A token in the repository's remote URL and an `http.extraHeader`, as a CI clone has.
+fn plant_repository_tokens(repo: &TestRepo) {
+    repo.git(&[
+        "remote",
+        "add",
+        "origin",
+        "https://x-access-token:SECRET-url-token@github.com/o/r.git",
+    ]);
+    repo.git(&[
+        "config",
+        "http.https://github.com/.extraheader",
+        "AUTHORIZATION: basic SECRET-extraheader",
+    ]);
+}
+
+/// A plan whose exec agent and task check try plait's store and the repository's config
+/// and use git: the agent writes all it sees into its owned `a.txt`; the check (`check.sh`,
+/// tracked) fails naming what it could read, or a git command that failed.
+fn repository_plan(repo: &TestRepo) -> String {
+    let git = repo.path.join(".git");
+    let g = git.display();
+    let agent = format!(
+        "(cat {g}/config; find {g}/plait -type f | head -n 40 | xargs cat; ls {g}/plait; \
+         echo GIT-STATUS; git status --short; echo GIT-LOG; git log --oneline -1; \
+         echo GIT-DIFF; git diff --stat; echo REMOTE; git config remote.origin.url) > a.txt 2>&1"
+    );
+    format!(
+        "goal = \"GOAL-MARKER-5e1\"\n[review]\nagent = \"off\"\n\
+         [checks]\ntask = [\"sh check.sh\"]\n\
+         [[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"a.txt\"]\nagent = {{ exec = {agent:?} }}\n\
+         [[task]]\nid = \"b\"\nprompt = \"p\"\nowns = [\"b.txt\"]\n\
+         agent = {{ exec = \"echo b-LOG-MARKER; echo b > b.txt\" }}\n"
+    )
+}
+
+/// The tracked check of [`repository_plan`]: fails saying what it read or what failed.
+fn repository_check(git: &Path) -> String {
+    let g = git.display();
+    format!(
+        "set -u\n\
+         if cat {g}/plait/runs/*/state.json 2>/dev/null | grep -q GOAL-MARKER; then echo STORE-READ; exit 1; fi\n\
+         if ls {g}/plait >/dev/null 2>&1; then echo STORE-LISTED; exit 1; fi\n\
+         if grep -q SECRET {g}/config 2>/dev/null; then echo CONFIG-TOKEN-READ; exit 1; fi\n\
+         git status >/dev/null || {{ echo GIT-STATUS-FAILED; exit 1; }}\n\
+         git log --oneline -1 >/dev/null || {{ echo GIT-LOG-FAILED; exit 1; }}\n\
+         git diff --stat >/dev/null || {{ echo GIT-DIFF-FAILED; exit 1; }}\n"
+    )
+}
+
+/// A first run in a fresh clone (no `.git/plait` before it) and a second one: neither an
+/// exec agent nor a task check reads plait's store (the run's record, another task's log)
+/// or the token in the repository's `.git/config`, and git works for both.
+#[test]
+fn a_fresh_clones_first_and_second_runs_read_neither_the_store_nor_the_repositorys_token() {
+    if !landlock() || !crate::support::sandbox::namespaces() {
+        return;
+    }
+    let repo = TestRepo::empty();
+    repo.write("a.txt", "a\n");
+    repo.write("b.txt", "b\n");
+    repo.write("check.sh", &repository_check(&repo.path.join(".git")));
+    repo.commit_all("base");
+    plant_repository_tokens(&repo);
+    let plan = repo.plan(&repository_plan(&repo));
+    let base = repo.git(&["log", "-1", "--format=%h %s"]);
+    for round in ["first", "second"] {
+        assert_eq!(
+            repo.path.join(".git/plait").exists(),
+            round == "second",
+            "{round} run"
+        );
+        let config = own_config(&repo);
+        let out = repo.plait_env(
+            &["run", plan.to_str().unwrap()],
+            &[("XDG_CONFIG_HOME", &config)],
+        );
+        let status = repo.status_json(&[]);
+        assert_eq!(out.status.code(), Some(0), "{round}: {}\n{status:#}", stderr(&out));
+        let run = status["id"].as_str().unwrap().to_string();
+        let written = repo.tree_files(&format!("plait/{run}/a"))["a.txt"].clone();
+        for marker in ["GOAL-MARKER", "b-LOG-MARKER", "runs"] {
+            assert!(!written.contains(marker), "{round}: {marker} read:\n{written}");
+        }
+        for token in REPO_TOKENS {
+            assert!(!written.contains(token), "{round}: {token} read:\n{written}");
+            repo.assert_not_written(token);
+        }
+        // git works: the worktree's change, the base's commit, the remote less its token.
+        assert!(written.contains("GIT-STATUS\n M a.txt"), "{round}:\n{written}");
+        assert!(written.contains(&format!("GIT-LOG\n{}", base.trim())), "{round}:\n{written}");
+        assert!(written.contains("GIT-DIFF\n a.txt | "), "{round}:\n{written}");
+        assert!(
+            written.contains("REMOTE\nhttps://github.com/o/r.git"),
+            "{round}:\n{written}"
+        );
+        assert!(written.contains("Permission denied"), "{round}:\n{written}");
+        // The check saw neither and git worked for it (it fails naming what it read).
+        let a = task_json(&status, "a");
+        assert_eq!(a["state"], "done", "{status:#}");
+        assert_eq!(a["checks"][0]["passed"], true, "{status:#}");
+    }
+    // plait's own git still reads the real config.
+    assert!(repo.git(&["config", "remote.origin.url"]).contains("SECRET-url-token"));
+}
+
+/// Where no mount namespace can show a copy of the config, the token stays unreadable all
+/// the same, and the task's record says why git there cannot read the config.
+#[test]
+fn without_namespaces_the_repositorys_token_stays_unreadable_and_the_record_says_why() {
+    if !landlock() {
+        return;
+    }
+    let repo = TestRepo::with_files(&[("a.txt", "a\n")]);
+    plant_repository_tokens(&repo);
+    let g = repo.path.join(".git");
+    let agent = format!(
+        "(cat {g}/config; ls {g}/plait; git config remote.origin.url) > a.txt 2>&1; true",
+        g = g.display()
+    );
+    let plan = repo.plan(&format!(
+        "goal = \"GOAL-MARKER-5e1\"\n[review]\nagent = \"off\"\n\
+         [[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"a.txt\"]\nagent = {{ exec = {agent:?} }}\n"
+    ));
+    let out = plait_without_namespaces_env(
+        &repo,
+        &["run", plan.to_str().unwrap()],
+        &[("XDG_CONFIG_HOME", own_config(&repo))],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let status = repo.status_json(&[]);
+    let run = status["id"].as_str().unwrap().to_string();
+    let written = repo.tree_files(&format!("plait/{run}/a"))["a.txt"].clone();
+    for token in REPO_TOKENS {
+        assert!(!written.contains(token), "{token} read:\n{written}");
+    }
+    assert!(!written.contains("runs"), "{written}");
+    let refused = task_json(&status, "a")["sandbox"]["refused"].to_string();
+    assert!(
+        refused.contains("read of the repository's config refused")
+            && refused.contains("allows no mount namespace"),
+        "{refused}"
     );
 }

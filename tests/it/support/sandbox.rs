@@ -63,6 +63,15 @@ pub fn refused(task: &serde_json::Value) -> Vec<String> {
 /// Runs the real `plait` binary where `unshare` answers `EPERM`, as in a container that
 /// allows no user namespaces.
 pub fn plait_without_namespaces(repo: &TestRepo, args: &[&str]) -> Output {
+    plait_without_namespaces_env(repo, args, &[])
+}
+
+/// [`plait_without_namespaces`] with extra environment variables.
+pub fn plait_without_namespaces_env(
+    repo: &TestRepo,
+    args: &[&str],
+    env: &[(&str, String)],
+) -> Output {
     init();
     let home = home(repo);
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_plait"));
@@ -70,6 +79,9 @@ pub fn plait_without_namespaces(repo: &TestRepo, args: &[&str]) -> Output {
         .current_dir(&repo.path)
         .env("NO_COLOR", "1")
         .env("HOME", home);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
     // SAFETY: the closure runs between fork and exec and only makes system calls on data
     // prepared before the fork.
     unsafe {

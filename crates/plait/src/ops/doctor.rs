@@ -28,6 +28,9 @@ pub struct DoctorReport {
     pub network_namespace: Result<(), String>,
     /// How a task's network is walled here, in words.
     pub walls: String,
+    /// How git behind the walls reads a repository's `.git/config` that holds credentials,
+    /// in words: a copy without them in the file's place, or not at all (and why).
+    pub git_config: String,
     /// Each attempt, in the order made.
     pub probes: Vec<Probe>,
 }
@@ -93,6 +96,9 @@ async fn run(plait: &Path, home: Option<PathBuf>) -> Result<DoctorReport, String
         cancel: Cancel::new().1,
     };
     let mut probes = file_probes(&prober, &outside, &planted).await;
+    let (repository, git_config) =
+        repository_probes(plait, &settings, place.path(), &prober.own).await?;
+    probes.extend(repository);
     probes.extend(network_probes(&prober, &outside).await?);
     probes.push(signal_probe(&prober).await?);
     Ok(DoctorReport {
@@ -100,6 +106,7 @@ async fn run(plait: &Path, home: Option<PathBuf>) -> Result<DoctorReport, String
         views: plait_sandbox::sandbox::view_support().clone(),
         network_namespace: plait_sandbox::sandbox::net_support().clone(),
         walls: settings.describe(),
+        git_config,
         probes,
     })
 }
@@ -160,6 +167,71 @@ async fn file_probes(prober: &Prober<'_>, outside: &Path, planted: &Planted) -> 
         !read_it,
     );
     vec![write, read]
+}
+
+/// A read of a repository's `.git/config` holding a token (in a remote's URL and an
+/// `http.extraHeader`, as `actions/checkout` writes it) and of a file in plait's store, by a
+/// task's processes that read the repository's git directory: each judged by whether the
+/// token or the file's secret came out. Also how git there reads that config.
+async fn repository_probes(
+    plait: &Path,
+    settings: &SandboxSettings,
+    place: &Path,
+    own: &Path,
+) -> Result<(Vec<Probe>, String), String> {
+    let repo = place.join("repo");
+    let git = repo.join(".git");
+    let made = std::process::Command::new("git")
+        .args(["init", "-q"])
+        .arg(&repo)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .output()
+        .map_err(|e| format!("cannot run git: {e}"))?;
+    if !made.status.success() {
+        return Err(format!(
+            "git init {}: {}",
+            repo.display(),
+            String::from_utf8_lossy(&made.stderr).trim()
+        ));
+    }
+    let config = git.join("config");
+    let text = std::fs::read_to_string(&config).map_err(|e| format!("{}: {e}", config.display()))?;
+    let planted = format!(
+        "{text}[remote \"origin\"]\n\turl = https://x-access-token:{SECRET}@github.com/o/r\n\
+         [http \"https://github.com/\"]\n\textraheader = AUTHORIZATION: basic {SECRET}\n"
+    );
+    let store = git.join("plait").join("state.json");
+    for (file, text) in [(&config, planted.as_str()), (&store, SECRET)] {
+        if let Some(dir) = file.parent() {
+            std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        }
+        std::fs::write(file, text).map_err(|e| format!("{}: {e}", file.display()))?;
+    }
+    let walls = SandboxSettings {
+        git_dir: Some(git.clone()),
+        ..settings.clone()
+    };
+    let prober = Prober {
+        plait,
+        sandbox: Sandbox::new(&walls, vec![own.to_path_buf()]),
+        log: place.join("repository.log"),
+        own: own.to_path_buf(),
+        cancel: Cancel::new().1,
+    };
+    let mut probes = Vec::new();
+    for (what, file) in [
+        ("read of a token in the repository's .git/config", &config),
+        ("read of plait's store in the git directory", &store),
+    ] {
+        let (outcome, said) = prober.attempt("read", file.display().to_string()).await;
+        let read_it = said.contains(SECRET);
+        probes.push(judge(what, &outcome, &said.replace(SECRET, "…"), !read_it));
+    }
+    let how = prober
+        .sandbox
+        .git_config()
+        .unwrap_or_else(|| "not found out: the probes did not start".to_string());
+    Ok((probes, how))
 }
 
 /// A TCP connection and a UDP datagram to listeners on 127.0.0.1, and a connection to a

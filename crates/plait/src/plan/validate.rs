@@ -176,20 +176,18 @@ fn withhold_keys(
     }
 }
 
-/// Every process of a task reads the repository's git directory (its checkouts' objects,
-/// refs and config), but not plait's store in it (other runs' logs and transcripts).
+/// Every process of a task reads the repository's git directory as its checkouts' git does
+/// (objects, refs, the worktrees' own directories, the config without its credentials),
+/// never plait's store in it (other runs' logs and transcripts), whether it exists yet or
+/// not: the walls take git's own entries by name (`plait_sandbox::sandbox` decides them).
 fn read_git_dir(repo: &Repository, tasks: &mut [ResolvedTask], checks: &mut CheckSettings) {
-    let entries = plait_sandbox::sandbox::readable_git_dir(repo.commondir());
+    let git_dir = repo.commondir().to_path_buf();
     for sandbox in tasks
         .iter_mut()
         .flat_map(ResolvedTask::walls_mut)
         .chain([&mut checks.sandbox])
     {
-        for entry in &entries {
-            if !sandbox.readable.contains(entry) {
-                sandbox.readable.push(entry.clone());
-            }
-        }
+        sandbox.git_dir = Some(git_dir.clone());
     }
 }
 

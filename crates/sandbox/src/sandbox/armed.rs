@@ -34,6 +34,11 @@ pub(crate) struct Armed {
     pub(super) programs: Mutex<Vec<PathBuf>>,
     /// Copies of config files without their secrets, each with the variable naming it.
     pub(super) configs: Vec<(&'static str, PathBuf)>,
+    /// Files shown in other files' place in each process's mount namespace (read-only):
+    /// the copy of the repository's config without its credentials, at the config's path.
+    pub(super) binds: Vec<(PathBuf, PathBuf)>,
+    /// How the processes read the repository's config, when they read its git directory.
+    pub(super) git_config: Option<super::gitconfig::RepoConfig>,
     /// How the network is walled.
     pub(super) wall: NetWall,
     /// The network namespace each process makes for itself, when that is the wall.

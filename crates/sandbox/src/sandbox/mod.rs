@@ -56,6 +56,7 @@ mod notify {
 
 mod armed;
 mod caches;
+mod gitconfig;
 mod net;
 mod places;
 mod reads;
@@ -66,7 +67,7 @@ mod view;
 use crate::child::{Child, Spec};
 use armed::Armed;
 use places::{refused, Denials, Places, DEVICES};
-pub use reads::{git_dir as readable_git_dir, own_program as readable_program};
+pub use reads::own_program as readable_program;
 use rules::ruleset;
 pub use rules::SandboxError;
 use settings::NetWall;
@@ -191,7 +192,7 @@ impl Sandbox {
                 }
             };
         };
-        if armed.namespace.is_none() && self.view.is_none() {
+        if armed.namespace.is_none() && self.view.is_none() && armed.binds.is_empty() {
             if pass.is_some() {
                 // Kept open across the exec: only a clone can do that behind the walls.
                 let entry = view::Entry::default();
@@ -219,6 +220,7 @@ impl Sandbox {
         let entry = view::Entry {
             view: self.view.as_ref(),
             caches: &armed.caches,
+            binds: &armed.binds,
             net: namespace.as_ref(),
             joined: held.map(net::holder::Held::fds),
         };
@@ -267,6 +269,13 @@ impl Sandbox {
         )
     }
 
+    /// How its processes read the repository's `.git/config`, in words, once its walls are
+    /// made (at its first process); `None` before, or when they read no git directory.
+    pub fn git_config(&self) -> Option<String> {
+        let armed = self.armed.get()?.as_ref().ok()?;
+        armed.git_config.as_ref().map(gitconfig::RepoConfig::describe)
+    }
+
     /// How its processes run on this system.
     pub fn confinement(&self) -> Confinement {
         self.settings.confinement()
@@ -311,7 +320,14 @@ impl Sandbox {
             }
             None => (None, Vec::new()),
         };
-        let read_paths = self.read_paths();
+        let mut read_paths = self.read_paths();
+        let git_config = self.read_git_dir(tmp.path(), read_paths.as_mut());
+        let binds = match &git_config {
+            Some(gitconfig::RepoConfig::Copy { copy, target }) => {
+                vec![(copy.clone(), target.clone())]
+            }
+            _ => Vec::new(),
+        };
         let mut places = self.places(&paths, &caches, read_paths.as_deref());
         let configs = match &read_paths {
             Some(_) => reads::config_copies(tmp.path()),
@@ -357,6 +373,8 @@ impl Sandbox {
             programs: Mutex::default(),
             reachable,
             configs,
+            binds,
+            git_config,
             wall,
             namespace,
             held,
@@ -388,6 +406,31 @@ impl Sandbox {
             read.extend(self.settings.readable.iter().cloned());
             read
         })
+    }
+
+    /// How the processes read the repository's git directory, when there is one and reads
+    /// are walled: git's own entries of it added to `read`, and its config as it holds no
+    /// credential, else as a copy without them (in `tmp`) shown in its place, else not at
+    /// all (see `gitconfig::repo_config`).
+    fn read_git_dir(
+        &self,
+        tmp: &Path,
+        read: Option<&mut Vec<PathBuf>>,
+    ) -> Option<gitconfig::RepoConfig> {
+        let (read, git_dir) = (read?, self.settings.git_dir.as_ref()?);
+        read.extend(reads::git_dir(git_dir));
+        let config = gitconfig::repo_config(git_dir, tmp, view::support().is_ok());
+        match &config {
+            gitconfig::RepoConfig::Plain(path) => read.push(path.clone()),
+            gitconfig::RepoConfig::Copy { copy, .. } => read.push(copy.clone()),
+            // Said in the task's record, as a refused read is: git there cannot start.
+            gitconfig::RepoConfig::Hidden(why) => self.denials.add([format!(
+                "read of the repository's config refused: {why}; take the credentials out \
+                 of it (a credential helper rather than a token in a URL; actions/checkout \
+                 with persist-credentials: false), or allow user namespaces"
+            )]),
+        }
+        Some(config)
     }
 
     /// The places the observer judges the processes' calls against: the `written` paths,

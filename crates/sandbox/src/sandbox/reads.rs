@@ -14,7 +14,8 @@
 //!   package it belongs to (a `bin/` directory's parent), and the packages its links lead to
 //!   (a venv's `python`, `node_modules/.bin/claude`, pipx's and uv's tools);
 //! - the paths the plan adds (`[sandbox] readable`) and plait's own (the repository's git
-//!   directory without its `plait/` store, plait's own program).
+//!   directory by git's own entries, so never its `plait/` store, and its config as a copy
+//!   without credentials; plait's own program).
 //!
 //! Where a tool must read its config file to start and that file may hold a token (git's
 //! `~/.gitconfig`, which git refuses to go on without reading; npm's `~/.npmrc`), the process
@@ -474,11 +475,42 @@ pub(crate) fn habit(path: &Path) -> bool {
     HABITS.iter().any(|h| path.starts_with(home.join(h)))
 }
 
+/// The entries of a repository's git directory its checkouts' git reads, by git's own
+/// names: a fixed list, so that what is readable never depends on what exists when it is
+/// decided. Not among them: `plait/` (plait's store of runs, logs, transcripts and scratch,
+/// whether or not it exists yet), `config` (read as a copy without its credentials, see
+/// `Sandbox::git_config`), the main worktree's `config.worktree`, and whatever other tools
+/// keep there.
+const GIT_ENTRIES: &[&str] = &[
+    "HEAD",
+    "objects",
+    "refs",
+    "packed-refs",
+    "logs",
+    "info",
+    "hooks",
+    "worktrees",
+    "shallow",
+    "index",
+    "modules",
+    "lfs",
+    "description",
+    "branches",
+    "remotes",
+    "rr-cache",
+    "FETCH_HEAD",
+    "ORIG_HEAD",
+    "MERGE_HEAD",
+    "CHERRY_PICK_HEAD",
+    "REVERT_HEAD",
+    "BISECT_LOG",
+];
+
 /// The entries of the git directory `git_dir` a process in one of its checkouts reads
-/// (objects, refs, its config), without `plait/`: plait's store of runs, logs and
-/// transcripts.
+/// (objects, refs, the worktrees' own directories; see [`GIT_ENTRIES`]), those missing
+/// too: a rule is made for each that exists when the walls are.
 pub fn git_dir(git_dir: &Path) -> Vec<PathBuf> {
-    except(git_dir, &["plait"])
+    GIT_ENTRIES.iter().map(|name| git_dir.join(name)).collect()
 }
 
 /// Copies, in `dir`, of the config files tools must read to start but that may hold
@@ -504,10 +536,16 @@ fn config_texts() -> &'static [(&'static str, &'static str, String)] {
         let mut out = Vec::new();
         if std::env::var_os("GIT_CONFIG_GLOBAL").is_none() {
             let sources = [home.join(".gitconfig"), home.join(".config/git/config")];
+            // Each as git reads it (the text's own filter where git cannot).
             let text: String = sources
                 .iter()
-                .filter_map(|s| std::fs::read_to_string(s).ok())
-                .map(|t| gitconfig_without_secrets(&t))
+                .filter_map(|s| {
+                    super::gitconfig::without_secrets(s).map(|c| c.text).or_else(|| {
+                        std::fs::read_to_string(s)
+                            .ok()
+                            .map(|t| gitconfig_without_secrets(&t))
+                    })
+                })
                 .collect::<Vec<_>>()
                 .join("\n");
             if sources.iter().any(|s| s.exists()) {

@@ -203,9 +203,12 @@ pub struct SandboxSettings {
     /// for an agent's processes, `[checks] network` for checks and reviewers.
     pub network_key: &'static str,
     /// Paths every process may read besides its own places and what the machine's
-    /// toolchains need (see `reads`): the plan's `[sandbox] readable`, the repository's
-    /// git directory without plait's store.
+    /// toolchains need (see `reads`): the plan's `[sandbox] readable`.
     pub readable: Vec<PathBuf>,
+    /// The repository's git directory, which every process reads as its checkouts' git
+    /// does: git's own entries (never plait's store in it), and its `config` as a copy
+    /// without credentials where a mount namespace can show it in the file's place.
+    pub git_dir: Option<PathBuf>,
     /// Reads are left open (`[setup] run`, the user's own step): no read allow-list.
     pub read_all: bool,
 }
@@ -224,6 +227,7 @@ impl Default for SandboxSettings {
             withhold: Vec::new(),
             network_key: "[sandbox] network",
             readable: Vec::new(),
+            git_dir: None,
             read_all: false,
         }
     }

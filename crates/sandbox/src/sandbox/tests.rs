@@ -404,3 +404,99 @@ fn a_cloned_child_reports_what_exec_refused_and_gets_its_streams() {
         assert_eq!(String::from_utf8_lossy(&out.stderr), "bar\n");
     });
 }
+
+/// A repository whose config holds a token in its remote's URL and an `http.extraHeader`
+/// (as `actions/checkout` writes them), a file in plait's store, and a linked worktree
+/// (`root/wt`, branch `task`): the worktree.
+#[cfg(target_os = "linux")]
+fn repository_with_secrets(root: &Path) -> PathBuf {
+    let repo = root.join("repo");
+    let git = |args: &[&str]| {
+        let out = std::process::Command::new("git")
+            .args(args)
+            .current_dir(&repo)
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}: {out:?}");
+    };
+    std::fs::create_dir_all(&repo).unwrap();
+    git(&["init", "-q", "-b", "main"]);
+    std::fs::write(repo.join("a.txt"), "a\n").unwrap();
+    git(&["add", "a.txt"]);
+    git(&["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "first commit"]);
+    git(&["remote", "add", "origin", "https://x-access-token:SECRET-url@github.com/o/r"]);
+    git(&[
+        "config",
+        "http.https://github.com/.extraheader",
+        "AUTHORIZATION: basic SECRET-header",
+    ]);
+    let store = repo.join(".git/plait/runs/r");
+    std::fs::create_dir_all(&store).unwrap();
+    std::fs::write(store.join("state.json"), "SECRET-store\n").unwrap();
+    git(&["worktree", "add", "-q", "../wt", "-b", "task"]);
+    root.join("wt")
+}
+
+/// Runs `script` in `repo` behind the walls of `settings` (owning `repo`): its output.
+#[cfg(target_os = "linux")]
+fn run_in(repo: &Path, settings: &SandboxSettings, script: &str) -> String {
+    let Support::Landlock(abi) = support().clone() else {
+        unreachable!("checked by the caller")
+    };
+    let sandbox = Sandbox::new(settings, vec![repo.to_path_buf()]);
+    let armed = sandbox.prepare(abi).unwrap();
+    let mut cmd = Spec::new("sh", repo)
+        .args(["-c", script])
+        .stdio(Io::Null, Io::Piped, Io::Piped);
+    cmd.env("GIT_CONFIG_GLOBAL", "/dev/null");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let out = runtime
+        .block_on(async { sandbox.spawn(Some(&armed), cmd).await.unwrap().wait_with_output().await })
+        .unwrap();
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// git behind the walls reads the repository's config without its credentials and never
+/// plait's store, with the network open (a mount namespace for the copy alone) and off.
+#[cfg(target_os = "linux")]
+#[test]
+fn git_behind_the_walls_reads_the_repository_without_its_credentials() {
+    if !matches!(support(), Support::Landlock(_)) || view::support().is_err() {
+        eprintln!("skipped: needs Landlock and mount namespaces");
+        return;
+    }
+    let root = tempfile::tempdir().unwrap();
+    let wt = repository_with_secrets(root.path());
+    let repo = root.path().join("repo");
+    let script = "cat ../repo/.git/config; cat ../repo/.git/plait/runs/r/state.json; \
+                  ls ../repo/.git/plait; ls ../repo/.git; echo change >> a.txt; \
+                  git status --short; git log --oneline; git config remote.origin.url; \
+                  git config --get-regexp 'http.*' ; echo done";
+    for network in [Network::On, Network::Off] {
+        let settings = SandboxSettings {
+            temp_root: root.path().to_path_buf(),
+            git_dir: Some(repo.join(".git")),
+            network,
+            ..SandboxSettings::default()
+        };
+        let out = run_in(&wt, &settings, script);
+        assert!(!out.contains("SECRET"), "{network:?}: {out}");
+        assert!(out.contains("first commit"), "{network:?}: {out}");
+        assert!(out.contains(" M a.txt"), "{network:?}: {out}");
+        assert!(out.contains("https://github.com/o/r\n"), "{network:?}: {out}");
+        assert!(out.contains("done"), "{network:?}: {out}");
+        eprintln!("{out}");
+    }
+    // plait itself still reads the real file.
+    let real = std::fs::read_to_string(repo.join(".git/config")).unwrap();
+    assert!(real.contains("SECRET-url"));
+}

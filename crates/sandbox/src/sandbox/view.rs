@@ -125,6 +125,9 @@ pub(crate) struct CacheLayer {
 pub(crate) struct Entry<'a> {
     pub(crate) view: Option<&'a OverlayView>,
     pub(crate) caches: &'a [CacheLayer],
+    /// Files bound read-only over others (`source`, `target`): what the process reads in
+    /// the target's place.
+    pub(crate) binds: &'a [(PathBuf, PathBuf)],
     /// A network namespace of its own, with its ports and the sockets to cover; with
     /// `joined`, only the sockets to cover beyond those covered there.
     pub(crate) net: Option<&'a super::net::ports::Namespace>,
@@ -257,14 +260,18 @@ impl Mount {
     }
 }
 
-/// The mounts of `view` and `caches`, in order, and the write rules the child opens after
-/// them.
+/// The mounts of `binds`, `view` and `caches`, in order, and the write rules the child
+/// opens after them.
 #[allow(clippy::type_complexity)]
 fn mounts(
     view: Option<&OverlayView>,
     caches: &[CacheLayer],
+    binds: &[(PathBuf, PathBuf)],
 ) -> io::Result<(Vec<Mount>, Vec<(CString, Option<usize>)>)> {
     let mut mounts = Vec::new();
+    for (source, target) in binds {
+        mounts.push(Mount::bind(source, target, true)?);
+    }
     let mut rules = Vec::new();
     if let Some(view) = view {
         let lower: Vec<&Path> = view.lower.iter().map(PathBuf::as_path).collect();
@@ -321,7 +328,7 @@ impl Prepared {
             .map(|n| n.hide.iter().map(|p| c_path(p)).collect())
             .transpose()?
             .unwrap_or_default();
-        let (mounts, rules) = mounts(entry.view, entry.caches)?;
+        let (mounts, rules) = mounts(entry.view, entry.caches, entry.binds)?;
         let cwd = match (cwd, entry.view) {
             (Some(cwd), Some(view)) => Some(view.map_cwd(cwd)),
             (cwd, _) => cwd.map(Path::to_path_buf),
