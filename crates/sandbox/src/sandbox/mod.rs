@@ -57,6 +57,7 @@ mod notify {
 mod armed;
 mod caches;
 mod net;
+mod pids;
 mod places;
 mod reads;
 mod rules;
@@ -65,6 +66,7 @@ mod view;
 
 use crate::child::{Child, Spec};
 use armed::Armed;
+pub use pids::lifetime;
 use places::{refused, Denials, Places, DEVICES};
 pub use reads::{git_dir as readable_git_dir, own_program as readable_program};
 use rules::ruleset;
@@ -75,6 +77,14 @@ pub use settings::{
 };
 pub use view::net_support;
 pub use view::{support as view_support, whiteout, Layer, Nested, OverlayView};
+
+/// How a process started behind `armed` gets a PID namespace of its own, where it can:
+/// before ABI 5 a network filter goes up only in a forked child, which knows no PID
+/// namespace.
+fn pid_ns(armed: &Armed) -> Option<pids::PidNs> {
+    let how = *pids::support().as_ref().ok()?;
+    (armed.abi >= 5 || armed.net_filter().is_none()).then_some(how)
+}
 
 /// The walls of the processes started for one purpose (a task's agent, its checks in one
 /// slot, a reviewer): what they may write, and the writes the walls refused them.
@@ -169,9 +179,13 @@ impl Sandbox {
                     let cwd = spec.cwd.clone();
                     let (mut entering, _) = view::entering(entry, Some(&cwd), None)?;
                     // SAFETY: `run` makes only async-signal-safe calls on what it holds.
-                    let started = crate::child::spawn_entering(spec, pass, true, &mut || unsafe {
-                        entering.run()
-                    })?;
+                    let started = crate::child::spawn_entering(
+                        spec,
+                        pass,
+                        true,
+                        false,
+                        &mut |stage| unsafe { entering.run(stage) },
+                    )?;
                     Child::from_cloned(started)
                 }
                 None => {
@@ -191,7 +205,8 @@ impl Sandbox {
                 }
             };
         };
-        if armed.namespace.is_none() && self.view.is_none() {
+        let pid = pid_ns(armed);
+        if armed.namespace.is_none() && self.view.is_none() && pid.is_none() {
             if pass.is_some() {
                 // Kept open across the exec: only a clone can do that behind the walls.
                 let entry = view::Entry::default();
@@ -221,6 +236,7 @@ impl Sandbox {
             caches: &armed.caches,
             net: namespace.as_ref(),
             joined: held.map(net::holder::Held::fds),
+            pid,
         };
         let (child, channel) = armed.spawn_entered(spec, entry, pass).await?;
         // The listeners of the `ports`: the child's own, served while it lives, or the held
@@ -360,6 +376,7 @@ impl Sandbox {
             wall,
             namespace,
             held,
+            ports: self.settings.ports.clone(),
         })
     }
 

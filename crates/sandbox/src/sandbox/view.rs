@@ -20,6 +20,8 @@ use std::os::unix::ffi::OsStrExt as _;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
+use crate::child::Stage;
+
 /// What a process sees at the view's stable path: its own layer (`upper`, with overlayfs's
 /// `work` directory beside it) over the read-only `lower` layers, uppermost first. Without
 /// an upper layer the first lower layer is mounted writable: plait's own steps on the base.
@@ -130,6 +132,8 @@ pub(crate) struct Entry<'a> {
     pub(crate) net: Option<&'a super::net::ports::Namespace>,
     /// The user, network and mount namespaces of its sandbox to join (`net::holder`).
     pub(crate) joined: Option<[std::os::fd::RawFd; 3]>,
+    /// A PID namespace of its own, with its own `/proc` (see `super::pids`).
+    pub(crate) pid: Option<super::pids::PidNs>,
 }
 
 /// One mount, as the child passes it to `mount(2)`: an overlay, or a bind (read-only when
@@ -167,6 +171,11 @@ struct Prepared {
     devnull: CString,
     net: Option<super::net::ports::Prepared>,
     cwd: Option<CString>,
+    /// A PID namespace asked for (`CLONE_NEWPID`) in [`Stage::Outer`], and `/proc` mounted
+    /// afresh for it in [`Stage::Inner`].
+    pid: bool,
+    proc: CString,
+    proc_type: CString,
 }
 
 fn c_path(path: &Path) -> io::Result<CString> {
@@ -306,7 +315,8 @@ impl Prepared {
     fn new(entry: Entry<'_>, cwd: Option<&Path>) -> io::Result<(Prepared, Option<OwnedFd>)> {
         // SAFETY: getuid and getgid have no preconditions.
         let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
-        let mut flags = libc::CLONE_NEWUSER | libc::CLONE_NEWNS;
+        let user = entry.pid != Some(super::pids::PidNs::Direct);
+        let mut flags = libc::CLONE_NEWNS | if user { libc::CLONE_NEWUSER } else { 0 };
         let (net, channel) = match entry.net {
             Some(_) if entry.joined.is_some() => (None, None),
             Some(namespace) => {
@@ -342,38 +352,62 @@ impl Prepared {
             devnull: c_str("/dev/null"),
             net,
             cwd: cwd.as_deref().map(c_path).transpose()?,
+            pid: entry.pid.is_some(),
+            proc: c_str("/proc"),
+            proc_type: c_str("proc"),
         };
         Ok((prepared, channel))
     }
 
-    /// In the child: the namespaces, the mounts, the network, the working directory again.
+    /// In the child plait cloned: its user namespace (the sandbox's, joined, or a new one
+    /// mapping only plait's user and group), and a PID namespace for its next child.
     ///
     /// # Safety
-    /// Between fork and exec only: plain system calls, no allocation.
-    unsafe fn enter(&mut self) -> io::Result<()> {
+    /// Between fork (or clone) and exec only: plain system calls, no allocation.
+    unsafe fn enter_outer(&mut self) -> io::Result<()> {
         let fail = || Err(io::Error::last_os_error());
-        if let Some([user, net, mnt]) = self.joined {
-            // The sandbox's own: its mounts private already, its sockets covered. A mount
-            // namespace of the process's own is made from it only for mounts of its own.
-            if libc::setns(user, libc::CLONE_NEWUSER) != 0
-                || libc::setns(net, libc::CLONE_NEWNET) != 0
-                || libc::setns(mnt, libc::CLONE_NEWNS) != 0
-            {
+        if let Some([user, _, _]) = self.joined {
+            if libc::setns(user, libc::CLONE_NEWUSER) != 0 {
                 return fail();
             }
-            if (!self.mounts.is_empty() || !self.hide.is_empty())
-                && libc::unshare(libc::CLONE_NEWNS) != 0
-            {
-                return fail();
-            }
-        } else {
-            if libc::unshare(self.flags) != 0 {
+        } else if self.flags & libc::CLONE_NEWUSER != 0 {
+            if libc::unshare(libc::CLONE_NEWUSER) != 0 {
                 return fail();
             }
             if !write_all(&self.setgroups, b"deny\n")
                 || !write_all(&self.uid_map, &self.uid_line)
                 || !write_all(&self.gid_map, &self.gid_line)
             {
+                return fail();
+            }
+        }
+        if self.pid && libc::unshare(libc::CLONE_NEWPID) != 0 {
+            return fail();
+        }
+        Ok(())
+    }
+
+    /// In the process that runs the program: its mount (and network) namespace, the
+    /// mounts, `/proc` of its PID namespace, the network, the working directory again.
+    ///
+    /// # Safety
+    /// Between fork (or clone) and exec only: plain system calls, no allocation.
+    unsafe fn enter_inner(&mut self) -> io::Result<()> {
+        let fail = || Err(io::Error::last_os_error());
+        if let Some([_, net, mnt]) = self.joined {
+            // The sandbox's own: its mounts private already, its sockets covered. A mount
+            // namespace of the process's own is made from it only for mounts of its own.
+            if libc::setns(net, libc::CLONE_NEWNET) != 0 || libc::setns(mnt, libc::CLONE_NEWNS) != 0
+            {
+                return fail();
+            }
+            if (!self.mounts.is_empty() || !self.hide.is_empty() || self.pid)
+                && libc::unshare(libc::CLONE_NEWNS) != 0
+            {
+                return fail();
+            }
+        } else {
+            if libc::unshare(self.flags & !libc::CLONE_NEWUSER) != 0 {
                 return fail();
             }
             // Nothing mounted here reaches the namespace the mount tree was copied from.
@@ -405,6 +439,18 @@ impl Prepared {
                 libc::MS_BIND,
                 std::ptr::null(),
             );
+        }
+        // Its own processes only: another's `cmdline` and `environ` are not there to read.
+        if self.pid
+            && libc::mount(
+                self.proc_type.as_ptr(),
+                self.proc.as_ptr(),
+                self.proc_type.as_ptr(),
+                libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+                std::ptr::null(),
+            ) != 0
+        {
+            return fail();
         }
         if let Some(net) = &mut self.net {
             net.enter()?;
@@ -443,17 +489,28 @@ unsafe fn write_all(path: &CString, bytes: &[u8]) -> bool {
 pub(crate) struct Walls {
     pub(crate) ruleset: OwnedFd,
     pub(crate) access: u64,
+    /// What a rule on the process's own `/proc` grants (0: no rule, reads are open).
+    pub(crate) proc_access: u64,
     /// A session of its own (no controlling terminal) rather than only a process group.
     pub(crate) session: bool,
 }
 
 #[cfg(target_os = "linux")]
-unsafe fn raise<'a>(walls: &Walls, targets: impl Iterator<Item = &'a CString>) -> io::Result<()> {
+unsafe fn raise<'a>(
+    walls: &Walls,
+    targets: impl Iterator<Item = &'a CString>,
+    proc: Option<&CString>,
+) -> io::Result<()> {
     if walls.session && libc::setsid() < 0 {
         return Err(io::Error::last_os_error());
     }
     for target in targets {
         add_rule(walls.ruleset.as_raw_fd(), target, walls.access)?;
+    }
+    // A rule names what was opened: the `/proc` mounted here is not the one the
+    // sandbox's rules name.
+    if let Some(proc) = proc.filter(|_| walls.proc_access != 0) {
+        add_rule(walls.ruleset.as_raw_fd(), proc, walls.proc_access)?;
     }
     super::rules::restrict(walls.ruleset.as_raw_fd())
 }
@@ -520,7 +577,11 @@ pub(super) unsafe fn add_rule(
 }
 
 #[cfg(not(target_os = "linux"))]
-unsafe fn raise<'a>(_walls: &Walls, _targets: impl Iterator<Item = &'a CString>) -> io::Result<()> {
+unsafe fn raise<'a>(
+    _walls: &Walls,
+    _targets: impl Iterator<Item = &'a CString>,
+    _proc: Option<&CString>,
+) -> io::Result<()> {
     Err(io::Error::other("Landlock is Linux's"))
 }
 
@@ -537,16 +598,35 @@ impl Entering {
         self.walls.as_ref().is_some_and(|w| w.session)
     }
 
-    /// In the child, before its program runs.
+    /// Whether it makes a PID namespace (so the program runs in the process the child
+    /// clones: see `crate::child::spawn_entering`).
+    pub(crate) fn pid_ns(&self) -> bool {
+        self.prepared.pid
+    }
+
+    /// In the child, before its program runs, at `stage`.
     ///
     /// # Safety
     /// Between fork (or clone) and exec only: plain system calls, no allocation.
-    pub(crate) unsafe fn run(&mut self) -> io::Result<()> {
-        self.prepared.enter()?;
+    pub(crate) unsafe fn run(&mut self, stage: Stage) -> io::Result<()> {
+        if stage == Stage::Outer {
+            return self.prepared.enter_outer();
+        }
+        self.prepared.enter_inner()?;
+        let proc = self.prepared.pid.then_some(&self.prepared.proc);
         match &self.walls {
-            Some(walls) => raise(walls, self.prepared.rule_targets()),
+            Some(walls) => raise(walls, self.prepared.rule_targets(), proc),
             None => Ok(()),
         }
+    }
+
+    /// Both stages in one process (no PID namespace of its own).
+    ///
+    /// # Safety
+    /// As [`Entering::run`].
+    pub(crate) unsafe fn run_all(&mut self) -> io::Result<()> {
+        self.run(Stage::Outer)?;
+        self.run(Stage::Inner)
     }
 }
 
@@ -578,7 +658,7 @@ fn prepare(
     // SAFETY: the closure runs between fork and exec and makes only async-signal-safe
     // system calls on data made before the fork; it allocates nothing.
     unsafe {
-        cmd.pre_exec(move || entering.run());
+        cmd.pre_exec(move || entering.run_all());
     }
     Ok(channel)
 }
