@@ -161,6 +161,9 @@ struct Cloned {
     pid: u32,
     pidfd: tokio::io::unix::AsyncFd<OwnedFd>,
     status: Option<ExitStatus>,
+    /// Directories made for it alone (its overlays' work directories), removed once it
+    /// has ended.
+    works: Vec<PathBuf>,
 }
 
 impl Drop for Cloned {
@@ -171,6 +174,7 @@ impl Drop for Cloned {
         let pid = self.pid as libc::pid_t;
         // SAFETY: our own child, not yet reaped (so the id is still its).
         unsafe { libc::kill(pid, libc::SIGKILL) };
+        let works = std::mem::take(&mut self.works);
         // Reaped once it is gone, which a killed process soon is.
         let _ = std::thread::Builder::new()
             .name("plait-reap".to_string())
@@ -179,6 +183,7 @@ impl Drop for Cloned {
                 let mut status = 0;
                 // SAFETY: our own child, reaped once.
                 unsafe { libc::waitpid(pid, &mut status, 0) };
+                crate::sandbox::remove_works(&works);
             });
     }
 }
@@ -200,6 +205,15 @@ impl Child {
                 .take()
                 .map(|s| Box::pin(s) as Pin<Box<dyn AsyncRead + Send>>),
             inner: Inner::Tokio(child),
+        }
+    }
+
+    /// Removes `works` (directories made for it alone) once it has ended; at once when
+    /// it is not a cloned child.
+    pub(crate) fn remove_when_ended(&mut self, works: Vec<PathBuf>) {
+        match &mut self.inner {
+            Inner::Cloned(c) if c.status.is_none() => c.works.extend(works),
+            _ => crate::sandbox::remove_works(&works),
         }
     }
 
@@ -232,6 +246,9 @@ impl Child {
                         use std::os::unix::process::ExitStatusExt as _;
                         let status = ExitStatus::from_raw(status);
                         c.status = Some(status);
+                        // Its PID namespace's processes went with it (or, without one,
+                        // its overlays are its own no longer).
+                        crate::sandbox::remove_works(&std::mem::take(&mut c.works));
                         return Ok(status);
                     }
                     if got < 0 {
@@ -660,6 +677,7 @@ impl Child {
                 pid,
                 pidfd,
                 status: None,
+                works: Vec::new(),
             },
             Err(e) => {
                 // SAFETY: our own child, not yet reaped.

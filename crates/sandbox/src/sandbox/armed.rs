@@ -96,7 +96,25 @@ impl Armed {
             session: true,
         };
         let cwd = spec.cwd.clone();
-        let (entering, channel) = view::entering(entry, Some(&cwd), Some(walls))?;
+        let (mut entering, channel) = view::entering(entry, Some(&cwd), Some(walls))?;
+        let works = entering.take_works();
+        let started = self.start_entering(entering, spec, pass).await;
+        let mut child = started.and_then(Child::from_cloned);
+        match &mut child {
+            Ok(child) => child.remove_when_ended(works),
+            Err(_) => view::remove_works(&works),
+        }
+        Ok((child?, channel))
+    }
+
+    /// Clones the child that enters as `entering` says and runs `spec`, on a short-lived
+    /// thread that holds the observer's filter from ABI 5.
+    async fn start_entering(
+        &self,
+        entering: view::Entering,
+        spec: Spec,
+        pass: Option<std::os::fd::RawFd>,
+    ) -> std::io::Result<child::Started> {
         let start = move |entering: &mut view::Entering, spec: Spec| {
             let group = !entering.session();
             let pid_ns = entering.pid_ns();
@@ -107,8 +125,7 @@ impl Armed {
         };
         if self.abi < 5 {
             let mut entering = entering;
-            let started = start(&mut entering, spec)?;
-            return Ok((Child::from_cloned(started)?, channel));
+            return start(&mut entering, spec);
         }
         let places = self.places.clone();
         let filter = self.net_filter();
@@ -136,10 +153,9 @@ impl Armed {
                 }
                 let _ = sent.send(start(&mut entering, spec));
             })?;
-        let started = received
+        received
             .await
-            .unwrap_or_else(|_| Err(std::io::Error::other("the sandbox's spawning thread died")))?;
-        Ok((Child::from_cloned(started)?, channel))
+            .unwrap_or_else(|_| Err(std::io::Error::other("the sandbox's spawning thread died")))
     }
 
     /// Starts `cmd` behind the walls, before the program runs: no new privileges, the

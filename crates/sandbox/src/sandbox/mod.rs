@@ -76,6 +76,7 @@ pub use settings::{
     support, Confinement, Network, SandboxMode, SandboxSettings, Support, ViewMode,
 };
 pub use view::net_support;
+pub(crate) use view::remove_works;
 pub use view::{support as view_support, whiteout, Layer, Nested, OverlayView};
 
 /// How a process started behind `armed` gets a PID namespace of its own, where it can:
@@ -178,6 +179,7 @@ impl Sandbox {
                     };
                     let cwd = spec.cwd.clone();
                     let (mut entering, _) = view::entering(entry, Some(&cwd), None)?;
+                    let works = entering.take_works();
                     // SAFETY: `run` makes only async-signal-safe calls on what it holds.
                     let started = crate::child::spawn_entering(
                         spec,
@@ -185,8 +187,13 @@ impl Sandbox {
                         true,
                         false,
                         &mut |stage| unsafe { entering.run(stage) },
-                    )?;
-                    Child::from_cloned(started)
+                    );
+                    let mut child = started.and_then(Child::from_cloned);
+                    match &mut child {
+                        Ok(child) => child.remove_when_ended(works),
+                        Err(_) => view::remove_works(&works),
+                    }
+                    child
                 }
                 None => {
                     let mut cmd = spec.command();

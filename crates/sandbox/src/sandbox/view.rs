@@ -176,6 +176,8 @@ struct Prepared {
     pid: bool,
     proc: CString,
     proc_type: CString,
+    /// The overlays' work directories made for this process alone.
+    works: Vec<PathBuf>,
 }
 
 fn c_path(path: &Path) -> io::Result<CString> {
@@ -196,6 +198,42 @@ fn escaped(path: &Path) -> Vec<u8> {
         out.push(b);
     }
     out
+}
+
+/// A work directory of overlayfs's for one mount alone, made beneath `layer`'s: a mount
+/// clears the work directory it is given, so two that shared one (commands started at
+/// once in one view) broke each other (mounted read-only, or not at all: `EINVAL`).
+/// Removed with the sandbox (see [`remove_works`]).
+fn own_work(layer: &Layer, made: &mut Vec<PathBuf>) -> io::Result<Layer> {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let work = layer.work.join(format!("m{}-{n}", std::process::id()));
+    std::fs::create_dir(&work)?;
+    made.push(work.clone());
+    Ok(Layer {
+        upper: layer.upper.clone(),
+        work,
+    })
+}
+
+/// Removes the work directories [`own_work`] made, once no mount uses them: overlayfs
+/// leaves a directory there its user cannot enter (mode 0), opened up first.
+pub(crate) fn remove_works(works: &[PathBuf]) {
+    use std::os::unix::fs::PermissionsExt as _;
+    for work in works {
+        if let Ok(entries) = std::fs::read_dir(work) {
+            for entry in entries.flatten() {
+                let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
+                if is_dir {
+                    let _ = std::fs::set_permissions(
+                        entry.path(),
+                        std::fs::Permissions::from_mode(0o700),
+                    );
+                }
+            }
+        }
+        let _ = std::fs::remove_dir_all(work);
+    }
 }
 
 impl Mount {
@@ -266,26 +304,33 @@ impl Mount {
     }
 }
 
-/// The mounts of `view` and `caches`, in order, and the write rules the child opens after
-/// them.
+/// The mounts of `view` and `caches`, in order (each overlay with a work directory of its
+/// own, listed in `works`), and the write rules the child opens after them.
 #[allow(clippy::type_complexity)]
 fn mounts(
     view: Option<&OverlayView>,
     caches: &[CacheLayer],
+    works: &mut Vec<PathBuf>,
 ) -> io::Result<(Vec<Mount>, Vec<(CString, Option<usize>)>)> {
     let mut mounts = Vec::new();
     let mut rules = Vec::new();
     if let Some(view) = view {
         let lower: Vec<&Path> = view.lower.iter().map(PathBuf::as_path).collect();
         match (&view.upper, lower.split_first()) {
-            (Some(layer), _) => mounts.push(Mount::overlay(&view.target, &lower, layer, false)?),
+            (Some(layer), _) => {
+                let layer = own_work(layer, works)?;
+                mounts.push(Mount::overlay(&view.target, &lower, &layer, false)?)
+            }
             (None, Some((base, _))) => mounts.push(Mount::bind(base, &view.target, false)?),
             (None, None) => return Err(io::Error::other("a view with no layer")),
         }
         for nested in &view.nested {
             let target = view.target.join(&nested.path);
             mounts.push(match &nested.layer {
-                Some(layer) => Mount::overlay(&target, &[&nested.source], layer, false)?,
+                Some(layer) => {
+                    let layer = own_work(layer, works)?;
+                    Mount::overlay(&target, &[&nested.source], &layer, false)?
+                }
                 None => Mount::bind(&nested.source, &target, true)?,
             });
         }
@@ -296,12 +341,12 @@ fn mounts(
         }
     }
     for cache in caches {
-        mounts.push(Mount::overlay(
-            &cache.dir,
-            &[&cache.dir],
-            &cache.layer,
-            true,
-        )?);
+        // A cache's layer whose work directory cannot be had is left out, as its mount
+        // would be.
+        let Ok(layer) = own_work(&cache.layer, works) else {
+            continue;
+        };
+        mounts.push(Mount::overlay(&cache.dir, &[&cache.dir], &layer, true)?);
         for rule in &cache.rules {
             rules.push((c_path(rule)?, Some(mounts.len() - 1)));
         }
@@ -331,7 +376,15 @@ impl Prepared {
             .map(|n| n.hide.iter().map(|p| c_path(p)).collect())
             .transpose()?
             .unwrap_or_default();
-        let (mounts, rules) = mounts(entry.view, entry.caches)?;
+        let mut works = Vec::new();
+        let made = mounts(entry.view, entry.caches, &mut works);
+        let (mounts, rules) = match made {
+            Ok(made) => made,
+            Err(e) => {
+                remove_works(&works);
+                return Err(e);
+            }
+        };
         let cwd = match (cwd, entry.view) {
             (Some(cwd), Some(view)) => Some(view.map_cwd(cwd)),
             (cwd, _) => cwd.map(Path::to_path_buf),
@@ -352,6 +405,7 @@ impl Prepared {
             devnull: c_str("/dev/null"),
             net,
             cwd: cwd.as_deref().map(c_path).transpose()?,
+            works,
             pid: entry.pid.is_some(),
             proc: c_str("/proc"),
             proc_type: c_str("proc"),
@@ -596,6 +650,12 @@ impl Entering {
     /// Whether the walls give it a session of its own (else it needs a process group).
     pub(crate) fn session(&self) -> bool {
         self.walls.as_ref().is_some_and(|w| w.session)
+    }
+
+    /// The work directories its overlays use, made for it alone: to be removed once it
+    /// has ended (see [`remove_works`]).
+    pub(crate) fn take_works(&mut self) -> Vec<PathBuf> {
+        std::mem::take(&mut self.prepared.works)
     }
 
     /// Whether it makes a PID namespace (so the program runs in the process the child
