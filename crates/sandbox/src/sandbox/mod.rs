@@ -73,7 +73,8 @@ use rules::ruleset;
 pub use rules::SandboxError;
 use settings::NetWall;
 pub use settings::{
-    support, Confinement, Network, SandboxMode, SandboxSettings, Support, ViewMode,
+    bytes, parse_bytes, support, Confinement, Limits, Network, SandboxMode, SandboxSettings,
+    Support, ViewMode,
 };
 pub use view::net_support;
 pub(crate) use view::remove_works;
@@ -149,6 +150,13 @@ impl Sandbox {
     pub fn with_view(mut self, view: Option<OverlayView>) -> Sandbox {
         self.view = view;
         self
+    }
+
+    /// Whether each process it starts is the first of a PID namespace of its own (so
+    /// nothing it starts outlives it).
+    pub fn own_pid_ns(&self) -> bool {
+        matches!(self.confinement(), Confinement::Landlock(abi)
+            if pids::support().is_ok() && (abi >= 5 || self.settings.net_wall() == NetWall::Namespace || self.settings.net_wall() == NetWall::Open))
     }
 
     /// The descriptor its processes inherit, if any.
@@ -244,6 +252,7 @@ impl Sandbox {
             net: namespace.as_ref(),
             joined: held.map(net::holder::Held::fds),
             pid,
+            limits: self.settings.limits,
         };
         let (child, channel) = armed.spawn_entered(spec, entry, pass).await?;
         // The listeners of the `ports`: the child's own, served while it lives, or the held

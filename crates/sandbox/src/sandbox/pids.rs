@@ -41,11 +41,14 @@ pub(crate) fn support() -> &'static Result<PidNs, String> {
 /// `plait status` and `plait doctor`.
 pub fn lifetime() -> String {
     match support() {
-        Ok(PidNs::User) => "a PID namespace per command (with a user namespace)".to_string(),
-        Ok(PidNs::Direct) => "a PID namespace per command (as root)".to_string(),
-        Err(why) => {
-            format!("its process group killed after each command (no PID namespace: {why})")
+        Ok(PidNs::User) => "killed with each command (a PID namespace of its own)".to_string(),
+        Ok(PidNs::Direct) => {
+            "killed with each command (a PID namespace of its own, as root)".to_string()
         }
+        Err(why) => format!(
+            "only those in the command's process group are killed when it ends \
+             (no PID namespace: {why})"
+        ),
     }
 }
 

@@ -453,6 +453,17 @@ fn run_leftovers(
         network,
         ..SandboxSettings::default()
     };
+    run_in(root, settings, script, timeout_ms)
+}
+
+/// Runs `script` under `shell::run` in a sandbox of `settings` owning `root/own`, with
+/// `OWN` naming it, its output in `root/log`; how it ended.
+fn run_in(
+    root: &Path,
+    settings: SandboxSettings,
+    script: &str,
+    timeout_ms: u64,
+) -> crate::shell::ShellOutcome {
     let own = root.join("own");
     let sandbox = Sandbox::new(&settings, vec![own.clone()]);
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -554,4 +565,58 @@ fn other_processes_are_not_in_a_commands_proc() {
             "{network:?}: {count}"
         );
     }
+}
+
+/// A command that starts processes until the kernel refuses one fails, its log naming
+/// the sandbox's limit, and it got no more than the limit allows (and the 300 the PID
+/// namespace's numbering adds before it wraps); and a process that allocates past the
+/// memory limit fails naming it.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_command_past_its_limits_fails_naming_them() {
+    if !matches!(support(), Support::Landlock(_)) || pids::support().is_err() {
+        eprintln!("skipped: no Landlock or no PID namespaces here");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    std::fs::create_dir(root.join("own")).unwrap();
+    let settings = |limits| SandboxSettings {
+        temp_root: root.clone(),
+        limits,
+        ..SandboxSettings::default()
+    };
+    let pids = Limits {
+        pids: Some(64),
+        memory: None,
+    };
+    let flood =
+        "i=0; while [ $i -lt 5000 ]; do sleep 100 & i=$((i+1)); echo $i > \"$OWN/started\"; done";
+    let outcome = run_in(&root, settings(pids), flood, 20_000);
+    let log = std::fs::read_to_string(root.join("log")).unwrap();
+    assert!(
+        matches!(outcome, crate::shell::ShellOutcome::Exited(c) if c != 0),
+        "{outcome:?}: {log}"
+    );
+    assert!(log.contains("the sandbox allows 64 processes at once"), "{log}");
+    let started: u32 = std::fs::read_to_string(root.join("own/started"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!((64..=364).contains(&started), "{started}");
+    let memory = Limits {
+        pids: None,
+        memory: Some(256 << 20),
+    };
+    std::fs::write(root.join("log"), "").unwrap();
+    let hog = "/usr/bin/python3 -c 'b = bytearray(1 << 30)' && echo allocated > \"$OWN/hog\"";
+    let outcome = run_in(&root, settings(memory), hog, 20_000);
+    let log = std::fs::read_to_string(root.join("log")).unwrap();
+    assert_eq!(outcome, crate::shell::ShellOutcome::Exited(1), "{log}");
+    assert!(
+        log.contains("MemoryError") && log.contains("the sandbox allows 256M per process"),
+        "{log}"
+    );
+    assert!(!root.join("own/hog").exists());
 }

@@ -134,6 +134,8 @@ pub(crate) struct Entry<'a> {
     pub(crate) joined: Option<[std::os::fd::RawFd; 3]>,
     /// A PID namespace of its own, with its own `/proc` (see `super::pids`).
     pub(crate) pid: Option<super::pids::PidNs>,
+    /// How much it may take.
+    pub(crate) limits: super::settings::Limits,
 }
 
 /// One mount, as the child passes it to `mount(2)`: an overlay, or a bind (read-only when
@@ -178,6 +180,11 @@ struct Prepared {
     proc_type: CString,
     /// The overlays' work directories made for this process alone.
     works: Vec<PathBuf>,
+    /// Its limits: `RLIMIT_NPROC` and `RLIMIT_DATA`, and its PID namespace's `pid_max`
+    /// (the file and what is written to it).
+    nproc: Option<libc::rlim_t>,
+    data: Option<libc::rlim_t>,
+    pid_max: Option<(CString, Vec<u8>)>,
 }
 
 fn c_path(path: &Path) -> io::Result<CString> {
@@ -406,6 +413,19 @@ impl Prepared {
             net,
             cwd: cwd.as_deref().map(c_path).transpose()?,
             works,
+            nproc: entry.limits.pids.map(libc::rlim_t::from),
+            data: entry.limits.memory,
+            // Its numbers start at 1 and, once they wrap, go on from 300.
+            pid_max: entry
+                .limits
+                .pids
+                .filter(|_| entry.pid.is_some())
+                .map(|pids| {
+                    (
+                        c_str("/proc/sys/kernel/pid_max"),
+                        (u64::from(pids) + 300).to_string().into_bytes(),
+                    )
+                }),
             pid: entry.pid.is_some(),
             proc: c_str("/proc"),
             proc_type: c_str("proc"),
@@ -506,6 +526,7 @@ impl Prepared {
         {
             return fail();
         }
+        self.limit();
         if let Some(net) = &mut self.net {
             net.enter()?;
         }
@@ -515,6 +536,31 @@ impl Prepared {
             }
         }
         Ok(())
+    }
+
+    /// In the process that runs the program: its limits. A kernel that keeps `pid_max`
+    /// for the whole machine (before 6.14) refuses it here, and the rest holds.
+    ///
+    /// # Safety
+    /// Between fork (or clone) and exec only: plain system calls, no allocation.
+    unsafe fn limit(&self) {
+        if let Some((path, value)) = &self.pid_max {
+            write_all(path, value);
+        }
+        for (resource, limit) in [
+            (libc::RLIMIT_NPROC, self.nproc),
+            (libc::RLIMIT_DATA, self.data),
+        ] {
+            let Some(limit) = limit else {
+                continue;
+            };
+            let mut now: libc::rlimit = std::mem::zeroed();
+            if libc::getrlimit(resource, &mut now) == 0 && now.rlim_cur > limit {
+                now.rlim_cur = limit;
+                now.rlim_max = limit;
+                libc::setrlimit(resource, &now);
+            }
+        }
     }
 
     /// The write rules to open after the mounts: those whose mount was made.
