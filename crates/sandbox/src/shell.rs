@@ -25,6 +25,9 @@ pub enum ShellOutcome {
     Interrupted,
     /// It could not be started; the reason.
     NotStarted(String),
+    /// It failed (exited with this status, or killed by a signal: `None`) after one of its
+    /// processes ran into a limit of the sandbox's, which the words name.
+    OverLimit(Option<i32>, String),
 }
 
 impl ShellOutcome {
@@ -39,6 +42,13 @@ impl ShellOutcome {
             }
             ShellOutcome::Interrupted => "interrupted".to_string(),
             ShellOutcome::NotStarted(why) => why.clone(),
+            ShellOutcome::OverLimit(code, limit) => {
+                let ended = match code {
+                    Some(code) => ShellOutcome::Exited(*code),
+                    None => ShellOutcome::Signalled,
+                };
+                format!("{}: {limit}", ended.describe(timeout))
+            }
         }
     }
 }
@@ -206,16 +216,21 @@ async fn spawn_and_wait(
         if let Some(armed) = &armed {
             launch.sandbox.note_denials(armed, launch.dir, &text);
         }
-        if let Some(line) = failed.then(|| limit_hit(&launch.sandbox.settings().limits, &text)) {
-            append_line(launch.log, line.as_deref());
+        let limit = failed.then(|| limit_hit(&launch.sandbox.settings().limits, &text));
+        if let Some(limit) = limit.flatten() {
+            let code = match outcome {
+                ShellOutcome::Exited(code) => Some(code),
+                _ => None,
+            };
+            return ShellOutcome::OverLimit(code, limit);
         }
     }
     outcome
 }
 
 /// What a failed command's output (`text`) tells of a limit of the sandbox's it ran into,
-/// as a line naming it for its log (whose last lines are a failed task's cause): a fork
-/// refused (`EAGAIN`), an allocation refused (`ENOMEM`, a runtime's "out of memory").
+/// in words naming it: a fork refused (`EAGAIN`), an allocation refused (`ENOMEM`, a
+/// runtime's "out of memory").
 fn limit_hit(limits: &crate::sandbox::Limits, text: &str) -> Option<String> {
     const FORK: &[&str] = &[
         "Resource temporarily unavailable",
@@ -236,28 +251,18 @@ fn limit_hit(limits: &crate::sandbox::Limits, text: &str) -> Option<String> {
     let said = |phrases: &[&str]| phrases.iter().any(|p| text.contains(p));
     if let (Some(pids), true) = (limits.pids, said(FORK)) {
         return Some(format!(
-            "plait: a process could not be started: the sandbox allows {pids} processes at \
+            "a process could not be started: the sandbox allows {pids} processes at \
              once ([sandbox] limits = {{ pids = {pids} }})"
         ));
     }
     if let (Some(memory), true) = (limits.memory, said(MEMORY)) {
         let memory = crate::sandbox::bytes(memory);
         return Some(format!(
-            "plait: a process ran out of memory: the sandbox allows {memory} per process \
+            "a process ran out of memory: the sandbox allows {memory} per process \
              ([sandbox] limits = {{ memory = \"{memory}\" }})"
         ));
     }
     None
-}
-
-fn append_line(log: &Path, line: Option<&str>) {
-    use std::io::Write as _;
-    let Some(line) = line else {
-        return;
-    };
-    if let Ok(mut file) = OpenOptions::new().append(true).open(log) {
-        let _ = writeln!(file, "{line}");
-    }
 }
 
 async fn wait(spawned: std::io::Result<Child>, program: &str, launch: &Launch<'_>) -> ShellOutcome {

@@ -594,11 +594,15 @@ fn a_command_past_its_limits_fails_naming_them() {
         "i=0; while [ $i -lt 5000 ]; do sleep 100 & i=$((i+1)); echo $i > \"$OWN/started\"; done";
     let outcome = run_in(&root, settings(pids), flood, 20_000);
     let log = std::fs::read_to_string(root.join("log")).unwrap();
+    let said = outcome.describe(std::time::Duration::ZERO);
     assert!(
-        matches!(outcome, crate::shell::ShellOutcome::Exited(c) if c != 0),
+        matches!(outcome, crate::shell::ShellOutcome::OverLimit(Some(c), _) if c != 0),
         "{outcome:?}: {log}"
     );
-    assert!(log.contains("the sandbox allows 64 processes at once"), "{log}");
+    assert!(
+        said.contains("the sandbox allows 64 processes at once"),
+        "{said}"
+    );
     let started: u32 = std::fs::read_to_string(root.join("own/started"))
         .unwrap()
         .trim()
@@ -613,10 +617,15 @@ fn a_command_past_its_limits_fails_naming_them() {
     let hog = "/usr/bin/python3 -c 'b = bytearray(1 << 30)' && echo allocated > \"$OWN/hog\"";
     let outcome = run_in(&root, settings(memory), hog, 20_000);
     let log = std::fs::read_to_string(root.join("log")).unwrap();
-    assert_eq!(outcome, crate::shell::ShellOutcome::Exited(1), "{log}");
+    let said = outcome.describe(std::time::Duration::ZERO);
     assert!(
-        log.contains("MemoryError") && log.contains("the sandbox allows 256M per process"),
-        "{log}"
+        matches!(outcome, crate::shell::ShellOutcome::OverLimit(Some(1), _)),
+        "{outcome:?}: {log}"
+    );
+    assert!(log.contains("MemoryError"), "{log}");
+    assert!(
+        said.contains("the sandbox allows 256M per process"),
+        "{said}"
     );
     assert!(!root.join("own/hog").exists());
 }
