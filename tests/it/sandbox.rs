@@ -397,6 +397,30 @@ fn bad_sandbox_tables_are_plan_errors() {
         stderr(&out)
     );
     assert!(!repo.path.join(".git/plait/runs").exists());
+    let plan = repo.plan(
+        "[defaults]\nsandbox = { limits = { pids = 0, memory = \"lots\" } }\n\
+         [[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"/a/\"]\nagent = { exec = 'true' }\n\
+         sandbox = { limits = { memory = 4096, files = 3 } }\n",
+    );
+    let out = repo.plait(&["run", plan.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    let said = stderr(&out);
+    assert!(said.contains("files"), "{said}");
+    let plan = repo.plan(
+        "[defaults]\nsandbox = { limits = { pids = 0, memory = \"lots\" } }\n\
+         [[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"/a/\"]\nagent = { exec = 'true' }\n\
+         sandbox = { limits = { memory = 4096 } }\n",
+    );
+    let out = repo.plait(&["run", plan.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    let said = stderr(&out);
+    for problem in [
+        "limits: pids = 0 is not a number of processes",
+        "limits: memory = \"lots\" is not a size",
+        "limits: memory = 4096 is less than 1M",
+    ] {
+        assert!(said.contains(problem), "{problem}: {said}");
+    }
 }
 
 /// Runs the real `plait` binary with the Landlock system calls answering `ENOSYS`, as on a
@@ -536,5 +560,8 @@ fn a_fork_flood_and_a_memory_hog_fail_naming_their_limits_and_a_sibling_finishes
     let before = size();
     std::thread::sleep(std::time::Duration::from_millis(300));
     let after = size();
-    assert!(before > 0 && after == before, "the leftover still writes: {before} then {after}: {fine}");
+    assert!(
+        before > 0 && after == before,
+        "the leftover still writes: {before} then {after}: {fine}"
+    );
 }
