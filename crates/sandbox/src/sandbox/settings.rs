@@ -270,7 +270,7 @@ pub fn bytes(bytes: u64) -> String {
         ("M", 1 << 20),
         ("K", 1 << 10),
     ] {
-        if bytes >= size && bytes % size == 0 {
+        if bytes >= size && bytes.is_multiple_of(size) {
             return format!("{}{unit}", bytes / size);
         }
     }
