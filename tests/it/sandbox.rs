@@ -397,6 +397,30 @@ fn bad_sandbox_tables_are_plan_errors() {
         stderr(&out)
     );
     assert!(!repo.path.join(".git/plait/runs").exists());
+    let plan = repo.plan(
+        "[defaults]\nsandbox = { limits = { pids = 0, memory = \"lots\" } }\n\
+         [[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"/a/\"]\nagent = { exec = 'true' }\n\
+         sandbox = { limits = { memory = 4096, files = 3 } }\n",
+    );
+    let out = repo.plait(&["run", plan.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    let said = stderr(&out);
+    assert!(said.contains("files"), "{said}");
+    let plan = repo.plan(
+        "[defaults]\nsandbox = { limits = { pids = 0, memory = \"lots\" } }\n\
+         [[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"/a/\"]\nagent = { exec = 'true' }\n\
+         sandbox = { limits = { memory = 4096 } }\n",
+    );
+    let out = repo.plait(&["run", plan.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    let said = stderr(&out);
+    for problem in [
+        "limits: pids = 0 is not a number of processes",
+        "limits: memory = \"lots\" is not a size",
+        "limits: memory = 4096 is less than 1M",
+    ] {
+        assert!(said.contains(problem), "{problem}: {said}");
+    }
 }
 
 /// Runs the real `plait` binary with the Landlock system calls answering `ENOSYS`, as on a
@@ -468,10 +492,13 @@ fn an_agent_cannot_signal_plait() {
         return;
     }
     let repo = sample();
+    // A process outside by its id: this test's, plait's parent (in a PID namespace of the
+    // agent's own, plait has no id to name, and `$PPID` is 0, the agent's own group).
     let plan = repo.plan(
-        &one_task(
-            "kill -TERM $PPID 2>/dev/null && echo reached > a/f.txt || echo scoped > a/f.txt",
-        )
+        &one_task(&format!(
+            "kill -TERM {} 2>/dev/null && echo reached > a/f.txt || echo scoped > a/f.txt",
+            std::process::id()
+        ))
         .to_toml(),
     );
     let out = repo.plait(&["run", plan.to_str().unwrap()]);
@@ -480,5 +507,64 @@ fn an_agent_cannot_signal_plait() {
     assert_eq!(
         repo.tree_files(&format!("plait/{run}/a"))["a/f.txt"],
         "scoped\n"
+    );
+}
+
+/// A task that starts processes until the kernel refuses one, and one whose process
+/// allocates past its memory, each fail naming their limit; a task beside them finishes;
+/// and a leftover of the run's agents is gone once the run ends.
+#[test]
+fn a_fork_flood_and_a_memory_hog_fail_naming_their_limits_and_a_sibling_finishes() {
+    if !landlock() {
+        return;
+    }
+    if !plait_sandbox::sandbox::lifetime().starts_with("killed with each command") {
+        crate::support::skip("no PID namespaces here");
+        return;
+    }
+    let repo = sample();
+    let place = tempfile::tempdir().unwrap();
+    let marker = place.path().canonicalize().unwrap().join("leftover");
+    let toml = format!(
+        "goal = \"g\"\n[review]\nagent = \"off\"\n\
+         [[task]]\nid = \"flood\"\nprompt = \"p\"\nowns = [\"a/\"]\n\
+         agent = {{ exec = '''i=0; while [ $i -lt 5000 ]; do sleep 100 & i=$((i+1)); done; echo x > a/f.txt''' }}\n\
+         sandbox = {{ limits = {{ pids = 64 }} }}\n\
+         [[task]]\nid = \"hog\"\nprompt = \"p\"\nowns = [\"b/\"]\n\
+         agent = {{ exec = '''/usr/bin/python3 -c 'b = bytearray(1 << 30)' && echo x > b/f.txt''' }}\n\
+         sandbox = {{ limits = {{ memory = \"256M\" }} }}\n\
+         [[task]]\nid = \"fine\"\nprompt = \"p\"\nowns = [\"README.md\"]\n\
+         agent = {{ exec = '''setsid sh -c 'while :; do date +%s%N >> \"$0\"; sleep 0.02; done' {0} & while ! test -s {0}; do sleep 0.01; done; echo ok > README.md''' }}\n\
+         sandbox = {{ writable = [\"{1}\"] }}\n",
+        marker.display(),
+        marker.parent().unwrap().display()
+    );
+    let plan = repo.plan(&toml);
+    let out = repo.plait(&["run", plan.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let status = repo.status_json(&[]);
+    let flood = task_json(&status, "flood");
+    assert_eq!(flood["state"], "failed", "{flood}");
+    let error = flood["error"].as_str().unwrap();
+    assert!(
+        error.contains("the sandbox allows 64 processes at once"),
+        "{error}"
+    );
+    let hog = task_json(&status, "hog");
+    assert_eq!(hog["state"], "failed", "{hog}");
+    let error = hog["error"].as_str().unwrap();
+    assert!(
+        error.contains("the sandbox allows 256M per process"),
+        "{error}"
+    );
+    let fine = task_json(&status, "fine");
+    assert_eq!(fine["state"], "done", "{fine}");
+    let size = || fs::metadata(&marker).map_or(0, |m| m.len());
+    let before = size();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let after = size();
+    assert!(
+        before > 0 && after == before,
+        "the leftover still writes: {before} then {after}: {fine}"
     );
 }

@@ -132,7 +132,7 @@ fn doctor_tries_every_wall_and_says_each_is_refused() {
         serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", stderr(&out)));
     assert_eq!(out.status.code(), Some(0), "{report:#}");
     let probes = report["probes"].as_array().unwrap();
-    assert_eq!(probes.len(), 8, "{report:#}");
+    assert_eq!(probes.len(), 9, "{report:#}");
     for probe in probes {
         assert_eq!(probe["refused"], true, "{probe}");
     }
@@ -181,6 +181,12 @@ fn doctor_tries_every_wall_and_says_each_is_refused() {
             .unwrap()
             .starts_with("not at all"),
         "{report:#}"
+    );
+    // Without a PID namespace, what holds of a command's leftovers is said as it is.
+    let walls = report["walls"].as_str().unwrap();
+    assert!(
+        walls.contains("leftovers: only those in the command's process group are killed"),
+        "{walls}"
     );
 }
 

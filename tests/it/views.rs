@@ -474,3 +474,37 @@ fn clean_removes_a_locked_up_worktree_and_nothing_behind_its_links() {
     assert!(!worktree.exists(), "{}", worktree.display());
     assert_eq!(crate::environment::snapshot(&home), before);
 }
+
+/// Forty `$PLAIT_RUN_IN` commands of one agent at once all start in its view and all
+/// write there (they once failed to start now and then: "Invalid argument"), run
+/// several times.
+#[test]
+fn forty_commands_at_once_in_one_view_all_start() {
+    let mode = MODES[0];
+    if !mode.overlay() {
+        skip("no overlay views here");
+        return;
+    }
+    let agent = "for i in $(seq 1 40); do \
+         ( $PLAIT_RUN_IN sh -c \"echo \\$0 > src/a/r\\$0.txt\" $i 2>> src/a/errors.txt \
+           || echo \"$i: $?\" >> src/a/failed.txt ) & \
+         done; wait";
+    for rep in 0..4 {
+        let repo = sample();
+        let toml = plan(mode, agent, "true", "");
+        let out = repo.plait(&["run", repo.plan(&toml).to_str().unwrap()]);
+        assert!(out.status.success(), "rep {rep}: {}", stderr(&out));
+        let run = repo.status_json(&[])["id"].as_str().unwrap().to_string();
+        let branch = repo.tree_files(&format!("plait/{run}/a"));
+        let failed = branch.get("src/a/failed.txt").cloned().unwrap_or_default();
+        let errors = branch.get("src/a/errors.txt").cloned().unwrap_or_default();
+        assert_eq!(failed, "", "rep {rep}: {errors}");
+        for i in 1..=40 {
+            assert_eq!(
+                branch.get(&format!("src/a/r{i}.txt")).map(String::as_str),
+                Some(format!("{i}\n").as_str()),
+                "rep {rep}: {errors}"
+            );
+        }
+    }
+}

@@ -161,6 +161,9 @@ struct Cloned {
     pid: u32,
     pidfd: tokio::io::unix::AsyncFd<OwnedFd>,
     status: Option<ExitStatus>,
+    /// Directories made for it alone (its overlays' work directories), removed once it
+    /// has ended.
+    works: Vec<PathBuf>,
 }
 
 impl Drop for Cloned {
@@ -171,6 +174,7 @@ impl Drop for Cloned {
         let pid = self.pid as libc::pid_t;
         // SAFETY: our own child, not yet reaped (so the id is still its).
         unsafe { libc::kill(pid, libc::SIGKILL) };
+        let works = std::mem::take(&mut self.works);
         // Reaped once it is gone, which a killed process soon is.
         let _ = std::thread::Builder::new()
             .name("plait-reap".to_string())
@@ -179,6 +183,7 @@ impl Drop for Cloned {
                 let mut status = 0;
                 // SAFETY: our own child, reaped once.
                 unsafe { libc::waitpid(pid, &mut status, 0) };
+                crate::sandbox::remove_works(&works);
             });
     }
 }
@@ -200,6 +205,15 @@ impl Child {
                 .take()
                 .map(|s| Box::pin(s) as Pin<Box<dyn AsyncRead + Send>>),
             inner: Inner::Tokio(child),
+        }
+    }
+
+    /// Removes `works` (directories made for it alone) once it has ended; at once when
+    /// it is not a cloned child.
+    pub(crate) fn remove_when_ended(&mut self, works: Vec<PathBuf>) {
+        match &mut self.inner {
+            Inner::Cloned(c) if c.status.is_none() => c.works.extend(works),
+            _ => crate::sandbox::remove_works(&works),
         }
     }
 
@@ -232,6 +246,9 @@ impl Child {
                         use std::os::unix::process::ExitStatusExt as _;
                         let status = ExitStatus::from_raw(status);
                         c.status = Some(status);
+                        // Its PID namespace's processes went with it (or, without one,
+                        // its overlays are its own no longer).
+                        crate::sandbox::remove_works(&std::mem::take(&mut c.works));
                         return Ok(status);
                     }
                     if got < 0 {
@@ -291,10 +308,26 @@ struct Exec<'a> {
     pass: Option<RawFd>,
     /// A process group of its own (else `enter` makes it a session).
     group: bool,
-    /// Entering its namespaces and raising its walls.
-    enter: &'a mut dyn FnMut() -> io::Result<()>,
+    /// Entering its namespaces and raising its walls, at each [`Stage`].
+    enter: &'a mut dyn FnMut(Stage) -> io::Result<()>,
+    /// A PID namespace of its own: the stack of the process cloned into it (see
+    /// [`spawn_entering`]), made before the first clone.
+    inner_stack: Option<Vec<u8>>,
+    /// That process's id, as plait sees it; 0 until it is cloned.
+    inner: libc::pid_t,
     /// What went wrong in the child, as `errno`; 0 when it `exec`ed.
     error: libc::c_int,
+}
+
+/// Where a cloned child stands when it calls its `enter` (see [`spawn_entering`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Stage {
+    /// First, in the child plait cloned: its user namespace entered, and a PID namespace
+    /// asked for the process it clones next (when it has one).
+    Outer,
+    /// Then, in the process that runs the program (the same one without a PID
+    /// namespace): the rest of its namespaces, its mounts and its walls.
+    Inner,
 }
 
 /// What a cloned child runs: a closure of plait's, then `_exit` with what it returned.
@@ -352,8 +385,11 @@ pub(crate) fn clone_vfork(
     Ok((pid, pidfd))
 }
 
-/// The cloned child of [`spawn_entering`]. Plain system calls on what `Exec` holds; it
-/// returns only by failing.
+/// The cloned child of [`spawn_entering`]: its signals back to their defaults, the
+/// [`Stage::Outer`] of its entering, then either the program itself or, with a PID
+/// namespace, the clone of the process that runs it (its first process, a child of
+/// plait's through `CLONE_PARENT`), after which it ends. Plain system calls on what `Exec`
+/// holds; it returns only by failing, or when the process it cloned has `exec`ed or ended.
 fn child_main(exec: &mut Exec<'_>) -> libc::c_int {
     // SAFETY: system calls on data prepared before the clone.
     unsafe {
@@ -373,6 +409,46 @@ fn child_main(exec: &mut Exec<'_>) -> libc::c_int {
                 libc::sigaction(signal, &default, std::ptr::null_mut());
             }
         }
+        if let Err(e) = (exec.enter)(Stage::Outer) {
+            exec.error = e.raw_os_error().unwrap_or(libc::EINVAL);
+            return 127;
+        }
+        let Some(stack) = exec.inner_stack.as_mut() else {
+            return run_program(exec);
+        };
+        let top = stack.as_mut_ptr().add(stack.len());
+        let top = ((top as usize) & !0xf) as *mut libc::c_void;
+        // In plait's memory too, this child held until it has `exec`ed or ended; its
+        // parent is plait, which waits for it, and its exit status is the command's.
+        let pid = libc::clone(
+            inner_main,
+            top,
+            libc::CLONE_VM | libc::CLONE_VFORK | libc::CLONE_PARENT | libc::SIGCHLD,
+            (exec as *mut Exec<'_>).cast(),
+        );
+        if pid < 0 {
+            exec.error = *libc::__errno_location();
+            return 127;
+        }
+        exec.inner = pid;
+        0
+    }
+}
+
+extern "C" fn inner_main(arg: *mut libc::c_void) -> libc::c_int {
+    // SAFETY: `arg` is the `Exec` of `child_main`, held (CLONE_VFORK) until this process
+    // has `exec`ed or ended.
+    let exec = unsafe { &mut *(arg as *mut Exec<'_>) };
+    let code = run_program(exec);
+    // SAFETY: ends the process without running anything of plait's.
+    unsafe { libc::_exit(code) }
+}
+
+/// The process that runs the program: its streams, group, directory, the
+/// [`Stage::Inner`] of its entering, and the program. Returns only by failing.
+fn run_program(exec: &mut Exec<'_>) -> libc::c_int {
+    // SAFETY: system calls on data prepared before the clone.
+    unsafe {
         let fail = |exec: &mut Exec<'_>| -> libc::c_int {
             exec.error = *libc::__errno_location();
             if exec.error == 0 {
@@ -400,7 +476,7 @@ fn child_main(exec: &mut Exec<'_>) -> libc::c_int {
         if libc::chdir(exec.cwd.as_ptr()) != 0 {
             return fail(exec);
         }
-        if let Err(e) = (exec.enter)() {
+        if let Err(e) = (exec.enter)(Stage::Inner) {
             exec.error = e.raw_os_error().unwrap_or(libc::EINVAL);
             return 127;
         }
@@ -424,16 +500,24 @@ fn child_main(exec: &mut Exec<'_>) -> libc::c_int {
 }
 
 /// Starts `spec` by a `clone` sharing plait's memory, `enter` run in the child before its
-/// program (entering namespaces, raising walls: async-signal-safe calls only, no
-/// allocation); `pass` kept open across the exec; a process group of its own when `group`
-/// (else `enter` gives it a session). Must be called on a thread that may be held until the
-/// child has `exec`ed; returns the child and the pidfd to register, both for
+/// program at each [`Stage`] (entering namespaces, raising walls: async-signal-safe calls
+/// only, no allocation); `pass` kept open across the exec; a process group of its own when
+/// `group` (else `enter` gives it a session). Must be called on a thread that may be held
+/// until the child has `exec`ed; returns the child and the pidfd to register, both for
 /// [`Child::from_cloned`].
+///
+/// With `pid_ns` the program runs as the first process of a PID namespace of its own,
+/// which its `Stage::Outer` asks for (a namespace is entered by a process's children
+/// only): the child plait clones clones it in turn, as plait's child (`CLONE_PARENT`), and
+/// ends. When that first process ends, the kernel kills every process left in its
+/// namespace, wherever they went (`&`, `setsid`, a double fork): nothing a command started
+/// outlives it.
 pub(crate) fn spawn_entering(
     spec: Spec,
     pass: Option<RawFd>,
     group: bool,
-    enter: &mut dyn FnMut() -> io::Result<()>,
+    pid_ns: bool,
+    enter: &mut dyn FnMut(Stage) -> io::Result<()>,
 ) -> io::Result<Started> {
     let env = spec.environment();
     let program = spec.program.as_bytes();
@@ -507,23 +591,67 @@ pub(crate) fn spawn_entering(
         pass,
         group,
         enter,
+        inner_stack: pid_ns.then(|| vec![0u8; 256 * 1024]),
+        inner: 0,
         error: 0,
     };
-    let cloned = clone_vfork(libc::CLONE_PIDFD, &mut || child_main(&mut exec));
+    let flags = if pid_ns { 0 } else { libc::CLONE_PIDFD };
+    let cloned = clone_vfork(flags, &mut || child_main(&mut exec));
     drop(theirs);
     let (pid, pidfd) = cloned?;
-    let pidfd = pidfd.ok_or_else(|| io::Error::other("the kernel gave no pidfd"))?;
-    if exec.error != 0 {
+    let reap = |pid: libc::pid_t| {
         let mut status = 0;
-        // SAFETY: our own child, which has ended; reaped once.
+        // SAFETY: our own child, which has ended (or is being killed); reaped once.
         unsafe { libc::waitpid(pid, &mut status, 0) };
-        return Err(io::Error::from_raw_os_error(exec.error));
-    }
+    };
+    let (pid, pidfd) = if pid_ns {
+        // The outer child has ended, once the process it cloned has `exec`ed or ended.
+        reap(pid);
+        let inner = exec.inner;
+        if exec.error != 0 || inner <= 0 {
+            if inner > 0 {
+                reap(inner);
+            }
+            let code = if exec.error != 0 {
+                exec.error
+            } else {
+                libc::EINVAL
+            };
+            return Err(io::Error::from_raw_os_error(code));
+        }
+        match pidfd_open(inner) {
+            Ok(fd) => (inner, fd),
+            Err(e) => {
+                // SAFETY: our own child, not yet reaped (so the id is still its).
+                unsafe { libc::kill(inner, libc::SIGKILL) };
+                reap(inner);
+                return Err(e);
+            }
+        }
+    } else {
+        let pidfd = pidfd.ok_or_else(|| io::Error::other("the kernel gave no pidfd"))?;
+        if exec.error != 0 {
+            reap(pid);
+            return Err(io::Error::from_raw_os_error(exec.error));
+        }
+        (pid, pidfd)
+    };
     Ok(Started {
         pid: pid as u32,
         pidfd,
         pipes: ours,
     })
+}
+
+/// A pidfd of plait's child `pid`, which is not reaped yet (so the id is still its).
+fn pidfd_open(pid: libc::pid_t) -> io::Result<OwnedFd> {
+    // SAFETY: a plain system call; the descriptor it returns is ours alone.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the kernel just made it, and nothing else owns it.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
 }
 
 /// What [`spawn_entering`] started, to become a [`Child`] on the runtime.
@@ -549,6 +677,7 @@ impl Child {
                 pid,
                 pidfd,
                 status: None,
+                works: Vec::new(),
             },
             Err(e) => {
                 // SAFETY: our own child, not yet reaped.

@@ -25,6 +25,9 @@ pub enum ShellOutcome {
     Interrupted,
     /// It could not be started; the reason.
     NotStarted(String),
+    /// It failed (exited with this status, or killed by a signal: `None`) after one of its
+    /// processes ran into a limit of the sandbox's, which the words name.
+    OverLimit(Option<i32>, String),
 }
 
 impl ShellOutcome {
@@ -39,6 +42,13 @@ impl ShellOutcome {
             }
             ShellOutcome::Interrupted => "interrupted".to_string(),
             ShellOutcome::NotStarted(why) => why.clone(),
+            ShellOutcome::OverLimit(code, limit) => {
+                let ended = match code {
+                    Some(code) => ShellOutcome::Exited(*code),
+                    None => ShellOutcome::Signalled,
+                };
+                format!("{}: {limit}", ended.describe(timeout))
+            }
         }
     }
 }
@@ -196,14 +206,63 @@ async fn spawn_and_wait(
         // The program has ended: whoever feeds it is told so (its sender closes).
         feeding.abort();
     }
-    if let Some(armed) = &armed {
+    let failed = matches!(outcome, ShellOutcome::Exited(code) if code != 0)
+        || outcome == ShellOutcome::Signalled;
+    if armed.is_some() || failed {
         let mut text = read_from(launch.log, log_start);
         if let Some(stdout) = stdout {
             text.push_str(&read_from(stdout, 0));
         }
-        launch.sandbox.note_denials(armed, launch.dir, &text);
+        if let Some(armed) = &armed {
+            launch.sandbox.note_denials(armed, launch.dir, &text);
+        }
+        let limit = failed.then(|| limit_hit(&launch.sandbox.settings().limits, &text));
+        if let Some(limit) = limit.flatten() {
+            let code = match outcome {
+                ShellOutcome::Exited(code) => Some(code),
+                _ => None,
+            };
+            return ShellOutcome::OverLimit(code, limit);
+        }
     }
     outcome
+}
+
+/// What a failed command's output (`text`) tells of a limit of the sandbox's it ran into,
+/// in words naming it: a fork refused (`EAGAIN`), an allocation refused (`ENOMEM`, a
+/// runtime's "out of memory").
+fn limit_hit(limits: &crate::sandbox::Limits, text: &str) -> Option<String> {
+    const FORK: &[&str] = &[
+        "Resource temporarily unavailable",
+        "Cannot fork",
+        "can't fork",
+        "fork failed",
+        "fork: retry",
+        "pthread_create failed",
+    ];
+    const MEMORY: &[&str] = &[
+        "MemoryError",
+        "out of memory",
+        "Out of memory",
+        "Cannot allocate memory",
+        "memory allocation of",
+        "bad_alloc",
+    ];
+    let said = |phrases: &[&str]| phrases.iter().any(|p| text.contains(p));
+    if let (Some(pids), true) = (limits.pids, said(FORK)) {
+        return Some(format!(
+            "a process could not be started: the sandbox allows {pids} processes at \
+             once ([sandbox] limits = {{ pids = {pids} }})"
+        ));
+    }
+    if let (Some(memory), true) = (limits.memory, said(MEMORY)) {
+        let memory = crate::sandbox::bytes(memory);
+        return Some(format!(
+            "a process ran out of memory: the sandbox allows {memory} per process \
+             ([sandbox] limits = {{ memory = \"{memory}\" }})"
+        ));
+    }
+    None
 }
 
 async fn wait(spawned: std::io::Result<Child>, program: &str, launch: &Launch<'_>) -> ShellOutcome {
@@ -219,10 +278,18 @@ async fn wait(spawned: std::io::Result<Child>, program: &str, launch: &Launch<'_
     };
     tokio::select! {
         waited = tokio::time::timeout(launch.timeout, child.wait()) => match waited {
-            Ok(Ok(status)) => match status.code() {
-                Some(code) => ShellOutcome::Exited(code),
-                None => ShellOutcome::Signalled,
-            },
+            Ok(Ok(status)) => {
+                // In a PID namespace of its own its leftovers are gone with it; without one,
+                // those still in its process group go now (it is the group's leader, reaped
+                // just now: the group lives on only in them).
+                if !launch.sandbox.own_pid_ns() {
+                    stop(pid);
+                }
+                match status.code() {
+                    Some(code) => ShellOutcome::Exited(code),
+                    None => ShellOutcome::Signalled,
+                }
+            }
             Ok(Err(e)) => ShellOutcome::NotStarted(format!("waiting for the command failed: {e}")),
             Err(_) => {
                 stop(pid);

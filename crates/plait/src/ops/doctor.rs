@@ -101,6 +101,7 @@ async fn run(plait: &Path, home: Option<PathBuf>) -> Result<DoctorReport, String
     probes.extend(repository);
     probes.extend(network_probes(&prober, &outside).await?);
     probes.push(signal_probe(&prober).await?);
+    probes.push(leftover_probe(&prober).await);
     Ok(DoctorReport {
         landlock,
         views: plait_sandbox::sandbox::view_support().clone(),
@@ -280,6 +281,20 @@ async fn signal_probe(prober: &Prober<'_>) -> Result<Probe, String> {
     Ok(judge("signal to a process outside", &outcome, &said, alive))
 }
 
+/// A process the probe leaves behind in a session of its own, writing to a file of the
+/// probe's place as long as it lives (at most 5 s): judged by whether the file still grows
+/// once the probe has ended.
+async fn leftover_probe(prober: &Prober<'_>) -> Probe {
+    let file = prober.own.join("leftover");
+    let (outcome, said) = prober.attempt("leftover", file.display().to_string()).await;
+    let size = || std::fs::metadata(&file).map_or(0, |m| m.len());
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let before = size();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let gone = before > 0 && size() == before;
+    judge("a process left after its command", &outcome, &said, gone)
+}
+
 /// What the secret planted in the home says.
 const SECRET: &str = "plait-doctor-planted-secret";
 
@@ -368,6 +383,32 @@ pub fn probe(kind: &str, target: &str) -> Result<String, String> {
             } else {
                 Err(std::io::Error::last_os_error().to_string())
             }
+        }
+        "leftover" => {
+            use std::os::unix::process::CommandExt as _;
+            let mut writer = std::process::Command::new("sh");
+            writer
+                .args([
+                    "-c",
+                    "i=0; while [ $i -lt 100 ]; do echo x >> \"$0\"; sleep 0.05; i=$((i+1)); done",
+                    target,
+                ])
+                .stdin(std::process::Stdio::null())
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null());
+            // SAFETY: one async-signal-safe call between fork and exec.
+            unsafe {
+                writer.pre_exec(|| {
+                    libc::setsid();
+                    Ok(())
+                });
+            }
+            writer.spawn().map_err(e)?;
+            let file = std::path::Path::new(target);
+            while std::fs::metadata(file).map_or(0, |m| m.len()) == 0 {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            Ok("left a process writing".into())
         }
         other => Err(format!("no probe `{other}`")),
     }

@@ -43,6 +43,7 @@ const SANDBOX: Shape = Table(&[
     ("ports", Leaf),
     ("sockets", Leaf),
     ("keep_env", Leaf),
+    ("limits", Table(&[("pids", Leaf), ("memory", Leaf)])),
 ]);
 
 /// `Defaults`.

@@ -313,6 +313,23 @@ pub struct SandboxFile {
     /// network off does not get unless they are named here; added like `ports`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub keep_env: Vec<String>,
+    /// How much the processes may take: `{ pids = 512, memory = "4G" }`, each also
+    /// `"off"`; a task's keys override `[defaults]`'.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits: Option<LimitsFile>,
+}
+
+/// `limits` of a `sandbox` table: each a number (`memory` also a size such as `"4G"`), or
+/// `"off"`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LimitsFile {
+    /// Processes and threads one command may have at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pids: Option<toml::Value>,
+    /// Memory each process may allocate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<toml::Value>,
 }
 
 /// One `[[task]]` entry.

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use super::{AgentSpec, PlanFile, SandboxFile, DEFAULT_TIMEOUT};
 use plait_llm::provider::ProviderSettings;
-use plait_sandbox::sandbox::{Network, SandboxMode, SandboxSettings, Support};
+use plait_sandbox::sandbox::{parse_bytes, Limits, Network, SandboxMode, SandboxSettings, Support};
 
 use super::resolved::*;
 use super::validate_agents::{provider_named, push_once, resolve_cli_role, resolve_tool};
@@ -172,8 +172,10 @@ pub(super) fn resolve_sandbox(
             keep_env.push(name.clone());
         }
     }
+    let limits = resolve_limits(place, defaults, task, problems);
     SandboxSettings {
         mode,
+        limits,
         view: task
             .and_then(|t| t.view)
             .or(defaults.and_then(|d| d.view))
@@ -188,6 +190,50 @@ pub(super) fn resolve_sandbox(
         keep_env,
         ..SandboxSettings::default()
     }
+}
+
+/// `limits` of the task's table over `[defaults]`', key by key, over the standard ones.
+fn resolve_limits(
+    place: &str,
+    defaults: Option<&SandboxFile>,
+    task: Option<&SandboxFile>,
+    problems: &mut Vec<String>,
+) -> Limits {
+    let mut limits = Limits::standard();
+    for file in defaults.into_iter().chain(task) {
+        let Some(set) = &file.limits else {
+            continue;
+        };
+        if let Some(value) = &set.pids {
+            match value {
+                toml::Value::Integer(n) if *n >= 1 && *n <= i64::from(u32::MAX) => {
+                    limits.pids = Some(*n as u32)
+                }
+                toml::Value::String(off) if off == "off" => limits.pids = None,
+                other => problems.push(format!(
+                    "{place}: limits: pids = {other} is not a number of processes (at least 1) or \"off\""
+                )),
+            }
+        }
+        if let Some(value) = &set.memory {
+            let parsed = match value {
+                toml::Value::String(off) if off == "off" => Some(None),
+                toml::Value::String(text) => parse_bytes(text).map(Some),
+                toml::Value::Integer(n) if *n > 0 => Some(Some(*n as u64)),
+                _ => None,
+            };
+            match parsed {
+                Some(Some(bytes)) if bytes < 1 << 20 => problems.push(format!(
+                    "{place}: limits: memory = {value} is less than 1M, too little for any program"
+                )),
+                Some(memory) => limits.memory = memory,
+                None => problems.push(format!(
+                    "{place}: limits: memory = {value} is not a size (\"4G\", \"512M\", bytes) or \"off\""
+                )),
+            }
+        }
+    }
+    limits
 }
 
 pub(super) fn resolve_review(

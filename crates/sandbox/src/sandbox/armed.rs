@@ -46,6 +46,8 @@ pub(crate) struct Armed {
     /// That namespace made once and held for every process (`net::holder`), where it
     /// could be.
     pub(super) held: Option<super::net::holder::Held>,
+    /// The loopback ports they may reach (Landlock's TCP rules, where that is the wall).
+    pub(super) ports: Vec<u16>,
 }
 
 impl Armed {
@@ -75,37 +77,63 @@ impl Armed {
             );
             read
         });
-        let ruleset = match entry.view {
-            Some(_) => ruleset(self.abi, &self.rule_paths, reads.as_deref(), None)
-                .map_err(std::io::Error::other)?,
-            None => self.ruleset.try_clone()?,
+        // The child adds rules of its own (the view, its own `/proc`) to a ruleset made
+        // for it alone.
+        let fresh = entry.view.is_some() || (entry.pid.is_some() && self.read_paths.is_some());
+        let ruleset = if fresh {
+            ruleset(self.abi, &self.rule_paths, reads.as_deref(), self.tcp())
+                .map_err(std::io::Error::other)?
+        } else {
+            self.ruleset.try_clone()?
+        };
+        let read = if self.read_paths.is_some() {
+            read_access(self.abi)
+        } else {
+            0
         };
         let walls = view::Walls {
             ruleset,
-            access: write_access(self.abi)
-                | if self.read_paths.is_some() {
-                    read_access(self.abi)
-                } else {
-                    0
-                },
+            access: write_access(self.abi) | read,
+            proc_access: read,
             // No controlling terminal: a command that opens `/dev/tty` to ask something
             // (a password prompt) is told there is none, rather than stopped by SIGTTIN as
             // a background process group of plait's terminal would be.
             session: true,
         };
         let cwd = spec.cwd.clone();
-        let (entering, channel) = view::entering(entry, Some(&cwd), Some(walls))?;
+        let (mut entering, channel) = view::entering(entry, Some(&cwd), Some(walls))?;
+        let works = entering.take_works();
+        let started = self.start_entering(entering, spec, pass).await;
+        let mut child = started.and_then(Child::from_cloned);
+        match &mut child {
+            Ok(child) => child.remove_when_ended(works),
+            Err(_) => view::remove_works(&works),
+        }
+        Ok((child?, channel))
+    }
+
+    /// Clones the child that enters as `entering` says and runs `spec`, on a short-lived
+    /// thread that holds the observer's filter from ABI 5.
+    async fn start_entering(
+        &self,
+        entering: view::Entering,
+        spec: Spec,
+        pass: Option<std::os::fd::RawFd>,
+    ) -> std::io::Result<child::Started> {
         let start = move |entering: &mut view::Entering, spec: Spec| {
             let group = !entering.session();
+            let pid_ns = entering.pid_ns();
             // SAFETY: `run` makes only async-signal-safe calls on what it holds.
-            child::spawn_entering(spec, pass, group, &mut || unsafe { entering.run() })
+            child::spawn_entering(spec, pass, group, pid_ns, &mut |stage| unsafe {
+                entering.run(stage)
+            })
         };
         if self.abi < 5 {
             let mut entering = entering;
-            let started = start(&mut entering, spec)?;
-            return Ok((Child::from_cloned(started)?, channel));
+            return start(&mut entering, spec);
         }
         let places = self.places.clone();
+        let filter = self.net_filter();
         let (sent, received) = tokio::sync::oneshot::channel();
         std::thread::Builder::new()
             .name("plait-sandbox".to_string())
@@ -115,15 +143,24 @@ impl Armed {
                 let observer = notify::Observer::start(places);
                 // SAFETY: a plain system call; the filter needs no new privileges.
                 let quiet = unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } == 0;
+                // The network's filter where no namespace walls it (a PID namespace without
+                // a user namespace, as root): the child inherits it, and makes no socket
+                // before its program.
+                if let Some(code) = filter {
+                    // SAFETY: a plain system call on a filter that outlives it.
+                    if let Err(e) = unsafe { seccomp::install(code) } {
+                        let _ = sent.send(Err(e));
+                        return;
+                    }
+                }
                 if let (Some(observer), true) = (observer, quiet) {
                     observer.install();
                 }
                 let _ = sent.send(start(&mut entering, spec));
             })?;
-        let started = received
+        received
             .await
-            .unwrap_or_else(|_| Err(std::io::Error::other("the sandbox's spawning thread died")))?;
-        Ok((Child::from_cloned(started)?, channel))
+            .unwrap_or_else(|_| Err(std::io::Error::other("the sandbox's spawning thread died")))
     }
 
     /// Starts `cmd` behind the walls, before the program runs: no new privileges, the
@@ -258,6 +295,11 @@ impl Armed {
                 spec.env(*var, path);
             }
         }
+    }
+
+    /// The ports Landlock's TCP rules let through, where they wall the network.
+    pub(super) fn tcp(&self) -> Option<&[u16]> {
+        (self.wall == NetWall::Landlock).then_some(&self.ports[..])
     }
 
     /// The seccomp filter that walls the network where Landlock alone must (no namespace).

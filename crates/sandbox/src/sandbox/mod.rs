@@ -58,6 +58,7 @@ mod armed;
 mod caches;
 mod gitconfig;
 mod net;
+mod pids;
 mod places;
 mod reads;
 mod rules;
@@ -66,16 +67,27 @@ mod view;
 
 use crate::child::{Child, Spec};
 use armed::Armed;
+pub use pids::lifetime;
 use places::{refused, Denials, Places, DEVICES};
 pub use reads::own_program as readable_program;
 use rules::ruleset;
 pub use rules::SandboxError;
 use settings::NetWall;
 pub use settings::{
-    support, Confinement, Network, SandboxMode, SandboxSettings, Support, ViewMode,
+    bytes, parse_bytes, support, Confinement, Limits, Network, SandboxMode, SandboxSettings,
+    Support, ViewMode,
 };
 pub use view::net_support;
+pub(crate) use view::remove_works;
 pub use view::{support as view_support, whiteout, Layer, Nested, OverlayView};
+
+/// How a process started behind `armed` gets a PID namespace of its own, where it can:
+/// before ABI 5 a network filter goes up only in a forked child, which knows no PID
+/// namespace.
+fn pid_ns(armed: &Armed) -> Option<pids::PidNs> {
+    let how = *pids::support().as_ref().ok()?;
+    (armed.abi >= 5 || armed.net_filter().is_none()).then_some(how)
+}
 
 /// The walls of the processes started for one purpose (a task's agent, its checks in one
 /// slot, a reviewer): what they may write, and the writes the walls refused them.
@@ -141,6 +153,13 @@ impl Sandbox {
         self
     }
 
+    /// Whether each process it starts is the first of a PID namespace of its own (so
+    /// nothing it starts outlives it).
+    pub fn own_pid_ns(&self) -> bool {
+        matches!(self.confinement(), Confinement::Landlock(abi)
+            if pids::support().is_ok() && (abi >= 5 || self.settings.net_wall() == NetWall::Namespace || self.settings.net_wall() == NetWall::Open))
+    }
+
     /// The descriptor its processes inherit, if any.
     pub fn passed_fd(&self) -> Option<std::os::fd::RawFd> {
         use std::os::fd::AsRawFd as _;
@@ -169,11 +188,21 @@ impl Sandbox {
                     };
                     let cwd = spec.cwd.clone();
                     let (mut entering, _) = view::entering(entry, Some(&cwd), None)?;
+                    let works = entering.take_works();
                     // SAFETY: `run` makes only async-signal-safe calls on what it holds.
-                    let started = crate::child::spawn_entering(spec, pass, true, &mut || unsafe {
-                        entering.run()
-                    })?;
-                    Child::from_cloned(started)
+                    let started = crate::child::spawn_entering(
+                        spec,
+                        pass,
+                        true,
+                        false,
+                        &mut |stage| unsafe { entering.run(stage) },
+                    );
+                    let mut child = started.and_then(Child::from_cloned);
+                    match &mut child {
+                        Ok(child) => child.remove_when_ended(works),
+                        Err(_) => view::remove_works(&works),
+                    }
+                    child
                 }
                 None => {
                     let mut cmd = spec.command();
@@ -192,7 +221,12 @@ impl Sandbox {
                 }
             };
         };
-        if armed.namespace.is_none() && self.view.is_none() && armed.binds.is_empty() {
+        let pid = pid_ns(armed);
+        if armed.namespace.is_none()
+            && self.view.is_none()
+            && armed.binds.is_empty()
+            && pid.is_none()
+        {
             if pass.is_some() {
                 // Kept open across the exec: only a clone can do that behind the walls.
                 let entry = view::Entry::default();
@@ -223,6 +257,8 @@ impl Sandbox {
             binds: &armed.binds,
             net: namespace.as_ref(),
             joined: held.map(net::holder::Held::fds),
+            pid,
+            limits: self.settings.limits,
         };
         let (child, channel) = armed.spawn_entered(spec, entry, pass).await?;
         // The listeners of the `ports`: the child's own, served while it lives, or the held
@@ -378,6 +414,7 @@ impl Sandbox {
             wall,
             namespace,
             held,
+            ports: self.settings.ports.clone(),
         })
     }
 

@@ -96,11 +96,12 @@ impl Places {
         if path == Path::new("/dev/tty") {
             return;
         }
-        // A view's child maps its user and group before the walls go up (see [`view`]).
+        // A view's child maps its user and group before the walls go up (see [`view`]),
+        // and sets its PID namespace's `pid_max` (see `super::pids`).
         if path.starts_with("/proc")
-            && path
-                .file_name()
-                .is_some_and(|n| n == "uid_map" || n == "gid_map" || n == "setgroups")
+            && path.file_name().is_some_and(|n| {
+                n == "uid_map" || n == "gid_map" || n == "setgroups" || n == "pid_max"
+            })
         {
             return;
         }

@@ -500,3 +500,228 @@ fn git_behind_the_walls_reads_the_repository_without_its_credentials() {
     let real = std::fs::read_to_string(repo.join(".git/config")).unwrap();
     assert!(real.contains("SECRET-url"));
 }
+
+/// A script that starts one leftover of every kind, each appending to a file of its own
+/// beneath `own` every 20 ms for as long as it lives, and ends when they have all written.
+const LEFTOVERS: &str = r#"
+loop='while :; do echo x >> "$0"; sleep 0.02; done'
+sh -c "$loop" "$OWN/bg" &
+setsid sh -c "$loop" "$OWN/setsid" &
+sh -c 'sh -c "$1" "$2" & exit 0' double "$loop" "$OWN/double"
+env -i /bin/sh -c "$loop" "$OWN/cleared" &
+(cd / && exec sh -c "$loop" "$OWN/root") &
+for f in bg setsid double cleared root; do
+  while ! test -s "$OWN/$f"; do sleep 0.01; done
+done
+"#;
+
+/// Whether the files the leftovers write still grow.
+fn still_written(own: &Path) -> Vec<&'static str> {
+    let sizes = |own: &Path| -> Vec<u64> {
+        ["bg", "setsid", "double", "cleared", "root"]
+            .iter()
+            .map(|f| std::fs::metadata(own.join(f)).map_or(0, |m| m.len()))
+            .collect()
+    };
+    // Dying takes the kernel a moment; the writers' sleeps are 20 ms.
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    let before = sizes(own);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let after = sizes(own);
+    ["bg", "setsid", "double", "cleared", "root"]
+        .into_iter()
+        .zip(before.iter().zip(&after))
+        .filter(|(_, (b, a))| a != b)
+        .map(|(name, _)| name)
+        .collect()
+}
+
+/// Runs `script` under `shell::run` in a sandbox (`network`) owning `root/own`, with `OWN`
+/// naming it; how it ended.
+fn run_leftovers(
+    root: &Path,
+    network: Network,
+    script: &str,
+    timeout_ms: u64,
+) -> crate::shell::ShellOutcome {
+    let settings = SandboxSettings {
+        temp_root: root.to_path_buf(),
+        network,
+        ..SandboxSettings::default()
+    };
+    run_in(root, settings, script, timeout_ms)
+}
+
+/// Runs `script` under `shell::run` in a sandbox of `settings` owning `root/own`, with
+/// `OWN` naming it, its output in `root/log`; how it ended.
+fn run_in(
+    root: &Path,
+    settings: SandboxSettings,
+    script: &str,
+    timeout_ms: u64,
+) -> crate::shell::ShellOutcome {
+    let own = root.join("own");
+    let sandbox = Sandbox::new(&settings, vec![own.clone()]);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let (_fire, cancel) = plait_core::cancel::Cancel::new();
+    let env = [("OWN", own.display().to_string())];
+    let log = root.join("log");
+    let launch = crate::shell::Launch {
+        dir: root,
+        env: &env,
+        log: &log,
+        timeout: std::time::Duration::from_millis(timeout_ms),
+        cancel: &cancel,
+        sandbox: &sandbox,
+    };
+    runtime.block_on(crate::shell::run(script, &launch))
+}
+
+/// Nothing a command started outlives it: a background job, a `setsid` child, a double
+/// fork, one with a cleared environment and one that left for `/`, with the network off
+/// (the sandbox's held namespaces) and on (no network namespace); its exit status passes
+/// through.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_commands_leftovers_die_with_it() {
+    if !matches!(support(), Support::Landlock(_)) || pids::support().is_err() {
+        eprintln!("skipped: no Landlock or no PID namespaces here");
+        return;
+    }
+    for network in [Network::Off, Network::On] {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        let own = root.join("own");
+        std::fs::create_dir(&own).unwrap();
+        let script = format!("{LEFTOVERS}\nexit 7");
+        let outcome = run_leftovers(&root, network, &script, 20_000);
+        let log = std::fs::read_to_string(root.join("log")).unwrap_or_default();
+        assert_eq!(
+            outcome,
+            crate::shell::ShellOutcome::Exited(7),
+            "{network:?}: {log}"
+        );
+        assert_eq!(still_written(&own), Vec::<&str>::new(), "{network:?}");
+    }
+}
+
+/// A command that runs past its timeout is killed with everything it started, though its
+/// first process, the PID namespace's init, takes no signal it has no handler for from
+/// inside.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_timed_out_command_is_killed_with_its_leftovers() {
+    if !matches!(support(), Support::Landlock(_)) || pids::support().is_err() {
+        eprintln!("skipped: no Landlock or no PID namespaces here");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    let own = root.join("own");
+    std::fs::create_dir(&own).unwrap();
+    let script = format!("trap '' TERM INT; {LEFTOVERS}\nkill -TERM $$; sleep 1000");
+    let outcome = run_leftovers(&root, Network::Off, &script, 1_500);
+    assert_eq!(outcome, crate::shell::ShellOutcome::TimedOut);
+    assert_eq!(still_written(&own), Vec::<&str>::new());
+}
+
+/// From inside, plait's process is not there: its `cmdline` cannot be read, and the
+/// command is the first process of what it sees.
+#[cfg(target_os = "linux")]
+#[test]
+fn other_processes_are_not_in_a_commands_proc() {
+    if !matches!(support(), Support::Landlock(_)) || pids::support().is_err() {
+        eprintln!("skipped: no Landlock or no PID namespaces here");
+        return;
+    }
+    for network in [Network::Off, Network::On] {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        std::fs::create_dir(root.join("own")).unwrap();
+        let script = format!(
+            "if cat /proc/{}/cmdline; then exit 1; fi; test \"$$\" = 1 || exit 2; \
+             grep -q . /proc/self/status || exit 3; ls /proc | grep -c '^[0-9]' > own/count",
+            std::process::id()
+        );
+        let outcome = run_leftovers(&root, network, &script, 20_000);
+        let log = std::fs::read_to_string(root.join("log")).unwrap_or_default();
+        assert_eq!(
+            outcome,
+            crate::shell::ShellOutcome::Exited(0),
+            "{network:?}: {log}"
+        );
+        let count = std::fs::read_to_string(root.join("own/count")).unwrap();
+        // `sh` itself, and `ls` (or `grep`) of the pipe.
+        assert!(
+            count.trim().parse::<u32>().unwrap() <= 3,
+            "{network:?}: {count}"
+        );
+    }
+}
+
+/// A command that starts processes until the kernel refuses one fails, its log naming
+/// the sandbox's limit, and it got no more than the limit allows (and the 300 the PID
+/// namespace's numbering adds before it wraps); and a process that allocates past the
+/// memory limit fails naming it.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_command_past_its_limits_fails_naming_them() {
+    if !matches!(support(), Support::Landlock(_)) || pids::support().is_err() {
+        eprintln!("skipped: no Landlock or no PID namespaces here");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    std::fs::create_dir(root.join("own")).unwrap();
+    let settings = |limits| SandboxSettings {
+        temp_root: root.clone(),
+        limits,
+        ..SandboxSettings::default()
+    };
+    let pids = Limits {
+        pids: Some(64),
+        memory: None,
+    };
+    let flood =
+        "i=0; while [ $i -lt 5000 ]; do sleep 100 & i=$((i+1)); echo $i > \"$OWN/started\"; done";
+    let outcome = run_in(&root, settings(pids), flood, 20_000);
+    let log = std::fs::read_to_string(root.join("log")).unwrap();
+    let said = outcome.describe(std::time::Duration::ZERO);
+    assert!(
+        matches!(outcome, crate::shell::ShellOutcome::OverLimit(Some(c), _) if c != 0),
+        "{outcome:?}: {log}"
+    );
+    assert!(
+        said.contains("the sandbox allows 64 processes at once"),
+        "{said}"
+    );
+    let started: u32 = std::fs::read_to_string(root.join("own/started"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!((64..=364).contains(&started), "{started}");
+    let memory = Limits {
+        pids: None,
+        memory: Some(256 << 20),
+    };
+    std::fs::write(root.join("log"), "").unwrap();
+    let hog = "/usr/bin/python3 -c 'b = bytearray(1 << 30)' && echo allocated > \"$OWN/hog\"";
+    let outcome = run_in(&root, settings(memory), hog, 20_000);
+    let log = std::fs::read_to_string(root.join("log")).unwrap();
+    let said = outcome.describe(std::time::Duration::ZERO);
+    assert!(
+        matches!(outcome, crate::shell::ShellOutcome::OverLimit(Some(1), _)),
+        "{outcome:?}: {log}"
+    );
+    assert!(log.contains("MemoryError"), "{log}");
+    assert!(
+        said.contains("the sandbox allows 256M per process"),
+        "{said}"
+    );
+    assert!(!root.join("own/hog").exists());
+}

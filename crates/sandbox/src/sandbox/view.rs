@@ -20,6 +20,8 @@ use std::os::unix::ffi::OsStrExt as _;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
+use crate::child::Stage;
+
 /// What a process sees at the view's stable path: its own layer (`upper`, with overlayfs's
 /// `work` directory beside it) over the read-only `lower` layers, uppermost first. Without
 /// an upper layer the first lower layer is mounted writable: plait's own steps on the base.
@@ -133,6 +135,10 @@ pub(crate) struct Entry<'a> {
     pub(crate) net: Option<&'a super::net::ports::Namespace>,
     /// The user, network and mount namespaces of its sandbox to join (`net::holder`).
     pub(crate) joined: Option<[std::os::fd::RawFd; 3]>,
+    /// A PID namespace of its own, with its own `/proc` (see `super::pids`).
+    pub(crate) pid: Option<super::pids::PidNs>,
+    /// How much it may take.
+    pub(crate) limits: super::settings::Limits,
 }
 
 /// One mount, as the child passes it to `mount(2)`: an overlay, or a bind (read-only when
@@ -170,6 +176,18 @@ struct Prepared {
     devnull: CString,
     net: Option<super::net::ports::Prepared>,
     cwd: Option<CString>,
+    /// A PID namespace asked for (`CLONE_NEWPID`) in [`Stage::Outer`], and `/proc` mounted
+    /// afresh for it in [`Stage::Inner`].
+    pid: bool,
+    proc: CString,
+    proc_type: CString,
+    /// The overlays' work directories made for this process alone.
+    works: Vec<PathBuf>,
+    /// Its limits: `RLIMIT_NPROC` and `RLIMIT_DATA`, and its PID namespace's `pid_max`
+    /// (the file and what is written to it).
+    nproc: Option<libc::rlim_t>,
+    data: Option<libc::rlim_t>,
+    pid_max: Option<(CString, Vec<u8>)>,
 }
 
 fn c_path(path: &Path) -> io::Result<CString> {
@@ -190,6 +208,42 @@ fn escaped(path: &Path) -> Vec<u8> {
         out.push(b);
     }
     out
+}
+
+/// A work directory of overlayfs's for one mount alone, made beneath `layer`'s: a mount
+/// clears the work directory it is given, so two that shared one (commands started at
+/// once in one view) broke each other (mounted read-only, or not at all: `EINVAL`).
+/// Removed with the sandbox (see [`remove_works`]).
+fn own_work(layer: &Layer, made: &mut Vec<PathBuf>) -> io::Result<Layer> {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let work = layer.work.join(format!("m{}-{n}", std::process::id()));
+    std::fs::create_dir(&work)?;
+    made.push(work.clone());
+    Ok(Layer {
+        upper: layer.upper.clone(),
+        work,
+    })
+}
+
+/// Removes the work directories [`own_work`] made, once no mount uses them: overlayfs
+/// leaves a directory there its user cannot enter (mode 0), opened up first.
+pub(crate) fn remove_works(works: &[PathBuf]) {
+    use std::os::unix::fs::PermissionsExt as _;
+    for work in works {
+        if let Ok(entries) = std::fs::read_dir(work) {
+            for entry in entries.flatten() {
+                let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
+                if is_dir {
+                    let _ = std::fs::set_permissions(
+                        entry.path(),
+                        std::fs::Permissions::from_mode(0o700),
+                    );
+                }
+            }
+        }
+        let _ = std::fs::remove_dir_all(work);
+    }
 }
 
 impl Mount {
@@ -260,13 +314,14 @@ impl Mount {
     }
 }
 
-/// The mounts of `binds`, `view` and `caches`, in order, and the write rules the child
-/// opens after them.
+/// The mounts of `binds`, `view` and `caches`, in order (each overlay with a work
+/// directory of its own, listed in `works`), and the write rules the child opens after them.
 #[allow(clippy::type_complexity)]
 fn mounts(
     view: Option<&OverlayView>,
     caches: &[CacheLayer],
     binds: &[(PathBuf, PathBuf)],
+    works: &mut Vec<PathBuf>,
 ) -> io::Result<(Vec<Mount>, Vec<(CString, Option<usize>)>)> {
     let mut mounts = Vec::new();
     for (source, target) in binds {
@@ -276,14 +331,20 @@ fn mounts(
     if let Some(view) = view {
         let lower: Vec<&Path> = view.lower.iter().map(PathBuf::as_path).collect();
         match (&view.upper, lower.split_first()) {
-            (Some(layer), _) => mounts.push(Mount::overlay(&view.target, &lower, layer, false)?),
+            (Some(layer), _) => {
+                let layer = own_work(layer, works)?;
+                mounts.push(Mount::overlay(&view.target, &lower, &layer, false)?)
+            }
             (None, Some((base, _))) => mounts.push(Mount::bind(base, &view.target, false)?),
             (None, None) => return Err(io::Error::other("a view with no layer")),
         }
         for nested in &view.nested {
             let target = view.target.join(&nested.path);
             mounts.push(match &nested.layer {
-                Some(layer) => Mount::overlay(&target, &[&nested.source], layer, false)?,
+                Some(layer) => {
+                    let layer = own_work(layer, works)?;
+                    Mount::overlay(&target, &[&nested.source], &layer, false)?
+                }
                 None => Mount::bind(&nested.source, &target, true)?,
             });
         }
@@ -294,12 +355,12 @@ fn mounts(
         }
     }
     for cache in caches {
-        mounts.push(Mount::overlay(
-            &cache.dir,
-            &[&cache.dir],
-            &cache.layer,
-            true,
-        )?);
+        // A cache's layer whose work directory cannot be had is left out, as its mount
+        // would be.
+        let Ok(layer) = own_work(&cache.layer, works) else {
+            continue;
+        };
+        mounts.push(Mount::overlay(&cache.dir, &[&cache.dir], &layer, true)?);
         for rule in &cache.rules {
             rules.push((c_path(rule)?, Some(mounts.len() - 1)));
         }
@@ -313,7 +374,8 @@ impl Prepared {
     fn new(entry: Entry<'_>, cwd: Option<&Path>) -> io::Result<(Prepared, Option<OwnedFd>)> {
         // SAFETY: getuid and getgid have no preconditions.
         let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
-        let mut flags = libc::CLONE_NEWUSER | libc::CLONE_NEWNS;
+        let user = entry.pid != Some(super::pids::PidNs::Direct);
+        let mut flags = libc::CLONE_NEWNS | if user { libc::CLONE_NEWUSER } else { 0 };
         let (net, channel) = match entry.net {
             Some(_) if entry.joined.is_some() => (None, None),
             Some(namespace) => {
@@ -328,7 +390,15 @@ impl Prepared {
             .map(|n| n.hide.iter().map(|p| c_path(p)).collect())
             .transpose()?
             .unwrap_or_default();
-        let (mounts, rules) = mounts(entry.view, entry.caches, entry.binds)?;
+        let mut works = Vec::new();
+        let made = mounts(entry.view, entry.caches, entry.binds, &mut works);
+        let (mounts, rules) = match made {
+            Ok(made) => made,
+            Err(e) => {
+                remove_works(&works);
+                return Err(e);
+            }
+        };
         let cwd = match (cwd, entry.view) {
             (Some(cwd), Some(view)) => Some(view.map_cwd(cwd)),
             (cwd, _) => cwd.map(Path::to_path_buf),
@@ -349,38 +419,76 @@ impl Prepared {
             devnull: c_str("/dev/null"),
             net,
             cwd: cwd.as_deref().map(c_path).transpose()?,
+            works,
+            nproc: entry.limits.pids.map(libc::rlim_t::from),
+            data: entry.limits.memory,
+            // Its numbers start at 1 and, once they wrap, go on from 300.
+            pid_max: entry
+                .limits
+                .pids
+                .filter(|_| entry.pid.is_some())
+                .map(|pids| {
+                    (
+                        c_str("/proc/sys/kernel/pid_max"),
+                        (u64::from(pids) + 300).to_string().into_bytes(),
+                    )
+                }),
+            pid: entry.pid.is_some(),
+            proc: c_str("/proc"),
+            proc_type: c_str("proc"),
         };
         Ok((prepared, channel))
     }
 
-    /// In the child: the namespaces, the mounts, the network, the working directory again.
+    /// In the child plait cloned: its user namespace (the sandbox's, joined, or a new one
+    /// mapping only plait's user and group), and a PID namespace for its next child.
     ///
     /// # Safety
-    /// Between fork and exec only: plain system calls, no allocation.
-    unsafe fn enter(&mut self) -> io::Result<()> {
+    /// Between fork (or clone) and exec only: plain system calls, no allocation.
+    unsafe fn enter_outer(&mut self) -> io::Result<()> {
         let fail = || Err(io::Error::last_os_error());
-        if let Some([user, net, mnt]) = self.joined {
-            // The sandbox's own: its mounts private already, its sockets covered. A mount
-            // namespace of the process's own is made from it only for mounts of its own.
-            if libc::setns(user, libc::CLONE_NEWUSER) != 0
-                || libc::setns(net, libc::CLONE_NEWNET) != 0
-                || libc::setns(mnt, libc::CLONE_NEWNS) != 0
-            {
+        if let Some([user, _, _]) = self.joined {
+            if libc::setns(user, libc::CLONE_NEWUSER) != 0 {
                 return fail();
             }
-            if (!self.mounts.is_empty() || !self.hide.is_empty())
-                && libc::unshare(libc::CLONE_NEWNS) != 0
-            {
-                return fail();
-            }
-        } else {
-            if libc::unshare(self.flags) != 0 {
+        } else if self.flags & libc::CLONE_NEWUSER != 0 {
+            if libc::unshare(libc::CLONE_NEWUSER) != 0 {
                 return fail();
             }
             if !write_all(&self.setgroups, b"deny\n")
                 || !write_all(&self.uid_map, &self.uid_line)
                 || !write_all(&self.gid_map, &self.gid_line)
             {
+                return fail();
+            }
+        }
+        if self.pid && libc::unshare(libc::CLONE_NEWPID) != 0 {
+            return fail();
+        }
+        Ok(())
+    }
+
+    /// In the process that runs the program: its mount (and network) namespace, the
+    /// mounts, `/proc` of its PID namespace, the network, the working directory again.
+    ///
+    /// # Safety
+    /// Between fork (or clone) and exec only: plain system calls, no allocation.
+    unsafe fn enter_inner(&mut self) -> io::Result<()> {
+        let fail = || Err(io::Error::last_os_error());
+        if let Some([_, net, mnt]) = self.joined {
+            // The sandbox's own: its mounts private already, its sockets covered. A mount
+            // namespace of the process's own is made from it only for mounts of its own.
+            if libc::setns(net, libc::CLONE_NEWNET) != 0 || libc::setns(mnt, libc::CLONE_NEWNS) != 0
+            {
+                return fail();
+            }
+            if (!self.mounts.is_empty() || !self.hide.is_empty() || self.pid)
+                && libc::unshare(libc::CLONE_NEWNS) != 0
+            {
+                return fail();
+            }
+        } else {
+            if libc::unshare(self.flags & !libc::CLONE_NEWUSER) != 0 {
                 return fail();
             }
             // Nothing mounted here reaches the namespace the mount tree was copied from.
@@ -413,6 +521,19 @@ impl Prepared {
                 std::ptr::null(),
             );
         }
+        // Its own processes only: another's `cmdline` and `environ` are not there to read.
+        if self.pid
+            && libc::mount(
+                self.proc_type.as_ptr(),
+                self.proc.as_ptr(),
+                self.proc_type.as_ptr(),
+                libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+                std::ptr::null(),
+            ) != 0
+        {
+            return fail();
+        }
+        self.limit();
         if let Some(net) = &mut self.net {
             net.enter()?;
         }
@@ -422,6 +543,31 @@ impl Prepared {
             }
         }
         Ok(())
+    }
+
+    /// In the process that runs the program: its limits. A kernel that keeps `pid_max`
+    /// for the whole machine (before 6.14) refuses it here, and the rest holds.
+    ///
+    /// # Safety
+    /// Between fork (or clone) and exec only: plain system calls, no allocation.
+    unsafe fn limit(&self) {
+        if let Some((path, value)) = &self.pid_max {
+            write_all(path, value);
+        }
+        for (resource, limit) in [
+            (libc::RLIMIT_NPROC, self.nproc),
+            (libc::RLIMIT_DATA, self.data),
+        ] {
+            let Some(limit) = limit else {
+                continue;
+            };
+            let mut now: libc::rlimit = std::mem::zeroed();
+            if libc::getrlimit(resource, &mut now) == 0 && now.rlim_cur > limit {
+                now.rlim_cur = limit;
+                now.rlim_max = limit;
+                libc::setrlimit(resource, &now);
+            }
+        }
     }
 
     /// The write rules to open after the mounts: those whose mount was made.
@@ -450,17 +596,28 @@ unsafe fn write_all(path: &CString, bytes: &[u8]) -> bool {
 pub(crate) struct Walls {
     pub(crate) ruleset: OwnedFd,
     pub(crate) access: u64,
+    /// What a rule on the process's own `/proc` grants (0: no rule, reads are open).
+    pub(crate) proc_access: u64,
     /// A session of its own (no controlling terminal) rather than only a process group.
     pub(crate) session: bool,
 }
 
 #[cfg(target_os = "linux")]
-unsafe fn raise<'a>(walls: &Walls, targets: impl Iterator<Item = &'a CString>) -> io::Result<()> {
+unsafe fn raise<'a>(
+    walls: &Walls,
+    targets: impl Iterator<Item = &'a CString>,
+    proc: Option<&CString>,
+) -> io::Result<()> {
     if walls.session && libc::setsid() < 0 {
         return Err(io::Error::last_os_error());
     }
     for target in targets {
         add_rule(walls.ruleset.as_raw_fd(), target, walls.access)?;
+    }
+    // A rule names what was opened: the `/proc` mounted here is not the one the
+    // sandbox's rules name.
+    if let Some(proc) = proc.filter(|_| walls.proc_access != 0) {
+        add_rule(walls.ruleset.as_raw_fd(), proc, walls.proc_access)?;
     }
     super::rules::restrict(walls.ruleset.as_raw_fd())
 }
@@ -527,7 +684,11 @@ pub(super) unsafe fn add_rule(
 }
 
 #[cfg(not(target_os = "linux"))]
-unsafe fn raise<'a>(_walls: &Walls, _targets: impl Iterator<Item = &'a CString>) -> io::Result<()> {
+unsafe fn raise<'a>(
+    _walls: &Walls,
+    _targets: impl Iterator<Item = &'a CString>,
+    _proc: Option<&CString>,
+) -> io::Result<()> {
     Err(io::Error::other("Landlock is Linux's"))
 }
 
@@ -544,16 +705,41 @@ impl Entering {
         self.walls.as_ref().is_some_and(|w| w.session)
     }
 
-    /// In the child, before its program runs.
+    /// The work directories its overlays use, made for it alone: to be removed once it
+    /// has ended (see [`remove_works`]).
+    pub(crate) fn take_works(&mut self) -> Vec<PathBuf> {
+        std::mem::take(&mut self.prepared.works)
+    }
+
+    /// Whether it makes a PID namespace (so the program runs in the process the child
+    /// clones: see `crate::child::spawn_entering`).
+    pub(crate) fn pid_ns(&self) -> bool {
+        self.prepared.pid
+    }
+
+    /// In the child, before its program runs, at `stage`.
     ///
     /// # Safety
     /// Between fork (or clone) and exec only: plain system calls, no allocation.
-    pub(crate) unsafe fn run(&mut self) -> io::Result<()> {
-        self.prepared.enter()?;
+    pub(crate) unsafe fn run(&mut self, stage: Stage) -> io::Result<()> {
+        if stage == Stage::Outer {
+            return self.prepared.enter_outer();
+        }
+        self.prepared.enter_inner()?;
+        let proc = self.prepared.pid.then_some(&self.prepared.proc);
         match &self.walls {
-            Some(walls) => raise(walls, self.prepared.rule_targets()),
+            Some(walls) => raise(walls, self.prepared.rule_targets(), proc),
             None => Ok(()),
         }
+    }
+
+    /// Both stages in one process (no PID namespace of its own).
+    ///
+    /// # Safety
+    /// As [`Entering::run`].
+    pub(crate) unsafe fn run_all(&mut self) -> io::Result<()> {
+        self.run(Stage::Outer)?;
+        self.run(Stage::Inner)
     }
 }
 
@@ -585,7 +771,7 @@ fn prepare(
     // SAFETY: the closure runs between fork and exec and makes only async-signal-safe
     // system calls on data made before the fork; it allocates nothing.
     unsafe {
-        cmd.pre_exec(move || entering.run());
+        cmd.pre_exec(move || entering.run_all());
     }
     Ok(channel)
 }

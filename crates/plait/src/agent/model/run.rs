@@ -273,6 +273,13 @@ impl Ended {
             ShellOutcome::Signalled => ("killed by a signal".to_string(), true),
             ShellOutcome::Interrupted => ("interrupted: the run is stopping".to_string(), true),
             ShellOutcome::NotStarted(why) => (format!("not started: {why}"), true),
+            ShellOutcome::OverLimit(code, limit) => {
+                let ended = code.map_or_else(
+                    || "killed by a signal".to_string(),
+                    |c| format!("exit status {c}"),
+                );
+                (format!("{ended}: {limit}"), false)
+            }
         }
     }
 }

@@ -51,7 +51,7 @@ impl Held {
         let mut make = || -> libc::c_int {
             // SAFETY: `run` and `open` are plain system calls on data made before the clone.
             unsafe {
-                if entering.run().is_err() {
+                if entering.run_all().is_err() {
                     return 1;
                 }
                 for (path, fd) in paths.iter().zip(opened.iter_mut()) {
