@@ -147,7 +147,8 @@ fn doctor_tries_every_wall_and_says_each_is_refused() {
     let text = stdout(&repo.plait(&["doctor"]));
     assert!(
         text.lines()
-            .any(|l| l.starts_with("read of a file planted in the home  ") && l.ends_with(" refused")),
+            .any(|l| l.starts_with("read of a file planted in the home  ")
+                && l.ends_with(" refused")),
         "{text}"
     );
 
@@ -363,20 +364,40 @@ fn a_fresh_clones_first_and_second_runs_read_neither_the_store_nor_the_repositor
             &[("XDG_CONFIG_HOME", &config)],
         );
         let status = repo.status_json(&[]);
-        assert_eq!(out.status.code(), Some(0), "{round}: {}\n{status:#}", stderr(&out));
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{round}: {}\n{status:#}",
+            stderr(&out)
+        );
         let run = status["id"].as_str().unwrap().to_string();
         let written = repo.tree_files(&format!("plait/{run}/a"))["a.txt"].clone();
         for marker in ["GOAL-MARKER", "b-LOG-MARKER", "runs"] {
-            assert!(!written.contains(marker), "{round}: {marker} read:\n{written}");
+            assert!(
+                !written.contains(marker),
+                "{round}: {marker} read:\n{written}"
+            );
         }
         for token in REPO_TOKENS {
-            assert!(!written.contains(token), "{round}: {token} read:\n{written}");
+            assert!(
+                !written.contains(token),
+                "{round}: {token} read:\n{written}"
+            );
             repo.assert_not_written(token);
         }
         // git works: the worktree's change, the base's commit, the remote less its token.
-        assert!(written.contains("GIT-STATUS\n M a.txt"), "{round}:\n{written}");
-        assert!(written.contains(&format!("GIT-LOG\n{}", base.trim())), "{round}:\n{written}");
-        assert!(written.contains("GIT-DIFF\n a.txt | "), "{round}:\n{written}");
+        assert!(
+            written.contains("GIT-STATUS\n M a.txt"),
+            "{round}:\n{written}"
+        );
+        assert!(
+            written.contains(&format!("GIT-LOG\n{}", base.trim())),
+            "{round}:\n{written}"
+        );
+        assert!(
+            written.contains("GIT-DIFF\n a.txt | "),
+            "{round}:\n{written}"
+        );
         assert!(
             written.contains("REMOTE\nhttps://github.com/o/r.git"),
             "{round}:\n{written}"
@@ -388,7 +409,9 @@ fn a_fresh_clones_first_and_second_runs_read_neither_the_store_nor_the_repositor
         assert_eq!(a["checks"][0]["passed"], true, "{status:#}");
     }
     // plait's own git still reads the real config.
-    assert!(repo.git(&["config", "remote.origin.url"]).contains("SECRET-url-token"));
+    assert!(repo
+        .git(&["config", "remote.origin.url"])
+        .contains("SECRET-url-token"));
 }
 
 /// Where no mount namespace can show a copy of the config, the token stays unreadable all
@@ -428,4 +451,118 @@ fn without_namespaces_the_repositorys_token_stays_unreadable_and_the_record_says
             && refused.contains("allows no mount namespace"),
         "{refused}"
     );
+}
+
+/// A checkout whose ignored `deps` and `vendor/lib` are symlinks to a directory outside
+/// (planted with a secret), and whose `tools/bin` is a real directory: the directory outside.
+fn checkout_with_linked_includes(repo: &TestRepo) -> std::path::PathBuf {
+    let outside = repo.scratch.join("home-dir");
+    fs::create_dir_all(outside.join("pkg")).unwrap();
+    fs::write(outside.join("secret.txt"), "SECRET-home\n").unwrap();
+    fs::write(outside.join("pkg/secret.txt"), "SECRET-home\n").unwrap();
+    fs::create_dir_all(repo.path.join("vendor")).unwrap();
+    std::os::unix::fs::symlink(&outside, repo.path.join("deps")).unwrap();
+    std::os::unix::fs::symlink(&outside, repo.path.join("vendor/lib")).unwrap();
+    fs::create_dir_all(repo.path.join("tools/bin")).unwrap();
+    fs::write(repo.path.join("tools/bin/tool"), "tool\n").unwrap();
+    outside
+}
+
+fn include_plan(include: &str) -> String {
+    format!(
+        "goal = \"g\"\n[review]\nagent = \"off\"\n[setup]\ninclude = [{include}]\n\
+         [[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"a.txt\"]\n\
+         agent = {{ exec = \"$PLAIT_RUN_IN cat deps/secret.txt vendor/lib/pkg/secret.txt > a.txt 2>&1; true\" }}\n"
+    )
+}
+
+/// A `[setup] include` that is a symlink out of the checkout, or lies under one, is refused
+/// when the plan is read (exit 2), naming the link and where it leads; nothing is made.
+#[test]
+fn an_include_through_a_symlink_out_of_the_checkout_is_refused_naming_the_link() {
+    let repo = TestRepo::with_files(&[(".gitignore", "deps\nvendor/\ntools/\n"), ("a.txt", "a\n")]);
+    let outside = checkout_with_linked_includes(&repo);
+    let plan = repo.plan(&include_plan(
+        "\"deps/\", \"vendor/lib/pkg\", \"tools/bin\"",
+    ));
+    let out = repo.plait(&["run", plan.to_str().unwrap()]);
+    let said = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{said}");
+    for words in [
+        format!("`deps` is a symlink to `{}`", outside.display()),
+        format!(
+            "`vendor/lib/pkg` lies under `vendor/lib`, a symlink to `{}`",
+            outside.display()
+        ),
+        "which leads outside your checkout".to_string(),
+    ] {
+        assert!(said.contains(&words), "{words} in:\n{said}");
+    }
+    assert!(
+        !said.contains("tools/bin"),
+        "a real directory is fine:\n{said}"
+    );
+    assert!(!repo.path.join(".git/plait/runs").exists(), "{said}");
+    assert!(repo.branches().iter().all(|b| !b.starts_with("plait/")));
+}
+
+/// A directory a plan includes, swapped for a symlink out of the checkout after the plan
+/// was read: the environment opens it beneath the checkout with no link followed, and the
+/// run stops naming the link; no agent sees the directory outside.
+#[test]
+fn an_include_swapped_for_a_symlink_after_the_plan_is_refused_when_it_is_mounted() {
+    if !crate::support::sandbox::namespaces() {
+        return;
+    }
+    use plait::orchestrator::{self, RunSettings};
+    let repo = TestRepo::with_files(&[(".gitignore", "deps\n"), ("a.txt", "a\n")]);
+    let outside = repo.scratch.join("home-dir");
+    fs::create_dir_all(&outside).unwrap();
+    fs::write(outside.join("secret.txt"), "SECRET-home\n").unwrap();
+    fs::create_dir_all(repo.path.join("deps")).unwrap();
+    fs::write(repo.path.join("deps/secret.txt"), "in the checkout\n").unwrap();
+    let toml = include_plan("\"deps\"");
+    let plan_path = repo.plan(&toml);
+    let git = plait_core::git::open(&repo.path).unwrap();
+    let parsed = plait::plan::parse(&toml, &plan_path).unwrap();
+    let resolved = plait::plan::resolve_with_env(&git, parsed, &plan_path, &|_| None).unwrap();
+    // The swap, after the plan was read.
+    fs::remove_dir_all(repo.path.join("deps")).unwrap();
+    std::os::unix::fs::symlink(&outside, repo.path.join("deps")).unwrap();
+    let settings = RunSettings {
+        store: None,
+        remote: None,
+        context: plait::context::Context::from_repo(
+            git,
+            &repo.path,
+            plait::context::process_env(),
+            std::path::PathBuf::from(env!("CARGO_BIN_EXE_plait")),
+        ),
+        plan: std::sync::Arc::new(resolved),
+        plan_path,
+        plan_text: toml.clone(),
+        jobs: 1,
+        worktree_root: None,
+        max_cost: None,
+        groups: None,
+    };
+    let prepared = orchestrator::prepare(settings).unwrap();
+    let ran = crate::support::runtime().block_on(orchestrator::execute(
+        prepared,
+        None,
+        plait_core::cancel::Cancel::new().1,
+    ));
+    let said = match ran {
+        Err(e) => format!("{e:#}"),
+        Ok(state) => format!("{state:?}"),
+    };
+    assert!(
+        said.contains(&format!("`deps` is a symlink to `{}`", outside.display())),
+        "{said}"
+    );
+    for branch in repo.branches() {
+        for text in repo.tree_files(&branch).values() {
+            assert!(!text.contains("SECRET-home"), "{branch}");
+        }
+    }
 }

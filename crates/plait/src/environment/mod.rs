@@ -119,6 +119,38 @@ pub(crate) struct Include {
     /// Relative to the checkout's root.
     pub path: String,
     pub(crate) source: PathBuf,
+    /// The device and inode of the directory as found beneath the checkout with no link
+    /// followed: what every view's mount of it must show, so that a link put at its path or
+    /// on the way since is refused rather than followed.
+    identity: (u64, u64),
+}
+
+impl Include {
+    /// The directory `path` of the checkout held in `checkout` (at `workdir`), opened
+    /// beneath it with no link followed.
+    pub(crate) fn open(
+        checkout: &plait_core::beneath::Tree,
+        workdir: &Path,
+        path: &str,
+    ) -> std::io::Result<Include> {
+        use std::os::unix::fs::MetadataExt as _;
+        let dir = checkout.open_dir(path)?;
+        let meta =
+            std::fs::File::from(std::os::fd::AsFd::as_fd(&dir).try_clone_to_owned()?).metadata()?;
+        Ok(Include {
+            path: path.to_string(),
+            source: workdir.join(path),
+            identity: (meta.dev(), meta.ino()),
+        })
+    }
+
+    /// The directory `path` of the checkout its record names at `source`, opened again
+    /// beneath the checkout with no link followed; `None` when it cannot be.
+    fn reopened(path: &str, source: &Path) -> Option<Include> {
+        let workdir = Path::new(source.to_str()?.strip_suffix(path)?);
+        let tree = plait_core::beneath::Tree::open(workdir).ok()?;
+        Include::open(&tree, workdir, path).ok()
+    }
 }
 
 /// A run's base layer, ready: where it is, where views are mounted, what it shares.
@@ -169,11 +201,7 @@ impl Environment {
         let includes = record
             .includes
             .iter()
-            .filter(|(_, source)| source.is_dir())
-            .map(|(path, source)| Include {
-                path: path.clone(),
-                source: source.clone(),
-            })
+            .filter_map(|(path, source)| Include::reopened(path, source))
             .collect();
         fs::create_dir_all(&stable).ok()?;
         Some(Environment {
@@ -254,6 +282,7 @@ impl Environment {
             .map(|(i, include)| Nested {
                 path: PathBuf::from(&include.path),
                 source: include.source.clone(),
+                identity: Some(include.identity),
                 layer: own.map(|o| o.include(i)),
             })
             .collect()

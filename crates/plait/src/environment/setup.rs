@@ -3,7 +3,6 @@
 //! before any task's code runs anywhere. Only here is a base layer ever written.
 
 use std::fs;
-use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -15,7 +14,7 @@ use super::layer::{self, LayerError};
 use super::{load_record, save_record, EnvError, EnvRecord, Environment, Include, Warmed};
 use crate::dirs::{flock, lock_file, prune_kept, remove_tree};
 use crate::plan::SetupSettings;
-use plait_core::beneath::{Kind, Tree};
+use plait_core::beneath::{Content, Kind, Tree};
 use plait_core::cancel::Cancel;
 use plait_core::git::TreeFile;
 use plait_sandbox::sandbox::{Sandbox, SandboxSettings};
@@ -307,12 +306,23 @@ fn ms_since(since: Instant) -> u64 {
     since.elapsed().as_millis() as u64
 }
 
-/// The files `[setup] include` names, each with where it is in the checkout: copied into
-/// the base layer.
-type Copied = Vec<(String, PathBuf)>;
+/// A file `[setup] include` names, as it was read from the checkout (beneath it, no link
+/// followed): copied into the base layer.
+#[derive(Debug, Clone)]
+pub(crate) struct CopiedFile {
+    /// Relative to the checkout's root.
+    path: String,
+    bytes: Vec<u8>,
+    executable: bool,
+}
 
-/// The directories and the files `[setup] include` names in the checkout at `repo`. One that
-/// is not there is refused unless `[setup] run` may make it.
+/// The files `[setup] include` names, copied into the base layer.
+type Copied = Vec<CopiedFile>;
+
+/// The directories and the files `[setup] include` names in the checkout at `repo`, each
+/// found beneath the checkout with no link followed: a directory by its device and inode
+/// (what every view's mount of it must show), a file read. A link at the path or on the way is refused, naming it and where it
+/// leads; one that is not there is refused unless `[setup] run` may make it.
 fn includes(repo: &Path, setup: &SetupSettings) -> Result<(Vec<Include>, Copied), EnvError> {
     if setup.include.is_empty() {
         return Ok((Vec::new(), Vec::new()));
@@ -324,24 +334,70 @@ fn includes(repo: &Path, setup: &SetupSettings) -> Result<(Vec<Include>, Copied)
             path: setup.include[0].clone(),
             why: "the repository has no checkout to share it from".to_string(),
         })?;
+    let checkout = Tree::open(&workdir).map_err(|e| EnvError::Include {
+        path: setup.include[0].clone(),
+        why: e.to_string(),
+    })?;
     let (mut dirs, mut files) = (Vec::new(), Vec::new());
     for path in &setup.include {
+        let refused = |why: String| EnvError::Include {
+            path: path.clone(),
+            why,
+        };
         let source = workdir.join(path);
-        match fs::metadata(&source) {
-            Ok(meta) if meta.is_dir() => dirs.push(Include {
-                path: path.clone(),
-                source,
-            }),
-            Ok(_) => files.push((path.clone(), source)),
-            Err(_) if !setup.run.is_empty() => {}
-            Err(e) => {
-                return Err(EnvError::Include {
+        match checkout.kind(path) {
+            Ok(Some(Kind::Dir)) => {
+                let include = Include::open(&checkout, &workdir, path)
+                    .map_err(|e| refused(crate::plan::setup::include_link(&workdir, path, &e)))?;
+                dirs.push(include);
+            }
+            Ok(Some(Kind::File { .. })) => match checkout.read(path) {
+                Ok(Some(Content::File { bytes, executable })) => files.push(CopiedFile {
                     path: path.clone(),
-                    why: format!(
-                        "{} is not in your checkout ({e}); install it there, or add a [setup] run that makes it",
+                    bytes,
+                    executable,
+                }),
+                Ok(_) => {
+                    return Err(refused(format!(
+                        "{} changed as it was read",
                         source.display()
-                    ),
-                })
+                    )))
+                }
+                Err(e) => {
+                    return Err(refused(crate::plan::setup::include_link(
+                        &workdir, path, &e,
+                    )))
+                }
+            },
+            Ok(Some(Kind::Link)) => {
+                let e = std::io::Error::from_raw_os_error(libc::ELOOP);
+                return Err(refused(crate::plan::setup::include_link(
+                    &workdir, path, &e,
+                )));
+            }
+            Ok(Some(Kind::Other { .. })) => {
+                return Err(refused(format!(
+                    "{} is neither a file nor a directory; include names ignored files and \
+                     directories of the checkout",
+                    source.display()
+                )))
+            }
+            // A link where a directory on the way should be reads as nothing there.
+            Ok(None) if source.symlink_metadata().is_ok() => {
+                let e = std::io::Error::from_raw_os_error(libc::ELOOP);
+                return Err(refused(crate::plan::setup::include_link(
+                    &workdir, path, &e,
+                )));
+            }
+            Ok(None) if !setup.run.is_empty() => {}
+            Ok(None) => return Err(refused(format!(
+                "{} is not in your checkout; install it there, or add a [setup] run that makes it",
+                source.display()
+            ))),
+            Err(e) => {
+                return Err(refused(crate::plan::setup::include_link(
+                    &workdir, path, &e,
+                )))
             }
         }
     }
@@ -355,7 +411,7 @@ fn setup_key(
     setup: &SetupSettings,
     files: &[TreeFile],
     base: Oid,
-    copied: &[(String, PathBuf)],
+    copied: &[CopiedFile],
 ) -> String {
     let mut hash = sha1::Sha1::new();
     for line in setup.run.iter().chain(&setup.include) {
@@ -380,9 +436,9 @@ fn setup_key(
         hash.update(file.path.as_bytes());
         hash.update(file.oid.as_bytes());
     }
-    for (path, source) in copied {
-        hash.update(path.as_bytes());
-        hash.update(fs::read(source).unwrap_or_default());
+    for file in copied {
+        hash.update(file.path.as_bytes());
+        hash.update(&file.bytes);
     }
     hash.finalize().iter().map(|b| format!("{b:02x}")).collect()
 }
@@ -400,7 +456,7 @@ fn lay(
     files: &[TreeFile],
     key: &str,
     includes: &[Include],
-    copied: &[(String, PathBuf)],
+    copied: &[CopiedFile],
 ) -> Result<(EnvRecord, bool), LayerError> {
     let repo = Repository::discover(repo).map_err(|e| LayerError(e.to_string()))?;
     let tree = dir.join("tree");
@@ -434,11 +490,10 @@ fn lay(
     record.set_up = record.set_up && record.setup_key == key;
     let failed = |e: std::io::Error| LayerError(e.to_string());
     let files = Tree::open(&tree).map_err(failed)?;
-    for (path, source) in copied {
-        let bytes =
-            fs::read(source).map_err(|e| LayerError(format!("{}: {e}", source.display())))?;
-        let executable = fs::metadata(source).is_ok_and(|m| m.permissions().mode() & 0o100 != 0);
-        files.write(path, &bytes, executable).map_err(failed)?;
+    for file in copied {
+        files
+            .write(&file.path, &file.bytes, file.executable)
+            .map_err(failed)?;
     }
     for include in includes {
         if files

@@ -196,7 +196,8 @@ async fn repository_probes(
         ));
     }
     let config = git.join("config");
-    let text = std::fs::read_to_string(&config).map_err(|e| format!("{}: {e}", config.display()))?;
+    let text =
+        std::fs::read_to_string(&config).map_err(|e| format!("{}: {e}", config.display()))?;
     let planted = format!(
         "{text}[remote \"origin\"]\n\turl = https://x-access-token:{SECRET}@github.com/o/r\n\
          [http \"https://github.com/\"]\n\textraheader = AUTHORIZATION: basic {SECRET}\n"

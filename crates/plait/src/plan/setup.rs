@@ -203,6 +203,90 @@ fn check_keys(key: &[String], files: &[TreeFile], problems: &mut Vec<String>) {
     }
 }
 
+/// Each `[setup] include` of the checkout at `workdir` with a symlink at its path or on
+/// the way to it: refused, naming the link and where it leads (views share only what is in
+/// the checkout itself; a link could hand them the home).
+pub(super) fn check_include_links(workdir: &Path, include: &[String], problems: &mut Vec<String>) {
+    for path in include {
+        if let Some(link) = first_link(workdir, path) {
+            problems.push(format!(
+                "[setup] include: {}",
+                link_words(workdir, path, &link)
+            ));
+        }
+    }
+}
+
+/// Why the include `path` of the checkout at `workdir` could not be opened beneath it with
+/// no link followed (`error`): the link on its way, named, when there is one.
+pub(crate) fn include_link(workdir: &Path, path: &str, error: &std::io::Error) -> String {
+    match first_link(workdir, path) {
+        Some(link) => link_words(workdir, path, &link),
+        None => format!("{}: {error}", workdir.join(path).display()),
+    }
+}
+
+/// The first symlink at `path` of the checkout at `workdir` or on the way to it, relative
+/// to the checkout's root.
+fn first_link(workdir: &Path, path: &str) -> Option<String> {
+    let mut rel = std::path::PathBuf::new();
+    for part in path.split('/') {
+        rel.push(part);
+        match workdir.join(&rel).symlink_metadata() {
+            Ok(meta) if meta.file_type().is_symlink() => {
+                return Some(rel.to_string_lossy().into_owned())
+            }
+            Ok(_) => {}
+            Err(_) => return None,
+        }
+    }
+    None
+}
+
+/// The words for the include `path` refused for the symlink `link` (relative to the
+/// checkout at `workdir`): where it leads, and what to do.
+fn link_words(workdir: &Path, path: &str, link: &str) -> String {
+    let at = workdir.join(link);
+    let target = std::fs::read_link(&at)
+        .map(|t| t.display().to_string())
+        .unwrap_or_else(|e| format!("(unreadable: {e})"));
+    let root = workdir
+        .canonicalize()
+        .unwrap_or_else(|_| workdir.to_path_buf());
+    let resolved = at.canonicalize().ok();
+    let inside = resolved
+        .as_deref()
+        .and_then(|r| r.strip_prefix(&root).ok())
+        .filter(|r| !r.as_os_str().is_empty());
+    let whence =
+        match inside {
+            Some(inside) => {
+                format!(
+            "inside your checkout; views share only what is at the path named, never through \
+             a link: name `{}` instead",
+            inside.join(path.strip_prefix(link).unwrap_or("").trim_start_matches('/'))
+                .display()
+        )
+            }
+            None => {
+                let real = match resolved {
+                    Some(r) if r != Path::new(&target) => format!(" ({})", r.display()),
+                    Some(_) => String::new(),
+                    None => " (nothing is there)".to_string(),
+                };
+                format!(
+                    "which leads outside your checkout{real}; views share only what is in the \
+                 checkout itself: install it in the checkout, or remove it from include"
+                )
+            }
+        };
+    if link == path {
+        format!("`{path}` is a symlink to `{target}`, {whence}")
+    } else {
+        format!("`{path}` lies under `{link}`, a symlink to `{target}`, {whence}")
+    }
+}
+
 /// An include entry as a path relative to the checkout's root: no `./`, no trailing `/`;
 /// why it cannot be one otherwise.
 fn normalize(raw: &str) -> Result<String, String> {
@@ -694,5 +778,31 @@ mod tests {
         let none = checkout(&["package.json"], "node_modules/\n", &["node_modules"]);
         let files = tree(&[".gitignore", "package.json"]);
         assert_eq!(suggested_setup(none.path(), &files), None);
+    }
+
+    #[test]
+    fn an_include_through_a_link_is_refused_naming_it_and_where_it_leads() {
+        let dir = tempfile::tempdir().unwrap();
+        let work = dir.path().join("work");
+        std::fs::create_dir_all(work.join("real/pkg")).unwrap();
+        std::fs::create_dir_all(work.join("plain")).unwrap();
+        std::os::unix::fs::symlink("real", work.join("inside")).unwrap();
+        std::os::unix::fs::symlink("/nowhere/at/all", work.join("dangling")).unwrap();
+        let include: Vec<String> = ["inside/pkg", "dangling", "plain", "missing/x"]
+            .map(String::from)
+            .to_vec();
+        let mut problems = Vec::new();
+        check_include_links(&work, &include, &mut problems);
+        assert_eq!(
+            problems,
+            [
+                "[setup] include: `inside/pkg` lies under `inside`, a symlink to `real`, inside \
+                 your checkout; views share only what is at the path named, never through a \
+                 link: name `real/pkg` instead",
+                "[setup] include: `dangling` is a symlink to `/nowhere/at/all`, which leads \
+                 outside your checkout (nothing is there); views share only what is in the \
+                 checkout itself: install it in the checkout, or remove it from include",
+            ]
+        );
     }
 }

@@ -108,6 +108,9 @@ pub fn resolve_with_env(
         path.as_deref(),
         &mut problems,
     );
+    if let Some(workdir) = repo.workdir() {
+        super::setup::check_include_links(workdir, &setup.include, &mut problems);
+    }
     settle_picks(&plan, &review, &mut tasks, &mut problems);
     withhold_keys(&providers, &mut tasks, &mut checks);
     read_git_dir(repo, &mut tasks, &mut checks);

@@ -92,10 +92,14 @@ pub(crate) fn from_listing(listing: &str) -> Sanitized {
             text.push_str(&this);
             header = Some(this);
         }
-        match value {
-            Some(value) => text.push_str(&format!("\t{name} = \"{}\"\n", escape(&value))),
-            None => text.push_str(&format!("\t{name}\n")),
+        text.push('\t');
+        text.push_str(name);
+        if let Some(value) = value {
+            text.push_str(" = \"");
+            text.push_str(&escape(&value));
+            text.push('"');
         }
+        text.push('\n');
     }
     Sanitized { text, changed }
 }

@@ -309,7 +309,10 @@ impl Sandbox {
     /// made (at its first process); `None` before, or when they read no git directory.
     pub fn git_config(&self) -> Option<String> {
         let armed = self.armed.get()?.as_ref().ok()?;
-        armed.git_config.as_ref().map(gitconfig::RepoConfig::describe)
+        armed
+            .git_config
+            .as_ref()
+            .map(gitconfig::RepoConfig::describe)
     }
 
     /// How its processes run on this system.

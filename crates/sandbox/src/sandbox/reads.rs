@@ -540,11 +540,13 @@ fn config_texts() -> &'static [(&'static str, &'static str, String)] {
             let text: String = sources
                 .iter()
                 .filter_map(|s| {
-                    super::gitconfig::without_secrets(s).map(|c| c.text).or_else(|| {
-                        std::fs::read_to_string(s)
-                            .ok()
-                            .map(|t| gitconfig_without_secrets(&t))
-                    })
+                    super::gitconfig::without_secrets(s)
+                        .map(|c| c.text)
+                        .or_else(|| {
+                            std::fs::read_to_string(s)
+                                .ok()
+                                .map(|t| gitconfig_without_secrets(&t))
+                        })
                 })
                 .collect::<Vec<_>>()
                 .join("\n");

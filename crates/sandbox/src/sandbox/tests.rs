@@ -425,8 +425,21 @@ fn repository_with_secrets(root: &Path) -> PathBuf {
     git(&["init", "-q", "-b", "main"]);
     std::fs::write(repo.join("a.txt"), "a\n").unwrap();
     git(&["add", "a.txt"]);
-    git(&["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "first commit"]);
-    git(&["remote", "add", "origin", "https://x-access-token:SECRET-url@github.com/o/r"]);
+    git(&[
+        "-c",
+        "user.name=t",
+        "-c",
+        "user.email=t@t",
+        "commit",
+        "-qm",
+        "first commit",
+    ]);
+    git(&[
+        "remote",
+        "add",
+        "origin",
+        "https://x-access-token:SECRET-url@github.com/o/r",
+    ]);
     git(&[
         "config",
         "http.https://github.com/.extraheader",
@@ -456,7 +469,14 @@ fn run_in(repo: &Path, settings: &SandboxSettings, script: &str) -> String {
         .build()
         .unwrap();
     let out = runtime
-        .block_on(async { sandbox.spawn(Some(&armed), cmd).await.unwrap().wait_with_output().await })
+        .block_on(async {
+            sandbox
+                .spawn(Some(&armed), cmd)
+                .await
+                .unwrap()
+                .wait_with_output()
+                .await
+        })
         .unwrap();
     format!(
         "{}{}",
@@ -492,7 +512,10 @@ fn git_behind_the_walls_reads_the_repository_without_its_credentials() {
         assert!(!out.contains("SECRET"), "{network:?}: {out}");
         assert!(out.contains("first commit"), "{network:?}: {out}");
         assert!(out.contains(" M a.txt"), "{network:?}: {out}");
-        assert!(out.contains("https://github.com/o/r\n"), "{network:?}: {out}");
+        assert!(
+            out.contains("https://github.com/o/r\n"),
+            "{network:?}: {out}"
+        );
         assert!(out.contains("done"), "{network:?}: {out}");
         eprintln!("{out}");
     }
@@ -549,12 +572,12 @@ fn run_leftovers(
         network,
         ..SandboxSettings::default()
     };
-    run_in(root, settings, script, timeout_ms)
+    run_for(root, settings, script, timeout_ms)
 }
 
 /// Runs `script` under `shell::run` in a sandbox of `settings` owning `root/own`, with
 /// `OWN` naming it, its output in `root/log`; how it ended.
-fn run_in(
+fn run_for(
     root: &Path,
     settings: SandboxSettings,
     script: &str,
@@ -688,7 +711,7 @@ fn a_command_past_its_limits_fails_naming_them() {
     };
     let flood =
         "i=0; while [ $i -lt 5000 ]; do sleep 100 & i=$((i+1)); echo $i > \"$OWN/started\"; done";
-    let outcome = run_in(&root, settings(pids), flood, 20_000);
+    let outcome = run_for(&root, settings(pids), flood, 20_000);
     let log = std::fs::read_to_string(root.join("log")).unwrap();
     let said = outcome.describe(std::time::Duration::ZERO);
     assert!(
@@ -711,7 +734,7 @@ fn a_command_past_its_limits_fails_naming_them() {
     };
     std::fs::write(root.join("log"), "").unwrap();
     let hog = "/usr/bin/python3 -c 'b = bytearray(1 << 30)' && echo allocated > \"$OWN/hog\"";
-    let outcome = run_in(&root, settings(memory), hog, 20_000);
+    let outcome = run_for(&root, settings(memory), hog, 20_000);
     let log = std::fs::read_to_string(root.join("log")).unwrap();
     let said = outcome.describe(std::time::Duration::ZERO);
     assert!(
@@ -724,4 +747,73 @@ fn a_command_past_its_limits_fails_naming_them() {
         "{said}"
     );
     assert!(!root.join("own/hog").exists());
+}
+
+/// A directory a view shares from the checkout, swapped for a symlink to a directory
+/// outside after plait found it: the view's mount of it is refused (`ELOOP`), never the
+/// directory outside shown; the directory plait found is shown.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_shared_directory_swapped_for_a_link_is_refused_at_its_mount() {
+    use std::os::unix::fs::MetadataExt as _;
+    if !matches!(support(), Support::Landlock(_)) || view::support().is_err() {
+        eprintln!("skipped: needs Landlock and mount namespaces");
+        return;
+    }
+    let root = tempfile::tempdir().unwrap();
+    let at = |p: &str| root.path().join(p);
+    for d in [
+        "lower/deps",
+        "upper",
+        "work",
+        "target",
+        "checkout/deps",
+        "home",
+    ] {
+        std::fs::create_dir_all(at(d)).unwrap();
+    }
+    std::fs::write(at("checkout/deps/f"), "in the checkout\n").unwrap();
+    std::fs::write(at("home/f"), "SECRET-home\n").unwrap();
+    let found = std::fs::metadata(at("checkout/deps")).unwrap();
+    let mut view =
+        OverlayView::of_worktree(at("target"), vec![at("lower")], at("upper"), at("work"));
+    view.nested = vec![Nested {
+        path: PathBuf::from("deps"),
+        source: at("checkout/deps"),
+        layer: None,
+        identity: Some((found.dev(), found.ino())),
+    }];
+    let settings = SandboxSettings {
+        temp_root: root.path().to_path_buf(),
+        ..SandboxSettings::default()
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let cat = |view: &OverlayView| {
+        let sandbox = Sandbox::new(&settings, vec![at("upper")]).with_view(Some(view.clone()));
+        let armed = sandbox.arm().unwrap();
+        let cmd =
+            Spec::new("cat", at("upper"))
+                .args(["deps/f"])
+                .stdio(Io::Null, Io::Piped, Io::Null);
+        runtime.block_on(async {
+            match sandbox.spawn(armed, cmd).await {
+                Ok(child) => Ok(String::from_utf8_lossy(
+                    &child.wait_with_output().await.unwrap().stdout,
+                )
+                .into_owned()),
+                Err(e) => Err(e),
+            }
+        })
+    };
+    assert_eq!(cat(&view).unwrap(), "in the checkout\n");
+    std::fs::rename(at("checkout/deps"), at("checkout/was-deps")).unwrap();
+    std::os::unix::fs::symlink(at("home"), at("checkout/deps")).unwrap();
+    let refused = cat(&view).unwrap_err();
+    assert_eq!(refused.raw_os_error(), Some(libc::ELOOP), "{refused}");
+    // Without the identity, the link would have been followed: what the check stops.
+    view.nested[0].identity = None;
+    assert_eq!(cat(&view).unwrap(), "SECRET-home\n");
 }

@@ -60,6 +60,10 @@ pub struct Nested {
     pub source: PathBuf,
     /// Its own writable layer; `None`: read-only.
     pub layer: Option<Layer>,
+    /// The device and inode `source` must be once mounted (as plait found it beneath the
+    /// checkout, with no link followed): a link put at its path or on the way since is
+    /// refused (`ELOOP`) rather than followed.
+    pub identity: Option<(u64, u64)>,
 }
 
 impl OverlayView {
@@ -152,6 +156,9 @@ struct Mount {
     read_only: bool,
     /// A failure leaves the rest to go on (a tool's cache), rather than failing the spawn.
     optional: bool,
+    /// The device and inode the target must show once mounted; else it is taken down and
+    /// the mount fails with `ELOOP` (a link was followed to something else).
+    expect: Option<(u64, u64)>,
 }
 
 /// What the child needs, prepared before the fork.
@@ -268,6 +275,7 @@ impl Mount {
             options: Some(CString::new(options).map_err(|_| io::Error::other("a path holds NUL"))?),
             read_only: false,
             optional,
+            expect: None,
         })
     }
 
@@ -280,6 +288,7 @@ impl Mount {
             options: None,
             read_only,
             optional: false,
+            expect: None,
         })
     }
 
@@ -302,6 +311,17 @@ impl Mount {
         ) != 0
         {
             return false;
+        }
+        if let Some((dev, ino)) = self.expect {
+            let mut st: libc::stat = std::mem::zeroed();
+            if libc::stat(self.target.as_ptr(), &mut st) != 0
+                || st.st_dev != dev
+                || st.st_ino != ino
+            {
+                libc::umount2(self.target.as_ptr(), libc::MNT_DETACH);
+                *libc::__errno_location() = libc::ELOOP;
+                return false;
+            }
         }
         !self.read_only
             || libc::mount(
@@ -339,14 +359,16 @@ fn mounts(
             (None, None) => return Err(io::Error::other("a view with no layer")),
         }
         for nested in &view.nested {
+            // The source bound first, and checked to be the directory plait found; then
+            // (with a layer) the overlay over that bound directory at the same path.
             let target = view.target.join(&nested.path);
-            mounts.push(match &nested.layer {
-                Some(layer) => {
-                    let layer = own_work(layer, works)?;
-                    Mount::overlay(&target, &[&nested.source], &layer, false)?
-                }
-                None => Mount::bind(&nested.source, &target, true)?,
-            });
+            let mut bind = Mount::bind(&nested.source, &target, nested.layer.is_none())?;
+            bind.expect = nested.identity;
+            mounts.push(bind);
+            if let Some(layer) = &nested.layer {
+                let layer = own_work(layer, works)?;
+                mounts.push(Mount::overlay(&target, &[&target], &layer, false)?);
+            }
         }
         rules.push((c_path(&view.target)?, None));
         for alias in &view.aliases {
