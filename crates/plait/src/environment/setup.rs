@@ -390,10 +390,12 @@ fn includes(repo: &Path, setup: &SetupSettings) -> Result<(Vec<Include>, Copied)
                 )));
             }
             Ok(None) if !setup.run.is_empty() => {}
-            Ok(None) => return Err(refused(format!(
+            Ok(None) => {
+                return Err(refused(format!(
                 "{} is not in your checkout; install it there, or add a [setup] run that makes it",
                 source.display()
-            ))),
+            )))
+            }
             Err(e) => {
                 return Err(refused(crate::plan::setup::include_link(
                     &workdir, path, &e,
