@@ -252,6 +252,8 @@ fn the_run_summary_shows_failures_violations_and_conflicts() {
         (r"/\S+/plait/repo-\[HASH\]", "[WORKTREES]"),
         (r"Landlock ABI \d+", "Landlock ABI [N]"),
         (r"network off \([^)]*\)", "network off ([HOW])"),
+        (r"leftovers: [^(,]*(\([^)]*\))?", "leftovers: [LIFETIME]"),
+        (r"limits: [^(,]*(\([^)]*\))?", "limits: [LIMITS]"),
         (r"(?m)^environment: .*$", "environment: [ENVIRONMENT]"),
     ]}, {
         insta::assert_snapshot!(text);
