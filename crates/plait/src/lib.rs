@@ -63,5 +63,11 @@ pub mod said;
 pub mod steer;
 pub mod workspace;
 
+/// The model agent's editor tools, for the benchmarks (`benches/nofollow.rs`).
+#[doc(hidden)]
+pub mod editor {
+    pub use crate::agent::model::tools::Workspace;
+}
+
 #[cfg(test)]
 mod test_flipper;

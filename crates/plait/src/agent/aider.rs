@@ -26,6 +26,7 @@ use super::exec::{outcome_of, shell_quote, task_env};
 use crate::plan::ToolSettings;
 use crate::prompts;
 use crate::workspace;
+use plait_core::beneath::Tree;
 use plait_core::state::Usage;
 use plait_llm::provider::ProviderKind;
 use plait_sandbox::shell;
@@ -190,8 +191,10 @@ impl AiderAgent {
             }
             .into();
         }
-        let dir = task.scratch().join("aider");
-        if let Err(e) = std::fs::create_dir_all(&dir) {
+        let dir = task.scratch().join(OWN);
+        // The scratch is the task's to write: the directory is made beneath a handle on it,
+        // a link in its place refused.
+        if let Err(e) = Tree::open(&task.scratch()).and_then(|t| t.create_dir_all(OWN)) {
             return AgentOutcome::Failed {
                 reason: format!("cannot create {}: {e}", dir.display()),
                 exit_code: None,
@@ -262,11 +265,16 @@ fn own_git_state(
         return Vec::new();
     };
     let admin = workspace::admin_dir(repo, &workspace::admin_name(&task.run, &task.task));
-    let index = dir.join("index");
-    let objects = dir.join("objects");
-    if std::fs::copy(admin.join("index"), &index).is_err()
-        || std::fs::create_dir_all(&objects).is_err()
-    {
+    let (index, objects) = (dir.join("index"), dir.join("objects"));
+    // `dir` is in the task's scratch, which its processes write: the copy is written, and
+    // the store made, beneath a handle on the scratch, so a link aider's processes left in
+    // its place is replaced or refused, never written through.
+    let made = std::fs::read(admin.join("index")).and_then(|bytes| {
+        let scratch = Tree::open(&task.scratch())?;
+        scratch.write(Path::new(OWN).join("index"), &bytes, false)?;
+        scratch.create_dir_all(Path::new(OWN).join("objects"))
+    });
+    if made.is_err() {
         return Vec::new();
     }
     let path = |p: &Path| p.display().to_string();
@@ -279,6 +287,9 @@ fn own_git_state(
         ),
     ]
 }
+
+/// The name of aider's own directory in its task's scratch.
+const OWN: &str = "aider";
 
 /// aider's accounting line, printed after each answer of the model.
 static TOKENS: LazyLock<Regex> = LazyLock::new(|| {

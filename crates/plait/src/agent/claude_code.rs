@@ -26,6 +26,7 @@ use super::context::{Agent, AgentFuture, AgentOutcome, AgentReport, TaskContext}
 use super::exec::{outcome_of, shell_quote, task_env};
 use crate::plan::ToolSettings;
 use crate::prompts;
+use plait_core::beneath::Tree;
 use plait_core::state::Usage;
 use plait_guard::GuardFile;
 use plait_sandbox::shell::{self, ShellOutcome};
@@ -55,7 +56,7 @@ impl Files {
         let task_dir = plait_core::state::TaskDir(task.dir().to_path_buf());
         let dir = task_dir.claude_code();
         Files {
-            config: task_dir.scratch().join("claude-code"),
+            config: task_dir.scratch().join(CONFIG),
             settings: dir.join("settings.json"),
             guard: dir.join("guard.json"),
             refusals: dir.join(format!("refusals-{}.jsonl", task.round)),
@@ -141,27 +142,30 @@ impl ClaudeCodeAgent {
             }
             .into();
         }
-        if let Err(e) = prepare(
+        let config = match prepare(
             task,
             &files,
             self.settings.inherited.claude_config.as_deref(),
         ) {
-            return AgentOutcome::Failed {
-                reason: format!(
-                    "cannot prepare claude-code's files in {}: {e}",
-                    files.dir.display()
-                ),
-                exit_code: None,
+            Ok(config) => config,
+            Err(e) => {
+                return AgentOutcome::Failed {
+                    reason: format!(
+                        "cannot prepare claude-code's files in {}: {e}",
+                        files.dir.display()
+                    ),
+                    exit_code: None,
+                }
+                .into()
             }
-            .into();
-        }
+        };
         let live = task.inbox.clone();
         let argv = self.argv(task, &files, live.is_some());
         let env = self.env(task, &files);
         let has_key = env.iter().any(|(k, _)| *k == "ANTHROPIC_API_KEY")
             || self.settings.inherited.anthropic_key;
         let login = give_login(
-            &files.config,
+            &config,
             has_key,
             self.settings.inherited.claude_config.as_deref(),
             task.gateway.as_deref(),
@@ -174,8 +178,8 @@ impl ClaudeCodeAgent {
         });
         let (outcome, stdout) =
             shell::run_argv_fed(&argv, &task.launch(&env), &files.result, feed).await;
-        if let Some(link) = login {
-            let _ = std::fs::remove_file(link);
+        if login {
+            let _ = config.remove(CREDENTIALS);
         }
         let result = parse_result(&stdout);
         let refused = result
@@ -338,8 +342,12 @@ fn cli_env(
 /// Writes the agent's config directory, guard file and settings. A user's `apiKeyHelper`
 /// (in their own config directory, `home`) is carried into the settings, the only ones
 /// the CLI loads.
-fn prepare(task: &TaskContext, files: &Files, home: Option<&Path>) -> std::io::Result<()> {
-    std::fs::create_dir_all(&files.config)?;
+fn prepare(task: &TaskContext, files: &Files, home: Option<&Path>) -> std::io::Result<Tree> {
+    // The config directory is in the task's scratch, which its processes write: made and
+    // held beneath a handle, following no link.
+    let scratch = Tree::open(&task.scratch())?;
+    scratch.create_dir_all(CONFIG)?;
+    let config = scratch.open_dir(CONFIG)?;
     std::fs::create_dir_all(&files.dir)?;
     let repository = git2::Repository::discover(&task.repo)
         .ok()
@@ -357,7 +365,8 @@ fn prepare(task: &TaskContext, files: &Files, home: Option<&Path>) -> std::io::R
         (&files.guard, &files.settings),
         &task.plait_program,
         home,
-    )
+    )?;
+    Ok(config)
 }
 
 /// Writes `guard` to its file and the only settings the CLI loads to theirs (`paths`):
@@ -418,52 +427,74 @@ fn record_refusals(denials: &[Value], path: &Path) -> u64 {
 /// gateway's stand-in (never expiring, so the CLI never tries to refresh it), and the
 /// gateway sends the login's real bearer in its place; no process in the walls can read
 /// the token. Without a gateway, the directory gets a link to the user's file (which the
-/// CLI then reads itself). Returns what was made, to be removed afterwards.
+/// CLI then reads itself). Returns whether it made `.credentials.json`, to be removed
+/// afterwards through the same handle.
 fn give_login(
-    config: &Path,
+    config: &Tree,
     has_key: bool,
     home: Option<&Path>,
     gateway: Option<&plait_gateway::Lease>,
-) -> Option<PathBuf> {
-    let target = config.join(".credentials.json");
-    if has_key || std::fs::symlink_metadata(&target).is_ok() {
-        return None;
+) -> bool {
+    // The config directory is the agent's to write: what stands in it is looked at, and
+    // written, beneath the handle, following no link.
+    if has_key || !matches!(config.kind(CREDENTIALS), Ok(None)) {
+        return false;
     }
-    let source = home?.join(".credentials.json");
+    let Some(source) = home.map(|h| h.join(CREDENTIALS)) else {
+        return false;
+    };
     if !source.is_file() {
-        return None;
+        return false;
     }
     match gateway {
         Some(lease) => {
-            let text = std::fs::read(&source).ok()?;
-            let mut login: Value = serde_json::from_slice(&text).ok()?;
-            let oauth = login.get_mut("claudeAiOauth")?.as_object_mut()?;
-            let stand_in = lease.login(source.clone());
-            oauth.insert("accessToken".into(), Value::String(stand_in.clone()));
-            oauth.insert("refreshToken".into(), Value::String(stand_in));
-            // A year on: the CLI never refreshes the stand-in; the gateway reads the
-            // user's file at each request, so their own refresh is taken.
-            let year = plait_core::state::now_ms() + 365 * 24 * 3600 * 1000;
-            oauth.insert("expiresAt".into(), Value::from(year));
-            let written = serde_json::to_vec(&login).ok()?;
-            write_private(&target, &written).ok()?;
-            Some(target)
+            let Some(written) = stand_in_login(&source, lease) else {
+                return false;
+            };
+            write_private(config, CREDENTIALS, &written).is_ok()
         }
-        None => std::os::unix::fs::symlink(&source, &target)
-            .is_ok()
-            .then_some(target),
+        None => config
+            .symlink(source.as_os_str().as_encoded_bytes(), CREDENTIALS)
+            .is_ok(),
     }
 }
 
-/// Writes `bytes` to a new file at `path` that only its owner may read.
-fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+/// The name of the agent's config directory in its task's scratch.
+const CONFIG: &str = "claude-code";
+
+/// The name of Claude Code's login file in its config directory.
+const CREDENTIALS: &str = ".credentials.json";
+
+/// The user's login at `source` with the gateway's stand-in for its tokens.
+fn stand_in_login(source: &Path, lease: &plait_gateway::Lease) -> Option<Vec<u8>> {
+    let text = std::fs::read(source).ok()?;
+    let mut login: Value = serde_json::from_slice(&text).ok()?;
+    let oauth = login.get_mut("claudeAiOauth")?.as_object_mut()?;
+    let stand_in = lease.login(source.to_path_buf());
+    oauth.insert("accessToken".into(), Value::String(stand_in.clone()));
+    oauth.insert("refreshToken".into(), Value::String(stand_in));
+    // A year on: the CLI never refreshes the stand-in; the gateway reads the user's file at
+    // each request, so their own refresh is taken.
+    let year = plait_core::state::now_ms() + 365 * 24 * 3600 * 1000;
+    oauth.insert("expiresAt".into(), Value::from(year));
+    serde_json::to_vec(&login).ok()
+}
+
+/// Writes `bytes` to a new file `name` in the directory `dir` holds, that only its owner
+/// may read (a link or file already at the name is refused, never followed).
+fn write_private(dir: &Tree, name: &str, bytes: &[u8]) -> std::io::Result<()> {
     use std::io::Write as _;
-    use std::os::unix::fs::OpenOptionsExt as _;
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(path)?;
+    use std::os::fd::{AsFd as _, AsRawFd as _, FromRawFd as _};
+    let name = std::ffi::CString::new(name)?;
+    let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+    // SAFETY: openat on a directory descriptor `dir` keeps open and a C string; the new
+    // descriptor is owned by the File at once.
+    let fd = unsafe { libc::openat(dir.as_fd().as_raw_fd(), name.as_ptr(), flags, 0o600) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: `fd` was just opened and is owned by nothing else.
+    let mut file = unsafe { std::fs::File::from_raw_fd(fd) };
     file.write_all(bytes)
 }
 
@@ -612,7 +643,8 @@ pub async fn ask(question: &Question<'_>) -> Result<Answered, String> {
     let q = question;
     let own = q.dir.join(q.name);
     let config = own.join("config");
-    std::fs::create_dir_all(&config)
+    let config_dir = std::fs::create_dir_all(&config)
+        .and_then(|()| Tree::open(&config))
         .map_err(|e| format!("cannot create {}: {e}", config.display()))?;
     let settings_path = q.dir.join(format!("{}.settings.json", q.name));
     let guard_path = q.dir.join(format!("{}.guard.json", q.name));
@@ -670,7 +702,7 @@ pub async fn ask(question: &Question<'_>) -> Result<Answered, String> {
     let has_key =
         env.iter().any(|(k, _)| *k == "ANTHROPIC_API_KEY") || q.settings.inherited.anthropic_key;
     let login = give_login(
-        &config,
+        &config_dir,
         has_key,
         q.settings.inherited.claude_config.as_deref(),
         q.gateway,
@@ -686,8 +718,8 @@ pub async fn ask(question: &Question<'_>) -> Result<Answered, String> {
         sandbox: q.sandbox,
     };
     let (outcome, stdout) = shell::run_argv_capturing(&argv, &launch, &result_path).await;
-    if let Some(link) = login {
-        let _ = std::fs::remove_file(link);
+    if login {
+        let _ = config_dir.remove(CREDENTIALS);
     }
     let result = parse_result(&stdout);
     match (outcome, result) {

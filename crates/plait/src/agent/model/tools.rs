@@ -84,7 +84,9 @@ pub fn specs() -> Vec<ToolSpec> {
 /// What a tool answered.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ToolOutcome {
+    /// What the model reads.
     pub content: String,
+    /// Whether it is an error the model should act on.
     pub is_error: bool,
     /// The tool refused a write outside ownership.
     pub refused_write: bool,
@@ -117,6 +119,8 @@ pub struct Workspace {
 }
 
 impl Workspace {
+    /// The tools of a task whose worktree is `root`, reading files it does not own from the
+    /// repository `repo` (`files`: the base commit's, sorted), writing only what `owns` matches.
     pub fn new(root: PathBuf, repo: PathBuf, files: Arc<Vec<TreeFile>>, owns: Globs) -> Workspace {
         Workspace {
             root,
