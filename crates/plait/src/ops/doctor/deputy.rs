@@ -54,8 +54,8 @@ fn made(path: &Path) -> impl FnOnce(std::io::Error) -> String + '_ {
     move |e| format!("{}: {e}", path.display())
 }
 
-/// What a directory holds, each path with its bytes (`None`: a directory, or a link with
-/// its target as bytes): a directory of plait's own the probe cannot write, so read by path.
+/// What a directory holds, each path with its bytes (a link's: its target; `None`: a
+/// directory): a directory of plait's own the probe cannot write, so read by path.
 fn snapshot(dir: &Path) -> BTreeMap<PathBuf, Option<Vec<u8>>> {
     let mut seen = BTreeMap::new();
     let mut todo = vec![dir.to_path_buf()];
@@ -85,7 +85,7 @@ fn snapshot(dir: &Path) -> BTreeMap<PathBuf, Option<Vec<u8>>> {
 }
 
 /// How the outside directory changed between two snapshots, in words (`None`: it did not).
-pub(crate) fn outside_changed(
+fn outside_changed(
     before: &BTreeMap<PathBuf, Option<Vec<u8>>>,
     after: &BTreeMap<PathBuf, Option<Vec<u8>>>,
 ) -> Option<String> {
@@ -102,16 +102,16 @@ pub(crate) fn outside_changed(
 
 /// What the editor calls met, judged from outside.
 #[derive(Debug, Default)]
-pub(crate) struct EditorSeen {
+struct EditorSeen {
     /// Calls whose answer held the outside file's secret.
-    pub leaked: usize,
+    leaked: usize,
     /// Calls that met the link the probe swapped in.
-    pub links: usize,
+    links: usize,
 }
 
 /// The verdict on the editor race: refused when the outside was left as it was and no
 /// answer held its secret; not tried when no call met a swapped link.
-pub(crate) fn editor_verdict(seen: &EditorSeen, outside: Option<String>) -> (bool, String) {
+fn editor_verdict(seen: &EditorSeen, outside: Option<String>) -> (bool, String) {
     if let Some(changed) = outside {
         return (false, format!("it went through ({changed})"));
     }

@@ -117,7 +117,7 @@ fn answer(mut stream: TcpStream) -> Option<String> {
 
 /// The verdict on what the provider heard: refused when it heard the plain request and
 /// nothing else; not tried when it heard nothing.
-pub(crate) fn gateway_verdict(heard: &[String]) -> (bool, String) {
+pub(super) fn gateway_verdict(heard: &[String]) -> (bool, String) {
     let path = |line: &str| {
         let target = line.split(' ').nth(1).unwrap_or("");
         target.split('?').next().unwrap_or("").to_string()
