@@ -85,3 +85,31 @@ fn the_flipper_swaps_until_stopped() {
     assert!(swaps > 0, "{said}");
     assert_eq!(fs::read_to_string(&outside).unwrap(), SECRET);
 }
+
+/// The layer probe's links, planted here without walls, and plait's old shape of the next
+/// round (writing the same git directory's files by path): what it did outside is seen.
+#[test]
+fn a_round_written_through_planted_links_is_seen() {
+    let dir = tempfile::tempdir().unwrap();
+    let (outside, git, upper) = (
+        dir.path().join("outside"),
+        dir.path().join("layer/git-1"),
+        dir.path().join("layer/upper"),
+    );
+    fs::create_dir_all(outside.join("dir/c.txt")).unwrap();
+    fs::write(outside.join("victim"), SECRET).unwrap();
+    for d in [&git, &upper] {
+        fs::create_dir_all(d).unwrap();
+    }
+    let before = snapshot(&outside);
+    let target = [&outside, &git, &upper].map(|p| p.display().to_string());
+    plant(&target.join("\n")).unwrap();
+    assert_eq!(outside_changed(&before, &snapshot(&outside)), None);
+    fs::write(git.join("HEAD"), "0123abcd\n").unwrap();
+    fs::write(git.join("commondir"), "/repo/.git\n").unwrap();
+    fs::remove_dir(upper.join("dir/c.txt")).unwrap();
+    let changed = outside_changed(&before, &snapshot(&outside)).unwrap();
+    for name in ["victim", "new", "c.txt"] {
+        assert!(changed.contains(name), "{name}: {changed}");
+    }
+}
