@@ -8,7 +8,9 @@ use super::CommandError;
 /// Test the walls on this machine: which Landlock ABI, namespaces and seccomp hold, then,
 /// from behind a task's walls, a write outside, a read of a file planted in the home, a TCP
 /// connection, a UDP datagram, a UNIX socket served outside and a signal to a process
-/// outside, each shown refused or not (exit 0: every one refused; 1: one was not)
+/// outside; then plait's own code against a task's moves: a link swapped under its editor
+/// tool, links a check planted in its layer, paths climbing out through its gateway. Each
+/// shown refused or not (exit 0: every one refused; 1: one was not)
 #[derive(Debug, Args)]
 #[command(after_help = "\
 Examples:

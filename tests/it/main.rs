@@ -13,6 +13,7 @@ mod completions;
 mod config;
 mod culprits;
 mod distributed;
+mod doctor;
 mod environment;
 mod firstday;
 mod gate;

@@ -132,7 +132,7 @@ fn doctor_tries_every_wall_and_says_each_is_refused() {
         serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", stderr(&out)));
     assert_eq!(out.status.code(), Some(0), "{report:#}");
     let probes = report["probes"].as_array().unwrap();
-    assert_eq!(probes.len(), 9, "{report:#}");
+    assert_eq!(probes.len(), 12, "{report:#}");
     for probe in probes {
         assert_eq!(probe["refused"], true, "{probe}");
     }

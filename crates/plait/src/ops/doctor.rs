@@ -17,6 +17,8 @@ use plait_core::cancel::Cancel;
 use plait_sandbox::sandbox::{Sandbox, SandboxSettings};
 use plait_sandbox::shell::{self, Launch, ShellOutcome};
 
+mod deputy;
+
 /// What the walls are made of here, and how each attempt went.
 #[derive(Debug, Serialize)]
 pub struct DoctorReport {
@@ -102,6 +104,7 @@ async fn run(plait: &Path, home: Option<PathBuf>) -> Result<DoctorReport, String
     probes.extend(network_probes(&prober, &outside).await?);
     probes.push(signal_probe(&prober).await?);
     probes.push(leftover_probe(&prober).await);
+    probes.extend(deputy::probes(plait, &settings, place.path(), &prober.own).await?);
     Ok(DoctorReport {
         landlock,
         views: plait_sandbox::sandbox::view_support().clone(),
@@ -411,6 +414,6 @@ pub fn probe(kind: &str, target: &str) -> Result<String, String> {
             }
             Ok("left a process writing".into())
         }
-        other => Err(format!("no probe `{other}`")),
+        other => deputy::probe(other, target).unwrap_or(Err(format!("no probe `{other}`"))),
     }
 }
