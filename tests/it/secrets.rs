@@ -311,7 +311,8 @@ fn repository_plan(repo: &TestRepo) -> String {
     let agent = format!(
         "(cat {g}/config; find {g}/plait -type f | head -n 40 | xargs cat; ls {g}/plait; \
          echo GIT-STATUS; git status --short; echo GIT-LOG; git log --oneline -1; \
-         echo GIT-DIFF; git diff --stat; echo REMOTE; git config remote.origin.url) > a.txt 2>&1"
+         echo GIT-DIFF; git diff --stat; echo REMOTE; git config remote.origin.url; \
+         echo OWNED; cat \"$PLAIT_OWNED\"; echo FILES; tr '\\0' '\\n' < \"$PLAIT_FILES\") > a.txt 2>&1"
     );
     format!(
         "goal = \"GOAL-MARKER-5e1\"\n[review]\nagent = \"off\"\n\
@@ -403,6 +404,11 @@ fn a_fresh_clones_first_and_second_runs_read_neither_the_store_nor_the_repositor
             "{round}:\n{written}"
         );
         assert!(written.contains("Permission denied"), "{round}:\n{written}");
+        // What plait wrote for the agent to read is its own, on every run.
+        assert!(
+            written.contains("OWNED\na.txt\nFILES\na.txt"),
+            "{round}:\n{written}"
+        );
         // The check saw neither and git worked for it (it fails naming what it read).
         let a = task_json(&status, "a");
         assert_eq!(a["state"], "done", "{status:#}");

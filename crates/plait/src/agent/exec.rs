@@ -14,7 +14,7 @@ use crate::plan::ExecCommand;
 use plait_sandbox::shell::{self, ShellOutcome};
 
 /// The name of the file, in the task's directory, that lists its owned paths NUL-separated.
-const FILES_LIST: &str = "owned.nul";
+pub(crate) const FILES_LIST: &str = "owned.nul";
 
 /// Runs one shell command per task, or per owned file.
 #[derive(Debug, Clone)]

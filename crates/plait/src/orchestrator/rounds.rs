@@ -120,10 +120,11 @@ impl<'a> Worker<'a> {
         let scratch = TaskDir(task_dir.clone()).scratch();
         let view = Arc::new(task_view(shared, record, &task, &start));
         // With `network = "gateway"`, the gateway's port is the one way out.
-        let settings = match &gateway {
+        let mut settings = match &gateway {
             Some(lease) => task.sandbox.through_gateway(lease.port()),
             None => task.sandbox.clone(),
         };
+        settings.readable.extend(given_files(&task_dir));
         let own = vec![record.worktree.clone(), scratch];
         let sandbox = Sandbox::new(&settings, own.clone()).with_view(view.overlay().cloned());
         let (sandbox, forwarding) = match view.entered() {
@@ -757,4 +758,25 @@ pub(super) fn takes_mid_round(agent: &AgentConfig) -> bool {
         agent,
         AgentConfig::Model { .. } | AgentConfig::ClaudeCode(_)
     )
+}
+
+/// The files plait writes in a task's directory for its agent's processes to read
+/// (`$PLAIT_OWNED`, `$PLAIT_FILES`): readable by that task's processes alone, the rest of
+/// its directory and plait's store staying unreadable. Each is made here if missing, so the
+/// walls, raised at the first command, find it (an agent fills it in place).
+fn given_files(task_dir: &Path) -> Vec<PathBuf> {
+    let dir = TaskDir(task_dir.to_path_buf());
+    [
+        dir.owned_list(),
+        task_dir.join(crate::agent::exec::FILES_LIST),
+    ]
+    .into_iter()
+    .filter(|file| {
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(file)
+            .is_ok()
+    })
+    .collect()
 }
