@@ -183,7 +183,7 @@ impl Drop for Cloned {
                 let mut status = 0;
                 // SAFETY: our own child, reaped once.
                 unsafe { libc::waitpid(pid, &mut status, 0) };
-                crate::sandbox::remove_works(&works);
+                remove_works(&works);
             });
     }
 }
@@ -213,7 +213,7 @@ impl Child {
     pub(crate) fn remove_when_ended(&mut self, works: Vec<PathBuf>) {
         match &mut self.inner {
             Inner::Cloned(c) if c.status.is_none() => c.works.extend(works),
-            _ => crate::sandbox::remove_works(&works),
+            _ => remove_works(&works),
         }
     }
 
@@ -248,7 +248,7 @@ impl Child {
                         c.status = Some(status);
                         // Its PID namespace's processes went with it (or, without one,
                         // its overlays are its own no longer).
-                        crate::sandbox::remove_works(&std::mem::take(&mut c.works));
+                        remove_works(&std::mem::take(&mut c.works));
                         return Ok(status);
                     }
                     if got < 0 {
@@ -707,4 +707,27 @@ impl Child {
             inner: Inner::Cloned(inner),
         })
     }
+}
+
+/// Removes the overlay work directories a command's mounts used (`own_work` in the view's
+/// module made them), once no mount uses them: overlayfs leaves a directory there its user
+/// cannot enter (mode 0), which is opened up through its handle, never by name.
+pub(crate) fn remove_works(works: &[std::path::PathBuf]) {
+    for work in works {
+        let (Some(parent), Some(name)) = (work.parent(), work.file_name()) else {
+            continue;
+        };
+        if let Ok(tree) = plait_core::beneath::Tree::open(parent) {
+            let _ = tree.remove_all(name);
+        }
+    }
+}
+
+/// How a process gets a PID namespace of its own here (`sandbox::pids` decides which).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum PidNs {
+    /// Owned by a user namespace of its own (or the sandbox's): any user.
+    User,
+    /// Owned by plait's user namespace: root, where user namespaces are refused.
+    Direct,
 }

@@ -57,6 +57,7 @@ mod notify {
 mod armed;
 mod caches;
 mod gitconfig;
+mod limits;
 mod net;
 mod pids;
 mod places;
@@ -78,7 +79,6 @@ pub use settings::{
     Support, ViewMode,
 };
 pub use view::net_support;
-pub(crate) use view::remove_works;
 pub use view::{support as view_support, whiteout, Layer, Nested, OverlayView};
 
 /// How a process started behind `armed` gets a PID namespace of its own, where it can:

@@ -10,16 +10,9 @@
 
 use std::sync::OnceLock;
 
+use super::settings::{NetWall, SandboxSettings};
+pub(crate) use crate::child::PidNs;
 use crate::child::{self, Spec, Stage};
-
-/// How a process gets a PID namespace of its own here.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum PidNs {
-    /// Owned by a user namespace of its own (or the sandbox's): any user.
-    User,
-    /// Owned by plait's user namespace: root, where user namespaces are refused.
-    Direct,
-}
 
 /// Whether processes can start in a PID namespace of their own here, and how; why not.
 pub(crate) fn support() -> &'static Result<PidNs, String> {
@@ -89,4 +82,22 @@ fn probe(how: PidNs) -> Result<(), String> {
     })
     .join()
     .unwrap_or_else(|_| Err("the probe panicked".to_string()))
+}
+
+impl SandboxSettings {
+    /// How processes under these settings are confined, in a phrase: writes, network,
+    /// how what a command leaves running is stopped, and its limits.
+    pub fn describe(&self) -> String {
+        let confinement = self.confinement();
+        match self.net_wall() {
+            NetWall::Open if !confinement.is_confined() => confinement.describe(),
+            wall => format!(
+                "{}, {}, leftovers: {}, {}",
+                confinement.describe(),
+                wall.describe(self.network, &self.ports),
+                lifetime(),
+                self.limits.describe(support().is_ok())
+            ),
+        }
+    }
 }

@@ -140,9 +140,9 @@ pub(crate) struct Entry<'a> {
     /// The user, network and mount namespaces of its sandbox to join (`net::holder`).
     pub(crate) joined: Option<[std::os::fd::RawFd; 3]>,
     /// A PID namespace of its own, with its own `/proc` (see `super::pids`).
-    pub(crate) pid: Option<super::pids::PidNs>,
+    pub(crate) pid: Option<crate::child::PidNs>,
     /// How much it may take.
-    pub(crate) limits: super::settings::Limits,
+    pub(crate) limits: super::limits::Limits,
 }
 
 /// One mount, as the child passes it to `mount(2)`: an overlay, or a bind (read-only when
@@ -233,25 +233,7 @@ fn own_work(layer: &Layer, made: &mut Vec<PathBuf>) -> io::Result<Layer> {
     })
 }
 
-/// Removes the work directories [`own_work`] made, once no mount uses them: overlayfs
-/// leaves a directory there its user cannot enter (mode 0), opened up first.
-pub(crate) fn remove_works(works: &[PathBuf]) {
-    use std::os::unix::fs::PermissionsExt as _;
-    for work in works {
-        if let Ok(entries) = std::fs::read_dir(work) {
-            for entry in entries.flatten() {
-                let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
-                if is_dir {
-                    let _ = std::fs::set_permissions(
-                        entry.path(),
-                        std::fs::Permissions::from_mode(0o700),
-                    );
-                }
-            }
-        }
-        let _ = std::fs::remove_dir_all(work);
-    }
-}
+pub(crate) use crate::child::remove_works;
 
 impl Mount {
     fn overlay(target: &Path, lower: &[&Path], layer: &Layer, optional: bool) -> io::Result<Mount> {
@@ -396,7 +378,7 @@ impl Prepared {
     fn new(entry: Entry<'_>, cwd: Option<&Path>) -> io::Result<(Prepared, Option<OwnedFd>)> {
         // SAFETY: getuid and getgid have no preconditions.
         let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
-        let user = entry.pid != Some(super::pids::PidNs::Direct);
+        let user = entry.pid != Some(crate::child::PidNs::Direct);
         let mut flags = libc::CLONE_NEWNS | if user { libc::CLONE_NEWUSER } else { 0 };
         let (net, channel) = match entry.net {
             Some(_) if entry.joined.is_some() => (None, None),
