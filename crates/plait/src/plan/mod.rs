@@ -9,6 +9,7 @@ pub mod config;
 mod exec;
 mod keys;
 pub mod layout;
+mod programs;
 mod resolved;
 pub mod setup;
 pub mod split;

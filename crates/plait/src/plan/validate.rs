@@ -114,6 +114,7 @@ pub fn resolve_with_env(
     settle_picks(&plan, &review, &mut tasks, &mut problems);
     withhold_keys(&providers, &mut tasks, &mut checks);
     read_git_dir(repo, &mut tasks, &mut checks);
+    super::programs::read_tools(repo, env, &mut tasks, &mut checks, &review, &groups, &setup);
     if problems.is_empty() {
         super::after::resolve_after(&plan, &mut tasks, &mut problems);
     }

@@ -25,8 +25,8 @@
 //! tell of), `rules` (the Landlock ruleset), `armed` (the walls made ready, and the spawns
 //! behind them), `net` (the network's wall, with `net::ports` forwarded and the
 //! `net::seccomp` filter), `view` (the whole-tree view and the entering of namespaces),
-//! `caches` (the tools' caches layered over), `reads` (what every process may read) and
-//! `notify` (the seccomp observer).
+//! `caches` (the tools' caches layered over), `reads` (what every process may read), `tools`
+//! (what the plan's own programs need to read) and `notify` (the seccomp observer).
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -64,6 +64,7 @@ mod places;
 mod reads;
 mod rules;
 mod settings;
+mod tools;
 mod view;
 
 use crate::child::{Child, Spec};
@@ -78,6 +79,7 @@ pub use settings::{
     bytes, parse_bytes, support, Confinement, Limits, Network, SandboxMode, SandboxSettings,
     Support, ViewMode,
 };
+pub use tools::{needed_by as tools_needed_by, ToolEnv};
 pub use view::net_support;
 pub use view::{support as view_support, whiteout, Layer, Nested, OverlayView};
 
@@ -438,12 +440,13 @@ impl Sandbox {
     }
 
     /// Where reads are walled, what may be read besides the machine's paths (opened once
-    /// per process, see `reads::machine_opened`): plait's own programs and the plan's
-    /// `readable`. `None`: reads are left open.
+    /// per process, see `reads::machine_opened`): plait's own programs, the plan's
+    /// `readable` and what the plan's programs need. `None`: reads are left open.
     fn read_paths(&self) -> Option<Vec<PathBuf>> {
         (!self.settings.read_all).then(|| {
             let mut read = reads::own_programs();
             read.extend(self.settings.readable.iter().cloned());
+            read.extend(self.settings.tools.iter().cloned());
             read
         })
     }

@@ -86,18 +86,31 @@ fn probe(how: PidNs) -> Result<(), String> {
 
 impl SandboxSettings {
     /// How processes under these settings are confined, in a phrase: writes, network,
-    /// how what a command leaves running is stopped, and its limits.
+    /// how what a command leaves running is stopped, its limits, and what the plan's own
+    /// programs brought into reach.
     pub fn describe(&self) -> String {
         let confinement = self.confinement();
         match self.net_wall() {
             NetWall::Open if !confinement.is_confined() => confinement.describe(),
-            wall => format!(
-                "{}, {}, leftovers: {}, {}",
-                confinement.describe(),
-                wall.describe(self.network, &self.ports),
-                lifetime(),
-                self.limits.describe(support().is_ok())
-            ),
+            wall => {
+                let tools = match self.tools.as_slice() {
+                    [] => String::new(),
+                    some => format!(
+                        ", readable for the plan's programs: {}",
+                        some.iter()
+                            .map(|p| p.display().to_string())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                };
+                format!(
+                    "{}, {}, leftovers: {}, {}{tools}",
+                    confinement.describe(),
+                    wall.describe(self.network, &self.ports),
+                    lifetime(),
+                    self.limits.describe(support().is_ok())
+                )
+            }
         }
     }
 }

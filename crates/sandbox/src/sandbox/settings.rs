@@ -206,6 +206,9 @@ pub struct SandboxSettings {
     /// Paths every process may read besides its own places and what the machine's
     /// toolchains need (see `reads`): the plan's `[sandbox] readable`.
     pub readable: Vec<PathBuf>,
+    /// What the plan's own programs need to read (their venvs, `node_modules`, toolchains'
+    /// prefixes; see `tools`), found when the plan is.
+    pub tools: Vec<PathBuf>,
     /// The repository's git directory, which every process reads as its checkouts' git
     /// does: git's own entries (never plait's store in it), and its `config` as a copy
     /// without credentials where a mount namespace can show it in the file's place.
@@ -230,6 +233,7 @@ impl Default for SandboxSettings {
             withhold: Vec::new(),
             network_key: "[sandbox] network",
             readable: Vec::new(),
+            tools: Vec::new(),
             git_dir: None,
             read_all: false,
             limits: Limits::standard(),
