@@ -280,9 +280,10 @@ impl<'a> Worker<'a> {
         let report = self.agent.run(&context).await;
         record_report(shared, self.slot, &report);
         self.note_heard();
-        self.note_refused(self.sandbox.denials());
+        let finished = matches!(report.outcome, AgentOutcome::Finished);
+        self.note_refused(self.sandbox.denials(), finished);
         if let Some(forward) = &self.forward {
-            self.note_refused(forward.denials());
+            self.note_refused(forward.denials(), finished);
         }
         if shared.cancel.is_cancelled() {
             return self.keep_interrupted().await;
@@ -387,7 +388,10 @@ impl<'a> Worker<'a> {
         };
         match shared.checks.run(&job, self.judging_cancel()).await {
             Ok(results) => {
-                self.note_refused(results.iter().flat_map(|r| r.refused.clone()).collect());
+                self.note_refused(
+                    results.iter().flat_map(|r| r.refused.clone()).collect(),
+                    false,
+                );
                 ControlFlow::Continue(results)
             }
             Err(e) => match self.halted() {
@@ -513,8 +517,12 @@ impl<'a> Worker<'a> {
         }
     }
 
-    /// Records writes the sandbox refused the task's processes.
-    fn note_refused(&self, refused: Vec<String>) {
+    /// Keeps what the walls refused the task's processes in its record; a name lookup is
+    /// no news when the agent `finished` anyway.
+    fn note_refused(&self, mut refused: Vec<String>, finished: bool) {
+        if finished {
+            refused.retain(|d| !plait_sandbox::sandbox::refused_lookup(d));
+        }
         if !refused.is_empty() {
             self.shared.update(self.slot, |t| {
                 if let Some(s) = &mut t.sandbox {

@@ -641,7 +641,12 @@ pub(super) async fn run_at(
             tail: shell::tail(&log, 40, 4000),
             log,
             ms: started.elapsed().as_millis() as u64,
-            refused: sandbox.denials(),
+            // A name lookup a passing check made on its own is no news.
+            refused: sandbox
+                .denials()
+                .into_iter()
+                .filter(|d| !passed || !plait_sandbox::sandbox::refused_lookup(d))
+                .collect(),
             at_base: false,
         });
         if outcome == ShellOutcome::Interrupted {

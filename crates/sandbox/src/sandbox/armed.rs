@@ -10,7 +10,7 @@ use super::net::seccomp;
 use super::places::Places;
 use super::rules::{read_access, restrict, ruleset, write_access};
 use super::settings::NetWall;
-use super::{caches, notify, reads, view};
+use super::{caches, net, notify, reads, view};
 use crate::child::{self, Child, Spec};
 
 /// A sandbox's walls, ready to start processes behind.
@@ -293,6 +293,13 @@ impl Armed {
         for (var, path) in &self.configs {
             if !named.iter().any(|k| k == var) {
                 spec.env(*var, path);
+            }
+        }
+        if self.wall != NetWall::Open {
+            for (var, value) in net::NO_RETRIES {
+                if !named.iter().any(|k| k == var) && std::env::var_os(var).is_none() {
+                    spec.env(*var, value);
+                }
             }
         }
     }

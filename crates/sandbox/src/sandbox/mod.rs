@@ -69,6 +69,7 @@ mod view;
 
 use crate::child::{Child, Spec};
 use armed::Armed;
+pub use net::lookup as refused_lookup;
 pub use pids::lifetime;
 use places::{refused, Denials, Places, DEVICES};
 pub use reads::own_program as readable_program;
@@ -513,6 +514,7 @@ impl Sandbox {
             ports: self.settings.ports.clone(),
             hidden: hide,
             network_key: self.settings.network_key,
+            gateway: self.settings.network == Network::Gateway,
         })
     }
 

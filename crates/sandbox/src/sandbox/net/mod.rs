@@ -66,6 +66,31 @@ pub(crate) struct Watch {
     pub(crate) hidden: Vec<PathBuf>,
     /// The plan's key that opens the network for these processes.
     pub(crate) network_key: &'static str,
+    /// Whether these processes reach their model through plait's gateway: opening the
+    /// network would go around it, so no refusal proposes that.
+    pub(crate) gateway: bool,
+}
+
+/// Package managers' retries, at none where the network is walled, unless the user set
+/// them: a fetch that cannot succeed fails at once, with the wall's refusal beside it,
+/// rather than after a minute of back-off (npm waits 70 s over two retries).
+pub(crate) const NO_RETRIES: &[(&str, &str)] = &[
+    ("npm_config_fetch_retries", "0"),
+    ("PIP_RETRIES", "0"),
+    ("CARGO_NET_RETRY", "0"),
+    ("UV_HTTP_RETRIES", "0"),
+    ("YARN_HTTP_RETRY", "0"),
+];
+
+/// Whether the refusal `denial` (as [`Watch::refused`] words it) is of a name lookup (a
+/// connection to port 53), which programs make on their own and is no news when they
+/// succeed anyway.
+pub fn lookup(denial: &str) -> bool {
+    denial.starts_with("connect to ")
+        && denial
+            .split_whitespace()
+            .nth(2)
+            .is_some_and(|at| at.ends_with(":53"))
 }
 
 impl Watch {
@@ -122,7 +147,12 @@ impl Watch {
 
     fn inet(&self, pid: u32, ip: std::net::IpAddr, port: u16) -> Option<String> {
         let at = std::net::SocketAddr::new(ip, port);
-        let on = format!("{} = \"on\" allows it", self.network_key);
+        let on = match self.gateway {
+            true => "only plait's gateway is reachable, at $PLAIT_GATEWAY_URL, for the \
+                     agent's model"
+                .to_string(),
+            false => format!("{} = \"on\" allows it", self.network_key),
+        };
         let listed = format!("[sandbox] ports = [{port}] allows it");
         if port == 0 || (self.ports.contains(&port) && self.wall != NetWall::NoSockets) {
             return None;
