@@ -389,4 +389,8 @@ pub struct EnvironmentRecord {
     /// The checks that already failed at the base, before any task.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub failed_at_base: Vec<String>,
+    /// The checks the sandbox kept from running at the base (a read it refused), each with
+    /// what it refused: the walls' doing, not the base's.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub walled_at_base: Vec<String>,
 }

@@ -108,6 +108,38 @@ pub(crate) struct Warmed {
     pub(crate) commands: Vec<String>,
     /// The commands that failed at the base (red before any task).
     pub failed: Vec<String>,
+    /// The commands that failed at the base with a read the sandbox refused, each with the
+    /// refusals: the walls' doing, not the base's, so they excuse no task. This run's
+    /// alone: a later run (walls changed, perhaps) runs them again.
+    #[serde(skip)]
+    pub walled: Vec<String>,
+}
+
+impl Warmed {
+    /// How `commands` fared at the base: `results` of each, as (command, passed, the
+    /// sandbox's refusals); a failure with a refused read is the walls', not the base's.
+    pub(crate) fn judged(commands: &[String], results: &[(String, bool, Vec<String>)]) -> Warmed {
+        let mut warmed = Warmed {
+            commands: commands.to_vec(),
+            failed: Vec::new(),
+            walled: Vec::new(),
+        };
+        for (command, _, refused) in results.iter().filter(|(_, passed, _)| !passed) {
+            let reads: Vec<&str> = refused
+                .iter()
+                .filter(|r| r.starts_with("read of "))
+                .map(String::as_str)
+                .collect();
+            if reads.is_empty() {
+                warmed.failed.push(command.clone());
+            } else {
+                warmed
+                    .walled
+                    .push(format!("`{command}`: {}", reads.join("; ")));
+            }
+        }
+        warmed
+    }
 }
 
 /// The layer of a start, made once.
@@ -353,18 +385,28 @@ impl Environment {
 
     /// Keeps how `commands` fared at the base, run in a layer over it: `failed` those that
     /// failed. Kept with the layer, for later runs too.
-    pub(crate) fn note_at_base(&self, commands: &[String], failed: Vec<String>) {
+    pub(crate) fn note_at_base(&self, warmed: Warmed) {
         {
             let mut record = self.record.lock().unwrap_or_else(|e| e.into_inner());
-            if record.warmed.iter().any(|w| w.commands == commands) {
+            if record.warmed.iter().any(|w| w.commands == warmed.commands) {
                 return;
             }
-            record.warmed.push(Warmed {
-                commands: commands.to_vec(),
-                failed,
-            });
+            record.warmed.push(warmed);
         }
         self.save();
+    }
+
+    /// The check commands the sandbox kept from running at the base (a refused read), each
+    /// once, with what it refused.
+    pub(crate) fn walled_at_base(&self) -> Vec<String> {
+        let record = self.record.lock().unwrap_or_else(|e| e.into_inner());
+        let mut walled: Vec<String> = Vec::new();
+        for line in record.warmed.iter().flat_map(|w| &w.walled) {
+            if !walled.contains(line) {
+                walled.push(line.clone());
+            }
+        }
+        walled
     }
 
     /// The check commands that failed at the base when plait built it, each once.
@@ -413,11 +455,13 @@ impl Environment {
     }
 
     fn save(&self) {
-        let record = self
+        let mut record = self
             .record
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone();
+        // What the walls kept from running is judged again by the next run.
+        record.warmed.retain(|w| w.walled.is_empty());
         save_record(&self.dir, &record);
     }
 }

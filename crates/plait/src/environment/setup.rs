@@ -268,7 +268,7 @@ impl Environment {
                 + 1;
             let logs = req.warm_logs.join(n.to_string());
             let _ = fs::create_dir_all(&logs);
-            let mut failed = Vec::new();
+            let mut results = Vec::new();
             for (i, command) in commands.iter().enumerate() {
                 let log = logs.join(format!("check-{}.log", i + 1));
                 let _ = fs::write(&log, format!("$ {command}\n"));
@@ -282,21 +282,14 @@ impl Environment {
                     cancel: req.cancel,
                     sandbox: &sandbox,
                 };
-                match shell::run(command, &launch).await {
-                    ShellOutcome::Exited(0) => {}
+                let passed = match shell::run(command, &launch).await {
+                    ShellOutcome::Exited(0) => true,
                     ShellOutcome::Interrupted => return ran,
-                    _ => failed.push(command.clone()),
-                }
+                    _ => false,
+                };
+                results.push((command.clone(), passed, sandbox.denials()));
             }
-            self.record
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .warmed
-                .push(Warmed {
-                    commands: commands.clone(),
-                    failed,
-                });
-            self.save();
+            self.note_at_base(Warmed::judged(commands, &results));
         }
         ran
     }

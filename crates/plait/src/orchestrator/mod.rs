@@ -654,6 +654,7 @@ fn finish(shared: &Shared, ended: Ended) -> Result<RunState, RunError> {
     if let (Some(Ok(env)), Some(record)) = (shared.environment.get(), &mut state.environment) {
         // The merged checks are judged at the base when they fail (see `CheckPool`).
         record.failed_at_base = env.failed_at_base();
+        record.walled_at_base = env.walled_at_base();
     }
     shared.store.save(&state)?;
     Ok(state)

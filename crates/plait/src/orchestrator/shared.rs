@@ -344,6 +344,7 @@ impl Shared {
                         made: outcome.made,
                         ms: outcome.ms,
                         failed_at_base: env.failed_at_base(),
+                        walled_at_base: env.walled_at_base(),
                     });
                 }
                 self.dirty.notify_one();

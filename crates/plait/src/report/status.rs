@@ -126,6 +126,12 @@ fn sandbox_lines(out: &mut String, state: &RunState) {
                 env.failed_at_base.join("; ")
             );
         }
+        for walled in &env.walled_at_base {
+            let _ = writeln!(
+                out,
+                "  refused by the sandbox at the base, not failing there: {walled}"
+            );
+        }
     }
     for task in &state.tasks {
         let Some(sandbox) = task.sandbox.as_ref().filter(|s| !s.refused.is_empty()) else {

@@ -269,12 +269,11 @@ impl CheckPool {
         };
         if let Ok(results) = self.run_layered(env, &at_base, cancel).await {
             if !cancel.is_cancelled() {
-                let failed = results
+                let judged: Vec<(String, bool, Vec<String>)> = results
                     .iter()
-                    .filter(|c| !c.passed)
-                    .map(|c| c.command.clone())
+                    .map(|c| (c.command.clone(), c.passed, c.refused.clone()))
                     .collect();
-                env.note_at_base(job.commands, failed);
+                env.note_at_base(crate::environment::Warmed::judged(job.commands, &judged));
             }
         }
     }
