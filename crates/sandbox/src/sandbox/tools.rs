@@ -1,18 +1,19 @@
 //! What the plan's own programs need to read. A plan names its tools by path as often as by
 //! name: a venv's `ruff` under `/tmp` or a CI cache, `…/venv/bin/python -m pytest`, a
 //! `node_modules/.bin` script, aider's `bin`. Each is resolved when the plan is (the first
-//! word of each simple command in a command line, every absolute path in it, through
-//! symlinks and `#!` interpreters, `sh -c` scripts within) and the package it belongs to is
-//! made readable: a venv's root (it holds `pyvenv.cfg`), a conda environment (`conda-meta`),
-//! a `node_modules` tree, a toolchain's prefix (a `bin` directory's parent). So are
-//! `$VIRTUAL_ENV` and `$CONDA_PREFIX`.
+//! word of each simple command in a command line and every absolute path in it that is a
+//! program or a script, through symlinks and `#!` interpreters, `sh -c` scripts within) and
+//! the package it belongs to is made readable: a venv's root (it holds `pyvenv.cfg`), a
+//! conda environment (`conda-meta`), a `node_modules` tree, a toolchain's prefix (a `bin`
+//! directory's parent; in the home, the `bin` directory). A script among other files (a
+//! project's `run.sh`) is readable alone. So are `$VIRTUAL_ENV` and `$CONDA_PREFIX`.
 //!
-//! Nothing else is widened. Never the home or a directory holding it, never a hidden entry
-//! of the home that is not a toolchain's ([`reads::HOME_TOOLS`]: `~/.ssh`, `~/.aws` and the
-//! like stay closed even when a command names a file in them), never `/tmp` itself, and
-//! never the checkout or its git directory (a program in the checkout is read through the
-//! task's own tree; its links and interpreter outside are followed). Where a package would
-//! be too wide, the program's own file alone is readable.
+//! Nothing else is widened: no data a command names, never the home or a directory holding
+//! it, never a hidden entry of the home that is not a toolchain's ([`reads::HOME_TOOLS`]:
+//! `~/.ssh`, `~/.aws` and the like stay closed even when a command names a file in them),
+//! never `/tmp` itself, and never the checkout or its git directory (a program in the
+//! checkout is read through the task's own tree; its links and interpreter outside are
+//! followed). Where a package would be too wide, the program's own file alone is readable.
 
 use std::path::{Component, Path, PathBuf};
 
@@ -96,7 +97,7 @@ pub fn needed_by<'a>(
     for word in &words {
         let start = match word {
             Word::Program(w) => judge.program(w),
-            Word::Path(w) => judge.expand(w).filter(|p| p.exists()),
+            Word::Path(w) => judge.expand(w).filter(|p| script(p)),
         };
         if let Some(start) = start {
             judge.follow(start, &mut seen, &mut found);
@@ -332,7 +333,9 @@ impl Judge<'_> {
 
 /// The package the file `path` belongs to: the nearest venv (`pyvenv.cfg`) or conda
 /// environment (`conda-meta/`) holding it, else the outermost `node_modules` holding it,
-/// else its directory's package (a `bin` directory's parent).
+/// else, for a file in a `bin` directory, the toolchain's prefix (its parent; in the home,
+/// the `bin` directory alone, as a project's `bin/` has its `.env` beside it). `None`: the
+/// file alone (a script among a project's files).
 fn package_of(path: &Path, home: Option<&Path>) -> Option<PathBuf> {
     let dir = path.parent()?;
     let mut node_modules = None;
@@ -347,7 +350,43 @@ fn package_of(path: &Path, home: Option<&Path>) -> Option<PathBuf> {
             node_modules = Some(ancestor.to_path_buf());
         }
     }
-    node_modules.or_else(|| Some(reads::package(dir, home)))
+    if node_modules.is_some() {
+        return node_modules;
+    }
+    let binary = dir
+        .file_name()
+        .is_some_and(|n| n == "bin" || n == ".bin" || n == "sbin");
+    match home {
+        _ if !binary => None,
+        Some(home) if dir.starts_with(home) => Some(dir.to_path_buf()),
+        _ => Some(reads::package(dir, home)),
+    }
+}
+
+/// Whether the argument `path` is a program or a script to read (rather than data): a file
+/// that may be run or starts with `#!`, or has a script's extension; never a hidden file
+/// (`.env`, `.netrc`).
+fn script(path: &Path) -> bool {
+    const SCRIPTS: &[&str] = &[
+        "py", "pyc", "js", "mjs", "cjs", "ts", "mts", "sh", "bash", "rb", "pl", "php", "lua",
+        "jar", "r", "R", "tcl", "awk", "sed",
+    ];
+    let hidden = path
+        .file_name()
+        .is_some_and(|n| n.to_string_lossy().starts_with('.'));
+    let extension = path
+        .extension()
+        .is_some_and(|e| SCRIPTS.iter().any(|s| e == *s));
+    !hidden && path.is_file() && (extension || executable(path) || shebang(path))
+}
+
+/// Whether the file at `path` starts with `#!`.
+fn shebang(path: &Path) -> bool {
+    use std::io::Read as _;
+    let mut head = [0u8; 2];
+    std::fs::File::open(path)
+        .and_then(|mut f| f.read_exact(&mut head))
+        .is_ok_and(|()| &head == b"#!")
 }
 
 /// Where a venv's `python` (the file `path`, in a venv's `bin`) comes from when it is a copy

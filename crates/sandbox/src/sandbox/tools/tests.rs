@@ -111,6 +111,10 @@ fn machine() -> Machine {
     script(&home.join("loose.sh"), "#!/bin/sh\n");
     script(&home.join(".ssh/sneak.sh"), "#!/bin/sh\n");
     std::fs::write(home.join(".ssh/id_rsa"), "KEY").unwrap();
+    // A project of the user's: a script beside its secrets and its data.
+    script(&home.join("other/run.sh"), "#!/bin/sh\n");
+    std::fs::write(home.join("other/.env"), "TOKEN=x").unwrap();
+    std::fs::write(home.join("other/data.csv"), "1,2").unwrap();
     let env = ToolEnv {
         path: vec![root.join("nodes/22/bin"), PathBuf::from("/usr/bin")],
         home: Some(home),
@@ -182,6 +186,8 @@ fn the_home_opens_only_for_a_tools_package_never_for_its_hidden_entries() {
             "~/tools/bin/fix {file}",
             "~/loose.sh",
             "~/.ssh/sneak.sh && cat ~/.ssh/id_rsa",
+            "~/other/run.sh ~/other/.env ~/other/data.csv",
+            "python3 ~/other/run.sh",
         ],
         [],
         None,
@@ -189,7 +195,15 @@ fn the_home_opens_only_for_a_tools_package_never_for_its_hidden_entries() {
         &m.env,
     );
     let home = m.env.home.clone().unwrap();
-    assert_eq!(found, vec![home.join("loose.sh"), home.join("tools")]);
+    assert_eq!(
+        found,
+        vec![
+            home.join("loose.sh"),
+            home.join("other/run.sh"),
+            home.join("tools/bin"),
+        ],
+        "a project's script alone: never its .env, nor data it names"
+    );
 }
 
 #[test]
