@@ -47,6 +47,7 @@ mod split;
 mod split_second;
 mod steer;
 mod support;
+mod tools;
 mod views;
 mod waves;
 mod workspace;
