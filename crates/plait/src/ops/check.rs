@@ -268,7 +268,7 @@ impl Checker<'_> {
             base,
             &branches,
             into,
-            &crate::plan::checks_of(&plan, &self.env()),
+            &crate::plan::checks_of(&plan, &self.env(), self.ctx.workdir()),
             &check::owns_of(&plan),
         )
         .await;
@@ -455,7 +455,7 @@ impl Checker<'_> {
         }
         let plan = crate::plan::load(&self.store.run(&run).plan())?;
         Ok(Finished {
-            checks: crate::plan::checks_of(&plan, &self.env()),
+            checks: crate::plan::checks_of(&plan, &self.env(), self.ctx.workdir()),
             owns: check::owns_of(&plan),
             run,
             state,

@@ -74,7 +74,7 @@ pub async fn land(ctx: &Context, request: LandRequest<'_>) -> Result<Landing, Op
     };
     if remerged.is_some() {
         let plan = crate::plan::load(&store.run(&run).plan())?;
-        let checks = crate::plan::checks_of(&plan, &env);
+        let checks = crate::plan::checks_of(&plan, &env, ctx.workdir());
         orchestrator::remerge(ctx.clone(), store.run(&run), &mut state, &checks)
             .await
             .map_err(|source| OpsError::Run {
@@ -105,7 +105,7 @@ pub async fn land(ctx: &Context, request: LandRequest<'_>) -> Result<Landing, Op
 async fn adopt(ctx: &Context, run: &str, state: &mut RunState) -> Result<Vec<Adopted>, OpsError> {
     let store = ctx.store();
     let plan = crate::plan::load(&store.run(run).plan())?;
-    let checks = crate::plan::checks_of(&plan, &|name| ctx.var(name));
+    let checks = crate::plan::checks_of(&plan, &|name| ctx.var(name), ctx.workdir());
     let owns = crate::check::owns_of(&plan);
     let adoption = orchestrator::adopt::adopt_moved(ctx, store.run(run), state, &checks, &owns)
         .await

@@ -14,10 +14,28 @@ use plait_sandbox::sandbox::{parse_bytes, Limits, Network, SandboxMode, SandboxS
 use super::resolved::*;
 use super::validate_agents::{provider_named, push_once, resolve_cli_role, resolve_tool};
 
-/// The `[checks]` of a plan, resolved (`env` gives `HOME` and `TMPDIR` for the sandbox);
-/// problems fall back to defaults.
-pub(crate) fn checks_of(plan: &PlanFile, env: &dyn Fn(&str) -> Option<String>) -> CheckSettings {
-    resolve_checks(plan, env, &mut Vec::new())
+/// The `[checks]` of a plan, resolved (`env` gives `HOME` and `TMPDIR` for the sandbox),
+/// their programs readable as in a run (see `plan::programs`; `checkout`: the
+/// repository's working directory); problems fall back to defaults.
+pub(crate) fn checks_of(
+    plan: &PlanFile,
+    env: &dyn Fn(&str) -> Option<String>,
+    checkout: &std::path::Path,
+) -> CheckSettings {
+    let mut checks = resolve_checks(plan, env, &mut Vec::new());
+    let lines = checks
+        .task
+        .iter()
+        .chain(&checks.merged)
+        .chain(&plan.setup.run);
+    checks.sandbox.tools = plait_sandbox::sandbox::tools_needed_by(
+        lines.map(String::as_str),
+        [],
+        Some(checkout),
+        None,
+        &plait_sandbox::sandbox::ToolEnv::from(env),
+    );
+    checks
 }
 
 pub(super) fn resolve_checks(
