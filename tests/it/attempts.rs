@@ -558,3 +558,50 @@ fn one_task_tried_by_the_real_claude_code_and_the_real_aider() {
     // What both used is the task's.
     assert!(a["usage"]["requests"].as_u64().unwrap() >= 2, "{a}");
 }
+
+/// Red is red: a check that fails on the base too still fails an attempt. The attempt
+/// that gets it wrong ends first, and the one that makes the check pass is chosen; when
+/// none does, the task fails naming each attempt's failure.
+#[test]
+fn by_checks_an_attempt_red_as_on_the_base_is_never_chosen() {
+    let repo = repo();
+    // The check is red on the base (a.txt holds no "fixed"): the task's job is to make it pass.
+    let check = ["grep -q fixed a.txt"];
+    let agent = "case $PLAIT_ATTEMPT in \
+                 1) echo wrong > a.txt;; \
+                 *) sleep 2; echo fixed > a.txt;; esac";
+    let toml = Plan::new()
+        .set("checks", "task", check)
+        .task("a")
+        .prompt("make the check pass")
+        .owns(["a.txt"])
+        .with("attempts", 2)
+        .with("pick", "checks")
+        .exec(agent)
+        .to_toml();
+    let state = run(&repo, &toml, 4);
+    let a = state.task("a").unwrap();
+    assert_eq!(a.state, TaskState::Done, "{:?}", a.error);
+    assert_eq!(a.pick.as_ref().unwrap().attempt, 2);
+    assert_eq!(merged(&repo, &state, "a.txt"), "fixed");
+    // No attempt gets it right: none is taken.
+    let toml = Plan::new()
+        .set("checks", "task", check)
+        .task("a")
+        .prompt("make the check pass")
+        .owns(["a.txt"])
+        .with("attempts", 2)
+        .with("pick", "checks")
+        .exec("echo \"wrong $PLAIT_ATTEMPT\" > a.txt")
+        .to_toml();
+    let state = run(&repo, &toml, 4);
+    let a = state.task("a").unwrap();
+    assert_eq!(a.state, TaskState::Failed);
+    let error = a.error.as_deref().unwrap();
+    assert!(
+        error.contains("no attempt passed")
+            && error.contains("a~1: ")
+            && error.contains("`grep -q fixed a.txt` failed, as it does on the base"),
+        "{error}"
+    );
+}

@@ -261,8 +261,8 @@ pub(super) fn end_of(attempt: &TaskRecord) -> String {
     if let Some(error) = &attempt.error {
         return format!("{} ({error})", attempt.state.as_str());
     }
-    if let Some(failed) = attempt.checks.iter().find(|c| c.failed_here()) {
-        return format!("its check `{}` failed", failed.command);
+    if let Some(failed) = attempt.checks.iter().find(|c| !c.passed) {
+        return format!("its check `{}` {}", failed.command, failed.failure_word());
     }
     if let Some(review) = &attempt.review {
         if review.verdict != plait_core::state::Verdict::Approve {

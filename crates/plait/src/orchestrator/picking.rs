@@ -60,9 +60,11 @@ pub(super) fn first_passed(task: &TaskRecord) -> Option<u32> {
         .map(|(_, n)| n)
 }
 
-/// Whether an attempt passed, and may become the task.
+/// Whether an attempt passed, and may become the task: every check green (exit 0; one
+/// that fails as it does on the base is still red, so an attempt that gets nothing right
+/// is never taken over one that does), and mergeable with a change.
 pub(super) fn passed(attempt: &TaskRecord) -> bool {
-    mergeable(attempt) && !attempt.unchanged()
+    mergeable(attempt) && !attempt.unchanged() && attempt.checks.iter().all(|c| c.passed)
 }
 
 /// The judge's choice among task `index`'s attempts that passed, all having ended; `None`

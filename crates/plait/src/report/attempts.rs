@@ -20,8 +20,8 @@ pub fn attempt_note(task: &TaskRecord, n: u32) -> String {
     if let Some(error) = &attempt.error {
         return error.clone();
     }
-    if let Some(failed) = attempt.checks.iter().find(|c| c.failed_here()) {
-        return format!("its check `{}` failed", failed.command);
+    if let Some(failed) = attempt.checks.iter().find(|c| !c.passed) {
+        return format!("its check `{}` {}", failed.command, failed.failure_word());
     }
     if let Some(review) = attempt
         .review
