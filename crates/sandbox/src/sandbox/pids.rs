@@ -85,6 +85,16 @@ fn probe(how: PidNs) -> Result<(), String> {
 }
 
 impl SandboxSettings {
+    /// The loopback ports a description names: the plan's, not a lease's own.
+    fn described_ports(&self) -> Vec<u16> {
+        let lease = self.gateway_port;
+        self.ports
+            .iter()
+            .copied()
+            .filter(|p| Some(*p) != lease)
+            .collect()
+    }
+
     /// How processes under these settings are confined, in a phrase: writes, network,
     /// how what a command leaves running is stopped, its limits, and what the plan's own
     /// programs brought into reach.
@@ -106,7 +116,7 @@ impl SandboxSettings {
                 format!(
                     "{}, {}, leftovers: {}, {}{tools}",
                     confinement.describe(),
-                    wall.describe(self.network, &self.ports),
+                    wall.describe(self.network, &self.described_ports()),
                     lifetime(),
                     self.limits.describe(support().is_ok())
                 )

@@ -84,7 +84,6 @@ pub(crate) enum NetWall {
 }
 
 impl NetWall {
-    /// What holds, in a phrase for `plait status`.
     /// What holds, in a phrase for `plait status`, for processes whose network is
     /// `network` and which may reach `ports`.
     pub fn describe(&self, network: Network, ports: &[u16]) -> String {
@@ -217,6 +216,9 @@ pub struct SandboxSettings {
     pub read_all: bool,
     /// How much its processes may take (`[sandbox] limits`).
     pub limits: Limits,
+    /// The port of the task's own lease of the gateway, among `ports` (`through_gateway`):
+    /// one per task, so not said where the walls are described.
+    pub gateway_port: Option<u16>,
 }
 
 impl Default for SandboxSettings {
@@ -237,6 +239,7 @@ impl Default for SandboxSettings {
             git_dir: None,
             read_all: false,
             limits: Limits::standard(),
+            gateway_port: None,
         }
     }
 }
@@ -264,6 +267,7 @@ impl SandboxSettings {
         let mut settings = self.clone();
         if settings.network == Network::Gateway && !settings.ports.contains(&port) {
             settings.ports.push(port);
+            settings.gateway_port = Some(port);
         }
         settings
     }

@@ -96,7 +96,7 @@ pub fn needed_by<'a>(
     let mut seen: Vec<PathBuf> = Vec::new();
     for word in &words {
         let start = match word {
-            Word::Program(w) => judge.program(w),
+            Word::Program(w) => judge.program(w).filter(|p| script(p)),
             Word::Path(w) => judge.expand(w).filter(|p| script(p)),
         };
         if let Some(start) = start {

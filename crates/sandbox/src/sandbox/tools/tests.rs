@@ -188,6 +188,7 @@ fn the_home_opens_only_for_a_tools_package_never_for_its_hidden_entries() {
             "~/.ssh/sneak.sh && cat ~/.ssh/id_rsa",
             "~/other/run.sh ~/other/.env ~/other/data.csv",
             "python3 ~/other/run.sh",
+            "/etc/shadow; ~/other/data.csv",
         ],
         [],
         None,
