@@ -20,7 +20,7 @@ pub mod sandbox;
 pub mod serve;
 pub mod spread;
 
-pub use plait::{owned_by_task, plait_in, wait_for_running};
+pub use plait::{owned_by_task, plait_in, printed, wait_for_running};
 pub use plan::Plan;
 pub use repo::{git_in, without_worktree_config, TestRepo};
 
