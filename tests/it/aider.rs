@@ -8,15 +8,15 @@ use serde_json::json;
 
 use crate::mock::{MockModel, Turn};
 use crate::support::agents::{
-    after, argv_of, assert_confined, assert_gateway_url, fake, plan, real_aider, record, run_real,
-    sample, script, with_records, KEY,
+    after, argv_of, assert_confined, assert_gateway_url, plan, real_aider, record, run_real,
+    sample, script, KEY,
 };
 use crate::support::{stderr, task_json, Plan};
 
 #[test]
 fn fake_aider_gets_the_owned_files_and_the_providers_model_base_url_and_key() {
     let repo = sample();
-    let (script, records) = script(
+    let fake = script(
         &repo,
         "aider",
         json!({
@@ -29,7 +29,7 @@ fn fake_aider_gets_the_owned_files_and_the_providers_model_base_url_and_key() {
         }),
     );
     let toml = plan("aider")
-        .set("agents.aider", "bin", fake("aider").display().to_string())
+        .set("agents.aider", "bin", fake.bin.as_str())
         .set("agents.aider", "provider", "local")
         .provider(
             "local",
@@ -38,12 +38,12 @@ fn fake_aider_gets_the_owned_files_and_the_providers_model_base_url_and_key() {
             "PLAIT_TEST_KEY",
             "qwen-coder",
         );
-    let plan_path = repo.plan(&with_records(toml, &records).to_toml());
+    let plan_path = repo.plan(&toml.to_toml());
     let out = repo.plait_env(
         &["run", plan_path.to_str().unwrap()],
         &[
-            ("FAKE_AIDER_SCRIPT", &script),
-            ("FAKE_AIDER_RECORD", &records),
+            ("FAKE_AIDER_SCRIPT", &fake.script),
+            ("FAKE_AIDER_RECORD", &fake.records),
             ("PLAIT_TEST_KEY", KEY),
         ],
     );
@@ -60,7 +60,7 @@ fn fake_aider_gets_the_owned_files_and_the_providers_model_base_url_and_key() {
         "hello\n"
     );
 
-    let rec = record(&records, "a");
+    let rec = record(&repo, "a");
     let argv = argv_of(&rec);
     let after = |flag: &str| after(&argv, flag);
     assert_eq!(after("--model"), "openai/qwen-coder");

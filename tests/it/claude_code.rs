@@ -11,16 +11,12 @@ use serde_json::{json, Value};
 use crate::mock::{claude_tools, MockModel, Turn};
 use crate::support::agents::{
     after, argv_of, assert_confined, assert_gateway_url, claude_on_mock, fake, plan, real_claude,
-    record, run_real, sample, script, with_records, KEY,
+    record, record_of_run, run_real, sample, script, KEY,
 };
 use crate::support::{stderr, task_json, Plan, TestRepo};
 
 /// Runs [`plan`] on the fake Claude Code playing `entries`, `extra` changing the plan.
-fn run_fake_claude(
-    repo: &TestRepo,
-    entries: Value,
-    extra: impl FnOnce(Plan) -> Plan,
-) -> (Output, String) {
+fn run_fake_claude(repo: &TestRepo, entries: Value, extra: impl FnOnce(Plan) -> Plan) -> Output {
     run_fake_claude_for(repo, entries, extra, "60s")
 }
 
@@ -29,28 +25,24 @@ fn run_fake_claude_for(
     entries: Value,
     extra: impl FnOnce(Plan) -> Plan,
     timeout: &str,
-) -> (Output, String) {
-    let (script, records) = script(repo, "claude", entries);
+) -> Output {
+    let fake = script(repo, "claude", entries);
     let plan = plan("claude-code")
         .set("defaults", "timeout", timeout)
-        .set(
-            "agents.claude-code",
-            "bin",
-            fake("claude").display().to_string(),
-        )
+        .set("agents.claude-code", "bin", fake.bin.as_str())
         .set("agents.claude-code", "model", "claude-test-model");
-    let plan_path = repo.plan(&with_records(extra(plan), &records).to_toml());
+    let plan_path = repo.plan(&extra(plan).to_toml());
     let out = repo.plait_env(
         &["run", plan_path.to_str().unwrap(), "-j", "2"],
         &[
-            ("FAKE_CLAUDE_SCRIPT", &script),
-            ("FAKE_CLAUDE_RECORD", &records),
+            ("FAKE_CLAUDE_SCRIPT", &fake.script),
+            ("FAKE_CLAUDE_RECORD", &fake.records),
             ("PLAIT_TEST_KEY", KEY),
             // The fake needs no login; this stands for one.
             ("CLAUDE_CODE_OAUTH_TOKEN", "fake-login"),
         ],
     );
-    (out, records)
+    out
 }
 
 #[test]
@@ -70,7 +62,7 @@ fn fake_claude_edits_owned_files_and_the_hook_refuses_the_rest() {
         },
         "b": {"actions": [{"edit": "src/b/y.txt", "old": "yo", "new": "hey"}]},
     });
-    let (out, records) = run_fake_claude(&repo, entries, |plan| {
+    let out = run_fake_claude(&repo, entries, |plan| {
         plan.set("agents.claude-code", "provider", "mock")
             .set("providers.mock", "kind", "anthropic")
             .set("providers.mock", "base_url", "http://127.0.0.1:9")
@@ -99,7 +91,7 @@ fn fake_claude_edits_owned_files_and_the_hook_refuses_the_rest() {
     assert!(!repo.path.join("../outside.txt").exists());
 
     // What the hook said, as the CLI hands it to the model.
-    let rec = record(&records, "a");
+    let rec = record(&repo, "a");
     let denials = rec["denials"].as_array().unwrap();
     assert_eq!(denials.len(), 3, "{rec}");
     let first = denials[0]["reason"].as_str().unwrap();
@@ -149,7 +141,7 @@ fn fake_claude_edits_owned_files_and_the_hook_refuses_the_rest() {
         "one config dir per task: {config}"
     );
     assert_ne!(
-        record(&records, "b")["env"]["CLAUDE_CONFIG_DIR"],
+        record(&repo, "b")["env"]["CLAUDE_CONFIG_DIR"],
         env["CLAUDE_CONFIG_DIR"]
     );
 
@@ -167,7 +159,7 @@ fn is_error_fails_the_task_even_on_exit_0() {
             "exit": 0,
         },
     });
-    let (out, _) = run_fake_claude(&repo, entries, |plan| plan);
+    let out = run_fake_claude(&repo, entries, |plan| plan);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     let status = repo.status_json(&[]);
     let a = task_json(&status, "a");
@@ -184,7 +176,7 @@ fn is_error_fails_the_task_even_on_exit_0() {
 fn a_crash_fails_the_task_and_its_stderr_is_in_the_log() {
     let repo = sample();
     let entries = json!({"a": {"actions": [{"crash": 3}]}});
-    let (out, _) = run_fake_claude(&repo, entries, |plan| plan);
+    let out = run_fake_claude(&repo, entries, |plan| plan);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     let status = repo.status_json(&[]);
     let a = task_json(&status, "a");
@@ -206,7 +198,7 @@ fn a_claude_that_hangs_is_killed_at_its_timeout() {
     let repo = sample();
     let entries = json!({"a": {"actions": [{"sleep": 60}]}});
     let started = std::time::Instant::now();
-    let (out, _) = run_fake_claude_for(&repo, entries, |plan| plan, "2s");
+    let out = run_fake_claude_for(&repo, entries, |plan| plan, "2s");
     assert!(
         started.elapsed() < std::time::Duration::from_secs(30),
         "the timeout must stop it"
@@ -381,29 +373,25 @@ fn a_claude_login_is_a_stand_in_for_the_run_and_not_left_behind() {
         "{\"claudeAiOauth\": {\"accessToken\": \"secret-login\", \"refreshToken\": \"secret-refresh\", \"expiresAt\": 1, \"scopes\": [\"user:inference\"]}}",
     )
     .unwrap();
-    let (script, records) = script(&repo, "claude", json!({}));
+    let fake = script(&repo, "claude", json!({}));
     let toml = plan("claude-code")
-        .set(
-            "agents.claude-code",
-            "bin",
-            fake("claude").display().to_string(),
-        )
+        .set("agents.claude-code", "bin", fake.bin.as_str())
         // The fake edits nothing: what is judged here is the login's link.
         .set("defaults", "expect_changes", false);
-    let plan_path = repo.plan(&with_records(toml, &records).to_toml());
+    let plan_path = repo.plan(&toml.to_toml());
     let home_dir = home.path().to_str().unwrap();
     let out = repo.plait_env(
         &["run", plan_path.to_str().unwrap()],
         &[
-            ("FAKE_CLAUDE_SCRIPT", &script),
-            ("FAKE_CLAUDE_RECORD", &records),
+            ("FAKE_CLAUDE_SCRIPT", &fake.script),
+            ("FAKE_CLAUDE_RECORD", &fake.records),
             ("HOME", home_dir),
             ("CLAUDE_CONFIG_DIR", ""),
             ("ANTHROPIC_API_KEY", ""),
         ],
     );
     assert!(out.status.success(), "{}", stderr(&out));
-    let rec = record(&records, "a");
+    let rec = record(&repo, "a");
     assert_eq!(rec["config_files"][".credentials.json"], "file", "{rec}");
     let config = rec["env"]["CLAUDE_CONFIG_DIR"].as_str().unwrap();
     repo.assert_not_written("secret-login");
@@ -418,7 +406,7 @@ fn a_claude_login_is_a_stand_in_for_the_run_and_not_left_behind() {
 #[test]
 fn ctrl_c_interrupts_claude_and_resume_carries_on_from_its_work() {
     let repo = sample();
-    let (script_path, records) = script(
+    let fake = script(
         &repo,
         "claude",
         json!({
@@ -426,17 +414,13 @@ fn ctrl_c_interrupts_claude_and_resume_carries_on_from_its_work() {
             "b": {"actions": [{"edit": "src/b/y.txt", "old": "yo", "new": "partial"}, {"sleep": 30}]},
         }),
     );
-    let toml = plan("claude-code").set(
-        "agents.claude-code",
-        "bin",
-        fake("claude").display().to_string(),
-    );
-    let plan_path = repo.plan(&with_records(toml, &records).to_toml());
+    let toml = plan("claude-code").set("agents.claude-code", "bin", fake.bin.as_str());
+    let plan_path = repo.plan(&toml.to_toml());
     let child = std::process::Command::new(env!("CARGO_BIN_EXE_plait"))
         .args(["run", plan_path.to_str().unwrap(), "-j", "2"])
         .current_dir(&repo.path)
-        .env("FAKE_CLAUDE_SCRIPT", &script_path)
-        .env("FAKE_CLAUDE_RECORD", &records)
+        .env("FAKE_CLAUDE_SCRIPT", &fake.script)
+        .env("FAKE_CLAUDE_RECORD", &fake.records)
         .env("CLAUDE_CODE_OAUTH_TOKEN", "fake-login")
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
@@ -479,12 +463,12 @@ fn ctrl_c_interrupts_claude_and_resume_carries_on_from_its_work() {
         "a": {"actions": [{"edit": "src/a/x.txt", "old": "partial", "new": "hello"}]},
         "b": {"actions": [{"edit": "src/b/y.txt", "old": "partial", "new": "hey"}]},
     });
-    fs::write(&script_path, finish.to_string()).unwrap();
+    fs::write(&fake.script, finish.to_string()).unwrap();
     let out = repo.plait_env(
         &["resume", &run],
         &[
-            ("FAKE_CLAUDE_SCRIPT", &script_path),
-            ("FAKE_CLAUDE_RECORD", &records),
+            ("FAKE_CLAUDE_SCRIPT", &fake.script),
+            ("FAKE_CLAUDE_RECORD", &fake.records),
             ("CLAUDE_CODE_OAUTH_TOKEN", "fake-login"),
         ],
     );
@@ -493,8 +477,7 @@ fn ctrl_c_interrupts_claude_and_resume_carries_on_from_its_work() {
     assert_eq!(merged["src/a/x.txt"], "hello\n");
     assert_eq!(merged["src/b/y.txt"], "hey\n");
     // The second run was told its earlier work is there.
-    let second = Path::new(&records).join("a.2.json");
-    let rec: Value = serde_json::from_str(&fs::read_to_string(second).unwrap()).unwrap();
+    let rec = record_of_run(&repo, "a", 2);
     let prompt = rec["prompt"].as_str().unwrap().to_string();
     assert!(
         prompt.contains("Say hello in src/a/x.txt") && prompt.contains("This task was interrupted"),

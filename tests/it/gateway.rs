@@ -13,7 +13,7 @@ use crate::support::agents::{
     run_real, sample, KEY,
 };
 use crate::support::plan::{Raw, Toml as _};
-use crate::support::{stderr, stdout, task_json, Plan, TestRepo};
+use crate::support::{stderr, stdout, task_json, wait_until, Plan, TestRepo};
 
 /// A plan of Claude Code tasks against `mock`, with `extra` TOML after it.
 /// `plait run` started in the background, as a user would from another terminal.
@@ -234,7 +234,7 @@ fn a_cli_program_given_a_gateway_reaches_its_model_there_and_nothing_else() {
     mock.set_usage(500, 25, 0, 0);
     mock.script("a", vec![Turn::Text("hello".into())]);
     // A program that asks its model through the variables plait sets, writes the answer,
-    // then tries the provider directly and reports what it found in its environment.
+    // then tries the provider directly and prints what it found in its environment.
     let program = repo.scratch.join("agent.py");
     fs::write(
         &program,
@@ -259,40 +259,17 @@ except Exception:
     direct = "refused"
 report = {{"base": base, "key": key, "direct": direct,
           "leaked": any("{KEY}" in v for v in os.environ.values())}}
-open(os.environ["REPORT"], "w").write(json.dumps(report))
+print("REPORT " + json.dumps(report), flush=True)
 "#,
             direct = mock.url()
         ),
     )
     .unwrap();
-    let report = repo.scratch.join("report.json");
-    let cli = ["python3".to_string(), program.display().to_string()];
-    let writable = [repo.scratch.display().to_string()];
-    let toml = Plan::new()
-        .set("defaults", "timeout", "60s")
-        .review_off()
-        .mock("openai", &mock.url(), "qwen-coder")
-        .task("a")
-        .prompt("Say hello")
-        .owns(["src/a/x.txt"])
-        .with(
-            "agent",
-            Raw(&format!("{{ cli = {}, gateway = \"mock\" }}", cli.toml())),
-        )
-        .with(
-            "sandbox",
-            Raw(&format!(
-                "{{ writable = {}, keep_env = [\"REPORT\"] }}",
-                writable.toml()
-            )),
-        );
+    let toml = cli_tasks(&mock, &[("a", "src/a/x.txt", &program)]);
     let plan_path = repo.plan(&toml.to_toml());
     let out = repo.plait_env(
         &["run", plan_path.to_str().unwrap()],
-        &[
-            ("PLAIT_TEST_KEY", KEY),
-            ("REPORT", report.to_str().unwrap()),
-        ],
+        &[("PLAIT_TEST_KEY", KEY)],
     );
     assert!(
         out.status.success(),
@@ -310,7 +287,9 @@ open(os.environ["REPORT"], "w").write(json.dumps(report))
         repo.tree_files(&format!("plait/{run}/merged"))["src/a/x.txt"],
         "hello\n"
     );
-    let report: Value = serde_json::from_str(&fs::read_to_string(&report).unwrap()).unwrap();
+    let printed = repo.printed_in(run, "REPORT ");
+    assert_eq!(printed.len(), 1, "{printed:?}");
+    let report: Value = serde_json::from_str(&printed[0]["REPORT ".len()..]).unwrap();
     assert_gateway_url(report["base"].as_str().unwrap());
     assert_eq!(report["leaked"], false, "{report}");
     assert!(
@@ -476,30 +455,19 @@ fn thirty_claude_codes_on_a_bucketed_account_meet_almost_no_429() {
 }
 
 /// `[[task]]`s of `{ cli }` programs reaching `mock` (OpenAI's API) through the gateway:
-/// each `(id, owned file, program)`, its writes allowed in the test's scratch.
-fn cli_tasks(repo: &TestRepo, mock: &MockModel, tasks: &[(&str, &str, &std::path::Path)]) -> Plan {
-    let writable = [repo.scratch.display().to_string()];
+/// each `(id, owned file, program)`, with the walls as they are (a program says what it
+/// found on its output, which the task's log keeps).
+fn cli_tasks(mock: &MockModel, tasks: &[(&str, &str, &std::path::Path)]) -> Plan {
     let mut plan = Plan::new()
         .set("defaults", "timeout", "120s")
         .review_off()
         .mock("openai", &mock.url(), "qwen-coder");
     for (id, file, program) in tasks {
         let cli = ["python3".to_string(), program.display().to_string()];
-        plan = plan
-            .task(id)
-            .prompt("Say hello")
-            .owns([*file])
-            .with(
-                "agent",
-                Raw(&format!("{{ cli = {}, gateway = \"mock\" }}", cli.toml())),
-            )
-            .with(
-                "sandbox",
-                Raw(&format!(
-                    "{{ writable = {}, keep_env = [\"SCRATCH\"] }}",
-                    writable.toml()
-                )),
-            );
+        plan = plan.task(id).prompt("Say hello").owns([*file]).with(
+            "agent",
+            Raw(&format!("{{ cli = {}, gateway = \"mock\" }}", cli.toml())),
+        );
     }
     plan
 }
@@ -520,7 +488,6 @@ def ask(base, key, task, max_tokens=1000):
         return e.code
     except Exception as e:
         return "unreachable: %s" % e
-scratch = os.environ["SCRATCH"]
 base, key = os.environ["OPENAI_BASE_URL"], os.environ.get("OPENAI_API_KEY", "")
 "#;
 
@@ -542,23 +509,25 @@ threads = [threading.Thread(target=one) for _ in range(20)]
 for t in threads: t.start()
 for t in threads: t.join()
 open("src/a/x.txt", "w").write("hello\n")
-open(os.path.join(scratch, "statuses.json"), "w").write(json.dumps(statuses))
+print("STATUSES " + json.dumps(statuses), flush=True)
 "#;
     fs::write(&program, format!("{ASK}{twenty}")).unwrap();
-    let plan = cli_tasks(&repo, &mock, &[("a", "src/a/x.txt", &program)]).set(
+    let plan = cli_tasks(&mock, &[("a", "src/a/x.txt", &program)]).set(
         "providers.mock",
         "prices",
         Raw("{ input = 1000.0, output = 1000.0 }"),
     );
     let plan_path = repo.plan(&plan.to_toml());
-    let scratch = repo.scratch.display().to_string();
     let out = repo.plait_env(
         &["run", plan_path.to_str().unwrap(), "--max-cost", "5"],
-        &[("PLAIT_TEST_KEY", KEY), ("SCRATCH", &scratch)],
+        &[("PLAIT_TEST_KEY", KEY)],
     );
-    let statuses = fs::read_to_string(repo.scratch.join("statuses.json"))
-        .unwrap_or_else(|e| panic!("no statuses ({e}): {}", stderr(&out)));
-    let statuses: Vec<Value> = serde_json::from_str(&statuses).unwrap();
+    let printed = repo.printed("STATUSES ");
+    let statuses = printed
+        .first()
+        .map(|line| &line["STATUSES ".len()..])
+        .unwrap_or_else(|| panic!("no statuses printed: {}", stderr(&out)));
+    let statuses: Vec<Value> = serde_json::from_str(statuses).unwrap();
     let answered = statuses.iter().filter(|s| **s == 200).count();
     let refused = statuses.iter().filter(|s| **s == 400).count();
     assert_eq!(answered + refused, 20, "{statuses:?}");
@@ -583,20 +552,24 @@ fn a_task_holding_another_s_gateway_url_and_key_cannot_use_them() {
     let repo = sample();
     let mock = MockModel::start_aider(KEY);
     mock.set_usage(10, 10, 0, 0);
-    // Task b leaves its base URL and key where task a can read them (as B's command line
-    // would show them) and stays until a has tried them.
+    // Task b prints its base URL and key (as B's command line would show them); the test
+    // hands them to task a as its model's answer (asked as `handoff`, through a's own
+    // gateway, once they are there); b stays until a has tried them.
+    let tried = repo.scratch.join("a-tried");
+    let ready = repo.scratch.join("handoff-ready");
     let b = repo.scratch.join("b.py");
     fs::write(
         &b,
         format!(
-            "{ASK}{}",
+            "{ASK}tried = {:?}\n{}",
+            tried.display().to_string(),
             r#"
 import time
 assert ask(base, key, "b", 10) == 200
 open("src/b/y.txt", "w").write("hey\n")
-open(os.path.join(scratch, "b.json"), "w").write(json.dumps({"base": base, "key": key}))
-for _ in range(600):
-    if os.path.exists(os.path.join(scratch, "a.json")): break
+print("LEASE " + json.dumps({"base": base, "key": key}), flush=True)
+for _ in range(1200):
+    if os.path.exists(tried): break
     time.sleep(0.05)
 "#
         ),
@@ -606,14 +579,20 @@ for _ in range(600):
     fs::write(
         &a,
         format!(
-            "{ASK}{}",
+            "{ASK}ready = {:?}\n{}",
+            ready.display().to_string(),
             r#"
 import time
 from urllib.parse import urlsplit
-for _ in range(600):
-    if os.path.exists(os.path.join(scratch, "b.json")): break
+for _ in range(1200):
+    if os.path.exists(ready): break
     time.sleep(0.05)
-theirs = json.load(open(os.path.join(scratch, "b.json")))
+body = {"model": "qwen-coder", "max_tokens": 100,
+        "messages": [{"role": "user", "content": "Task id: handoff\nWhat did b leave?"}]}
+req = urllib.request.Request(base + "/chat/completions", json.dumps(body).encode(),
+    {"content-type": "application/json", "authorization": "Bearer " + key})
+answer = json.load(urllib.request.urlopen(req, timeout=60))
+theirs = json.loads(answer["choices"][0]["message"]["content"])
 mine = urlsplit(base)
 their_token = urlsplit(theirs["base"]).path
 report = {
@@ -627,25 +606,41 @@ report = {
     "mine": ask(base, key, "a", 10),
 }
 open("src/a/x.txt", "w").write("hello\n")
-open(os.path.join(scratch, "a.json"), "w").write(json.dumps(report))
+print("REPORT " + json.dumps(report), flush=True)
 "#
         ),
     )
     .unwrap();
-    let plan = cli_tasks(
-        &repo,
-        &mock,
-        &[("a", "src/a/x.txt", &a), ("b", "src/b/y.txt", &b)],
-    );
+    let plan = cli_tasks(&mock, &[("a", "src/a/x.txt", &a), ("b", "src/b/y.txt", &b)]);
     let plan_path = repo.plan(&plan.to_toml());
-    let scratch = repo.scratch.display().to_string();
-    let out = repo.plait_env(
-        &["run", plan_path.to_str().unwrap(), "-j", "2"],
-        &[("PLAIT_TEST_KEY", KEY), ("SCRATCH", &scratch)],
-    );
-    assert!(out.status.success(), "{}", stderr(&out));
-    let report: Value =
-        serde_json::from_str(&fs::read_to_string(repo.scratch.join("a.json")).unwrap()).unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_plait"))
+        .args(["run", plan_path.to_str().unwrap(), "-j", "2"])
+        .current_dir(&repo.path)
+        .env("NO_COLOR", "1")
+        .env("PLAIT_TEST_KEY", KEY)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start plait run");
+    let printed = |mark: &str| -> Option<Value> {
+        let line = repo.printed(mark).into_iter().next()?;
+        serde_json::from_str(&line[mark.len()..]).ok()
+    };
+    wait_until("b printed its lease", || printed("LEASE ").is_some());
+    let lease = printed("LEASE ").unwrap();
+    mock.script("handoff", vec![Turn::Text(lease.to_string())]);
+    fs::write(&ready, "").unwrap();
+    // A refused connection may take the request's own time (60 s) to fail.
+    let deadline = Instant::now() + Duration::from_secs(180);
+    while printed("REPORT ").is_none() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    fs::write(&tried, "").unwrap();
+    let out = child.wait_with_output().unwrap();
+    let status = repo.status_json(&[]);
+    let log = fs::read_to_string(task_json(&status, "a")["log"].as_str().unwrap_or("-"));
+    assert!(out.status.success(), "{}\na's log: {log:?}", stderr(&out));
+    let report = printed("REPORT ").unwrap();
     assert_eq!(report["mine"], 200, "{report}");
     // On A's port B's token is no lease, however it is given.
     assert_eq!(report["their_path_here"], 403, "{report}");

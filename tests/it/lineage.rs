@@ -172,21 +172,18 @@ fn a_cache_stamp_under_target_from_one_task_does_not_reach_the_gate() {
 
 #[test]
 fn a_tasks_later_rounds_keep_its_own_build_output_and_no_one_elses() {
-    // Each check appends its task's name to target/seen; a round's check sees what the
-    // task's earlier rounds wrote and never another task's.
+    // Each check appends its task's name to target/seen and prints what it holds; a round's
+    // check sees what the task's earlier rounds wrote and never another task's.
     let repo = TestRepo::with_files(&[
         (".gitignore", "target/\n"),
         ("a.txt", "a\n"),
         ("b.txt", "b\n"),
     ]);
-    let check = "mkdir -p target; echo $PLAIT_TASK >> target/seen; cp target/seen \"$OUT/$PLAIT_TASK-$(wc -l < target/seen)\"; \
+    let check = "mkdir -p target; echo $PLAIT_TASK >> target/seen; \
+                 echo \"SEEN $PLAIT_TASK-$(wc -l < target/seen): $(echo $(cat target/seen))\"; \
                  grep -q done a.txt || [ $PLAIT_TASK != a ]";
-    let out_dir = repo.scratch.join("seen");
-    std::fs::create_dir_all(&out_dir).unwrap();
     let toml = format!(
-        "goal = \"g\"\n[checks]\ntask = ['''{check}''']\njobs = 1\n[review]\nagent = \"off\"\nrounds = 2\n\
-         [defaults]\nsandbox = {{ writable = [\"{}\"] }}\n{}{}",
-        out_dir.display(),
+        "goal = \"g\"\n[checks]\ntask = ['''{check}''']\njobs = 1\n[review]\nagent = \"off\"\nrounds = 2\n{}{}",
         // a passes its check in its second round only.
         task(
             "a",
@@ -196,10 +193,7 @@ fn a_tasks_later_rounds_keep_its_own_build_output_and_no_one_elses() {
         task("b", &["/b.txt"], "echo more >> b.txt"),
     );
     let path = repo.plan(&toml);
-    let out = repo.plait_env(
-        &["run", path.to_str().unwrap(), "-j", "1"],
-        &[("OUT", out_dir.to_str().unwrap())],
-    );
+    let out = repo.plait(&["run", path.to_str().unwrap(), "-j", "1"]);
     assert_eq!(
         out.status.code(),
         Some(0),
@@ -207,25 +201,17 @@ fn a_tasks_later_rounds_keep_its_own_build_output_and_no_one_elses() {
         stdout(&out),
         stderr(&out)
     );
-    let mut seen: Vec<(String, String)> = std::fs::read_dir(&out_dir)
-        .unwrap()
-        .map(|e| {
-            let e = e.unwrap();
-            let text = std::fs::read_to_string(e.path()).unwrap();
-            (e.file_name().to_string_lossy().into_owned(), text)
-        })
-        .collect();
+    let mut seen = repo.printed("SEEN ");
     seen.sort();
-    let seen: Vec<(&str, &str)> = seen.iter().map(|(n, t)| (n.as_str(), t.as_str())).collect();
     // The seed (the base, as task `base`) ran the check first; each task's checkout is a
     // copy of it, and a's second round still has its first round's line.
     assert_eq!(
         seen,
         [
-            ("a-2", "base\na\n"),
-            ("a-3", "base\na\na\n"),
-            ("b-2", "base\nb\n"),
-            ("base-1", "base\n"),
+            "SEEN a-2: base a",
+            "SEEN a-3: base a a",
+            "SEEN b-2: base b",
+            "SEEN base-1: base",
         ],
         "what each check saw of the checkout's build output"
     );
@@ -308,41 +294,48 @@ fn plaits_commits_are_by_whom_git_would_name() {
 #[test]
 fn the_seed_is_kept_between_runs_and_follows_the_base_only_forward() {
     let repo = TestRepo::with_files(&[(".gitignore", "target/\n"), ("a.txt", "a\n")]);
-    let out_dir = repo.scratch.join("seen");
-    std::fs::create_dir_all(&out_dir).unwrap();
-    let check = "mkdir -p target; echo $PLAIT_TASK >> target/seen; cp target/seen \"$OUT/$RUN_NO-$PLAIT_TASK\"";
+    let check = "mkdir -p target; echo $PLAIT_TASK >> target/seen; \
+                 echo \"SEEN $PLAIT_TASK: $(echo $(cat target/seen))\"";
     let toml = format!(
-        "goal = \"g\"\n[checks]\ntask = ['''{check}''']\n[review]\nagent = \"off\"\n\
-         [defaults]\nsandbox = {{ writable = [\"{}\"] }}\n{}",
-        out_dir.display(),
+        "goal = \"g\"\n[checks]\ntask = ['''{check}''']\n[review]\nagent = \"off\"\n{}",
         task("a", &["/a.txt"], "echo more >> a.txt"),
     );
     let path = repo.plan(&toml);
-    let run = |n: &str| {
-        let out = repo.plait_env(
-            &["run", path.to_str().unwrap()],
-            &[("OUT", out_dir.to_str().unwrap()), ("RUN_NO", n)],
-        );
+    // What the base's check and a's check printed in one run, a line each (`None`: it did
+    // not run).
+    let run = || {
+        let out = repo.plait(&["run", path.to_str().unwrap()]);
         assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-        let read = |name: &str| std::fs::read_to_string(out_dir.join(format!("{n}-{name}"))).ok();
+        let id = repo.status_json(&[])["id"].as_str().unwrap().to_string();
+        let seen = repo.printed_in(&id, "SEEN ");
+        let read = |name: &str| {
+            let mark = format!("SEEN {name}: ");
+            let found: Vec<String> = seen
+                .iter()
+                .filter_map(|l| l.strip_prefix(&mark))
+                .map(|l| format!("{}\n", l.replace(' ', "\n")))
+                .collect();
+            assert!(found.len() <= 1, "{seen:?}");
+            found.into_iter().next()
+        };
         (read("base"), read("a"))
     };
     // The first run builds the seed; the second, on the same base, takes it as it is.
-    assert_eq!(run("1"), (Some("base\n".into()), Some("base\na\n".into())));
-    assert_eq!(run("2"), (None, Some("base\na\n".into())));
+    assert_eq!(run(), (Some("base\n".into()), Some("base\na\n".into())));
+    assert_eq!(run(), (None, Some("base\na\n".into())));
     // A base that comes after it: moved there and warmed again, incrementally.
     repo.write("b.txt", "b\n");
     let moved_from = repo.git(&["rev-parse", "HEAD"]);
     repo.commit_all("next");
     assert_eq!(
-        run("3"),
+        run(),
         (Some("base\nbase\n".into()), Some("base\nbase\na\n".into()))
     );
     // A base that is not in the seed's history (another line of work): a new seed.
     repo.git(&["checkout", "-q", "-b", "other", &moved_from]);
     repo.write("c.txt", "c\n");
     repo.commit_all("other");
-    assert_eq!(run("4"), (Some("base\n".into()), Some("base\na\n".into())));
+    assert_eq!(run(), (Some("base\n".into()), Some("base\na\n".into())));
     // Where layers can be had, the seed is the base layer of each base (`envs/`); else a
     // checkout (`seed`).
     let (seed, built) = if plait_sandbox::sandbox::view_support().is_ok() {

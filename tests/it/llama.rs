@@ -209,30 +209,21 @@ fn model_agents_and_aider_against_a_real_local_server() {
     // Without aider the test ends here, after its model agents, the skip said.
     let Some(aider) = real_aider() else { return };
     let repo = sample();
-    let config_before = std::fs::read_to_string(repo.path.join(".git/config")).unwrap();
     // aider asks for no output limit of its own: the model would write until its context
-    // is full. The README's recipe bounds it with a model settings file.
-    let settings = dir.path().join("aider-models.yml");
+    // is full. The README's recipe bounds it with a model settings file, here at the
+    // repository's root, which every task's worktree holds: aider reads it there with the
+    // walls as they are.
     let bound = r#"[{"name": "openai/smollm2", "extra_params": {"max_tokens": 256}}]"#;
-    std::fs::write(&settings, bound).unwrap();
+    repo.write("aider-models.yml", bound);
+    repo.commit_all("aider's model settings");
+    let config_before = std::fs::read_to_string(repo.path.join(".git/config")).unwrap();
     let toml = plan(&server, false, "aider").replace(
         "[review]",
         &format!(
             "[agents.aider]\nbin = \"{}\"\nprovider = \"local\"\n\
-             args = [\"--edit-format\", \"whole\", \"--model-settings-file\", \"{}\"]\n[review]",
+             args = [\"--edit-format\", \"whole\", \"--model-settings-file\", \"aider-models.yml\"]\n[review]",
             aider.display(),
-            settings.display()
         ),
-    );
-    // The settings file lies outside the repository: the walls let aider read it because
-    // the plan says so, as a user lists their own files.
-    let toml = toml.replacen(
-        "[defaults]\n",
-        &format!(
-            "[defaults]\nsandbox = {{ readable = [\"{}\"] }}\n",
-            dir.path().display()
-        ),
-        1,
     );
     let state = repo.run_with_env(&toml, 3, &|_| None);
     judge(&repo, &state, "aider");

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use plait_core::state::{RunPhase, TaskState};
 
-use crate::support::{stdout, until_exists, wait_for_running, wait_until, Plan, TestRepo};
+use crate::support::{printed, stdout, until_exists, wait_for_running, wait_until, Plan, TestRepo};
 
 fn repo_with_dirs(n: usize) -> TestRepo {
     let files: Vec<(String, String)> = (0..n)
@@ -38,15 +38,6 @@ fn spawn_run(repo: &TestRepo, plan: &std::path::Path) -> std::process::Child {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap()
-}
-
-/// How many files in `dir` have names starting with `prefix`.
-fn count_files(dir: &Path, prefix: &str) -> usize {
-    fs::read_dir(dir)
-        .unwrap()
-        .flatten()
-        .filter(|e| e.file_name().to_string_lossy().starts_with(prefix))
-        .count()
 }
 
 #[test]
@@ -88,29 +79,40 @@ fn the_agent_gets_its_task_in_the_environment_and_its_output_is_logged() {
 fn at_most_jobs_agents_run_at_once_and_all_finish() {
     let repo = repo_with_dirs(6);
     let marks = tempfile::tempdir().unwrap();
-    let m = marks.path().display();
-    let go = marks.path().join("go");
-    // Each agent leaves a marker while it runs and records how many it saw. It counts once
-    // `go` exists, which the test makes when it has seen two markers: the first two agents
-    // overlap however slowly they start, and the later ones find `go` there and go on.
+    // Each agent says in its log that it started, waits until the test lets it go (a file
+    // of its name, which it only looks for), and says it ends. The test sees how many run
+    // at once: those that started and have not ended. It lets one go when two run, after a
+    // while longer for a third to show up if plait started one too many, so that every
+    // agent but the last overlaps another however slowly it starts.
     let exec = format!(
-        "touch {m}/run.$PLAIT_TASK; {wait}; ls {m} | grep -c '^run\\.' > {m}/seen.$PLAIT_TASK; rm {m}/run.$PLAIT_TASK; echo done >> pkg/$PLAIT_TASK/mod.py",
-        wait = until_exists(&go)
+        "echo start $PLAIT_TASK; {wait}; echo end $PLAIT_TASK; echo done >> pkg/$PLAIT_TASK/mod.py",
+        wait = until_exists(&marks.path().join("go.$PLAIT_TASK"))
     );
-    let writable = format!("sandbox = {{ writable = [\"{m}\"] }}");
-    let plan = dir_plan(6, &exec, &writable);
+    let plan = dir_plan(6, &exec, "");
+    let logs = repo.path.join(".git/plait/runs");
+    let mut max_seen = 0;
     let state = std::thread::scope(|s| {
         s.spawn(|| {
-            // `go` comes after 30 s at the latest, so that a plait that never runs two at
-            // once ends its run and fails the assertions below instead of hanging.
+            // Two at once are waited for 30 s at most in all, so that a plait that never
+            // runs two at once ends its run and fails the assertions below.
             let deadline = Instant::now() + Duration::from_secs(30);
-            while count_files(marks.path(), "run.") < 2 && Instant::now() < deadline {
-                std::thread::sleep(Duration::from_millis(20));
+            for left in (1..=6).rev() {
+                while running_agents(&logs).len() < left.min(2) && Instant::now() < deadline {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                // This only lets a wrong plait be caught; a right one passes however slow.
+                std::thread::sleep(Duration::from_millis(300));
+                let running = running_agents(&logs);
+                max_seen = max_seen.max(running.len());
+                let Some(first) = running.first() else { break };
+                fs::write(marks.path().join(format!("go.{first}")), "").unwrap();
+                wait_until("the agent let go ends", || {
+                    !running_agents(&logs).contains(first)
+                });
             }
-            // A while longer, for a third agent to show up if plait started one too many:
-            // this only lets a wrong plait be caught; a right one passes however slow.
-            std::thread::sleep(Duration::from_millis(300));
-            fs::write(&go, "").unwrap();
+            for i in 0..6 {
+                let _ = fs::write(marks.path().join(format!("go.m{i}")), "");
+            }
         });
         repo.run(&plan, 2)
     });
@@ -119,18 +121,20 @@ fn at_most_jobs_agents_run_at_once_and_all_finish() {
         "{:?}",
         state.tasks
     );
-    let mut max_seen = 0;
-    for i in 0..6 {
-        let seen: usize = fs::read_to_string(marks.path().join(format!("seen.m{i}")))
-            .unwrap()
-            .trim()
-            .parse()
-            .unwrap();
-        max_seen = max_seen.max(seen);
-    }
     assert!(max_seen <= 2, "saw {max_seen} agents at once with -j 2");
     assert!(max_seen == 2, "two agents should overlap with -j 2");
     assert_eq!(state.merge.as_ref().unwrap().included.len(), 6);
+}
+
+/// The tasks whose agents said in their logs (under `logs`) that they started and not yet
+/// that they end.
+fn running_agents(logs: &Path) -> Vec<String> {
+    let ended = printed(logs, "end ");
+    printed(logs, "start ")
+        .into_iter()
+        .map(|line| line["start ".len()..].to_string())
+        .filter(|task| !ended.contains(&format!("end {task}")))
+        .collect()
 }
 
 #[test]
@@ -163,18 +167,13 @@ fn a_failing_task_does_not_stop_the_others_and_keeps_its_worktree() {
 fn a_timeout_kills_the_agent_and_its_children() {
     let repo = repo_with_dirs(1);
     let marks = tempfile::tempdir().unwrap();
-    let m = marks.path().display();
     let after = marks.path().join("after");
-    let late = marks.path().join("late");
-    // The grandchild touches `late` once the test says the run is over, if it is still alive.
-    let exec = format!(
-        "({}; touch {}) & sleep 120",
-        until_exists(&after),
-        late.display()
-    );
-    let extra = format!("timeout = \"500ms\"\nsandbox = {{ writable = [\"{m}\"] }}");
+    // The grandchild says `outlived` in the task's log once the test says the run is over,
+    // if it is still alive.
+    let exec = format!("({}; echo outlived) & sleep 120", until_exists(&after));
+    let extra = "timeout = \"500ms\"";
     let started = Instant::now();
-    let state = repo.run(&dir_plan(1, &exec, &extra), 1);
+    let state = repo.run(&dir_plan(1, &exec, extra), 1);
     assert!(started.elapsed() < Duration::from_secs(30));
     let task = state.task("m0").unwrap();
     assert_eq!(task.state, TaskState::Failed);
@@ -190,7 +189,10 @@ fn a_timeout_kills_the_agent_and_its_children() {
     wait_until("the agent's processes are gone", || {
         processes_of(&repo, &state.id).is_empty()
     });
-    assert!(!late.exists(), "a grandchild outlived the timeout");
+    assert!(
+        repo.printed("outlived").is_empty(),
+        "a grandchild outlived the timeout"
+    );
 }
 
 #[test]
@@ -245,22 +247,18 @@ fn a_stale_lock_from_a_dead_process_is_taken_over() {
 fn ctrl_c_stops_the_agents_and_saves_the_run_as_interrupted() {
     let repo = repo_with_dirs(3);
     let marks = tempfile::tempdir().unwrap();
-    let m = marks.path().display();
     let after = marks.path().join("after");
-    let late = marks.path().join("late");
-    // Each agent starts a child that touches `late` once the test says the run is over, if
-    // it is still alive, and then says it has started it.
+    // Each agent starts a child that says `outlived` in its log once the test says the run
+    // is over, if it is still alive, and then says it has started it.
     let exec = format!(
-        "({}; touch {}) & touch {m}/forked.$PLAIT_TASK; sleep 120",
+        "({}; echo outlived) & echo forked $PLAIT_TASK; sleep 120",
         until_exists(&after),
-        late.display()
     );
-    let writable = format!("sandbox = {{ writable = [\"{m}\"] }}");
-    let plan = repo.plan(&dir_plan(3, &exec, &writable));
+    let plan = repo.plan(&dir_plan(3, &exec, ""));
     let child = spawn_run(&repo, &plan);
     wait_for_running(&repo, 2);
     wait_until("both running agents started their child", || {
-        count_files(marks.path(), "forked.") == 2
+        repo.printed("forked ").len() == 2
     });
     let started = Instant::now();
     // SAFETY: signalling the child we spawned.
@@ -301,7 +299,10 @@ fn ctrl_c_stops_the_agents_and_saves_the_run_as_interrupted() {
     wait_until("the agents' processes are gone", || {
         processes_of(&repo, run).is_empty()
     });
-    assert!(!late.exists(), "an agent's child outlived the interrupt");
+    assert!(
+        repo.printed("outlived").is_empty(),
+        "an agent's child outlived the interrupt"
+    );
 }
 
 /// The live processes of `repo`'s run `run`: their environment names the run and a

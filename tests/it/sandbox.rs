@@ -523,23 +523,18 @@ fn a_fork_flood_and_a_memory_hog_fail_naming_their_limits_and_a_sibling_finishes
         return;
     }
     let repo = sample();
-    let place = tempfile::tempdir().unwrap();
-    let marker = place.path().canonicalize().unwrap().join("leftover");
-    let toml = format!(
-        "goal = \"g\"\n[review]\nagent = \"off\"\n\
+    // The leftover of `fine` says `tick` in the task's log while it lives; the agent waits
+    // for its first tick (a file in their private temporary directory) before it ends.
+    let toml = "goal = \"g\"\n[review]\nagent = \"off\"\n\
          [[task]]\nid = \"flood\"\nprompt = \"p\"\nowns = [\"a/\"]\n\
-         agent = {{ exec = '''i=0; while [ $i -lt 5000 ]; do sleep 100 & i=$((i+1)); done; echo x > a/f.txt''' }}\n\
-         sandbox = {{ limits = {{ pids = 64 }} }}\n\
+         agent = { exec = '''i=0; while [ $i -lt 5000 ]; do sleep 100 & i=$((i+1)); done; echo x > a/f.txt''' }\n\
+         sandbox = { limits = { pids = 64 } }\n\
          [[task]]\nid = \"hog\"\nprompt = \"p\"\nowns = [\"b/\"]\n\
-         agent = {{ exec = '''/usr/bin/python3 -c 'b = bytearray(1 << 30)' && echo x > b/f.txt''' }}\n\
-         sandbox = {{ limits = {{ memory = \"256M\" }} }}\n\
+         agent = { exec = '''/usr/bin/python3 -c 'b = bytearray(1 << 30)' && echo x > b/f.txt''' }\n\
+         sandbox = { limits = { memory = \"256M\" } }\n\
          [[task]]\nid = \"fine\"\nprompt = \"p\"\nowns = [\"README.md\"]\n\
-         agent = {{ exec = '''setsid sh -c 'while :; do date +%s%N >> \"$0\"; sleep 0.02; done' {0} & while ! test -s {0}; do sleep 0.01; done; echo ok > README.md''' }}\n\
-         sandbox = {{ writable = [\"{1}\"] }}\n",
-        marker.display(),
-        marker.parent().unwrap().display()
-    );
-    let plan = repo.plan(&toml);
+         agent = { exec = '''t=${TMPDIR:-/tmp}/ticked; setsid sh -c 'while :; do echo tick; : > \"$0\"; sleep 0.02; done' $t & while ! test -e $t; do sleep 0.01; done; echo ok > README.md''' }\n";
+    let plan = repo.plan(toml);
     let out = repo.plait(&["run", plan.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     let status = repo.status_json(&[]);
@@ -559,7 +554,11 @@ fn a_fork_flood_and_a_memory_hog_fail_naming_their_limits_and_a_sibling_finishes
     );
     let fine = task_json(&status, "fine");
     assert_eq!(fine["state"], "done", "{fine}");
-    let size = || fs::metadata(&marker).map_or(0, |m| m.len());
+    let log = fine["log"].as_str().unwrap().to_string();
+    let size = || {
+        let text = fs::read_to_string(&log).unwrap_or_default();
+        text.lines().filter(|l| *l == "tick").count()
+    };
     let before = size();
     std::thread::sleep(std::time::Duration::from_millis(300));
     let after = size();

@@ -8,8 +8,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::mock::{edit, MockModel, Provider, Turn};
-use crate::support::plan::Raw;
-use crate::support::{stderr, stdout, until_exists, wait_until, Plan, TestRepo};
+use crate::support::{printed, stderr, stdout, until_exists, wait_until, Plan, TestRepo};
 
 /// `plait status --json`'s record of task `id`.
 fn task(repo: &TestRepo, id: &str) -> Value {
@@ -146,26 +145,18 @@ fn a_command_agent_hears_it_as_its_next_rounds_comment_in_order() {
     let marks = tempfile::tempdir().unwrap();
     let go = marks.path().join("go");
     let agent = format!(
-        "echo \"round $PLAIT_ROUND: ${{PLAIT_FEEDBACK:-none}}\" >> a.txt; touch {m}/ran.$PLAIT_ROUND; {wait}",
-        m = marks.path().display(),
+        "echo \"round $PLAIT_ROUND: ${{PLAIT_FEEDBACK:-none}}\" >> a.txt; echo ran $PLAIT_ROUND; {wait}",
         wait = until_exists(&go)
     );
     let toml = Plan::new()
         .task("a")
         .prompt("write a")
         .owns(["a.txt"])
-        .with(
-            "sandbox",
-            Raw(&format!(
-                "{{ writable = [\"{}\"] }}",
-                marks.path().display()
-            )),
-        )
         .exec(&agent)
         .to_toml();
     let plan = repo.plan(&toml);
     let child = spawn_run(&repo, &plan);
-    wait_until("round 0 started", || marks.path().join("ran.0").exists());
+    wait_until("round 0 started", || repo.printed("ran 0").len() == 1);
     let run = repo.status_json(&[])["id"].as_str().unwrap().to_string();
     for text in ["first this", "then that"] {
         let out = repo.plait(&["tell", &run, "a", "-m", text]);
@@ -213,18 +204,10 @@ fn stopping_one_of_three_tasks_lets_the_others_finish_and_keep_collects_and_judg
     let marks = tempfile::tempdir().unwrap();
     let go = marks.path().join("go");
     let agent = format!(
-        "echo \"by $PLAIT_TASK\" > $PLAIT_TASK.txt; touch {m}/ran.$PLAIT_TASK; {wait}",
-        m = marks.path().display(),
+        "echo \"by $PLAIT_TASK\" > $PLAIT_TASK.txt; echo ran $PLAIT_TASK; {wait}",
         wait = until_exists(&go)
     );
-    let mut plan = Plan::new().set("checks", "task", ["test -s a.txt"]).set(
-        "defaults",
-        "sandbox",
-        Raw(&format!(
-            "{{ writable = [\"{}\"] }}",
-            marks.path().display()
-        )),
-    );
+    let mut plan = Plan::new().set("checks", "task", ["test -s a.txt"]);
     for id in ["a", "b", "c"] {
         plan = plan
             .task(id)
@@ -237,7 +220,7 @@ fn stopping_one_of_three_tasks_lets_the_others_finish_and_keep_collects_and_judg
     wait_until("all three started", || {
         ["a", "b", "c"]
             .iter()
-            .all(|id| marks.path().join(format!("ran.{id}")).exists())
+            .all(|id| repo.printed(&format!("ran {id}")).len() == 1)
     });
     let run = repo.status_json(&[])["id"].as_str().unwrap().to_string();
     let out = repo.plait(&["stop", &run, "b"]);
@@ -407,22 +390,27 @@ fn tell_and_stop_reach_tasks_held_by_a_worker_through_the_store() {
     };
     let Some(url) = database_url() else { return };
     let marks = tempfile::tempdir().unwrap();
-    let m = marks.path().display().to_string();
     let go = marks.path().join("go");
     let (repo, plan) = project_with(
         4,
         &format!(
             "f=pkg/$PLAIT_TASK.txt; echo \"round $PLAIT_ROUND: ${{PLAIT_FEEDBACK:-none}}\" >> $f; \
-             touch {m}/$PLAIT_TASK.$PLAIT_ROUND; {wait}",
+             echo ran $PLAIT_TASK.$PLAIT_ROUND; {wait}",
             wait = until_exists(&go)
         ),
-        &format!("sandbox = {{ writable = [\"{m}\"] }}"),
+        "",
     );
+    // What the agents said they ran, from the logs of the coordinator's repository and of
+    // the worker's directory, wherever the worker keeps them.
+    let ran = |what: &str| {
+        let mark = format!("ran {what}");
+        repo.printed(&mark).len() + printed(&repo.scratch, &mark).len()
+    };
     let mut coordinator = coordinator(&repo, plan.to_str().unwrap(), &url);
     // Three slots: m03 waits in the queue until one frees.
     let w1 = worker(&repo, &url, "w1", "3", "30");
     wait_until("three tasks running on the worker", || {
-        (0..3).all(|k| marks.path().join(format!("m{k:02}.0")).exists())
+        (0..3).all(|k| ran(&format!("m{k:02}.0")) > 0)
     });
     let run = repo.status_json(&[])["id"].as_str().unwrap().to_string();
     // Told: the worker's own answer comes back (a shell command hears it next round).
@@ -491,7 +479,7 @@ fn tell_and_stop_reach_tasks_held_by_a_worker_through_the_store() {
     assert_eq!(tasks[2]["state"], "done", "{}", tasks[2]);
     assert_eq!(tasks[3]["state"], "stopped", "{}", tasks[3]);
     assert!(tasks[3]["started_at"].is_null(), "{}", tasks[3]);
-    assert!(!marks.path().join("m03.0").exists(), "m03 never ran");
+    assert_eq!(ran("m03."), 0, "m03 never ran");
     let merged = repo.tree_files(&format!("plait/{run}/merged"));
     let m00 = &merged["pkg/m00.txt"];
     assert!(m00.contains("round 1: A person"), "{m00}");

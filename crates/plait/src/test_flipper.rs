@@ -1,6 +1,8 @@
 //! The attacker of the race tests: a process of its own, as a command's leftover would be,
 //! that swaps files of a task's tree with symlinks to a file outside it
-//! (`renameat2(RENAME_EXCHANGE)` in a loop) while plait reads and writes the tree.
+//! (`renameat2(RENAME_EXCHANGE)` in a loop) while plait reads and writes the tree. The
+//! plait crate's unit tests and the integration tests (`tests/it/support`, by `#[path]`)
+//! share this one file: the process is the test binary itself, run for [`flipper_process`].
 
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt as _;
@@ -20,10 +22,13 @@ pub(crate) fn swap_name(name: &str) -> String {
 /// Starts a flipper over `names` in `dir`, each swapped with a link to `target`, until a
 /// file `stop` appears in `dir` (or a minute passes).
 pub(crate) fn start(dir: &Path, names: &[String], target: &Path) -> Child {
+    // The test's name in whichever test binary holds this module: its path without the
+    // crate's name.
+    let module = module_path!().split_once("::").map_or("", |(_, m)| m);
     Command::new(std::env::current_exe().expect("the test binary"))
         .args([
             "--exact",
-            "test_flipper::flipper_process",
+            &format!("{module}::flipper_process"),
             "--ignored",
             "--nocapture",
             "--test-threads=1",

@@ -50,22 +50,56 @@ pub fn claude_on_mock(claude: &Path, url: &str) -> Plan {
         .mock("anthropic", url, "claude-sonnet-4-5")
 }
 
-/// Writes a fake CLI's script and returns (script path, record dir).
-pub fn script(repo: &TestRepo, name: &str, entries: Value) -> (String, String) {
-    let script = repo.scratch.join(format!("{name}-script.json"));
+/// A fake CLI set up for a test the way a user installs a tool: a copy of the fake `name`
+/// in a directory of its own beside the repository, with its script (`entries`) there too,
+/// so that the plan, naming the copy by its path, names what it reads.
+pub struct Fake {
+    /// The copy's path, for the plan's `bin`.
+    pub bin: String,
+    /// Its script, for `FAKE_<NAME>_SCRIPT`.
+    pub script: String,
+    /// For `FAKE_<NAME>_RECORD`: a relative directory, which the fake takes under its
+    /// task's `$PLAIT_SCRATCH` (see [`record`]).
+    pub records: String,
+}
+
+/// Writes a fake CLI's copy and script (see [`Fake`]).
+pub fn script(repo: &TestRepo, name: &str, entries: Value) -> Fake {
+    let dir = repo.scratch.join(format!("{name}-fake"));
+    fs::create_dir_all(&dir).unwrap();
+    let bin = dir.join(name);
+    fs::copy(fake(name), &bin).unwrap();
+    let script = dir.join("script.json");
     fs::write(&script, entries.to_string()).unwrap();
-    let record = repo.scratch.join(format!("{name}-records"));
-    fs::create_dir_all(&record).unwrap();
-    (script.display().to_string(), record.display().to_string())
+    Fake {
+        bin: bin.display().to_string(),
+        script: script.display().to_string(),
+        records: "fake-records".to_string(),
+    }
 }
 
-/// `plan` with the fake's record directory among the paths the sandbox lets agents write.
-pub fn with_records(plan: Plan, records: &str) -> Plan {
-    plan.set("defaults.sandbox", "writable", [records])
+/// The record task `task`'s fake CLI wrote on its first run in the repository's latest run.
+pub fn record(repo: &TestRepo, task: &str) -> Value {
+    record_of_run(repo, task, 1)
 }
 
-pub fn record(dir: &str, task: &str) -> Value {
-    let path = Path::new(dir).join(format!("{task}.json"));
+/// The record task `task`'s fake CLI wrote on its `n`th run (from 1) in the repository's
+/// latest run: in the task's own scratch, plait's `tasks/<task>/scratch/fake-records/`.
+pub fn record_of_run(repo: &TestRepo, task: &str, n: usize) -> Value {
+    let run = repo.status_json(&[])["id"].as_str().unwrap().to_string();
+    let name = if n == 1 {
+        format!("{task}.json")
+    } else {
+        format!("{task}.{n}.json")
+    };
+    let path = repo
+        .path
+        .join(".git/plait/runs")
+        .join(run)
+        .join("tasks")
+        .join(task)
+        .join("scratch/fake-records")
+        .join(name);
     let text =
         fs::read_to_string(&path).unwrap_or_else(|e| panic!("no record {}: {e}", path.display()));
     serde_json::from_str(&text).unwrap()

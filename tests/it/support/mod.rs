@@ -11,6 +11,7 @@
 pub mod agents;
 pub mod browser;
 pub mod fixtures;
+#[path = "../../../crates/plait/src/test_flipper.rs"]
 pub mod flipper;
 pub mod pg;
 mod plait;
@@ -20,7 +21,7 @@ pub mod sandbox;
 pub mod serve;
 pub mod spread;
 
-pub use plait::{owned_by_task, plait_in, wait_for_running};
+pub use plait::{owned_by_task, plait_in, printed, wait_for_running};
 pub use plan::Plan;
 pub use repo::{git_in, without_worktree_config, TestRepo};
 
@@ -49,17 +50,13 @@ pub fn init() {
         }
         let empty = std::env::temp_dir().join("plait-tests-no-config");
         let _ = fs::create_dir_all(&empty);
-        // A user config of the tests' own (the tests that want another set theirs): every
-        // process of a task may read the tests' directories (their scripts, fixtures and
-        // plans beside each repository), as a user lists their data in `[sandbox] readable`.
-        // The tests of the read wall set a home and a config of their own.
+        // A user config of the tests' own, empty as a new user's is: every wall stands as
+        // plait sets it, and a test that widens one sets it in its plan (the tests of the
+        // read wall set a home and a config of their own).
         let config =
             std::env::temp_dir().join(format!("plait-tests-config-{}", std::process::id()));
         let _ = fs::create_dir_all(config.join("plait"));
-        let _ = fs::write(
-            config.join("plait/config.toml"),
-            format!("[sandbox]\nreadable = [\"{}\"]\n", tests_root().display()),
-        );
+        let _ = fs::write(config.join("plait/config.toml"), "");
         std::env::set_var("XDG_CONFIG_HOME", &config);
         // Worktrees go under the user's cache: one of this test process's own, and those
         // of test processes that have ended are removed.

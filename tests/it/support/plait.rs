@@ -81,6 +81,51 @@ impl TestRepo {
     }
 }
 
+impl TestRepo {
+    /// Every line beginning with `mark` that a process of run `run` printed (an agent, a
+    /// check, the seed's warm-up), read from the logs plait keeps for the run
+    /// (`.git/plait/runs/<run>/**/*.log`), in the order of the logs' paths. How a test
+    /// observes what a confined process saw without widening its walls: it prints it.
+    pub fn printed_in(&self, run: &str, mark: &str) -> Vec<String> {
+        printed(&self.path.join(".git/plait/runs").join(run), mark)
+    }
+
+    /// [`TestRepo::printed_in`] over every run of the repository.
+    pub fn printed(&self, mark: &str) -> Vec<String> {
+        printed(&self.path.join(".git/plait/runs"), mark)
+    }
+}
+
+/// The lines beginning with `mark` of every `*.log` file under `dir`, by path: what the
+/// processes of the runs whose logs are there printed (a worker's, under its directory).
+pub fn printed(dir: &Path, mark: &str) -> Vec<String> {
+    let mut logs = Vec::new();
+    let mut dirs = vec![dir.to_path_buf()];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let path = entry.path();
+            match entry.file_type() {
+                Ok(t) if t.is_dir() => dirs.push(path),
+                Ok(t) if t.is_file() && path.extension().is_some_and(|e| e == "log") => {
+                    logs.push(path)
+                }
+                _ => {}
+            }
+        }
+    }
+    logs.sort();
+    logs.iter()
+        .filter_map(|log| std::fs::read(log).ok())
+        .flat_map(|text| {
+            String::from_utf8_lossy(&text)
+                .lines()
+                .filter(|l| l.starts_with(mark))
+                .map(str::to_string)
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
 /// Runs the real `plait` binary in `dir`.
 pub fn plait_in(dir: &Path, args: &[&str]) -> Output {
     init();

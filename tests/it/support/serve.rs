@@ -11,7 +11,6 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::plan::{Raw, Toml as _};
 use super::{init, stderr, stdout, until_exists, wait_until, Plan, TestRepo};
 
 pub fn sample() -> TestRepo {
@@ -148,16 +147,17 @@ impl Drop for Served {
 }
 
 /// A run of tasks `a` and `b` of [`sample`] going in `plait run -j 2` (the real binary, a
-/// child process). In its first round each agent leaves `started.<task>` in [`marks`] and
-/// waits there for `go` ([`release`]), then writes `v1`; in a later round (told a comment)
-/// it records its environment in `env.<task>` and writes `v2`. Dropped, it releases the
-/// agents and ends the run.
+/// child process). In its first round each agent says `started.<task>` in its log and
+/// waits for `go` in [`marks`] ([`release`]), then writes `v1`; in a later round (told a
+/// comment) it prints its environment, each line after `ENV.<task> `, and writes `v2`.
+/// Dropped, it releases the agents and ends the run.
 ///
 /// [`marks`]: Going::marks
 /// [`release`]: Going::release
 pub struct Going {
     child: Option<Child>,
     marks: tempfile::TempDir,
+    repo: PathBuf,
 }
 
 impl Going {
@@ -165,21 +165,15 @@ impl Going {
     pub fn start(repo: &TestRepo) -> Going {
         init();
         let marks = tempfile::tempdir().unwrap();
-        let m = marks.path().display().to_string();
         let agent = format!(
-            "if [ -n \"$PLAIT_FEEDBACK\" ]; then env > {m}/env.$PLAIT_TASK; echo v2 > lib/$PLAIT_TASK.txt; \
-             else touch {m}/started.$PLAIT_TASK; {wait}; echo v1 > lib/$PLAIT_TASK.txt; fi",
+            "if [ -n \"$PLAIT_FEEDBACK\" ]; then env | sed \"s/^/ENV.$PLAIT_TASK /\"; echo v2 > lib/$PLAIT_TASK.txt; \
+             else echo started.$PLAIT_TASK; {wait}; echo v1 > lib/$PLAIT_TASK.txt; fi",
             wait = until_exists(&marks.path().join("go"))
         );
         let toml = Plan::new()
             .goal("g")
             .review_off()
             .exec_all(&agent)
-            .set(
-                "defaults",
-                "sandbox",
-                Raw(&format!("{{ writable = [{}] }}", m.toml())),
-            )
             .task("a")
             .owns(["lib/a.txt"])
             .task("b")
@@ -196,10 +190,13 @@ impl Going {
         let going = Going {
             child: Some(child),
             marks,
+            repo: repo.path.clone(),
         };
         for task in ["a", "b"] {
-            let started = going.mark(&format!("started.{task}"));
-            wait_until(&format!("the agent of {task} started"), || started.exists());
+            let started = format!("started.{task}");
+            wait_until(&format!("the agent of {task} started"), || {
+                !going.printed(&started).is_empty()
+            });
         }
         going
     }
@@ -220,9 +217,20 @@ impl Going {
         self.child.take().unwrap().wait_with_output().unwrap()
     }
 
-    /// The environment task `task`'s agent recorded in its later round.
+    /// The environment task `task`'s agent printed in its later round.
     pub fn env_of(&self, task: &str) -> String {
-        std::fs::read_to_string(self.mark(&format!("env.{task}"))).unwrap_or_default()
+        let mark = format!("ENV.{task} ");
+        let lines: Vec<String> = self
+            .printed(&mark)
+            .iter()
+            .map(|l| l[mark.len()..].to_string())
+            .collect();
+        lines.join("\n")
+    }
+
+    /// The lines beginning with `mark` that the run's processes printed.
+    fn printed(&self, mark: &str) -> Vec<String> {
+        super::printed(&self.repo.join(".git/plait/runs"), mark)
     }
 }
 

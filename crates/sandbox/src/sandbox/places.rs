@@ -127,7 +127,8 @@ const REFUSALS: &[&str] = &[
 /// The refused reads and writes `text` tells of: for each line that reports one, the paths
 /// it names (relative ones from `cwd`) that `readable` says the process may not read, as
 /// `read of PATH refused (…)`, or else that `writable` says it may not write, as
-/// `write to PATH refused`.
+/// `write to PATH refused`. A path that is not there was no read's refusal (a read of it
+/// fails as missing before any wall is asked): it was a write's, creating it.
 pub(super) fn refused(
     text: &str,
     cwd: &Path,
@@ -141,7 +142,7 @@ pub(super) fn refused(
             continue;
         }
         for path in paths_in(line, cwd) {
-            let denial = if !readable(&path) {
+            let denial = if !readable(&path) && path.symlink_metadata().is_ok() {
                 if reads::habit(&path) {
                     // Read by habit (a shell's rc file, git's or npm's config): no news.
                     continue;
@@ -217,6 +218,27 @@ mod tests {
                 "write to /home/u/.cache refused",
                 "write to /root/.cache/pip/y refused",
                 "write to /var/tmp/z refused",
+            ]
+        );
+        // Not readable: a read's refusal where the file is there, a write's where the
+        // write was to create it.
+        let dir = std::env::temp_dir().join(format!("plait-places-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("there"), "").unwrap();
+        let log = format!(
+            "cat: {d}/there: Permission denied\nbash: {d}/new: Permission denied\n",
+            d = dir.display()
+        );
+        let found = refused(&log, cwd, |_| false, |_| false);
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(
+            found,
+            [
+                format!(
+                    "read of {}/there refused (allow it with [sandbox] readable)",
+                    dir.display()
+                ),
+                format!("write to {}/new refused", dir.display()),
             ]
         );
         assert_eq!(
