@@ -18,6 +18,7 @@ mod environment;
 mod firstday;
 mod gate;
 mod gateway;
+mod given;
 mod groups;
 mod land;
 mod lineage;
