@@ -20,6 +20,7 @@ mod gate;
 mod gateway;
 mod given;
 mod groups;
+mod homes;
 mod land;
 mod lineage;
 mod llama;

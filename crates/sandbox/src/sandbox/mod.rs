@@ -57,6 +57,7 @@ mod notify {
 mod armed;
 mod caches;
 mod gitconfig;
+mod homes;
 mod limits;
 mod net;
 mod pids;
