@@ -5,6 +5,7 @@
 //! and the credential files planted in each real state directory stay unreadable.
 
 use std::collections::BTreeMap;
+use std::fmt::Write as _;
 use std::fs;
 use std::path::Path;
 
@@ -88,11 +89,12 @@ fn plan() -> String {
         ];
         argv.extend(dirs.iter().map(|d| d.to_string()));
         let argv: Vec<String> = argv.iter().map(|a| format!("{a:?}")).collect();
-        toml.push_str(&format!(
+        let _ = write!(
+            toml,
             "[[task]]\nid = \"{id}\"\nprompt = \"p\"\nowns = [\"out-{id}.txt\"]\n\
              agent = {{ cli = [{}] }}\n",
             argv.join(", ")
-        ));
+        );
     }
     toml
 }
@@ -135,7 +137,7 @@ fn agent_clis_write_their_homes_in_layers_of_their_own_and_never_read_the_real_c
     for (id, _) in TASKS {
         let task = task_json(&status, id);
         assert_eq!(task["state"], "done", "{id}: {}\n{task}", stderr(&out));
-        let refusals = refused(&task);
+        let refusals = refused(task);
         assert!(refusals.is_empty(), "{id}: {refusals:?}");
         let written = &repo.tree_files(&format!("plait/{run}/{id}"))[&format!("out-{id}.txt")];
         assert!(written.ends_with("DONE\n"), "{id}: {written}");
