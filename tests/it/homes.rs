@@ -165,3 +165,48 @@ fn agent_clis_write_their_homes_in_layers_of_their_own_and_never_read_the_real_c
         assert_eq!(fs::read_dir(&dir).unwrap().count(), 0, "{made}");
     }
 }
+
+/// An agent CLI in a role (a reviewer), whose processes start in no view, gets the same:
+/// it writes its home in a layer of its own, reads none of the real credentials, and
+/// leaves the real home as it was.
+#[test]
+fn an_agent_cli_reviewing_writes_its_home_in_a_layer_of_its_own() {
+    if !landlock() || !namespaces() {
+        return;
+    }
+    let repo = TestRepo::with_files(&[("src/a/x.txt", "hi\n")]);
+    let home = home(&repo);
+    for (path, text) in PLANTED {
+        let path = home.join(path);
+        fs::create_dir_all(path.parent().unwrap()).unwrap();
+        fs::write(path, text).unwrap();
+    }
+    let before = files(&home);
+    let config = repo.scratch.join("xdg-config");
+    fs::create_dir_all(&config).unwrap();
+    // Codex's stand-in as the reviewer: its session written, the user's config read, the
+    // credential tried; the verdict approves only when all of that went as it should.
+    let reviewer = r#"mkdir -p "$HOME/.codex/sessions" && echo review > "$HOME/.codex/sessions/now.json" && grep -q real "$HOME/.codex/config.toml" && ! cat "$HOME/.codex/auth.json" && echo '{"verdict": "approve", "summary": "fine"}'"#;
+    let toml = format!(
+        "goal = \"g\"\n[defaults]\nagent = {{ exec = \"echo hello > src/a/x.txt\" }}\n\
+         [review]\nrounds = 0\nagent = {{ cli = [\"sh\", \"-c\", {reviewer:?}], answer = \"json\" }}\n\
+         [[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"src/a/\"]\n"
+    );
+    let plan = repo.plan(&toml);
+    let out = repo.plait_env(
+        &["run", plan.to_str().unwrap()],
+        &[
+            ("HOME", home.to_str().unwrap()),
+            ("XDG_CONFIG_HOME", config.to_str().unwrap()),
+        ],
+    );
+    assert!(
+        repo.path.join(".git/plait/runs").is_dir(),
+        "{}",
+        stderr(&out)
+    );
+    let status = repo.status_json(&[]);
+    let a = task_json(&status, "a");
+    assert_eq!(a["review"]["verdict"], "approve", "{a}\n{}", stderr(&out));
+    assert_eq!(files(&home), before);
+}

@@ -192,6 +192,33 @@ pub(crate) fn layers(
     walled_reads: bool,
 ) -> (Option<LayerRoot>, Vec<CacheLayer>) {
     let dirs = covered(candidates(), keep, temp_root);
+    layers_of(dirs, temp_root, walled_reads)
+}
+
+/// [`layers`] for the agent CLIs' homes alone (see `super::homes`), for processes that
+/// start in no view.
+pub(crate) fn cli_layers(
+    temp_root: &Path,
+    keep: &[&Path],
+    walled_reads: bool,
+) -> (Option<LayerRoot>, Vec<CacheLayer>) {
+    static FOUND: OnceLock<Vec<PathBuf>> = OnceLock::new();
+    let found = FOUND.get_or_init(|| {
+        super::homes::make_missing(cli_homes());
+        let dirs = cli_homes().iter().map(|h| h.dir.clone()).collect();
+        let home = std::env::var_os("HOME").map(PathBuf::from);
+        normalize(dirs, home.as_deref())
+    });
+    let dirs = covered(found, keep, temp_root);
+    layers_of(dirs, temp_root, walled_reads)
+}
+
+/// A layer for each of `dirs` under a new directory in `temp_root`.
+fn layers_of(
+    dirs: Vec<PathBuf>,
+    temp_root: &Path,
+    walled_reads: bool,
+) -> (Option<LayerRoot>, Vec<CacheLayer>) {
     if dirs.is_empty() {
         return (None, Vec::new());
     }
