@@ -130,6 +130,12 @@ impl TaskDir {
         self.0.join("claude-code")
     }
 
+    /// The model's metadata plait writes for aider (`--model-metadata-file`): read-only to
+    /// the task's processes.
+    pub fn aider_models(&self) -> PathBuf {
+        self.0.join("aider-models.json")
+    }
+
     /// The one place in the task's directory its agent's processes may write (an agent
     /// CLI's own config directory and history, a `run` command's files): everything else
     /// there (logs, transcript, control files, check logs) is plait's, read-only to them.

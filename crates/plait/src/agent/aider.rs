@@ -117,7 +117,7 @@ impl AiderAgent {
             entry["input_cost_per_token"] = serde_json::json!(p.input / 1e6);
             entry["output_cost_per_token"] = serde_json::json!(p.output / 1e6);
         }
-        let path = task.dir().join("aider-models.json");
+        let path = plait_core::state::TaskDir(task.dir().to_path_buf()).aider_models();
         let text = serde_json::json!({ model: entry }).to_string();
         std::fs::write(&path, text).ok()?;
         Some(path)

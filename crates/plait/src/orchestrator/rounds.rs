@@ -124,7 +124,9 @@ impl<'a> Worker<'a> {
             Some(lease) => task.sandbox.through_gateway(lease.port()),
             None => task.sandbox.clone(),
         };
-        settings.readable.extend(given_files(&task_dir));
+        settings
+            .readable
+            .extend(given_files(&task_dir, &task.agent));
         let own = vec![record.worktree.clone(), scratch];
         let sandbox = Sandbox::new(&settings, own.clone()).with_view(view.overlay().cloned());
         let (sandbox, forwarding) = match view.entered() {
@@ -768,23 +770,35 @@ pub(super) fn takes_mid_round(agent: &AgentConfig) -> bool {
     )
 }
 
-/// The files plait writes in a task's directory for its agent's processes to read
-/// (`$PLAIT_OWNED`, `$PLAIT_FILES`): readable by that task's processes alone, the rest of
-/// its directory and plait's store staying unreadable. Each is made here if missing, so the
-/// walls, raised at the first command, find it (an agent fills it in place).
-fn given_files(task_dir: &Path) -> Vec<PathBuf> {
+/// What plait writes in a task's directory for its agent's processes to read: the owned
+/// lists (`$PLAIT_OWNED`, `$PLAIT_FILES`), aider's model metadata, and the directory of
+/// Claude Code's settings and its guard's rules (the CLI and `plait guard`, its hook, read
+/// them; `--settings` and the hook's argument name them). Readable by that task's
+/// processes alone, never writable by them (the agent must not switch its hook off); the
+/// rest of its directory and plait's store stay unreadable. Each is made here if missing,
+/// so the walls, raised at the first command, find it: a rule names what was opened, so
+/// plait writes these files in place (an agent fills them in the same inode) and the
+/// directory covers whatever is made in it later.
+fn given_files(task_dir: &Path, agent: &AgentConfig) -> Vec<PathBuf> {
     let dir = TaskDir(task_dir.to_path_buf());
-    [
+    let mut files = vec![
         dir.owned_list(),
         task_dir.join(crate::agent::exec::FILES_LIST),
-    ]
-    .into_iter()
-    .filter(|file| {
+    ];
+    if matches!(agent, AgentConfig::Aider(_)) {
+        files.push(dir.aider_models());
+    }
+    let made = |file: &PathBuf| {
         std::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .open(file)
             .is_ok()
-    })
-    .collect()
+    };
+    let mut given: Vec<PathBuf> = files.into_iter().filter(made).collect();
+    let control = dir.claude_code();
+    if matches!(agent, AgentConfig::ClaudeCode(_)) && std::fs::create_dir_all(&control).is_ok() {
+        given.push(control);
+    }
+    given
 }

@@ -155,7 +155,7 @@ pub(crate) fn role_sandbox(
             .through_gateway(g.lease.port()),
         None => settings.clone(),
     };
-    Sandbox::new(&settings, vec![dir.to_path_buf()])
+    Sandbox::new(&settings, vec![dir.to_path_buf()]).with_cli_homes()
 }
 
 /// The walls of Claude Code in a role: [`role_sandbox`]'s; where the gateway cannot stand
@@ -170,7 +170,8 @@ pub(crate) fn claude_code_sandbox(
         None => Sandbox::new(
             &settings.with_network(plait_sandbox::sandbox::Network::On),
             vec![dir.to_path_buf()],
-        ),
+        )
+        .with_cli_homes(),
     }
 }
 

@@ -5,6 +5,9 @@
 //! view sees each cache through an overlay whose upper layer is its sandbox's own: reads
 //! see the user's cache as it is, writes land in the sandbox's layer and go with it.
 //!
+//! The agent CLIs' state directories (`super::homes`) are layered the same way, their
+//! credentials hidden in the layer.
+//!
 //! A cache directory that holds a place the sandbox names (the view, the worktrees under
 //! `~/.cache/plait`, a `writable` path, the temporary root) is not covered whole: its other
 //! subdirectories are, one by one.
@@ -100,6 +103,10 @@ pub(crate) fn candidates() -> &'static [PathBuf] {
             }
             dirs.extend(HOME_CACHES.iter().map(|c| home.join(c)));
         }
+        // The agent CLIs' homes, made empty where the user has none (a CLI makes its own at
+        // start, which the walls would refuse).
+        super::homes::make_missing(cli_homes());
+        dirs.extend(cli_homes().iter().map(|h| h.dir.clone()));
         dirs.extend(
             CACHE_VARS
                 .iter()
@@ -109,6 +116,12 @@ pub(crate) fn candidates() -> &'static [PathBuf] {
         );
         normalize(dirs, home.as_deref())
     })
+}
+
+/// The agent CLIs' homes of this machine, found once per process.
+fn cli_homes() -> &'static [super::homes::CliHome] {
+    static FOUND: OnceLock<Vec<super::homes::CliHome>> = OnceLock::new();
+    FOUND.get_or_init(super::homes::of_this_machine)
 }
 
 /// `dirs` that are directories, resolved, never the home or `/` itself, each once, and none
@@ -179,6 +192,33 @@ pub(crate) fn layers(
     walled_reads: bool,
 ) -> (Option<LayerRoot>, Vec<CacheLayer>) {
     let dirs = covered(candidates(), keep, temp_root);
+    layers_of(dirs, temp_root, walled_reads)
+}
+
+/// [`layers`] for the agent CLIs' homes alone (see `super::homes`), for processes that
+/// start in no view.
+pub(crate) fn cli_layers(
+    temp_root: &Path,
+    keep: &[&Path],
+    walled_reads: bool,
+) -> (Option<LayerRoot>, Vec<CacheLayer>) {
+    static FOUND: OnceLock<Vec<PathBuf>> = OnceLock::new();
+    let found = FOUND.get_or_init(|| {
+        super::homes::make_missing(cli_homes());
+        let dirs = cli_homes().iter().map(|h| h.dir.clone()).collect();
+        let home = std::env::var_os("HOME").map(PathBuf::from);
+        normalize(dirs, home.as_deref())
+    });
+    let dirs = covered(found, keep, temp_root);
+    layers_of(dirs, temp_root, walled_reads)
+}
+
+/// A layer for each of `dirs` under a new directory in `temp_root`.
+fn layers_of(
+    dirs: Vec<PathBuf>,
+    temp_root: &Path,
+    walled_reads: bool,
+) -> (Option<LayerRoot>, Vec<CacheLayer>) {
     if dirs.is_empty() {
         return (None, Vec::new());
     }
@@ -217,6 +257,26 @@ pub(crate) fn layers(
 /// `~/.cache`, a `~/.local/share`) only the toolchains' and caches' directories in it, made
 /// in `upper` where the user has none yet.
 fn readable_in(dir: &Path, upper: &Path) -> Vec<PathBuf> {
+    // The agent CLIs' credentials are hidden wherever their homes lie; a CLI's home is its
+    // to read and write whole, and so is each one inside a cache read only in parts.
+    let Some(clis) = super::homes::hide_credentials(dir, upper, cli_homes()) else {
+        return Vec::new();
+    };
+    if cli_homes()
+        .iter()
+        .any(|h| h.dir.canonicalize().ok().as_deref() == Some(dir))
+    {
+        return vec![dir.to_path_buf()];
+    }
+    let mut rules = in_cache(dir, upper);
+    if !rules.iter().any(|r| r == dir) {
+        rules.extend(clis);
+    }
+    rules
+}
+
+/// [`readable_in`] for a cache that is no agent CLI's home.
+fn in_cache(dir: &Path, upper: &Path) -> Vec<PathBuf> {
     let Some(home) = std::env::var_os("HOME")
         .map(PathBuf::from)
         .and_then(|h| h.canonicalize().ok())

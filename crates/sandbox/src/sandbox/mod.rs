@@ -57,6 +57,7 @@ mod notify {
 mod armed;
 mod caches;
 mod gitconfig;
+mod homes;
 mod limits;
 mod net;
 mod pids;
@@ -110,6 +111,9 @@ pub struct Sandbox {
     /// A descriptor every process it starts inherits (the agent's end of the way into
     /// its view, `crate::forward`); close-on-exec for every other process.
     pass: Option<Arc<std::os::fd::OwnedFd>>,
+    /// Whether its processes, started in no view, still get the agent CLIs' homes each
+    /// over a layer of its own (an agent CLI in a role: a reviewer, a judge).
+    cli_homes: bool,
 }
 
 impl Drop for Sandbox {
@@ -141,7 +145,16 @@ impl Sandbox {
             view: None,
             forwards: Mutex::default(),
             pass: None,
+            cli_homes: false,
         }
+    }
+
+    /// The same walls, with the agent CLIs' homes (`~/.codex`, `~/.gemini`, …) each over a
+    /// layer of the sandbox's own where its processes start in no view, as they are in a
+    /// view: for an agent CLI in a role (a reviewer, a judge, a supervisor).
+    pub fn with_cli_homes(mut self) -> Sandbox {
+        self.cli_homes = true;
+        self
     }
 
     /// The same walls, with every process started holding `fd` open across its `exec`.
@@ -228,6 +241,7 @@ impl Sandbox {
         if armed.namespace.is_none()
             && self.view.is_none()
             && armed.binds.is_empty()
+            && armed.caches.is_empty()
             && pid.is_none()
         {
             if pass.is_some() {
@@ -359,6 +373,10 @@ impl Sandbox {
                 let mut keep: Vec<&Path> = view.paths();
                 keep.extend(paths.iter().map(PathBuf::as_path));
                 caches::layers(&self.settings.temp_root, &keep, !self.settings.read_all)
+            }
+            None if self.cli_homes && view::support().is_ok() => {
+                let keep: Vec<&Path> = paths.iter().map(PathBuf::as_path).collect();
+                caches::cli_layers(&self.settings.temp_root, &keep, !self.settings.read_all)
             }
             None => (None, Vec::new()),
         };
