@@ -32,6 +32,7 @@ mod mock_selftest;
 mod model;
 mod model_run;
 mod network;
+mod nothing;
 mod per_file;
 mod pg;
 mod plan;

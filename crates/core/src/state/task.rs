@@ -358,6 +358,10 @@ pub struct TaskRecord {
     /// The agent's closing words, for model agents.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub summary: Option<String>,
+    /// Why the agent found nothing to change, when it said so (a model's `nothing_to_do`)
+    /// in its last round: a declared no-op, which needs no person's look.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nothing_to_do: Option<String>,
     /// Rounds of changes the task got after its first try.
     #[serde(default)]
     pub rounds: u32,
@@ -499,6 +503,7 @@ impl TaskRecord {
             log,
             usage: None,
             summary: None,
+            nothing_to_do: None,
             rounds: 0,
             checks: Vec::new(),
             review: None,
@@ -585,9 +590,12 @@ impl TaskRecord {
     }
 
     /// It ended done without changing any of its files though its agent was asked for a
-    /// change.
+    /// change, and without saying there was nothing to do.
     pub fn unchanged(&self) -> bool {
-        self.expects_change && self.state == TaskState::Done && self.commit.is_none()
+        self.expects_change
+            && self.state == TaskState::Done
+            && self.commit.is_none()
+            && self.nothing_to_do.is_none()
     }
 
     /// The commit its branch started from: [`start`](Self::start), or the run's `base`.

@@ -217,6 +217,7 @@ impl AiderAgent {
             outcome,
             usage,
             summary: None,
+            nothing_to_do: None,
         }
     }
 }

@@ -399,6 +399,8 @@ pub struct AgentReport {
     pub usage: Option<Usage>,
     /// The agent's closing words, if it had any.
     pub summary: Option<String>,
+    /// Why it found nothing to change, when it said so (`nothing_to_do`).
+    pub nothing_to_do: Option<String>,
 }
 
 impl From<AgentOutcome> for AgentReport {
@@ -406,6 +408,7 @@ impl From<AgentOutcome> for AgentReport {
         AgentReport {
             outcome,
             usage: None,
+            nothing_to_do: None,
             summary: None,
         }
     }

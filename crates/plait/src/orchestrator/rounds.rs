@@ -744,10 +744,9 @@ fn task_view(shared: &Shared, record: &TaskRecord, task: &ResolvedTask, start: &
 
 /// Adds a round's usage to the task's and keeps the agent's last words.
 fn record_report(shared: &Shared, slot: Slot, report: &AgentReport) {
-    if report.usage.is_none() && report.summary.is_none() {
-        return;
-    }
     shared.update(slot, |t| {
+        // This round's word alone: an earlier round's "nothing to do" does not stand.
+        t.nothing_to_do.clone_from(&report.nothing_to_do);
         if let Some(u) = &report.usage {
             match &mut t.usage {
                 Some(total) => total.add(u),

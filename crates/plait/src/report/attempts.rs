@@ -36,6 +36,9 @@ pub fn attempt_note(task: &TaskRecord, n: u32) -> String {
     if attempt.unchanged() {
         return "no changes: the agent changed nothing".to_string();
     }
+    if let (Some(reason), None) = (&attempt.nothing_to_do, &attempt.commit) {
+        return format!("nothing to do: {reason}");
+    }
     match &task.pick {
         Some(pick) if pick.candidates.contains(&n) => {
             format!("passed; attempt {} was chosen", pick.attempt)

@@ -243,6 +243,8 @@ fn task_note(
         note = format!("waits for {}", task.after.join(", "));
     } else if task.unchanged() {
         note = "no changes: the agent changed nothing".to_string();
+    } else if let (Some(reason), None) = (&task.nothing_to_do, &task.commit) {
+        note = format!("nothing to do: {reason}");
     } else if task.state == TaskState::Done && task.commit.is_none() {
         note = "no changes".to_string();
     } else if let Some(verdict) = task.verdict().filter(|_| task.state != TaskState::Stopped) {

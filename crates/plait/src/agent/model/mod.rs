@@ -9,6 +9,23 @@
 pub mod run;
 pub mod tools;
 
+/// The tool a model calls to end a round saying there is nothing to change (with why): a
+/// declared no-op, which ends the task done without a person's look.
+pub const NOTHING_TO_DO: &str = "nothing_to_do";
+
+/// [`NOTHING_TO_DO`]'s spec.
+fn nothing_to_do_spec() -> ToolSpec {
+    ToolSpec {
+        name: NOTHING_TO_DO,
+        description: "Call this instead of editing when, having looked at the files, you find             that nothing needs to change for this task (for example, the text to replace does             not occur). Give the reason in one or two sentences. The task then ends without             changes, and your reason is shown to the person who reviews the run. Do not call             it after making changes.",
+        schema: serde_json::json!({
+            "type": "object",
+            "properties": {"reason": {"type": "string", "description": "Why nothing needs to change"}},
+            "required": ["reason"]
+        }),
+    }
+}
+
 use std::sync::Arc;
 
 use crate::prompts;
@@ -61,6 +78,7 @@ impl ModelAgent {
             outcome,
             usage: Some(session.usage),
             summary: session.summary,
+            nothing_to_do: session.nothing_to_do,
         }
     }
 
@@ -167,6 +185,10 @@ struct Session {
     summary: Option<String>,
     /// Which attempt this is, of how many.
     attempt: Option<(u32, u32)>,
+    /// Why the model said there is nothing to change, once it did (`nothing_to_do`).
+    nothing_to_do: Option<String>,
+    /// Whether its editor changed a file this round.
+    edited: bool,
 }
 
 impl Session {
@@ -198,6 +220,7 @@ impl Session {
             specs: tools::specs()
                 .into_iter()
                 .chain(run.offered().then(|| run::spec(&run)))
+                .chain([nothing_to_do_spec()])
                 .collect(),
             run,
             commands: 0,
@@ -209,6 +232,8 @@ impl Session {
             },
             summary: None,
             attempt: task.attempt,
+            nothing_to_do: None,
+            edited: false,
         }
     }
 
@@ -278,6 +303,7 @@ impl Session {
         let mut results = Vec::with_capacity(calls.len());
         for (id, name, input) in calls {
             let outcome = match (&input, name.as_str()) {
+                (Ok(input), NOTHING_TO_DO) => self.declare_nothing(input),
                 (Ok(input), run::RUN) if self.run.offered() => {
                     self.commands += 1;
                     let (outcome, ran) =
@@ -289,10 +315,19 @@ impl Session {
                     outcome
                 }
                 _ => {
+                    let writes = name == plait_llm::anthropic::EDITOR
+                        && input.as_ref().is_ok_and(|i| {
+                            matches!(
+                                i["command"].as_str(),
+                                Some("create" | "str_replace" | "insert")
+                            )
+                        });
                     let workspace = self.workspace.clone();
-                    tokio::task::spawn_blocking(move || workspace.run(&name, &input))
+                    let outcome = tokio::task::spawn_blocking(move || workspace.run(&name, &input))
                         .await
-                        .unwrap_or_else(|e| ToolOutcome::error(format!("the tool failed: {e}")))
+                        .unwrap_or_else(|e| ToolOutcome::error(format!("the tool failed: {e}")));
+                    self.edited |= writes && !outcome.is_error;
+                    outcome
                 }
             };
             if outcome.refused_write {
@@ -305,6 +340,24 @@ impl Session {
             });
         }
         results
+    }
+
+    /// Takes the model's word that there is nothing to change, with its reason; refused
+    /// once it has changed a file this round (its changes are its answer).
+    fn declare_nothing(&mut self, input: &serde_json::Value) -> ToolOutcome {
+        let reason = input["reason"].as_str().unwrap_or("").trim();
+        if reason.is_empty() {
+            return ToolOutcome::error("give the reason: {\"reason\": \"...\"}".to_string());
+        }
+        if self.edited {
+            return ToolOutcome::error(
+                "you changed files this round: nothing_to_do is for a task that needs no \
+                 change; finish without calling it"
+                    .to_string(),
+            );
+        }
+        self.nothing_to_do = Some(reason.to_string());
+        ToolOutcome::ok("Noted: the task ends without changes, with your reason.".to_string())
     }
 
     /// Adds what a person told the task since the last turn as theirs: after the tool
@@ -348,6 +401,10 @@ impl Session {
                     role: Role::User,
                     content: results,
                 });
+                // Nothing to do, said: the round ends here, without another request.
+                if self.nothing_to_do.is_some() {
+                    return Some(AgentOutcome::Finished);
+                }
             }
             Stop::PauseTurn => {}
             Stop::MaxTokens => self
