@@ -474,3 +474,33 @@ fn rejecting_by_hand_leaves_a_task_out_and_the_rest_lands() {
         ("a\n".to_string(), "v1\n".to_string())
     );
 }
+
+/// A command reviewer reads the task's directory (its diff, the worker's log) but writes
+/// only a place of its own in it: it cannot rewrite the worker's log, the owned list or
+/// anything plait hands the worker's next round.
+#[test]
+fn a_reviewer_reads_the_tasks_directory_but_changes_nothing_of_the_workers() {
+    let repo = sample();
+    let reviewer = "d=$(dirname \"$PLAIT_DIFF\"); grep -q lib \"$PLAIT_DIFF\" || exit 1; \
+                    echo forged >> \"$d/agent.log\"; echo forged >> \"$d/owned.txt\"; \
+                    echo mine > \"$d/roles/note.txt\" || exit 1; exit 0";
+    let state = repo.run(
+        &plan(
+            "echo v1 > lib/$PLAIT_TASK.txt",
+            &format!("[review]\nrounds = 0\nagent = {{ exec = '''{reviewer}''' }}\n"),
+        ),
+        2,
+    );
+    for t in &state.tasks {
+        assert_eq!(t.verdict(), Some(Verdict::Approve), "{:?}", t.review);
+        let dir = t.log.parent().unwrap();
+        let log = std::fs::read_to_string(&t.log).unwrap_or_default();
+        assert!(!log.contains("forged"), "{log}");
+        let owned = std::fs::read_to_string(dir.join("owned.txt")).unwrap_or_default();
+        assert!(!owned.contains("forged"), "{owned}");
+        assert_eq!(
+            std::fs::read_to_string(dir.join("roles/note.txt")).unwrap(),
+            "mine\n"
+        );
+    }
+}

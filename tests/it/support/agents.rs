@@ -51,8 +51,8 @@ pub fn claude_on_mock(claude: &Path, url: &str) -> Plan {
 }
 
 /// A fake CLI set up for a test the way a user installs a tool: a copy of the fake `name`
-/// in a directory of its own beside the repository, with its script (`entries`) there too,
-/// so that the plan, naming the copy by its path, names what it reads.
+/// in the `bin/` of a prefix of its own beside the repository, with its script (`entries`)
+/// in the prefix too, so that the plan, naming the copy by its path, opens its package.
 pub struct Fake {
     /// The copy's path, for the plan's `bin`.
     pub bin: String,
@@ -66,8 +66,8 @@ pub struct Fake {
 /// Writes a fake CLI's copy and script (see [`Fake`]).
 pub fn script(repo: &TestRepo, name: &str, entries: Value) -> Fake {
     let dir = repo.scratch.join(format!("{name}-fake"));
-    fs::create_dir_all(&dir).unwrap();
-    let bin = dir.join(name);
+    fs::create_dir_all(dir.join("bin")).unwrap();
+    let bin = dir.join("bin").join(name);
     fs::copy(fake(name), &bin).unwrap();
     let script = dir.join("script.json");
     fs::write(&script, entries.to_string()).unwrap();

@@ -641,7 +641,8 @@ pub struct Answered {
 /// gave none in the schema's form).
 pub async fn ask(question: &Question<'_>) -> Result<Answered, String> {
     let q = question;
-    let own = q.dir.join(q.name);
+    // Its config directory, in the one place of `dir` it may write.
+    let own = super::role_own(q.dir).join(q.name);
     let config = own.join("config");
     let config_dir = std::fs::create_dir_all(&config)
         .and_then(|()| Tree::open(&config))

@@ -38,3 +38,13 @@ pub fn from_config(
         )),
     }
 }
+
+/// Where a role's processes (a reviewer, a judge, a supervisor, the planner) may write in the
+/// directory `dir` they are given: a directory of their own in it. The rest of it (the
+/// worker's log, transcript, Claude Code's settings and its guard's rules, the owned list)
+/// they may read but never change, so a role cannot turn the worker's next round.
+pub(crate) fn role_own(dir: &std::path::Path) -> std::path::PathBuf {
+    let own = dir.join("roles");
+    let _ = std::fs::create_dir_all(&own);
+    own
+}

@@ -25,7 +25,7 @@ use plait_core::state::{CheckResult, Usage};
 use plait_llm::conversation::{Message, System, ToolSpec};
 use plait_llm::http::Transcript;
 use plait_llm::limiter::Limiters;
-use plait_sandbox::sandbox::{Sandbox, SandboxSettings};
+use plait_sandbox::sandbox::SandboxSettings;
 use plait_sandbox::shell::{self, Launch, ShellOutcome};
 
 /// The tool a model judge answers with.
@@ -542,7 +542,7 @@ async fn by_command(command: &str, asking: &Asking<'_>, ask: u32, problem: Optio
     if let Some(problem) = problem {
         env.push(("PLAIT_PICK_PROBLEM", problem.to_string()));
     }
-    let sandbox = Sandbox::new(input.sandbox, vec![input.dir.clone()]);
+    let sandbox = reviewer::role_walls(input.sandbox, &input.dir);
     let launch = Launch {
         dir: asking.workdir(),
         env: &env,

@@ -94,7 +94,7 @@ async fn by_command(command: &str, input: &ReviewInput<'_>, cancel: &Cancel) -> 
     ];
     // It reads the worktree but writes nothing there: what it wrote would be collected as
     // the worker's work.
-    let sandbox = Sandbox::new(input.sandbox, vec![input.dir.clone()]);
+    let sandbox = role_walls(input.sandbox, &input.dir);
     let launch = Launch {
         dir: &input.worktree,
         env: &env,
@@ -141,9 +141,17 @@ async fn by_command(command: &str, input: &ReviewInput<'_>, cancel: &Cancel) -> 
     }
 }
 
+/// The walls of a role given `dir`: `settings` (the checks'), reading `dir`, writing only
+/// [`crate::agent::role_own`] of it.
+pub(crate) fn role_walls(settings: &SandboxSettings, dir: &Path) -> Sandbox {
+    let mut settings = settings.clone();
+    settings.readable.push(dir.to_path_buf());
+    Sandbox::new(&settings, vec![crate::agent::role_own(dir)])
+}
+
 /// The walls of a Claude Code or `{ cli }` role (a reviewer, a judge): the checks'
-/// (`settings`; it writes only `dir`), with the gateway's port open when it reaches its
-/// model through it.
+/// (`settings`; it reads `dir` and writes only [`crate::agent::role_own`] of it), with the gateway's port
+/// open when it reaches its model through it.
 pub(crate) fn role_sandbox(
     settings: &SandboxSettings,
     gateway: Option<&RoleGateway>,
@@ -155,7 +163,7 @@ pub(crate) fn role_sandbox(
             .through_gateway(g.lease.port()),
         None => settings.clone(),
     };
-    Sandbox::new(&settings, vec![dir.to_path_buf()]).with_cli_homes()
+    role_walls(&settings, dir).with_cli_homes()
 }
 
 /// The walls of Claude Code in a role: [`role_sandbox`]'s; where the gateway cannot stand
@@ -167,9 +175,9 @@ pub(crate) fn claude_code_sandbox(
 ) -> Sandbox {
     match gateway {
         Some(_) => role_sandbox(settings, gateway, dir),
-        None => Sandbox::new(
+        None => role_walls(
             &settings.with_network(plait_sandbox::sandbox::Network::On),
-            vec![dir.to_path_buf()],
+            dir,
         )
         .with_cli_homes(),
     }
@@ -397,7 +405,9 @@ impl Unanswered {
 /// object on its stdout. Returns that answer (or why there is none) and what it used.
 pub(crate) async fn ask_cli(q: &CliQuestion<'_>) -> (Result<Value, Unanswered>, Option<Usage>) {
     let file = |suffix: &str| q.dir.join(format!("{}.{suffix}", q.name));
-    let (schema_path, answer_path) = (file("schema.json"), file("answer.json"));
+    let schema_path = file("schema.json");
+    // The one file it writes, where it may.
+    let answer_path = crate::agent::role_own(q.dir).join(format!("{}.answer.json", q.name));
     let (log, stdout_path) = (file("log"), file("stdout"));
     let _ = std::fs::remove_file(&answer_path);
     if let Err(e) = std::fs::write(&schema_path, q.schema.to_string()) {
