@@ -286,15 +286,29 @@ impl Workspace {
             } else {
                 format!("{path}/")
             };
-            let under: Vec<&String> = paths.iter().filter(|p| p.starts_with(&prefix)).collect();
+            // A glob (`src/*.py`, as models write them) lists the files it matches.
+            let glob = path
+                .contains(['*', '?', '['])
+                .then(|| glob_matcher(Some(&Value::from(path))).ok().flatten())
+                .flatten();
+            let under: Vec<&String> = match &glob {
+                Some(m) => paths.iter().filter(|p| m.is_match(p)).collect(),
+                None => paths.iter().filter(|p| p.starts_with(&prefix)).collect(),
+            };
             if under.is_empty() {
                 return ToolOutcome::error(format!(
-                    "`{path}` is not a file or directory in this repository"
+                    "`{path}` is not a file or directory in this repository{}",
+                    if glob.is_some() {
+                        ", nor matches any file"
+                    } else {
+                        ""
+                    }
                 ));
             }
             let mut out = format!(
-                "{} file(s) under `{}`:\n",
+                "{} file(s) {} `{}`:\n",
                 under.len(),
+                if glob.is_some() { "match" } else { "under" },
                 if path.is_empty() { "." } else { path }
             );
             for p in under.iter().take(MAX_LIST) {

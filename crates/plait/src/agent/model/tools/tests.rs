@@ -170,3 +170,19 @@ fn a_flipper_never_turns_the_editor() {
     assert!(written > 0, "no edit got through");
     assert!(links_seen > 0, "the flipper never won a swap before a call");
 }
+
+#[test]
+fn viewing_a_glob_lists_the_files_it_matches() {
+    let f = fixture();
+    let ws = &f.workspace;
+    let out = call(ws, json!({"command": "view", "path": "src/*.txt"}));
+    assert!(!out.is_error, "{}", out.content);
+    assert!(out.content.contains("src/owned.txt"), "{}", out.content);
+    let none = call(ws, json!({"command": "view", "path": "nowhere/*.rs"}));
+    assert!(none.is_error, "{}", none.content);
+    assert!(
+        none.content.contains("nor matches any file"),
+        "{}",
+        none.content
+    );
+}
