@@ -279,3 +279,66 @@ fn a_venv_made_in_the_checkout_and_its_editable_install_see_the_tasks_tree() {
     assert_eq!(repo.read("src/pkg/__init__.py"), "VALUE = \"old\"\n");
     assert!(!repo.path.join("src/pkg/__pycache__").exists());
 }
+
+/// The attack on the checkout's entries: an agent whose own command runs beside its view
+/// (`view = false`) swaps a directory at its worktree's root with a link to a directory
+/// outside (`renameat2(RENAME_EXCHANGE)` in a loop) while 200 commands started in its view
+/// read through the checkout's path. A bind that followed the link would show the
+/// directory outside at the checkout, with the entry's rule on it: none does.
+#[test]
+fn a_link_swapped_in_at_the_views_root_never_shows_outside_at_the_checkout() {
+    if !namespaces()
+        || !plait_sandbox::shell::findable("python3", std::env::var("PATH").ok().as_deref())
+    {
+        return;
+    }
+    let repo = TestRepo::with_files(&[("a.txt", "a\n")]);
+    let outside = repo.scratch.join("outside");
+    fs::create_dir_all(&outside).unwrap();
+    fs::write(outside.join("secret.txt"), "SECRET-outside\n").unwrap();
+    let flip = format!(
+        "import ctypes, os, time\n\
+         libc = ctypes.CDLL(None, use_errno=True)\n\
+         end = time.time() + 60\n\
+         while time.time() < end and not os.path.exists('stop'):\n    \
+         libc.renameat2(-100, b'd', -100, b'e', 2)\n"
+    );
+    let checkout = repo.path.display().to_string();
+    let agent = format!(
+        "mkdir d && echo mine > d/secret.txt && ln -s {out} e && printf %s {flip} > flip.py && \
+         {{ python3 flip.py & }} && \
+         for i in $(seq 200); do $PLAIT_RUN_IN cat {checkout}/d/secret.txt {checkout}/e/secret.txt 2>/dev/null; done > a.txt; \
+         touch stop; wait; rm -rf d e flip.py stop; grep -c mine a.txt",
+        out = outside.display(),
+        flip = shell_quote(&flip),
+    );
+    let plan = repo.plan(&format!(
+        "goal = \"g\"\n[review]\nagent = \"off\"\nrounds = 0\n\
+         [checks]\ntask = [\"true\"]\n\
+         [[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"a.txt\"]\n\
+         sandbox = {{ view = false }}\nagent = {{ exec = {agent:?} }}\n"
+    ));
+    let config = own_config(&repo);
+    let out = repo.plait_env(
+        &["run", plan.to_str().unwrap()],
+        &[("XDG_CONFIG_HOME", &config)],
+    );
+    assert!(
+        out.status.success(),
+        "{}\n{}\n{}",
+        stdout(&out),
+        stderr(&out),
+        logs(&repo)
+    );
+    let status = repo.status_json(&[]);
+    let run = status["id"].as_str().unwrap().to_string();
+    let read = repo.tree_files(&format!("plait/{run}/a"))["a.txt"].clone();
+    assert!(!read.contains("SECRET"), "{read}");
+    // The directory was read through the checkout while it stood there.
+    assert!(read.contains("mine"), "{read}\n{}", logs(&repo));
+}
+
+/// `text` in single quotes for `sh`.
+fn shell_quote(text: &str) -> String {
+    format!("'{}'", text.replace('\'', "'\\''"))
+}

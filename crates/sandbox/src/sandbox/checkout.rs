@@ -135,6 +135,9 @@ pub(crate) struct Shown {
     /// was bound (written by the child).
     entries: Vec<(CString, CString, CString)>,
     bound: Vec<bool>,
+    /// The device and inode each entry was found as (written by the child): its bind is
+    /// taken down when it shows anything else (a link put at its name meanwhile).
+    found: Vec<(u64, u64)>,
     /// A link's target, read into it (`PATH_MAX`, and a NUL).
     link: Vec<u8>,
     /// Whether the checkout shows the view (written by the child).
@@ -164,6 +167,7 @@ impl Checkout {
             checkout: c_path(&self.path)?,
             git,
             bound: vec![false; entries.len()],
+            found: vec![(0, 0); entries.len()],
             entries,
             link: vec![0; libc::PATH_MAX as usize + 1],
             made: false,
@@ -218,7 +222,7 @@ impl Shown {
             }
         }
         for (i, (from, at, _)) in self.entries.iter().enumerate() {
-            self.bound[i] = place(from, at, &mut self.link);
+            self.bound[i] = place(from, at, &mut self.link, &mut self.found[i]);
         }
         let read_only = libc::MS_REMOUNT | libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV;
         if libc::mount(null, self.mask.as_ptr(), null, read_only, none) != 0 {
@@ -227,7 +231,8 @@ impl Shown {
         for (i, (from, at, _)) in self.entries.iter().enumerate() {
             if self.bound[i] {
                 let flags = libc::MS_BIND | libc::MS_REC;
-                self.bound[i] = libc::mount(from.as_ptr(), at.as_ptr(), null, flags, none) == 0;
+                self.bound[i] = libc::mount(from.as_ptr(), at.as_ptr(), null, flags, none) == 0
+                    && shows(at, self.found[i]);
             }
         }
         if libc::mount(
@@ -244,17 +249,32 @@ impl Shown {
     }
 }
 
-/// A mount point at `at` for the view's entry `from`, as it is (no link followed): a
-/// directory or an empty file, to bind it on (true); a link made again, its target read
-/// into `link` (false).
+/// Whether the bind at `at` shows the entry found as `(dev, ino)`; if not, it is taken
+/// down (mount(2) follows a link put at the entry's name since it was found).
 ///
 /// # Safety
 /// Between fork (or clone) and exec only: plain system calls, no allocation.
-unsafe fn place(from: &CString, at: &CString, link: &mut [u8]) -> bool {
+unsafe fn shows(at: &CString, (dev, ino): (u64, u64)) -> bool {
+    let mut st: libc::stat = std::mem::zeroed();
+    if libc::lstat(at.as_ptr(), &mut st) == 0 && st.st_dev == dev && st.st_ino == ino {
+        return true;
+    }
+    libc::umount2(at.as_ptr(), libc::MNT_DETACH);
+    false
+}
+
+/// A mount point at `at` for the view's entry `from`, as it is (no link followed): a
+/// directory or an empty file, to bind it on (true, its device and inode in `found`); a
+/// link made again, its target read into `link` (false).
+///
+/// # Safety
+/// Between fork (or clone) and exec only: plain system calls, no allocation.
+unsafe fn place(from: &CString, at: &CString, link: &mut [u8], found: &mut (u64, u64)) -> bool {
     let mut st: libc::stat = std::mem::zeroed();
     if libc::lstat(from.as_ptr(), &mut st) != 0 {
         return false;
     }
+    *found = (st.st_dev, st.st_ino);
     match st.st_mode & libc::S_IFMT {
         libc::S_IFDIR => libc::mkdir(at.as_ptr(), 0o755) == 0,
         libc::S_IFREG => {
