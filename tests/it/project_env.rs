@@ -275,6 +275,9 @@ fn a_venv_made_in_the_checkout_and_its_editable_install_see_the_tasks_tree() {
         "{:#}",
         status["merged_checks"]
     );
+    // Nothing the walls refused: plait's own making ready of the checkout is not a refusal.
+    let refused = task["sandbox"]["refused"].to_string();
+    assert!(!refused.contains("plait-checkout"), "{refused}");
     // The user's working copy is untouched: its module, and no byte code written in it.
     assert_eq!(repo.read("src/pkg/__init__.py"), "VALUE = \"old\"\n");
     assert!(!repo.path.join("src/pkg/__pycache__").exists());
@@ -341,4 +344,50 @@ fn a_link_swapped_in_at_the_views_root_never_shows_outside_at_the_checkout() {
 /// `text` in single quotes for `sh`.
 fn shell_quote(text: &str) -> String {
     format!("'{}'", text.replace('\'', "'\\''"))
+}
+
+/// The README's `cargo fmt` recipe as an exec agent over a base layer: it runs in the view
+/// as written, and formats the task's file alone.
+#[test]
+fn cargo_fmt_as_an_exec_agent_formats_the_tasks_file_in_its_view() {
+    let path = std::env::var("PATH").ok();
+    if !namespaces()
+        || !plait_sandbox::shell::findable("cargo", path.as_deref())
+        || !plait_sandbox::shell::findable("rustfmt", path.as_deref())
+    {
+        return;
+    }
+    let formatted = "pub fn b() -> u32 {\n    2\n}\n";
+    let repo = TestRepo::with_files(&[
+        (
+            "Cargo.toml",
+            "[package]\nname = \"p\"\nversion = \"0.1.0\"\nedition = \"2021\"\n",
+        ),
+        ("src/lib.rs", "mod a;\nmod b;\n"),
+        ("src/a.rs", "pub fn a()->u32{1}\n"),
+        ("src/b.rs", formatted),
+    ]);
+    let plan = repo.plan(
+        "goal = \"g\"\n[review]\nagent = \"off\"\nrounds = 0\n\
+         [checks]\ntask = [\"test -f Cargo.toml\"]\n\
+         [[task]]\nid = \"a\"\nprompt = \"p\"\nowns = [\"src/a.rs\"]\nagent = { exec = \"cargo fmt\" }\n",
+    );
+    let config = own_config(&repo);
+    let out = repo.plait_env(
+        &["run", plan.to_str().unwrap()],
+        &[("XDG_CONFIG_HOME", &config)],
+    );
+    assert!(
+        out.status.success(),
+        "{}\n{}\n{}",
+        stdout(&out),
+        stderr(&out),
+        logs(&repo)
+    );
+    let status = repo.status_json(&[]);
+    assert_eq!(task_json(&status, "a")["state"], "done");
+    let run = status["id"].as_str().unwrap().to_string();
+    let tree = repo.tree_files(&format!("plait/{run}/a"));
+    assert_eq!(tree["src/a.rs"], "pub fn a() -> u32 {\n    1\n}\n");
+    assert_eq!(repo.read("src/a.rs"), "pub fn a()->u32{1}\n");
 }

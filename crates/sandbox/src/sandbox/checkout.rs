@@ -73,7 +73,7 @@ impl Checkout {
     }
 
     /// Where the tmpfs is made ready.
-    fn mask(&self) -> &Path {
+    pub(crate) fn mask(&self) -> &Path {
         self.mask.path()
     }
 }

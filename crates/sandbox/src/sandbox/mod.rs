@@ -503,11 +503,11 @@ impl Sandbox {
         if let Some(view) = &self.view {
             seen.push(view.target.clone());
             seen.extend(view.aliases.iter().cloned());
-            seen.extend(
-                self.checkout()
-                    .map(|c| c.writable(view))
-                    .unwrap_or_default(),
-            );
+            if let Some(checkout) = self.checkout() {
+                // The tmpfs each child makes ready there before its walls go up.
+                seen.push(checkout.mask().to_path_buf());
+                seen.extend(checkout.writable(view));
+            }
         }
         seen.extend(caches.iter().map(|c| c.dir.clone()));
         let mut places = Places::new(seen, self.denials.clone());
