@@ -297,3 +297,43 @@ unsafe fn place(from: &CString, at: &CString, link: &mut [u8], found: &mut (u64,
         _ => false,
     }
 }
+
+/// Landlock's rights that a rule on a file (not a directory) may hold: execute, write,
+/// read, truncate, ioctl on a device.
+#[cfg(target_os = "linux")]
+const FILE_RIGHTS: u64 = 1 | 2 | 4 | (1 << 14) | (1 << 15);
+
+/// A rule on the entry at `path`, opened with no link followed (a link an agent put at a
+/// checkout's root gives nothing): a directory's with `access`, a regular file's with its
+/// file rights, anything else none; an entry that is gone, none. Async-signal-safe.
+#[cfg(target_os = "linux")]
+pub(super) unsafe fn add_entry_rule(
+    ruleset: std::os::fd::RawFd,
+    path: &std::ffi::CStr,
+    access: u64,
+) -> io::Result<()> {
+    let fd = libc::open(
+        path.as_ptr(),
+        libc::O_PATH | libc::O_CLOEXEC | libc::O_NOFOLLOW,
+    );
+    if fd < 0 {
+        return Ok(());
+    }
+    let mut st: libc::stat = std::mem::zeroed();
+    let access = if libc::fstat(fd, &mut st) != 0 {
+        0
+    } else {
+        match st.st_mode & libc::S_IFMT {
+            libc::S_IFDIR => access,
+            libc::S_IFREG => access & FILE_RIGHTS,
+            _ => 0,
+        }
+    };
+    let added = if access == 0 {
+        Ok(())
+    } else {
+        super::view::add_rule_fd(ruleset, fd, access)
+    };
+    libc::close(fd);
+    added
+}

@@ -639,7 +639,7 @@ unsafe fn raise<'a>(
         add_rule(walls.ruleset.as_raw_fd(), target, walls.access)?;
     }
     for entry in entries {
-        add_entry_rule(walls.ruleset.as_raw_fd(), entry, walls.access)?;
+        super::checkout::add_entry_rule(walls.ruleset.as_raw_fd(), entry, walls.access)?;
     }
     // A rule names what was opened: the `/proc` mounted here is not the one the
     // sandbox's rules name.
@@ -682,49 +682,13 @@ pub(super) unsafe fn add_rule(
     added
 }
 
-/// Landlock's rights that a rule on a file (not a directory) may hold: execute, write,
-/// read, truncate, ioctl on a device.
-#[cfg(target_os = "linux")]
-const FILE_RIGHTS: u64 = 1 | 2 | 4 | (1 << 14) | (1 << 15);
-
-/// A rule on the entry at `path`, opened with no link followed (a link an agent put at a
-/// checkout's root gives nothing): a directory's with `access`, a regular file's with its
-/// file rights, anything else none; an entry that is gone, none. Async-signal-safe.
-#[cfg(target_os = "linux")]
-unsafe fn add_entry_rule(
-    ruleset: std::os::fd::RawFd,
-    path: &std::ffi::CStr,
-    access: u64,
-) -> io::Result<()> {
-    let fd = libc::open(
-        path.as_ptr(),
-        libc::O_PATH | libc::O_CLOEXEC | libc::O_NOFOLLOW,
-    );
-    if fd < 0 {
-        return Ok(());
-    }
-    let mut st: libc::stat = std::mem::zeroed();
-    let access = if libc::fstat(fd, &mut st) != 0 {
-        0
-    } else {
-        match st.st_mode & libc::S_IFMT {
-            libc::S_IFDIR => access,
-            libc::S_IFREG => access & FILE_RIGHTS,
-            _ => 0,
-        }
-    };
-    let added = if access == 0 {
-        Ok(())
-    } else {
-        add_rule_fd(ruleset, fd, access)
-    };
-    libc::close(fd);
-    added
-}
-
 /// A rule giving `access` beneath the file opened at `fd`. Async-signal-safe.
 #[cfg(target_os = "linux")]
-unsafe fn add_rule_fd(ruleset: std::os::fd::RawFd, fd: libc::c_int, access: u64) -> io::Result<()> {
+pub(super) unsafe fn add_rule_fd(
+    ruleset: std::os::fd::RawFd,
+    fd: libc::c_int,
+    access: u64,
+) -> io::Result<()> {
     #[repr(C, packed)]
     struct PathBeneath {
         allowed_access: u64,
