@@ -6,6 +6,7 @@
 //! checkout, its scripts' `#!` lines and an editable install's `.pth` reach the task's
 //! files, never the user's working copy.
 
+use std::fmt::Write as _;
 use std::fs;
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::Path;
@@ -34,7 +35,7 @@ fn logs(repo: &TestRepo) -> String {
                 let path = file.path();
                 if path.extension().is_some_and(|e| e == "log") {
                     let text = fs::read_to_string(&path).unwrap_or_default();
-                    all.push_str(&format!("== {}\n{text}\n", path.display()));
+                    let _ = write!(all, "== {}\n{text}\n", path.display());
                 }
             }
         }
@@ -299,13 +300,11 @@ fn a_link_swapped_in_at_the_views_root_never_shows_outside_at_the_checkout() {
     let outside = repo.scratch.join("outside");
     fs::create_dir_all(&outside).unwrap();
     fs::write(outside.join("secret.txt"), "SECRET-outside\n").unwrap();
-    let flip = format!(
-        "import ctypes, os, time\n\
+    let flip = "import ctypes, os, time\n\
          libc = ctypes.CDLL(None, use_errno=True)\n\
          end = time.time() + 60\n\
          while time.time() < end and not os.path.exists('stop'):\n    \
-         libc.renameat2(-100, b'd', -100, b'e', 2)\n"
-    );
+         libc.renameat2(-100, b'd', -100, b'e', 2)\n";
     let checkout = repo.path.display().to_string();
     let agent = format!(
         "mkdir d && echo mine > d/secret.txt && ln -s {out} e && printf %s {flip} > flip.py && \
@@ -313,7 +312,7 @@ fn a_link_swapped_in_at_the_views_root_never_shows_outside_at_the_checkout() {
          for i in $(seq 200); do $PLAIT_RUN_IN cat {checkout}/d/secret.txt {checkout}/e/secret.txt 2>/dev/null; done > a.txt; \
          touch stop; wait; rm -rf d e flip.py stop; grep -c mine a.txt",
         out = outside.display(),
-        flip = shell_quote(&flip),
+        flip = shell_quote(flip),
     );
     let plan = repo.plan(&format!(
         "goal = \"g\"\n[review]\nagent = \"off\"\nrounds = 0\n\
