@@ -497,7 +497,8 @@ fn without_namespaces_the_run_says_it_copies_and_that_the_setup_is_left_out() {
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(
         stderr(&out).contains("[setup] is made into a base layer")
-            && stderr(&out).contains("this run's agents and checks work without it"),
+            && stderr(&out).contains("this run's agents and checks work without it")
+            && stderr(&out).contains("a path naming your checkout (an editable install, a venv's scripts) reaches your working copy"),
         "{}",
         stderr(&out)
     );

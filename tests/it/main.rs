@@ -37,6 +37,7 @@ mod per_file;
 mod pg;
 mod plan;
 mod plan_keys;
+mod project_env;
 mod review;
 mod review_cli;
 mod roles;

@@ -295,7 +295,7 @@ fn a_check_running_agent_written_code_is_confined_to_its_checkout() {
     let home = home(&repo);
     let user = repo.path.display().to_string();
     // The agent writes a "test" that builds into its checkout (fine) and then tries the
-    // user's checkout and $HOME.
+    // user's checkout (which shows the check's own tree) and $HOME.
     let evil = format!(
         "set -e\\nmkdir -p build && echo built > build/out\\necho evil > {user}/README.md\\necho evil > \\\"$HOME/evil\\\"\\n"
     );
@@ -324,9 +324,11 @@ fn a_check_running_agent_written_code_is_confined_to_its_checkout() {
             .contains("Permission denied"),
         "{check}"
     );
+    // The user's checkout path shows the check's own tree (its write landed there, in
+    // the tree being judged); the home's write is refused.
     assert_eq!(
         check["refused"][0],
-        format!("write to {user}/README.md refused"),
+        format!("write to {}/evil refused", home.display()),
         "{check}"
     );
 }

@@ -1,5 +1,8 @@
 //! The `exec` agent: a shell command run with `sh -c` in the task's worktree — codemods,
 //! formatters, scripts — once for the task, or (`exec_each`) once per owned file in order,
+//! started in the task's view when the run has a base layer (so the project's
+//! `node_modules/.bin`, its venv and its build are there; `[sandbox] view = false` keeps
+//! the sparse worktree),
 //! stopping at the first that fails. It learns its task from `PLAIT_*` environment
 //! variables (and, in a later round, what the checks or the reviewer asked for in
 //! `PLAIT_FEEDBACK`); its output goes to the task's log; a non-zero exit or a timeout fails

@@ -583,7 +583,8 @@ pub(crate) fn preview(
 ) -> String {
     if let Err(why) = plait_sandbox::sandbox::view_support() {
         return format!(
-            "no base layer: checks copy a seed checkout and views are filled in ({why})"
+            "no base layer: checks copy a seed checkout and views are filled in ({why}); \
+             paths naming your checkout reach your working copy"
         );
     }
     let copied = includes(repo, &plan.setup)

@@ -688,9 +688,13 @@ fn context(
 }
 
 /// The whole-tree view of a task: an overlay of its worktree on the base's checkout where
-/// this system allows it, else the worktree filled in at the first command.
+/// this system allows it, else the worktree filled in at the first command. An exec agent
+/// starts in it when the run has a base layer (its codemod finds the project's
+/// `node_modules/.bin`, its venv, its build); without one, or with `view = false`, its own
+/// command runs in the sparse worktree and `$PLAIT_RUN_IN` enters the view.
 fn task_view(shared: &Shared, record: &TaskRecord, task: &ResolvedTask, start: &Start) -> TaskView {
-    let exec = matches!(task.agent, AgentConfig::Exec(_));
+    use plait_sandbox::sandbox::ViewMode;
+    let entered = task.sandbox.view == ViewMode::Off;
     let support = match (&task.agent, task.sandbox.view) {
         // A shell command in the task's sparse worktree, as before views: a task that runs
         // nothing costs what it owns; without a base layer, one that runs a command
@@ -698,12 +702,8 @@ fn task_view(shared: &Shared, record: &TaskRecord, task: &ResolvedTask, start: &
         (AgentConfig::Exec(_), _) if shared.environment().is_none() => Err("an exec agent, \
             which enters it through `$PLAIT_RUN_IN`"
             .to_string()),
-        (_, plait_sandbox::sandbox::ViewMode::Auto) => {
-            plait_sandbox::sandbox::view_support().clone()
-        }
-        (_, plait_sandbox::sandbox::ViewMode::Filled) => {
-            Err("[sandbox] view = \"filled\"".to_string())
-        }
+        (_, ViewMode::Auto | ViewMode::Off) => plait_sandbox::sandbox::view_support().clone(),
+        (_, ViewMode::Filled) => Err("[sandbox] view = \"filled\"".to_string()),
     };
     let kind = match (support, shared.environment()) {
         (Ok(()), Some(env)) => {
@@ -714,7 +714,7 @@ fn task_view(shared: &Shared, record: &TaskRecord, task: &ResolvedTask, start: &
             let start_layer = (start.commit != env.base)
                 .then(|| env.dir.join("starts").join(start.commit.to_string()));
             let view = env.task_view(start_layer, &record.worktree, work, &own);
-            if exec {
+            if entered {
                 ViewKind::Entered(view)
             } else {
                 ViewKind::Overlay(view)
@@ -723,12 +723,17 @@ fn task_view(shared: &Shared, record: &TaskRecord, task: &ResolvedTask, start: &
         (Ok(()), None) => {
             let work = view::work_dir(&record.worktree);
             let _ = std::fs::create_dir_all(&work);
-            ViewKind::Overlay(plait_sandbox::sandbox::OverlayView::of_worktree(
+            let view = plait_sandbox::sandbox::OverlayView::of_worktree(
                 record.worktree.clone(),
                 vec![shared.store.views_dir().join(start.commit.to_string())],
                 record.worktree.clone(),
                 work,
-            ))
+            );
+            if entered {
+                ViewKind::Entered(view)
+            } else {
+                ViewKind::Overlay(view)
+            }
         }
         (Err(why), _) => ViewKind::Materialize(why),
     };

@@ -354,7 +354,9 @@ impl Shared {
         if let Err(why) = &made {
             let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
             state.environment = Some(plait_core::state::EnvironmentRecord {
-                layer: format!("none: copies ({why})"),
+                layer: format!(
+                    "none: copies ({why}); paths naming your checkout reach your working copy"
+                ),
                 ..Default::default()
             });
         }

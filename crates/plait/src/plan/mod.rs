@@ -294,7 +294,9 @@ pub struct SandboxFile {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub readable: Vec<String>,
     /// How the task's whole-tree view is made: `"auto"` (an overlay where the system
-    /// allows, the default) or `"filled"`; a task's overrides `[defaults]`'.
+    /// allows, the default), `"filled"`, or `false` (an exec or `{ cli }` agent's own
+    /// command in its sparse worktree, the view through `$PLAIT_RUN_IN`); a task's
+    /// overrides `[defaults]`'.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub view: Option<plait_sandbox::sandbox::ViewMode>,
     /// What the task's agent may reach over the network: `"off"` (a loopback of its own,

@@ -366,7 +366,9 @@ impl ResolvedPlan {
             warnings.push(format!(
                 "[setup] is made into a base layer that views and checks lie over, which needs \
                  user and mount namespaces; this system allows none ({why}), so this run's \
-                 agents and checks work without it"
+                 agents and checks work without it, and a path naming your checkout (an \
+                 editable install, a venv's scripts) reaches your working copy, not the tree \
+                 being judged"
             ));
         }
         warnings

@@ -8,7 +8,7 @@
 //! groups) and `validate_agents` (agents, agent CLIs and their providers).
 
 use std::collections::{BTreeMap, HashMap};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use git2::Repository;
@@ -184,14 +184,17 @@ fn withhold_keys(
 /// (objects, refs, the worktrees' own directories, the config without its credentials),
 /// never plait's store in it (other runs' logs and transcripts), whether it exists yet or
 /// not: the walls take git's own entries by name (`plait_sandbox::sandbox` decides them).
+/// Inside a view the checkout's path shows the view (`SandboxSettings::checkout`).
 fn read_git_dir(repo: &Repository, tasks: &mut [ResolvedTask], checks: &mut CheckSettings) {
     let git_dir = repo.commondir().to_path_buf();
+    let checkout = repo.workdir().map(|w| w.components().collect::<PathBuf>());
     for sandbox in tasks
         .iter_mut()
         .flat_map(ResolvedTask::walls_mut)
         .chain([&mut checks.sandbox])
     {
         sandbox.git_dir = Some(git_dir.clone());
+        sandbox.checkout = checkout.clone();
     }
 }
 

@@ -10,7 +10,7 @@ use super::TaskFile;
 use plait_core::git::TreeFile;
 use plait_core::globs::{within, Globs};
 use plait_llm::provider::ProviderSettings;
-use plait_sandbox::sandbox::Network;
+use plait_sandbox::sandbox::{Network, ViewMode};
 
 use super::attempts::{Tries, Way};
 use super::resolved::*;
@@ -174,6 +174,15 @@ fn resolve_way(
                  (claude-code, aider, {{ cli = [...], gateway = \"PROVIDER\" }}); set network = \"off\" or \"on\""
             )),
             _ => {}
+        }
+        if sandbox.view == ViewMode::Off
+            && !matches!(agent, AgentConfig::Exec(_) | AgentConfig::Cli(_))
+        {
+            push_once(problems, format!(
+                "task `{id}`: sandbox view = false keeps an exec or {{ cli }} agent's own command in its sparse worktree; \
+                 {} runs its commands through plait, in the view; drop view = false for this task (or say \"filled\")",
+                agent.describe()
+            ));
         }
         if matches!(agent, AgentConfig::ClaudeCode(_)) && sandbox.network.walled() {
             // A login's own bearer, which the gateway passes through as it is.

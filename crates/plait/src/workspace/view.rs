@@ -41,9 +41,9 @@ pub(crate) enum ViewKind {
     /// The base's other files written into the worktree at the first command; why the
     /// overlay could not be had.
     Materialize(String),
-    /// The worktree stays sparse for the agent's own command (an exec agent's codemod sees
-    /// only its files); `$PLAIT_RUN_IN CMD` has plait start `CMD` in this overlay
-    /// (`plait_sandbox::forward`).
+    /// The worktree stays sparse for the agent's own command (`[sandbox] view = false`: an
+    /// exec or `{ cli }` agent's codemod sees only its files); `$PLAIT_RUN_IN CMD` has plait
+    /// start `CMD` in this overlay (`plait_sandbox::forward`).
     Entered(OverlayView),
 }
 

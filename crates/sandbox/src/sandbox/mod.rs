@@ -56,6 +56,7 @@ mod notify {
 
 mod armed;
 mod caches;
+mod checkout;
 mod gitconfig;
 mod homes;
 mod limits;
@@ -106,6 +107,8 @@ pub struct Sandbox {
     denials: Arc<Denials>,
     /// The whole-tree view every process starts in, when the task has one.
     view: Option<OverlayView>,
+    /// The user's checkout as its processes see it in the view, made at the first spawn.
+    checkout: OnceLock<Option<checkout::Checkout>>,
     /// The forwarders of the `ports` of its processes' network namespaces.
     forwards: Mutex<Vec<tokio::task::AbortHandle>>,
     /// A descriptor every process it starts inherits (the agent's end of the way into
@@ -143,6 +146,7 @@ impl Sandbox {
             armed: OnceLock::new(),
             denials: Arc::default(),
             view: None,
+            checkout: OnceLock::new(),
             forwards: Mutex::default(),
             pass: None,
             cli_homes: false,
@@ -187,6 +191,17 @@ impl Sandbox {
         self.view.as_ref()
     }
 
+    /// How the user's checkout (`[SandboxSettings::checkout]`) is shown in the view: at
+    /// its path, as the view; `None` without a view or a checkout, or where it cannot be.
+    fn checkout(&self) -> Option<&checkout::Checkout> {
+        self.checkout
+            .get_or_init(|| {
+                let (view, path) = (self.view.as_ref()?, self.settings.checkout.as_ref()?);
+                checkout::Checkout::for_view(path, view, &self.settings.temp_root)
+            })
+            .as_ref()
+    }
+
     /// Starts `spec` inside the walls, and inside the view when there is one. `armed` is
     /// what [`Sandbox::arm`] gave.
     pub(crate) async fn spawn(&self, armed: Option<&Armed>, spec: Spec) -> std::io::Result<Child> {
@@ -200,6 +215,7 @@ impl Sandbox {
                 Some(view) => {
                     let entry = view::Entry {
                         view: Some(view),
+                        checkout: self.checkout(),
                         ..view::Entry::default()
                     };
                     let cwd = spec.cwd.clone();
@@ -276,6 +292,7 @@ impl Sandbox {
             joined: held.map(net::holder::Held::fds),
             pid,
             limits: self.settings.limits,
+            checkout: self.checkout(),
         };
         let (child, channel) = armed.spawn_entered(spec, entry, pass).await?;
         // The listeners of the `ports`: the child's own, served while it lives, or the held
@@ -508,6 +525,11 @@ impl Sandbox {
         if let Some(view) = &self.view {
             seen.push(view.target.clone());
             seen.extend(view.aliases.iter().cloned());
+            if let Some(checkout) = self.checkout() {
+                // The tmpfs each child makes ready there before its walls go up.
+                seen.push(checkout.mask().to_path_buf());
+                seen.extend(checkout.writable(view));
+            }
         }
         seen.extend(caches.iter().map(|c| c.dir.clone()));
         let mut places = Places::new(seen, self.denials.clone());

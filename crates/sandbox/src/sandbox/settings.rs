@@ -165,15 +165,74 @@ fn probe() -> Support {
     Support::Missing("plait confines processes with Landlock, which only Linux has".to_string())
 }
 
-/// How a task's whole-tree view is made: `[sandbox] view` in the plan.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
+/// How a task's whole-tree view is made: `[sandbox] view` in the plan (`"auto"`,
+/// `"filled"`, or `false`; `true` is `"auto"`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum ViewMode {
     /// An overlay where the system allows user and mount namespaces; else filled in.
     #[default]
     Auto,
     /// The worktree filled in with the base's other files at the first command.
     Filled,
+    /// No view for the agent's own command (`view = false`): an exec or `{ cli }` agent
+    /// starts in its sparse worktree and reaches the view through `$PLAIT_RUN_IN` alone.
+    Off,
+}
+
+impl ViewMode {
+    /// Its value in the plan, as TOML writes it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ViewMode::Auto => "\"auto\"",
+            ViewMode::Filled => "\"filled\"",
+            ViewMode::Off => "false",
+        }
+    }
+}
+
+impl Serialize for ViewMode {
+    fn serialize<S: serde::Serializer>(&self, out: S) -> Result<S::Ok, S::Error> {
+        match self {
+            ViewMode::Auto => out.serialize_str("auto"),
+            ViewMode::Filled => out.serialize_str("filled"),
+            ViewMode::Off => out.serialize_bool(false),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for ViewMode {
+    fn deserialize<D: serde::Deserializer<'de>>(from: D) -> Result<ViewMode, D::Error> {
+        from.deserialize_any(ViewModeVisitor)
+    }
+}
+
+/// Reads `view`: one of two strings, or a boolean.
+struct ViewModeVisitor;
+
+impl serde::de::Visitor<'_> for ViewModeVisitor {
+    type Value = ViewMode;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str(
+            "\"auto\" (the default), \"filled\", or false (an exec or { cli } agent's own \
+             command in its sparse worktree)",
+        )
+    }
+
+    fn visit_bool<E: serde::de::Error>(self, on: bool) -> Result<ViewMode, E> {
+        Ok(if on { ViewMode::Auto } else { ViewMode::Off })
+    }
+
+    fn visit_str<E: serde::de::Error>(self, value: &str) -> Result<ViewMode, E> {
+        match value {
+            "auto" => Ok(ViewMode::Auto),
+            "filled" => Ok(ViewMode::Filled),
+            other => Err(E::custom(format_args!(
+                "view = \"{other}\" is not a view: say \"auto\" (the default), \"filled\", \
+                 or false (an exec or {{ cli }} agent's own command in its sparse worktree)"
+            ))),
+        }
+    }
 }
 
 /// The sandbox settings of a task (or of the run, for merged checks and supervisors),
@@ -214,6 +273,10 @@ pub struct SandboxSettings {
     pub git_dir: Option<PathBuf>,
     /// Reads are left open (`[setup] run`, the user's own step): no read allow-list.
     pub read_all: bool,
+    /// The user's checkout (the repository's working directory): inside a view its path
+    /// shows the view, so that what names the checkout (an editable install, a venv's
+    /// scripts) reaches the tree being worked on or judged, never the user's working copy.
+    pub checkout: Option<PathBuf>,
     /// How much its processes may take (`[sandbox] limits`).
     pub limits: Limits,
     /// The port of the task's own lease of the gateway, among `ports` (`through_gateway`):
@@ -238,6 +301,7 @@ impl Default for SandboxSettings {
             tools: Vec::new(),
             git_dir: None,
             read_all: false,
+            checkout: None,
             limits: Limits::standard(),
             gateway_port: None,
         }

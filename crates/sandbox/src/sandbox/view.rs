@@ -143,6 +143,8 @@ pub(crate) struct Entry<'a> {
     pub(crate) pid: Option<crate::child::PidNs>,
     /// How much it may take.
     pub(crate) limits: super::limits::Limits,
+    /// The user's checkout, shown as the view (see `super::checkout`).
+    pub(crate) checkout: Option<&'a super::checkout::Checkout>,
 }
 
 /// One mount, as the child passes it to `mount(2)`: an overlay, or a bind (read-only when
@@ -178,6 +180,9 @@ struct Prepared {
     /// The paths the child opens for its write rules after its mounts, each with the mount
     /// that must have been made for the rule to be given.
     rules: Vec<(CString, Option<usize>)>,
+    /// The view shown at the user's checkout, made after the mounts; its entries' rules
+    /// are opened with no link followed (see `super::checkout`).
+    shown: Option<super::checkout::Shown>,
     /// Path sockets served outside, each covered with `/dev/null`.
     hide: Vec<CString>,
     devnull: CString,
@@ -197,11 +202,11 @@ struct Prepared {
     pid_max: Option<(CString, Vec<u8>)>,
 }
 
-fn c_path(path: &Path) -> io::Result<CString> {
+pub(super) fn c_path(path: &Path) -> io::Result<CString> {
     CString::new(path.as_os_str().as_bytes()).map_err(|_| io::Error::other("a path holds NUL"))
 }
 
-fn c_str(text: &str) -> CString {
+pub(super) fn c_str(text: &str) -> CString {
     CString::new(text).unwrap_or_default()
 }
 
@@ -419,6 +424,10 @@ impl Prepared {
             mounted: vec![false; mounts.len()],
             mounts,
             rules,
+            shown: match (entry.view, entry.checkout) {
+                (Some(view), Some(checkout)) => Some(checkout.prepare(view)?),
+                _ => None,
+            },
             hide,
             devnull: c_str("/dev/null"),
             net,
@@ -514,6 +523,9 @@ impl Prepared {
             }
             self.mounted[i] = made;
         }
+        if let Some(shown) = &mut self.shown {
+            shown.make();
+        }
         // A socket that is gone meanwhile, or that lies where this namespace cannot mount,
         // is left as it is: the first is no way out, and the second is rare.
         for socket in &self.hide {
@@ -581,6 +593,11 @@ impl Prepared {
             .filter(|(_, needs)| needs.is_none_or(|i| self.mounted[i]))
             .map(|(path, _)| path)
     }
+
+    /// The checkout's entries to open for rules after the mounts, once it is shown.
+    fn entry_targets(&self) -> impl Iterator<Item = &CString> {
+        self.shown.iter().flat_map(super::checkout::Shown::rules)
+    }
 }
 
 /// Writes `bytes` to the file at `path` in one call. Async-signal-safe.
@@ -609,7 +626,10 @@ pub(crate) struct Walls {
 #[cfg(target_os = "linux")]
 unsafe fn raise<'a>(
     walls: &Walls,
-    targets: impl Iterator<Item = &'a CString>,
+    (targets, entries): (
+        impl Iterator<Item = &'a CString>,
+        impl Iterator<Item = &'a CString>,
+    ),
     proc: Option<&CString>,
 ) -> io::Result<()> {
     if walls.session && libc::setsid() < 0 {
@@ -617,6 +637,9 @@ unsafe fn raise<'a>(
     }
     for target in targets {
         add_rule(walls.ruleset.as_raw_fd(), target, walls.access)?;
+    }
+    for entry in entries {
+        super::checkout::add_entry_rule(walls.ruleset.as_raw_fd(), entry, walls.access)?;
     }
     // A rule names what was opened: the `/proc` mounted here is not the one the
     // sandbox's rules name.
@@ -650,16 +673,28 @@ pub(super) unsafe fn add_rule(
     path: &std::ffi::CStr,
     access: u64,
 ) -> io::Result<()> {
+    let fd = libc::open(path.as_ptr(), libc::O_PATH | libc::O_CLOEXEC);
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let added = add_rule_fd(ruleset, fd, access);
+    libc::close(fd);
+    added
+}
+
+/// A rule giving `access` beneath the file opened at `fd`. Async-signal-safe.
+#[cfg(target_os = "linux")]
+pub(super) unsafe fn add_rule_fd(
+    ruleset: std::os::fd::RawFd,
+    fd: libc::c_int,
+    access: u64,
+) -> io::Result<()> {
     #[repr(C, packed)]
     struct PathBeneath {
         allowed_access: u64,
         parent_fd: i32,
     }
     const LANDLOCK_RULE_PATH_BENEATH: libc::c_int = 1;
-    let fd = libc::open(path.as_ptr(), libc::O_PATH | libc::O_CLOEXEC);
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
     let rule = PathBeneath {
         allowed_access: access,
         parent_fd: fd,
@@ -671,7 +706,6 @@ pub(super) unsafe fn add_rule(
         &rule as *const PathBeneath,
         0u32,
     );
-    libc::close(fd);
     if added != 0 {
         return Err(io::Error::last_os_error());
     }
@@ -690,7 +724,10 @@ pub(super) unsafe fn add_rule(
 #[cfg(not(target_os = "linux"))]
 unsafe fn raise<'a>(
     _walls: &Walls,
-    _targets: impl Iterator<Item = &'a CString>,
+    _targets: (
+        impl Iterator<Item = &'a CString>,
+        impl Iterator<Item = &'a CString>,
+    ),
     _proc: Option<&CString>,
 ) -> io::Result<()> {
     Err(io::Error::other("Landlock is Linux's"))
@@ -732,7 +769,11 @@ impl Entering {
         self.prepared.enter_inner()?;
         let proc = self.prepared.pid.then_some(&self.prepared.proc);
         match &self.walls {
-            Some(walls) => raise(walls, self.prepared.rule_targets(), proc),
+            Some(walls) => raise(
+                walls,
+                (self.prepared.rule_targets(), self.prepared.entry_targets()),
+                proc,
+            ),
             None => Ok(()),
         }
     }
