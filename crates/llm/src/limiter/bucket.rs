@@ -225,17 +225,21 @@ impl State {
                 let since = now.saturating_duration_since(sent).as_secs_f64();
                 let now_level = (remaining + since * bucket.rate).min(bucket.capacity) - sent_since;
                 bucket.level = bucket.level.min(now_level);
-                // A bucket that says when it will be full again tells its rate too.
+                // A bucket that says when it will be full again tells its rate too, read
+                // afresh from each answer: a reading with little missing says more about
+                // the reset's rounding (or a server's fixed window) than the rate, and one
+                // slow reading kept for good would crawl for the rest of the run.
                 let until_full = headers
                     .get(reset)
                     .and_then(|v| v.to_str().ok())
                     .and_then(reset_in);
                 if let Some(until_full) = until_full.filter(|d| *d >= Duration::from_secs(1)) {
                     let missing = bucket.capacity - remaining;
-                    if missing > 0.0 {
+                    if missing > bucket.capacity / 10.0 {
+                        let nominal = bucket.capacity / MINUTE.as_secs_f64();
                         let rate = missing / until_full.as_secs_f64();
-                        // Only ever slower than the nominal rate: a fast reading is rounding.
-                        bucket.rate = bucket.rate.min(rate.max(bucket.capacity / 600.0));
+                        // Never faster than the nominal rate: a fast reading is rounding.
+                        bucket.rate = rate.clamp(nominal / 10.0, nominal);
                     }
                 }
             }

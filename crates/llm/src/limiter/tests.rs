@@ -239,3 +239,46 @@ async fn a_permit_says_what_its_request_waited_for() {
     );
     assert!(waited.total() >= Duration::from_secs(1), "{waited:?}");
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_reading_with_little_missing_does_not_slow_the_bucket_for_good() {
+    let limiter = Limiter::new(limits(None, None));
+    // Early in a server's window: 1% used, the window resetting in 59 s. Taken as a rate,
+    // that would be 1 token a second on a 6000-a-minute limit.
+    let headers = |remaining: &str, reset_s: u64| {
+        let mut h = HeaderMap::new();
+        h.insert(
+            "anthropic-ratelimit-input-tokens-limit",
+            "6000".parse().unwrap(),
+        );
+        h.insert(
+            "anthropic-ratelimit-input-tokens-remaining",
+            remaining.parse().unwrap(),
+        );
+        let at = humantime::format_rfc3339(SystemTime::now() + Duration::from_secs(reset_s));
+        h.insert(
+            "anthropic-ratelimit-input-tokens-reset",
+            at.to_string().parse().unwrap(),
+        );
+        h
+    };
+    let p = limiter.acquire(SMALL).await.unwrap();
+    limiter.finish(p, Some(SMALL), Some(&headers("5940", 59)));
+    // Then empty: refilling at the nominal 100 a second, 1000 tokens take 10 s.
+    let p = limiter.acquire(SMALL).await.unwrap();
+    limiter.finish(p, Some(SMALL), Some(&headers("0", 60)));
+    let start = Instant::now();
+    let p = limiter
+        .acquire(Cost {
+            input: 1000,
+            output: 0,
+        })
+        .await
+        .unwrap();
+    let took = start.elapsed();
+    assert!(
+        took >= Duration::from_secs(10) && took < Duration::from_secs(11),
+        "{took:?}"
+    );
+    limiter.finish(p, None, None);
+}
