@@ -202,8 +202,15 @@ fn model_agents_and_aider_against_a_real_local_server() {
             }
             // Counted, or estimated and marked so: never a silent zero.
             assert!(usage.input_tokens > 0, "{label}: {} {usage:?}", task.id);
-            // The server counts whole answers; a stream of its carries no usage.
-            assert_eq!(usage.estimated, stream, "{label}: {} {usage:?}", task.id);
+            // The server counts whole answers; a stream of its carries no usage. A stream
+            // it ended before its first event (a tool choice it cannot stream) was asked
+            // again whole, after two such attempts: counted then.
+            let asked_whole = !stream || usage.retries >= 2;
+            assert!(
+                usage.estimated == stream || (asked_whole && !usage.estimated),
+                "{label}: {} {usage:?}",
+                task.id
+            );
         }
     }
     // Without aider the test ends here, after its model agents, the skip said.

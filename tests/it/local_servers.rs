@@ -254,3 +254,37 @@ fn an_agent_cli_that_exits_0_without_asking_its_model_failed_its_round() {
         "{error}"
     );
 }
+
+/// A server that cannot stream an answer to a request with tools (llama-cpp-python's
+/// `chatml-function-calling`: a 200, then the stream ends before its first event) is asked
+/// without streaming after two such answers, and the task goes on to its edit; the run says
+/// so once, naming `stream = false`.
+#[test]
+fn a_server_that_cannot_stream_tool_answers_is_asked_without_streaming() {
+    let repo = sample();
+    let mock = MockModel::start(Provider::OpenAi, KEY);
+    mock.set_wire(Wire {
+        no_streamed_tools: true,
+        ..Wire::default()
+    });
+    mock.script("a", edit_turns());
+    let plan = repo.plan(&plan(&mock, Provider::OpenAi, true, "", ""));
+    let out = repo.plait_env(&["run", plan.to_str().unwrap()], &[("PLAIT_TEST_KEY", KEY)]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(err.contains("asking it without streaming"), "{err}");
+    assert_eq!(
+        err.matches("asking it without streaming").count(),
+        1,
+        "{err}"
+    );
+    let streamed: Vec<bool> = mock
+        .requests()
+        .iter()
+        .filter(|r| r.task.as_deref() == Some("a"))
+        .map(|r| r.body["stream"] == true)
+        .collect();
+    assert_eq!(streamed, [true, true, false, false], "{streamed:?}");
+    let run = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    assert!(repo.tree_files(&format!("plait/{run}/a"))["lib/a.py"].contains("return 2"));
+}

@@ -121,17 +121,33 @@ pub async fn call(
     cancel: &Cancel,
 ) -> Result<(Reply, Timing), String> {
     let mut retries = 0;
+    let mut empty_streams = 0;
     let cost = reservation(provider, body);
+    let unstreamed = without_stream(body);
     loop {
         let permit = tokio::select! {
             permit = limiter.acquire(cost) => permit?,
             _ = cancel.cancelled() => return Err("interrupted".to_string()),
         };
         let started = Instant::now();
+        let streaming = body["stream"] == true && !limiter.streams_refused();
+        let body = if streaming { body } else { &unstreamed };
         let mut record =
             json!({"turn": turn, "attempt": retries + 1, "at": now_ms(), "request": body});
         let mut headers = None;
         let mut result = attempt(client, provider, body, started, &mut record, &mut headers).await;
+        // A server that ends a streamed answer before its first event, twice, cannot
+        // stream these requests: asked without streaming from then on.
+        let empty = record
+            .pointer("/response/events")
+            .and_then(Value::as_array)
+            .is_some_and(Vec::is_empty);
+        if streaming && result.is_err() && empty {
+            empty_streams += 1;
+            if empty_streams >= 2 {
+                limiter.refuse_streams(&provider.name);
+            }
+        }
         settle(
             limiter,
             permit,
@@ -179,6 +195,19 @@ pub async fn call(
             }
         }
     }
+}
+
+/// `body` asking for the whole answer at once (`stream` off, OpenAI's `stream_options`
+/// gone).
+fn without_stream(body: &Value) -> Value {
+    let mut body = body.clone();
+    if let Some(map) = body.as_object_mut() {
+        if map.get("stream") == Some(&Value::Bool(true)) {
+            map.insert("stream".to_string(), Value::Bool(false));
+            map.remove("stream_options");
+        }
+    }
+    body
 }
 
 /// `min(0.5 * 2^n, 8) s`, less up to a quarter at random.

@@ -153,6 +153,10 @@ pub struct Wire {
     /// Streams carry no `usage`, whatever `stream_options.include_usage` asks (llama.cpp's
     /// server, older vLLM); whole answers still do.
     pub no_stream_usage: bool,
+    /// A streamed request that offers tools gets a 200 and a stream that ends before its
+    /// first event (llama-cpp-python's `chatml-function-calling` raises "Automatic streaming
+    /// tool choice is not supported" once the response has begun); whole answers work.
+    pub no_streamed_tools: bool,
     /// How tool calls are sent.
     pub tool_calls: ToolCalls,
 }
@@ -955,8 +959,12 @@ impl Shared {
             .faults
             .and_then(|f| draw_fault(f, key, script.played));
         let faulted = fault.is_some();
+        let cannot_stream = state.wire.no_streamed_tools
+            && body["stream"] == true
+            && body["tools"].as_array().is_some_and(|t| !t.is_empty());
         let turn = match fault {
             Some(turn) => turn,
+            None if cannot_stream => Turn::Text(String::new()),
             None => script
                 .turns
                 .pop_front()
@@ -975,6 +983,9 @@ impl Shared {
                 && !state.wire.no_stream_usage,
             tool_calls: state.wire.tool_calls,
         };
+        if cannot_stream {
+            return Reply::new(&call, 200, "text/event-stream", Vec::new());
+        }
         let mut reply = play(&call, turn, script, key);
         if faulted {
             state.load.stats.faults += 1;

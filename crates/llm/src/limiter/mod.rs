@@ -91,6 +91,9 @@ pub struct Limiter {
     exchange_failed: std::sync::atomic::AtomicBool,
     /// Whether the server was found to send no usage (said once).
     unreported: std::sync::atomic::AtomicBool,
+    /// Whether the server was found to end streamed answers before their first event:
+    /// it is asked without streaming from then on (see `http::call`).
+    no_streams: std::sync::atomic::AtomicBool,
 }
 
 impl std::fmt::Debug for Limiter {
@@ -140,6 +143,7 @@ impl Limiter {
             concurrency: limits.concurrency.max(1),
             exchange_failed: Default::default(),
             unreported: Default::default(),
+            no_streams: Default::default(),
             slots: Semaphore::new(limits.concurrency.max(1)),
             queue: tokio::sync::Mutex::new(()),
             state: Mutex::new(State {
@@ -268,6 +272,26 @@ impl Limiter {
         if state.paused_until.is_none_or(|p| p < until) {
             state.paused_until = Some(until);
             self.stats.lock().unwrap_or_else(|e| e.into_inner()).pauses += 1;
+        }
+    }
+
+    /// Whether this server's answers are asked for without streaming (see
+    /// [`Limiter::refuse_streams`]).
+    pub fn streams_refused(&self) -> bool {
+        self.no_streams.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Notes that the server `provider` ends streamed answers before their first event
+    /// (llama-cpp-python's function calling cannot stream a tool choice): said once, and
+    /// every later request of the run asks without streaming.
+    pub fn refuse_streams(&self, provider: &str) {
+        use std::sync::atomic::Ordering;
+        if !self.no_streams.swap(true, Ordering::Relaxed) {
+            tracing::warn!(
+                "provider {provider}: the server ended streamed answers before their first \
+                 event; asking it without streaming from now on (set stream = false for it \
+                 to start so)"
+            );
         }
     }
 
