@@ -54,23 +54,27 @@ fn fix_a() -> Vec<Turn> {
     ]
 }
 
-#[test]
-fn a_declared_nothing_to_do_ends_done_and_needs_no_one() {
+/// Runs the plan with task `b` answering `b_turns`, through the real binary: the repository,
+/// the mock and plait's output.
+fn run_with(b_turns: Vec<Turn>) -> (TestRepo, MockModel, std::process::Output) {
     let repo = repo();
     let mock = MockModel::start(Provider::Anthropic, KEY);
     mock.script("a", fix_a());
-    mock.script(
-        "b",
-        vec![
-            Turn::Tools(vec![view("b.py")]),
-            Turn::Tools(vec![ToolCall::new(
-                "nothing_to_do",
-                json!({"reason": "b.py has no copyright line"}),
-            )]),
-        ],
-    );
+    mock.script("b", b_turns);
     let plan = repo.plan(&plan(&mock));
     let out = repo.plait_env(&["run", plan.to_str().unwrap()], &[("PLAIT_TEST_KEY", KEY)]);
+    (repo, mock, out)
+}
+
+#[test]
+fn a_declared_nothing_to_do_ends_done_and_needs_no_one() {
+    let (repo, mock, out) = run_with(vec![
+        Turn::Tools(vec![view("b.py")]),
+        Turn::Tools(vec![ToolCall::new(
+            "nothing_to_do",
+            json!({"reason": "b.py has no copyright line"}),
+        )]),
+    ]);
     assert_eq!(mock.problems(), Vec::<String>::new());
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let status = repo.status_json(&[]);
@@ -94,18 +98,10 @@ fn a_declared_nothing_to_do_ends_done_and_needs_no_one() {
 
 #[test]
 fn changing_nothing_without_saying_so_still_needs_attention() {
-    let repo = repo();
-    let mock = MockModel::start(Provider::Anthropic, KEY);
-    mock.script("a", fix_a());
-    mock.script(
-        "b",
-        vec![
-            Turn::Tools(vec![view("b.py")]),
-            Turn::Text("there is no copyright line".into()),
-        ],
-    );
-    let plan = repo.plan(&plan(&mock));
-    let out = repo.plait_env(&["run", plan.to_str().unwrap()], &[("PLAIT_TEST_KEY", KEY)]);
+    let (repo, mock, out) = run_with(vec![
+        Turn::Tools(vec![view("b.py")]),
+        Turn::Text("there is no copyright line".into()),
+    ]);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     let text = stdout(&repo.plait(&["status"]));
     assert!(
