@@ -10,7 +10,7 @@ use super::net::seccomp;
 use super::places::Places;
 use super::rules::{read_access, restrict, ruleset, write_access};
 use super::settings::NetWall;
-use super::{caches, net, notify, reads, view};
+use super::{caches, ffi, net, notify, reads, view};
 use crate::child::{self, Child, Spec};
 
 /// A sandbox's walls, ready to start processes behind.
@@ -277,7 +277,7 @@ impl Armed {
         };
         // SAFETY: plain system calls on a NUL-terminated path and a ruleset this owns.
         let added =
-            unsafe { view::add_rule(self.ruleset.as_raw_fd(), &path, read_access(self.abi)) };
+            unsafe { ffi::add_rule(self.ruleset.as_raw_fd(), &path, read_access(self.abi)) };
         if added.is_ok() {
             programs.push(package);
         }

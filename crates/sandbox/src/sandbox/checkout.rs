@@ -22,7 +22,7 @@ use std::ffi::{CString, OsString};
 use std::io;
 use std::path::{Path, PathBuf};
 
-use super::view::{c_path, c_str, OverlayView};
+use super::ffi::{add_rule_fd, c_path, c_str};
 
 /// How the checkout is shown in one sandbox's views.
 #[derive(Debug)]
@@ -37,17 +37,20 @@ pub(crate) struct Checkout {
 }
 
 impl Checkout {
-    /// The checkout at `path` as `view`'s processes are to see it, the mask made under
+    /// The checkout at `path` as a view's processes are to see it, the mask made under
     /// `temp_root`; `None` when it cannot be shown: not a directory, or the view is itself
-    /// mounted in it (its target, an alias), where the tmpfs would hide it. Its layers may
+    /// mounted in it (at one of `mounted_at`, its target and aliases), where the tmpfs
+    /// would hide it. Its layers may
     /// lie in it (plait's store under the git directory): they are mounted before.
-    pub(crate) fn for_view(path: &Path, view: &OverlayView, temp_root: &Path) -> Option<Checkout> {
+    pub(crate) fn for_view<'a>(
+        path: &Path,
+        mut mounted_at: impl Iterator<Item = &'a Path>,
+        temp_root: &Path,
+    ) -> Option<Checkout> {
         if !path.is_absolute() || !path.is_dir() {
             return None;
         }
-        let hidden = std::iter::once(&view.target)
-            .chain(&view.aliases)
-            .any(|p| p.starts_with(path) || path.starts_with(p));
+        let hidden = mounted_at.any(|p| p.starts_with(path) || path.starts_with(p));
         if hidden {
             return None;
         }
@@ -63,41 +66,16 @@ impl Checkout {
         })
     }
 
-    /// The paths at the checkout its processes may write through, as the view's entries
-    /// are now (the git directory's are not among them).
-    pub(crate) fn writable(&self, view: &OverlayView) -> Vec<PathBuf> {
-        entries_of(view)
-            .into_iter()
-            .map(|name| self.path.join(name))
-            .collect()
+    /// The paths at the checkout its processes may write through: the view's root
+    /// `names` as they are now (the git directory's are not among them).
+    pub(crate) fn writable(&self, names: Vec<OsString>) -> Vec<PathBuf> {
+        names.into_iter().map(|name| self.path.join(name)).collect()
     }
 
     /// Where the tmpfs is made ready.
     pub(crate) fn mask(&self) -> &Path {
         self.mask.path()
     }
-}
-
-/// The names at the root of `view` (its layers' roots and its nested directories' first
-/// components), but `.git`: the entries the processes are given rules for at the
-/// checkout's path. A name a layer above hides is found gone when it is opened.
-fn entries_of(view: &OverlayView) -> Vec<OsString> {
-    let mut names: Vec<OsString> = Vec::new();
-    let roots = view.upper.iter().map(|l| &l.upper).chain(&view.lower);
-    for root in roots {
-        for entry in std::fs::read_dir(root).into_iter().flatten().flatten() {
-            names.push(entry.file_name());
-        }
-    }
-    for nested in &view.nested {
-        if let Some(std::path::Component::Normal(first)) = nested.path.components().next() {
-            names.push(first.to_os_string());
-        }
-    }
-    names.sort();
-    names.dedup();
-    names.retain(|n| n != ".git");
-    names
 }
 
 /// An empty directory no one is to write (mode 0555), for a mount point.
@@ -145,13 +123,14 @@ pub(crate) struct Shown {
 }
 
 impl Checkout {
-    /// The child's steps to show `view` at the checkout.
-    pub(crate) fn prepare(&self, view: &OverlayView) -> io::Result<Shown> {
+    /// The child's steps to show the view mounted at `target`, whose root holds `names`,
+    /// at the checkout.
+    pub(crate) fn prepare(&self, target: &Path, names: Vec<OsString>) -> io::Result<Shown> {
         let mask = self.mask();
         let mut entries = Vec::new();
-        for name in entries_of(view) {
+        for name in names {
             entries.push((
-                c_path(&view.target.join(&name))?,
+                c_path(&target.join(&name))?,
                 c_path(&mask.join(&name))?,
                 c_path(&self.path.join(&name))?,
             ));
@@ -332,7 +311,7 @@ pub(super) unsafe fn add_entry_rule(
     let added = if access == 0 {
         Ok(())
     } else {
-        super::view::add_rule_fd(ruleset, fd, access)
+        add_rule_fd(ruleset, fd, access)
     };
     libc::close(fd);
     added

@@ -57,6 +57,7 @@ mod notify {
 mod armed;
 mod caches;
 mod checkout;
+mod ffi;
 mod gitconfig;
 mod homes;
 mod limits;
@@ -197,7 +198,7 @@ impl Sandbox {
         self.checkout
             .get_or_init(|| {
                 let (view, path) = (self.view.as_ref()?, self.settings.checkout.as_ref()?);
-                checkout::Checkout::for_view(path, view, &self.settings.temp_root)
+                checkout::Checkout::for_view(path, view.mounted_at(), &self.settings.temp_root)
             })
             .as_ref()
     }
@@ -528,7 +529,7 @@ impl Sandbox {
             if let Some(checkout) = self.checkout() {
                 // The tmpfs each child makes ready there before its walls go up.
                 seen.push(checkout.mask().to_path_buf());
-                seen.extend(checkout.writable(view));
+                seen.extend(checkout.writable(view.root_names()));
             }
         }
         seen.extend(caches.iter().map(|c| c.dir.clone()));

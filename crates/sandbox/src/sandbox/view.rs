@@ -20,6 +20,7 @@ use std::os::unix::ffi::OsStrExt as _;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
+use super::ffi::{add_rule, c_path, c_str};
 use crate::child::Stage;
 
 /// What a process sees at the view's stable path: its own layer (`upper`, with overlayfs's
@@ -67,6 +68,33 @@ pub struct Nested {
 }
 
 impl OverlayView {
+    /// The names at the root of the view (its layers' roots and its nested directories'
+    /// first components), but `.git`: the entries shown at the user's checkout (see
+    /// `super::checkout`). A name a layer above hides is found gone when it is opened.
+    pub(crate) fn root_names(&self) -> Vec<std::ffi::OsString> {
+        let mut names: Vec<std::ffi::OsString> = Vec::new();
+        let roots = self.upper.iter().map(|l| &l.upper).chain(&self.lower);
+        for root in roots {
+            for entry in std::fs::read_dir(root).into_iter().flatten().flatten() {
+                names.push(entry.file_name());
+            }
+        }
+        for nested in &self.nested {
+            if let Some(std::path::Component::Normal(first)) = nested.path.components().next() {
+                names.push(first.to_os_string());
+            }
+        }
+        names.sort();
+        names.dedup();
+        names.retain(|n| n != ".git");
+        names
+    }
+
+    /// Where the view is mounted: its target and its aliases.
+    pub(crate) fn mounted_at(&self) -> impl Iterator<Item = &Path> {
+        std::iter::once(self.target.as_path()).chain(self.aliases.iter().map(PathBuf::as_path))
+    }
+
     /// A task's view: its worktree (`upper`) over `lower`, mounted at `target` and shown at
     /// the worktree's own path too, overlayfs's work directory at `work`.
     pub fn of_worktree(
@@ -200,14 +228,6 @@ struct Prepared {
     nproc: Option<libc::rlim_t>,
     data: Option<libc::rlim_t>,
     pid_max: Option<(CString, Vec<u8>)>,
-}
-
-pub(super) fn c_path(path: &Path) -> io::Result<CString> {
-    CString::new(path.as_os_str().as_bytes()).map_err(|_| io::Error::other("a path holds NUL"))
-}
-
-pub(super) fn c_str(text: &str) -> CString {
-    CString::new(text).unwrap_or_default()
 }
 
 /// `path` as overlayfs's option parser reads it: `,`, `:` and `\` escaped.
@@ -425,7 +445,9 @@ impl Prepared {
             mounts,
             rules,
             shown: match (entry.view, entry.checkout) {
-                (Some(view), Some(checkout)) => Some(checkout.prepare(view)?),
+                (Some(view), Some(checkout)) => {
+                    Some(checkout.prepare(&view.target, view.root_names())?)
+                }
                 _ => None,
             },
             hide,
@@ -660,65 +682,6 @@ pub fn whiteout(path: &Path) -> io::Result<()> {
     } else {
         Err(io::Error::last_os_error())
     }
-}
-
-/// Adds to `ruleset` a rule granting `access` beneath `path` (processes already behind it
-/// keep the rules they were given).
-///
-/// # Safety
-/// Async-signal-safe (plain system calls, no allocation): it may run between fork and exec.
-#[cfg(target_os = "linux")]
-pub(super) unsafe fn add_rule(
-    ruleset: std::os::fd::RawFd,
-    path: &std::ffi::CStr,
-    access: u64,
-) -> io::Result<()> {
-    let fd = libc::open(path.as_ptr(), libc::O_PATH | libc::O_CLOEXEC);
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    let added = add_rule_fd(ruleset, fd, access);
-    libc::close(fd);
-    added
-}
-
-/// A rule giving `access` beneath the file opened at `fd`. Async-signal-safe.
-#[cfg(target_os = "linux")]
-pub(super) unsafe fn add_rule_fd(
-    ruleset: std::os::fd::RawFd,
-    fd: libc::c_int,
-    access: u64,
-) -> io::Result<()> {
-    #[repr(C, packed)]
-    struct PathBeneath {
-        allowed_access: u64,
-        parent_fd: i32,
-    }
-    const LANDLOCK_RULE_PATH_BENEATH: libc::c_int = 1;
-    let rule = PathBeneath {
-        allowed_access: access,
-        parent_fd: fd,
-    };
-    let added = libc::syscall(
-        libc::SYS_landlock_add_rule,
-        ruleset,
-        LANDLOCK_RULE_PATH_BENEATH,
-        &rule as *const PathBeneath,
-        0u32,
-    );
-    if added != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
-}
-
-#[cfg(not(target_os = "linux"))]
-pub(super) unsafe fn add_rule(
-    _ruleset: std::os::fd::RawFd,
-    _path: &std::ffi::CStr,
-    _access: u64,
-) -> io::Result<()> {
-    Err(io::Error::other("Landlock is Linux's"))
 }
 
 #[cfg(not(target_os = "linux"))]
