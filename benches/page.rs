@@ -203,6 +203,8 @@ fn task(run_dir: &Path, repo: &Path, k: usize, commit: &str) -> TaskRecord {
             ms: 4_000 + (k as u64 % 100) * 10,
             refused: Vec::new(),
             at_base: false,
+            as_on_base: false,
+            beyond_base: Vec::new(),
         })
         .collect();
     t.rounds = k.is_multiple_of(5) as u32 + k.is_multiple_of(10) as u32;

@@ -596,7 +596,45 @@ fn by_checks_an_attempt_red_as_on_the_base_is_never_chosen() {
     assert!(
         error.contains("no attempt passed")
             && error.contains("a~1: ")
-            && error.contains("`grep -q fixed a.txt` failed, as it does on the base"),
+            && error.contains("`grep -q fixed a.txt` failed, as it also does on the base"),
         "{error}"
     );
+}
+
+#[test]
+fn with_no_attempt_green_least_red_takes_the_one_with_fewest_failing_checks_still_red() {
+    let repo = repo();
+    // Two checks; attempt 2 gets one of them right, attempts 1 and 3 none.
+    let checks = ["grep -q left a.txt", "grep -q right a.txt"];
+    let agent = "case $PLAIT_ATTEMPT in 2) echo left > a.txt;; *) echo \"none $PLAIT_ATTEMPT\" > a.txt;; esac";
+    let toml = |fallback: Option<&str>| {
+        let plan = Plan::new().set("checks", "task", checks);
+        let plan = match fallback {
+            Some(f) => plan.set("pick", "fallback", f),
+            None => plan,
+        };
+        plan.task("a")
+            .prompt("make both checks pass")
+            .owns(["a.txt"])
+            .with("attempts", 3)
+            .with("pick", "checks")
+            .exec(agent)
+            .to_toml()
+    };
+    let state = run(&repo, &toml(None), 4);
+    let a = state.task("a").unwrap();
+    assert_eq!(a.state, TaskState::Failed);
+    assert!(a.pick.is_none());
+    let state = run(&repo, &toml(Some("least-red")), 4);
+    let a = state.task("a").unwrap();
+    let pick = a.pick.as_ref().expect("a pick");
+    assert_eq!(
+        (pick.attempt, pick.by.as_str()),
+        (2, "least-red"),
+        "{pick:?}"
+    );
+    assert!(pick.why.contains("fewest failing (1 of 2)"), "{}", pick.why);
+    // Still red, and said so.
+    assert!(!a.checks_green());
+    assert_eq!(merged(&repo, &state, "a.txt"), "left");
 }

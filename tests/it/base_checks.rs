@@ -48,6 +48,8 @@ fn a_check_red_on_the_base_sends_no_task_back_and_the_gate_says_why() {
         // One round: the lint's failure was not held against the task.
         assert_eq!(task["rounds"], 0, "{task:#}");
         assert_eq!(task["checks"][0]["at_base"], true, "{task:#}");
+        assert_eq!(task["checks"][0]["as_on_base"], true, "{task:#}");
+        assert_eq!(task["checks"][0]["passed"], false, "{task:#}");
         let branch = repo.tree_files(&format!("plait/{}/{id}", status["id"].as_str().unwrap()));
         assert_eq!(branch[&format!("src/{id}.txt")], format!("{id}\nmore\n"));
     }
@@ -69,14 +71,14 @@ fn a_check_red_on_the_base_sends_no_task_back_and_the_gate_says_why() {
     let text = stdout(&repo.plait(&["status"]));
     assert!(
         text.contains("already failing at the base: sh lint.sh")
-            && text.contains("FAILED, as it does on the base"),
+            && text.contains("FAILED, as it also does on the base"),
         "{text}"
     );
     let run = status["id"].as_str().unwrap().to_string();
     let out = repo.plait(&["land", &run, "--into", "main"]);
     assert_ne!(out.status.code(), Some(0));
     assert!(
-        stderr(&out).contains("sh lint.sh (fails on the base too"),
+        stderr(&out).contains("sh lint.sh (fails as it does on the base"),
         "{}",
         stderr(&out)
     );

@@ -38,6 +38,7 @@ mod pg;
 mod plan;
 mod plan_keys;
 mod project_env;
+mod red_is_red;
 mod review;
 mod review_cli;
 mod roles;

@@ -7,8 +7,9 @@
 //! out a half; when neither half alone is enough, narrow each with the other held out;
 //! tried first as the guess of a single culprit, one check run per halving),
 //! then, for each culprit, the partners it needs to break the checks (Zeller and
-//! Hildebrandt's minimizing delta debugging, with the culprit as context). A check that
-//! fails on the base alone is no task's fault; the failing merge is tested once more
+//! Hildebrandt's minimizing delta debugging, with the culprit as context). A tree passes
+//! when its checks fail no worse than the base's (each passed, or failed exactly as it does
+//! on the base): a check that fails on the base alone is no task's fault; the failing merge is tested once more
 //! before anyone is blamed, and one that then passes is a flaky check.
 //!
 //! In a run in waves a task's work was made on top of the tasks it comes after, so it is
@@ -189,7 +190,8 @@ impl<'a> Tester<'a> {
             self.search.cancel,
         )
         .await;
-        let passed = results.iter().all(|c| c.passed);
+        // A tree whose checks fail only as they do on the base is no worse than it.
+        let passed = !results.iter().any(CheckResult::failed_here);
         let tested: Vec<String> = if key.is_empty() {
             vec!["base".to_string()]
         } else {
@@ -352,7 +354,7 @@ impl<'a> Tester<'a> {
         let mut key = self.waves.closed(set);
         key.sort_unstable();
         self.known.get(&key).map(|(_, results, logs)| {
-            let failed: Vec<&CheckResult> = results.iter().filter(|c| !c.passed).collect();
+            let failed: Vec<&CheckResult> = results.iter().filter(|c| c.failed_here()).collect();
             let tail: Vec<&str> = failed.iter().map(|c| c.tail.trim_end()).collect();
             (
                 failed.iter().map(|c| c.command.clone()).collect(),

@@ -289,6 +289,7 @@ pub(crate) async fn check_branches(
         let job = CheckJob {
             commit,
             commands: &checks.merged,
+            own: &[],
             env: vec![
                 ("PLAIT_TASK", "merged".to_string()),
                 ("PLAIT_BASE", base.to_string()),

@@ -472,6 +472,7 @@ mod tests {
             after: Vec::new(),
             layout: Default::default(),
             tries: None,
+            own_checks: Vec::new(),
         }
     }
 

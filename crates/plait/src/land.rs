@@ -241,9 +241,17 @@ pub fn blockers(state: &RunState) -> Vec<Blocker> {
         out.push(Blocker::MergedChecksFailed(failing));
     }
     if !state.base_checks_ignored {
+        // Red is red: a task's check that failed as it does on the base keeps the run from
+        // landing, unless the same command passed on the merged result.
+        let green_merged = |command: &str| {
+            state
+                .merged_checks
+                .iter()
+                .any(|m| m.command == command && m.passed)
+        };
         let mut red: Vec<String> = Vec::new();
         for c in state.tasks.iter().flat_map(|t| &t.checks) {
-            if !c.passed && c.at_base && !red.contains(&c.command) {
+            if !c.passed && c.as_on_base && !red.contains(&c.command) && !green_merged(&c.command) {
                 red.push(c.command.clone());
             }
         }
@@ -294,16 +302,22 @@ pub fn blockers(state: &RunState) -> Vec<Blocker> {
 }
 
 /// The merged checks that keep the run from landing, each named by its command (and, for
-/// one that fails on the base too, saying so; `[checks] base = "ignore"` leaves those out).
+/// one that fails on the base too, saying how). Every failing one does, but that `[checks]
+/// base = "ignore"` lets one be that fails exactly as on the base: the run made it no worse.
 fn failing_merged(state: &RunState) -> impl Iterator<Item = String> + '_ {
     state
         .merged_checks
         .iter()
-        .filter(|c| !(c.passed || (c.at_base && state.base_checks_ignored)))
+        .filter(|c| !(c.passed || (c.as_on_base && state.base_checks_ignored)))
         .map(|c| {
-            if c.at_base {
+            if c.as_on_base {
                 format!(
-                    "{} (fails on the base too; [checks] base = \"ignore\" lets it be)",
+                    "{} (fails as it does on the base; [checks] base = \"ignore\" lets it be)",
+                    c.command
+                )
+            } else if c.at_base {
+                format!(
+                    "{} (fails on the base too, but otherwise: the merged work made it worse)",
                     c.command
                 )
             } else {

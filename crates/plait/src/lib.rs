@@ -49,6 +49,7 @@ pub mod collect;
 pub mod context;
 mod dirs;
 pub mod environment;
+pub(crate) mod failures;
 pub(crate) mod groups;
 pub mod land;
 pub mod manager;

@@ -85,8 +85,10 @@ struct Attempt<'a> {
 struct Check<'a> {
     command: &'a str,
     passed: bool,
-    /// It failed on the base too: no attempt's fault.
+    /// It failed, and fails on the base too (context, never a pass).
     at_base: bool,
+    /// It failed exactly as it does on the base: no attempt's fault.
+    as_on_base: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     exit_code: Option<i32>,
     ms: u64,
@@ -147,6 +149,7 @@ fn check(c: &plait_core::state::CheckResult) -> Check<'_> {
         command: &c.command,
         passed: c.passed,
         at_base: c.at_base,
+        as_on_base: c.as_on_base,
         exit_code: c.exit_code,
         ms: c.ms,
         tail,

@@ -167,6 +167,9 @@ pub(super) async fn task(
                     "exit_code": c.exit_code,
                     "ms": c.ms,
                     "refused": c.refused,
+                    "at_base": c.at_base,
+                    "as_on_base": c.as_on_base,
+                    "beyond_base": c.beyond_base,
                     "output": tail(&c.log).unwrap_or_else(|| c.tail.clone()),
                 })
             })

@@ -327,6 +327,8 @@ fn many(repo: &TestRepo, n: usize) -> String {
                 ms: 1200,
                 refused: Vec::new(),
                 at_base: false,
+                as_on_base: false,
+                beyond_base: Vec::new(),
             }];
             t.review = Some(Review {
                 verdict: Verdict::Approve,

@@ -248,7 +248,7 @@ pub struct Review {
 pub struct CheckResult {
     /// The command, as the plan gives it.
     pub command: String,
-    /// Whether it passed (or failed only as it does at the base).
+    /// Whether it passed: it exited 0. Nothing else counts as passing.
     pub passed: bool,
     /// Its exit status, when it exited.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -262,22 +262,35 @@ pub struct CheckResult {
     /// Writes the sandbox refused it, as its output told of them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub refused: Vec<String>,
-    /// It failed on the base too, before any task's code ran: no task's fault, so it sends
-    /// no task back and no culprit is searched for it.
+    /// It failed, and it fails on the base too, before any task's code ran: context for a
+    /// person, never a pass.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub at_base: bool,
+    /// It failed exactly as it does on the base (the same failing tests with the same
+    /// messages, or the same output once run-to-run noise is out): the work it judged made
+    /// nothing worse, so it sends no task back and no culprit is searched for it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub as_on_base: bool,
+    /// Where it also fails on the base but otherwise: the failing tests the base does not
+    /// fail so (empty when its runner is not known).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub beyond_base: Vec<String>,
 }
 
 impl CheckResult {
-    /// Whether it failed because of the work it judged (not on the base already).
+    /// Whether it failed because of the work it judged: it failed, and not exactly as it
+    /// does on the base.
     pub fn failed_here(&self) -> bool {
-        !self.passed && !self.at_base
+        !self.passed && !self.as_on_base
     }
 
-    /// `failed`, or `failed (as on the base)`: how a person is told it did not pass.
+    /// How a person is told it did not pass: `failed`, `failed (as on the base)`, or
+    /// `failed (also on the base, otherwise)`.
     pub fn failure_word(&self) -> &'static str {
-        if self.at_base {
-            "failed, as it does on the base"
+        if self.as_on_base {
+            "failed, as it also does on the base"
+        } else if self.at_base {
+            "failed (it also fails on the base, but otherwise)"
         } else {
             "failed"
         }
@@ -611,14 +624,20 @@ impl TaskRecord {
             .or_else(|| self.review.as_ref().map(|r| r.verdict))
     }
 
+    /// Whether every check of the task's last round passed (exited 0).
+    pub fn checks_green(&self) -> bool {
+        self.checks.iter().all(|c| c.passed)
+    }
+
     /// Whether a person decided `verdict` on the task (`plait accept` / `plait reject`).
     pub fn decided(&self, verdict: Verdict) -> bool {
         self.decision.as_ref().is_some_and(|d| d.verdict == verdict)
     }
 
-    /// Whether the task's checks of the last round all passed, or failed only as they do on
-    /// the base (true when there are none).
-    pub fn checks_pass(&self) -> bool {
+    /// Whether no check of the task's last round failed by its work: each passed, or failed
+    /// exactly as it does on the base (true when there are none). Not that they passed: see
+    /// [`TaskRecord::checks_green`].
+    pub fn no_failure_of_its_own(&self) -> bool {
         !self.checks.iter().any(CheckResult::failed_here)
     }
 

@@ -27,7 +27,7 @@
 mod layer;
 mod setup;
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -37,6 +37,7 @@ use git2::{Oid, Repository};
 pub(crate) use crate::dirs::remove_all;
 pub use crate::dirs::remove_tree;
 use crate::dirs::{flock, lock_file};
+use crate::failures::Failure;
 pub(crate) use layer::LayerError;
 pub use layer::{apply, changes, git_dir, LayerDir};
 pub(crate) use setup::preview;
@@ -108,6 +109,9 @@ pub(crate) struct Warmed {
     pub(crate) commands: Vec<String>,
     /// The commands that failed at the base (red before any task).
     pub failed: Vec<String>,
+    /// How each of `failed` failed, by command: what a task's failure of it is compared with.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub failures: BTreeMap<String, Failure>,
     /// The commands that failed at the base with a read the sandbox refused, each with the
     /// refusals: the walls' doing, not the base's, so they excuse no task. This run's
     /// alone: a later run (walls changed, perhaps) runs them again.
@@ -115,23 +119,39 @@ pub(crate) struct Warmed {
     pub walled: Vec<String>,
 }
 
+/// How one check command fared at the base, for [`Warmed::judged`].
+pub(crate) struct AtBase<'a> {
+    pub command: &'a str,
+    pub passed: bool,
+    /// The sandbox's refusals.
+    pub refused: &'a [String],
+    /// Its whole output.
+    pub log: &'a Path,
+}
+
 impl Warmed {
-    /// How `commands` fared at the base: `results` of each, as (command, passed, the
-    /// sandbox's refusals); a failure with a refused read is the walls', not the base's.
-    pub(crate) fn judged(commands: &[String], results: &[(String, bool, Vec<String>)]) -> Warmed {
+    /// How `commands` fared at the base, each as `results` says; a failure with a refused
+    /// read is the walls', not the base's.
+    pub(crate) fn judged(commands: &[String], results: &[AtBase<'_>]) -> Warmed {
         let mut warmed = Warmed {
             commands: commands.to_vec(),
             failed: Vec::new(),
+            failures: BTreeMap::new(),
             walled: Vec::new(),
         };
-        for (command, _, refused) in results.iter().filter(|(_, passed, _)| !passed) {
-            let reads: Vec<&str> = refused
+        for result in results.iter().filter(|r| !r.passed) {
+            let command = result.command.to_string();
+            let reads: Vec<&str> = result
+                .refused
                 .iter()
                 .filter(|r| r.starts_with("read of "))
                 .map(String::as_str)
                 .collect();
             if reads.is_empty() {
-                warmed.failed.push(command.clone());
+                warmed
+                    .failures
+                    .insert(command.clone(), Failure::of_log(result.log));
+                warmed.failed.push(command);
             } else {
                 warmed
                     .walled
@@ -139,6 +159,17 @@ impl Warmed {
             }
         }
         warmed
+    }
+
+    /// Whether it tells how each of `commands` failed (a layer's record from before plait
+    /// kept that does not: its commands are run at the base again).
+    fn complete(&self) -> bool {
+        self.failed.iter().all(|c| self.failures.contains_key(c))
+    }
+
+    /// Whether it is a whole judgement of `commands`.
+    pub(crate) fn judges(&self, commands: &[String]) -> bool {
+        self.commands == commands && self.complete()
     }
 }
 
@@ -369,18 +400,19 @@ impl Environment {
     /// layer (by this run or an earlier one).
     pub(crate) fn judged_at_base(&self, commands: &[String]) -> bool {
         let mut record = self.record.lock().unwrap_or_else(|e| e.into_inner());
-        if record.warmed.iter().any(|w| w.commands == commands) {
+        if record.warmed.iter().any(|w| w.judges(commands)) {
             return true;
         }
         // Another run on the same layer may have judged them since this one opened it.
         if let Some(on_disk) = load_record(&self.dir) {
             for w in on_disk.warmed {
-                if !record.warmed.iter().any(|m| m.commands == w.commands) {
+                if !record.warmed.iter().any(|m| m.judges(&w.commands)) {
+                    record.warmed.retain(|m| m.commands != w.commands);
                     record.warmed.push(w);
                 }
             }
         }
-        record.warmed.iter().any(|w| w.commands == commands)
+        record.warmed.iter().any(|w| w.judges(commands))
     }
 
     /// Keeps how `commands` fared at the base, run in a layer over it: `failed` those that
@@ -388,9 +420,10 @@ impl Environment {
     pub(crate) fn note_at_base(&self, warmed: Warmed) {
         {
             let mut record = self.record.lock().unwrap_or_else(|e| e.into_inner());
-            if record.warmed.iter().any(|w| w.commands == warmed.commands) {
+            if record.warmed.iter().any(|w| w.judges(&warmed.commands)) {
                 return;
             }
+            record.warmed.retain(|w| w.commands != warmed.commands);
             record.warmed.push(warmed);
         }
         self.save();
@@ -421,19 +454,20 @@ impl Environment {
         failed
     }
 
-    /// Whether `command` failed when plait ran it in this layer at the base. A command that
-    /// names one of plait's variables (`$PLAIT_TASK`, `$PLAIT_BASE`, `$PLAIT_COMMIT`, …)
-    /// judges each task by what is its own, which the base has none of: its failure there
-    /// says nothing of a task's.
-    pub(crate) fn fails_at_base(&self, command: &str) -> bool {
+    /// How `command` failed when plait ran it in this layer at the base; `None` when it
+    /// passed there or was not run. A command that names one of plait's variables
+    /// (`$PLAIT_TASK`, `$PLAIT_BASE`, `$PLAIT_COMMIT`, …) judges each task by what is its
+    /// own, which the base has none of: its failure there says nothing of a task's.
+    pub(crate) fn failure_at_base(&self, command: &str) -> Option<Failure> {
         if command.contains("PLAIT_") {
-            return false;
+            return None;
         }
         let record = self.record.lock().unwrap_or_else(|e| e.into_inner());
         record
             .warmed
             .iter()
-            .any(|w| w.failed.iter().any(|c| c == command))
+            .find_map(|w| w.failures.get(command))
+            .cloned()
     }
 
     /// One phrase for a person: the layer and where its views are mounted.

@@ -11,7 +11,7 @@ use git2::{Oid, Repository};
 use sha1::Digest as _;
 
 use super::layer::{self, LayerError};
-use super::{load_record, save_record, EnvError, EnvRecord, Environment, Include, Warmed};
+use super::{load_record, save_record, AtBase, EnvError, EnvRecord, Environment, Include, Warmed};
 use crate::dirs::{flock, lock_file, prune_kept, remove_tree};
 use crate::plan::SetupSettings;
 use plait_core::beneath::{Content, Kind, Tree};
@@ -253,7 +253,7 @@ impl Environment {
             }
             let done = {
                 let record = self.record.lock().unwrap_or_else(|e| e.into_inner());
-                record.warmed.iter().any(|w| w.commands == *commands)
+                record.warmed.iter().any(|w| w.judges(commands))
             };
             if done {
                 continue;
@@ -287,8 +287,17 @@ impl Environment {
                     ShellOutcome::Interrupted => return ran,
                     _ => false,
                 };
-                results.push((command.clone(), passed, sandbox.denials()));
+                results.push((command.clone(), passed, sandbox.denials(), log));
             }
+            let results: Vec<AtBase<'_>> = results
+                .iter()
+                .map(|(command, passed, refused, log)| AtBase {
+                    command,
+                    passed: *passed,
+                    refused,
+                    log,
+                })
+                .collect();
             self.note_at_base(Warmed::judged(commands, &results));
         }
         ran

@@ -14,7 +14,7 @@ use plait_core::state::{Culprits, RunState, TaskRecord, TaskState, Verdict};
 pub(crate) fn mergeable(task: &TaskRecord) -> bool {
     let accepted = task.decided(Verdict::Approve);
     (task.state == TaskState::Done || (task.state == TaskState::Rejected && accepted))
-        && task.checks_pass()
+        && task.no_failure_of_its_own()
         && matches!(task.verdict(), None | Some(Verdict::Approve))
         && (task.violations.is_empty() || accepted)
 }

@@ -127,7 +127,7 @@ async fn adopt(ctx: &Context, run: &str, state: &mut RunState) -> Result<Vec<Ado
             checks_pass: state
                 .task(id)
                 .filter(|t| !t.checks.is_empty())
-                .map(|t| t.checks_pass()),
+                .map(|t| t.checks_green()),
         })
         .collect();
     if !adopted.is_empty() {

@@ -53,6 +53,7 @@ pub(crate) async fn adopt_moved(
         let job = CheckJob {
             commit: tip,
             commands: &checks.task,
+            own: &[],
             env: vec![
                 ("PLAIT_RUN", state.id.clone()),
                 ("PLAIT_TASK", id.clone()),
@@ -68,7 +69,7 @@ pub(crate) async fn adopt_moved(
         if let Some(task) = state.task_mut(&id) {
             task.commit = Some(tip.to_string());
             task.checks = results;
-            if task.checks_pass() {
+            if task.no_failure_of_its_own() {
                 // A person's fix of a failed task counts once its checks pass.
                 if task.state == TaskState::Failed {
                     task.state = TaskState::Done;

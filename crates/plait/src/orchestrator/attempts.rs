@@ -125,7 +125,10 @@ pub(super) async fn run(
                 t.error = Some("interrupted while its attempt was picked".to_string());
             }),
             Some(choice) => choose(shared, index, choice).await,
-            None => fail_all(shared, index),
+            None => match least_red(&shared.record(index), tries.fallback) {
+                Some(choice) => choose(shared, index, choice).await,
+                None => fail_all(shared, index),
+            },
         },
         Some(pick) => {
             // What the attempts stopped after the pick used on their way out counts too.
@@ -237,6 +240,35 @@ fn stop_others(shared: &Shared, index: usize, chosen: u32) {
                 .stop(slot, format!("stopped: attempt {chosen} was chosen"), false);
         }
     }
+}
+
+/// With `[pick] fallback = "least-red"`, the attempt with the fewest failing checks among
+/// those that could otherwise be taken (mergeable, with a change, its checks run), the
+/// first to end among equals; `None` otherwise.
+fn least_red(task: &TaskRecord, fallback: crate::plan::Fallback) -> Option<Choice> {
+    if fallback != crate::plan::Fallback::LeastRed {
+        return None;
+    }
+    let red = |a: &TaskRecord| a.checks.iter().filter(|c| !c.passed).count();
+    let (attempt, n) = task
+        .attempts
+        .iter()
+        .zip(1..)
+        .filter(|(a, _)| crate::merge::run::mergeable(a) && !a.unchanged() && !a.checks.is_empty())
+        .min_by_key(|(a, _)| (red(a), a.finished_at.unwrap_or(u64::MAX)))?;
+    Some(Choice {
+        attempt: n,
+        by: "least-red".to_string(),
+        why: format!(
+            "no attempt's checks passed; it had the fewest failing ({} of {}), as [pick] \
+             fallback = \"least-red\" asks, and its checks are still red",
+            red(attempt),
+            attempt.checks.len()
+        ),
+        candidates: vec![n],
+        note: None,
+        usage: None,
+    })
 }
 
 /// Task `index` fails, no attempt having passed: each attempt's end named.

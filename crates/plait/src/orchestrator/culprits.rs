@@ -28,7 +28,7 @@ pub(super) async fn search_culprits(
     let mut runs = 0;
     let rework = shared.plan.checks.rework;
     for attempt in 0..=rework {
-        // A check that fails on the base too has no culprit among the tasks.
+        // A check that fails exactly as on the base has no culprit among the tasks.
         let failing: Vec<String> = checks
             .iter()
             .filter(|c| c.failed_here())
@@ -43,7 +43,7 @@ pub(super) async fn search_culprits(
             // search need say so.
             let base_fails: Vec<String> = checks
                 .iter()
-                .filter(|c| !c.passed && c.at_base)
+                .filter(|c| !c.passed && c.as_on_base)
                 .map(|c| c.command.clone())
                 .collect();
             let said = (!reworked.is_empty() || !base_fails.is_empty()).then(|| {

@@ -144,6 +144,7 @@ async fn by_command(
     let job = CheckJob {
         commit: start,
         commands: &commands,
+        own: &[],
         env,
         logs: &logs,
         timeout: shared.plan.checks.timeout,

@@ -175,7 +175,9 @@ impl<'a> Worker<'a> {
         let Some(tip) = tip? else {
             return self.next_round(None, true, round, limit);
         };
-        if self.shared.plan.checks.task.is_empty() && matches!(self.reviewer, Reviewer::Off) {
+        if self.task.checks(&self.shared.plan.checks.task).is_empty()
+            && matches!(self.reviewer, Reviewer::Off)
+        {
             return self.next_round(None, true, round, limit);
         }
         self.shared
@@ -203,7 +205,7 @@ impl<'a> Worker<'a> {
         let rejected = verdict
             .as_ref()
             .is_some_and(|r| r.verdict == Verdict::Reject);
-        let checks_pass = !checks.iter().any(CheckResult::failed_here);
+        let none_failed_here = !checks.iter().any(CheckResult::failed_here);
         self.record_judgement(checks, verdict);
         if let Some(halted) = self.halted() {
             return halted;
@@ -211,7 +213,7 @@ impl<'a> Worker<'a> {
         if rejected {
             return self.finish(TaskState::Rejected);
         }
-        self.next_round(next, checks_pass, round, limit)
+        self.next_round(next, none_failed_here, round, limit)
     }
 
     /// Marks the task running in `round`; a `confinement` (the first round's) records how
@@ -369,13 +371,15 @@ impl<'a> Worker<'a> {
     /// `Break` when they could not run.
     async fn run_checks(&self, round: u32, tip: Oid) -> ControlFlow<(), Vec<CheckResult>> {
         let shared = self.shared;
-        if shared.plan.checks.task.is_empty() {
+        let commands = self.task.checks(&shared.plan.checks.task);
+        if commands.is_empty() {
             return ControlFlow::Continue(Vec::new());
         }
         let logs = TaskDir::of_log(&self.record.log).checks(round);
         let job = CheckJob {
             commit: tip,
-            commands: &shared.plan.checks.task,
+            commands: &commands,
+            own: &self.task.own_checks,
             env: vec![
                 ("PLAIT_RUN", shared.run.clone()),
                 ("PLAIT_TASK", shared.plan.tasks[self.slot.index].id.clone()),
@@ -475,13 +479,13 @@ impl<'a> Worker<'a> {
     fn next_round(
         &self,
         next: Option<String>,
-        checks_pass: bool,
+        none_failed_here: bool,
         round: u32,
         limit: u32,
     ) -> ControlFlow<(), String> {
         if self.shared.stops.kept(self.slot) {
             // Stopped to keep its work: judged as it is, with no round after.
-            return match checks_pass {
+            return match none_failed_here {
                 true => self.finish(TaskState::Done),
                 false => self.fail(
                     "stopped by a person to keep its work (plait stop --keep); its checks fail"
@@ -504,13 +508,13 @@ impl<'a> Worker<'a> {
         match next {
             None => self.finish(TaskState::Done),
             Some(text) if round < limit => ControlFlow::Continue(text),
-            Some(_) if !checks_pass && limit == 0 => self.fail(
+            Some(_) if !none_failed_here && limit == 0 => self.fail(
                 "its checks fail (it had no rounds of changes: an exec agent gets none \
                  unless [review] rounds sets some)"
                     .to_string(),
                 None,
             ),
-            Some(_) if !checks_pass => self.fail(
+            Some(_) if !none_failed_here => self.fail(
                 format!("its checks still fail after {round} round(s) of changes"),
                 None,
             ),

@@ -144,7 +144,7 @@ pub(super) fn unready(t: &TaskRecord) -> Option<String> {
         TaskState::Stopped => detail("was stopped"),
         TaskState::Blocked => "is blocked".to_string(),
         TaskState::Rejected => "was rejected".to_string(),
-        _ if !t.checks_pass() => "ended with its checks failing".to_string(),
+        _ if !t.no_failure_of_its_own() => "ended with its checks failing".to_string(),
         _ if t.verdict() == Some(Verdict::RequestChanges) => {
             "was not approved (its reviewer still asks for changes; `plait accept` takes it)"
                 .to_string()

@@ -47,6 +47,22 @@ pub struct PickFile {
     /// default for a task that has a reviewer) or `{ command = "CMD" }`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub by: Option<PickSpec>,
+    /// What happens when no attempt passes: `"none"` (the default: the task fails, naming
+    /// each attempt's failure) or `"least-red"` (the attempt with the fewest failing checks
+    /// becomes the task, its checks still red).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fallback: Option<Fallback>,
+}
+
+/// `[pick] fallback`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Fallback {
+    /// No attempt is chosen: the task fails.
+    #[default]
+    None,
+    /// The attempt with the fewest failing checks.
+    LeastRed,
 }
 
 #[derive(Deserialize)]
@@ -119,6 +135,8 @@ pub struct Tries {
     pub(crate) ways: Vec<Arc<Way>>,
     /// How the one that becomes the task is chosen.
     pub pick: PickSpec,
+    /// What happens when none passes.
+    pub fallback: Fallback,
 }
 
 impl Tries {

@@ -81,6 +81,7 @@ const TASK: Shape = Table(&[
     ("attempts", Leaf),
     ("agents", Array(&AGENT)),
     ("pick", PICK),
+    ("checks", Leaf),
 ]);
 
 /// `ProviderFile`, with its `Prices` and `Limits`.
@@ -171,7 +172,7 @@ pub(crate) const PLAN: Shape = Table(&[
     ("groups", GROUPS),
     ("tools", TOOLS),
     ("setup", SETUP),
-    ("pick", Table(&[("by", PICK)])),
+    ("pick", Table(&[("by", PICK), ("fallback", Leaf)])),
 ]);
 
 /// `config::ConfigFile`: a config file's top level (`[sandbox]` is the tasks'

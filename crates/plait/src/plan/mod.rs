@@ -29,7 +29,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 pub(crate) use after::waits_for;
 pub(crate) use attempts::MAX_ATTEMPTS;
-pub use attempts::{PickFile, PickSpec, Tries};
+pub use attempts::{Fallback, PickFile, PickSpec, Tries};
 pub use exec::ExecCommand;
 use plait_llm::provider::ProviderFile;
 use plait_sandbox::sandbox::SandboxMode;
@@ -384,6 +384,10 @@ pub struct TaskFile {
     /// How its attempt is chosen, if not `[pick] by`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pick: Option<PickSpec>,
+    /// Checks that are this task's own job (a test it is to make pass), run on its work
+    /// after `[checks] task`: their failure is the task's whatever the base does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checks: Option<Vec<String>>,
 }
 
 impl TaskFile {
@@ -406,6 +410,7 @@ impl TaskFile {
             attempts: None,
             agents: None,
             pick: None,
+            checks: None,
         }
     }
 }

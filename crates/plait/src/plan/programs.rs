@@ -80,6 +80,9 @@ pub(super) fn read_tools(
             if let Some(tries) = &task.tries {
                 named.pick(&tries.pick);
             }
+            named
+                .lines
+                .extend(task.own_checks.iter().map(String::as_str));
         }
         named.lines.extend(checks.task.iter().map(String::as_str));
         named.lines.extend(checks.merged.iter().map(String::as_str));

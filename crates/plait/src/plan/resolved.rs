@@ -362,6 +362,8 @@ pub struct ResolvedTask {
     /// Its attempts, when it runs as several (`attempts`): the task's own `agent` and
     /// walls above are its first attempt's.
     pub tries: Option<Arc<super::Tries>>,
+    /// The checks that are its own job (its `checks`), run after `[checks] task`.
+    pub own_checks: Vec<String>,
 }
 
 impl ResolvedTask {
@@ -380,6 +382,18 @@ impl ResolvedTask {
             task.id = plait_core::state::attempt_id(&self.id, n);
         }
         task
+    }
+
+    /// The checks its work is judged by: `task` (`[checks] task`), then its own.
+    pub(crate) fn checks(&self, task: &[String]) -> Vec<String> {
+        let mut all = task.to_vec();
+        all.extend(
+            self.own_checks
+                .iter()
+                .filter(|c| !task.contains(c))
+                .cloned(),
+        );
+        all
     }
 
     /// Every agent it runs: its own, and each of its attempts'.

@@ -379,6 +379,7 @@ impl ResolvedPlan {
     fn runs_commands(&self) -> bool {
         !self.checks.task.is_empty()
             || !self.checks.merged.is_empty()
+            || self.tasks.iter().any(|t| !t.own_checks.is_empty())
             || self.tasks.iter().any(|t| match &t.agent {
                 AgentConfig::Model { run, .. } => !matches!(**run, super::tools::RunCommands::Off),
                 _ => true,

@@ -47,6 +47,13 @@ pub(super) fn resolve_task(
         .cloned()
         .unwrap_or_default();
     let context = compile(id, "context", &context_globs, files, problems);
+    let own_checks = task.checks.clone().unwrap_or_default();
+    if own_checks.iter().any(|c| c.trim().is_empty()) {
+        problems.push(format!(
+            "task `{id}`: `checks` holds an empty command; give each check a command line, \
+             or leave `checks` out"
+        ));
+    }
     let (way, tries) = resolve_ways(inputs, task, providers, problems);
     if problems.len() > before {
         return None;
@@ -69,6 +76,7 @@ pub(super) fn resolve_task(
         after: Vec::new(),
         layout: Layout::default(),
         tries,
+        own_checks,
     })
 }
 
@@ -131,6 +139,11 @@ fn resolve_ways(
             ways: ways.into_iter().map(Arc::new).collect(),
             // Settled with the reviewers.
             pick: task.pick.clone().unwrap_or(PickSpec::Checks),
+            fallback: plan
+                .pick
+                .as_ref()
+                .and_then(|p| p.fallback)
+                .unwrap_or_default(),
         })
     });
     (Some(first), tries)

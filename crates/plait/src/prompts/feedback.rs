@@ -38,16 +38,31 @@ pub fn start_moved(changed: &[String], carried: Result<(), &str>) -> String {
 /// reviewer's comments.
 pub fn of_round(checks: &[CheckResult], review: Option<&Review>) -> Option<String> {
     let mut parts = Vec::new();
-    // A check that fails on the base too is nothing the task can be asked to fix.
+    // A check that fails exactly as on the base is nothing this task made worse; one that
+    // fails otherwise is its own, the base's failure told beside it.
     for check in checks.iter().filter(|c| c.failed_here()) {
-        parts.push(format!(
+        let mut text = format!(
             "The check `{}` failed ({}). The end of its output:\n{}",
             check.command,
             check
                 .exit_code
                 .map_or("no exit code".to_string(), |c| format!("exit {c}")),
             check.tail
-        ));
+        );
+        if check.at_base {
+            text.push_str(
+                "\nThis check also fails on the base, before any task's work, but not as it \
+                 does here: what differs is this task's to fix (if making it pass is your \
+                 task, make it pass).",
+            );
+            if !check.beyond_base.is_empty() {
+                text.push_str("\nFailing here and not on the base:");
+                for line in check.beyond_base.iter().take(20) {
+                    let _ = write!(text, "\n- {line}");
+                }
+            }
+        }
+        parts.push(text);
     }
     if let Some(review) = review.filter(|r| r.verdict == Verdict::RequestChanges) {
         let mut text = format!("The reviewer asked for changes: {}", review.summary);

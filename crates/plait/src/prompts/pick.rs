@@ -150,10 +150,14 @@ fn checks(text: &mut String, checks: &[CheckResult]) {
         text.push_str("No checks were run.\n");
     }
     for c in checks {
-        let result = match (c.passed, c.at_base) {
-            (true, _) => "passed".to_string(),
-            (false, true) => format!("FAILED, as it does on the base\n{}", c.tail),
-            (false, false) => format!("FAILED\n{}", c.tail),
+        let result = match (c.passed, c.as_on_base, c.at_base) {
+            (true, _, _) => "passed".to_string(),
+            (false, true, _) => format!("FAILED, as it also does on the base\n{}", c.tail),
+            (false, false, true) => format!(
+                "FAILED, and otherwise than on the base (where it fails too)\n{}",
+                c.tail
+            ),
+            (false, false, false) => format!("FAILED\n{}", c.tail),
         };
         let _ = writeln!(text, "Check `{}`: {result}", c.command);
     }
@@ -200,6 +204,8 @@ mod tests {
             ms: 1,
             refused: Vec::new(),
             at_base: false,
+            as_on_base: false,
+            beyond_base: Vec::new(),
         }
     }
 

@@ -227,6 +227,8 @@ mod tests {
             ms: 1,
             refused: Vec::new(),
             at_base: false,
+            as_on_base: false,
+            beyond_base: Vec::new(),
         });
         let two = attempt(&task, 2, TaskState::Done, Some(0.25));
         let mut three = attempt(&task, 3, TaskState::Stopped, Some(0.125));

@@ -209,6 +209,8 @@ mod tests {
             ms: 0,
             refused: Vec::new(),
             at_base: false,
+            as_on_base: false,
+            beyond_base: Vec::new(),
         };
         task.state = plait_core::state::TaskState::Failed;
         task.rounds = 1;

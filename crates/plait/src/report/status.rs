@@ -218,8 +218,16 @@ fn merged_check_lines(out: &mut String, state: &RunState) {
             c.command,
             if c.passed {
                 "passed".to_string()
+            } else if c.as_on_base {
+                format!(
+                    "FAILED, as it also does on the base (log: {})",
+                    c.log.display()
+                )
             } else if c.at_base {
-                format!("FAILED, as it does on the base (log: {})", c.log.display())
+                format!(
+                    "FAILED, and otherwise than on the base (log: {})",
+                    c.log.display()
+                )
             } else {
                 format!("FAILED (log: {})", c.log.display())
             }

@@ -132,6 +132,9 @@ impl Seed {
 pub struct CheckJob<'a> {
     pub commit: Oid,
     pub commands: &'a [String],
+    /// Those of `commands` that are the job's own work (a task's `checks`): their failure
+    /// is its own whatever the base does.
+    pub own: &'a [String],
     /// Extra environment for the commands.
     pub env: Vec<(&'a str, String)>,
     /// Directory for one log per command.
@@ -214,9 +217,19 @@ impl CheckPool {
             if results.iter().any(|c| !c.passed) {
                 self.judge_at_base(env, job, cancel).await;
             }
-            // A check that failed on the base before any task is no one's fault here.
+            // A check that fails exactly as it did on the base before any task is no one's
+            // fault here; one that fails otherwise is the work's, the base's failure beside it.
             for check in results.iter_mut().filter(|c| !c.passed) {
-                check.at_base = env.fails_at_base(&check.command);
+                let Some(base) = env.failure_at_base(&check.command) else {
+                    continue;
+                };
+                check.at_base = true;
+                if job.own.contains(&check.command) {
+                    continue;
+                }
+                let here = crate::failures::Failure::of_log(&check.log);
+                check.as_on_base = here == base;
+                check.beyond_base = here.beyond(&base).into_iter().map(String::from).collect();
             }
         }
         result
@@ -258,6 +271,7 @@ impl CheckPool {
         let at_base = CheckJob {
             commit: env.base,
             commands: job.commands,
+            own: &[],
             env: env_vars,
             logs: &logs,
             timeout: job.timeout,
@@ -269,9 +283,14 @@ impl CheckPool {
         };
         if let Ok(results) = self.run_layered(env, &at_base, cancel).await {
             if !cancel.is_cancelled() {
-                let judged: Vec<(String, bool, Vec<String>)> = results
+                let judged: Vec<crate::environment::AtBase<'_>> = results
                     .iter()
-                    .map(|c| (c.command.clone(), c.passed, c.refused.clone()))
+                    .map(|c| crate::environment::AtBase {
+                        command: &c.command,
+                        passed: c.passed,
+                        refused: &c.refused,
+                        log: &c.log,
+                    })
                     .collect();
                 env.note_at_base(crate::environment::Warmed::judged(job.commands, &judged));
             }
@@ -522,6 +541,7 @@ impl CheckPool {
         let warm = CheckJob {
             commit: base,
             commands: job.commands,
+            own: &[],
             env,
             logs: &logs,
             timeout: job.timeout,
@@ -647,6 +667,8 @@ pub(super) async fn run_at(
                 .filter(|d| !passed || !plait_sandbox::sandbox::refused_lookup(d))
                 .collect(),
             at_base: false,
+            as_on_base: false,
+            beyond_base: Vec::new(),
         });
         if outcome == ShellOutcome::Interrupted {
             break;
@@ -676,6 +698,7 @@ pub async fn checks_at(
     let job = CheckJob {
         commit,
         commands: &checks.merged,
+        own: &[],
         env: vec![
             ("PLAIT_RUN", state.id.clone()),
             ("PLAIT_TASK", "merged".to_string()),
@@ -698,6 +721,8 @@ pub async fn checks_at(
             ms: 0,
             refused: Vec::new(),
             at_base: false,
+            as_on_base: false,
+            beyond_base: Vec::new(),
         }],
     }
 }

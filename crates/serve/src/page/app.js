@@ -66,6 +66,14 @@ function roundName(round) {
   return round === 0 ? 'first try' : `round ${round}`;
 }
 
+// Beside a failing check that fails on the base too: context, never a pass.
+function baseNote(c) {
+  if (c.passed) return '';
+  if (c.as_on_base) return ' · also fails on the base, the same way';
+  if (c.at_base) return ' · also fails on the base, otherwise';
+  return '';
+}
+
 function fmtMs(ms) {
   if (ms == null || ms < 0) return '—';
   if (ms < 1000) return `${Math.round(ms)} ms`;
@@ -806,7 +814,7 @@ function runView(runId) {
     if (run.merged_checks?.length) {
       parts.push(h('div', { class: 'panel' }, h('h2', null, 'Merged checks'),
         h('ul', { class: 'check-list' }, run.merged_checks.map((c) => h('li', { class: c.passed ? 'pass' : 'fail', title: c.tail || '' },
-          h('span', { class: 'icon' }, c.passed ? '✓' : '✗'), h('code', null, c.command), h('span', { class: 'muted' }, ` ${fmtMs(c.ms)}`))))));
+          h('span', { class: 'icon' }, c.passed ? '✓' : '✗'), h('code', null, c.command), h('span', { class: 'muted' }, ` ${fmtMs(c.ms)}${baseNote(c)}`))))));
     }
     const conflicts = run.merge?.conflicts || [];
     if (conflicts.length) {
@@ -1293,7 +1301,7 @@ function taskView(runId, taskId) {
     fill(checks.body, list.length ? list.map((c, i) => h('div', { class: `check ${c.passed ? 'pass' : 'fail'}` },
       details(open, `check-${i}`, !c.passed,
         [h('span', { class: 'icon' }, c.passed ? '✓' : '✗'), h('code', null, c.command),
-          h('span', { class: 'muted small' }, ` ${c.exit_code != null ? `exit ${c.exit_code} · ` : ''}${fmtMs(c.ms)}`)],
+          h('span', { class: 'muted small' }, ` ${c.exit_code != null ? `exit ${c.exit_code} · ` : ''}${fmtMs(c.ms)}${baseNote(c)}`)],
         h('pre', { class: 'output' }, c.output || '(no output)')))) : emptyNote('No checks ran.'));
   }
 

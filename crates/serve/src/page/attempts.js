@@ -49,9 +49,10 @@ function AttemptsView(runId, open) {
     return h('ul', { class: 'check-list attempt-checks' }, x.checks.map((c, i) => {
       const cls = c.passed ? 'pass' : 'fail';
       const line = [h('span', { class: 'icon' }, c.passed ? '✓' : '✗'), h('code', null, c.command),
-        h('span', { class: 'muted small' }, c.at_base ? ' fails on the base too' : c.exit_code != null ? ` exit ${c.exit_code}` : '')];
+        h('span', { class: 'muted small' }, (c.exit_code != null ? ` exit ${c.exit_code}` : '')
+          + (c.passed ? '' : c.as_on_base ? ' · also fails on the base, the same way' : c.at_base ? ' · also fails on the base, otherwise' : ''))];
       return h('li', { class: cls }, c.tail == null ? line
-        : details(open, `attempt-${x.n}-check-${i}`, !c.at_base, line, h('pre', { class: 'output' }, c.tail || '(no output)')));
+        : details(open, `attempt-${x.n}-check-${i}`, !c.as_on_base, line, h('pre', { class: 'output' }, c.tail || '(no output)')));
     }));
   }
 
