@@ -92,6 +92,12 @@ fn a_declared_nothing_to_do_ends_done_and_needs_no_one() {
         "{text}"
     );
     assert!(!text.contains("needs attention"), "{text}");
+    let run = status["id"].as_str().unwrap();
+    let review = stdout(&repo.plait(&["review", run]));
+    assert!(
+        review.contains("nothing to do, its agent said: b.py has no copyright line"),
+        "{review}"
+    );
     // The round ended at the declaration: no request after it.
     assert_eq!(mock.count("b"), 2);
 }

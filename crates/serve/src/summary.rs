@@ -98,6 +98,9 @@ pub(super) struct Row {
     /// Who chose it: `checks`, `command`, the judge, `person`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub chosen_by: Option<String>,
+    /// Why its agent said there was nothing to do, when it changed nothing for that.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nothing_to_do: Option<String>,
 }
 
 fn is_zero(n: &usize) -> bool {
@@ -264,6 +267,11 @@ impl<'a> Facts<'a> {
             attempts: t.attempts.len(),
             chosen: t.pick.as_ref().map(|p| p.attempt),
             chosen_by: t.pick.as_ref().map(|p| p.by.clone()),
+            nothing_to_do: t
+                .nothing_to_do
+                .as_deref()
+                .filter(|_| t.commit.is_none())
+                .map(cut),
         }
     }
 }

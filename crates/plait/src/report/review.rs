@@ -64,6 +64,9 @@ fn task_review_text(
         reset(style)
     );
     super::attempts::review_lines(out, task);
+    if let (Some(reason), None) = (&task.nothing_to_do, &task.commit) {
+        let _ = writeln!(out, "nothing to do, its agent said: {reason}");
+    }
     if let Some(review) = &task.review {
         let _ = writeln!(out, "summary: {}", review.summary);
         if let Some(note) = &review.note {

@@ -862,10 +862,11 @@ function runView(runId) {
       moved && h('span', { class: 'tag warn moved', title: `its branch was moved by hand since the run's commit (now ${short(moved)}); plait land collects the new commits if they change only what the task owns` }, 'moved by hand'),
       merged && h('span', { class: 'tag warn merged', title: `${git.target.branch} already has its commit, merged by hand` }, 'merged by hand'),
       t.adopted && h('span', { class: 'tag', title: `commits made by hand on its branch were collected (${t.adopted})` }, 'fixed by hand'),
+      t.nothing_to_do && h('span', { class: 'tag ok', title: `its agent said: ${t.nothing_to_do}` }, 'nothing to do'),
       t.attempts > 0 && h('span', { class: t.chosen ? 'tag ok attempts' : 'tag attempts', title: t.chosen ? `run as ${t.attempts} attempts; attempt ${t.chosen} chosen by ${t.chosen_by}` : `run as ${t.attempts} attempts; none chosen yet` },
         t.chosen ? `#${t.chosen} of ${t.attempts}` : `${t.attempts} attempts`),
     ];
-    const detail = t.error || details.get(t.id);
+    const detail = t.error || (t.nothing_to_do && `nothing to do: ${t.nothing_to_do}`) || details.get(t.id);
     fill(tr,
       h('td', { class: 'task-id' }, h('a', { href: taskHref(runId, t.id) }, t.id), ' ', tags,
         detail && h('div', { class: t.error ? 'detail err' : 'detail muted', title: detail }, detail)),
@@ -1243,6 +1244,7 @@ function taskView(runId, taskId) {
       // A stopped task's error is why it was stopped (a person, or another attempt chosen).
       t.error && t.state === 'stopped' && h('div', { id: 'stopped', class: 'banner warn' }, withCode(t.error[0].toUpperCase() + t.error.slice(1))),
       t.error && t.state !== 'stopped' && h('div', { id: 'error', class: 'banner bad' }, h('strong', null, 'Error: '), withCode(t.error)),
+      t.nothing_to_do && !t.commit && h('div', { id: 'nothing', class: 'banner info' }, h('strong', null, 'Nothing to do: '), withCode(t.nothing_to_do)),
       d.culprit && h('div', { class: 'banner bad' }, 'Held out of the merge by the culprit search: this task breaks the merged checks.'),
       d.branch?.moved && h('div', { id: 'moved', class: 'banner warn' }, 'Its branch was moved by hand since the run\'s commit: it is now at ',
         h('code', null, short(d.branch.tip)), '. `plait land` collects the new commits if they change only what the task owns.'),
