@@ -4,10 +4,13 @@
 //! Where the output is a known test runner's (pytest, unittest and Django, cargo test, go
 //! test, jest, vitest), a failure is the set of failing tests, each with its message. Else it
 //! is the whole output with run-to-run noise taken out: colours, durations, timestamps,
-//! temporary and plait's own paths, addresses, process ids, line and column numbers. Two
-//! failures are the same when these are equal: a task whose check fails exactly as on the base
-//! made nothing worse; one that fails otherwise (another message, other tests, more tests)
-//! made it its own.
+//! temporary and plait's own paths, addresses, process ids, line and column numbers.
+//!
+//! A task's failure is no worse than the base's when it is the same, or when it says nothing
+//! the base's did not: a runner's failing tests all among the base's, with the same messages;
+//! any other output's lines all among the base's lines (numbers aside, so that a linter's
+//! "Found 49 errors" after a task fixed one is not news). Then the task made nothing worse;
+//! any other failure (another message, other tests, more tests, a new line) is its own.
 
 use std::sync::LazyLock;
 
@@ -20,6 +23,9 @@ const READ: u64 = 4 << 20;
 /// At most this many failing tests are kept of one check.
 const KEPT: usize = 200;
 
+/// At most this many lines of other output are kept, each as a digest.
+const LINES: usize = 5000;
+
 /// What a failing check's output says failed: each failing test with its message (`runner`
 /// set), or a digest of the whole output with the noise taken out.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -31,6 +37,10 @@ pub(crate) struct Failure {
     /// The failing tests, each `name: message`, sorted; or, with no runner, one line: the
     /// digest of the quieted output.
     pub lines: Vec<String>,
+    /// With no runner: a short digest of each line of the quieted output with its numbers
+    /// masked, sorted and unique (none when there were more than [`LINES`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub each: Vec<String>,
 }
 
 impl Failure {
@@ -40,6 +50,7 @@ impl Failure {
         Failure::read(path).unwrap_or_else(|e| Failure {
             runner: None,
             lines: vec![format!("its output could not be read: {e}")],
+            each: Vec::new(),
         })
     }
 
@@ -67,22 +78,49 @@ impl Failure {
                 return Failure {
                     runner: Some(runner.to_string()),
                     lines,
+                    each: Vec::new(),
                 };
             }
         }
         let mut digest = Sha256::new();
+        let mut each = Vec::new();
         for line in plain.lines() {
-            digest.update(quiet(line).trim_end().as_bytes());
+            let quieted = quiet(line);
+            let quieted = quieted.trim_end();
+            digest.update(quieted.as_bytes());
             digest.update(b"\n");
+            if !quieted.trim().is_empty() {
+                let masked = DIGITS.replace_all(quieted, "<n>");
+                each.push(hex(&Sha256::digest(masked.as_bytes()))[..16].to_string());
+            }
         }
-        let hex: String = digest
-            .finalize()
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
+        each.sort();
+        each.dedup();
+        if each.len() > LINES {
+            each.clear();
+        }
         Failure {
             runner: None,
-            lines: vec![format!("output {hex}")],
+            lines: vec![format!("output {}", hex(&digest.finalize()))],
+            each,
+        }
+    }
+
+    /// Whether `self` (a task's failure of a check) is no worse than `base` (the same
+    /// check's on the base): the same, or saying nothing the base's did not (see the
+    /// module's doc).
+    pub(crate) fn no_worse_than(&self, base: &Failure) -> bool {
+        if self == base {
+            return true;
+        }
+        match (&self.runner, &base.runner) {
+            (Some(mine), Some(theirs)) => {
+                mine == theirs && self.lines.iter().all(|l| base.lines.contains(l))
+            }
+            (None, None) => {
+                !self.each.is_empty() && self.each.iter().all(|l| base.each.binary_search(l).is_ok())
+            }
+            _ => false,
         }
     }
 
@@ -111,6 +149,13 @@ const RUNNERS: &[(&str, Reader)] = &[
     ("vitest", vitest),
     ("jest", jest),
 ];
+
+/// Lower-case hexadecimal of `bytes`.
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+static DIGITS: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"\d+").unwrap());
 
 static ANSI: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07").unwrap());

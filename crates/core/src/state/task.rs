@@ -266,9 +266,10 @@ pub struct CheckResult {
     /// person, never a pass.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub at_base: bool,
-    /// It failed exactly as it does on the base (the same failing tests with the same
-    /// messages, or the same output once run-to-run noise is out): the work it judged made
-    /// nothing worse, so it sends no task back and no culprit is searched for it.
+    /// It failed no worse than it does on the base (the same failing tests with the same
+    /// messages or some of them, or an output saying nothing the base's did not, run-to-run
+    /// noise aside): the work it judged made nothing worse, so it sends no task back and no
+    /// culprit is searched for it.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub as_on_base: bool,
     /// Where it also fails on the base but otherwise: the failing tests the base does not

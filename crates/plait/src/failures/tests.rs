@@ -171,3 +171,35 @@ fn any_other_output_is_the_same_only_once_its_noise_is_out() {
     // A runner's failure and a plain one have nothing in common to list.
     assert!(failure.beyond(&Failure::of(PYTEST_BASE)).is_empty());
 }
+
+#[test]
+fn a_failure_is_no_worse_than_the_bases_when_it_says_nothing_new() {
+    // A runner's: fewer failing tests with the same messages is no worse; another message
+    // or one more failing test is.
+    let base = Failure::of(
+        "FAILED tests/a.py::t1 - assert 1 == 2\nFAILED tests/b.py::t2 - KeyError: 'x'\n",
+    );
+    let fewer = Failure::of("FAILED tests/a.py::t1 - assert 1 == 2\n");
+    assert!(fewer.no_worse_than(&base));
+    assert!(!base.no_worse_than(&fewer));
+    let other = Failure::of("FAILED tests/a.py::t1 - assert 3 == 2\n");
+    assert!(!other.no_worse_than(&base));
+
+    // A linter's: a task that fixed one of the base's errors says nothing new (the count
+    // aside); one that adds an error does.
+    let lint = "src/a.py:3:1: F401 `os` imported but unused\n\
+                src/b.py:9:5: E711 comparison to None\n\
+                Found 2 errors.\n";
+    let base = Failure::of(lint);
+    assert_eq!(base.runner, None);
+    let fixed = Failure::of("src/a.py:3:1: F401 `os` imported but unused\nFound 1 error.\n");
+    assert!(!fixed.no_worse_than(&base), "\"error\" is not \"errors\"");
+    let fixed = Failure::of(
+        "src/a.py:7:1: F401 `os` imported but unused\nFound 1 errors.\n",
+    );
+    assert!(fixed.no_worse_than(&base));
+    let added = Failure::of(&format!("{lint}src/c.py:1:1: F811 redefinition of `x`\n"));
+    assert!(!added.no_worse_than(&base));
+    // A runner's failure and a plain output's are never compared as no worse.
+    assert!(!fewer.no_worse_than(&Failure::of(lint)));
+}

@@ -228,7 +228,7 @@ impl CheckPool {
                     continue;
                 }
                 let here = crate::failures::Failure::of_log(&check.log);
-                check.as_on_base = here == base;
+                check.as_on_base = here.no_worse_than(&base);
                 check.beyond_base = here.beyond(&base).into_iter().map(String::from).collect();
             }
         }
