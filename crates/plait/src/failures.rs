@@ -118,7 +118,8 @@ impl Failure {
                 mine == theirs && self.lines.iter().all(|l| base.lines.contains(l))
             }
             (None, None) => {
-                !self.each.is_empty() && self.each.iter().all(|l| base.each.binary_search(l).is_ok())
+                !self.each.is_empty()
+                    && self.each.iter().all(|l| base.each.binary_search(l).is_ok())
             }
             _ => false,
         }

@@ -519,6 +519,88 @@ pub(crate) fn spawn_entering(
     pid_ns: bool,
     enter: &mut dyn FnMut(Stage) -> io::Result<()>,
 ) -> io::Result<Started> {
+    let (candidates, args, vars) = c_strings(&spec)?;
+    let null_ptrs = |strings: &[CString]| -> Vec<*const libc::c_char> {
+        strings
+            .iter()
+            .map(|s| s.as_ptr())
+            .chain(std::iter::once(std::ptr::null()))
+            .collect()
+    };
+    let cwd = c_string(spec.cwd.as_os_str())?;
+    let Streams {
+        theirs,
+        ours,
+        stdio,
+    } = streams(spec.stdio)?;
+    let mut exec = Exec {
+        candidates,
+        argv: null_ptrs(&args),
+        envp: null_ptrs(&vars),
+        cwd,
+        stdio,
+        pass,
+        group,
+        enter,
+        inner_stack: pid_ns.then(|| vec![0u8; 256 * 1024]),
+        inner: 0,
+        error: 0,
+    };
+    let flags = if pid_ns { 0 } else { libc::CLONE_PIDFD };
+    let cloned = clone_vfork(flags, &mut || child_main(&mut exec));
+    drop(theirs);
+    let (pid, pidfd) = cloned?;
+    let (pid, pidfd) = if pid_ns {
+        // The outer child has ended, once the process it cloned has `exec`ed or ended.
+        reap(pid);
+        inner_started(exec.inner, exec.error)?
+    } else {
+        let pidfd = pidfd.ok_or_else(|| io::Error::other("the kernel gave no pidfd"))?;
+        if exec.error != 0 {
+            reap(pid);
+            return Err(io::Error::from_raw_os_error(exec.error));
+        }
+        (pid, pidfd)
+    };
+    Ok(Started {
+        pid: pid as u32,
+        pidfd,
+        pipes: ours,
+    })
+}
+
+/// Reaps plait's own child `pid`, which has ended (or is being killed); once.
+fn reap(pid: libc::pid_t) {
+    let mut status = 0;
+    // SAFETY: our own child; reaped once.
+    unsafe { libc::waitpid(pid, &mut status, 0) };
+}
+
+/// The process the outer child cloned into its PID namespace (`inner`, plait's own child
+/// by `CLONE_PARENT`), with a pidfd of it; the error the child wrote (`error`) if it did
+/// not start.
+fn inner_started(inner: libc::pid_t, error: i32) -> io::Result<(libc::pid_t, OwnedFd)> {
+    if error != 0 || inner <= 0 {
+        if inner > 0 {
+            reap(inner);
+        }
+        let code = if error != 0 { error } else { libc::EINVAL };
+        return Err(io::Error::from_raw_os_error(code));
+    }
+    match pidfd_open(inner) {
+        Ok(fd) => Ok((inner, fd)),
+        Err(e) => {
+            // SAFETY: our own child, not yet reaped (so the id is still its).
+            unsafe { libc::kill(inner, libc::SIGKILL) };
+            reap(inner);
+            Err(e)
+        }
+    }
+}
+
+/// `spec`'s program as the paths to try (each `PATH` entry's, for a bare name), its
+/// arguments and its environment, as C strings made before the fork.
+fn c_strings(spec: &Spec) -> io::Result<(Vec<CString>, Vec<CString>, Vec<CString>)> {
     let env = spec.environment();
     let program = spec.program.as_bytes();
     let candidates: Vec<CString> = if program.contains(&b'/') {
@@ -553,18 +635,24 @@ pub(crate) fn spawn_entering(
             CString::new(kv).map_err(|_| io::Error::other("a variable holds NUL"))
         })
         .collect::<io::Result<_>>()?;
-    let null_ptrs = |strings: &[CString]| -> Vec<*const libc::c_char> {
-        strings
-            .iter()
-            .map(|s| s.as_ptr())
-            .chain(std::iter::once(std::ptr::null()))
-            .collect()
-    };
-    // The child's ends of its streams, and plait's ends of its pipes.
+    Ok((candidates, args, vars))
+}
+
+/// A child's standard streams, made before the fork.
+struct Streams {
+    /// The child's ends, closed in plait once it has started.
+    theirs: Vec<OwnedFd>,
+    /// plait's ends of the pipes.
+    ours: [Option<OwnedFd>; 3],
+    /// The descriptors the child takes as 0, 1 and 2.
+    stdio: [RawFd; 3],
+}
+
+fn streams(spec: [Io; 3]) -> io::Result<Streams> {
     let mut theirs: Vec<OwnedFd> = Vec::new();
     let mut ours: [Option<OwnedFd>; 3] = [None, None, None];
     let mut stdio = [0 as RawFd; 3];
-    for (k, io) in spec.stdio.into_iter().enumerate() {
+    for (k, io) in spec.into_iter().enumerate() {
         let fd = match io {
             Io::Fd(fd) => fd,
             Io::Null => std::fs::OpenOptions::new()
@@ -582,64 +670,10 @@ pub(crate) fn spawn_entering(
         stdio[k] = fd.as_raw_fd();
         theirs.push(fd);
     }
-    let mut exec = Exec {
-        candidates,
-        argv: null_ptrs(&args),
-        envp: null_ptrs(&vars),
-        cwd: c_string(spec.cwd.as_os_str())?,
+    Ok(Streams {
+        theirs,
+        ours,
         stdio,
-        pass,
-        group,
-        enter,
-        inner_stack: pid_ns.then(|| vec![0u8; 256 * 1024]),
-        inner: 0,
-        error: 0,
-    };
-    let flags = if pid_ns { 0 } else { libc::CLONE_PIDFD };
-    let cloned = clone_vfork(flags, &mut || child_main(&mut exec));
-    drop(theirs);
-    let (pid, pidfd) = cloned?;
-    let reap = |pid: libc::pid_t| {
-        let mut status = 0;
-        // SAFETY: our own child, which has ended (or is being killed); reaped once.
-        unsafe { libc::waitpid(pid, &mut status, 0) };
-    };
-    let (pid, pidfd) = if pid_ns {
-        // The outer child has ended, once the process it cloned has `exec`ed or ended.
-        reap(pid);
-        let inner = exec.inner;
-        if exec.error != 0 || inner <= 0 {
-            if inner > 0 {
-                reap(inner);
-            }
-            let code = if exec.error != 0 {
-                exec.error
-            } else {
-                libc::EINVAL
-            };
-            return Err(io::Error::from_raw_os_error(code));
-        }
-        match pidfd_open(inner) {
-            Ok(fd) => (inner, fd),
-            Err(e) => {
-                // SAFETY: our own child, not yet reaped (so the id is still its).
-                unsafe { libc::kill(inner, libc::SIGKILL) };
-                reap(inner);
-                return Err(e);
-            }
-        }
-    } else {
-        let pidfd = pidfd.ok_or_else(|| io::Error::other("the kernel gave no pidfd"))?;
-        if exec.error != 0 {
-            reap(pid);
-            return Err(io::Error::from_raw_os_error(exec.error));
-        }
-        (pid, pidfd)
-    };
-    Ok(Started {
-        pid: pid as u32,
-        pidfd,
-        pipes: ours,
     })
 }
 

@@ -194,9 +194,7 @@ fn a_failure_is_no_worse_than_the_bases_when_it_says_nothing_new() {
     assert_eq!(base.runner, None);
     let fixed = Failure::of("src/a.py:3:1: F401 `os` imported but unused\nFound 1 error.\n");
     assert!(!fixed.no_worse_than(&base), "\"error\" is not \"errors\"");
-    let fixed = Failure::of(
-        "src/a.py:7:1: F401 `os` imported but unused\nFound 1 errors.\n",
-    );
+    let fixed = Failure::of("src/a.py:7:1: F401 `os` imported but unused\nFound 1 errors.\n");
     assert!(fixed.no_worse_than(&base));
     let added = Failure::of(&format!("{lint}src/c.py:1:1: F811 redefinition of `x`\n"));
     assert!(!added.no_worse_than(&base));
