@@ -43,6 +43,21 @@
 //! reservations), `request` (which task a request is for, and whether it may pass:
 //! `endpoints`), `call` (the request sent on, retried, and its answer passed through,
 //! `redact`ed), `usage` (what the answer used, and may use at most).
+//!
+//! Start from [`Gateway`] (one per run) and [`Lease`] (one task's way through it, opened
+//! from a [`Route`]: the provider, its limiter, the transcript and the [`Meter`] its
+//! answers count against). A crate of its own because it is a server with a life of its
+//! own, between the agent CLIs (which it never trusts) and the providers.
+//!
+//! ```no_run
+//! # async fn example(route: plait_gateway::Route) -> Result<(), Box<dyn std::error::Error>> {
+//! let gateway = plait_gateway::Gateway::start(plait_llm::client()?).await?;
+//! let lease = gateway.open(route)?;
+//! // The task's agent CLI is given these in its environment, never on a command line.
+//! let (url, key) = (lease.base_url(), lease.key());
+//! # let _ = (url, key);
+//! # Ok(()) }
+//! ```
 
 #![deny(missing_docs)]
 

@@ -8,6 +8,28 @@
 //! own is reported, never committed), which judge a command by what it does rather than by
 //! its words. Claude Code's protocol: the hook reads one JSON object on stdin; exit 2
 //! blocks the tool call and its stderr goes back to the model; exit 0 lets it go ahead.
+//!
+//! Start from [`GuardFile`] (what the guard of one task knows) and [`decide`]. A crate of
+//! its own because the hook is a process of its own, started for every tool call: it needs
+//! only `core`'s globs, and starts fast for it.
+//!
+//! ```
+//! use plait_guard::{decide, GuardFile, Verdict};
+//!
+//! let guard = GuardFile {
+//!     task: "parser".into(),
+//!     worktree: "/work/tree".into(),
+//!     owns: vec!["/src/parser/".into()],
+//!     read_roots: Vec::new(),
+//!     view: None,
+//! };
+//! let edit = |path: &str| {
+//!     format!(r#"{{"tool_name": "Edit", "cwd": "/work/tree", "tool_input": {{"file_path": "{path}"}}}}"#)
+//! };
+//! assert_eq!(decide(&guard, &edit("/work/tree/src/parser/mod.rs")), Verdict::Allow);
+//! assert!(matches!(decide(&guard, &edit("/work/tree/src/lexer.rs")), Verdict::Deny(_)));
+//! assert!(matches!(decide(&guard, &edit("/home/me/.bashrc")), Verdict::Deny(_)));
+//! ```
 
 #![deny(missing_docs)]
 

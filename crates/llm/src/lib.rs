@@ -6,6 +6,26 @@
 //! answer used when the server does not say ([`estimate`]), and a transcript read back for
 //! a person ([`readable`]). At the root: the shared HTTP client, a request forced to call
 //! one tool, and the accounting of an answer's usage.
+//!
+//! Start from [`provider::ProviderSettings`] (a provider: its wire, base URL, key, model,
+//! prices and limits), [`conversation`] (the messages both wires are written from) and
+//! [`http`] (a request sent, retried and kept in the transcript), with the
+//! [`limiter::Limiter`] every request of one provider and key waits on. A crate of its own
+//! because model agents, reviewers, supervisors, the planner and the gateway all speak to
+//! models, and none of them should know a wire's details.
+//!
+//! ```
+//! use plait_llm::estimate;
+//! use serde_json::json;
+//!
+//! // What a request will cost is known before it is sent, even where a server never says.
+//! let body = json!({
+//!     "model": "m",
+//!     "messages": [{"role": "user", "content": "Rename the parser's `tok` to `token`."}],
+//! });
+//! let tokens = estimate::input_tokens(&body);
+//! assert!(tokens > 5 && tokens < 50, "{tokens}");
+//! ```
 
 #![deny(missing_docs)]
 

@@ -9,6 +9,20 @@
 //! steering of a running task (`actions`) call the same use cases as the command line
 //! (`ops`), in this process, so each does exactly what the command does. Every request must
 //! name this server as its `Host`, and every changing one carry the server's token.
+//!
+//! Start from [`serve`] with [`ServeSettings`] (the repository's `Context`, the run to open
+//! on, the token), then `data` for what each page reads. A crate of its own because the
+//! page is a second front end beside the command line: it calls the same `ops` and words
+//! (`said`) and owns only HTTP, the page and its cache.
+//!
+//! ```no_run
+//! # async fn example(settings: plait_serve::ServeSettings) -> std::io::Result<()> {
+//! let listener = plait_serve::bind(0).await?;
+//! println!("http://{}", listener.local_addr()?);
+//! let (_interrupt, cancel) = plait_core::cancel::Cancel::new();
+//! plait_serve::serve(listener, settings, cancel).await
+//! # }
+//! ```
 
 #![deny(missing_docs)]
 
