@@ -560,3 +560,53 @@ fn a_cli_agent_gets_its_arguments_with_placeholders_filled_in() {
         "{err}"
     );
 }
+
+/// A plait killed after it made a task's branch or worktree and before its record said so
+/// leaves them behind a task still pending: resume makes them again instead of failing the
+/// task ("branch … already exists").
+#[test]
+fn resume_remakes_a_branch_and_worktree_a_killed_plait_left_before_its_record() {
+    let repo = repo_with_dirs(4);
+    let marks = tempfile::tempdir().unwrap();
+    let go = marks.path().join("go");
+    let plan = repo.plan(&dir_plan(4, &waiting_agent(&go), ""));
+    let mut child = spawn_run(&repo, &plan);
+    // Two run (`-j 2`), two wait.
+    let before = wait_for_running(&repo, 2);
+    child.kill().unwrap();
+    let _ = child.wait();
+    let run = before["id"].as_str().unwrap().to_string();
+    let pending: Vec<&serde_json::Value> = before["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["state"] == "pending")
+        .collect();
+    assert_eq!(pending.len(), 2, "{before:#}");
+    // What the killed plait had made of them: one's branch, the other's worktree.
+    let branch = pending[0]["branch"].as_str().unwrap();
+    repo.git(&["branch", branch, "main"]);
+    let worktree = Path::new(pending[1]["worktree"].as_str().unwrap());
+    fs::create_dir_all(worktree.join("pkg")).unwrap();
+    fs::write(worktree.join("pkg/half.py"), "half\n").unwrap();
+    fs::write(&go, "").unwrap();
+    let out = repo.plait(&["resume", &run]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        crate::support::stderr(&out)
+    );
+    let after = repo.status_json(&[&run]);
+    for t in after["tasks"].as_array().unwrap() {
+        assert_eq!(t["state"], "done", "{t:#}");
+    }
+    let merged = repo.tree_files(&format!("plait/{run}/merged"));
+    for i in 0..4 {
+        assert!(
+            merged[&format!("pkg/m{i}/mod.py")].ends_with("done\n"),
+            "{merged:?}"
+        );
+    }
+    assert!(!merged.contains_key("pkg/half.py"));
+}

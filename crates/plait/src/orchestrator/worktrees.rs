@@ -13,7 +13,7 @@ use git2::Oid;
 use super::collecting::{branch_changes, io_at, start_of, TaskError};
 use super::shared::{fail_task, Slot};
 use super::Shared;
-use crate::workspace::{self, WorktreeSpec};
+use crate::workspace::{self, WorkspaceError, WorktreeSpec};
 use plait_core::state::TaskDir;
 use plait_core::state::{now_ms, ChangeKind, FileChange, TaskRecord, TaskState};
 
@@ -166,5 +166,13 @@ fn prepare_worktree(shared: &Shared, slot: Slot, record: &TaskRecord) -> Result<
         files: &start.files,
         layout: &start.layout,
     };
-    Ok(workspace::create(&repo, &spec)?)
+    match workspace::create(&repo, &spec) {
+        // A plait killed after it made the branch (or the worktree) and before the record
+        // said so left them: its own, made for this task of this run, with no work on them.
+        Err(WorkspaceError::BranchExists { .. } | WorkspaceError::PathExists { .. }) => {
+            discard_partial(shared, record);
+            Ok(workspace::create(&repo, &spec)?)
+        }
+        made => Ok(made?),
+    }
 }
