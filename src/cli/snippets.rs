@@ -3,7 +3,8 @@
 //! naming `config.toml` or `.plait.toml`, a config file) whose every key must be one plait
 //! knows; each `plait ...` command of a ```sh, ```bash or ```console block (after a `$ `
 //! prompt, through `&&`, `||`, `|` and `;`) must parse with the command line's own clap
-//! definition. A renamed flag, command or key fails here, naming the page and the line.
+//! definition; each relative link must lead to a page (and a heading) that exists. A
+//! renamed flag, command, key or page fails here, naming the page and the line.
 
 use std::path::{Path, PathBuf};
 
@@ -58,6 +59,7 @@ fn blocks(text: &str) -> Vec<Block> {
 struct Checked {
     toml: usize,
     commands: usize,
+    links: usize,
     failures: Vec<String>,
 }
 
@@ -94,10 +96,16 @@ fn check_toml(page: &str, block: &Block, checked: &mut Checked) {
             .failures
             .push(format!("{page}:{first}: this toml block is not TOML")),
         Some(unknown) => {
-            for line in unknown {
+            for message in unknown {
+                // "line N, column M: ..." counts from the block's first line.
+                let at = message
+                    .strip_prefix("line ")
+                    .and_then(|rest| rest.split(',').next())
+                    .and_then(|n| n.parse::<usize>().ok())
+                    .map_or(first, |n| first + n - 1);
                 checked
                     .failures
-                    .push(format!("{page}:{first}: as a {what}, {line}"));
+                    .push(format!("{page}:{at}: as a {what}, {message}"));
             }
         }
     }
@@ -210,6 +218,83 @@ fn commands(words: &[String]) -> Vec<Vec<String>> {
     found
 }
 
+/// The anchors of a page's headings, as mdBook makes them: the heading's text without its
+/// markup, lower case, spaces as `-`, nothing but letters, digits, `-` and `_`.
+fn anchors(text: &str) -> Vec<String> {
+    let mut fenced = false;
+    let mut found = Vec::new();
+    for line in text.lines() {
+        if line.trim_start().starts_with("```") {
+            fenced = !fenced;
+        }
+        let Some(heading) = line.strip_prefix('#').filter(|_| !fenced) else {
+            continue;
+        };
+        let heading = heading.trim_start_matches('#').trim();
+        let mut plain = String::new();
+        let mut rest = heading;
+        // A link's text stays, its target goes.
+        while let Some(open) = rest.find("](") {
+            plain.push_str(&rest[..open]);
+            rest = rest[open..]
+                .find(')')
+                .map_or("", |close| &rest[open + close + 1..]);
+        }
+        plain.push_str(rest);
+        let id: String = plain
+            .to_lowercase()
+            .chars()
+            .filter_map(|c| match c {
+                ' ' => Some('-'),
+                c if c.is_alphanumeric() || c == '-' || c == '_' => Some(c),
+                _ => None,
+            })
+            .collect();
+        found.push(id);
+    }
+    found
+}
+
+/// Each relative link of a page (`[text](other.md#anchor)`) leads to a file that exists,
+/// and its anchor to a heading there.
+fn check_links(root: &Path, path: &Path, page: &str, text: &str, checked: &mut Checked) {
+    let dir = path.parent().unwrap_or(root);
+    for (n, line) in text.lines().enumerate() {
+        let mut rest = line;
+        while let Some(open) = rest.find("](") {
+            rest = &rest[open + 2..];
+            let Some(close) = rest.find(')') else {
+                break;
+            };
+            let target = &rest[..close];
+            rest = &rest[close..];
+            if target.contains("://") || target.starts_with("mailto:") || target.contains(' ') {
+                continue;
+            }
+            checked.links += 1;
+            let (file, anchor) = target.split_once('#').unwrap_or((target, ""));
+            let file = if file.is_empty() {
+                path.to_path_buf()
+            } else {
+                dir.join(file)
+            };
+            let fail = |why: &str| format!("{page}:{}: link `{target}`: {why}", n + 1);
+            if !file.exists() {
+                checked.failures.push(fail("no such file"));
+                continue;
+            }
+            let is_page = file.extension().is_some_and(|e| e == "md");
+            if anchor.is_empty() || !is_page {
+                continue;
+            }
+            let there = std::fs::read_to_string(&file).unwrap_or_default();
+            if !anchors(&there).iter().any(|a| a == anchor) {
+                checked.failures.push(fail("no such heading"));
+            }
+        }
+    }
+}
+
 /// README.md and every page of the book, as paths relative to the repository's root.
 fn pages(root: &Path) -> Vec<PathBuf> {
     fn walk(dir: &Path, found: &mut Vec<PathBuf>) {
@@ -244,12 +329,14 @@ fn every_snippet_of_the_readme_and_the_book_is_one_plait_reads() {
             .display()
             .to_string();
         check_page(&page, &text, &mut checked);
+        check_links(root, path, &page, &text, &mut checked);
     }
     eprintln!(
-        "{} pages: {} toml blocks, {} plait commands checked",
+        "{} pages: {} toml blocks, {} plait commands, {} links checked",
         pages.len(),
         checked.toml,
-        checked.commands
+        checked.commands,
+        checked.links
     );
     assert!(
         checked.failures.is_empty(),
@@ -260,6 +347,21 @@ fn every_snippet_of_the_readme_and_the_book_is_one_plait_reads() {
     // The book is where it should be: a move that lost it would check nothing.
     assert!(pages.len() > 10, "{pages:?}");
     assert!(checked.toml >= 15 && checked.commands >= 40);
+}
+
+#[test]
+fn anchors_are_made_as_mdbook_makes_them() {
+    let page = "# Glossary\n\n## Walls (the sandbox)\n\n```sh\n# not a heading\n```\n\n\
+                ## `[setup]`: what a project needs\n### See [Waves](waves.md) too\n";
+    assert_eq!(
+        anchors(page),
+        [
+            "glossary",
+            "walls-the-sandbox",
+            "setup-what-a-project-needs",
+            "see-waves-too"
+        ]
+    );
 }
 
 #[test]
@@ -284,7 +386,7 @@ fn a_renamed_flag_command_or_key_fails_with_its_page_and_line() {
         "{failures}"
     );
     assert!(
-        failures.contains("page.md:10: as a plan, line 4, column 1: unknown field `timout`"),
+        failures.contains("page.md:13: as a plan, line 4, column 1: unknown field `timout`"),
         "{failures}"
     );
     assert!(
