@@ -24,6 +24,8 @@ mod run_in_view;
 mod runs;
 mod serve;
 mod shared;
+#[cfg(test)]
+mod snippets;
 mod status;
 mod steer;
 mod ui;

@@ -252,6 +252,15 @@ pub(crate) fn unknown(text: &str, shape: &Shape) -> Option<Vec<Unknown>> {
     Some(found)
 }
 
+/// Each key of `text` that its table may not hold, as the line a run prints for it: `text`
+/// read as a plan, or as a config file (`~/.config/plait/config.toml`, `.plait.toml`) with
+/// `config`; `None` when it is not TOML. For text that is not a whole plan, such as the
+/// book's snippets.
+pub fn unknown_keys(text: &str, config: bool) -> Option<Vec<String>> {
+    let shape = if config { &CONFIG } else { &PLAN };
+    unknown(text, shape).map(|found| found.iter().map(ToString::to_string).collect())
+}
+
 /// The unknown keys `found` as the lines of one message: a count, then one key a line.
 pub(crate) fn message(found: &[Unknown]) -> String {
     let mut text = match found.len() {

@@ -31,6 +31,7 @@ pub(crate) use after::waits_for;
 pub(crate) use attempts::MAX_ATTEMPTS;
 pub use attempts::{Fallback, PickFile, PickSpec, Tries};
 pub use exec::ExecCommand;
+pub use keys::unknown_keys;
 use plait_llm::provider::ProviderFile;
 use plait_sandbox::sandbox::SandboxMode;
 pub(crate) use resolved::{AgentConfig, Reviewer, ToolSettings};
