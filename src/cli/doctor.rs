@@ -96,7 +96,7 @@ pub fn cmd_doctor(args: DoctorArgs) -> Result<(), CommandError> {
     } else {
         Err(
             CommandError::attention("some of the walls do not hold on this machine (see above)")
-                .hint("README, \"Isolation\": what each wall needs of the kernel"),
+                .hint("docs/src/isolation.md: what each wall needs of the kernel"),
         )
     }
 }

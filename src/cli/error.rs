@@ -191,7 +191,7 @@ impl From<PlanError> for CommandError {
     fn from(e: PlanError) -> Self {
         let hint = match &e {
             PlanError::Parse { .. } => {
-                Some("see README.md, \"Plan format\", for the keys a plan may hold")
+                Some("see docs/src/plan-format.md for the keys a plan may hold")
             }
             PlanError::BaseNotFound { .. } => {
                 Some("set `base` to an existing branch or commit, or leave it out for HEAD")
@@ -402,7 +402,7 @@ impl From<ManagerError> for CommandError {
         match e {
             ManagerError::Plan(p) => CommandError::from(p),
             ManagerError::NeverValid { .. } => CommandError::of(e).hint(
-                "try again, give a more precise --goal, or write the plan by hand (README, \"Plan format\")",
+                "try again, give a more precise --goal, or write the plan by hand (docs/src/plan-format.md)",
             ),
             ManagerError::Call(_) => CommandError::of(e),
         }

@@ -31,8 +31,8 @@ pub fn cmd_run_in_view(args: RunInViewArgs) -> ExitCode {
     let Some(worktree) = var("PLAIT_WORKTREE").map(PathBuf::from) else {
         errln!(
             "plait run-in-view: PLAIT_WORKTREE is not set; this runs the commands of a task's \
-             agent in its whole-tree view, from inside the task (see README, \"Agents that \
-             run commands\")"
+             agent in its whole-tree view, from inside the task (see \
+             docs/src/agents-commands.md)"
         );
         return ExitCode::from(2);
     };

@@ -19,7 +19,7 @@ Serves on 127.0.0.1 only and prints the page's URL on stdout. The page lists the
 for a run, its tasks with their state, verdict, checks, tokens and cost, the gate, each
 task's diff and transcript; it follows a run in progress as it goes. Accept, reject, send
 back with a comment, and land run the matching plait commands. The same data is JSON under
-/api/ (see the README).
+/api/ (see docs/src/serve.md).
 
 Examples:
   plait serve --open
