@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+use crate::sync::Locked as _;
 use git2::{ErrorCode, ObjectType, Oid, Repository, Tree, TreeWalkMode, TreeWalkResult};
 
 /// Why a repository cannot be used.
@@ -334,10 +335,7 @@ pub fn signatures(repo: &Repository) -> Result<Identity, git2::Error> {
     static KNOWN: OnceLock<Mutex<Known>> = OnceLock::new();
     let dir = workdir(repo);
     let (author, committer) = {
-        let mut known = KNOWN
-            .get_or_init(Default::default)
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
+        let mut known = KNOWN.get_or_init(Default::default).locked();
         known
             .entry(dir.clone())
             .or_insert_with(|| {

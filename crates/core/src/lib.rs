@@ -40,3 +40,4 @@ pub mod git;
 pub mod globs;
 pub mod refs;
 pub mod state;
+pub mod sync;

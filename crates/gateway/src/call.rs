@@ -23,6 +23,7 @@ use crate::endpoints::{answers, Target};
 use crate::lease::{login_token, Entry, Reservation, KEY_PREFIX};
 use crate::redact::Redactor;
 use crate::usage::{self, reserved, Tally};
+use plait_core::sync::Locked as _;
 
 /// Tries of one request at most, the first included.
 const MAX_ATTEMPTS: u32 = 5;
@@ -142,11 +143,7 @@ impl Call {
     /// provider's key (or a login's bearer plait holds) in their place; and those secrets.
     fn headers(entry: &Entry, incoming: &HeaderMap) -> (HeaderMap, Vec<String>) {
         let provider = &entry.route.provider;
-        let login = entry
-            .login
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
+        let login = entry.login.locked().clone();
         let mut headers = HeaderMap::new();
         let mut secrets = Vec::new();
         let ours = |value: &HeaderValue| {

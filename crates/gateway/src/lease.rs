@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
 use plait_core::state::Usage;
+use plait_core::sync::Locked as _;
 use plait_llm::limiter::Limiter;
 use plait_llm::provider::ProviderSettings;
 use serde_json::Value;
@@ -210,7 +211,7 @@ impl Lease {
     pub fn login(&self, credentials: PathBuf) -> String {
         if let Some(inner) = self.routes.upgrade() {
             if let Some(entry) = lock(&inner.routes).get(&self.token) {
-                *entry.login.lock().unwrap_or_else(|e| e.into_inner()) = Some(credentials);
+                *entry.login.locked() = Some(credentials);
             }
         }
         format!("{KEY_PREFIX}{}", self.token)
@@ -238,7 +239,7 @@ impl Drop for Lease {
 }
 
 pub(crate) fn lock(routes: &Routes) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Entry>>> {
-    routes.lock().unwrap_or_else(|e| e.into_inner())
+    routes.locked()
 }
 
 /// 128 random bits, in hex.

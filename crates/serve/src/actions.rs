@@ -20,6 +20,7 @@ use plait::land::LandOutcome;
 use plait::ops;
 use plait::steer::Ask;
 use plait_core::state::Verdict;
+use plait_core::sync::Locked as _;
 
 /// How long a send-back is waited for before the page is told it is under way (its
 /// progress then arrives as events).
@@ -299,10 +300,7 @@ async fn send_back(
         }
         Err(_) => {
             // It goes on; the server waits for it (or for its interruption) before it ends.
-            app.rounds
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .push(round);
+            app.rounds.locked().push(round);
             said.push(format!(
                 "task {task} of run {run} was sent back for one more round; its progress shows here as it goes"
             ));

@@ -20,6 +20,7 @@ use super::cache::{self, Body};
 use super::{blocking, ApiError, App};
 use plait_core::git;
 use plait_core::state::RunState;
+use plait_core::sync::Locked as _;
 
 /// How many of the target's new commits are looked through for task commits merged by
 /// hand; past that, none is said to be.
@@ -35,7 +36,7 @@ pub(super) struct LineCounts {
 
 impl LineCounts {
     fn known(&self, base: Oid, tip: Oid) -> Option<[usize; 2]> {
-        let counts = self.counts.lock().unwrap_or_else(|e| e.into_inner());
+        let counts = self.counts.locked();
         counts.get(&(base, tip)).copied()
     }
 
@@ -44,9 +45,9 @@ impl LineCounts {
     /// changes (the record's) is counted from those files alone; one without (a branch
     /// moved by hand), by diffing the trees, which reads every directory of the base.
     fn count(&self, workdir: &Path, base: Oid, tips: &[(Oid, Option<Vec<&str>>)]) {
-        let _counting = self.counting.lock().unwrap_or_else(|e| e.into_inner());
+        let _counting = self.counting.locked();
         let missing: Vec<&(Oid, Option<Vec<&str>>)> = {
-            let counts = self.counts.lock().unwrap_or_else(|e| e.into_inner());
+            let counts = self.counts.locked();
             let mut seen = HashSet::new();
             tips.iter()
                 .filter(|(t, _)| !counts.contains_key(&(base, *t)) && seen.insert(*t))
@@ -79,7 +80,7 @@ impl LineCounts {
                             done.push(((base, *tip), lines));
                         }
                     }
-                    let mut counts = self.counts.lock().unwrap_or_else(|e| e.into_inner());
+                    let mut counts = self.counts.locked();
                     counts.extend(done);
                 });
             }

@@ -19,6 +19,7 @@ use super::summary::Summary;
 use super::{ApiError, App};
 use plait::context::Repo;
 use plait_core::state::{RunState, StateError, Store};
+use plait_core::sync::Locked as _;
 
 /// How many runs' records are kept; the least recently used goes first.
 const KEPT: usize = 4;
@@ -72,7 +73,7 @@ impl Loaded {
         live: bool,
         make: impl FnOnce() -> Result<Vec<u8>, ApiError>,
     ) -> Result<Arc<Body>, ApiError> {
-        let mut bodies = self.bodies.lock().unwrap_or_else(|e| e.into_inner());
+        let mut bodies = self.bodies.locked();
         if let Some(body) = bodies.get(&(kind, live)) {
             return Ok(body.clone());
         }
@@ -98,7 +99,7 @@ impl Records {
     /// Run `id`'s record as its `state.json` holds it now.
     pub fn get(&self, store: &Store, id: &str) -> Result<Arc<Loaded>, ApiError> {
         let slot = self.slot(id);
-        let mut slot = slot.lock().unwrap_or_else(|e| e.into_inner());
+        let mut slot = slot.locked();
         let now = stamp(&store.run(id).state());
         if let Some(loaded) = slot.as_ref() {
             if loaded.stamp.is_some() && loaded.stamp == now {
@@ -124,7 +125,7 @@ impl Records {
         let tick = self
             .clock
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let mut runs = self.runs.lock().unwrap_or_else(|e| e.into_inner());
+        let mut runs = self.runs.locked();
         if let Some((used, slot)) = runs.get_mut(id) {
             *used = tick;
             return slot.clone();

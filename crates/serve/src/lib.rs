@@ -46,6 +46,7 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 
 use plait_core::cancel::Cancel;
+use plait_core::sync::Locked as _;
 
 /// What the server serves.
 #[derive(Clone)]
@@ -153,7 +154,7 @@ pub async fn serve(
     let served = axum::serve(listener, router.with_state(app.clone()))
         .with_graceful_shutdown(async move { cancel.cancelled().await })
         .await;
-    let rounds = std::mem::take(&mut *app.rounds.lock().unwrap_or_else(|e| e.into_inner()));
+    let rounds = std::mem::take(&mut *app.rounds.locked());
     for round in rounds {
         let _ = round.await;
     }

@@ -29,6 +29,7 @@ mod bucket;
 mod shared;
 
 use bucket::{Bucket, Kind, State};
+use plait_core::sync::Locked as _;
 pub use shared::{BoxFuture, Exchange};
 use shared::{Shared, SharedSlot};
 
@@ -168,7 +169,7 @@ impl Limiter {
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        self.state.locked()
     }
 
     /// Waits until a request of `cost` may be sent, in turn, and takes it from the buckets.
@@ -200,7 +201,7 @@ impl Limiter {
                     let ledger = state.admitted;
                     if waited.why.is_some() {
                         waited.limit = now.saturating_duration_since(since);
-                        self.stats.lock().unwrap_or_else(|e| e.into_inner()).waits += 1;
+                        self.stats.locked().waits += 1;
                     }
                     return Ok(Permit {
                         _slot: slot,
@@ -271,7 +272,7 @@ impl Limiter {
         let mut state = self.state();
         if state.paused_until.is_none_or(|p| p < until) {
             state.paused_until = Some(until);
-            self.stats.lock().unwrap_or_else(|e| e.into_inner()).pauses += 1;
+            self.stats.locked().pauses += 1;
         }
     }
 
@@ -324,7 +325,7 @@ impl Limiter {
 
     /// What it has done so far.
     pub fn stats(&self) -> LimiterStats {
-        *self.stats.lock().unwrap_or_else(|e| e.into_inner())
+        *self.stats.locked()
     }
 }
 
@@ -364,8 +365,7 @@ impl Limiters {
                 .unwrap_or_default(),
         );
         self.map
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
+            .locked()
             .entry(key.clone())
             .or_insert_with(|| {
                 Arc::new(match &self.exchange {

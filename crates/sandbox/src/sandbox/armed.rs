@@ -12,6 +12,7 @@ use super::rules::{read_access, restrict, ruleset, write_access};
 use super::settings::NetWall;
 use super::{caches, ffi, net, notify, reads, view};
 use crate::child::{self, Child, Spec};
+use plait_core::sync::Locked as _;
 
 /// A sandbox's walls, ready to start processes behind.
 #[derive(Debug)]
@@ -68,13 +69,7 @@ impl Armed {
         self.set_env(&mut spec);
         let reads = self.read_paths.as_ref().map(|read| {
             let mut read = read.clone();
-            read.extend(
-                self.programs
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .iter()
-                    .cloned(),
-            );
+            read.extend(self.programs.locked().iter().cloned());
             read
         });
         // The child adds rules of its own (the view, its own `/proc`) to a ruleset made
@@ -259,7 +254,7 @@ impl Armed {
         else {
             return;
         };
-        let mut programs = self.programs.lock().unwrap_or_else(|e| e.into_inner());
+        let mut programs = self.programs.locked();
         let covered = |p: &Path| {
             reads
                 .iter()

@@ -8,6 +8,7 @@
 //! so the copy is what git makes of the file, whatever its quoting, continuation lines or
 //! comments; the entries are written back one by one, each value quoted.
 
+use plait_core::sync::Locked as _;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -36,7 +37,7 @@ pub(crate) fn without_secrets(path: &Path) -> Option<Sanitized> {
         meta.mtime_nsec(),
         meta.size(),
     );
-    if let Some((seen, sanitized)) = &*LAST.lock().unwrap_or_else(|e| e.into_inner()) {
+    if let Some((seen, sanitized)) = &*LAST.locked() {
         if *seen == id {
             return Some(sanitized.clone());
         }
@@ -56,7 +57,7 @@ pub(crate) fn without_secrets(path: &Path) -> Option<Sanitized> {
         return None;
     }
     let sanitized = from_listing(&String::from_utf8_lossy(&out.stdout));
-    *LAST.lock().unwrap_or_else(|e| e.into_inner()) = Some((id, sanitized.clone()));
+    *LAST.locked() = Some((id, sanitized.clone()));
     Some(sanitized)
 }
 

@@ -75,6 +75,7 @@ use armed::Armed;
 pub use net::lookup as refused_lookup;
 pub use pids::lifetime;
 use places::{refused, Denials, Places, DEVICES};
+use plait_core::sync::Locked as _;
 pub use reads::own_program as readable_program;
 use rules::ruleset;
 pub use rules::SandboxError;
@@ -305,7 +306,7 @@ impl Sandbox {
         if let Some((channel, pid)) = listeners {
             let ports = &armed.namespace.as_ref().map_or(&[][..], |n| &n.ports[..]);
             let started = net::ports::forward(&channel, pid, ports);
-            let mut forwards = self.forwards.lock().unwrap_or_else(|e| e.into_inner());
+            let mut forwards = self.forwards.locked();
             forwards.retain(|task| !task.is_finished());
             forwards.extend(started);
         }

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use super::{net, reads};
+use plait_core::sync::Locked as _;
 
 /// Devices every process may write (and `ioctl`), as `/dev/null` is written everywhere.
 pub(super) const DEVICES: &[&str] = &[
@@ -26,7 +27,7 @@ pub(super) struct Denials(Mutex<Vec<String>>);
 
 impl Denials {
     pub(super) fn add(&self, found: impl IntoIterator<Item = String>) {
-        let mut denials = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let mut denials = self.0.locked();
         for denial in found {
             if denials.len() < MAX_DENIALS && !denials.contains(&denial) {
                 denials.push(denial);
@@ -35,7 +36,7 @@ impl Denials {
     }
 
     pub(super) fn list(&self) -> Vec<String> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        self.0.locked().clone()
     }
 }
 

@@ -22,6 +22,7 @@
 //! gets a copy without the secrets in its private temporary directory, pointed to by the
 //! tool's own variable (`GIT_CONFIG_GLOBAL`, `NPM_CONFIG_USERCONFIG`).
 
+use plait_core::sync::Locked as _;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
@@ -453,7 +454,7 @@ static OWN_PROGRAMS: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec:
 
 /// Lets every confined process read and run `program`, plait's own, which its tasks call.
 pub fn own_program(program: &Path) {
-    let mut programs = OWN_PROGRAMS.lock().unwrap_or_else(|e| e.into_inner());
+    let mut programs = OWN_PROGRAMS.locked();
     if !programs.iter().any(|p| p == program) {
         programs.push(program.to_path_buf());
     }
@@ -461,10 +462,7 @@ pub fn own_program(program: &Path) {
 
 /// plait's own programs its tasks run (see [`own_program`]).
 pub(crate) fn own_programs() -> Vec<PathBuf> {
-    OWN_PROGRAMS
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .clone()
+    OWN_PROGRAMS.locked().clone()
 }
 
 /// Whether a refused read of `path` is a habit not worth reporting (see [`HABITS`]).

@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use super::{PgError, PgStore};
+use plait_core::sync::Locked as _;
 
 /// A SHA-1 of `provider` and `api_key`, keyed by `secret` (each part length-prefixed).
 fn keyed_digest(secret: &str, provider: &str, api_key: &str) -> String {
@@ -134,7 +135,7 @@ impl PgExchange {
             .map(|(limit, _, _)| format!("{digest}:{limit}"))
             .collect();
         let new: Vec<(String, f64)> = {
-            let made = self.made.lock().unwrap_or_else(|e| e.into_inner());
+            let made = self.made.locked();
             names
                 .iter()
                 .zip(costs)
@@ -153,10 +154,7 @@ impl PgExchange {
                     &[&keys, &levels],
                 )
                 .await?;
-            self.made
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .extend(keys);
+            self.made.locked().extend(keys);
         }
         Ok(names)
     }

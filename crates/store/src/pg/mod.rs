@@ -30,6 +30,7 @@ use std::time::Duration;
 use tokio_postgres::{Client, Config, Statement};
 
 use config::open;
+use plait_core::sync::Locked as _;
 
 pub use config::config;
 pub use exchange::PgExchange;
@@ -120,20 +121,12 @@ impl PgStore {
 
     /// Statement `sql`, prepared on this connection the first time it is asked for.
     async fn prepared(&self, sql: &'static str) -> Result<Statement, PgError> {
-        let known = self
-            .prepared
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(sql)
-            .cloned();
+        let known = self.prepared.locked().get(sql).cloned();
         if let Some(statement) = known {
             return Ok(statement);
         }
         let statement = self.client.prepare(sql).await?;
-        self.prepared
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(sql, statement.clone());
+        self.prepared.locked().insert(sql, statement.clone());
         Ok(statement)
     }
 

@@ -16,6 +16,7 @@ use std::path::PathBuf;
 use std::sync::Mutex;
 
 use super::ports::Namespace;
+use plait_core::sync::Locked as _;
 
 /// The namespaces one sandbox's processes join, held open by plait.
 #[derive(Debug)]
@@ -96,9 +97,6 @@ impl Held {
 
     /// The channel of the listeners of the `ports`, the first time it is asked for.
     pub(crate) fn take_channel(&self) -> Option<OwnedFd> {
-        self.channel
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .take()
+        self.channel.locked().take()
     }
 }
