@@ -220,7 +220,7 @@ fn base_layer(
     let git = Repository::open(repo)?;
     let base = git.head()?.peel_to_commit()?;
     let files = Arc::new(plait_core::git::flatten_tree(&base.tree()?)?);
-    let setup = plait::plan::SetupSettings::default();
+    let setup = plait_plan::SetupSettings::default();
     let (_keep, cancel) = plait_core::cancel::Cancel::new();
     let req = EnvRequest {
         repo,

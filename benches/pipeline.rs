@@ -10,7 +10,7 @@
 //!    sequentially, on 2 threads, and the way the orchestrator calls it; disk use;
 //! 5. merge: one commit per task branch, then `plait::merge::merge` against a loop of
 //!    `git merge-tree --write-tree`;
-//! 6. plan validation (`plait::plan::resolve`) of one task per directory.
+//! 6. plan validation (`plait_plan::resolve`) of one task per directory.
 //!
 //! Scale with `PLAIT_BENCH_DIRS`, `PLAIT_BENCH_FILES`, `PLAIT_BENCH_REPS` (or `--dirs N`,
 //! `--files N`, `--reps N`, `--quick`); `PLAIT_BENCH_KEEP=1` keeps the temporary directory.
@@ -39,11 +39,11 @@ use git2::build::{CheckoutBuilder, TreeUpdateBuilder};
 use git2::{FileMode, Oid, Repository, RepositoryInitOptions, Signature, Time};
 
 use plait::merge::{BranchInput, MergeSettings};
-use plait::plan::layout::Layout;
-use plait::plan::{AgentSpec, PlanFile, ResolvedPlan, TaskFile};
 use plait::workspace::{self, WorktreeSpec};
 use plait_core::git::TreeFile;
 use plait_core::globs::Globs;
+use plait_plan::layout::Layout;
+use plait_plan::{AgentSpec, PlanFile, ResolvedPlan, TaskFile};
 
 const GITIGNORE: &str = "/target\n*.log\n*.tmp\n";
 
@@ -512,8 +512,8 @@ fn sandbox_costs(t: &mut Table, root: &Path, repo: &Path, n: usize, reps: usize)
             settle();
             let (s, ()) = time(|| {
                 let opened = plait_core::git::open(repo)?;
-                let parsed = plait::plan::parse(&toml, &plan_path)?;
-                let resolved = plait::plan::resolve_with_env(&opened, parsed, &plan_path, &|k| {
+                let parsed = plait_plan::parse(&toml, &plan_path)?;
+                let resolved = plait_plan::resolve_with_env(&opened, parsed, &plan_path, &|k| {
                     std::env::var(k).ok()
                 })?;
                 let settings = plait::orchestrator::RunSettings {
@@ -822,7 +822,7 @@ fn plan_validation(b: &Bench, repo: &Repository) -> Result<PlanFigures> {
     for _ in 0..b.cfg.reps {
         let p = plan.clone();
         settle();
-        let (s, r) = time(|| Ok(plait::plan::resolve(repo, p, Path::new("bench.toml"))?))?;
+        let (s, r) = time(|| Ok(plait_plan::resolve(repo, p, Path::new("bench.toml"))?))?;
         resolve_times.push(s);
         resolved = Some(r);
     }
@@ -859,7 +859,7 @@ fn plan_validation(b: &Bench, repo: &Repository) -> Result<PlanFigures> {
     for _ in 0..b.cfg.reps {
         let p = single_plan.clone();
         settle();
-        let (s, r) = time(|| Ok(plait::plan::resolve(repo, p, Path::new("bench.toml"))?))?;
+        let (s, r) = time(|| Ok(plait_plan::resolve(repo, p, Path::new("bench.toml"))?))?;
         single_times.push(s);
         std::hint::black_box(r.tasks.len());
     }

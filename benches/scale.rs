@@ -208,8 +208,8 @@ fn plait_run(repo: &Repo, plan: &Path) -> Result<(f64, u64)> {
 fn plait_worktrees(repo: &Repo, plan_path: &Path, text: &str, run: &str) -> Result<(f64, f64)> {
     let (resolve_s, plan) = time(|| {
         let opened = plait_core::git::open(&repo.path)?;
-        let parsed = plait::plan::parse(text, plan_path)?;
-        Ok(plait::plan::resolve(&opened, parsed, plan_path)?)
+        let parsed = plait_plan::parse(text, plan_path)?;
+        Ok(plait_plan::resolve(&opened, parsed, plan_path)?)
     })?;
     let root = repo.path.join(".git").join(format!("bench-{run}"));
     let next = AtomicUsize::new(0);

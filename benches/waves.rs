@@ -266,7 +266,7 @@ fn start_merge(repo: &Path, tasks: usize, reps: usize) -> Result<()> {
         let files = plait_core::git::flatten_tree(&tree)?;
         let owns = plait_core::globs::Globs::new(&[format!("/{}/", dir_name(tasks - 1))])?;
         let context = plait_core::globs::Globs::new(&[] as &[String])?;
-        let layout = plait::plan::layout::Layout::new(&files, &owns, &context, false);
+        let layout = plait_plan::layout::Layout::new(&files, &owns, &context, false);
         listings.push(t.elapsed().as_secs_f64());
         if layout.files.is_empty() {
             bail!("the start's layout holds nothing");

@@ -9,7 +9,7 @@ use plait::context::Context;
 use plait::manager::Planned;
 use plait::ops;
 use plait::ops::manage::{ManageRequest, Managed};
-use plait::plan::AgentSpec;
+use plait_plan::AgentSpec;
 
 /// The manager's flags, shared by `plait plan` and `plait run`.
 #[derive(Debug, Clone, clap::Args)]

@@ -315,9 +315,9 @@ fn a_missing_key_is_refused_before_anything_is_created() {
     let toml = plan(&mock, Provider::OpenAi, true).to_toml();
     let path = repo.plan(&toml);
     let git = plait_core::git::open(&repo.path).unwrap();
-    let err = plait::plan::resolve_with_env(
+    let err = plait_plan::resolve_with_env(
         &git,
-        plait::plan::parse(&toml, &path).unwrap(),
+        plait_plan::parse(&toml, &path).unwrap(),
         &path,
         &|_| None,
     )

@@ -530,8 +530,8 @@ fn an_include_swapped_for_a_symlink_after_the_plan_is_refused_when_it_is_mounted
     let toml = include_plan("\"deps\"");
     let plan_path = repo.plan(&toml);
     let git = plait_core::git::open(&repo.path).unwrap();
-    let parsed = plait::plan::parse(&toml, &plan_path).unwrap();
-    let resolved = plait::plan::resolve_with_env(&git, parsed, &plan_path, &|_| None).unwrap();
+    let parsed = plait_plan::parse(&toml, &plan_path).unwrap();
+    let resolved = plait_plan::resolve_with_env(&git, parsed, &plan_path, &|_| None).unwrap();
     // The swap, after the plan was read.
     fs::remove_dir_all(repo.path.join("deps")).unwrap();
     std::os::unix::fs::symlink(&outside, repo.path.join("deps")).unwrap();

@@ -28,12 +28,12 @@ use git2::Oid;
 
 use crate::context::Context;
 use crate::merge::{self, BranchInput, MergeSettings};
-use crate::plan::CheckSettings;
 use crate::review::checks::checks_at;
 use crate::review::checks::CheckPool;
 use plait_core::cancel::Cancel;
 use plait_core::refs::branch_ref;
 use plait_core::state::{CheckResult, CulpritSet, Culprits, RunState};
+use plait_plan::CheckSettings;
 
 /// Why a search could not go on.
 #[derive(Debug, thiserror::Error)]

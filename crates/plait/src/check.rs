@@ -23,7 +23,6 @@ use crate::context::Context;
 use crate::land::{gate, Blocker};
 use crate::merge;
 use crate::orchestrator::RunError;
-use crate::plan::{CheckSettings, PlanFile};
 use crate::review::checks::{CheckJob, CheckPool};
 use plait_core::cancel::Cancel;
 use plait_core::git::signatures;
@@ -32,6 +31,7 @@ use plait_core::refs::branch_ref;
 use plait_core::state::Conflict;
 use plait_core::state::RunDir;
 use plait_core::state::{CheckResult, RunState};
+use plait_plan::{CheckSettings, PlanFile};
 
 /// What `plait check` found.
 #[derive(Debug, Clone, Serialize)]

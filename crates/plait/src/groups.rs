@@ -11,10 +11,10 @@ use std::path::Path;
 use crate::context::Context;
 use crate::merge::run::{branch_inputs, merge_message};
 use crate::merge::{self, BranchInput, MergeError, MergeSettings};
-use crate::plan::{ResolvedPlan, ResolvedTask, Reviewer};
 use plait_core::refs::group_branch;
 use plait_core::state::{Conflict, MergeOutcome};
 use plait_core::state::{GroupRecord, RunState};
+use plait_plan::{ResolvedPlan, ResolvedTask, Reviewer};
 
 /// Cuts `tasks` into `count` groups of nearly equal size, neighbours by path: tasks are
 /// ordered by their first owned path, and each cut is moved, within a third of a group's
@@ -458,7 +458,7 @@ mod tests {
         ResolvedTask {
             id: id.to_string(),
             prompt: String::new(),
-            agent: crate::plan::AgentConfig::Exec("true".into()),
+            agent: plait_plan::AgentConfig::Exec("true".into()),
             checkout: Default::default(),
             timeout: std::time::Duration::from_secs(1),
             max_turns: 1,

@@ -4,7 +4,7 @@
 //! those files, and an agent edits it; plait commits the owned changes, merges the branches
 //! and lands the result only when the merge is clean. The modules follow the pipeline:
 //!
-//! 1. [`plan`] — read and validate a plan (TOML, a split rule, or a manager model's
+//! 1. [`plait_plan`] — read and validate a plan (TOML, a split rule, or a manager model's
 //!    answer): tasks, owned globs, base, providers, agent CLIs, checks, reviewer, groups.
 //!    [`manager`] asks a model (or Claude Code, an `agent`) for one; it sits above both.
 //! 2. [`workspace`] — per task, a branch `plait/<run>/<task>` and a worktree with only the
@@ -56,7 +56,6 @@ pub mod manager;
 pub mod merge;
 pub mod ops;
 pub mod orchestrator;
-pub mod plan;
 pub(crate) mod prompts;
 pub mod report;
 pub(crate) mod review;

@@ -3,7 +3,7 @@
 //! answers through a forced `submit_plan` tool. Its plan is validated exactly like a
 //! hand-written one; the problems go back to it for a bounded number of corrections.
 //!
-//! It sits above both [`crate::plan`] (whose validation judges its answers) and
+//! It sits above both [`plait_plan`] (whose validation judges its answers) and
 //! `crate::agent` (Claude Code, when it plans there), so neither names the other through
 //! it. The use case of planning by a manager is `ops::manage`.
 
@@ -14,9 +14,6 @@ use std::path::Path;
 use git2::Repository;
 use serde_json::{json, Value};
 
-use crate::plan::{
-    resolve_with_env, AgentSpec, Defaults, PlanError, PlanFile, ResolvedPlan, SetupFile, TaskFile,
-};
 use crate::prompts;
 use plait_core::cancel::Cancel;
 use plait_core::git::TreeFile;
@@ -27,6 +24,9 @@ use plait_llm::http::{self, Transcript};
 use plait_llm::limiter::Limiter;
 use plait_llm::provider::ProviderSettings;
 use plait_llm::{account, forced_tool_body};
+use plait_plan::{
+    resolve_with_env, AgentSpec, Defaults, PlanError, PlanFile, ResolvedPlan, SetupFile, TaskFile,
+};
 
 /// The tool the manager must answer with.
 pub(crate) const SUBMIT_PLAN: &str = "submit_plan";
@@ -104,7 +104,7 @@ pub(crate) enum Planner<'a> {
     /// The Claude Code CLI.
     ClaudeCode {
         /// How to run Claude Code.
-        settings: &'a crate::plan::ToolSettings,
+        settings: &'a plait_plan::ToolSettings,
         /// The plait binary, for Claude Code's guard.
         plait_program: &'a Path,
         /// Where its files go (the plans directory).
@@ -196,7 +196,7 @@ impl Manager<'_> {
         repo: &Repository,
         files: &[TreeFile],
         request: &PlanRequest,
-        settings: &crate::plan::ToolSettings,
+        settings: &plait_plan::ToolSettings,
         plait_program: &Path,
         dir: &Path,
     ) -> Result<Planned, ManagerError> {
@@ -413,10 +413,10 @@ fn parse_tasks(input: &Value) -> Result<Vec<TaskFile>, Vec<String>> {
 }
 
 /// The `[setup]` a manager's plan gets: the dependency directories of the checkout that
-/// git ignores and a tracked lockfile fills ([`crate::plan::suggested_setup`]).
+/// git ignores and a tracked lockfile fills ([`plait_plan::suggested_setup`]).
 fn written_setup(repo: &Repository, files: &[TreeFile]) -> SetupFile {
     repo.workdir()
-        .and_then(|w| crate::plan::suggested_setup(w, files))
+        .and_then(|w| plait_plan::suggested_setup(w, files))
         .unwrap_or_default()
 }
 
@@ -562,5 +562,5 @@ pub fn render(planned: &Planned, manager: &str) -> String {
             let _ = write!(header, "\n  ... and {} more", planned.unowned.len() - 50);
         }
     }
-    crate::plan::to_toml(&planned.plan, &header)
+    plait_plan::to_toml(&planned.plan, &header)
 }

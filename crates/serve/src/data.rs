@@ -243,9 +243,9 @@ struct PlanTask {
 /// (or `[defaults] agents` when the task names no `agent`), round and round; without
 /// them, the task's agent.
 fn plan_task(copy: &Path, task: &str, attempts: usize) -> Option<PlanTask> {
-    use plait::plan::AgentSpec;
+    use plait_plan::AgentSpec;
     let text = std::fs::read_to_string(copy).ok()?;
-    let plan = plait::plan::parse(&text, copy).ok()?;
+    let plan = plait_plan::parse(&text, copy).ok()?;
     let spec = plan.tasks.iter().find(|t| t.id == task)?;
     let named = |agent: Option<&AgentSpec>| match agent {
         Some(AgentSpec::Named(name)) => name.clone(),

@@ -5,8 +5,8 @@ use std::process::{Command, Output};
 use std::sync::Arc;
 
 use plait::orchestrator::{self, RunSettings};
-use plait::plan;
 use plait_core::state::RunState;
+use plait_plan as plan;
 
 use super::{init, runtime, stderr, wait_until, TestRepo};
 

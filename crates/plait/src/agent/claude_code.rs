@@ -24,11 +24,11 @@ use serde_json::Value;
 
 use super::context::{Agent, AgentFuture, AgentOutcome, AgentReport, TaskContext};
 use super::exec::{outcome_of, shell_quote, task_env};
-use crate::plan::ToolSettings;
 use crate::prompts;
 use plait_core::beneath::Tree;
 use plait_core::state::Usage;
 use plait_guard::GuardFile;
+use plait_plan::ToolSettings;
 use plait_sandbox::shell::{self, ShellOutcome};
 
 /// How much of the CLI's closing words is kept as the task's summary.

@@ -10,8 +10,8 @@
 
 use super::context::{Agent, AgentFuture, TaskContext};
 use super::exec::{outcome_of, task_env};
-use crate::plan::CliSettings;
 use plait_llm::provider::ProviderKind;
+use plait_plan::CliSettings;
 use plait_sandbox::shell;
 
 /// The variables that point a program at its provider, set to the task's way through the

@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use super::context::{Agent, AgentFuture, AgentOutcome, TaskContext};
-use crate::plan::ExecCommand;
+use plait_plan::ExecCommand;
 use plait_sandbox::shell::{self, ShellOutcome};
 
 /// The name of the file, in the task's directory, that lists its owned paths NUL-separated.

@@ -14,7 +14,7 @@ pub use context::{
     Agent, AgentOutcome, AgentReport, Budget, Inbox, RoleGateway, Tally, TaskContext,
 };
 
-use crate::plan::AgentConfig;
+use plait_plan::AgentConfig;
 
 /// Builds the agent a resolved plan names; model agents share `client`'s connections and
 /// their provider's limiter.

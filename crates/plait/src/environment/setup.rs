@@ -13,10 +13,10 @@ use sha1::Digest as _;
 use super::layer::{self, LayerError};
 use super::{load_record, save_record, AtBase, EnvError, EnvRecord, Environment, Include, Warmed};
 use crate::dirs::{flock, lock_file, prune_kept, remove_tree};
-use crate::plan::SetupSettings;
 use plait_core::beneath::{Content, Kind, Tree};
 use plait_core::cancel::Cancel;
 use plait_core::git::TreeFile;
+use plait_plan::SetupSettings;
 use plait_sandbox::sandbox::{Sandbox, SandboxSettings};
 use plait_sandbox::shell::{self, Launch, ShellOutcome};
 
@@ -350,7 +350,7 @@ fn includes(repo: &Path, setup: &SetupSettings) -> Result<(Vec<Include>, Copied)
         match checkout.kind(path) {
             Ok(Some(Kind::Dir)) => {
                 let include = Include::open(&checkout, &workdir, path)
-                    .map_err(|e| refused(crate::plan::setup::include_link(&workdir, path, &e)))?;
+                    .map_err(|e| refused(plait_plan::setup::include_link(&workdir, path, &e)))?;
                 dirs.push(include);
             }
             Ok(Some(Kind::File { .. })) => match checkout.read(path) {
@@ -365,17 +365,11 @@ fn includes(repo: &Path, setup: &SetupSettings) -> Result<(Vec<Include>, Copied)
                         source.display()
                     )))
                 }
-                Err(e) => {
-                    return Err(refused(crate::plan::setup::include_link(
-                        &workdir, path, &e,
-                    )))
-                }
+                Err(e) => return Err(refused(plait_plan::setup::include_link(&workdir, path, &e))),
             },
             Ok(Some(Kind::Link)) => {
                 let e = std::io::Error::from_raw_os_error(libc::ELOOP);
-                return Err(refused(crate::plan::setup::include_link(
-                    &workdir, path, &e,
-                )));
+                return Err(refused(plait_plan::setup::include_link(&workdir, path, &e)));
             }
             Ok(Some(Kind::Other { .. })) => {
                 return Err(refused(format!(
@@ -387,9 +381,7 @@ fn includes(repo: &Path, setup: &SetupSettings) -> Result<(Vec<Include>, Copied)
             // A link where a directory on the way should be reads as nothing there.
             Ok(None) if source.symlink_metadata().is_ok() => {
                 let e = std::io::Error::from_raw_os_error(libc::ELOOP);
-                return Err(refused(crate::plan::setup::include_link(
-                    &workdir, path, &e,
-                )));
+                return Err(refused(plait_plan::setup::include_link(&workdir, path, &e)));
             }
             Ok(None) if !setup.run.is_empty() => {}
             Ok(None) => {
@@ -398,11 +390,7 @@ fn includes(repo: &Path, setup: &SetupSettings) -> Result<(Vec<Include>, Copied)
                 source.display()
             )))
             }
-            Err(e) => {
-                return Err(refused(crate::plan::setup::include_link(
-                    &workdir, path, &e,
-                )))
-            }
+            Err(e) => return Err(refused(plait_plan::setup::include_link(&workdir, path, &e))),
         }
     }
     Ok((dirs, files))
@@ -587,7 +575,7 @@ fn take_over(
 pub(crate) fn preview(
     repo: &Path,
     envs: &Path,
-    plan: &crate::plan::ResolvedPlan,
+    plan: &plait_plan::ResolvedPlan,
     stable: &Path,
 ) -> String {
     if let Err(why) = plait_sandbox::sandbox::view_support() {

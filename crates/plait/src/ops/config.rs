@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::context::Context;
-use crate::plan::config::{self, Layer};
+use plait_plan::config::{self, Layer};
 
 use super::OpsError;
 

@@ -13,7 +13,7 @@ use crate::land::LandError;
 use crate::manager::ManagerError;
 use crate::merge::MergeError;
 use crate::orchestrator::RunError;
-use crate::plan::PlanError;
+use plait_plan::PlanError;
 
 /// Whose a failure is, which decides a command's exit code and a request's status.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

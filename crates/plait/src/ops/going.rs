@@ -68,7 +68,7 @@ pub(super) fn kept_settings(
         source,
     })?;
     let resolved =
-        crate::plan::resolve_kept(&*ctx.repo()?, &plan_text, &copy, &state.base, &|name| {
+        plait_plan::resolve_kept(&*ctx.repo()?, &plan_text, &copy, &state.base, &|name| {
             ctx.var(name)
         })?;
     let warning = resolved.sandbox_warning();

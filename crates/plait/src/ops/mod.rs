@@ -36,9 +36,9 @@ pub use fault::{Fault, Faulty};
 
 use crate::land::LandError;
 use crate::orchestrator::RunError;
-use crate::plan::PlanError;
 use plait_core::git::RepoError;
 use plait_core::state::StateError;
+use plait_plan::PlanError;
 
 /// Why a use case could not be carried out.
 #[derive(Debug, thiserror::Error)]

@@ -8,8 +8,8 @@ use std::sync::Arc;
 
 use crate::context::Context;
 use crate::orchestrator::{self, RunSettings};
-use crate::plan::ResolvedPlan;
 use plait_core::state::RunState;
+use plait_plan::ResolvedPlan;
 
 use super::going::{go, Watch};
 use super::OpsError;
@@ -50,8 +50,8 @@ pub struct Planned {
 /// run takes it.
 pub fn plan(ctx: &Context, path: &Path, text: &str) -> Result<Planned, OpsError> {
     let repo = ctx.repo()?;
-    let parsed = crate::plan::parse(text, path)?;
-    let resolved = crate::plan::resolve_with_env(&repo, parsed, path, &|name| ctx.var(name))?;
+    let parsed = plait_plan::parse(text, path)?;
+    let resolved = plait_plan::resolve_with_env(&repo, parsed, path, &|name| ctx.var(name))?;
     let warnings = [
         resolved.sandbox_warning(),
         resolved.single_file_warning(),

@@ -11,7 +11,6 @@ use git2::Oid;
 
 use super::RunError;
 use crate::context::Context;
-use crate::plan::CheckSettings;
 use crate::review::checks::{CheckJob, CheckPool, Lineage};
 use plait_core::cancel::Cancel;
 use plait_core::git;
@@ -19,6 +18,7 @@ use plait_core::globs::Globs;
 use plait_core::refs::branch_ref;
 use plait_core::state::RunDir;
 use plait_core::state::{RunState, TaskState};
+use plait_plan::CheckSettings;
 
 /// What became of the moved branches.
 #[derive(Debug, Default)]

@@ -72,7 +72,7 @@ pub(super) async fn run(
             task::run_slot(&shared, slot).await;
         });
     }
-    let by_checks = matches!(tries.pick, crate::plan::PickSpec::Checks);
+    let by_checks = matches!(tries.pick, plait_plan::PickSpec::Checks);
     loop {
         if by_checks && shared.record(index).pick.is_none() {
             if let Some(n) = first_passed(&shared.record(index)) {
@@ -245,8 +245,8 @@ fn stop_others(shared: &Shared, index: usize, chosen: u32) {
 /// With `[pick] fallback = "least-red"`, the attempt with the fewest failing checks among
 /// those that could otherwise be taken (mergeable, with a change, its checks run), the
 /// first to end among equals; `None` otherwise.
-fn least_red(task: &TaskRecord, fallback: crate::plan::Fallback) -> Option<Choice> {
-    if fallback != crate::plan::Fallback::LeastRed {
+fn least_red(task: &TaskRecord, fallback: plait_plan::Fallback) -> Option<Choice> {
+    if fallback != plait_plan::Fallback::LeastRed {
         return None;
     }
     let red = |a: &TaskRecord| a.checks.iter().filter(|c| !c.passed).count();

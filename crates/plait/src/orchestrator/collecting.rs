@@ -132,7 +132,7 @@ fn collect_worktree(
     // not own that is gone is a deletion. (`unlayered`: the view is not an overlay, whose
     // worktree never holds the base's files, so a marker an agent wrote there means nothing.)
     let filled = unlayered && TaskDir::of_log(&record.log).view_filled().exists();
-    let full = crate::plan::layout::Cone::full();
+    let full = plait_plan::layout::Cone::full();
     let violations = TaskDir::of_log(&record.log).violations();
     let settings = CollectSettings {
         worktree: &record.worktree,

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use super::shared::Shared;
-use crate::plan::ResolvedTask;
+use plait_plan::ResolvedTask;
 use plait_sandbox::sandbox::Sandbox;
 
 /// The task running a view's requests, stopped with its worker, and the walls its

@@ -5,11 +5,11 @@ use std::sync::Arc;
 
 use super::{grouped, RunError, Shared};
 use crate::context::Context;
-use crate::plan::CheckSettings;
 use crate::review::checks::{checks_at, CheckPool};
 use crate::{groups, merge};
 use plait_core::cancel::Cancel;
 use plait_core::state::{RunDir, RunState};
+use plait_plan::CheckSettings;
 
 pub(super) async fn merge_run(
     shared: Arc<Shared>,

@@ -69,12 +69,12 @@ use shared::{mirror, open_store, write_states, Shared};
 use crate::context::Context;
 use crate::groups;
 use crate::merge::MergeError;
-use crate::plan::ResolvedPlan;
 use plait_core::cancel::Cancel;
 use plait_core::git::RepoError;
 use plait_core::state::{
     self, now_ms, RunLock, RunPhase, RunState, StateError, Store, TaskRecord, TaskState,
 };
+use plait_plan::ResolvedPlan;
 
 /// Why a run could not proceed.
 #[derive(Debug, thiserror::Error)]

@@ -15,10 +15,10 @@ use super::shared::fail_task;
 use super::shared::Slot;
 use super::Shared;
 use crate::merge::run::mergeable;
-use crate::plan::PickSpec;
 use crate::review::checks::{CheckJob, Lineage};
 use crate::review::pick::{self as judging, Candidate, PickInput};
 use plait_core::state::{now_ms, Pick, TaskDir, TaskRecord, Usage};
+use plait_plan::PickSpec;
 
 /// The attempt chosen, by whom and why.
 pub(super) struct Choice {

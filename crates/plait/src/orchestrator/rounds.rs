@@ -18,7 +18,6 @@ use super::shared::{fail_task, Slot, Start};
 use super::Shared;
 use crate::agent::{self, Agent, AgentOutcome, AgentReport, TaskContext};
 use crate::collect;
-use crate::plan::{AgentConfig, ResolvedTask, Reviewer};
 use crate::prompts;
 use crate::review::checks::{CheckJob, Lineage};
 use crate::review::reviewer::{self, ReviewInput};
@@ -28,6 +27,7 @@ use plait_core::state::TaskDir;
 use plait_core::state::{
     now_ms, CheckResult, Review, SandboxRecord, TaskRecord, TaskState, Usage, Verdict,
 };
+use plait_plan::{AgentConfig, ResolvedTask, Reviewer};
 use plait_sandbox::sandbox::{Confinement, Sandbox};
 
 /// Rounds of agent → collect → checks and review, from the first of `(round, limit)` to at
@@ -622,7 +622,7 @@ impl<'a> Worker<'a> {
 /// program was not found.
 fn plans_fault(checks: &[CheckResult]) -> Option<String> {
     checks.iter().filter(|c| !c.passed).find_map(|c| {
-        let program = crate::plan::commands::program_not_found(&c.command, c.exit_code, &c.tail)?;
+        let program = plait_plan::commands::program_not_found(&c.command, c.exit_code, &c.tail)?;
         Some(format!(
             "the check `{}` cannot run: `{program}` was not found (exit 127); fix [checks] in the plan and run it again",
             c.command

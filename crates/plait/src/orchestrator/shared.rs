@@ -22,12 +22,12 @@ use super::starts::{Stale, StartKey, StartMerge};
 use super::{Event, GroupEvent, RunError, RunSettings, Update};
 use crate::context::Context;
 use crate::environment::{EnvRequest, Environment};
-use crate::plan::layout::Layout;
-use crate::plan::{ResolvedPlan, ResolvedTask};
 use crate::review::checks::CheckPool;
 use plait_core::cancel::Cancel;
 use plait_core::git::TreeFile;
 use plait_core::state::{now_ms, RunState, Store, TaskRecord, TaskState};
+use plait_plan::layout::Layout;
+use plait_plan::{ResolvedPlan, ResolvedTask};
 
 /// State shared by the tasks of a run.
 pub(super) struct Shared {
@@ -181,7 +181,7 @@ impl Start {
     /// Task `task`'s start at `commit` whose files are `files`, its layout found as the
     /// plan finds the base's.
     pub(super) fn at(commit: Oid, files: Arc<Vec<TreeFile>>, task: &ResolvedTask) -> Start {
-        let full = task.checkout == crate::plan::Checkout::Full;
+        let full = task.checkout == plait_plan::Checkout::Full;
         let layout = Layout::new(&files, &task.owns, &task.context, full);
         let owned = plait_core::globs::within(&files, &task.owns.scopes())
             .map(|i| &files[i])
@@ -252,7 +252,7 @@ impl Shared {
             start_files: Mutex::new(HashMap::new()),
             start_merges: Mutex::new(HashMap::new()),
             released: Mutex::new(HashMap::new()),
-            waits: crate::plan::waits_for(&settings.plan.tasks)
+            waits: plait_plan::waits_for(&settings.plan.tasks)
                 .into_iter()
                 .map(|set| set.into_iter().collect())
                 .collect(),
@@ -380,11 +380,11 @@ impl Shared {
                 .iter()
                 .flat_map(|t| t.agents())
                 .any(|agent| match agent {
-                    crate::plan::AgentConfig::Exec(exec) => {
+                    plait_plan::AgentConfig::Exec(exec) => {
                         exec.command.contains("PLAIT_RUN_IN")
                             || exec.command.contains("run-in-view")
                     }
-                    crate::plan::AgentConfig::Model { run, .. } => run.offered(),
+                    plait_plan::AgentConfig::Model { run, .. } => run.offered(),
                     _ => true,
                 })
     }

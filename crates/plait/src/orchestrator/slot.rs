@@ -11,8 +11,8 @@ use tokio::sync::watch;
 
 use plait_core::cancel::Cancel;
 
-use crate::plan::ResolvedTask;
 use plait_core::state::{RunState, TaskRecord};
+use plait_plan::ResolvedTask;
 
 /// A task (by index into the plan's tasks), or its attempt `attempt` (1..).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

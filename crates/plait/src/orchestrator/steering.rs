@@ -137,9 +137,9 @@ fn take(shared: &Shared, request: &Request) -> Answer {
                 format!("told {id}: its agent hears it at its next turn")
             } else {
                 let agent = match &shared.task(attempts[0]).agent {
-                    crate::plan::AgentConfig::Exec(_) => "a shell command",
-                    crate::plan::AgentConfig::ClaudeCode(_) => "Claude Code",
-                    crate::plan::AgentConfig::Aider(_) => "aider",
+                    plait_plan::AgentConfig::Exec(_) => "a shell command",
+                    plait_plan::AgentConfig::ClaudeCode(_) => "Claude Code",
+                    plait_plan::AgentConfig::Aider(_) => "aider",
                     _ => "an agent program",
                 };
                 format!(

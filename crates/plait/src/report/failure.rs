@@ -212,15 +212,15 @@ pub fn commands_failed(state: &RunState) -> bool {
 /// What to add under the failures of the run of `state`, run from the checkout at
 /// `workdir` with the plan kept at `kept` (the run's `plan.toml`): the dependency
 /// directories of the checkout its `[setup]` leaves out, and how to share or install them
-/// ([`crate::plan::missing_setup_hint`]). `None` when no command failed, or the setup
+/// ([`plait_plan::missing_setup_hint`]). `None` when no command failed, or the setup
 /// leaves nothing out.
 pub fn setup_hint(state: &RunState, workdir: &Path, kept: &Path) -> Option<String> {
     if !commands_failed(state) {
         return None;
     }
     let text = std::fs::read_to_string(kept).ok()?;
-    let plan = crate::plan::parse(&text, kept).ok()?;
-    crate::plan::missing_setup_hint(workdir, &crate::plan::SetupSettings::written(&plan.setup))
+    let plan = plait_plan::parse(&text, kept).ok()?;
+    plait_plan::missing_setup_hint(workdir, &plait_plan::SetupSettings::written(&plan.setup))
 }
 
 /// A failed task's part of `plait status`: its error, then where its cause is and the last

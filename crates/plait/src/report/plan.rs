@@ -5,7 +5,7 @@
 
 use std::fmt::Write as _;
 
-use crate::plan::{AgentConfig, ResolvedPlan, ResolvedTask, Reviewer};
+use plait_plan::{AgentConfig, ResolvedPlan, ResolvedTask, Reviewer};
 use plait_sandbox::sandbox::SandboxMode;
 
 /// Paths listed per kind before "… and N more".
@@ -139,11 +139,9 @@ fn task_lines(out: &mut String, plan: &ResolvedPlan, task: &ResolvedTask) {
         }
         Some(tries) => {
             let pick = match &tries.pick {
-                crate::plan::PickSpec::Checks => "the first whose checks pass".to_string(),
-                crate::plan::PickSpec::Review => {
-                    "its reviewer compares those that pass".to_string()
-                }
-                crate::plan::PickSpec::Command(c) => format!("`{c}` names one of those that pass"),
+                plait_plan::PickSpec::Checks => "the first whose checks pass".to_string(),
+                plait_plan::PickSpec::Review => "its reviewer compares those that pass".to_string(),
+                plait_plan::PickSpec::Command(c) => format!("`{c}` names one of those that pass"),
             };
             let _ = writeln!(
                 out,

@@ -691,7 +691,7 @@ pub async fn checks_at(
     pool: &CheckPool,
     state: &plait_core::state::RunState,
     commit: Oid,
-    checks: &crate::plan::CheckSettings,
+    checks: &plait_plan::CheckSettings,
     logs: &Path,
     cancel: &Cancel,
 ) -> Vec<CheckResult> {

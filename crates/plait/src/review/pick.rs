@@ -17,7 +17,6 @@ use serde_json::{json, Value};
 
 use super::reviewer::{self, CliQuestion, ModelRole, Unanswered};
 use crate::agent::{Budget, RoleGateway};
-use crate::plan::{CliSettings, Reviewer, ToolSettings};
 use crate::prompts;
 use crate::prompts::pick::Shown;
 use plait_core::cancel::Cancel;
@@ -25,6 +24,7 @@ use plait_core::state::{CheckResult, Usage};
 use plait_llm::conversation::{Message, System, ToolSpec};
 use plait_llm::http::Transcript;
 use plait_llm::limiter::Limiters;
+use plait_plan::{CliSettings, Reviewer, ToolSettings};
 use plait_sandbox::sandbox::SandboxSettings;
 use plait_sandbox::shell::{self, Launch, ShellOutcome};
 

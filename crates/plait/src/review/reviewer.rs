@@ -14,7 +14,6 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use crate::agent::{Budget, RoleGateway};
-use crate::plan::Reviewer;
 use crate::prompts;
 use plait_core::cancel::Cancel;
 use plait_core::state::{CheckResult, Comment, Review, Usage, Verdict};
@@ -23,6 +22,7 @@ use plait_llm::forced_tool_body;
 use plait_llm::http::{self, Transcript};
 use plait_llm::limiter::{Limiter, Limiters};
 use plait_llm::provider::ProviderSettings;
+use plait_plan::Reviewer;
 use plait_sandbox::sandbox::{Sandbox, SandboxSettings};
 use plait_sandbox::shell::{self, Launch, ShellOutcome};
 
@@ -221,7 +221,7 @@ pub(crate) async fn ask_claude_code(
 /// tools in the task's worktree, and `submit_review`'s schema as the answer's form; asked
 /// again when its answer is not a verdict.
 async fn by_claude_code(
-    settings: &crate::plan::ToolSettings,
+    settings: &plait_plan::ToolSettings,
     input: &ReviewInput<'_>,
     cancel: &Cancel,
 ) -> Review {
@@ -290,11 +290,7 @@ async fn by_claude_code(
 /// diff), `{schema}` (a file holding the answer's JSON schema), `{answer}` (a file it may
 /// write its answer to) and the other placeholders filled in; its answer is that file, or
 /// else the last JSON object on its stdout.
-async fn by_cli(
-    cli: &crate::plan::CliSettings,
-    input: &ReviewInput<'_>,
-    cancel: &Cancel,
-) -> Review {
+async fn by_cli(cli: &plait_plan::CliSettings, input: &ReviewInput<'_>, cancel: &Cancel) -> Review {
     let by = format!("cli {}", cli.argv.first().map_or("", String::as_str));
     let system = prompts::reviewer::system(
         input.goal,
@@ -354,7 +350,7 @@ async fn by_cli(
 /// judge.
 pub(crate) struct CliQuestion<'a> {
     /// The program and its arguments, with placeholders.
-    pub cli: &'a crate::plan::CliSettings,
+    pub cli: &'a plait_plan::CliSettings,
     /// Its role, for messages: "reviewer", "judge".
     pub role: &'a str,
     /// All it is told: `{prompt}`.

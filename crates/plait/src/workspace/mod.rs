@@ -14,7 +14,7 @@ pub mod index;
 pub mod sparse;
 pub mod view;
 
-use crate::plan::layout::{Cone, Layout};
+use plait_plan::layout::{Cone, Layout};
 
 use std::collections::HashSet;
 use std::fs;

@@ -8,8 +8,8 @@ use git2::{ObjectType, Repository, Tree};
 
 use super::index::Presence;
 pub(crate) use super::index::DIR_MODE;
-use crate::plan::layout::{Cone, Dir};
 use plait_core::git::{mode, TreeFile};
+use plait_plan::layout::{Cone, Dir};
 
 /// The index entries of `tree` for `cone`, in the index's order: every file of the cone's
 /// directories, and every directory outside the cone as one entry (mode `040000`, its

@@ -35,9 +35,9 @@ use plait_llm::{account, anthropic, conversation, openai};
 use tools::{ToolOutcome, Workspace};
 
 use crate::agent::context::{Agent, AgentFuture, AgentOutcome, AgentReport, TaskContext};
-use crate::plan::tools::RunCommands;
 use plait_core::state::Usage;
 use plait_llm::provider::{ProviderKind, ProviderSettings};
+use plait_plan::tools::RunCommands;
 
 /// Retried requests one task may need in all before it gives up (each request is also
 /// bounded on its own, by `http::MAX_ATTEMPTS`).

@@ -19,10 +19,10 @@ use serde_json::{json, Value};
 use super::tools::ToolOutcome;
 use crate::agent::context::TaskContext;
 use crate::agent::exec::task_env;
-use crate::plan::tools::RunCommands;
 use plait_core::cancel::Cancel;
 use plait_core::state::TaskDir;
 use plait_llm::conversation::ToolSpec;
+use plait_plan::tools::RunCommands;
 use plait_sandbox::shell::{self, Launch, ShellOutcome};
 
 /// The tool's name.

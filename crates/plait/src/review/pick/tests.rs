@@ -220,7 +220,7 @@ async fn a_cli_judge_reads_the_attempts_in_its_prompt_and_answers_in_json() {
         *) echo '{"attempt": 9}';;
     esac"###;
     let argv = ["sh", "-c", script, "sh", "{prompt}"];
-    let cli = crate::plan::CliSettings {
+    let cli = plait_plan::CliSettings {
         argv: argv.iter().map(|a| a.to_string()).collect(),
         gateway: None,
         answers_json: true,

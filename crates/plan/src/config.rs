@@ -81,7 +81,7 @@ impl Layer {
 }
 
 /// The config `layers` (lowest first) merged into one table of the plan's shape.
-pub(crate) fn merged_layers(layers: &[Layer]) -> Table {
+pub fn merged_layers(layers: &[Layer]) -> Table {
     let mut out = Table::new();
     for layer in layers {
         merge_into(&mut out, &layer.table);
@@ -92,7 +92,7 @@ pub(crate) fn merged_layers(layers: &[Layer]) -> Table {
 /// The plan `text` (from `path`) with the config `layers` (lowest first) merged under it,
 /// as TOML; the plan's own text when there are none. The plan is checked on its own first,
 /// so that its problems point at its own lines.
-pub(crate) fn merged_plan(text: &str, path: &Path, layers: &[Layer]) -> Result<String, PlanError> {
+pub fn merged_plan(text: &str, path: &Path, layers: &[Layer]) -> Result<String, PlanError> {
     if layers.is_empty() {
         return Ok(text.to_string());
     }

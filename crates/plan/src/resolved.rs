@@ -19,7 +19,8 @@ use plait_sandbox::sandbox::{Network, SandboxMode, SandboxSettings, Support};
 /// A plan checked against the repository, ready to run.
 #[derive(Debug, Clone)]
 pub struct ResolvedPlan {
-    pub(crate) goal: String,
+    /// What the whole run should achieve; every agent sees it.
+    pub goal: String,
     /// The commit every task starts from.
     pub base: Oid,
     /// How the plan named the base; without one, the current branch (or `HEAD` if detached).
@@ -28,9 +29,12 @@ pub struct ResolvedPlan {
     pub tasks: Vec<ResolvedTask>,
     /// Every entry of the base commit's tree, sorted by path.
     pub files: Arc<Vec<TreeFile>>,
-    pub(crate) checks: CheckSettings,
-    pub(crate) review: ReviewSettings,
-    pub(crate) groups: GroupSettings,
+    /// The commands that judge each task's branch and the merged result.
+    pub checks: CheckSettings,
+    /// Who reviews each task's branch.
+    pub review: ReviewSettings,
+    /// Supervisors for large runs: whether and how tasks are grouped.
+    pub groups: GroupSettings,
     /// What the views and checks get besides the tracked files (`[setup]`).
     pub setup: SetupSettings,
 }
@@ -38,7 +42,7 @@ pub struct ResolvedPlan {
 impl ResolvedPlan {
     /// The one warning to give when some process would be confined but this system cannot
     /// confine it (mode `auto`).
-    pub(crate) fn sandbox_warning(&self) -> Option<String> {
+    pub fn sandbox_warning(&self) -> Option<String> {
         let auto = self
             .tasks
             .iter()
@@ -61,7 +65,7 @@ pub(crate) const DEFAULT_GROUP_THRESHOLD: usize = 12;
 
 /// How a large run is grouped under supervisors, resolved.
 #[derive(Debug, Clone)]
-pub(crate) struct GroupSettings {
+pub struct GroupSettings {
     /// More tasks than this: grouped.
     pub threshold: usize,
     /// A fixed number of groups.
@@ -74,7 +78,7 @@ pub(crate) struct GroupSettings {
 
 impl GroupSettings {
     /// How many groups a run of `tasks` tasks gets (0 or 1: no grouping).
-    pub(crate) fn groups_for(&self, tasks: usize) -> usize {
+    pub fn groups_for(&self, tasks: usize) -> usize {
         match self.count {
             Some(n) => n.min(tasks),
             None if tasks > self.threshold => tasks.div_ceil(self.threshold),
@@ -86,8 +90,10 @@ impl GroupSettings {
 /// The commands that judge branches, resolved.
 #[derive(Debug, Clone)]
 pub struct CheckSettings {
-    pub(crate) task: Vec<String>,
-    pub(crate) merged: Vec<String>,
+    /// Run against each task's branch; a failure goes back to the worker.
+    pub task: Vec<String>,
+    /// Run against the merged branch; a failure keeps the run from landing.
+    pub merged: Vec<String>,
     /// Checks at once.
     pub jobs: usize,
     /// How long one command may run.
@@ -108,7 +114,7 @@ pub struct CheckSettings {
 
 /// Who reviews a task's branch.
 #[derive(Debug, Clone)]
-pub(crate) enum Reviewer {
+pub enum Reviewer {
     /// No reviewer: a task's rounds end without a verdict.
     Off,
     /// A shell command: exit 0 approve, 1 request changes, 2 reject.
@@ -126,7 +132,7 @@ pub(crate) enum Reviewer {
 
 impl Reviewer {
     /// The provider a Claude Code or `{ cli }` reviewer reaches through plait's gateway.
-    pub(crate) fn gateway(&self) -> Option<&Arc<ProviderSettings>> {
+    pub fn gateway(&self) -> Option<&Arc<ProviderSettings>> {
         match self {
             Reviewer::ClaudeCode(t) => t.gateway.as_ref(),
             Reviewer::Cli(c) => c.gateway.as_ref(),
@@ -137,7 +143,7 @@ impl Reviewer {
 
 /// How branches are reviewed, resolved.
 #[derive(Debug, Clone)]
-pub(crate) struct ReviewSettings {
+pub struct ReviewSettings {
     pub(crate) reviewer: Reviewer,
     /// Rounds of changes after the first try.
     pub rounds: u32,
@@ -149,7 +155,7 @@ impl ReviewSettings {
     /// The rounds of changes `task` gets after its first try: the plan's, or none for an
     /// exec agent the plan did not ask for more of (the same command would do the same
     /// again, or apply itself twice).
-    pub(crate) fn rounds_for(&self, task: &ResolvedTask) -> u32 {
+    pub fn rounds_for(&self, task: &ResolvedTask) -> u32 {
         match task.agent {
             AgentConfig::Exec(_) if !self.rounds_set => 0,
             _ => self.rounds,
@@ -157,7 +163,7 @@ impl ReviewSettings {
     }
 
     /// The reviewer of `task`, with `Worker` resolved.
-    pub(crate) fn reviewer_for(&self, task: &ResolvedTask) -> Reviewer {
+    pub fn reviewer_for(&self, task: &ResolvedTask) -> Reviewer {
         match (&self.reviewer, &task.agent) {
             (Reviewer::Worker, AgentConfig::Model { provider, .. }) => {
                 Reviewer::Model(provider.clone())
@@ -174,7 +180,7 @@ impl ReviewSettings {
 
 /// The agent a task runs, with everything it needs resolved.
 #[derive(Debug, Clone)]
-pub(crate) enum AgentConfig {
+pub enum AgentConfig {
     /// A shell command, once per task or once per owned file.
     Exec(ExecCommand),
     /// A model over HTTP, with its tool loop; `run`: the commands its `run` tool may run.
@@ -194,7 +200,7 @@ pub(crate) enum AgentConfig {
 
 impl AgentConfig {
     /// The agent, as a person would name it.
-    pub(crate) fn describe(&self) -> String {
+    pub fn describe(&self) -> String {
         match self {
             AgentConfig::Exec(command) => format!("exec `{command}`"),
             AgentConfig::Model { provider, run } => format!(
@@ -219,7 +225,7 @@ impl AgentConfig {
 
 impl AgentConfig {
     /// The provider whose traffic the agent sends through plait's gateway, if it does.
-    pub(crate) fn gateway(&self) -> Option<&Arc<ProviderSettings>> {
+    pub fn gateway(&self) -> Option<&Arc<ProviderSettings>> {
         match self {
             AgentConfig::ClaudeCode(t) | AgentConfig::Aider(t) => t.gateway.as_ref(),
             AgentConfig::Cli(c) => c.gateway.as_ref(),
@@ -231,7 +237,8 @@ impl AgentConfig {
 /// A `{ cli = [...] }` agent, resolved.
 #[derive(Debug, Clone)]
 pub struct CliSettings {
-    pub(crate) argv: Vec<String>,
+    /// The program and its arguments.
+    pub argv: Vec<String>,
     /// The provider the program reaches through plait's gateway, if the plan names one.
     pub gateway: Option<Arc<ProviderSettings>>,
     /// Whether it answers a role in JSON (`answer = "json"`).
@@ -240,13 +247,16 @@ pub struct CliSettings {
 
 /// An agent CLI that plait drives itself (`claude-code`, `aider`), resolved.
 #[derive(Debug, Clone)]
-pub(crate) struct ToolSettings {
+pub struct ToolSettings {
     /// The program, as the plan or the default names it; found on `PATH` when validated.
     pub program: String,
-    pub(crate) model: Option<String>,
+    /// The model it should use, as the plan names it; `None`: the provider's model, or
+    /// the CLI's own default.
+    pub model: Option<String>,
     /// Where its base URL and key come from; `None`: the environment as it is.
     pub provider: Option<Arc<ProviderSettings>>,
-    pub(crate) args: Vec<String>,
+    /// More arguments, added after plait's own.
+    pub args: Vec<String>,
     /// What the CLI will find in plait's own environment.
     pub inherited: InheritedEnv,
     /// Where plait's gateway sends the CLI's requests: the plan's provider, else (Claude
@@ -258,7 +268,7 @@ pub(crate) struct ToolSettings {
 /// What an agent CLI finds in the environment plait was started with, read when the plan
 /// is resolved (the library reads no environment of its own).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(crate) struct InheritedEnv {
+pub struct InheritedEnv {
     /// `ANTHROPIC_API_KEY` is set and not empty.
     pub anthropic_key: bool,
     /// Another way Claude Code authenticates without a login of its own is set:
@@ -306,6 +316,7 @@ impl InheritedEnv {
         ))
     }
 
+    /// What the environment `env` gives an agent CLI.
     pub fn read(env: &dyn Fn(&str) -> Option<String>) -> InheritedEnv {
         let set = |key: &str| env(key).filter(|v| !v.is_empty());
         InheritedEnv {
@@ -338,17 +349,24 @@ pub(super) const TOOLS: &[(&str, &str, Option<&str>)] = &[
 pub struct ResolvedTask {
     /// The task's id.
     pub id: String,
-    pub(crate) prompt: String,
-    pub(crate) agent: AgentConfig,
-    pub(crate) checkout: Checkout,
-    pub(crate) timeout: Duration,
-    pub(crate) max_turns: u32,
+    /// What the agent is told to do.
+    pub prompt: String,
+    /// The agent it runs (its first attempt's, when it has several).
+    pub agent: AgentConfig,
+    /// Which files its worktree holds.
+    pub checkout: Checkout,
+    /// How long its agent may run.
+    pub timeout: Duration,
+    /// The most turns a model agent may take.
+    pub max_turns: u32,
     /// Tokens a model agent may use in all.
     pub token_budget: Option<u64>,
     /// Whether ending without a change needs a person's look (`expect_changes`).
     pub expect_changes: bool,
-    pub(crate) owns: Globs,
-    pub(crate) context: Globs,
+    /// The files it may change.
+    pub owns: Globs,
+    /// The files checked out read-only for its agent to look at.
+    pub context: Globs,
     /// Tracked files of the base that this task owns, sorted.
     pub owned: Vec<String>,
     /// The walls of the task's agent's processes.
@@ -369,7 +387,7 @@ pub struct ResolvedTask {
 impl ResolvedTask {
     /// The task as its attempt `n` runs (`attempt`: its id `<task>~<n>`) or, after the
     /// pick, as the task goes on with attempt `n`'s agent and walls.
-    pub(crate) fn with_way(&self, n: u32, attempt: bool) -> ResolvedTask {
+    pub fn with_way(&self, n: u32, attempt: bool) -> ResolvedTask {
         let mut task = self.clone();
         if let Some(tries) = &self.tries {
             let way = tries.way(n);
@@ -385,7 +403,7 @@ impl ResolvedTask {
     }
 
     /// The checks its work is judged by: `task` (`[checks] task`), then its own.
-    pub(crate) fn checks(&self, task: &[String]) -> Vec<String> {
+    pub fn checks(&self, task: &[String]) -> Vec<String> {
         let mut all = task.to_vec();
         all.extend(
             self.own_checks
@@ -397,7 +415,7 @@ impl ResolvedTask {
     }
 
     /// Every agent it runs: its own, and each of its attempts'.
-    pub(crate) fn agents(&self) -> Vec<&AgentConfig> {
+    pub fn agents(&self) -> Vec<&AgentConfig> {
         let mut agents = vec![&self.agent];
         if let Some(tries) = &self.tries {
             agents.extend(tries.ways.iter().map(|w| &w.agent));

@@ -17,7 +17,7 @@ use super::validate_agents::{provider_named, push_once, resolve_cli_role, resolv
 /// The `[checks]` of a plan, resolved (`env` gives `HOME` and `TMPDIR` for the sandbox),
 /// their programs readable as in a run (see `plan::programs`; `checkout`: the
 /// repository's working directory); problems fall back to defaults.
-pub(crate) fn checks_of(
+pub fn checks_of(
     plan: &PlanFile,
     env: &dyn Fn(&str) -> Option<String>,
     checkout: &std::path::Path,

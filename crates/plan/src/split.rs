@@ -116,7 +116,8 @@ pub struct SplitOutcome {
 pub struct RootTask {
     /// The root file's path (the first, for a crate's `lib.rs` and `main.rs`).
     pub path: String,
-    pub(crate) task: String,
+    /// The id of the task that owns it.
+    pub task: String,
 }
 
 /// A test whose name two or more selected modules share, equally near it: which one it

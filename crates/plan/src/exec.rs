@@ -10,7 +10,8 @@ use super::resolved::{AgentConfig, ResolvedPlan};
 /// A shell command an exec agent runs in the task's worktree.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ExecCommand {
-    pub(crate) command: String,
+    /// The command line, run by the shell.
+    pub command: String,
     /// Once per owned file, in order, `{file}` replaced by the file's path (quoted for the
     /// shell) and `PLAIT_FILE` set to it; otherwise once for the whole task.
     pub each_file: bool,
@@ -44,7 +45,7 @@ impl ExecCommand {
     }
 
     /// Which of `owned` a per-file command runs on: those its `files` match, else all.
-    pub(crate) fn files_of<'a>(&self, owned: &'a [String]) -> Vec<&'a String> {
+    pub fn files_of<'a>(&self, owned: &'a [String]) -> Vec<&'a String> {
         match plait_core::globs::Globs::new(&self.files) {
             Ok(globs) if !self.files.is_empty() => {
                 owned.iter().filter(|f| globs.matches(f)).collect()
@@ -142,7 +143,7 @@ impl ResolvedPlan {
     /// The warning to give when an `exec_each` command with no `files` will run on owned
     /// files of another kind than most of them (a `LICENSE` or a `README.md` in a module
     /// of `.rs` files): how many, one of them, and the `files` that keeps to the others.
-    pub(crate) fn mixed_files_warning(&self) -> Option<String> {
+    pub fn mixed_files_warning(&self) -> Option<String> {
         let each: Vec<_> = self
             .tasks
             .iter()

@@ -56,10 +56,12 @@ impl SetupFile {
 pub struct SetupSettings {
     /// Paths relative to the checkout's root, without `./` or a trailing `/`.
     pub include: Vec<String>,
-    pub(crate) run: Vec<String>,
+    /// Commands run in the environment once its files are in place.
+    pub run: Vec<String>,
     /// Globs of tracked files, as written.
     pub key: Vec<String>,
-    pub(crate) network: Network,
+    /// What the `run` commands may reach over the network.
+    pub network: Network,
     /// How long one `run` command may run.
     pub timeout: Duration,
 }
@@ -219,7 +221,7 @@ pub(super) fn check_include_links(workdir: &Path, include: &[String], problems: 
 
 /// Why the include `path` of the checkout at `workdir` could not be opened beneath it with
 /// no link followed (`error`): the link on its way, named, when there is one.
-pub(crate) fn include_link(workdir: &Path, path: &str, error: &std::io::Error) -> String {
+pub fn include_link(workdir: &Path, path: &str, error: &std::io::Error) -> String {
     match first_link(workdir, path) {
         Some(link) => link_words(workdir, path, &link),
         None => format!("{}: {error}", workdir.join(path).display()),
@@ -335,7 +337,7 @@ impl ResolvedPlan {
     /// `workdir`: included paths that are not there (when no `run` may make them), and,
     /// for a plan without a setup whose agents or checks run commands, the dependency
     /// directories its views will lack ([`missing_setup_hint`]).
-    pub(crate) fn setup_warnings(&self, workdir: &Path) -> Vec<String> {
+    pub fn setup_warnings(&self, workdir: &Path) -> Vec<String> {
         let mut warnings = Vec::new();
         if self.setup.run.is_empty() {
             let missing: Vec<&str> = self
@@ -538,7 +540,7 @@ fn plain_list(items: &[&str]) -> String {
 /// `workdir` whose base tracks `files` (sorted by path): the dependency directories there
 /// that git ignores and whose lockfile is tracked (`node_modules/` beside a
 /// `package-lock.json`), included. `None` when there are none.
-pub(crate) fn suggested_setup(workdir: &Path, files: &[TreeFile]) -> Option<SetupFile> {
+pub fn suggested_setup(workdir: &Path, files: &[TreeFile]) -> Option<SetupFile> {
     let repo = git2::Repository::open(workdir).ok()?;
     let tracked = |path: &str| tracked_under(files, path) == Some(path);
     let include: Vec<String> = ignored_dependency_dirs(&repo, workdir, &tracked)

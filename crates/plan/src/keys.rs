@@ -436,7 +436,7 @@ mod tests {
     use serde::de::DeserializeOwned;
 
     use super::*;
-    use crate::plan::{
+    use crate::{
         tools::ToolsFile, AgentSpec, AgentsFile, ChecksFile, Defaults, GroupsFile, PlanFile,
         ReviewFile, SandboxFile, SetupFile, TaskFile, ToolFile,
     };
@@ -507,10 +507,7 @@ mod tests {
         assert_eq!(at(&PLAN, &["review", "agent"]).keys(), AGENT.keys());
         assert_eq!(at(&PLAN, &["groups", "review"]).keys(), AGENT.keys());
         assert_eq!(at(&PLAN, &["agents", "claude-code"]).keys(), TOOL.keys());
-        assert_eq!(
-            CONFIG.keys(),
-            accepted::<crate::plan::config::ConfigFile>("{}")
-        );
+        assert_eq!(CONFIG.keys(), accepted::<crate::config::ConfigFile>("{}"));
         for key in CONFIG.keys() {
             let from_config = at(&CONFIG, &[key]).keys();
             let from_plan = match key {

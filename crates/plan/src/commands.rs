@@ -53,11 +53,7 @@ fn is_assignment(word: &str) -> bool {
 
 /// Whether a check's output says the shell could not find the program `command` names
 /// first: exit 127 with `NAME: not found` (dash) or `NAME: command not found` (bash).
-pub(crate) fn program_not_found(
-    command: &str,
-    exit_code: Option<i32>,
-    output: &str,
-) -> Option<String> {
+pub fn program_not_found(command: &str, exit_code: Option<i32>, output: &str) -> Option<String> {
     if exit_code != Some(127) {
         return None;
     }

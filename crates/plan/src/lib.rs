@@ -1,6 +1,73 @@
-//! Stage 1: the plan. What the run should achieve, from which commit, and the tasks with the
-//! files each one owns. A plan comes from a TOML file or a split rule and is validated
-//! against the repository before anything is created.
+//! Stage 1 of plait: the plan. What the run should achieve, from which commit, and the tasks
+//! with the files each one owns. A plan comes from a TOML file, a split rule or a manager
+//! model's answer, and is validated against the repository before anything is created.
+//!
+//! # Where to start
+//!
+//! - [`PlanFile`] is a plan as written (`plait.toml`): [`parse`] or [`load`] reads one,
+//!   refusing unknown keys with their name and line; [`to_toml`] writes one back.
+//! - [`resolve`] (or [`resolve_with_env`], which also reads the providers' keys) checks it
+//!   against the repository's base commit and gives a [`ResolvedPlan`]: each
+//!   [`ResolvedTask`] with its owned files listed, its agent ([`AgentConfig`]), its walls,
+//!   its attempts ([`Tries`]) and the files its worktree holds ([`layout::Layout`]). Every
+//!   fault is collected into one [`PlanError::Invalid`] rather than stopping at the first.
+//! - [`split`] writes a plan from a rule (one task per directory, per module, per
+//!   language); [`config`] merges the layered settings (user, repository) into a plan's
+//!   text; [`setup`] is `[setup]`, what the views and checks get besides the tracked files.
+//!
+//! # Why a crate of its own
+//!
+//! The plan is the bottom of the engine: it names what every later stage does (workspace,
+//! agents, collection, review, merge, landing) and depends on none of them, only on
+//! `plait-core` (git, globs), `plait-sandbox` (the walls' settings) and `plait-llm` (the
+//! providers' settings). Cut out, it can be read, tested and changed without the
+//! orchestrator, and the compiler keeps it from reaching up.
+//!
+//! # Example
+//!
+//! A two-task plan parsed and resolved against a fresh repository:
+//!
+//! ```
+//! use std::path::Path;
+//!
+//! let dir = tempfile::tempdir()?;
+//! let repo = git2::Repository::init(dir.path())?;
+//! for (path, text) in [("web/app.js", "app\n"), ("api/main.py", "main\n")] {
+//!     std::fs::create_dir_all(dir.path().join(path).parent().unwrap())?;
+//!     std::fs::write(dir.path().join(path), text)?;
+//! }
+//! let mut index = repo.index()?;
+//! index.add_all(["*"], git2::IndexAddOption::DEFAULT, None)?;
+//! let tree = repo.find_tree(index.write_tree()?)?;
+//! let me = git2::Signature::now("me", "me@example.com")?;
+//! repo.commit(Some("HEAD"), &me, &me, "start", &tree, &[])?;
+//!
+//! let text = r#"
+//! goal = "Say hello in both halves"
+//! [defaults]
+//! agent = { exec = "true" }
+//!
+//! [[task]]
+//! id = "web"
+//! prompt = "Greet in the page"
+//! owns = ["web/**"]
+//!
+//! [[task]]
+//! id = "api"
+//! prompt = "Greet in the API"
+//! owns = ["api/**"]
+//! "#;
+//! let source = Path::new("plait.toml");
+//! let plan = plait_plan::parse(text, source)?;
+//! assert_eq!(plan.tasks.len(), 2);
+//!
+//! let resolved = plait_plan::resolve(&repo, plan, source)?;
+//! assert_eq!(resolved.tasks[0].owned, ["web/app.js"]);
+//! assert_eq!(resolved.tasks[1].owned, ["api/main.py"]);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+#![deny(missing_docs)]
 
 mod after;
 mod attempts;
@@ -27,20 +94,21 @@ use std::time::Duration;
 use serde::de::{self, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-pub(crate) use after::waits_for;
-pub(crate) use attempts::MAX_ATTEMPTS;
-pub use attempts::{Fallback, PickFile, PickSpec, Tries};
+pub use after::waits_for;
+pub use attempts::MAX_ATTEMPTS;
+pub use attempts::{Fallback, PickFile, PickSpec, Tries, Way};
 pub use exec::ExecCommand;
 use plait_llm::provider::ProviderFile;
 use plait_sandbox::sandbox::SandboxMode;
-pub(crate) use resolved::{AgentConfig, Reviewer, ToolSettings};
+pub use resolved::{AgentConfig, Reviewer, ToolSettings};
 pub use resolved::{CheckSettings, CliSettings, ResolvedPlan, ResolvedTask};
-pub(crate) use setup::suggested_setup;
+pub use resolved::{GroupSettings, InheritedEnv, ReviewSettings};
+pub use setup::suggested_setup;
 pub use setup::{missing_setup_hint, SetupFile, SetupSettings};
-pub(crate) use validate::resolve_kept;
+pub use validate::resolve_kept;
 pub use validate::{resolve, resolve_with_env};
-pub(crate) use validate_agents::claude_code_settings;
-pub(crate) use validate_settings::checks_of;
+pub use validate_agents::claude_code_settings;
+pub use validate_settings::checks_of;
 
 /// How long an agent may run when the plan does not say.
 pub(crate) const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30 * 60);
@@ -229,10 +297,12 @@ pub struct Defaults {
     /// The agent every task runs unless it names its own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent: Option<AgentSpec>,
+    /// Which files every task's worktree holds unless it says.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) checkout: Option<Checkout>,
+    pub checkout: Option<Checkout>,
+    /// Globs of files every task's worktree holds read-only, unless it names its own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) context: Option<Vec<String>>,
+    pub context: Option<Vec<String>>,
     /// How long an agent may run, such as `"90s"` or `"10m"`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout: Option<String>,

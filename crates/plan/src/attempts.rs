@@ -12,7 +12,7 @@ use super::resolved::AgentConfig;
 use plait_sandbox::sandbox::SandboxSettings;
 
 /// The most attempts a task may have.
-pub(crate) const MAX_ATTEMPTS: u32 = 20;
+pub const MAX_ATTEMPTS: u32 = 20;
 
 /// How the attempt that becomes a task is chosen.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -119,8 +119,9 @@ impl Serialize for PickSpec {
 /// What one attempt runs: its agent and the walls that go with it (an agent CLI's network
 /// differs from an exec agent's).
 #[derive(Debug, Clone)]
-pub(crate) struct Way {
-    pub(crate) agent: AgentConfig,
+pub struct Way {
+    /// The agent the attempt runs.
+    pub agent: AgentConfig,
     pub(crate) sandbox: SandboxSettings,
     pub(crate) check_sandbox: SandboxSettings,
     pub(crate) expect_changes: bool,
@@ -141,7 +142,7 @@ pub struct Tries {
 
 impl Tries {
     /// What attempt `n` (1..) runs.
-    pub(crate) fn way(&self, n: u32) -> &Arc<Way> {
+    pub fn way(&self, n: u32) -> &Arc<Way> {
         &self.ways[(n.max(1) as usize - 1) % self.ways.len()]
     }
 }

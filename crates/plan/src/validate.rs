@@ -43,7 +43,7 @@ pub fn resolve(
 /// A run's kept plan (its text `text`, read from `source`) resolved again against the
 /// commit `base` the run started from, wherever its base branch is now: for resuming a
 /// run, sending a task back, or a worker taking a queued run's tasks.
-pub(crate) fn resolve_kept(
+pub fn resolve_kept(
     repo: &Repository,
     text: &str,
     source: &Path,

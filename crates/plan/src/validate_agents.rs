@@ -285,7 +285,7 @@ pub(super) fn resolve_tool(
 /// Claude Code as plan `plan`'s `[agents.claude-code]` (or the defaults) and the
 /// environment give it, for a role outside a run (the manager); `model` overrides its
 /// model.
-pub(crate) fn claude_code_settings(
+pub fn claude_code_settings(
     plan: &PlanFile,
     env: &dyn Fn(&str) -> Option<String>,
     model: Option<String>,

@@ -132,7 +132,7 @@ fn find_cycle(tasks: &[ResolvedTask]) -> Option<Vec<usize>> {
 }
 
 /// For each task, every task it waits for, directly or through others.
-pub(crate) fn waits_for(tasks: &[ResolvedTask]) -> Vec<BTreeSet<usize>> {
+pub fn waits_for(tasks: &[ResolvedTask]) -> Vec<BTreeSet<usize>> {
     let mut all: Vec<Option<BTreeSet<usize>>> = vec![None; tasks.len()];
     fn close(
         k: usize,

@@ -25,7 +25,7 @@ impl ToolsFile {
 
 /// Which command lines a model agent's `run` tool may run, resolved.
 #[derive(Debug, Clone, Default)]
-pub(crate) enum RunCommands {
+pub enum RunCommands {
     /// Any command (`[tools] run` absent).
     #[default]
     Any,
@@ -88,12 +88,12 @@ impl RunCommands {
     }
 
     /// Whether the `run` tool is offered at all.
-    pub(crate) fn offered(&self) -> bool {
+    pub fn offered(&self) -> bool {
         !matches!(self, RunCommands::Off)
     }
 
     /// Whether `command` (its whole line, surrounding blanks aside) may run.
-    pub(crate) fn allows(&self, command: &str) -> bool {
+    pub fn allows(&self, command: &str) -> bool {
         match self {
             RunCommands::Any => true,
             RunCommands::Only { set, .. } => set.is_match(command.trim()),

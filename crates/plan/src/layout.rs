@@ -76,7 +76,7 @@ impl Cone {
     }
 
     /// Adds `dir`'s own files (and its ancestors) to the cone, unless it is already whole.
-    pub(crate) fn add_own(&mut self, dir: String) {
+    pub fn add_own(&mut self, dir: String) {
         if self.is_whole(&dir) || self.own.contains(&dir) {
             return;
         }
@@ -85,7 +85,7 @@ impl Cone {
     }
 
     /// Whether the cone holds everything.
-    pub(crate) fn is_full(&self) -> bool {
+    pub fn is_full(&self) -> bool {
         self.whole.contains("")
     }
 
@@ -119,13 +119,13 @@ impl Cone {
 
     /// The directories whose own files (not their subdirectories) are in the cone, the
     /// root (`""`) first.
-    pub(crate) fn own(&self) -> impl Iterator<Item = &str> {
+    pub fn own(&self) -> impl Iterator<Item = &str> {
         self.own.iter().map(String::as_str)
     }
 
     /// The `info/sparse-checkout` file of this cone, as `git sparse-checkout set --cone`
     /// writes it.
-    pub(crate) fn patterns(&self) -> String {
+    pub fn patterns(&self) -> String {
         if self.is_full() {
             return "/*\n".to_string();
         }
@@ -170,7 +170,8 @@ fn escape(dir: &str) -> String {
 pub struct Layout {
     /// Indices into the run's sorted file list of the files checked out, in order.
     pub files: Vec<usize>,
-    pub(crate) cone: Cone,
+    /// The directories of its sparse checkout.
+    pub cone: Cone,
 }
 
 impl Layout {
