@@ -6,7 +6,7 @@
 //! 2. anchor A: `git worktree add` (full checkout), a handful of times;
 //! 3. anchor B: git CLI sparse worktrees (`worktree add --no-checkout`, `sparse-checkout
 //!    set`, `checkout`), non-cone and cone;
-//! 4. plait: one owned-file worktree per directory through `plait::workspace::create`,
+//! 4. plait: one owned-file worktree per directory through `plait_trees::workspace::create`,
 //!    sequentially, on 2 threads, and the way the orchestrator calls it; disk use;
 //! 5. merge: one commit per task branch, then `plait::merge::merge` against a loop of
 //!    `git merge-tree --write-tree`;
@@ -39,11 +39,11 @@ use git2::build::{CheckoutBuilder, TreeUpdateBuilder};
 use git2::{FileMode, Oid, Repository, RepositoryInitOptions, Signature, Time};
 
 use plait::merge::{BranchInput, MergeSettings};
-use plait::workspace::{self, WorktreeSpec};
 use plait_core::git::TreeFile;
 use plait_core::globs::Globs;
 use plait_plan::layout::Layout;
 use plait_plan::{AgentSpec, PlanFile, ResolvedPlan, TaskFile};
+use plait_trees::workspace::{self, WorktreeSpec};
 
 const GITIGNORE: &str = "/target\n*.log\n*.tmp\n";
 
@@ -959,8 +959,8 @@ fn per_worktree_costs(
         Ok(())
     })?;
     let index_build = median_of(20, || {
-        let bytes = plait::workspace::index::build(&files, |f| {
-            by_prefix(&f.path).then(plait::workspace::index::Stat::default)
+        let bytes = plait_trees::workspace::index::build(&files, |f| {
+            by_prefix(&f.path).then(plait_trees::workspace::index::Stat::default)
         });
         std::hint::black_box(bytes.len());
         Ok(())

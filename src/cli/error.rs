@@ -226,7 +226,7 @@ impl From<RunError> for CommandError {
             RunError::Panicked { .. } => CommandError::of(e).hint(
                 "this is a bug in plait: the run's record and events.jsonl under its run directory say how far it got; `plait resume` carries it on",
             ),
-            RunError::Setup(plait::environment::EnvError::Layer { .. }) => CommandError::of(e),
+            RunError::Setup(plait_trees::environment::EnvError::Layer { .. }) => CommandError::of(e),
             RunError::Setup(_) => CommandError::of(e).hint(
                 "no task started; `plait log --setup` prints the setup's output; fix the command \
                  or what it needs, then `plait resume` tries it again (or change [setup] and \

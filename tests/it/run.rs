@@ -313,7 +313,7 @@ fn processes_of(repo: &TestRepo, run: &str) -> Vec<u32> {
     let mark = format!("PLAIT_RUN={run}");
     let cache = PathBuf::from(std::env::var("XDG_CACHE_HOME").unwrap());
     let worktrees =
-        plait::workspace::default_root(&cache, &git2::Repository::open(&repo.path).unwrap());
+        plait_trees::workspace::default_root(&cache, &git2::Repository::open(&repo.path).unwrap());
     let roots = [
         repo.path.clone(),
         repo.path.canonicalize().unwrap(),

@@ -8,9 +8,9 @@ use std::path::Path;
 use git2::{BranchType, Oid, Repository};
 
 use crate::collect;
-use crate::workspace::{self, WorkspaceError};
 use plait_core::state::RunDir;
 use plait_core::state::{RunState, TaskRecord, TaskState, Verdict};
+use plait_trees::workspace::{self, WorkspaceError};
 
 /// Why a clean could not finish.
 #[derive(Debug, thiserror::Error)]

@@ -12,14 +12,14 @@ use std::path::{Path, PathBuf};
 
 use git2::{build::TreeUpdateBuilder, FileMode, ObjectType, Oid, Repository};
 
-use crate::workspace::index;
-use crate::workspace::sparse::{self, DIR_MODE};
 use plait_core::beneath::{Content, Kind, Step, Tree};
 use plait_core::git::{mode, signatures};
 use plait_core::globs::Globs;
 use plait_core::refs::branch_ref;
 use plait_core::state::{ChangeKind, FileChange};
 use plait_plan::layout::{self, Cone};
+use plait_trees::workspace::index;
+use plait_trees::workspace::sparse::{self, DIR_MODE};
 
 pub mod build_output;
 pub mod violations;

@@ -7,9 +7,9 @@
 //! 1. [`plait_plan`] — read and validate a plan (TOML, a split rule, or a manager model's
 //!    answer): tasks, owned globs, base, providers, agent CLIs, checks, reviewer, groups.
 //!    [`manager`] asks a model (or Claude Code, an `agent`) for one; it sits above both.
-//! 2. [`workspace`] — per task, a branch `plait/<run>/<task>` and a worktree with only the
+//! 2. [`plait_trees::workspace`] — per task, a branch `plait/<run>/<task>` and a worktree with only the
 //!    owned and context files, built without a checkout (a sparse checkout in cone mode with
-//!    a hand-written sparse index). [`environment`], the run's base layer that views and
+//!    a hand-written sparse index). [`plait_trees::environment`], the run's base layer that views and
 //!    checks lie over, writes its files as the workspace does; both keep directories
 //!    between runs through `dirs`, below them.
 //! 3. `agent` — run the task's agent in its worktree: `exec` (a shell command), a model
@@ -47,9 +47,6 @@ pub mod check;
 pub mod clean;
 pub mod collect;
 pub mod context;
-mod dirs;
-pub mod environment;
-pub(crate) mod failures;
 pub(crate) mod groups;
 pub mod land;
 pub mod manager;
@@ -61,7 +58,6 @@ pub mod report;
 pub(crate) mod review;
 pub mod said;
 pub mod steer;
-pub mod workspace;
 
 /// The model agent's editor tools, for the benchmarks (`benches/nofollow.rs`).
 #[doc(hidden)]

@@ -24,12 +24,12 @@ use regex::Regex;
 use super::context::{Agent, AgentFuture, AgentOutcome, AgentReport, TaskContext};
 use super::exec::{outcome_of, shell_quote, task_env};
 use crate::prompts;
-use crate::workspace;
 use plait_core::beneath::Tree;
 use plait_core::state::Usage;
 use plait_llm::provider::ProviderKind;
 use plait_plan::ToolSettings;
 use plait_sandbox::shell;
+use plait_trees::workspace;
 
 /// Runs aider once per round of a task.
 #[derive(Debug, Clone)]

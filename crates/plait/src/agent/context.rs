@@ -58,8 +58,8 @@ pub struct TaskContext {
     pub plait_program: PathBuf,
     /// The task's whole-tree view, where the commands its agent runs see every file: every
     /// process started through [`TaskContext::launch`] starts in it when it is an overlay;
-    /// call [`crate::workspace::view::TaskView::ensure`] before a command either way.
-    pub view: Arc<crate::workspace::view::TaskView>,
+    /// call [`plait_trees::workspace::view::TaskView::ensure`] before a command either way.
+    pub view: Arc<plait_trees::workspace::view::TaskView>,
     /// The task checks (`[checks] task`), which judge each round's commit: an agent that
     /// tests its own edits (aider's `--test-cmd`) runs these.
     pub checks: Vec<String>,

@@ -72,8 +72,8 @@ pub fn clean_seed(ctx: &Context) -> Result<SeedCleaned, OpsError> {
             what: "the seed and the views",
         });
     }
-    let views = crate::workspace::view::remove_trees(&store.views_dir());
-    let layers = crate::environment::remove_all(&store.envs_dir());
+    let views = plait_trees::workspace::view::remove_trees(&store.views_dir());
+    let layers = plait_trees::environment::remove_all(&store.envs_dir());
     let seed = store.seed_dir();
     if !seed.exists() {
         return Ok(SeedCleaned {

@@ -137,8 +137,8 @@ fn take_attempt(
     )
     .map_err(git)?;
     if record.worktree.join(".git").exists() {
-        let name = crate::workspace::admin_name(&run, &record.id);
-        let _ = crate::workspace::remove(&repo, &name, &record.worktree);
+        let name = plait_trees::workspace::admin_name(&run, &record.id);
+        let _ = plait_trees::workspace::remove(&repo, &name, &record.worktree);
     }
     let candidates = record
         .pick

@@ -93,8 +93,9 @@ pub fn dry_run(ctx: &Context, request: &RunRequest<'_>) -> Result<DryRun, OpsErr
         Some(root) => root.join("<run>"),
         None => store.run("<run>").worktrees(),
     };
-    let stable = crate::environment::stable_path(&worktrees.with_file_name("<run>"));
-    let environment = crate::environment::preview(ctx.dir(), &store.envs_dir(), &resolved, &stable);
+    let stable = plait_trees::environment::stable_path(&worktrees.with_file_name("<run>"));
+    let environment =
+        plait_trees::environment::preview(ctx.dir(), &store.envs_dir(), &resolved, &stable);
     Ok(DryRun {
         resolved,
         warnings,
@@ -168,7 +169,7 @@ fn worktree_root(
     let Some(cache) = ctx.cache_home() else {
         return Ok((None, None));
     };
-    let root = crate::workspace::default_root(&cache, &*ctx.repo()?);
+    let root = plait_trees::workspace::default_root(&cache, &*ctx.repo()?);
     if !make {
         return Ok((Some(root), None));
     }

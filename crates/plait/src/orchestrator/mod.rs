@@ -127,14 +127,14 @@ pub enum RunError {
     Encode(#[from] serde_json::Error),
     /// A task's branch or worktree could not be made.
     #[error(transparent)]
-    Worktree(#[from] crate::workspace::WorkspaceError),
+    Worktree(#[from] plait_trees::workspace::WorkspaceError),
     /// The checks' checkout could not be made.
     #[error("the checks could not run: {0}")]
     Checks(#[from] crate::review::checks::CheckoutError),
     /// The run's environment could not be made: a `[setup]` command failed, or its base
     /// layer could not be written. No task started.
     #[error(transparent)]
-    Setup(#[from] crate::environment::EnvError),
+    Setup(#[from] plait_trees::environment::EnvError),
     /// A worker could not set up a queued run on its machine.
     #[error("cannot take run {run}'s tasks: {source}")]
     TakeRun {

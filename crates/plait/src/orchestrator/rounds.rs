@@ -21,7 +21,6 @@ use crate::collect;
 use crate::prompts;
 use crate::review::checks::{CheckJob, Lineage};
 use crate::review::reviewer::{self, ReviewInput};
-use crate::workspace::view::{self, TaskView, ViewKind};
 use plait_core::cancel::Cancel;
 use plait_core::state::TaskDir;
 use plait_core::state::{
@@ -29,6 +28,7 @@ use plait_core::state::{
 };
 use plait_plan::{AgentConfig, ResolvedTask, Reviewer};
 use plait_sandbox::sandbox::{Confinement, Sandbox};
+use plait_trees::workspace::view::{self, TaskView, ViewKind};
 
 /// Rounds of agent → collect → checks and review, from the first of `(round, limit)` to at
 /// most the second, until the task is done, rejected or failed.
@@ -713,7 +713,7 @@ fn task_view(shared: &Shared, record: &TaskRecord, task: &ResolvedTask, start: &
         (Ok(()), Some(env)) => {
             let work = view::work_dir(&record.worktree);
             let _ = std::fs::create_dir_all(&work);
-            let own = crate::environment::LayerDir(view::include_dir(&record.worktree));
+            let own = plait_trees::environment::LayerDir(view::include_dir(&record.worktree));
             let _ = env.make_layer(&own);
             let start_layer = (start.commit != env.base)
                 .then(|| env.dir.join("starts").join(start.commit.to_string()));

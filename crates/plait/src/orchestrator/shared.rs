@@ -21,13 +21,13 @@ pub(super) use super::slot::Slot;
 use super::starts::{Stale, StartKey, StartMerge};
 use super::{Event, GroupEvent, RunError, RunSettings, Update};
 use crate::context::Context;
-use crate::environment::{EnvRequest, Environment};
 use crate::review::checks::CheckPool;
 use plait_core::cancel::Cancel;
 use plait_core::git::TreeFile;
 use plait_core::state::{now_ms, RunState, Store, TaskRecord, TaskState};
 use plait_plan::layout::Layout;
 use plait_plan::{ResolvedPlan, ResolvedTask};
+use plait_trees::environment::{EnvRequest, Environment};
 
 /// State shared by the tasks of a run.
 pub(super) struct Shared {
@@ -265,7 +265,7 @@ impl Shared {
         })
     }
 
-    /// Makes the run's environment (see [`crate::environment`]) where this system allows
+    /// Makes the run's environment (see [`plait_trees::environment`]) where this system allows
     /// views over layers, before any task starts, and records what it is; a `[setup]`
     /// command that fails stops the run here.
     pub(super) async fn prepare_environment(&self) -> Result<(), RunError> {
@@ -296,7 +296,7 @@ impl Shared {
                     base: self.plan.base,
                     files: self.plan.files.clone(),
                     setup: &self.plan.setup,
-                    stable: crate::environment::stable_path(&worktree_root),
+                    stable: plait_trees::environment::stable_path(&worktree_root),
                     sandbox: &checks.sandbox,
                     // The merged checks run at the base only when they fail on the merged
                     // work (`CheckPool::judge_at_base`): a run whose gate passes runs them once.
@@ -314,7 +314,7 @@ impl Shared {
                 };
                 let (env, outcome) = match Environment::prepare(req).await {
                     Ok(made) => made,
-                    Err(crate::environment::EnvError::Interrupted) => {
+                    Err(plait_trees::environment::EnvError::Interrupted) => {
                         // The tasks see the interrupt and stop before they start.
                         let _ = self.environment.set(Err("interrupted".to_string()));
                         return Ok(());
@@ -407,7 +407,7 @@ impl Shared {
                 let (commit, files) = (start.commit, start.files.clone());
                 tokio::task::spawn_blocking(move || {
                     let repo = git2::Repository::discover(&repo).map_err(|e| e.to_string())?;
-                    crate::workspace::view::base_tree(&repo, &dir, commit, &files)
+                    plait_trees::workspace::view::base_tree(&repo, &dir, commit, &files)
                         .map(|(tree, lock)| (tree, Arc::new(lock)))
                 })
                 .await

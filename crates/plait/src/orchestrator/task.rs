@@ -20,8 +20,8 @@ use super::waves::carry;
 use super::worktrees::{discard_partial, lay_out_from, prepare};
 use super::Shared;
 use crate::prompts;
-use crate::workspace;
 use plait_core::state::{TaskRecord, TaskState};
+use plait_trees::workspace;
 
 pub(super) use super::shared::fail_task;
 

@@ -13,9 +13,9 @@ use git2::Oid;
 use super::collecting::{branch_changes, io_at, start_of, TaskError};
 use super::shared::{fail_task, Slot};
 use super::Shared;
-use crate::workspace::{self, WorktreeSpec};
 use plait_core::state::TaskDir;
 use plait_core::state::{now_ms, ChangeKind, FileChange, TaskRecord, TaskState};
+use plait_trees::workspace::{self, WorktreeSpec};
 
 /// Marks the task preparing and creates its worktree; false when that failed (the failure
 /// is recorded).

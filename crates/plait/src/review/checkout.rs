@@ -215,7 +215,7 @@ pub fn remove(workdir: &Path, path: &Path) {
         let shown = path.display().to_string();
         if run_git(workdir, &["worktree", "remove", "--force", &shown], &[]).is_err() {
             // What a check locked up or linked out of, removed beneath a handle.
-            crate::dirs::remove_tree(path);
+            plait_trees::environment::remove_tree(path);
             let _ = run_git(workdir, &["worktree", "prune"], &[]);
         }
     }

@@ -68,12 +68,12 @@ pub struct CheckPool {
     adding: Arc<Mutex<()>>,
     /// The run's base layer, when it has one: then every check runs in a layer over it
     /// (see [`super::layers`]) instead of a checkout.
-    pub(super) env: std::sync::OnceLock<Arc<crate::environment::Environment>>,
+    pub(super) env: std::sync::OnceLock<Arc<plait_trees::environment::Environment>>,
     /// One judgement at the base at a time (see [`CheckPool::judge_at_base`]).
     judging: tokio::sync::Mutex<()>,
     /// Each task's layer of its own and the commit it holds.
     pub(super) layers:
-        Mutex<std::collections::HashMap<String, (crate::environment::LayerDir, Oid)>>,
+        Mutex<std::collections::HashMap<String, (plait_trees::environment::LayerDir, Oid)>>,
 }
 
 /// The trusted checkout of the base, made (or taken over from an earlier run) on first use.
@@ -227,7 +227,7 @@ impl CheckPool {
                 if job.own.contains(&check.command) {
                     continue;
                 }
-                let here = crate::failures::Failure::of_log(&check.log);
+                let here = plait_trees::failures::Failure::of_log(&check.log);
                 check.as_on_base = here == base;
                 check.beyond_base = here.beyond(&base).into_iter().map(String::from).collect();
             }
@@ -242,7 +242,7 @@ impl CheckPool {
     /// here, at their first failure, so that a run whose gate passes never runs them twice.
     async fn judge_at_base(
         &self,
-        env: &Arc<crate::environment::Environment>,
+        env: &Arc<plait_trees::environment::Environment>,
         job: &CheckJob<'_>,
         cancel: &Cancel,
     ) {
@@ -283,22 +283,25 @@ impl CheckPool {
         };
         if let Ok(results) = self.run_layered(env, &at_base, cancel).await {
             if !cancel.is_cancelled() {
-                let judged: Vec<crate::environment::AtBase<'_>> = results
+                let judged: Vec<plait_trees::environment::AtBase<'_>> = results
                     .iter()
-                    .map(|c| crate::environment::AtBase {
+                    .map(|c| plait_trees::environment::AtBase {
                         command: &c.command,
                         passed: c.passed,
                         refused: &c.refused,
                         log: &c.log,
                     })
                     .collect();
-                env.note_at_base(crate::environment::Warmed::judged(job.commands, &judged));
+                env.note_at_base(plait_trees::environment::Warmed::judged(
+                    job.commands,
+                    &judged,
+                ));
             }
         }
     }
 
     /// [`CheckPool::new`] for checks of run `state` made after it ran: in layers over its
-    /// kept base layer when there is one (see [`crate::environment::Environment::open_kept`]).
+    /// kept base layer when there is one (see [`plait_trees::environment::Environment::open_kept`]).
     pub fn for_run(
         root: PathBuf,
         context: &crate::context::Context,
@@ -308,8 +311,9 @@ impl CheckPool {
         let pool = CheckPool::new(root, context.workdir().to_path_buf(), jobs);
         if let Ok(base) = Oid::from_str(&state.base) {
             let envs = context.store().envs_dir();
-            let stable = crate::environment::stable_path(&state.worktree_root);
-            if let Some(env) = crate::environment::Environment::open_kept(&envs, base, stable) {
+            let stable = plait_trees::environment::stable_path(&state.worktree_root);
+            if let Some(env) = plait_trees::environment::Environment::open_kept(&envs, base, stable)
+            {
                 pool.use_environment(Arc::new(env));
             }
         }
@@ -317,7 +321,7 @@ impl CheckPool {
     }
 
     /// Runs every check in layers over `env` from now on.
-    pub fn use_environment(&self, env: Arc<crate::environment::Environment>) {
+    pub fn use_environment(&self, env: Arc<plait_trees::environment::Environment>) {
         let _ = self.env.set(env);
     }
 
@@ -575,7 +579,7 @@ impl CheckPool {
         for path in made {
             checkout::remove(&self.workdir, &path);
         }
-        crate::dirs::remove_tree(&self.root.join("layers"));
+        plait_trees::environment::remove_tree(&self.root.join("layers"));
         // A seed of the pool's own (another pool held the kept one) leaves its record.
         let _ = std::fs::remove_file(self.root.join("seed.json"));
         let _ = std::fs::remove_dir(&self.root);

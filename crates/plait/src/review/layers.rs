@@ -1,4 +1,4 @@
-//! Checks in layers over the run's base layer (see [`crate::environment`]): a task's
+//! Checks in layers over the run's base layer (see [`plait_trees::environment`]): a task's
 //! checks run in a layer of the task's own, kept for its later rounds, that only its
 //! commits and its own earlier checks wrote; each judgement of merged work (and of the base)
 //! gets a new layer, removed after. Making one writes what its commit changes against the
@@ -11,10 +11,10 @@ use std::sync::Arc;
 use git2::{Oid, Repository};
 
 use super::checks::{run_at, CheckJob, CheckPool, Lineage};
-use crate::environment::{self, Environment, LayerDir};
 use plait_core::beneath::{Kind, Tree};
 use plait_core::cancel::Cancel;
 use plait_core::state::CheckResult;
+use plait_trees::environment::{self, Environment, LayerDir};
 
 impl CheckPool {
     /// Runs `job` in a layer over `env` that its lineage may use.

@@ -34,13 +34,13 @@ use std::sync::{Arc, Mutex};
 
 use git2::{Oid, Repository};
 
-pub(crate) use crate::dirs::remove_all;
+pub use crate::dirs::remove_all;
 pub use crate::dirs::remove_tree;
 use crate::dirs::{flock, lock_file};
 use crate::failures::Failure;
-pub(crate) use layer::LayerError;
+pub use layer::LayerError;
 pub use layer::{apply, changes, git_dir, LayerDir};
-pub(crate) use setup::preview;
+pub use setup::preview;
 pub use setup::{EnvRequest, SetupOutcome};
 
 use plait_core::beneath::Tree;
@@ -105,7 +105,7 @@ pub(crate) struct EnvRecord {
 
 /// One list of check commands plait ran in a base layer.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub(crate) struct Warmed {
+pub struct Warmed {
     pub(crate) commands: Vec<String>,
     /// The commands that failed at the base (red before any task).
     pub failed: Vec<String>,
@@ -120,8 +120,10 @@ pub(crate) struct Warmed {
 }
 
 /// How one check command fared at the base, for [`Warmed::judged`].
-pub(crate) struct AtBase<'a> {
+pub struct AtBase<'a> {
+    /// The command, as the plan writes it.
     pub command: &'a str,
+    /// Whether it passed.
     pub passed: bool,
     /// The sandbox's refusals.
     pub refused: &'a [String],
@@ -132,7 +134,7 @@ pub(crate) struct AtBase<'a> {
 impl Warmed {
     /// How `commands` fared at the base, each as `results` says; a failure with a refused
     /// read is the walls', not the base's.
-    pub(crate) fn judged(commands: &[String], results: &[AtBase<'_>]) -> Warmed {
+    pub fn judged(commands: &[String], results: &[AtBase<'_>]) -> Warmed {
         let mut warmed = Warmed {
             commands: commands.to_vec(),
             failed: Vec::new(),
@@ -239,7 +241,7 @@ impl Environment {
     /// after the run (a person's decisions, `plait land`, the culprit search of `plait
     /// check`); `None` when there is none, it is not set up, no views over layers can be
     /// had here, or a run is making it now.
-    pub(crate) fn open_kept(envs: &Path, base: Oid, stable: PathBuf) -> Option<Environment> {
+    pub fn open_kept(envs: &Path, base: Oid, stable: PathBuf) -> Option<Environment> {
         plait_sandbox::sandbox::view_support().as_ref().ok()?;
         // The newest layer of the base that is set up (one per setup).
         let prefix = format!("{base}-");
@@ -322,7 +324,7 @@ impl Environment {
     /// A task's view: its worktree over its start's layer (when it has one) and the base
     /// layer, at the stable path and at the worktree's own; the included directories in
     /// layers under `own` (beside the worktree).
-    pub(crate) fn task_view(
+    pub fn task_view(
         &self,
         start: Option<PathBuf>,
         worktree: &Path,
@@ -358,7 +360,7 @@ impl Environment {
 
     /// The layer of start `commit`: its files that differ from the base's, and whiteouts
     /// for the base's files it removed; made once, under this layer's `starts/`.
-    pub(crate) async fn start_layer(&self, repo: &Path, commit: Oid) -> Result<PathBuf, String> {
+    pub async fn start_layer(&self, repo: &Path, commit: Oid) -> Result<PathBuf, String> {
         let cell = self
             .starts
             .lock()
@@ -398,7 +400,7 @@ impl Environment {
 
     /// Whether the list of check commands `commands` has been run at the base in this
     /// layer (by this run or an earlier one).
-    pub(crate) fn judged_at_base(&self, commands: &[String]) -> bool {
+    pub fn judged_at_base(&self, commands: &[String]) -> bool {
         let mut record = self.record.lock().unwrap_or_else(|e| e.into_inner());
         if record.warmed.iter().any(|w| w.judges(commands)) {
             return true;
@@ -417,7 +419,7 @@ impl Environment {
 
     /// Keeps how `commands` fared at the base, run in a layer over it: `failed` those that
     /// failed. Kept with the layer, for later runs too.
-    pub(crate) fn note_at_base(&self, warmed: Warmed) {
+    pub fn note_at_base(&self, warmed: Warmed) {
         {
             let mut record = self.record.lock().unwrap_or_else(|e| e.into_inner());
             if record.warmed.iter().any(|w| w.judges(&warmed.commands)) {
@@ -431,7 +433,7 @@ impl Environment {
 
     /// The check commands the sandbox kept from running at the base (a refused read), each
     /// once, with what it refused.
-    pub(crate) fn walled_at_base(&self) -> Vec<String> {
+    pub fn walled_at_base(&self) -> Vec<String> {
         let record = self.record.lock().unwrap_or_else(|e| e.into_inner());
         let mut walled: Vec<String> = Vec::new();
         for line in record.warmed.iter().flat_map(|w| &w.walled) {
@@ -443,7 +445,7 @@ impl Environment {
     }
 
     /// The check commands that failed at the base when plait built it, each once.
-    pub(crate) fn failed_at_base(&self) -> Vec<String> {
+    pub fn failed_at_base(&self) -> Vec<String> {
         let record = self.record.lock().unwrap_or_else(|e| e.into_inner());
         let mut failed: Vec<String> = Vec::new();
         for command in record.warmed.iter().flat_map(|w| &w.failed) {
@@ -458,7 +460,7 @@ impl Environment {
     /// passed there or was not run. A command that names one of plait's variables
     /// (`$PLAIT_TASK`, `$PLAIT_BASE`, `$PLAIT_COMMIT`, …) judges each task by what is its
     /// own, which the base has none of: its failure there says nothing of a task's.
-    pub(crate) fn failure_at_base(&self, command: &str) -> Option<Failure> {
+    pub fn failure_at_base(&self, command: &str) -> Option<Failure> {
         if command.contains("PLAIT_") {
             return None;
         }
@@ -523,7 +525,7 @@ pub(crate) fn layer_dir(envs: &Path, base: Oid, key: &str) -> PathBuf {
 /// Where the views of the runs whose worktrees are under `worktree_root` are mounted: one
 /// directory beside the runs' worktrees (by default under the user's cache, outside every
 /// checkout), the same for every run of the repository.
-pub(crate) fn stable_path(worktree_root: &Path) -> PathBuf {
+pub fn stable_path(worktree_root: &Path) -> PathBuf {
     match worktree_root.parent() {
         Some(parent) => parent.join("tree"),
         None => worktree_root.join("tree"),

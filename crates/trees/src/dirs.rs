@@ -54,7 +54,7 @@ pub(crate) fn prune_kept(dir: &Path, keep: &Path, count: usize) {
 /// Removes every kept directory under `dir` no run holds (`plait clean --seed`: the base
 /// layers, the views' base checkouts), and unfinished ones (`.staging-*`); returns how many
 /// it removed of the first.
-pub(crate) fn remove_all(dir: &Path) -> usize {
+pub fn remove_all(dir: &Path) -> usize {
     let Ok(entries) = fs::read_dir(dir) else {
         return 0;
     };

@@ -265,7 +265,7 @@ impl LayerDir {
     }
 
     /// Makes its directories.
-    pub(crate) fn make(&self, includes: usize) -> Result<(), LayerError> {
+    pub fn make(&self, includes: usize) -> Result<(), LayerError> {
         fs::create_dir_all(&self.0).map_err(io(&self.0))?;
         let root = self.open()?;
         let mut dirs = vec!["upper".to_string(), "work".to_string()];
@@ -316,7 +316,7 @@ impl LayerDir {
 
     /// The commit the layer holds over `base`, as plait noted it (`None`: no note, or one
     /// over another base, or not one plait wrote).
-    pub(crate) fn held(&self, base: Oid) -> Option<Oid> {
+    pub fn held(&self, base: Oid) -> Option<Oid> {
         let bytes = self.open().ok()?.read_file("held").ok()?;
         if bytes.len() > HELD_MAX {
             return None;
@@ -327,7 +327,7 @@ impl LayerDir {
     }
 
     /// Notes that the layer holds `commit` over `base`.
-    pub(crate) fn note_held(&self, base: Oid, commit: Oid) -> Result<(), LayerError> {
+    pub fn note_held(&self, base: Oid, commit: Oid) -> Result<(), LayerError> {
         let note = format!("{base} {commit}\n");
         self.open()?
             .write("held", note.as_bytes(), false)

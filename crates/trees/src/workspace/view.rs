@@ -35,7 +35,7 @@ use plait_sandbox::sandbox::OverlayView;
 
 /// How a task's view is made on this system.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum ViewKind {
+pub enum ViewKind {
     /// The worktree over a shared checkout of the base, in a mount namespace per process.
     Overlay(OverlayView),
     /// The base's other files written into the worktree at the first command; why the
@@ -63,7 +63,10 @@ pub struct TaskView {
 }
 
 impl TaskView {
-    pub(crate) fn new(
+    /// The view of kind `kind` over the worktree at `worktree`, of the repository `repo` whose
+    /// base has `files`, for a task that owns `owns`; `filled_marker` is written once a
+    /// worktree is filled in.
+    pub fn new(
         kind: ViewKind,
         worktree: PathBuf,
         repo: PathBuf,
@@ -91,7 +94,7 @@ impl TaskView {
     }
 
     /// The overlay `$PLAIT_RUN_IN` enters through plait, if the view is one.
-    pub(crate) fn entered(&self) -> Option<&OverlayView> {
+    pub fn entered(&self) -> Option<&OverlayView> {
         match &self.kind {
             ViewKind::Entered(o) => Some(o),
             _ => None,
@@ -99,13 +102,13 @@ impl TaskView {
     }
 
     /// Whether the worktree is the upper layer of an overlay (never filled in).
-    pub(crate) fn layered(&self) -> bool {
+    pub fn layered(&self) -> bool {
         !matches!(self.kind, ViewKind::Materialize(_))
     }
 
     /// Makes the view ready for a command: nothing for an overlay; for a filled-in
     /// worktree, the base's other files written the first time.
-    pub(crate) async fn ensure(&self) -> Result<(), String> {
+    pub async fn ensure(&self) -> Result<(), String> {
         if self.layered() {
             return Ok(());
         }
@@ -244,7 +247,7 @@ pub fn base_tree(
 }
 
 /// Removes every kept base checkout no one holds (`plait clean --seed`); returns how many.
-pub(crate) fn remove_trees(dir: &Path) -> usize {
+pub fn remove_trees(dir: &Path) -> usize {
     crate::dirs::remove_all(dir)
 }
 
@@ -259,7 +262,7 @@ pub fn work_dir(worktree: &Path) -> PathBuf {
 
 /// Where a task's layers of the directories `[setup] include` shares go: beside its
 /// worktree, on its file system.
-pub(crate) fn include_dir(worktree: &Path) -> PathBuf {
+pub fn include_dir(worktree: &Path) -> PathBuf {
     let name = worktree
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())

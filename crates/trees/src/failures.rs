@@ -23,7 +23,7 @@ const KEPT: usize = 200;
 /// What a failing check's output says failed: each failing test with its message (`runner`
 /// set), or a digest of the whole output with the noise taken out.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub(crate) struct Failure {
+pub struct Failure {
     /// The runner whose failing tests these are (`pytest`, `cargo test`, …), if one was
     /// recognised.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -36,7 +36,7 @@ pub(crate) struct Failure {
 impl Failure {
     /// The failure the log at `path` tells of (plait's own file, written from the check's
     /// output); one that cannot be read is a failure of its own, the same as no other.
-    pub(crate) fn of_log(path: &std::path::Path) -> Failure {
+    pub fn of_log(path: &std::path::Path) -> Failure {
         Failure::read(path).unwrap_or_else(|e| Failure {
             runner: None,
             lines: vec![format!("its output could not be read: {e}")],
@@ -88,7 +88,7 @@ impl Failure {
 
     /// What `self` (a task's) has that `base` has not: its failing tests the base does not
     /// fail so (all of them when either is not a runner's).
-    pub(crate) fn beyond<'a>(&'a self, base: &Failure) -> Vec<&'a str> {
+    pub fn beyond<'a>(&'a self, base: &Failure) -> Vec<&'a str> {
         if self.runner.is_none() || self.runner != base.runner {
             return Vec::new();
         }

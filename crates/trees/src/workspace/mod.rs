@@ -87,11 +87,7 @@ pub struct WorktreeSpec<'a> {
 /// `.git` included, but the link decides which index and HEAD collect reads, so collect
 /// never trusts a link it did not write. What stands at `.git` is read and replaced beneath
 /// a handle of the worktree: a link there is data, never followed.
-pub(crate) fn restore_link(
-    repo: &Repository,
-    admin_name: &str,
-    worktree: &Path,
-) -> std::io::Result<bool> {
+pub fn restore_link(repo: &Repository, admin_name: &str, worktree: &Path) -> std::io::Result<bool> {
     let expected = format!("gitdir: {}\n", admin_dir(repo, admin_name).display());
     let tree = Tree::open(worktree)?;
     match tree.read(".git")? {

@@ -16,7 +16,7 @@ use sha1::{Digest, Sha1};
 use plait_core::git::TreeFile;
 
 /// A sparse-directory entry's mode.
-pub(crate) const DIR_MODE: u32 = 0o040000;
+pub const DIR_MODE: u32 = 0o040000;
 
 const FLAG_EXTENDED: u16 = 0x4000;
 const EXT_SKIP_WORKTREE: u16 = 0x4000;

@@ -87,7 +87,8 @@ pub struct SetupOutcome {
     pub made: bool,
     /// The setup commands run, each with its log.
     pub ran: Vec<(String, PathBuf)>,
-    pub(crate) ms: u64,
+    /// How long making it took in all, in milliseconds.
+    pub ms: u64,
     /// What making it took, step by step (the layer, the setup, the base's checks).
     pub steps: Vec<(String, u64)>,
 }
@@ -572,12 +573,7 @@ fn take_over(
 /// What a run of `plan` would find for its environment, for `plait run --dry-run`: the
 /// kept base layer, one it would take over, or one it would make; where views are mounted.
 /// Reads only.
-pub(crate) fn preview(
-    repo: &Path,
-    envs: &Path,
-    plan: &plait_plan::ResolvedPlan,
-    stable: &Path,
-) -> String {
+pub fn preview(repo: &Path, envs: &Path, plan: &plait_plan::ResolvedPlan, stable: &Path) -> String {
     if let Err(why) = plait_sandbox::sandbox::view_support() {
         return format!(
             "no base layer: checks copy a seed checkout and views are filled in ({why}); \

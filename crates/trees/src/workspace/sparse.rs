@@ -7,7 +7,7 @@ use std::collections::HashSet;
 use git2::{ObjectType, Repository, Tree};
 
 use super::index::Presence;
-pub(crate) use super::index::DIR_MODE;
+pub use super::index::DIR_MODE;
 use plait_core::git::{mode, TreeFile};
 use plait_plan::layout::{Cone, Dir};
 
@@ -58,7 +58,7 @@ fn walk(
 
 /// How each of `entries` stands, given the paths checked out (`held`) and, among them,
 /// those changed and not committed (`dirty`).
-pub(crate) fn presence(
+pub fn presence(
     entries: &[TreeFile],
     held: &HashSet<&str>,
     dirty: &HashSet<&str>,
