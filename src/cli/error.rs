@@ -5,10 +5,10 @@
 
 use plait::clean::CleanError;
 use plait::land::LandError;
-use plait::manager::ManagerError;
 use plait::merge::MergeError;
 use plait::ops::{Fault, Faulty, OpsError};
 use plait::orchestrator::RunError;
+use plait_agents::manager::ManagerError;
 use plait_core::git::{GitCliError, RepoError};
 use plait_core::state::StateError;
 use plait_plan::PlanError;

@@ -6,9 +6,9 @@ use std::fmt::Write as _;
 use super::ui::errln;
 use super::CommandError;
 use plait::context::Context;
-use plait::manager::Planned;
 use plait::ops;
 use plait::ops::manage::{ManageRequest, Managed};
+use plait_agents::manager::Planned;
 use plait_plan::AgentSpec;
 
 /// The manager's flags, shared by `plait plan` and `plait run`.

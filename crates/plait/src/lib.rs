@@ -6,13 +6,13 @@
 //!
 //! 1. [`plait_plan`] — read and validate a plan (TOML, a split rule, or a manager model's
 //!    answer): tasks, owned globs, base, providers, agent CLIs, checks, reviewer, groups.
-//!    [`manager`] asks a model (or Claude Code, an `agent`) for one; it sits above both.
+//!    [`plait_agents::manager`] asks a model (or Claude Code, an `agent`) for one; it sits above both.
 //! 2. [`plait_trees::workspace`] — per task, a branch `plait/<run>/<task>` and a worktree with only the
 //!    owned and context files, built without a checkout (a sparse checkout in cone mode with
 //!    a hand-written sparse index). [`plait_trees::environment`], the run's base layer that views and
 //!    checks lie over, writes its files as the workspace does; both keep directories
 //!    between runs through `dirs`, below them.
-//! 3. `agent` — run the task's agent in its worktree: `exec` (a shell command), a model
+//! 3. [`plait_agents::agent`] — run the task's agent in its worktree: `exec` (a shell command), a model
 //!    over HTTP with a confined tool loop, Claude Code (with plait's guard as its hook),
 //!    aider, or any agent CLI.
 //! 4. [`collect`] — walk the worktree, commit owned changes on the task branch, report
@@ -41,7 +41,6 @@
 
 #![deny(missing_docs)]
 
-pub(crate) mod agent;
 pub mod bisect;
 pub mod check;
 pub mod clean;
@@ -49,11 +48,9 @@ pub mod collect;
 pub mod context;
 pub(crate) mod groups;
 pub mod land;
-pub mod manager;
 pub mod merge;
 pub mod ops;
 pub mod orchestrator;
-pub(crate) mod prompts;
 pub mod report;
 pub(crate) mod review;
 pub mod said;
@@ -62,7 +59,7 @@ pub mod steer;
 /// The model agent's editor tools, for the benchmarks (`benches/nofollow.rs`).
 #[doc(hidden)]
 pub mod editor {
-    pub use crate::agent::model::tools::Workspace;
+    pub use plait_agents::agent::model::tools::Workspace;
 }
 
 #[cfg(test)]

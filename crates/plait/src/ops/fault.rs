@@ -9,9 +9,9 @@ use plait_store::remote::RemoteError;
 use super::OpsError;
 use crate::clean::CleanError;
 use crate::land::LandError;
-use crate::manager::ManagerError;
 use crate::merge::MergeError;
 use crate::orchestrator::RunError;
+use plait_agents::manager::ManagerError;
 use plait_plan::PlanError;
 use plait_trees::environment::EnvError;
 

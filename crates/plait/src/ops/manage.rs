@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use crate::context::Context;
-use crate::manager::{self, Manager, ManagerError, PlanRequest, Planned};
+use plait_agents::manager::{self, Manager, ManagerError, PlanRequest, Planned};
 use plait_core::cancel::Cancel;
 use plait_llm::limiter::Limiter;
 use plait_llm::provider::{builtin_kind, resolve_provider, ProviderFile, ProviderSettings};

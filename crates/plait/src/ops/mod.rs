@@ -220,7 +220,7 @@ pub enum OpsError {
     Clean(crate::clean::CleanError),
     /// The manager could not plan.
     #[error(transparent)]
-    Manager(#[from] crate::manager::ManagerError),
+    Manager(#[from] plait_agents::manager::ManagerError),
     /// The run's PostgreSQL store could not be reached, or did not do what was asked.
     #[error(transparent)]
     Store(#[from] plait_store::pg::PgError),

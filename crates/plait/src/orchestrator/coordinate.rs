@@ -249,7 +249,7 @@ async fn release_pass(
                 refs.push(format!("+{commit}:{at}"));
             }
             let note = carried.as_ref().map(|_| ()).map_err(String::as_str);
-            let mut feedback = crate::prompts::feedback::start_moved(&stale.changed, note);
+            let mut feedback = plait_agents::prompts::feedback::start_moved(&stale.changed, note);
             if let Some(told) = &stale.told {
                 feedback = format!("{feedback}\n\n{told}");
             }

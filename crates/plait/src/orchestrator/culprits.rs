@@ -99,7 +99,7 @@ pub(super) async fn send_back_culprits(
     let mut targets = Vec::new();
     for set in &culprits.sets {
         let sentence = crate::report::culprit_sentence(set);
-        let text = crate::prompts::feedback::culprit(set, &sentence, state);
+        let text = plait_agents::prompts::feedback::culprit(set, &sentence, state);
         for id in &set.tasks {
             if let Some(index) = shared.plan.tasks.iter().position(|t| &t.id == id) {
                 targets.push((index, text.clone()));

@@ -7,9 +7,9 @@ use std::sync::Arc;
 
 use super::{RunError, Shared};
 use crate::groups;
-use crate::prompts;
 use crate::report::diff::{diff_text, DiffStyle};
 use crate::review::reviewer::{self, ReviewInput};
+use plait_agents::prompts;
 use plait_core::state::{RunState, Verdict};
 
 /// Runs the supervisors' reviews of the groups that have a merge with changes and no review

@@ -470,7 +470,7 @@ pub(crate) fn prepare_send_back(
     }
     let lock = store.lock()?;
     lock.set_run(run)?;
-    let feedback = crate::prompts::feedback::person(comment);
+    let feedback = plait_agents::prompts::feedback::person(comment);
     let round = state.tasks[index].rounds + 1;
     state.tasks[index].decision = None;
     state.tasks[index]

@@ -16,11 +16,11 @@ use super::collecting::collect_round;
 use super::entered::{forward, Forward};
 use super::shared::{fail_task, Slot, Start};
 use super::Shared;
-use crate::agent::{self, Agent, AgentOutcome, AgentReport, TaskContext};
 use crate::collect;
-use crate::prompts;
 use crate::review::checks::{CheckJob, Lineage};
 use crate::review::reviewer::{self, ReviewInput};
+use plait_agents::agent::{self, Agent, AgentOutcome, AgentReport, TaskContext};
+use plait_agents::prompts;
 use plait_core::cancel::Cancel;
 use plait_core::state::TaskDir;
 use plait_core::state::{
@@ -80,7 +80,7 @@ struct Worker<'a> {
     /// The run's interrupt, or this slot's own stop (`Shared::stops`).
     cancel: Cancel,
     /// What people tell it while it runs (`plait tell`).
-    inbox: crate::agent::Inbox,
+    inbox: plait_agents::agent::Inbox,
     agent: Box<dyn Agent>,
     reviewer: Reviewer,
     /// The task's directory: its logs, review files and the agent CLIs' own files.
@@ -791,7 +791,7 @@ fn given_files(task_dir: &Path, agent: &AgentConfig) -> Vec<PathBuf> {
     let dir = TaskDir(task_dir.to_path_buf());
     let mut files = vec![
         dir.owned_list(),
-        task_dir.join(crate::agent::exec::FILES_LIST),
+        task_dir.join(plait_agents::agent::exec::FILES_LIST),
     ];
     if matches!(agent, AgentConfig::Aider(_)) {
         files.push(dir.aider_models());

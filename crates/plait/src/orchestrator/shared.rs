@@ -48,7 +48,7 @@ pub(super) struct Shared {
     pub(super) checks: CheckPool,
     /// One limiter per model provider and key.
     pub(super) limiters: plait_llm::limiter::Limiters,
-    pub(super) budget: Arc<crate::agent::Budget>,
+    pub(super) budget: Arc<plait_agents::agent::Budget>,
     /// Tasks at once (`-j`).
     pub(super) jobs: usize,
     /// The PostgreSQL store the run's record is written to as well, if any.
@@ -90,7 +90,7 @@ pub(super) struct Shared {
     /// stopped).
     pub(super) stops: super::slot::Stops,
     /// What people told each slot while it runs (`plait tell`).
-    pub(super) inboxes: Mutex<HashMap<Slot, crate::agent::Inbox>>,
+    pub(super) inboxes: Mutex<HashMap<Slot, plait_agents::agent::Inbox>>,
 }
 
 /// How a run's tasks are run and sent back.
@@ -242,7 +242,7 @@ impl Shared {
                 settings.plan.checks.jobs + settings.jobs.max(1),
             ),
             limiters,
-            budget: Arc::new(crate::agent::Budget::new(settings.max_cost)),
+            budget: Arc::new(plait_agents::agent::Budget::new(settings.max_cost)),
             jobs: settings.jobs.max(1),
             pg,
             dispatch: Box::new(Local),
@@ -545,12 +545,12 @@ impl Shared {
         who: &str,
         provider: &Arc<plait_llm::provider::ProviderSettings>,
         transcript: PathBuf,
-    ) -> Result<crate::agent::RoleGateway, String> {
-        let tally = Arc::new(crate::agent::Tally::new(self.budget.clone()));
+    ) -> Result<plait_agents::agent::RoleGateway, String> {
+        let tally = Arc::new(plait_agents::agent::Tally::new(self.budget.clone()));
         let lease = self
             .open_route(who.to_string(), provider, transcript, tally.clone())
             .await?;
-        Ok(crate::agent::RoleGateway { lease, tally })
+        Ok(plait_agents::agent::RoleGateway { lease, tally })
     }
 
     /// The same shared state, its tasks run by `dispatch`.
@@ -567,7 +567,7 @@ impl Shared {
     }
 
     /// What people told `slot` while it runs, waiting for its agent.
-    pub(super) fn inbox(&self, slot: Slot) -> crate::agent::Inbox {
+    pub(super) fn inbox(&self, slot: Slot) -> plait_agents::agent::Inbox {
         self.inboxes
             .lock()
             .unwrap_or_else(|e| e.into_inner())

@@ -19,7 +19,7 @@ use super::starts::Stale;
 use super::waves::carry;
 use super::worktrees::{discard_partial, lay_out_from, prepare};
 use super::Shared;
-use crate::prompts;
+use plait_agents::prompts;
 use plait_core::state::{TaskRecord, TaskState};
 use plait_trees::workspace;
 

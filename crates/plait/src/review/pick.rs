@@ -16,9 +16,9 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use super::reviewer::{self, CliQuestion, ModelRole, Unanswered};
-use crate::agent::{Budget, RoleGateway};
-use crate::prompts;
-use crate::prompts::pick::Shown;
+use plait_agents::agent::{Budget, RoleGateway};
+use plait_agents::prompts;
+use plait_agents::prompts::pick::Shown;
 use plait_core::cancel::Cancel;
 use plait_core::state::{CheckResult, Usage};
 use plait_llm::conversation::{Message, System, ToolSpec};
@@ -455,7 +455,7 @@ async fn by_claude_code(
     let schema = tool().schema;
     let sandbox = reviewer::claude_code_sandbox(input.sandbox, input.gateway, &input.dir);
     let name = format!("pick-{ask}");
-    let question = crate::agent::claude_code::Question {
+    let question = plait_agents::agent::claude_code::Question {
         settings,
         system: format!("{}\n\n{}", asking.system.shared, asking.system.task),
         message: asking.message(problem),

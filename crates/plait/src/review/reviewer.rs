@@ -13,8 +13,8 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::agent::{Budget, RoleGateway};
-use crate::prompts;
+use plait_agents::agent::{Budget, RoleGateway};
+use plait_agents::prompts;
 use plait_core::cancel::Cancel;
 use plait_core::state::{CheckResult, Comment, Review, Usage, Verdict};
 use plait_llm::conversation::{Block, Message, Reply, System, ToolSpec};
@@ -54,7 +54,7 @@ pub struct ReviewInput<'a> {
     /// The plait binary, for Claude Code's guard.
     pub plait_program: &'a std::path::Path,
     /// A Claude Code or `{ cli }` reviewer's way to its model, when it has one.
-    pub gateway: Option<&'a crate::agent::RoleGateway>,
+    pub gateway: Option<&'a plait_agents::agent::RoleGateway>,
 }
 
 /// Reviews one round of a task; `None` when the reviewer is off.
@@ -142,15 +142,15 @@ async fn by_command(command: &str, input: &ReviewInput<'_>, cancel: &Cancel) -> 
 }
 
 /// The walls of a role given `dir`: `settings` (the checks'), reading `dir`, writing only
-/// [`crate::agent::role_own`] of it.
+/// [`plait_agents::agent::role_own`] of it.
 pub(crate) fn role_walls(settings: &SandboxSettings, dir: &Path) -> Sandbox {
     let mut settings = settings.clone();
     settings.readable.push(dir.to_path_buf());
-    Sandbox::new(&settings, vec![crate::agent::role_own(dir)])
+    Sandbox::new(&settings, vec![plait_agents::agent::role_own(dir)])
 }
 
 /// The walls of a Claude Code or `{ cli }` role (a reviewer, a judge): the checks'
-/// (`settings`; it reads `dir` and writes only [`crate::agent::role_own`] of it), with the gateway's port
+/// (`settings`; it reads `dir` and writes only [`plait_agents::agent::role_own`] of it), with the gateway's port
 /// open when it reaches its model through it.
 pub(crate) fn role_sandbox(
     settings: &SandboxSettings,
@@ -203,11 +203,11 @@ pub(crate) fn add_usage(total: &mut Option<Usage>, more: Option<Usage>) {
 /// unless the gateway counted it. Returns its answer (or why there is none) and what it
 /// used.
 pub(crate) async fn ask_claude_code(
-    question: &crate::agent::claude_code::Question<'_>,
+    question: &plait_agents::agent::claude_code::Question<'_>,
     gateway: Option<&RoleGateway>,
     budget: &Budget,
 ) -> (Result<Value, String>, Option<Usage>) {
-    let answered = crate::agent::claude_code::ask(question).await;
+    let answered = plait_agents::agent::claude_code::ask(question).await;
     let own = answered.as_ref().ok().map(|a| a.usage.clone());
     if gateway.is_none() {
         if let Some(cost) = own.as_ref().and_then(|u| u.cost_usd) {
@@ -247,7 +247,7 @@ async fn by_claude_code(
             break;
         }
         let name = format!("review-{}-{attempt}", input.round);
-        let question = crate::agent::claude_code::Question {
+        let question = plait_agents::agent::claude_code::Question {
             settings,
             system: format!("{}\n\n{}", system.shared, system.task),
             message: message.clone(),
@@ -403,7 +403,7 @@ pub(crate) async fn ask_cli(q: &CliQuestion<'_>) -> (Result<Value, Unanswered>, 
     let file = |suffix: &str| q.dir.join(format!("{}.{suffix}", q.name));
     let schema_path = file("schema.json");
     // The one file it writes, where it may.
-    let answer_path = crate::agent::role_own(q.dir).join(format!("{}.answer.json", q.name));
+    let answer_path = plait_agents::agent::role_own(q.dir).join(format!("{}.answer.json", q.name));
     let (log, stdout_path) = (file("log"), file("stdout"));
     let _ = std::fs::remove_file(&answer_path);
     if let Err(e) = std::fs::write(&schema_path, q.schema.to_string()) {
@@ -429,7 +429,7 @@ pub(crate) async fn ask_cli(q: &CliQuestion<'_>) -> (Result<Value, Unanswered>, 
     env.push(("PLAIT_ANSWER", answer_path.display().to_string()));
     env.push(("PLAIT_SCHEMA", schema_path.display().to_string()));
     if let (Some(g), Some(p)) = (q.gateway, &q.cli.gateway) {
-        env.extend(crate::agent::cli::gateway_env(&g.lease, p.kind));
+        env.extend(plait_agents::agent::cli::gateway_env(&g.lease, p.kind));
     }
     let sandbox = role_sandbox(q.sandbox, q.gateway, q.dir);
     let launch = Launch {

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 use super::{judge, Probe, Prober, SECRET};
-use crate::agent::model::tools::{ToolOutcome, Workspace};
+use plait_agents::agent::model::tools::{ToolOutcome, Workspace};
 use plait_core::globs::Globs;
 use plait_sandbox::sandbox::{Sandbox, SandboxSettings};
 use plait_sandbox::shell::ShellOutcome;

@@ -67,6 +67,7 @@ impl Files {
 }
 
 impl ClaudeCodeAgent {
+    /// An agent that runs Claude Code with `settings`.
     pub fn new(settings: Arc<ToolSettings>) -> ClaudeCodeAgent {
         ClaudeCodeAgent { settings }
     }
@@ -501,9 +502,13 @@ fn write_private(dir: &Tree, name: &str, bytes: &[u8]) -> std::io::Result<()> {
 /// What the CLI's JSON result says.
 #[derive(Debug, Clone)]
 pub struct CliResult {
+    /// Whether the CLI says the run failed (`is_error`).
     pub is_error: bool,
+    /// How it ended (`subtype`): `success`, or why not.
     pub subtype: String,
+    /// Its closing words (`result`).
     pub text: String,
+    /// What it used, as the CLI counted it.
     pub usage: Usage,
     /// The tool calls refused (by plait's hook: its `permission_denials`).
     pub denials: Vec<Value>,
@@ -608,9 +613,13 @@ impl Agent for ClaudeCodeAgent {
 /// gives it (`--json-schema`, which the CLI hands the model as its `StructuredOutput`
 /// tool and returns as the result's `structured_output`).
 pub struct Question<'a> {
+    /// The Claude Code settings it runs with.
     pub settings: &'a ToolSettings,
+    /// The role's system prompt.
     pub system: String,
+    /// The question itself, its first message.
     pub message: String,
+    /// The JSON schema its answer must fit.
     pub schema: &'a Value,
     /// Where it runs: the tree it reads.
     pub cwd: &'a Path,
@@ -619,19 +628,26 @@ pub struct Question<'a> {
     /// Plait's directory for this question: the CLI's config, settings and result, under
     /// the name `name`. The CLI's processes must be able to write its `name` directory.
     pub dir: &'a Path,
+    /// The name of its directory under `dir`.
     pub name: &'a str,
+    /// plait's own program, which the guard hook calls back.
     pub plait_program: &'a Path,
+    /// How long it may take.
     pub timeout: std::time::Duration,
+    /// Fires when the run is interrupted; the question stops at once.
     pub cancel: &'a plait_core::cancel::Cancel,
+    /// The walls its processes run in.
     pub sandbox: &'a plait_sandbox::sandbox::Sandbox,
     /// Its way to its model through plait's gateway, if it has one.
     pub gateway: Option<&'a plait_gateway::Lease>,
+    /// The most turns it may take.
     pub max_turns: u32,
 }
 
 /// What Claude Code answered a [`Question`].
 #[derive(Debug, Clone)]
 pub struct Answered {
+    /// The answer, in the form the question's schema gives.
     pub value: Value,
     /// What it used, as the CLI counted it (the gateway's count is the caller's).
     pub usage: Usage,

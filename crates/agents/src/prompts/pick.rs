@@ -18,7 +18,7 @@ pub(crate) const MAX_DIFFS: usize = 200_000;
 const MAX_SUMMARY: usize = 4_000;
 
 /// One attempt as the judge is shown it.
-pub(crate) struct Shown<'a> {
+pub struct Shown<'a> {
     /// The attempt's number, which the judge answers with.
     pub number: u32,
     /// The agent that made it.
@@ -35,13 +35,7 @@ pub(crate) struct Shown<'a> {
 
 /// The judge's system prompt for `task`; `answer` says how it answers ("by calling
 /// submit_pick").
-pub(crate) fn system(
-    goal: &str,
-    task: &str,
-    prompt: &str,
-    owns: &[String],
-    answer: &str,
-) -> System {
+pub fn system(goal: &str, task: &str, prompt: &str, owns: &[String], answer: &str) -> System {
     let goal = if goal.trim().is_empty() {
         "(none given)"
     } else {
@@ -69,7 +63,7 @@ pub(crate) fn system(
 /// The judge's message: each attempt in turn (its agent, its checks' results with a failed
 /// one's output, its closing words, its worktree where the judge can read it, and its diff,
 /// cut to its share of [`MAX_DIFFS`]), then the numbers it may choose from.
-pub(crate) fn message(attempts: &[Shown<'_>]) -> String {
+pub fn message(attempts: &[Shown<'_>]) -> String {
     let sizes: Vec<usize> = attempts.iter().map(|a| a.diff.len()).collect();
     let shares = shares(&sizes, MAX_DIFFS);
     let mut text = format!(
@@ -120,7 +114,7 @@ pub(crate) fn message(attempts: &[Shown<'_>]) -> String {
 
 /// All an agent program judging is told, in its `{prompt}`: the system prompt, the
 /// answer's `schema`, then the `message`.
-pub(crate) fn for_program(system: &System, schema: &serde_json::Value, message: &str) -> String {
+pub fn for_program(system: &System, schema: &serde_json::Value, message: &str) -> String {
     format!(
         "{}\n\n{}\n\nAnswer with one JSON object of this schema, and nothing after it:\n{}\n\n{}",
         system.shared, system.task, schema, message
@@ -128,7 +122,7 @@ pub(crate) fn for_program(system: &System, schema: &serde_json::Value, message: 
 }
 
 /// What a judge is told when its answer could not be used (`problem`), to ask it again.
-pub(crate) fn again(problem: &str, numbers: &[u32]) -> String {
+pub fn again(problem: &str, numbers: &[u32]) -> String {
     format!(
         "\n\nYour previous answer could not be used: {problem}. Answer again, choosing one of: {}",
         choices(numbers)
@@ -136,7 +130,7 @@ pub(crate) fn again(problem: &str, numbers: &[u32]) -> String {
 }
 
 /// The numbers a judge may choose from, as it reads them: `1, 3`.
-pub(crate) fn choices(numbers: &[u32]) -> String {
+pub fn choices(numbers: &[u32]) -> String {
     numbers
         .iter()
         .map(u32::to_string)

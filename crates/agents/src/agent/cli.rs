@@ -44,6 +44,7 @@ pub struct CliAgent {
 }
 
 impl CliAgent {
+    /// An agent that runs the `{ cli }` program `settings` names.
     pub fn new(settings: &CliSettings) -> CliAgent {
         CliAgent {
             argv: settings.argv.clone(),

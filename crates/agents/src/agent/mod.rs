@@ -43,7 +43,7 @@ pub fn from_config(
 /// directory `dir` they are given: a directory of their own in it. The rest of it (the
 /// worker's log, transcript, Claude Code's settings and its guard's rules, the owned list)
 /// they may read but never change, so a role cannot turn the worker's next round.
-pub(crate) fn role_own(dir: &std::path::Path) -> std::path::PathBuf {
+pub fn role_own(dir: &std::path::Path) -> std::path::PathBuf {
     let own = dir.join("roles");
     let _ = std::fs::create_dir_all(&own);
     own

@@ -40,7 +40,8 @@ const MAX_INCLUDED_TOTAL: usize = 200_000;
 /// What the manager is asked.
 #[derive(Debug, Clone)]
 pub struct PlanRequest {
-    pub(crate) goal: String,
+    /// What the whole run should achieve.
+    pub goal: String,
     /// Branch or commit the tasks start from (`None`: the current HEAD).
     pub base: Option<String>,
     /// Globs of files whose contents the manager may read.
@@ -91,7 +92,7 @@ pub enum ManagerError {
 /// Code (answering in `submit_plan`'s form through `--json-schema`, with read-only tools
 /// in the repository, each correction a new question holding its last answer and what
 /// was wrong with it).
-pub(crate) enum Planner<'a> {
+pub enum Planner<'a> {
     /// A model over its API.
     Model {
         /// The model's provider.
@@ -114,8 +115,10 @@ pub(crate) enum Planner<'a> {
 
 /// Everything the manager call needs.
 pub struct Manager<'a> {
-    pub(crate) planner: Planner<'a>,
-    pub(crate) cancel: &'a Cancel,
+    /// Who writes the plan.
+    pub planner: Planner<'a>,
+    /// Fires when the command is interrupted; the manager stops at once.
+    pub cancel: &'a Cancel,
     /// Where requests and answers are written (JSON lines).
     pub transcript: &'a Path,
     /// Environment lookups for validating the workers' agent.

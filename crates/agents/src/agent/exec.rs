@@ -17,7 +17,7 @@ use plait_plan::ExecCommand;
 use plait_sandbox::shell::{self, ShellOutcome};
 
 /// The name of the file, in the task's directory, that lists its owned paths NUL-separated.
-pub(crate) const FILES_LIST: &str = "owned.nul";
+pub const FILES_LIST: &str = "owned.nul";
 
 /// Runs one shell command per task, or per owned file.
 #[derive(Debug, Clone)]
@@ -26,6 +26,7 @@ pub struct ExecAgent {
 }
 
 impl ExecAgent {
+    /// An agent that runs `command` in the task's worktree.
     pub fn new(command: ExecCommand) -> ExecAgent {
         ExecAgent { command }
     }

@@ -18,12 +18,17 @@ use plait_sandbox::shell::Launch;
 /// Everything an agent gets to know about its task.
 #[derive(Debug, Clone)]
 pub struct TaskContext {
+    /// The run's id.
     pub run: String,
+    /// The task's id.
     pub task: String,
+    /// What the whole run should achieve.
     pub goal: String,
+    /// What the task's agent is told to do.
     pub prompt: String,
     /// The base commit, as a full hex id.
     pub base: String,
+    /// The task's worktree, where the agent works.
     pub worktree: PathBuf,
     /// A file listing the owned paths, one per line.
     pub owned_list: PathBuf,
@@ -31,6 +36,7 @@ pub struct TaskContext {
     pub single_file: Option<String>,
     /// Where the agent's output goes.
     pub log: PathBuf,
+    /// How long the agent may run.
     pub timeout: Duration,
     /// Fires when the run is interrupted; the agent stops at once.
     pub cancel: Cancel,
@@ -38,11 +44,13 @@ pub struct TaskContext {
     pub repo: PathBuf,
     /// The task's `owns` globs and the tracked files they match.
     pub owns: Globs,
+    /// The tracked files its `owns` globs match, sorted.
     pub owned: Vec<String>,
     /// Every entry of the base commit's tree, sorted.
     pub files: Arc<Vec<TreeFile>>,
     /// Where a model agent writes its requests and responses (JSON lines).
     pub transcript: PathBuf,
+    /// The most turns a model agent may take.
     pub max_turns: u32,
     /// 0 for the first try; then each round of changes the checks or the reviewer asked for.
     pub round: u32,
@@ -232,6 +240,7 @@ struct Spend {
 }
 
 impl Budget {
+    /// A budget of `max_cost` dollars for the run; `None`: no limit.
     pub fn new(max_cost: Option<f64>) -> Budget {
         Budget {
             max_cost,
@@ -335,7 +344,9 @@ fn spent_words(spent: f64, max: f64) -> String {
 /// A role's way to its model through plait's gateway (a Claude Code or `{ cli }`
 /// reviewer's, a supervisor's): its lease, and what its requests used.
 pub struct RoleGateway {
+    /// Its lease of the gateway.
     pub lease: plait_gateway::Lease,
+    /// What its requests used.
     pub tally: Arc<Tally>,
 }
 
@@ -347,6 +358,7 @@ pub struct Tally {
 }
 
 impl Tally {
+    /// A tally whose answers `budget` pays for.
     pub fn new(budget: Arc<Budget>) -> Tally {
         Tally {
             budget,
@@ -384,16 +396,22 @@ pub enum AgentOutcome {
     Finished,
     /// The agent failed; the reason is one line.
     Failed {
+        /// Why it failed.
         reason: String,
+        /// The agent's exit code, if it exited.
         exit_code: Option<i32>,
     },
     /// A budget stopped the agent at a turn boundary.
-    Stopped { reason: String },
+    Stopped {
+        /// The budget that stopped it, in words.
+        reason: String,
+    },
 }
 
 /// What an agent's run produced.
 #[derive(Debug, Clone)]
 pub struct AgentReport {
+    /// How it ended.
     pub outcome: AgentOutcome,
     /// Requests, tokens, cost and time, for model agents.
     pub usage: Option<Usage>,

@@ -80,6 +80,7 @@ pub fn spec(allowed: &RunCommands) -> ToolSpec {
 /// What running a command cost, for the task's usage.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Ran {
+    /// How long the command ran.
     pub elapsed: Duration,
 }
 
