@@ -218,10 +218,10 @@ fn run(repo: &Path, toml: &str, jobs: usize) -> Result<Timed> {
     let env = |name: &str| (name == KEY_ENV).then(|| KEY.to_string());
     let resolved = plait_plan::resolve_with_env(&git_repo, parsed, &plan_path, &env)?;
     let settings = RunSettings {
-        context: plait::context::Context::from_repo(
+        context: plait_stages::context::Context::from_repo(
             git_repo,
             repo,
-            plait::context::process_env(),
+            plait_stages::context::process_env(),
             std::env::current_exe()?,
         ),
         store: None,

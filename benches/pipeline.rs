@@ -8,7 +8,7 @@
 //!    set`, `checkout`), non-cone and cone;
 //! 4. plait: one owned-file worktree per directory through `plait_trees::workspace::create`,
 //!    sequentially, on 2 threads, and the way the orchestrator calls it; disk use;
-//! 5. merge: one commit per task branch, then `plait::merge::merge` against a loop of
+//! 5. merge: one commit per task branch, then `plait_stages::merge::merge` against a loop of
 //!    `git merge-tree --write-tree`;
 //! 6. plan validation (`plait_plan::resolve`) of one task per directory.
 //!
@@ -38,11 +38,11 @@ use common::{
 use git2::build::{CheckoutBuilder, TreeUpdateBuilder};
 use git2::{FileMode, Oid, Repository, RepositoryInitOptions, Signature, Time};
 
-use plait::merge::{BranchInput, MergeSettings};
 use plait_core::git::TreeFile;
 use plait_core::globs::Globs;
 use plait_plan::layout::Layout;
 use plait_plan::{AgentSpec, PlanFile, ResolvedPlan, TaskFile};
+use plait_stages::merge::{BranchInput, MergeSettings};
 use plait_trees::workspace::{self, WorktreeSpec};
 
 const GITIGNORE: &str = "/target\n*.log\n*.tmp\n";
@@ -517,10 +517,10 @@ fn sandbox_costs(t: &mut Table, root: &Path, repo: &Path, n: usize, reps: usize)
                     std::env::var(k).ok()
                 })?;
                 let settings = plait::orchestrator::RunSettings {
-                    context: plait::context::Context::from_repo(
+                    context: plait_stages::context::Context::from_repo(
                         opened,
                         repo,
-                        plait::context::process_env(),
+                        plait_stages::context::process_env(),
                         std::env::current_exe()?,
                     ),
                     store: None,
@@ -1096,7 +1096,7 @@ fn sanity_checks(t: &mut Table, b: &Bench, kept: &PlaitRun) -> Result<()> {
     Ok(())
 }
 
-/// Section 5: Merge: one commit per task branch of the kept run, then `plait::merge::merge`
+/// Section 5: Merge: one commit per task branch of the kept run, then `plait_stages::merge::merge`
 /// against a loop of `git merge-tree --write-tree`.
 fn merge_costs(t: &mut Table, b: &Bench, repo: &Repository, kept: &PlaitRun) -> Result<()> {
     let n = b.cfg.dirs;
@@ -1135,7 +1135,7 @@ fn merge_costs(t: &mut Table, b: &Bench, repo: &Repository, kept: &PlaitRun) -> 
         }
         Ok(())
     })?;
-    stage("5. merge: plait::merge::merge");
+    stage("5. merge: plait_stages::merge::merge");
     let merged_branch = format!("plait/{}/merged", kept.run);
     let mut merge_times = Vec::new();
     let mut outcome = None;
@@ -1148,7 +1148,7 @@ fn merge_costs(t: &mut Table, b: &Bench, repo: &Repository, kept: &PlaitRun) -> 
             branches: &branches,
             message: "plait: merge run bench\n".to_string(),
         };
-        let (s, o) = time(|| Ok(plait::merge::merge(repo, &settings)?))?;
+        let (s, o) = time(|| Ok(plait_stages::merge::merge(repo, &settings)?))?;
         merge_times.push(s);
         outcome = Some(o);
     }
@@ -1204,7 +1204,7 @@ fn merge_costs(t: &mut Table, b: &Bench, repo: &Repository, kept: &PlaitRun) -> 
         secs(setup_s),
     );
     t.row(
-        format!("merge: plait::merge::merge, {n} branches"),
+        format!("merge: plait_stages::merge::merge, {n} branches"),
         format!(
             "{}   ({} per branch; median of {})",
             secs(merge_s),

@@ -238,7 +238,7 @@ fn start_merge(repo: &Path, tasks: usize, reps: usize) -> Result<()> {
         let commit = git2_repo.commit(None, &who, &who, "m", &tree, &[&parent])?;
         let branch = format!("bench/m{k:03}");
         git2_repo.reference(&format!("refs/heads/{branch}"), commit, true, "bench")?;
-        branches.push(plait::merge::BranchInput {
+        branches.push(plait_stages::merge::BranchInput {
             task: format!("m{k:03}"),
             branch,
             commit,
@@ -249,9 +249,9 @@ fn start_merge(repo: &Path, tasks: usize, reps: usize) -> Result<()> {
     let mut listings = Vec::new();
     for _ in 0..reps {
         let t = Instant::now();
-        let outcome = plait::merge::merge(
+        let outcome = plait_stages::merge::merge(
             &git2_repo,
-            &plait::merge::MergeSettings {
+            &plait_stages::merge::MergeSettings {
                 workdir: repo,
                 branch: "bench/start-last",
                 base,

@@ -4,14 +4,14 @@
 //! from here.
 
 use plait::clean::CleanError;
-use plait::land::LandError;
-use plait::merge::MergeError;
 use plait::ops::{Fault, Faulty, OpsError};
 use plait::orchestrator::RunError;
 use plait_agents::manager::ManagerError;
 use plait_core::git::{GitCliError, RepoError};
 use plait_core::state::StateError;
 use plait_plan::PlanError;
+use plait_stages::land::LandError;
+use plait_stages::merge::MergeError;
 use plait_store::pg::PgError;
 use plait_store::remote::RemoteError;
 use std::fmt::Write as _;

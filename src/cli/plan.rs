@@ -233,9 +233,9 @@ fn check_plan(dir: &Path, path: &Path) -> Result<(), CommandError> {
     outln!(
         "{}: valid: {}",
         path.display(),
-        plait::report::plan_summary(&planned.resolved)
+        plait_stages::report::plan_summary(&planned.resolved)
     )?;
-    out!("{}", plait::report::setup_text(&planned.resolved))
+    out!("{}", plait_stages::report::setup_text(&planned.resolved))
 }
 
 /// The tasks' agent from `--exec`, `--exec-each` or `--agent`.

@@ -86,7 +86,7 @@ pub fn cmd_worker(args: WorkerArgs) -> Result<(), CommandError> {
         host: std::fs::read_to_string("/proc/sys/kernel/hostname")
             .map(|h| h.trim().to_string())
             .unwrap_or_else(|_| "worker".to_string()),
-        env: plait::context::process_env(),
+        env: plait_stages::context::process_env(),
         program: super::plait_program()?,
     };
     let json = args.json;

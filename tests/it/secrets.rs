@@ -538,10 +538,10 @@ fn an_include_swapped_for_a_symlink_after_the_plan_is_refused_when_it_is_mounted
     let settings = RunSettings {
         store: None,
         remote: None,
-        context: plait::context::Context::from_repo(
+        context: plait_stages::context::Context::from_repo(
             git,
             &repo.path,
-            plait::context::process_env(),
+            plait_stages::context::process_env(),
             std::path::PathBuf::from(env!("CARGO_BIN_EXE_plait")),
         ),
         plan: std::sync::Arc::new(resolved),

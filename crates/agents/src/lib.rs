@@ -49,5 +49,4 @@ pub mod manager;
 pub mod prompts;
 
 #[cfg(test)]
-#[path = "../../plait/src/test_flipper.rs"]
 mod test_flipper;

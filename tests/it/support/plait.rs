@@ -56,10 +56,10 @@ impl TestRepo {
         let settings = RunSettings {
             store: None,
             remote: None,
-            context: plait::context::Context::from_repo(
+            context: plait_stages::context::Context::from_repo(
                 repo,
                 &self.path,
-                plait::context::process_env(),
+                plait_stages::context::process_env(),
                 std::path::PathBuf::from(env!("CARGO_BIN_EXE_plait")),
             ),
             plan: Arc::new(resolved),

@@ -11,7 +11,6 @@ use std::path::Path;
 
 use git2::Oid;
 
-use crate::bisect::Step;
 use crate::check::{self, work, CheckReport, MergeInProgress, TaskBranch};
 use crate::orchestrator::{self, RunError};
 use plait_core::git;
@@ -19,9 +18,10 @@ use plait_core::globs::Globs;
 use plait_core::refs::branch_ref;
 use plait_core::state::{Culprits, RunDir, RunPhase, RunState, StateError, Store};
 use plait_plan::{CheckSettings, PlanFile};
+use plait_stages::bisect::Step;
 
 use super::OpsError;
-use crate::context::{Context, Repo};
+use plait_stages::context::{Context, Repo};
 
 /// Where checks run: the context, a handle on its repository lent for one case, and its
 /// runs.
@@ -606,7 +606,7 @@ async fn against(
     let adoption =
         orchestrator::adopt::adopt_moved(context, run_dir.clone(), state, checks, owns).await?;
     let branches = check::weigh_branches(context, state, owns).await?;
-    if !adoption.adopted.is_empty() || crate::merge::run::merge_is_stale(state) {
+    if !adoption.adopted.is_empty() || plait_stages::merge::run::merge_is_stale(state) {
         orchestrator::remerge(context.clone(), run_dir.clone(), state, checks).await?;
     }
     check::check_run(context.clone(), run_dir, state, into, checks, branches).await

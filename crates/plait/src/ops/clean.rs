@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use crate::clean::CleanOutcome;
-use crate::context::Context;
+use plait_stages::context::Context;
 
 use super::OpsError;
 
@@ -82,7 +82,7 @@ pub fn clean_seed(ctx: &Context) -> Result<SeedCleaned, OpsError> {
             layers,
         });
     }
-    crate::review::checkout::remove(ctx.workdir(), &seed);
+    plait_stages::review::checkout::remove(ctx.workdir(), &seed);
     let _ = std::fs::remove_file(seed.with_extension("json"));
     Ok(SeedCleaned {
         seed: Some(seed),

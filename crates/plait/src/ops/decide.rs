@@ -1,7 +1,7 @@
 //! A person's decision on a task or a group of a finished run: accept or reject.
 
-use crate::context::Context;
 use plait_core::state::{now_ms, split_attempt_id, Decision, Pick, RunState, TaskState, Verdict};
+use plait_stages::context::Context;
 
 use super::OpsError;
 

@@ -8,11 +8,11 @@ use plait_store::remote::RemoteError;
 
 use super::OpsError;
 use crate::clean::CleanError;
-use crate::land::LandError;
-use crate::merge::MergeError;
 use crate::orchestrator::RunError;
 use plait_agents::manager::ManagerError;
 use plait_plan::PlanError;
+use plait_stages::land::LandError;
+use plait_stages::merge::MergeError;
 use plait_trees::environment::EnvError;
 
 /// Whose a failure is, which decides a command's exit code and a request's status.

@@ -7,10 +7,10 @@ use std::sync::Arc;
 
 use tokio::sync::{mpsc, oneshot};
 
-use crate::context::Context;
 use crate::orchestrator::{self, Prepared, RunSettings, Update};
 use plait_core::cancel::Cancel;
 use plait_core::state::{RunState, StateError};
+use plait_stages::context::Context;
 
 use super::OpsError;
 

@@ -1,10 +1,10 @@
 //! Landing a run: task branches moved by hand collected first, the merge made again when
 //! that or a person's decisions made it stale, then the gate and the landing itself.
 
-use crate::context::Context;
-use crate::land::{self, LandOutcome, LandSettings};
 use crate::orchestrator;
 use plait_core::state::{RunPhase, RunState};
+use plait_stages::context::Context;
+use plait_stages::land::{self, LandOutcome, LandSettings};
 
 use super::OpsError;
 
@@ -67,7 +67,7 @@ pub async fn land(ctx: &Context, request: LandRequest<'_>) -> Result<Landing, Op
         None
     } else if !adopted.is_empty() {
         Some(Remerged::Adopted)
-    } else if crate::merge::run::merge_is_stale(&state) {
+    } else if plait_stages::merge::run::merge_is_stale(&state) {
         Some(Remerged::Decisions)
     } else {
         None

@@ -6,12 +6,12 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use crate::context::Context;
 use plait_agents::manager::{self, Manager, ManagerError, PlanRequest, Planned};
 use plait_core::cancel::Cancel;
 use plait_llm::limiter::Limiter;
 use plait_llm::provider::{builtin_kind, resolve_provider, ProviderFile, ProviderSettings};
 use plait_plan::{AgentSpec, ToolSettings};
+use plait_stages::context::Context;
 
 use super::OpsError;
 

@@ -2,8 +2,8 @@
 //! refusals, then the run made ready to go on from its own copy of its plan, and carried
 //! to its end).
 
-use crate::context::Context;
 use plait_core::state::{RunPhase, RunState};
+use plait_stages::context::Context;
 
 use super::going::{go, kept_settings, Watch};
 use super::OpsError;

@@ -6,10 +6,10 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::context::Context;
 use crate::orchestrator::{self, RunSettings};
 use plait_core::state::RunState;
 use plait_plan::ResolvedPlan;
+use plait_stages::context::Context;
 
 use super::going::{go, Watch};
 use super::OpsError;

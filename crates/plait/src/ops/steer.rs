@@ -4,9 +4,9 @@
 
 use std::time::Duration;
 
-use crate::context::Context;
 use crate::steer::{self, Ask, Request};
 use plait_core::state::now_ms;
+use plait_stages::context::Context;
 
 use super::OpsError;
 

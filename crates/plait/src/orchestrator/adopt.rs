@@ -10,8 +10,6 @@ use std::collections::HashMap;
 use git2::Oid;
 
 use super::RunError;
-use crate::context::Context;
-use crate::review::checks::{CheckJob, CheckPool, Lineage};
 use plait_core::cancel::Cancel;
 use plait_core::git;
 use plait_core::globs::Globs;
@@ -19,6 +17,8 @@ use plait_core::refs::branch_ref;
 use plait_core::state::RunDir;
 use plait_core::state::{RunState, TaskState};
 use plait_plan::CheckSettings;
+use plait_stages::context::Context;
+use plait_stages::review::checks::{CheckJob, CheckPool, Lineage};
 
 /// What became of the moved branches.
 #[derive(Debug, Default)]
@@ -117,9 +117,9 @@ fn weigh(
             continue;
         }
         let prefix = format!("{}: ", task.id);
-        let outside: Vec<String> = crate::collect::outside_ownership(
+        let outside: Vec<String> = plait_stages::collect::outside_ownership(
             &repo,
-            &crate::collect::start_tree(&repo, &base_tree, task)?,
+            &plait_stages::collect::start_tree(&repo, &base_tree, task)?,
             tip,
             &task.id,
             owns,

@@ -254,7 +254,9 @@ fn least_red(task: &TaskRecord, fallback: plait_plan::Fallback) -> Option<Choice
         .attempts
         .iter()
         .zip(1..)
-        .filter(|(a, _)| crate::merge::run::mergeable(a) && !a.unchanged() && !a.checks.is_empty())
+        .filter(|(a, _)| {
+            plait_stages::merge::run::mergeable(a) && !a.unchanged() && !a.checks.is_empty()
+        })
         .min_by_key(|(a, _)| (red(a), a.finished_at.unwrap_or(u64::MAX)))?;
     Some(Choice {
         attempt: n,

@@ -12,11 +12,11 @@ use git2::Oid;
 
 use super::shared::Slot;
 use super::Shared;
-use crate::collect::{self, CollectSettings};
 use plait_core::git;
 use plait_core::git::tree_changes;
 use plait_core::state::TaskDir;
 use plait_core::state::{ChangeKind, FileChange, TaskRecord};
+use plait_stages::collect::{self, CollectSettings};
 use plait_trees::workspace;
 
 /// Why a step of a task's pipeline failed; its text is the task's failure in the record.

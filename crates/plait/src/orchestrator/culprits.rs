@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use super::merging::merged_checks;
 use super::{RunError, Shared, Update};
-use crate::{groups, merge};
 use plait_core::state::RunState;
+use plait_stages::{groups, merge};
 
 /// When the merged checks failed (and `[checks] bisect` is on): the culprit search; with
 /// `[checks] rework = N`, up to N rounds in which the culprits go back to their workers
@@ -60,17 +60,17 @@ pub(super) async fn search_culprits(
         // The tasks in the merge (a grouped run's outcome names them too).
         let inputs: Vec<merge::BranchInput> =
             merge::run::branch_inputs(merge.included.iter().filter_map(|id| state.task(id)), None);
-        let report = |step: crate::bisect::Step| shared.emit(Update::Bisect(step));
-        let search = crate::bisect::Search {
+        let report = |step: plait_stages::bisect::Step| shared.emit(Update::Bisect(step));
+        let search = plait_stages::bisect::Search {
             context: &shared.context,
             state: &state,
             pool: &shared.checks,
-            checks: crate::bisect::failing_only(&shared.plan.checks, &failing),
+            checks: plait_stages::bisect::failing_only(&shared.plan.checks, &failing),
             logs: shared.store.run(&shared.run).bisect(attempt),
             cancel: &shared.cancel,
             report: &report,
         };
-        let mut culprits = crate::bisect::find(&search, &inputs).await?;
+        let mut culprits = plait_stages::bisect::find(&search, &inputs).await?;
         runs += culprits.runs;
         culprits.runs = runs;
         culprits.reworked = reworked.clone();
@@ -98,7 +98,7 @@ pub(super) async fn send_back_culprits(
 ) -> Result<(), RunError> {
     let mut targets = Vec::new();
     for set in &culprits.sets {
-        let sentence = crate::report::culprit_sentence(set);
+        let sentence = plait_stages::report::culprit_sentence(set);
         let text = plait_agents::prompts::feedback::culprit(set, &sentence, state);
         for id in &set.tasks {
             if let Some(index) = shared.plan.tasks.iter().position(|t| &t.id == id) {

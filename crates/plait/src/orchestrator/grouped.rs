@@ -6,11 +6,11 @@ use std::fmt::Write as _;
 use std::sync::Arc;
 
 use super::{RunError, Shared};
-use crate::groups;
-use crate::report::diff::{diff_text, DiffStyle};
-use crate::review::reviewer::{self, ReviewInput};
 use plait_agents::prompts;
 use plait_core::state::{RunState, Verdict};
+use plait_stages::groups;
+use plait_stages::report::diff::{diff_text, DiffStyle};
+use plait_stages::review::reviewer::{self, ReviewInput};
 
 /// Runs the supervisors' reviews of the groups that have a merge with changes and no review
 /// yet, all at once; their reviews go into `state`.

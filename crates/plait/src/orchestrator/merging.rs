@@ -4,12 +4,12 @@
 use std::sync::Arc;
 
 use super::{grouped, RunError, Shared};
-use crate::context::Context;
-use crate::review::checks::{checks_at, CheckPool};
-use crate::{groups, merge};
 use plait_core::cancel::Cancel;
 use plait_core::state::{RunDir, RunState};
 use plait_plan::CheckSettings;
+use plait_stages::context::Context;
+use plait_stages::review::checks::{checks_at, CheckPool};
+use plait_stages::{groups, merge};
 
 pub(super) async fn merge_run(
     shared: Arc<Shared>,

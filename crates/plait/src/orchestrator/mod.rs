@@ -66,15 +66,15 @@ use merging::{merge_run, run_merged_checks};
 use shared::Dispatch;
 use shared::{mirror, open_store, write_states, Shared};
 
-use crate::context::Context;
-use crate::groups;
-use crate::merge::MergeError;
 use plait_core::cancel::Cancel;
 use plait_core::git::RepoError;
 use plait_core::state::{
     self, now_ms, RunLock, RunPhase, RunState, StateError, Store, TaskRecord, TaskState,
 };
 use plait_plan::ResolvedPlan;
+use plait_stages::context::Context;
+use plait_stages::groups;
+use plait_stages::merge::MergeError;
 
 /// Why a run could not proceed.
 #[derive(Debug, thiserror::Error)]
@@ -90,7 +90,7 @@ pub enum RunError {
     Merge(#[from] MergeError),
     /// The culprit search could not go on.
     #[error(transparent)]
-    Bisect(#[from] crate::bisect::BisectError),
+    Bisect(#[from] plait_stages::bisect::BisectError),
     /// The run cannot do what was asked of it, as it stands (the user can fix that).
     #[error("{0}")]
     Refused(String),
@@ -130,7 +130,7 @@ pub enum RunError {
     Worktree(#[from] plait_trees::workspace::WorkspaceError),
     /// The checks' checkout could not be made.
     #[error("the checks could not run: {0}")]
-    Checks(#[from] crate::review::checks::CheckoutError),
+    Checks(#[from] plait_stages::review::checks::CheckoutError),
     /// The run's environment could not be made: a `[setup]` command failed, or its base
     /// layer could not be written. No task started.
     #[error(transparent)]
@@ -217,7 +217,7 @@ pub enum Update {
     /// A group changed.
     Group(GroupEvent),
     /// A step of the culprit search.
-    Bisect(crate::bisect::Step),
+    Bisect(plait_stages::bisect::Step),
 }
 
 impl Update {
@@ -343,7 +343,7 @@ fn lay_down(store: &Store, run: &str, settings: &RunSettings) -> Result<RunState
         environment: None,
         base_checks_ignored: settings.plan.checks.base_ignored,
         max_cost: settings.max_cost,
-        groups: crate::groups::records(
+        groups: plait_stages::groups::records(
             run,
             &plan.tasks,
             settings

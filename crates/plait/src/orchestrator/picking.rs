@@ -14,11 +14,11 @@ use git2::Oid;
 use super::shared::fail_task;
 use super::shared::Slot;
 use super::Shared;
-use crate::merge::run::mergeable;
-use crate::review::checks::{CheckJob, Lineage};
-use crate::review::pick::{self as judging, Candidate, PickInput};
 use plait_core::state::{now_ms, Pick, TaskDir, TaskRecord, Usage};
 use plait_plan::PickSpec;
+use plait_stages::merge::run::mergeable;
+use plait_stages::review::checks::{CheckJob, Lineage};
+use plait_stages::review::pick::{self as judging, Candidate, PickInput};
 
 /// The attempt chosen, by whom and why.
 pub(super) struct Choice {

@@ -16,9 +16,6 @@ use super::collecting::collect_round;
 use super::entered::{forward, Forward};
 use super::shared::{fail_task, Slot, Start};
 use super::Shared;
-use crate::collect;
-use crate::review::checks::{CheckJob, Lineage};
-use crate::review::reviewer::{self, ReviewInput};
 use plait_agents::agent::{self, Agent, AgentOutcome, AgentReport, TaskContext};
 use plait_agents::prompts;
 use plait_core::cancel::Cancel;
@@ -28,6 +25,9 @@ use plait_core::state::{
 };
 use plait_plan::{AgentConfig, ResolvedTask, Reviewer};
 use plait_sandbox::sandbox::{Confinement, Sandbox};
+use plait_stages::collect;
+use plait_stages::review::checks::{CheckJob, Lineage};
+use plait_stages::review::reviewer::{self, ReviewInput};
 use plait_trees::workspace::view::{self, TaskView, ViewKind};
 
 /// Rounds of agent → collect → checks and review, from the first of `(round, limit)` to at

@@ -20,13 +20,13 @@ use tokio::sync::{mpsc, Notify};
 pub(super) use super::slot::Slot;
 use super::starts::{Stale, StartKey, StartMerge};
 use super::{Event, GroupEvent, RunError, RunSettings, Update};
-use crate::context::Context;
-use crate::review::checks::CheckPool;
 use plait_core::cancel::Cancel;
 use plait_core::git::TreeFile;
 use plait_core::state::{now_ms, RunState, Store, TaskRecord, TaskState};
 use plait_plan::layout::Layout;
 use plait_plan::{ResolvedPlan, ResolvedTask};
+use plait_stages::context::Context;
+use plait_stages::review::checks::CheckPool;
 use plait_trees::environment::{EnvRequest, Environment};
 
 /// State shared by the tasks of a run.
@@ -582,7 +582,7 @@ impl Shared {
         let context = self.context.clone();
         tokio::task::spawn_blocking(move || {
             let repo = context.repo().map_err(|e| e.to_string())?;
-            crate::report::diff::diff_text(&repo, base, tip, Default::default())
+            plait_stages::report::diff::diff_text(&repo, base, tip, Default::default())
                 .map_err(|e| e.to_string())
         })
         .await

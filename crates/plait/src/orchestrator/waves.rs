@@ -16,9 +16,9 @@ use git2::Oid;
 use super::shared::fail_task;
 use super::starts::{Stale, StartKey, Unmade};
 use super::Shared;
-use crate::merge::{self, BranchInput, MergeSettings};
 use plait_core::git;
 use plait_core::state::{now_ms, TaskRecord, TaskState, Verdict};
+use plait_stages::merge::{self, BranchInput, MergeSettings};
 
 /// Waits until task `index` may start; false when it is not to run (blocked, ended, or the
 /// run was interrupted). A task without `after` may start at once; one that started
@@ -132,7 +132,7 @@ pub(super) async fn settle_start(shared: &Arc<Shared>, index: usize) -> bool {
 /// Why task `t`'s work cannot be started from, in words that follow its id; `None` when
 /// it can (it ended done and may go into a merge).
 pub(super) fn unready(t: &TaskRecord) -> Option<String> {
-    if crate::merge::run::mergeable(t) {
+    if plait_stages::merge::run::mergeable(t) {
         return None;
     }
     let detail = |what: &str| match &t.error {
@@ -350,10 +350,10 @@ pub(super) fn carry(
     (old_start, old_tip): (Oid, Oid),
     new_start: Oid,
     task: &str,
-) -> Result<Result<Oid, Vec<String>>, crate::merge::MergeError> {
+) -> Result<Result<Oid, Vec<String>>, plait_stages::merge::MergeError> {
     let repo = shared.context.repo()?;
     let workdir = git::workdir(&repo);
-    let merged = crate::merge::merge_tree(
+    let merged = plait_stages::merge::merge_tree(
         &workdir,
         Some(old_start),
         &new_start.to_string(),

@@ -24,10 +24,10 @@ use tokio::sync::{mpsc, Semaphore};
 use tokio::task::JoinSet;
 
 use super::{attempts, lay_down, steering, task, RunError, RunSettings, Shared, Update};
-use crate::context::{Context, Env};
 use plait_core::cancel::Cancel;
 use plait_core::state::Store;
 use plait_plan::{self as plan, ResolvedPlan};
+use plait_stages::context::{Context, Env};
 use plait_store::pg::{Checkpoint, Claim, PgListener, PgStore};
 use plait_store::remote;
 

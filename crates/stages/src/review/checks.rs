@@ -130,7 +130,9 @@ impl Seed {
 
 /// What to run and where its output goes.
 pub struct CheckJob<'a> {
+    /// The commit the commands are run on.
     pub commit: Oid,
+    /// The check commands, in order.
     pub commands: &'a [String],
     /// Those of `commands` that are the job's own work (a task's `checks`): their failure
     /// is its own whatever the base does.
@@ -139,9 +141,11 @@ pub struct CheckJob<'a> {
     pub env: Vec<(&'a str, String)>,
     /// Directory for one log per command.
     pub logs: &'a Path,
+    /// How long one command may run.
     pub timeout: Duration,
     /// The walls the commands run in, besides their own checkout.
     pub sandbox: &'a SandboxSettings,
+    /// Whose checks these are, which decides the checkout they run in.
     pub lineage: Lineage,
 }
 

@@ -22,7 +22,7 @@ use plait_core::state::{
 
 /// Set for the git that `plait land` runs to move a branch: the installed hooks know the
 /// gate was already applied.
-pub(crate) const LANDING_VAR: &str = "PLAIT_LANDING";
+pub const LANDING_VAR: &str = "PLAIT_LANDING";
 
 /// Why plait could not land (a refusal is not an error: it is the outcome).
 #[derive(Debug, thiserror::Error)]

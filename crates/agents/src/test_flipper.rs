@@ -1,8 +1,9 @@
 //! The attacker of the race tests: a process of its own, as a command's leftover would be,
 //! that swaps files of a task's tree with symlinks to a file outside it
-//! (`renameat2(RENAME_EXCHANGE)` in a loop) while plait reads and writes the tree. The
-//! plait crate's unit tests and the integration tests (`tests/it/support`, by `#[path]`)
-//! share this one file: the process is the test binary itself, run for [`flipper_process`].
+//! (`renameat2(RENAME_EXCHANGE)` in a loop) while plait reads and writes the tree. The unit
+//! tests of plait-agents and plait-stages and the integration tests share this one file
+//! (the latter two by `#[path]`): the process is the test binary itself, run for
+//! [`flipper_process`].
 
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt as _;

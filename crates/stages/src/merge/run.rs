@@ -11,7 +11,7 @@ use plait_core::state::{Culprits, RunState, TaskRecord, TaskState, Verdict};
 
 /// Whether a task's branch may go into the merge: done, approved (or not reviewed), its
 /// checks green, and no violation unless a person accepted the task as it is.
-pub(crate) fn mergeable(task: &TaskRecord) -> bool {
+pub fn mergeable(task: &TaskRecord) -> bool {
     let accepted = task.decided(Verdict::Approve);
     (task.state == TaskState::Done || (task.state == TaskState::Rejected && accepted))
         && task.no_failure_of_its_own()
@@ -20,7 +20,7 @@ pub(crate) fn mergeable(task: &TaskRecord) -> bool {
 }
 
 /// Merges the mergeable tasks of `state` into its merged branch (blocking).
-pub(crate) fn merge_tasks(context: &Context, state: &RunState) -> Result<MergeOutcome, MergeError> {
+pub fn merge_tasks(context: &Context, state: &RunState) -> Result<MergeOutcome, MergeError> {
     let branches = branch_inputs(state.tasks.iter(), state.culprits.as_ref());
     let base = git2::Oid::from_str(&state.base)?;
     let repo = context.repo()?;
@@ -36,7 +36,7 @@ pub(crate) fn merge_tasks(context: &Context, state: &RunState) -> Result<MergeOu
 
 /// Whether decisions taken since the merge (`plait accept` / `plait reject`) change which
 /// tasks (or, in a grouped run, which groups) belong in it.
-pub(crate) fn merge_is_stale(state: &RunState) -> bool {
+pub fn merge_is_stale(state: &RunState) -> bool {
     let Some(merge) = &state.merge else {
         return false;
     };
@@ -81,7 +81,7 @@ fn merged_as_wanted<'a>(
 
 /// The branches of `tasks` that may go into a merge, with their commits; tasks a culprit
 /// search blamed are held out.
-pub(crate) fn branch_inputs<'a>(
+pub fn branch_inputs<'a>(
     tasks: impl Iterator<Item = &'a TaskRecord>,
     culprits: Option<&Culprits>,
 ) -> Vec<BranchInput> {

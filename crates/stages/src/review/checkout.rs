@@ -16,6 +16,7 @@ use plait_core::git::{git_command, run_git};
 /// `worktrees/`).
 #[derive(Debug, Clone)]
 pub struct Checkout {
+    /// Where its files are.
     pub path: PathBuf,
     admin: PathBuf,
 }

@@ -428,8 +428,9 @@ fn file_mode(m: u32) -> FileMode {
 
 /// A conflict as `git merge-tree` reports it.
 #[derive(Debug, Clone)]
-pub(crate) struct RawConflict {
-    pub(crate) path: String,
+pub struct RawConflict {
+    /// The conflicted path.
+    pub path: String,
     pub(crate) stages: Vec<u8>,
     pub(crate) types: Vec<String>,
     pub(crate) messages: Vec<String>,
@@ -451,7 +452,7 @@ impl RawConflict {
     }
 
     /// The conflict without tasks or hunks, which only the caller knows.
-    pub(crate) fn into_conflict(self) -> Conflict {
+    pub fn into_conflict(self) -> Conflict {
         Conflict {
             kind: self.kind(),
             message: self.messages.join("\n"),
@@ -465,14 +466,16 @@ impl RawConflict {
 /// The result of `git merge-tree --write-tree`: the tree (with markers where conflicted)
 /// and the conflicts.
 #[derive(Debug, Clone)]
-pub(crate) struct TreeMerge {
-    pub(crate) tree: Oid,
-    pub(crate) conflicts: Vec<RawConflict>,
+pub struct TreeMerge {
+    /// The merged tree, with conflict markers where conflicted.
+    pub tree: Oid,
+    /// The conflicts, one per path.
+    pub conflicts: Vec<RawConflict>,
 }
 
 /// Runs `git merge-tree --write-tree` on two commit-ishes, with `base` as the merge base
 /// when given.
-pub(crate) fn merge_tree(
+pub fn merge_tree(
     workdir: &Path,
     base: Option<Oid>,
     ours: &str,

@@ -32,20 +32,31 @@ const ATTEMPTS: u32 = 3;
 
 /// What a reviewer is shown.
 pub struct ReviewInput<'a> {
+    /// The run's id.
     pub run: &'a str,
+    /// What the whole run should achieve.
     pub goal: &'a str,
+    /// The task's id.
     pub task: &'a str,
+    /// What the task's agent was told to do.
     pub prompt: &'a str,
+    /// The task's `owns` globs.
     pub owns: &'a [String],
+    /// The task's diff against its base.
     pub diff: &'a str,
+    /// The task's checks, as they ran.
     pub checks: &'a [CheckResult],
+    /// The task's round (0 for the first).
     pub round: u32,
+    /// The base commit, as a full hex id.
     pub base: String,
+    /// The commit under review, as a full hex id.
     pub commit: String,
     /// The task's worktree, where a command reviewer runs.
     pub worktree: PathBuf,
     /// The task's directory for review files (diff, log, transcript).
     pub dir: PathBuf,
+    /// How long the reviewer may take.
     pub timeout: Duration,
     /// The run's cost budget; a model reviewer's cost counts against it.
     pub budget: &'a Budget,

@@ -8,5 +8,5 @@
 pub mod checkout;
 pub mod checks;
 mod layers;
-pub(crate) mod pick;
+pub mod pick;
 pub mod reviewer;

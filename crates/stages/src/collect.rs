@@ -59,7 +59,8 @@ pub enum CollectError {
 /// A difference between the worktree and the branch's tree.
 #[derive(Debug, Clone)]
 pub struct Change {
-    pub(crate) path: String,
+    /// The path, relative to the worktree's root.
+    pub path: String,
     pub(crate) kind: ChangeKind,
     /// The new content and mode; `None` for a deletion.
     pub content: Option<(Vec<u8>, u32)>,
@@ -70,7 +71,8 @@ pub struct Change {
 pub struct Scan {
     /// The commit the worktree's branch points at.
     pub head: Option<Oid>,
-    pub(crate) changes: Vec<Change>,
+    /// Every difference found, owned or not.
+    pub changes: Vec<Change>,
     /// Every file present in the worktree, tracked or not (build output left out).
     pub present: HashSet<String>,
     /// The tracked paths the worktree holds: the cone's files of the branch's tree that
@@ -258,19 +260,24 @@ pub struct CollectOutcome {
     pub commit: Option<Oid>,
     /// The owned changes committed.
     pub changes: Vec<FileChange>,
-    pub(crate) violations: Vec<FileChange>,
+    /// The changes to files the task does not own, never committed.
+    pub violations: Vec<FileChange>,
 }
 
 /// What to commit and how to name it.
 pub struct CollectSettings<'a> {
-    pub(crate) worktree: &'a Path,
-    pub(crate) branch: &'a str,
-    pub(crate) owns: &'a Globs,
+    /// The task's worktree.
+    pub worktree: &'a Path,
+    /// The task's branch, which the owned changes are committed on.
+    pub branch: &'a str,
+    /// The task's `owns` globs.
+    pub owns: &'a Globs,
     /// The task's sparse-checkout cone.
     pub cone: &'a Cone,
     /// Whether the worktree holds a tracked file of the cone.
     pub holds: &'a dyn Fn(&str) -> bool,
-    pub(crate) message: String,
+    /// The commit's message.
+    pub message: String,
     /// Where to keep the diffs of the violations (`TaskDir::violations`), if anywhere.
     pub violations_diff: Option<&'a Path>,
 }
@@ -408,7 +415,7 @@ fn file_mode_of(m: u32) -> FileMode {
 }
 
 /// The commit message for a task: `plait(<task>): <first line of prompt>` and a trailer.
-pub(crate) fn commit_message(run: &str, task: &str, prompt: &str) -> String {
+pub fn commit_message(run: &str, task: &str, prompt: &str) -> String {
     let first = prompt
         .lines()
         .find(|l| !l.trim().is_empty())
@@ -423,7 +430,7 @@ pub(crate) fn commit_message(run: &str, task: &str, prompt: &str) -> String {
 
 /// The tree task `task`'s own work is told from: its start's (the base with the work of the
 /// tasks it comes after), or the run's base's, `base_tree`.
-pub(crate) fn start_tree<'r>(
+pub fn start_tree<'r>(
     repo: &'r git2::Repository,
     base_tree: &git2::Tree<'r>,
     task: &plait_core::state::TaskRecord,
@@ -437,7 +444,7 @@ pub(crate) fn start_tree<'r>(
 /// The paths commit `tip` changes against `base_tree` outside task `task`'s ownership, as
 /// `task: path`: this stage's rule applied to commits made without it (a task branch moved
 /// by hand, branches `plait check` is given). A task with no entry in `owns` owns nothing.
-pub(crate) fn outside_ownership(
+pub fn outside_ownership(
     repo: &Repository,
     base_tree: &git2::Tree<'_>,
     tip: Oid,

@@ -35,7 +35,7 @@ pub(crate) const SUBMIT_PICK: &str = "submit_pick";
 const ASKS: u32 = 3;
 
 /// One attempt that passed its checks, as the judge is shown it.
-pub(crate) struct Candidate<'a> {
+pub struct Candidate<'a> {
     /// The attempt's number, 1..=N.
     pub number: u32,
     /// The agent that made it: `exec`, `claude-code`, `model claude-sonnet-4-5 (anthropic)`.
@@ -53,7 +53,7 @@ pub(crate) struct Candidate<'a> {
 }
 
 /// What a judge is given.
-pub(crate) struct PickInput<'a> {
+pub struct PickInput<'a> {
     /// The run's id.
     pub run: &'a str,
     /// The run's goal.
@@ -84,7 +84,7 @@ pub(crate) struct PickInput<'a> {
 
 /// The judge's answer.
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) struct Picked {
+pub struct Picked {
     /// The chosen attempt's number: always one of the candidates' (0 only when there were
     /// none).
     pub chosen: u32,
@@ -100,7 +100,7 @@ pub(crate) struct Picked {
 }
 
 /// Chooses one of `input`'s candidates, asking `reviewer` when there is more than one.
-pub(crate) async fn pick(
+pub async fn pick(
     reviewer: &Reviewer,
     input: &PickInput<'_>,
     client: &reqwest::Client,

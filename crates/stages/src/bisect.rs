@@ -70,15 +70,20 @@ pub struct Step {
 
 /// What a search needs: the run, its repository, the checks pool and the failing checks.
 pub struct Search<'a> {
-    pub(crate) context: &'a Context,
-    pub(crate) state: &'a RunState,
-    pub(crate) pool: &'a CheckPool,
+    /// The repository and plait's store in it.
+    pub context: &'a Context,
+    /// The run whose merged checks failed.
+    pub state: &'a RunState,
+    /// Where the checks run.
+    pub pool: &'a CheckPool,
     /// The run's check settings with `merged` cut to the commands that failed.
     pub checks: CheckSettings,
     /// Where each test's logs go (`<n>/` under it).
     pub logs: PathBuf,
-    pub(crate) cancel: &'a Cancel,
-    pub(crate) report: &'a (dyn Fn(Step) + Send + Sync),
+    /// Fires when the run is interrupted; the search stops at once.
+    pub cancel: &'a Cancel,
+    /// Told each step of the search as it is taken.
+    pub report: &'a (dyn Fn(Step) + Send + Sync),
 }
 
 /// A set of branches, by index into the search's inputs, in merge order.
@@ -522,7 +527,7 @@ impl Tester<'_> {
 }
 
 /// The run's check settings cut to `failing` commands, for the search.
-pub(crate) fn failing_only(checks: &CheckSettings, failing: &[String]) -> CheckSettings {
+pub fn failing_only(checks: &CheckSettings, failing: &[String]) -> CheckSettings {
     CheckSettings {
         merged: failing.to_vec(),
         ..checks.clone()

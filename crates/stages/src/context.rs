@@ -30,7 +30,7 @@ pub fn process_env() -> Env {
 
 /// The user's cache directory in `env`: `XDG_CACHE_HOME` when it is absolute, else
 /// `~/.cache`.
-pub(crate) fn cache_home(env: &dyn Fn(&str) -> Option<String>) -> Option<PathBuf> {
+pub fn cache_home(env: &dyn Fn(&str) -> Option<String>) -> Option<PathBuf> {
     env("XDG_CACHE_HOME")
         .map(PathBuf::from)
         .filter(|d| d.is_absolute())
@@ -149,12 +149,12 @@ impl Context {
     }
 
     /// The user's cache directory, by [`cache_home`] of this context's environment.
-    pub(crate) fn cache_home(&self) -> Option<PathBuf> {
+    pub fn cache_home(&self) -> Option<PathBuf> {
         cache_home(&*self.inner.env)
     }
 
     /// The plait program the agents' hooks call back.
-    pub(crate) fn program(&self) -> &Path {
+    pub fn program(&self) -> &Path {
         &self.inner.program
     }
 }
