@@ -34,8 +34,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use plait::orchestrator::{self, RunSettings};
 use plait_core::state::{RunState, Store, TaskState};
+use plait_run::orchestrator::{self, RunSettings};
 
 use mock::{LoadStats, MockModel, Provider, Turn};
 

@@ -516,7 +516,7 @@ fn sandbox_costs(t: &mut Table, root: &Path, repo: &Path, n: usize, reps: usize)
                 let resolved = plait_plan::resolve_with_env(&opened, parsed, &plan_path, &|k| {
                     std::env::var(k).ok()
                 })?;
-                let settings = plait::orchestrator::RunSettings {
+                let settings = plait_run::orchestrator::RunSettings {
                     context: plait_stages::context::Context::from_repo(
                         opened,
                         repo,
@@ -533,8 +533,8 @@ fn sandbox_costs(t: &mut Table, root: &Path, repo: &Path, n: usize, reps: usize)
                     max_cost: None,
                     groups: Some(0),
                 };
-                let prepared = plait::orchestrator::prepare(settings)?;
-                let state = runtime.block_on(plait::orchestrator::execute(
+                let prepared = plait_run::orchestrator::prepare(settings)?;
+                let state = runtime.block_on(plait_run::orchestrator::execute(
                     prepared,
                     None,
                     plait_core::cancel::Cancel::new().1,

@@ -5,11 +5,11 @@
 
 use plait::clean::CleanError;
 use plait::ops::{Fault, Faulty, OpsError};
-use plait::orchestrator::RunError;
 use plait_agents::manager::ManagerError;
 use plait_core::git::{GitCliError, RepoError};
 use plait_core::state::StateError;
 use plait_plan::PlanError;
+use plait_run::orchestrator::RunError;
 use plait_stages::land::LandError;
 use plait_stages::merge::MergeError;
 use plait_store::pg::PgError;

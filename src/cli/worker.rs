@@ -9,9 +9,9 @@ use tokio::sync::mpsc;
 use super::ui::{errln, outln};
 use super::CommandError;
 use plait::ops::worker::{work, WorkRequest, WorkerWatch};
-use plait::orchestrator::Update;
 use plait_core::cancel::Cancel;
 use plait_core::state::TaskState;
+use plait_run::orchestrator::Update;
 
 /// Take tasks of runs spread over many machines (`plait run --store URL --remote REMOTE`)
 /// from the store, run them here and push their branches back

@@ -520,7 +520,7 @@ fn an_include_swapped_for_a_symlink_after_the_plan_is_refused_when_it_is_mounted
     if !crate::support::sandbox::namespaces() {
         return;
     }
-    use plait::orchestrator::{self, RunSettings};
+    use plait_run::orchestrator::{self, RunSettings};
     let repo = TestRepo::with_files(&[(".gitignore", "deps\n"), ("a.txt", "a\n")]);
     let outside = repo.scratch.join("home-dir");
     fs::create_dir_all(&outside).unwrap();

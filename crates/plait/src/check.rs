@@ -18,7 +18,6 @@ use std::path::{Path, PathBuf};
 use git2::{Oid, Repository};
 use serde::Serialize;
 
-use crate::orchestrator::RunError;
 use plait_core::cancel::Cancel;
 use plait_core::git::signatures;
 use plait_core::globs::Globs;
@@ -27,6 +26,7 @@ use plait_core::state::Conflict;
 use plait_core::state::RunDir;
 use plait_core::state::{CheckResult, RunState};
 use plait_plan::{CheckSettings, PlanFile};
+use plait_run::orchestrator::RunError;
 use plait_stages::collect::outside_ownership;
 use plait_stages::context::Context;
 use plait_stages::land::{gate, Blocker};

@@ -32,7 +32,7 @@
 //! 9. [`plait_stages::report`] — per task and per run: state, changes, violations, verdicts,
 //!    checks, conflicts, tokens, cost, time; diffs.
 //!
-//! [`orchestrator`] drives stages 2–7 for a run with bounded concurrency, persisting the run's
+//! [`plait_run::orchestrator`] drives stages 2–7 for a run with bounded concurrency, persisting the run's
 //! record ([`plait_core::state`]) after every transition; [`clean`] removes what a run created;
 //! [`check`] is the gate for hooks and CI. [`plait_core::git`] holds the repository helpers
 //! every stage shares and [`plait_sandbox::shell`] the way every stage runs a command, inside
@@ -47,9 +47,7 @@
 pub mod check;
 pub mod clean;
 pub mod ops;
-pub mod orchestrator;
 pub mod said;
-pub mod steer;
 
 /// The model agent's editor tools, for the benchmarks (`benches/nofollow.rs`).
 #[doc(hidden)]

@@ -17,8 +17,8 @@ use serde_json::{json, Value};
 
 use super::{blocking, cache, ApiError, App};
 use plait::ops;
-use plait::steer::Ask;
 use plait_core::state::Verdict;
+use plait_run::steer::Ask;
 use plait_stages::land::LandOutcome;
 
 /// How long a send-back is waited for before the page is told it is under way (its

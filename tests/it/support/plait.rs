@@ -4,9 +4,9 @@ use std::path::Path;
 use std::process::{Command, Output};
 use std::sync::Arc;
 
-use plait::orchestrator::{self, RunSettings};
 use plait_core::state::RunState;
 use plait_plan as plan;
+use plait_run::orchestrator::{self, RunSettings};
 
 use super::{init, runtime, stderr, wait_until, TestRepo};
 

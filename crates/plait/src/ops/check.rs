@@ -12,12 +12,12 @@ use std::path::Path;
 use git2::Oid;
 
 use crate::check::{self, work, CheckReport, MergeInProgress, TaskBranch};
-use crate::orchestrator::{self, RunError};
 use plait_core::git;
 use plait_core::globs::Globs;
 use plait_core::refs::branch_ref;
 use plait_core::state::{Culprits, RunDir, RunPhase, RunState, StateError, Store};
 use plait_plan::{CheckSettings, PlanFile};
+use plait_run::orchestrator::{self, RunError};
 use plait_stages::bisect::Step;
 
 use super::OpsError;

@@ -8,9 +8,9 @@ use plait_store::remote::RemoteError;
 
 use super::OpsError;
 use crate::clean::CleanError;
-use crate::orchestrator::RunError;
 use plait_agents::manager::ManagerError;
 use plait_plan::PlanError;
+use plait_run::orchestrator::RunError;
 use plait_stages::land::LandError;
 use plait_stages::merge::MergeError;
 use plait_trees::environment::EnvError;

@@ -7,9 +7,9 @@ use std::sync::Arc;
 
 use tokio::sync::{mpsc, oneshot};
 
-use crate::orchestrator::{self, Prepared, RunSettings, Update};
 use plait_core::cancel::Cancel;
 use plait_core::state::{RunState, StateError};
+use plait_run::orchestrator::{self, Prepared, RunSettings, Update};
 use plait_stages::context::Context;
 
 use super::OpsError;

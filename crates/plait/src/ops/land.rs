@@ -1,8 +1,8 @@
 //! Landing a run: task branches moved by hand collected first, the merge made again when
 //! that or a person's decisions made it stale, then the gate and the landing itself.
 
-use crate::orchestrator;
 use plait_core::state::{RunPhase, RunState};
+use plait_run::orchestrator;
 use plait_stages::context::Context;
 use plait_stages::land::{self, LandOutcome, LandSettings};
 

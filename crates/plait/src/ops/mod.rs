@@ -34,10 +34,10 @@ pub mod worker;
 
 pub use fault::{Fault, Faulty};
 
-use crate::orchestrator::RunError;
 use plait_core::git::RepoError;
 use plait_core::state::StateError;
 use plait_plan::PlanError;
+use plait_run::orchestrator::RunError;
 use plait_stages::land::LandError;
 
 /// Why a use case could not be carried out.

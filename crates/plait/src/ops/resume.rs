@@ -46,7 +46,7 @@ pub async fn resume(
         settings.store = Some(config);
         settings.remote = remote.clone();
     }
-    let prepared = crate::orchestrator::prepare_resume(settings, state)?;
+    let prepared = plait_run::orchestrator::prepare_resume(settings, state)?;
     go(prepared, remote, warning.into_iter().collect(), watch).await
 }
 

@@ -6,9 +6,9 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::orchestrator::{self, RunSettings};
 use plait_core::state::RunState;
 use plait_plan::ResolvedPlan;
+use plait_run::orchestrator::{self, RunSettings};
 use plait_stages::context::Context;
 
 use super::going::{go, Watch};

@@ -10,9 +10,9 @@ use std::time::Duration;
 
 use tokio::sync::mpsc;
 
-use crate::orchestrator::worker::{self, WorkerReport, WorkerSettings};
-use crate::orchestrator::Update;
 use plait_core::cancel::Cancel;
+use plait_run::orchestrator::worker::{self, WorkerReport, WorkerSettings};
+use plait_run::orchestrator::Update;
 use plait_stages::context::{cache_home, Env};
 
 use super::OpsError;

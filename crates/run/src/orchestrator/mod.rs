@@ -39,7 +39,7 @@ use std::time::Instant;
 
 use tokio::sync::{mpsc, Notify};
 
-pub(crate) mod adopt;
+pub mod adopt;
 mod attempts;
 mod clock;
 mod collecting;
@@ -61,7 +61,7 @@ pub mod worker;
 mod worktrees;
 
 use culprits::search_culprits;
-pub(crate) use merging::remerge;
+pub use merging::remerge;
 use merging::{merge_run, run_merged_checks};
 use shared::Dispatch;
 use shared::{mirror, open_store, write_states, Shared};
@@ -147,7 +147,7 @@ pub enum RunError {
 
 impl RunError {
     /// A panicked (or cancelled) blocking part of the run, naming what it was doing.
-    pub(crate) fn panicked(what: &'static str) -> impl FnOnce(tokio::task::JoinError) -> RunError {
+    pub fn panicked(what: &'static str) -> impl FnOnce(tokio::task::JoinError) -> RunError {
         move |source| RunError::Panicked { what, source }
     }
 }
@@ -359,10 +359,7 @@ fn lay_down(store: &Store, run: &str, settings: &RunSettings) -> Result<RunState
 /// Takes the repository lock for run `state`, loaded and found unfinished, to carry it
 /// on: finished tasks are kept, interrupted ones go on from their worktrees, pending ones
 /// start.
-pub(crate) fn prepare_resume(
-    settings: RunSettings,
-    mut state: RunState,
-) -> Result<Prepared, RunError> {
+pub fn prepare_resume(settings: RunSettings, mut state: RunState) -> Result<Prepared, RunError> {
     let store = settings.context.store().clone();
     let run = state.id.clone();
     let run = run.as_str();
@@ -420,7 +417,7 @@ fn going_again(
 /// round of its agent told the comment (and the review rounds after it), then the run
 /// merges and runs its merged checks again. The person's earlier decision on the task is
 /// dropped: the new round's review judges it.
-pub(crate) fn prepare_send_back(
+pub fn prepare_send_back(
     settings: RunSettings,
     run: &str,
     task: &str,

@@ -36,22 +36,26 @@ pub(crate) const LEASE: Duration = Duration::from_secs(30);
 
 /// How a worker runs.
 pub struct WorkerSettings {
-    pub(crate) store: tokio_postgres::Config,
+    /// The PostgreSQL store the runs and their tasks are claimed from.
+    pub store: tokio_postgres::Config,
     /// The git remote as this machine reaches it; default: the one each run records.
     pub remote: Option<String>,
     /// Where the worker keeps its clones (one per remote) and takes its lock.
     pub dir: PathBuf,
     /// Tasks at once.
     pub jobs: usize,
-    pub(crate) lease: Duration,
+    /// How long a claim holds without being renewed.
+    pub lease: Duration,
     /// Who claims, as the store records it.
     pub name: String,
     /// Take only this run's tasks (a coordinator's own worker).
     pub only: Option<String>,
     /// A run's plan resolved already (the coordinator's own).
     pub known: Option<(String, Arc<ResolvedPlan>)>,
-    pub(crate) env: Env,
-    pub(crate) plait_program: PathBuf,
+    /// The environment the runs' plans read their variables from.
+    pub env: Env,
+    /// plait's own program, which the agents' hooks call back.
+    pub plait_program: PathBuf,
     /// Stop once nothing was there to claim for this long.
     pub idle_exit: Option<Duration>,
 }

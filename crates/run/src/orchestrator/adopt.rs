@@ -22,7 +22,7 @@ use plait_stages::review::checks::{CheckJob, CheckPool, Lineage};
 
 /// What became of the moved branches.
 #[derive(Debug, Default)]
-pub(crate) struct Adoption {
+pub struct Adoption {
     /// Tasks whose branch's new commits were collected.
     pub adopted: Vec<String>,
     /// Branches that moved in a way plait cannot take, with why.
@@ -31,7 +31,7 @@ pub(crate) struct Adoption {
 
 /// Collects the task branches of `state` that moved since the run committed to them (see
 /// the module's doc); `owns` are the tasks' owned globs.
-pub(crate) async fn adopt_moved(
+pub async fn adopt_moved(
     context: &Context,
     run_dir: RunDir,
     state: &mut RunState,

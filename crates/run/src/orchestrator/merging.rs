@@ -64,7 +64,7 @@ pub(super) async fn merge_run(
 
 /// Merges the run again with the tasks that belong in it now and runs the merged checks
 /// on the result; the state is updated (not saved).
-pub(crate) async fn remerge(
+pub async fn remerge(
     context: Context,
     run_dir: RunDir,
     state: &mut RunState,
