@@ -2,7 +2,9 @@
 //!
 //! Each task owns a disjoint set of files, gets its own branch and a worktree holding only
 //! those files, and an agent edits it; plait commits the owned changes, merges the branches
-//! and lands the result only when the merge is clean. The modules follow the pipeline:
+//! and lands the result only when the merge is clean. This crate is the top of the engine:
+//! the use cases ([`ops`], which the command line and the page share), the gate for hooks
+//! and CI ([`check`]) and [`clean`], over the crates that follow the pipeline:
 //!
 //! 1. [`plait_plan`] — read and validate a plan (TOML, a split rule, or a manager model's
 //!    answer): tasks, owned globs, base, providers, agent CLIs, checks, reviewer, groups.
