@@ -32,7 +32,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use git2::{Oid, Repository};
-use plait::environment::{apply, changes, git_dir, EnvRequest, Environment, LayerDir};
+use plait_trees::environment::{apply, changes, git_dir, EnvRequest, Environment, LayerDir};
 
 mod common;
 use common::krate;
@@ -220,7 +220,7 @@ fn base_layer(
     let git = Repository::open(repo)?;
     let base = git.head()?.peel_to_commit()?;
     let files = Arc::new(plait_core::git::flatten_tree(&base.tree()?)?);
-    let setup = plait::plan::SetupSettings::default();
+    let setup = plait_plan::SetupSettings::default();
     let (_keep, cancel) = plait_core::cancel::Cancel::new();
     let req = EnvRequest {
         repo,
@@ -292,7 +292,7 @@ fn check_layers(root: &Path, cfg: &Config, rt: &tokio::runtime::Runtime) -> Resu
         let copy = root.join(format!("copy-{i}"));
         settle();
         copies.push(time(|| cp(&seed, &copy))?.0);
-        plait::environment::remove_tree(&copy);
+        plait_trees::environment::remove_tree(&copy);
     }
     let settings = plait_sandbox::sandbox::SandboxSettings {
         temp_root: std::env::temp_dir(),

@@ -34,8 +34,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use plait::orchestrator::{self, RunSettings};
 use plait_core::state::{RunState, Store, TaskState};
+use plait_run::orchestrator::{self, RunSettings};
 
 use mock::{LoadStats, MockModel, Provider, Turn};
 
@@ -214,14 +214,14 @@ fn run(repo: &Path, toml: &str, jobs: usize) -> Result<Timed> {
     let plan_path = repo.parent().context("repo parent")?.join("plait.toml");
     std::fs::write(&plan_path, toml)?;
     let git_repo = plait_core::git::open(repo)?;
-    let parsed = plait::plan::parse(toml, &plan_path)?;
+    let parsed = plait_plan::parse(toml, &plan_path)?;
     let env = |name: &str| (name == KEY_ENV).then(|| KEY.to_string());
-    let resolved = plait::plan::resolve_with_env(&git_repo, parsed, &plan_path, &env)?;
+    let resolved = plait_plan::resolve_with_env(&git_repo, parsed, &plan_path, &env)?;
     let settings = RunSettings {
-        context: plait::context::Context::from_repo(
+        context: plait_stages::context::Context::from_repo(
             git_repo,
             repo,
-            plait::context::process_env(),
+            plait_stages::context::process_env(),
             std::env::current_exe()?,
         ),
         store: None,

@@ -3,7 +3,7 @@
 //! figures, asserts nothing about time.
 //!
 //! 1. collect: the walk, read and hash of a worktree of 1,000 changed files
-//!    (`plait::collect::scan`, the part of collect that touches the tree).
+//!    (`plait_stages::collect::scan`, the part of collect that touches the tree).
 //! 2. the model agent's editor: 1,000 edits (`str_replace`, `insert` and `create` in turn,
 //!    each on a file of its own) and 1,000 `view`s through the tools' `Workspace`.
 //!
@@ -67,7 +67,7 @@ fn collect_scan(wt: &Path, reps: usize) -> Result<f64> {
     let mut times = Vec::new();
     for _ in 0..reps {
         let t = Instant::now();
-        let scan = plait::collect::scan(wt, &plait::collect::Held::Index)?;
+        let scan = plait_stages::collect::scan(wt, &plait_stages::collect::Held::Index)?;
         times.push(t.elapsed().as_secs_f64());
         std::hint::black_box(scan);
     }

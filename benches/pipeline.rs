@@ -6,11 +6,11 @@
 //! 2. anchor A: `git worktree add` (full checkout), a handful of times;
 //! 3. anchor B: git CLI sparse worktrees (`worktree add --no-checkout`, `sparse-checkout
 //!    set`, `checkout`), non-cone and cone;
-//! 4. plait: one owned-file worktree per directory through `plait::workspace::create`,
+//! 4. plait: one owned-file worktree per directory through `plait_trees::workspace::create`,
 //!    sequentially, on 2 threads, and the way the orchestrator calls it; disk use;
-//! 5. merge: one commit per task branch, then `plait::merge::merge` against a loop of
+//! 5. merge: one commit per task branch, then `plait_stages::merge::merge` against a loop of
 //!    `git merge-tree --write-tree`;
-//! 6. plan validation (`plait::plan::resolve`) of one task per directory.
+//! 6. plan validation (`plait_plan::resolve`) of one task per directory.
 //!
 //! Scale with `PLAIT_BENCH_DIRS`, `PLAIT_BENCH_FILES`, `PLAIT_BENCH_REPS` (or `--dirs N`,
 //! `--files N`, `--reps N`, `--quick`); `PLAIT_BENCH_KEEP=1` keeps the temporary directory.
@@ -38,12 +38,12 @@ use common::{
 use git2::build::{CheckoutBuilder, TreeUpdateBuilder};
 use git2::{FileMode, Oid, Repository, RepositoryInitOptions, Signature, Time};
 
-use plait::merge::{BranchInput, MergeSettings};
-use plait::plan::layout::Layout;
-use plait::plan::{AgentSpec, PlanFile, ResolvedPlan, TaskFile};
-use plait::workspace::{self, WorktreeSpec};
 use plait_core::git::TreeFile;
 use plait_core::globs::Globs;
+use plait_plan::layout::Layout;
+use plait_plan::{AgentSpec, PlanFile, ResolvedPlan, TaskFile};
+use plait_stages::merge::{BranchInput, MergeSettings};
+use plait_trees::workspace::{self, WorktreeSpec};
 
 const GITIGNORE: &str = "/target\n*.log\n*.tmp\n";
 
@@ -512,15 +512,15 @@ fn sandbox_costs(t: &mut Table, root: &Path, repo: &Path, n: usize, reps: usize)
             settle();
             let (s, ()) = time(|| {
                 let opened = plait_core::git::open(repo)?;
-                let parsed = plait::plan::parse(&toml, &plan_path)?;
-                let resolved = plait::plan::resolve_with_env(&opened, parsed, &plan_path, &|k| {
+                let parsed = plait_plan::parse(&toml, &plan_path)?;
+                let resolved = plait_plan::resolve_with_env(&opened, parsed, &plan_path, &|k| {
                     std::env::var(k).ok()
                 })?;
-                let settings = plait::orchestrator::RunSettings {
-                    context: plait::context::Context::from_repo(
+                let settings = plait_run::orchestrator::RunSettings {
+                    context: plait_stages::context::Context::from_repo(
                         opened,
                         repo,
-                        plait::context::process_env(),
+                        plait_stages::context::process_env(),
                         std::env::current_exe()?,
                     ),
                     store: None,
@@ -533,8 +533,8 @@ fn sandbox_costs(t: &mut Table, root: &Path, repo: &Path, n: usize, reps: usize)
                     max_cost: None,
                     groups: Some(0),
                 };
-                let prepared = plait::orchestrator::prepare(settings)?;
-                let state = runtime.block_on(plait::orchestrator::execute(
+                let prepared = plait_run::orchestrator::prepare(settings)?;
+                let state = runtime.block_on(plait_run::orchestrator::execute(
                     prepared,
                     None,
                     plait_core::cancel::Cancel::new().1,
@@ -822,7 +822,7 @@ fn plan_validation(b: &Bench, repo: &Repository) -> Result<PlanFigures> {
     for _ in 0..b.cfg.reps {
         let p = plan.clone();
         settle();
-        let (s, r) = time(|| Ok(plait::plan::resolve(repo, p, Path::new("bench.toml"))?))?;
+        let (s, r) = time(|| Ok(plait_plan::resolve(repo, p, Path::new("bench.toml"))?))?;
         resolve_times.push(s);
         resolved = Some(r);
     }
@@ -859,7 +859,7 @@ fn plan_validation(b: &Bench, repo: &Repository) -> Result<PlanFigures> {
     for _ in 0..b.cfg.reps {
         let p = single_plan.clone();
         settle();
-        let (s, r) = time(|| Ok(plait::plan::resolve(repo, p, Path::new("bench.toml"))?))?;
+        let (s, r) = time(|| Ok(plait_plan::resolve(repo, p, Path::new("bench.toml"))?))?;
         single_times.push(s);
         std::hint::black_box(r.tasks.len());
     }
@@ -959,8 +959,8 @@ fn per_worktree_costs(
         Ok(())
     })?;
     let index_build = median_of(20, || {
-        let bytes = plait::workspace::index::build(&files, |f| {
-            by_prefix(&f.path).then(plait::workspace::index::Stat::default)
+        let bytes = plait_trees::workspace::index::build(&files, |f| {
+            by_prefix(&f.path).then(plait_trees::workspace::index::Stat::default)
         });
         std::hint::black_box(bytes.len());
         Ok(())
@@ -1096,7 +1096,7 @@ fn sanity_checks(t: &mut Table, b: &Bench, kept: &PlaitRun) -> Result<()> {
     Ok(())
 }
 
-/// Section 5: Merge: one commit per task branch of the kept run, then `plait::merge::merge`
+/// Section 5: Merge: one commit per task branch of the kept run, then `plait_stages::merge::merge`
 /// against a loop of `git merge-tree --write-tree`.
 fn merge_costs(t: &mut Table, b: &Bench, repo: &Repository, kept: &PlaitRun) -> Result<()> {
     let n = b.cfg.dirs;
@@ -1135,7 +1135,7 @@ fn merge_costs(t: &mut Table, b: &Bench, repo: &Repository, kept: &PlaitRun) -> 
         }
         Ok(())
     })?;
-    stage("5. merge: plait::merge::merge");
+    stage("5. merge: plait_stages::merge::merge");
     let merged_branch = format!("plait/{}/merged", kept.run);
     let mut merge_times = Vec::new();
     let mut outcome = None;
@@ -1148,7 +1148,7 @@ fn merge_costs(t: &mut Table, b: &Bench, repo: &Repository, kept: &PlaitRun) -> 
             branches: &branches,
             message: "plait: merge run bench\n".to_string(),
         };
-        let (s, o) = time(|| Ok(plait::merge::merge(repo, &settings)?))?;
+        let (s, o) = time(|| Ok(plait_stages::merge::merge(repo, &settings)?))?;
         merge_times.push(s);
         outcome = Some(o);
     }
@@ -1204,7 +1204,7 @@ fn merge_costs(t: &mut Table, b: &Bench, repo: &Repository, kept: &PlaitRun) -> 
         secs(setup_s),
     );
     t.row(
-        format!("merge: plait::merge::merge, {n} branches"),
+        format!("merge: plait_stages::merge::merge, {n} branches"),
         format!(
             "{}   ({} per branch; median of {})",
             secs(merge_s),

@@ -8,7 +8,7 @@
 //! 1. plait's whole no-op run: the `plait` binary, `plait run PLAN -j 2` with exec `true`
 //!    tasks, as a user starts it (sandbox on where the kernel has Landlock); wall time and
 //!    peak memory (the child's `ru_maxrss`);
-//! 2. plait's worktrees alone: `plait::workspace::create` for the 100 tasks on 2 threads,
+//! 2. plait's worktrees alone: `plait_trees::workspace::create` for the 100 tasks on 2 threads,
 //!    from a resolved plan (the resolution timed apart);
 //! 3. git CLI sparse worktrees in cone mode (`worktree add --no-checkout`, `sparse-checkout
 //!    set --cone DIR`, `checkout`), and the same with `--sparse-index`, on a sample of the tasks, with
@@ -208,8 +208,8 @@ fn plait_run(repo: &Repo, plan: &Path) -> Result<(f64, u64)> {
 fn plait_worktrees(repo: &Repo, plan_path: &Path, text: &str, run: &str) -> Result<(f64, f64)> {
     let (resolve_s, plan) = time(|| {
         let opened = plait_core::git::open(&repo.path)?;
-        let parsed = plait::plan::parse(text, plan_path)?;
-        Ok(plait::plan::resolve(&opened, parsed, plan_path)?)
+        let parsed = plait_plan::parse(text, plan_path)?;
+        Ok(plait_plan::resolve(&opened, parsed, plan_path)?)
     })?;
     let root = repo.path.join(".git").join(format!("bench-{run}"));
     let next = AtomicUsize::new(0);
@@ -227,7 +227,7 @@ fn plait_worktrees(repo: &Repo, plan_path: &Path, text: &str, run: &str) -> Resu
                             let branch = format!("bench/{run}/{}", task.id);
                             let admin = format!("bench-{run}-{}", task.id);
                             let path = root.join(&task.id);
-                            let spec = plait::workspace::WorktreeSpec {
+                            let spec = plait_trees::workspace::WorktreeSpec {
                                 branch: &branch,
                                 admin_name: &admin,
                                 path: &path,
@@ -235,7 +235,7 @@ fn plait_worktrees(repo: &Repo, plan_path: &Path, text: &str, run: &str) -> Resu
                                 files: &plan.files,
                                 layout: &task.layout,
                             };
-                            plait::workspace::create(&git, &spec)?;
+                            plait_trees::workspace::create(&git, &spec)?;
                         }
                     })
                 })

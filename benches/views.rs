@@ -352,13 +352,14 @@ fn main() -> Result<()> {
     let views = root.path().join("views");
     let mut lower = PathBuf::new();
     let cold = timed(|| {
-        let (tree, _lock) = plait::workspace::view::base_tree(&repo, &views, base.id(), &files)
-            .map_err(anyhow::Error::msg)?;
+        let (tree, _lock) =
+            plait_trees::workspace::view::base_tree(&repo, &views, base.id(), &files)
+                .map_err(anyhow::Error::msg)?;
         lower = tree;
         Ok(())
     })?;
     let kept = timed(|| {
-        plait::workspace::view::base_tree(&repo, &views, base.id(), &files)
+        plait_trees::workspace::view::base_tree(&repo, &views, base.id(), &files)
             .map_err(anyhow::Error::msg)?;
         Ok(())
     })?;
@@ -383,7 +384,7 @@ fn main() -> Result<()> {
     std::fs::create_dir_all(filled_dir.join(dir_name(0)))?;
     let owned = format!("{}/", dir_name(0));
     let filled = timed(|| {
-        plait::workspace::view::materialize(
+        plait_trees::workspace::view::materialize(
             &repo,
             &files,
             &|p: &str| p.starts_with(&owned),
@@ -430,7 +431,7 @@ fn main() -> Result<()> {
     let scratch = root.path().join("task/scratch");
     std::fs::create_dir_all(&scratch)?;
     let log = root.path().join("task/agent.log");
-    let work = plait::workspace::view::work_dir(&worktree);
+    let work = plait_trees::workspace::view::work_dir(&worktree);
     std::fs::create_dir_all(&work)?;
     let settings = plait_sandbox::sandbox::SandboxSettings {
         temp_root: std::env::temp_dir(),

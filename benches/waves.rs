@@ -238,7 +238,7 @@ fn start_merge(repo: &Path, tasks: usize, reps: usize) -> Result<()> {
         let commit = git2_repo.commit(None, &who, &who, "m", &tree, &[&parent])?;
         let branch = format!("bench/m{k:03}");
         git2_repo.reference(&format!("refs/heads/{branch}"), commit, true, "bench")?;
-        branches.push(plait::merge::BranchInput {
+        branches.push(plait_stages::merge::BranchInput {
             task: format!("m{k:03}"),
             branch,
             commit,
@@ -249,9 +249,9 @@ fn start_merge(repo: &Path, tasks: usize, reps: usize) -> Result<()> {
     let mut listings = Vec::new();
     for _ in 0..reps {
         let t = Instant::now();
-        let outcome = plait::merge::merge(
+        let outcome = plait_stages::merge::merge(
             &git2_repo,
-            &plait::merge::MergeSettings {
+            &plait_stages::merge::MergeSettings {
                 workdir: repo,
                 branch: "bench/start-last",
                 base,
@@ -266,7 +266,7 @@ fn start_merge(repo: &Path, tasks: usize, reps: usize) -> Result<()> {
         let files = plait_core::git::flatten_tree(&tree)?;
         let owns = plait_core::globs::Globs::new(&[format!("/{}/", dir_name(tasks - 1))])?;
         let context = plait_core::globs::Globs::new(&[] as &[String])?;
-        let layout = plait::plan::layout::Layout::new(&files, &owns, &context, false);
+        let layout = plait_plan::layout::Layout::new(&files, &owns, &context, false);
         listings.push(t.elapsed().as_secs_f64());
         if layout.files.is_empty() {
             bail!("the start's layout holds nothing");

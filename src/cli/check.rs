@@ -8,9 +8,9 @@ use clap::Args;
 
 use super::ui::{out, outln};
 use super::CommandError;
-use plait::bisect::Step;
 use plait::check::CheckReport;
 use plait::ops::check::{check, BranchesRequest, CheckRequest, Checked};
+use plait_stages::bisect::Step;
 
 /// Check that a run's branches may land: ownership, merges, merged checks, the gate
 #[derive(Debug, Args)]
@@ -126,7 +126,7 @@ fn culprit_text(found: &plait_core::state::Culprits) -> String {
         let _ = writeln!(
             out,
             "  {} (output: {})",
-            plait::report::culprit_sentence(set),
+            plait_stages::report::culprit_sentence(set),
             set.logs.display()
         );
     }
@@ -196,7 +196,11 @@ pub(super) fn text(report: &CheckReport) -> String {
         }
     }
     for g in &report.gate {
-        let _ = writeln!(out, "  {}", plait::report::blocker_line(g, &report.run));
+        let _ = writeln!(
+            out,
+            "  {}",
+            plait_stages::report::blocker_line(g, &report.run)
+        );
     }
     out
 }

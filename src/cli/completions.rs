@@ -192,9 +192,9 @@ fn task_ids(now: &OsStr, takes: Takes) -> Vec<CompletionCandidate> {
 /// The run store of the repository the command line is in (`-C DIR`, else here).
 fn store() -> Option<Store> {
     let dir = words_before().1.unwrap_or_else(|| PathBuf::from("."));
-    let context = plait::context::Context::open(
+    let context = plait_stages::context::Context::open(
         Path::new(&dir),
-        plait::context::process_env(),
+        plait_stages::context::process_env(),
         PathBuf::new(),
     );
     Some(context.ok()?.store().clone())

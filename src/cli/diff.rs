@@ -10,7 +10,7 @@ use super::ui::{errln, out};
 use super::CommandError;
 use plait::ops;
 use plait::ops::diff::{DiffRequest, Ends};
-use plait::report::diff::{diff_text, DiffStyle};
+use plait_stages::report::diff::{diff_text, DiffStyle};
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum Color {

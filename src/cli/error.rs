@@ -4,14 +4,14 @@
 //! from here.
 
 use plait::clean::CleanError;
-use plait::land::LandError;
-use plait::manager::ManagerError;
-use plait::merge::MergeError;
 use plait::ops::{Fault, Faulty, OpsError};
-use plait::orchestrator::RunError;
-use plait::plan::PlanError;
+use plait_agents::manager::ManagerError;
 use plait_core::git::{GitCliError, RepoError};
 use plait_core::state::StateError;
+use plait_plan::PlanError;
+use plait_run::orchestrator::RunError;
+use plait_stages::land::LandError;
+use plait_stages::merge::MergeError;
 use plait_store::pg::PgError;
 use plait_store::remote::RemoteError;
 use std::fmt::Write as _;
@@ -226,7 +226,7 @@ impl From<RunError> for CommandError {
             RunError::Panicked { .. } => CommandError::of(e).hint(
                 "this is a bug in plait: the run's record and events.jsonl under its run directory say how far it got; `plait resume` carries it on",
             ),
-            RunError::Setup(plait::environment::EnvError::Layer { .. }) => CommandError::of(e),
+            RunError::Setup(plait_trees::environment::EnvError::Layer { .. }) => CommandError::of(e),
             RunError::Setup(_) => CommandError::of(e).hint(
                 "no task started; `plait log --setup` prints the setup's output; fix the command \
                  or what it needs, then `plait resume` tries it again (or change [setup] and \

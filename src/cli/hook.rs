@@ -13,10 +13,10 @@ use super::check::text;
 use super::ui::{err, outln};
 use super::CommandError;
 use plait::check::CheckReport;
-use plait::context::Context;
 use plait::ops::check::{BackOut, BranchUpdate};
 use plait::ops::hook::{self, HookOutcome, HookRequest, HookStep};
 use plait_core::git;
+use plait_stages::context::Context;
 
 /// Install or remove the git hooks that judge what brings a run's work into your branches
 #[derive(Debug, Args)]

@@ -6,9 +6,9 @@ use clap::Args;
 
 use super::ui::{errln, outln};
 use super::CommandError;
-use plait::context::Context;
-use plait::land::{LandOutcome, Refusal};
 use plait::ops;
+use plait_stages::context::Context;
+use plait_stages::land::{LandOutcome, Refusal};
 
 /// Advance a branch to the run's merged result, only when the merge is clean
 #[derive(Debug, Args)]

@@ -9,9 +9,9 @@ use clap::{ArgGroup, Args};
 
 use super::ui::{errln, out};
 use super::CommandError;
-use plait::context::Context;
-use plait::report::logs;
 use plait_core::state::{RunState, StateError, Store, TaskRecord};
+use plait_stages::context::Context;
+use plait_stages::report::logs;
 
 /// Print a task's agent log, its checks' logs or its model transcript, or follow its log
 #[derive(Debug, Args)]

@@ -5,11 +5,11 @@ use std::fmt::Write as _;
 
 use super::ui::errln;
 use super::CommandError;
-use plait::context::Context;
-use plait::manager::Planned;
 use plait::ops;
 use plait::ops::manage::{ManageRequest, Managed};
-use plait::plan::AgentSpec;
+use plait_agents::manager::Planned;
+use plait_plan::AgentSpec;
+use plait_stages::context::Context;
 
 /// The manager's flags, shared by `plait plan` and `plait run`.
 #[derive(Debug, Clone, clap::Args)]

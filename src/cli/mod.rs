@@ -38,7 +38,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-use plait::context::{process_env, Context};
+use plait_stages::context::{process_env, Context};
 use ui::errln;
 
 /// Run many coding agents in parallel in one git repository, each on its own branch and

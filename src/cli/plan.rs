@@ -9,7 +9,7 @@ use super::ui::{err, errln, out, outln};
 use super::CommandError;
 use plait::ops;
 use plait::ops::split::SplitRequest;
-use plait::plan::{AgentSpec, ExecCommand};
+use plait_plan::{AgentSpec, ExecCommand};
 
 /// Write a plan: by a manager model for a goal, or a task per directory, file or module
 /// matching a split rule
@@ -213,8 +213,8 @@ fn plan_by_split(
 }
 
 /// The task `--first` or `--last` asks for, if any.
-fn edge(owns: &[String], prompt: &Option<String>) -> Option<plait::plan::split::Edge> {
-    (!owns.is_empty()).then(|| plait::plan::split::Edge {
+fn edge(owns: &[String], prompt: &Option<String>) -> Option<plait_plan::split::Edge> {
+    (!owns.is_empty()).then(|| plait_plan::split::Edge {
         owns: owns.to_vec(),
         prompt: prompt.clone().unwrap_or_default(),
     })
@@ -233,9 +233,9 @@ fn check_plan(dir: &Path, path: &Path) -> Result<(), CommandError> {
     outln!(
         "{}: valid: {}",
         path.display(),
-        plait::report::plan_summary(&planned.resolved)
+        plait_stages::report::plan_summary(&planned.resolved)
     )?;
-    out!("{}", plait::report::setup_text(&planned.resolved))
+    out!("{}", plait_stages::report::setup_text(&planned.resolved))
 }
 
 /// The tasks' agent from `--exec`, `--exec-each` or `--agent`.

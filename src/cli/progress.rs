@@ -10,9 +10,9 @@ use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use tokio::sync::mpsc;
 
 use super::ui::{errln, outln};
-use plait::bisect::Step;
-use plait::orchestrator::{Event, GroupEvent, Update};
 use plait_core::state::{split_attempt_id, TaskState, Usage};
+use plait_run::orchestrator::{Event, GroupEvent, Update};
+use plait_stages::bisect::Step;
 
 /// How to show progress.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

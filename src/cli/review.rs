@@ -14,9 +14,9 @@ use plait::ops;
 use plait::ops::decide::DecideRequest;
 use plait::ops::going::Started;
 use plait::ops::send_back::SendBackRequest;
-use plait::report;
-use plait::report::diff::DiffStyle;
 use plait_core::state::{RunState, Verdict};
+use plait_stages::report;
+use plait_stages::report::diff::DiffStyle;
 
 /// Show each task's verdict, review comments, checks and diff
 #[derive(Debug, Args)]

@@ -8,12 +8,12 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::ui::{err, errln, out, outln};
 use super::{progress, CommandError};
-use plait::context::Context;
 use plait::ops;
 use plait::ops::going::{Started, Watch};
-use plait::report;
 use plait_core::cancel::Cancel;
 use plait_core::state::{RunPhase, RunState};
+use plait_stages::context::Context;
+use plait_stages::report;
 
 /// Run a plan: a branch and worktree per task, the agents, commits, and the merge
 #[derive(Debug, Args)]
@@ -293,7 +293,7 @@ where
             )),
         );
     }
-    if plait::land::blockers(&state).is_empty() {
+    if plait_stages::land::blockers(&state).is_empty() {
         errln!(
             "\nnext: plait diff {run_id} merged --stat; plait land {run_id} --into {}",
             land_target(&state.base_name)

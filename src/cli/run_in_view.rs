@@ -50,8 +50,10 @@ pub fn cmd_run_in_view(args: RunInViewArgs) -> ExitCode {
         let owned = var("PLAIT_OWNED").map(PathBuf::from);
         let filled = base
             .ok_or_else(|| "PLAIT_BASE is not set".to_string())
-            .and_then(|base| plait::workspace::view::fill(&worktree, &base, owned.as_deref()))
-            .and_then(|()| marker.map_or(Ok(()), |m| plait::workspace::view::mark_filled(&m)));
+            .and_then(|base| plait_trees::workspace::view::fill(&worktree, &base, owned.as_deref()))
+            .and_then(|()| {
+                marker.map_or(Ok(()), |m| plait_trees::workspace::view::mark_filled(&m))
+            });
         if let Err(why) = filled {
             errln!(
                 "plait run-in-view: cannot fill in the view in {}: {why}",

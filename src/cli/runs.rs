@@ -6,7 +6,7 @@ use clap::Args;
 
 use super::ui::{errln, outln};
 use super::CommandError;
-use plait::report;
+use plait_stages::report;
 
 /// List the runs of this repository, oldest first
 #[derive(Debug, Args)]

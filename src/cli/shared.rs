@@ -6,8 +6,8 @@
 use clap::Args;
 
 use super::CommandError;
-use plait::context::Context;
 use plait::ops::sync;
+use plait_stages::context::Context;
 
 /// The store a command reads the run from.
 #[derive(Debug, Args, Default)]

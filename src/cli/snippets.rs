@@ -91,7 +91,7 @@ fn check_toml(page: &str, block: &Block, checked: &mut Checked) {
     });
     checked.toml += 1;
     let what = if config { "config file" } else { "plan" };
-    match plait::plan::unknown_keys(&text, config) {
+    match plait_plan::unknown_keys(&text, config) {
         None => checked
             .failures
             .push(format!("{page}:{first}: this toml block is not TOML")),

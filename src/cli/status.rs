@@ -6,8 +6,8 @@ use clap::Args;
 
 use super::ui::{out, outln};
 use super::CommandError;
-use plait::context::Context;
-use plait::report::{self, StatusJson};
+use plait_stages::context::Context;
+use plait_stages::report::{self, StatusJson};
 
 /// Show a run: per task its state, files changed, violations and time; the merge
 #[derive(Debug, Args)]

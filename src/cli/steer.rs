@@ -7,7 +7,7 @@ use clap::Args;
 use super::ui::{errln, outln};
 use super::CommandError;
 use plait::ops;
-use plait::steer::Ask;
+use plait_run::steer::Ask;
 
 /// Tell one running task's agent something now, the other tasks going on
 #[derive(Debug, Args)]

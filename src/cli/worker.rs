@@ -9,9 +9,9 @@ use tokio::sync::mpsc;
 use super::ui::{errln, outln};
 use super::CommandError;
 use plait::ops::worker::{work, WorkRequest, WorkerWatch};
-use plait::orchestrator::Update;
 use plait_core::cancel::Cancel;
 use plait_core::state::TaskState;
+use plait_run::orchestrator::Update;
 
 /// Take tasks of runs spread over many machines (`plait run --store URL --remote REMOTE`)
 /// from the store, run them here and push their branches back
@@ -86,7 +86,7 @@ pub fn cmd_worker(args: WorkerArgs) -> Result<(), CommandError> {
         host: std::fs::read_to_string("/proc/sys/kernel/hostname")
             .map(|h| h.trim().to_string())
             .unwrap_or_else(|_| "worker".to_string()),
-        env: plait::context::process_env(),
+        env: plait_stages::context::process_env(),
         program: super::plait_program()?,
     };
     let json = args.json;

@@ -80,9 +80,9 @@ fn by_checks_the_first_attempt_to_pass_becomes_the_task_and_the_slower_one_stops
     assert_eq!(merged(&repo, &state, "a.txt"), "fast, 3 of 3");
     assert_eq!(merged(&repo, &state, "b.txt"), "B");
     assert!(
-        plait::report::attention(&state).is_empty(),
+        plait_stages::report::attention(&state).is_empty(),
         "{:?}",
-        plait::report::attention(&state)
+        plait_stages::report::attention(&state)
     );
 }
 

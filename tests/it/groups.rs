@@ -200,7 +200,7 @@ fn supervisors_review_each_group_and_a_person_can_overrule_them() {
     assert!(!g2.merged_up, "changes requested: group-2 stays out");
     let merge = state.merge.as_ref().unwrap();
     assert_eq!(merge.included, ["t01", "t02", "t03"]);
-    let attention = plait::report::attention(&state);
+    let attention = plait_stages::report::attention(&state);
     assert!(
         attention
             .iter()
@@ -304,9 +304,9 @@ fn a_supervisors_request_for_changes_goes_back_to_the_tasks_it_names() {
     assert_eq!(merged["d05/f.txt"], "file 5\ntouched\nadd the word fixed\n");
     assert_eq!(merged["d04/f.txt"], "file 4\ntouched\n");
     assert!(
-        plait::report::attention(&state).is_empty(),
+        plait_stages::report::attention(&state).is_empty(),
         "{:?}",
-        plait::report::attention(&state)
+        plait_stages::report::attention(&state)
     );
 }
 

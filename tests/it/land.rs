@@ -1,8 +1,8 @@
 //! Stage 8: landing moves the target only when the run is clean, by fast-forward or by a
 //! merge commit, and never overwrites the user's uncommitted work.
 
-use plait::land::{self, LandOutcome, LandSettings, Refusal};
 use plait_core::state::RunState;
+use plait_stages::land::{self, LandOutcome, LandSettings, Refusal};
 
 use crate::support::TestRepo;
 
@@ -139,7 +139,7 @@ fn the_gate_refuses_a_run_that_needs_attention_unless_partial() {
     assert!(
         why.iter().any(|w| matches!(
             w,
-            plait::land::Blocker::Tasks { trouble: plait::land::Trouble::Violations, tasks }
+            plait_stages::land::Blocker::Tasks { trouble: plait_stages::land::Trouble::Violations, tasks }
                 if tasks == &["b"]
         )),
         "{why:?}"

@@ -137,7 +137,7 @@ fn plan(server: &Server, stream: bool, agent: &str) -> String {
 /// why, and only the task's own file on its branch and in the merge.
 fn judge(repo: &TestRepo, state: &RunState, label: &str) {
     let base = repo.tree_files(&state.base);
-    let attention = plait::report::attention(state).join("\n");
+    let attention = plait_stages::report::attention(state).join("\n");
     for task in &state.tasks {
         let own = format!("src/{}.py", task.id);
         let why = format!("{label}: {} {:?} {:?}", task.id, task.state, task.error);

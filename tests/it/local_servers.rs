@@ -228,7 +228,7 @@ fn a_task_whose_agent_changed_nothing_is_said_unless_it_was_not_asked_to() {
     let text = String::from_utf8_lossy(&status.stdout);
     assert!(text.contains("the agent changed nothing"), "{text}");
     // What `plait review --attention` and the page's filter list.
-    assert_eq!(plait::report::needing_attention(&state), ["a"]);
+    assert_eq!(plait_stages::report::needing_attention(&state), ["a"]);
 }
 
 #[test]

@@ -79,7 +79,7 @@ fn a_valid_plan_is_written_with_the_files_no_task_owns() {
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(mock.problems().is_empty(), "{:#?}", mock.problems());
     let text = fs::read_to_string(&out_path).unwrap();
-    let plan = plait::plan::parse(&text, &out_path).unwrap();
+    let plan = plait_plan::parse(&text, &out_path).unwrap();
     assert_eq!(plan.goal, "Set every constant to 2");
     assert_eq!(plan.tasks.len(), 2);
     assert_eq!(plan.tasks[1].context, Some(vec!["docs/".to_string()]));
@@ -178,11 +178,11 @@ fn overlapping_ownership_and_globs_matching_nothing_go_back_to_the_manager() {
         "{third}"
     );
     assert!(stderr(&out).contains("in 3 answer(s)"), "{}", stderr(&out));
-    let plan = plait::plan::load(&out_path).unwrap();
+    let plan = plait_plan::load(&out_path).unwrap();
     assert_eq!(plan.tasks[0].owns, vec!["/src/a.py".to_string()]);
     assert!(matches!(
         plan.defaults.agent,
-        Some(plait::plan::AgentSpec::Named(ref n)) if n == "anthropic"
+        Some(plait_plan::AgentSpec::Named(ref n)) if n == "anthropic"
     ));
 }
 
@@ -305,7 +305,7 @@ fn an_openai_compatible_manager_plans_too() {
         requests[0]["tool_choice"],
         json!({"type": "function", "function": {"name": "submit_plan"}})
     );
-    let plan = plait::plan::load(&out_path).unwrap();
+    let plan = plait_plan::load(&out_path).unwrap();
     assert_eq!(plan.tasks.len(), 2);
 
     // Without a key: a clear error naming the variable, before any request.
@@ -358,7 +358,7 @@ fn the_manager_orders_tasks_with_after_and_a_cycle_goes_back_to_it() {
     assert!(schema.contains("\"after\""), "{schema}");
     let correction = requests[1]["messages"].to_string();
     assert!(correction.contains("in a circle"), "{correction}");
-    let plan = plait::plan::parse(&fs::read_to_string(&out_path).unwrap(), &out_path).unwrap();
+    let plan = plait_plan::parse(&fs::read_to_string(&out_path).unwrap(), &out_path).unwrap();
     assert_eq!(plan.tasks[1].after, Some(vec!["a".to_string()]));
 }
 
@@ -394,7 +394,7 @@ fn the_manager_may_give_a_risky_task_attempts() {
         correction.contains("`attempts` must be a whole number from 1 to 5"),
         "{correction}"
     );
-    let plan = plait::plan::parse(&fs::read_to_string(&out_path).unwrap(), &out_path).unwrap();
+    let plan = plait_plan::parse(&fs::read_to_string(&out_path).unwrap(), &out_path).unwrap();
     assert_eq!(plan.tasks[0].attempts, Some(3));
     assert_eq!(plan.tasks[1].attempts, None);
 }

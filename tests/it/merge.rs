@@ -2,8 +2,8 @@
 //! branches touched to git's own engine; results equal `git merge-tree --write-tree`.
 
 use git2::Oid;
-use plait::merge::{self, BranchInput, MergeSettings};
 use plait_core::state::TaskState;
+use plait_stages::merge::{self, BranchInput, MergeSettings};
 
 use crate::support::TestRepo;
 
@@ -304,7 +304,7 @@ fn two_tasks_adding_the_same_new_file_conflict_within_a_run() {
     let files = repo.tree_files(&merge.branch);
     assert_eq!(files["shared/a-b"], "A\n");
     assert_eq!(files["lib/b.py"], "b\n");
-    assert!(plait::report::attention(&state)
+    assert!(plait_stages::report::attention(&state)
         .iter()
         .any(|a| a.contains("1 conflict")));
 

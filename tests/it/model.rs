@@ -315,9 +315,9 @@ fn a_missing_key_is_refused_before_anything_is_created() {
     let toml = plan(&mock, Provider::OpenAi, true).to_toml();
     let path = repo.plan(&toml);
     let git = plait_core::git::open(&repo.path).unwrap();
-    let err = plait::plan::resolve_with_env(
+    let err = plait_plan::resolve_with_env(
         &git,
-        plait::plan::parse(&toml, &path).unwrap(),
+        plait_plan::parse(&toml, &path).unwrap(),
         &path,
         &|_| None,
     )
@@ -419,7 +419,7 @@ fn an_unknown_model_has_an_unknown_cost_never_a_made_up_one() {
     let usage = state.task("a").unwrap().usage.clone().unwrap();
     assert_eq!(usage.cost_usd, None);
     assert_eq!(usage.input_tokens, 100);
-    let text = plait::report::status_text(&state, false);
+    let text = plait_stages::report::status_text(&state, false);
     assert!(
         text.contains("cost unknown (no prices for the model)"),
         "{text}"
@@ -459,7 +459,7 @@ fn budgets_stop_tasks_at_a_turn_boundary() {
     }
     assert_eq!(mock.requests().len(), 1);
     assert_eq!(state.max_cost, Some(0.0001));
-    let attention = plait::report::attention(&state);
+    let attention = plait_stages::report::attention(&state);
     assert!(
         attention
             .iter()
@@ -641,7 +641,7 @@ fn the_conversation_is_cached_at_breakpoints_that_move_with_it() {
     );
     // At Sonnet 4.5's prices reads cost a tenth of input: the saving is known and shown.
     assert!(usage.cache_saved_usd > 0.0, "{usage:?}");
-    let text = plait::report::status_text(&state, false);
+    let text = plait_stages::report::status_text(&state, false);
     assert!(text.contains("(the cache saved $"), "{text}");
     // The task's row says what share of its input came from the cache.
     let header = text

@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use plait::plan::{self, split, PlanError};
+use plait_plan::{self as plan, split, PlanError};
 
 use crate::support::{stderr, TestRepo};
 

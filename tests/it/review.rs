@@ -1,8 +1,8 @@
 //! Stage 5: checks on each task's branch (in a full checkout), command reviewers, rounds of
 //! changes, checks on the merged branch, and the gate `land` obeys.
 
-use plait::land::{self, LandOutcome, LandSettings, Refusal};
 use plait_core::state::{TaskState, Verdict};
+use plait_stages::land::{self, LandOutcome, LandSettings, Refusal};
 
 use crate::support::TestRepo;
 
@@ -52,7 +52,7 @@ fn a_failing_task_check_goes_back_to_the_worker_until_it_passes() {
         );
     }
     assert_eq!(state.merge.as_ref().unwrap().included, ["a", "b"]);
-    assert!(plait::report::attention(&state).is_empty());
+    assert!(plait_stages::report::attention(&state).is_empty());
     // The check checkouts are gone after the run.
     assert_eq!(
         repo.git(&["worktree", "list"])
@@ -104,7 +104,7 @@ fn merged_checks_catch_what_each_task_s_checks_miss() {
     assert_eq!(state.merge.as_ref().unwrap().included, ["a", "b"]);
     assert_eq!(state.merged_checks.len(), 1);
     assert!(!state.merged_checks[0].passed);
-    let attention = plait::report::attention(&state);
+    let attention = plait_stages::report::attention(&state);
     assert!(
         attention
             .iter()
@@ -171,7 +171,7 @@ fn a_command_reviewer_approves_requests_changes_and_rejects() {
         "v1\n",
         "a rejected branch is kept"
     );
-    let attention = plait::report::attention(&state);
+    let attention = plait_stages::report::attention(&state);
     assert!(
         attention
             .iter()
@@ -195,7 +195,7 @@ fn changes_requested_past_the_last_round_leave_the_task_out() {
         assert_eq!(t.verdict(), Some(Verdict::RequestChanges));
     }
     assert!(state.merge.as_ref().unwrap().included.is_empty());
-    let attention = plait::report::attention(&state);
+    let attention = plait_stages::report::attention(&state);
     assert!(
         attention.iter().any(|a| a.contains("not approved")),
         "{attention:?}"

@@ -266,12 +266,12 @@ fn claude_code_plans_on_a_login_and_its_overlapping_plan_is_corrected() {
             .any(|b| b.contains("both own 1 file: src/b.py")),
         "{asked:#?}"
     );
-    let plan = plait::plan::load(&out_path).unwrap();
+    let plan = plait_plan::load(&out_path).unwrap();
     assert_eq!(plan.tasks.len(), 2);
     assert_eq!(plan.tasks[0].owns, vec!["/src/a.py".to_string()]);
     assert!(matches!(
         plan.defaults.agent,
-        Some(plait::plan::AgentSpec::Named(ref n)) if n == "claude-code"
+        Some(plait_plan::AgentSpec::Named(ref n)) if n == "claude-code"
     ));
 }
 

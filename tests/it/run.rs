@@ -313,7 +313,7 @@ fn processes_of(repo: &TestRepo, run: &str) -> Vec<u32> {
     let mark = format!("PLAIT_RUN={run}");
     let cache = PathBuf::from(std::env::var("XDG_CACHE_HOME").unwrap());
     let worktrees =
-        plait::workspace::default_root(&cache, &git2::Repository::open(&repo.path).unwrap());
+        plait_trees::workspace::default_root(&cache, &git2::Repository::open(&repo.path).unwrap());
     let roots = [
         repo.path.clone(),
         repo.path.canonicalize().unwrap(),
@@ -546,9 +546,9 @@ fn a_cli_agent_gets_its_arguments_with_placeholders_filled_in() {
         [[task]]\nid = \"one\"\nprompt = \"p\"\nowns = [\"pkg/one.py\"]\n";
     let path = repo.plan(missing);
     let git = plait_core::git::open(&repo.path).unwrap();
-    let err = plait::plan::resolve_with_env(
+    let err = plait_plan::resolve_with_env(
         &git,
-        plait::plan::parse(missing, &path).unwrap(),
+        plait_plan::parse(missing, &path).unwrap(),
         &path,
         &|k| std::env::var(k).ok(),
     )

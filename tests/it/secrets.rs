@@ -520,7 +520,7 @@ fn an_include_swapped_for_a_symlink_after_the_plan_is_refused_when_it_is_mounted
     if !crate::support::sandbox::namespaces() {
         return;
     }
-    use plait::orchestrator::{self, RunSettings};
+    use plait_run::orchestrator::{self, RunSettings};
     let repo = TestRepo::with_files(&[(".gitignore", "deps\n"), ("a.txt", "a\n")]);
     let outside = repo.scratch.join("home-dir");
     fs::create_dir_all(&outside).unwrap();
@@ -530,18 +530,18 @@ fn an_include_swapped_for_a_symlink_after_the_plan_is_refused_when_it_is_mounted
     let toml = include_plan("\"deps\"");
     let plan_path = repo.plan(&toml);
     let git = plait_core::git::open(&repo.path).unwrap();
-    let parsed = plait::plan::parse(&toml, &plan_path).unwrap();
-    let resolved = plait::plan::resolve_with_env(&git, parsed, &plan_path, &|_| None).unwrap();
+    let parsed = plait_plan::parse(&toml, &plan_path).unwrap();
+    let resolved = plait_plan::resolve_with_env(&git, parsed, &plan_path, &|_| None).unwrap();
     // The swap, after the plan was read.
     fs::remove_dir_all(repo.path.join("deps")).unwrap();
     std::os::unix::fs::symlink(&outside, repo.path.join("deps")).unwrap();
     let settings = RunSettings {
         store: None,
         remote: None,
-        context: plait::context::Context::from_repo(
+        context: plait_stages::context::Context::from_repo(
             git,
             &repo.path,
-            plait::context::process_env(),
+            plait_stages::context::process_env(),
             std::path::PathBuf::from(env!("CARGO_BIN_EXE_plait")),
         ),
         plan: std::sync::Arc::new(resolved),

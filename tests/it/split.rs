@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use plait::plan::{self, split, PlanError};
+use plait_plan::{self as plan, split, PlanError};
 
 use crate::support::{owned_by_task, stderr, stdout, TestRepo};
 

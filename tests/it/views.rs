@@ -231,7 +231,7 @@ fn clean_removes_a_runs_view_directories_and_clean_seed_the_bases_checkouts() {
     let worktree = std::path::PathBuf::from(status["tasks"][0]["worktree"].as_str().unwrap());
     let views = repo.path.join(".git/plait/envs");
     let overlay = cli.overlay();
-    let work = plait::workspace::view::work_dir(&worktree);
+    let work = plait_trees::workspace::view::work_dir(&worktree);
     if overlay {
         assert!(work.is_dir(), "{}", work.display());
         assert_eq!(
@@ -390,7 +390,7 @@ fn filling_in_a_view_writes_nothing_through_a_link_the_task_planted() {
     std::os::unix::fs::symlink(home.join("dir"), worktree.join("lib")).unwrap();
     std::os::unix::fs::symlink(home.join("victim"), worktree.join("README.md")).unwrap();
     let owned = |p: &str| p.starts_with("src/a/");
-    plait::workspace::view::materialize(&git, &files, &owned, &worktree).unwrap();
+    plait_trees::workspace::view::materialize(&git, &files, &owned, &worktree).unwrap();
     assert_eq!(crate::environment::snapshot(&home), before);
     assert_eq!(
         fs::read_to_string(worktree.join("src/b/y.txt")).unwrap(),
@@ -400,7 +400,7 @@ fn filling_in_a_view_writes_nothing_through_a_link_the_task_planted() {
     fs::create_dir_all(worktree.join("src/b")).unwrap();
     against_a_flipper(&worktree, "src/b", &home, 200, |_| {
         let _ = fs::remove_file(worktree.join("src/b/y.txt"));
-        let _ = plait::workspace::view::materialize(&git, &files, &owned, &worktree);
+        let _ = plait_trees::workspace::view::materialize(&git, &files, &owned, &worktree);
     });
     assert_eq!(crate::environment::snapshot(&home), before);
 }
@@ -431,10 +431,10 @@ fn removing_a_tree_changes_nothing_behind_its_links() {
         fs::set_permissions(tree.join("locked"), fs::Permissions::from_mode(0o000)).unwrap();
         fs::create_dir_all(tree.join("flip")).unwrap();
         against_a_flipper(&tree, "flip", &home, 1, |_| {
-            plait::environment::remove_tree(&tree)
+            plait_trees::environment::remove_tree(&tree)
         });
         let _ = fs::remove_file(tree.join("flip.swap"));
-        plait::environment::remove_tree(&tree);
+        plait_trees::environment::remove_tree(&tree);
         assert!(!tree.exists(), "{}", tree.display());
         assert_eq!(crate::environment::snapshot(&home), before, "after {i}");
     }

@@ -468,7 +468,7 @@ fn a_split_plan_with_a_first_and_a_last_task_runs_in_three_waves() {
     ]);
     assert!(out.status.success(), "{}", stderr(&out));
     let text = fs::read_to_string(&out_path).unwrap();
-    let plan = plait::plan::parse(&text, &out_path).unwrap();
+    let plan = plait_plan::parse(&text, &out_path).unwrap();
     let ids: Vec<&str> = plan.tasks.iter().map(|t| t.id.as_str()).collect();
     assert_eq!(ids, ["first", "src-db", "src-net", "last"], "{text}");
     assert_eq!(plan.defaults.after, Some(vec!["first".to_string()]));

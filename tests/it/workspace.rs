@@ -250,7 +250,8 @@ fn worktrees_are_sparse_checkouts_git_reads_as_its_own() {
     // plait reads back what git wrote, in index version 4 too.
     git_in(wt, &["update-index", "--index-version", "4"]);
     let held =
-        plait::workspace::index::checked_out(&std::path::Path::new(&admin).join("index")).unwrap();
+        plait_trees::workspace::index::checked_out(&std::path::Path::new(&admin).join("index"))
+            .unwrap();
     assert_eq!(held, files_in(wt));
 
     // A task owning one file: its directory's own files are in the cone, nothing whole;

@@ -18,13 +18,6 @@ use std::path::{Path, PathBuf};
 use git2::{Oid, Repository};
 use serde::Serialize;
 
-use crate::collect::outside_ownership;
-use crate::context::Context;
-use crate::land::{gate, Blocker};
-use crate::merge;
-use crate::orchestrator::RunError;
-use crate::plan::{CheckSettings, PlanFile};
-use crate::review::checks::{CheckJob, CheckPool};
 use plait_core::cancel::Cancel;
 use plait_core::git::signatures;
 use plait_core::globs::Globs;
@@ -32,6 +25,13 @@ use plait_core::refs::branch_ref;
 use plait_core::state::Conflict;
 use plait_core::state::RunDir;
 use plait_core::state::{CheckResult, RunState};
+use plait_plan::{CheckSettings, PlanFile};
+use plait_run::orchestrator::RunError;
+use plait_stages::collect::outside_ownership;
+use plait_stages::context::Context;
+use plait_stages::land::{gate, Blocker};
+use plait_stages::merge;
+use plait_stages::review::checks::{CheckJob, CheckPool};
 
 /// What `plait check` found.
 #[derive(Debug, Clone, Serialize)]
@@ -80,7 +80,7 @@ async fn merged_checks_once(
     let pool = CheckPool::for_run(run_dir.checks(), context, checks.jobs, state);
     let (_interrupt, cancel) = Cancel::new();
     let results =
-        crate::review::checks::checks_at(&pool, state, commit, checks, logs, &cancel).await;
+        plait_stages::review::checks::checks_at(&pool, state, commit, checks, logs, &cancel).await;
     pool.remove_all();
     results
 }
@@ -130,7 +130,7 @@ pub(crate) async fn check_merge(
             .await
             .map_err(RunError::panicked("weighing what the merge brings in"))??
     };
-    let gate: Vec<Blocker> = crate::land::blockers(state)
+    let gate: Vec<Blocker> = plait_stages::land::blockers(state)
         .into_iter()
         .filter_map(|b| match b {
             Blocker::Tasks { trouble, tasks } => {
@@ -188,7 +188,7 @@ fn scope_of(
             continue;
         }
         scope.included.push(task.id.clone());
-        let from = crate::collect::start_tree(&repo, &base_tree, task)?;
+        let from = plait_stages::collect::start_tree(&repo, &base_tree, task)?;
         outside.extend(outside_ownership(&repo, &from, commit, &task.id, owns)?);
     }
     let who = signatures(&repo)?;
@@ -221,7 +221,7 @@ fn reaches(repo: &Repository, tips: &[Oid], commit: Oid) -> Result<bool, git2::E
 
 fn gate_lines<S: serde::Serializer>(gate: &[Blocker], serializer: S) -> Result<S::Ok, S::Error> {
     // The run's id is not needed by any blocker the check report holds in words.
-    crate::report::serialize_blockers(gate, "", serializer)
+    plait_stages::report::serialize_blockers(gate, "", serializer)
 }
 
 /// A branch to check, and the task whose ownership it must keep to.
@@ -298,7 +298,7 @@ pub(crate) async fn check_branches(
             logs: &scratch.join("logs"),
             timeout: checks.timeout,
             sandbox: &checks.sandbox,
-            lineage: crate::review::checks::Lineage::Gate,
+            lineage: plait_stages::review::checks::Lineage::Gate,
         };
         let (_interrupt, cancel) = Cancel::new();
         let results = pool.run(&job, &cancel).await;
@@ -446,7 +446,7 @@ fn ownership(
             });
         }
         if owns.contains_key(&task.id) {
-            let from = crate::collect::start_tree(&repo, &base_tree, task)?;
+            let from = plait_stages::collect::start_tree(&repo, &base_tree, task)?;
             outside.extend(outside_ownership(&repo, &from, tip, &task.id, owns)?);
         }
     }
@@ -524,7 +524,7 @@ pub(crate) async fn bisect_run(
     state: &RunState,
     checks: &CheckSettings,
     failing: &[String],
-    report: &(dyn Fn(crate::bisect::Step) + Send + Sync),
+    report: &(dyn Fn(plait_stages::bisect::Step) + Send + Sync),
 ) -> Result<plait_core::state::Culprits, RunError> {
     let included = state
         .merge
@@ -534,16 +534,16 @@ pub(crate) async fn bisect_run(
     let inputs = merge::run::branch_inputs(included.iter().filter_map(|id| state.task(id)), None);
     let pool = CheckPool::for_run(run_dir.check_bisect(), &context, checks.jobs, state);
     let (_interrupt, cancel) = Cancel::new();
-    let search = crate::bisect::Search {
+    let search = plait_stages::bisect::Search {
         context: &context,
         state,
         pool: &pool,
-        checks: crate::bisect::failing_only(checks, failing),
+        checks: plait_stages::bisect::failing_only(checks, failing),
         logs: run_dir.bisect_logs(),
         cancel: &cancel,
         report,
     };
-    let found = crate::bisect::find(&search, &inputs).await;
+    let found = plait_stages::bisect::find(&search, &inputs).await;
     pool.remove_all();
     found.map_err(RunError::from)
 }

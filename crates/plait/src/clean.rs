@@ -7,10 +7,10 @@ use std::path::Path;
 
 use git2::{BranchType, Oid, Repository};
 
-use crate::collect;
-use crate::workspace::{self, WorkspaceError};
 use plait_core::state::RunDir;
 use plait_core::state::{RunState, TaskRecord, TaskState, Verdict};
+use plait_stages::collect;
+use plait_trees::workspace::{self, WorkspaceError};
 
 /// Why a clean could not finish.
 #[derive(Debug, thiserror::Error)]
@@ -225,7 +225,7 @@ fn remove_worktrees(
     let checks = run_dir.checks();
     if let Ok(entries) = std::fs::read_dir(&checks) {
         for entry in entries.flatten() {
-            crate::review::checkout::remove(&plait_core::git::workdir(repo), &entry.path());
+            plait_stages::review::checkout::remove(&plait_core::git::workdir(repo), &entry.path());
         }
     }
     remove_empty_dir(&checks);

@@ -5,11 +5,11 @@
 
 use std::fmt::Write as _;
 
-use crate::land::{LandOutcome, Refusal};
 use crate::ops::decide::Decided;
 use crate::ops::land::{Landing, Remerged};
 use plait_core::git;
 use plait_core::state::{RunState, Verdict};
+use plait_stages::land::{LandOutcome, Refusal};
 
 /// What the decision did, with how to land the run with it.
 pub fn decided(decided: &Decided) -> String {
@@ -96,7 +96,7 @@ pub fn land_refusal(
         Refusal::Gate(why) => (
             format!("not landing run {run}:"),
             why.iter()
-                .map(|w| crate::report::blocker_line(w, run))
+                .map(|w| plait_stages::report::blocker_line(w, run))
                 .collect::<Vec<_>>(),
             format!(
                 "`plait status {run}` shows the details; --partial lands only the tasks that merged cleanly"

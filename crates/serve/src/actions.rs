@@ -16,11 +16,11 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::{blocking, cache, ApiError, App};
-use plait::land::LandOutcome;
 use plait::ops;
-use plait::steer::Ask;
 use plait_core::state::Verdict;
 use plait_core::sync::Locked as _;
+use plait_run::steer::Ask;
+use plait_stages::land::LandOutcome;
 
 /// How long a send-back is waited for before the page is told it is under way (its
 /// progress then arrives as events).
@@ -264,7 +264,7 @@ async fn send_back(
             };
             let ended = ops::send_back::send_back(&context, request, watch).await;
             let text = match &ended {
-                Ok(state) => plait::report::status_text(state, false),
+                Ok(state) => plait_stages::report::status_text(state, false),
                 Err(e) => format!("error: {e}\n"),
             };
             if let Err(e) = std::fs::write(&log_path, text) {

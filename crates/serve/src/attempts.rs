@@ -6,8 +6,8 @@
 
 use serde::Serialize;
 
-use plait::report::AttemptCosts;
 use plait_core::state::{split_attempt_id, Pick, Review, RunState, TaskRecord, TaskState, Usage};
+use plait_stages::report::AttemptCosts;
 
 /// How much of a failed check's log an attempt's card shows: its last lines, at most this
 /// many bytes.
@@ -116,7 +116,7 @@ pub(super) fn of<'a>(task: &'a TaskRecord, agents: &[String]) -> Option<Attempts
             state: a.state,
             chosen: pick.is_some_and(|p| p.attempt == n),
             candidate: pick.is_some_and(|p| p.candidates.contains(&n)),
-            note: plait::report::attempt_note(task, n),
+            note: plait_stages::report::attempt_note(task, n),
             commit: a.commit.as_deref(),
             files: a.changes.len(),
             violations: a.violations.len(),
@@ -131,7 +131,7 @@ pub(super) fn of<'a>(task: &'a TaskRecord, agents: &[String]) -> Option<Attempts
     Some(Attempts {
         pick,
         list,
-        costs: plait::report::attempt_costs(task).map(Costs::from),
+        costs: plait_stages::report::attempt_costs(task).map(Costs::from),
         total_cost_usd: task.usage.as_ref().and_then(|u| u.cost_usd),
     })
 }

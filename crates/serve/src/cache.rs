@@ -17,9 +17,9 @@ use axum::response::{IntoResponse, Response};
 
 use super::summary::Summary;
 use super::{ApiError, App};
-use plait::context::Repo;
 use plait_core::state::{RunState, StateError, Store};
 use plait_core::sync::Locked as _;
+use plait_stages::context::Repo;
 
 /// How many runs' records are kept; the least recently used goes first.
 const KEPT: usize = 4;

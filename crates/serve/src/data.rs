@@ -40,7 +40,7 @@ pub(super) async fn runs(State(app): State<Arc<App>>) -> Result<Json<Value>, Api
             let Ok(state) = store.load(&id) else {
                 continue;
             };
-            let usage = plait::report::total_usage(&state);
+            let usage = plait_stages::report::total_usage(&state);
             runs.push(json!({
                 "id": state.id,
                 "goal": state.goal,
@@ -51,7 +51,7 @@ pub(super) async fn runs(State(app): State<Arc<App>>) -> Result<Json<Value>, Api
                 "tasks": state.tasks.len(),
                 "states": states(&state.tasks),
                 "cost_usd": usage.and_then(|u| u.cost_usd),
-                "landed": plait::land::current_landing(&state).is_some(),
+                "landed": plait_stages::land::current_landing(&state).is_some(),
             }));
         }
         Ok(Json(json!({
@@ -76,7 +76,7 @@ pub(super) async fn run(
         let body = loaded.body("run", live, || {
             serde_json::to_vec(&json!({
                 "live": live,
-                "attention": plait::report::attention(state),
+                "attention": plait_stages::report::attention(state),
                 "gate": summary::gate(state),
                 "totals": summary::totals(state),
                 "run": state,
@@ -221,7 +221,7 @@ fn told(task: &TaskRecord) -> Vec<Value> {
                     "way": told.way,
                     "round": told.round,
                     "heard_at": told.heard_at,
-                    "heard": plait::report::heard_note(record, told),
+                    "heard": plait_stages::report::heard_note(record, told),
                 })
             })
         })
@@ -243,9 +243,9 @@ struct PlanTask {
 /// (or `[defaults] agents` when the task names no `agent`), round and round; without
 /// them, the task's agent.
 fn plan_task(copy: &Path, task: &str, attempts: usize) -> Option<PlanTask> {
-    use plait::plan::AgentSpec;
+    use plait_plan::AgentSpec;
     let text = std::fs::read_to_string(copy).ok()?;
-    let plan = plait::plan::parse(&text, copy).ok()?;
+    let plan = plait_plan::parse(&text, copy).ok()?;
     let spec = plan.tasks.iter().find(|t| t.id == task)?;
     let named = |agent: Option<&AgentSpec>| match agent {
         Some(AgentSpec::Named(name)) => name.clone(),
@@ -274,7 +274,7 @@ fn plan_task(copy: &Path, task: &str, attempts: usize) -> Option<PlanTask> {
 }
 
 /// The diffs of a task's violations, as collect kept them (`collect::violations`): one
-/// [`plait::report::diff::FileDiff`] per path; none when it kept none here.
+/// [`plait_stages::report::diff::FileDiff`] per path; none when it kept none here.
 fn violation_diffs(path: &Path) -> Value {
     std::fs::read(path)
         .ok()
@@ -331,7 +331,7 @@ pub(super) async fn diff(
                     .and_then(|c| git2::Oid::from_str(c).ok())
             });
         let files = match tip {
-            Some(tip) => plait::report::file_diffs(&repo, base, tip)
+            Some(tip) => plait_stages::report::file_diffs(&repo, base, tip)
                 .map_err(|e| ApiError::internal(format!("cannot diff task {task}: {e}")))?,
             None => Vec::new(),
         };

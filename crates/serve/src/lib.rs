@@ -54,7 +54,7 @@ pub struct ServeSettings {
     /// The repository whose runs it shows, opened once for the server: its store, the
     /// environment a landing's checks resolve variables from, and the plait program the
     /// agents' hooks of a send-back's round call back.
-    pub context: plait::context::Context,
+    pub context: plait_stages::context::Context,
     /// The run the page opens on, if one was named.
     pub run: Option<String>,
     /// The token every changing request must carry (`X-Plait-Token`).

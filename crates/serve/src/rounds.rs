@@ -74,8 +74,8 @@ pub(super) struct RoundReview {
 
 /// The rounds of `task`, whose directory is `dir`, first to last.
 pub(super) fn rounds(task: &TaskRecord, dir: &Path) -> Vec<Round> {
-    let mut logs: BTreeMap<u32, Vec<plait::report::logs::CheckLog>> = BTreeMap::new();
-    for log in plait::report::logs::check_logs(task) {
+    let mut logs: BTreeMap<u32, Vec<plait_stages::report::logs::CheckLog>> = BTreeMap::new();
+    for log in plait_stages::report::logs::check_logs(task) {
         logs.entry(log.round).or_default().push(log);
     }
     let last = logs

@@ -59,7 +59,7 @@ pub(super) struct Row {
     pub group: Option<String>,
     /// What holds up the landing in it, as the gate counts it (`land::troubles`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub troubles: Vec<plait::land::Trouble>,
+    pub troubles: Vec<plait_stages::land::Trouble>,
     /// Whether it needs a person: a trouble, a conflict or a culprit. The page's "needs
     /// attention" shows these, and derives nothing itself.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
@@ -122,7 +122,10 @@ impl Summary {
         let mut head = serde_json::Map::new();
         head.insert("run".into(), run_head(state));
         head.insert("gate".into(), gate(state));
-        head.insert("attention".into(), json!(plait::report::attention(state)));
+        head.insert(
+            "attention".into(),
+            json!(plait_stages::report::attention(state)),
+        );
         head.insert("totals".into(), totals(state));
         Summary { head, rows }
     }
@@ -226,9 +229,9 @@ impl<'a> Facts<'a> {
             (None, Some(r)) => Some(r.by.clone()),
             (None, None) => None,
         };
-        let troubles = plait::land::troubles(t);
+        let troubles = plait_stages::land::troubles(t);
         // While its attempts run, what they used so far.
-        let usage = plait::report::task_usage(t);
+        let usage = plait_stages::report::task_usage(t);
         let (conflict, culprit) = (self.conflict.contains(id), self.culprit.contains(id));
         Row {
             attention: !troubles.is_empty() || conflict || culprit,
@@ -337,11 +340,11 @@ fn run_head(state: &RunState) -> Value {
 /// page says "landed" from that alone: after a `--partial` landing the blockers are what
 /// it left out, and there is nothing left to land until a decision changes the merge.
 pub(super) fn gate(state: &RunState) -> Value {
-    let blockers: Vec<String> = plait::land::gate(state, false)
+    let blockers: Vec<String> = plait_stages::land::gate(state, false)
         .iter()
-        .map(|b| plait::report::blocker_line(b, &state.id))
+        .map(|b| plait_stages::report::blocker_line(b, &state.id))
         .collect();
-    let landed = plait::land::current_landing(state);
+    let landed = plait_stages::land::current_landing(state);
     json!({"green": blockers.is_empty(), "blockers": blockers, "landed": landed})
 }
 
@@ -356,7 +359,7 @@ pub(super) fn states(tasks: &[TaskRecord]) -> std::collections::BTreeMap<&'stati
 
 /// The run's totals: tasks by state, files, violations, tokens, cost and time.
 pub(super) fn totals(state: &RunState) -> Value {
-    let usage = plait::report::total_usage(state).unwrap_or_default();
+    let usage = plait_stages::report::total_usage(state).unwrap_or_default();
     let elapsed = state
         .finished_at
         .unwrap_or_else(plait_core::state::now_ms)

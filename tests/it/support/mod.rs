@@ -11,7 +11,7 @@
 pub mod agents;
 pub mod browser;
 pub mod fixtures;
-#[path = "../../../crates/plait/src/test_flipper.rs"]
+#[path = "../../../crates/agents/src/test_flipper.rs"]
 pub mod flipper;
 pub mod pg;
 mod plait;

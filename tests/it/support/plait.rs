@@ -4,9 +4,9 @@ use std::path::Path;
 use std::process::{Command, Output};
 use std::sync::Arc;
 
-use plait::orchestrator::{self, RunSettings};
-use plait::plan;
 use plait_core::state::RunState;
+use plait_plan as plan;
+use plait_run::orchestrator::{self, RunSettings};
 
 use super::{init, runtime, stderr, wait_until, TestRepo};
 
@@ -56,10 +56,10 @@ impl TestRepo {
         let settings = RunSettings {
             store: None,
             remote: None,
-            context: plait::context::Context::from_repo(
+            context: plait_stages::context::Context::from_repo(
                 repo,
                 &self.path,
-                plait::context::process_env(),
+                plait_stages::context::process_env(),
                 std::path::PathBuf::from(env!("CARGO_BIN_EXE_plait")),
             ),
             plan: Arc::new(resolved),

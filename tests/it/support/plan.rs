@@ -266,7 +266,7 @@ fn a_plan_is_written_as_the_toml_it_stands_for() {
          after = [\"a\"]\nagent = { exec = \"echo 1 > lib/b.py\" }\nexpect_changes = false\n"
     );
     // And plait reads it.
-    let plan = plait::plan::parse(&toml, std::path::Path::new("plait.toml")).unwrap();
+    let plan = plait_plan::parse(&toml, std::path::Path::new("plait.toml")).unwrap();
     let ids: Vec<&str> = plan.tasks.iter().map(|t| t.id.as_str()).collect();
     assert_eq!((plan.goal.as_str(), ids), ("g", vec!["a", "b"]));
     assert_eq!(plan.tasks[1].prompt, "say \"hi\"\\");

@@ -356,7 +356,7 @@ fn work_of(repo: &Repository, state: &RunState) -> Vec<Change> {
         let Ok(tree) = tree_of(commit) else {
             continue;
         };
-        let Ok(from) = crate::collect::start_tree(repo, &base, task) else {
+        let Ok(from) = plait_stages::collect::start_tree(repo, &base, task) else {
             continue;
         };
         let Ok(changes) = git::tree_changes(repo, &from, &tree) else {

@@ -11,17 +11,17 @@ use std::path::Path;
 
 use git2::Oid;
 
-use crate::bisect::Step;
 use crate::check::{self, work, CheckReport, MergeInProgress, TaskBranch};
-use crate::orchestrator::{self, RunError};
-use crate::plan::{CheckSettings, PlanFile};
 use plait_core::git;
 use plait_core::globs::Globs;
 use plait_core::refs::branch_ref;
 use plait_core::state::{Culprits, RunDir, RunPhase, RunState, StateError, Store};
+use plait_plan::{CheckSettings, PlanFile};
+use plait_run::orchestrator::{self, RunError};
+use plait_stages::bisect::Step;
 
 use super::OpsError;
-use crate::context::{Context, Repo};
+use plait_stages::context::{Context, Repo};
 
 /// Where checks run: the context, a handle on its repository lent for one case, and its
 /// runs.
@@ -255,7 +255,7 @@ impl Checker<'_> {
         request: &BranchesRequest<'_>,
         into: &str,
     ) -> Result<CheckReport, OpsError> {
-        let plan = crate::plan::load(request.plan)?;
+        let plan = plait_plan::load(request.plan)?;
         if request.branches.is_empty() {
             return Err(OpsError::NoBranches);
         }
@@ -268,7 +268,7 @@ impl Checker<'_> {
             base,
             &branches,
             into,
-            &crate::plan::checks_of(&plan, &self.env(), self.ctx.workdir()),
+            &plait_plan::checks_of(&plan, &self.env(), self.ctx.workdir()),
             &check::owns_of(&plan),
         )
         .await;
@@ -453,9 +453,9 @@ impl Checker<'_> {
         if state.phase != RunPhase::Finished {
             return Err(OpsError::NotFinished { run });
         }
-        let plan = crate::plan::load(&self.store.run(&run).plan())?;
+        let plan = plait_plan::load(&self.store.run(&run).plan())?;
         Ok(Finished {
-            checks: crate::plan::checks_of(&plan, &self.env(), self.ctx.workdir()),
+            checks: plait_plan::checks_of(&plan, &self.env(), self.ctx.workdir()),
             owns: check::owns_of(&plan),
             run,
             state,
@@ -606,7 +606,7 @@ async fn against(
     let adoption =
         orchestrator::adopt::adopt_moved(context, run_dir.clone(), state, checks, owns).await?;
     let branches = check::weigh_branches(context, state, owns).await?;
-    if !adoption.adopted.is_empty() || crate::merge::run::merge_is_stale(state) {
+    if !adoption.adopted.is_empty() || plait_stages::merge::run::merge_is_stale(state) {
         orchestrator::remerge(context.clone(), run_dir.clone(), state, checks).await?;
     }
     check::check_run(context.clone(), run_dir, state, into, checks, branches).await

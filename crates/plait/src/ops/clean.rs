@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use crate::clean::CleanOutcome;
-use crate::context::Context;
+use plait_stages::context::Context;
 
 use super::OpsError;
 
@@ -72,8 +72,8 @@ pub fn clean_seed(ctx: &Context) -> Result<SeedCleaned, OpsError> {
             what: "the seed and the views",
         });
     }
-    let views = crate::workspace::view::remove_trees(&store.views_dir());
-    let layers = crate::environment::remove_all(&store.envs_dir());
+    let views = plait_trees::workspace::view::remove_trees(&store.views_dir());
+    let layers = plait_trees::environment::remove_all(&store.envs_dir());
     let seed = store.seed_dir();
     if !seed.exists() {
         return Ok(SeedCleaned {
@@ -82,7 +82,7 @@ pub fn clean_seed(ctx: &Context) -> Result<SeedCleaned, OpsError> {
             layers,
         });
     }
-    crate::review::checkout::remove(ctx.workdir(), &seed);
+    plait_stages::review::checkout::remove(ctx.workdir(), &seed);
     let _ = std::fs::remove_file(seed.with_extension("json"));
     Ok(SeedCleaned {
         seed: Some(seed),

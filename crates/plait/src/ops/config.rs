@@ -4,8 +4,8 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::context::Context;
-use crate::plan::config::{self, Layer};
+use plait_plan::config::{self, Layer};
+use plait_stages::context::Context;
 
 use super::OpsError;
 

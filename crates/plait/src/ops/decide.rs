@@ -1,7 +1,7 @@
 //! A person's decision on a task or a group of a finished run: accept or reject.
 
-use crate::context::Context;
 use plait_core::state::{now_ms, split_attempt_id, Decision, Pick, RunState, TaskState, Verdict};
+use plait_stages::context::Context;
 
 use super::OpsError;
 
@@ -137,8 +137,8 @@ fn take_attempt(
     )
     .map_err(git)?;
     if record.worktree.join(".git").exists() {
-        let name = crate::workspace::admin_name(&run, &record.id);
-        let _ = crate::workspace::remove(&repo, &name, &record.worktree);
+        let name = plait_trees::workspace::admin_name(&run, &record.id);
+        let _ = plait_trees::workspace::remove(&repo, &name, &record.worktree);
     }
     let candidates = record
         .pick

@@ -4,7 +4,7 @@
 
 use git2::Oid;
 
-use crate::context::Context;
+use plait_stages::context::Context;
 
 use super::OpsError;
 

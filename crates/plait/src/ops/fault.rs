@@ -8,12 +8,12 @@ use plait_store::remote::RemoteError;
 
 use super::OpsError;
 use crate::clean::CleanError;
-use crate::environment::EnvError;
-use crate::land::LandError;
-use crate::manager::ManagerError;
-use crate::merge::MergeError;
-use crate::orchestrator::RunError;
-use crate::plan::PlanError;
+use plait_agents::manager::ManagerError;
+use plait_plan::PlanError;
+use plait_run::orchestrator::RunError;
+use plait_stages::land::LandError;
+use plait_stages::merge::MergeError;
+use plait_trees::environment::EnvError;
 
 /// Whose a failure is, which decides a command's exit code and a request's status.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -241,13 +241,13 @@ mod tests {
 
     #[test]
     fn a_setup_that_failed_waits_for_the_project_and_a_layer_not_written_is_plait_s() {
-        let setup = crate::environment::EnvError::Setup {
+        let setup = plait_trees::environment::EnvError::Setup {
             command: "npm ci".into(),
             outcome: "exit 1".into(),
             log: "/tmp/setup.log".into(),
         };
         assert_eq!(RunError::Setup(setup).fault(), Fault::Waiting);
-        let layer = crate::environment::EnvError::Layer {
+        let layer = plait_trees::environment::EnvError::Layer {
             base: "0abc12".into(),
             why: "disk full".into(),
         };

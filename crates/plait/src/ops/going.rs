@@ -7,10 +7,10 @@ use std::sync::Arc;
 
 use tokio::sync::{mpsc, oneshot};
 
-use crate::context::Context;
-use crate::orchestrator::{self, Prepared, RunSettings, Update};
 use plait_core::cancel::Cancel;
 use plait_core::state::{RunState, StateError};
+use plait_run::orchestrator::{self, Prepared, RunSettings, Update};
+use plait_stages::context::Context;
 
 use super::OpsError;
 
@@ -68,7 +68,7 @@ pub(super) fn kept_settings(
         source,
     })?;
     let resolved =
-        crate::plan::resolve_kept(&*ctx.repo()?, &plan_text, &copy, &state.base, &|name| {
+        plait_plan::resolve_kept(&*ctx.repo()?, &plan_text, &copy, &state.base, &|name| {
             ctx.var(name)
         })?;
     let warning = resolved.sandbox_warning();

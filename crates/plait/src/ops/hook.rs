@@ -10,8 +10,8 @@ use std::path::{Path, PathBuf};
 use git2::{Oid, Repository};
 
 use crate::check::{CheckReport, MergeInProgress};
-use crate::context::Context;
 use plait_core::git;
+use plait_stages::context::Context;
 
 use super::check::{BackOut, BranchUpdate, Case, Checker};
 use super::OpsError;
@@ -353,7 +353,7 @@ async fn reference_transaction(
     checker: &Checker<'_>,
     request: &HookRequest<'_>,
 ) -> Result<HookOutcome, OpsError> {
-    if ctx.var(crate::land::LANDING_VAR).is_some() {
+    if ctx.var(plait_stages::land::LANDING_VAR).is_some() {
         return Ok(HookOutcome::Passed);
     }
     let repo = &*checker.repo;

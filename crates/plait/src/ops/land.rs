@@ -1,10 +1,10 @@
 //! Landing a run: task branches moved by hand collected first, the merge made again when
 //! that or a person's decisions made it stale, then the gate and the landing itself.
 
-use crate::context::Context;
-use crate::land::{self, LandOutcome, LandSettings};
-use crate::orchestrator;
 use plait_core::state::{RunPhase, RunState};
+use plait_run::orchestrator;
+use plait_stages::context::Context;
+use plait_stages::land::{self, LandOutcome, LandSettings};
 
 use super::OpsError;
 
@@ -67,14 +67,14 @@ pub async fn land(ctx: &Context, request: LandRequest<'_>) -> Result<Landing, Op
         None
     } else if !adopted.is_empty() {
         Some(Remerged::Adopted)
-    } else if crate::merge::run::merge_is_stale(&state) {
+    } else if plait_stages::merge::run::merge_is_stale(&state) {
         Some(Remerged::Decisions)
     } else {
         None
     };
     if remerged.is_some() {
-        let plan = crate::plan::load(&store.run(&run).plan())?;
-        let checks = crate::plan::checks_of(&plan, &env, ctx.workdir());
+        let plan = plait_plan::load(&store.run(&run).plan())?;
+        let checks = plait_plan::checks_of(&plan, &env, ctx.workdir());
         orchestrator::remerge(ctx.clone(), store.run(&run), &mut state, &checks)
             .await
             .map_err(|source| OpsError::Run {
@@ -104,8 +104,8 @@ pub async fn land(ctx: &Context, request: LandRequest<'_>) -> Result<Landing, Op
 /// Collects the task branches moved by hand since the run committed to them.
 async fn adopt(ctx: &Context, run: &str, state: &mut RunState) -> Result<Vec<Adopted>, OpsError> {
     let store = ctx.store();
-    let plan = crate::plan::load(&store.run(run).plan())?;
-    let checks = crate::plan::checks_of(&plan, &|name| ctx.var(name), ctx.workdir());
+    let plan = plait_plan::load(&store.run(run).plan())?;
+    let checks = plait_plan::checks_of(&plan, &|name| ctx.var(name), ctx.workdir());
     let owns = crate::check::owns_of(&plan);
     let adoption = orchestrator::adopt::adopt_moved(ctx, store.run(run), state, &checks, &owns)
         .await

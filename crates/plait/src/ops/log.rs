@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::context::Context;
+use plait_stages::context::Context;
 
 use super::OpsError;
 
@@ -34,7 +34,7 @@ pub fn setup_logs(ctx: &Context, run: Option<&str>) -> Result<SetupLogs, OpsErro
         files_under(&sub, &mut found);
         found.sort();
         for log in found {
-            let text = crate::report::logs::read_from(&log, 0).0;
+            let text = plait_stages::report::logs::read_from(&log, 0).0;
             logs.push((label, log, text));
         }
     }

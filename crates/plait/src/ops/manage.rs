@@ -6,12 +6,12 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use crate::context::Context;
-use crate::manager::{self, Manager, ManagerError, PlanRequest, Planned};
-use crate::plan::{AgentSpec, ToolSettings};
+use plait_agents::manager::{self, Manager, ManagerError, PlanRequest, Planned};
 use plait_core::cancel::Cancel;
 use plait_llm::limiter::Limiter;
 use plait_llm::provider::{builtin_kind, resolve_provider, ProviderFile, ProviderSettings};
+use plait_plan::{AgentSpec, ToolSettings};
+use plait_stages::context::Context;
 
 use super::OpsError;
 
@@ -163,8 +163,8 @@ fn choose(ctx: &Context, request: &ManageRequest, manager: &str) -> Result<Chose
     }
     let env = |name: &str| ctx.var(name);
     if manager == "claude-code" {
-        let plan = crate::plan::PlanFile::default();
-        return crate::plan::claude_code_settings(&plan, &env, request.model.clone())
+        let plan = plait_plan::PlanFile::default();
+        return plait_plan::claude_code_settings(&plan, &env, request.model.clone())
             .map(Chosen::ClaudeCode)
             .map_err(|e| bad("manager", e.to_string()));
     }

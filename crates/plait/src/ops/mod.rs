@@ -5,7 +5,7 @@
 //!
 //! Every case has one shape: `ops::<case>::<case>(&Context, Request) -> Result<Report,
 //! OpsError>`, and runs the whole case (a run goes to its end; the caller follows it
-//! through a [`going::Watch`]). The [`Context`](crate::context::Context) is opened once by
+//! through a [`going::Watch`]). The [`Context`](plait_stages::context::Context) is opened once by
 //! the caller, and nothing below it opens the repository again. A case takes the same
 //! locks and refusals whoever calls it and returns facts: it prints nothing, reads no
 //! environment but the context's, and its errors carry no command-line words (the
@@ -34,11 +34,11 @@ pub mod worker;
 
 pub use fault::{Fault, Faulty};
 
-use crate::land::LandError;
-use crate::orchestrator::RunError;
-use crate::plan::PlanError;
 use plait_core::git::RepoError;
 use plait_core::state::StateError;
+use plait_plan::PlanError;
+use plait_run::orchestrator::RunError;
+use plait_stages::land::LandError;
 
 /// Why a use case could not be carried out.
 #[derive(Debug, thiserror::Error)]
@@ -220,7 +220,7 @@ pub enum OpsError {
     Clean(crate::clean::CleanError),
     /// The manager could not plan.
     #[error(transparent)]
-    Manager(#[from] crate::manager::ManagerError),
+    Manager(#[from] plait_agents::manager::ManagerError),
     /// The run's PostgreSQL store could not be reached, or did not do what was asked.
     #[error(transparent)]
     Store(#[from] plait_store::pg::PgError),

@@ -2,8 +2,8 @@
 //! refusals, then the run made ready to go on from its own copy of its plan, and carried
 //! to its end).
 
-use crate::context::Context;
 use plait_core::state::{RunPhase, RunState};
+use plait_stages::context::Context;
 
 use super::going::{go, kept_settings, Watch};
 use super::OpsError;
@@ -46,7 +46,7 @@ pub async fn resume(
         settings.store = Some(config);
         settings.remote = remote.clone();
     }
-    let prepared = crate::orchestrator::prepare_resume(settings, state)?;
+    let prepared = plait_run::orchestrator::prepare_resume(settings, state)?;
     go(prepared, remote, warning.into_iter().collect(), watch).await
 }
 

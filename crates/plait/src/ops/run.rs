@@ -6,10 +6,10 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::context::Context;
-use crate::orchestrator::{self, RunSettings};
-use crate::plan::ResolvedPlan;
 use plait_core::state::RunState;
+use plait_plan::ResolvedPlan;
+use plait_run::orchestrator::{self, RunSettings};
+use plait_stages::context::Context;
 
 use super::going::{go, Watch};
 use super::OpsError;
@@ -50,8 +50,8 @@ pub struct Planned {
 /// run takes it.
 pub fn plan(ctx: &Context, path: &Path, text: &str) -> Result<Planned, OpsError> {
     let repo = ctx.repo()?;
-    let parsed = crate::plan::parse(text, path)?;
-    let resolved = crate::plan::resolve_with_env(&repo, parsed, path, &|name| ctx.var(name))?;
+    let parsed = plait_plan::parse(text, path)?;
+    let resolved = plait_plan::resolve_with_env(&repo, parsed, path, &|name| ctx.var(name))?;
     let warnings = [
         resolved.sandbox_warning(),
         resolved.single_file_warning(),
@@ -93,8 +93,9 @@ pub fn dry_run(ctx: &Context, request: &RunRequest<'_>) -> Result<DryRun, OpsErr
         Some(root) => root.join("<run>"),
         None => store.run("<run>").worktrees(),
     };
-    let stable = crate::environment::stable_path(&worktrees.with_file_name("<run>"));
-    let environment = crate::environment::preview(ctx.dir(), &store.envs_dir(), &resolved, &stable);
+    let stable = plait_trees::environment::stable_path(&worktrees.with_file_name("<run>"));
+    let environment =
+        plait_trees::environment::preview(ctx.dir(), &store.envs_dir(), &resolved, &stable);
     Ok(DryRun {
         resolved,
         warnings,
@@ -168,7 +169,7 @@ fn worktree_root(
     let Some(cache) = ctx.cache_home() else {
         return Ok((None, None));
     };
-    let root = crate::workspace::default_root(&cache, &*ctx.repo()?);
+    let root = plait_trees::workspace::default_root(&cache, &*ctx.repo()?);
     if !make {
         return Ok((Some(root), None));
     }

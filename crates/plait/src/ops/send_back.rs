@@ -2,9 +2,9 @@
 //! behind `plait send-back` and the review page's "send back". Its refusals come first, the
 //! repository lock is taken, then the round and the merge after it run to their end.
 
-use crate::context::Context;
-use crate::orchestrator;
 use plait_core::state::RunState;
+use plait_run::orchestrator;
+use plait_stages::context::Context;
 
 use super::going::{go, kept_settings, Watch};
 use super::OpsError;

@@ -5,9 +5,9 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use crate::context::Context;
-use crate::plan::split::{split as split_files, Edge, SplitOutcome, SplitRule, SplitSettings};
-use crate::plan::{self, AgentSpec};
+use plait_plan::split::{split as split_files, Edge, SplitOutcome, SplitRule, SplitSettings};
+use plait_plan::{self as plan, AgentSpec};
+use plait_stages::context::Context;
 
 use super::OpsError;
 

@@ -1,12 +1,12 @@
 //! Steering one task of a running run: `plait tell RUN TASK -m TEXT` and `plait stop RUN
 //! TASK [--keep]` (and the page's box and button). The request is handed to the run's own
-//! process through its directory (`crate::steer`) and its answer waited for.
+//! process through its directory (`plait_run::steer`) and its answer waited for.
 
 use std::time::Duration;
 
-use crate::context::Context;
-use crate::steer::{self, Ask, Request};
 use plait_core::state::now_ms;
+use plait_run::steer::{self, Ask, Request};
+use plait_stages::context::Context;
 
 use super::OpsError;
 

@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use tokio_postgres::Config;
 
-use crate::context::Context;
 use plait_core::state::{RunState, StateError, Store};
+use plait_stages::context::Context;
 use plait_store::pg::{PgStore, Queue};
 
 use super::OpsError;

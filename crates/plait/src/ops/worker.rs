@@ -2,7 +2,7 @@
 //! spread over many machines from their PostgreSQL store, runs them in clones of its own
 //! (one per remote) and pushes their branches back, until it is stopped or has had nothing
 //! to take for a while. It works in no repository of the user's, so it takes no
-//! [`Context`](crate::context::Context): its request carries the environment and program a
+//! [`Context`](plait_stages::context::Context): its request carries the environment and program a
 //! context would.
 
 use std::path::PathBuf;
@@ -10,10 +10,10 @@ use std::time::Duration;
 
 use tokio::sync::mpsc;
 
-use crate::context::{cache_home, Env};
-use crate::orchestrator::worker::{self, WorkerReport, WorkerSettings};
-use crate::orchestrator::Update;
 use plait_core::cancel::Cancel;
+use plait_run::orchestrator::worker::{self, WorkerReport, WorkerSettings};
+use plait_run::orchestrator::Update;
+use plait_stages::context::{cache_home, Env};
 
 use super::OpsError;
 

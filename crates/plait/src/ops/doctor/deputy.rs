@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 use super::{judge, Probe, Prober, SECRET};
-use crate::agent::model::tools::{ToolOutcome, Workspace};
+use plait_agents::agent::model::tools::{ToolOutcome, Workspace};
 use plait_core::globs::Globs;
 use plait_sandbox::sandbox::{Sandbox, SandboxSettings};
 use plait_sandbox::shell::ShellOutcome;
@@ -283,11 +283,11 @@ async fn layer_probe(
     std::fs::write(outside.join("dir/a.txt"), "theirs\n").map_err(made(&outside))?;
     let (repo, from, to) = layer_repo(&place.join("layer-repo"))?;
     let base_index = repo.path().join("index");
-    let layer = crate::environment::LayerDir(place.join("layer"));
-    let failed = |e: crate::environment::LayerError| e.to_string();
+    let layer = plait_trees::environment::LayerDir(place.join("layer"));
+    let failed = |e: plait_trees::environment::LayerError| e.to_string();
     layer.make(0).map_err(failed)?;
     let first = layer.new_git_dir().map_err(failed)?;
-    crate::environment::git_dir(&repo, &first, from, &base_index, &BTreeMap::new())
+    plait_trees::environment::git_dir(&repo, &first, from, &base_index, &BTreeMap::new())
         .map_err(failed)?;
     let before = snapshot(&outside);
     let prober = Prober {
@@ -305,10 +305,10 @@ async fn layer_probe(
         && is_link(layer.upper().join("dir"));
     // The next round, as plait writes it, then the layer's removal.
     let round = (|| {
-        let changes = crate::environment::changes(&repo, from, to)?;
+        let changes = plait_trees::environment::changes(&repo, from, to)?;
         let next = layer.new_git_dir()?;
-        crate::environment::git_dir(&repo, &next, to, &base_index, &changes)?;
-        crate::environment::apply(&repo, &layer.open_upper()?, &changes, &|_| false)
+        plait_trees::environment::git_dir(&repo, &next, to, &base_index, &changes)?;
+        plait_trees::environment::apply(&repo, &layer.open_upper()?, &changes, &|_| false)
     })();
     layer.remove();
     let changed = outside_changed(&before, &snapshot(&outside));

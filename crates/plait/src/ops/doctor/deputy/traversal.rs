@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::super::{judge, Probe, Prober};
+use plait_core::sync::Locked as _;
 use plait_gateway::{Admission, Gateway, Meter, Route};
 use plait_llm::limiter::Limiter;
 use plait_llm::provider::{resolve_provider, ProviderFile};
@@ -67,7 +68,7 @@ impl Provider {
                     match listener.accept() {
                         Ok((stream, _)) => {
                             if let Some(line) = answer(stream) {
-                                heard.lock().unwrap_or_else(|e| e.into_inner()).push(line);
+                                heard.locked().push(line);
                             }
                         }
                         Err(_) => std::thread::sleep(Duration::from_millis(5)),
@@ -84,7 +85,7 @@ impl Provider {
     }
 
     fn heard(&self) -> Vec<String> {
-        self.heard.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        self.heard.locked().clone()
     }
 }
 
