@@ -53,13 +53,13 @@ fn land(ctx: &Context, args: &LandArgs) -> Result<(), CommandError> {
         partial: args.partial,
     };
     let landing = super::runtime()?.block_on(ops::land::land(ctx, request))?;
-    for note in plait::said::landing_notes(&landing) {
+    for note in plait::words::landing_notes(&landing) {
         errln!("{note}");
     }
     if let LandOutcome::Refused(refusal) = landing.outcome {
         return Err(refused(&landing.run, &args.into, &landing.state, refusal));
     }
-    match plait::said::landing_line(&landing) {
+    match plait::words::landing_line(&landing) {
         Some(line) => outln!("{line}"),
         None => Ok(()),
     }
@@ -72,6 +72,6 @@ fn refused(
     state: &plait_core::state::RunState,
     refusal: Refusal,
 ) -> CommandError {
-    let (msg, hint) = plait::said::land_refusal(run, into, state, &refusal);
+    let (msg, hint) = plait::words::land_refusal(run, into, state, &refusal);
     CommandError::attention(msg).hint(hint)
 }

@@ -8,8 +8,8 @@ use clap::Args;
 use super::run::{drive, Progress, Shown};
 use super::ui::errln;
 use super::CommandError;
-use plait::ops::going::Started;
 use plait::ops::resume::ResumeRequest;
+use plait::ops::running::Started;
 use plait_core::state::{RunState, TaskState};
 
 /// Carry on an interrupted or killed run: finished tasks are kept, interrupted ones go on

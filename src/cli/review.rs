@@ -12,7 +12,7 @@ use super::ui::{self, errln, outln};
 use super::CommandError;
 use plait::ops;
 use plait::ops::decide::DecideRequest;
-use plait::ops::going::Started;
+use plait::ops::running::Started;
 use plait::ops::send_back::SendBackRequest;
 use plait_core::state::{RunState, Verdict};
 use plait_stages::report;
@@ -214,6 +214,6 @@ fn decide(
         verdict,
     };
     let decided = ops::decide::decide(&ctx, request)?;
-    outln!("{}", plait::said::decided(&decided))?;
+    outln!("{}", plait::words::decided(&decided))?;
     synced.map_or(Ok(()), |s| s.sync_out(&ctx))
 }

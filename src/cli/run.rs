@@ -9,7 +9,7 @@ use tokio::sync::{mpsc, oneshot};
 use super::ui::{err, errln, out, outln};
 use super::{progress, CommandError};
 use plait::ops;
-use plait::ops::going::{Started, Watch};
+use plait::ops::running::{Started, Watch};
 use plait_core::cancel::Cancel;
 use plait_core::state::{RunPhase, RunState};
 use plait_stages::context::Context;

@@ -74,7 +74,7 @@ fn steer(dir: &Path, run: &str, task: &str, ask: Ask) -> Result<(), CommandError
         Some(answer) => outln!("{answer}")?,
         None => errln!(
             "{} (plait status {} shows it)",
-            plait::said::not_answered(&steered.run),
+            plait::words::not_answered(&steered.run),
             steered.run
         ),
     }

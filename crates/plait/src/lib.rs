@@ -49,7 +49,7 @@
 pub mod check;
 pub mod clean;
 pub mod ops;
-pub mod said;
+pub mod words;
 
 /// The model agent's editor tools, for the benchmarks (`benches/nofollow.rs`).
 #[doc(hidden)]

@@ -119,7 +119,7 @@ impl Serialize for PickSpec {
 /// What one attempt runs: its agent and the walls that go with it (an agent CLI's network
 /// differs from an exec agent's).
 #[derive(Debug, Clone)]
-pub struct Way {
+pub struct AttemptSpec {
     /// The agent the attempt runs.
     pub agent: AgentConfig,
     pub(crate) sandbox: SandboxSettings,
@@ -128,22 +128,22 @@ pub struct Way {
 }
 
 /// A task's attempts, resolved: how many, what each runs (attempt `n` runs
-/// `ways[(n - 1) % ways.len()]`), and how the one that becomes the task is chosen.
+/// `specs[(n - 1) % specs.len()]`), and how the one that becomes the task is chosen.
 #[derive(Debug, Clone)]
-pub struct Tries {
+pub struct Attempts {
     /// How many attempts (2 or more).
     pub count: u32,
-    pub(crate) ways: Vec<Arc<Way>>,
+    pub(crate) specs: Vec<Arc<AttemptSpec>>,
     /// How the one that becomes the task is chosen.
     pub pick: PickSpec,
     /// What happens when none passes.
     pub fallback: Fallback,
 }
 
-impl Tries {
+impl Attempts {
     /// What attempt `n` (1..) runs.
-    pub fn way(&self, n: u32) -> &Arc<Way> {
-        &self.ways[(n.max(1) as usize - 1) % self.ways.len()]
+    pub fn spec(&self, n: u32) -> &Arc<AttemptSpec> {
+        &self.specs[(n.max(1) as usize - 1) % self.specs.len()]
     }
 }
 

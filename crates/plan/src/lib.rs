@@ -9,7 +9,7 @@
 //! - [`resolve`] (or [`resolve_with_env`], which also reads the providers' keys) checks it
 //!   against the repository's base commit and gives a [`ResolvedPlan`]: each
 //!   [`ResolvedTask`] with its owned files listed, its agent ([`AgentConfig`]), its walls,
-//!   its attempts ([`Tries`]) and the files its worktree holds ([`layout::Layout`]). Every
+//!   its attempts ([`Attempts`]) and the files its worktree holds ([`layout::Layout`]). Every
 //!   fault is collected into one [`PlanError::Invalid`] rather than stopping at the first.
 //! - [`split`] writes a plan from a rule (one task per directory, per module, per
 //!   language); [`config`] merges the layered settings (user, repository) into a plan's
@@ -96,7 +96,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 pub use after::waits_for;
 pub use attempts::MAX_ATTEMPTS;
-pub use attempts::{Fallback, PickFile, PickSpec, Tries, Way};
+pub use attempts::{AttemptSpec, Attempts, Fallback, PickFile, PickSpec};
 pub use exec::ExecCommand;
 pub use keys::unknown_keys;
 use plait_llm::provider::ProviderFile;

@@ -77,8 +77,8 @@ pub(super) fn read_tools(
             for agent in task.agents() {
                 named.agent(agent);
             }
-            if let Some(tries) = &task.tries {
-                named.pick(&tries.pick);
+            if let Some(attempts) = &task.attempts {
+                named.pick(&attempts.pick);
             }
             named
                 .lines

@@ -379,7 +379,7 @@ pub struct ResolvedTask {
     pub layout: Layout,
     /// Its attempts, when it runs as several (`attempts`): the task's own `agent` and
     /// walls above are its first attempt's.
-    pub tries: Option<Arc<super::Tries>>,
+    pub attempts: Option<Arc<super::Attempts>>,
     /// The checks that are its own job (its `checks`), run after `[checks] task`.
     pub own_checks: Vec<String>,
 }
@@ -387,14 +387,14 @@ pub struct ResolvedTask {
 impl ResolvedTask {
     /// The task as its attempt `n` runs (`attempt`: its id `<task>~<n>`) or, after the
     /// pick, as the task goes on with attempt `n`'s agent and walls.
-    pub fn with_way(&self, n: u32, attempt: bool) -> ResolvedTask {
+    pub fn as_attempt(&self, n: u32, attempt: bool) -> ResolvedTask {
         let mut task = self.clone();
-        if let Some(tries) = &self.tries {
-            let way = tries.way(n);
-            task.agent = way.agent.clone();
-            task.sandbox = way.sandbox.clone();
-            task.check_sandbox = way.check_sandbox.clone();
-            task.expect_changes = way.expect_changes;
+        if let Some(attempts) = &self.attempts {
+            let spec = attempts.spec(n);
+            task.agent = spec.agent.clone();
+            task.sandbox = spec.sandbox.clone();
+            task.check_sandbox = spec.check_sandbox.clone();
+            task.expect_changes = spec.expect_changes;
         }
         if attempt {
             task.id = plait_core::state::attempt_id(&self.id, n);
@@ -417,8 +417,8 @@ impl ResolvedTask {
     /// Every agent it runs: its own, and each of its attempts'.
     pub fn agents(&self) -> Vec<&AgentConfig> {
         let mut agents = vec![&self.agent];
-        if let Some(tries) = &self.tries {
-            agents.extend(tries.ways.iter().map(|w| &w.agent));
+        if let Some(attempts) = &self.attempts {
+            agents.extend(attempts.specs.iter().map(|w| &w.agent));
         }
         agents
     }
@@ -427,10 +427,10 @@ impl ResolvedTask {
     /// attempts'.
     pub(crate) fn walls_mut(&mut self) -> Vec<&mut SandboxSettings> {
         let mut walls = vec![&mut self.sandbox, &mut self.check_sandbox];
-        if let Some(tries) = &mut self.tries {
-            for way in &mut Arc::make_mut(tries).ways {
-                let way = Arc::make_mut(way);
-                walls.extend([&mut way.sandbox, &mut way.check_sandbox]);
+        if let Some(attempts) = &mut self.attempts {
+            for spec in &mut Arc::make_mut(attempts).specs {
+                let spec = Arc::make_mut(spec);
+                walls.extend([&mut spec.sandbox, &mut spec.check_sandbox]);
             }
         }
         walls

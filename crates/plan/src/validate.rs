@@ -217,7 +217,7 @@ fn settle_picks(
     problems: &mut Vec<String>,
 ) {
     for task in tasks.iter_mut() {
-        let Some(tries) = &task.tries else {
+        let Some(attempts) = &task.attempts else {
             continue;
         };
         let Some(file) = plan.tasks.iter().find(|f| f.id == task.id) else {
@@ -242,9 +242,9 @@ fn settle_picks(
             None if reviewed => PickSpec::Review,
             None => PickSpec::Checks,
         };
-        let mut settled = (**tries).clone();
+        let mut settled = (**attempts).clone();
         settled.pick = pick;
-        task.tries = Some(Arc::new(settled));
+        task.attempts = Some(Arc::new(settled));
     }
 }
 

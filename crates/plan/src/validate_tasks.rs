@@ -12,7 +12,7 @@ use plait_core::globs::{within, Globs};
 use plait_llm::provider::ProviderSettings;
 use plait_sandbox::sandbox::{Network, ViewMode};
 
-use super::attempts::{Tries, Way};
+use super::attempts::{AttemptSpec, Attempts};
 use super::resolved::*;
 use super::validate_agents::{
     model_cli, push_once, resolve_agent, resolve_max_turns, resolve_timeout, TaskInputs,
@@ -54,16 +54,16 @@ pub(super) fn resolve_task(
              or leave `checks` out"
         ));
     }
-    let (way, tries) = resolve_ways(inputs, task, providers, problems);
+    let (spec, attempts) = resolve_attempts(inputs, task, providers, problems);
     if problems.len() > before {
         return None;
     }
-    let way = way?;
+    let spec = spec?;
     Some(ResolvedTask {
         id: id.clone(),
         prompt: task.prompt.clone(),
-        agent: way.agent.clone(),
-        expect_changes: way.expect_changes,
+        agent: spec.agent.clone(),
+        expect_changes: spec.expect_changes,
         max_turns,
         token_budget: task.token_budget.or(plan.defaults.token_budget),
         checkout: task.checkout.or(plan.defaults.checkout).unwrap_or_default(),
@@ -71,11 +71,11 @@ pub(super) fn resolve_task(
         owns: owns?,
         context: context?,
         owned: Vec::new(),
-        sandbox: way.sandbox.clone(),
-        check_sandbox: way.check_sandbox.clone(),
+        sandbox: spec.sandbox.clone(),
+        check_sandbox: spec.check_sandbox.clone(),
         after: Vec::new(),
         layout: Layout::default(),
-        tries,
+        attempts,
         own_checks,
     })
 }
@@ -83,12 +83,12 @@ pub(super) fn resolve_task(
 /// The task's way (its agent and walls) and, when it runs as several attempts, theirs:
 /// one way per agent of `agents`, each resolved as the task's own agent would be. How
 /// the attempt is picked is settled with the reviewers (`validate`).
-fn resolve_ways(
+fn resolve_attempts(
     inputs: &TaskInputs<'_>,
     task: &TaskFile,
     providers: &mut HashMap<String, Result<Arc<ProviderSettings>, String>>,
     problems: &mut Vec<String>,
-) -> (Option<Way>, Option<Arc<Tries>>) {
+) -> (Option<AttemptSpec>, Option<Arc<Attempts>>) {
     let (plan, id) = (inputs.plan, &task.id);
     let agents = task.agents.as_ref().or(plan.defaults.agents.as_ref());
     if task.agents.is_some() && task.agent.is_some() {
@@ -118,25 +118,25 @@ fn resolve_ways(
         ));
         return (None, None);
     }
-    let ways: Vec<Option<Way>> = match agents {
+    let specs: Vec<Option<AttemptSpec>> = match agents {
         Some(list) => list
             .iter()
             .map(|spec| {
                 let mut one = task.clone();
                 one.agent = Some(spec.clone());
-                resolve_way(inputs, &one, providers, problems)
+                resolve_attempt(inputs, &one, providers, problems)
             })
             .collect(),
-        None => vec![resolve_way(inputs, task, providers, problems)],
+        None => vec![resolve_attempt(inputs, task, providers, problems)],
     };
-    let Some(ways) = ways.into_iter().collect::<Option<Vec<Way>>>() else {
+    let Some(specs) = specs.into_iter().collect::<Option<Vec<AttemptSpec>>>() else {
         return (None, None);
     };
-    let first = ways[0].clone();
-    let tries = (count > 1).then(|| {
-        Arc::new(Tries {
+    let first = specs[0].clone();
+    let attempts = (count > 1).then(|| {
+        Arc::new(Attempts {
             count,
-            ways: ways.into_iter().map(Arc::new).collect(),
+            specs: specs.into_iter().map(Arc::new).collect(),
             // Settled with the reviewers.
             pick: task.pick.clone().unwrap_or(PickSpec::Checks),
             fallback: plan
@@ -146,16 +146,16 @@ fn resolve_ways(
                 .unwrap_or_default(),
         })
     });
-    (Some(first), tries)
+    (Some(first), attempts)
 }
 
 /// One agent of the task (its `agent`, or the default's) with the walls that go with it.
-fn resolve_way(
+fn resolve_attempt(
     inputs: &TaskInputs<'_>,
     task: &TaskFile,
     providers: &mut HashMap<String, Result<Arc<ProviderSettings>, String>>,
     problems: &mut Vec<String>,
-) -> Option<Way> {
+) -> Option<AttemptSpec> {
     let (plan, id) = (inputs.plan, &task.id);
     let before = problems.len();
     let agent = resolve_agent(inputs, task, providers, problems);
@@ -215,7 +215,7 @@ fn resolve_way(
         .expect_changes
         .or(plan.defaults.expect_changes)
         .unwrap_or(!matches!(agent, AgentConfig::Exec(_)));
-    Some(Way {
+    Some(AttemptSpec {
         agent,
         sandbox,
         check_sandbox,

@@ -85,7 +85,7 @@ pub(super) async fn decide(
                 };
                 let decided =
                     ops::decide::decide(&app.settings.context, request).map_err(ops_error)?;
-                let message = plait::said::decided(&decided);
+                let message = plait::words::decided(&decided);
                 Ok((StatusCode::OK, Json(json!({"message": message}))))
             })
             .await
@@ -152,7 +152,7 @@ async fn steer(
         None => {
             let message = format!(
                 "{}; this page shows it when it does",
-                plait::said::not_answered(&steered.run)
+                plait::words::not_answered(&steered.run)
             );
             (StatusCode::ACCEPTED, Json(json!({"message": message})))
         }
@@ -181,16 +181,16 @@ pub(super) async fn land(
         let landing = runtime
             .block_on(ops::land::land(&app.settings.context, request))
             .map_err(ops_error)?;
-        let mut said = plait::said::landing_notes(&landing);
+        let mut said = plait::words::landing_notes(&landing);
         if let LandOutcome::Refused(refusal) = &landing.outcome {
             let (message, hint) =
-                plait::said::land_refusal(&landing.run, &body.into, &landing.state, refusal);
+                plait::words::land_refusal(&landing.run, &body.into, &landing.state, refusal);
             return Err(ApiError::new(
                 StatusCode::CONFLICT,
                 format!("{message}\nhint: {hint}"),
             ));
         }
-        said.extend(plait::said::landing_line(&landing));
+        said.extend(plait::words::landing_line(&landing));
         Ok((StatusCode::OK, Json(json!({"message": said.join("\n")}))))
     })
     .await
@@ -244,7 +244,7 @@ async fn send_back(
         .task_dir(run, task)
         .join("send-back.log");
     let (started_tx, started_rx) = tokio::sync::oneshot::channel();
-    let watch = ops::going::Watch {
+    let watch = ops::running::Watch {
         started: Some(started_tx),
         updates: None,
         cancel: app.cancel.clone(),

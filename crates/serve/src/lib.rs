@@ -13,7 +13,7 @@
 //! Start from [`serve`] with [`ServeSettings`] (the repository's `Context`, the run to open
 //! on, the token), then `data` for what each page reads. A crate of its own because the
 //! page is a second front end beside the command line: it calls the same `ops` and words
-//! (`said`) and owns only HTTP, the page and its cache.
+//! (`words`) and owns only HTTP, the page and its cache.
 //!
 //! ```no_run
 //! # async fn example(settings: plait_serve::ServeSettings) -> std::io::Result<()> {

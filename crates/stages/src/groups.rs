@@ -472,7 +472,7 @@ mod tests {
             check_sandbox: Default::default(),
             after: Vec::new(),
             layout: Default::default(),
-            tries: None,
+            attempts: None,
             own_checks: Vec::new(),
         }
     }

@@ -5,7 +5,7 @@
 //!
 //! Every case has one shape: `ops::<case>::<case>(&Context, Request) -> Result<Report,
 //! OpsError>`, and runs the whole case (a run goes to its end; the caller follows it
-//! through a [`going::Watch`]). The [`Context`](plait_stages::context::Context) is opened once by
+//! through a [`running::Watch`]). The [`Context`](plait_stages::context::Context) is opened once by
 //! the caller, and nothing below it opens the repository again. A case takes the same
 //! locks and refusals whoever calls it and returns facts: it prints nothing, reads no
 //! environment but the context's, and its errors carry no command-line words (the
@@ -19,13 +19,13 @@ pub mod decide;
 pub mod diff;
 pub mod doctor;
 pub mod fault;
-pub mod going;
 pub mod hook;
 pub mod land;
 pub mod log;
 pub mod manage;
 pub mod resume;
 pub mod run;
+pub mod running;
 pub mod send_back;
 pub mod split;
 pub mod steer;

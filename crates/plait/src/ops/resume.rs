@@ -5,7 +5,7 @@
 use plait_core::state::{RunPhase, RunState};
 use plait_stages::context::Context;
 
-use super::going::{go, kept_settings, Watch};
+use super::running::{go, kept_settings, Watch};
 use super::OpsError;
 
 /// What a resume is asked.

@@ -11,7 +11,7 @@ use plait_plan::ResolvedPlan;
 use plait_run::orchestrator::{self, RunSettings};
 use plait_stages::context::Context;
 
-use super::going::{go, Watch};
+use super::running::{go, Watch};
 use super::OpsError;
 
 /// What a run is asked.

@@ -6,7 +6,7 @@ use plait_core::state::RunState;
 use plait_run::orchestrator;
 use plait_stages::context::Context;
 
-use super::going::{go, kept_settings, Watch};
+use super::running::{go, kept_settings, Watch};
 use super::OpsError;
 
 /// What a send-back is asked.

@@ -27,7 +27,7 @@ pub(super) async fn run(
     taken: Vec<OwnedSemaphorePermit>,
 ) -> Result<(), RunError> {
     let mut taken = taken.into_iter();
-    let Some(tries) = shared.plan.tasks[index].tries.clone() else {
+    let Some(attempts) = shared.plan.tasks[index].attempts.clone() else {
         let _permit = taken.next();
         task::run_task(shared, index).await;
         return Ok(());
@@ -45,9 +45,9 @@ pub(super) async fn run(
         task::run_task(shared, index).await;
         return Ok(());
     }
-    open_attempts(shared, index, tries.count);
+    open_attempts(shared, index, attempts.count);
     let mut set = JoinSet::new();
-    for n in 1..=tries.count {
+    for n in 1..=attempts.count {
         let slot = Slot::attempt(index, n);
         if shared.record(slot).state.is_final() {
             continue;
@@ -72,7 +72,7 @@ pub(super) async fn run(
             task::run_slot(&shared, slot).await;
         });
     }
-    let by_checks = matches!(tries.pick, plait_plan::PickSpec::Checks);
+    let by_checks = matches!(attempts.pick, plait_plan::PickSpec::Checks);
     loop {
         if by_checks && shared.record(index).pick.is_none() {
             if let Some(n) = first_passed(&shared.record(index)) {
@@ -118,14 +118,14 @@ pub(super) async fn run(
     let started = std::time::Instant::now();
     let picked = shared.record(index).pick.is_some();
     match shared.record(index).pick {
-        None => match judge(shared, index, &tries.pick).await {
+        None => match judge(shared, index, &attempts.pick).await {
             // Interrupted while the judge was asked: the pick is made on resume.
             Some(_) if shared.cancel.is_cancelled() => shared.update(index, |t| {
                 t.state = TaskState::Interrupted;
                 t.error = Some("interrupted while its attempt was picked".to_string());
             }),
             Some(choice) => choose(shared, index, choice).await,
-            None => match least_red(&shared.record(index), tries.fallback) {
+            None => match least_red(&shared.record(index), attempts.fallback) {
                 Some(choice) => choose(shared, index, choice).await,
                 None => fail_all(shared, index),
             },
@@ -147,14 +147,14 @@ pub(super) async fn run(
 /// start side by side, as tasks of their own placed where their task is.
 pub(super) fn slots(shared: &Shared, index: usize) -> usize {
     let record = shared.record(index);
-    match &shared.plan.tasks[index].tries {
-        Some(tries) if record.pick.is_none() => {
+    match &shared.plan.tasks[index].attempts {
+        Some(attempts) if record.pick.is_none() => {
             let ended = record
                 .attempts
                 .iter()
                 .filter(|a| a.state.is_final())
                 .count();
-            (tries.count as usize).saturating_sub(ended).max(1)
+            (attempts.count as usize).saturating_sub(ended).max(1)
         }
         _ => 1,
     }

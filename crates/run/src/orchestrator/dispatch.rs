@@ -116,7 +116,7 @@ async fn restart_here(shared: &Arc<Shared>, again: Vec<Stale>) {
             }
             // A task of attempts that never ran runs them now.
             let record = shared.record(stale.index);
-            if record.started_at.is_none() && shared.plan.tasks[stale.index].tries.is_some() {
+            if record.started_at.is_none() && shared.plan.tasks[stale.index].attempts.is_some() {
                 let slots = attempts::slots(shared, stale.index);
                 if let Some(taken) = attempts::take(&permits, slots, shared.jobs).await {
                     let _ = attempts::run(shared, stale.index, permits, taken).await;

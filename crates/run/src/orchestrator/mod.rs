@@ -26,7 +26,7 @@
 //! either way.
 //!
 //! The files of a task's way are layered, each naming only those before it: `starts` (what
-//! the waves' starts are made of), `shared` (with the `Dispatch` trait), `entered` (an
+//! the waves' starts are made of), `shared` (with the `Dispatch` trait), `run_in_view` (an
 //! exec agent's way into its view), `waves` (tasks that come after others), `collecting`
 //! (a round's commit, and `TaskError`), `worktrees` (a task's worktree made ready),
 //! `rounds` (the round loop), `task` (the task's entry points), `dispatch` (running them
@@ -46,11 +46,11 @@ mod collecting;
 mod coordinate;
 mod culprits;
 mod dispatch;
-mod entered;
 mod grouped;
 mod merging;
 mod picking;
 mod rounds;
+mod run_in_view;
 mod shared;
 mod slot;
 mod starts;

@@ -13,7 +13,7 @@ use std::time::Instant;
 use git2::Oid;
 
 use super::collecting::collect_round;
-use super::entered::{forward, Forward};
+use super::run_in_view::{forward, Forward};
 use super::shared::{fail_task, Slot, Start};
 use super::Shared;
 use plait_agents::agent::{self, Agent, AgentOutcome, AgentReport, TaskContext};
@@ -280,7 +280,7 @@ impl<'a> Worker<'a> {
         context.attempt = self
             .slot
             .attempt
-            .zip(self.task.tries.as_ref().map(|t| t.count));
+            .zip(self.task.attempts.as_ref().map(|t| t.count));
         let report = self.agent.run(&context).await;
         record_report(shared, self.slot, &report);
         self.note_heard();

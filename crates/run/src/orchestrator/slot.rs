@@ -63,8 +63,10 @@ impl Slot {
     /// itself after its pick with the chosen attempt's agent (`chosen`), else as planned.
     pub(super) fn task(self, planned: &ResolvedTask, chosen: Option<u32>) -> Cow<'_, ResolvedTask> {
         match (self.attempt, chosen) {
-            (Some(n), _) => Cow::Owned(planned.with_way(n, true)),
-            (None, Some(n)) if planned.tries.is_some() => Cow::Owned(planned.with_way(n, false)),
+            (Some(n), _) => Cow::Owned(planned.as_attempt(n, true)),
+            (None, Some(n)) if planned.attempts.is_some() => {
+                Cow::Owned(planned.as_attempt(n, false))
+            }
             _ => Cow::Borrowed(planned),
         }
     }

@@ -204,7 +204,7 @@ async fn forward(shared: &Arc<Shared>, pg: Arc<PgStore>, path: PathBuf, request:
     let index = shared.plan.tasks.iter().position(|t| t.id == task);
     let planned = |index: usize, n: u32| {
         let count = shared.plan.tasks[index]
-            .tries
+            .attempts
             .as_ref()
             .map_or(0, |t| t.count);
         n >= 1 && n <= count

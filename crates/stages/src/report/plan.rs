@@ -133,12 +133,12 @@ fn task_lines(out: &mut String, plan: &ResolvedPlan, task: &ResolvedTask) {
         "  prompt:   {}",
         task.prompt.lines().next().unwrap_or("")
     );
-    match &task.tries {
+    match &task.attempts {
         None => {
             let _ = writeln!(out, "  agent:    {}", agent_text(&task.agent));
         }
-        Some(tries) => {
-            let pick = match &tries.pick {
+        Some(attempts) => {
+            let pick = match &attempts.pick {
                 plait_plan::PickSpec::Checks => "the first whose checks pass".to_string(),
                 plait_plan::PickSpec::Review => "its reviewer compares those that pass".to_string(),
                 plait_plan::PickSpec::Command(c) => format!("`{c}` names one of those that pass"),
@@ -146,15 +146,15 @@ fn task_lines(out: &mut String, plan: &ResolvedPlan, task: &ResolvedTask) {
             let _ = writeln!(
                 out,
                 "  attempts: {} (each a task slot of its own; picked by {}: {pick})",
-                tries.count,
-                tries.pick.name()
+                attempts.count,
+                attempts.pick.name()
             );
-            for n in 1..=tries.count {
+            for n in 1..=attempts.count {
                 let _ = writeln!(
                     out,
                     "    {}~{n}:    {}",
                     task.id,
-                    agent_text(&tries.way(n).agent)
+                    agent_text(&attempts.spec(n).agent)
                 );
             }
         }
