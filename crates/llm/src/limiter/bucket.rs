@@ -181,11 +181,9 @@ impl State {
     /// Corrects the buckets from the limit headers of the answer to a request admitted at
     /// `sent`, when the ledger stood at `ledger`: a limit the plan did not name gets its
     /// bucket; a level the server says is lower than ours (other clients of the key, a
-    /// wrong estimate) is taken. The server's `remaining` is its level when it counted
-    /// this request, on its arrival or as it answered: read both ways, only a level of ours
-    /// above both is wrong. (Read only as on arrival, a server that counts as it answers
-    /// looks short by every request in flight, and the limiter idles that much for good.)
-    /// A level above ours is not taken.
+    /// wrong estimate) is taken. The server's `remaining` is its level when the request
+    /// arrived, so it is brought forward: refilled since, less what was sent since. A level
+    /// above ours is not taken.
     pub(super) fn correct(
         &mut self,
         headers: &HeaderMap,
@@ -224,15 +222,9 @@ impl State {
                     }
                     (None, _) => continue,
                 };
-                // When the server counted `remaining` is not said: as the request arrived
-                // (then it is brought forward: refilled since, less what was sent since), or
-                // as it answered (a server that writes its headers then: the level now).
-                // The truth lies between; only a level above both readings is wrong.
                 let since = now.saturating_duration_since(sent).as_secs_f64();
-                let at_arrival =
-                    (remaining + since * bucket.rate).min(bucket.capacity) - sent_since;
-                let at_answer = remaining.min(bucket.capacity);
-                bucket.level = bucket.level.min(at_arrival.max(at_answer));
+                let now_level = (remaining + since * bucket.rate).min(bucket.capacity) - sent_since;
+                bucket.level = bucket.level.min(now_level);
                 // A bucket that says when it will be full again tells its rate too, read
                 // afresh from each answer: a reading with little missing says more about
                 // the reset's rounding (or a server's fixed window) than the rate, and one
