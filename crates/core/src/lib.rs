@@ -38,6 +38,7 @@ pub mod beneath;
 pub mod cancel;
 pub mod git;
 pub mod globs;
+pub mod hex;
 pub mod refs;
 pub mod state;
 pub mod sync;

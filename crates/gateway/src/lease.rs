@@ -255,5 +255,5 @@ fn token() -> String {
         let here = &bytes as *const _ as usize as u128;
         bytes = (nanos ^ here.rotate_left(64)).to_le_bytes();
     }
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    plait_core::hex::lower(&bytes)
 }

@@ -218,7 +218,7 @@ pub fn new_token() -> std::io::Result<String> {
     use std::io::Read as _;
     let mut bytes = [0u8; 16];
     std::fs::File::open("/dev/urandom")?.read_exact(&mut bytes)?;
-    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+    Ok(plait_core::hex::lower(&bytes))
 }
 
 /// The page, with the token and the run filled in.

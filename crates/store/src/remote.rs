@@ -172,11 +172,7 @@ pub fn publish_base(dir: &Path, remote: &str, base: &str) -> Result<(), RemoteEr
 /// it holds only what the runs fetch) when there is none yet.
 pub fn clone_for(root: &Path, remote: &str) -> Result<PathBuf, RemoteError> {
     use sha1::{Digest, Sha1};
-    let digest: String = Sha1::digest(remote.as_bytes())
-        .iter()
-        .take(8)
-        .map(|b| format!("{b:02x}"))
-        .collect();
+    let digest = plait_core::hex::lower(&Sha1::digest(remote.as_bytes())[..8]);
     let dir = root.join(digest);
     if dir.join(".git").exists() {
         return Ok(dir);

@@ -91,7 +91,9 @@ impl Failure {
             digest.update(b"\n");
             if !quieted.trim().is_empty() {
                 let masked = DIGITS.replace_all(quieted, "<n>");
-                each.push(hex(&Sha256::digest(masked.as_bytes()))[..16].to_string());
+                each.push(
+                    plait_core::hex::lower(&Sha256::digest(masked.as_bytes()))[..16].to_string(),
+                );
             }
         }
         each.sort();
@@ -101,7 +103,10 @@ impl Failure {
         }
         Failure {
             runner: None,
-            lines: vec![format!("output {}", hex(&digest.finalize()))],
+            lines: vec![format!(
+                "output {}",
+                plait_core::hex::lower(&digest.finalize())
+            )],
             each,
         }
     }
@@ -150,11 +155,6 @@ const RUNNERS: &[(&str, Reader)] = &[
     ("vitest", vitest),
     ("jest", jest),
 ];
-
-/// Lower-case hexadecimal of `bytes`.
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
 
 static DIGITS: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"\d+").unwrap());
 

@@ -14,7 +14,7 @@ fn keyed_digest(secret: &str, provider: &str, api_key: &str) -> String {
         hash.update(part.len().to_be_bytes());
         hash.update(part.as_bytes());
     }
-    hash.finalize().iter().map(|b| format!("{b:02x}")).collect()
+    plait_core::hex::lower(&hash.finalize())
 }
 
 impl PgStore {

@@ -428,7 +428,7 @@ fn setup_key(
         hash.update(file.path.as_bytes());
         hash.update(&file.bytes);
     }
-    hash.finalize().iter().map(|b| format!("{b:02x}")).collect()
+    plait_core::hex::lower(&hash.finalize())
 }
 
 /// Makes the layer at `dir` hold `base`'s files as `key`'s setup wants them, holding its

@@ -135,7 +135,7 @@ pub fn default_root(cache: &Path, repo: &Repository) -> PathBuf {
         })
         .collect();
     let digest = sha1::Sha1::digest(common.as_os_str().as_encoded_bytes());
-    let hash: String = digest[..4].iter().map(|b| format!("{b:02x}")).collect();
+    let hash = plait_core::hex::lower(&digest[..4]);
     let dir = if name.is_empty() || name.starts_with('.') {
         hash
     } else {
